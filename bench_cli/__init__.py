@@ -1,0 +1,1 @@
+"""bench: the command-line client of benchd. Importing the package imports nothing."""

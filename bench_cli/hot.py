@@ -1,0 +1,168 @@
+"""The hot agent commands, parsed and run without click.
+
+`bench mail send|list|read` and `bench report` run inside agents all day; their cost is
+the interpreter start plus what they import. This module parses exactly the options the
+click definitions in `bench_cli.main` declare (a test holds the two parsers to the same
+answers) and gives up — returning None — on anything else (`--help`, a typo, an unknown
+option), so click handles it and prints its usual usage error.
+"""
+
+import os
+import sys
+
+from bench_cli import output
+from bench_wire.errors import EXIT_OK, WireError
+from bench_wire.lean import Connection, request
+
+# command -> (options taking a value, flags, options that repeat, positional names)
+SPECS = {
+    ("mail", "send"): (
+        {"-s": "subject", "--subject": "subject", "-m": "body", "--message": "body",
+         "--key": "key", "--reply-to": "reply_to", "--in-reply-to": "in_reply_to",
+         "--dir": "dir"},
+        {"--json": "json"},
+        {"reply_to"},
+        ("to",),
+    ),
+    ("mail", "list"): (
+        {"--state": "state", "--limit": "limit", "--handle": "handle", "--cursor": "cursor",
+         "--dir": "dir"},
+        {"--json": "json"},
+        set(),
+        (),
+    ),
+    ("mail", "read"): (
+        {"--handle": "handle", "--dir": "dir"},
+        {"--json": "json"},
+        set(),
+        ("mail_id?",),
+    ),
+    ("report",): (
+        {"--dir": "dir"},
+        {"--json": "json"},
+        set(),
+        ("text?",),
+    ),
+}
+
+
+def parse(argv: list[str]) -> tuple[tuple, dict] | None:
+    """(command, options) for a hot command line, or None to let click handle it."""
+    for cmd in SPECS:
+        if tuple(argv[: len(cmd)]) == cmd:
+            break
+    else:
+        return None
+    valued, flags, repeats, positional = SPECS[cmd]
+    opts: dict = {name: [] for name in repeats}
+    pos: list[str] = []
+    args = argv[len(cmd) :]
+    i = 0
+    only_pos = False
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if only_pos or a == "-" or not a.startswith("-"):
+            pos.append(a)
+            continue
+        if a == "--":
+            only_pos = True
+            continue
+        name, eq, val = a.partition("=")
+        if name in flags and not eq:
+            opts[flags[name]] = True
+        elif name in valued:
+            if not eq:
+                if i >= len(args):
+                    return None
+                val = args[i]
+                i += 1
+            dest = valued[name]
+            if dest in repeats:
+                opts[dest].append(val)
+            elif dest in opts:
+                return None  # given twice: let click say what it thinks
+            else:
+                opts[dest] = val
+        else:
+            return None
+    required = [p for p in positional if not p.endswith("?")]
+    if len(pos) < len(required) or len(pos) > len(positional):
+        return None
+    for name, value in zip(positional, pos, strict=False):
+        opts[name.rstrip("?")] = value
+    if cmd == ("mail", "list"):
+        if opts.get("state", "unread") not in ("unread", "read", "all"):
+            return None
+        if "limit" in opts:
+            try:
+                opts["limit"] = int(opts["limit"])
+            except ValueError:
+                return None
+    return cmd, opts
+
+
+def run(cmd: tuple, opts: dict) -> int:
+    as_json = bool(opts.get("json"))
+    try:
+        with Connection(opts.get("dir")) as conn:
+            return COMMANDS[cmd](conn, opts, as_json)
+    except WireError as err:
+        return output.fail(err, as_json)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _answer(a: dict, as_json: bool, text: str) -> int:
+    if as_json:
+        output.emit_json(a)
+    else:
+        output.write(text)
+    return EXIT_OK
+
+
+def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
+    body = o.get("body")
+    if body is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise WireError("bad-request", "give the body with -m BODY or on standard input")
+        body = sys.stdin.read()
+    a = conn.call(request("mail/send", {
+        "to": o["to"], "body": body, "subject": o.get("subject"), "key": o.get("key"),
+        "reply_to": o.get("reply_to") or None, "in_reply_to": o.get("in_reply_to"),
+    }))
+    return _answer(a, as_json, output.sent(a))
+
+
+def mail_list(conn: Connection, o: dict, as_json: bool) -> int:
+    state = o.get("state") or "unread"
+    a = conn.call(request("mail/list", {
+        "handle": o.get("handle"), "state": state, "limit": o.get("limit"),
+        "cursor": o.get("cursor"),
+    }))
+    return _answer(a, as_json, output.listing(a, state))
+
+
+def mail_read(conn: Connection, o: dict, as_json: bool) -> int:
+    a = conn.call(request("mail/read", {"handle": o.get("handle"), "mail_id": o.get("mail_id")}))
+    return _answer(a, as_json, output.message(a))
+
+
+def report(conn: Connection, o: dict, as_json: bool) -> int:
+    text = o.get("text")
+    if text is None or text == "-":
+        if text is None and (sys.stdin is None or sys.stdin.isatty()):
+            raise WireError("bad-request", "give the report as TEXT, or - to read standard input")
+        text = sys.stdin.read()
+    if not os.environ.get("BENCH_TOKEN"):
+        raise WireError("not-in-session", "bench report works only inside a bench session")
+    a = conn.call(request("job/report", {"content": text}))
+    return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
+
+
+COMMANDS = {
+    ("mail", "send"): mail_send,
+    ("mail", "list"): mail_list,
+    ("mail", "read"): mail_read,
+    ("report",): report,
+}

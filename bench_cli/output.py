@@ -1,0 +1,73 @@
+"""How answers are printed: human text by default, the daemon's JSON with --json.
+
+No click here: the hot commands (mail send/list/read, report) print through this module
+without loading click.
+"""
+
+import os
+import sys
+
+from bench_wire.errors import WireError, exit_code_for
+from bench_wire.lean import dumps
+
+
+def emit_json(obj: dict) -> None:
+    sys.stdout.write(dumps(obj) + "\n")
+
+
+def fail(err: WireError, as_json: bool) -> int:
+    """Print an error (stderr, or JSON on stdout) and return the exit code."""
+    if as_json:
+        emit_json({"ok": False, "error": {"code": err.code, "message": err.message}})
+    else:
+        sys.stderr.write(f"bench: {err.message} [{err.code}]\n")
+    return exit_code_for(err.code)
+
+
+def sent(a: dict) -> str:
+    if a.get("duplicate"):
+        return f"already sent as {a['mail_id']} to {a['to']} (same key): {a['path']}"
+    tail = "" if a.get("live") else "  (no live session: it waits in the inbox)"
+    return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
+
+
+def listing(a: dict, state: str) -> str:
+    msgs = a.get("messages") or []
+    if not msgs:
+        return f"no {state if state != 'all' else ''} mail for {a['handle']}".replace("  ", " ")
+    rows = []
+    for msg in msgs:
+        rows.append(
+            f"{msg['mail_id']}  {msg['state']:<6}  {msg['sender']:<16}  "
+            f"{msg['size']:>7}  {msg['subject']}"
+        )
+    shown = len(msgs)
+    foot = f"{shown} of {a['total']} {state} for {a['handle']}"
+    if a.get("truncated"):
+        foot += f"; more: bench mail list --cursor {a['cursor']}"
+    return "\n".join(rows + [foot])
+
+
+def message(a: dict) -> str:
+    head = [
+        f"id:      {a['mail_id']}",
+        f"from:    {a['sender']}",
+        f"to:      {a['to']}",
+        f"subject: {a['subject']}",
+        f"date:    {a['date']}",
+        f"path:    {a['path']}",
+    ]
+    if a.get("reply_to"):
+        head.append("reply-to: " + ", ".join(a["reply_to"]))
+    return "\n".join(head) + "\n\n" + a["body"]
+
+
+def write(text: str) -> None:
+    out = sys.stdout
+    out.write(text)
+    if not text.endswith("\n"):
+        out.write("\n")
+    out.flush()
+
+
+_ = os

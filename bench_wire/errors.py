@@ -1,0 +1,80 @@
+"""The catalogue of error codes: one kebab-case code per kind of refusal.
+
+Every error the daemon sends is `{"code": <one of these>, "message": <a sentence>}`;
+the CLI maps the codes to exit codes (see `EXIT_CODES`). Keep this module free of
+imports so the CLI's hot path can use it.
+"""
+
+# code -> what it means (the default sentence; daemons usually say something more precise)
+CODES: dict[str, str] = {
+    # framing and decoding
+    "bad-json": "The line is not valid JSON.",
+    "bad-utf8": "The line is not valid UTF-8.",
+    "not-object": "A request must be a JSON object.",
+    "unknown-verb": "The verb is not one this daemon knows.",
+    "bad-request": "A field is missing or has the wrong type.",
+    "frame-too-long": "The line is longer than the frame cap; the connection is closed.",
+    # addresses and identity
+    "bad-handle": "A handle is 1-64 characters of a-z 0-9 . _ - starting with a letter or digit.",
+    "handle-taken": "A live session already holds that handle.",
+    "handle-reserved": "That handle is reserved and cannot be claimed by a session.",
+    "forbidden": "That is not allowed for this caller.",
+    "bad-token": "The session secret is not valid (forged, or its session has ended).",
+    "peer-refused": "Connections are accepted only from the daemon's own user.",
+    # mail
+    "bad-id": "A message id has the form 20261130T045611.123Z-0001.",
+    "no-such-message": "No message with that id is in that mailbox.",
+    "no-unread": "The mailbox has no unread message.",
+    "body-too-large": "The body is larger than the body cap.",
+    "subject-too-long": "The subject is longer than the subject cap.",
+    "bad-subject": "A subject is one line without control characters.",
+    "bad-key": "A key is 1-256 printable characters.",
+    "bad-limit": "A limit is between 1 and the list maximum.",
+    "bad-cursor": "The cursor is not one a listing returned.",
+    # sessions and jobs
+    "no-such-session": "No live session has that handle or id.",
+    "bad-regex": "The ready pattern is not a valid regular expression.",
+    "spawn-failed": "The command could not be started.",
+    "bad-env": "An environment entry is KEY=VALUE with a non-empty KEY.",
+    "not-in-session": "That command works only inside a bench session.",
+    "no-job": "This session is not running a job.",
+    "bad-mail": "The job mail could not be used.",
+    # daemon
+    "disk-full": "The disk is full; nothing was written.",
+    "io-error": "The disk refused the write; nothing was written.",
+    "too-many-connections": "The daemon is at its connection limit; try again shortly.",
+    "slow-consumer": "The stream was ended because the client did not keep up.",
+    "shutting-down": "The daemon is stopping.",
+    "internal": "The daemon hit an internal error; it was logged and the daemon is still serving.",
+    # CLI-side
+    "no-daemon": "No daemon is answering on this BENCH_DIR.",
+    "socket-path-too-long": "The socket path is longer than AF_UNIX allows.",
+    "protocol": "The daemon's answer could not be understood.",
+}
+
+# CLI exit codes, as a named table (documented in the README).
+EXIT_OK = 0
+EXIT_REFUSED = 1  # the daemon answered with an error
+EXIT_USAGE = 2  # bad command line (click's own code)
+EXIT_NO_DAEMON = 3  # nothing answers on the socket
+EXIT_PROTOCOL = 4  # the answer could not be understood, or the connection broke
+
+EXIT_CODES = {
+    "no-daemon": EXIT_NO_DAEMON,
+    "socket-path-too-long": EXIT_USAGE,
+    "protocol": EXIT_PROTOCOL,
+}
+
+
+def exit_code_for(code: str) -> int:
+    """The CLI's exit code for an error code: 1 for every daemon refusal."""
+    return EXIT_CODES.get(code, EXIT_REFUSED)
+
+
+class WireError(Exception):
+    """An error with a catalogue code and a human sentence (raised on either side)."""
+
+    def __init__(self, code: str, message: str | None = None):
+        self.code = code
+        self.message = message or CODES.get(code, code)
+        super().__init__(f"{self.code}: {self.message}")

@@ -1,0 +1,156 @@
+"""The CLI's hot path to the daemon: a blocking AF_UNIX client on C modules only.
+
+Why this exists: `bench mail send` runs inside agents many times a session, and its cost
+is the interpreter start plus imports. `socket` pulls in `enum` and `selectors`, `json`
+pulls in `re`, and msgspec pulls in `typing`: together several times the interpreter's
+own start. This module uses `_socket` and `_json` directly, so a hot command costs
+about one interpreter start and one round trip.
+
+The frames it writes are the msgspec request types of `bench_wire.messages`, field for
+field: `tests/unit/test_lean.py` decodes every frame this module builds with the msgspec
+request decoder and compares it with the Struct it stands for, and compares the decoded
+responses with the msgspec response types, so the two cannot drift apart.
+"""
+
+import _json
+import _socket
+import os
+
+from bench_wire.errors import WireError
+from bench_wire.paths import resolve_dir, socket_path
+
+
+class _ScanContext:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo: dict = {}
+
+    @staticmethod
+    def parse_constant(name):
+        raise ValueError(f"JSON constant {name} is not allowed")
+
+
+_scan = _json.make_scanner(_ScanContext())
+_quote = _json.encode_basestring
+
+
+def loads(text: str):
+    """Decode one JSON document (a response line)."""
+    obj, end = _scan(text, 0)
+    if text[end:].strip():
+        raise ValueError("trailing data after JSON value")
+    return obj
+
+
+def dumps(obj) -> str:
+    """Encode plain data (dict, list, str, int, bool, None) as compact JSON."""
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if isinstance(obj, str):
+        return _quote(obj)
+    if isinstance(obj, int):
+        return str(int(obj))
+    if isinstance(obj, dict):
+        return "{" + ",".join(_quote(k) + ":" + dumps(v) for k, v in obj.items()) + "}"
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(dumps(v) for v in obj) + "]"
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def request(verb: str, fields: dict) -> dict:
+    """A request object: verb, the caller's token (BENCH_TOKEN), then the given fields
+    (None means "use the default" and is left out)."""
+    req = {"verb": verb}
+    token = os.environ.get("BENCH_TOKEN")
+    if token:
+        req["token"] = token
+    for k, v in fields.items():
+        if v is not None:
+            req[k] = v
+    return req
+
+
+class Connection:
+    """One blocking connection; `call` sends a request and returns the decoded answer."""
+
+    def __init__(self, bench_dir: str | None = None, timeout: float | None = 30.0):
+        self.bench_dir = resolve_dir(bench_dir)
+        path = socket_path(self.bench_dir)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            sock.close()
+            raise WireError(
+                "no-daemon",
+                f"no daemon is running for {self.bench_dir}: start it with `bench up`",
+            ) from err
+        except OSError as err:
+            sock.close()
+            raise WireError("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
+        self.sock = sock
+        self._buf = b""
+        self._next_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send_raw(self, line: bytes) -> None:
+        self.sock.sendall(line)
+
+    def send(self, req: dict) -> int:
+        self._next_id += 1
+        req = dict(req)
+        req.setdefault("id", self._next_id)
+        self.sock.sendall(dumps(req).encode("utf-8", "surrogatepass") + b"\n")
+        return req["id"]
+
+    def recv_line(self) -> bytes:
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl >= 0:
+                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
+                return line
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except OSError as err:
+                raise WireError("protocol", f"the connection to the daemon broke: {err}") from err
+            if not chunk:
+                raise WireError("protocol", "the daemon closed the connection")
+            self._buf += chunk
+
+    def recv(self) -> dict:
+        line = self.recv_line()
+        try:
+            obj = loads(line.decode("utf-8"))
+        except ValueError as err:
+            raise WireError("protocol", f"the daemon's answer is not JSON: {err}") from err
+        if not isinstance(obj, dict):
+            raise WireError("protocol", "the daemon's answer is not an object")
+        return obj
+
+    def call(self, req: dict) -> dict:
+        """Send one request; return the answer, or raise WireError for an error answer."""
+        self.send(req)
+        return check(self.recv())
+
+
+def check(answer: dict) -> dict:
+    if answer.get("ok") is False:
+        err = answer.get("error") or {}
+        raise WireError(str(err.get("code", "protocol")), str(err.get("message", "")))
+    return answer

@@ -1,0 +1,464 @@
+"""Every request, response and event on the wire, as msgspec Structs.
+
+- Requests share one tagged base (`Request`, tag field `verb`) and decode through the
+  `AnyRequest` union.
+- Responses share `Response` (tag field `type`); each carries `id` (echoed from the
+  request) and `ok`. Errors are `ErrorResponse` with `error: {code, message}`.
+- Streams (`events` with follow, `session/tail`, `session/attach`) answer with frames of
+  type `event` or `output` and end with one `end` frame (or an error frame).
+- Events (the lines of events.jsonl) share `Event` (tag field `kind`), `seq` first so
+  the log can be searched by byte offset.
+
+New fields always get defaults, so older peers keep decoding.
+"""
+
+from typing import Any, Literal
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+Id = int | str | None
+
+
+# ---------------------------------------------------------------- requests
+
+
+class Request(msgspec.Struct, tag_field="verb", kw_only=True, omit_defaults=True):
+    id: Id = None
+    # A session's secret (BENCH_TOKEN); absent for the operator. The daemon derives the
+    # caller from it and from the socket's peer credentials, never from a claimed name.
+    token: str | None = None
+
+
+class Hello(Request, tag="hello"):
+    pass
+
+
+class Stop(Request, tag="stop"):
+    pass
+
+
+class MailSend(Request, tag="mail/send"):
+    to: str
+    body: str = ""
+    subject: str = ""
+    key: str | None = None
+    reply_to: list[str] = []
+    in_reply_to: str | None = None
+
+
+class MailList(Request, tag="mail/list"):
+    handle: str | None = None
+    state: Literal["unread", "read", "all"] = "unread"
+    limit: int | None = None
+    cursor: str | None = None
+
+
+class MailRead(Request, tag="mail/read"):
+    handle: str | None = None
+    mail_id: str | None = None
+
+
+class EventsRead(Request, tag="events"):
+    since: int = 0
+    kind: str | None = None
+    follow: bool = False
+    limit: int | None = None
+
+
+class JobMailSpec(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The task mail of a job spawn (`bench spawn --mail FILE --reply-to H`)."""
+
+    body: str
+    subject: str = ""
+    key: str | None = None
+    reply_to: list[str] = []
+
+
+class Spawn(Request, tag="session/spawn"):
+    argv: list[str]
+    name: str | None = None
+    cwd: str | None = None
+    env: dict[str, str] = {}
+    ready: str | None = None
+    rows: int = 40
+    cols: int = 120
+    agent: str | None = None
+    job: JobMailSpec | None = None
+
+
+class SessionList(Request, tag="session/list"):
+    pass
+
+
+class SessionKill(Request, tag="session/kill"):
+    handle: str
+    cancel: bool = False
+
+
+class SessionType(Request, tag="session/type"):
+    handle: str
+    text: str
+    enter: bool = True
+
+
+class SessionTail(Request, tag="session/tail"):
+    handle: str
+    follow: bool = False
+    screen: bool = False
+
+
+class SessionAttach(Request, tag="session/attach"):
+    handle: str
+    rows: int | None = None
+    cols: int | None = None
+
+
+class SessionInput(Request, tag="session/input"):
+    """Keystrokes from an attached operator (only valid after session/attach)."""
+
+    data: str  # base64
+
+
+class SessionResize(Request, tag="session/resize"):
+    rows: int
+    cols: int
+
+
+class SessionDetach(Request, tag="session/detach"):
+    pass
+
+
+class JobReport(Request, tag="job/report"):
+    content: str
+
+
+class DebugFault(Request, tag="debug/fault"):
+    """Test-only: arm a fault at a named point (refused unless benchd --test-hooks)."""
+
+    point: Literal["deliver", "eventlog", "post"]
+    errno: str = "ENOSPC"
+    count: int = 1
+
+
+AnyRequest = (
+    Hello
+    | Stop
+    | MailSend
+    | MailList
+    | MailRead
+    | EventsRead
+    | Spawn
+    | SessionList
+    | SessionKill
+    | SessionType
+    | SessionTail
+    | SessionAttach
+    | SessionInput
+    | SessionResize
+    | SessionDetach
+    | JobReport
+    | DebugFault
+)
+
+REQUEST_TYPES: tuple[type[Request], ...] = AnyRequest.__args__  # type: ignore[attr-defined]
+VERBS: dict[str, type[Request]] = {t.__struct_config__.tag: t for t in REQUEST_TYPES}
+
+
+# ---------------------------------------------------------------- responses
+
+
+class Response(msgspec.Struct, tag_field="type", kw_only=True):
+    id: Id = None
+    ok: bool = True
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    code: str
+    message: str
+
+
+class ErrorResponse(Response, tag="error"):
+    ok: bool = False
+    error: ErrorBody = ErrorBody("internal", "")
+
+
+class Caps(msgspec.Struct, kw_only=True):
+    frame_bytes: int
+    body_bytes: int
+    subject_chars: int
+    list_cap: int
+    list_max: int
+    connections: int
+    scrollback_bytes: int
+
+
+class Reactor(msgspec.Struct, kw_only=True):
+    idle_gate: float
+    paste_settle: float
+    wake_burst: int
+    wake_refill: float
+    enter_retries: int
+
+
+class HelloOk(Response, tag="hello"):
+    version: str
+    protocol: int
+    pid: int
+    bench_dir: str
+    caller: str
+    caps: Caps
+    reactor: Reactor
+    sessions: int = 0
+    mailboxes: int = 0
+    test_hooks: bool = False
+
+
+class StopOk(Response, tag="stop"):
+    pass
+
+
+class SendOk(Response, tag="mail/send"):
+    mail_id: str
+    path: str
+    to: str
+    key: str
+    live: bool
+    duplicate: bool = False
+    note: str | None = None
+
+
+class MessageMeta(msgspec.Struct, kw_only=True):
+    mail_id: str
+    sender: str
+    subject: str
+    date: str
+    state: Literal["unread", "read"]
+    size: int
+
+
+class ListOk(Response, tag="mail/list"):
+    handle: str
+    messages: list[MessageMeta]
+    total: int
+    cap: int
+    truncated: bool
+    cursor: str | None = None
+
+
+class ReadOk(Response, tag="mail/read"):
+    mail_id: str
+    sender: str
+    to: str
+    subject: str
+    date: str
+    body: str
+    path: str
+    key: str
+    retired: bool
+    reply_to: list[str] = []
+    in_reply_to: str | None = None
+
+
+class SessionInfo(msgspec.Struct, kw_only=True):
+    session: str
+    handle: str
+    pid: int
+    state: Literal["running", "exited"]
+    idle_ms: int | None
+    exit: int | None = None
+    signal: int | None = None
+    argv: list[str] = []
+    job: bool = False
+
+
+class SpawnOk(Response, tag="session/spawn"):
+    session: str
+    handle: str
+    pid: int
+    mail_id: str | None = None
+
+
+class SessionListOk(Response, tag="session/list"):
+    sessions: list[SessionInfo]
+
+
+class KillOk(Response, tag="session/kill"):
+    session: str
+    handle: str
+
+
+class TypeOk(Response, tag="session/type"):
+    session: str
+    bytes: int
+
+
+class ReportOk(Response, tag="job/report"):
+    session: str
+    bytes: int
+
+
+class FaultOk(Response, tag="debug/fault"):
+    pass
+
+
+class AttachOk(Response, tag="session/attach"):
+    session: str
+    handle: str
+    rows: int
+    cols: int
+
+
+class OutputFrame(Response, tag="output"):
+    """A piece of a session's output, base64 (ptys carry bytes, not text)."""
+
+    data: str
+
+
+class ScreenFrame(Response, tag="screen"):
+    """The session's screen as text, as a person would see it now."""
+
+    lines: list[str]
+    cursor_row: int = 0
+    cursor_col: int = 0
+
+
+class EventFrame(Response, tag="event"):
+    event: dict[str, Any]
+
+
+class EndFrame(Response, tag="end"):
+    """The last frame of a stream."""
+
+    reason: str = "done"
+    exit: int | None = None
+
+
+AnyResponse = (
+    ErrorResponse
+    | HelloOk
+    | StopOk
+    | SendOk
+    | ListOk
+    | ReadOk
+    | SpawnOk
+    | SessionListOk
+    | KillOk
+    | TypeOk
+    | ReportOk
+    | FaultOk
+    | AttachOk
+    | OutputFrame
+    | ScreenFrame
+    | EventFrame
+    | EndFrame
+)
+RESPONSE_TYPES = AnyResponse.__args__  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- events
+
+
+class Event(msgspec.Struct, tag_field="kind", kw_only=True):
+    seq: int = 0
+    ts: int = 0
+
+
+class DaemonStarted(Event, tag="daemon/started"):
+    pid: int
+    version: str
+    recovered: bool = False
+
+
+class DaemonStopped(Event, tag="daemon/stopped"):
+    pid: int
+
+
+class SessionSpawned(Event, tag="session/spawned"):
+    session: str
+    handle: str
+    pid: int
+    argv: list[str]
+    job: bool = False
+
+
+class SessionExited(Event, tag="session/exited"):
+    session: str
+    handle: str
+    pid: int
+    exit: int | None = None
+    signal: int | None = None
+
+
+class MailSent(Event, tag="mail/sent"):
+    mail_id: str
+    sender: str
+    to: str
+    path: str
+    key: str
+    live: bool = False
+    recovered: bool = False
+
+
+class MailRead_(Event, tag="mail/read"):
+    mail_id: str
+    handle: str
+    reader: str
+    path: str
+
+
+class AgentWoken(Event, tag="agent/woken"):
+    session: str
+    handle: str
+    mail_id: str | None
+    path: str | None
+    sender: str | None = None
+    digest: int = 0
+    enter_retries: int = 0
+
+
+class WakeCapped(Event, tag="wake/capped"):
+    session: str
+    handle: str
+    mail_id: str
+    path: str
+
+
+class JobSettled(Event, tag="job/settled"):
+    session: str
+    handle: str
+    key: str
+    outcome: str
+    replies: int
+
+
+class OutboxPosted(Event, tag="outbox/posted"):
+    key: str
+    to: str
+    mail_id: str
+
+
+class OutboxRetry(Event, tag="outbox/retry"):
+    key: str
+    to: str
+    attempts: int
+    due: int
+    reason: str
+
+
+AnyEvent = (
+    DaemonStarted
+    | DaemonStopped
+    | SessionSpawned
+    | SessionExited
+    | MailSent
+    | MailRead_
+    | AgentWoken
+    | WakeCapped
+    | JobSettled
+    | OutboxPosted
+    | OutboxRetry
+)
+EVENT_TYPES = AnyEvent.__args__  # type: ignore[attr-defined]
+EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -1,0 +1,200 @@
+"""The committer: the daemon's one durable-write pipeline, with group commit.
+
+Everything that must be on disk before an answer (a delivered message, a retirement,
+an event) is an `Op` submitted here. One task takes every op that is waiting, and in a
+worker thread commits them as one batch:
+
+  1. prepare  - each op stages its files (tmp/, written and fsynced)
+  2. publish  - each op renames its files into place; each touched directory fsynced once
+  3. log      - the batch's events appended to events.jsonl with one write and one fsync
+  4. index    - the index updated in one transaction
+
+and only then are the ops' callers answered. A failure in 1-2 fails that op alone; a
+failure in 3 takes back the batch's renames (nothing unacknowledged stays visible) and
+fails the batch. Concurrent senders therefore share the directory and log fsyncs.
+"""
+
+import os
+import time
+from collections.abc import Callable
+
+import msgspec
+import trio
+
+from bench_wire.errors import WireError
+from bench_wire.messages import Event
+from benchd.eventlog import EventLog
+from benchd.index import Index
+
+MAX_BATCH = 256
+_encoder = msgspec.json.Encoder()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def os_error_to_wire(err: OSError) -> WireError:
+    import errno
+
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return WireError("disk-full", f"the disk is full; nothing was written ({err.strerror})")
+    return WireError("io-error", f"the disk refused the write; nothing was written ({err})")
+
+
+class Op:
+    """A unit of durable work. Subclasses override the phases they need."""
+
+    error: WireError | None = None
+    result: object = None
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.done = trio.Event()
+
+    def prepare(self, ctx: "Committer") -> None:
+        """Stage files (runs in the worker thread). Raise WireError/OSError to fail."""
+
+    def publish(self, ctx: "Committer") -> set[str]:
+        """Move staged files into place; return the directories to fsync."""
+        return set()
+
+    def rollback(self, ctx: "Committer") -> None:
+        """Undo publish (the log append failed)."""
+
+    def index(self, idx: Index) -> None:
+        """Apply the op to the index (inside the batch's transaction)."""
+
+    def discard(self, ctx: "Committer") -> None:
+        """Remove what prepare staged (the op failed)."""
+
+
+class EventOp(Op):
+    """Only events: e.g. session/spawned, agent/woken."""
+
+    def __init__(self, *events: Event):
+        super().__init__()
+        self.events = list(events)
+
+
+class Committer:
+    def __init__(self, log: EventLog, index: Index, publish: Callable[[list[dict]], None]):
+        self.log = log
+        self.index = index
+        self._publish = publish
+        self._pending: list[Op] = []
+        self._wakeup = trio.Event()
+        self.batches = 0
+        self.closed = False
+
+    async def submit(self, op: Op):
+        """Queue the op, wait until its batch is durable; return its result or raise."""
+        if self.closed:
+            raise WireError("shutting-down", "the daemon is stopping")
+        self._pending.append(op)
+        self._wakeup.set()
+        await op.done.wait()
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            while self._pending:
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                await self._commit(batch)
+
+    async def drain(self) -> None:
+        """Commit whatever is waiting now (used at shutdown, after serving stopped)."""
+        while self._pending:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[Op]) -> None:
+        published = await trio.to_thread.run_sync(self._commit_sync, batch)
+        self.batches += 1
+        if published:
+            self._publish(published)
+        for op in batch:
+            op.done.set()
+
+    def _commit_sync(self, batch: list[Op]) -> list[dict]:
+        self._batch_keys: dict = {}  # idempotency keys claimed earlier in this batch
+        live: list[Op] = []
+        for op in batch:
+            try:
+                op.prepare(self)
+                live.append(op)
+            except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
+                self._fail(op, err)
+        dirs: set[str] = set()
+        published: list[Op] = []
+        for op in live:
+            try:
+                dirs |= op.publish(self)
+                published.append(op)
+            except Exception as err:  # noqa: BLE001
+                self._fail(op, err)
+        try:
+            for d in sorted(dirs):
+                fsync_dir(d)
+            lines, records, seq = self._encode_events(published)
+            self.log.append(lines)
+            self.log.last_seq = seq
+        except Exception as err:  # noqa: BLE001
+            for op in published:
+                try:
+                    op.rollback(self)
+                except Exception:  # noqa: BLE001 - best effort; the op already failed
+                    pass
+                self._fail(op, err)
+            return []
+        try:
+            self.index.begin()
+            for op in published:
+                op.index(self.index)
+            self.index.set_meta("last_seq", str(self.log.last_seq))
+            self.index.commit()
+        except Exception:  # noqa: BLE001
+            # The files and the log are the record; a stale index is reconciled at the
+            # next start (it is not marked clean). The ops themselves did succeed.
+            self.index.rollback()
+            self.index.set_meta("clean", "0")
+        return records
+
+    def _fail(self, op: Op, err: Exception) -> None:
+        if isinstance(err, WireError):
+            op.error = err
+        elif isinstance(err, OSError):
+            op.error = os_error_to_wire(err)
+        else:
+            op.error = WireError("internal", f"the write failed: {err!r}")
+        try:
+            op.discard(self)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _encode_events(self, ops: list[Op]) -> tuple[list[bytes], list[dict], int]:
+        lines: list[bytes] = []
+        records: list[dict] = []
+        seq = self.log.last_seq
+        ts = now_ms()
+        for op in ops:
+            for ev in op.events:
+                seq += 1
+                ev.seq, ev.ts = seq, ts
+                raw = _encoder.encode(ev)
+                lines.append(raw + b"\n")
+                records.append(msgspec.json.decode(raw))
+        return lines, records, seq

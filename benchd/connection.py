@@ -1,0 +1,109 @@
+"""One client connection: framing, decoding, identity, and the answer to each line.
+
+Bad input of any kind is answered with an error frame and the connection stays usable,
+except an over-long line (answered, then closed: we cannot tell where the next frame
+starts). An exception inside a handler is logged and answered as `internal`; it never
+reaches the server. Each connection is its own task, so a slow or silent client only
+ever blocks itself.
+"""
+
+import os
+
+import msgspec
+import trio
+
+from bench_wire.errors import WireError
+from bench_wire.framing import FrameTooLong, LineBuffer, decode_request, request_id_of
+from bench_wire.messages import ErrorBody, ErrorResponse, Request, Response
+
+_encoder = msgspec.json.Encoder()
+RECV_BYTES = 64 * 1024
+
+
+class Caller:
+    """Who is speaking: a session (by its secret or its pty) or the operator."""
+
+    __slots__ = ("handle", "session")
+
+    def __init__(self, handle: str, session=None):
+        self.handle = handle
+        self.session = session
+
+    @property
+    def is_operator(self) -> bool:
+        return self.session is None
+
+
+class Connection:
+    def __init__(self, daemon, stream: trio.SocketStream, peer_pid: int):
+        self.daemon = daemon
+        self.stream = stream
+        self.peer_pid = peer_pid
+        self.buffer = LineBuffer(daemon.caps.frame_bytes)
+        self.lines: list[bytes] = []
+        self.send_lock = trio.Lock()
+        self.closed = False
+
+    async def send(self, msg: Response) -> None:
+        data = _encoder.encode(msg) + b"\n"
+        async with self.send_lock:
+            await self.stream.send_all(data)
+
+    async def send_error(self, rid, code: str, message: str) -> None:
+        await self.send(ErrorResponse(id=rid, error=ErrorBody(code, message)))
+
+    async def next_line(self) -> bytes | None:
+        """The next complete line, or None at EOF. Raises FrameTooLong."""
+        while not self.lines:
+            try:
+                data = await self.stream.receive_some(RECV_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            if not data:
+                return None
+            self.lines.extend(self.buffer.feed(data))
+        return self.lines.pop(0)
+
+    async def next_request(self):
+        """The next decoded request, None at EOF; bad lines are answered here."""
+        while True:
+            try:
+                line = await self.next_line()
+            except FrameTooLong:
+                await self.send_error(
+                    None,
+                    "frame-too-long",
+                    f"a line may be at most {self.buffer.max_line} bytes; closing",
+                )
+                return None
+            if line is None:
+                return None
+            if not line.strip():
+                continue
+            try:
+                return decode_request(line)
+            except WireError as err:
+                await self.send_error(request_id_of(line), err.code, err.message)
+
+    def caller(self, req: Request) -> Caller:
+        return self.daemon.identify(req.token, self.peer_pid)
+
+    async def serve(self) -> None:
+        log = self.daemon.log
+        while True:
+            req = await self.next_request()
+            if req is None:
+                return
+            try:
+                caller = self.caller(req)
+                await self.daemon.dispatch(self, caller, req)
+            except WireError as err:
+                await self.send_error(req.id, err.code, err.message)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            except Exception as err:  # noqa: BLE001 - one request's bug never ends the daemon
+                log.exception("request failed", verb=type(req).__name__, pid=os.getpid())
+                await self.send_error(
+                    req.id, "internal", f"the daemon hit an internal error ({type(err).__name__}); "
+                    "it was logged and the daemon is still serving"
+                )

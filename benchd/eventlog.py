@@ -1,0 +1,161 @@
+"""events.jsonl: the append-only event log.
+
+One JSON object per line, `seq` first and strictly increasing, `ts` in ms. Appends come
+only from the committer (one writer), in batches: a batch is one write and one fsync,
+done before any answer that reports the facts in it.
+
+Never rewritten. After a crash the last line may be torn; at open we read only the
+tail to find the last seq, and if the file does not end in a newline we add one, so the
+torn fragment stays a line of its own that readers skip. Reading from a seq searches the
+file by byte offset (seq is the first field of every line), so `--since` costs
+O(log size), not a scan.
+"""
+
+import os
+
+import msgspec
+
+from benchd import faults
+
+_TAIL = 64 * 1024
+_decoder = msgspec.json.Decoder()
+
+
+def _seq_of(line: bytes) -> int | None:
+    # Lines start with {"seq":N, — parse that prefix without decoding the whole line.
+    if not line.startswith(b'{"seq":'):
+        return None
+    end = line.find(b",", 7)
+    try:
+        return int(line[7:end])
+    except ValueError:
+        return None
+
+
+class EventLog:
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self.last_seq, self.torn = self._recover()
+
+    def _recover(self) -> tuple[int, bool]:
+        size = os.fstat(self.fd).st_size
+        if size == 0:
+            return 0, False
+        start = max(0, size - _TAIL)
+        tail = os.pread(self.fd, size - start, start)
+        torn = not tail.endswith(b"\n")
+        if torn:
+            # Keep the fragment as its own (unparseable, skipped) line.
+            os.write(self.fd, b"\n")
+            os.fsync(self.fd)
+        last = 0
+        for line in reversed(tail.split(b"\n")):
+            try:
+                obj = _decoder.decode(line)
+            except msgspec.DecodeError:
+                continue
+            if isinstance(obj, dict) and isinstance(obj.get("seq"), int):
+                last = obj["seq"]
+                break
+        if last == 0 and start > 0:
+            last = self._scan_last_seq()
+        return last, torn
+
+    def _scan_last_seq(self) -> int:
+        last = 0
+        with open(self.path, "rb") as f:
+            for line in f:
+                s = _seq_of(line)
+                if s is not None:
+                    last = max(last, s)
+        return last
+
+    def append(self, lines: list[bytes]) -> None:
+        """Write and fsync encoded lines (each ending in a newline). Raises OSError."""
+        if not lines:
+            return
+        faults.check("eventlog")
+        data = b"".join(lines)
+        before = os.fstat(self.fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+            os.fsync(self.fd)
+        except OSError:
+            # Take back a partial append so no torn line sits in the middle of the log;
+            # if even that fails, readers skip the fragment and seq stays monotonic.
+            try:
+                os.ftruncate(self.fd, before)
+            except OSError:
+                pass
+            raise
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    # ------------------------------------------------------------ reading
+
+    def offset_of(self, since: int) -> int:
+        """Byte offset of the first line with seq > since (binary search on offsets)."""
+        size = os.fstat(self.fd).st_size
+        lo, hi = 0, size
+        while lo < hi:
+            mid = (lo + hi) // 2
+            start, seq = self._line_at(mid, size)
+            if start >= size:
+                hi = mid
+            elif seq is None or seq <= since:
+                lo = start + 1 if seq is None else self._next_line(start, size)
+            else:
+                hi = mid
+        return self._line_start(lo, size)
+
+    def _line_start(self, pos: int, size: int) -> int:
+        if pos <= 0:
+            return 0
+        if pos >= size:
+            return size
+        if os.pread(self.fd, 1, pos - 1) == b"\n":
+            return pos
+        return self._next_line(pos, size)
+
+    def _next_line(self, pos: int, size: int) -> int:
+        while pos < size:
+            chunk = os.pread(self.fd, 4096, pos)
+            nl = chunk.find(b"\n")
+            if nl >= 0:
+                return pos + nl + 1
+            pos += len(chunk)
+        return size
+
+    def _line_at(self, pos: int, size: int) -> tuple[int, int | None]:
+        """The first line starting at or after pos: (its offset, its seq or None)."""
+        start = self._line_start(pos, size)
+        if start >= size:
+            return size, None
+        return start, _seq_of(os.pread(self.fd, 32, start))
+
+    def read_since(self, since: int, limit: int | None = None):
+        """Yield decoded events (dicts) with seq > since, skipping torn lines."""
+        pos = self.offset_of(since) if since > 0 else 0
+        n = 0
+        with open(self.path, "rb") as f:
+            f.seek(pos)
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # an append in flight; the follower gets it live
+                try:
+                    obj = _decoder.decode(line)
+                except msgspec.DecodeError:
+                    continue
+                if not isinstance(obj, dict) or not isinstance(obj.get("seq"), int):
+                    continue
+                if obj["seq"] <= since:
+                    continue
+                yield obj
+                n += 1
+                if limit is not None and n >= limit:
+                    return

@@ -1,0 +1,722 @@
+"""Agent jobs and reply fan-out: the BirdDog core, with no I/O of its own.
+
+A parent delegates work to a child session and is owed a reply, whatever happens.
+This module holds the pure logic of that promise; the daemon supplies the I/O.
+
+Concepts:
+
+* **Address** -- ``{"kind": "agent", "agentId", "sessionId"}``; both ids are 1-256
+  characters. In bench an agentId is a handle and a sessionId a session id.
+* **JobMail** -- the task mail of a job: a stable ``key`` (it names the request across
+  retries and every reply key derives from it), ``to``, ``from``, a ``replyTo`` list,
+  string ``content`` and ``createdAt`` in milliseconds.
+* **Job** -- what :func:`agent_job` returns for the host's job queue: queue = target
+  session id, lane ``default``, priority 0, and a JSON payload that
+  :func:`decode_agent_job` parses back on the executor side. ``recovery`` passes
+  through untouched; this module never looks at it.
+* **Fan-out** -- when a job settles, :meth:`FanOut.fan_out` writes one pending reply
+  per replyTo address into the durable *outbox* under ``outbox:<mail key>:reply:<i>``
+  and schedules one wake. :meth:`FanOut.drain_outbox` (run on that wake) posts due
+  replies a page at a time, retries refusals with exponential backoff, and replaces a
+  delivered reply's row by a compact *receipt* under the same key, so replaying a
+  settlement after a crash posts nothing twice.
+* **Host ports** -- :class:`Outbox` (string rows), :class:`Post` (async delivery),
+  :class:`ScheduleWake` (a durable timer) and :class:`Now` (milliseconds). Tests use
+  in-memory fakes; the daemon wires durable ones.
+
+Delivery is at-least-once at the post boundary: if the host dies after ``post``
+accepted a reply but before the receipt was written, the reply is posted again on
+the next drain. Replies carry stable keys so the mailroom can recognise a repeat.
+
+Row formats in the outbox (compact JSON strings)::
+
+    pending: {"mail": <reply mail json>, "attempts": 0, "due": <ms>}
+    receipt: {"receipt": 1, "at": <ms>}
+
+No event loop is imported here: ``post`` and ``drain_outbox`` are plain coroutines
+and the host decides what runs them.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "MAX_ID_LEN",
+    "MAX_KEY_LEN",
+    "Address",
+    "AgentWork",
+    "DecodedJob",
+    "DrainReport",
+    "FanOut",
+    "Job",
+    "JobError",
+    "JobMail",
+    "Now",
+    "Outbox",
+    "Outcome",
+    "Post",
+    "ScheduleWake",
+    "agent_job",
+    "decode_agent_job",
+    "reply_body",
+    "reply_key",
+    "reply_outcome",
+]
+
+MAX_ID_LEN = 256
+"""Longest agentId, sessionId or commandFactId, in characters."""
+
+MAX_KEY_LEN = 256
+"""Longest mail key a caller may choose, in characters (derived reply keys may be longer)."""
+
+DEFAULT_LANE = "default"
+DEFAULT_PRIORITY = 0
+
+_REPLY_KEY_PREFIX = "outbox:"
+_REPLY_KEY_INFIX = ":reply:"
+
+
+class JobError(ValueError):
+    """A refusal: ``code`` is a stable kebab-case word, ``message`` a human sentence.
+
+    Codes: ``bad-address``, ``bad-id``, ``bad-key``, ``bad-mail``, ``bad-work``,
+    ``mail-mismatch``, ``bad-job``, ``bad-outcome``, ``bad-content``, ``bad-config``.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_id(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise JobError("bad-id", f"{what} must be a string, not {type(value).__name__}.")
+    if not 1 <= len(value) <= MAX_ID_LEN:
+        raise JobError(
+            "bad-id", f"{what} must be 1 to {MAX_ID_LEN} characters long, not {len(value)}."
+        )
+    return value
+
+
+def _is_reply_key(key: str) -> bool:
+    """True if ``key`` has the shape ``outbox:<k>:reply:<n>`` with a valid inner key."""
+    if not key.startswith(_REPLY_KEY_PREFIX):
+        return False
+    # rpartition: the inner key may itself contain ":reply:"; the index is the last part.
+    inner, sep, index = key[len(_REPLY_KEY_PREFIX) :].rpartition(_REPLY_KEY_INFIX)
+    return bool(sep) and index.isdecimal() and index.isascii() and 1 <= len(inner) <= MAX_KEY_LEN
+
+
+def _check_key(value: object) -> str:
+    if not isinstance(value, str):
+        raise JobError("bad-key", f"a mail key must be a string, not {type(value).__name__}.")
+    if 1 <= len(value) <= MAX_KEY_LEN:
+        return value
+    # Reply mails are keyed by their outbox row, which is the caller's key plus a
+    # suffix; accept that derived form so a 256-character task key still gets replies.
+    if value and _is_reply_key(value):
+        return value
+    raise JobError(
+        "bad-key", f"a mail key must be 1 to {MAX_KEY_LEN} characters long, not {len(value)}."
+    )
+
+
+def _check_ms(value: object, what: str) -> int:
+    # bool is an int subclass; True is not a time.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise JobError("bad-mail", f"{what} must be an integer of milliseconds.")
+    if value < 0:
+        raise JobError("bad-mail", f"{what} must not be negative.")
+    return value
+
+
+def _require_mapping(value: object, code: str, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise JobError(code, f"{what} must be a JSON object, not {type(value).__name__}.")
+    return value
+
+
+# --------------------------------------------------------------------------- addresses, mail
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """An agent address: which agent (handle) in which session."""
+
+    agent_id: str
+    session_id: str
+    kind: str = "agent"
+
+    def __post_init__(self) -> None:
+        if self.kind != "agent":
+            raise JobError("bad-address", f"an address kind must be 'agent', not {self.kind!r}.")
+        _check_id(self.agent_id, "agentId")
+        _check_id(self.session_id, "sessionId")
+
+    def to_json(self) -> dict[str, str]:
+        """The wire form: ``{"kind": "agent", "agentId": ..., "sessionId": ...}``."""
+        return {"kind": self.kind, "agentId": self.agent_id, "sessionId": self.session_id}
+
+    @classmethod
+    def from_json(cls, data: object) -> Address:
+        """Parse the wire form; raises :class:`JobError` on anything else."""
+        obj = _require_mapping(data, "bad-address", "an address")
+        if obj.get("kind") != "agent":
+            raise JobError(
+                "bad-address", f"an address kind must be 'agent', not {obj.get('kind')!r}."
+            )
+        return cls(agent_id=obj.get("agentId"), session_id=obj.get("sessionId"))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class JobMail:
+    """A mail: the task mail of a job, or a reply built by :class:`FanOut`.
+
+    ``reply_to`` accepts a list or tuple and is stored as a tuple, so mails are
+    immutable and hashable.
+    """
+
+    key: str
+    to: Address
+    from_: Address
+    reply_to: Sequence[Address] = ()
+    content: str = ""
+    created_at: int = 0
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        if not isinstance(self.to, Address):
+            raise JobError("bad-mail", "mail 'to' must be an Address.")
+        if not isinstance(self.from_, Address):
+            raise JobError("bad-mail", "mail 'from' must be an Address.")
+        if not isinstance(self.reply_to, list | tuple):
+            raise JobError("bad-mail", "mail 'replyTo' must be a list of addresses.")
+        if not all(isinstance(a, Address) for a in self.reply_to):
+            raise JobError("bad-mail", "every mail 'replyTo' entry must be an Address.")
+        object.__setattr__(self, "reply_to", tuple(self.reply_to))
+        if not isinstance(self.content, str):
+            raise JobError("bad-mail", "mail content must be a string.")
+        _check_ms(self.created_at, "mail createdAt")
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form with camelCase keys (``from``, ``replyTo``, ``createdAt``)."""
+        return {
+            "key": self.key,
+            "to": self.to.to_json(),
+            "from": self.from_.to_json(),
+            "replyTo": [a.to_json() for a in self.reply_to],
+            "content": self.content,
+            "createdAt": self.created_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> JobMail:
+        """Parse the wire form; raises :class:`JobError` on anything else."""
+        obj = _require_mapping(data, "bad-mail", "a mail")
+        reply_to = obj.get("replyTo", [])
+        if not isinstance(reply_to, list):
+            raise JobError("bad-mail", "mail 'replyTo' must be a list of addresses.")
+        return cls(
+            key=obj.get("key"),  # type: ignore[arg-type]
+            to=Address.from_json(obj.get("to")),
+            from_=Address.from_json(obj.get("from")),
+            reply_to=[Address.from_json(a) for a in reply_to],
+            content=obj.get("content"),  # type: ignore[arg-type]
+            created_at=obj.get("createdAt"),  # type: ignore[arg-type]
+        )
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True, slots=True)
+class AgentWork:
+    """Work for a child session. ``recovery`` is opaque: it goes to the job unread."""
+
+    session_id: str
+    command_fact_id: str
+    recovery: Any = None
+
+    def __post_init__(self) -> None:
+        try:
+            _check_id(self.session_id, "work sessionId")
+            _check_id(self.command_fact_id, "work commandFactId")
+        except JobError as exc:
+            raise JobError("bad-work", exc.message) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A queued job as the host's queue sees it. Only this module reads ``payload``."""
+
+    queue: str
+    lane: str
+    priority: int
+    payload: dict[str, Any]
+    recovery: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict, for hosts that persist jobs (recovery must be JSON-able)."""
+        return {
+            "queue": self.queue,
+            "lane": self.lane,
+            "priority": self.priority,
+            "payload": self.payload,
+            "recovery": self.recovery,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Job:
+        """Rebuild a job from :meth:`to_json`; the payload is checked by :func:`decode_agent_job`."""
+        obj = _require_mapping(data, "bad-job", "a job")
+        queue, lane, priority = obj.get("queue"), obj.get("lane"), obj.get("priority")
+        payload = obj.get("payload")
+        if not isinstance(queue, str) or not isinstance(lane, str):
+            raise JobError("bad-job", "a job needs a string queue and lane.")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise JobError("bad-job", "a job priority must be an integer.")
+        if not isinstance(payload, dict):
+            raise JobError("bad-job", "a job payload must be a JSON object.")
+        return cls(queue, lane, priority, payload, obj.get("recovery"))
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedJob:
+    """The executor's view of a job payload."""
+
+    session_id: str
+    command_fact_id: str
+    mail: JobMail | None
+
+
+def agent_job(work: AgentWork, mail: JobMail | None = None) -> Job:
+    """Validate ``work`` (and the optional task ``mail``) and return the job to queue.
+
+    Synchronous and side-effect free, so the host can call it inside the same
+    transaction that enqueues the job. The mail must be addressed to the session
+    that runs the work (``mail-mismatch`` otherwise).
+    """
+    if not isinstance(work, AgentWork):
+        raise JobError("bad-work", f"work must be an AgentWork, not {type(work).__name__}.")
+    if mail is not None and not isinstance(mail, JobMail):
+        raise JobError("bad-mail", f"mail must be a JobMail or None, not {type(mail).__name__}.")
+    if mail is not None and mail.to.session_id != work.session_id:
+        raise JobError(
+            "mail-mismatch",
+            f"the mail is addressed to session {mail.to.session_id!r} "
+            f"but the work runs in session {work.session_id!r}.",
+        )
+    payload = {
+        "sessionId": work.session_id,
+        "commandFactId": work.command_fact_id,
+        "mail": None if mail is None else mail.to_json(),
+    }
+    return Job(
+        queue=work.session_id,
+        lane=DEFAULT_LANE,
+        priority=DEFAULT_PRIORITY,
+        payload=payload,
+        recovery=work.recovery,
+    )
+
+
+def decode_agent_job(job: Job) -> DecodedJob:
+    """Parse a job's payload back; any malformation is a ``bad-job`` :class:`JobError`."""
+    if not isinstance(job, Job):
+        raise JobError("bad-job", f"expected a Job, not {type(job).__name__}.")
+    payload = job.payload
+    if not isinstance(payload, Mapping):
+        raise JobError("bad-job", "the job payload must be a JSON object.")
+    try:
+        session_id = _check_id(payload.get("sessionId"), "payload sessionId")
+        fact_id = _check_id(payload.get("commandFactId"), "payload commandFactId")
+        raw_mail = payload.get("mail")
+        mail = None if raw_mail is None else JobMail.from_json(raw_mail)
+    except JobError as exc:
+        raise JobError("bad-job", exc.message) from None
+    # The queue is the session; a payload that disagrees with either was not made here.
+    if job.queue != session_id:
+        raise JobError("bad-job", "the job queue and its payload sessionId differ.")
+    if mail is not None and mail.to.session_id != session_id:
+        raise JobError("bad-job", "the job mail is addressed to another session.")
+    return DecodedJob(session_id=session_id, command_fact_id=fact_id, mail=mail)
+
+
+# --------------------------------------------------------------------------- outcomes, replies
+
+
+class Outcome(enum.StrEnum):
+    """How a job settled."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+
+# A correspondent only needs to know whether the work is done; every other ending reads
+# as "interrupted". Cancellation is deliberate, so it is quiet (None: no replies).
+_REPLY_OUTCOMES: dict[Outcome, str | None] = {
+    Outcome.COMPLETED: "completed",
+    Outcome.FAILED: "interrupted",
+    Outcome.OUTCOME_UNKNOWN: "interrupted",
+    Outcome.INTERRUPTED: "interrupted",
+    Outcome.CANCELLED: None,
+}
+
+
+def _outcome(value: object) -> Outcome:
+    try:
+        return Outcome(value)
+    except ValueError:
+        raise JobError("bad-outcome", f"unknown job outcome {value!r}.") from None
+
+
+def reply_outcome(outcome: Outcome | str) -> str | None:
+    """The outcome a reply reports (``completed``/``interrupted``), or None for no reply."""
+    return _REPLY_OUTCOMES[_outcome(outcome)]
+
+
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+# Strings a YAML 1.1/1.2 reader may resolve to a number or a date (conservative).
+_NUMBERISH = re.compile(r"[0-9][0-9a-fA-FxXoObB_.+\-]*")
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n"})
+
+
+def _header_value(value: str) -> str:
+    """A YAML scalar for ``value``: plain when unambiguous, else double-quoted.
+
+    Ids are any 1-256 characters; quoting keeps a newline or ``: `` inside one from
+    forging header lines, and keeps ``123`` or ``null`` a string for YAML readers.
+    JSON string syntax is valid YAML double-quoted syntax.
+    """
+    if (
+        _PLAIN_VALUE.fullmatch(value)
+        and not _NUMBERISH.fullmatch(value)
+        and value.lower() not in _YAML_WORDS
+    ):
+        return value
+    # ensure_ascii=False: YAML's \u escapes are single UTF-16 units, so a JSON surrogate
+    # pair would read back as two characters. Escape only what YAML may not hold.
+    out = json.dumps(value, ensure_ascii=False)
+    return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in out)
+
+
+def _yaml_printable(ch: str) -> bool:
+    # Printable for YAML and not a line break (NEL, LS and PS fold inside quotes).
+    c = ord(ch)
+    return (
+        0x20 <= c <= 0x7E
+        or (0xA0 <= c <= 0xD7FF and c not in (0x2028, 0x2029))
+        or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
+        or 0x10000 <= c <= 0x10FFFF
+    )
+
+
+def reply_body(outcome: Outcome | str, agent_id: str, session_id: str, content: str) -> str:
+    """The body of a reply: a small front-matter header, a blank line, then ``content``.
+
+    ``outcome`` may be a job :class:`Outcome` or an already mapped reply outcome; it
+    is written as the reply outcome. A cancelled outcome has no reply body.
+    """
+    said = reply_outcome(outcome)
+    if said is None:
+        raise JobError("bad-outcome", "a cancelled job sends no replies.")
+    if not isinstance(content, str):
+        raise JobError("bad-content", "reply content must be a string.")
+    return (
+        f"---\noutcome: {said}\nagentId: {_header_value(_check_id(agent_id, 'agentId'))}\n"
+        f"sessionId: {_header_value(_check_id(session_id, 'sessionId'))}\n---\n\n{content}"
+    )
+
+
+def reply_key(mail_key: str, index: int) -> str:
+    """The outbox row key (and reply mail key) of reply ``index`` to mail ``mail_key``."""
+    return f"{_REPLY_KEY_PREFIX}{mail_key}{_REPLY_KEY_INFIX}{index}"
+
+
+# --------------------------------------------------------------------------- host ports
+
+
+class Outbox(Protocol):
+    """Durable string rows. ``list`` returns up to ``limit`` rows with keys strictly
+    greater than ``after_key`` (all rows when None), ordered by key ascending."""
+
+    def put(self, key: str, value: str) -> None: ...
+
+    def read(self, key: str) -> str | None: ...
+
+    def list(self, limit: int, after_key: str | None) -> list[tuple[str, str]]: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+class Post(Protocol):
+    """Deliver one reply into its recipient's mailbox; True when it was accepted.
+
+    Only ``True`` itself counts: a forgotten ``return`` (None) is a refusal, so the
+    reply is retried rather than marked delivered.
+    """
+
+    def __call__(self, mail: JobMail) -> Awaitable[bool]: ...
+
+
+class ScheduleWake(Protocol):
+    """Arm a durable timer that runs :meth:`FanOut.drain_outbox` at ``at_ms``."""
+
+    def __call__(self, at_ms: int) -> None: ...
+
+
+class Now(Protocol):
+    """The current time in milliseconds."""
+
+    def __call__(self) -> int: ...
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _pending_row(mail: JobMail, attempts: int, due: int) -> str:
+    return _dumps({"mail": mail.to_json(), "attempts": attempts, "due": due})
+
+
+def _receipt_row(at: int) -> str:
+    return _dumps({"receipt": 1, "at": at})
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    mail: JobMail
+    attempts: int
+    due: int
+
+
+_RECEIPT = object()
+
+
+def _parse_row(value: str) -> _Pending | object | None:
+    """A pending reply, ``_RECEIPT``, or None for a row this module did not write."""
+    try:
+        obj = json.loads(value)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if "receipt" in obj:
+        return _RECEIPT
+    attempts, due = obj.get("attempts"), obj.get("due")
+    for n in (attempts, due):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            return None
+    try:
+        mail = JobMail.from_json(obj.get("mail"))
+    except JobError:
+        return None
+    return _Pending(mail, attempts, due)
+
+
+# --------------------------------------------------------------------------- fan-out
+
+
+@dataclass(slots=True)
+class DrainReport:
+    """What one :meth:`FanOut.drain_outbox` call did.
+
+    ``posted``: replies accepted and turned into receipts. ``retried``: refusals and
+    exceptions, rescheduled with backoff. ``skipped_receipts``: receipt rows passed
+    over. ``waiting``: pending rows not yet due. ``bad``: rows that could not be
+    parsed, left in place. ``more``: the page was full, so an immediate wake was
+    scheduled to continue. ``busy``: another drain was running; this one did nothing
+    and the running one will schedule a wake when it ends.
+    """
+
+    posted: int = 0
+    retried: int = 0
+    skipped_receipts: int = 0
+    waiting: int = 0
+    bad: int = 0
+    more: bool = False
+    busy: bool = False
+
+
+class FanOut:
+    """Writes replies for settled jobs into the outbox and drains them through ``post``.
+
+    One instance per outbox. Its only in-memory state is the drain cursor and the
+    earliest due seen in the current pass; losing it (a restart) merely starts the
+    next pass from the first row.
+    """
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        post: Post,
+        schedule_wake: ScheduleWake,
+        now: Now,
+        *,
+        page_size: int = 64,
+        retry_base_ms: int = 1000,
+        retry_max_ms: int = 300_000,
+    ) -> None:
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise JobError("bad-config", "page_size must be a positive integer.")
+        if retry_base_ms < 1 or retry_max_ms < retry_base_ms:
+            raise JobError("bad-config", "need 1 <= retry_base_ms <= retry_max_ms.")
+        self._outbox = outbox
+        self._post = post
+        self._schedule_wake = schedule_wake
+        self._now = now
+        self.page_size = page_size
+        self.retry_base_ms = retry_base_ms
+        self.retry_max_ms = retry_max_ms
+        self._cursor: str | None = None
+        # Earliest due of a pending row that this pass saw in the future or may have
+        # missed; scheduled as the wake when the pass ends. None: nothing owed.
+        self._pass_earliest: int | None = None
+        self._draining = False
+        self._rerun = False
+
+    @property
+    def cursor(self) -> str | None:
+        """The key the next drain lists after (None: the next drain starts a pass)."""
+        return self._cursor
+
+    def backoff_ms(self, attempts: int) -> int:
+        """Delay before the next try after a failure of try number ``attempts`` (0-based)."""
+        # Cap the exponent first so a long-refused reply never builds a huge integer.
+        if attempts >= 62:
+            return self.retry_max_ms
+        return min(self.retry_max_ms, self.retry_base_ms * 2**attempts)
+
+    def _owe(self, due: int) -> None:
+        if self._pass_earliest is None or due < self._pass_earliest:
+            self._pass_earliest = due
+
+    def fan_out(self, job: Job, outcome: Outcome | str, content: str) -> int:
+        """Write one pending reply per replyTo address of the job's mail.
+
+        Existing rows (pending, receipt, or anything else) are never overwritten, so
+        replaying a settlement is harmless. Schedules one wake if anything was
+        written. Returns the number of rows written. Cancelled jobs and jobs without
+        mail write nothing.
+        """
+        said = reply_outcome(outcome)  # validates the outcome even when quiet
+        if not isinstance(content, str):
+            raise JobError("bad-content", "reply content must be a string.")
+        task = decode_agent_job(job).mail
+        if said is None or task is None or not task.reply_to:
+            return 0
+        now = self._now()
+        body = reply_body(said, task.to.agent_id, task.to.session_id, content)
+        written = 0
+        for index, recipient in enumerate(task.reply_to):
+            key = reply_key(task.key, index)
+            if self._outbox.read(key) is not None:
+                continue
+            reply = JobMail(
+                key=key,
+                to=recipient,
+                from_=task.to,
+                reply_to=(),
+                content=body,
+                created_at=now,
+            )
+            self._outbox.put(key, _pending_row(reply, attempts=0, due=now))
+            written += 1
+        if written:
+            # A pass already under way (cursor set, or a drain awaiting post) may have
+            # listed past these keys; make its end wake a fresh pass instead of
+            # leaving the rows to a timer that might fire mid-pass.
+            if self._cursor is not None or self._draining:
+                self._owe(now)
+            self._schedule_wake(now)
+        return written
+
+    async def drain_outbox(self) -> DrainReport:
+        """Post the due replies of one page of the outbox and schedule the next wake.
+
+        Never raises because of ``post`` (a raise counts as a refusal) nor because of
+        a row it cannot parse (counted as ``bad`` and left alone). Cancellation of
+        the calling task still propagates; the row in flight then stays pending.
+        """
+        if self._draining:
+            # Two drains would post the same row twice. The running drain sees the
+            # flag and wakes again when it ends, so this wake is not lost.
+            self._rerun = True
+            return DrainReport(busy=True)
+        self._draining = True
+        try:
+            return await self._drain_page()
+        finally:
+            self._draining = False
+            if self._rerun:
+                self._rerun = False
+                self._schedule_wake(self._now())
+
+    async def _drain_page(self) -> DrainReport:
+        report = DrainReport()
+        rows = self._outbox.list(self.page_size, self._cursor)
+        start = self._now()
+        for key, value in rows:
+            row = _parse_row(value)
+            if row is _RECEIPT:
+                report.skipped_receipts += 1
+                continue
+            if not isinstance(row, _Pending):
+                report.bad += 1
+                continue
+            if row.due > start:
+                report.waiting += 1
+                self._owe(row.due)
+                continue
+            try:
+                accepted = await self._post(row.mail)
+            except Exception:
+                # A failing recipient must not stop the others; it is retried later.
+                accepted = False
+            now = self._now()
+            if accepted is True:
+                self._outbox.put(key, _receipt_row(now))
+                report.posted += 1
+            else:
+                due = now + self.backoff_ms(row.attempts)
+                self._outbox.put(key, _pending_row(row.mail, row.attempts + 1, due))
+                report.retried += 1
+                self._owe(due)
+        if len(rows) >= self.page_size:
+            # Possibly more rows: continue from here at once, on a fresh wake, so one
+            # drain call stays bounded.
+            self._cursor = rows[-1][0]
+            report.more = True
+            self._schedule_wake(self._now())
+        else:
+            self._cursor = None
+            earliest, self._pass_earliest = self._pass_earliest, None
+            if earliest is not None:
+                self._schedule_wake(earliest)
+        return report
+
+    def pending_count(self) -> int:
+        """How many pending (undelivered) replies the outbox holds; reads every row."""
+        count, after = 0, None
+        while True:
+            rows = self._outbox.list(self.page_size, after)
+            count += sum(isinstance(_parse_row(v), _Pending) for _, v in rows)
+            if len(rows) < self.page_size:
+                return count
+            after = rows[-1][0]

@@ -1,0 +1,379 @@
+"""The mailroom: mail/<handle>/inbox|read|tmp, one markdown file per message.
+
+Delivery is Maildir-style and durable before the answer: the file is written to tmp/
+and fsynced, renamed into inbox/, and the directory fsynced (by the committer, shared
+by every message in the batch). Reading retires: the file moves to read/. Nothing is
+ever deleted. The index makes list/read/send O(page)/O(log n); the files stay the
+record, and `reconcile` rebuilds the index from them.
+"""
+
+import os
+from collections.abc import Callable
+
+from bench_wire.errors import WireError
+from bench_wire.messages import MailRead_, MailSent
+from benchd import faults, frontmatter
+from benchd.committer import Committer, Op, fsync_dir, now_ms
+from benchd.index import READ, STATE_NAMES, UNREAD, Index
+from benchd.names import IdClock, check_handle, check_mail_id, format_ms
+
+BODY_BYTES = 256 * 1024
+SUBJECT_CHARS = 200
+LIST_CAP = 50
+LIST_MAX = 500
+KEY_CHARS = 256
+
+
+class Mailroom:
+    def __init__(self, root: str, index: Index, committer: Committer):
+        self.root = root  # BENCH_DIR/mail
+        self.index = index
+        self.committer = committer
+        self.clock = IdClock(index.newest_id_w())
+        # Who hosts a live session; set by the daemon once sessions exist.
+        self.is_live: Callable[[str], bool] = lambda handle: False
+
+    # ------------------------------------------------------------ paths
+
+    def box(self, handle: str) -> str:
+        return os.path.join(self.root, handle)
+
+    def path(self, handle: str, mail_id: str, state: int) -> str:
+        sub = "read" if state == READ else "inbox"
+        return os.path.join(self.root, handle, sub, mail_id + ".md")
+
+    # ------------------------------------------------------------ send
+
+    async def send(
+        self,
+        sender: str,
+        to: str,
+        body: str,
+        subject: str = "",
+        key: str | None = None,
+        reply_to: list[str] | None = None,
+        in_reply_to: str | None = None,
+    ) -> dict:
+        check_handle(to, "recipient")
+        for h in reply_to or []:
+            check_handle(h, "reply-to")
+        if in_reply_to is not None:
+            check_mail_id(in_reply_to)
+        if len(subject) > SUBJECT_CHARS:
+            raise WireError(
+                "subject-too-long",
+                f"the subject is {len(subject)} characters; the cap is {SUBJECT_CHARS}",
+            )
+        why = frontmatter.check_subject(subject)
+        if why:
+            raise WireError("bad-subject", why)
+        try:
+            data = body.encode("utf-8")
+        except UnicodeEncodeError:
+            raise WireError("bad-request", "the body is not valid Unicode text") from None
+        if len(data) > BODY_BYTES:
+            raise WireError(
+                "body-too-large", f"the body is {len(data)} bytes; the cap is {BODY_BYTES}"
+            )
+        if key is not None:
+            if not key or len(key) > KEY_CHARS or frontmatter.check_subject(key):
+                raise WireError("bad-key", "a key is 1-256 characters without control characters")
+        live = self.is_live(to)
+        op = SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to, live)
+        result = await self.committer.submit(op)
+        return result
+
+    # ------------------------------------------------------------ list
+
+    def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> dict:
+        check_handle(handle)
+        if limit is None:
+            limit = LIST_CAP
+        if not 1 <= limit <= LIST_MAX:
+            raise WireError("bad-limit", f"limit {limit} is outside 1-{LIST_MAX}")
+        if cursor is not None and not isinstance(cursor, str):
+            raise WireError("bad-cursor", "the cursor is not one a listing returned")
+        if cursor is not None:
+            try:
+                check_mail_id(cursor)
+            except WireError:
+                raise WireError("bad-cursor", "the cursor is not one a listing returned") from None
+        st = {"unread": UNREAD, "read": READ, "all": None}[state]
+        rows = self.index.page(handle, st, cursor, limit)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return {
+            "handle": handle,
+            "messages": [
+                {
+                    "mail_id": r[0],
+                    "sender": r[1],
+                    "subject": r[2],
+                    "date": r[3],
+                    "state": STATE_NAMES[r[4]],
+                    "size": r[5],
+                }
+                for r in rows
+            ],
+            "total": self.index.count(handle, st),
+            "cap": limit,
+            "truncated": more,
+            "cursor": rows[-1][0] if more else None,
+        }
+
+    # ------------------------------------------------------------ read
+
+    async def read(self, handle: str, mail_id: str | None, reader: str) -> dict:
+        check_handle(handle)
+        if mail_id is None:
+            mail_id = self.index.oldest_unread(handle)
+            if mail_id is None:
+                raise WireError("no-unread", f"{handle} has no unread mail")
+        else:
+            check_mail_id(mail_id)
+        row = self.index.get(handle, mail_id)
+        if row is None:
+            raise WireError("no-such-message", f"no message {mail_id} in {handle}'s mailbox")
+        retired = False
+        if row[4] == UNREAD:
+            op = RetireOp(self, handle, mail_id, reader, event=True)
+            retired = await self.committer.submit(op)
+        path = self.path(handle, mail_id, READ)
+        with open(path, "rb") as f:
+            meta, body = frontmatter.parse(f.read())
+        return {
+            "mail_id": mail_id,
+            "sender": meta["from"],
+            "to": meta["to"],
+            "subject": meta.get("subject", ""),
+            "date": meta["date"],
+            "body": body.decode("utf-8", "replace"),
+            "path": path,
+            "key": meta["key"],
+            "retired": bool(retired),
+            "reply_to": meta.get("reply-to") or [],
+            "in_reply_to": meta.get("in-reply-to"),
+        }
+
+    async def retire(self, handle: str, mail_id: str) -> str | None:
+        """Retire for a wake: move to read/ now; None when it was already read."""
+        row = self.index.get(handle, mail_id)
+        if row is None or row[4] != UNREAD:
+            return None
+        moved = await self.committer.submit(RetireOp(self, handle, mail_id, "", event=False))
+        return self.path(handle, mail_id, READ) if moved else None
+
+    def is_unread(self, handle: str, mail_id: str) -> bool:
+        row = self.index.get(handle, mail_id)
+        return row is not None and row[4] == UNREAD
+
+
+class SendOp(Op):
+    def __init__(self, room, sender, to, subject, body, key, reply_to, in_reply_to, live):
+        super().__init__()
+        self.room, self.sender, self.to = room, sender, to
+        self.subject, self.body, self.key = subject, body, key
+        self.reply_to, self.in_reply_to, self.live = reply_to, in_reply_to, live
+        self.tmp: str | None = None
+        self.final: str | None = None
+        self.new_dirs: set[str] = set()
+
+    def prepare(self, ctx: Committer) -> None:
+        room: Mailroom = self.room
+        seen = ctx._batch_keys
+        if self.key is not None:
+            hit = seen.get((self.sender, self.key)) or ctx.index.find_key_w(self.sender, self.key)
+            if hit is not None:
+                handle, mail_id = hit
+                self.result = {
+                    "mail_id": mail_id,
+                    "path": room.path(handle, mail_id, UNREAD),
+                    "to": handle,
+                    "key": self.key,
+                    "live": room.is_live(handle),
+                    "duplicate": True,
+                    "note": None if room.is_live(handle) else "no-live-session",
+                }
+                if not os.path.exists(self.result["path"]):
+                    self.result["path"] = room.path(handle, mail_id, READ)
+                self.events = []
+                return
+        ms = now_ms()
+        mail_id, _ = room.clock.next(ms)
+        key = self.key or f"auto-{mail_id}"
+        seen[(self.sender, key)] = (self.to, mail_id)
+        box = room.box(self.to)
+        for sub in ("inbox", "read", "tmp"):
+            d = os.path.join(box, sub)
+            if not os.path.isdir(d):
+                if not os.path.isdir(box):
+                    self.new_dirs |= {room.root, box}
+                os.makedirs(d, mode=0o700, exist_ok=True)
+                self.new_dirs.add(box)
+        meta = {
+            "id": mail_id,
+            "from": self.sender,
+            "to": self.to,
+            "subject": self.subject,
+            "date": format_ms(ms),
+            "key": key,
+            "reply-to": self.reply_to,
+            "in-reply-to": self.in_reply_to,
+        }
+        data = frontmatter.render(meta, self.body)
+        self.tmp = os.path.join(box, "tmp", mail_id + ".md")
+        self.final = room.path(self.to, mail_id, UNREAD)
+        faults.check("deliver")
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.meta = meta
+        self.events = [
+            MailSent(
+                mail_id=mail_id, sender=self.sender, to=self.to, path=self.final, key=key,
+                live=self.live,
+            )
+        ]
+        self.result = {
+            "mail_id": mail_id,
+            "path": self.final,
+            "to": self.to,
+            "key": key,
+            "live": self.live,
+            "duplicate": False,
+            "note": None if self.live else "no-live-session",
+        }
+
+    def publish(self, ctx: Committer) -> set[str]:
+        if self.final is None:
+            return set()
+        os.rename(self.tmp, self.final)
+        self.tmp = None
+        return {os.path.dirname(self.final)} | self.new_dirs
+
+    def rollback(self, ctx: Committer) -> None:
+        # Never acknowledged: take it back out of the inbox.
+        if self.final and os.path.exists(self.final):
+            os.unlink(self.final)
+            fsync_dir(os.path.dirname(self.final))
+
+    def discard(self, ctx: Committer) -> None:
+        if self.tmp and os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+    def index(self, idx: Index) -> None:
+        if self.final is None:
+            return
+        m = self.meta
+        idx.add(self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body),
+                m["key"])
+
+
+class RetireOp(Op):
+    def __init__(self, room: Mailroom, handle: str, mail_id: str, reader: str, event: bool):
+        super().__init__()
+        self.room, self.handle, self.mail_id = room, handle, mail_id
+        self.reader, self.event = reader, event
+        self.result = False
+
+    def prepare(self, ctx: Committer) -> None:
+        src = self.room.path(self.handle, self.mail_id, UNREAD)
+        self.moving = os.path.exists(src)
+
+    def publish(self, ctx: Committer) -> set[str]:
+        if not self.moving:
+            return set()
+        src = self.room.path(self.handle, self.mail_id, UNREAD)
+        dst = self.room.path(self.handle, self.mail_id, READ)
+        os.rename(src, dst)
+        self.result = True
+        if self.event:
+            self.events = [
+                MailRead_(mail_id=self.mail_id, handle=self.handle, reader=self.reader, path=dst)
+            ]
+        return {os.path.dirname(src), os.path.dirname(dst)}
+
+    def rollback(self, ctx: Committer) -> None:
+        if self.result:
+            os.rename(
+                self.room.path(self.handle, self.mail_id, READ),
+                self.room.path(self.handle, self.mail_id, UNREAD),
+            )
+            self.result = False
+
+    def index(self, idx: Index) -> None:
+        if self.result:
+            idx.set_state(self.handle, self.mail_id, READ)
+
+
+# ---------------------------------------------------------------- recovery
+
+
+def clean_staging(root: str) -> int:
+    """Remove staged files left in tmp/ by a crash: never acknowledged, never visible."""
+    removed = 0
+    if not os.path.isdir(root):
+        return 0
+    for handle in os.listdir(root):
+        tmp = os.path.join(root, handle, "tmp")
+        if not os.path.isdir(tmp):
+            continue
+        for name in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, name))
+            removed += 1
+        if removed:
+            fsync_dir(tmp)
+    return removed
+
+
+def reconcile(root: str, index: Index) -> list[MailSent]:
+    """Make the index agree with the files (names listed; only unknown files are read).
+
+    Returns a mail/sent event (recovered=True) for each message found on disk that the
+    index did not know: delivered just before a crash, before its event was logged.
+    """
+    recovered: list[MailSent] = []
+    handles = set(index.handles_w())
+    if os.path.isdir(root):
+        handles |= {h for h in os.listdir(root) if os.path.isdir(os.path.join(root, h))}
+    index.begin()
+    try:
+        for handle in sorted(handles):
+            known = index.ids_w(handle)
+            on_disk: dict[str, int] = {}
+            for sub, state in (("inbox", UNREAD), ("read", READ)):
+                d = os.path.join(root, handle, sub)
+                if os.path.isdir(d):
+                    for name in os.listdir(d):
+                        if name.endswith(".md"):
+                            on_disk[name[:-3]] = state
+            for mail_id, state in on_disk.items():
+                if known.get(mail_id) == state:
+                    continue
+                if mail_id in known:
+                    index.set_state(handle, mail_id, state)
+                    continue
+                path = os.path.join(root, handle, "read" if state else "inbox", mail_id + ".md")
+                try:
+                    with open(path, "rb") as f:
+                        meta, body = frontmatter.parse(f.read())
+                except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+                    continue  # not ours; left alone, never indexed
+                index.add(handle, mail_id, state, meta["from"], meta.get("subject", ""),
+                          meta["date"], len(body), meta["key"])
+                recovered.append(
+                    MailSent(mail_id=mail_id, sender=meta["from"], to=handle, path=path,
+                             key=meta["key"], recovered=True)
+                )
+            for mail_id in known.keys() - on_disk.keys():
+                index.remove(handle, mail_id)
+        index.commit()
+    except BaseException:
+        index.rollback()
+        raise
+    return recovered

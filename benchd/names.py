@@ -1,0 +1,75 @@
+"""Handles and message ids: what is a valid name, and time-sortable id generation. Pure."""
+
+import re
+import time
+
+from bench_wire.errors import WireError
+
+HANDLE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+OPERATOR = "operator"
+# 20261130T045611.123Z-0001: UTC time to the millisecond, then a counter within that ms.
+MAIL_ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-\d{4}")
+
+
+def is_handle(value: object) -> bool:
+    return isinstance(value, str) and HANDLE_RE.fullmatch(value) is not None and value != ".."
+
+
+def check_handle(value: object, what: str = "handle") -> str:
+    """The handle, or a bad-handle error naming what was wrong."""
+    if not is_handle(value):
+        raise WireError(
+            "bad-handle",
+            f"{what} {value!r} is not a handle: use 1-64 characters of a-z 0-9 . _ - "
+            "starting with a letter or digit",
+        )
+    return value  # type: ignore[return-value]
+
+
+def check_mail_id(value: object) -> str:
+    if not isinstance(value, str) or MAIL_ID_RE.fullmatch(value) is None:
+        raise WireError(
+            "bad-id", f"{value!r} is not a message id (they look like 20261130T045611.123Z-0001)"
+        )
+    return value
+
+
+def format_ms(ms: int) -> str:
+    """UTC ISO 8601 with milliseconds, e.g. 2026-11-30T04:56:11.123Z."""
+    secs, milli = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{milli:03d}Z"
+
+
+class IdClock:
+    """Hands out unique ids that sort by send time, also across restarts.
+
+    An id is the send time in ms plus a counter; if the wall clock steps back or a
+    millisecond's 9999 ids are used up, time is borrowed from the future so ids stay
+    strictly increasing. `last` seeds it from the newest id already on disk.
+    """
+
+    def __init__(self, last: str | None = None):
+        self._ms = 0
+        self._n = 0
+        if last:
+            self._ms = _id_ms(last)
+            self._n = int(last.rsplit("-", 1)[1])
+
+    def next(self, now_ms: int) -> tuple[str, int]:
+        if now_ms > self._ms:
+            self._ms, self._n = now_ms, 1
+        elif self._n < 9999:
+            self._n += 1
+        else:
+            self._ms, self._n = self._ms + 1, 1
+        secs, milli = divmod(self._ms, 1000)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(secs))
+        return f"{stamp}.{milli:03d}Z-{self._n:04d}", self._ms
+
+
+def _id_ms(mail_id: str) -> int:
+    import calendar
+
+    stamp, rest = mail_id.split(".", 1)
+    secs = calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%S"))
+    return secs * 1000 + int(rest[:3])

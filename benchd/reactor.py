@@ -1,0 +1,202 @@
+"""The wake reactor: it answers mail/sent by typing one line into the recipient's pty.
+
+- The courier keeps a token bucket per recipient handle (burst, refill). A wake costs a
+  token when it is queued; without one the wake is capped (`wake/capped`) and the mail
+  waits, unread and safe. The cap starves wakes, never mail.
+- When tokens come back while capped mail is still unread and unannounced, one digest
+  wake (`You have N unread messages: ...`) is queued, inside the same bucket.
+- A session's waker waits for the idle gate (no output and no operator input for the
+  gate, first output seen, ready pattern matching), retires the message (moved to
+  read/ now, so the line can carry the path that stays valid), pastes the line
+  (bracketed if the child asked for it), waits the paste settle, presses Enter as a
+  separate write, and presses Enter again with backoff while the screen does not change.
+  The line itself is never written twice.
+"""
+
+import collections
+import re
+import time
+
+import trio
+
+from bench_wire import messages as m
+from benchd.bucket import TokenBucket
+from benchd.committer import EventOp
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """No control characters reach a pty inside a wake line."""
+    return _CONTROL.sub("", text)
+
+
+def wake_line(sender: str, path: str) -> str:
+    return f"You have mail from {clean(sender)}: {clean(path)}"
+
+
+def digest_line(n: int) -> str:
+    s = "" if n == 1 else "s"
+    return f"You have {n} unread message{s}: run bench mail list to see them"
+
+
+class Wake:
+    __slots__ = ("mail_id", "sender", "digest")
+
+    def __init__(self, mail_id: str | None, sender: str | None, digest: int = 0):
+        self.mail_id, self.sender, self.digest = mail_id, sender, digest
+
+
+class Courier:
+    """Per recipient handle: its bucket and the capped mail not yet announced."""
+
+    def __init__(self, burst: int, refill: float):
+        self.bucket = TokenBucket(burst, refill, time.monotonic())
+        self.capped: dict[str, str] = {}  # mail id -> path, in arrival order
+        self.timer_armed = False
+
+
+class Reactor:
+    def __init__(self, daemon):
+        self.d = daemon
+        o = daemon.opts
+        self.gate = o.idle_gate
+        self.settle = o.paste_settle
+        self.burst = o.wake_burst
+        self.refill = o.wake_refill
+        self.enter_retries = o.enter_retries
+        self.enter_check = o.enter_check
+        self.couriers: dict[str, Courier] = {}
+
+    def courier(self, handle: str) -> Courier:
+        c = self.couriers.get(handle)
+        if c is None:
+            c = self.couriers[handle] = Courier(self.burst, self.refill)
+        return c
+
+    # ------------------------------------------------------------ mail/sent
+
+    def on_event(self, record: dict) -> None:
+        if record.get("kind") != "mail/sent" or record.get("recovered"):
+            return
+        session = self.d.sessions.live_by_handle(record["to"])
+        if session is None:
+            return
+        c = self.courier(session.handle)
+        now = time.monotonic()
+        if c.bucket.take(now):
+            session.wakes.append(Wake(record["mail_id"], record["sender"]))
+            session.poke()
+            return
+        c.capped[record["mail_id"]] = record["path"]
+        self.d.nursery.start_soon(
+            self.d.committer.submit,
+            EventOp(m.WakeCapped(session=session.id, handle=session.handle,
+                                 mail_id=record["mail_id"], path=record["path"])),
+        )
+        if not c.timer_armed:
+            c.timer_armed = True
+            self.d.nursery.start_soon(self._digest_when_refilled, session.handle, c)
+
+    async def _digest_when_refilled(self, handle: str, c: Courier) -> None:
+        try:
+            while c.capped:
+                now = time.monotonic()
+                await trio.sleep(max(0.0, c.bucket.next_token_at(now) - now))
+                room = self.d.mailroom
+                unread = [i for i in c.capped if room.is_unread(handle, i)]
+                session = self.d.sessions.live_by_handle(handle)
+                if not unread or session is None:
+                    c.capped.clear()
+                    return
+                if c.bucket.take(time.monotonic()):
+                    c.capped.clear()
+                    session.wakes.append(Wake(None, None, digest=len(unread)))
+                    session.poke()
+                    return
+        finally:
+            c.timer_armed = False
+
+    # ------------------------------------------------------------ the waker
+
+    async def run_session(self, session) -> None:
+        """One per live session: deliver its queued wakes, one at a time."""
+        while True:
+            while not session.wakes:
+                await session.poked()
+            await self._until_ready(session)
+            wake = session.wakes.popleft()
+            if wake.digest:
+                line, path = digest_line(wake.digest), None
+            else:
+                path = await self.d.mailroom.retire(session.handle, wake.mail_id)
+                if path is None:
+                    # Read meanwhile: nothing to announce, and the token bought nothing.
+                    self.courier(session.handle).bucket.give_back(time.monotonic())
+                    continue
+                line = wake_line(wake.sender, path)
+            retries = await self._type_line(session, line)
+            await self.d.committer.submit(
+                EventOp(m.AgentWoken(session=session.id, handle=session.handle,
+                                     mail_id=wake.mail_id, path=path, sender=wake.sender,
+                                     digest=wake.digest, enter_retries=retries))
+            )
+
+    def _idle_for(self, session, now: float) -> float | None:
+        term = session.term
+        if term.last_output is None:
+            return None  # a TUI still starting loses typed input: wait for its first output
+        last = max(term.last_output, session.last_input)
+        return now - last
+
+    async def _until_ready(self, session) -> None:
+        while True:
+            now = time.monotonic()
+            idle = self._idle_for(session, now)
+            if idle is None:
+                await session.term.changed.wait()
+                continue
+            if idle < self.gate:
+                await trio.sleep(self.gate - idle)
+                continue
+            if session.ready is not None and not session.ready.search(session.term.screen_text()):
+                # Quiet but not ready (a menu, a permission prompt): wait for the screen.
+                with trio.move_on_after(max(self.gate, 0.25)):
+                    await session.term.changed.wait()
+                continue
+            return
+
+    async def _type_line(self, session, line: str) -> int:
+        """Paste, settle, Enter; Enter again while the screen does not change."""
+        term = session.term
+        data = line.encode("utf-8")
+        if term.bracketed_paste:
+            data = b"\x1b[200~" + data + b"\x1b[201~"
+        async with session.write_lock:
+            await term.write(data)
+            await trio.sleep(self.settle)
+            before = term.screen_text()
+            await term.write(b"\r")
+            retries = 0
+            wait = self.enter_check
+            while True:
+                if await self._screen_changes(term, before, wait):
+                    return retries
+                if retries >= self.enter_retries or term.eof:
+                    return retries
+                retries += 1
+                await term.write(b"\r")
+                wait *= 2
+
+    @staticmethod
+    async def _screen_changes(term, before: str, wait: float) -> bool:
+        with trio.move_on_after(wait):
+            while True:
+                changed = term.changed
+                if term.screen_text() != before:
+                    return True
+                await changed.wait()
+        return term.screen_text() != before
+
+
+_ = collections

@@ -1,0 +1,403 @@
+"""Sessions: agents in ptys owned by the daemon, their handles, identity and relay verbs.
+
+A session claims a handle at spawn (unique among live sessions; `operator` reserved),
+gets BENCH_SESSION / BENCH_HANDLE / BENCH_DIR / BENCH_TOKEN in its environment, and
+lives until its child exits: then it settles (exit code or signal, session/exited,
+handle freed, mailbox kept, queued wakes dropped).
+
+Identity: a request carrying a live session's BENCH_TOKEN is that session; a forged
+or stale token is refused. A request without one is that session when the peer process
+belongs to the pty's process session (the child is its session leader), else it is
+the operator.
+"""
+
+import base64
+import collections
+import os
+import re
+import secrets
+import shutil
+import signal
+import sys
+import time
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.committer import EventOp
+from benchd.connection import Caller
+from benchd.names import OPERATOR, check_handle
+from benchd.reactor import Reactor
+from benchd.system import process_session_id
+from benchd.terminal import Terminal
+
+KILL_GRACE = 3.0
+EXITED_KEPT = 200
+OUTPUT_CHUNK = 48 * 1024
+
+
+class Session:
+    def __init__(self, sid, handle, token, argv, term, ready, job):
+        self.id = sid
+        self.handle = handle
+        self.token = token
+        self.argv = argv
+        self.term: Terminal = term
+        self.ready = ready
+        self.job = job  # a jobs.DecodedJob-ish record for job spawns, else None
+        self.wakes: collections.deque = collections.deque()
+        self.last_input = 0.0  # monotonic time of the last operator keystroke
+        self.write_lock = trio.Lock()
+        self.state = "running"
+        self.exit: int | None = None
+        self.signal: int | None = None
+        self.exited = trio.Event()
+        self.cancelled = False
+        self._poke = trio.Event()
+        self.cancel_scope: trio.CancelScope | None = None
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    async def poked(self) -> None:
+        await self._poke.wait()
+        self._poke = trio.Event()
+
+    @property
+    def live(self) -> bool:
+        return self.state == "running"
+
+    def info(self) -> m.SessionInfo:
+        idle = None
+        if self.live and self.term.last_output is not None:
+            idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
+        return m.SessionInfo(session=self.id, handle=self.handle, pid=self.term.pid,
+                             state=self.state, idle_ms=idle, exit=self.exit,
+                             signal=self.signal, argv=self.argv, job=self.job is not None)
+
+    async def type_input(self, data: bytes) -> None:
+        """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""
+        self.last_input = time.monotonic()
+        async with self.write_lock:
+            await self.term.write(data)
+        self.last_input = time.monotonic()
+
+
+class Sessions:
+    def __init__(self, daemon):
+        self.d = daemon
+        self.by_id: dict[str, Session] = {}
+        self.live: dict[str, Session] = {}  # handle -> live session
+        self.by_token: dict[str, Session] = {}
+        self.by_leader: dict[int, Session] = {}
+        self.exited: collections.deque = collections.deque()
+        self.reactor = Reactor(daemon)
+        daemon.hub.listeners.append(self.reactor.on_event)
+        self.jobs = None  # set by the jobs wiring (benchd.jobhost)
+
+    async def start(self, nursery) -> None:
+        self.nursery = nursery
+
+    def handlers(self) -> dict:
+        return {
+            m.Spawn: spawn,
+            m.SessionList: session_list,
+            m.SessionKill: kill,
+            m.SessionType: type_text,
+            m.SessionTail: tail,
+            m.SessionAttach: attach,
+            m.SessionInput: not_attached,
+            m.SessionResize: not_attached,
+            m.SessionDetach: not_attached,
+        }
+
+    # ------------------------------------------------------------ lookups
+
+    def is_live(self, handle: str) -> bool:
+        return handle in self.live
+
+    def live_by_handle(self, handle: str) -> Session | None:
+        return self.live.get(handle)
+
+    def live_count(self) -> int:
+        return len(self.live)
+
+    def find(self, name: str, live_only: bool = True) -> Session:
+        s = self.live.get(name) or self.by_id.get(name)
+        if s is None and not live_only:
+            for old in reversed(self.exited):
+                if old.handle == name:
+                    s = old
+                    break
+        if s is None or (live_only and not s.live):
+            raise WireError("no-such-session", f"no live session is called {name!r}")
+        return s
+
+    def identify(self, token: str | None, peer_pid: int) -> Caller | None:
+        if token is not None:
+            s = self.by_token.get(token)
+            if s is None or not s.live:
+                raise WireError(
+                    "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
+                )
+            return Caller(s.handle, s)
+        sid = process_session_id(peer_pid)
+        s = self.by_leader.get(sid) if sid is not None else None
+        if s is not None and s.live:
+            return Caller(s.handle, s)
+        return None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _new_id(self) -> str:
+        while True:
+            sid = "s" + secrets.token_hex(4)
+            if sid not in self.by_id and sid not in self.live:
+                return sid
+
+    def spawn(self, req: m.Spawn, job=None) -> Session:
+        if not req.argv:
+            raise WireError("bad-request", "spawn needs a command: bench spawn -- CMD ARGS...")
+        sid = self._new_id()
+        handle = req.name if req.name is not None else sid
+        check_handle(handle, "name")
+        if handle == OPERATOR:
+            raise WireError("handle-reserved", "'operator' is reserved: no session may claim it")
+        if handle in self.live:
+            raise WireError("handle-taken", f"a live session already holds {handle!r}")
+        ready = None
+        if req.ready is not None:
+            try:
+                ready = re.compile(req.ready, re.MULTILINE)
+            except re.error as err:
+                raise WireError("bad-regex", f"--ready {req.ready!r}: {err}") from None
+        cwd = req.cwd or os.getcwd()
+        if not os.path.isdir(cwd):
+            raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
+        if not (1 <= req.rows <= 1000 and 1 <= req.cols <= 1000):
+            raise WireError("bad-request", "terminal size must be 1-1000 rows and columns")
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("BENCH_"):
+                del env[k]  # the daemon's own view never leaks into a session
+        for k, v in req.env.items():
+            if not k or "=" in k or "\0" in k or "\0" in v:
+                raise WireError("bad-env", f"environment entry {k!r} is not KEY=VALUE")
+            env[k] = v
+        token = secrets.token_urlsafe(24)
+        env.update(BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.d.bench_dir,
+                   BENCH_TOKEN=token)
+        env.setdefault("TERM", "xterm-256color")
+        if "TERM" not in req.env and env["TERM"] in ("", "dumb"):
+            env["TERM"] = "xterm-256color"
+        # `bench` must be on PATH inside the session, so agents need no flags.
+        bindir = os.path.dirname(os.path.abspath(sys.argv[0]))
+        if shutil.which("bench", path=bindir):
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        argv = list(req.argv)
+        if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isfile(argv[0]):
+            raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
+        try:
+            term = Terminal(argv, cwd, env, req.rows, req.cols, self.d.caps.scrollback_bytes)
+        except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
+            raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
+        s = Session(sid, handle, token, argv, term, ready, job)
+        self.by_id[sid] = s
+        self.live[handle] = s
+        self.by_token[token] = s
+        self.by_leader[term.pid] = s
+        self.nursery.start_soon(self._run, s)
+        return s
+
+    async def _run(self, s: Session) -> None:
+        async with trio.open_nursery() as nursery:
+            s.cancel_scope = nursery.cancel_scope
+            nursery.start_soon(s.term.drain)
+            nursery.start_soon(self.reactor.run_session, s)
+            code, sig = await s.term.wait_exit()
+            # Let the last output through (the pty closes once the child's group is gone).
+            with trio.move_on_after(0.5):
+                while not s.term.eof:
+                    await s.term.changed.wait()
+            nursery.cancel_scope.cancel()
+        await self._settle(s, code, sig)
+
+    async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
+        s.state, s.exit, s.signal = "exited", code, sig
+        s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
+        if self.live.get(s.handle) is s:
+            del self.live[s.handle]
+        self.by_token.pop(s.token, None)
+        self.by_leader.pop(s.term.pid, None)
+        self.by_id.pop(s.id, None)
+        self.exited.append(s)
+        while len(self.exited) > EXITED_KEPT:
+            self.exited.popleft()
+        s.term.close()
+        with trio.CancelScope(shield=True):
+            await self.d.committer.submit(
+                EventOp(m.SessionExited(session=s.id, handle=s.handle, pid=s.term.pid,
+                                        exit=code, signal=sig))
+            )
+            if self.jobs is not None and s.job is not None:
+                await self.jobs.settle(s)
+        s.exited.set()
+
+    async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
+        """SIGTERM to the process group, then SIGKILL; returns once settled."""
+        if not s.live:
+            return
+        s.term.signal_group(signal.SIGTERM)
+        with trio.move_on_after(grace):
+            await s.exited.wait()
+            return
+        s.term.signal_group(signal.SIGKILL)
+        await s.exited.wait()
+
+    async def stop_all(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for s in list(self.live.values()):
+                nursery.start_soon(self.end, s)
+
+
+# ---------------------------------------------------------------- verbs
+
+
+async def spawn(d, conn, caller, req: m.Spawn) -> None:
+    if req.job is not None or req.agent is not None:
+        if d.sessions.jobs is None:
+            raise WireError("bad-request", "this daemon does not run jobs")
+        s = await d.sessions.jobs.spawn_job(req, caller)
+    else:
+        s = d.sessions.spawn(req)
+    await d.committer.submit(
+        EventOp(m.SessionSpawned(session=s.id, handle=s.handle, pid=s.term.pid, argv=s.argv,
+                                 job=s.job is not None))
+    )
+    await conn.send(m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid,
+                              mail_id=getattr(s, "job_mail_id", None)))
+
+
+async def session_list(d, conn, caller, req: m.SessionList) -> None:
+    ss = d.sessions
+    rows = [s.info() for s in ss.exited] + [s.info() for s in ss.live.values()]
+    await conn.send(m.SessionListOk(id=req.id, sessions=rows))
+
+
+def _operator_only(caller, what: str) -> None:
+    if not caller.is_operator:
+        raise WireError("forbidden", f"only the operator may {what}")
+
+
+async def kill(d, conn, caller, req: m.SessionKill) -> None:
+    s = d.sessions.find(req.handle)
+    if not caller.is_operator and caller.session is not s:
+        raise WireError("forbidden", "a session may end only itself")
+    s.cancelled = s.cancelled or req.cancel
+    await d.sessions.end(s)
+    await conn.send(m.KillOk(id=req.id, session=s.id, handle=s.handle))
+
+
+async def type_text(d, conn, caller, req: m.SessionType) -> None:
+    _operator_only(caller, "type into a session")
+    s = d.sessions.find(req.handle)
+    data = req.text.encode("utf-8", "surrogateescape")
+    if req.enter:
+        data += b"\r"
+    await s.type_input(data)
+    await conn.send(m.TypeOk(id=req.id, session=s.id, bytes=len(data)))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+async def tail(d, conn, caller, req: m.SessionTail) -> None:
+    s = d.sessions.find(req.handle, live_only=False)
+    if req.screen:
+        lines = s.term.screen_lines()
+        await conn.send(m.ScreenFrame(id=req.id, lines=[ln.rstrip() for ln in lines],
+                                      cursor_row=s.term.screen.cursor.y,
+                                      cursor_col=s.term.screen.cursor.x))
+        await conn.send(m.EndFrame(id=req.id))
+        return
+    send, receive = trio.open_memory_channel[bytes](1024)
+    if req.follow and s.live:
+        s.term.followers.add(send)
+    try:
+        sb = bytes(s.term.scrollback)
+        for i in range(0, len(sb), OUTPUT_CHUNK):
+            await conn.send(m.OutputFrame(id=req.id, data=_b64(sb[i : i + OUTPUT_CHUNK])))
+        if not (req.follow and s.live):
+            await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited",
+                                       exit=s.exit))
+            return
+        await _pump(conn, req.id, s, receive, inputs=False)
+    finally:
+        s.term.followers.discard(send)
+        send.close()
+
+
+async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
+    """Output frames to the client until the session ends or the client leaves/detaches."""
+    reason = ["exited"]
+
+    async def from_client(scope):
+        while True:
+            req = await conn.next_request()
+            if req is None:
+                reason[0] = "gone"
+                break
+            if not inputs:
+                continue
+            if isinstance(req, m.SessionInput):
+                try:
+                    data = base64.b64decode(req.data, validate=True)
+                except ValueError:
+                    await conn.send_error(req.id, "bad-request", "input data is not base64")
+                    continue
+                await s.type_input(data)
+            elif isinstance(req, m.SessionResize):
+                if 1 <= req.rows <= 1000 and 1 <= req.cols <= 1000:
+                    s.term.resize(req.rows, req.cols)
+            elif isinstance(req, m.SessionDetach):
+                reason[0] = "detached"
+                break
+            else:
+                await conn.send_error(req.id, "bad-request",
+                                      "only input, resize and detach are valid while attached")
+        scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(from_client, nursery.cancel_scope)
+        async for data in receive:
+            await conn.send(m.OutputFrame(id=rid, data=_b64(data)))
+        if reason[0] == "exited" and s.live:
+            reason[0] = "slow-consumer"
+        nursery.cancel_scope.cancel()
+    if reason[0] != "gone":
+        await conn.send(m.EndFrame(id=rid, reason=reason[0], exit=s.exit))
+
+
+async def attach(d, conn, caller, req: m.SessionAttach) -> None:
+    _operator_only(caller, "attach to a session")
+    s = d.sessions.find(req.handle)
+    send, receive = trio.open_memory_channel[bytes](4096)
+    s.term.followers.add(send)
+    try:
+        if req.rows and req.cols:
+            s.term.resize(req.rows, req.cols)
+        await conn.send(m.AttachOk(id=req.id, session=s.id, handle=s.handle,
+                                   rows=s.term.rows, cols=s.term.cols))
+        recent = bytes(s.term.scrollback[-16384:])
+        if recent:
+            await conn.send(m.OutputFrame(id=req.id, data=_b64(recent)))
+        await _pump(conn, req.id, s, receive, inputs=True)
+    finally:
+        s.term.followers.discard(send)
+        send.close()
+
+
+async def not_attached(d, conn, caller, req) -> None:
+    raise WireError("bad-request", "input, resize and detach need an attached session first")

@@ -1,0 +1,342 @@
+"""Real agent CLIs (Claude Code, pi, Codex) against the scripted model server.
+
+FINDINGS_PLACEHOLDER
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CACHE = REPO / ".cache" / "agents"
+PACKAGES = ("@anthropic-ai/claude-code", "@mariozechner/pi-coding-agent", "@openai/codex")
+BINARIES = {"claude": "claude", "pi": "pi", "codex": "codex"}
+KINDS = ("claude", "pi", "codex")
+
+MODEL = "scripted"  # the model name every agent is told to use
+FAKE_KEY = "sk-bench-scripted"  # any value; the scripted server ignores it
+
+
+class AgentsUnavailable(RuntimeError):
+    """The agent CLIs are not installed and cannot be installed (no npm / no registry)."""
+
+
+# --------------------------------------------------------------------------- install
+
+
+def registry_reachable(timeout: float = 20.0) -> bool:
+    """True if ``npm view @openai/codex version`` answers within timeout seconds."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return False
+    try:
+        r = subprocess.run(
+            [npm, "view", "@openai/codex", "version", "--fetch-retries=0"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return False
+    return r.returncode == 0 and bool(r.stdout.strip())
+
+
+def installed_bin_dir(cache_dir: str | Path | None = None) -> Path | None:
+    """The ``node_modules/.bin`` dir if all three CLIs are already there, else None."""
+    bin_dir = Path(cache_dir or DEFAULT_CACHE) / "node_modules" / ".bin"
+    if all((bin_dir / b).exists() for b in BINARIES.values()):
+        return bin_dir
+    return None
+
+
+def ensure_installed(cache_dir: str | Path | None = None, timeout: float = 600.0) -> Path:
+    """Install the three CLIs into cache_dir if absent; return their bin dir.
+
+    Raises AgentsUnavailable with a clear message if npm is missing, the registry does
+    not answer (checked first, quickly) or the install fails.
+    """
+    cache = Path(cache_dir or DEFAULT_CACHE)
+    found = installed_bin_dir(cache)
+    if found is not None:
+        return found
+    npm = shutil.which("npm")
+    if npm is None:
+        raise AgentsUnavailable("npm is not on PATH: cannot install the agent CLIs")
+    if not registry_reachable():
+        raise AgentsUnavailable(
+            "the npm registry does not answer (npm view @openai/codex version timed out "
+            f"or failed); cannot install {', '.join(PACKAGES)} into {cache}"
+        )
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        r = subprocess.run(
+            [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", *PACKAGES],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise AgentsUnavailable(f"npm install timed out after {timeout:.0f}s") from e
+    found = installed_bin_dir(cache)
+    if r.returncode != 0 or found is None:
+        tail = (r.stderr or r.stdout)[-2000:]
+        raise AgentsUnavailable(f"npm install failed (exit {r.returncode}):\n{tail}")
+    return found
+
+
+def versions(bin_dir: str | Path) -> dict[str, str]:
+    """``--version`` output of each CLI (first line)."""
+    out = {}
+    for kind, exe in BINARIES.items():
+        try:
+            r = subprocess.run(
+                [str(Path(bin_dir) / exe), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=_base_env(Path("/tmp"), Path(bin_dir), ()),
+            )
+            out[kind] = (r.stdout or r.stderr).strip().splitlines()[0]
+        except (OSError, subprocess.TimeoutExpired, IndexError) as e:
+            out[kind] = f"error: {e!r}"
+    return out
+
+
+# --------------------------------------------------------------------------- launch specs
+
+
+@dataclass
+class AgentSpec:
+    """How to run one agent interactively, and how to tell it is ready for input."""
+
+    kind: str
+    argv: list[str]
+    env: dict[str, str]  # complete environment (not to be merged with os.environ)
+    cwd: Path
+    home: Path
+    ready_re: re.Pattern[str]  # matched against the visible screen text
+    settle: float  # seconds to wait after ready_re first matches before typing
+    enter_delay: float  # minimum seconds between the typed text and its Enter
+    alt_screen: bool  # whether the TUI switches to the alternate screen
+    notes: list[str] = field(default_factory=list)
+
+
+READY = {
+    "claude": re.compile(r"\? for shortcuts"),
+    "pi": re.compile(r"\d+(?:\.\d+)?%/\d+k"),
+    "codex": re.compile(r"\? for shortcuts"),
+}
+SETTLE = {"claude": 1.0, "pi": 0.5, "codex": 0.5}
+ENTER_DELAY = {"claude": 0.3, "pi": 0.3, "codex": 0.3}
+ALT_SCREEN = {"claude": False, "pi": False, "codex": True}
+
+
+def _base_env(home: Path, bin_dir: Path, extra_path: Iterable[str | Path]) -> dict[str, str]:
+    node_dir = Path(shutil.which("node") or "/usr/bin/node").parent
+    path = [str(p) for p in extra_path] + [str(bin_dir), str(node_dir)]
+    path += ["/usr/local/bin", "/usr/bin", "/bin"]
+    seen: list[str] = []
+    for p in path:
+        if p not in seen:
+            seen.append(p)
+    return {
+        "PATH": os.pathsep.join(seen),
+        "HOME": str(home),
+        "USER": os.environ.get("USER", "bench"),
+        "SHELL": "/bin/bash",
+        "TERM": "xterm-256color",
+        "COLORTERM": "truecolor",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "TMPDIR": os.environ.get("TMPDIR", "/tmp"),
+    }
+
+
+def _write_shell_profiles(home: Path, env: dict[str, str]) -> None:
+    """Login shells (Codex runs ``bash -lc`` and snapshots it) keep our PATH.
+
+    /etc/profile resets PATH; ~/.bash_profile and ~/.profile in the throwaway HOME
+    put the prepared PATH back, so a fake or venv ``bench`` stays first.
+    """
+    line = f"export PATH={shlex.quote(env['PATH'])}\n"
+    for name in (".bash_profile", ".profile", ".bashrc"):
+        (home / name).write_text(line, encoding="utf-8")
+
+
+def _write_json(path: Path, obj: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+
+
+def _spec(kind: str, argv, env, cwd: Path, home: Path) -> AgentSpec:
+    _write_shell_profiles(home, env)
+    return AgentSpec(
+        kind=kind,
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        home=home,
+        ready_re=READY[kind],
+        settle=SETTLE[kind],
+        enter_delay=ENTER_DELAY[kind],
+        alt_screen=ALT_SCREEN[kind],
+    )
+
+
+def prepare_claude(
+    home: str | Path,
+    port: int,
+    cwd: str | Path,
+    bin_dir: str | Path,
+    extra_path: Iterable[str | Path] = (),
+) -> AgentSpec:
+    """A throwaway HOME for Claude Code: onboarding done, cwd trusted, Bash allowed."""
+    home, cwd, bin_dir = Path(home), Path(cwd).resolve(), Path(bin_dir)
+    home.mkdir(parents=True, exist_ok=True)
+    _write_json(
+        home / ".claude.json",
+        {
+            "hasCompletedOnboarding": True,
+            "theme": "dark",
+            "autoUpdates": False,
+            "projects": {
+                str(cwd): {
+                    "hasTrustDialogAccepted": True,
+                    "hasCompletedProjectOnboarding": True,
+                    "allowedTools": [],
+                }
+            },
+        },
+    )
+    _write_json(
+        home / ".claude" / "settings.json",
+        {"permissions": {"allow": ["Bash", "Read", "Write", "Edit"]}},
+    )
+    env = _base_env(home, bin_dir, extra_path)
+    env.update(
+        {
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+            "ANTHROPIC_AUTH_TOKEN": FAKE_KEY,
+            "ANTHROPIC_MODEL": MODEL,
+            "ANTHROPIC_SMALL_FAST_MODEL": MODEL,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+    )
+    return _spec("claude", [str(bin_dir / "claude")], env, cwd, home)
+
+
+PI_PROVIDER = "bench"
+
+
+def prepare_pi(
+    home: str | Path,
+    port: int,
+    cwd: str | Path,
+    bin_dir: str | Path,
+    extra_path: Iterable[str | Path] = (),
+) -> AgentSpec:
+    """A throwaway HOME for pi with one chat-completions provider on the scripted server."""
+    home, cwd, bin_dir = Path(home), Path(cwd).resolve(), Path(bin_dir)
+    home.mkdir(parents=True, exist_ok=True)
+    _write_json(
+        home / ".pi" / "agent" / "models.json",
+        {
+            "providers": {
+                PI_PROVIDER: {
+                    "baseUrl": f"http://127.0.0.1:{port}/v1",
+                    "api": "openai-completions",
+                    "apiKey": FAKE_KEY,
+                    "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                    "models": [{"id": MODEL, "name": MODEL, "contextWindow": 128000}],
+                }
+            }
+        },
+    )
+    env = _base_env(home, bin_dir, extra_path)
+    env.update({"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"})
+    argv = [str(bin_dir / "pi"), "--provider", PI_PROVIDER, "--model", MODEL]
+    return _spec("pi", argv, env, cwd, home)
+
+
+CODEX_PROVIDER = "bench"
+CODEX_KEY_ENV = "BENCH_SCRIPTED_API_KEY"
+
+
+def _toml_str(s: str) -> str:
+    return json.dumps(s)  # a JSON string is a valid TOML basic string
+
+
+def prepare_codex(
+    home: str | Path,
+    port: int,
+    cwd: str | Path,
+    bin_dir: str | Path,
+    extra_path: Iterable[str | Path] = (),
+) -> AgentSpec:
+    """A throwaway HOME + CODEX_HOME for Codex: responses provider, no approvals, trusted."""
+    home, cwd, bin_dir = Path(home), Path(cwd).resolve(), Path(bin_dir)
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    config = f"""\
+model = {_toml_str(MODEL)}
+model_provider = {_toml_str(CODEX_PROVIDER)}
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[model_providers.{CODEX_PROVIDER}]
+name = "bench scripted"
+base_url = {_toml_str(f"http://127.0.0.1:{port}/v1")}
+env_key = {_toml_str(CODEX_KEY_ENV)}
+wire_api = "responses"
+
+[projects.{_toml_str(str(cwd))}]
+trust_level = "trusted"
+
+[notice]
+hide_full_access_warning = true
+
+[analytics]
+enabled = false
+"""
+    (codex_home / "config.toml").write_text(config, encoding="utf-8")
+    env = _base_env(home, bin_dir, extra_path)
+    env.update({"CODEX_HOME": str(codex_home), CODEX_KEY_ENV: FAKE_KEY})
+    return _spec("codex", [str(bin_dir / "codex"), "--no-daemon"], env, cwd, home)
+
+
+PREPARE = {"claude": prepare_claude, "pi": prepare_pi, "codex": prepare_codex}
+
+
+def prepare(
+    kind: str,
+    home: str | Path,
+    port: int,
+    cwd: str | Path,
+    bin_dir: str | Path | None = None,
+    extra_path: Iterable[str | Path] = (),
+) -> AgentSpec:
+    """Prepare HOME for agent `kind` ("claude", "pi" or "codex") and return its spec.
+
+    extra_path goes first on PATH (e.g. a dir holding the `bench` to use).
+    """
+    if bin_dir is None:
+        bin_dir = installed_bin_dir()
+        if bin_dir is None:
+            raise AgentsUnavailable("agent CLIs not installed; call ensure_installed() first")
+    return PREPARE[kind](home, port, cwd, bin_dir, extra_path)
