@@ -16,6 +16,8 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
      "times Enter is pressed again when the screen does not change"),
     ("--enter-check", "BENCH_ENTER_CHECK", float, 0.5,
      "seconds to wait for the screen to change after Enter (doubles per retry)"),
+    ("--retry-base", "BENCH_RETRY_BASE", float, 1.0,
+     "seconds before a refused job reply is retried (doubles per attempt, at most 5 min)"),
     ("--max-connections", "BENCH_MAX_CONNECTIONS", int, 256,
      "concurrent client connections; more are refused with too-many-connections"),
 ]

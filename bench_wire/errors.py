@@ -28,7 +28,7 @@ CODES: dict[str, str] = {
     "body-too-large": "The body is larger than the body cap.",
     "subject-too-long": "The subject is longer than the subject cap.",
     "bad-subject": "A subject is one line without control characters.",
-    "bad-key": "A key is 1-256 printable characters.",
+    "bad-key": "A key is 1-300 printable characters.",
     "bad-limit": "A limit is between 1 and the list maximum.",
     "bad-cursor": "The cursor is not one a listing returned.",
     # sessions and jobs

@@ -431,6 +431,13 @@ class JobSettled(Event, tag="job/settled"):
     key: str
     outcome: str
     replies: int
+    recovered: bool = False
+
+
+class JobReported(Event, tag="job/reported"):
+    session: str
+    handle: str
+    bytes: int
 
 
 class OutboxPosted(Event, tag="outbox/posted"):
@@ -442,8 +449,6 @@ class OutboxPosted(Event, tag="outbox/posted"):
 class OutboxRetry(Event, tag="outbox/retry"):
     key: str
     to: str
-    attempts: int
-    due: int
     reason: str
 
 
@@ -457,6 +462,7 @@ AnyEvent = (
     | AgentWoken
     | WakeCapped
     | JobSettled
+    | JobReported
     | OutboxPosted
     | OutboxRetry
 )

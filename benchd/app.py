@@ -76,6 +76,11 @@ class Daemon:
         self.sessions = Sessions(self)
         self.mailroom.is_live = self.sessions.is_live
         self.handlers.update(self.sessions.handlers())
+        from benchd.jobhost import JobHost, report_verb
+
+        self.jobs = JobHost(self)
+        self.sessions.jobs = self.jobs
+        self.handlers[m.JobReport] = report_verb
 
     # ------------------------------------------------------------ recovery
 
@@ -182,6 +187,7 @@ class Daemon:
                                                        recovered=self.recovered))
             )
             await self.sessions.start(nursery)
+            await self.jobs.start(nursery)
             nursery.start_soon(self._serve, listener)
             nursery.start_soon(self._signals)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
@@ -268,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        daemon.jobs.outbox.close()
         daemon.index.close()
         daemon.eventlog.close()
     return 0

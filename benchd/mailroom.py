@@ -21,7 +21,7 @@ BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200
 LIST_CAP = 50
 LIST_MAX = 500
-KEY_CHARS = 256
+KEY_CHARS = 300  # a job reply key is outbox:<key of up to 256>:reply:<n>
 
 
 class Mailroom:
@@ -77,7 +77,7 @@ class Mailroom:
             )
         if key is not None:
             if not key or len(key) > KEY_CHARS or frontmatter.check_subject(key):
-                raise WireError("bad-key", "a key is 1-256 characters without control characters")
+                raise WireError("bad-key", f"a key is 1-{KEY_CHARS} characters without control characters")
         live = self.is_live(to)
         op = SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to, live)
         result = await self.committer.submit(op)

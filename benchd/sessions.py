@@ -265,18 +265,25 @@ class Sessions:
 
 
 async def spawn(d, conn, caller, req: m.Spawn) -> None:
-    if req.job is not None or req.agent is not None:
-        if d.sessions.jobs is None:
-            raise WireError("bad-request", "this daemon does not run jobs")
-        s = await d.sessions.jobs.spawn_job(req, caller)
-    else:
-        s = d.sessions.spawn(req)
+    jobs = d.sessions.jobs
+    if req.job is not None:
+        jobs.check_spec(req.job)
+    s = d.sessions.spawn(req)
+    if req.job is not None:
+        try:
+            jobs.begin(s, req.job, caller)
+        except Exception:
+            await d.sessions.end(s, grace=0.5)
+            raise
     await d.committer.submit(
         EventOp(m.SessionSpawned(session=s.id, handle=s.handle, pid=s.term.pid, argv=s.argv,
                                  job=s.job is not None))
     )
+    mail_id = None
+    if req.job is not None:
+        mail_id = await jobs.deliver_task(s, req.job, caller)
     await conn.send(m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid,
-                              mail_id=getattr(s, "job_mail_id", None)))
+                              mail_id=mail_id))
 
 
 async def session_list(d, conn, caller, req: m.SessionList) -> None:

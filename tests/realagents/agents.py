@@ -11,6 +11,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,14 @@ def registry_reachable(timeout: float = 20.0) -> bool:
         return False
     try:
         r = subprocess.run(
-            [npm, "view", "@openai/codex", "version", "--fetch-retries=0"],
+            [
+                npm,
+                "view",
+                "@openai/codex",
+                "version",
+                "--fetch-retries=0",
+                f"--fetch-timeout={int(timeout * 1000)}",
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -95,18 +103,21 @@ def ensure_installed(cache_dir: str | Path | None = None, timeout: float = 600.0
 def versions(bin_dir: str | Path) -> dict[str, str]:
     """``--version`` output of each CLI (first line)."""
     out = {}
-    for kind, exe in BINARIES.items():
-        try:
-            r = subprocess.run(
-                [str(Path(bin_dir) / exe), "--version"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                env=_base_env(Path("/tmp"), Path(bin_dir), ()),
-            )
-            out[kind] = (r.stdout or r.stderr).strip().splitlines()[0]
-        except (OSError, subprocess.TimeoutExpired, IndexError) as e:
-            out[kind] = f"error: {e!r}"
+    with tempfile.TemporaryDirectory(prefix="agent-versions-") as home:
+        env = _base_env(Path(home), Path(bin_dir), ())
+        env["CODEX_HOME"] = home
+        for kind, exe in BINARIES.items():
+            try:
+                r = subprocess.run(
+                    [str(Path(bin_dir) / exe), "--version"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    env=env,
+                )
+                out[kind] = (r.stdout.strip() or r.stderr.strip()).splitlines()[-1]
+            except (OSError, subprocess.TimeoutExpired, IndexError) as e:
+                out[kind] = f"error: {e!r}"
     return out
 
 
@@ -128,14 +139,23 @@ class AgentSpec:
     alt_screen: bool  # whether the TUI switches to the alternate screen
     notes: list[str] = field(default_factory=list)
 
+    def shell_command(self) -> str:
+        """One ``sh`` line that runs the agent with exactly env (e.g. for tmux)."""
+        envs = [f"{k}={v}" for k, v in self.env.items()]
+        return "exec " + shlex.join(["env", "-i", *envs, *self.argv])
+
 
 READY = {
+    # Claude: footer hint; it disappears while the input box holds text.
     "claude": re.compile(r"\? for shortcuts"),
+    # pi: the context-usage gauge of the status line, e.g. "0.0%/128k (auto)".
     "pi": re.compile(r"\d+(?:\.\d+)?%/\d+k"),
-    "codex": re.compile(r"\? for shortcuts"),
+    # Codex: the footer once loading is over ("? for shortcuts" alone shows while
+    # the header still says "loading"); it disappears while the composer holds text.
+    "codex": re.compile(r"for agents · \? for shortcuts"),
 }
-SETTLE = {"claude": 1.0, "pi": 0.5, "codex": 0.5}
-ENTER_DELAY = {"claude": 0.3, "pi": 0.3, "codex": 0.3}
+SETTLE = {"claude": 0.5, "pi": 0.2, "codex": 0.2}
+ENTER_DELAY = {"claude": 0.2, "pi": 0.2, "codex": 0.2}
 ALT_SCREEN = {"claude": False, "pi": False, "codex": True}
 
 
@@ -160,7 +180,8 @@ def _base_env(home: Path, bin_dir: Path, extra_path: Iterable[str | Path]) -> di
         "XDG_CACHE_HOME": str(home / ".cache"),
         "XDG_DATA_HOME": str(home / ".local" / "share"),
         "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "TMPDIR": os.environ.get("TMPDIR", "/tmp"),
+        # Claude Code writes task output under $TMPDIR/claude-<uid>/: keep it in HOME.
+        "TMPDIR": str(home / "tmp"),
     }
 
 
@@ -182,6 +203,7 @@ def _write_json(path: Path, obj: object) -> None:
 
 def _spec(kind: str, argv, env, cwd: Path, home: Path) -> AgentSpec:
     _write_shell_profiles(home, env)
+    Path(env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
     return AgentSpec(
         kind=kind,
         argv=argv,

@@ -21,7 +21,8 @@ Every answer is decided from the request alone:
   whose command reads PATH, takes the first integer of the body after the front
   matter, adds one and runs ``bench mail send NEXT -m "number N+1"``. NEXT is
   ``ring[recipient]`` where the recipient is read from the path
-  (``.../mail/<recipient>/(read|inbox)/<id>.md``);
+  (``.../mail/<recipient>/(read|inbox)/<id>.md``), else ``ring["*"]`` if given; with
+  neither, a short text instead of a tool call;
 - anything else (titles, greetings, ...) → a short text.
 
 Every request is logged as one JSON line (``ts``, ``method``, ``path``, ``body``,
@@ -239,10 +240,11 @@ def decide(turn: Turn, body: dict, ring: dict[str, str]) -> Decision:
     if tool is None:
         return Decision(text="You have mail.")
     recipient = recipient_from_path(path)
-    if recipient is None or recipient not in ring:
+    nxt = ring.get(recipient or "") or ring.get("*")
+    if not nxt:
         return Decision(text=f"I do not know who comes after {recipient!r}.")
     name, arg, wants_argv = tool
-    cmd = mail_command(path, ring[recipient])
+    cmd = mail_command(path, nxt)
     value: Any = ["bash", "-lc", cmd] if wants_argv else cmd
     return Decision(tool=name, args={arg: value})
 
@@ -647,7 +649,12 @@ class Handler(BaseHTTPRequestHandler):
         self._handle("POST")
 
     def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
-        self._handle("HEAD")
+        # Claude Code probes ``HEAD /`` at startup: answer 200, no body.
+        record = {"ts": time.time(), "method": "HEAD", "path": self.path, "body": None}
+        self.server.log(dict(record, status=200, reply=None))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
 
 def start_server(

@@ -1,0 +1,193 @@
+"""Jobs wired into the daemon: the fan-out core (benchd.jobs) on real, durable ports.
+
+- outbox   -> SqliteOutbox (BENCH_DIR/outbox.sqlite)
+- post     -> delivery into the recipient's mailbox through the mailroom, keyed by the
+              reply key and sent as the child, so a repeat after a crash is a duplicate
+              the mailroom recognises, never a second message; the mail/sent event
+              wakes a live recipient through the reactor like any other mail
+- schedule_wake -> a trio timer; the due times live in the rows themselves, and every
+              start drains at once, so a restart delivers whatever is due
+- now      -> wall clock in ms
+
+A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
+exit settles it: exit 0 -> completed; any other exit or a signal -> failed; `bench kill
+--cancel` -> cancelled (quiet); found running at daemon start (its session died with
+the old daemon) -> outcome_unknown. The content owed is the last `bench report`.
+"""
+
+import math
+import os
+import time
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd import faults
+from benchd.committer import EventOp
+from benchd.jobs import (
+    MAX_KEY_LEN,
+    Address,
+    AgentWork,
+    FanOut,
+    Job,
+    JobError,
+    JobMail,
+    Outcome,
+    agent_job,
+    decode_agent_job,
+)
+from benchd.names import check_handle
+from benchd.outbox import SqliteOutbox
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class JobHost:
+    def __init__(self, daemon):
+        self.d = daemon
+        self.outbox = SqliteOutbox(os.path.join(daemon.bench_dir, "outbox.sqlite"))
+        self.fanout = FanOut(self.outbox, self._post, self._schedule_wake, now_ms,
+                             retry_base_ms=int(daemon.opts.retry_base * 1000))
+        self._wake_at = math.inf
+        self._poke = trio.Event()
+
+    async def start(self, nursery) -> None:
+        # Jobs whose sessions died with the previous daemon: their outcome is unknown.
+        for session, handle, job_json, content in self.outbox.running_jobs():
+            await self._settle_job(session, handle, Job.from_json(job_json), Outcome.OUTCOME_UNKNOWN,
+                                   content, recovered=True)
+        self._schedule_wake(now_ms())
+        nursery.start_soon(self._timer)
+
+    # ------------------------------------------------------------ ports
+
+    def _schedule_wake(self, at_ms: int) -> None:
+        if at_ms < self._wake_at:
+            self._wake_at = at_ms
+            self._poke.set()
+
+    async def _timer(self) -> None:
+        while True:
+            if self._wake_at is math.inf:
+                await self._poke.wait()
+                self._poke = trio.Event()
+                continue
+            delay = (self._wake_at - now_ms()) / 1000
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._poke.wait()
+                    self._poke = trio.Event()
+                    continue
+            self._wake_at = math.inf
+            await self.fanout.drain_outbox()
+
+    async def _post(self, mail: JobMail) -> bool:
+        outcome = "reply"
+        for line in mail.content.split("\n", 4)[:4]:
+            if line.startswith("outcome: "):
+                outcome = line[len("outcome: "):]
+        try:
+            faults.check("post")
+            res = await self.d.mailroom.send(
+                mail.from_.agent_id, mail.to.agent_id, mail.content,
+                subject=f"job {outcome}: {mail.key.split(':reply:')[0][len('outbox:'):]}"[:200],
+                key=mail.key,
+            )
+        except (WireError, OSError) as err:
+            reason = err.message if isinstance(err, WireError) else str(err)
+            await self.d.committer.submit(
+                EventOp(m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
+            )
+            return False
+        await self.d.committer.submit(
+            EventOp(m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"]))
+        )
+        return True
+
+    # ------------------------------------------------------------ jobs
+
+    def _address(self, handle: str) -> Address:
+        live = self.d.sessions.live_by_handle(handle)
+        # The operator and handles without a live session are addressed by handle.
+        return Address(agent_id=handle, session_id=live.id if live else handle)
+
+    def check_spec(self, spec: m.JobMailSpec) -> None:
+        """Refuse a bad job before anything is spawned."""
+        for h in spec.reply_to:
+            check_handle(h, "reply-to")
+        if spec.key is not None and not 1 <= len(spec.key) <= MAX_KEY_LEN:
+            raise WireError("bad-key", f"a job key is 1-{MAX_KEY_LEN} characters")
+
+    def begin(self, s, spec: m.JobMailSpec, caller) -> None:
+        """Make the job for a just-spawned session and persist it (no await: the session
+        cannot settle before its job exists)."""
+        try:
+            mail = JobMail(
+                key=spec.key or f"job-{s.id}",
+                to=Address(agent_id=s.handle, session_id=s.id),
+                from_=Address(agent_id=caller.handle,
+                              session_id=caller.session.id if caller.session else caller.handle),
+                reply_to=tuple(self._address(h) for h in spec.reply_to),
+                content=spec.body,
+                created_at=now_ms(),
+            )
+            job = agent_job(AgentWork(session_id=s.id, command_fact_id=f"spawn:{s.id}"), mail)
+        except JobError as err:
+            raise WireError("bad-mail", f"the job could not be made: {err.message}") from None
+        with self.outbox:
+            self.outbox.add_job(s.id, s.handle, job.to_json())
+        s.job = job
+
+    async def deliver_task(self, s, spec: m.JobMailSpec, caller) -> str:
+        """The task mail, from the spawner to the child (it wakes the child when ready)."""
+        mail = decode_agent_job(s.job).mail
+        res = await self.d.mailroom.send(caller.handle, s.handle, spec.body,
+                                         spec.subject or "task", key=mail.key,
+                                         reply_to=list(spec.reply_to))
+        return res["mail_id"]
+
+    async def report(self, caller, content: str) -> int:
+        s = caller.session
+        if s is None:
+            raise WireError("not-in-session", "bench report works only inside a bench session")
+        if s.job is None:
+            raise WireError("no-job", f"session {s.handle} is not running a job")
+        data = content.encode("utf-8", "surrogatepass")
+        if len(data) > self.d.caps.body_bytes - 512:
+            raise WireError("body-too-large", "the report is larger than the body cap")
+        with self.outbox:
+            self.outbox.report(s.id, content)
+        await self.d.committer.submit(
+            EventOp(m.JobReported(session=s.id, handle=s.handle, bytes=len(data)))
+        )
+        return len(data)
+
+    async def settle(self, s) -> None:
+        if s.cancelled:
+            outcome = Outcome.CANCELLED
+        elif s.exit == 0:
+            outcome = Outcome.COMPLETED
+        else:
+            outcome = Outcome.FAILED
+        row = self.outbox.job(s.id)
+        content = row[2] if row else ""
+        await self._settle_job(s.id, s.handle, s.job, outcome, content)
+
+    async def _settle_job(self, session, handle, job: Job, outcome, content, recovered=False):
+        # Replies and the settled mark in one transaction: all or nothing.
+        with self.outbox:
+            n = self.fanout.fan_out(job, outcome, content)
+            self.outbox.mark_settled(session, str(outcome))
+        mail = decode_agent_job(job).mail
+        await self.d.committer.submit(
+            EventOp(m.JobSettled(session=session, handle=handle, key=mail.key if mail else "",
+                                 outcome=str(outcome), replies=n, recovered=recovered))
+        )
+
+
+async def report_verb(d, conn, caller, req: m.JobReport) -> None:
+    n = await d.sessions.jobs.report(caller, req.content)
+    await conn.send(m.ReportOk(id=req.id, session=caller.session.id, bytes=n))

@@ -1,0 +1,111 @@
+"""The durable outbox: SQLite (WAL, synchronous=FULL) in BENCH_DIR/outbox.sqlite.
+
+Why SQLite and not files: a settlement writes one row per replyTo address and marks
+the job settled, and those must land together (a crash must not leave the job
+settled with half its replies written, nor replies written for a job that will be
+settled again with other content). One transaction gives that with a single fsync,
+and `list(limit, after_key)` is an ordered index scan. synchronous=FULL because,
+unlike the mail index, nothing else on disk can rebuild these rows.
+
+Tables: `rows` (the fan-out core's outbox port: key -> value), `jobs` (a job per
+session: the queued job's JSON, the content reported so far, and whether it settled).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rows(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs(
+  session TEXT PRIMARY KEY, handle TEXT NOT NULL, job TEXT NOT NULL,
+  content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running',
+  cancelled INTEGER NOT NULL DEFAULT 0);
+"""
+
+
+class SqliteOutbox:
+    """The Outbox port (put, read, ordered list, delete) plus the jobs table."""
+
+    def __init__(self, path: str):
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------ the Outbox port
+
+    def put(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO rows(key, value) VALUES (?, ?)", (key, value))
+
+    def read(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM rows WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def list(self, limit: int, after_key: str | None) -> list[tuple[str, str]]:
+        if after_key is None:
+            q = self.db.execute("SELECT key, value FROM rows ORDER BY key LIMIT ?", (limit,))
+        else:
+            q = self.db.execute(
+                "SELECT key, value FROM rows WHERE key > ? ORDER BY key LIMIT ?",
+                (after_key, limit),
+            )
+        return q.fetchall()
+
+    def delete(self, key: str) -> None:
+        self.db.execute("DELETE FROM rows WHERE key=?", (key,))
+
+    # ------------------------------------------------------------ transactions
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    # ------------------------------------------------------------ jobs
+
+    def add_job(self, session: str, handle: str, job: dict) -> None:
+        self.db.execute(
+            "INSERT INTO jobs(session, handle, job) VALUES (?, ?, ?)",
+            (session, handle, json.dumps(job)),
+        )
+
+    def report(self, session: str, content: str) -> bool:
+        cur = self.db.execute(
+            "UPDATE jobs SET content=? WHERE session=? AND state='running'", (content, session)
+        )
+        return cur.rowcount > 0
+
+    def job(self, session: str):
+        row = self.db.execute(
+            "SELECT handle, job, content, state FROM jobs WHERE session=?", (session,)
+        ).fetchone()
+        if row is None:
+            return None
+        return row[0], json.loads(row[1]), row[2], row[3]
+
+    def running_jobs(self) -> list[tuple[str, str, dict, str]]:
+        return [
+            (s, h, json.loads(j), c)
+            for s, h, j, c in self.db.execute(
+                "SELECT session, handle, job, content FROM jobs WHERE state='running'"
+            )
+        ]
+
+    def mark_settled(self, session: str, outcome: str) -> None:
+        self.db.execute("UPDATE jobs SET state=? WHERE session=?", (f"settled:{outcome}", session))
+
+    def counts(self) -> dict:
+        pending = receipts = 0
+        for (value,) in self.db.execute("SELECT value FROM rows"):
+            if value.startswith('{"receipt"'):
+                receipts += 1
+            else:
+                pending += 1
+        return {"pending": pending, "receipts": receipts}
