@@ -415,7 +415,15 @@ class AgentWoken(Event, tag="agent/woken"):
     path: str | None
     sender: str | None = None
     digest: int = 0
-    enter_retries: int = 0
+
+
+class EnterRetried(Event, tag="wake/enter-retried"):
+    """The screen did not change after Enter, so Enter was pressed again (never the text)."""
+
+    session: str
+    handle: str
+    mail_id: str | None
+    attempt: int
 
 
 class WakeCapped(Event, tag="wake/capped"):
@@ -460,6 +468,7 @@ AnyEvent = (
     | MailSent
     | MailRead_
     | AgentWoken
+    | EnterRetried
     | WakeCapped
     | JobSettled
     | JobReported

@@ -135,12 +135,10 @@ class Reactor:
                     self.courier(session.handle).bucket.give_back(time.monotonic())
                     continue
                 line = wake_line(wake.sender, path)
-            retries = await self._type_line(session, line)
-            await self.d.committer.submit(
-                EventOp(m.AgentWoken(session=session.id, handle=session.handle,
-                                     mail_id=wake.mail_id, path=path, sender=wake.sender,
-                                     digest=wake.digest, enter_retries=retries))
-            )
+            woken = m.AgentWoken(session=session.id, handle=session.handle,
+                                 mail_id=wake.mail_id, path=path, sender=wake.sender,
+                                 digest=wake.digest)
+            await self._type_line(session, line, woken)
 
     def _idle_for(self, session, now: float) -> float | None:
         term = session.term
@@ -166,8 +164,8 @@ class Reactor:
                 continue
             return
 
-    async def _type_line(self, session, line: str) -> int:
-        """Paste, settle, Enter; Enter again while the screen does not change."""
+    async def _type_line(self, session, line: str, woken: m.AgentWoken) -> None:
+        """Paste, settle, Enter (then log the wake); Enter again while the screen stays."""
         term = session.term
         data = line.encode("utf-8")
         if term.bracketed_paste:
@@ -177,15 +175,15 @@ class Reactor:
             await trio.sleep(self.settle)
             before = term.screen_text()
             await term.write(b"\r")
-            retries = 0
+            await self.d.committer.submit(EventOp(woken))
             wait = self.enter_check
-            while True:
-                if await self._screen_changes(term, before, wait):
-                    return retries
-                if retries >= self.enter_retries or term.eof:
-                    return retries
-                retries += 1
+            for attempt in range(1, self.enter_retries + 1):
+                if term.eof or await self._screen_changes(term, before, wait):
+                    return
                 await term.write(b"\r")
+                await self.d.committer.submit(EventOp(m.EnterRetried(
+                    session=session.id, handle=session.handle, mail_id=woken.mail_id,
+                    attempt=attempt)))
                 wait *= 2
 
     @staticmethod

@@ -188,8 +188,9 @@ class Sessions:
         token = secrets.token_urlsafe(24)
         env.update(BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.d.bench_dir,
                    BENCH_TOKEN=token)
-        env.setdefault("TERM", "xterm-256color")
-        if "TERM" not in req.env and env["TERM"] in ("", "dumb"):
+        if "TERM" not in req.env:
+            # What the pty really is: an xterm-like terminal (and what the screen model
+            # emulates), whatever terminal the daemon itself was started from.
             env["TERM"] = "xterm-256color"
         # `bench` must be on PATH inside the session, so agents need no flags.
         bindir = os.path.dirname(os.path.abspath(sys.argv[0]))

@@ -108,7 +108,10 @@ class Benchd:
 
     def ok(self, *args: str, **kw) -> dict:
         """Run `bench ... --json`, assert success, return the parsed answer."""
-        r = self.bench(*args, "--json", **kw)
+        args = list(args)
+        # --json belongs before `--` (after it, it would be part of the spawned command).
+        at = args.index("--") if "--" in args else len(args)
+        r = self.bench(*args[:at], "--json", *args[at:], **kw)
         assert r.rc == 0, r
         return r.json
 

@@ -1,6 +1,118 @@
 """Real agent CLIs (Claude Code, pi, Codex) against the scripted model server.
 
-FINDINGS_PLACEHOLDER
+API
+---
+- ``ensure_installed(cache_dir=None, timeout=600) -> Path``: npm-install the three CLIs
+  into ``<repo>/.cache/agents`` (or cache_dir) unless already there; returns
+  ``node_modules/.bin``. Raises ``AgentsUnavailable`` quickly when npm is missing or the
+  registry does not answer (``registry_reachable()``: ``npm view @openai/codex
+  version`` with a timeout, no retries), or when the install fails.
+- ``installed_bin_dir(cache_dir=None) -> Path | None``, ``versions(bin_dir) -> dict``.
+- ``prepare(kind, home, port, cwd, bin_dir=None, extra_path=()) -> AgentSpec`` (also
+  ``prepare_claude/pi/codex``): writes a throwaway HOME for that agent and returns
+  ``argv``, a complete ``env`` (not to be merged with os.environ), ``ready_re``,
+  ``settle``, ``enter_delay``, ``alt_screen`` and ``shell_command()`` (``exec env -i
+  ... argv``, handy for tmux). ``extra_path`` goes first on PATH (the ``bench`` to use).
+
+Verified here (tmux 3.3a, 160x48 and 80x24, Node 20, offline but for the scripted
+server; ``python -m tests.realagents.tmux_proof`` re-runs the proof). Versions: Claude
+Code 2.1.197 (npm's ``latest`` tag says 2.1.332 but ``npm install`` resolved 2.1.197
+here), pi 0.73.1 (@mariozechner/pi-coding-agent), codex-cli 0.171.0. Install: 22 s,
+862 MB; npm 11 warns that install scripts (claude-code postinstall, koffi, protobufjs)
+were not run; all three binaries work anyway (``claude`` is an ELF ``claude.exe``).
+
+The proof: mail file ``.../mail/alice/read/1.md`` (YAML front matter, body
+``number 100``), a fake ``bench`` first on PATH logging its argv, ring alice=bob, the
+line ``You have mail from operator: <path>`` typed with ``send-keys -l``, then a
+separate ``Enter``. All three ran the tool call and the fake bench got
+``mail send bob -m number 101`` (over 30 runs in all, every one passing), then the
+final text ``done`` showed on screen.
+
+Claude Code
+  - Setup: ``~/.claude.json`` {hasCompletedOnboarding, theme "dark",
+    projects[cwd].hasTrustDialogAccepted}; ``~/.claude/settings.json``
+    permissions.allow [Bash, Read, Write, Edit]; env ANTHROPIC_BASE_URL,
+    ANTHROPIC_AUTH_TOKEN (bearer: no "use this key?" prompt), ANTHROPIC_MODEL,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, DISABLE_AUTOUPDATER=1. No dialog seen.
+  - Ready: ``? for shortcuts`` (footer "? for shortcuts · ← for agents") at 0.5-0.75 s
+    (1.0 s on the first, cold launch). The hint disappears while the input box holds
+    text, so the pattern also means "input box empty". Primary screen (no alternate
+    screen); turns bracketed paste on (ESC[?2004h) and leaves it on.
+  - Requests: ``HEAD /`` at startup; per submitted line ``POST /v1/messages?beta=true``
+    (stream) three times: a tool-less title request (system asks for a sentence-case
+    title, the line wrapped in ``<session>``), the main request (27 tools), and the
+    follow-up after the tool. Messages: [user (a <system-reminder> text block + the
+    line), role "system" (agent list), assistant tool_use, user tool_result]. Tool
+    ``Bash``, input_schema properties command (string), timeout, description, ...; we
+    send {"command": ...}. No count_tokens call seen.
+  - Enter after ready +0/0.5/1 s and 0-300 ms after the text: always submitted (no
+    need for the ~1 s extra wait from earlier notes, 0.5 s kept for margin). Text and
+    ``\\r`` in ONE write: the Enter was swallowed for the 80-char wake line (2/2 plain,
+    1/2 with bracketed paste; a short "hello world\\r" went through); the text stays
+    in the box and a retried Enter submitted exactly the line (no stray newline).
+  - Writes task output under ``$TMPDIR/claude-<uid>/<cwd-slug>/``: TMPDIR is set inside
+    the throwaway HOME.
+
+pi
+  - Setup: ``~/.pi/agent/models.json`` provider "bench" (openai-completions, baseUrl
+    http://127.0.0.1:PORT/v1, any apiKey, compat supportsDeveloperRole/
+    supportsReasoningEffort false, model "scripted"); ``PI_OFFLINE=1 pi --provider bench
+    --model scripted``. No dialog. Prints "fd not found. Offline mode enabled, skipping
+    download." and the same for ripgrep at start (harmless).
+  - Ready: the usage gauge ``0.0%/128k (auto)`` at 0.96-1.34 s. It stays on screen
+    while busy and while the box holds text: it only means "started". Primary screen;
+    bracketed paste on.
+  - Requests: ``POST /v1/chat/completions`` stream with stream_options.include_usage,
+    twice per line (no title request). Messages: system, user (content list of text
+    parts), assistant tool_calls, role "tool". Tools read, bash, edit, write; ``bash``
+    parameters {command (required), timeout}; we send {"command": ...}.
+  - Enter at any delay, in the same write, bracketed or not: always submitted.
+  - Text typed before pi is up is echoed raw by the tty and then shown in the input
+    box; an Enter typed before it is up is LOST (text stays, would glue to the next
+    line).
+
+Codex
+  - Setup: ``$CODEX_HOME/config.toml`` (model, model_provider, approval_policy never,
+    sandbox_mode danger-full-access, check_for_update_on_startup false, provider with
+    base_url .../v1, env_key, wire_api "responses", cwd trust_level trusted,
+    notice.hide_full_access_warning, analytics off); ``codex --no-daemon``. No dialog.
+  - Ready: ``? for shortcuts`` shows at ~0.34 s while the header still says "loading";
+    the footer ``← for agents · ? for shortcuts`` and the status line ``scripted default
+    · <cwd>`` follow at 0.66-0.73 s, so the pattern is ``for agents · \\? for shortcuts``
+    (footer hint hidden while the composer holds text). Typing during "loading"
+    worked anyway. Alternate screen (ESC[?1049h; tmux alternate_on=1); bracketed paste
+    on.
+  - Footer shows "⚠ 1 warning · f2 to view": "Model metadata for `scripted` not found.
+    Defaulting to fallback metadata" (harmless).
+  - Requests: ``POST /v1/responses`` stream, three per line: main (13 tools), a
+    tool-less title request (last user message "Generate a concise, single-line task
+    title ..."), follow-up. Input: developer messages, a user ``<environment_context>``
+    message, the user line, then function_call + function_call_output ("Chunk ID ...
+    Process exited with code N ... Output: ..."). Tool ``exec_command`` parameters
+    {cmd (required), workdir, shell, login, tty, yield_time_ms, max_output_tokens,
+    sandbox_permissions, justification, prefix_rule}; we send {"cmd": ...}.
+  - GOTCHA: commands run in a login shell that Codex snapshots; /etc/profile resets PATH
+    (root: /usr/local/sbin:/usr/local/bin:...), so a ``bench`` only on our PATH was
+    "command not found" (exit 127). Fixed by ``~/.bash_profile``/``~/.profile``
+    re-exporting the prepared PATH (written for every agent).
+  - GOTCHA: Enter as a separate write right after the text (0 ms, a few ms apart) was
+    turned into nothing 3/3 (text stays in the composer; a retried Enter 2 s later
+    submitted the line, no stray newline); 50, 100, 150, 200 ms: 3/3 each submitted.
+    Text + ``\\r`` in one write: swallowed 2/2. Bracketed paste (ESC[200~..ESC[201~,
+    or tmux ``paste-buffer -p``) + Enter at 0 ms or even in the same write: 2/2 ok.
+  - With HOME under /tmp and TMPDIR=/tmp it prints "WARNING: proceeding, even though we
+    could not create PATH aliases: Refusing to create helper binaries under temporary
+    dir" before switching screens; gone with TMPDIR inside HOME.
+
+All three
+  - Typing ``send-keys -l`` text, ~200-300 ms, then ``Enter``: 100% submitted.
+    Bracketed paste then a separate Enter: 100%. Retrying Enter (never the text) fixed
+    every swallowed Enter.
+  - Text typed 0.15 s after launch was not lost by any of them (kept in the tty buffer
+    and shown in the box); text + Enter both typed before ready: Claude and Codex
+    submitted it once up, pi kept the text and lost the Enter.
+  - Enter to the fake bench having run: Claude 0.15-0.3 s, pi 0.1-0.15 s, Codex
+    0.1-0.2 s (50 ms polling); typed text to tool done 0.36-0.56 s.
 """
 
 from __future__ import annotations
@@ -13,7 +125,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,7 +213,7 @@ def ensure_installed(cache_dir: str | Path | None = None, timeout: float = 600.0
 
 
 def versions(bin_dir: str | Path) -> dict[str, str]:
-    """``--version`` output of each CLI (first line)."""
+    """``--version`` output of each CLI (its last line, e.g. "codex-cli 0.171.0")."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="agent-versions-") as home:
         env = _base_env(Path(home), Path(bin_dir), ())
@@ -137,7 +249,6 @@ class AgentSpec:
     settle: float  # seconds to wait after ready_re first matches before typing
     enter_delay: float  # minimum seconds between the typed text and its Enter
     alt_screen: bool  # whether the TUI switches to the alternate screen
-    notes: list[str] = field(default_factory=list)
 
     def shell_command(self) -> str:
         """One ``sh`` line that runs the agent with exactly env (e.g. for tmux)."""

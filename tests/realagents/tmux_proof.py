@@ -3,7 +3,7 @@
 ``python -m tests.realagents.tmux_proof [claude|pi|codex ...] [--enter-delay S] [--settle S]
 [--mode keys|paste|bracketed] [--keep]`` prints one JSON report per agent.
 
-Each run: a private tmux server (``tmux -L <unique>``), a throwaway HOME, a fake
+Each run: a private tmux server (``tmux -S <work>/tmux.sock``), a throwaway HOME, a fake
 ``bench`` first on PATH (appends its argv to a log), a mail file
 ``<tmp>/mail/alice/read/1.md`` holding ``number 100``, the ring ``alice=bob``. The
 line ``You have mail from operator: <path>`` is typed once the ready regex holds and
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -49,12 +48,12 @@ MODES = ["keys", "paste", "bracketed", "oneshot", "bracketed-oneshot"]
 
 
 class Tmux:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket  # a socket path (-S): it goes away with the work dir
 
     def run(self, *args: str, check: bool = True) -> str:
         r = subprocess.run(
-            [TMUX, "-L", self.socket, "-f", "/dev/null", *args],
+            [TMUX, "-S", str(self.socket), "-f", "/dev/null", *args],
             capture_output=True,
             text=True,
             timeout=20,
@@ -116,7 +115,7 @@ def prove(
     enter_delay = spec.enter_delay if enter_delay is None else enter_delay
     settle = spec.settle if settle is None else settle
     raw = work / "raw.out"
-    tmux = Tmux(f"benchproof-{os.getpid()}-{kind}")
+    tmux = Tmux(work / "tmux.sock")
     target = "agent"
     envs = [f"{k}={v}" for k, v in spec.env.items()]
     cmd = "exec " + shlex.join(["env", "-i", *envs, *spec.argv])

@@ -1,0 +1,182 @@
+"""Sessions in ptys, the relay, handles and identity, against the real daemon and CLI."""
+
+import base64
+import json
+import os
+import sys
+
+import ptyprocess
+
+from tests.conftest import BENCH, standin_argv
+
+
+def spawn(daemon, *args, name=None):
+    cmd = ["spawn"]
+    if name:
+        cmd += ["--name", name]
+    return daemon.ok(*cmd, "--", *args)
+
+
+def screen(daemon, handle):
+    return daemon.bench("tail", handle, "--screen").out
+
+
+def wait_screen(daemon, handle, text, timeout=20):
+    return daemon.wait_until(lambda: text in screen(daemon, handle), timeout,
+                             f"{text!r} on {handle}'s screen")
+
+
+def test_env_in_the_pty(daemon):
+    s = spawn(daemon, "bash", "-c", 'env | grep ^BENCH_ | sort; echo "TERM=$TERM"; sleep 30',
+              name="envy")
+    wait_screen(daemon, "envy", "TERM=")
+    text = screen(daemon, "envy")
+    assert f"BENCH_SESSION={s['session']}" in text
+    assert "BENCH_HANDLE=envy" in text
+    assert f"BENCH_DIR={daemon.dir}" in text
+    assert "BENCH_TOKEN=" in text
+    assert "TERM=xterm-256color" in text
+
+
+def test_handle_rules(daemon):
+    for bad in ["Alice", "..", "a/b", "", "x" * 65, "-lead", "sp ace"]:
+        r = daemon.bench("spawn", "--name", bad, "--json", "--", "sleep", "30")
+        assert r.rc == 1 and r.json["error"]["code"] == "bad-handle", (bad, r)
+    r = daemon.bench("spawn", "--name", "operator", "--json", "--", "sleep", "30")
+    assert r.json["error"]["code"] == "handle-reserved"
+    first = spawn(daemon, "sleep", "30", name="dup")
+    r = daemon.bench("spawn", "--name", "dup", "--json", "--", "sleep", "30")
+    assert r.json["error"]["code"] == "handle-taken"
+    anon = spawn(daemon, "sleep", "30")
+    assert anon["handle"] == anon["session"]
+    # Exit frees the handle: it can be claimed again, and the mailbox is kept.
+    daemon.ok("mail", "send", "dup", "-m", "kept")
+    daemon.ok("kill", "dup")
+    daemon.wait_event("session/exited", lambda e: e["session"] == first["session"])
+    again = spawn(daemon, "sleep", "30", name="dup")
+    assert again["session"] != first["session"]
+    assert daemon.ok("mail", "list", "--handle", "dup")["total"] == 1
+    assert not os.path.exists(os.path.join(daemon.dir, "mail", "Alice"))
+
+
+def test_spawn_errors_are_clear(daemon):
+    r = daemon.bench("spawn", "--json", "--", "no-such-command-xyz")
+    assert r.rc == 1 and r.json["error"]["code"] == "spawn-failed"
+    r = daemon.bench("spawn", "--ready", "([", "--json", "--", "sleep", "1")
+    assert r.json["error"]["code"] == "bad-regex"
+    r = daemon.bench("spawn", "--env", "NOEQUALS", "--", "sleep", "1")
+    assert r.rc == 2 and "Traceback" not in r.err
+
+
+def test_type_and_tail(daemon):
+    spawn(daemon, "bash", "--norc", "--noprofile", name="sh")
+    daemon.wait_until(lambda: daemon.bench("tail", "sh").out.strip(), 20, "a prompt")
+    daemon.ok("type", "sh", "echo $((6*7))-done")
+    wait_screen(daemon, "sh", "42-done")
+    raw = daemon.bench("tail", "sh")
+    assert raw.rc == 0 and "42-done" in raw.out
+    r = daemon.bench("type", "nobody", "x", "--json")
+    assert r.rc == 1 and r.json["error"]["code"] == "no-such-session"
+
+
+def test_tail_follow_streams_until_exit(daemon):
+    spawn(daemon, "bash", "-c", "read line; echo got-$line; exit 4", name="tf")
+    with daemon.connect() as c:
+        c.send({"verb": "session/tail", "handle": "tf", "follow": True})
+        daemon.wait_until(lambda: daemon.bench("tail", "tf").rc == 0, 10, "tail")
+        daemon.ok("type", "tf", "abc")
+        seen = b""
+        while True:
+            a = c.recv()
+            assert a["ok"], a
+            if a["type"] == "output":
+                seen += base64.b64decode(a["data"])
+            if a["type"] == "end":
+                break
+    assert b"got-abc" in seen
+    assert a["reason"] == "exited" and a["exit"] == 4
+
+
+def test_exit_is_settled_and_listed(daemon):
+    s = spawn(daemon, "bash", "-c", "exit 7", name="seven")
+    ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
+    assert ev["exit"] == 7 and ev["handle"] == "seven"
+    rows = {x["session"]: x for x in daemon.ok("ps")["sessions"]}
+    assert rows[s["session"]]["state"] == "exited" and rows[s["session"]]["exit"] == 7
+
+
+def test_kill_escalates_to_sigkill(daemon):
+    s = spawn(daemon, "bash", "-c", 'trap "" TERM; echo armed; while :; do sleep 1; done',
+              name="stubborn")
+    wait_screen(daemon, "stubborn", "armed")
+    daemon.ok("kill", "stubborn")
+    ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
+    assert ev["signal"] == 9
+
+
+def test_down_ends_sessions(make_daemon):
+    d = make_daemon()
+    s = spawn(d, "sleep", "60", name="sleeper")
+    r = d.bench("down")
+    assert r.rc == 0, r
+    d.proc.wait(30)
+    d.start()
+    ev = d.wait_event("session/exited", lambda e: e["session"] == s["session"])
+    assert ev["signal"] == 15
+
+
+def test_identity_a_session_is_itself(daemon, tmp_path):
+    out = tmp_path / "out.json"
+    spawn(daemon, "bash", "-c",
+          f"bench mail send bob -m hi --json > {out}.1; "
+          f"env -u BENCH_TOKEN bench mail send bob -m notoken --json > {out}.2; "
+          f"bench mail list --handle bob --json > {out}.3; "
+          f"BENCH_TOKEN=forged bench mail send bob -m x --json > {out}.4; "
+          f"bench mail read --handle operator --json > {out}.5; echo finished; sleep 30",
+          name="alice")
+    wait_screen(daemon, "alice", "finished")
+    assert json.loads(open(f"{out}.1").read())["ok"]
+    assert json.loads(open(f"{out}.2").read())["ok"]
+    senders = {m["sender"] for m in daemon.ok("mail", "list", "--handle", "bob")["messages"]}
+    assert senders == {"alice"}  # with or without its token, it speaks as itself
+    assert json.loads(open(f"{out}.3").read())["error"]["code"] == "forbidden"
+    assert json.loads(open(f"{out}.4").read())["error"]["code"] == "bad-token"
+    assert json.loads(open(f"{out}.5").read())["error"]["code"] == "forbidden"
+
+
+def test_stale_token_is_refused(daemon, tmp_path):
+    tokfile = tmp_path / "tok"
+    s = spawn(daemon, "bash", "-c", f'echo "$BENCH_TOKEN" > {tokfile}; exit 0', name="brief")
+    daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
+    token = tokfile.read_text().strip()
+    r = daemon.bench("mail", "send", "x", "-m", "y", "--json", env={"BENCH_TOKEN": token})
+    assert r.rc == 1 and r.json["error"]["code"] == "bad-token"
+
+
+def test_attach_types_and_detaches(daemon):
+    spawn(daemon, *standin_argv(), name="att")
+    wait_screen(daemon, "att", "standin>")
+    env = daemon.env()
+    p = ptyprocess.PtyProcess.spawn([BENCH, "attach", "att"], env=env, dimensions=(30, 100))
+    try:
+        buf = b""
+        while b"detach with Ctrl-]" not in buf:
+            buf += p.read(4096)
+        p.write(b"hello-attached\r")
+        wait_screen(daemon, "att", "ok: hello-attached")
+        p.write(b"\x1d")
+        while p.isalive():
+            try:
+                buf += p.read(4096)
+            except EOFError:
+                break
+        p.wait()
+        assert p.exitstatus == 0
+        assert b"[detached]" in buf
+    finally:
+        if p.isalive():
+            p.terminate(force=True)
+    assert daemon.ok("ps")["sessions"][0]["state"] == "running"
+
+
+_ = sys

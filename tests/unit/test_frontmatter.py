@@ -1,0 +1,137 @@
+"""benchd.frontmatter: the mail file format parses with a real YAML parser, byte for byte."""
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchd import frontmatter
+from benchd.frontmatter import BadMailFile, check_subject, parse, render
+
+META = {
+    "id": "20261130T045611.123Z-0001",
+    "from": "operator",
+    "to": "alice",
+    "subject": "number: 100",
+    "date": "2026-11-30T04:56:11.123Z",
+    "key": "k-1",
+}
+
+
+def split(data: bytes) -> tuple[str, bytes]:
+    """(the YAML between the --- fences, the body after the blank line)."""
+    assert data.startswith(b"---\n")
+    end = data.index(b"\n---\n\n")
+    return data[4:end].decode("utf-8"), data[end + len(b"\n---\n\n"):]
+
+
+def test_render_layout():
+    data = render(META, b"hello\n")
+    text = data.decode("utf-8")
+    assert text.startswith("---\nid: ")
+    assert "\n---\n\nhello\n" in text
+    assert text.endswith("\n---\n\nhello\n")
+
+
+def test_round_trip_and_yaml():
+    body = b"line 1\n---\nline 3\n\n"
+    data = render(META, body)
+    meta, got = parse(data)
+    assert got == body
+    assert {k: meta[k] for k in META} == META
+    head, rest = split(data)
+    assert rest == body
+    assert yaml.safe_load(head) == META
+
+
+def test_yaml_gives_back_exactly_the_fields():
+    meta = dict(META, **{"reply-to": ["bob", "carol"]})
+    head, _ = split(render(meta, b""))
+    parsed = yaml.safe_load(head)
+    assert set(parsed) == {"id", "from", "to", "subject", "date", "key", "reply-to"}
+    assert parsed == meta
+    for k in ("id", "date", "key", "subject"):
+        assert isinstance(parsed[k], str)  # quoted: never a YAML date or number
+
+
+def test_empty_reply_to_and_none_are_left_out():
+    meta = dict(META, **{"reply-to": [], "in-reply-to": None})
+    head, _ = split(render(meta, b"x"))
+    assert set(yaml.safe_load(head)) == {"id", "from", "to", "subject", "date", "key"}
+
+
+def test_in_reply_to_round_trips():
+    meta = dict(META, **{"in-reply-to": "20261130T045611.123Z-0000"})
+    data = render(meta, b"x")
+    assert yaml.safe_load(split(data)[0])["in-reply-to"] == "20261130T045611.123Z-0000"
+    assert parse(data)[0]["in-reply-to"] == "20261130T045611.123Z-0000"
+
+
+@pytest.mark.parametrize(
+    "subject",
+    ["", "a: b", "---", "--- ", "\"quoted\"", "'single'", "#not a comment", "- item", "[x]",
+     "{a: b}", "&anchor *alias", "!tag", "% directive", "@at `tick`", "yes", "null", "~",
+     "2026-11-30", "0x1F", "1e3", "back\\slash", "tab\u00a0nbsp", "emoji \U0001F600", "é ü ß",
+     "\u2028line sep\u2029", "\ufeffbom", "\ufffe\uffff", " lead and trail ", "|", ">"],
+)
+def test_awkward_subjects(subject):
+    assert check_subject(subject) is None
+    meta = dict(META, subject=subject)
+    data = render(meta, b"body")
+    head, body = split(data)
+    assert yaml.safe_load(head) == meta
+    assert parse(data) == (meta, b"body")
+    assert body == b"body"
+
+
+@pytest.mark.parametrize("ch", ["\n", "\r", "\t", "\x00", "\x1b", "\x7f", "\x85", "\x9f",
+                                "\ud800"])
+def test_check_subject_refuses_control_characters(ch):
+    why = check_subject(f"a{ch}b")
+    assert why and "control" in why
+
+
+def test_parse_refuses_what_render_did_not_write():
+    for data in [b"", b"hello", b"---\nid: \"x\"\n", b"---\nbogus: \"x\"\n---\n\n",
+                 b"---\nid: not-json\n---\n\n", b"---\nid: \"x\"\n---\n\nbody"]:
+        with pytest.raises(BadMailFile):
+            parse(data)
+
+
+# ---------------------------------------------------------------- properties
+
+subjects = st.text(
+    st.characters(blacklist_categories=("Cc", "Cs")), max_size=200
+).filter(lambda s: check_subject(s) is None)
+
+
+@settings(max_examples=500)
+@given(subject=subjects, body=st.binary(max_size=300),
+       reply_to=st.lists(st.from_regex(r"[a-z0-9][a-z0-9._-]{0,10}", fullmatch=True),
+                         max_size=3))
+def test_any_accepted_subject_and_body_round_trip(subject, body, reply_to):
+    meta = dict(META, subject=subject, key=subject or "k")
+    if reply_to:
+        meta["reply-to"] = reply_to
+    data = render(meta, body)
+    head, rest = split(data)
+    assert rest == body
+    assert yaml.safe_load(head) == meta
+    assert parse(data) == (meta, body)
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=50))
+def test_check_subject_matches_its_rule(s):
+    bad = any(
+        ord(c) < 0x20 or ord(c) == 0x7F or 0x80 <= ord(c) < 0xA0 or 0xD800 <= ord(c) <= 0xDFFF
+        for c in s
+    )
+    assert (check_subject(s) is not None) == bad
+
+
+def test_quote_escapes_what_yaml_cannot_hold():
+    for s in ["\ufeff", "\ufffe", "\uffff", "a\ufeffb"]:
+        q = frontmatter.quote(s)
+        assert "\ufeff" not in q and "\ufffe" not in q and "\uffff" not in q
+        assert yaml.safe_load(q) == s
