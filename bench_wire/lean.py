@@ -46,7 +46,7 @@ def loads(text: str):
 
 
 def dumps(obj) -> str:
-    """Encode plain data (dict, list, str, int, bool, None) as compact JSON."""
+    """Encode plain data (dict, list, str, int, float, bool, None) as compact JSON."""
     if obj is None:
         return "null"
     if obj is True:
@@ -57,6 +57,10 @@ def dumps(obj) -> str:
         return _quote(obj)
     if isinstance(obj, int):
         return str(int(obj))
+    if isinstance(obj, float):
+        if obj != obj or obj in (float("inf"), float("-inf")):
+            raise ValueError("JSON has no NaN or infinity")
+        return repr(obj)
     if isinstance(obj, dict):
         return "{" + ",".join(_quote(k) + ":" + dumps(v) for k, v in obj.items()) + "}"
     if isinstance(obj, (list, tuple)):

@@ -99,19 +99,25 @@ class EventLog:
     # ------------------------------------------------------------ reading
 
     def offset_of(self, since: int) -> int:
-        """Byte offset of the first line with seq > since (binary search on offsets)."""
+        """A line start at or before the first line with seq > since (binary search).
+
+        Returns a lower bound: the reader skips lines with seq <= since, so erring early
+        costs a short scan, never an event. A torn line (no seq) counts as "maybe after".
+        """
         size = os.fstat(self.fd).st_size
         lo, hi = 0, size
-        while lo < hi:
+        while hi - lo > 4096:
             mid = (lo + hi) // 2
-            start, seq = self._line_at(mid, size)
-            if start >= size:
+            start = self._line_start(mid, size)
+            if start >= hi:
                 hi = mid
-            elif seq is None or seq <= since:
-                lo = start + 1 if seq is None else self._next_line(start, size)
+                continue
+            seq = _seq_of(os.pread(self.fd, 32, start))
+            if seq is not None and seq <= since:
+                lo = start
             else:
-                hi = mid
-        return self._line_start(lo, size)
+                hi = start
+        return lo
 
     def _line_start(self, pos: int, size: int) -> int:
         if pos <= 0:
@@ -130,13 +136,6 @@ class EventLog:
                 return pos + nl + 1
             pos += len(chunk)
         return size
-
-    def _line_at(self, pos: int, size: int) -> tuple[int, int | None]:
-        """The first line starting at or after pos: (its offset, its seq or None)."""
-        start = self._line_start(pos, size)
-        if start >= size:
-            return size, None
-        return start, _seq_of(os.pread(self.fd, 32, start))
 
     def read_since(self, since: int, limit: int | None = None):
         """Yield decoded events (dicts) with seq > since, skipping torn lines."""

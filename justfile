@@ -1,0 +1,46 @@
+# bench: tasks. `./run <recipe>` sets up the venv first; inside it, `just <recipe>`.
+
+set shell := ["bash", "-uc"]
+
+py := justfile_directory() / ".venv/bin/python"
+export PATH := justfile_directory() / ".venv/bin:" + env_var("PATH")
+
+default:
+    @just --list
+
+# The whole test suite (unit + conformance, real daemon and CLI processes).
+test *ARGS:
+    {{py}} -m pytest -q {{ARGS}}
+
+# Lint and format check.
+lint:
+    {{py}} -m ruff check .
+    {{py}} -m ruff format --check bench_wire bench_cli benchd/jobs.py
+
+# The ring demo: three stand-in agents pass a number around as mail, 100 -> 103.
+mail-proof *ARGS:
+    {{py}} -m tests.proofs.mail_proof {{ARGS}}
+
+# The same ring through real Claude Code, Codex and pi TUIs against a scripted model.
+mail-proof-real *ARGS:
+    {{py}} -m tests.proofs.mail_proof --agents claude,codex,pi {{ARGS}}
+
+# A short end-to-end check of a daemon (starts one if none answers on $BENCH_DIR).
+live-smoke:
+    {{py}} -m tests.proofs.live_smoke
+
+# All benchmarks of PERFORMANCE.md (about 10 minutes).
+bench:
+    {{py}} -m tests.perf.run
+
+# Every benchmark at CI size (seconds each).
+bench-quick:
+    {{py}} -m tests.perf.run --quick
+
+# Long crash/soak run (bounded in time; prints its figures).
+soak SECONDS="300":
+    {{py}} -m tests.reliability.soak --seconds {{SECONDS}}
+
+# Regenerate docs/protocol.md from the msgspec types.
+protocol-doc:
+    {{py}} -m bench_wire.protocol_doc > docs/protocol.md

@@ -1,0 +1,647 @@
+"""Agent jobs and reply fan-out (SPEC §9), end to end through the real daemon and CLI.
+
+A job is `bench spawn --name child --mail TASK.md --reply-to H... [--key K] -- CMD`. The
+child records what it owes with `bench report`; when it settles every replyTo handle gets
+one reply from the child, whose body is a small header and then the content:
+
+    ---
+    outcome: completed | interrupted
+    agentId: <child handle>
+    sessionId: <child session id>
+    ---
+
+    <content>
+
+Nothing here sleeps to synchronise: tests wait for events (job/settled, outbox/posted,
+outbox/retry, ...) with deadlines. "Nothing more will come" is proven with a barrier: a
+later job whose reply is posted only after the outbox has been drained past everything
+written before it.
+"""
+
+import glob
+import json
+import os
+import shlex
+import signal
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import standin_argv
+
+# ------------------------------------------------------------------ helpers
+
+
+def task_file(tmp_path, text: str = "Please do the thing.\n", name: str = "TASK.md") -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def spawn_raw(d, argv, *, name=None, mail=None, reply_to=(), key=None, subject=None):
+    """`bench spawn --json ... -- argv`; --json goes before `--` so it is not part of argv."""
+    args = ["spawn", "--json"]
+    if name is not None:
+        args += ["--name", name]
+    if mail is not None:
+        args += ["--mail", mail]
+    for h in reply_to:
+        args += ["--reply-to", h]
+    if key is not None:
+        args += ["--key", key]
+    if subject is not None:
+        args += ["--subject", subject]
+    return d.bench(*args, "--", *argv)
+
+
+def spawn(d, argv, **kw) -> dict:
+    r = spawn_raw(d, argv, **kw)
+    assert r.rc == 0, r
+    a = r.json
+    assert a["ok"] is True, a
+    return a
+
+
+def job(d, tmp_path, name, script, reply_to=("parent",), key=None, task="Please do it.\n",
+        subject=None) -> dict:
+    """Spawn a job whose child runs `bash -c script`."""
+    mail = task_file(tmp_path, task, f"task-{name}.md")
+    return spawn(d, ["bash", "-c", script], name=name, mail=mail, reply_to=reply_to, key=key,
+                 subject=subject)
+
+
+def settled(d, handle, since=0, timeout=30.0) -> dict:
+    return d.wait_event("job/settled", lambda e: e["handle"] == handle, timeout, since)
+
+
+def posted_to(d, handle, since=0, timeout=30.0) -> dict:
+    return d.wait_event("outbox/posted", lambda e: e["to"] == handle, timeout, since)
+
+
+def header(outcome: str, agent: str, session: str) -> str:
+    return f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n---\n\n"
+
+
+def mailbox(d, handle) -> list[dict]:
+    """Every message in a mailbox (inbox and read), parsed from the files themselves."""
+    out = []
+    for sub in ("inbox", "read"):
+        for path in glob.glob(os.path.join(d.dir, "mail", handle, sub, "*.md")):
+            with open(path, "rb") as f:
+                data = f.read()
+            assert data.startswith(b"---\n"), path
+            head, sep, body = data[4:].partition(b"\n---\n\n")
+            assert sep, path
+            meta = yaml.safe_load(head.decode("utf-8"))
+            out.append({"meta": meta, "body": body.decode("utf-8"), "path": path})
+    return sorted(out, key=lambda m: m["meta"]["id"])
+
+
+def listed_total(d, handle) -> int:
+    """How many messages `bench mail list --state all` says the mailbox holds."""
+    a = d.ok("mail", "list", "--handle", handle, "--state", "all")
+    assert a["truncated"] is False or a["total"] > a["cap"], a
+    return a["total"]
+
+
+def barrier(d, tmp_path, tag: str) -> None:
+    """Run a quick job and wait for its reply: the outbox has drained past what came before."""
+    witness = f"witness-{tag}"
+    job(d, tmp_path, f"barrier-{tag}", "exit 0", reply_to=(witness,), key=f"zz-barrier-{tag}")
+    posted_to(d, witness)
+
+
+def kill_leftover(pid: int) -> None:
+    """End a child this test started if it outlived its daemon (only if it is still `sleep`)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return
+    if b"sleep" in cmd:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def arm_post_fault(d, count: int, err: str = "EIO") -> None:
+    a = d.call({"verb": "debug/fault", "point": "post", "errno": err, "count": count})
+    assert a["ok"] is True, a
+
+
+# ------------------------------------------------------------------ 1. completed
+
+
+def test_completed_reply_has_the_exact_header_and_content(daemon, tmp_path):
+    a = job(daemon, tmp_path, "child", "bench report 'all done: 42'", key="task-1")
+    st = settled(daemon, "child")
+    assert st["outcome"] == "completed" and st["replies"] == 1 and st["recovered"] is False
+    assert st["session"] == a["session"] and st["key"] == "task-1"
+    posted = posted_to(daemon, "parent")
+    assert posted["key"] == "outbox:task-1:reply:0"
+
+    got = daemon.ok("mail", "read", "--handle", "parent", posted["mail_id"])
+    assert got["body"] == header("completed", "child", a["session"]) + "all done: 42"
+    assert got["sender"] == "child" and got["to"] == "parent"
+    assert "completed" in got["subject"]
+    assert got["key"] == "outbox:task-1:reply:0"
+
+    # The file is the record: its front matter (YAML) and the body's header agree.
+    (msg,) = mailbox(daemon, "parent")
+    assert msg["meta"]["from"] == "child" and msg["meta"]["to"] == "parent"
+    assert msg["meta"]["key"] == "outbox:task-1:reply:0"
+    hdr = yaml.safe_load(msg["body"].split("\n---\n\n", 1)[0].removeprefix("---\n"))
+    assert hdr == {"outcome": "completed", "agentId": "child", "sessionId": a["session"]}
+
+
+def test_completed_without_a_report_sends_empty_content(daemon, tmp_path):
+    a = job(daemon, tmp_path, "child", "exit 0")
+    assert settled(daemon, "child")["outcome"] == "completed"
+    posted_to(daemon, "parent")
+    (msg,) = mailbox(daemon, "parent")
+    assert msg["body"] == header("completed", "child", a["session"])
+
+
+def test_a_live_parent_is_woken_by_its_reply(daemon, tmp_path):
+    spawn(daemon, standin_argv(), name="parent")
+    job(daemon, tmp_path, "child", "bench report 'woken?'")
+    posted = posted_to(daemon, "parent")
+    woken = daemon.wait_event("agent/woken", lambda e: e.get("mail_id") == posted["mail_id"])
+    assert woken["handle"] == "parent" and woken["sender"] == "child"
+    daemon.ok("kill", "parent")
+
+
+# ------------------------------------------------------------------ 2. interrupted
+
+
+@pytest.mark.parametrize("script,exit_code,sig", [
+    ("bench report 'half of it'; exit 3", 3, None),
+    ("bench report 'half of it'; kill -9 $$", None, 9),
+], ids=["exit-3", "signal-9"])
+def test_a_failed_child_replies_interrupted(daemon, tmp_path, script, exit_code, sig):
+    a = job(daemon, tmp_path, "child", script)
+    ex = daemon.wait_event("session/exited", lambda e: e["handle"] == "child")
+    assert ex["exit"] == exit_code and ex["signal"] == sig
+    st = settled(daemon, "child")
+    assert st["outcome"] == "failed" and st["replies"] == 1
+    posted_to(daemon, "parent")
+    got = daemon.ok("mail", "read", "--handle", "parent")
+    assert got["body"] == header("interrupted", "child", a["session"]) + "half of it"
+    assert "interrupted" in got["subject"] and got["sender"] == "child"
+
+
+def test_a_plain_kill_is_not_a_cancel_it_replies_interrupted(daemon, tmp_path):
+    a = job(daemon, tmp_path, "child", "bench report 'so far'; exec sleep 30")
+    daemon.wait_event("job/reported", lambda e: e["handle"] == "child")
+    daemon.ok("kill", "child")
+    st = settled(daemon, "child")
+    assert st["outcome"] == "failed" and st["replies"] == 1
+    posted_to(daemon, "parent")
+    (msg,) = mailbox(daemon, "parent")
+    assert msg["body"] == header("interrupted", "child", a["session"]) + "so far"
+
+
+# ------------------------------------------------------------------ 3. several replyTo
+
+
+def test_each_reply_to_address_gets_exactly_one_reply(daemon, tmp_path):
+    a = job(daemon, tmp_path, "child", "bench report 'for all of you'",
+            reply_to=("parent", "operator", "third"), key="fan")
+    assert settled(daemon, "child")["replies"] == 3
+    for h in ("parent", "operator", "third"):
+        posted_to(daemon, h)
+    barrier(daemon, tmp_path, "fan")
+    expected = header("completed", "child", a["session"]) + "for all of you"
+    for index, h in enumerate(("parent", "operator", "third")):
+        msgs = mailbox(daemon, h)
+        assert len(msgs) == 1, (h, msgs)
+        assert listed_total(daemon, h) == 1
+        meta = msgs[0]["meta"]
+        assert meta["from"] == "child" and meta["to"] == h
+        assert meta["key"] == f"outbox:fan:reply:{index}"
+        assert msgs[0]["body"] == expected
+    posted = [e for e in daemon.events(kind="outbox/posted") if e["key"].startswith("outbox:fan:")]
+    assert sorted(e["key"] for e in posted) == [f"outbox:fan:reply:{i}" for i in range(3)]
+
+
+# ------------------------------------------------------------------ 4. bench report
+
+
+def test_the_last_report_wins(daemon, tmp_path):
+    a = job(daemon, tmp_path, "child",
+            "bench report 'first draft' && bench report 'second draft' && bench report final")
+    st = settled(daemon, "child")
+    reports = [e for e in daemon.events(kind="job/reported") if e["session"] == a["session"]]
+    assert [e["bytes"] for e in reports] == [11, 12, 5]
+    assert st["outcome"] == "completed"
+    posted_to(daemon, "parent")
+    (msg,) = mailbox(daemon, "parent")
+    assert msg["body"] == header("completed", "child", a["session"]) + "final"
+
+
+def test_report_dash_reads_stdin_byte_for_byte(daemon, tmp_path):
+    content = "line one\n---\noutcome: completed\nünïcode: ✓ \"quoted\"\n\nlast line\n"
+    src = tmp_path / "content.txt"
+    src.write_text(content, encoding="utf-8")
+    a = job(daemon, tmp_path, "child", f"bench report - < {shlex.quote(str(src))}")
+    settled(daemon, "child")
+    posted_to(daemon, "parent")
+    got = daemon.ok("mail", "read", "--handle", "parent")
+    assert got["body"] == header("completed", "child", a["session"]) + content
+
+
+def test_report_outside_any_session_is_refused(daemon):
+    r = daemon.bench("report", "some text")
+    assert r.rc != 0, r
+    assert "session" in r.err and "Traceback" not in r.err, r
+    r = daemon.bench("report", "some text", "--json")
+    assert r.rc != 0 and r.json["ok"] is False, r
+    assert r.json["error"]["code"] in ("not-in-session", "no-job"), r
+    # The daemon itself refuses the operator too, whatever the client checks.
+    a = daemon.call({"verb": "job/report", "content": "x"})
+    assert a["ok"] is False and a["error"]["code"] in ("not-in-session", "no-job"), a
+    assert daemon.events(kind="job/reported") == []
+
+
+def test_report_in_a_session_without_a_job_is_no_job(daemon, tmp_path):
+    out, rc = tmp_path / "out.json", tmp_path / "rc"
+    script = (f"bench report 'nobody asked' --json > {shlex.quote(str(out))}; "
+              f"echo $? > {shlex.quote(str(rc))}")
+    spawn(daemon, ["bash", "-c", script], name="loner")
+    daemon.wait_event("session/exited", lambda e: e["handle"] == "loner")
+    assert int(rc.read_text()) != 0
+    answer = json.loads(out.read_text())
+    assert answer["ok"] is False and answer["error"]["code"] == "no-job", answer
+    assert daemon.events(kind="job/reported") == []
+    assert daemon.events(kind="job/settled") == []
+
+
+def test_report_needs_no_token_inside_the_pty(daemon, tmp_path):
+    """SPEC §4: a process inside a session's pty is that session, token or not (the daemon
+    identifies it by its process session, as it does for `bench mail send`)."""
+    rc = tmp_path / "rc"
+    a = job(daemon, tmp_path, "child",
+            f"env -u BENCH_TOKEN bench report 'no token'; echo $? > {shlex.quote(str(rc))}")
+    settled(daemon, "child")
+    posted_to(daemon, "parent")
+    assert rc.read_text().strip() == "0"
+    (msg,) = mailbox(daemon, "parent")
+    assert msg["body"] == header("completed", "child", a["session"]) + "no token"
+
+
+def test_a_report_over_the_cap_is_refused_and_the_last_good_one_stands(daemon, tmp_path):
+    rc = tmp_path / "rc"
+    script = ("bench report 'good one' && "
+              "head -c 300000 /dev/zero | tr '\\0' x | bench report - 2>/dev/null; "
+              f"echo $? > {shlex.quote(str(rc))}")
+    a = job(daemon, tmp_path, "child", script)
+    settled(daemon, "child")
+    posted_to(daemon, "parent")
+    assert int(rc.read_text()) != 0
+    (msg,) = mailbox(daemon, "parent")
+    assert msg["body"] == header("completed", "child", a["session"]) + "good one"
+
+
+# ------------------------------------------------------------------ 5. cancel is quiet
+
+
+def test_cancel_sends_no_reply_at_all(daemon, tmp_path):
+    a = job(daemon, tmp_path, "child", "bench report 'not for you'; exec sleep 30",
+            reply_to=("parent", "operator"), key="quiet")
+    daemon.wait_event("job/reported", lambda e: e["session"] == a["session"])
+    k = daemon.ok("kill", "child", "--cancel")
+    assert k["session"] == a["session"]
+    st = settled(daemon, "child")
+    assert st["outcome"] == "cancelled" and st["replies"] == 0
+    barrier(daemon, tmp_path, "cancel")
+    assert listed_total(daemon, "parent") == 0 and mailbox(daemon, "parent") == []
+    assert [m["meta"]["from"] for m in mailbox(daemon, "operator")] == []
+    for kind in ("outbox/posted", "outbox/retry"):
+        assert [e for e in daemon.events(kind=kind) if "quiet" in e["key"]] == []
+
+
+# ------------------------------------------------------------------ 6. no mail, no job
+
+
+def test_a_plain_spawn_sends_nothing_and_settles_no_job(daemon, tmp_path):
+    a = spawn(daemon, ["bash", "-c", "exit 0"], name="plain")
+    assert a.get("mail_id") is None
+    ex = daemon.wait_event("session/exited", lambda e: e["handle"] == "plain")
+    assert ex["exit"] == 0
+    barrier(daemon, tmp_path, "plain")
+    assert [e for e in daemon.events(kind="job/settled") if e["handle"] == "plain"] == []
+    assert [e for e in daemon.events(kind="mail/sent") if e["sender"] == "plain"] == []
+    spawned = daemon.wait_event("session/spawned", lambda e: e["handle"] == "plain")
+    assert spawned["job"] is False
+
+
+def test_reply_to_without_mail_is_a_usage_error_and_spawns_nothing(daemon):
+    r = daemon.bench("spawn", "--name", "child", "--reply-to", "parent", "--", "sleep", "30")
+    assert r.rc == 2 and "--mail" in r.err, r
+    assert daemon.events(kind="session/spawned") == []
+
+
+def test_a_job_without_reply_to_settles_quietly(daemon, tmp_path):
+    job(daemon, tmp_path, "child", "bench report 'to nobody'", reply_to=())
+    st = settled(daemon, "child")
+    assert st["outcome"] == "completed" and st["replies"] == 0
+    barrier(daemon, tmp_path, "noreply")
+    assert [e for e in daemon.events(kind="mail/sent") if e["sender"] == "child"] == []
+
+
+# ------------------------------------------------------------------ 7. the task mail
+
+
+def test_the_task_mail_reaches_the_child_from_the_operator_with_its_key(daemon, tmp_path):
+    task = "Count to three.\n---\nstep: 1\n"
+    a = job(daemon, tmp_path, "child", "exec sleep 30", key="task-7", task=task,
+            subject="counting job")
+    assert a["mail_id"]
+    sent = daemon.wait_event("mail/sent", lambda e: e["mail_id"] == a["mail_id"])
+    assert sent["sender"] == "operator" and sent["to"] == "child" and sent["key"] == "task-7"
+    got = daemon.ok("mail", "read", "--handle", "child", a["mail_id"])
+    assert got["sender"] == "operator" and got["to"] == "child"
+    assert got["key"] == "task-7" and got["body"] == task and got["subject"] == "counting job"
+    assert got["reply_to"] == ["parent"]
+    (msg,) = mailbox(daemon, "child")
+    assert msg["meta"]["key"] == "task-7" and msg["meta"]["from"] == "operator"
+    daemon.ok("kill", "child", "--cancel")
+    settled(daemon, "child")
+
+
+def test_the_child_reads_its_task_from_its_own_mailbox(daemon, tmp_path):
+    out = tmp_path / "task.json"
+    # The task is delivered just after the spawn; poll for it (quietly, so no wake retires it).
+    script = (f"for i in $(seq 200); do bench mail read --json > {shlex.quote(str(out))} "
+              "2>/dev/null && break; sleep 0.05; done; "
+              f"bench report - < {shlex.quote(str(out))}")
+    a = job(daemon, tmp_path, "child", script, task="find the answer")
+    settled(daemon, "child")
+    posted_to(daemon, "parent")
+    task = json.loads(out.read_text())
+    assert task["mail_id"] == a["mail_id"] and task["body"] == "find the answer"
+    assert task["sender"] == "operator"
+
+
+@pytest.mark.parametrize("key", [
+    "k" * 256,
+    "task: with spaces, 'quotes' & \"double\"",
+    "---",
+    "ünïcode-ключ",
+    "nested:reply:7",
+], ids=["256-chars", "punctuation", "dashes", "unicode", "reply-infix"])
+def test_any_valid_key_gets_its_reply(daemon, tmp_path, key):
+    a = job(daemon, tmp_path, "child", "bench report keyed", key=key)
+    st = settled(daemon, "child")
+    assert st["key"] == key and st["replies"] == 1
+    posted = posted_to(daemon, "parent")
+    assert posted["key"] == f"outbox:{key}:reply:0"
+    (msg,) = mailbox(daemon, "parent")
+    assert msg["meta"]["key"] == f"outbox:{key}:reply:0"
+    assert msg["body"] == header("completed", "child", a["session"]) + "keyed"
+    (task,) = mailbox(daemon, "child")
+    assert task["meta"]["key"] == key
+
+
+def test_an_overlong_key_is_refused_before_anything_is_spawned(daemon, tmp_path):
+    r = spawn_raw(daemon, ["sleep", "30"], name="child", mail=task_file(tmp_path),
+                  reply_to=("parent",), key="k" * 257)
+    assert r.rc == 1 and r.json["error"]["code"] == "bad-key", r
+    assert daemon.events(kind="session/spawned") == []
+
+
+@pytest.mark.parametrize("extra,body", [
+    (["--key", "bad\x01key"], "task"),
+    (["--subject", "two\nlines"], "task"),
+    ([], "x" * (300 * 1024)),
+], ids=["control-char-key", "newline-subject", "oversize-task"])
+def test_a_refused_job_spawns_nothing(daemon, tmp_path, extra, body):
+    """SPEC §10: a refusal is a refusal. If `bench spawn` answers an error, no child may be
+    left running as a job that will later fan out replies (or retry them forever)."""
+    path = task_file(tmp_path, body)
+    r = daemon.bench("spawn", "--json", "--name", "child", "--mail", path, "--reply-to",
+                     "parent", *extra, "--", "sleep", "30")
+    assert r.rc == 1 and r.json["ok"] is False, r
+    live = [s for s in daemon.ok("ps")["sessions"] if s["state"] == "running"]
+    assert live == [], live
+    assert daemon.events(kind="session/spawned") == []
+
+
+def test_a_reused_job_key_never_swallows_a_task_or_its_replies(daemon, tmp_path):
+    """A second job with the key of a finished one must be refused, or be a whole job: its
+    task in its own mailbox and its replies delivered. It must not answer ok with the mail
+    id of the first child's task, give the second child nothing, and owe its parent nothing."""
+    job(daemon, tmp_path, "first", "bench report one", key="same")
+    settled(daemon, "first")
+    posted_to(daemon, "parent")
+    r = spawn_raw(daemon, ["bash", "-c", "bench report two"], name="second",
+                  mail=task_file(tmp_path, "task two"), reply_to=("parent",), key="same")
+    if r.rc != 0:
+        assert r.json["ok"] is False, r
+        assert [e for e in daemon.events(kind="session/spawned")
+                if e["handle"] == "second"] == []
+        return
+    a = r.json
+    st = settled(daemon, "second")
+    tasks = mailbox(daemon, "second")
+    assert [t["meta"]["id"] for t in tasks] == [a["mail_id"]], (a, tasks)
+    assert tasks[0]["body"] == "task two"
+    assert st["replies"] == 1, st
+    daemon.wait_until(lambda: len(mailbox(daemon, "parent")) == 2, 30, "two replies")
+
+
+# ------------------------------------------------------------------ 8. refusing recipient
+
+
+def test_a_refused_post_is_retried_with_backoff_then_delivered_once(make_daemon, tmp_path):
+    d = make_daemon("--retry-base", "0.05")
+    arm_post_fault(d, 2, "EIO")
+    a = job(d, tmp_path, "child", "bench report 'eventually'", key="retry")
+    assert settled(d, "child")["replies"] == 1
+    posted = posted_to(d, "parent")
+    barrier(d, tmp_path, "retry")
+    key = "outbox:retry:reply:0"
+    retries = [e for e in d.events(kind="outbox/retry") if e["key"] == key]
+    assert len(retries) == 2, retries
+    assert all(e["to"] == "parent" for e in retries)
+    assert all("injected" in e["reason"] or "I/O" in e["reason"] for e in retries), retries
+    # Backoff: the second try came at least retry-base after the first refusal.
+    assert retries[1]["ts"] - retries[0]["ts"] >= 40
+    assert retries[-1]["seq"] < posted["seq"]
+    assert [e["key"] for e in d.events(kind="outbox/posted")
+            if e["key"].startswith("outbox:retry:")] == [key]
+    (msg,) = mailbox(d, "parent")
+    assert listed_total(d, "parent") == 1
+    assert msg["body"] == header("completed", "child", a["session"]) + "eventually"
+
+
+def test_one_refusing_recipient_does_not_hold_up_the_others(make_daemon, tmp_path):
+    d = make_daemon("--retry-base", "0.05")
+    # One refusal: the first post of the drain (reply 0) fails; 1 and 2 go through at once.
+    arm_post_fault(d, 1, "EIO")
+    job(d, tmp_path, "child", "bench report hi", reply_to=("a", "b", "c"), key="mixed")
+    for h in ("a", "b", "c"):
+        posted_to(d, h)
+    barrier(d, tmp_path, "mixed")
+    for h in ("a", "b", "c"):
+        assert len(mailbox(d, h)) == 1, h
+    retries = [e["to"] for e in d.events(kind="outbox/retry")]
+    assert retries == ["a"]
+
+
+# ------------------------------------------------------------------ 9. kill -9 recovery
+
+
+def test_kill9_between_settlement_and_drain_delivers_exactly_once(make_daemon, tmp_path):
+    # Every post is refused while this daemon lives, so the settled replies stay pending
+    # in the outbox; the fault hooks are in memory and do not survive the restart.
+    d = make_daemon("--retry-base", "0.5")
+    arm_post_fault(d, 1000, "EIO")
+    handles = ("parent", "operator", "third")
+    a = job(d, tmp_path, "child", "bench report 'survives a crash'", reply_to=handles,
+            key="crash")
+    st = settled(d, "child")
+    assert st["outcome"] == "completed" and st["replies"] == 3
+    for h in handles:
+        d.wait_event("outbox/retry", lambda e, h=h: e["to"] == h)
+    assert d.events(kind="outbox/posted") == []
+    for h in handles:
+        assert mailbox(d, h) == []
+    since = d.last_seq()
+    d.kill9()
+    d.start()
+    for h in handles:
+        posted_to(d, h, since=since, timeout=30)
+    barrier(d, tmp_path, "crash")
+    expected = header("completed", "child", a["session"]) + "survives a crash"
+    for i, h in enumerate(handles):
+        msgs = mailbox(d, h)
+        assert len(msgs) == 1 and listed_total(d, h) == 1, (h, msgs)
+        assert msgs[0]["body"] == expected
+        assert msgs[0]["meta"]["key"] == f"outbox:crash:reply:{i}"
+    posted = [e["key"] for e in d.events(kind="outbox/posted") if "crash" in e["key"]]
+    assert sorted(posted) == [f"outbox:crash:reply:{i}" for i in range(3)]
+    # The job was settled once, before the crash; the restart did not settle it again.
+    assert len([e for e in d.events(kind="job/settled") if e["handle"] == "child"]) == 1
+
+
+def test_kill9_under_a_running_child_replies_interrupted_after_restart(make_daemon, tmp_path):
+    d = make_daemon("--retry-base", "0.05")
+    a = job(d, tmp_path, "child", "bench report 'partial work'; exec sleep 30",
+            reply_to=("parent", "operator"), key="orphan")
+    try:
+        d.wait_event("job/reported", lambda e: e["session"] == a["session"])
+        d.kill9()
+        d.start()
+        st = settled(d, "child")
+        assert st["outcome"] == "outcome_unknown" and st["recovered"] is True
+        assert st["replies"] == 2 and st["session"] == a["session"]
+        for h in ("parent", "operator"):
+            posted_to(d, h)
+        barrier(d, tmp_path, "orphan")
+        for h in ("parent", "operator"):
+            (msg,) = mailbox(d, h)
+            assert msg["body"] == header("interrupted", "child", a["session"]) + "partial work"
+            assert msg["meta"]["from"] == "child"
+        # A second restart does not settle it again.
+        d.restart()
+        barrier(d, tmp_path, "orphan2")
+        assert len([e for e in d.events(kind="job/settled") if e["handle"] == "child"]) == 1
+        for h in ("parent", "operator"):
+            assert len(mailbox(d, h)) == 1
+    finally:
+        kill_leftover(a["pid"])
+
+
+def test_a_clean_restart_under_a_running_child_replies_once(make_daemon, tmp_path):
+    """`bench down` ends the sessions: the job settles as interrupted and its replies are
+    delivered once, each with exactly one outbox/posted, all logged before daemon/stopped."""
+    d = make_daemon("--retry-base", "0.05")
+    handles = ("parent", "operator")
+    a = job(d, tmp_path, "child", "bench report 'stopped early'; exec sleep 30",
+            reply_to=handles, key="down")
+    d.wait_event("job/reported", lambda e: e["session"] == a["session"])
+    d.restart()
+    for h in handles:
+        posted_to(d, h)
+    barrier(d, tmp_path, "down")
+    for h in handles:
+        (msg,) = mailbox(d, h)
+        assert msg["body"] == header("interrupted", "child", a["session"]) + "stopped early"
+    evs = d.events()
+    posted = [e["key"] for e in evs if e["kind"] == "outbox/posted" and e["key"].startswith("outbox:down:")]
+    assert sorted(posted) == ["outbox:down:reply:0", "outbox:down:reply:1"], posted
+    stopped = next(i for i, e in enumerate(evs) if e["kind"] == "daemon/stopped")
+    assert evs[stopped + 1]["kind"] == "daemon/started", evs[stopped - 3:stopped + 3]
+
+
+# ------------------------------------------------------------------ 10. many replies
+
+
+def test_a_thousand_replies_drain_in_pages_without_loss(daemon, tmp_path):
+    jobs, fan = 10, 100
+    handles = [f"r{i}" for i in range(fan)]
+    t0 = time.monotonic()
+    sessions = {}
+    for n in range(jobs):
+        a = job(daemon, tmp_path, f"j{n}", f"bench report 'job {n}'", reply_to=handles,
+                key=f"bulk-{n}")
+        sessions[n] = a["session"]
+    t_spawned = time.monotonic()
+    daemon.wait_until(lambda: len(daemon.events(kind="outbox/posted")) >= jobs * fan, 120,
+                      f"{jobs * fan} outbox/posted events")
+    t_drained = time.monotonic()
+    settles = [e for e in daemon.events(kind="job/settled") if e["handle"].startswith("j")]
+    assert sorted(e["replies"] for e in settles) == [fan] * jobs
+    barrier(daemon, tmp_path, "bulk")
+
+    posted = [e for e in daemon.events(kind="outbox/posted") if e["key"].startswith("outbox:bulk-")]
+    keys = [e["key"] for e in posted]
+    assert len(keys) == jobs * fan and len(set(keys)) == jobs * fan
+    assert set(keys) == {f"outbox:bulk-{n}:reply:{i}" for n in range(jobs) for i in range(fan)}
+    assert len({e["mail_id"] for e in posted}) == jobs * fan
+    assert daemon.events(kind="outbox/retry") == []
+    for i, h in enumerate(handles):
+        msgs = mailbox(daemon, h)
+        assert len(msgs) == jobs, (h, len(msgs))
+        a = daemon.call({"verb": "mail/list", "handle": h, "state": "all"})
+        assert a["ok"] and a["total"] == jobs, a
+        by_key = {m["meta"]["key"]: m for m in msgs}
+        assert set(by_key) == {f"outbox:bulk-{n}:reply:{i}" for n in range(jobs)}
+        for n in range(jobs):
+            m = by_key[f"outbox:bulk-{n}:reply:{i}"]
+            assert m["meta"]["from"] == f"j{n}" and m["meta"]["to"] == h
+            assert m["body"] == header("completed", f"j{n}", sessions[n]) + f"job {n}"
+    print(f"\n1000 replies: spawned in {t_spawned - t0:.1f}s, "
+          f"all posted after {t_drained - t0:.1f}s, checked after {time.monotonic() - t0:.1f}s")
+
+
+# ------------------------------------------------------------------ 11. replay
+
+
+@pytest.mark.parametrize("how", ["clean", "kill9"])
+def test_a_restart_after_delivery_posts_nothing_again(make_daemon, tmp_path, how):
+    d = make_daemon("--retry-base", "0.05")
+    handles = ("parent", "operator", "third")
+    job(d, tmp_path, "child", "bench report 'delivered once'", reply_to=handles, key="replay")
+    settled(d, "child")
+    for h in handles:
+        posted_to(d, h)
+    barrier(d, tmp_path, "before")
+    before = {h: [m["meta"]["id"] for m in mailbox(d, h)] for h in handles}
+    assert all(len(ids) == 1 for ids in before.values()), before
+    since = d.last_seq()
+    if how == "clean":
+        d.restart()
+    else:
+        d.kill9()
+        d.start()
+    barrier(d, tmp_path, "after")
+    again = [e for e in d.events(since=since, kind="outbox/posted") if "replay" in e["key"]]
+    assert again == []
+    assert [e for e in d.events(since=since, kind="job/settled") if e["handle"] == "child"] == []
+    for h in handles:
+        assert [m["meta"]["id"] for m in mailbox(d, h)] == before[h]
+        assert listed_total(d, h) == 1

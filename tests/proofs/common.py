@@ -1,0 +1,116 @@
+"""What the proofs share: running the real `bench` CLI, a temporary daemon, the timeline."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.path.dirname(sys.executable)
+BENCH = os.path.join(BIN, "bench")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
+
+
+class ProofFailed(Exception):
+    """A deviation: the proof says why and exits non-zero."""
+
+
+class Bench:
+    """The real CLI against one BENCH_DIR."""
+
+    def __init__(self, bench_dir: str):
+        self.dir = bench_dir
+
+    def env(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
+        env["BENCH_DIR"] = self.dir
+        env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+        return env
+
+    def run(self, *args: str, check: bool = True) -> dict:
+        at = args.index("--") if "--" in args else len(args)
+        argv = [BENCH, *args[:at], "--json", *args[at:]]
+        p = subprocess.run(argv, capture_output=True, text=True, env=self.env(),
+                           stdin=subprocess.DEVNULL, timeout=120)
+        try:
+            answer = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
+        except json.JSONDecodeError:
+            answer = {"ok": False, "error": {"code": "protocol", "message": p.stdout}}
+        if check and p.returncode != 0:
+            err = answer.get("error", {}).get("message") or p.stderr.strip()
+            raise ProofFailed(f"`bench {' '.join(args)}` failed ({p.returncode}): {err}")
+        return answer
+
+    def events(self, since: int = 0) -> list[dict]:
+        argv = [BENCH, "events", "--since", str(since), "--json"]
+        p = subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=60)
+        if p.returncode != 0:
+            raise ProofFailed(f"`bench events` failed: {p.stderr.strip()}")
+        return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+class TempDaemon:
+    """A fresh BENCH_DIR with its own daemon; removed again on exit (also on Ctrl-C)."""
+
+    def __init__(self, *daemon_opts: str, keep: bool = False):
+        self.dir = tempfile.mkdtemp(prefix="bench-proof-", dir="/tmp")
+        self.bench = Bench(self.dir)
+        self.opts = daemon_opts
+        self.keep = keep
+
+    def __enter__(self) -> Bench:
+        self.bench.run("up", *self.opts)
+        return self.bench
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.bench.run("down", check=False)
+        finally:
+            if not self.keep:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def wait_for(fn, timeout: float, what: str):
+    """Poll fn until it returns something truthy; ProofFailed naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    pause = 0.02
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise ProofFailed(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.25)
+
+
+def timeline(events: list[dict], kinds: set[str] | None = None) -> str:
+    """The event trail as a readable timeline, times relative to the first event shown."""
+    shown = [e for e in events if kinds is None or e["kind"] in kinds]
+    if not shown:
+        return "(no events)"
+    t0 = shown[0]["ts"]
+    out = []
+    for e in shown:
+        rel = (e["ts"] - t0) / 1000
+        k = e["kind"]
+        if k == "mail/sent":
+            what = f"{e['sender']} -> {e['to']}  {e['mail_id']}"
+        elif k == "agent/woken":
+            what = f"{e['handle']} woken: {os.path.basename(e['path'] or '')}"
+            if e.get("digest"):
+                what = f"{e['handle']} woken with a digest of {e['digest']}"
+        elif k == "mail/read":
+            what = f"{e['reader']} read {e['mail_id']} from {e['handle']}'s mailbox"
+        elif k == "wake/enter-retried":
+            what = f"{e['handle']}: Enter pressed again (attempt {e['attempt']})"
+        elif k in ("session/spawned", "session/exited"):
+            what = f"{e['handle']} ({e['session']})"
+        else:
+            what = " ".join(f"{a}={b}" for a, b in e.items() if a not in ("seq", "ts", "kind"))
+        stamp = f"+{rel:.3f}s"
+        out.append(f"  {stamp:>10}  {k:<20} {what}")
+    return "\n".join(out)

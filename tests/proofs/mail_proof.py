@@ -1,0 +1,133 @@
+"""`just mail-proof`: a number passed around a ring of agents as mail, 100 -> 103.
+
+Three agents are spawned into daemon ptys with `bench spawn` (by default the stand-in
+TUI agent of the tests, started exactly as a real agent would be; `--agents
+claude,codex,pi` uses the real CLIs against a scripted model). The operator seeds
+`number 100` to the first; each agent, woken by the reactor, reads the path in its wake
+line, adds one and mails the next; the last mails the operator, and the proof collects
+103 with `bench mail read`. It prints the event trail and exits non-zero, with the
+reason, on any deviation or timeout. A fresh BENCH_DIR is used and removed afterwards.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+from tests.proofs.common import STANDIN, ProofFailed, TempDaemon, timeline, wait_for
+
+RING = ["alice", "bob", "carol"]
+SEED = 100
+
+
+def spawn_standins(bench, names: list[str]) -> dict:
+    sessions = {}
+    for i, name in enumerate(names):
+        nxt = names[i + 1] if i + 1 < len(names) else "operator"
+        sessions[name] = bench.run(
+            "spawn", "--name", name, "--ready", "standin>", "--",
+            sys.executable, STANDIN, "--ring", nxt,
+        )
+    return sessions
+
+
+def check_trail(events: list[dict], names: list[str]) -> None:
+    """mail/sent -> agent/woken per hop, in ring order, then the operator's mail/read."""
+    chain = ["operator", *names, "operator"]
+    sent = [e for e in events if e["kind"] == "mail/sent"]
+    hops = [(e["sender"], e["to"]) for e in sent]
+    want = list(zip(chain, chain[1:], strict=False))
+    if hops != want:
+        raise ProofFailed(f"the mail went {hops}, not {want}")
+    woken = [e for e in events if e["kind"] == "agent/woken"]
+    if [w["handle"] for w in woken] != names:
+        raise ProofFailed(f"wakes went to {[w['handle'] for w in woken]}, not {names}")
+    for hop, w in zip(sent, woken, strict=False):
+        if w["mail_id"] != hop["mail_id"]:
+            raise ProofFailed(f"{w['handle']} was woken for {w['mail_id']}, not {hop['mail_id']}")
+        if w["seq"] < hop["seq"]:
+            raise ProofFailed(f"{w['handle']} was woken before its mail was sent")
+    reads = [e for e in events if e["kind"] == "mail/read" and e["handle"] == "operator"]
+    if not reads or reads[-1]["mail_id"] != sent[-1]["mail_id"]:
+        raise ProofFailed("the operator's mail/read of the last hop is missing")
+
+
+def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str]) -> int:
+    real = None
+    names = RING
+    if agents:
+        from tests.proofs import real_ring
+
+        real = real_ring.RealRing(agents.split(","))
+        names = real.names
+    with TempDaemon(*daemon_opts, keep=keep) as bench:
+        print(f"BENCH_DIR {bench.dir}")
+        try:
+            if real is None:
+                sessions = spawn_standins(bench, names)
+            else:
+                sessions = real.spawn(bench)
+            for name in names:
+                s = sessions[name]
+                print(f"spawned {name:<6} session {s['session']} pid {s['pid']}")
+            seed = bench.run("mail", "send", names[0], "-s", "ring", "-m", f"number {SEED}")
+            print(f"seeded  number {SEED} -> {names[0]} ({seed['mail_id']})")
+            t0 = time.monotonic()
+            listing = wait_for(
+                lambda: bench.run("mail", "list", "--handle", "operator")["messages"],
+                timeout, f"the ring to come back to the operator (seeded {names[0]})",
+            )
+            got = bench.run("mail", "read", listing[0]["mail_id"], "--handle", "operator")
+            elapsed = time.monotonic() - t0
+            body = got["body"].strip()
+            print(f"collected {body!r} from {got['sender']} after {elapsed:.2f}s")
+            want = f"number {SEED + len(names)}"
+            if body != want:
+                raise ProofFailed(f"collected {body!r}, expected {want!r}")
+            events = bench.events()
+            check_trail(events, names)
+            print("\nevent trail:")
+            print(timeline(events, {"mail/sent", "agent/woken", "wake/enter-retried",
+                                    "mail/read"}))
+            if real is not None:
+                real.print_screens(bench)
+            print(f"\nmail-proof: ok: {SEED} -> {SEED + len(names)} through "
+                  f"{' -> '.join(names)} and back to the operator")
+            return 0
+        except ProofFailed:
+            try:
+                print("\nevent trail so far:")
+                print(timeline(bench.events()))
+                if real is not None:
+                    real.print_screens(bench)
+            except ProofFailed:
+                pass
+            raise
+        finally:
+            if real is not None:
+                real.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="mail-proof", description=__doc__.split("\n\n")[0])
+    p.add_argument("--agents", help="real agent CLIs, e.g. claude,codex,pi (default: stand-ins)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds for the ring to close")
+    p.add_argument("--keep", action="store_true", help="keep the temporary BENCH_DIR")
+    p.add_argument("--idle-gate", default=None, help="the daemon's idle gate (seconds)")
+    args = p.parse_args(argv)
+    timeout = args.timeout or (240.0 if args.agents else 60.0)
+    gate = args.idle_gate or ("1.0" if args.agents else "0.5")
+    try:
+        return run(args.agents, timeout, args.keep, ["--idle-gate", gate])
+    except ProofFailed as err:
+        print(f"\nmail-proof: FAILED: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nmail-proof: interrupted; cleaned up", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+_ = os

@@ -1,0 +1,39 @@
+"""The shipped proofs run as part of the suite: `just mail-proof` and `just live-smoke`."""
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=e,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_mail_proof_ring_of_standins():
+    p = run_module("tests.proofs.mail_proof")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "collected 'number 103'" in p.stdout
+    trail = p.stdout.split("event trail:")[1]
+    kinds = [line.split()[1] for line in trail.strip().splitlines() if line.strip().startswith("+")]
+    assert kinds == ["mail/sent", "agent/woken"] * 3 + ["mail/sent", "mail/read"]
+
+
+def test_mail_proof_fails_loudly(tmp_path):
+    # A ring that cannot close (a timeout far too short) exits non-zero with a reason.
+    p = run_module("tests.proofs.mail_proof", "--timeout", "0.01")
+    assert p.returncode == 1
+    assert "mail-proof: FAILED: timed out" in p.stderr
+
+
+def test_live_smoke_starts_its_own_daemon(tmp_path):
+    # An empty BENCH_DIR: no daemon answers there, so live-smoke starts (and stops) one.
+    p = run_module("tests.proofs.live_smoke", env={"BENCH_DIR": str(tmp_path / "none")})
+    assert p.returncode == 0, p.stdout + p.stderr
+    for n in range(1, 8):
+        assert f"[{n}]" in p.stdout
+    assert "'number 42'" in p.stdout

@@ -1,0 +1,126 @@
+"""The import budget: what the CLI loads, checked in fresh interpreters.
+
+`bench mail send` runs inside agents many times a session; its cost is the interpreter
+start plus its imports. The hot path (bench_cli.hot) must not load click, msgspec, json,
+re, socket or typing; no part of the CLI may load the daemon's trio or structlog.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+HOT_FORBIDDEN = {"click", "msgspec", "json", "re", "socket", "typing", "trio", "structlog",
+                 "benchd", "selectors", "enum", "asyncio", "subprocess", "yaml"}
+CLI_FORBIDDEN = {"trio", "structlog", "benchd", "ptyprocess", "pyte"}
+
+# Prints, as JSON: the top-level modules present before bench was imported, and after.
+PROBE = r"""
+import sys
+before = sorted({n.split('.')[0] for n in sys.modules})
+BODY
+after = sorted({n.split('.')[0] for n in sys.modules})
+import json as _j
+sys.stdout.write("\n@@PROBE@@" + _j.dumps({"before": before, "after": after, "result": repr(result)}))
+"""
+
+HOT_PARSE = """
+sys.argv = ['bench', 'mail', 'send', 'x', '-m', 'y']
+from bench_cli import hot
+result = hot.parse(sys.argv[1:])
+"""
+
+
+def probe(body: str, *flags: str, env: dict | None = None) -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "PYTHON"))}
+    e.update(env or {})
+    proc = subprocess.run([sys.executable, *flags, "-c", PROBE.replace("BODY", body)],
+                          capture_output=True, text=True, env=e, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.rsplit("@@PROBE@@", 1)[1])
+    out["new"] = set(out["after"]) - set(out["before"])
+    out["after"] = set(out["after"])
+    out["stderr"] = proc.stderr
+    return out
+
+
+def test_hot_parse_imports_nothing_heavy():
+    r = probe(HOT_PARSE)
+    assert "mail" in r["result"] and "'to': 'x'" in r["result"]
+    assert {"bench_cli", "bench_wire"} <= r["new"]
+    assert not (r["new"] & HOT_FORBIDDEN), sorted(r["new"] & HOT_FORBIDDEN)
+
+
+def test_hot_parse_imports_nothing_heavy_without_site():
+    # Without site (no .pth hooks that load re/enum first), everything in sys.modules is
+    # what the interpreter itself needs plus what the hot path imported.
+    r = probe(HOT_PARSE, "-S", env={"PYTHONPATH": ROOT})
+    assert "mail" in r["result"]
+    assert not (r["after"] & HOT_FORBIDDEN), sorted(r["after"] & HOT_FORBIDDEN)
+
+
+def test_hot_path_importtime_lists_no_heavy_module():
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "PYTHON"))}
+    e["PYTHONPATH"] = ROOT
+    code = ("import sys; sys.argv=['bench','mail','send','x','-m','y']; "
+            "from bench_cli import hot; hot.parse(sys.argv[1:])")
+    proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", code],
+                          capture_output=True, text=True, env=e, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    names = {line.rsplit("|", 1)[-1].strip().split(".")[0]
+             for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "bench_cli" in names and "bench_wire" in names
+    assert not (names & HOT_FORBIDDEN), sorted(names & HOT_FORBIDDEN)
+
+
+def test_hot_run_without_a_daemon_stays_lean():
+    d = tempfile.mkdtemp(prefix="bimp", dir="/tmp")
+    try:
+        body = f"""
+sys.argv = ['bench', 'mail', 'send', 'x', '-m', 'y', '--dir', {d!r}]
+from bench_cli import entry
+result = entry.main()
+"""
+        r = probe(body, "-S", env={"PYTHONPATH": ROOT})
+        assert r["result"] == "3"  # no daemon
+        assert "bench up" in r["stderr"] and d in r["stderr"]
+        assert not (r["after"] & HOT_FORBIDDEN), sorted(r["after"] & HOT_FORBIDDEN)
+    finally:
+        os.rmdir(d)
+
+
+def test_cli_main_never_imports_the_daemon_stack():
+    r = probe("import bench_cli.main\nresult = bench_cli.main.cli.name")
+    assert "click" in r["new"]
+    assert not (r["new"] & CLI_FORBIDDEN), sorted(r["new"] & CLI_FORBIDDEN)
+
+
+@pytest.mark.parametrize("argv", [["status"], ["events"], ["ps"], ["mail", "send", "--help"],
+                                  ["down"]])
+def test_click_commands_never_import_the_daemon_stack(argv):
+    d = tempfile.mkdtemp(prefix="bimp", dir="/tmp")
+    try:
+        body = f"""
+sys.argv = ['bench', *{argv!r}, '--dir', {d!r}]
+from bench_cli import entry
+try:
+    result = entry.main()
+except SystemExit as e:
+    result = e.code
+"""
+        r = probe(body)
+        assert r["result"] in ("0", "3"), r
+        assert not (r["after"] & CLI_FORBIDDEN), sorted(r["after"] & CLI_FORBIDDEN)
+    finally:
+        os.rmdir(d)
+
+
+def test_bench_wire_package_import_is_empty():
+    r = probe("import bench_wire, bench_wire.errors, bench_wire.paths, bench_wire.lean\n"
+              "result = 1", "-S", env={"PYTHONPATH": ROOT})
+    assert not (r["after"] & HOT_FORBIDDEN), sorted(r["after"] & HOT_FORBIDDEN)
