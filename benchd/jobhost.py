@@ -141,6 +141,11 @@ class JobHost:
             self.outbox.add_job(s.id, s.handle, job.to_json())
         s.job = job
 
+    def abandon(self, s) -> None:
+        """The spawn failed before the child ran: the job is closed with no replies."""
+        with self.outbox:
+            self.outbox.mark_settled(s.id, "abandoned")
+
     async def deliver_task(self, s, spec: m.JobMailSpec, caller) -> str:
         """The task mail, from the spawner to the child (it wakes the child when ready)."""
         mail = decode_agent_job(s.job).mail

@@ -43,7 +43,7 @@ class Session:
         self.handle = handle
         self.token = token
         self.argv = argv
-        self.term: Terminal = term
+        self.term: Terminal | None = term
         self.ready = ready
         self.job = job  # a jobs.DecodedJob-ish record for job spawns, else None
         self.wakes: collections.deque = collections.deque()
@@ -69,6 +69,9 @@ class Session:
         return self.state == "running"
 
     def info(self) -> m.SessionInfo:
+        if self.term is None:  # reserved, its process not started yet
+            return m.SessionInfo(session=self.id, handle=self.handle, pid=0, state="running",
+                                 idle_ms=None, argv=self.argv, job=self.job is not None)
         idle = None
         if self.live and self.term.last_output is not None:
             idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
@@ -132,6 +135,8 @@ class Sessions:
                     break
         if s is None or (live_only and not s.live):
             raise WireError("no-such-session", f"no live session is called {name!r}")
+        if s.term is None:
+            raise WireError("no-such-session", f"session {name!r} is still starting")
         return s
 
     def identify(self, token: str | None, peer_pid: int) -> Caller | None:
@@ -156,7 +161,8 @@ class Sessions:
             if sid not in self.by_id and sid not in self.live:
                 return sid
 
-    def spawn(self, req: m.Spawn, job=None) -> Session:
+    def reserve(self, req: m.Spawn) -> Session:
+        """Validate a spawn and hold its handle; `launch` starts the process."""
         if not req.argv:
             raise WireError("bad-request", "spawn needs a command: bench spawn -- CMD ARGS...")
         sid = self._new_id()
@@ -199,17 +205,33 @@ class Sessions:
         argv = list(req.argv)
         if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isfile(argv[0]):
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
-        try:
-            term = Terminal(argv, cwd, env, req.rows, req.cols, self.d.caps.scrollback_bytes)
-        except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
-            raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
-        s = Session(sid, handle, token, argv, term, ready, job)
+        s = Session(sid, handle, token, argv, None, ready, None)
+        s.launch_args = (argv, cwd, env, req.rows, req.cols)
+        # The handle is held from now on, so mail sent before the process starts (a job's
+        # task) already counts as mail to a live session and queues its wake.
         self.by_id[sid] = s
         self.live[handle] = s
         self.by_token[token] = s
-        self.by_leader[term.pid] = s
-        self.nursery.start_soon(self._run, s)
         return s
+
+    def launch(self, s: Session) -> None:
+        """Start the reserved session's process in its pty."""
+        argv, cwd, env, rows, cols = s.launch_args
+        try:
+            s.term = Terminal(argv, cwd, env, rows, cols, self.d.caps.scrollback_bytes)
+        except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
+            self._forget(s)
+            raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
+        self.by_leader[s.term.pid] = s
+        self.nursery.start_soon(self._run, s)
+
+    def _forget(self, s: Session) -> None:
+        if self.live.get(s.handle) is s:
+            del self.live[s.handle]
+        self.by_token.pop(s.token, None)
+        self.by_id.pop(s.id, None)
+        if s.term is not None:
+            self.by_leader.pop(s.term.pid, None)
 
     async def _run(self, s: Session) -> None:
         async with trio.open_nursery() as nursery:
@@ -227,11 +249,7 @@ class Sessions:
     async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
         s.state, s.exit, s.signal = "exited", code, sig
         s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
-        if self.live.get(s.handle) is s:
-            del self.live[s.handle]
-        self.by_token.pop(s.token, None)
-        self.by_leader.pop(s.term.pid, None)
-        self.by_id.pop(s.id, None)
+        self._forget(s)
         self.exited.append(s)
         while len(self.exited) > EXITED_KEPT:
             self.exited.popleft()
@@ -247,7 +265,7 @@ class Sessions:
 
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
         """SIGTERM to the process group, then SIGKILL; returns once settled."""
-        if not s.live:
+        if not s.live or s.term is None:
             return
         s.term.signal_group(signal.SIGTERM)
         with trio.move_on_after(grace):
@@ -259,6 +277,8 @@ class Sessions:
     async def stop_all(self) -> None:
         async with trio.open_nursery() as nursery:
             for s in list(self.live.values()):
+                if s.term is None:
+                    continue
                 nursery.start_soon(self.end, s)
 
 
@@ -266,23 +286,32 @@ class Sessions:
 
 
 async def spawn(d, conn, caller, req: m.Spawn) -> None:
-    jobs = d.sessions.jobs
+    jobs, sessions = d.sessions.jobs, d.sessions
     if req.job is not None:
         jobs.check_spec(req.job)
-    s = d.sessions.spawn(req)
+    s = sessions.reserve(req)
+    mail_id = None
     if req.job is not None:
+        # The task is in the child's inbox before the child runs (it may read at once).
         try:
             jobs.begin(s, req.job, caller)
-        except Exception:
-            await d.sessions.end(s, grace=0.5)
+            mail_id = await jobs.deliver_task(s, req.job, caller)
+        except BaseException:
+            sessions._forget(s)
+            if s.job is not None:
+                jobs.abandon(s)  # never started, never told anyone: owes nothing
             raise
+    try:
+        sessions.launch(s)
+    except WireError:
+        if s.job is not None:
+            s.state, s.exit = "exited", 127
+            await jobs.settle(s)  # the job was promised a reply: it failed to start
+        raise
     await d.committer.submit(
         EventOp(m.SessionSpawned(session=s.id, handle=s.handle, pid=s.term.pid, argv=s.argv,
                                  job=s.job is not None))
     )
-    mail_id = None
-    if req.job is not None:
-        mail_id = await jobs.deliver_task(s, req.job, caller)
     await conn.send(m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid,
                               mail_id=mail_id))
 

@@ -1,0 +1,460 @@
+"""The mailroom end to end (SPEC §5): real benchd, real `bench` CLI, files on disk."""
+
+import os
+import re
+
+import pytest
+import yaml
+
+DATE_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-\d{4}")
+META_KEYS = {"mail_id", "sender", "subject", "date", "state", "size"}
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def box(daemon, handle: str, sub: str = "inbox") -> str:
+    return os.path.join(daemon.dir, "mail", handle, sub)
+
+
+def files(daemon, handle: str, sub: str = "inbox") -> list[str]:
+    d = box(daemon, handle, sub)
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def tree(root: str) -> dict[str, int]:
+    """Every file under root with its size (a snapshot to compare)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, n), root) + "/"] = 0
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, root)] = os.path.getsize(p)
+    return out
+
+
+def mail_tree(daemon) -> dict[str, int]:
+    return tree(os.path.join(daemon.dir, "mail"))
+
+
+def split(path: str) -> tuple[dict, bytes]:
+    """(front matter parsed by a real YAML parser, body bytes after the blank line)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data.startswith(b"---\n")
+    end = data.index(b"\n---\n\n")
+    meta = yaml.safe_load(data[4:end].decode("utf-8"))
+    return meta, data[end + len(b"\n---\n\n"):]
+
+
+def refused(daemon, code: str, *args: str, input: str | None = None) -> dict:
+    # --json right after `mail <verb>`, so a `--` later in args still ends the options.
+    r = daemon.bench(*args[:2], "--json", *args[2:], input=input)
+    assert r.rc == 1, r
+    assert "Traceback" not in r.err
+    a = r.json
+    assert a["ok"] is False and a["error"]["code"] == code, a
+    assert a["error"]["message"]
+    return a
+
+
+def raw_send(daemon, to: str, body: str = "x", **fields) -> dict:
+    """One mail/send over the socket; the answer as is (errors not raised)."""
+    with daemon.connect() as c:
+        c.send({"verb": "mail/send", "to": to, "body": body, **fields})
+        return c.recv()
+
+
+def caps(daemon) -> dict:
+    return daemon.ok("status")["caps"]
+
+
+# ---------------------------------------------------------------- send
+
+
+BODIES = {
+    "plain": "number 100",
+    "fences": "---\nid: fake\nfrom: mallory\n---\n\nnot front matter\n---\n",
+    "unicode": "héllo ✓ 😀 \u2028 日本語",
+    "trailing-newlines": "last line\n\n\n",
+    "leading-blank": "\n\n  indented\n",
+    "crlf": "a\r\nb\r\n",
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("name", list(BODIES))
+def test_send_writes_one_cat_friendly_file(daemon, name):
+    body = BODIES[name]
+    a = daemon.ok("mail", "send", "alice", "-s", "hello", "-m", body)
+    assert a["ok"] is True and a["to"] == "alice" and a["duplicate"] is False
+    assert ID_RE.fullmatch(a["mail_id"])
+    names = files(daemon, "alice")
+    assert names == [a["mail_id"] + ".md"]
+    path = os.path.join(box(daemon, "alice"), names[0])
+    assert a["path"] == path
+    meta, got = split(path)
+    assert set(meta) == {"id", "from", "to", "subject", "date", "key"}
+    assert meta["id"] == a["mail_id"]
+    assert meta["from"] == "operator"
+    assert meta["to"] == "alice"
+    assert meta["subject"] == "hello"
+    assert isinstance(meta["date"], str) and DATE_RE.fullmatch(meta["date"]), meta["date"]
+    assert meta["key"] == a["key"] and meta["key"]
+    assert got == body.encode("utf-8")
+    assert files(daemon, "alice", "tmp") == []
+    assert files(daemon, "alice", "read") == []
+
+
+def test_body_from_stdin_byte_for_byte(daemon):
+    body = "from stdin\x00 with a NUL\n---\n\ttab\n"
+    a = daemon.ok("mail", "send", "alice", input=body)
+    _, got = split(a["path"])
+    assert got == body.encode("utf-8")
+
+
+def test_reply_to_is_in_the_front_matter(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "x", "--reply-to", "bob", "--reply-to", "carol")
+    meta, _ = split(a["path"])
+    assert meta["reply-to"] == ["bob", "carol"]
+    got = daemon.ok("mail", "read", a["mail_id"], "--handle", "alice")
+    assert got["reply_to"] == ["bob", "carol"]
+
+
+@pytest.mark.parametrize("subject", ["number: 100", "a: b: c", "\"quoted\" and 'single'", "---",
+                                     "--- x ---", "# not a comment", "[1, 2]", "{a: b}", "yes",
+                                     "null", "2026-01-01", "  padded  ", "é ✓ 😀", "key: [x]",
+                                     "&a *a !tag %x @y `z` |"])
+def test_awkward_subjects_parse_with_yaml(daemon, subject):
+    a = daemon.ok("mail", "send", "alice", "-s", subject, "-m", "b")
+    meta, body = split(a["path"])
+    assert meta["subject"] == subject
+    assert body == b"b"
+    listed = daemon.ok("mail", "list", "--handle", "alice")
+    assert [m["subject"] for m in listed["messages"]] == [subject]
+
+
+@pytest.mark.parametrize("subject", ["two\nlines", "cr\rhere", "tab\there", "nul\x01", "esc\x1b[31m",
+                                     "del\x7f", "c1\x85"])
+def test_subject_with_control_characters_is_refused(daemon, subject):
+    before = mail_tree(daemon)
+    a = raw_send(daemon, "alice", subject=subject)
+    assert a["ok"] is False and a["error"]["code"] == "bad-subject", a
+    assert mail_tree(daemon) == before
+    assert not os.path.exists(os.path.join(daemon.dir, "mail", "alice"))
+
+
+def test_subject_with_newline_refused_through_the_cli(daemon):
+    refused(daemon, "bad-subject", "mail", "send", "alice", "-s", "a\nb", "-m", "x")
+    assert not os.path.exists(os.path.join(daemon.dir, "mail", "alice"))
+
+
+def test_ids_unique_and_sorted_by_send_order(daemon):
+    sent = []
+    with daemon.connect() as c:
+        for i in range(40):
+            sent.append(c.call({"verb": "mail/send", "to": "alice", "body": str(i)})["mail_id"])
+    sent.append(daemon.ok("mail", "send", "alice", "-m", "40")["mail_id"])
+    assert len(set(sent)) == len(sent)
+    assert sent == sorted(sent)
+    listed = daemon.ok("mail", "list", "--handle", "alice", "--limit", "100")
+    assert [m["mail_id"] for m in listed["messages"]] == sent
+    assert files(daemon, "alice") == [i + ".md" for i in sent]
+    bodies = [daemon.ok("mail", "read", "--handle", "alice")["body"] for _ in range(3)]
+    assert bodies == ["0", "1", "2"]
+
+
+def test_mailbox_created_on_first_delivery(daemon):
+    root = os.path.join(daemon.dir, "mail", "carol")
+    assert not os.path.exists(root)
+    a = daemon.ok("mail", "send", "carol", "-m", "first")
+    for sub in ("inbox", "read", "tmp"):
+        assert os.path.isdir(os.path.join(root, sub))
+    assert a["live"] is False and a["note"] == "no-live-session"
+    assert os.path.exists(a["path"])
+
+
+def test_mail_to_operator(daemon):
+    a = daemon.ok("mail", "send", "operator", "-s", "to me", "-m", "hi me")
+    assert a["to"] == "operator"
+    listed = daemon.ok("mail", "list")  # the operator's own mailbox by default
+    assert listed["handle"] == "operator"
+    assert [m["mail_id"] for m in listed["messages"]] == [a["mail_id"]]
+    got = daemon.ok("mail", "read")
+    assert got["body"] == "hi me" and got["to"] == "operator" and got["sender"] == "operator"
+
+
+def test_operator_reads_another_mailbox_with_handle(daemon):
+    a = daemon.ok("mail", "send", "dave", "-m", "for dave")
+    assert daemon.ok("mail", "list")["total"] == 0  # not in the operator's own box
+    got = daemon.ok("mail", "read", a["mail_id"], "--handle", "dave")
+    assert got["mail_id"] == a["mail_id"] and got["body"] == "for dave" and got["to"] == "dave"
+    refused(daemon, "no-such-message", "mail", "read", a["mail_id"])  # wrong mailbox
+
+
+# ---------------------------------------------------------------- idempotency
+
+
+def test_same_key_returns_the_first_id(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "job-1")
+    assert a["duplicate"] is False and a["key"] == "job-1"
+    b = daemon.ok("mail", "send", "alice", "-m", "different body", "--key", "job-1")
+    assert b["mail_id"] == a["mail_id"] and b["duplicate"] is True
+    assert b["path"] == a["path"]
+    assert files(daemon, "alice") == [a["mail_id"] + ".md"]
+    _, body = split(a["path"])
+    assert body == b"one"
+    meta, _ = split(a["path"])
+    assert meta["key"] == "job-1"
+    c = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "job-2")
+    assert c["mail_id"] != a["mail_id"] and c["duplicate"] is False
+    sent = daemon.events(kind="mail/sent")
+    assert [e["mail_id"] for e in sent] == [a["mail_id"], c["mail_id"]]
+
+
+def test_generated_keys_differ(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "same")
+    b = daemon.ok("mail", "send", "alice", "-m", "same")
+    assert a["key"] != b["key"] and a["mail_id"] != b["mail_id"]
+    assert b["duplicate"] is False
+    assert len(files(daemon, "alice")) == 2
+
+
+def test_same_key_after_restart(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-restart")
+    daemon.restart()
+    b = daemon.ok("mail", "send", "alice", "-m", "two", "--key", "k-restart")
+    assert b["mail_id"] == a["mail_id"] and b["duplicate"] is True
+    assert files(daemon, "alice") == [a["mail_id"] + ".md"]
+
+
+def test_same_key_after_kill9(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-crash")
+    daemon.kill9()
+    daemon.start()
+    b = daemon.ok("mail", "send", "alice", "-m", "two", "--key", "k-crash")
+    assert b["mail_id"] == a["mail_id"] and b["duplicate"] is True
+    assert files(daemon, "alice") == [a["mail_id"] + ".md"]
+    c = daemon.ok("mail", "send", "alice", "-m", "three")
+    assert c["mail_id"] > a["mail_id"]
+
+
+def test_same_key_after_the_message_was_read(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-read")
+    daemon.ok("mail", "read", a["mail_id"], "--handle", "alice")
+    b = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-read")
+    assert b["mail_id"] == a["mail_id"] and b["duplicate"] is True
+    assert os.path.exists(b["path"])  # the path where the message is now
+    assert files(daemon, "alice") == []
+
+
+def test_bad_keys_refused(daemon):
+    refused(daemon, "bad-key", "mail", "send", "alice", "-m", "x", "--key", "a\nb")
+    refused(daemon, "bad-key", "mail", "send", "alice", "-m", "x", "--key", "k" * 5000)
+    refused(daemon, "bad-key", "mail", "send", "alice", "-m", "x", "--key", "")
+    assert not os.path.exists(os.path.join(daemon.dir, "mail", "alice"))
+
+
+# ---------------------------------------------------------------- list
+
+
+def test_list_is_metadata_only_with_default_cap(daemon):
+    with daemon.connect() as c:
+        ids = [c.call({"verb": "mail/send", "to": "alice", "subject": f"s{i}",
+                       "body": f"SECRET-BODY-{i}"})["mail_id"] for i in range(60)]
+    r = daemon.bench("mail", "list", "--handle", "alice", "--json")
+    assert r.rc == 0
+    assert "SECRET-BODY" not in r.out
+    a = r.json
+    assert a["total"] == 60 and a["cap"] == 50 and a["truncated"] is True
+    assert len(a["messages"]) == 50
+    assert [m["mail_id"] for m in a["messages"]] == ids[:50]
+    for m in a["messages"]:
+        assert set(m) == META_KEYS, m
+        assert m["sender"] == "operator" and m["state"] == "unread"
+        assert DATE_RE.fullmatch(m["date"])
+    assert a["messages"][3]["subject"] == "s3"
+    assert a["messages"][3]["size"] == len("SECRET-BODY-3")
+    b = daemon.ok("mail", "list", "--handle", "alice", "--cursor", a["cursor"])
+    assert [m["mail_id"] for m in b["messages"]] == ids[50:]
+    assert b["total"] == 60 and b["truncated"] is False
+    human = daemon.bench("mail", "list", "--handle", "alice")
+    assert human.rc == 0 and "SECRET-BODY" not in human.out and ids[0] in human.out
+    assert a["cursor"] in human.out  # the human form says how to continue
+
+
+def test_list_limits(daemon):
+    with daemon.connect() as c:
+        for i in range(3):
+            c.call({"verb": "mail/send", "to": "alice", "body": str(i)})
+    a = daemon.ok("mail", "list", "--handle", "alice", "--limit", "500")
+    assert a["cap"] == 500 and a["total"] == 3 and a["truncated"] is False
+    a = daemon.ok("mail", "list", "--handle", "alice", "--limit", "1")
+    assert len(a["messages"]) == 1 and a["truncated"] is True and a["total"] == 3
+    refused(daemon, "bad-limit", "mail", "list", "--handle", "alice", "--limit", "501")
+    refused(daemon, "bad-limit", "mail", "list", "--handle", "alice", "--limit", "0")
+    refused(daemon, "bad-limit", "mail", "list", "--handle", "alice", "--limit", "-1")
+    refused(daemon, "bad-cursor", "mail", "list", "--handle", "alice", "--cursor", "../x")
+
+
+def test_list_states(daemon):
+    with daemon.connect() as c:
+        ids = [c.call({"verb": "mail/send", "to": "alice", "body": str(i)})["mail_id"]
+               for i in range(4)]
+    daemon.ok("mail", "read", ids[1], "--handle", "alice")
+    daemon.ok("mail", "read", ids[3], "--handle", "alice")
+
+    def listed(*state):
+        a = daemon.ok("mail", "list", "--handle", "alice", *state)
+        return [(m["mail_id"], m["state"]) for m in a["messages"]], a["total"]
+
+    assert listed() == ([(ids[0], "unread"), (ids[2], "unread")], 2)
+    assert listed("--state", "unread") == listed()
+    assert listed("--state", "read") == ([(ids[1], "read"), (ids[3], "read")], 2)
+    assert listed("--state", "all") == (
+        [(ids[0], "unread"), (ids[1], "read"), (ids[2], "unread"), (ids[3], "read")], 4)
+    r = daemon.bench("mail", "list", "--handle", "alice", "--state", "bogus")
+    assert r.rc == 2 and "Traceback" not in r.err
+
+
+def test_list_of_an_empty_or_unknown_mailbox(daemon):
+    a = daemon.ok("mail", "list", "--handle", "nobody")
+    assert a["messages"] == [] and a["total"] == 0 and a["truncated"] is False
+    assert not os.path.exists(os.path.join(daemon.dir, "mail", "nobody"))
+
+
+# ---------------------------------------------------------------- read
+
+
+def test_read_retires_and_never_deletes(daemon):
+    a = daemon.ok("mail", "send", "alice", "-s", "subj", "-m", "the body\n")
+    inbox_path = a["path"]
+    got = daemon.ok("mail", "read", a["mail_id"], "--handle", "alice")
+    read_path = os.path.join(box(daemon, "alice", "read"), a["mail_id"] + ".md")
+    assert got["retired"] is True
+    assert got["path"] == read_path
+    assert got["body"] == "the body\n" and got["subject"] == "subj"
+    assert got["sender"] == "operator" and got["to"] == "alice"
+    assert got["mail_id"] == a["mail_id"] and DATE_RE.fullmatch(got["date"])
+    assert not os.path.exists(inbox_path)
+    assert os.path.exists(read_path)
+    meta, body = split(read_path)
+    assert meta["id"] == a["mail_id"] and body == b"the body\n"
+    again = daemon.ok("mail", "read", a["mail_id"], "--handle", "alice")
+    assert again["retired"] is False
+    assert again["body"] == got["body"] and again["path"] == read_path
+    assert files(daemon, "alice", "read") == [a["mail_id"] + ".md"]
+    assert files(daemon, "alice") == []
+
+
+def test_read_without_id_gives_the_oldest_unread(daemon):
+    with daemon.connect() as c:
+        ids = [c.call({"verb": "mail/send", "to": "alice", "body": f"b{i}"})["mail_id"]
+               for i in range(3)]
+    daemon.ok("mail", "read", ids[0], "--handle", "alice")
+    got = daemon.ok("mail", "read", "--handle", "alice")
+    assert got["mail_id"] == ids[1] and got["body"] == "b1"
+    got = daemon.ok("mail", "read", "--handle", "alice")
+    assert got["mail_id"] == ids[2]
+    refused(daemon, "no-unread", "mail", "read", "--handle", "alice")
+    refused(daemon, "no-unread", "mail", "read", "--handle", "nobody")
+
+
+def test_read_human_output_mentions_the_path(daemon):
+    a = daemon.ok("mail", "send", "alice", "-s", "sub", "-m", "BODY TEXT")
+    r = daemon.bench("mail", "read", "--handle", "alice")
+    assert r.rc == 0
+    assert a["mail_id"] in r.out and "BODY TEXT" in r.out
+    assert os.path.join(box(daemon, "alice", "read"), a["mail_id"] + ".md") in r.out
+
+
+@pytest.mark.parametrize("bad", ["../../etc/passwd", "x", "a/b", "../inbox/x",
+                                 "20261130T045611.123Z-0001/../../x", "/etc/passwd", ".."])
+def test_bad_ids_refused_and_nothing_touched(daemon, bad):
+    a = daemon.ok("mail", "send", "alice", "-m", "x")
+    before = mail_tree(daemon)
+    parent = os.path.dirname(daemon.dir)
+    refused(daemon, "bad-id", "mail", "read", bad, "--handle", "alice")
+    with daemon.connect() as c:
+        r = c.send({"verb": "mail/read", "handle": "alice", "mail_id": bad})
+        r = c.recv()
+    assert r["ok"] is False and r["error"]["code"] == "bad-id"
+    assert mail_tree(daemon) == before
+    assert os.path.exists(a["path"])
+    for p in (os.path.join(daemon.dir, "etc"), os.path.join(parent, "etc", "passwd.md"),
+              os.path.join(daemon.dir, "mail", "alice", "read", "x.md")):
+        assert not os.path.exists(p)
+
+
+def test_unknown_id_is_no_such_message(daemon):
+    daemon.ok("mail", "send", "alice", "-m", "x")
+    refused(daemon, "no-such-message", "mail", "read", "20200101T000000.000Z-0001",
+            "--handle", "alice")
+
+
+def test_read_events_logged(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "x")
+    daemon.ok("mail", "read", "--handle", "alice")
+    daemon.ok("mail", "read", a["mail_id"], "--handle", "alice")  # again: not a new event
+    reads = daemon.events(kind="mail/read")
+    assert len(reads) == 1
+    assert reads[0]["mail_id"] == a["mail_id"] and reads[0]["handle"] == "alice"
+    assert reads[0]["reader"] == "operator"
+
+
+# ---------------------------------------------------------------- caps
+
+
+def test_body_cap(daemon):
+    cap = caps(daemon)["body_bytes"]
+    assert cap > 0
+    a = daemon.ok("mail", "send", "alice", input="b" * cap)
+    _, body = split(a["path"])
+    assert len(body) == cap
+    before = mail_tree(daemon)
+    refused(daemon, "body-too-large", "mail", "send", "alice", input="b" * (cap + 1))
+    assert mail_tree(daemon) == before
+    if cap % 2 == 0:  # bytes, not characters
+        daemon.ok("mail", "send", "alice", input="é" * (cap // 2))
+        refused(daemon, "body-too-large", "mail", "send", "alice", input="é" * (cap // 2) + "a")
+
+
+def test_subject_cap(daemon):
+    cap = caps(daemon)["subject_chars"]
+    assert cap > 0
+    a = daemon.ok("mail", "send", "alice", "-s", "é" * cap, "-m", "x")
+    meta, _ = split(a["path"])
+    assert meta["subject"] == "é" * cap
+    before = mail_tree(daemon)
+    refused(daemon, "subject-too-long", "mail", "send", "alice", "-s", "s" * (cap + 1), "-m", "x")
+    assert mail_tree(daemon) == before
+
+
+# ---------------------------------------------------------------- handles
+
+
+@pytest.mark.parametrize("bad", ["Bob", "..", "a/b", "a" * 65, "", "../x", "a b", ".hidden",
+                                 "-dash", "bob\n"])
+def test_bad_handles_refused_and_nothing_created(daemon, bad):
+    before = tree(daemon.dir)
+    refused(daemon, "bad-handle", "mail", "send", "-m", "x", "--", bad)
+    refused(daemon, "bad-handle", "mail", "list", f"--handle={bad}")
+    refused(daemon, "bad-handle", "mail", "read", f"--handle={bad}")
+    refused(daemon, "bad-handle", "mail", "send", "alice", "-m", "x", f"--reply-to={bad}")
+    after = tree(daemon.dir)
+    assert {k for k in after if k.startswith("mail")} == {k for k in before
+                                                          if k.startswith("mail")}
+
+
+def test_nul_in_handle_refused(daemon):
+    r = raw_send(daemon, "a\x00b")
+    assert r["ok"] is False and r["error"]["code"] == "bad-handle"
+    assert not os.path.exists(os.path.join(daemon.dir, "mail"))
+
+
+def test_longest_handle_ok(daemon):
+    h = "a" * 64
+    a = daemon.ok("mail", "send", h, "-m", "x")
+    assert a["to"] == h and os.path.exists(a["path"])

@@ -1,0 +1,88 @@
+"""skills/mail/SKILL.md is executed: every bash fence runs, in order, inside a session.
+
+The session is a job (spawned with task mail and --reply-to operator), as the skill's
+last section describes, so `bench report` works. The idle gate is long enough that no
+wake lands while the fences run, so the run is deterministic. Then we check that the
+sequence did what the text says.
+"""
+
+import os
+import re
+
+import yaml
+
+from tests.conftest import ROOT
+
+SKILL = os.path.join(ROOT, "skills", "mail", "SKILL.md")
+
+
+def fences(text: str) -> list[str]:
+    return re.findall(r"^```bash\n(.*?)^```$", text, flags=re.M | re.S)
+
+
+def test_front_matter_is_a_claude_code_skill():
+    text = open(SKILL).read()
+    assert text.startswith("---\n")
+    meta = yaml.safe_load(text.split("---\n")[1])
+    assert meta["name"] == "bench-mail"
+    assert len(meta["description"]) > 40
+
+
+def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
+    d = make_daemon("--idle-gate", "60")
+    blocks = fences(open(SKILL).read())
+    assert len(blocks) >= 6
+    script = ["set -u"]
+    for i, block in enumerate(blocks):
+        out = tmp_path / f"fence{i}.out"
+        script.append(f"( set -e\n{block}) > {out} 2>&1 || {{ echo FENCE-{i}-FAILED; exit 1; }}")
+    script.append("echo SKILL-DONE")
+    runner = tmp_path / "skill.sh"
+    runner.write_text("\n".join(script) + "\n")
+    task = tmp_path / "task.md"
+    task.write_text("Fix the flaky test.\n")
+    s = d.ok("spawn", "--name", "skiller", "--mail", str(task), "--reply-to", "operator",
+             "--", "bash", str(runner))
+    exited = d.wait_event("session/exited", lambda e: e["session"] == s["session"], 60)
+    outs = [(tmp_path / f"fence{i}.out").read_text() for i in range(len(blocks))]
+    assert exited["exit"] == 0, "\n---\n".join(outs)
+
+    by_text = dict(zip(blocks, outs, strict=True))
+
+    def output_of(snippet: str) -> str:
+        return next(o for b, o in by_text.items() if snippet in b)
+
+    # Your address is BENCH_HANDLE.
+    assert output_of('echo "I am $BENCH_HANDLE"').strip() == "I am skiller"
+    # A job's task is the first mail; reading it retired it.
+    first_read = output_of("bench mail read\n")
+    assert "Fix the flaky test." in first_read and "/read/" in first_read
+    # The send answered with the id and the file.
+    sent = output_of("note to self")
+    assert "sent " in sent and "/mail/skiller/inbox/" in sent
+    # The keyed resend wrote nothing new.
+    keyed = output_of("--key status-1")
+    assert "already sent as" in keyed
+    statuses = d.ok("mail", "list", "--handle", "operator", "--state", "all")["messages"]
+    assert sum(m["subject"] == "status" for m in statuses) == 1
+    # Listing is metadata: the subject shows, the body does not; read retires.
+    listing = output_of("bench mail list --state read")
+    assert "note to self" in listing and "The flaky test is test_io." in listing
+    head, _, after_list = listing.partition("note to self")
+    assert "The flaky test is test_io." not in head
+    # Files are the record: both messages are in read/, the inbox is empty.
+    box = os.path.join(d.dir, "mail", "skiller")
+    assert len(os.listdir(os.path.join(box, "read"))) == 2
+    assert os.listdir(os.path.join(box, "inbox")) == []
+    assert "from:" in output_of("head -n 8")
+    # The reply owed by the job: the header, then the reported content.
+    reply = d.wait_until(
+        lambda: [m for m in d.ok("mail", "list", "--handle", "operator")["messages"]
+                 if m["sender"] == "skiller" and m["subject"].startswith("job ")],
+        30, "the job's reply")
+    body = d.ok("mail", "read", reply[0]["mail_id"], "--handle", "operator")["body"]
+    assert body == (
+        "---\noutcome: completed\nagentId: skiller\n"
+        f"sessionId: {s['session']}\n---\n\n"
+        "Fixed the flaky test: test_io now waits for the socket."
+    )
