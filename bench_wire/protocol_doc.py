@@ -1,0 +1,102 @@
+"""Generate docs/protocol.md from the msgspec types: `python -m bench_wire.protocol_doc`.
+
+The prose is here; every schema comes from `msgspec.json.schema_components`, so the
+document cannot drift from the code (tests/unit/test_protocol_doc.py compares them).
+"""
+
+import json
+
+import msgspec
+
+from bench_wire import messages as m
+from bench_wire.errors import CODES, EXIT_CODES
+from bench_wire.framing import DEFAULT_FRAME_BYTES
+
+PROSE = f"""# The bench wire protocol (version {m.PROTOCOL_VERSION})
+
+Generated from `bench_wire/messages.py` by `just protocol-doc`; do not edit by hand.
+
+## Framing
+
+JSON-lines over the Unix socket `$BENCH_DIR/benchd.sock`: one UTF-8 JSON object per
+line, terminated by `\\n`. A line may be at most {DEFAULT_FRAME_BYTES} bytes (the
+frame cap, reported by `hello` as `caps.frame_bytes`); a longer line is answered with
+`frame-too-long` and the connection is closed, because the next frame's start cannot
+be known. Every other bad line (not UTF-8, not JSON, not an object, unknown verb,
+wrong or missing field) is answered with an error frame and the connection stays
+usable. Requests on one connection are answered in order.
+
+## Requests
+
+`{{"verb": "<verb>", "id": <optional int or string>, "token": <optional>, ...fields}}`.
+`id` is echoed in every frame of the answer. `token` is a session's `BENCH_TOKEN`: the
+daemon derives the caller from it (a forged or stale token is refused with `bad-token`)
+or, without one, from the socket's peer credentials (a process inside a session's pty
+is that session; anyone else of the daemon's uid is `operator`; other uids are refused
+with `peer-refused`). No request carries a sender: the daemon never trusts one.
+
+## Responses
+
+`{{"type": "<type>", "id": <same>, "ok": true, ...fields}}` or
+`{{"type": "error", "id": <same>, "ok": false, "error": {{"code": "<kebab-case>",
+"message": "<a sentence>"}}}}`. `type` names the answer (for most verbs, the verb).
+
+## Streams
+
+`events` (always), `session/tail` and `session/attach` answer with several frames:
+`event` frames (one event each) or `output` frames (base64 bytes of the pty) or one
+`screen` frame, and end with exactly one `end` frame (`reason`: `done`, `exited`,
+`detached`, `stopped`, `slow-consumer`; `exit` when the session exited) or an error
+frame. A follow stream (`events` with `follow: true`, `session/tail` with
+`follow: true`) stays open until the client closes its side, the session ends, or the
+daemon stops; a client that does not keep up is dropped with `slow-consumer`. While
+attached, the client may send `session/input` (base64 keystrokes), `session/resize`
+and `session/detach` on the same connection; these are refused outside an attach.
+
+## Events
+
+The lines of `events.jsonl` and the `event` of `event` frames: `seq` (strictly
+increasing), `ts` (ms since the epoch), `kind`, then the kind's fields.
+
+## Error codes
+
+| code | meaning | CLI exit code |
+| --- | --- | --- |
+"""
+
+
+def _schema_section(title: str, types, key: str) -> str:
+    _, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    out = [f"\n## {title}\n"]
+    for t in types:
+        tag = t.__struct_config__.tag
+        schema = components[t.__name__]
+        out.append(f"\n### `{tag}`\n")
+        doc = (t.__doc__ or "").strip()
+        if doc and not doc.startswith(t.__name__ + "("):
+            out.append(f"\n{doc}\n")
+        out.append("\n```json\n" + json.dumps(schema, indent=2, sort_keys=True) + "\n```\n")
+    shared = sorted(set(components) - {t.__name__ for t in types})
+    if shared:
+        out.append(f"\n### Shared {key} structures\n")
+        for name in shared:
+            out.append(f"\n`{name}`:\n\n```json\n"
+                       + json.dumps(components[name], indent=2, sort_keys=True) + "\n```\n")
+    return "".join(out)
+
+
+def render() -> str:
+    rows = "".join(
+        f"| `{code}` | {text} | {EXIT_CODES.get(code, 1)} |\n" for code, text in CODES.items()
+    )
+    return (
+        PROSE
+        + rows
+        + _schema_section("Request schemas", m.REQUEST_TYPES, "request")
+        + _schema_section("Response schemas", m.RESPONSE_TYPES, "response")
+        + _schema_section("Event schemas", m.EVENT_TYPES, "event")
+    )
+
+
+if __name__ == "__main__":
+    print(render(), end="")
