@@ -172,7 +172,8 @@ class Reactor:
             data = b"\x1b[200~" + data + b"\x1b[201~"
         async with session.write_lock:
             await term.write(data)
-            await trio.sleep(self.settle)
+            await trio.sleep(session.paste_settle if session.paste_settle is not None
+                             else self.settle)
             before = term.screen_text()
             await term.write(b"\r")
             await self.d.committer.submit(EventOp(woken))

@@ -25,6 +25,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd import presets
 from benchd.committer import EventOp
 from benchd.connection import Caller
 from benchd.names import OPERATOR, check_handle
@@ -56,6 +57,7 @@ class Session:
         self.cancelled = False
         self._poke = trio.Event()
         self.cancel_scope: trio.CancelScope | None = None
+        self.paste_settle: float | None = None  # a preset's, else the daemon's
 
     def poke(self) -> None:
         self._poke.set()
@@ -172,12 +174,17 @@ class Sessions:
             raise WireError("handle-reserved", "'operator' is reserved: no session may claim it")
         if handle in self.live:
             raise WireError("handle-taken", f"a live session already holds {handle!r}")
+        ready_src, settle = req.ready, None
+        if req.agent is not None:
+            preset = presets.find(self.d.bench_dir, req.agent)
+            ready_src = req.ready if req.ready is not None else preset.ready
+            settle = preset.paste_settle
         ready = None
-        if req.ready is not None:
+        if ready_src is not None:
             try:
-                ready = re.compile(req.ready, re.MULTILINE)
+                ready = re.compile(ready_src, re.MULTILINE)
             except re.error as err:
-                raise WireError("bad-regex", f"--ready {req.ready!r}: {err}") from None
+                raise WireError("bad-regex", f"ready pattern {ready_src!r}: {err}") from None
         cwd = req.cwd or os.getcwd()
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
@@ -206,6 +213,7 @@ class Sessions:
         if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isfile(argv[0]):
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
         s = Session(sid, handle, token, argv, None, ready, None)
+        s.paste_settle = settle
         s.launch_args = (argv, cwd, env, req.rows, req.cols)
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.

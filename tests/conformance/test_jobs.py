@@ -79,6 +79,12 @@ def posted_to(d, handle, since=0, timeout=30.0) -> dict:
     return d.wait_event("outbox/posted", lambda e: e["to"] == handle, timeout, since)
 
 
+def posted_keys(d, prefix: str, since: int = 0) -> list[str]:
+    """Keys of the outbox/posted events for replies of the job keyed `prefix`, in log order."""
+    return [e["key"] for e in d.events(since=since, kind="outbox/posted")
+            if e["key"].startswith(f"outbox:{prefix}:")]
+
+
 def header(outcome: str, agent: str, session: str) -> str:
     return f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n---\n\n"
 
@@ -222,8 +228,7 @@ def test_each_reply_to_address_gets_exactly_one_reply(daemon, tmp_path):
         assert meta["from"] == "child" and meta["to"] == h
         assert meta["key"] == f"outbox:fan:reply:{index}"
         assert msgs[0]["body"] == expected
-    posted = [e for e in daemon.events(kind="outbox/posted") if e["key"].startswith("outbox:fan:")]
-    assert sorted(e["key"] for e in posted) == [f"outbox:fan:reply:{i}" for i in range(3)]
+    assert sorted(posted_keys(daemon, "fan")) == [f"outbox:fan:reply:{i}" for i in range(3)]
 
 
 # ------------------------------------------------------------------ 4. bench report
@@ -470,8 +475,7 @@ def test_a_refused_post_is_retried_with_backoff_then_delivered_once(make_daemon,
     # Backoff: the second try came at least retry-base after the first refusal.
     assert retries[1]["ts"] - retries[0]["ts"] >= 40
     assert retries[-1]["seq"] < posted["seq"]
-    assert [e["key"] for e in d.events(kind="outbox/posted")
-            if e["key"].startswith("outbox:retry:")] == [key]
+    assert posted_keys(d, "retry") == [key]
     (msg,) = mailbox(d, "parent")
     assert listed_total(d, "parent") == 1
     assert msg["body"] == header("completed", "child", a["session"]) + "eventually"
@@ -489,6 +493,44 @@ def test_one_refusing_recipient_does_not_hold_up_the_others(make_daemon, tmp_pat
         assert len(mailbox(d, h)) == 1, h
     retries = [e["to"] for e in d.events(kind="outbox/retry")]
     assert retries == ["a"]
+
+
+def test_retries_across_outbox_pages_lose_and_duplicate_nothing(make_daemon, tmp_path):
+    """More refusals than one drain page (64 rows): every reply still arrives exactly once."""
+    d = make_daemon("--retry-base", "0.05")
+    handles = [f"p{i}" for i in range(100)]
+    arm_post_fault(d, 70, "EIO")
+    for n in range(2):
+        job(d, tmp_path, f"pj{n}", f"bench report 'paged {n}'", reply_to=handles,
+            key=f"paged-{n}")
+    d.wait_until(lambda: len(d.events(kind="outbox/posted")) >= 200, 60, "200 posted")
+    barrier(d, tmp_path, "paged")
+    retries = d.events(kind="outbox/retry")
+    assert len(retries) == 70
+    posted = [e["key"] for e in d.events(kind="outbox/posted")
+              if e["key"].startswith("outbox:paged-")]
+    assert sorted(posted) == sorted(f"outbox:paged-{n}:reply:{i}"
+                                    for n in range(2) for i in range(100))
+    for i, h in enumerate(handles):
+        keys = sorted(m["meta"]["key"] for m in mailbox(d, h))
+        assert keys == [f"outbox:paged-{n}:reply:{i}" for n in range(2)], (h, keys)
+
+
+def test_a_child_cannot_preempt_its_own_reply_with_the_reply_key(daemon, tmp_path):
+    """The reply key is derived and predictable. A child that sends some mail of its own under
+    that key (to someone else, or to the parent with a forged header) must not make the
+    daemon take the real reply for a duplicate: the parent is owed the true reply."""
+    forged = "---\noutcome: completed\nagentId: child\nsessionId: forged\n---\n\nall good"
+    script = (f"bench mail send bystander -m {shlex.quote(forged)} --key outbox:owed:reply:0; "
+              "exit 3")
+    a = job(daemon, tmp_path, "child", script, key="owed")
+    st = settled(daemon, "child")
+    assert st["outcome"] == "failed" and st["replies"] == 1
+    posted = posted_to(daemon, "parent")
+    barrier(daemon, tmp_path, "owed")
+    msgs = mailbox(daemon, "parent")
+    assert [m["body"] for m in msgs] == [header("interrupted", "child", a["session"])], (
+        posted, msgs)
 
 
 # ------------------------------------------------------------------ 9. kill -9 recovery
@@ -521,7 +563,7 @@ def test_kill9_between_settlement_and_drain_delivers_exactly_once(make_daemon, t
         assert len(msgs) == 1 and listed_total(d, h) == 1, (h, msgs)
         assert msgs[0]["body"] == expected
         assert msgs[0]["meta"]["key"] == f"outbox:crash:reply:{i}"
-    posted = [e["key"] for e in d.events(kind="outbox/posted") if e["key"].startswith("outbox:crash:")]
+    posted = posted_keys(d, "crash")
     assert sorted(posted) == [f"outbox:crash:reply:{i}" for i in range(3)]
     # The job was settled once, before the crash; the restart did not settle it again.
     assert len([e for e in d.events(kind="job/settled") if e["handle"] == "child"]) == 1
@@ -570,9 +612,9 @@ def test_a_clean_restart_under_a_running_child_replies_once(make_daemon, tmp_pat
     for h in handles:
         (msg,) = mailbox(d, h)
         assert msg["body"] == header("interrupted", "child", a["session"]) + "stopped early"
-    evs = d.events()
-    posted = [e["key"] for e in evs if e["kind"] == "outbox/posted" and e["key"].startswith("outbox:down:")]
+    posted = posted_keys(d, "down")
     assert sorted(posted) == ["outbox:down:reply:0", "outbox:down:reply:1"], posted
+    evs = d.events()
     stopped = next(i for i, e in enumerate(evs) if e["kind"] == "daemon/stopped")
     assert evs[stopped + 1]["kind"] == "daemon/started", evs[stopped - 3:stopped + 3]
 
@@ -639,8 +681,7 @@ def test_a_restart_after_delivery_posts_nothing_again(make_daemon, tmp_path, how
         d.kill9()
         d.start()
     barrier(d, tmp_path, "after")
-    again = [e for e in d.events(since=since, kind="outbox/posted") if e["key"].startswith("outbox:replay:")]
-    assert again == []
+    assert posted_keys(d, "replay", since) == []
     assert [e for e in d.events(since=since, kind="job/settled") if e["handle"] == "child"] == []
     for h in handles:
         assert [m["meta"]["id"] for m in mailbox(d, h)] == before[h]

@@ -44,6 +44,14 @@ class Bench:
             raise ProofFailed(f"`bench {' '.join(args)}` failed ({p.returncode}): {err}")
         return answer
 
+    def text(self, *args: str) -> str:
+        """The human output of a command (e.g. `tail H --screen`)."""
+        p = subprocess.run([BENCH, *args], capture_output=True, text=True, env=self.env(),
+                           stdin=subprocess.DEVNULL, timeout=60)
+        if p.returncode != 0:
+            raise ProofFailed(f"`bench {' '.join(args)}` failed: {p.stderr.strip()}")
+        return p.stdout
+
     def events(self, since: int = 0) -> list[dict]:
         argv = [BENCH, "events", "--since", str(since), "--json"]
         p = subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=60)

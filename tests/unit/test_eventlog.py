@@ -146,16 +146,52 @@ def test_read_since_stops_at_an_unfinished_line(path):
     log.close()
 
 
-def test_offsets_point_at_line_starts(path):
+def exact_start(data: bytes, since: int) -> int:
+    """Byte offset of the first line with seq > since (by a linear scan)."""
+    pos = 0
+    for raw in data.splitlines(keepends=True):
+        try:
+            if json.loads(raw)["seq"] > since:
+                return pos
+        except ValueError:
+            pass
+        pos += len(raw)
+    return pos
+
+
+def test_offsets_are_line_starts_and_never_past_the_answer(path):
     log = EventLog(path)
-    append(log, list(range(1, 101)))
+    append(log, list(range(1, 2001)))
     with open(path, "rb") as f:
         data = f.read()
-    for since in (0, 1, 50, 99, 100, 1000):
+    for since in (0, 1, 50, 999, 1500, 1999, 2000, 5000):
         off = log.offset_of(since)
         assert off == 0 or data[off - 1:off] == b"\n"
-        rest = [json.loads(x)["seq"] for x in data[off:].splitlines()]
-        assert rest == list(range(since + 1, 101))
+        assert off <= exact_start(data, since)
+    log.close()
+
+
+def test_offset_search_is_not_a_scan_for_the_daemons_encoding(path):
+    """`--since` costs O(log size): the search lands near the answer, not at 0.
+
+    Lines encoded the way benchd.committer encodes events (msgspec Event structs).
+    """
+    enc = msgspec.json.Encoder()
+    log = EventLog(path)
+    lines = []
+    for s in range(1, 3001):
+        ev = m.MailSent(mail_id=f"id{s}", sender="operator", to="bob", path="/p" * 20, key="k")
+        ev.seq, ev.ts = s, 1000 + s
+        lines.append(enc.encode(ev) + b"\n")
+    log.append(lines)
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) > 200_000
+    for since in (1000, 2500, 2999):
+        exact = exact_start(data, since)
+        off = log.offset_of(since)
+        assert off <= exact
+        assert exact - off <= 16 * 1024, (since, off, exact)
     log.close()
 
 
@@ -225,3 +261,11 @@ def test_read_since_property(tmp_path_factory, n, cuts, keep, pads):
         frags.append(whole[: min(k, len(whole) - 2)])
     build(path, n, cuts, frags, pad=pad)
     check_all_since(path, n)
+
+
+@pytest.mark.parametrize("fragment", [b'{"seq":5', b'{"seq":1', b'{"seq":51'])
+def test_long_lines_and_a_torn_line_ending_the_log(path, fragment):
+    # Lines longer than the search's scan window, and a torn prefix of line 51 whose
+    # seq digits are cut short as the log's last line.
+    build(path, 50, [50], [fragment], pad=lambda s: 5000 + s)
+    check_all_since(path, 50)
