@@ -29,6 +29,7 @@ CODES: dict[str, str] = {
     "subject-too-long": "The subject is longer than the subject cap.",
     "bad-subject": "A subject is one line without control characters.",
     "bad-key": "A key is 1-300 printable characters.",
+    "key-used": "That key already names another request.",
     "bad-limit": "A limit is between 1 and the list maximum.",
     "bad-cursor": "The cursor is not one a listing returned.",
     # sessions and jobs

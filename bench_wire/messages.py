@@ -6,8 +6,8 @@
   request) and `ok`. Errors are `ErrorResponse` with `error: {code, message}`.
 - Streams (`events` with follow, `session/tail`, `session/attach`) answer with frames of
   type `event` or `output` and end with one `end` frame (or an error frame).
-- Events (the lines of events.jsonl) share `Event` (tag field `kind`), `seq` first so
-  the log can be searched by byte offset.
+- Events (the lines of events.jsonl) share `Event` (tag field `kind`); the daemon writes
+  each as seq, ts, kind, then the fields, so the log can be searched by byte offset.
 
 New fields always get defaults, so older peers keep decoding.
 """

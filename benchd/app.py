@@ -217,6 +217,7 @@ class Daemon:
             pass
         self._serve_scope.cancel()
         await self.sessions.stop_all()
+        await self.jobs.stop()
         await self.committer.submit(EventOp(m.DaemonStopped(pid=self.pid)))
         await self.committer.drain()
         self.committer.closed = True

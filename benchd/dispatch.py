@@ -50,6 +50,10 @@ def _mailbox_for(caller, handle: str | None) -> str:
 
 
 async def mail_send(d, conn, caller, req: m.MailSend) -> None:
+    if req.key is not None:
+        from benchd.jobhost import check_client_key
+
+        check_client_key(req.key)
     res = await d.mailroom.send(
         caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
     )

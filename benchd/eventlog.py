@@ -1,13 +1,13 @@
 """events.jsonl: the append-only event log.
 
-One JSON object per line, `seq` first and strictly increasing, `ts` in ms. Appends come
+One JSON object per line: `seq` (strictly increasing), `ts` in ms, `kind`, fields. Appends come
 only from the committer (one writer), in batches: a batch is one write and one fsync,
 done before any answer that reports the facts in it.
 
 Never rewritten. After a crash the last line may be torn; at open we read only the
 tail to find the last seq, and if the file does not end in a newline we add one, so the
 torn fragment stays a line of its own that readers skip. Reading from a seq searches the
-file by byte offset (seq is the first field of every line), so `--since` costs
+file by byte offset (seq is near the start of every line), so `--since` costs
 O(log size), not a scan.
 """
 
@@ -22,14 +22,16 @@ _decoder = msgspec.json.Decoder()
 
 
 def _seq_of(line: bytes) -> int | None:
-    # Lines start with {"seq":N, — parse that prefix without decoding the whole line.
-    if not line.startswith(b'{"seq":'):
+    # The daemon writes every line as {"seq":N,"ts":...}: read the seq from the head of
+    # the line without decoding the whole line (tolerating another field order).
+    at = line.find(b'"seq":', 0, 64)
+    if at < 0:
         return None
-    end = line.find(b",", 7)
-    try:
-        return int(line[7:end])
-    except ValueError:
-        return None
+    start = at + 6
+    end = start
+    while end < len(line) and 48 <= line[end] <= 57:
+        end += 1
+    return int(line[start:end]) if end > start else None
 
 
 class EventLog:
@@ -112,7 +114,7 @@ class EventLog:
             if start >= hi:
                 hi = mid
                 continue
-            seq = _seq_of(os.pread(self.fd, 32, start))
+            seq = _seq_of(os.pread(self.fd, 96, start))
             if seq is not None and seq <= since:
                 lo = start
             else:

@@ -41,6 +41,12 @@ from benchd.names import check_handle
 from benchd.outbox import SqliteOutbox
 
 
+def check_client_key(key: str) -> None:
+    """Keys under outbox: belong to job replies; a client may not take one."""
+    if key.startswith("outbox:"):
+        raise WireError("bad-key", "keys starting with 'outbox:' are reserved for job replies")
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -53,6 +59,8 @@ class JobHost:
                              retry_base_ms=int(daemon.opts.retry_base * 1000))
         self._wake_at = math.inf
         self._poke = trio.Event()
+        self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
+        self._stopping = False
 
     async def start(self, nursery) -> None:
         # Jobs whose sessions died with the previous daemon: their outcome is unknown.
@@ -82,7 +90,19 @@ class JobHost:
                     self._poke = trio.Event()
                     continue
             self._wake_at = math.inf
-            await self.fanout.drain_outbox()
+            if self._stopping:
+                return
+            async with self._drain_lock:
+                await self.fanout.drain_outbox()
+
+    async def stop(self) -> None:
+        """At a clean stop: no new timed drains; deliver what the last settlements owe."""
+        self._stopping = True
+        async with self._drain_lock:
+            for _ in range(64):  # bounded: replies left over are drained at the next start
+                report = await self.fanout.drain_outbox()
+                if not report.more:
+                    break
 
     async def _post(self, mail: JobMail) -> bool:
         outcome = "reply"
@@ -93,7 +113,7 @@ class JobHost:
             faults.check("post")
             res = await self.d.mailroom.send(
                 mail.from_.agent_id, mail.to.agent_id, mail.content,
-                subject=f"job {outcome}: {mail.key.split(':reply:')[0][len('outbox:'):]}"[:200],
+                subject=f"job {outcome}: {mail.key.rpartition(':reply:')[0][len('outbox:'):]}"[:200],
                 key=mail.key,
             )
         except (WireError, OSError) as err:
@@ -101,6 +121,12 @@ class JobHost:
             await self.d.committer.submit(
                 EventOp(m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
             )
+            return False
+        if res["to"] != mail.to.agent_id:
+            # The key was taken by other mail (client keys may not start with outbox:,
+            # so this is a bug, not a user error): never count it as this reply.
+            await self.d.committer.submit(EventOp(m.OutboxRetry(
+                key=mail.key, to=mail.to.agent_id, reason="the reply key names other mail")))
             return False
         await self.d.committer.submit(
             EventOp(m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"]))
@@ -114,12 +140,20 @@ class JobHost:
         # The operator and handles without a live session are addressed by handle.
         return Address(agent_id=handle, session_id=live.id if live else handle)
 
-    def check_spec(self, spec: m.JobMailSpec) -> None:
+    def check_spec(self, spec: m.JobMailSpec, caller) -> None:
         """Refuse a bad job before anything is spawned."""
         for h in spec.reply_to:
             check_handle(h, "reply-to")
-        if spec.key is not None and not 1 <= len(spec.key) <= MAX_KEY_LEN:
+        if spec.key is None:
+            return
+        if not 1 <= len(spec.key) <= MAX_KEY_LEN:
             raise WireError("bad-key", f"a job key is 1-{MAX_KEY_LEN} characters")
+        check_client_key(spec.key)
+        # A key names one request: reusing it would hand back the old task and replies.
+        if self.outbox.has_job_key(spec.key) or self.d.index.find_key_w(caller.handle,
+                                                                          spec.key):
+            raise WireError("key-used", f"the key {spec.key!r} already names another job or "
+                            "message; a new job needs a new key")
 
     def begin(self, s, spec: m.JobMailSpec, caller) -> None:
         """Make the job for a just-spawned session and persist it (no await: the session

@@ -90,6 +90,12 @@ class SqliteOutbox:
             return None
         return row[0], json.loads(row[1]), row[2], row[3]
 
+    def has_job_key(self, key: str) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM jobs WHERE json_extract(job, '$.payload.mail.key') = ? LIMIT 1", (key,)
+        ).fetchone()
+        return row is not None
+
     def running_jobs(self) -> list[tuple[str, str, dict, str]]:
         return [
             (s, h, json.loads(j), c)

@@ -296,7 +296,7 @@ class Sessions:
 async def spawn(d, conn, caller, req: m.Spawn) -> None:
     jobs, sessions = d.sessions.jobs, d.sessions
     if req.job is not None:
-        jobs.check_spec(req.job)
+        jobs.check_spec(req.job, caller)
     s = sessions.reserve(req)
     mail_id = None
     if req.job is not None:

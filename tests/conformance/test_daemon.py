@@ -79,7 +79,6 @@ def test_bench_dir_created_0700_and_socket_0600(bench_dir, own_daemons):
     assert mode(os.path.join(d, "events.jsonl")) & 0o077 == 0
     a = b.ok("mail", "send", "bob", "-m", "x")
     assert mode(a["path"]) & 0o077 == 0
-    assert mode(os.path.join(d, "mail", "bob")) & 0o077 == 0
 
 
 def test_an_open_bench_dir_is_tightened(bench_dir, own_daemons):

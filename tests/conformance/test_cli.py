@@ -1,0 +1,309 @@
+"""The `bench` CLI as a user meets it (SPEC §10, §12): exit codes, errors, up/down."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import BENCH, BIN, Benchd, short_tmpdir
+
+BENCHD = os.path.join(BIN, "benchd")
+
+
+def run(*argv: str, env_dir: str | None = None, input: str | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
+    if env_dir is not None:
+        env["BENCH_DIR"] = env_dir
+    return subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=timeout,
+                          input=input, stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def no_traceback(p) -> None:
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout, p
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie is gone
+    except FileNotFoundError:
+        return True
+
+
+@pytest.fixture
+def nodaemon(make_daemon) -> Benchd:
+    """A BENCH_DIR with nothing serving it."""
+    return make_daemon(start=False)
+
+
+# ---------------------------------------------------------------- no daemon
+
+
+@pytest.mark.parametrize("argv", [["mail", "send", "x", "-m", "y"], ["status"],
+                                  ["mail", "list"], ["mail", "read"], ["events"], ["ps"],
+                                  ["down"]], ids=" ".join)
+def test_no_daemon_exit_3_one_line(nodaemon, argv):
+    start = time.monotonic()
+    r = nodaemon.bench(*argv, timeout=30)
+    assert time.monotonic() - start < 20  # never a hang
+    assert r.rc == 3, r
+    assert "Traceback" not in r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert nodaemon.dir in lines[0]
+    assert "bench up" in lines[0]
+    assert r.out == ""
+
+
+def test_no_daemon_with_dir_flag(bench_dir):
+    r = run(BENCH, "mail", "send", "x", "-m", "y", "--dir", bench_dir)
+    assert r.returncode == 3
+    assert bench_dir in r.stderr and "bench up" in r.stderr
+    no_traceback(r)
+
+
+def test_no_daemon_json(nodaemon):
+    r = nodaemon.bench("mail", "send", "x", "-m", "y", "--json")
+    assert r.rc == 3
+    a = json.loads(r.out)
+    assert a["ok"] is False
+    assert a["error"]["code"] == "no-daemon"
+    assert nodaemon.dir in a["error"]["message"]
+    assert "Traceback" not in r.err
+
+
+def test_no_daemon_with_a_stale_socket_file(nodaemon):
+    with open(os.path.join(nodaemon.dir, "benchd.sock"), "w") as f:
+        f.write("not a socket")
+    r = nodaemon.bench("status")
+    assert r.rc == 3 and "bench up" in r.err
+    assert "Traceback" not in r.err
+
+
+# ---------------------------------------------------------------- every command: --dir, --json
+
+
+COMMANDS = [
+    ["status"], ["ps"], ["events"], ["down"],
+    ["mail", "send", "x", "-m", "y"], ["mail", "list"], ["mail", "read"],
+    ["tail", "h"], ["type", "h", "t"], ["kill", "h"], ["report", "hi"], ["attach", "h"],
+    ["spawn", "--name", "h"],  # CMD after the options below
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_every_command_takes_dir_and_json(bench_dir, argv):
+    tail = ["--", "sh"] if argv[0] == "spawn" else []
+    # BENCH_DIR points elsewhere: only --dir can name bench_dir in the answer.
+    r = run(BENCH, *argv, "--dir", bench_dir, "--json", *tail, env_dir="/nonexistent/bench")
+    assert r.returncode == 3, r
+    no_traceback(r)
+    a = json.loads(r.stdout)
+    assert a == {"ok": False, "error": {"code": "no-daemon", "message": a["error"]["message"]}}
+    assert bench_dir in a["error"]["message"]
+
+
+def test_help_lists_dir_and_json_everywhere():
+    for argv in (["status"], ["up"], ["down"], ["ps"], ["events"], ["mail", "send"],
+                 ["mail", "list"], ["mail", "read"], ["spawn"], ["tail"], ["type"], ["kill"],
+                 ["report"]):
+        r = run(BENCH, *argv, "--help")
+        assert r.returncode == 0, r
+        assert "--dir" in r.stdout and "--json" in r.stdout, argv
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_refusal_json_and_human(daemon):
+    r = daemon.bench("mail", "send", "Bad/Handle", "-m", "x", "--json")
+    assert r.rc == 1
+    a = json.loads(r.out)
+    assert a["ok"] is False and a["error"]["code"] == "bad-handle"
+    assert isinstance(a["error"]["message"], str) and a["error"]["message"]
+    assert "Traceback" not in r.err
+    r = daemon.bench("mail", "send", "Bad/Handle", "-m", "x")
+    assert r.rc == 1 and r.out == ""
+    assert len(r.err.strip().splitlines()) == 1 and "bad-handle" in r.err
+    assert "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("argv", [
+    ["mail", "send", "x", "--bogus"],
+    ["mail", "send", "x", "-m", "y", "--bogus=1"],
+    ["nosuchcommand"],
+    ["status", "--bogus"],
+    ["mail", "list", "--limit", "abc"],
+    ["mail", "list", "--state", "bogus"],
+    ["mail", "send"],
+    ["mail", "send", "a", "b", "-m", "x"],
+    ["mail", "read", "a", "b"],
+    ["events", "--since", "x"],
+    ["spawn"],
+], ids=" ".join)
+def test_bad_usage_exit_2_without_traceback(daemon, argv):
+    r = daemon.bench(*argv)
+    assert r.rc == 2, r
+    assert "Traceback" not in r.err
+    assert r.err.strip()
+    assert daemon.ok("mail", "list", "--handle", "x")["total"] == 0  # nothing was sent
+
+
+# ---------------------------------------------------------------- socket path too long
+
+
+@pytest.fixture
+def long_dir():
+    base = short_tmpdir()
+    d = os.path.join(base, "d" * (120 - len(base) - 1))
+    assert len(d) == 120
+    yield d
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("argv", [["status"], ["mail", "send", "x", "-m", "y"], ["up"],
+                                  ["mail", "list"]], ids=" ".join)
+def test_socket_path_too_long_cli(long_dir, argv):
+    r = run(BENCH, *argv, "--dir", long_dir)
+    assert r.returncode == 2, r
+    no_traceback(r)
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1
+    assert "107" in msg or "108" in msg
+    assert "socket" in msg
+    r = run(BENCH, *argv, env_dir=long_dir)
+    assert r.returncode == 2, r
+    no_traceback(r)
+    r = run(BENCH, *argv, "--dir", long_dir, "--json")
+    assert r.returncode == 2
+    assert json.loads(r.stdout)["error"]["code"] == "socket-path-too-long"
+
+
+def test_socket_path_too_long_benchd(long_dir):
+    r = run(BENCHD, "--dir", long_dir, timeout=30)
+    assert r.returncode == 2, r
+    no_traceback(r)
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1
+    assert "107" in msg or "108" in msg
+    assert not os.path.exists(long_dir)  # nothing created for a directory it cannot serve
+
+
+# ---------------------------------------------------------------- up / down
+
+
+def test_up_down():
+    d = short_tmpdir("bu")
+    try:
+        r = run(BENCH, "up", "--dir", d, "--json", timeout=60)
+        assert r.returncode == 0, r
+        a = json.loads(r.stdout)
+        pid = a["pid"]
+        assert os.path.realpath(a["bench_dir"]) == os.path.realpath(d)
+        # `up` returned only once the daemon answers: no waiting here.
+        s = run(BENCH, "status", "--dir", d, "--json")
+        assert s.returncode == 0 and json.loads(s.stdout)["pid"] == pid
+        again = run(BENCH, "up", "--dir", d, "--json")
+        assert again.returncode == 0 and json.loads(again.stdout)["pid"] == pid
+        human = run(BENCH, "up", "--dir", d)
+        assert human.returncode == 0 and str(pid) in human.stdout
+        sent = run(BENCH, "mail", "send", "bob", "-m", "hi", "--dir", d)
+        assert sent.returncode == 0
+        down = run(BENCH, "down", "--dir", d)
+        assert down.returncode == 0, down
+        assert not os.path.exists(os.path.join(d, "benchd.sock"))
+        deadline = time.monotonic() + 30
+        while not pid_gone(pid):
+            assert time.monotonic() < deadline, "benchd still running after bench down"
+            time.sleep(0.02)
+        s = run(BENCH, "status", "--dir", d)
+        assert s.returncode == 3
+        # The mail survived the stop.
+        up2 = run(BENCH, "up", "--dir", d, "--json")
+        assert up2.returncode == 0 and json.loads(up2.stdout)["pid"] != pid
+        listed = run(BENCH, "mail", "list", "--handle", "bob", "--dir", d, "--json")
+        assert json.loads(listed.stdout)["total"] == 1
+    finally:
+        run(BENCH, "down", "--dir", d)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_up_with_daemon_options():
+    d = short_tmpdir("bu")
+    try:
+        r = run(BENCH, "up", "--dir", d, "--idle-gate", "1.5", "--wake-burst", "3", "--json")
+        assert r.returncode == 0, r
+        a = json.loads(r.stdout)
+        assert a["reactor"]["idle_gate"] == 1.5 and a["reactor"]["wake_burst"] == 3
+    finally:
+        run(BENCH, "down", "--dir", d)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_down_without_daemon(nodaemon):
+    r = nodaemon.bench("down")
+    assert r.rc == 3 and "Traceback" not in r.err
+
+
+# ---------------------------------------------------------------- mail commands, human output
+
+
+def test_send_body_from_stdin(daemon):
+    r = daemon.bench("mail", "send", "bob", "-s", "piped", input="from\nstdin\n")
+    assert r.rc == 0, r
+    got = daemon.ok("mail", "read", "--handle", "bob")
+    assert got["body"] == "from\nstdin\n" and got["subject"] == "piped"
+
+
+def test_send_empty_stdin_is_an_empty_body(daemon):
+    r = daemon.bench("mail", "send", "bob", input="")
+    assert r.rc == 0, r
+    assert daemon.ok("mail", "read", "--handle", "bob")["body"] == ""
+
+
+def test_human_outputs_mention_id_and_path(daemon):
+    r = daemon.bench("mail", "send", "bob", "-s", "subj", "-m", "hello")
+    assert r.rc == 0
+    a = daemon.ok("mail", "list", "--handle", "bob")
+    mail_id = a["messages"][0]["mail_id"]
+    path = os.path.join(daemon.dir, "mail", "bob", "inbox", mail_id + ".md")
+    assert mail_id in r.out and path in r.out
+    assert "no live session" in r.out
+    dup_key = daemon.bench("mail", "send", "bob", "-m", "x", "--key", "k1")
+    dup = daemon.bench("mail", "send", "bob", "-m", "x", "--key", "k1")
+    assert dup.rc == 0 and "already" in dup.out
+    assert dup_key.out.split()[1] in dup.out  # the first id
+    lst = daemon.bench("mail", "list", "--handle", "bob")
+    assert lst.rc == 0 and mail_id in lst.out and "subj" in lst.out
+    rd = daemon.bench("mail", "read", mail_id, "--handle", "bob")
+    assert rd.rc == 0
+    assert mail_id in rd.out and "hello" in rd.out
+    assert os.path.join(daemon.dir, "mail", "bob", "read", mail_id + ".md") in rd.out
+    st = daemon.bench("status")
+    assert st.rc == 0 and daemon.dir in st.out and str(daemon.proc.pid) in st.out
+    empty = daemon.bench("mail", "list", "--handle", "nobody")
+    assert empty.rc == 0 and "nobody" in empty.out
+
+
+def test_json_answers_carry_the_contract_fields(daemon):
+    s = daemon.ok("mail", "send", "bob", "-s", "x", "-m", "y")
+    assert {"mail_id", "path", "to", "live", "duplicate"} <= set(s)
+    lst = daemon.ok("mail", "list", "--handle", "bob")
+    assert {"messages", "total", "cap", "truncated"} <= set(lst)
+    assert {"mail_id", "sender", "subject", "date", "state"} <= set(lst["messages"][0])
+    rd = daemon.ok("mail", "read", "--handle", "bob")
+    assert {"mail_id", "sender", "to", "subject", "date", "body", "path"} <= set(rd)
+    ps = daemon.ok("ps")
+    assert ps["sessions"] == []
+    st = daemon.ok("status")
+    assert {"version", "pid", "bench_dir", "caps"} <= set(st)
+
+
+def test_bench_dir_from_env_and_flag_agree(daemon):
+    a = daemon.ok("status")
+    b = run(BENCH, "status", "--dir", daemon.dir, "--json", env_dir="/nonexistent/elsewhere")
+    assert b.returncode == 0 and json.loads(b.stdout)["pid"] == a["pid"]

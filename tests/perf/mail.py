@@ -1,0 +1,180 @@
+"""cli-send, send-1 and send-16: the cost of one CLI send, and durable send throughput.
+
+Baseline for the throughput pair: a hand-rolled durable Maildir loop with the stdlib
+(`mailbox.Maildir.add`, then fsync of the file and of its directory), in a temporary
+directory under /tmp like the BENCH_DIRs (same filesystem). Baseline and daemon runs
+alternate, so drift on a noisy machine hits both alike.
+"""
+
+import mailbox
+import os
+import subprocess
+
+from tests.perf.harness import (
+    BENCH,
+    BODY,
+    PY,
+    Context,
+    Daemon,
+    Result,
+    call,
+    clean_env,
+    median,
+    ms,
+    now_ns,
+    p99,
+    percentile,
+    send_concurrently,
+    send_mail,
+)
+
+# ---------------------------------------------------------------- cli-send
+
+
+def cli_send(ctx: Context) -> list[Result]:
+    runs = ctx.size(20, 60)
+    warm = 5
+    d = ctx.tmpdir("cli")
+    with Daemon(d):
+        env = clean_env(d)
+        bench_cmd = [BENCH, "mail", "send", "x", "-m", "y"]
+        floor_cmd = [PY, "-c", "pass"]
+
+        def wall(cmd) -> int:
+            t0 = now_ns()
+            proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            t = now_ns() - t0
+            if proc.returncode != 0:
+                raise RuntimeError(f"{cmd} exited {proc.returncode}: {proc.stderr[-500:]!r}")
+            return t
+
+        for _ in range(warm):
+            wall(floor_cmd)
+            wall(bench_cmd)
+        bench_t, floor_t = [], []
+        for _ in range(runs):  # alternate, so drift hits both alike
+            floor_t.append(wall(floor_cmd))
+            bench_t.append(wall(bench_cmd))
+        # What the send path imports (PYTHONPROFILEIMPORTTIME = python -X importtime).
+        prof = subprocess.run(bench_cmd, env=dict(env, PYTHONPROFILEIMPORTTIME="1"),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        imported = [ln.rsplit("|", 1)[-1].strip() for ln in prof.stderr.splitlines()
+                    if ln.startswith("import time:") and "|" in ln]
+    b, f = median(bench_t), median(floor_t)
+    return [Result(
+        "cli-send", "ms", ms(b), ms(f), b / f, "<=", 2.0,
+        params={
+            "runs": runs, "warmup": warm, "stat": "median wall time per process",
+            "command": " ".join(["bench", *bench_cmd[1:]]), "floor": f"{PY} -c pass",
+            "bench_p90_ms": ms(percentile(bench_t, 90)), "floor_p90_ms": ms(percentile(floor_t, 90)),
+            "modules_imported": len(imported), "imports_trio": "trio" in imported,
+            "imports_msgspec": "msgspec" in imported, "imports_click": "click" in imported,
+        },
+    )]
+
+
+# ---------------------------------------------------------------- the Maildir baseline
+
+
+class MaildirBaseline:
+    """The floor a careful hand-rolled durable mailbox reaches: add, fsync file, fsync dir."""
+
+    def __init__(self, ctx: Context):
+        root = ctx.tmpdir("md")
+        self.md = mailbox.Maildir(os.path.join(root, "maildir"), create=True)
+        self.new = os.path.join(self.md._path, "new")
+        self.message = "---\nfrom: \"operator\"\nto: \"box\"\nsubject: \"perf\"\n---\n\n" + BODY
+
+    def send(self) -> None:
+        key = self.md.add(self.message)
+        fd = os.open(os.path.join(self.new, key), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fd = os.open(self.new, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rate(self, n: int) -> float:
+        t0 = now_ns()
+        for _ in range(n):
+            self.send()
+        return n / ((now_ns() - t0) / 1e9)
+
+
+# ---------------------------------------------------------------- send-1
+
+
+def send_1(ctx: Context) -> list[Result]:
+    n = ctx.size(300, 2000)
+    reps = ctx.size(3, 5)
+    base = MaildirBaseline(ctx)
+    d = ctx.tmpdir("s1")
+    rates, base_rates, lat = [], [], []
+    with Daemon(d) as daemon:
+        conn = daemon.connect()
+        for _ in range(50):
+            send_mail(conn, "box")
+        base.rate(50)
+        for _ in range(reps):
+            base_rates.append(base.rate(n))
+            t_start = now_ns()
+            for _ in range(n):
+                t0 = now_ns()
+                send_mail(conn, "box")
+                lat.append(now_ns() - t0)
+            rates.append(n / ((now_ns() - t_start) / 1e9))
+        conn.close()
+    r, b = median(rates), median(base_rates)
+    return [Result(
+        "send-1", "sends/s", r, b, r / b, ">=", 0.7,
+        params={
+            "sends_per_rep": n, "reps": reps, "warmup": 50, "stat": "median of reps",
+            "clients": 1, "latency_p50_ms": ms(median(lat)), "latency_p99_ms": ms(p99(lat)),
+            "baseline": "mailbox.Maildir.add + fsync(file) + fsync(dir), same filesystem",
+        },
+    )]
+
+
+# ---------------------------------------------------------------- send-16
+
+
+def send16_rates(ctx: Context, clients: int = 16) -> tuple[list[float], list[float], int, int]:
+    """(daemon rates, baseline rates, sends per rep, reps) for `clients` concurrent clients."""
+    per_client = ctx.size(100, 250)
+    reps = ctx.size(3, 5)
+    total = per_client * clients
+    base = MaildirBaseline(ctx)
+    d = ctx.tmpdir("s16")
+    rates, base_rates = [], []
+    with Daemon(d) as daemon:
+        send_concurrently(d, "box", clients * 10, clients)  # warm-up
+        base.rate(50)
+        for _ in range(reps):
+            base_rates.append(base.rate(ctx.size(300, 1000)))
+            rates.append(total / (send_concurrently(d, "box", total, clients) / 1e9))
+        conn = daemon.connect()
+        got = call(conn, "mail/list", handle="box", limit=1)["total"]
+        conn.close()
+        if got != clients * 10 + total * reps:
+            raise RuntimeError(f"the mailbox holds {got} messages, not {total * reps}")
+    return rates, base_rates, total, reps
+
+
+def send_16(ctx: Context) -> list[Result]:
+    rates, base_rates, total, reps = send16_rates(ctx)
+    r, b = median(rates), median(base_rates)
+    ctx.shared["send-16"] = r
+    return [Result(
+        "send-16", "sends/s", r, b, r / b, ">=", 3.0,
+        params={
+            "clients": 16, "client_kind": "threads, one persistent connection each",
+            "sends_per_rep": total, "reps": reps, "stat": "median of reps",
+            "rates": [round(x) for x in rates], "baseline_rates": [round(x) for x in base_rates],
+            "baseline": "single-threaded mailbox.Maildir.add + fsync(file) + fsync(dir)",
+        },
+    )]

@@ -1,0 +1,179 @@
+"""Injected disk faults (ENOSPC, EIO) at message delivery and at the event-log append.
+
+The sender gets a clear refusal (disk-full / io-error; the CLI prints one sentence and
+exits 1), nothing half-written becomes visible (no new file in inbox/ or read/, tmp/
+empty, no mail/sent event), the idempotency key is not used up, and the daemon keeps
+serving once the fault is cleared.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from bench_wire.lean import Connection
+from tests.reliability.common import scan_events, scan_mail
+from tests.reliability.jobs import arm
+
+CODES = {"ENOSPC": "disk-full", "EIO": "io-error"}
+
+
+def snapshot(d) -> tuple[set[str], int]:
+    scan = scan_mail(d.dir)
+    assert scan.staged == [] and scan.stray == [], (scan.staged, scan.stray)
+    return {m["path"] for m in scan.messages}, len(scan_events(d.dir).events)
+
+
+def assert_nothing_visible(d, before: tuple[set[str], int], since: int) -> None:
+    scan = scan_mail(d.dir)
+    assert scan.staged == [], f"staged files left behind: {scan.staged}"
+    assert scan.stray == [], scan.stray
+    assert {m["path"] for m in scan.messages} == before[0], "a refused message became visible"
+    new = [e for e in scan_events(d.dir).events if e["seq"] > since]
+    assert [e for e in new if e["kind"] in ("mail/sent", "mail/read")] == [], new
+
+
+def assert_serving(d) -> None:
+    h = d.call({"verb": "hello"})
+    assert h.get("ok") is True and h["pid"] == d.proc.pid, h
+    assert d.proc.poll() is None
+
+
+@pytest.mark.parametrize("point", ["deliver", "eventlog"])
+@pytest.mark.parametrize("errno", ["ENOSPC", "EIO"])
+def test_a_send_under_a_disk_fault_is_refused_cleanly(daemon, point, errno):
+    d = daemon
+    code = CODES[errno]
+    d.ok("mail", "send", "bob", "-m", "before the fault")  # bob's mailbox exists
+    before = snapshot(d)
+    since = d.last_seq()
+
+    arm(d, point, errno, 1)
+    r = d.bench("mail", "send", "bob", "-s", "hi", "-m", "never half written", "--key", "k1")
+    assert r.rc == 1, r
+    assert r.out == "", r
+    assert f"[{code}]" in r.err and "nothing was written" in r.err, r
+    assert r.err.startswith("bench: ") and r.err.count("\n") == 1, r
+    assert "Traceback" not in r.err
+    assert_nothing_visible(d, before, since)
+
+    # --json gives the same refusal as one JSON object.
+    arm(d, point, errno, 1)
+    r = d.bench("mail", "send", "bob", "-m", "never half written", "--key", "k1", "--json")
+    assert r.rc == 1, r
+    a = json.loads(r.out)
+    assert a["ok"] is False and a["error"]["code"] == code and a["error"]["message"], a
+    assert_nothing_visible(d, before, since)
+
+    # A mailbox that does not exist yet: no message appears in it either.
+    arm(d, point, errno, 1)
+    r = d.bench("mail", "send", "newbox", "-m", "x")
+    assert r.rc == 1 and f"[{code}]" in r.err, r
+    assert_nothing_visible(d, before, since)
+    assert d.ok("mail", "list", "--handle", "newbox", "--state", "all")["total"] == 0
+
+    # Cleared (the fault was armed for one write): the daemon serves, and the refused
+    # key was not used up — the retry delivers, once.
+    assert_serving(d)
+    ok = d.ok("mail", "send", "bob", "-s", "hi", "-m", "never half written", "--key", "k1")
+    assert ok["duplicate"] is False
+    again = d.ok("mail", "send", "bob", "-m", "never half written", "--key", "k1")
+    assert again["duplicate"] is True and again["mail_id"] == ok["mail_id"]
+    scan = scan_mail(d.dir)
+    mine = [m for m in scan.messages if m["meta"]["key"] == "k1"]
+    assert len(mine) == 1 and mine[0]["body"] == b"never half written", mine
+    assert d.ok("mail", "send", "newbox", "-m", "y")["duplicate"] is False
+    sent = [e for e in d.events(since, "mail/sent")]
+    assert [e["mail_id"] for e in sent] == [ok["mail_id"], sent[-1]["mail_id"]], sent
+    assert scan_events(d.dir).torn == []
+
+
+@pytest.mark.parametrize("errno", ["ENOSPC", "EIO"])
+def test_a_failed_log_append_takes_back_the_whole_batch(daemon, errno):
+    """Concurrent senders share a batch: when its log append fails, every message in
+    it is refused and none stays visible; the others are delivered normally."""
+    d = daemon
+    d.ok("mail", "send", "bob", "-m", "warm up")
+    before = snapshot(d)
+    n = 12
+    conns = [Connection(d.dir) for _ in range(n)]
+    results: list[dict | None] = [None] * n
+    start = threading.Barrier(n)
+
+    def send(i: int) -> None:
+        start.wait(10)
+        conns[i].send({"verb": "mail/send", "to": "bob", "body": f"body {i}",
+                       "key": f"batch-{i}"})
+        results[i] = conns[i].recv()
+
+    arm(d, "eventlog", errno, 1)
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for c in conns:
+        c.close()
+    assert all(r is not None for r in results), results
+    failed = [i for i, r in enumerate(results) if not r["ok"]]
+    delivered = {i: r for i, r in enumerate(results) if r["ok"]}
+    assert failed, "the armed fault refused nothing"
+    for i in failed:
+        assert results[i]["error"]["code"] == CODES[errno], results[i]
+    scan = scan_mail(d.dir)
+    assert scan.staged == [] and scan.stray == []
+    on_disk = {m["meta"]["key"]: m for m in scan.messages}
+    for i in failed:
+        assert f"batch-{i}" not in on_disk, f"refused message {i} is visible"
+    for i, r in delivered.items():
+        m = on_disk[f"batch-{i}"]
+        assert m["meta"]["id"] == r["mail_id"] and m["body"] == f"body {i}".encode()
+    assert len(scan.messages) == len(before[0]) + len(delivered)
+    sent_ids = {e["mail_id"] for e in d.events(kind="mail/sent")}
+    assert {r["mail_id"] for r in delivered.values()} <= sent_ids
+    # The refused ones go through when resent, each once.
+    for i in failed:
+        a = d.call({"verb": "mail/send", "to": "bob", "body": f"body {i}", "key": f"batch-{i}"})
+        assert a["ok"] is True and a["duplicate"] is False, a
+    assert len(scan_mail(d.dir).messages) == len(before[0]) + n
+    assert_serving(d)
+
+
+@pytest.mark.parametrize("errno", ["ENOSPC", "EIO"])
+def test_a_read_under_a_log_fault_leaves_the_message_unread(daemon, errno):
+    d = daemon
+    sent = d.ok("mail", "send", "bob", "-m", "read me later")
+    before = snapshot(d)
+    since = d.last_seq()
+    arm(d, "eventlog", errno, 1)
+    r = d.bench("mail", "read", sent["mail_id"], "--handle", "bob")
+    assert r.rc == 1 and f"[{CODES[errno]}]" in r.err and "Traceback" not in r.err, r
+    assert_nothing_visible(d, before, since)
+    (msg,) = scan_mail(d.dir).messages
+    assert msg["state"] == "inbox", "a refused read retired the message"
+    assert d.ok("mail", "list", "--handle", "bob")["total"] == 1
+    got = d.ok("mail", "read", sent["mail_id"], "--handle", "bob")
+    assert got["body"] == "read me later"
+    (msg,) = scan_mail(d.dir).messages
+    assert msg["state"] == "read"
+    assert_serving(d)
+
+
+@pytest.mark.parametrize("point", ["deliver", "eventlog"])
+def test_a_persistent_fault_refuses_every_send_and_the_daemon_survives(daemon, point):
+    d = daemon
+    before = snapshot(d)
+    since = d.last_seq()
+    arm(d, point, "EIO", 1000)
+    with d.connect() as c:
+        for i in range(20):
+            c.send({"verb": "mail/send", "to": f"h{i % 3}", "body": "x", "key": f"p{i}"})
+            a = c.recv()
+            assert a["ok"] is False and a["error"]["code"] == "io-error", a
+        assert c.call({"verb": "hello"})["ok"] is True
+    assert_nothing_visible(d, before, since)
+    arm(d, point, "EIO", 0)
+    assert d.ok("mail", "send", "h0", "-m", "x", "--key", "p0")["duplicate"] is False
+    assert_serving(d)
