@@ -67,7 +67,12 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
         if a == "--":
             only_pos = True
             continue
-        name, eq, val = a.partition("=")
+        if a.startswith("--"):
+            name, eq, val = a.partition("=")
+        elif len(a) > 2:
+            name, eq, val = a[:2], "=", a[2:]  # -sVALUE, as click reads it (-s=x is "=x")
+        else:
+            name, eq, val = a, "", ""
         if name in flags and not eq:
             opts[flags[name]] = True
         elif name in valued:

@@ -39,7 +39,10 @@ _quote = _json.encode_basestring
 
 def loads(text: str):
     """Decode one JSON document (a response line)."""
-    obj, end = _scan(text, 0)
+    try:
+        obj, end = _scan(text, 0)
+    except StopIteration as stop:  # the C scanner's way of saying "no value here"
+        raise ValueError(f"no JSON value at position {stop.value}") from None
     if text[end:].strip():
         raise ValueError("trailing data after JSON value")
     return obj

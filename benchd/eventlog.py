@@ -31,7 +31,10 @@ def _seq_of(line: bytes) -> int | None:
     end = start
     while end < len(line) and 48 <= line[end] <= 57:
         end += 1
-    return int(line[start:end]) if end > start else None
+    # Only a complete field counts: a torn line cut inside the digits says nothing.
+    if end == start or line[end : end + 1] not in (b",", b"}"):
+        return None
+    return int(line[start:end])
 
 
 class EventLog:

@@ -47,8 +47,8 @@ class Index:
     def __init__(self, path: str):
         self.path = path
         self.fresh = not os.path.exists(path)
-        self.w = connect(path)
         try:
+            self.w = connect(path)
             self.w.executescript(_SCHEMA)
             ok = self.get_meta("schema") in (None, SCHEMA_VERSION)
         except sqlite3.DatabaseError:
@@ -61,7 +61,8 @@ class Index:
 
     def _recreate(self) -> None:
         # A damaged or foreign index is set aside (never trusted) and rebuilt from files.
-        self.w.close()
+        if getattr(self, "w", None) is not None:
+            self.w.close()
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(self.path + suffix):
                 os.replace(self.path + suffix, self.path + suffix + ".damaged")

@@ -8,7 +8,7 @@ from bench_wire.errors import WireError
 HANDLE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 OPERATOR = "operator"
 # 20261130T045611.123Z-0001: UTC time to the millisecond, then a counter within that ms.
-MAIL_ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-\d{4}")
+MAIL_ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{3}Z-[0-9]{4}")
 
 
 def is_handle(value: object) -> bool:

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench_wire import messages as m
+from benchd.committer import encode_event
 from benchd.eventlog import EventLog
 
 
@@ -174,15 +175,13 @@ def test_offsets_are_line_starts_and_never_past_the_answer(path):
 def test_offset_search_is_not_a_scan_for_the_daemons_encoding(path):
     """`--since` costs O(log size): the search lands near the answer, not at 0.
 
-    Lines encoded the way benchd.committer encodes events (msgspec Event structs).
+    Lines encoded the way benchd.committer encodes events.
     """
-    enc = msgspec.json.Encoder()
     log = EventLog(path)
     lines = []
     for s in range(1, 3001):
         ev = m.MailSent(mail_id=f"id{s}", sender="operator", to="bob", path="/p" * 20, key="k")
-        ev.seq, ev.ts = s, 1000 + s
-        lines.append(enc.encode(ev) + b"\n")
+        lines.append(encode_event(ev, s, 1000 + s)[0])
     log.append(lines)
     with open(path, "rb") as f:
         data = f.read()
