@@ -158,6 +158,8 @@ def test_event_log_lines(daemon):
     daemon.stop()
     events = parsed_log(daemon)
     check_log_shape(events)
+    for line in log_lines(daemon):
+        assert line.startswith(b'{"seq":')  # seq first: the log is searchable by offset
     kinds = [e["kind"] for e in events]
     assert kinds[0] == "daemon/started" and kinds[-1] == "daemon/stopped"
     assert {"daemon/started", "mail/sent", "mail/read", "daemon/stopped"} <= set(kinds)
@@ -335,3 +337,49 @@ def test_sigterm_stops_cleanly(daemon):
     daemon.start()
     started = [e for e in parsed_log(daemon) if e["kind"] == "daemon/started"]
     assert started[-1].get("recovered") is False
+
+
+# ---------------------------------------------------------------- disk faults
+
+
+def arm(daemon, point: str, errno: str = "ENOSPC", count: int = 1) -> None:
+    with Connection(daemon.dir) as c:
+        a = c.call({"verb": "debug/fault", "point": point, "errno": errno, "count": count})
+    assert a["ok"] is True
+
+
+@pytest.mark.parametrize("point, errno, code", [("deliver", "ENOSPC", "disk-full"),
+                                                ("deliver", "EIO", "io-error"),
+                                                ("eventlog", "ENOSPC", "disk-full"),
+                                                ("eventlog", "EIO", "io-error")])
+def test_a_failed_write_is_refused_and_leaves_nothing(daemon, point, errno, code):
+    first = daemon.ok("mail", "send", "bob", "-m", "before")
+    lines_before = log_lines(daemon)
+    arm(daemon, point, errno)
+    r = daemon.bench("mail", "send", "bob", "-m", "during", "--key", "k-fault", "--json")
+    assert r.rc == 1, r
+    assert r.json["error"]["code"] == code
+    inbox = os.path.join(daemon.dir, "mail", "bob", "inbox")
+    assert os.listdir(inbox) == [first["mail_id"] + ".md"]
+    assert os.listdir(os.path.join(daemon.dir, "mail", "bob", "tmp")) == []
+    assert log_lines(daemon) == lines_before  # no event for what was not delivered
+    # The fault was one-shot: the same key now delivers (it was never used).
+    after = daemon.ok("mail", "send", "bob", "-m", "after", "--key", "k-fault")
+    assert after["duplicate"] is False
+    listed = daemon.ok("mail", "list", "--handle", "bob")
+    assert [m["mail_id"] for m in listed["messages"]] == [first["mail_id"], after["mail_id"]]
+    check_log_shape(parsed_log(daemon))
+    daemon.restart()  # and a restart finds everything consistent
+    listed = daemon.ok("mail", "list", "--handle", "bob")
+    assert [m["mail_id"] for m in listed["messages"]] == [first["mail_id"], after["mail_id"]]
+
+
+def test_a_failed_retire_keeps_the_message_unread(daemon):
+    a = daemon.ok("mail", "send", "bob", "-m", "x")
+    arm(daemon, "eventlog", "EIO")
+    r = daemon.bench("mail", "read", a["mail_id"], "--handle", "bob", "--json")
+    assert r.rc == 1 and r.json["error"]["code"] == "io-error"
+    assert os.path.exists(a["path"])  # the move was taken back
+    got = daemon.ok("mail", "read", a["mail_id"], "--handle", "bob")
+    assert got["retired"] is True
+    assert not os.path.exists(a["path"])

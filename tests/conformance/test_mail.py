@@ -458,3 +458,27 @@ def test_longest_handle_ok(daemon):
     h = "a" * 64
     a = daemon.ok("mail", "send", h, "-m", "x")
     assert a["to"] == h and os.path.exists(a["path"])
+
+
+def test_in_reply_to(daemon):
+    a = daemon.ok("mail", "send", "alice", "-m", "question")
+    b = daemon.ok("mail", "send", "operator", "-m", "answer", "--in-reply-to", a["mail_id"])
+    meta, _ = split(b["path"])
+    assert meta["in-reply-to"] == a["mail_id"]
+    got = daemon.ok("mail", "read", b["mail_id"])
+    assert got["in_reply_to"] == a["mail_id"]
+    refused(daemon, "bad-id", "mail", "send", "alice", "-m", "x", "--in-reply-to", "../x")
+
+
+def test_exactly_a_page_is_not_truncated(daemon):
+    with daemon.connect() as c:
+        for i in range(50):
+            c.call({"verb": "mail/send", "to": "alice", "body": str(i)})
+    a = daemon.ok("mail", "list", "--handle", "alice")
+    assert len(a["messages"]) == 50 and a["total"] == 50
+    assert a["truncated"] is False and a.get("cursor") is None
+    b = daemon.ok("mail", "list", "--handle", "alice", "--limit", "49")
+    assert b["truncated"] is True and b["cursor"] == a["messages"][48]["mail_id"]
+    c = daemon.ok("mail", "list", "--handle", "alice", "--cursor", b["cursor"])
+    assert [m["mail_id"] for m in c["messages"]] == [a["messages"][49]["mail_id"]]
+    assert c["truncated"] is False

@@ -368,3 +368,75 @@ def test_still_alive_after_abuse(daemon):
         s.close()  # gone mid-line
     a = alive(daemon)
     assert a["pid"] == daemon.proc.pid
+
+
+# ---------------------------------------------------------------- limits
+
+
+def test_largest_body_fully_escaped_fits_in_a_frame(daemon):
+    caps = alive(daemon)["caps"]
+    body = "\x01" * caps["body_bytes"]  # 6 bytes each once JSON-escaped
+    line = json.dumps({"verb": "mail/send", "to": "bob", "body": body, "id": 1}).encode()
+    assert len(line) <= caps["frame_bytes"]
+    with Raw(daemon, timeout=60) as c:
+        c.send(line + b"\n")
+        a = c.recv()
+    assert a["ok"] is True, a
+    with open(a["path"], "rb") as f:
+        assert f.read().endswith(b"\n---\n\n" + body.encode())
+
+
+def test_connection_cap(make_daemon):
+    daemon = make_daemon("--max-connections", "2")
+    assert alive(daemon)["caps"]["connections"] == 2
+    a, b = Raw(daemon), Raw(daemon)
+    try:
+        assert a.call({"verb": "hello", "id": "a"})["ok"] is True
+        assert b.call({"verb": "hello", "id": "b"})["ok"] is True
+        with Raw(daemon) as c:
+            r = c.recv()  # refused at once, without sending anything
+            assert r["ok"] is False and r["error"]["code"] == "too-many-connections"
+            assert c.eof()
+        a.close()
+        deadline = time.monotonic() + DEADLINE
+        while True:  # the slot is freed once the daemon has seen `a` go
+            with Raw(daemon) as c:
+                r = c.call({"verb": "hello", "id": "c"})
+            if r["ok"]:
+                break
+            assert r["error"]["code"] == "too-many-connections"
+            assert time.monotonic() < deadline, "the closed connection's slot never came back"
+            time.sleep(0.02)
+        assert b.call({"verb": "hello", "id": "b2"})["ok"] is True
+    finally:
+        a.close()
+        b.close()
+
+
+def test_events_limit_must_be_positive(daemon):
+    with Raw(daemon) as c:
+        a = c.call({"verb": "events", "limit": 0, "id": 1})
+        assert a["ok"] is False and a["error"]["code"] == "bad-limit"
+        assert c.call({"verb": "hello"})["ok"] is True
+
+
+def test_follow_stream_ends_when_the_daemon_stops(daemon):
+    with Raw(daemon) as f:
+        f.send(b'{"verb":"events","follow":true,"id":"f"}\n')
+        assert f.recv()["type"] == "event"
+        r = daemon.bench("down")
+        assert r.rc == 0, r
+        kinds, end = [], None
+        while True:
+            try:
+                frame = f.recv()
+            except EOFError:
+                break
+            if frame.get("type") == "end":
+                end = frame
+                break
+            assert frame["type"] == "event"
+            kinds.append(frame["event"]["kind"])
+        # The stream ends cleanly: an end frame (or a plain close), never a hang.
+        assert end is None or end["id"] == "f"
+    assert daemon.proc.wait(timeout=30) == 0

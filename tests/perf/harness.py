@@ -21,6 +21,7 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from bench_wire.errors import WireError
 from bench_wire.lean import Connection, request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -157,13 +158,19 @@ class Daemon:
             raise RuntimeError(f"benchd died (exit {rc}): {self.stderr()}")
 
     def stop(self, timeout: float = 60.0) -> None:
-        """A clean stop (SIGTERM, as `bench down` would); raises if benchd misbehaved."""
+        """A clean stop, as `bench down` does it (the `stop` verb; SIGTERM if that cannot be
+        sent); raises if benchd misbehaved. Not SIGTERM first: benchd prints its ready line
+        before its signal handler is installed, so an early SIGTERM kills it uncleanly."""
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
         died = proc.poll() is not None
         if not died:
-            proc.send_signal(signal.SIGTERM)
+            try:
+                with Connection(self.dir, timeout=10.0) as conn:
+                    conn.call(request("stop", {}))
+            except (WireError, OSError):
+                proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:

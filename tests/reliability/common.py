@@ -175,9 +175,13 @@ def recv_lines(sock: socket.socket, n: int, buf: bytearray | None = None) -> lis
 
 
 def read_to_eof(sock: socket.socket, limit: int = 1 << 24) -> bytes:
+    """Everything the peer sent until it closed (a reset after data ends it too)."""
     data = bytearray()
     while len(data) < limit:
-        chunk = sock.recv(1 << 16)
+        try:
+            chunk = sock.recv(1 << 16)
+        except ConnectionResetError:
+            break
         if not chunk:
             break
         data += chunk
@@ -191,3 +195,32 @@ def tree(path: str) -> set[str]:
         for name in dirnames + filenames:
             out.add(os.path.relpath(os.path.join(dirpath, name), path))
     return out
+
+
+def concurrent_calls(bench_dir: str, reqs: list[dict], timeout: float = 30.0) -> list[dict]:
+    """Send each request on its own connection, all released at the same instant by a
+    barrier; return the answers in order."""
+    import threading
+
+    from bench_wire.lean import Connection
+
+    conns = [Connection(bench_dir, timeout=timeout) for _ in reqs]
+    answers: list[dict | None] = [None] * len(reqs)
+    start = threading.Barrier(len(reqs))
+
+    def go(i: int) -> None:
+        start.wait(timeout)
+        conns[i].send(reqs[i])
+        answers[i] = conns[i].recv()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(len(reqs))]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout)
+    finally:
+        for c in conns:
+            c.close()
+    assert all(a is not None for a in answers), f"unanswered requests: {answers}"
+    return answers  # type: ignore[return-value]

@@ -9,12 +9,10 @@ serving once the fault is cleared.
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
-from bench_wire.lean import Connection
-from tests.reliability.common import scan_events, scan_mail
+from tests.reliability.common import concurrent_calls, scan_events, scan_mail
 from tests.reliability.jobs import arm
 
 CODES = {"ENOSPC": "disk-full", "EIO": "io-error"}
@@ -98,25 +96,10 @@ def test_a_failed_log_append_takes_back_the_whole_batch(daemon, errno):
     d.ok("mail", "send", "bob", "-m", "warm up")
     before = snapshot(d)
     n = 12
-    conns = [Connection(d.dir) for _ in range(n)]
-    results: list[dict | None] = [None] * n
-    start = threading.Barrier(n)
-
-    def send(i: int) -> None:
-        start.wait(10)
-        conns[i].send({"verb": "mail/send", "to": "bob", "body": f"body {i}",
-                       "key": f"batch-{i}"})
-        results[i] = conns[i].recv()
-
     arm(d, "eventlog", errno, 1)
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    for c in conns:
-        c.close()
-    assert all(r is not None for r in results), results
+    results = concurrent_calls(d.dir, [
+        {"verb": "mail/send", "to": "bob", "body": f"body {i}", "key": f"batch-{i}"}
+        for i in range(n)])
     failed = [i for i, r in enumerate(results) if not r["ok"]]
     delivered = {i: r for i, r in enumerate(results) if r["ok"]}
     assert failed, "the armed fault refused nothing"
@@ -176,4 +159,27 @@ def test_a_persistent_fault_refuses_every_send_and_the_daemon_survives(daemon, p
     assert_nothing_visible(d, before, since)
     arm(d, point, "EIO", 0)
     assert d.ok("mail", "send", "h0", "-m", "x", "--key", "p0")["duplicate"] is False
+    assert_serving(d)
+
+
+def test_a_same_key_retry_beside_a_failed_delivery_never_acks_a_phantom(daemon):
+    """A client retrying a key on a second connection while its first attempt is still in
+    flight: when both land in one commit batch and the first one's delivery fails, the
+    retry must not be answered "duplicate" with the id of a message that was never
+    written. Repeated a bounded number of times: the two often share a batch."""
+    d = daemon
+    phantoms, tries = [], 40
+    for t in range(tries):
+        arm(d, "deliver", "EIO", 1)
+        keys = [f"other-{t}-{i}" for i in range(4)] + [f"same-{t}"] * 2
+        answers = concurrent_calls(d.dir, [
+            {"verb": "mail/send", "to": "bob", "body": f"b{t}", "key": k} for k in keys])
+        arm(d, "deliver", "EIO", 0)
+        on_disk = {m["meta"]["key"]: m["meta"]["id"] for m in scan_mail(d.dir).messages}
+        for key, a in zip(keys, answers, strict=True):
+            if a["ok"] and on_disk.get(key) != a["mail_id"]:
+                phantoms.append((key, a["mail_id"], a["duplicate"], a["path"]))
+    assert phantoms == [], (
+        f"{len(phantoms)} of {tries} rounds acknowledged a message that does not exist "
+        f"(key, id, duplicate, path): {phantoms[:5]}")
     assert_serving(d)

@@ -23,7 +23,13 @@ import pytest
 from bench_wire.errors import WireError
 from bench_wire.lean import Connection
 from tests.conftest import standin_argv
-from tests.reliability.common import ROOT, raw_connect, scan_mail, wait_until
+from tests.reliability.common import (
+    ROOT,
+    concurrent_calls,
+    raw_connect,
+    scan_mail,
+    wait_until,
+)
 from tests.reliability.crashloop import read_acks
 
 BURST = 3
@@ -237,3 +243,28 @@ def test_the_connection_cap_refuses_the_ninth_and_recovers(make_daemon):
         for c in again:
             c.close()
     assert os.path.exists(os.path.join(d.dir, "benchd.sock")) and d.proc.poll() is None
+
+
+# ------------------------------------------------------------------ one key, many retries
+
+
+def test_concurrent_retries_of_one_key_make_one_message_and_true_answers(daemon):
+    """Several connections send the same key at the same instant (a client retrying on
+    fresh connections): one message, one id for all, one non-duplicate answer, and every
+    answer's path names the file where it really is. Bounded rounds."""
+    d = daemon
+    n, rounds = 4, 30
+    wrong_paths = []
+    for t in range(rounds):
+        answers = concurrent_calls(d.dir, [
+            {"verb": "mail/send", "to": "bob", "body": f"once {t}", "key": f"retry-{t}"}] * n)
+        assert all(a is not None and a["ok"] for a in answers), answers
+        assert len({a["mail_id"] for a in answers}) == 1, answers
+        assert sum(not a["duplicate"] for a in answers) == 1, answers
+        mine = [m for m in scan_mail(d.dir).messages if m["meta"]["key"] == f"retry-{t}"]
+        assert len(mine) == 1 and mine[0]["meta"]["id"] == answers[0]["mail_id"]
+        wrong_paths += [(a["path"], mine[0]["path"]) for a in answers
+                        if a["path"] != mine[0]["path"]]
+    assert wrong_paths == [], (
+        f"{len(wrong_paths)} answers named a path where the message is not "
+        f"(answered, actual): {wrong_paths[:3]}")

@@ -3,7 +3,6 @@
 import json
 import os
 
-import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -70,16 +69,12 @@ def test_append_nothing_writes_nothing(path):
 
 
 def test_the_daemons_own_event_encoding_is_searchable(path):
-    # Lines encoded the way benchd.committer encodes them (msgspec Event structs); the
-    # log must find `since` in them (messages.py: "seq first so the log can be searched
-    # by byte offset").
-    enc = msgspec.json.Encoder()
+    # Lines encoded by benchd.committer's own encoder.
     log = EventLog(path)
     lines = []
     for s in range(1, 30):
         ev = m.MailSent(mail_id=f"id{s}", sender="operator", to="bob", path="/p", key="k")
-        ev.seq, ev.ts = s, 1000 + s
-        lines.append(enc.encode(ev) + b"\n")
+        lines.append(encode_event(ev, s, 1000 + s)[0])
     log.append(lines)
     for since in range(0, 31):
         assert [e["seq"] for e in log.read_since(since)] == list(range(since + 1, 30))
