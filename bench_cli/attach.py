@@ -28,18 +28,18 @@ def _size() -> tuple[int, int]:
         return 40, 120
 
 
-def attach(bench_dir: str | None, handle: str) -> int:
+def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     try:
         conn = Connection(bench_dir, timeout=None)
     except WireError as err:
-        return output.fail(err, False)
+        return output.fail(err, as_json)
     rows, cols = _size()
     try:
         conn.send(request("session/attach", {"handle": handle, "rows": rows, "cols": cols}))
         check(conn.recv())
     except WireError as err:
         conn.close()
-        return output.fail(err, False)
+        return output.fail(err, as_json)
     stdin = sys.stdin.fileno()
     is_tty = os.isatty(stdin)
     saved = termios.tcgetattr(stdin) if is_tty else None

@@ -288,13 +288,14 @@ def tail(bench_dir, as_json, handle, follow, screen):
 
 @cli.command()
 @click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
-@click.option("--json", "as_json", is_flag=True, hidden=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="errors before the terminal is joined as JSON")
 @click.argument("handle")
 def attach(bench_dir, as_json, handle):
     """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
     from bench_cli.attach import attach as run_attach
 
-    sys.exit(run_attach(bench_dir, handle))
+    sys.exit(run_attach(bench_dir, handle, as_json))
 
 
 @cli.command(name="type")

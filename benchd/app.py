@@ -65,7 +65,7 @@ class Daemon:
         self.hub = Hub()
         self.eventlog = EventLog(os.path.join(bench_dir, "events.jsonl"))
         self.index = Index(os.path.join(bench_dir, "index.sqlite"))
-        self.committer = Committer(self.eventlog, self.index, self.hub.publish)
+        self.committer = Committer(self.eventlog, self.index, self.hub.publish, bench_dir)
         self.mailroom = Mailroom(os.path.join(bench_dir, "mail"), self.index, self.committer)
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()

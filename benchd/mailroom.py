@@ -1,8 +1,8 @@
 """The mailroom: mail/<handle>/inbox|read|tmp, one markdown file per message.
 
 Delivery is Maildir-style and durable before the answer: the file is written to tmp/
-and fsynced, renamed into inbox/, and the directory fsynced (by the committer, shared
-by every message in the batch). Reading retires: the file moves to read/. Nothing is
+and made durable, renamed into inbox/, and the directory fsynced (by the committer,
+shared by every message in the batch: group commit). Reading retires: the file moves to read/. Nothing is
 ever deleted. The index makes list/read/send O(page)/O(log n); the files stay the
 record, and `reconcile` rebuilds the index from them.
 """
@@ -229,9 +229,9 @@ class SendOp(Op):
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
         finally:
             os.close(fd)
+        self.staged = (self.tmp,)  # made durable by the committer, with the batch's others
         self.meta = meta
         self.events = [
             MailSent(

@@ -41,7 +41,8 @@ def make_body(rng: random.Random, body_max: int) -> str:
         if rng.random() < 0.5:
             parts.append(rng.choice(PIECES))
         else:
-            parts.append("".join(chr(rng.randint(0x20, 0x7E)) for _ in range(rng.randint(1, 40))))
+            n = rng.randint(1, 40)
+            parts.append("".join(chr(rng.randint(0x20, 0x7E)) for _ in range(n)))
     return "".join(parts)[:size]
 
 

@@ -9,9 +9,12 @@ serving once the fault is cleared.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
+from bench_wire.errors import WireError
+from tests.conftest import standin_argv
 from tests.reliability.common import concurrent_calls, scan_events, scan_mail
 from tests.reliability.jobs import arm
 
@@ -183,3 +186,91 @@ def test_a_same_key_retry_beside_a_failed_delivery_never_acks_a_phantom(daemon):
         f"{len(phantoms)} of {tries} rounds acknowledged a message that does not exist "
         f"(key, id, duplicate, path): {phantoms[:5]}")
     assert_serving(d)
+
+
+# ------------------------------------------------------------------ faults beside the mail
+
+
+def alive_or_dead(d, fn):
+    """A wait condition that also ends (returning "dead") when benchd has died."""
+    def cond():
+        if d.proc.poll() is not None:
+            return "dead"
+        try:
+            return fn()
+        except WireError:
+            return None  # it is going away: the next look sees it dead
+    return cond
+
+
+def assert_alive(d) -> None:
+    if d.proc.poll() is not None:
+        raise AssertionError(f"benchd died (exit {d.proc.returncode}): "
+                             f"{d.proc.stderr.read()[-3000:]}")
+    assert_serving(d)
+
+
+def test_a_refused_spawn_leaves_no_session_running(daemon):
+    """When session/spawned cannot be logged the spawn is refused ("nothing was
+    written"): then no session may be left running under that handle."""
+    d = daemon
+    arm(d, "eventlog", "EIO", 1)
+    a = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "ghost"})
+    assert a["ok"] is False and a["error"]["code"] == "io-error", a
+    running = [s for s in d.call({"verb": "session/list"})["sessions"]
+               if s["handle"] == "ghost" and s["state"] == "running"]
+    try:
+        assert running == [], f"the refused spawn left a running session: {running}"
+        again = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "ghost"})
+        assert again["ok"] is True, f"the handle of a refused spawn stays taken: {again}"
+    finally:
+        for s in running:
+            try:
+                os.kill(s["pid"], 9)
+            except ProcessLookupError:
+                pass
+    assert_alive(d)
+
+
+def test_a_log_fault_while_a_wake_lands_does_not_kill_the_daemon(daemon, tmp_path):
+    d = daemon
+    rec = tmp_path / "agent.rec"
+    a = d.call({"verb": "session/spawn", "name": "agent", "ready": "standin>",
+                "argv": standin_argv("--record", str(rec))})
+    assert a["ok"] is True, a
+
+    def prompt():
+        s = d.call({"verb": "session/tail", "handle": "agent", "screen": True})
+        return "standin>" in "".join(s.get("lines", []))
+
+    d.wait_until(prompt, 30, "the agent's prompt")
+    d.ok("mail", "send", "agent", "-m", "first")
+    arm(d, "eventlog", "EIO", 1)  # the next append is this wake's agent/woken
+    got = d.wait_until(alive_or_dead(d, lambda: rec.exists() and rec.read_text().strip()), 30,
+                       "the wake to land (or benchd to die)")
+    assert got != "dead", (
+        f"a failed agent/woken append killed benchd: {d.proc.stderr.read()[-3000:]}")
+    assert_alive(d)
+    # The reactor still serves this session: the next mail wakes it, and is logged.
+    second = d.ok("mail", "send", "agent", "-m", "second")
+    d.wait_event("agent/woken", lambda e: e["mail_id"] == second["mail_id"], 30)
+    assert_alive(d)
+
+
+def test_a_log_fault_when_a_session_exits_does_not_kill_the_daemon(daemon):
+    d = daemon
+    a = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "brief"})
+    assert a["ok"] is True, a
+    arm(d, "eventlog", "EIO", 1)  # the next append is its session/exited
+    os.kill(a["pid"], 9)
+
+    def settled():
+        ps = d.call({"verb": "session/list"})["sessions"]
+        return any(s["session"] == a["session"] and s["state"] == "exited" for s in ps)
+
+    got = d.wait_until(alive_or_dead(d, settled), 30, "the session to settle (or benchd to die)")
+    assert got != "dead", (
+        f"a failed session/exited append killed benchd: {d.proc.stderr.read()[-3000:]}")
+    assert_alive(d)
+    again = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "brief"})
+    assert again["ok"] is True, again  # the handle was freed
