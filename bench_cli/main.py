@@ -163,9 +163,24 @@ def down(bench_dir, as_json):
     ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.Stop())
     d = resolve_dir(bench_dir)
+    # The daemon holds its flock until it has ended its sessions, logged their exits
+    # and daemon/stopped: being able to take the lock means it is done.
+    import fcntl
+
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and os.path.exists(os.path.join(d, "benchd.sock")):
-        time.sleep(0.02)
+    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise WireError("internal", f"benchd did not finish stopping within 30 s; "
+                                    f"see {d}/benchd.log") from None
+                time.sleep(0.02)
+    finally:
+        os.close(fd)
     done(ctx, a, f"benchd stopped ({d})")
 
 

@@ -62,7 +62,7 @@ class Daemon:
             scrollback_bytes=SCROLLBACK_BYTES,
         )
         self.connections = 0
-        self.hub = Hub()
+        self.hub = Hub(self.log)
         self.eventlog = EventLog(os.path.join(bench_dir, "events.jsonl"))
         self.index = Index(os.path.join(bench_dir, "index.sqlite"))
         self.committer = Committer(self.eventlog, self.index, self.hub.publish, bench_dir)

@@ -37,14 +37,19 @@ class Follower:
 
 
 class Hub:
-    def __init__(self) -> None:
+    def __init__(self, log=None) -> None:
         self.listeners: list[Callable[[dict], None]] = []
         self.followers: set[Follower] = set()
+        self.log = log
 
     def publish(self, records: list[dict]) -> None:
         for record in records:
             for listener in self.listeners:
-                listener(record)
+                try:
+                    listener(record)
+                except Exception:  # noqa: BLE001 - a listener's bug must not stop the log
+                    if self.log is not None:
+                        self.log.exception("event listener failed", kind=record.get("kind"))
             for f in list(self.followers):
                 f.offer(record)
 

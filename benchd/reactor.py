@@ -121,6 +121,16 @@ class Reactor:
 
     async def run_session(self, session) -> None:
         """One per live session: deliver its queued wakes, one at a time."""
+        try:
+            await self._deliver_wakes(session)
+        except OSError as err:
+            # The pty went away under a write (the child is exiting): the session's
+            # exit settles it; its remaining wakes are dropped with it.
+            self.d.log.info("waker stopped", session=session.id, error=str(err))
+        except Exception:  # noqa: BLE001 - a reactor bug must not take the daemon down
+            self.d.log.exception("waker failed", session=session.id)
+
+    async def _deliver_wakes(self, session) -> None:
         while True:
             while not session.wakes:
                 await session.poked()

@@ -131,7 +131,10 @@ class Terminal:
 
     async def wait_exit(self) -> tuple[int | None, int | None]:
         """(exit code, signal) once the child has exited (pidfd: no thread per child)."""
-        pidfd = os.pidfd_open(self.pid)
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            pidfd = None  # no pidfd here: poll instead
         try:
             while True:
                 try:
@@ -140,9 +143,13 @@ class Terminal:
                     return None, None
                 if pid:
                     break
-                await trio.lowlevel.wait_readable(pidfd)
+                if pidfd is None:
+                    await trio.sleep(0.05)
+                else:
+                    await trio.lowlevel.wait_readable(pidfd)
         finally:
-            os.close(pidfd)
+            if pidfd is not None:
+                os.close(pidfd)
         if os.WIFSIGNALED(status):
             return None, os.WTERMSIG(status)
         return os.WEXITSTATUS(status), None

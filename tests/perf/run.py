@@ -62,6 +62,7 @@ def main(argv=None) -> int:
     results: dict[str, list[Result]] = {}
     took: dict[str, float] = {}
     t_all = time.monotonic()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
         for name in [n for n in RUN_ORDER if n in args.names]:
             print(f"- {name} ...", flush=True)
@@ -82,6 +83,7 @@ def main(argv=None) -> int:
     for name in results:
         for r in results[name]:
             r.params.setdefault("mode", mode)
+            r.params.setdefault("run_started", started)
             r.params.setdefault("bench_seconds", round(took[name], 1))
     print()
     print(table(rows))
