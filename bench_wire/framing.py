@@ -69,10 +69,10 @@ def decode_request(line: bytes):
     """
     try:
         return request_decoder.decode(line)
-    except msgspec.ValidationError as err:
+    except (msgspec.ValidationError, msgspec.DecodeError) as err:
         raise _classify(line, err) from None
-    except msgspec.DecodeError as err:
-        raise _classify(line, err) from None
+    except RecursionError:
+        raise _too_deep() from None
 
 
 def _classify(line: bytes, err: Exception) -> WireError:
@@ -84,6 +84,8 @@ def _classify(line: bytes, err: Exception) -> WireError:
         raw = msgspec.json.decode(line)
     except msgspec.DecodeError:
         return WireError("bad-json", f"the line is not valid JSON ({err})")
+    except RecursionError:
+        return _too_deep()
     if not isinstance(raw, dict):
         return WireError("not-object", "a request must be a JSON object, e.g. {\"verb\": \"hello\"}")
     verb = raw.get("verb")
@@ -96,6 +98,10 @@ def _classify(line: bytes, err: Exception) -> WireError:
     return WireError("bad-json", str(err))
 
 
+def _too_deep() -> WireError:
+    return WireError("bad-json", "the line nests JSON too deeply to be a request")
+
+
 def _verbs():
     from bench_wire.messages import VERBS
 
@@ -106,7 +112,7 @@ def request_id_of(line: bytes):
     """Best effort: the `id` of a line that failed to decode, to echo in the error."""
     try:
         raw = msgspec.json.decode(line)
-    except Exception:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if isinstance(raw, dict):
         rid = raw.get("id")

@@ -66,6 +66,8 @@ class Daemon:
         self.eventlog = EventLog(os.path.join(bench_dir, "events.jsonl"))
         self.index = Index(os.path.join(bench_dir, "index.sqlite"))
         self.committer = Committer(self.eventlog, self.index, self.hub.publish, bench_dir)
+        self.committer.on_lost = lambda events, err: self.log.error(
+            "events not logged", kinds=[type(e).__name__ for e in events], error=err.message)
         self.mailroom = Mailroom(os.path.join(bench_dir, "mail"), self.index, self.committer)
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
@@ -157,6 +159,8 @@ class Daemon:
                 self.connections -= 1
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+        except Exception:  # noqa: BLE001 - one connection's failure closes only it
+            self.log.exception("connection failed", pid=pid)
         finally:
             with trio.CancelScope(shield=True):
                 await stream.aclose()

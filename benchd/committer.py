@@ -139,6 +139,9 @@ class Op:
     def discard(self, ctx: "Committer") -> None:
         """Remove what prepare staged (the op failed)."""
 
+    def finish(self) -> None:
+        """After the batch, on the event loop: settle answers that depend on other ops."""
+
 
 class EventOp(Op):
     """Only events: e.g. session/spawned, agent/woken."""
@@ -159,6 +162,7 @@ class Committer:
         self._wakeup = trio.Event()
         self.batches = 0
         self.closed = False
+        self.on_lost: Callable | None = None  # told about events record() could not write
 
     async def submit(self, op: Op):
         """Queue the op, wait until its batch is durable; return its result or raise."""
@@ -170,6 +174,18 @@ class Committer:
         if op.error is not None:
             raise op.error
         return op.result
+
+    async def record(self, *events: Event) -> bool:
+        """Log events that no client is waiting on (a wake, an exit). Never raises: a
+        disk that refuses the log must not take a background task, or the daemon, down.
+        Returns whether the events were written."""
+        try:
+            await self.submit(EventOp(*events))
+            return True
+        except WireError as err:
+            if self.on_lost is not None:
+                self.on_lost(events, err)
+            return False
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -192,6 +208,7 @@ class Committer:
         if published:
             self._publish(published)
         for op in batch:
+            op.finish()
             op.done.set()
 
     def _commit_sync(self, batch: list[Op]) -> list[dict]:

@@ -97,7 +97,8 @@ class Index:
 
     def find_key_w(self, sender: str, key: str):
         return self.w.execute(
-            "SELECT handle, id FROM messages WHERE sender=? AND key=? LIMIT 1", (sender, key)
+            "SELECT handle, id, state FROM messages WHERE sender=? AND key=? LIMIT 1",
+            (sender, key),
         ).fetchone()
 
     def add(self, handle, mail_id, state, sender, subject, date, size, key) -> None:

@@ -118,19 +118,17 @@ class JobHost:
             )
         except (WireError, OSError) as err:
             reason = err.message if isinstance(err, WireError) else str(err)
-            await self.d.committer.submit(
-                EventOp(m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
-            )
+            await self.d.committer.record(
+                m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
             return False
         if res["to"] != mail.to.agent_id:
             # The key was taken by other mail (client keys may not start with outbox:,
             # so this is a bug, not a user error): never count it as this reply.
-            await self.d.committer.submit(EventOp(m.OutboxRetry(
-                key=mail.key, to=mail.to.agent_id, reason="the reply key names other mail")))
+            await self.d.committer.record(m.OutboxRetry(
+                key=mail.key, to=mail.to.agent_id, reason="the reply key names other mail"))
             return False
-        await self.d.committer.submit(
-            EventOp(m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"]))
-        )
+        await self.d.committer.record(
+            m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"]))
         return True
 
     # ------------------------------------------------------------ jobs
@@ -221,10 +219,9 @@ class JobHost:
             n = self.fanout.fan_out(job, outcome, content)
             self.outbox.mark_settled(session, str(outcome))
         mail = decode_agent_job(job).mail
-        await self.d.committer.submit(
-            EventOp(m.JobSettled(session=session, handle=handle, key=mail.key if mail else "",
-                                 outcome=str(outcome), replies=n, recovered=recovered))
-        )
+        await self.d.committer.record(
+            m.JobSettled(session=session, handle=handle, key=mail.key if mail else "",
+                         outcome=str(outcome), replies=n, recovered=recovered))
 
 
 async def report_verb(d, conn, caller, req: m.JobReport) -> None:

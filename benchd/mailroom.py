@@ -176,32 +176,36 @@ class SendOp(Op):
         self.reply_to, self.in_reply_to, self.live = reply_to, in_reply_to, live
         self.tmp: str | None = None
         self.final: str | None = None
+        self.dup_of: SendOp | None = None
         self.new_dirs: set[str] = set()
 
     def prepare(self, ctx: Committer) -> None:
         room: Mailroom = self.room
         seen = ctx._batch_keys
         if self.key is not None:
-            hit = seen.get((self.sender, self.key)) or ctx.index.find_key_w(self.sender, self.key)
+            first = seen.get((self.sender, self.key))
+            if first is not None:
+                # The same key earlier in this batch: this answer is that op's answer
+                # (or its failure), settled in finish() once the batch is done.
+                self.dup_of = first
+                return
+            hit = ctx.index.find_key_w(self.sender, self.key)
             if hit is not None:
-                handle, mail_id = hit
+                handle, mail_id, state = hit
+                live = room.is_live(handle)
                 self.result = {
                     "mail_id": mail_id,
-                    "path": room.path(handle, mail_id, UNREAD),
+                    "path": room.path(handle, mail_id, state),
                     "to": handle,
                     "key": self.key,
-                    "live": room.is_live(handle),
+                    "live": live,
                     "duplicate": True,
-                    "note": None if room.is_live(handle) else "no-live-session",
+                    "note": None if live else "no-live-session",
                 }
-                if not os.path.exists(self.result["path"]):
-                    self.result["path"] = room.path(handle, mail_id, READ)
-                self.events = []
                 return
         ms = now_ms()
         mail_id, _ = room.clock.next(ms)
         key = self.key or f"auto-{mail_id}"
-        seen[(self.sender, key)] = (self.to, mail_id)
         box = room.box(self.to)
         for sub in ("inbox", "read", "tmp"):
             d = os.path.join(box, sub)
@@ -232,6 +236,7 @@ class SendOp(Op):
         finally:
             os.close(fd)
         self.staged = (self.tmp,)  # made durable by the committer, with the batch's others
+        seen[(self.sender, key)] = self  # staged: a same-key resend now shares its fate
         self.meta = meta
         self.events = [
             MailSent(
@@ -265,6 +270,15 @@ class SendOp(Op):
     def discard(self, ctx: Committer) -> None:
         if self.tmp and os.path.exists(self.tmp):
             os.unlink(self.tmp)
+
+    def finish(self) -> None:
+        first = self.dup_of
+        if first is None:
+            return
+        if first.error is not None:
+            self.error = first.error
+        else:
+            self.result = dict(first.result, duplicate=True)
 
     def index(self, idx: Index) -> None:
         if self.final is None:

@@ -21,7 +21,6 @@ import trio
 
 from bench_wire import messages as m
 from benchd.bucket import TokenBucket
-from benchd.committer import EventOp
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -90,9 +89,9 @@ class Reactor:
             return
         c.capped[record["mail_id"]] = record["path"]
         self.d.nursery.start_soon(
-            self.d.committer.submit,
-            EventOp(m.WakeCapped(session=session.id, handle=session.handle,
-                                 mail_id=record["mail_id"], path=record["path"])),
+            self.d.committer.record,
+            m.WakeCapped(session=session.id, handle=session.handle,
+                         mail_id=record["mail_id"], path=record["path"]),
         )
         if not c.timer_armed:
             c.timer_armed = True
@@ -186,15 +185,15 @@ class Reactor:
                              else self.settle)
             before = term.screen_text()
             await term.write(b"\r")
-            await self.d.committer.submit(EventOp(woken))
+            await self.d.committer.record(woken)
             wait = self.enter_check
             for attempt in range(1, self.enter_retries + 1):
                 if term.eof or await self._screen_changes(term, before, wait):
                     return
                 await term.write(b"\r")
-                await self.d.committer.submit(EventOp(m.EnterRetried(
+                await self.d.committer.record(m.EnterRetried(
                     session=session.id, handle=session.handle, mail_id=woken.mail_id,
-                    attempt=attempt)))
+                    attempt=attempt))
                 wait *= 2
 
     @staticmethod

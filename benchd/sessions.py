@@ -30,7 +30,7 @@ from benchd.committer import EventOp
 from benchd.connection import Caller
 from benchd.names import OPERATOR, check_handle
 from benchd.reactor import Reactor
-from benchd.system import process_session_id
+from benchd.system import process_ancestors, process_session_id
 from benchd.terminal import Terminal
 
 KILL_GRACE = 3.0
@@ -149,8 +149,17 @@ class Sessions:
                     "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
                 )
             return Caller(s.handle, s)
+        if not self.by_leader:
+            return None
         sid = process_session_id(peer_pid)
         s = self.by_leader.get(sid) if sid is not None else None
+        if s is None:
+            # A descendant that left the pty's process session (setsid) is still the
+            # session's: look for the session's leader among its ancestors.
+            for pid in process_ancestors(peer_pid):
+                s = self.by_leader.get(pid)
+                if s is not None:
+                    break
         if s is not None and s.live:
             return Caller(s.handle, s)
         return None
@@ -262,14 +271,17 @@ class Sessions:
         while len(self.exited) > EXITED_KEPT:
             self.exited.popleft()
         s.term.close()
-        with trio.CancelScope(shield=True):
-            await self.d.committer.submit(
-                EventOp(m.SessionExited(session=s.id, handle=s.handle, pid=s.term.pid,
-                                        exit=code, signal=sig))
-            )
-            if self.jobs is not None and s.job is not None:
-                await self.jobs.settle(s)
-        s.exited.set()
+        try:
+            with trio.CancelScope(shield=True):
+                await self.d.committer.record(
+                    m.SessionExited(session=s.id, handle=s.handle, pid=s.term.pid, exit=code,
+                                    signal=sig))
+                if self.jobs is not None and s.job is not None:
+                    await self.jobs.settle(s)
+        except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
+            self.d.log.exception("settling a session failed", session=s.id)
+        finally:
+            s.exited.set()
 
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
         """SIGTERM to the process group, then SIGKILL; returns once settled."""
@@ -316,10 +328,16 @@ async def spawn(d, conn, caller, req: m.Spawn) -> None:
             s.state, s.exit = "exited", 127
             await jobs.settle(s)  # the job was promised a reply: it failed to start
         raise
-    await d.committer.submit(
-        EventOp(m.SessionSpawned(session=s.id, handle=s.handle, pid=s.term.pid, argv=s.argv,
-                                 job=s.job is not None))
-    )
+    try:
+        await d.committer.submit(
+            EventOp(m.SessionSpawned(session=s.id, handle=s.handle, pid=s.term.pid,
+                                     argv=s.argv, job=s.job is not None))
+        )
+    except WireError:
+        # Refused means nothing happened: end the child and close its job quietly.
+        s.cancelled = True
+        await sessions.end(s, grace=0.5)
+        raise
     await conn.send(m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid,
                               mail_id=mail_id))
 

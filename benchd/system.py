@@ -11,19 +11,36 @@ def peer_credentials(sock) -> tuple[int, int, int]:
     return struct.unpack("3i", raw)
 
 
-def process_session_id(pid: int) -> int | None:
-    """The session id (setsid) of a process, from /proc; None if it is gone."""
+def _stat_fields(pid: int) -> list[bytes] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return None
     # Field 2 (comm) may hold spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rfind(b")") + 2 :].split()
+    return stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
+
+
+def process_session_id(pid: int) -> int | None:
+    """The session id (setsid) of a process, from /proc; None if it is gone."""
+    fields = _stat_fields(pid)
     try:
-        return int(fields[3])  # state, ppid, pgrp, session
+        return int(fields[3]) if fields else None
     except (IndexError, ValueError):
         return None
+
+
+def process_ancestors(pid: int, limit: int = 64):
+    """The parent, grandparent, ... of a process (from /proc), up to init or `limit`."""
+    for _ in range(limit):
+        fields = _stat_fields(pid)
+        try:
+            pid = int(fields[1]) if fields else 0
+        except (IndexError, ValueError):
+            return
+        if pid <= 1:
+            return
+        yield pid
 
 
 def ensure_private_dir(path: str) -> None:
