@@ -192,8 +192,8 @@ class Daemon:
             )
             await self.sessions.start(nursery)
             await self.jobs.start(nursery)
+            await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
             nursery.start_soon(self._serve, listener)
-            nursery.start_soon(self._signals)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
             if ready_out is not None:
                 print(f"benchd ready pid={self.pid} socket={self.sock_path}", file=ready_out,
@@ -206,8 +206,9 @@ class Daemon:
         with self._serve_scope:
             await trio.serve_listeners(self.serve_client, [listener])
 
-    async def _signals(self) -> None:
+    async def _signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+            task_status.started()
             async for _ in sigs:
                 self.request_stop()
                 return

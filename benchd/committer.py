@@ -6,8 +6,9 @@ worker thread commits them as one batch:
 
   1. prepare  - each op stages its files in tmp/; then all of them are made durable
                 together (one syncfs of the filesystem when several are staged, else fsync)
-  2. publish  - each op renames its files into place; each touched directory fsynced once
-  3. log      - the batch's events appended to events.jsonl with one write and one fsync
+  2. publish  - each op renames its files into place
+  3. log      - the batch's events appended to events.jsonl with one write; the touched
+                directories and the log are then made durable together (one syncfs)
   4. index    - the index updated in one transaction
 
 and only then are the ops' callers answered. A failure in 1-2 fails that op alone; a
@@ -76,11 +77,27 @@ class StagedSync:
                 self._syncfs(self.root_fd)
                 return
         for p in paths:
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync_path(p)
+
+    def sync_dirs(self, dirs: set[str], log_fd: int) -> None:
+        """Directories whose entries changed, and the log just appended to: one syncfs
+        (when they share the filesystem), else an fsync of each."""
+        if self._syncfs is not None and os.fstat(log_fd).st_dev == self.root_dev and all(
+            os.stat(d).st_dev == self.root_dev for d in dirs
+        ):
+            self._syncfs(self.root_fd)
+            return
+        for d in sorted(dirs):
+            _fsync_path(d)
+        os.fsync(log_fd)
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:
@@ -119,6 +136,13 @@ class Op:
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.done = trio.Event()
+
+    async def wait(self):
+        """The op's result once its batch is durable, or its error raised."""
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
 
     staged: tuple[str, ...] = ()  # files prepare wrote, to be made durable before publish
 
@@ -164,16 +188,17 @@ class Committer:
         self.closed = False
         self.on_lost: Callable | None = None  # told about events record() could not write
 
-    async def submit(self, op: Op):
-        """Queue the op, wait until its batch is durable; return its result or raise."""
+    def enqueue(self, op: Op) -> None:
+        """Queue the op for the next batch; `await op.wait()` for its answer."""
         if self.closed:
             raise WireError("shutting-down", "the daemon is stopping")
         self._pending.append(op)
         self._wakeup.set()
-        await op.done.wait()
-        if op.error is not None:
-            raise op.error
-        return op.result
+
+    async def submit(self, op: Op):
+        """Queue the op, wait until its batch is durable; return its result or raise."""
+        self.enqueue(op)
+        return await op.wait()
 
     async def record(self, *events: Event) -> bool:
         """Log events that no client is waiting on (a wake, an exit). Never raises: a
@@ -236,10 +261,13 @@ class Committer:
             except Exception as err:  # noqa: BLE001
                 self._fail(op, err)
         try:
-            for d in sorted(dirs):
-                fsync_dir(d)
             lines, records, seq = self._encode_events(published)
-            self.log.append(lines)
+            if dirs:
+                # The renames (directory entries) and the log append, made durable together.
+                self.log.append(lines, flush=lambda: self.staged_sync.sync_dirs(
+                    dirs, self.log.fd))
+            else:
+                self.log.append(lines)
             self.log.last_seq = seq
         except Exception as err:  # noqa: BLE001
             for op in published:

@@ -43,6 +43,7 @@ class Connection:
         self.lines: list[bytes] = []
         self.send_lock = trio.Lock()
         self.closed = False
+        self._peer_caller: Caller | None = None
 
     async def send(self, msg: Response) -> None:
         data = _encoder.encode(msg) + b"\n"
@@ -86,7 +87,14 @@ class Connection:
                 await self.send_error(request_id_of(line), err.code, err.message)
 
     def caller(self, req: Request) -> Caller:
-        return self.daemon.identify(req.token, self.peer_pid)
+        if req.token is not None:
+            return self.daemon.identify(req.token, self.peer_pid)
+        # The peer process of a connection never changes: derive it once (a /proc walk),
+        # then only check that its session is still live.
+        cached = self._peer_caller
+        if cached is None or (cached.session is not None and not cached.session.live):
+            cached = self._peer_caller = self.daemon.identify(None, self.peer_pid)
+        return cached
 
     async def serve(self) -> None:
         log = self.daemon.log

@@ -76,8 +76,10 @@ class EventLog:
                     last = max(last, s)
         return last
 
-    def append(self, lines: list[bytes]) -> None:
-        """Write and fsync encoded lines (each ending in a newline). Raises OSError."""
+    def append(self, lines: list[bytes], flush=None) -> None:
+        """Write encoded lines (each ending in a newline) and make them durable: fsync,
+        or `flush()` when the caller flushes the log together with other files (the
+        committer's group commit). Raises OSError, leaving no partial append behind."""
         if not lines:
             return
         faults.check("eventlog")
@@ -88,7 +90,10 @@ class EventLog:
             while view:
                 n = os.write(self.fd, view)
                 view = view[n:]
-            os.fsync(self.fd)
+            if flush is None:
+                os.fsync(self.fd)
+            else:
+                flush()
         except OSError:
             # Take back a partial append so no torn line sits in the middle of the log;
             # if even that fails, readers skip the fragment and seq stays monotonic.

@@ -104,31 +104,45 @@ class JobHost:
                 if not report.more:
                     break
 
-    async def _post(self, mail: JobMail) -> bool:
+    def _post(self, mail: JobMail):
+        """The post port. The delivery is queued at once (so a page of replies shares one
+        commit); the returned coroutine answers whether it was accepted."""
         outcome = "reply"
         for line in mail.content.split("\n", 4)[:4]:
             if line.startswith("outcome: "):
                 outcome = line[len("outcome: "):]
+        task_key = mail.key.rpartition(":reply:")[0][len("outbox:"):]
+        to = mail.to.agent_id
         try:
             faults.check("post")
-            res = await self.d.mailroom.send(
-                mail.from_.agent_id, mail.to.agent_id, mail.content,
-                subject=f"job {outcome}: {mail.key.rpartition(':reply:')[0][len('outbox:'):]}"[:200],
-                key=mail.key,
-            )
+            op = self.d.mailroom.make_send(mail.from_.agent_id, to, mail.content,
+                                           subject=f"job {outcome}: {task_key}"[:200],
+                                           key=mail.key)
+            op.also_log = lambda mail_id: [m.OutboxPosted(key=mail.key, to=to, mail_id=mail_id)]
+            self.d.committer.enqueue(op)
         except (WireError, OSError) as err:
-            reason = err.message if isinstance(err, WireError) else str(err)
-            await self.d.committer.record(
-                m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
-            return False
+            return self._refused(mail, err)
+        return self._answer(mail, op)
+
+    async def _refused(self, mail: JobMail, err: Exception) -> bool:
+        reason = err.message if isinstance(err, WireError) else str(err)
+        await self.d.committer.record(m.OutboxRetry(key=mail.key, to=mail.to.agent_id,
+                                                    reason=reason))
+        return False
+
+    async def _answer(self, mail: JobMail, op) -> bool:
+        try:
+            res = await op.wait()
+        except WireError as err:
+            return await self._refused(mail, err)
         if res["to"] != mail.to.agent_id:
             # The key was taken by other mail (client keys may not start with outbox:,
             # so this is a bug, not a user error): never count it as this reply.
-            await self.d.committer.record(m.OutboxRetry(
-                key=mail.key, to=mail.to.agent_id, reason="the reply key names other mail"))
-            return False
-        await self.d.committer.record(
-            m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"]))
+            return await self._refused(mail, WireError("internal", "the reply key names other mail"))
+        if res["duplicate"]:
+            # Delivered before a crash, its receipt lost: the mailroom knew the key.
+            await self.d.committer.record(
+                m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"]))
         return True
 
     # ------------------------------------------------------------ jobs

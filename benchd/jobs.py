@@ -672,6 +672,11 @@ class FanOut:
         report = DrainReport()
         rows = self._outbox.list(self.page_size, self._cursor)
         start = self._now()
+        # Call post for every due row of the page first, then await the answers in key
+        # order: a host whose post starts its work when called (the daemon queues the
+        # delivery at once) then delivers the whole page in one batch. For a host whose
+        # post is a plain coroutine this is the same as posting one by one.
+        calls: list[tuple[str, _Pending, Any]] = []
         for key, value in rows:
             row = _parse_row(value)
             if row is _RECEIPT:
@@ -685,19 +690,33 @@ class FanOut:
                 self._owe(row.due)
                 continue
             try:
-                accepted = await self._post(row.mail)
+                call = self._post(row.mail)
             except Exception:
-                # A failing recipient must not stop the others; it is retried later.
-                accepted = False
-            now = self._now()
-            if accepted is True:
-                self._outbox.put(key, _receipt_row(now))
-                report.posted += 1
-            else:
-                due = now + self.backoff_ms(row.attempts)
-                self._outbox.put(key, _pending_row(row.mail, row.attempts + 1, due))
-                report.retried += 1
-                self._owe(due)
+                call = None  # refused on the spot; retried later like any refusal
+            calls.append((key, row, call))
+        try:
+            for i, (key, row, call) in enumerate(calls):
+                try:
+                    accepted = (await call) if call is not None else False
+                except Exception:
+                    # A failing recipient must not stop the others; it is retried later.
+                    accepted = False
+                calls[i] = (key, row, None)
+                now = self._now()
+                if accepted is True:
+                    self._outbox.put(key, _receipt_row(now))
+                    report.posted += 1
+                else:
+                    due = now + self.backoff_ms(row.attempts)
+                    self._outbox.put(key, _pending_row(row.mail, row.attempts + 1, due))
+                    report.retried += 1
+                    self._owe(due)
+        finally:
+            # Cancelled part-way: close what was never awaited (those rows stay pending).
+            for _key, _row, call in calls:
+                close = getattr(call, "close", None)
+                if close is not None:
+                    close()
         if len(rows) >= self.page_size:
             # Possibly more rows: continue from here at once, on a fresh wake, so one
             # drain call stays bounded.

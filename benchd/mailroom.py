@@ -44,7 +44,14 @@ class Mailroom:
 
     # ------------------------------------------------------------ send
 
-    async def send(
+    async def send(self, sender: str, to: str, body: str, subject: str = "",
+                   key: str | None = None, reply_to: list[str] | None = None,
+                   in_reply_to: str | None = None) -> dict:
+        """Deliver one message; the answer once it is durable (or a WireError)."""
+        op = self.make_send(sender, to, body, subject, key, reply_to, in_reply_to)
+        return await self.committer.submit(op)
+
+    def make_send(
         self,
         sender: str,
         to: str,
@@ -53,7 +60,8 @@ class Mailroom:
         key: str | None = None,
         reply_to: list[str] | None = None,
         in_reply_to: str | None = None,
-    ) -> dict:
+    ) -> "SendOp":
+        """Validate a send and make its op (not yet queued)."""
         check_handle(to, "recipient")
         for h in reply_to or []:
             check_handle(h, "reply-to")
@@ -79,9 +87,8 @@ class Mailroom:
             if not key or len(key) > KEY_CHARS or frontmatter.check_subject(key):
                 raise WireError("bad-key", f"a key is 1-{KEY_CHARS} characters without control characters")
         live = self.is_live(to)
-        op = SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to, live)
-        result = await self.committer.submit(op)
-        return result
+        return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to,
+                      live)
 
     # ------------------------------------------------------------ list
 
@@ -177,6 +184,8 @@ class SendOp(Op):
         self.tmp: str | None = None
         self.final: str | None = None
         self.dup_of: SendOp | None = None
+        # More events for the same commit, given the new id (a job reply's outbox/posted).
+        self.also_log: Callable[[str], list] | None = None
         self.new_dirs: set[str] = set()
 
     def prepare(self, ctx: Committer) -> None:
@@ -244,6 +253,8 @@ class SendOp(Op):
                 live=self.live,
             )
         ]
+        if self.also_log is not None:
+            self.events += self.also_log(mail_id)
         self.result = {
             "mail_id": mail_id,
             "path": self.final,

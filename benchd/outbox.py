@@ -1,11 +1,17 @@
 """The durable outbox: SQLite (WAL, synchronous=FULL) in BENCH_DIR/outbox.sqlite.
 
+Durability per write: settlements (the replies owed and the job's settled mark) and new
+jobs commit with synchronous=FULL, in one transaction each. The drain's own writes
+(receipts, retry times) commit with synchronous=NORMAL: losing one to a power cut only
+means a reply is posted again, and the mailroom recognises its key and writes nothing.
+WAL keeps the order: a later FULL commit makes every earlier one durable too.
+
 Why SQLite and not files: a settlement writes one row per replyTo address and marks
 the job settled, and those must land together (a crash must not leave the job
 settled with half its replies written, nor replies written for a job that will be
 settled again with other content). One transaction gives that with a single fsync,
 and `list(limit, after_key)` is an ordered index scan. synchronous=FULL because,
-unlike the mail index, nothing else on disk can rebuild these rows.
+unlike the mail index, nothing else on disk can rebuild the rows a settlement writes.
 
 Tables: `rows` (the fan-out core's outbox port: key -> value), `jobs` (a job per
 session: the queued job's JSON, the content reported so far, and whether it settled).
@@ -31,7 +37,7 @@ class SqliteOutbox:
     def __init__(self, path: str):
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
 
     def close(self) -> None:
@@ -62,11 +68,16 @@ class SqliteOutbox:
     # ------------------------------------------------------------ transactions
 
     def __enter__(self):
+        """A durable transaction (synchronous=FULL): settlements, new jobs, reports."""
+        self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("BEGIN IMMEDIATE")
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.db.execute("PRAGMA synchronous=NORMAL")
 
     # ------------------------------------------------------------ jobs
 
