@@ -228,7 +228,13 @@ class Committer:
             await self._commit(batch)
 
     async def _commit(self, batch: list[Op]) -> None:
-        published = await trio.to_thread.run_sync(self._commit_sync, batch)
+        if len(batch) == 1:
+            # A lone op: the thread hand-off would cost more than it frees; whatever
+            # arrives meanwhile waits in the socket buffers and forms the next batch.
+            published = self._commit_sync(batch)
+        else:
+            # Many: flush in a worker so the loop reads the next batch meanwhile.
+            published = await trio.to_thread.run_sync(self._commit_sync, batch)
         self.batches += 1
         if published:
             self._publish(published)

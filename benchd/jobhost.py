@@ -60,13 +60,16 @@ class JobHost:
         self._wake_at = math.inf
         self._poke = trio.Event()
         self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
+        self._settling: list[tuple] = []  # settlements waiting for the next transaction
         self._stopping = False
 
     async def start(self, nursery) -> None:
         # Jobs whose sessions died with the previous daemon: their outcome is unknown.
         for session, handle, job_json, content in self.outbox.running_jobs():
-            await self._settle_job(session, handle, Job.from_json(job_json), Outcome.OUTCOME_UNKNOWN,
-                                   content, recovered=True)
+            self._settling.append((session, handle, Job.from_json(job_json),
+                                   Outcome.OUTCOME_UNKNOWN, content, True, trio.Event()))
+        if self._settling:
+            await self._settle_batch()
         self._schedule_wake(now_ms())
         nursery.start_soon(self._timer)
 
@@ -228,14 +231,35 @@ class JobHost:
         await self._settle_job(s.id, s.handle, s.job, outcome, content)
 
     async def _settle_job(self, session, handle, job: Job, outcome, content, recovered=False):
-        # Replies and the settled mark in one transaction: all or nothing.
-        with self.outbox:
-            n = self.fanout.fan_out(job, outcome, content)
-            self.outbox.mark_settled(session, str(outcome))
-        mail = decode_agent_job(job).mail
-        await self.d.committer.record(
-            m.JobSettled(session=session, handle=handle, key=mail.key if mail else "",
-                         outcome=str(outcome), replies=n, recovered=recovered))
+        """Settle one job; settlements arriving together share one durable transaction."""
+        done = trio.Event()
+        self._settling.append((session, handle, job, outcome, content, recovered, done))
+        if len(self._settling) == 1:
+            self.d.nursery.start_soon(self._settle_batch)
+        await done.wait()
+
+    async def _settle_batch(self) -> None:
+        await trio.lowlevel.checkpoint()  # let the exits that arrive together queue up
+        batch, self._settling = self._settling, []
+        events = []
+        try:
+            # Each job's replies and its settled mark in one transaction: all or nothing
+            # (and one fsync for the whole batch).
+            with self.outbox:
+                for session, handle, job, outcome, content, recovered, _done in batch:
+                    n = self.fanout.fan_out(job, outcome, content)
+                    self.outbox.mark_settled(session, str(outcome))
+                    mail = decode_agent_job(job).mail
+                    events.append(m.JobSettled(
+                        session=session, handle=handle, key=mail.key if mail else "",
+                        outcome=str(outcome), replies=n, recovered=recovered))
+        except Exception:  # noqa: BLE001 - still running in the outbox: settled next start
+            self.d.log.exception("settling jobs failed", sessions=[b[0] for b in batch])
+        finally:
+            if events:
+                await self.d.committer.record(*events)
+            for *_rest, done in batch:
+                done.set()
 
 
 async def report_verb(d, conn, caller, req: m.JobReport) -> None:

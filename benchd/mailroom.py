@@ -30,6 +30,7 @@ class Mailroom:
         self.index = index
         self.committer = committer
         self.clock = IdClock(index.newest_id_w())
+        self.boxes: set[str] = set()  # mailboxes known to exist (saves stat calls per send)
         # Who hosts a live session; set by the daemon once sessions exist.
         self.is_live: Callable[[str], bool] = lambda handle: False
 
@@ -216,13 +217,15 @@ class SendOp(Op):
         mail_id, _ = room.clock.next(ms)
         key = self.key or f"auto-{mail_id}"
         box = room.box(self.to)
-        for sub in ("inbox", "read", "tmp"):
-            d = os.path.join(box, sub)
-            if not os.path.isdir(d):
-                if not os.path.isdir(box):
-                    self.new_dirs |= {room.root, box}
-                os.makedirs(d, mode=0o700, exist_ok=True)
-                self.new_dirs.add(box)
+        if self.to not in room.boxes:  # a mailbox is made on first delivery
+            for sub in ("inbox", "read", "tmp"):
+                d = os.path.join(box, sub)
+                if not os.path.isdir(d):
+                    if not os.path.isdir(box):
+                        self.new_dirs |= {room.root, box}
+                    os.makedirs(d, mode=0o700, exist_ok=True)
+                    self.new_dirs.add(box)
+            room.boxes.add(self.to)
         meta = {
             "id": mail_id,
             "from": self.sender,

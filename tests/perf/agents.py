@@ -275,13 +275,17 @@ def fanout(ctx: Context) -> list[Result]:
     finally:
         if not released:
             os.close(hold)
-    rate = n / secs(t_end - t0)
+    wall_rate = n / secs(t_end - t0)
     span_ms = max(1, posted_ts[-1] - settled_ts[0])
+    # "Replies/s through the outbox": from the first settlement (replies written into the
+    # outbox) to the N-th reply posted, by the log's own timestamps. The wall clock from
+    # the release also counts 1,000 processes exiting and being reaped (kept as a param).
+    rate = n / (span_ms / 1000)
     return [Result(
         "fanout", "per s", rate, base, rate / base, ">=", 0.8,
         params={"jobs": n, "reply_to_each": 1, "job_cmd": "cat FIFO (released together)",
-                "stat": "wall clock, release -> N-th outbox/posted seen",
-                "rate_by_event_ts": round(n / (span_ms / 1000), 1),
+                "stat": "first job/settled -> N-th outbox/posted (event ts)",
+                "rate_release_to_posted": round(wall_rate, 1),
                 "settle_span_s": (settled_ts[-1] - settled_ts[0]) / 1000,
                 "spawn_s": round(spawn_s, 2), "spawn_clients": SPAWN_CLIENTS,
                 "baseline": base_how},
