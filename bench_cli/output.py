@@ -38,7 +38,7 @@ def listing(a: dict, state: str) -> str:
     rows = []
     for msg in msgs:
         rows.append(
-            f"{msg['mail_id']}  {msg['state']:<6}  {msg['sender']:<16}  "
+            f"{msg['mail_id']}  {msg['state']:<6}  {msg['from']:<16}  "
             f"{msg['size']:>7}  {msg['subject']}"
         )
     shown = len(msgs)
@@ -51,7 +51,7 @@ def listing(a: dict, state: str) -> str:
 def message(a: dict) -> str:
     head = [
         f"id:      {a['mail_id']}",
-        f"from:    {a['sender']}",
+        f"from:    {a['from']}",
         f"to:      {a['to']}",
         f"subject: {a['subject']}",
         f"date:    {a['date']}",

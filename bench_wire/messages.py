@@ -231,7 +231,7 @@ class SendOk(Response, tag="mail/send"):
 
 class MessageMeta(msgspec.Struct, kw_only=True):
     mail_id: str
-    sender: str
+    sender: str = msgspec.field(name="from")
     subject: str
     date: str
     state: Literal["unread", "read"]
@@ -249,7 +249,7 @@ class ListOk(Response, tag="mail/list"):
 
 class ReadOk(Response, tag="mail/read"):
     mail_id: str
-    sender: str
+    sender: str = msgspec.field(name="from")
     to: str
     subject: str
     date: str
@@ -393,7 +393,7 @@ class SessionExited(Event, tag="session/exited"):
 
 class MailSent(Event, tag="mail/sent"):
     mail_id: str
-    sender: str
+    sender: str = msgspec.field(name="from")
     to: str
     path: str
     key: str
@@ -413,7 +413,7 @@ class AgentWoken(Event, tag="agent/woken"):
     handle: str
     mail_id: str | None
     path: str | None
-    sender: str | None = None
+    sender: str | None = msgspec.field(default=None, name="from")
     digest: int = 0
 
 

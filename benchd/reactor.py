@@ -84,7 +84,7 @@ class Reactor:
         c = self.courier(session.handle)
         now = time.monotonic()
         if c.bucket.take(now):
-            session.wakes.append(Wake(record["mail_id"], record["sender"]))
+            session.wakes.append(Wake(record["mail_id"], record["from"]))
             session.poke()
             return
         c.capped[record["mail_id"]] = record["path"]

@@ -294,9 +294,9 @@ def test_json_answers_carry_the_contract_fields(daemon):
     assert {"mail_id", "path", "to", "live", "duplicate"} <= set(s)
     lst = daemon.ok("mail", "list", "--handle", "bob")
     assert {"messages", "total", "cap", "truncated"} <= set(lst)
-    assert {"mail_id", "sender", "subject", "date", "state"} <= set(lst["messages"][0])
+    assert {"mail_id", "from", "subject", "date", "state"} <= set(lst["messages"][0])
     rd = daemon.ok("mail", "read", "--handle", "bob")
-    assert {"mail_id", "sender", "to", "subject", "date", "body", "path"} <= set(rd)
+    assert {"mail_id", "from", "to", "subject", "date", "body", "path"} <= set(rd)
     ps = daemon.ok("ps")
     assert ps["sessions"] == []
     st = daemon.ok("status")

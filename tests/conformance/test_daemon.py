@@ -168,7 +168,7 @@ def test_event_log_lines(daemon):
     sent = [e for e in events if e["kind"] == "mail/sent"]
     assert len(sent) == 1
     assert sent[0]["mail_id"] == a["mail_id"] and sent[0]["to"] == "bob"
-    assert sent[0]["sender"] == "operator" and sent[0]["path"] == a["path"]
+    assert sent[0]["from"] == "operator" and sent[0]["path"] == a["path"]
     assert sent[0]["key"] == a["key"]
     read = [e for e in events if e["kind"] == "mail/read"]
     assert len(read) == 1 and read[0]["mail_id"] == a["mail_id"]

@@ -150,7 +150,7 @@ def test_completed_reply_has_the_exact_header_and_content(daemon, tmp_path):
 
     got = daemon.ok("mail", "read", "--handle", "parent", posted["mail_id"])
     assert got["body"] == header("completed", "child", a["session"]) + "all done: 42"
-    assert got["sender"] == "child" and got["to"] == "parent"
+    assert got["from"] == "child" and got["to"] == "parent"
     assert "completed" in got["subject"]
     assert got["key"] == "outbox:task-1:reply:0"
 
@@ -175,7 +175,7 @@ def test_a_live_parent_is_woken_by_its_reply(daemon, tmp_path):
     job(daemon, tmp_path, "child", "bench report 'woken?'")
     posted = posted_to(daemon, "parent")
     woken = daemon.wait_event("agent/woken", lambda e: e.get("mail_id") == posted["mail_id"])
-    assert woken["handle"] == "parent" and woken["sender"] == "child"
+    assert woken["handle"] == "parent" and woken["from"] == "child"
     daemon.ok("kill", "parent")
 
 
@@ -195,7 +195,7 @@ def test_a_failed_child_replies_interrupted(daemon, tmp_path, script, exit_code,
     posted_to(daemon, "parent")
     got = daemon.ok("mail", "read", "--handle", "parent")
     assert got["body"] == header("interrupted", "child", a["session"]) + "half of it"
-    assert "interrupted" in got["subject"] and got["sender"] == "child"
+    assert "interrupted" in got["subject"] and got["from"] == "child"
 
 
 def test_a_plain_kill_is_not_a_cancel_it_replies_interrupted(daemon, tmp_path):
@@ -337,7 +337,7 @@ def test_a_plain_spawn_sends_nothing_and_settles_no_job(daemon, tmp_path):
     assert ex["exit"] == 0
     barrier(daemon, tmp_path, "plain")
     assert [e for e in daemon.events(kind="job/settled") if e["handle"] == "plain"] == []
-    assert [e for e in daemon.events(kind="mail/sent") if e["sender"] == "plain"] == []
+    assert [e for e in daemon.events(kind="mail/sent") if e["from"] == "plain"] == []
     spawned = daemon.wait_event("session/spawned", lambda e: e["handle"] == "plain")
     assert spawned["job"] is False
 
@@ -353,7 +353,7 @@ def test_a_job_without_reply_to_settles_quietly(daemon, tmp_path):
     st = settled(daemon, "child")
     assert st["outcome"] == "completed" and st["replies"] == 0
     barrier(daemon, tmp_path, "noreply")
-    assert [e for e in daemon.events(kind="mail/sent") if e["sender"] == "child"] == []
+    assert [e for e in daemon.events(kind="mail/sent") if e["from"] == "child"] == []
 
 
 # ------------------------------------------------------------------ 7. the task mail
@@ -365,9 +365,9 @@ def test_the_task_mail_reaches_the_child_from_the_operator_with_its_key(daemon, 
             subject="counting job")
     assert a["mail_id"]
     sent = daemon.wait_event("mail/sent", lambda e: e["mail_id"] == a["mail_id"])
-    assert sent["sender"] == "operator" and sent["to"] == "child" and sent["key"] == "task-7"
+    assert sent["from"] == "operator" and sent["to"] == "child" and sent["key"] == "task-7"
     got = daemon.ok("mail", "read", "--handle", "child", a["mail_id"])
-    assert got["sender"] == "operator" and got["to"] == "child"
+    assert got["from"] == "operator" and got["to"] == "child"
     assert got["key"] == "task-7" and got["body"] == task and got["subject"] == "counting job"
     assert got["reply_to"] == ["parent"]
     (msg,) = mailbox(daemon, "child")
@@ -387,7 +387,7 @@ def test_the_child_reads_its_task_from_its_own_mailbox(daemon, tmp_path):
     posted_to(daemon, "parent")
     task = json.loads(out.read_text())
     assert task["mail_id"] == a["mail_id"] and task["body"] == "find the answer"
-    assert task["sender"] == "operator"
+    assert task["from"] == "operator"
 
 
 @pytest.mark.parametrize("key", [

@@ -8,7 +8,7 @@ import yaml
 
 DATE_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-\d{4}")
-META_KEYS = {"mail_id", "sender", "subject", "date", "state", "size"}
+META_KEYS = {"mail_id", "from", "subject", "date", "state", "size"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -183,7 +183,7 @@ def test_mail_to_operator(daemon):
     assert listed["handle"] == "operator"
     assert [m["mail_id"] for m in listed["messages"]] == [a["mail_id"]]
     got = daemon.ok("mail", "read")
-    assert got["body"] == "hi me" and got["to"] == "operator" and got["sender"] == "operator"
+    assert got["body"] == "hi me" and got["to"] == "operator" and got["from"] == "operator"
 
 
 def test_operator_reads_another_mailbox_with_handle(daemon):
@@ -273,7 +273,7 @@ def test_list_is_metadata_only_with_default_cap(daemon):
     assert [m["mail_id"] for m in a["messages"]] == ids[:50]
     for m in a["messages"]:
         assert set(m) == META_KEYS, m
-        assert m["sender"] == "operator" and m["state"] == "unread"
+        assert m["from"] == "operator" and m["state"] == "unread"
         assert DATE_RE.fullmatch(m["date"])
     assert a["messages"][3]["subject"] == "s3"
     assert a["messages"][3]["size"] == len("SECRET-BODY-3")
@@ -336,7 +336,7 @@ def test_read_retires_and_never_deletes(daemon):
     assert got["retired"] is True
     assert got["path"] == read_path
     assert got["body"] == "the body\n" and got["subject"] == "subj"
-    assert got["sender"] == "operator" and got["to"] == "alice"
+    assert got["from"] == "operator" and got["to"] == "alice"
     assert got["mail_id"] == a["mail_id"] and DATE_RE.fullmatch(got["date"])
     assert not os.path.exists(inbox_path)
     assert os.path.exists(read_path)

@@ -271,7 +271,7 @@ def test_events_follow_delivers_live(daemon):
             ev = frame["event"]
             if ev["kind"] == "mail/sent":
                 break
-        assert ev["mail_id"] == a["mail_id"] and ev["to"] == "bob" and ev["sender"] == "operator"
+        assert ev["mail_id"] == a["mail_id"] and ev["to"] == "bob" and ev["from"] == "operator"
         assert ev["seq"] > first["event"]["seq"]
         daemon.ok("mail", "read", "--handle", "bob")
         ev = f.recv()["event"]

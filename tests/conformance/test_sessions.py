@@ -137,7 +137,7 @@ def test_identity_a_session_is_itself(daemon, tmp_path):
     wait_screen(daemon, "alice", "finished")
     assert json.loads(open(f"{out}.1").read())["ok"]
     assert json.loads(open(f"{out}.2").read())["ok"]
-    senders = {m["sender"] for m in daemon.ok("mail", "list", "--handle", "bob")["messages"]}
+    senders = {m["from"] for m in daemon.ok("mail", "list", "--handle", "bob")["messages"]}
     assert senders == {"alice"}  # with or without its token, it speaks as itself
     assert json.loads(open(f"{out}.3").read())["error"]["code"] == "forbidden"
     assert json.loads(open(f"{out}.4").read())["error"]["code"] == "bad-token"

@@ -78,7 +78,7 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     # The reply owed by the job: the header, then the reported content.
     reply = d.wait_until(
         lambda: [m for m in d.ok("mail", "list", "--handle", "operator")["messages"]
-                 if m["sender"] == "skiller" and m["subject"].startswith("job ")],
+                 if m["from"] == "skiller" and m["subject"].startswith("job ")],
         30, "the job's reply")
     body = d.ok("mail", "read", reply[0]["mail_id"], "--handle", "operator")["body"]
     assert body == (

@@ -106,7 +106,7 @@ def timeline(events: list[dict], kinds: set[str] | None = None) -> str:
         rel = (e["ts"] - t0) / 1000
         k = e["kind"]
         if k == "mail/sent":
-            what = f"{e['sender']} -> {e['to']}  {e['mail_id']}"
+            what = f"{e['from']} -> {e['to']}  {e['mail_id']}"
         elif k == "agent/woken":
             what = f"{e['handle']} woken: {os.path.basename(e['path'] or '')}"
             if e.get("digest"):

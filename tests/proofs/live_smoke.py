@@ -35,13 +35,13 @@ def smoke(bench: Bench) -> None:
     step(4, f"wake seen: {woken['handle']} got a line with {woken['path']}")
     reply = wait_for(
         lambda: [m for m in bench.run("mail", "list", "--handle", "operator")["messages"]
-                 if m["sender"] == name],
+                 if m["from"] == name],
         30, f"{name}'s answer to the operator",
     )[0]
     got = bench.run("mail", "read", reply["mail_id"], "--handle", "operator")
     if got["body"].strip() != "number 42":
         raise ProofFailed(f"{name} answered {got['body']!r}, expected 'number 42'")
-    step(5, f"read: {got['body'].strip()!r} from {got['sender']} ({got['path']})")
+    step(5, f"read: {got['body'].strip()!r} from {got['from']} ({got['path']})")
     bench.run("kill", name)
     exited = wait_for(
         lambda: [e for e in bench.events(since) if e["kind"] == "session/exited"

@@ -35,7 +35,7 @@ def check_trail(events: list[dict], names: list[str]) -> None:
     """mail/sent -> agent/woken per hop, in ring order, then the operator's mail/read."""
     chain = ["operator", *names, "operator"]
     sent = [e for e in events if e["kind"] == "mail/sent"]
-    hops = [(e["sender"], e["to"]) for e in sent]
+    hops = [(e["from"], e["to"]) for e in sent]
     want = list(zip(chain, chain[1:], strict=False))
     if hops != want:
         raise ProofFailed(f"the mail went {hops}, not {want}")
@@ -80,7 +80,7 @@ def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str]) 
             got = bench.run("mail", "read", listing[0]["mail_id"], "--handle", "operator")
             elapsed = time.monotonic() - t0
             body = got["body"].strip()
-            print(f"collected {body!r} from {got['sender']} after {elapsed:.2f}s")
+            print(f"collected {body!r} from {got['from']} after {elapsed:.2f}s")
             want = f"number {SEED + len(names)}"
             if body != want:
                 raise ProofFailed(f"collected {body!r}, expected {want!r}")

@@ -169,7 +169,7 @@ def test_a_session_speaks_only_as_itself(daemon, tmp_path):
     by_key = {m["meta"]["key"]: m for m in scan.messages}
     assert by_key["f1"]["meta"]["from"] == "alice" and by_key["f1"]["body"] == b"no token"
     assert by_key["f2"]["meta"]["from"] == "alice" and by_key["f2"]["body"] == b"with token"
-    assert [e["sender"] for e in d.events(kind="mail/sent") if e["key"] in ("f1", "f2")] == [
+    assert [e["from"] for e in d.events(kind="mail/sent") if e["key"] in ("f1", "f2")] == [
         "alice", "alice"]
     # 3-7: another's mailbox can be neither listed nor read, by handle or by id.
     assert code[3:7] == ["forbidden"] * 4, ans[3:7]
