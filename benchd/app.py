@@ -96,7 +96,14 @@ class Daemon:
             and self.index.get_meta("last_seq") == str(self.eventlog.last_seq)
         )
         self.recovered = not clean and (not self.index.fresh or os.path.isdir(mail_root))
-        events = [] if clean else reconcile(mail_root, self.index)
+        events = []
+        if not clean:
+            # Mail the log already announced but the index missed (a kill between the log
+            # append and the index commit) needs no second, "recovered" mail/sent.
+            since = int(self.index.get_meta("last_seq") or 0)
+            logged = {e.get("mail_id") for e in self.eventlog.read_since(since)
+                      if e.get("kind") == "mail/sent"}
+            events = reconcile(mail_root, self.index, logged)
         self.index.set_meta("clean", "0")  # until the next clean stop says otherwise
         self.mailroom.clock = type(self.mailroom.clock)(self.index.newest_id_w())
         return events

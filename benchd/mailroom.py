@@ -359,11 +359,12 @@ def clean_staging(root: str) -> int:
     return removed
 
 
-def reconcile(root: str, index: Index) -> list[MailSent]:
+def reconcile(root: str, index: Index, logged: set | frozenset = frozenset()) -> list[MailSent]:
     """Make the index agree with the files (names listed; only unknown files are read).
 
     Returns a mail/sent event (recovered=True) for each message found on disk that the
-    index did not know: delivered just before a crash, before its event was logged.
+    index did not know and whose mail/sent is not in `logged`: delivered just before a
+    crash, before its event was logged.
     """
     recovered: list[MailSent] = []
     handles = set(index.handles_w())
@@ -394,6 +395,8 @@ def reconcile(root: str, index: Index) -> list[MailSent]:
                     continue  # not ours; left alone, never indexed
                 index.add(handle, mail_id, state, meta["from"], meta.get("subject", ""),
                           meta["date"], len(body), meta["key"])
+                if mail_id in logged:
+                    continue
                 recovered.append(
                     MailSent(mail_id=mail_id, sender=meta["from"], to=handle, path=path,
                              key=meta["key"], recovered=True)
