@@ -26,6 +26,20 @@ STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
 FAST = ["--idle-gate", "0.3", "--paste-settle", "0.05", "--enter-check", "0.4"]
 
 
+def wait_for(fn, timeout: float = 30.0, what: str = "condition"):
+    """Poll fn until it returns something truthy (that value), or fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
 class Result:
     def __init__(self, proc: subprocess.CompletedProcess):
         self.rc = proc.returncode
@@ -156,16 +170,7 @@ class Benchd:
         return evs[-1]["seq"] if evs else 0
 
     def wait_until(self, fn, timeout: float = 30.0, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        pause = 0.01
-        while True:
-            v = fn()
-            if v:
-                return v
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.2)
+        return wait_for(fn, timeout, what)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.conftest import BENCH, BIN, Benchd, short_tmpdir
+from tests.conftest import BENCH, BIN, Benchd, short_tmpdir, wait_for
 
 BENCHD = os.path.join(BIN, "benchd")
 
@@ -216,10 +216,7 @@ def test_up_down():
         down = run(BENCH, "down", "--dir", d)
         assert down.returncode == 0, down
         assert not os.path.exists(os.path.join(d, "benchd.sock"))
-        deadline = time.monotonic() + 30
-        while not pid_gone(pid):
-            assert time.monotonic() < deadline, "benchd still running after bench down"
-            time.sleep(0.02)
+        wait_for(lambda: pid_gone(pid), 30, "benchd to exit after bench down")
         s = run(BENCH, "status", "--dir", d)
         assert s.returncode == 3
         # The mail survived the stop.
