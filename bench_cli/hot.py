@@ -131,6 +131,9 @@ def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
         if sys.stdin is None or sys.stdin.isatty():
             raise WireError("bad-request", "give the body with -m BODY or on standard input")
         body = sys.stdin.read()
+        if not body:
+            raise WireError("bad-request", "standard input was empty: give the body with -m "
+                            "BODY (-m '' for an empty one) or pipe it in")
     a = conn.call(request("mail/send", {
         "to": o["to"], "body": body, "subject": o.get("subject"), "key": o.get("key"),
         "reply_to": o.get("reply_to") or None, "in_reply_to": o.get("in_reply_to"),
@@ -158,6 +161,8 @@ def report(conn: Connection, o: dict, as_json: bool) -> int:
         if text is None and (sys.stdin is None or sys.stdin.isatty()):
             raise WireError("bad-request", "give the report as TEXT, or - to read standard input")
         text = sys.stdin.read()
+        if not text:
+            raise WireError("bad-request", "standard input was empty: give the report as TEXT")
     a = conn.call(request("job/report", {"content": text}))
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 

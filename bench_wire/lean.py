@@ -117,13 +117,24 @@ class Connection:
         self.close()
 
     def send_raw(self, line: bytes) -> None:
-        self.sock.sendall(line)
+        try:
+            self.sock.sendall(line)
+        except OSError as err:
+            # The daemon may have answered before closing (e.g. frame-too-long): say that.
+            try:
+                self.sock.settimeout(1.0)
+                answer = self.recv()
+            except (WireError, OSError):
+                answer = None
+            if answer is not None:
+                check(answer)
+            raise WireError("protocol", f"the connection to the daemon broke: {err}") from None
 
     def send(self, req: dict) -> int:
         self._next_id += 1
         req = dict(req)
         req.setdefault("id", self._next_id)
-        self.sock.sendall(dumps(req).encode("utf-8", "surrogatepass") + b"\n")
+        self.send_raw(dumps(req).encode("utf-8", "surrogatepass") + b"\n")
         return req["id"]
 
     def recv_line(self) -> bytes:

@@ -227,14 +227,23 @@ class Daemon:
                 os.unlink(self.sock_path)
         except OSError:
             pass
-        self._serve_scope.cancel()
+        # Connections stay up (new requests get shutting-down; the socket path is gone
+        # so no one new arrives) until followers have seen the sessions end and
+        # daemon/stopped, and their streams' end frames are sent.
         await self.sessions.stop_all()
         await self.jobs.stop()
         await self.committer.submit(EventOp(m.DaemonStopped(pid=self.pid)))
         await self.committer.drain()
+        for follower in list(self.hub.followers):
+            follower.close()
+        with trio.move_on_after(2.0):
+            while self.hub.streams:
+                await trio.sleep(0.01)
+        self._serve_scope.cancel()
         self.committer.closed = True
-        self.index.set_meta("last_seq", str(self.eventlog.last_seq))
-        self.index.set_meta("clean", "1")
+        if not self.committer.index_dirty:
+            self.index.set_meta("last_seq", str(self.eventlog.last_seq))
+            self.index.set_meta("clean", "1")
         self.log.info("stopped", pid=self.pid)
 
 

@@ -187,6 +187,8 @@ class Committer:
         self.batches = 0
         self.closed = False
         self.on_lost: Callable | None = None  # told about events record() could not write
+        self.index_dirty = False  # an index commit failed: reconcile at the next start
+        self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
 
     def enqueue(self, op: Op) -> None:
         """Queue the op for the next batch; `await op.wait()` for its answer."""
@@ -223,11 +225,23 @@ class Committer:
 
     async def drain(self) -> None:
         """Commit whatever is waiting now (used at shutdown, after serving stopped)."""
+        async with self._committing:  # a batch in flight finishes first
+            pass
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             await self._commit(batch)
 
     async def _commit(self, batch: list[Op]) -> None:
+        async with self._committing:
+            try:
+                await self._commit_batch(batch)
+            except Exception as err:  # noqa: BLE001 - answer every op; keep committing
+                for op in batch:
+                    if not op.done.is_set():
+                        op.error = op.error or WireError("internal", f"the commit failed: {err!r}")
+                        op.done.set()
+
+    async def _commit_batch(self, batch: list[Op]) -> None:
         if len(batch) == 1:
             # A lone op: the thread hand-off would cost more than it frees; whatever
             # arrives meanwhile waits in the socket buffers and forms the next batch.
@@ -268,10 +282,12 @@ class Committer:
                 self._fail(op, err)
         try:
             lines, records, seq = self._encode_events(published)
-            if dirs:
+            if dirs and lines:
                 # The renames (directory entries) and the log append, made durable together.
                 self.log.append(lines, flush=lambda: self.staged_sync.sync_dirs(
                     dirs, self.log.fd))
+            elif dirs:
+                self.staged_sync.sync_dirs(dirs, self.log.fd)  # e.g. a wake's retirement
             else:
                 self.log.append(lines)
             self.log.last_seq = seq
@@ -291,9 +307,13 @@ class Committer:
             self.index.commit()
         except Exception:  # noqa: BLE001
             # The files and the log are the record; a stale index is reconciled at the
-            # next start (it is not marked clean). The ops themselves did succeed.
-            self.index.rollback()
-            self.index.set_meta("clean", "0")
+            # next start (never marked clean again). The ops themselves did succeed.
+            self.index_dirty = True
+            try:
+                self.index.rollback()
+                self.index.set_meta("clean", "0")
+            except Exception:  # noqa: BLE001 - the dirty flag is what counts
+                pass
         return records
 
     def _fail(self, op: Op, err: Exception) -> None:

@@ -80,6 +80,7 @@ async def events(d, conn, caller, req: m.EventsRead) -> None:
     if req.limit is not None and req.limit < 1:
         raise WireError("bad-limit", "limit must be at least 1")
     follower = d.hub.follow(req.kind) if req.follow else None
+    d.hub.streams += follower is not None
     try:
         last = req.since
         sent = 0
@@ -97,6 +98,7 @@ async def events(d, conn, caller, req: m.EventsRead) -> None:
     finally:
         if follower is not None:
             follower.close()
+            d.hub.streams -= 1
 
 
 async def _follow(conn, req, follower, last: int) -> None:

@@ -40,6 +40,7 @@ class Hub:
     def __init__(self, log=None) -> None:
         self.listeners: list[Callable[[dict], None]] = []
         self.followers: set[Follower] = set()
+        self.streams = 0  # follow streams still sending (shutdown waits for their end frames)
         self.log = log
 
     def publish(self, records: list[dict]) -> None:

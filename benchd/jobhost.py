@@ -96,16 +96,23 @@ class JobHost:
             if self._stopping:
                 return
             async with self._drain_lock:
-                await self.fanout.drain_outbox()
+                try:
+                    await self.fanout.drain_outbox()
+                except Exception:  # noqa: BLE001 - e.g. the outbox's disk is full
+                    self.d.log.exception("draining the outbox failed; retrying in 5 s")
+                    self._schedule_wake(now_ms() + 5000)
 
     async def stop(self) -> None:
         """At a clean stop: no new timed drains; deliver what the last settlements owe."""
         self._stopping = True
         async with self._drain_lock:
-            for _ in range(64):  # bounded: replies left over are drained at the next start
-                report = await self.fanout.drain_outbox()
-                if not report.more:
-                    break
+            try:
+                for _ in range(64):  # bounded: replies left over are drained at next start
+                    report = await self.fanout.drain_outbox()
+                    if not report.more:
+                        break
+            except Exception:  # noqa: BLE001 - left in the outbox for the next start
+                self.d.log.exception("draining the outbox at stop failed")
 
     def _post(self, mail: JobMail):
         """The post port. The delivery is queued at once (so a page of replies shares one
@@ -213,7 +220,8 @@ class JobHost:
         if len(data) > self.d.caps.body_bytes - 512:
             raise WireError("body-too-large", "the report is larger than the body cap")
         with self.outbox:
-            self.outbox.report(s.id, content)
+            if not self.outbox.report(s.id, content):
+                raise WireError("no-job", f"the job of {s.handle} has already settled")
         await self.d.committer.submit(
             EventOp(m.JobReported(session=s.id, handle=s.handle, bytes=len(data)))
         )

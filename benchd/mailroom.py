@@ -318,7 +318,10 @@ class RetireOp(Op):
             return set()
         src = self.room.path(self.handle, self.mail_id, UNREAD)
         dst = self.room.path(self.handle, self.mail_id, READ)
-        os.rename(src, dst)
+        try:
+            os.rename(src, dst)
+        except FileNotFoundError:
+            return set()  # retired earlier in this same batch: nothing to do
         self.result = True
         if self.event:
             self.events = [

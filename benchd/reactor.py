@@ -13,15 +13,16 @@
   The line itself is never written twice.
 """
 
-import collections
 import re
 import time
 
 import trio
 
 from bench_wire import messages as m
+from bench_wire.errors import WireError
 from benchd.bucket import TokenBucket
 
+READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -138,7 +139,14 @@ class Reactor:
             if wake.digest:
                 line, path = digest_line(wake.digest), None
             else:
-                path = await self.d.mailroom.retire(session.handle, wake.mail_id)
+                try:
+                    path = await self.d.mailroom.retire(session.handle, wake.mail_id)
+                except WireError as err:
+                    # The disk refused the move: this wake is dropped (the mail stays
+                    # unread, listed as usual); the session keeps getting wakes.
+                    self.d.log.warning("wake dropped", session=session.id,
+                                       mail_id=wake.mail_id, error=err.message)
+                    continue
                 if path is None:
                     # Read meanwhile: nothing to announce, and the token bought nothing.
                     self.courier(session.handle).bucket.give_back(time.monotonic())
@@ -156,6 +164,14 @@ class Reactor:
         last = max(term.last_output, session.last_input)
         return now - last
 
+    def _shows_ready(self, session) -> bool:
+        """The ready pattern, if any, matches the end of the screen: its last non-blank
+        lines (READY_LINES of them), right-trimmed."""
+        if session.ready is None:
+            return True
+        lines = session.term.screen_text().split("\n")[-READY_LINES:]
+        return session.ready.search("\n".join(lines)) is not None
+
     async def _until_ready(self, session) -> None:
         while True:
             now = time.monotonic()
@@ -166,12 +182,16 @@ class Reactor:
             if idle < self.gate:
                 await trio.sleep(self.gate - idle)
                 continue
-            if session.ready is not None and not session.ready.search(session.term.screen_text()):
+            if not self._shows_ready(session):
                 # Quiet but not ready (a menu, a permission prompt): wait for the screen.
                 with trio.move_on_after(max(self.gate, 0.25)):
                     await session.term.changed.wait()
                 continue
             return
+
+    def _still_ready(self, session) -> bool:
+        idle = self._idle_for(session, time.monotonic())
+        return idle is not None and idle >= self.gate and self._shows_ready(session)
 
     async def _type_line(self, session, line: str, woken: m.AgentWoken) -> None:
         """Paste, settle, Enter (then log the wake); Enter again while the screen stays."""
@@ -179,7 +199,15 @@ class Reactor:
         data = line.encode("utf-8")
         if term.bracketed_paste:
             data = b"\x1b[200~" + data + b"\x1b[201~"
-        async with session.write_lock:
+        while True:
+            await session.write_lock.acquire()
+            # Someone may have typed (or the agent printed) while we waited for the lock
+            # or for the retirement: the gate is judged again with the lock held.
+            if self._still_ready(session):
+                break
+            session.write_lock.release()
+            await self._until_ready(session)
+        try:
             await term.write(data)
             await trio.sleep(session.paste_settle if session.paste_settle is not None
                              else self.settle)
@@ -195,6 +223,8 @@ class Reactor:
                     session=session.id, handle=session.handle, mail_id=woken.mail_id,
                     attempt=attempt))
                 wait *= 2
+        finally:
+            session.write_lock.release()
 
     @staticmethod
     async def _screen_changes(term, before: str, wait: float) -> bool:
@@ -207,4 +237,3 @@ class Reactor:
         return term.screen_text() != before
 
 
-_ = collections

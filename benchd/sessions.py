@@ -215,10 +215,12 @@ class Sessions:
             # emulates), whatever terminal the daemon itself was started from.
             env["TERM"] = "xterm-256color"
         # `bench` must be on PATH inside the session, so agents need no flags.
-        bindir = os.path.dirname(os.path.abspath(sys.argv[0]))
+        bindir = os.path.dirname(sys.executable)  # the installation benchd runs from
         if shutil.which("bench", path=bindir):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         argv = list(req.argv)
+        if "/" in argv[0] and not os.path.isabs(argv[0]):
+            argv[0] = os.path.join(cwd, argv[0])  # relative to the session's cwd, not ours
         if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isfile(argv[0]):
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
         s = Session(sid, handle, token, argv, None, ready, None)
@@ -450,6 +452,8 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
     s.term.followers.add(send)
     try:
         if req.rows and req.cols:
+            if not (1 <= req.rows <= 1000 and 1 <= req.cols <= 1000):
+                raise WireError("bad-request", "terminal size must be 1-1000 rows and columns")
             s.term.resize(req.rows, req.cols)
         await conn.send(m.AttachOk(id=req.id, session=s.id, handle=s.handle,
                                    rows=s.term.rows, cols=s.term.cols))
