@@ -17,7 +17,7 @@ import msgspec
 from bench_cli import hot, output
 from bench_wire import messages as m
 from bench_wire.config import DAEMON_OPTIONS, option_dest
-from bench_wire.errors import EXIT_NO_DAEMON, EXIT_OK, WireError
+from bench_wire.errors import EXIT_OK, WireError
 from bench_wire.lean import Connection
 from bench_wire.paths import resolve_dir, socket_path
 
@@ -430,5 +430,3 @@ def run() -> int:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return EXIT_OK
 
-
-_ = EXIT_NO_DAEMON

@@ -4,7 +4,6 @@ No click here: the hot commands (mail send/list/read, report) print through this
 without loading click.
 """
 
-import os
 import sys
 
 from bench_wire.errors import WireError, exit_code_for
@@ -69,5 +68,3 @@ def write(text: str) -> None:
         out.write("\n")
     out.flush()
 
-
-_ = os

@@ -36,7 +36,7 @@ from benchd.mailroom import (
     clean_staging,
     reconcile,
 )
-from benchd.names import OPERATOR
+from benchd.names import OPERATOR, IdClock
 from benchd.system import ensure_private_dir, peer_credentials
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -105,7 +105,7 @@ class Daemon:
                       if e.get("kind") == "mail/sent"}
             events = reconcile(mail_root, self.index, logged)
         self.index.set_meta("clean", "0")  # until the next clean stop says otherwise
-        self.mailroom.clock = type(self.mailroom.clock)(self.index.newest_id_w())
+        self.mailroom.clock = IdClock(self.index.newest_id_w())
         return events
 
     # ------------------------------------------------------------ identity
@@ -172,8 +172,9 @@ class Daemon:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    def _bind(self) -> trio.socket.SocketType:
-        """Claim the socket path atomically: bind a private name, chmod, rename over."""
+    def _private_socket(self) -> tuple[trio.socket.SocketType, str]:
+        """A new socket and the private name it binds first (run() then chmods it and
+        renames it over the real path: claiming the path atomically)."""
         tmp = os.path.join(self.bench_dir, f".s{self.pid}")
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -182,7 +183,7 @@ class Daemon:
 
     async def run(self, ready_out) -> None:
         start_events = self.recover()
-        sock, tmp = self._bind()
+        sock, tmp = self._private_socket()
         await sock.bind(tmp)
         os.chmod(tmp, 0o600)
         sock.listen(128)

@@ -1,7 +1,7 @@
 """Verb handlers for the daemon's own verbs: hello, stop, mail/*, events, debug/fault.
 
 A handler gets (daemon, connection, caller, request) and sends its answer(s) on the
-connection. Session and job verbs live with the sessions (benchd.sessions_verbs).
+connection. Session verbs live in benchd.sessions, job/report in benchd.jobhost.
 """
 
 import trio
@@ -9,7 +9,7 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd import __version__, faults
-from benchd.names import OPERATOR, check_handle
+from benchd.names import check_handle
 
 
 async def hello(d, conn, caller, req: m.Hello) -> None:
@@ -145,4 +145,3 @@ HANDLERS = {
     m.DebugFault: debug_fault,
 }
 
-__all__ = ["HANDLERS", "OPERATOR"]

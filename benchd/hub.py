@@ -1,6 +1,6 @@
 """The hub: hands every committed event to in-process listeners and to live followers.
 
-Listeners (the reactor, the outbox) are plain callbacks run on the event loop right
+Listeners (the reactor) are plain callbacks run on the event loop right
 after the batch is durable. Followers (`bench events -f`) get a bounded queue each; a
 follower that does not keep up is dropped with `slow-consumer` instead of letting its
 backlog grow without bound or slow anyone else.

@@ -9,8 +9,9 @@ committed (it is in the OS); a power cut may lose the last commits, which is why
 daemon marks the index clean only at a clean stop and reconciles it against the mail
 directories (names only, files read only when missing) after any other stop.
 
-Two connections: the committer thread writes, the event loop reads (WAL lets readers
-run beside the writer).
+Two connections: `w` for the committer's writes (in its worker thread, or on the loop
+for a lone op: never both at once) and a few loop-side lookups; `r` for the event loop's
+reads (WAL lets readers run beside the writer).
 """
 
 import os

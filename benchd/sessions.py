@@ -46,7 +46,7 @@ class Session:
         self.argv = argv
         self.term: Terminal | None = term
         self.ready = ready
-        self.job = job  # a jobs.DecodedJob-ish record for job spawns, else None
+        self.job = job  # the jobs.Job of a job spawn, else None
         self.wakes: collections.deque = collections.deque()
         self.last_input = 0.0  # monotonic time of the last operator keystroke
         self.write_lock = trio.Lock()

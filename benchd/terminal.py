@@ -11,7 +11,6 @@ last lines).
 """
 
 import os
-import signal
 import time
 
 import ptyprocess
@@ -179,5 +178,3 @@ class Terminal:
             ch.close()
         self.followers.clear()
 
-
-_ = signal

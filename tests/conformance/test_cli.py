@@ -256,9 +256,13 @@ def test_send_body_from_stdin(daemon):
     assert got["body"] == "from\nstdin\n" and got["subject"] == "piped"
 
 
-def test_send_empty_stdin_is_an_empty_body(daemon):
+def test_send_empty_stdin_is_refused_but_an_explicit_empty_body_is_not(daemon):
+    # An agent's shell often has an empty, non-tty stdin: sending nothing by accident is
+    # refused; an empty body must be asked for with -m ''.
     r = daemon.bench("mail", "send", "bob", input="")
-    assert r.rc == 0, r
+    assert r.rc == 1 and "standard input was empty" in r.err and "Traceback" not in r.err
+    assert not os.path.exists(os.path.join(daemon.dir, "mail", "bob"))
+    assert daemon.ok("mail", "send", "bob", "-m", "")["duplicate"] is False
     assert daemon.ok("mail", "read", "--handle", "bob")["body"] == ""
 
 

@@ -10,7 +10,6 @@ reason, on any deviation or timeout. A fresh BENCH_DIR is used and removed after
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -129,5 +128,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-_ = os

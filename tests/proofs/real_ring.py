@@ -10,7 +10,6 @@ and runs `bench mail send <next>`; the next handle comes from the ring below.
 
 import os
 import shutil
-import sys
 import tempfile
 
 from tests.proofs.common import BIN, ProofFailed
@@ -68,5 +67,3 @@ class RealRing:
         self.server.server_close()
         shutil.rmtree(self.work, ignore_errors=True)
 
-
-_ = sys
