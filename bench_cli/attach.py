@@ -1,8 +1,9 @@
 """`bench attach`: the operator's terminal joined to a session's pty.
 
-Raw mode, the window size forwarded (now and on SIGWINCH), Ctrl-] (0x1d) detaches.
-The terminal is restored on every way out: detach, the session ending, the daemon
-going away, an exception, or a signal.
+Raw mode, the window size forwarded (now and on every SIGWINCH), Ctrl-] (0x1d)
+detaches. The terminal is restored on every way out: detach, the session ending, the
+daemon going away, an error, SIGTERM or SIGHUP. Exit code 0 when detached or when the
+session ended, 4 when the connection to the daemon broke.
 """
 
 import base64
@@ -14,10 +15,14 @@ import termios
 import tty
 
 from bench_cli import output
-from bench_wire.errors import WireError
+from bench_wire.errors import EXIT_OK, EXIT_PROTOCOL, WireError
 from bench_wire.lean import Connection, check, request
 
 DETACH = b"\x1d"  # Ctrl-]
+
+
+class _Stop(Exception):
+    """A terminating signal arrived: leave through the finally that restores the tty."""
 
 
 def _size() -> tuple[int, int]:
@@ -26,6 +31,10 @@ def _size() -> tuple[int, int]:
         return sz.lines, sz.columns
     except OSError:
         return 40, 120
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
@@ -40,55 +49,84 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     except WireError as err:
         conn.close()
         return output.fail(err, as_json)
-    stdin = sys.stdin.fileno()
-    is_tty = os.isatty(stdin)
-    saved = termios.tcgetattr(stdin) if is_tty else None
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    saved = termios.tcgetattr(stdin) if os.isatty(stdin) else None
     sys.stderr.write(f"[attached to {handle}; detach with Ctrl-]]\r\n")
-    resized = []
-    old_winch = signal.signal(signal.SIGWINCH, lambda *_: resized.append(1))
-    reason = "detached"
+    sys.stderr.flush()
+    # Signals wake select() through this pipe (PEP 475 would otherwise retry it).
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    old_wakeup = signal.set_wakeup_fd(wake_w)
+    resized: list[int] = []
+
+    def on_stop(signum, frame):
+        raise _Stop()
+
+    old = {
+        signal.SIGWINCH: signal.signal(signal.SIGWINCH, lambda *_: resized.append(1)),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, on_stop),
+        signal.SIGHUP: signal.signal(signal.SIGHUP, on_stop),
+    }
+    reason, code = "detached", EXIT_OK
     try:
-        if is_tty:
+        if saved is not None:
             tty.setraw(stdin)
-        sock = conn.sock
-        while True:
-            if resized:
-                resized.clear()
-                r, c = _size()
-                conn.send(request("session/resize", {"rows": r, "cols": c}))
-            try:
-                ready, _, _ = select.select([stdin, sock], [], [])
-            except InterruptedError:
-                continue
-            if stdin in ready:
-                data = os.read(stdin, 4096)
-                if not data:
-                    conn.send(request("session/detach", {}))
-                    break
-                if DETACH in data:
-                    before = data.split(DETACH, 1)[0]
-                    if before:
-                        conn.send(request("session/input", {"data": _b64(before)}))
-                    conn.send(request("session/detach", {}))
-                    break
-                conn.send(request("session/input", {"data": _b64(data)}))
-            if sock in ready:
-                a = check(conn.recv())
-                if a.get("type") == "output":
-                    os.write(sys.stdout.fileno(), base64.b64decode(a["data"]))
-                elif a.get("type") == "end":
-                    reason = a.get("reason", "ended")
-                    break
+        reason = _relay(conn, stdin, stdout, wake_r, resized)
+    except _Stop:
+        reason = "stopped by a signal"
     except WireError as err:
-        reason = err.message
+        reason, code = err.message, EXIT_PROTOCOL
     finally:
         if saved is not None:
             termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
-        signal.signal(signal.SIGWINCH, old_winch)
+        signal.set_wakeup_fd(old_wakeup)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        os.close(wake_r)
+        os.close(wake_w)
         conn.close()
     sys.stderr.write(f"\r\n[{reason}]\n")
-    return 0
+    return code
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+def _relay(conn: Connection, stdin: int, stdout: int, wake_r: int, resized: list) -> str:
+    """Keystrokes to the session, output to the terminal; returns why it ended."""
+    sock = conn.sock
+    while True:
+        if resized:
+            resized.clear()
+            r, c = _size()
+            conn.send(request("session/resize", {"rows": r, "cols": c}))
+        # Frames already read into the buffer first: select() cannot see them.
+        while b"\n" in conn._buf:
+            why = _frame(conn, stdout)
+            if why:
+                return why
+        ready, _, _ = select.select([stdin, sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 512)
+        if stdin in ready:
+            data = os.read(stdin, 4096)
+            if not data:
+                conn.send(request("session/detach", {}))
+                return "detached"
+            if DETACH in data:
+                before = data.split(DETACH, 1)[0]
+                if before:
+                    conn.send(request("session/input", {"data": _b64(before)}))
+                conn.send(request("session/detach", {}))
+                return "detached"
+            conn.send(request("session/input", {"data": _b64(data)}))
+        if sock in ready:
+            why = _frame(conn, stdout)
+            if why:
+                return why
+
+
+def _frame(conn: Connection, stdout: int) -> str | None:
+    a = check(conn.recv())
+    if a.get("type") == "output":
+        os.write(stdout, base64.b64decode(a["data"]))
+    elif a.get("type") == "end":
+        return f"session {a.get('reason', 'ended')}"
+    return None

@@ -213,6 +213,7 @@ class HelloOk(Response, tag="hello"):
     sessions: int = 0
     mailboxes: int = 0
     test_hooks: bool = False
+    verbs: list[str] = []
 
 
 class StopOk(Response, tag="stop"):

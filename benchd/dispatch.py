@@ -26,6 +26,7 @@ async def hello(d, conn, caller, req: m.Hello) -> None:
             sessions=d.live_session_count(),
             mailboxes=d.index.mailbox_count(),
             test_hooks=d.test_hooks,
+            verbs=sorted(m.VERBS),
         )
     )
 

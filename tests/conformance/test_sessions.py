@@ -3,7 +3,7 @@
 import base64
 import json
 import os
-import sys
+import termios
 
 import ptyprocess
 
@@ -179,4 +179,29 @@ def test_attach_types_and_detaches(daemon):
     assert daemon.ok("ps")["sessions"][0]["state"] == "running"
 
 
-_ = sys
+
+def test_attach_restores_the_terminal_on_sigterm(daemon):
+    spawn(daemon, *standin_argv(), name="att2")
+    wait_screen(daemon, "att2", "standin>")
+    p = ptyprocess.PtyProcess.spawn([BENCH, "attach", "att2"], env=daemon.env(),
+                                    dimensions=(30, 100))
+    try:
+        buf = b""
+        while b"detach with Ctrl-]" not in buf:
+            buf += p.read(4096)
+        # Raw mode is on now: the pty's line discipline no longer echoes or cooks.
+        assert not (termios.tcgetattr(p.fd)[3] & termios.ICANON)
+        p.kill(15)
+        while p.isalive():
+            try:
+                buf += p.read(4096)
+            except EOFError:
+                break
+        p.wait()
+        assert b"[stopped by a signal]" in buf
+        assert p.exitstatus == 0
+    finally:
+        if p.isalive():
+            p.terminate(force=True)
+    assert {s["handle"]: s["state"] for s in daemon.ok("ps")["sessions"]}["att2"] == "running"
+
