@@ -118,10 +118,7 @@ def run(cmd: tuple, opts: dict) -> int:
 
 
 def _answer(a: dict, as_json: bool, text: str) -> int:
-    if as_json:
-        output.emit_json(a)
-    else:
-        output.write(text)
+    output.answer(a, as_json, text)
     return EXIT_OK
 
 

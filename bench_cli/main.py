@@ -18,7 +18,7 @@ from bench_cli import hot, output
 from bench_wire import messages as m
 from bench_wire.config import DAEMON_OPTIONS, option_dest
 from bench_wire.errors import EXIT_OK, WireError
-from bench_wire.lean import Connection
+from bench_wire.lean import Connection, check
 from bench_wire.paths import resolve_dir, socket_path
 
 _enc = msgspec.json.Encoder()
@@ -61,7 +61,7 @@ def call(bench_dir, req: m.Request) -> dict:
     """One request built from the msgspec types; the decoded answer (or WireError)."""
     with Connection(bench_dir) as conn:
         conn.send_raw(_enc.encode(_with_token(req)) + b"\n")
-        return _check(conn.recv())
+        return check(conn.recv())
 
 
 def _with_token(req: m.Request) -> m.Request:
@@ -71,18 +71,8 @@ def _with_token(req: m.Request) -> m.Request:
     return req
 
 
-def _check(a: dict) -> dict:
-    if a.get("ok") is False:
-        err = a.get("error") or {}
-        raise WireError(str(err.get("code", "protocol")), str(err.get("message", "")))
-    return a
-
-
 def done(ctx: Ctx, a: dict, text: str) -> None:
-    if ctx.json:
-        output.emit_json(a)
-    else:
-        output.write(text)
+    output.answer(a, ctx.json, text)
 
 
 class Group(click.Group):
@@ -288,7 +278,7 @@ def tail(bench_dir, as_json, handle, follow, screen):
     with Connection(bench_dir, timeout=None) as conn:
         conn.send_raw(_enc.encode(req) + b"\n")
         while True:
-            a = _check(conn.recv())
+            a = check(conn.recv())
             if as_json:
                 output.emit_json(a)
                 sys.stdout.flush()
@@ -406,7 +396,7 @@ def events(bench_dir, as_json, follow, since, kind, limit):
     with Connection(bench_dir, timeout=None) as conn:
         conn.send_raw(_enc.encode(req) + b"\n")
         while True:
-            a = _check(conn.recv())
+            a = check(conn.recv())
             if a["type"] == "end":
                 return
             ev = a["event"]

@@ -23,6 +23,14 @@ def fail(err: WireError, as_json: bool) -> int:
     return exit_code_for(err.code)
 
 
+def answer(a: dict, as_json: bool, text: str) -> None:
+    """The daemon's answer as JSON, or the human text."""
+    if as_json:
+        emit_json(a)
+    else:
+        write(text)
+
+
 def sent(a: dict) -> str:
     if a.get("duplicate"):
         return f"already sent as {a['mail_id']} to {a['to']} (same key): {a['path']}"

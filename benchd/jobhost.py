@@ -17,14 +17,13 @@ the old daemon) -> outcome_unknown. The content owed is the last `bench report`.
 
 import math
 import os
-import time
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd import faults
-from benchd.committer import EventOp
+from benchd.committer import EventOp, now_ms
 from benchd.jobs import (
     MAX_KEY_LEN,
     Address,
@@ -45,10 +44,6 @@ def check_client_key(key: str) -> None:
     """Keys under outbox: belong to job replies; a client may not take one."""
     if key.startswith("outbox:"):
         raise WireError("bad-key", "keys starting with 'outbox:' are reserved for job replies")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class JobHost:

@@ -27,6 +27,7 @@ from tests.perf.harness import (
     ms,
     now_ns,
     p99,
+    poll,
     secs,
 )
 from tests.perf.mail import send16_rates
@@ -61,8 +62,9 @@ def wake(ctx: Context) -> list[Result]:
             for i in range(warm + n):
                 fresh = i % 2 == 1  # right after the agent's last output: the gate applies
                 if not fresh:
-                    while (now_ns() - relay.times[-1]) / 1e9 < GATE + 0.2:
-                        time.sleep(0.02)
+                    # Pace to the instant the agent has been quiet past the gate.
+                    quiet_at = relay.times[-1] / 1e9 + GATE + 0.2
+                    time.sleep(max(0.0, quiet_at - now_ns() / 1e9))
                 with relay.cond:
                     start = len(relay.text)
                 call(conn, "mail/send", to="agent", body="ping", subject="wake")
@@ -157,12 +159,8 @@ def relay_tmux(workdir: str, n: int, size: int) -> int:
                        capture_output=True, timeout=60)
         deadline = time.monotonic() + 600
         pending = list(marks)
-        while pending:
-            pending = [m for m in pending if not os.path.exists(m)]
-            if pending and time.monotonic() > deadline:
-                raise TimeoutError(f"{len(pending)} tmux windows never finished")
-            if pending:
-                time.sleep(0.005)
+        poll(lambda: all(os.path.exists(m) for m in pending),
+             max(0.0, deadline - time.monotonic()), "the tmux windows to finish", 0.005)
         return now_ns() - t0
     finally:
         subprocess.run([TMUX, "-S", sock, "kill-server"], env=env, capture_output=True)
@@ -294,9 +292,9 @@ def fanout(ctx: Context) -> list[Result]:
 
 def wait_open(pids: list[int], path: str, timeout: float) -> None:
     """Until every process has `path` open (then closing our end releases them all)."""
-    deadline = time.monotonic() + timeout
     pending = set(pids)
-    while pending:
+
+    def all_open() -> bool:
         for pid in list(pending):
             fd_dir = f"/proc/{pid}/fd"
             try:
@@ -304,8 +302,7 @@ def wait_open(pids: list[int], path: str, timeout: float) -> None:
                        for fd in os.listdir(fd_dir)):
                     pending.discard(pid)
             except OSError:
-                pass  # still starting (or gone: then the check below times out)
-        if pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(pending)} jobs never opened {path}")
-            time.sleep(0.05)
+                pass  # still starting (or gone: then the poll times out)
+        return not pending
+
+    poll(all_open, timeout, f"the jobs to open {path}", 0.05)

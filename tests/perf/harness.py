@@ -37,6 +37,15 @@ BODY = "status: all green\n\n" + "lorem ipsum dolor sit amet, " * 8 + "\n"
 now_ns = time.perf_counter_ns
 
 
+def poll(pred, timeout: float, what: str, interval: float = 0.02) -> None:
+    """Until pred() is true; TimeoutError naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
 def ms(ns: float) -> float:
     return ns / 1e6
 

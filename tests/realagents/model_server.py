@@ -685,8 +685,7 @@ def main(argv: list[str] | None = None) -> int:
     server, port = start_server(parse_ring(args.ring), args.log)
     print(port, flush=True)
     try:
-        while True:
-            time.sleep(3600)
+        threading.Event().wait()  # serve (in the server's thread) until Ctrl-C
     except KeyboardInterrupt:
         pass
     finally:
