@@ -51,8 +51,6 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
         return output.fail(err, as_json)
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     saved = termios.tcgetattr(stdin) if os.isatty(stdin) else None
-    sys.stderr.write(f"[attached to {handle}; detach with Ctrl-]]\r\n")
-    sys.stderr.flush()
     # Signals wake select() through this pipe (PEP 475 would otherwise retry it).
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -71,6 +69,10 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     try:
         if saved is not None:
             tty.setraw(stdin)
+        # The banner comes last: once it is out, raw mode and the signal
+        # handlers are in place (a test, or a user, may act on seeing it).
+        sys.stderr.write(f"[attached to {handle}; detach with Ctrl-]]\r\n")
+        sys.stderr.flush()
         reason = _relay(conn, stdin, stdout, wake_r, resized)
     except _Stop:
         reason = "stopped by a signal"
