@@ -16,16 +16,28 @@ from bench_wire.lean import Connection, request
 # command -> (options taking a value, flags, options that repeat, positional names)
 SPECS = {
     ("mail", "send"): (
-        {"-s": "subject", "--subject": "subject", "-m": "body", "--message": "body",
-         "--key": "key", "--reply-to": "reply_to", "--in-reply-to": "in_reply_to",
-         "--dir": "dir"},
+        {
+            "-s": "subject",
+            "--subject": "subject",
+            "-m": "body",
+            "--message": "body",
+            "--key": "key",
+            "--reply-to": "reply_to",
+            "--in-reply-to": "in_reply_to",
+            "--dir": "dir",
+        },
         {"--json": "json"},
         {"reply_to"},
         ("to",),
     ),
     ("mail", "list"): (
-        {"--state": "state", "--limit": "limit", "--handle": "handle", "--cursor": "cursor",
-         "--dir": "dir"},
+        {
+            "--state": "state",
+            "--limit": "limit",
+            "--handle": "handle",
+            "--cursor": "cursor",
+            "--dir": "dir",
+        },
         {"--json": "json"},
         set(),
         (),
@@ -129,21 +141,40 @@ def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
             raise WireError("bad-request", "give the body with -m BODY or on standard input")
         body = sys.stdin.read()
         if not body:
-            raise WireError("bad-request", "standard input was empty: give the body with -m "
-                            "BODY (-m '' for an empty one) or pipe it in")
-    a = conn.call(request("mail/send", {
-        "to": o["to"], "body": body, "subject": o.get("subject"), "key": o.get("key"),
-        "reply_to": o.get("reply_to") or None, "in_reply_to": o.get("in_reply_to"),
-    }))
+            raise WireError(
+                "bad-request",
+                "standard input was empty: give the body with -m "
+                "BODY (-m '' for an empty one) or pipe it in",
+            )
+    a = conn.call(
+        request(
+            "mail/send",
+            {
+                "to": o["to"],
+                "body": body,
+                "subject": o.get("subject"),
+                "key": o.get("key"),
+                "reply_to": o.get("reply_to") or None,
+                "in_reply_to": o.get("in_reply_to"),
+            },
+        )
+    )
     return _answer(a, as_json, output.sent(a))
 
 
 def mail_list(conn: Connection, o: dict, as_json: bool) -> int:
     state = o.get("state") or "unread"
-    a = conn.call(request("mail/list", {
-        "handle": o.get("handle"), "state": state, "limit": o.get("limit"),
-        "cursor": o.get("cursor"),
-    }))
+    a = conn.call(
+        request(
+            "mail/list",
+            {
+                "handle": o.get("handle"),
+                "state": state,
+                "limit": o.get("limit"),
+                "cursor": o.get("cursor"),
+            },
+        )
+    )
     return _answer(a, as_json, output.listing(a, state))
 
 

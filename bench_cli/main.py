@@ -33,15 +33,20 @@ class Ctx:
 def common(f):
     """--dir and --json on every command."""
     f = click.option("--json", "as_json", is_flag=True, help="print the daemon's answer as JSON")(f)
-    f = click.option("--dir", "bench_dir", metavar="PATH",
-                     help="BENCH_DIR (else $BENCH_DIR, else ~/.local/state/bench)")(f)
+    f = click.option(
+        "--dir",
+        "bench_dir",
+        metavar="PATH",
+        help="BENCH_DIR (else $BENCH_DIR, else ~/.local/state/bench)",
+    )(f)
     return f
 
 
 def daemon_options(f):
     for flag, env, typ, _default, help_ in reversed(DAEMON_OPTIONS):
-        f = click.option(flag, option_dest(flag), type=typ, default=None,
-                         help=f"{help_} (env {env})")(f)
+        f = click.option(
+            flag, option_dest(flag), type=typ, default=None, help=f"{help_} (env {env})"
+        )(f)
     f = click.option("--test-hooks", is_flag=True, hidden=True)(f)
     return f
 
@@ -120,8 +125,13 @@ def up(bench_dir, as_json, **kw):
         return
     os.makedirs(d, mode=0o700, exist_ok=True)
     out = open(os.path.join(d, "benchd.out"), "ab")
-    proc = subprocess.Popen(_daemon_argv(d, kw), stdin=subprocess.DEVNULL, stdout=out,
-                            stderr=out, start_new_session=True)
+    proc = subprocess.Popen(
+        _daemon_argv(d, kw),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=out,
+        start_new_session=True,
+    )
     out.close()
     deadline = time.monotonic() + 20
     pause = 0.005
@@ -166,8 +176,10 @@ def down(bench_dir, as_json):
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise WireError("internal", f"benchd did not finish stopping within 30 s; "
-                                    f"see {d}/benchd.log") from None
+                    raise WireError(
+                        "internal",
+                        f"benchd did not finish stopping within 30 s; see {d}/benchd.log",
+                    ) from None
                 time.sleep(0.02)
     finally:
         os.close(fd)
@@ -181,14 +193,18 @@ def status(bench_dir, as_json):
     ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.Hello())
     r = a["reactor"]
-    done(ctx, a, (
-        f"benchd {a['version']} running: pid {a['pid']}\n"
-        f"BENCH_DIR {a['bench_dir']}\n"
-        f"you are   {a['caller']}\n"
-        f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
-        f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
-        f"{r['wake_burst']} wakes per {r['wake_refill']}s refill"
-    ))
+    done(
+        ctx,
+        a,
+        (
+            f"benchd {a['version']} running: pid {a['pid']}\n"
+            f"BENCH_DIR {a['bench_dir']}\n"
+            f"you are   {a['caller']}\n"
+            f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
+            f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
+            f"{r['wake_burst']} wakes per {r['wake_refill']}s refill"
+        ),
+    )
 
 
 @cli.command()
@@ -229,18 +245,42 @@ def _env_pairs(values) -> dict:
 @click.option("--reply-to", "reply_to", multiple=True, metavar="H", help="job: owed a reply")
 @click.option("--key", help="job: the task's stable key (default: generated)")
 @click.argument("argv", nargs=-1, required=True)
-def spawn(bench_dir, as_json, name, cwd, env, ready, rows, cols, agent, mail_file, subject,
-          reply_to, key, argv):
+def spawn(
+    bench_dir,
+    as_json,
+    name,
+    cwd,
+    env,
+    ready,
+    rows,
+    cols,
+    agent,
+    mail_file,
+    subject,
+    reply_to,
+    key,
+    argv,
+):
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD ARGS..."""
     ctx = Ctx(bench_dir, as_json)
     job = None
     if mail_file is not None:
-        job = m.JobMailSpec(body=mail_file.read(), subject=subject, key=key,
-                            reply_to=list(reply_to))
+        job = m.JobMailSpec(
+            body=mail_file.read(), subject=subject, key=key, reply_to=list(reply_to)
+        )
     elif reply_to or key:
         raise click.UsageError("--reply-to and --key need --mail (a job's task mail)")
-    req = m.Spawn(argv=list(argv), name=name, cwd=os.path.abspath(cwd or os.getcwd()),
-                  env=_env_pairs(env), ready=ready, rows=rows, cols=cols, agent=agent, job=job)
+    req = m.Spawn(
+        argv=list(argv),
+        name=name,
+        cwd=os.path.abspath(cwd or os.getcwd()),
+        env=_env_pairs(env),
+        ready=ready,
+        rows=rows,
+        cols=cols,
+        agent=agent,
+        job=job,
+    )
     a = call(bench_dir, req)
     done(ctx, a, f"spawned {a['handle']} (session {a['session']}, pid {a['pid']})")
 
@@ -259,8 +299,10 @@ def ps(bench_dir, as_json):
             ex = str(s["exit"])
         elif s.get("signal") is not None:
             ex = f"sig{s['signal']}"
-        lines.append(f"{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  {s['state']:<8} "
-                     f"{idle:>8}  {ex:<4}  {' '.join(s.get('argv') or [])}")
+        lines.append(
+            f"{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  {s['state']:<8} "
+            f"{idle:>8}  {ex:<4}  {' '.join(s.get('argv') or [])}"
+        )
     if not a["sessions"]:
         lines = ["no sessions"]
     done(ctx, a, "\n".join(lines))
@@ -293,8 +335,9 @@ def tail(bench_dir, as_json, handle, follow, screen):
 
 @cli.command()
 @click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
-@click.option("--json", "as_json", is_flag=True,
-              help="errors before the terminal is joined as JSON")
+@click.option(
+    "--json", "as_json", is_flag=True, help="errors before the terminal is joined as JSON"
+)
 @click.argument("handle")
 def attach(bench_dir, as_json, handle):
     """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
@@ -352,23 +395,46 @@ def mail():
 @click.option("--in-reply-to", "in_reply_to", metavar="ID", help="the message this answers")
 def mail_send(bench_dir, as_json, to, subject, body, key, reply_to, in_reply_to):
     """Send mail to handle TO."""
-    sys.exit(hot.run(("mail", "send"), {
-        "dir": bench_dir, "json": as_json, "to": to, "subject": subject, "body": body,
-        "key": key, "reply_to": list(reply_to), "in_reply_to": in_reply_to}))
+    sys.exit(
+        hot.run(
+            ("mail", "send"),
+            {
+                "dir": bench_dir,
+                "json": as_json,
+                "to": to,
+                "subject": subject,
+                "body": body,
+                "key": key,
+                "reply_to": list(reply_to),
+                "in_reply_to": in_reply_to,
+            },
+        )
+    )
 
 
 @mail.command("list")
 @common
-@click.option("--state", type=click.Choice(["unread", "read", "all"]), default="unread",
-              show_default=True)
+@click.option(
+    "--state", type=click.Choice(["unread", "read", "all"]), default="unread", show_default=True
+)
 @click.option("--limit", type=int, help="page size (default 50, at most 500)")
 @click.option("--handle", help="whose mailbox (operator only; default: yours)")
 @click.option("--cursor", help="continue after this id (from a truncated listing)")
 def mail_list(bench_dir, as_json, state, limit, handle, cursor):
     """List mail: metadata only, never bodies."""
-    sys.exit(hot.run(("mail", "list"), {
-        "dir": bench_dir, "json": as_json, "state": state, "limit": limit, "handle": handle,
-        "cursor": cursor}))
+    sys.exit(
+        hot.run(
+            ("mail", "list"),
+            {
+                "dir": bench_dir,
+                "json": as_json,
+                "state": state,
+                "limit": limit,
+                "handle": handle,
+                "cursor": cursor,
+            },
+        )
+    )
 
 
 @mail.command("read")
@@ -377,8 +443,12 @@ def mail_list(bench_dir, as_json, state, limit, handle, cursor):
 @click.option("--handle", help="whose mailbox (operator only; default: yours)")
 def mail_read(bench_dir, as_json, mail_id, handle):
     """Read a message (default: the oldest unread) and retire it to read/."""
-    sys.exit(hot.run(("mail", "read"), {
-        "dir": bench_dir, "json": as_json, "mail_id": mail_id, "handle": handle}))
+    sys.exit(
+        hot.run(
+            ("mail", "read"),
+            {"dir": bench_dir, "json": as_json, "mail_id": mail_id, "handle": handle},
+        )
+    )
 
 
 # ---------------------------------------------------------------- events
@@ -419,4 +489,3 @@ def run() -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return EXIT_OK
-

@@ -75,4 +75,3 @@ def write(text: str) -> None:
     if not text.endswith("\n"):
         out.write("\n")
     out.flush()
-

@@ -4,22 +4,56 @@ them. Each has a flag, an environment variable and a default (documented in the 
 
 # flag, env var, type, default, help
 DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
-    ("--idle-gate", "BENCH_IDLE_GATE", float, 2.0,
-     "seconds without output or operator input before a wake may land"),
-    ("--paste-settle", "BENCH_PASTE_SETTLE", float, 0.2,
-     "seconds between pasting the wake line and pressing Enter"),
-    ("--wake-burst", "BENCH_WAKE_BURST", int, 6,
-     "wake tokens per recipient (the bucket's size)"),
-    ("--wake-refill", "BENCH_WAKE_REFILL", float, 60.0,
-     "seconds per wake token returned to a recipient's bucket"),
-    ("--enter-retries", "BENCH_ENTER_RETRIES", int, 3,
-     "times Enter is pressed again when the screen does not change"),
-    ("--enter-check", "BENCH_ENTER_CHECK", float, 0.5,
-     "seconds to wait for the screen to change after Enter (doubles per retry)"),
-    ("--retry-base", "BENCH_RETRY_BASE", float, 1.0,
-     "seconds before a refused job reply is retried (doubles per attempt, at most 5 min)"),
-    ("--max-connections", "BENCH_MAX_CONNECTIONS", int, 256,
-     "concurrent client connections; more are refused with too-many-connections"),
+    (
+        "--idle-gate",
+        "BENCH_IDLE_GATE",
+        float,
+        2.0,
+        "seconds without output or operator input before a wake may land",
+    ),
+    (
+        "--paste-settle",
+        "BENCH_PASTE_SETTLE",
+        float,
+        0.2,
+        "seconds between pasting the wake line and pressing Enter",
+    ),
+    ("--wake-burst", "BENCH_WAKE_BURST", int, 6, "wake tokens per recipient (the bucket's size)"),
+    (
+        "--wake-refill",
+        "BENCH_WAKE_REFILL",
+        float,
+        60.0,
+        "seconds per wake token returned to a recipient's bucket",
+    ),
+    (
+        "--enter-retries",
+        "BENCH_ENTER_RETRIES",
+        int,
+        3,
+        "times Enter is pressed again when the screen does not change",
+    ),
+    (
+        "--enter-check",
+        "BENCH_ENTER_CHECK",
+        float,
+        0.5,
+        "seconds to wait for the screen to change after Enter (doubles per retry)",
+    ),
+    (
+        "--retry-base",
+        "BENCH_RETRY_BASE",
+        float,
+        1.0,
+        "seconds before a refused job reply is retried (doubles per attempt, at most 5 min)",
+    ),
+    (
+        "--max-connections",
+        "BENCH_MAX_CONNECTIONS",
+        int,
+        256,
+        "concurrent client connections; more are refused with too-many-connections",
+    ),
 ]
 
 

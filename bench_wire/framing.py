@@ -87,10 +87,10 @@ def _classify(line: bytes, err: Exception) -> WireError:
     except RecursionError:
         return _too_deep()
     if not isinstance(raw, dict):
-        return WireError("not-object", "a request must be a JSON object, e.g. {\"verb\": \"hello\"}")
+        return WireError("not-object", 'a request must be a JSON object, e.g. {"verb": "hello"}')
     verb = raw.get("verb")
     if verb is None:
-        return WireError("bad-request", "the request has no \"verb\" field")
+        return WireError("bad-request", 'the request has no "verb" field')
     if not isinstance(verb, str) or verb not in _verbs():
         return WireError("unknown-verb", f"unknown verb {verb!r}; hello lists what is known")
     if isinstance(err, msgspec.ValidationError):

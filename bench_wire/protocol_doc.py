@@ -80,8 +80,11 @@ def _schema_section(title: str, types, key: str) -> str:
     if shared:
         out.append(f"\n### Shared {key} structures\n")
         for name in shared:
-            out.append(f"\n`{name}`:\n\n```json\n"
-                       + json.dumps(components[name], indent=2, sort_keys=True) + "\n```\n")
+            out.append(
+                f"\n`{name}`:\n\n```json\n"
+                + json.dumps(components[name], indent=2, sort_keys=True)
+                + "\n```\n"
+            )
     return "".join(out)
 
 

@@ -242,6 +242,7 @@ class Daemon:
                 await trio.sleep(0.01)
         self._serve_scope.cancel()
         self.committer.closed = True
+        await self.committer.drain()  # what came in meanwhile, and the index's commit
         if not self.committer.index_dirty:
             self.index.set_meta("last_seq", str(self.eventlog.last_seq))
             self.index.set_meta("clean", "1")

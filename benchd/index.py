@@ -9,9 +9,9 @@ committed (it is in the OS); a power cut may lose the last commits, which is why
 daemon marks the index clean only at a clean stop and reconciles it against the mail
 directories (names only, files read only when missing) after any other stop.
 
-Two connections: `w` for the committer's writes (in its worker thread, or on the loop
-for a lone op: never both at once) and a few loop-side lookups; `r` for the event loop's
-reads (WAL lets readers run beside the writer).
+One connection, `w`, used only on the event loop: the committer applies each batch to
+it in a transaction that spans batches (see committer.py), and reads go through the
+same connection so they see every answered op, committed or not yet.
 """
 
 import os
@@ -58,7 +58,6 @@ class Index:
             self._recreate()
         if self.get_meta("schema") is None:
             self.set_meta("schema", SCHEMA_VERSION)
-        self.r = connect(path)
 
     def _recreate(self) -> None:
         # A damaged or foreign index is set aside (never trusted) and rebuilt from files.
@@ -72,7 +71,8 @@ class Index:
         self.w.executescript(_SCHEMA)
 
     def close(self) -> None:
-        self.r.close()
+        if self.w.in_transaction:
+            self.w.execute("COMMIT")
         self.w.close()
 
     # ---------------------------------------------------------------- meta
@@ -96,7 +96,7 @@ class Index:
         if self.w.in_transaction:
             self.w.execute("ROLLBACK")
 
-    def find_key_w(self, sender: str, key: str):
+    def find_key(self, sender: str, key: str):
         return self.w.execute(
             "SELECT handle, id, state FROM messages WHERE sender=? AND key=? LIMIT 1",
             (sender, key),
@@ -154,9 +154,9 @@ class Index:
 
     def count(self, handle: str, state: int | None) -> int:
         if state is None:
-            row = self.r.execute("SELECT sum(n) FROM counts WHERE handle=?", (handle,)).fetchone()
+            row = self.w.execute("SELECT sum(n) FROM counts WHERE handle=?", (handle,)).fetchone()
         else:
-            row = self.r.execute(
+            row = self.w.execute(
                 "SELECT n FROM counts WHERE handle=? AND state=?", (handle, state)
             ).fetchone()
         return int(row[0] or 0) if row else 0
@@ -176,20 +176,20 @@ class Index:
                 "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             )
             args = (handle, state, after, limit + 1)
-        return self.r.execute(q, args).fetchall()
+        return self.w.execute(q, args).fetchall()
 
     def get(self, handle: str, mail_id: str):
-        return self.r.execute(
+        return self.w.execute(
             "SELECT id, sender, subject, date, state, size, key FROM messages "
             "WHERE handle=? AND id=?",
             (handle, mail_id),
         ).fetchone()
 
     def oldest_unread(self, handle: str) -> str | None:
-        row = self.r.execute(
+        row = self.w.execute(
             "SELECT id FROM messages WHERE handle=? AND state=0 ORDER BY id LIMIT 1", (handle,)
         ).fetchone()
         return row[0] if row else None
 
     def mailbox_count(self) -> int:
-        return self.r.execute("SELECT count(DISTINCT handle) FROM counts").fetchone()[0]
+        return self.w.execute("SELECT count(DISTINCT handle) FROM counts").fetchone()[0]

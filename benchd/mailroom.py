@@ -185,34 +185,44 @@ class SendOp(Op):
         self.tmp: str | None = None
         self.final: str | None = None
         self.dup_of: SendOp | None = None
+        self.resolved = False  # answered by check(): a duplicate key, nothing to write
         # More events for the same commit, given the new id (a job reply's outbox/posted).
         self.also_log: Callable[[str], list] | None = None
         self.new_dirs: set[str] = set()
 
-    def prepare(self, ctx: Committer) -> None:
+    def check(self, ctx: Committer) -> None:
         room: Mailroom = self.room
+        if self.key is None:
+            return
         seen = ctx._batch_keys
-        if self.key is not None:
-            first = seen.get((self.sender, self.key))
-            if first is not None:
-                # The same key earlier in this batch: this answer is that op's answer
-                # (or its failure), settled in finish() once the batch is done.
-                self.dup_of = first
-                return
-            hit = ctx.index.find_key_w(self.sender, self.key)
-            if hit is not None:
-                handle, mail_id, state = hit
-                live = room.is_live(handle)
-                self.result = {
-                    "mail_id": mail_id,
-                    "path": room.path(handle, mail_id, state),
-                    "to": handle,
-                    "key": self.key,
-                    "live": live,
-                    "duplicate": True,
-                    "note": None if live else "no-live-session",
-                }
-                return
+        first = seen.get((self.sender, self.key))
+        if first is not None:
+            # The same key earlier in this batch: this answer is that op's answer
+            # (or its failure), settled in finish() once the batch is done.
+            self.dup_of = first
+            self.resolved = True
+            return
+        hit = ctx.index.find_key(self.sender, self.key)
+        if hit is not None:
+            handle, mail_id, state = hit
+            live = room.is_live(handle)
+            self.result = {
+                "mail_id": mail_id,
+                "path": room.path(handle, mail_id, state),
+                "to": handle,
+                "key": self.key,
+                "live": live,
+                "duplicate": True,
+                "note": None if live else "no-live-session",
+            }
+            self.resolved = True
+            return
+        seen[(self.sender, self.key)] = self  # a same-key resend now shares this op's fate
+
+    def prepare(self, ctx: Committer) -> None:
+        if self.resolved:
+            return
+        room: Mailroom = self.room
         ms = now_ms()
         mail_id, _ = room.clock.next(ms)
         key = self.key or f"auto-{mail_id}"
@@ -248,7 +258,6 @@ class SendOp(Op):
         finally:
             os.close(fd)
         self.staged = (self.tmp,)  # made durable by the committer, with the batch's others
-        seen[(self.sender, key)] = self  # staged: a same-key resend now shares its fate
         self.meta = meta
         self.events = [
             MailSent(

@@ -142,9 +142,9 @@ def test_remove(idx):
 
 def test_find_key(idx):
     fill(idx, "bob", 2)
-    assert idx.find_key_w("operator", "key-bob-2") == ("bob", mid(2), UNREAD)
-    assert idx.find_key_w("alice", "key-bob-2") is None  # keys are per sender
-    assert idx.find_key_w("operator", "nope") is None
+    assert idx.find_key("operator", "key-bob-2") == ("bob", mid(2), UNREAD)
+    assert idx.find_key("alice", "key-bob-2") is None  # keys are per sender
+    assert idx.find_key("operator", "nope") is None
 
 
 def test_rollback_discards_the_batch(idx):
