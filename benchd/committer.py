@@ -317,6 +317,7 @@ class Committer:
         if published:
             self._apply_index(published)
         if records:
+            self.log.published_seq = records[-1]["seq"]
             self._publish(records)
         for op in batch:
             op.finish()

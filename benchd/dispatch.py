@@ -85,7 +85,7 @@ async def events(d, conn, caller, req: m.EventsRead) -> None:
     try:
         last = req.since
         sent = 0
-        for record in d.eventlog.read_since(req.since):
+        for record in d.eventlog.read_since(req.since, upto=d.eventlog.published_seq):
             if req.kind is None or record.get("kind") == req.kind:
                 await conn.send(m.EventFrame(id=req.id, event=record))
                 sent += 1

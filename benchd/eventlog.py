@@ -42,6 +42,10 @@ class EventLog:
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.last_seq, self.torn = self._recover()
+        # The newest seq whose batch is durable and answered. Lines past it may sit in
+        # the file while their batch is still being flushed: readers stop before them
+        # (the live stream delivers them once the batch is done).
+        self.published_seq = self.last_seq
 
     def _recover(self) -> tuple[int, bool]:
         size = os.fstat(self.fd).st_size
@@ -147,8 +151,8 @@ class EventLog:
             pos += len(chunk)
         return size
 
-    def read_since(self, since: int, limit: int | None = None):
-        """Yield decoded events (dicts) with seq > since, skipping torn lines."""
+    def read_since(self, since: int, limit: int | None = None, upto: int | None = None):
+        """Yield decoded events (dicts) with since < seq <= upto, skipping torn lines."""
         pos = self.offset_of(since) if since > 0 else 0
         n = 0
         with open(self.path, "rb") as f:
@@ -164,6 +168,8 @@ class EventLog:
                     continue
                 if obj["seq"] <= since:
                     continue
+                if upto is not None and obj["seq"] > upto:
+                    return
                 yield obj
                 n += 1
                 if limit is not None and n >= limit:

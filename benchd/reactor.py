@@ -23,6 +23,8 @@ from bench_wire.errors import WireError
 from benchd.bucket import TokenBucket
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
+QUIET_S = 0.05  # output-free time after a paste before the screen counts as settled
+QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longer
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -211,7 +213,9 @@ class Reactor:
             await term.write(data)
             await trio.sleep(session.paste_settle if session.paste_settle is not None
                              else self.settle)
-            before = term.screen_text()
+            # The Enter check compares against this screen: take it once the paste's echo
+            # has stopped arriving, or a late echo would pass for the Enter's effect.
+            before = await self._quiet_screen(term)
             await term.write(b"\r")
             await self.d.committer.record(woken)
             wait = self.enter_check
@@ -225,6 +229,18 @@ class Reactor:
                 wait *= 2
         finally:
             session.write_lock.release()
+
+    @staticmethod
+    async def _quiet_screen(term, quiet: float = QUIET_S, limit: float = QUIET_LIMIT_S) -> str:
+        """The screen once it has not changed for `quiet` seconds (at most `limit`)."""
+        with trio.move_on_after(limit):
+            while not term.eof:
+                changed = term.changed
+                with trio.move_on_after(quiet):
+                    await changed.wait()
+                    continue
+                break
+        return term.screen_text()
 
     @staticmethod
     async def _screen_changes(term, before: str, wait: float) -> bool:

@@ -23,7 +23,7 @@ BIN = os.path.dirname(sys.executable)
 BENCH = os.path.join(BIN, "bench")
 STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
 # Fast reactor timings so the suite runs quickly; tests that are about timing set their own.
-FAST = ["--idle-gate", "0.3", "--paste-settle", "0.05", "--enter-check", "0.4"]
+FAST = ["--idle-gate", "0.3", "--paste-settle", "0.05", "--enter-check", "1.0"]
 
 
 def wait_for(fn, timeout: float = 30.0, what: str = "condition"):

@@ -48,10 +48,11 @@ def test_wake_through_the_relay_path_present_body_absent(daemon):
     assert daemon.ok("mail", "list", "--handle", "alice")["total"] == 0
 
 
-def test_bracketed_paste_and_a_separate_enter(daemon):
+def test_bracketed_paste_and_a_separate_enter(make_daemon):
+    daemon = make_daemon("--paste-settle", "0.3")
     # The agent turns an Enter that arrives within 40 ms of the text into a newline
     # (as Codex does): only a separate, settled Enter submits.
-    _, rec = agent(daemon, "bp", "--enter-guard-ms", "40")
+    _, rec = agent(daemon, "bp", "--enter-guard-ms", "40")  # Enter comes 300 ms after
     daemon.ok("mail", "send", "bp", "-m", "x")
     line = wait_records(daemon, rec, 1)[0]
     assert line["pasted"] is True
@@ -86,13 +87,19 @@ def test_cap_starves_wakes_never_mail(make_daemon):
 
 
 def test_digest_when_tokens_return(make_daemon):
-    d = make_daemon("--wake-burst", "1", "--wake-refill", "2")
+    # The refill is wide so the sends and the read below all happen before the token
+    # returns, however slow the machine.
+    d = make_daemon("--wake-burst", "1", "--wake-refill", "8")
     _, rec = agent(d, "dig")
-    ids = [d.ok("mail", "send", "dig", "-m", f"m{i}")["mail_id"] for i in range(4)]
+    with d.connect() as c:
+        ids = []
+        for i in range(4):
+            c.send({"verb": "mail/send", "to": "dig", "body": f"m{i}"})
+            ids.append(c.recv()["mail_id"])
     d.wait_event("wake/capped", lambda e: e["mail_id"] == ids[3])
     # One capped message is read meanwhile: the digest must not announce it again.
     d.ok("mail", "read", ids[1], "--handle", "dig")
-    lines = wait_records(d, rec, 2)
+    lines = wait_records(d, rec, 2, timeout=60)
     assert lines[0]["line"].startswith("You have mail from operator: ")
     assert lines[1]["line"] == "You have 2 unread messages: run bench mail list to see them"
     digest = d.wait_event("agent/woken", lambda e: e["digest"] > 0)
@@ -109,7 +116,7 @@ def test_idle_gate_holds_a_wake_while_the_agent_prints(make_daemon, tmp_path):
         f'for i in $(seq 40); do echo busy $i; sleep 0.05; done; '
         f'date +%s.%N > {stamp}; exec {sys.executable} {STANDIN} --record {rec}'
     )
-    d.ok("spawn", "--name", "busy", "--", "bash", "-c", script)
+    d.ok("spawn", "--name", "busy", "--ready", READY, "--", "bash", "-c", script)
     d.wait_until(lambda: "busy 1" in d.bench("tail", "busy").out, 20, "busy output")
     d.ok("mail", "send", "busy", "-m", "x")
     line = wait_records(d, rec, 1)[0]
@@ -118,18 +125,27 @@ def test_idle_gate_holds_a_wake_while_the_agent_prints(make_daemon, tmp_path):
 
 
 def test_no_wake_while_the_operator_types(make_daemon):
-    d = make_daemon("--idle-gate", "0.6")
+    gate = 1.5  # wide against the typing pace below, so a loaded machine cannot open it
+    d = make_daemon("--idle-gate", str(gate))
     _, rec = agent(d, "typist", ready=None)
     d.wait_until(lambda: READY in d.bench("tail", "typist", "--screen").out, 20, "prompt")
-    d.ok("mail", "send", "typist", "-m", "x")
     pace = 0.15
     last_typed = 0.0
-    for _ in range(8):  # a person typing: keystrokes closer together than the gate
-        d.ok("type", "typist", "k", "--no-enter")
-        last_typed = time.time()
-        time.sleep(pace)
+    with d.connect() as c:
+
+        def key() -> float:
+            c.send({"verb": "session/type", "handle": "typist", "text": "k", "enter": False})
+            assert c.recv()["type"] == "session/type"
+            return time.time()
+
+        key()  # the person is typing before the mail arrives
+        c.send({"verb": "mail/send", "to": "typist", "body": "x"})
+        assert c.recv()["type"] == "mail/send"
+        for _ in range(7):  # a person typing: keystrokes closer together than the gate
+            time.sleep(pace)  # the typing rhythm itself, not a wait for the daemon
+            last_typed = key()
     line = wait_records(d, rec, 1)[0]
-    assert line["t"] >= last_typed + 0.6
+    assert line["t"] >= last_typed + gate
     # The wake lands after the typing stopped (here glued to the unsubmitted keys, as it
     # would be in any TUI: the reactor never erases what a person typed).
     assert line["line"].startswith("k" * 8 + "You have mail from operator: ")

@@ -3,7 +3,9 @@
 import base64
 import json
 import os
+import select
 import termios
+import time
 
 import ptyprocess
 
@@ -24,6 +26,27 @@ def screen(daemon, handle):
 def wait_screen(daemon, handle, text, timeout=20):
     return daemon.wait_until(lambda: text in screen(daemon, handle), timeout,
                              f"{text!r} on {handle}'s screen")
+
+
+def read_pty(p, until: bytes | None = None, timeout: float = 30.0) -> bytes:
+    """What a client in a pty prints: up to `until`, or (None) all of it, drained to the
+    end after the client exits (its last words may still sit in the pty's buffer)."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while until is None or until not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"waiting for {until!r}; got {buf!r}")
+        ready, _, _ = select.select([p.fd], [], [], left)
+        if not ready:
+            continue
+        try:
+            buf += p.read(4096)
+        except EOFError:
+            if until is None:
+                return buf
+            raise AssertionError(f"the client ended before printing {until!r}: {buf!r}") from None
+    return buf
 
 
 def test_env_in_the_pty(daemon):
@@ -159,17 +182,11 @@ def test_attach_types_and_detaches(daemon):
     env = daemon.env()
     p = ptyprocess.PtyProcess.spawn([BENCH, "attach", "att"], env=env, dimensions=(30, 100))
     try:
-        buf = b""
-        while b"detach with Ctrl-]" not in buf:
-            buf += p.read(4096)
+        buf = read_pty(p, b"detach with Ctrl-]")
         p.write(b"hello-attached\r")
         wait_screen(daemon, "att", "ok: hello-attached")
         p.write(b"\x1d")
-        while p.isalive():
-            try:
-                buf += p.read(4096)
-            except EOFError:
-                break
+        buf += read_pty(p)
         p.wait()
         assert p.exitstatus == 0
         assert b"[detached]" in buf
@@ -186,17 +203,11 @@ def test_attach_restores_the_terminal_on_sigterm(daemon):
     p = ptyprocess.PtyProcess.spawn([BENCH, "attach", "att2"], env=daemon.env(),
                                     dimensions=(30, 100))
     try:
-        buf = b""
-        while b"detach with Ctrl-]" not in buf:
-            buf += p.read(4096)
+        buf = read_pty(p, b"detach with Ctrl-]")
         # Raw mode is on now: the pty's line discipline no longer echoes or cooks.
         assert not (termios.tcgetattr(p.fd)[3] & termios.ICANON)
         p.kill(15)
-        while p.isalive():
-            try:
-                buf += p.read(4096)
-            except EOFError:
-                break
+        buf += read_pty(p)
         p.wait()
         assert b"[stopped by a signal]" in buf
         assert p.exitstatus == 0

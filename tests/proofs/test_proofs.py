@@ -20,6 +20,9 @@ def test_mail_proof_ring_of_standins():
     assert "collected 'number 103'" in p.stdout
     trail = p.stdout.split("event trail:")[1]
     kinds = [line.split()[1] for line in trail.strip().splitlines() if line.strip().startswith("+")]
+    # An Enter retried (a slow machine: the stand-in had not redrawn within the check)
+    # is shown in the trail and is fine; the ring itself must be exact.
+    kinds = [k for k in kinds if k != "wake/enter-retried"]
     assert kinds == ["mail/sent", "agent/woken"] * 3 + ["mail/sent", "mail/read"]
 
 

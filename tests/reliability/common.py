@@ -87,6 +87,11 @@ def scan_mail(bench_dir: str) -> MailScan:
                 try:
                     with open(path, "rb") as f:
                         meta, body = parse_mail(f.read())
+                except FileNotFoundError:
+                    if sub == "inbox":
+                        continue  # retired by a wake meanwhile: read/ is listed after inbox/
+                    scan.stray.append(path)
+                    continue
                 except (OSError, BadMailFile):
                     scan.stray.append(path)
                     continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import pytest
 
@@ -235,17 +236,23 @@ def test_a_refused_spawn_leaves_no_session_running(daemon):
 def test_a_log_fault_while_a_wake_lands_does_not_kill_the_daemon(daemon, tmp_path):
     d = daemon
     rec = tmp_path / "agent.rec"
+    # The agent waits for one key before it starts (and shows its ready prompt), so the
+    # wake cannot land before the fault is armed, however slow the machine.
+    gate = "read -n1 _; exec " + " ".join(shlex.quote(a) for a in standin_argv("--record",
+                                                                          str(rec)))
     a = d.call({"verb": "session/spawn", "name": "agent", "ready": "standin>",
-                "argv": standin_argv("--record", str(rec))})
+                "argv": ["bash", "-c", gate]})
     assert a["ok"] is True, a
 
     def prompt():
         s = d.call({"verb": "session/tail", "handle": "agent", "screen": True})
         return "standin>" in "".join(s.get("lines", []))
 
-    d.wait_until(prompt, 30, "the agent's prompt")
     d.ok("mail", "send", "agent", "-m", "first")
     arm(d, "eventlog", "EIO", 1)  # the next append is this wake's agent/woken
+    typed = d.call({"verb": "session/type", "handle": "agent", "text": "g", "enter": False})
+    assert typed["type"] == "session/type", typed
+    d.wait_until(prompt, 30, "the agent's prompt")
     got = d.wait_until(alive_or_dead(d, lambda: rec.exists() and rec.read_text().strip()), 30,
                        "the wake to land (or benchd to die)")
     assert got != "dead", (

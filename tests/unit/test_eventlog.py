@@ -132,6 +132,18 @@ def test_read_since_limit(path):
     log.close()
 
 
+def test_read_since_stops_at_the_published_seq(path):
+    # Lines of a batch still being flushed are in the file but not yet published:
+    # readers of the log must not see them before the live stream does.
+    log = EventLog(path)
+    append(log, list(range(1, 11)))
+    assert log.published_seq == 0  # nothing was published by a committer here
+    assert [e["seq"] for e in log.read_since(2, upto=6)] == [3, 4, 5, 6]
+    assert [e["seq"] for e in log.read_since(0, upto=0)] == []
+    log.close()
+    assert EventLog(path).published_seq == 10  # at open, everything on disk is published
+
+
 def test_read_since_stops_at_an_unfinished_line(path):
     log = EventLog(path)
     append(log, [1, 2])
