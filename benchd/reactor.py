@@ -23,7 +23,7 @@ from bench_wire.errors import WireError
 from benchd.bucket import TokenBucket
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
-QUIET_S = 0.05  # output-free time after a paste before the screen counts as settled
+QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
 QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longer
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -232,14 +232,17 @@ class Reactor:
 
     @staticmethod
     async def _quiet_screen(term, quiet: float = QUIET_S, limit: float = QUIET_LIMIT_S) -> str:
-        """The screen once it has not changed for `quiet` seconds (at most `limit`)."""
+        """The screen once no output has arrived for `quiet` seconds (at most `limit`).
+        Usually at once: the echo of a paste arrives well within the paste settle."""
         with trio.move_on_after(limit):
             while not term.eof:
+                last = term.last_output
+                idle = quiet if last is None else time.monotonic() - last
+                if idle >= quiet:
+                    break
                 changed = term.changed
-                with trio.move_on_after(quiet):
+                with trio.move_on_after(quiet - idle):
                     await changed.wait()
-                    continue
-                break
         return term.screen_text()
 
     @staticmethod
