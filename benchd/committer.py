@@ -22,7 +22,8 @@ The index is a cache of the files (rebuilt from them after any unclean stop), so
 transaction spans batches and commits once it is INDEX_COMMIT_S old or the committer
 falls idle for that long. Why: every commit writes WAL pages that the next batch's
 syncfs would have to flush too; in a micro-benchmark of the lone-send path (file,
-fsync, rename, log line, syncfs) a commit per send cost about a fifth of the rate. Reads share the writer's connection, on the loop, so they see every answered op.
+fsync, rename, log line, syncfs) a commit per send cost about a fifth of the rate.
+Reads share the writer's connection, on the loop, so they see every answered op.
 """
 
 import os

@@ -167,8 +167,7 @@ class JobHost:
             raise WireError("bad-key", f"a job key is 1-{MAX_KEY_LEN} characters")
         check_client_key(spec.key)
         # A key names one request: reusing it would hand back the old task and replies.
-        if self.outbox.has_job_key(spec.key) or self.d.index.find_key(caller.handle,
-                                                                          spec.key):
+        if self.outbox.has_job_key(spec.key) or self.d.index.find_key(caller.handle, spec.key):
             raise WireError("key-used", f"the key {spec.key!r} already names another job or "
                             "message; a new job needs a new key")
 
