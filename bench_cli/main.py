@@ -201,10 +201,25 @@ def status(bench_dir, as_json):
             f"BENCH_DIR {a['bench_dir']}\n"
             f"you are   {a['caller']}\n"
             f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
+            f"index     {index_health(a.get('index') or {})}\n"
             f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
             f"{r['wake_burst']} wakes per {r['wake_refill']}s refill"
         ),
     )
+
+
+def index_health(ix: dict) -> str:
+    """One line on the mail index: ok, or why not and what waits."""
+    state = ix.get("state", "ok")
+    text = state
+    if state == "retrying":
+        text += f" ({ix.get('failures', 0)} failed commits; {ix.get('pending', 0)} changes " \
+                f"held in memory: {ix.get('error')})"
+    elif state == "in-memory":
+        text += " (no index file could be used; it is rebuilt from the files at the next start)"
+    if ix.get("rebuilds"):
+        text += f", rebuilt from the files {ix['rebuilds']}x since start"
+    return text
 
 
 @cli.command()

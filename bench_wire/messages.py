@@ -202,6 +202,18 @@ class Reactor(msgspec.Struct, kw_only=True):
     enter_retries: int
 
 
+class IndexHealth(msgspec.Struct, kw_only=True):
+    """The mail index's health. state: ok; retrying (commits fail: `pending` changes wait
+    in memory, reads still see them); in-memory (no file could be used; rebuilt from the
+    files at the next start)."""
+
+    state: str = "ok"
+    pending: int = 0
+    failures: int = 0
+    error: str | None = None
+    rebuilds: int = 0
+
+
 class HelloOk(Response, tag="hello"):
     version: str
     protocol: int
@@ -212,6 +224,7 @@ class HelloOk(Response, tag="hello"):
     reactor: Reactor
     sessions: int = 0
     mailboxes: int = 0
+    index: IndexHealth = msgspec.field(default_factory=IndexHealth)
     test_hooks: bool = False
     verbs: list[str] = []
 
@@ -409,6 +422,32 @@ class MailRead_(Event, tag="mail/read"):
     path: str
 
 
+class MailVanished(Event, tag="mail/vanished"):
+    """A message the index listed has no file any more (removed by hand): it was dropped
+    from the index."""
+
+    mail_id: str
+    handle: str
+    path: str
+
+
+class IndexFailed(Event, tag="index/failed"):
+    """The mail index (a cache of the files) could not be written or read. `action`:
+    retry (the changes wait in memory), rebuild, set-aside, in-memory."""
+
+    error: str
+    action: str
+    pending: int = 0
+    failures: int = 0
+
+
+class IndexRebuilt(Event, tag="index/rebuilt"):
+    """The index was refilled from the mail files."""
+
+    reason: str
+    messages: int
+
+
 class AgentWoken(Event, tag="agent/woken"):
     session: str
     handle: str
@@ -468,6 +507,9 @@ AnyEvent = (
     | SessionExited
     | MailSent
     | MailRead_
+    | MailVanished
+    | IndexFailed
+    | IndexRebuilt
     | AgentWoken
     | EnterRetried
     | WakeCapped

@@ -11,6 +11,7 @@ import argparse
 import fcntl
 import os
 import signal
+import sqlite3
 import sys
 
 import trio
@@ -20,13 +21,13 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
-from benchd import __version__
+from benchd import __version__, recovery
 from benchd.committer import Committer, EventOp
 from benchd.connection import Caller, Connection
 from benchd.dispatch import HANDLERS
 from benchd.eventlog import EventLog
 from benchd.hub import Hub
-from benchd.index import Index
+from benchd.index import Index, Pending
 from benchd.mailroom import (
     BODY_BYTES,
     LIST_CAP,
@@ -64,7 +65,11 @@ class Daemon:
         self.connections = 0
         self.hub = Hub(self.log)
         self.eventlog = EventLog(os.path.join(bench_dir, "events.jsonl"))
-        self.index = Index(os.path.join(bench_dir, "index.sqlite"))
+        self.start_notices: list = []  # index notices from before the committer ran
+        self.started = False
+        self.clean_stop = False
+        self.seal_path = os.path.join(bench_dir, recovery.SEAL)
+        self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
         self.committer = Committer(self.eventlog, self.index, self.hub.publish, bench_dir)
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message)
@@ -87,26 +92,71 @@ class Daemon:
     # ------------------------------------------------------------ recovery
 
     def recover(self) -> list:
-        """Bring the index in line with the files; returns events to log at start."""
+        """Bring the index in line with the files; returns events to log at start.
+
+        Start never fails because of the index: any SQLite error here sets the file aside
+        and refills a new one from the files."""
         mail_root = os.path.join(self.bench_dir, "mail")
         clean_staging(mail_root)
-        clean = (
-            not self.index.fresh
-            and self.index.get_meta("clean") == "1"
-            and self.index.get_meta("last_seq") == str(self.eventlog.last_seq)
-        )
-        self.recovered = not clean and (not self.index.fresh or os.path.isdir(mail_root))
-        events = []
-        if not clean:
-            # Mail the log already announced but the index missed (a kill between the log
-            # append and the index commit) needs no second, "recovered" mail/sent.
-            since = int(self.index.get_meta("last_seq") or 0)
-            logged = {e.get("mail_id") for e in self.eventlog.read_since(since)
-                      if e.get("kind") == "mail/sent"}
-            events = reconcile(mail_root, self.index, logged)
-        self.index.set_meta("clean", "0")  # until the next clean stop says otherwise
+        self.index.rebuild = self._rebuild_index
+        try:
+            events = self._reconcile_at_start(mail_root)
+        except sqlite3.Error as err:
+            self.index.set_aside(f"unreadable at start: {err}")
+            self.index.pending = Pending()
+            self.recovered = True
+            events = reconcile(mail_root, self.index, self._logged_since(0))
+            self._index_notice("index/rebuilt", reason=str(err),
+                               messages=len(self.index.pending))
+        self.index.flush()  # a failure is retried by the committer, like any other
         self.mailroom.clock = IdClock(self.index.newest_id_w())
-        return events
+        return self.start_notices + events
+
+    def _reconcile_at_start(self, mail_root: str) -> list:
+        idx = self.index
+        seal = recovery.take_seal(self.seal_path)  # one start trusts a seal, at most
+        trusted = (
+            not idx.fresh
+            and recovery.seal_matches(seal, self.index.path)
+            and idx.get_meta("last_seq") == str(self.eventlog.last_seq)
+        )
+        self.recovered = not trusted and (not idx.fresh or os.path.isdir(mail_root))
+        if trusted:
+            # Only mailboxes whose directories changed since the clean stop (mail a
+            # person dropped in, moved or removed) are listed again.
+            changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles_w())
+            return reconcile(mail_root, idx, frozenset(), changed) if changed else []
+        # Mail the log already announced but the index missed (a kill between the log
+        # append and the index commit) needs no second, "recovered" mail/sent.
+        since = int(idx.get_meta("last_seq") or 0)
+        return reconcile(mail_root, idx, self._logged_since(since))
+
+    def _logged_since(self, since: int) -> set:
+        return {e.get("mail_id") for e in self.eventlog.read_since(since)
+                if e.get("kind") == "mail/sent"}
+
+    def _rebuild_index(self) -> None:
+        """Refill an empty index from the files (Index.recover_now, while running)."""
+        reconcile(os.path.join(self.bench_dir, "mail"), self.index)
+        self._index_notice("index/rebuilt", reason=self.index.set_aside_reason or "",
+                           messages=len(self.index.pending))
+
+    def _index_notice(self, kind: str, **fields) -> None:
+        """An index failure or rebuild: to benchd.log, and to the event log."""
+        if kind == "index/recovered":
+            self.log.info("index commits work again", **fields)
+            return
+        self.log.error(kind, **fields) if kind == "index/failed" else self.log.warning(
+            kind, **fields)
+        ev = (m.IndexFailed if kind == "index/failed" else m.IndexRebuilt)(**fields)
+        committer = getattr(self, "committer", None)
+        if committer is None or not self.started:
+            self.start_notices.append(ev)
+            return
+        try:
+            committer.enqueue(EventOp(ev))
+        except WireError:
+            pass  # stopping: benchd.log has it
 
     # ------------------------------------------------------------ identity
 
@@ -194,6 +244,7 @@ class Daemon:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             await nursery.start(self.committer.run)
+            self.started = True
             await self.committer.submit(
                 EventOp(*start_events, m.DaemonStarted(pid=self.pid, version=__version__,
                                                        recovered=self.recovered))
@@ -242,10 +293,9 @@ class Daemon:
                 await trio.sleep(0.01)
         self._serve_scope.cancel()
         self.committer.closed = True
+        self.index.set_meta("last_seq", str(self.eventlog.last_seq))
         await self.committer.drain()  # what came in meanwhile, and the index's commit
-        if not self.committer.index_dirty:
-            self.index.set_meta("last_seq", str(self.eventlog.last_seq))
-            self.index.set_meta("clean", "1")
+        self.clean_stop = not self.index.pending  # sealed in main() once the index is closed
         self.log.info("stopped", pid=self.pid)
 
 
@@ -299,7 +349,10 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         daemon.jobs.outbox.close()
-        daemon.index.close()
+        if daemon.clean_stop:
+            recovery.seal(daemon.index, daemon.seal_path, os.path.join(bench_dir, "mail"))
+        else:
+            daemon.index.close()
         daemon.eventlog.close()
     return 0
 

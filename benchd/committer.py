@@ -202,8 +202,6 @@ class Committer:
         self.batches = 0
         self.closed = False
         self.on_lost: Callable | None = None  # told about events record() could not write
-        self.index_dirty = False  # an index update failed: reconcile at the next start
-        self._index_since = 0.0  # when the open index transaction began
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
 
     def enqueue(self, op: Op) -> None:
@@ -233,9 +231,12 @@ class Committer:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
-            if self.index.w.in_transaction:
-                # Idle with index updates uncommitted: commit them unless work comes first.
-                with trio.move_on_after(INDEX_COMMIT_S):
+            if self.index.pending.ops or self.index.pending.meta:
+                # Index changes not yet committed: commit them once they are
+                # INDEX_COMMIT_S old (and past any retry backoff), unless work comes first.
+                wait = max(self.index.retry_at - time.monotonic(),
+                           self.index.pending.since + INDEX_COMMIT_S - time.monotonic(), 0.0)
+                with trio.move_on_after(wait):
                     await self._wakeup.wait()
                 if not self._wakeup.is_set():
                     self.commit_index()
@@ -245,7 +246,7 @@ class Committer:
             while self._pending:
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                 await self._commit(batch)
-                if trio.current_time() - self._index_since >= INDEX_COMMIT_S:
+                if self.index.due(INDEX_COMMIT_S):
                     self.commit_index()
 
     async def drain(self) -> None:
@@ -258,34 +259,19 @@ class Committer:
         self.commit_index()
 
     def commit_index(self) -> None:
-        """Commit the index updates of the batches since the last commit."""
-        if not self.index.w.in_transaction:
-            return
-        try:
-            self.index.commit()
-        except Exception:  # noqa: BLE001
-            self._index_failed()
+        """Commit the index changes of the batches since the last commit. A failure keeps
+        them in memory (reads still see them) and is retried with backoff; one that
+        persists, or corruption, rebuilds the index from the files."""
+        idx = self.index
+        if not idx.flush() and idx.needs_rebuild:
+            idx.recover_now(f"the index could not be written: {idx.last_error}")
 
     def _apply_index(self, ops: list[Op]) -> None:
-        try:
-            if not self.index.w.in_transaction:
-                self.index.begin()
-                self._index_since = trio.current_time()
-            for op in ops:
-                op.index(self.index)
-            self.index.set_meta("last_seq", str(self.log.last_seq))
-        except Exception:  # noqa: BLE001
-            self._index_failed()
-
-    def _index_failed(self) -> None:
-        # The files and the log are the record; a stale index is reconciled at the next
-        # start (never marked clean again). The ops themselves did succeed.
-        self.index_dirty = True
-        try:
-            self.index.rollback()
-            self.index.set_meta("clean", "0")
-        except Exception:  # noqa: BLE001 - the dirty flag is what counts
-            pass
+        # In memory (Index.pending): cannot fail for SQLite's reasons, so what is answered
+        # is listed and deduplicated from now on.
+        for op in ops:
+            op.index(self.index)
+        self.index.set_meta("last_seq", str(self.log.last_seq))
 
     async def _commit(self, batch: list[Op]) -> None:
         async with self._committing:

@@ -25,6 +25,7 @@ async def hello(d, conn, caller, req: m.Hello) -> None:
             reactor=d.reactor_info(),
             sessions=d.live_session_count(),
             mailboxes=d.index.mailbox_count(),
+            index=m.IndexHealth(**d.index.health()),
             test_hooks=d.test_hooks,
             verbs=sorted(m.VERBS),
         )

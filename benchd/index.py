@@ -4,22 +4,34 @@ The files in mail/ are the record; this index is a cache the files can rebuild. 
 per message the metadata a listing shows, its state and its idempotency key, plus a
 count per (handle, state) so a listing's `total` is O(1).
 
-Durability: WAL with synchronous=NORMAL. A kill -9 of the daemon loses nothing
-committed (it is in the OS); a power cut may lose the last commits, which is why the
-daemon marks the index clean only at a clean stop and reconciles it against the mail
-directories (names only, files read only when missing) after any other stop.
+Two layers, both used only on the event loop:
 
-One connection, `w`, used only on the event loop: the committer applies each batch to
-it in a transaction that spans batches (see committer.py), and reads go through the
-same connection so they see every answered op, committed or not yet.
+- `pending`, in memory: every change applied since the last successful commit. It can
+  not fail, so an answered send is listed, readable and deduplicated from the moment it
+  is answered, whatever SQLite does afterwards. Reads merge it over the database.
+- the database (WAL, synchronous=NORMAL, busy_timeout=0): `flush()` writes `pending` in
+  one transaction and forgets it only once the commit succeeded. A busy lock held by
+  another process, a full disk or an I/O error leave `pending` as it is and the flush
+  is retried later (the caller backs off); the loop never waits on a lock. Corruption
+  (or a failure that persists) sets the file aside and rebuilds the index from the
+  files (`rebuild`, given by the daemon).
+
+Health (`health()`) says which of these holds; every failure and rebuild is reported
+through `notify(kind, **fields)` (the daemon logs it and records an event).
 """
 
 import os
 import sqlite3
+import time
+import zlib
+from collections.abc import Callable
 
 SCHEMA_VERSION = "1"
 UNREAD, READ = 0, 1
 STATE_NAMES = {UNREAD: "unread", READ: "read"}
+PERSISTENT_FAILURES = 8  # consecutive failed flushes after which the file is rebuilt
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 2.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages(
@@ -35,101 +47,382 @@ CREATE TABLE IF NOT EXISTS counts(
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
 
+MEMORY = ":memory:"  # the fallback when no file can be opened at all (e.g. a full disk)
+
 
 def connect(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
+    if path != MEMORY:
+        db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA busy_timeout=5000")
+    db.execute("PRAGMA busy_timeout=0")  # a lock held elsewhere fails at once, never waits
     return db
 
 
-class Index:
-    def __init__(self, path: str):
-        self.path = path
-        self.fresh = not os.path.exists(path)
-        try:
-            self.w = connect(path)
-            self.w.executescript(_SCHEMA)
-            ok = self.get_meta("schema") in (None, SCHEMA_VERSION)
-        except sqlite3.DatabaseError:
-            ok = False
-        if not ok:
-            self._recreate()
-        if self.get_meta("schema") is None:
-            self.set_meta("schema", SCHEMA_VERSION)
+def is_corrupt(err: sqlite3.Error) -> bool:
+    """A damaged or foreign file, as opposed to a passing condition (busy, full, I/O)."""
+    if not isinstance(err, sqlite3.DatabaseError):
+        return False
+    if isinstance(err, sqlite3.OperationalError):
+        msg = str(err).lower()
+        return "malformed" in msg or "not a database" in msg or "no such table" in msg
+    return True  # DatabaseError proper: malformed image, not a database
 
-    def _recreate(self) -> None:
-        # A damaged or foreign index is set aside (never trusted) and rebuilt from files.
-        if getattr(self, "w", None) is not None:
-            self.w.close()
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(self.path + suffix):
-                os.replace(self.path + suffix, self.path + suffix + ".damaged")
+
+def file_sum(path: str) -> str:
+    """size:crc32 of a file: the clean-stop seal checks that not a byte changed since."""
+    crc, size = 0, 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    return f"{size}:{crc:08x}"
+
+
+class Pending:
+    """The changes since the last commit, and what they mean for reads (pure, in memory).
+
+    `rows` maps (handle, id) to the row as the database would now hold it
+    (id, sender, subject, date, state, size, key), or None when it was removed; `base`
+    the state the database holds for it (None: absent), so counts can be adjusted.
+    """
+
+    def __init__(self) -> None:
+        self.ops: list[tuple] = []
+        self.rows: dict[tuple[str, str], tuple | None] = {}
+        self.base: dict[tuple[str, str], int | None] = {}
+        self.keys: dict[tuple[str, str], tuple[str, str]] = {}
+        self.by_handle: dict[str, set[str]] = {}
+        self.meta: dict[str, str] = {}
+        self.since = 0.0  # monotonic time of the oldest change
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def touch(self, handle: str, mail_id: str, base: int | None) -> None:
+        if not self.ops and not self.meta:
+            self.since = time.monotonic()
+        self.base.setdefault((handle, mail_id), base)
+        self.by_handle.setdefault(handle, set()).add(mail_id)
+
+    def count_delta(self, handle: str, state: int | None) -> int:
+        d = 0
+        for mail_id in self.by_handle.get(handle, ()):
+            before = self.base[(handle, mail_id)]
+            row = self.rows[(handle, mail_id)]
+            now = None if row is None else row[4]
+            if state is None:
+                d += (now is not None) - (before is not None)
+            else:
+                d += (now == state) - (before == state)
+        return d
+
+
+class Index:
+    def __init__(self, path: str, notify: Callable[..., None] | None = None):
+        self.path = path
+        self.notify = notify or (lambda kind, **fields: None)
+        self.rebuild: Callable[[], None] | None = None  # set by the daemon: refill from files
+        self.pending = Pending()
+        self.failures = 0  # consecutive failed flushes
+        self.last_error: str | None = None
+        self.retry_at = 0.0  # monotonic time before which no flush is tried
+        self.rebuilds = 0
+        self.needs_rebuild = False  # a failure persisted: rebuild once the loop can
+        self.set_aside_reason: str | None = None
+        self.fresh = False
+        self._rebuilding = False
+        self.w: sqlite3.Connection | None = None
+        self._open()
+
+    # ---------------------------------------------------------------- opening
+
+    def _open(self) -> None:
+        self.fresh = not os.path.exists(self.path)
+        try:
+            self.w = connect(self.path)
+            self.w.executescript(_SCHEMA)
+            schema = self._db_meta("schema")
+            if schema not in (None, SCHEMA_VERSION):
+                raise sqlite3.DatabaseError(f"schema version {schema}, not {SCHEMA_VERSION}")
+            if schema is None:
+                self.w.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        except sqlite3.Error as err:
+            self.set_aside(f"cannot open: {err}")
+
+    def set_aside(self, reason: str) -> None:
+        """Move the database aside (never trusted again, kept for a post-mortem) and start
+        an empty one; the caller refills it from the files. Falls back to an in-memory
+        database when no file can be made (the next start rebuilds again)."""
+        if self.w is not None:
+            try:
+                self.w.close()
+            except sqlite3.Error:
+                pass
+            self.w = None
+        self.set_aside_reason = reason
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(self.path + suffix):
+                    os.replace(self.path + suffix, self.path + suffix + ".damaged")
+            self.w = connect(self.path)
+            self.w.executescript(_SCHEMA)
+            self.w.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        except (sqlite3.Error, OSError) as err:
+            reason = f"{reason}; a new file failed too ({err}): the index is in memory"
+            self.w = connect(MEMORY)
+            self.w.executescript(_SCHEMA)
         self.fresh = True
-        self.w = connect(self.path)
-        self.w.executescript(_SCHEMA)
+        self.notify("index/failed", error=reason, action="set-aside")
+
+    @property
+    def in_memory(self) -> bool:
+        return self.w is not None and self.w.execute("PRAGMA database_list").fetchone()[2] == ""
 
     def close(self) -> None:
-        if self.w.in_transaction:
-            self.w.execute("COMMIT")
-        self.w.close()
+        if self.w is not None:
+            self.w.close()
+            self.w = None
+
+    def close_clean(self) -> bool:
+        """Close with everything committed and the WAL folded into the file, so the file
+        alone is the index (recovery.seal then stamps it). False if that failed."""
+        if self.pending or self.pending.meta or self.in_memory:
+            self.close()
+            return False
+        try:
+            self.w.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.close()
+            return True
+        except sqlite3.Error:
+            self.close()
+            return False
 
     # ---------------------------------------------------------------- meta
 
-    def get_meta(self, k: str) -> str | None:
+    def _db_meta(self, k: str) -> str | None:
         row = self.w.execute("SELECT v FROM meta WHERE k=?", (k,)).fetchone()
         return row[0] if row else None
 
+    def get_meta(self, k: str) -> str | None:
+        if k in self.pending.meta:
+            return self.pending.meta[k]
+        return self._read(lambda: self._db_meta(k))
+
     def set_meta(self, k: str, v: str) -> None:
-        self.w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
+        if not self.pending.ops and not self.pending.meta:
+            self.pending.since = time.monotonic()
+        self.pending.meta[k] = v
 
-    # ---------------------------------------------------------------- writer side
+    # ---------------------------------------------------------------- reads
 
-    def begin(self) -> None:
-        self.w.execute("BEGIN IMMEDIATE")
+    def _read(self, fn):
+        """A database read; corruption found by it sets the file aside and rebuilds the
+        index from the files, then the read runs again on the new one."""
+        try:
+            return fn()
+        except sqlite3.Error as err:
+            if self._rebuilding:
+                raise
+            self.recover_now(f"a read failed: {err}")
+            return fn()
 
-    def commit(self) -> None:
-        self.w.execute("COMMIT")
+    def _db_row(self, handle: str, mail_id: str):
+        return self.w.execute(
+            "SELECT id, sender, subject, date, state, size, key FROM messages "
+            "WHERE handle=? AND id=?",
+            (handle, mail_id),
+        ).fetchone()
 
-    def rollback(self) -> None:
-        if self.w.in_transaction:
-            self.w.execute("ROLLBACK")
+    def get(self, handle: str, mail_id: str):
+        k = (handle, mail_id)
+        if k in self.pending.rows:
+            return self.pending.rows[k]
+        return self._read(lambda: self._db_row(handle, mail_id))
 
     def find_key(self, sender: str, key: str):
-        return self.w.execute(
-            "SELECT handle, id, state FROM messages WHERE sender=? AND key=? LIMIT 1",
-            (sender, key),
-        ).fetchone()
+        hit = self.pending.keys.get((sender, key))
+        if hit is not None:
+            row = self.pending.rows.get(hit)
+            if row is not None:
+                return hit[0], hit[1], row[4]
+        for handle, mail_id, state in self._read(lambda: self.w.execute(
+            "SELECT handle, id, state FROM messages WHERE sender=? AND key=?", (sender, key)
+        ).fetchall()):
+            if (handle, mail_id) in self.pending.rows:
+                row = self.pending.rows[(handle, mail_id)]
+                if row is None:
+                    continue
+                state = row[4]
+            return handle, mail_id, state
+        return None
+
+    def count(self, handle: str, state: int | None) -> int:
+        def db():
+            if state is None:
+                row = self.w.execute(
+                    "SELECT sum(n) FROM counts WHERE handle=?", (handle,)).fetchone()
+            else:
+                row = self.w.execute(
+                    "SELECT n FROM counts WHERE handle=? AND state=?", (handle, state)
+                ).fetchone()
+            return int(row[0] or 0) if row else 0
+
+        return self._read(db) + self.pending.count_delta(handle, state)
+
+    def page(self, handle: str, state: int | None, after: str | None, limit: int):
+        """Up to `limit` rows in send order after the cursor id, plus one to say 'more'.
+        Rows (id, sender, subject, date, state, size)."""
+        after = after or ""
+        touched = self.pending.by_handle.get(handle, set())
+        want = limit + 1 + len(touched)  # pending changes may hide that many rows
+        if state is None:
+            q = (
+                "SELECT id, sender, subject, date, state, size FROM messages "
+                "WHERE handle=? AND id>? ORDER BY id LIMIT ?"
+            )
+            args: tuple = (handle, after, want)
+        else:
+            q = (
+                "SELECT id, sender, subject, date, state, size FROM messages "
+                "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
+            )
+            args = (handle, state, after, want)
+        rows = self._read(lambda: self.w.execute(q, args).fetchall())
+        if not touched:
+            return rows[: limit + 1]
+        rows = [r for r in rows if r[0] not in touched]
+        for mail_id in touched:
+            row = self.pending.rows[(handle, mail_id)]
+            if row is not None and mail_id > after and (state is None or row[4] == state):
+                rows.append(row[:6])
+        rows.sort()
+        return rows[: limit + 1]
+
+    def oldest_unread(self, handle: str) -> str | None:
+        rows = self.page(handle, UNREAD, None, 1)
+        return rows[0][0] if rows else None
+
+    def unread_after(self, handle: str, after: str | None, limit: int) -> list[str]:
+        return [r[0] for r in self.page(handle, UNREAD, after, limit)[:limit]]
+
+    def newest_id_w(self) -> str | None:
+        row = self._read(lambda: self.w.execute("SELECT max(id) FROM messages").fetchone())
+        ids = [row[0]] if row and row[0] else []
+        ids += [k[1] for k, r in self.pending.rows.items() if r is not None]
+        return max(ids) if ids else None
+
+    def mailbox_count(self) -> int:
+        known = set(self._read(lambda: [
+            r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")]))
+        return len(known | set(self.pending.by_handle))
+
+    def handles_w(self) -> list[str]:
+        self._require_flushed()
+        return [r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")]
+
+    def ids_w(self, handle: str) -> dict[str, int]:
+        self._require_flushed()
+        return dict(self.w.execute("SELECT id, state FROM messages WHERE handle=?", (handle,)))
+
+    def _require_flushed(self) -> None:
+        if self.pending.ops:
+            raise RuntimeError("a whole-index read with changes not yet committed")
+
+    # ---------------------------------------------------------------- changes (pending)
 
     def add(self, handle, mail_id, state, sender, subject, date, size, key) -> None:
-        self.w.execute(
-            "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)",
-            (handle, mail_id, state, sender, subject, date, size, key),
-        )
-        if self.w.execute("SELECT changes()").fetchone()[0]:
-            self._bump(handle, state, 1)
+        if self.get(handle, mail_id) is not None:
+            return  # INSERT OR IGNORE
+        k = (handle, mail_id)
+        base = self.pending.base[k] if k in self.pending.base else None
+        self.pending.touch(handle, mail_id, base)
+        self.pending.rows[k] = (mail_id, sender, subject, date, state, size, key)
+        self.pending.keys.setdefault((sender, key), k)
+        self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date,
+                                         size, key)))
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
-        row = self.w.execute(
-            "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
-        ).fetchone()
-        if row is None or row[0] == state:
+        row = self.get(handle, mail_id)
+        if row is None or row[4] == state:
             return False
-        self.w.execute(
-            "UPDATE messages SET state=? WHERE handle=? AND id=?", (state, handle, mail_id)
-        )
-        self._bump(handle, row[0], -1)
-        self._bump(handle, state, 1)
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
+        self.pending.rows[(handle, mail_id)] = row[:4] + (state,) + row[5:]
+        self.pending.ops.append(("state", (handle, mail_id, state)))
         return True
 
     def remove(self, handle: str, mail_id: str) -> None:
-        row = self.w.execute(
-            "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
-        ).fetchone()
-        if row is not None:
-            self.w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
-            self._bump(handle, row[0], -1)
+        row = self.get(handle, mail_id)
+        if row is None:
+            return
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
+        self.pending.rows[(handle, mail_id)] = None
+        self.pending.ops.append(("remove", (handle, mail_id)))
+
+    def _base_of(self, handle: str, mail_id: str, row: tuple) -> int | None:
+        k = (handle, mail_id)
+        if k in self.pending.base:
+            return self.pending.base[k]
+        return row[4]  # not pending yet: the row came from the database
+
+    # ---------------------------------------------------------------- flushing
+
+    def due(self, age_s: float) -> bool:
+        """Whether a flush should be tried now: changes older than age_s, past backoff."""
+        p = self.pending
+        if not p.ops and not p.meta:
+            return False
+        now = time.monotonic()
+        return now >= self.retry_at and now - p.since >= age_s
+
+    def flush(self) -> bool:
+        """Commit the pending changes in one transaction. True when committed (or nothing
+        to do); on failure pending is kept, the failure reported, a retry scheduled."""
+        p = self.pending
+        if not p.ops and not p.meta:
+            return True
+        try:
+            self._write(p)
+        except sqlite3.Error as err:
+            self._rollback()
+            self._flush_failed(err)
+            return False
+        self.pending = Pending()
+        if self.failures:
+            self.notify("index/recovered", failures=self.failures)
+        self.failures, self.last_error, self.retry_at = 0, None, 0.0
+        return True
+
+    def _write(self, p: Pending) -> None:
+        from benchd import faults
+
+        w = self.w
+        w.execute("BEGIN IMMEDIATE")
+        faults.check("index")
+        for kind, args in p.ops:
+            if kind == "add":
+                w.execute("INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)", args)
+                if w.execute("SELECT changes()").fetchone()[0]:
+                    self._bump(args[0], args[2], 1)
+            elif kind == "state":
+                handle, mail_id, state = args
+                row = w.execute("SELECT state FROM messages WHERE handle=? AND id=?",
+                                (handle, mail_id)).fetchone()
+                if row is not None and row[0] != state:
+                    w.execute("UPDATE messages SET state=? WHERE handle=? AND id=?",
+                              (state, handle, mail_id))
+                    self._bump(handle, row[0], -1)
+                    self._bump(handle, state, 1)
+            else:
+                handle, mail_id = args
+                row = w.execute("SELECT state FROM messages WHERE handle=? AND id=?",
+                                (handle, mail_id)).fetchone()
+                if row is not None:
+                    w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
+                    self._bump(handle, row[0], -1)
+        for k, v in p.meta.items():
+            w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
+        w.execute("COMMIT")
 
     def _bump(self, handle: str, state: int, d: int) -> None:
         self.w.execute(
@@ -138,58 +431,57 @@ class Index:
             (handle, state, d),
         )
 
-    def ids_w(self, handle: str) -> dict[str, int]:
-        return dict(
-            self.w.execute("SELECT id, state FROM messages WHERE handle=?", (handle,))
-        )
+    def _rollback(self) -> None:
+        try:
+            if self.w.in_transaction:
+                self.w.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
-    def handles_w(self) -> list[str]:
-        return [r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")]
+    def _flush_failed(self, err: Exception) -> None:
+        self.failures += 1
+        self.last_error = str(err)
+        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (self.failures - 1))
+        self.retry_at = time.monotonic() + delay
+        corrupt = isinstance(err, sqlite3.Error) and is_corrupt(err)
+        persistent = self.failures >= PERSISTENT_FAILURES
+        action = "rebuild" if corrupt or persistent else "retry"
+        if self.failures == 1 or action == "rebuild" or self.failures % 20 == 0:
+            self.notify("index/failed", error=str(err), action=action, pending=len(self.pending),
+                        failures=self.failures)
+        if action == "rebuild":
+            self.needs_rebuild = True
 
-    def newest_id_w(self) -> str | None:
-        row = self.w.execute("SELECT max(id) FROM messages").fetchone()
-        return row[0] if row else None
+    def recover_now(self, reason: str) -> None:
+        """Set the file aside and refill a new one from the files (the record). Whatever
+        was pending is in the files already (they are written before any answer)."""
+        self.set_aside(reason)
+        self.pending = Pending()
+        self.needs_rebuild = False
+        self.failures, self.retry_at = 0, 0.0
+        self.rebuilds += 1
+        if self.rebuild is not None:
+            self._rebuilding = True
+            try:
+                self.rebuild()
+            except sqlite3.Error as err:
+                # Even the new file failed while refilling: refill a database in memory.
+                self.w.close()
+                self.w = connect(MEMORY)
+                self.w.executescript(_SCHEMA)
+                self.pending = Pending()
+                self.notify("index/failed", error=str(err), action="in-memory")
+                self.rebuild()
+            finally:
+                self._rebuilding = False
+        self.flush()  # what the rebuild added; a failure here is retried like any other
 
-    # ---------------------------------------------------------------- reader side
-
-    def count(self, handle: str, state: int | None) -> int:
-        if state is None:
-            row = self.w.execute("SELECT sum(n) FROM counts WHERE handle=?", (handle,)).fetchone()
+    def health(self) -> dict:
+        if self.in_memory:
+            state = "in-memory"
+        elif self.failures:
+            state = "retrying"
         else:
-            row = self.w.execute(
-                "SELECT n FROM counts WHERE handle=? AND state=?", (handle, state)
-            ).fetchone()
-        return int(row[0] or 0) if row else 0
-
-    def page(self, handle: str, state: int | None, after: str | None, limit: int):
-        """Up to `limit` rows in send order after the cursor id, plus one to say 'more'."""
-        after = after or ""
-        if state is None:
-            q = (
-                "SELECT id, sender, subject, date, state, size FROM messages "
-                "WHERE handle=? AND id>? ORDER BY id LIMIT ?"
-            )
-            args: tuple = (handle, after, limit + 1)
-        else:
-            q = (
-                "SELECT id, sender, subject, date, state, size FROM messages "
-                "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
-            )
-            args = (handle, state, after, limit + 1)
-        return self.w.execute(q, args).fetchall()
-
-    def get(self, handle: str, mail_id: str):
-        return self.w.execute(
-            "SELECT id, sender, subject, date, state, size, key FROM messages "
-            "WHERE handle=? AND id=?",
-            (handle, mail_id),
-        ).fetchone()
-
-    def oldest_unread(self, handle: str) -> str | None:
-        row = self.w.execute(
-            "SELECT id FROM messages WHERE handle=? AND state=0 ORDER BY id LIMIT 1", (handle,)
-        ).fetchone()
-        return row[0] if row else None
-
-    def mailbox_count(self) -> int:
-        return self.w.execute("SELECT count(DISTINCT handle) FROM counts").fetchone()[0]
+            state = "ok"
+        return {"state": state, "pending": len(self.pending), "failures": self.failures,
+                "error": self.last_error, "rebuilds": self.rebuilds}

@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable
 
 from bench_wire.errors import WireError
-from bench_wire.messages import MailRead_, MailSent
+from bench_wire.messages import MailRead_, MailSent, MailVanished
 from benchd import faults, frontmatter
-from benchd.committer import Committer, Op, fsync_dir, now_ms
+from benchd.committer import Committer, EventOp, Op, fsync_dir, now_ms
 from benchd.index import READ, STATE_NAMES, UNREAD, Index
 from benchd.names import IdClock, check_handle, check_mail_id, format_ms
 
@@ -132,23 +132,68 @@ class Mailroom:
     # ------------------------------------------------------------ read
 
     async def read(self, handle: str, mail_id: str | None, reader: str) -> dict:
+        """A message's body; reading an unread one retires it. Without an id: the oldest
+        unread message that can be shown. Files changed by hand are met as they are: a
+        vanished file is dropped from the index, a file moved to read/ counts as read, an
+        unparseable file is refused (bad-mail-file) and left where it is."""
         check_handle(handle)
         if mail_id is None:
-            mail_id = self.index.oldest_unread(handle)
-            if mail_id is None:
-                raise WireError("no-unread", f"{handle} has no unread mail")
-        else:
-            check_mail_id(mail_id)
+            return await self._read_oldest(handle, reader)
+        check_mail_id(mail_id)
         row = self.index.get(handle, mail_id)
         if row is None:
             raise WireError("no-such-message", f"no message {mail_id} in {handle}'s mailbox")
+        try:
+            return await self._read_row(handle, row, reader, oldest=False)
+        except _Skip:
+            raise WireError("no-such-message",
+                            f"no message {mail_id} in {handle}'s mailbox (its file is gone)"
+                            ) from None
+
+    async def _read_oldest(self, handle: str, reader: str) -> dict:
+        after, bad = None, None
+        while True:
+            ids = self.index.unread_after(handle, after, 16)
+            if not ids:
+                if bad is not None:
+                    raise bad  # only unparseable files are left: say so, naming one
+                raise WireError("no-unread", f"{handle} has no unread mail")
+            for mail_id in ids:
+                row = self.index.get(handle, mail_id)
+                if row is None or row[4] != UNREAD:
+                    continue
+                try:
+                    return await self._read_row(handle, row, reader, oldest=True)
+                except _Skip:
+                    continue
+                except WireError as err:
+                    if err.code != "bad-mail-file":
+                        raise
+                    bad = bad or err  # never blocks the messages after it
+            after = ids[-1]
+
+    async def _read_row(self, handle: str, row: tuple, reader: str, oldest: bool) -> dict:
+        mail_id, state = row[0], row[4]
+        inbox, read = self.path(handle, mail_id, UNREAD), self.path(handle, mail_id, READ)
+        first, second = (inbox, read) if state == UNREAD else (read, inbox)
+        path, data = first, _load(first)
+        if data is None:
+            path, data = second, _load(second)
+        if data is None:
+            self.vanished(handle, mail_id, first)
+            raise _Skip
+        meta, body = _parse(path, data)
         retired = False
-        if row[4] == UNREAD:
-            op = RetireOp(self, handle, mail_id, reader, event=True)
-            retired = await self.committer.submit(op)
-        path = self.path(handle, mail_id, READ)
-        with open(path, "rb") as f:
-            meta, body = frontmatter.parse(f.read())
+        if path == inbox and state == UNREAD:
+            retired = await self.committer.submit(
+                RetireOp(self, handle, mail_id, reader, event=True))
+            if retired:
+                path = read
+        elif path == read and state == UNREAD:
+            # A person moved it to read/: it counts as read (and is not "the oldest unread").
+            self.index.set_state(handle, mail_id, READ)
+            if oldest:
+                raise _Skip
         return {
             "mail_id": mail_id,
             "sender": meta["from"],
@@ -163,6 +208,16 @@ class Mailroom:
             "in_reply_to": meta.get("in-reply-to"),
         }
 
+    def vanished(self, handle: str, mail_id: str, path: str) -> None:
+        """A file the index lists is gone from both inbox/ and read/: drop it from the
+        index and record that (the files are the record)."""
+        self.index.remove(handle, mail_id)
+        try:
+            self.committer.enqueue(EventOp(MailVanished(mail_id=mail_id, handle=handle,
+                                                        path=path)))
+        except WireError:
+            pass  # stopping: the next start's reconcile drops it again
+
     async def retire(self, handle: str, mail_id: str) -> str | None:
         """Retire for a wake: move to read/ now; None when it was already read."""
         row = self.index.get(handle, mail_id)
@@ -174,6 +229,33 @@ class Mailroom:
     def is_unread(self, handle: str, mail_id: str) -> bool:
         row = self.index.get(handle, mail_id)
         return row is not None and row[4] == UNREAD
+
+
+class _Skip(Exception):
+    """This message cannot be shown (its file vanished, or it was read by hand)."""
+
+
+def _load(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise WireError("bad-mail-file", f"{path} cannot be read: {err.strerror}") from None
+
+
+def _parse(path: str, data: bytes) -> tuple[dict, bytes]:
+    try:
+        meta, body = frontmatter.parse(data)
+    except (frontmatter.BadMailFile, UnicodeDecodeError) as err:
+        raise WireError("bad-mail-file", f"{path} is not a mail file bench can read ({err}); "
+                        "it was left where it is") from None
+    for name in ("from", "to", "date", "key", "subject"):
+        if not isinstance(meta.get(name), str):
+            raise WireError("bad-mail-file", f"{path}: its {name} is not a string; "
+                            "it was left where it is")
+    return meta, body
 
 
 class SendOp(Op):
@@ -371,52 +453,50 @@ def clean_staging(root: str) -> int:
     return removed
 
 
-def reconcile(root: str, index: Index, logged: set | frozenset = frozenset()) -> list[MailSent]:
+def reconcile(root: str, index: Index, logged: set | frozenset = frozenset(),
+              handles: set[str] | None = None) -> list[MailSent]:
     """Make the index agree with the files (names listed; only unknown files are read).
 
-    Returns a mail/sent event (recovered=True) for each message found on disk that the
-    index did not know and whose mail/sent is not in `logged`: delivered just before a
-    crash, before its event was logged.
+    All mailboxes, or only `handles`. The changes go to the index's pending layer (the
+    caller flushes). Returns a mail/sent event (recovered=True) for each message found on
+    disk that the index did not know and whose mail/sent is not in `logged`: delivered
+    just before a crash before its event was logged, or a file a person dropped in.
     """
     recovered: list[MailSent] = []
-    handles = set(index.handles_w())
-    if os.path.isdir(root):
-        handles |= {h for h in os.listdir(root) if os.path.isdir(os.path.join(root, h))}
-    index.begin()
-    try:
-        for handle in sorted(handles):
-            known = index.ids_w(handle)
-            on_disk: dict[str, int] = {}
-            for sub, state in (("inbox", UNREAD), ("read", READ)):
-                d = os.path.join(root, handle, sub)
-                if os.path.isdir(d):
-                    for name in os.listdir(d):
-                        if name.endswith(".md"):
-                            on_disk[name[:-3]] = state
-            for mail_id, state in on_disk.items():
-                if known.get(mail_id) == state:
-                    continue
-                if mail_id in known:
-                    index.set_state(handle, mail_id, state)
-                    continue
-                path = os.path.join(root, handle, "read" if state else "inbox", mail_id + ".md")
-                try:
-                    with open(path, "rb") as f:
-                        meta, body = frontmatter.parse(f.read())
-                except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
-                    continue  # not ours; left alone, never indexed
-                index.add(handle, mail_id, state, meta["from"], meta.get("subject", ""),
-                          meta["date"], len(body), meta["key"])
-                if mail_id in logged:
-                    continue
-                recovered.append(
-                    MailSent(mail_id=mail_id, sender=meta["from"], to=handle, path=path,
-                             key=meta["key"], recovered=True)
-                )
-            for mail_id in known.keys() - on_disk.keys():
-                index.remove(handle, mail_id)
-        index.commit()
-    except BaseException:
-        index.rollback()
-        raise
+    if handles is None:
+        handles = set(index.handles_w())
+        if os.path.isdir(root):
+            handles |= {h for h in os.listdir(root) if os.path.isdir(os.path.join(root, h))}
+    for handle in sorted(handles):
+        known = index.ids_w(handle)
+        on_disk: dict[str, int] = {}
+        for sub, state in (("inbox", UNREAD), ("read", READ)):
+            d = os.path.join(root, handle, sub)
+            if os.path.isdir(d):
+                for name in os.listdir(d):
+                    if name.endswith(".md"):
+                        on_disk[name[:-3]] = state
+        for mail_id, state in on_disk.items():
+            if known.get(mail_id) == state:
+                continue
+            if mail_id in known:
+                index.set_state(handle, mail_id, state)
+                continue
+            path = os.path.join(root, handle, "read" if state else "inbox", mail_id + ".md")
+            try:
+                check_mail_id(mail_id)
+                with open(path, "rb") as f:
+                    meta, body = _parse(path, f.read())
+            except (OSError, WireError):
+                continue  # not ours (or not a mail file): left alone, never indexed
+            index.add(handle, mail_id, state, meta["from"], meta["subject"], meta["date"],
+                      len(body), meta["key"])
+            if mail_id in logged:
+                continue
+            recovered.append(
+                MailSent(mail_id=mail_id, sender=meta["from"], to=handle, path=path,
+                         key=meta["key"], recovered=True)
+            )
+        for mail_id in known.keys() - on_disk.keys():
+            index.remove(handle, mail_id)
     return recovered

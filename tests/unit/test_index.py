@@ -8,11 +8,19 @@ import pytest
 from benchd.index import READ, UNREAD, Index
 
 
-@pytest.fixture
-def idx(tmp_path):
+@pytest.fixture(params=["committed", "pending"])
+def idx(request, tmp_path):
+    """Each test twice: changes committed to SQLite after each step, and changes left in
+    the pending layer (reads must merge it over the database to the same answers)."""
     i = Index(str(tmp_path / "index.sqlite"))
+    i.commit_each = request.param == "committed"
     yield i
     i.close()
+
+
+def settle(idx: Index) -> None:
+    if getattr(idx, "commit_each", True):
+        assert idx.flush()
 
 
 def mid(n: int) -> str:
@@ -20,13 +28,12 @@ def mid(n: int) -> str:
 
 
 def fill(idx: Index, handle: str, n: int, start: int = 1) -> list[str]:
-    idx.begin()
     ids = []
     for k in range(start, start + n):
         idx.add(handle, mid(k), UNREAD, "operator", f"s{k}", "2026-11-30T04:56:11.123Z", k,
                 f"key-{handle}-{k}")
         ids.append(mid(k))
-    idx.commit()
+    settle(idx)
     return ids
 
 
@@ -35,12 +42,12 @@ def test_fresh_then_reopened(tmp_path):
     a = Index(p)
     assert a.fresh
     assert a.get_meta("schema") == "1"
-    a.set_meta("clean", "1")
+    a.set_meta("last_seq", "7")
     fill(a, "bob", 2)
     a.close()
     b = Index(p)
     assert not b.fresh
-    assert b.get_meta("clean") == "1"
+    assert b.get_meta("last_seq") == "7"
     assert b.count("bob", UNREAD) == 2
     b.close()
 
@@ -66,10 +73,9 @@ def test_add_twice_is_ignored_and_not_counted_twice(idx):
 
 def test_page_in_send_order_with_cursor(idx):
     # Added out of order: listing order is id order, i.e. send order.
-    idx.begin()
     for k in (5, 1, 4, 2, 3):
         idx.add("bob", mid(k), UNREAD, "x", "", "d", 0, f"k{k}")
-    idx.commit()
+    settle(idx)
     rows = idx.page("bob", UNREAD, None, 2)
     assert [r[0] for r in rows] == [mid(1), mid(2), mid(3)]  # limit + 1 to say "more"
     rows = idx.page("bob", UNREAD, mid(2), 2)
@@ -98,17 +104,17 @@ def test_mailboxes_are_separate(idx):
     assert idx.count("bob", None) == 3 and idx.count("carol", None) == 2
     assert [r[0] for r in idx.page("carol", None, None, 10)] == [mid(10), mid(11)]
     assert idx.mailbox_count() == 2
+    assert idx.flush()
     assert sorted(idx.handles_w()) == ["bob", "carol"]
     assert idx.newest_id_w() == mid(11)
 
 
 def test_set_state_moves_counts(idx):
     fill(idx, "bob", 3)
-    idx.begin()
     assert idx.set_state("bob", mid(2), READ) is True
     assert idx.set_state("bob", mid(2), READ) is False  # already read
     assert idx.set_state("bob", mid(42), READ) is False  # unknown
-    idx.commit()
+    settle(idx)
     assert idx.count("bob", UNREAD) == 2
     assert idx.count("bob", READ) == 1
     assert idx.count("bob", None) == 3
@@ -116,6 +122,7 @@ def test_set_state_moves_counts(idx):
     assert [r[0] for r in idx.page("bob", UNREAD, None, 10)] == [mid(1), mid(3)]
     assert [(r[0], r[4]) for r in idx.page("bob", None, None, 10)] == [
         (mid(1), UNREAD), (mid(2), READ), (mid(3), UNREAD)]
+    assert idx.flush()
     assert idx.ids_w("bob") == {mid(1): UNREAD, mid(2): READ, mid(3): UNREAD}
 
 
@@ -137,6 +144,8 @@ def test_remove(idx):
     idx.remove("bob", mid(1))
     idx.remove("bob", mid(99))
     assert idx.count("bob", UNREAD) == 1 and idx.count("bob", READ) == 0
+    assert [r[0] for r in idx.page("bob", None, None, 10)] == [mid(2)]
+    assert idx.flush()
     assert idx.ids_w("bob") == {mid(2): UNREAD}
 
 
@@ -145,16 +154,6 @@ def test_find_key(idx):
     assert idx.find_key("operator", "key-bob-2") == ("bob", mid(2), UNREAD)
     assert idx.find_key("alice", "key-bob-2") is None  # keys are per sender
     assert idx.find_key("operator", "nope") is None
-
-
-def test_rollback_discards_the_batch(idx):
-    fill(idx, "bob", 1)
-    idx.begin()
-    idx.add("bob", mid(2), UNREAD, "x", "", "d", 0, "k")
-    idx.rollback()
-    assert idx.count("bob", None) == 1
-    assert idx.get("bob", mid(2)) is None
-    idx.rollback()  # nothing open: harmless
 
 
 def test_reader_sees_writer_commits(idx):
@@ -194,3 +193,135 @@ def test_a_foreign_schema_version_is_set_aside(tmp_path):
         assert os.path.exists(p + ".damaged")
     finally:
         i.close()
+
+
+# ---------------------------------------------------------------- failures (real SQLite)
+
+
+def locker(path: str) -> sqlite3.Connection:
+    """A second connection, as another process would hold it: a write lock taken."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    return db
+
+
+def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
+    p = str(tmp_path / "index.sqlite")
+    notes = []
+    i = Index(p, lambda kind, **f: notes.append((kind, f)))
+    fill(i, "bob", 2)
+    assert i.flush()
+    other = locker(p)
+    try:
+        i.add("bob", mid(3), UNREAD, "operator", "s3", "d", 3, "key-bob-3")
+        i.set_state("bob", mid(1), READ)
+        assert i.flush() is False  # busy: fails at once (busy_timeout=0), nothing waits
+        assert i.health()["state"] == "retrying" and i.health()["pending"] == 2
+        assert notes and notes[0][0] == "index/failed" and notes[0][1]["action"] == "retry"
+        # Everything answered is still listed, readable and deduplicated.
+        assert i.find_key("operator", "key-bob-3") == ("bob", mid(3), UNREAD)
+        assert i.count("bob", UNREAD) == 2 and i.count("bob", READ) == 1
+        assert i.oldest_unread("bob") == mid(2)
+        assert i.retry_at > 0
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    i.retry_at = 0
+    assert i.flush()
+    assert i.health() == {"state": "ok", "pending": 0, "failures": 0, "error": None,
+                          "rebuilds": 0}
+    i.close()
+    j = Index(p)
+    assert j.count("bob", UNREAD) == 2 and j.get("bob", mid(3)) is not None
+    j.close()
+
+
+def test_a_failure_that_persists_asks_for_a_rebuild(tmp_path):
+    p = str(tmp_path / "index.sqlite")
+    i = Index(p)
+    other = locker(p)
+    try:
+        i.add("bob", mid(1), UNREAD, "operator", "", "d", 0, "k")
+        for _ in range(20):
+            i.flush()
+            if i.needs_rebuild:
+                break
+        assert i.needs_rebuild
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        i.close()
+
+
+def test_recover_now_sets_the_file_aside_and_refills_it(tmp_path):
+    p = str(tmp_path / "index.sqlite")
+    notes = []
+    i = Index(p, lambda kind, **f: notes.append(kind))
+    fill(i, "bob", 3)
+    assert i.flush()
+    i.rebuild = lambda: fill(i, "bob", 2)  # what the files hold now
+    i.recover_now("test")
+    assert os.path.exists(p + ".damaged")
+    assert i.count("bob", None) == 2 and i.rebuilds == 1
+    assert "index/failed" in notes
+    assert not i.pending  # the refill is committed
+    i.close()
+
+
+def test_corruption_found_by_a_read_rebuilds_instead_of_failing(tmp_path):
+    p = str(tmp_path / "index.sqlite")
+    i = Index(p)
+    fill(i, "bob", 400)
+    assert i.flush()
+    i.close()
+    j = Index(p)
+    j.commit_each = True
+    assert not j.fresh
+    j.rebuild = lambda: fill(j, "bob", 1)
+    size = os.path.getsize(p)
+    with open(p, "r+b") as f:  # damaged under the open index: every page but the first
+        for off in range(4096, size, 4096):
+            f.seek(off)  # the page header and cell pointers
+            f.write(b"\xa5" * 200)
+    rows = j.page("bob", None, None, 10)  # would be "database disk image is malformed"
+    assert [r[0] for r in rows] == [mid(1)]
+    assert j.rebuilds == 1
+    j.close()
+
+
+def test_no_file_at_all_falls_back_to_memory(tmp_path):
+    p = str(tmp_path / "index.sqlite")
+    with open(p, "wb") as f:
+        f.write(b"garbage" * 1000)
+    # The damaged file cannot be moved aside (a directory is in the way, which stops
+    # root too), so no new file can take its place.
+    os.makedirs(p + ".damaged/x")
+    notes = []
+    i = Index(p, lambda kind, **f: notes.append(f))
+    assert i.health()["state"] == "in-memory"
+    assert "in memory" in notes[-1]["error"]
+    fill(i, "bob", 1)
+    assert i.count("bob", UNREAD) == 1
+    i.close()
+
+
+def test_pending_changes_over_committed_rows_list_like_the_database(tmp_path):
+    # Pages, counts and cursors agree whether a change is committed or still pending.
+    a, b = Index(str(tmp_path / "a.sqlite")), Index(str(tmp_path / "b.sqlite"))
+    for i in (a, b):
+        fill(i, "bob", 30)
+        i.commit_each = False
+        for k in range(2, 30, 3):
+            i.set_state("bob", mid(k), READ)
+        for k in range(5, 30, 7):
+            i.remove("bob", mid(k))
+        fill(i, "bob", 5, start=40)
+    assert b.flush()
+    assert a.pending and not b.pending
+    for st in (None, UNREAD, READ):
+        assert a.count("bob", st) == b.count("bob", st)
+        for cursor in (None, mid(3), mid(17), mid(41)):
+            for limit in (1, 4, 50):
+                assert a.page("bob", st, cursor, limit) == b.page("bob", st, cursor, limit)
+    a.close()
+    b.close()
