@@ -313,21 +313,24 @@ class Index:
         return max(ids) if ids else None
 
     def mailbox_count(self) -> int:
-        known = set(self._read(lambda: [
-            r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")]))
-        return len(known | set(self.pending.by_handle))
+        return len(self.handles_w())
 
     def handles_w(self) -> list[str]:
-        self._require_flushed()
-        return [r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")]
+        known = set(self._read(lambda: [
+            r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")]))
+        return sorted(known | set(self.pending.by_handle))
 
     def ids_w(self, handle: str) -> dict[str, int]:
-        self._require_flushed()
-        return dict(self.w.execute("SELECT id, state FROM messages WHERE handle=?", (handle,)))
-
-    def _require_flushed(self) -> None:
-        if self.pending.ops:
-            raise RuntimeError("a whole-index read with changes not yet committed")
+        """Every message of a mailbox and its state (reconcile: O(mailbox), at start)."""
+        ids = dict(self._read(lambda: self.w.execute(
+            "SELECT id, state FROM messages WHERE handle=?", (handle,)).fetchall()))
+        for mail_id in self.pending.by_handle.get(handle, ()):
+            row = self.pending.rows[(handle, mail_id)]
+            if row is None:
+                ids.pop(mail_id, None)
+            else:
+                ids[mail_id] = row[4]
+        return ids
 
     # ---------------------------------------------------------------- changes (pending)
 
