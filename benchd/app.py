@@ -106,7 +106,9 @@ class Daemon:
             self.index.pending = Pending()
             self.recovered = True
             events = reconcile(mail_root, self.index, self._logged_since(0))
-            self._index_notice("index/rebuilt", reason=str(err),
+        if self.index.set_aside_reason is not None:  # at open or just now
+            self.index.rebuilds += 1
+            self._index_notice("index/rebuilt", reason=self.index.set_aside_reason,
                                messages=len(self.index.pending))
         self.index.flush()  # a failure is retried by the committer, like any other
         self.mailroom.clock = IdClock(self.index.newest_id_w())
@@ -126,6 +128,12 @@ class Daemon:
             # person dropped in, moved or removed) are listed again.
             changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles_w())
             return reconcile(mail_root, idx, frozenset(), changed) if changed else []
+        if not idx.fresh:
+            # Not sealed: check the b-trees too (a crash start lists every mailbox anyway,
+            # so this is the same order of work); damage found is a SQLite error -> rebuild.
+            verdict = idx.w.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {verdict}")
         # Mail the log already announced but the index missed (a kill between the log
         # append and the index commit) needs no second, "recovered" mail/sent.
         since = int(idx.get_meta("last_seq") or 0)
