@@ -20,6 +20,7 @@ BENCHMARKS = {
     "cli-send": mail.cli_send,
     "send-1": mail.send_1,
     "send-16": mail.send_16,
+    "send-noisy": mail.send_noisy,
     "list-scale": scale.list_scale,
     "send-scale": scale.send_scale,
     "wake": agents.wake,
@@ -30,8 +31,8 @@ BENCHMARKS = {
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
-RUN_ORDER = ["cli-send", "send-1", "send-16", "list-scale", "restart", "rss", "send-scale",
-             "wake", "fanout", "relay"]
+RUN_ORDER = ["cli-send", "send-1", "send-16", "send-noisy", "list-scale", "restart", "rss",
+             "send-scale", "wake", "fanout", "relay"]
 
 
 def parse_args(argv):
@@ -104,6 +105,7 @@ NOTE_KEYS = {
     "cli-send": ["runs", "bench_p90_ms", "floor_p90_ms", "imports_trio", "modules_imported"],
     "send-1": ["sends_per_rep", "reps", "latency_p50_ms", "latency_p99_ms"],
     "send-16": ["clients", "sends_per_rep", "reps", "rates", "baseline_rates"],
+    "send-noisy": ["sends", "rounds", "p50_ms", "baseline_p50_ms"],
     "list-scale": ["big", "small", "calls", "big_p50_ms", "small_p50_ms"],
     "list-scale/scan": ["scans"],
     "send-scale": ["sends", "big_p50_ms", "empty_p50_ms"],
