@@ -6,24 +6,26 @@ commits them as one batch:
 
   0. check    - on the loop: each op's lookups in the index (idempotency keys)
   1. prepare  - each op stages its files in tmp/; then all of them are made durable
-                together (one syncfs of the filesystem when several are staged, else fsync)
+                together (an fdatasync of each, issued at once from worker threads)
   2. publish  - each op renames its files into place
   3. log      - the batch's events appended to events.jsonl with one write; the touched
-                directories and the log are then made durable together (one syncfs)
-  4. index    - on the loop: the ops applied to the index
+                directories (fsync) and the log (fdatasync) are then flushed together
+  4. index    - on the loop: the ops applied to the index's in-memory layer
 
 and only then are the ops' callers answered. Steps 1-3 run in a worker thread when the
 batch has several ops, so the loop reads the next batch meanwhile. A failure in 1-2
 fails that op alone; a failure in 3 takes back the batch's renames (nothing
 unacknowledged stays visible) and fails the batch. Concurrent senders therefore share
-the directory and log flushes.
+the directory and log flushes. No syncfs(2): it would also wait for every dirty page
+other programs left on the filesystem (a build, a download), which stalled sends for
+hundreds of ms under a bulk writer.
 
-The index is a cache of the files (rebuilt from them after any unclean stop), so its
-transaction spans batches and commits once it is INDEX_COMMIT_S old or the committer
-falls idle for that long. Why: every commit writes WAL pages that the next batch's
-syncfs would have to flush too; in a micro-benchmark of the lone-send path (file,
-fsync, rename, log line, syncfs) a commit per send cost about a fifth of the rate.
-Reads share the writer's connection, on the loop, so they see every answered op.
+The index is a cache of the files: step 4 cannot fail for SQLite's reasons (see
+index.py), and its changes are committed to SQLite once INDEX_COMMIT_S old or when the
+committer falls idle, on the loop, with SQLite's busy timeout at 0 (a lock held by
+another program fails the commit at once; it is retried with backoff). Why not a commit
+per batch: every commit writes WAL pages, and in a micro-benchmark of the lone-send path
+a commit per send cost about a fifth of the rate.
 """
 
 import os
@@ -47,60 +49,45 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _load_syncfs():
-    """libc's syncfs(2), or None where it cannot be had (then files are fsynced one by one)."""
+class Flusher:
+    """Makes files durable with an fsync (fdatasync for files) of each, issued together
+    from worker threads, never with syncfs(2): a flush waits only for bench's own files,
+    not for every dirty page another program left on the filesystem. ext4 folds
+    fsyncs that are in flight together into one journal commit, so a batch's files still
+    cost about one commit."""
+
+    WORKERS = 16
+
+    def __init__(self) -> None:
+        self._pool = None
+
+    def flush(self, files=(), dirs=(), fds=()) -> None:
+        """fdatasync each file (by path) and fd, fsync each directory; raises the first
+        OSError once all of them are done."""
+        jobs = [(_fdatasync_path, p) for p in files]
+        jobs += [(_fsync_path, d) for d in sorted(dirs)]
+        jobs += [(os.fdatasync, fd) for fd in fds]
+        if len(jobs) <= 1:
+            for fn, arg in jobs:
+                fn(arg)
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="flush")
+        futures = [self._pool.submit(fn, arg) for fn, arg in jobs]
+        errors = [f.exception() for f in futures]
+        for err in errors:
+            if err is not None:
+                raise err
+
+
+def _fdatasync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.syncfs
-        fn.argtypes = [ctypes.c_int]
-        fn.restype = ctypes.c_int
-    except (OSError, AttributeError):
-        return None
-
-    def syncfs(fd: int) -> None:
-        if fn(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err))
-
-    return syncfs
-
-
-class StagedSync:
-    """Makes a batch's staged files durable with as few flushes as possible.
-
-    Several staged files: one syncfs(2) of the filesystem holding them (it waits for
-    their data and metadata, like an fsync of each, for the price of one journal
-    commit). One file, or no syncfs: fsync each file.
-    """
-
-    def __init__(self, root: str):
-        self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-        self.root_dev = os.fstat(self.root_fd).st_dev
-        self._syncfs = _load_syncfs()
-
-    def sync(self, paths: list[str]) -> None:
-        if not paths:
-            return
-        if self._syncfs is not None and len(paths) > 1:
-            if all(os.stat(p).st_dev == self.root_dev for p in paths):
-                self._syncfs(self.root_fd)
-                return
-        for p in paths:
-            _fsync_path(p)
-
-    def sync_dirs(self, dirs: set[str], log_fd: int) -> None:
-        """Directories whose entries changed, and the log just appended to: one syncfs
-        (when they share the filesystem), else an fsync of each."""
-        if self._syncfs is not None and os.fstat(log_fd).st_dev == self.root_dev and all(
-            os.stat(d).st_dev == self.root_dev for d in dirs
-        ):
-            self._syncfs(self.root_fd)
-            return
-        for d in sorted(dirs):
-            _fsync_path(d)
-        os.fsync(log_fd)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_path(path: str) -> None:
@@ -194,7 +181,7 @@ class Committer:
     def __init__(self, log: EventLog, index: Index, publish: Callable[[list[dict]], None],
                  root: str):
         self.log = log
-        self.staged_sync = StagedSync(root)
+        self.flusher = Flusher()
         self.index = index
         self._publish = publish
         self._pending: list[Op] = []
@@ -321,7 +308,7 @@ class Committer:
                 self._fail(op, err)
         if live:
             try:
-                self.staged_sync.sync([p for op in live for p in op.staged])
+                self.flusher.flush(files=[p for op in live for p in op.staged])
             except OSError as err:
                 for op in live:
                     self._fail(op, err)
@@ -338,10 +325,10 @@ class Committer:
             lines, records, seq = self._encode_events(published)
             if dirs and lines:
                 # The renames (directory entries) and the log append, made durable together.
-                self.log.append(lines, flush=lambda: self.staged_sync.sync_dirs(
-                    dirs, self.log.fd))
+                self.log.append(lines, flush=lambda: self.flusher.flush(
+                    dirs=dirs, fds=[self.log.fd]))
             elif dirs:
-                self.staged_sync.sync_dirs(dirs, self.log.fd)  # e.g. a wake's retirement
+                self.flusher.flush(dirs=dirs)  # e.g. a wake's retirement
             else:
                 self.log.append(lines)
             self.log.last_seq = seq

@@ -95,7 +95,7 @@ class EventLog:
                 n = os.write(self.fd, view)
                 view = view[n:]
             if flush is None:
-                os.fsync(self.fd)
+                os.fdatasync(self.fd)  # the append's data and the file's new size
             else:
                 flush()
         except OSError:
