@@ -224,7 +224,12 @@ class Mailroom:
         if row is None or row[4] != UNREAD:
             return None
         moved = await self.committer.submit(RetireOp(self, handle, mail_id, "", event=False))
-        return self.path(handle, mail_id, READ) if moved else None
+        if moved:
+            return self.path(handle, mail_id, READ)
+        inbox = self.path(handle, mail_id, UNREAD)
+        if not os.path.exists(inbox) and not os.path.exists(self.path(handle, mail_id, READ)):
+            self.vanished(handle, mail_id, inbox)  # removed by hand: nothing to announce
+        return None
 
     def is_unread(self, handle: str, mail_id: str) -> bool:
         row = self.index.get(handle, mail_id)
