@@ -1,0 +1,32 @@
+"""benchd.committer.Flusher: per-file flushes issued together, on real files."""
+
+import os
+
+import pytest
+
+from benchd.committer import Flusher
+
+
+def test_flushes_files_dirs_and_fds_together(tmp_path):
+    paths = []
+    for i in range(20):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"x" * 100)
+        paths.append(str(p))
+    fd = os.open(str(tmp_path / "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, b"line\n")
+        f = Flusher()
+        f.flush(files=paths, dirs={str(tmp_path)}, fds=[fd])  # raises nothing
+        f.flush(files=paths[:1])  # one file: inline, no thread
+    finally:
+        os.close(fd)
+
+
+def test_a_failed_flush_raises_after_the_others_are_done(tmp_path):
+    good = tmp_path / "good"
+    good.write_bytes(b"x")
+    with pytest.raises(FileNotFoundError):
+        Flusher().flush(files=[str(good), str(tmp_path / "gone")], dirs={str(tmp_path)})
+    with pytest.raises(FileNotFoundError):
+        Flusher().flush(files=[str(tmp_path / "gone")])
