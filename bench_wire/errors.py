@@ -25,6 +25,7 @@ CODES: dict[str, str] = {
     "bad-id": "A message id has the form 20261130T045611.123Z-0001.",
     "no-such-message": "No message with that id is in that mailbox.",
     "no-unread": "The mailbox has no unread message.",
+    "bad-mail-file": "A message file cannot be read or parsed (edited by hand?); it was left where it is.",
     "body-too-large": "The body is larger than the body cap.",
     "subject-too-long": "The subject is longer than the subject cap.",
     "bad-subject": "A subject is one line without control characters.",
