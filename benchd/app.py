@@ -2,9 +2,10 @@
 
 Start-up order matters: take the flock (one daemon per BENCH_DIR), open the event log
 (recovering a torn tail), open the index (reconciling it against the files unless the
-last stop was clean), clean tmp/, then claim the socket path atomically and print one
-readiness line. Stop: refuse new work, end the sessions (their exits logged), log
-daemon/stopped, mark the index clean, remove the socket.
+seal of a clean stop vouches for it; any SQLite error sets it aside and rebuilds it),
+clean tmp/, then claim the socket path atomically and print one readiness line. Stop:
+refuse new work, end the sessions (their exits logged), log daemon/stopped, commit the
+index and seal it (recovery.py), remove the socket.
 """
 
 import argparse
@@ -154,9 +155,12 @@ class Daemon:
         if kind == "index/recovered":
             self.log.info("index commits work again", **fields)
             return
-        self.log.error(kind, **fields) if kind == "index/failed" else self.log.warning(
-            kind, **fields)
-        ev = (m.IndexFailed if kind == "index/failed" else m.IndexRebuilt)(**fields)
+        if kind == "index/failed":
+            self.log.error(kind, **fields)
+            ev = m.IndexFailed(**fields)
+        else:
+            self.log.warning(kind, **fields)
+            ev = m.IndexRebuilt(**fields)
         committer = getattr(self, "committer", None)
         if committer is None or not self.started:
             self.start_notices.append(ev)
