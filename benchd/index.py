@@ -132,6 +132,7 @@ class Index:
         self.set_aside_reason: str | None = None
         self.fresh = False
         self._rebuilding = False
+        self._rebuilt_unproven = False  # rebuilt, and no commit has succeeded since
         self.w: sqlite3.Connection | None = None
         self._open()
 
@@ -391,6 +392,7 @@ class Index:
             self._flush_failed(err)
             return False
         self.pending = Pending()
+        self._rebuilt_unproven = False
         if self.failures:
             self.notify("index/recovered", failures=self.failures)
         self.failures, self.last_error, self.retry_at = 0, None, 0.0
@@ -457,8 +459,19 @@ class Index:
 
     def recover_now(self, reason: str) -> None:
         """Set the file aside and refill a new one from the files (the record). Whatever
-        was pending is in the files already (they are written before any answer)."""
-        self.set_aside(reason)
+        was pending is in the files already (they are written before any answer). If a
+        rebuilt file failed again before any commit succeeded (a disk that stays full),
+        the new index is kept in memory instead of rebuilding over and over; the next
+        start rebuilds a file."""
+        if self._rebuilt_unproven:
+            self.close()
+            self.w = connect(MEMORY)
+            self.w.executescript(_SCHEMA)
+            self.set_aside_reason = reason
+            self.notify("index/failed", error=reason, action="in-memory")
+        else:
+            self.set_aside(reason)
+        self._rebuilt_unproven = True
         self.pending = Pending()
         self.needs_rebuild = False
         self.failures, self.retry_at = 0, 0.0

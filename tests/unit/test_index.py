@@ -322,3 +322,29 @@ def test_pending_changes_over_committed_rows_list_like_the_database(tmp_path):
                 assert a.page("bob", st, cursor, limit) == b.page("bob", st, cursor, limit)
     a.close()
     b.close()
+
+
+def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
+    # A disk that stays full: after one rebuild whose commits fail too, the index is
+    # kept in memory rather than rebuilt from the files again and again.
+    p = str(tmp_path / "index.sqlite")
+    notes = []
+    i = Index(p, lambda kind, **f: notes.append(f.get("action")))
+    i.rebuild = lambda: i.add("bob", mid(1), UNREAD, "operator", "", "d", 0, "k")
+    i.recover_now("first")
+    assert not i.in_memory and not i.pending  # the rebuilt file committed
+    i.recover_now("second")  # a commit succeeded in between: a file again
+    assert not i.in_memory
+    other = locker(p)
+    try:
+        i.add("bob", mid(2), UNREAD, "operator", "", "d", 0, "k2")
+        assert i.flush() is False
+        i._rebuilt_unproven = True  # as if the rebuild had not committed either
+        i.recover_now("third")
+        assert i.in_memory and "in-memory" in notes
+        assert i.health()["state"] == "in-memory"
+        assert i.get("bob", mid(1)) is not None
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        i.close()
