@@ -399,8 +399,7 @@ def mcp(bench_dir, print_config):
     except ImportError as err:  # the optional extra is not installed
         raise WireError(
             "mcp-missing",
-            f"bench mcp needs the MCP SDK ({err.name or err} is missing): "
-            "pip install 'bench[mcp]'",
+            f"bench mcp needs the MCP SDK ({err.name or err} is missing): pip install 'bench[mcp]'",
         ) from None
     sys.exit(server.main(bench_dir))
 

@@ -40,8 +40,16 @@ INSTRUCTIONS = (
 
 # Refusals that are the caller's to fix (JSON-RPC invalid params) rather than the
 # daemon's trouble, for resource reads (tool errors are tool results, not JSON-RPC errors).
-_CALLER_CODES = {"bad-id", "bad-request", "no-such-message", "no-unread", "forbidden",
-                 "bad-handle", "bad-limit", "bad-cursor"}
+_CALLER_CODES = {
+    "bad-id",
+    "bad-request",
+    "no-such-message",
+    "no-unread",
+    "forbidden",
+    "bad-handle",
+    "bad-limit",
+    "bad-cursor",
+}
 
 
 class Daemon:
@@ -60,21 +68,30 @@ class Daemon:
 
 # ---------------------------------------------------------------- tools
 
+
 async def send_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     in_reply_to = a.get("in_reply_to")
     if in_reply_to is not None:
         in_reply_to = t.message_ref(in_reply_to)[1]
-    ans = await d.call("mail/send", {
-        "to": a["to"], "body": a["body"], "subject": a.get("subject"), "key": a.get("key"),
-        "reply_to": a.get("reply_to") or None, "in_reply_to": in_reply_to,
-    })
+    ans = await d.call(
+        "mail/send",
+        {
+            "to": a["to"],
+            "body": a["body"],
+            "subject": a.get("subject"),
+            "key": a.get("key"),
+            "reply_to": a.get("reply_to") or None,
+            "in_reply_to": in_reply_to,
+        },
+    )
     return output.sent(ans), t.public(ans)
 
 
 async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     state = a.get("state", "unread")
-    ans = await d.call("mail/list", {"state": state, "limit": a.get("limit"),
-                                     "cursor": a.get("cursor")})
+    ans = await d.call(
+        "mail/list", {"state": state, "limit": a.get("limit"), "cursor": a.get("cursor")}
+    )
     return t.listing_text(ans, state), t.public(ans)
 
 
@@ -90,10 +107,15 @@ async def reply(d: Daemon, a: dict) -> tuple[str, dict]:
     sent: list[dict] = []
     for to in t.reply_recipients(msg):
         try:
-            ans = await d.call("mail/send", {
-                "to": to, "body": a["body"], "subject": t.reply_subject(msg["subject"]),
-                "in_reply_to": msg["mail_id"],
-            })
+            ans = await d.call(
+                "mail/send",
+                {
+                    "to": to,
+                    "body": a["body"],
+                    "subject": t.reply_subject(msg["subject"]),
+                    "in_reply_to": msg["mail_id"],
+                },
+            )
         except WireError as err:
             if not sent:
                 raise
@@ -106,8 +128,11 @@ async def reply(d: Daemon, a: dict) -> tuple[str, dict]:
 
 async def report(d: Daemon, a: dict) -> tuple[str, dict]:
     ans = await d.call("job/report", {"content": a["content"]})
-    return (f"reported {ans['bytes']} bytes for session {ans['session']}; it is mailed to "
-            "the job's reply-to handles when this session ends", t.public(ans))
+    return (
+        f"reported {ans['bytes']} bytes for session {ans['session']}; it is mailed to "
+        "the job's reply-to handles when this session ends",
+        t.public(ans),
+    )
 
 
 async def whoami(d: Daemon, a: dict) -> tuple[str, dict]:
@@ -115,14 +140,25 @@ async def whoami(d: Daemon, a: dict) -> tuple[str, dict]:
     unread = (await d.call("mail/list", {"state": "unread", "limit": 1}))["total"]
     me = hello["caller"]
     session = os.environ.get("BENCH_SESSION") if me != "operator" else None
-    info = {"handle": me, "session": session, "bench_dir": hello["bench_dir"],
-            "unread": unread, "daemon": {"pid": hello["pid"], "version": hello["version"]}}
+    info = {
+        "handle": me,
+        "session": session,
+        "bench_dir": hello["bench_dir"],
+        "unread": unread,
+        "daemon": {"pid": hello["pid"], "version": hello["version"]},
+    }
     who = f"You are {me}" + (f" (session {session})" if session else "")
     return f"{who}; BENCH_DIR {hello['bench_dir']}; {unread} unread.", info
 
 
-HANDLERS = {"send_mail": send_mail, "list_mail": list_mail, "read_mail": read_mail,
-            "reply": reply, "report": report, "whoami": whoami}
+HANDLERS = {
+    "send_mail": send_mail,
+    "list_mail": list_mail,
+    "read_mail": read_mail,
+    "reply": reply,
+    "report": report,
+    "whoami": whoami,
+}
 assert set(HANDLERS) == set(t.TOOLS)
 
 
@@ -143,63 +179,89 @@ async def call_tool(d: Daemon, name: str, args: dict | None) -> types.CallToolRe
         return error_result(err)
     except Exception:  # a bug here must not end the server: log it, answer `internal`
         log.exception("tool %s failed", name)
-        return error_result(WireError("internal", f"the bench MCP server failed in {name}; "
-                                      "its stderr has the details"))
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                structured_content=data)
+        return error_result(
+            WireError(
+                "internal", f"the bench MCP server failed in {name}; its stderr has the details"
+            )
+        )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=data
+    )
 
 
 # ---------------------------------------------------------------- resources
+
 
 async def read_resource(d: Daemon, uri: str) -> types.TextResourceContents:
     try:
         if uri == INBOX_URI:
             ans = await d.call("mail/list", {"state": "unread"})
-            return types.TextResourceContents(uri=uri, mime_type="application/json",
-                                              text=json.dumps(t.public(ans)))
-        mail_id = uri[len(MESSAGE_PREFIX):] if uri.startswith(MESSAGE_PREFIX) else ""
+            return types.TextResourceContents(
+                uri=uri, mime_type="application/json", text=json.dumps(t.public(ans))
+            )
+        mail_id = uri[len(MESSAGE_PREFIX) :] if uri.startswith(MESSAGE_PREFIX) else ""
         if not mail_id or "/" in mail_id:
-            raise WireError("bad-request", f"there is no resource {uri!r}: bench has "
-                            f"{INBOX_URI} and {MESSAGE_PREFIX}<id>")
+            raise WireError(
+                "bad-request",
+                f"there is no resource {uri!r}: bench has {INBOX_URI} and {MESSAGE_PREFIX}<id>",
+            )
         ans = await d.call("mail/read", {"mail_id": mail_id})
-        return types.TextResourceContents(uri=uri, mime_type="text/markdown",
-                                          text=output.message(ans))
+        return types.TextResourceContents(
+            uri=uri, mime_type="text/markdown", text=output.message(ans)
+        )
     except WireError as err:
         code = types.INVALID_PARAMS if err.code in _CALLER_CODES else types.INTERNAL_ERROR
-        raise MCPError(code=code, message=t.error_text(err),
-                       data={"code": err.code, "message": err.message}) from None
+        raise MCPError(
+            code=code, message=t.error_text(err), data={"code": err.code, "message": err.message}
+        ) from None
 
 
 RESOURCES = [
-    types.Resource(uri=INBOX_URI, name="inbox", mime_type="application/json",
-                   description="Your unread mail: metadata of the first page (nothing is "
-                   "marked read)."),
+    types.Resource(
+        uri=INBOX_URI,
+        name="inbox",
+        mime_type="application/json",
+        description="Your unread mail: metadata of the first page (nothing is marked read).",
+    ),
 ]
 TEMPLATES = [
-    types.ResourceTemplate(uri_template=MESSAGE_PREFIX + "{id}", name="message",
-                           mime_type="text/markdown",
-                           description="One message of your mailbox by id; reading an "
-                           "unread message marks it read, as read_mail does."),
+    types.ResourceTemplate(
+        uri_template=MESSAGE_PREFIX + "{id}",
+        name="message",
+        mime_type="text/markdown",
+        description="One message of your mailbox by id; reading an "
+        "unread message marks it read, as read_mail does.",
+    ),
 ]
 PROMPTS = [
-    types.Prompt(name="wake", description="What bench's wake line means and how to answer "
-                 "it with these tools.",
-                 arguments=[types.PromptArgument(name="line", required=False,
-                                                 description="a wake line to answer")]),
+    types.Prompt(
+        name="wake",
+        description="What bench's wake line means and how to answer it with these tools.",
+        arguments=[
+            types.PromptArgument(name="line", required=False, description="a wake line to answer")
+        ],
+    ),
 ]
 
 
 # ---------------------------------------------------------------- wiring
 
+
 def build(bench_dir: str | None = None) -> Server:
     d = Daemon(bench_dir)
 
     async def on_list_tools(ctx, params) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[
-            types.Tool(name=name, description=desc, input_schema=schema,
-                       annotations=types.ToolAnnotations(read_only_hint=name in t.READ_ONLY))
-            for name, (desc, schema) in t.TOOLS.items()
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=name,
+                    description=desc,
+                    input_schema=schema,
+                    annotations=types.ToolAnnotations(read_only_hint=name in t.READ_ONLY),
+                )
+                for name, (desc, schema) in t.TOOLS.items()
+            ]
+        )
 
     async def on_call_tool(ctx, params) -> types.CallToolResult:
         return await call_tool(d, params.name, params.arguments)
@@ -218,22 +280,29 @@ def build(bench_dir: str | None = None) -> Server:
 
     async def on_get_prompt(ctx, params) -> types.GetPromptResult:
         if params.name != "wake":
-            raise MCPError(code=types.INVALID_PARAMS,
-                           message=f"there is no prompt {params.name!r}; bench has: wake")
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"there is no prompt {params.name!r}; bench has: wake",
+            )
         text = t.wake_prompt((params.arguments or {}).get("line"))
         return types.GetPromptResult(
             description=PROMPTS[0].description,
-            messages=[types.PromptMessage(role="user",
-                                          content=types.TextContent(type="text", text=text))],
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
         )
 
     return Server(
-        NAME, version=_version(), instructions=INSTRUCTIONS,
+        NAME,
+        version=_version(),
+        instructions=INSTRUCTIONS,
         get_tool_input_schema=lambda name: (t.TOOLS.get(name) or (None, None))[1],
-        on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
         on_list_resources=on_list_resources,
         on_list_resource_templates=on_list_resource_templates,
-        on_read_resource=on_read_resource, on_list_prompts=on_list_prompts,
+        on_read_resource=on_read_resource,
+        on_list_prompts=on_list_prompts,
         on_get_prompt=on_get_prompt,
     )
 
@@ -255,8 +324,9 @@ async def serve(bench_dir: str | None = None) -> None:
 
 def main(bench_dir: str | None = None) -> int:
     """Serve MCP on stdin/stdout until the client closes stdin."""
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="bench mcp: %(levelname)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="bench mcp: %(levelname)s %(message)s"
+    )
     try:
         anyio.run(serve, bench_dir)
     except KeyboardInterrupt:

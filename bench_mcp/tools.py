@@ -107,8 +107,7 @@ TOOLS: dict[str, tuple[str, dict]] = {
             "properties": {
                 "id": {
                     "type": "string",
-                    "description": f"the message to answer: {_ID}, or the path from a "
-                    "wake line",
+                    "description": f"the message to answer: {_ID}, or the path from a wake line",
                 },
                 "body": {"type": "string", "description": "the reply's text"},
             },
@@ -150,8 +149,9 @@ def check_args(tool: str, args: dict | None) -> dict:
     often write `"reply_to": "bob"`).
     """
     if tool not in TOOLS:
-        raise WireError("bad-request", f"there is no tool {tool!r}; the tools are "
-                        + ", ".join(TOOLS))
+        raise WireError(
+            "bad-request", f"there is no tool {tool!r}; the tools are " + ", ".join(TOOLS)
+        )
     schema = TOOLS[tool][1]
     props = schema["properties"]
     args = dict(args or {})
@@ -175,15 +175,20 @@ def check_args(tool: str, args: dict | None) -> dict:
         if spec["type"] == "array" and not all(isinstance(v, str) for v in value):
             raise WireError("bad-request", f"{tool}: {name!r} must be a list of strings")
         if "enum" in spec and value not in spec["enum"]:
-            raise WireError("bad-request", f"{tool}: {name!r} must be one of "
-                            + ", ".join(spec["enum"]))
+            raise WireError(
+                "bad-request", f"{tool}: {name!r} must be one of " + ", ".join(spec["enum"])
+            )
         out[name] = value
     return out
 
 
 def _a(json_type: str) -> str:
-    return {"string": "a string", "integer": "an integer", "array": "a list of strings",
-            "object": "an object"}[json_type]
+    return {
+        "string": "a string",
+        "integer": "an integer",
+        "array": "a list of strings",
+        "object": "an object",
+    }[json_type]
 
 
 # The path in a wake line: <BENCH_DIR>/mail/<handle>/(inbox|read)/<id>.md
@@ -229,8 +234,11 @@ def reply_subject(subject: str) -> str:
 
 def listing_text(a: dict, state: str) -> str:
     """A mail/list answer as short text: one line per message, then what is left."""
-    rows = [f"{m['mail_id']}  {m['state']:<6}  from {m['from']:<16}  {m['size']:>7} bytes  "
-            f"{m['subject']}" for m in a.get("messages") or []]
+    rows = [
+        f"{m['mail_id']}  {m['state']:<6}  from {m['from']:<16}  {m['size']:>7} bytes  "
+        f"{m['subject']}"
+        for m in a.get("messages") or []
+    ]
     which = "" if state == "all" else f"{state} "
     foot = f"{len(rows)} of {a['total']} {which}messages for {a['handle']}"
     if a.get("truncated"):
@@ -279,5 +287,7 @@ def wake_prompt(line: str | None = None) -> str:
     if m is None:
         return WAKE_PROMPT + f"\n\n({line!r} is not a wake line.)"
     sender, path = m.groups()
-    return (WAKE_PROMPT + f"\n\nThis wake: mail from {sender}. Read it with "
-            f'read_mail {{"id": "{path}"}}.')
+    return (
+        WAKE_PROMPT + f"\n\nThis wake: mail from {sender}. Read it with "
+        f'read_mail {{"id": "{path}"}}.'
+    )
