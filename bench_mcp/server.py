@@ -10,7 +10,6 @@ environment, so the daemon derives the caller exactly as for `bench mail send`.
 
 import json
 import logging
-import os
 import sys
 
 import anyio
@@ -139,7 +138,12 @@ async def whoami(d: Daemon, a: dict) -> tuple[str, dict]:
     hello = await d.call("hello", {})
     unread = (await d.call("mail/list", {"state": "unread", "limit": 1}))["total"]
     me = hello["caller"]
-    session = os.environ.get("BENCH_SESSION") if me != "operator" else None
+    session = None
+    if me != "operator":  # the daemon's word, not the environment's: the live session's id
+        live = (await d.call("session/list", {}))["sessions"]
+        session = next(
+            (x["session"] for x in live if x["handle"] == me and x["state"] == "running"), None
+        )
     info = {
         "handle": me,
         "session": session,
