@@ -507,9 +507,11 @@ def use_bench_mcp(spec: AgentSpec) -> AgentSpec:
                              "deny": ["Bash", "BashOutput", "KillShell"]}},
         )
     elif spec.kind == "codex":
+        # No shell: the shell tool and unified exec (exec_command) features off. The
+        # server table goes after them, at the end of the file.
         config = spec.env["CODEX_HOME"] + "/config.toml"
         with open(config, "a", encoding="utf-8") as f:
-            f.write("\n" + text)
+            f.write("\n[features]\nshell_tool = false\nunified_exec = false\n\n" + text)
     else:
         raise ValueError(f"{spec.kind} has no MCP client")
     return spec
@@ -519,10 +521,27 @@ def mcp_connected(kind: str, home: str | Path) -> bool:
     """True once the agent in this HOME has connected to its `bench` MCP server.
 
     Claude Code logs each MCP server's connection as JSON lines under
-    ``$XDG_CACHE_HOME/claude-cli-nodejs/<cwd>/mcp-logs-bench/``.
+    ``$XDG_CACHE_HOME/claude-cli-nodejs/<cwd>/mcp-logs-bench/``; Codex logs the
+    server's initialize answer (its server_info, name "bench") into
+    ``$CODEX_HOME/logs_2.sqlite``.
     """
     home = Path(home)
     if kind == "claude":
         logs = (home / ".cache" / "claude-cli-nodejs").glob("*/mcp-logs-bench/*.jsonl")
         return any("Successfully connected" in p.read_text(errors="replace") for p in logs)
+    if kind == "codex":
+        import sqlite3
+
+        db = home / ".codex" / "logs_2.sqlite"
+        if not db.exists():
+            return False
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as c:
+                row = c.execute(
+                    "SELECT 1 FROM logs WHERE feedback_log_body LIKE ? LIMIT 1",
+                    ('%server_info: Some(Implementation { name: "bench"%',),
+                ).fetchone()
+        except sqlite3.Error:
+            return False  # not created yet, or busy: ask again
+        return row is not None
     raise ValueError(f"no MCP connection check for {kind}")

@@ -175,6 +175,22 @@ def latest_turn_chat(body: dict) -> Turn:
     return Turn("assistant", _text_of(last.get("content")))
 
 
+def _called_name(item: dict) -> str:
+    """A responses function call's tool name, with its namespace (``mcp__bench__read_mail``)."""
+    name, ns = item.get("name", ""), item.get("namespace")
+    return f"{ns}__{name}" if ns and not name.startswith(f"{ns}__") else name
+
+
+def _split_namespace(body: dict, tool: str) -> tuple[str | None, str]:
+    """(namespace, name) for a responses tool call: Codex offers MCP tools in namespaces."""
+    for t in body.get("tools") or []:
+        if isinstance(t, dict) and t.get("type") == "namespace":
+            ns = t.get("name", "")
+            if tool.startswith(f"{ns}__"):
+                return ns, tool[len(ns) + 2 :]
+    return None, tool
+
+
 def latest_turn_responses(body: dict) -> Turn:
     items = body.get("input")
     if isinstance(items, str):
@@ -192,7 +208,7 @@ def latest_turn_responses(body: dict) -> Turn:
     last = kept[-1]
     typ = last.get("type", "message")
     if typ.endswith("_call_output") or typ == "tool_result":
-        called = {it.get("call_id"): it.get("name", "") for it in kept if "name" in it}
+        called = {it.get("call_id"): _called_name(it) for it in kept if "name" in it}
         out = last.get("output")
         return Turn("tool_result", out if isinstance(out, str) else _text_of(out),
                     called.get(last.get("call_id"), ""))
@@ -212,6 +228,11 @@ def _tool_defs(body: dict) -> list[tuple[str, dict]]:
             out.append((fn.get("name", ""), fn.get("parameters") or {}))
         elif "input_schema" in t:  # anthropic
             out.append((t.get("name", ""), t.get("input_schema") or {}))
+        elif t.get("type") == "namespace":  # responses: Codex groups an MCP server's tools
+            for inner in t.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    name = f"{t.get('name')}__{inner['name']}"
+                    out.append((name, inner.get("parameters") or {}))
         elif t.get("name"):  # responses
             out.append((t["name"], t.get("parameters") or {}))
         elif t.get("type") == "local_shell":
@@ -270,11 +291,12 @@ def after_read_mail(text: str, ring: dict[str, str]) -> tuple[str, int] | None:
     number of its body.
 
     Claude Code hands the model the tool's structured content (JSON with ``to`` and
-    ``body``); an agent that passes the text on gives bench's message text instead:
-    header lines (``to: alice``), a blank line, then the body.
+    ``body``); Codex the same JSON after a preamble (``Wall time: ...\nOutput:\n{...}``);
+    an agent that passes the text on gives bench's message text instead: header lines
+    (``to: alice``), a blank line, then the body.
     """
     try:
-        msg = json.loads(text)
+        msg = json.loads(text[text.find("{") :]) if "{" in text else None
     except ValueError:
         msg = None
     if isinstance(msg, dict) and "to" in msg and "body" in msg:
@@ -501,14 +523,17 @@ def responses_reply(body: dict, d: Decision) -> tuple[str, bytes]:
     if d.tool:
         item_id = _new_id("fc")
         args_json = json.dumps(d.args)
+        ns, name = _split_namespace(body, d.tool)
         item = {
             "type": "function_call",
             "id": item_id,
             "call_id": _new_id("call"),
-            "name": d.tool,
+            "name": name,
             "arguments": args_json,
             "status": "completed",
         }
+        if ns:
+            item["namespace"] = ns
         added = dict(item, arguments="", status="in_progress")
     else:
         item_id = _new_id("msg")
