@@ -13,6 +13,10 @@ API
   ``argv``, a complete ``env`` (not to be merged with os.environ), ``ready_re``,
   ``settle``, ``enter_delay``, ``alt_screen`` and ``shell_command()`` (``exec env -i
   ... argv``, handy for tmux). ``extra_path`` goes first on PATH (the ``bench`` to use).
+- ``use_bench_mcp(spec)``: give a prepared Claude Code or Codex `bench mcp` as its MCP
+  server (what ``bench mcp --print-config`` prints) and take its shell tool away;
+  ``mcp_connected(kind, home)`` tells when it has connected (from the agent's own log).
+  pi has no MCP client (``MCP_KINDS``).
 
 Verified here (tmux 3.3a, 160x48 and 80x24, Node 20, offline but for the scripted
 server; ``python -m tests.realagents.tmux_proof`` re-runs the proof). Versions: Claude
