@@ -21,6 +21,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 INPTY = os.path.join(ROOT, "tests", "reliability", "inpty.py")
+CALLER = os.path.join(ROOT, "tests", "agents", "mcp_caller.py")
 TOOLS = {"send_mail", "list_mail", "read_mail", "reply", "report", "whoami"}
 
 
@@ -385,3 +386,26 @@ def test_without_the_sdk_bench_mcp_says_how_to_install_it(daemon, tmp_path):
     assert r.rc == 2, r
     assert "pip install 'bench[mcp]'" in r.err and "[mcp-missing]" in r.err
     assert "Traceback" not in r.err
+
+
+# ------------------------------------------------------------------ started inside a session
+
+
+@pytest.mark.parametrize("no_token", [False, True], ids=["token", "ancestry"])
+def test_started_inside_a_session_the_server_is_that_session(daemon, tmp_path, no_token):
+    """As an agent starts it: `bench mcp` a child of the session's program. Without
+    BENCH_TOKEN (an agent that forwards only some variables) the daemon still knows the
+    session from the process ancestry."""
+    calls, out = tmp_path / "calls.json", tmp_path / "out.json"
+    calls.write_text(json.dumps([["whoami", {}],
+                                 ["send_mail", {"to": "bob", "body": "from inside"}],
+                                 ["list_mail", {"state": "all"}]]))
+    argv = [sys.executable, CALLER, str(calls), str(out)] + (["--no-token"] if no_token else [])
+    s = daemon.ok("spawn", "--name", "alice", "--", *argv)
+    wait_for(lambda: out.exists(), 60, "the in-session MCP calls")
+    me, sent, listing = json.loads(out.read_text())
+    assert not (me["error"] or sent["error"] or listing["error"]), (me, sent, listing)
+    assert me["data"]["handle"] == "alice" and me["data"]["session"] == s["session"]
+    assert listing["data"]["handle"] == "alice"
+    got = daemon.ok("mail", "read", sent["data"]["mail_id"], "--handle", "bob")
+    assert got["from"] == "alice" and got["body"] == "from inside"
