@@ -21,7 +21,7 @@ lint:
 mail-proof *ARGS:
     {{py}} -m tests.proofs.mail_proof {{ARGS}}
 
-# The same ring through real Claude Code, Codex and pi TUIs against a scripted model.
+# The ring through real Claude Code, Codex and pi TUIs (--via mcp: through bench mcp, no shell).
 mail-proof-real *ARGS:
     {{py}} -m tests.proofs.mail_proof --agents claude,codex,pi {{ARGS}}
 
