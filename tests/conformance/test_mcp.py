@@ -351,6 +351,8 @@ def test_the_connection_limit_is_a_clear_error(make_daemon):
     finally:
         for c in held:
             c.close()
+    # Once the daemon has seen the two close, there is room again.
+    wait_for(lambda: d.call({"verb": "hello"}).get("ok"), 30, "a free connection slot")
 
     async def after(c):
         return ok(await c.call_tool("whoami", {}))
