@@ -15,13 +15,13 @@ test *ARGS:
 # Lint and format check.
 lint:
     {{py}} -m ruff check .
-    {{py}} -m ruff format --check bench_wire bench_cli benchd/jobs.py
+    {{py}} -m ruff format --check bench_wire bench_cli bench_mcp benchd/jobs.py
 
 # The ring demo: three stand-in agents pass a number around as mail, 100 -> 103.
 mail-proof *ARGS:
     {{py}} -m tests.proofs.mail_proof {{ARGS}}
 
-# The same ring through real Claude Code, Codex and pi TUIs against a scripted model.
+# The ring through real Claude Code, Codex and pi TUIs (--via mcp: through bench mcp, no shell).
 mail-proof-real *ARGS:
     {{py}} -m tests.proofs.mail_proof --agents claude,codex,pi {{ARGS}}
 

@@ -392,6 +392,33 @@ def report(bench_dir, as_json, text):
     sys.exit(hot.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
 
 
+@cli.command()
+@click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR (else $BENCH_DIR)")
+@click.option(
+    "--print-config",
+    "print_config",
+    type=click.Choice(["claude", "codex", "pi"]),
+    help="print the MCP configuration for this agent, then exit",
+)
+def mcp(bench_dir, print_config):
+    """Serve the mailroom as MCP tools on stdin/stdout (started by an agent's MCP config)."""
+    if print_config:
+        from bench_mcp.config import snippet
+
+        note, text = snippet(print_config)
+        click.echo(note, err=True)
+        sys.stdout.write(text)
+        return
+    try:
+        from bench_mcp import server
+    except ImportError as err:  # the optional extra is not installed
+        raise WireError(
+            "mcp-missing",
+            f"bench mcp needs the MCP SDK ({err.name or err} is missing): pip install 'bench[mcp]'",
+        ) from None
+    sys.exit(server.main(bench_dir))
+
+
 # ---------------------------------------------------------------- mail
 
 

@@ -52,6 +52,7 @@ CODES: dict[str, str] = {
     "no-daemon": "No daemon is answering on this BENCH_DIR.",
     "socket-path-too-long": "The socket path is longer than AF_UNIX allows.",
     "protocol": "The daemon's answer could not be understood.",
+    "mcp-missing": "bench mcp needs the optional MCP SDK: pip install 'bench[mcp]'.",
 }
 
 # CLI exit codes, as a named table (documented in the README).
@@ -65,6 +66,7 @@ EXIT_CODES = {
     "no-daemon": EXIT_NO_DAEMON,
     "socket-path-too-long": EXIT_USAGE,
     "protocol": EXIT_PROTOCOL,
+    "mcp-missing": EXIT_USAGE,
 }
 
 

@@ -13,6 +13,7 @@
   The line itself is never written twice.
 """
 
+import dataclasses
 import re
 import time
 
@@ -20,6 +21,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd import wakegate
 from benchd.bucket import TokenBucket
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
@@ -159,12 +161,15 @@ class Reactor:
                                  digest=wake.digest)
             await self._type_line(session, line, woken)
 
-    def _idle_for(self, session, now: float) -> float | None:
-        term = session.term
-        if term.last_output is None:
-            return None  # a TUI still starting loses typed input: wait for its first output
-        last = max(term.last_output, session.last_input)
-        return now - last
+    def _readiness(self, session) -> wakegate.Readiness:
+        """The gate's answer for this session now, looking at the screen only if asked."""
+        a = wakegate.Activity(now=time.monotonic(), last_output=session.term.last_output,
+                              last_input=session.last_input)
+        action = wakegate.readiness(self.gate, a)
+        if isinstance(action, wakegate.LookAtScreen):
+            a = dataclasses.replace(a, shows_ready=self._shows_ready(session))
+            action = wakegate.readiness(self.gate, a)
+        return action
 
     def _shows_ready(self, session) -> bool:
         """The ready pattern, if any, matches the end of the screen: its last non-blank
@@ -176,24 +181,19 @@ class Reactor:
 
     async def _until_ready(self, session) -> None:
         while True:
-            now = time.monotonic()
-            idle = self._idle_for(session, now)
-            if idle is None:
-                await session.term.changed.wait()
-                continue
-            if idle < self.gate:
-                await trio.sleep(self.gate - idle)
-                continue
-            if not self._shows_ready(session):
-                # Quiet but not ready (a menu, a permission prompt): wait for the screen.
-                with trio.move_on_after(max(self.gate, 0.25)):
+            match self._readiness(session):
+                case wakegate.Ready():
+                    return
+                case wakegate.WaitForOutput():
                     await session.term.changed.wait()
-                continue
-            return
+                case wakegate.WaitUntil(at=at):
+                    await trio.sleep(max(0.0, at - time.monotonic()))
+                case wakegate.WaitForScreen(timeout=timeout):
+                    with trio.move_on_after(timeout):
+                        await session.term.changed.wait()
 
     def _still_ready(self, session) -> bool:
-        idle = self._idle_for(session, time.monotonic())
-        return idle is not None and idle >= self.gate and self._shows_ready(session)
+        return isinstance(self._readiness(session), wakegate.Ready)
 
     async def _type_line(self, session, line: str, woken: m.AgentWoken) -> None:
         """Paste, settle, Enter (then log the wake); Enter again while the screen stays."""
@@ -218,15 +218,18 @@ class Reactor:
             before = await self._quiet_screen(term)
             await term.write(b"\r")
             await self.d.committer.record(woken)
-            wait = self.enter_check
-            for attempt in range(1, self.enter_retries + 1):
-                if term.eof or await self._screen_changes(term, before, wait):
+            check = wakegate.EnterCheck(self.enter_retries, self.enter_check)
+            action = check.first()
+            while isinstance(action, wakegate.Watch):
+                changed = term.eof or await self._screen_changes(term, before, action.wait)
+                step = check.seen(changed=changed)
+                if isinstance(step, wakegate.Done):
                     return
                 await term.write(b"\r")
                 await self.d.committer.record(m.EnterRetried(
                     session=session.id, handle=session.handle, mail_id=woken.mail_id,
-                    attempt=attempt))
-                wait *= 2
+                    attempt=step.attempt))
+                action = check.retried()
         finally:
             session.write_lock.release()
 

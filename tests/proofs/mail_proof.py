@@ -51,13 +51,14 @@ def check_trail(events: list[dict], names: list[str]) -> None:
         raise ProofFailed("the operator's mail/read of the last hop is missing")
 
 
-def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str]) -> int:
+def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str],
+        via: str = "shell") -> int:
     real = None
     names = RING
     if agents:
         from tests.proofs import real_ring
 
-        real = real_ring.RealRing(agents.split(","))
+        real = real_ring.RealRing(agents.split(","), via)
         names = real.names
     with TempDaemon(*daemon_opts, keep=keep) as bench:
         print(f"BENCH_DIR {bench.dir}")
@@ -69,6 +70,8 @@ def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str]) 
             for name in names:
                 s = sessions[name]
                 print(f"spawned {name:<6} session {s['session']} pid {s['pid']}")
+            if real is not None:
+                real.wait_mcp()
             seed = bench.run("mail", "send", names[0], "-s", "ring", "-m", f"number {SEED}")
             print(f"seeded  number {SEED} -> {names[0]} ({seed['mail_id']})")
             t0 = time.monotonic()
@@ -89,6 +92,7 @@ def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str]) 
             print(timeline(events, {"mail/sent", "agent/woken", "wake/enter-retried",
                                     "mail/read"}))
             if real is not None:
+                real.check_mcp()
                 real.print_screens(bench)
             print(f"\nmail-proof: ok: {SEED} -> {SEED + len(names)} through "
                   f"{' -> '.join(names)} and back to the operator")
@@ -113,11 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=None, help="seconds for the ring to close")
     p.add_argument("--keep", action="store_true", help="keep the temporary BENCH_DIR")
     p.add_argument("--idle-gate", default=None, help="the daemon's idle gate (seconds)")
+    p.add_argument("--via", choices=["shell", "mcp"], default="shell",
+                   help="mcp: agents with an MCP client (Claude Code, Codex) answer through "
+                   "`bench mcp` and have no shell tool; pi keeps its shell")
     args = p.parse_args(argv)
+    if args.via == "mcp" and not args.agents:
+        p.error("--via mcp needs --agents (the stand-ins have no MCP client)")
     timeout = args.timeout or (240.0 if args.agents else 60.0)
     gate = args.idle_gate or ("1.0" if args.agents else "0.5")
     try:
-        return run(args.agents, timeout, args.keep, ["--idle-gate", gate])
+        return run(args.agents, timeout, args.keep, ["--idle-gate", gate], args.via)
     except ProofFailed as err:
         print(f"\nmail-proof: FAILED: {err}", file=sys.stderr)
         return 1

@@ -8,28 +8,32 @@ The server answers a wake line with one shell tool call that reads the path, add
 and runs `bench mail send <next>`; the next handle comes from the ring below.
 """
 
+import json
 import os
 import shutil
 import tempfile
 
-from tests.proofs.common import BIN, ProofFailed
+from tests.proofs.common import BIN, ProofFailed, wait_for
 from tests.realagents import agents as realagents
-from tests.realagents.model_server import start_server
+from tests.realagents.model_server import shell_tool, start_server
 
 
 class RealRing:
-    def __init__(self, kinds: list[str]):
+    def __init__(self, kinds: list[str], via: str = "shell"):
         for k in kinds:
             if k not in realagents.KINDS:
                 raise ProofFailed(f"unknown agent {k!r}; known: {', '.join(realagents.KINDS)}")
         self.names = list(kinds)
+        # --via mcp: the agents with an MCP client answer through `bench mcp`, no shell.
+        self.mcp = [k for k in kinds if via == "mcp" and k in realagents.MCP_KINDS]
         self.work = tempfile.mkdtemp(prefix="bench-real-", dir="/tmp")
         try:
             self.bin_dir = realagents.ensure_installed()
         except realagents.AgentsUnavailable as err:
             raise ProofFailed(f"the agent CLIs cannot be installed: {err}") from None
         ring = {a: b for a, b in zip(self.names, [*self.names[1:], "operator"], strict=True)}
-        self.server, self.port = start_server(ring, os.path.join(self.work, "model.log"))
+        self.log_path = os.path.join(self.work, "model.log")
+        self.server, self.port = start_server(ring, self.log_path)
         print(f"scripted model server on 127.0.0.1:{self.port}; ring "
               + " -> ".join([*self.names, "operator"]))
         versions = realagents.versions(self.bin_dir)
@@ -43,12 +47,50 @@ class RealRing:
             os.makedirs(cwd, exist_ok=True)
             spec = realagents.prepare(kind, home, self.port, cwd, self.bin_dir,
                                       extra_path=[BIN])
+            if kind in self.mcp:
+                realagents.use_bench_mcp(spec)
             args = ["spawn", "--name", kind, "--agent", kind, "--cwd", str(spec.cwd),
                     "--rows", "40", "--cols", "120"]
             for k, v in spec.env.items():
                 args += ["--env", f"{k}={v}"]
             sessions[kind] = bench.run(*args, "--", *spec.argv)
         return sessions
+
+    def wait_mcp(self, timeout: float = 60.0) -> None:
+        """Wait until each MCP agent has connected to its `bench mcp`.
+
+        Agents connect their MCP servers in the background after they start (bench mcp
+        needs a second or more to import the SDK): a wake that lands before that finds
+        no bench tools. Claude Code logs the connection under its cache directory.
+        """
+        for kind in self.mcp:
+            home = os.path.join(self.work, f"home-{kind}")
+            wait_for(lambda home=home, kind=kind: realagents.mcp_connected(kind, home),
+                     timeout, f"{kind} to connect to bench mcp")
+            print(f"{kind} connected to bench mcp")
+
+    def check_mcp(self) -> None:
+        """Each MCP agent was offered no shell tool and answered with read_mail, send_mail."""
+        records = []
+        with open(self.log_path, encoding="utf-8") as f:
+            for line in f:
+                records.append(json.loads(line))
+        for kind in self.mcp:
+            route = realagents.ROUTES[kind]
+            mine = [r for r in records if r["path"].split("?")[0].endswith(route)
+                    and isinstance(r.get("body"), dict)]
+            offered = [r for r in mine if r["body"].get("tools")]
+            shells = [r for r in offered if shell_tool(r["body"]) is not None]
+            if not offered or shells:
+                raise ProofFailed(f"{kind} was offered a shell tool ({len(shells)} of "
+                                  f"{len(offered)} requests): it must have only MCP tools")
+            calls = [r["reply"]["tool"] for r in mine
+                     if isinstance(r.get("reply"), dict) and r["reply"].get("tool")]
+            if [c.rsplit("__", 1)[-1] for c in calls] != ["read_mail", "send_mail"]:
+                raise ProofFailed(f"{kind} made the tool calls {calls}, not read_mail then "
+                                  "send_mail through bench's MCP server")
+            print(f"{kind} answered through MCP: {' then '.join(calls)} "
+                  "(no shell tool offered)")
 
     def print_screens(self, bench) -> None:
         for kind in self.names:

@@ -13,6 +13,10 @@ API
   ``argv``, a complete ``env`` (not to be merged with os.environ), ``ready_re``,
   ``settle``, ``enter_delay``, ``alt_screen`` and ``shell_command()`` (``exec env -i
   ... argv``, handy for tmux). ``extra_path`` goes first on PATH (the ``bench`` to use).
+- ``use_bench_mcp(spec)``: give a prepared Claude Code or Codex `bench mcp` as its MCP
+  server (what ``bench mcp --print-config`` prints) and take its shell tool away;
+  ``mcp_connected(kind, home)`` tells when it has connected (from the agent's own log).
+  pi has no MCP client (``MCP_KINDS``).
 
 Verified here (tmux 3.3a, 160x48 and 80x24, Node 20, offline but for the scripted
 server; ``python -m tests.realagents.tmux_proof`` re-runs the proof). Versions: Claude
@@ -473,3 +477,75 @@ def prepare(
         if bin_dir is None:
             raise AgentsUnavailable("agent CLIs not installed; call ensure_installed() first")
     return PREPARE[kind](home, port, cwd, bin_dir, extra_path)
+
+
+# --------------------------------------------------------------------------- bench mcp
+
+# Agents with an MCP client (pi has none, by design), and where their requests go on the
+# scripted server (to tell their requests apart in its log).
+MCP_KINDS = ("claude", "codex")
+ROUTES = {"claude": "/v1/messages", "codex": "/v1/responses", "pi": "/v1/chat/completions"}
+
+
+def use_bench_mcp(spec: AgentSpec) -> AgentSpec:
+    """Give the agent `bench mcp` as its MCP server and take its shell tool away.
+
+    The server entry is exactly what `bench mcp --print-config KIND` prints; `bench` is
+    found on the agent's PATH (the prepared one, whose first entry holds it), and the
+    server is started by the agent inside its session, so it inherits BENCH_DIR and
+    BENCH_TOKEN from the session's environment.
+    """
+    from bench_mcp.config import snippet
+
+    _note, text = snippet(spec.kind)
+    if spec.kind == "claude":
+        path = spec.home / ".claude.json"
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg["mcpServers"] = json.loads(text)["mcpServers"]  # user scope: no approval dialog
+        _write_json(path, cfg)
+        # No shell: Bash (and its output/kill companions) denied, which removes them from
+        # the tools the model is offered; bench's MCP tools allowed without a prompt.
+        _write_json(
+            spec.home / ".claude" / "settings.json",
+            {"permissions": {"allow": ["mcp__bench", "Read", "Write", "Edit"],
+                             "deny": ["Bash", "BashOutput", "KillShell"]}},
+        )
+    elif spec.kind == "codex":
+        # No shell: the shell tool and unified exec (exec_command) features off. The
+        # server table goes after them, at the end of the file.
+        config = spec.env["CODEX_HOME"] + "/config.toml"
+        with open(config, "a", encoding="utf-8") as f:
+            f.write("\n[features]\nshell_tool = false\nunified_exec = false\n\n" + text)
+    else:
+        raise ValueError(f"{spec.kind} has no MCP client")
+    return spec
+
+
+def mcp_connected(kind: str, home: str | Path) -> bool:
+    """True once the agent in this HOME has connected to its `bench` MCP server.
+
+    Claude Code logs each MCP server's connection as JSON lines under
+    ``$XDG_CACHE_HOME/claude-cli-nodejs/<cwd>/mcp-logs-bench/``; Codex logs the
+    server's initialize answer (its server_info, name "bench") into
+    ``$CODEX_HOME/logs_2.sqlite``.
+    """
+    home = Path(home)
+    if kind == "claude":
+        logs = (home / ".cache" / "claude-cli-nodejs").glob("*/mcp-logs-bench/*.jsonl")
+        return any("Successfully connected" in p.read_text(errors="replace") for p in logs)
+    if kind == "codex":
+        import sqlite3
+
+        db = home / ".codex" / "logs_2.sqlite"
+        if not db.exists():
+            return False
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as c:
+                row = c.execute(
+                    "SELECT 1 FROM logs WHERE feedback_log_body LIKE ? LIMIT 1",
+                    ('%server_info: Some(Implementation { name: "bench"%',),
+                ).fetchone()
+        except sqlite3.Error:
+            return False  # not created yet, or busy: ask again
+        return row is not None
+    raise ValueError(f"no MCP connection check for {kind}")

@@ -23,6 +23,11 @@ Every answer is decided from the request alone:
   ``ring[recipient]`` where the recipient is read from the path
   (``.../mail/<recipient>/(read|inbox)/<id>.md``), else ``ring["*"]`` if given; with
   neither, a short text instead of a tool call;
+- if the request offers bench's MCP tools (``mcp__bench__read_mail`` and
+  ``..._send_mail``), the wake is answered through them instead, in two calls:
+  ``read_mail {"id": PATH}``, then, on its result, ``send_mail {"to": NEXT, "body":
+  "number N+1"}`` where NEXT is ``ring[<the result's to: header>]``; the send's result
+  gets the final text;
 - anything else (titles, greetings, ...) → a short text.
 
 Every request is logged as one JSON line (``ts``, ``method``, ``path``, ``body``,
@@ -103,9 +108,10 @@ def recipient_from_path(path: str) -> str | None:
 class Turn:
     """The latest non-system turn of a request, format-independent."""
 
-    def __init__(self, kind: str, text: str = "") -> None:
+    def __init__(self, kind: str, text: str = "", tool: str = "") -> None:
         self.kind = kind  # "user", "tool_result", "assistant" or "none"
-        self.text = text
+        self.text = text  # the user's text, or the tool result's text
+        self.tool = tool  # for a tool result: the name of the tool that was called
 
     def __repr__(self) -> str:
         return f"Turn({self.kind!r}, {self.text[:60]!r})"
@@ -139,10 +145,15 @@ def latest_turn_anthropic(body: dict) -> Turn:
     content = last.get("content")
     if last.get("role") != "user":
         return Turn("assistant", _text_of(content))
-    if isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    ):
-        return Turn("tool_result")
+    results = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    if isinstance(content, list) and results:
+        called = {}
+        for m in msgs[:-1]:
+            for b in m.get("content") or []:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    called[b.get("id")] = b.get("name", "")
+        r = results[-1]
+        return Turn("tool_result", _text_of(r.get("content")), called.get(r.get("tool_use_id"), ""))
     return Turn("user", _text_of(content))
 
 
@@ -153,10 +164,31 @@ def latest_turn_chat(body: dict) -> Turn:
     last = msgs[-1]
     role = last.get("role")
     if role in ("tool", "function"):
-        return Turn("tool_result")
+        called = {}
+        for m in msgs[:-1]:
+            for c in m.get("tool_calls") or []:
+                called[c.get("id")] = (c.get("function") or {}).get("name", "")
+        return Turn("tool_result", _text_of(last.get("content")),
+                    called.get(last.get("tool_call_id"), last.get("name") or ""))
     if role == "user":
         return Turn("user", _text_of(last.get("content")))
     return Turn("assistant", _text_of(last.get("content")))
+
+
+def _called_name(item: dict) -> str:
+    """A responses function call's tool name, with its namespace (``mcp__bench__read_mail``)."""
+    name, ns = item.get("name", ""), item.get("namespace")
+    return f"{ns}__{name}" if ns and not name.startswith(f"{ns}__") else name
+
+
+def _split_namespace(body: dict, tool: str) -> tuple[str | None, str]:
+    """(namespace, name) for a responses tool call: Codex offers MCP tools in namespaces."""
+    for t in body.get("tools") or []:
+        if isinstance(t, dict) and t.get("type") == "namespace":
+            ns = t.get("name", "")
+            if tool.startswith(f"{ns}__"):
+                return ns, tool[len(ns) + 2 :]
+    return None, tool
 
 
 def latest_turn_responses(body: dict) -> Turn:
@@ -176,7 +208,10 @@ def latest_turn_responses(body: dict) -> Turn:
     last = kept[-1]
     typ = last.get("type", "message")
     if typ.endswith("_call_output") or typ == "tool_result":
-        return Turn("tool_result")
+        called = {it.get("call_id"): _called_name(it) for it in kept if "name" in it}
+        out = last.get("output")
+        return Turn("tool_result", out if isinstance(out, str) else _text_of(out),
+                    called.get(last.get("call_id"), ""))
     if typ == "message" and last.get("role") == "user":
         return Turn("user", _text_of(last.get("content")))
     return Turn("assistant")
@@ -193,6 +228,11 @@ def _tool_defs(body: dict) -> list[tuple[str, dict]]:
             out.append((fn.get("name", ""), fn.get("parameters") or {}))
         elif "input_schema" in t:  # anthropic
             out.append((t.get("name", ""), t.get("input_schema") or {}))
+        elif t.get("type") == "namespace":  # responses: Codex groups an MCP server's tools
+            for inner in t.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    name = f"{t.get('name')}__{inner['name']}"
+                    out.append((name, inner.get("parameters") or {}))
         elif t.get("name"):  # responses
             out.append((t["name"], t.get("parameters") or {}))
         elif t.get("type") == "local_shell":
@@ -227,8 +267,61 @@ class Decision:
         return {"text": self.text}
 
 
+def mail_tools(body: dict) -> dict[str, str] | None:
+    """{"read_mail": name, "send_mail": name} when the request offers bench's MCP tools.
+
+    Agents prefix MCP tools with the server's name (Claude Code and Codex:
+    ``mcp__bench__read_mail``); a bare ``read_mail`` counts too.
+    """
+    names = [n for n, _ in _tool_defs(body)]
+    found = {}
+    for want in ("read_mail", "send_mail"):
+        hits = [n for n in names if n == want or n.endswith("__" + want)]
+        if not hits:
+            return None
+        found[want] = hits[0]
+    return found
+
+
+MAIL_HEADER_RE = re.compile(r"^to:\s+(\S+)", re.M)
+
+
+def after_read_mail(text: str, ring: dict[str, str]) -> tuple[str, int] | None:
+    """(next handle, N+1) from a read_mail result: the message's recipient and the first
+    number of its body.
+
+    Claude Code hands the model the tool's structured content (JSON with ``to`` and
+    ``body``); Codex the same JSON after a preamble (``Wall time: ...\nOutput:\n{...}``);
+    an agent that passes the text on gives bench's message text instead: header lines
+    (``to: alice``), a blank line, then the body.
+    """
+    try:
+        msg = json.loads(text[text.find("{") :]) if "{" in text else None
+    except ValueError:
+        msg = None
+    if isinstance(msg, dict) and "to" in msg and "body" in msg:
+        to, mail_body = str(msg["to"]), str(msg["body"])
+    else:
+        m = MAIL_HEADER_RE.search(text)
+        if m is None:
+            return None
+        to, mail_body = m.group(1), text.partition("\n\n")[2]
+    n = re.search(r"[0-9]+", mail_body)
+    nxt = ring.get(to) or ring.get("*")
+    return (nxt, int(n.group(0)) + 1) if nxt and n else None
+
+
 def decide(turn: Turn, body: dict, ring: dict[str, str]) -> Decision:
+    mcp = mail_tools(body)
     if turn.kind == "tool_result":
+        # Through MCP the answer takes two calls: read_mail, then send_mail.
+        if mcp and turn.tool == mcp["read_mail"]:
+            step = after_read_mail(turn.text, ring)
+            if step is None:
+                return Decision(text=f"I cannot tell whom to write from: {turn.text[:80]!r}")
+            nxt, n = step
+            return Decision(tool=mcp["send_mail"],
+                            args={"to": nxt, "body": f"number {n}", "subject": "ring"})
         return Decision(text=FINAL_TEXT)
     if turn.kind != "user":
         return Decision(text=SMALLTALK_TEXT)
@@ -236,6 +329,8 @@ def decide(turn: Turn, body: dict, ring: dict[str, str]) -> Decision:
     if not matches:
         return Decision(text=SMALLTALK_TEXT)
     _sender, path = matches[-1]
+    if mcp:  # an agent given bench's MCP tools answers through them
+        return Decision(tool=mcp["read_mail"], args={"id": path})
     tool = shell_tool(body)
     if tool is None:
         return Decision(text="You have mail.")
@@ -428,14 +523,17 @@ def responses_reply(body: dict, d: Decision) -> tuple[str, bytes]:
     if d.tool:
         item_id = _new_id("fc")
         args_json = json.dumps(d.args)
+        ns, name = _split_namespace(body, d.tool)
         item = {
             "type": "function_call",
             "id": item_id,
             "call_id": _new_id("call"),
-            "name": d.tool,
+            "name": name,
             "arguments": args_json,
             "status": "completed",
         }
+        if ns:
+            item["namespace"] = ns
         added = dict(item, arguments="", status="in_progress")
     else:
         item_id = _new_id("msg")

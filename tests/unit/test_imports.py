@@ -16,8 +16,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HOT_FORBIDDEN = {"click", "msgspec", "json", "re", "socket", "typing", "trio", "structlog",
-                 "benchd", "selectors", "enum", "asyncio", "subprocess", "yaml"}
-CLI_FORBIDDEN = {"trio", "structlog", "benchd", "ptyprocess", "pyte"}
+                 "benchd", "selectors", "enum", "asyncio", "subprocess", "yaml",
+                 # `bench mcp`'s server and its SDK: never on the send path.
+                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic"}
+CLI_FORBIDDEN = {"trio", "structlog", "benchd", "ptyprocess", "pyte",
+                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic"}
 
 # Prints, as JSON: the top-level modules present before bench was imported, and after.
 PROBE = r"""

@@ -1,0 +1,338 @@
+"""The MCP server behind `bench mcp`: the tools of `bench_mcp.tools` over stdio.
+
+Built on the `mcp` SDK's low-level server (the optional extra `bench[mcp]`), so the
+tool schemas are exactly the hand-written ones and every argument error is bench's own
+(`bad-request` with a sentence). The server is a client of the daemon like the CLI:
+each call opens a connection with `bench_wire.lean` in a worker thread (the client is
+blocking; the MCP loop keeps serving meanwhile) and sends BENCH_TOKEN from the
+environment, so the daemon derives the caller exactly as for `bench mail send`.
+"""
+
+import json
+import logging
+import sys
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from bench_cli import output
+from bench_mcp import tools as t
+from bench_wire.errors import WireError
+from bench_wire.lean import Connection, request
+
+log = logging.getLogger("bench.mcp")
+
+NAME = "bench"
+INBOX_URI = "bench://mail/inbox"
+MESSAGE_PREFIX = "bench://mail/"
+
+INSTRUCTIONS = (
+    "bench is the mailroom of the agents on this machine. You have a handle (whoami) and "
+    "a mailbox. When mail arrives, a line `You have mail from <sender>: <path>` is typed "
+    "into your terminal: call read_mail with that path, then answer with reply or "
+    "send_mail. You are always the sender; you can read only your own mailbox."
+)
+
+# Refusals that are the caller's to fix (JSON-RPC invalid params) rather than the
+# daemon's trouble, for resource reads (tool errors are tool results, not JSON-RPC errors).
+_CALLER_CODES = {
+    "bad-id",
+    "bad-request",
+    "no-such-message",
+    "no-unread",
+    "forbidden",
+    "bad-handle",
+    "bad-limit",
+    "bad-cursor",
+}
+
+
+class Daemon:
+    """The daemon as the tools see it: one request per connection, in a worker thread."""
+
+    def __init__(self, bench_dir: str | None = None):
+        self.bench_dir = bench_dir
+
+    async def call(self, verb: str, fields: dict) -> dict:
+        return await anyio.to_thread.run_sync(self._call, verb, fields)
+
+    def _call(self, verb: str, fields: dict) -> dict:
+        with Connection(self.bench_dir) as conn:
+            return conn.call(request(verb, fields))
+
+
+# ---------------------------------------------------------------- tools
+
+
+async def send_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+    in_reply_to = a.get("in_reply_to")
+    if in_reply_to is not None:
+        in_reply_to = t.message_ref(in_reply_to)[1]
+    ans = await d.call(
+        "mail/send",
+        {
+            "to": a["to"],
+            "body": a["body"],
+            "subject": a.get("subject"),
+            "key": a.get("key"),
+            "reply_to": a.get("reply_to") or None,
+            "in_reply_to": in_reply_to,
+        },
+    )
+    return output.sent(ans), t.public(ans)
+
+
+async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+    state = a.get("state", "unread")
+    ans = await d.call(
+        "mail/list", {"state": state, "limit": a.get("limit"), "cursor": a.get("cursor")}
+    )
+    return t.listing_text(ans, state), t.public(ans)
+
+
+async def read_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+    handle, mail_id = t.message_ref(a["id"]) if "id" in a else (None, None)
+    ans = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
+    return output.message(ans), t.public(ans)
+
+
+async def reply(d: Daemon, a: dict) -> tuple[str, dict]:
+    handle, mail_id = t.message_ref(a["id"])
+    msg = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
+    sent: list[dict] = []
+    for to in t.reply_recipients(msg):
+        try:
+            ans = await d.call(
+                "mail/send",
+                {
+                    "to": to,
+                    "body": a["body"],
+                    "subject": t.reply_subject(msg["subject"]),
+                    "in_reply_to": msg["mail_id"],
+                },
+            )
+        except WireError as err:
+            if not sent:
+                raise
+            done = ", ".join(f"{s['to']} ({s['mail_id']})" for s in sent)
+            raise WireError(err.code, f"{err.message} (the reply to {done} was sent)") from None
+        sent.append(t.public(ans))
+    text = "\n".join(f"replied to {msg['mail_id']}: " + output.sent(s) for s in sent)
+    return text, {"in_reply_to": msg["mail_id"], "sent": sent}
+
+
+async def report(d: Daemon, a: dict) -> tuple[str, dict]:
+    ans = await d.call("job/report", {"content": a["content"]})
+    return (
+        f"reported {ans['bytes']} bytes for session {ans['session']}; it is mailed to "
+        "the job's reply-to handles when this session ends",
+        t.public(ans),
+    )
+
+
+async def whoami(d: Daemon, a: dict) -> tuple[str, dict]:
+    hello = await d.call("hello", {})
+    unread = (await d.call("mail/list", {"state": "unread", "limit": 1}))["total"]
+    me = hello["caller"]
+    session = None
+    if me != "operator":  # the daemon's word, not the environment's: the live session's id
+        live = (await d.call("session/list", {}))["sessions"]
+        session = next(
+            (x["session"] for x in live if x["handle"] == me and x["state"] == "running"), None
+        )
+    info = {
+        "handle": me,
+        "session": session,
+        "bench_dir": hello["bench_dir"],
+        "unread": unread,
+        "daemon": {"pid": hello["pid"], "version": hello["version"]},
+    }
+    who = f"You are {me}" + (f" (session {session})" if session else "")
+    return f"{who}; BENCH_DIR {hello['bench_dir']}; {unread} unread.", info
+
+
+HANDLERS = {
+    "send_mail": send_mail,
+    "list_mail": list_mail,
+    "read_mail": read_mail,
+    "reply": reply,
+    "report": report,
+    "whoami": whoami,
+}
+assert set(HANDLERS) == set(t.TOOLS)
+
+
+def error_result(err: WireError) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=t.error_text(err))],
+        structured_content={"error": {"code": err.code, "message": err.message}},
+        is_error=True,
+    )
+
+
+async def call_tool(d: Daemon, name: str, args: dict | None) -> types.CallToolResult:
+    """One tool call: checked arguments, the daemon's answer, or bench's error."""
+    try:
+        checked = t.check_args(name, args)
+        text, data = await HANDLERS[name](d, checked)
+    except WireError as err:
+        return error_result(err)
+    except Exception:  # a bug here must not end the server: log it, answer `internal`
+        log.exception("tool %s failed", name)
+        return error_result(
+            WireError(
+                "internal", f"the bench MCP server failed in {name}; its stderr has the details"
+            )
+        )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=data
+    )
+
+
+# ---------------------------------------------------------------- resources
+
+
+async def read_resource(d: Daemon, uri: str) -> types.TextResourceContents:
+    try:
+        if uri == INBOX_URI:
+            ans = await d.call("mail/list", {"state": "unread"})
+            return types.TextResourceContents(
+                uri=uri, mime_type="application/json", text=json.dumps(t.public(ans))
+            )
+        mail_id = uri[len(MESSAGE_PREFIX) :] if uri.startswith(MESSAGE_PREFIX) else ""
+        if not mail_id or "/" in mail_id:
+            raise WireError(
+                "bad-request",
+                f"there is no resource {uri!r}: bench has {INBOX_URI} and {MESSAGE_PREFIX}<id>",
+            )
+        ans = await d.call("mail/read", {"mail_id": mail_id})
+        return types.TextResourceContents(
+            uri=uri, mime_type="text/markdown", text=output.message(ans)
+        )
+    except WireError as err:
+        code = types.INVALID_PARAMS if err.code in _CALLER_CODES else types.INTERNAL_ERROR
+        raise MCPError(
+            code=code, message=t.error_text(err), data={"code": err.code, "message": err.message}
+        ) from None
+
+
+RESOURCES = [
+    types.Resource(
+        uri=INBOX_URI,
+        name="inbox",
+        mime_type="application/json",
+        description="Your unread mail: metadata of the first page (nothing is marked read).",
+    ),
+]
+TEMPLATES = [
+    types.ResourceTemplate(
+        uri_template=MESSAGE_PREFIX + "{id}",
+        name="message",
+        mime_type="text/markdown",
+        description="One message of your mailbox by id; reading an "
+        "unread message marks it read, as read_mail does.",
+    ),
+]
+PROMPTS = [
+    types.Prompt(
+        name="wake",
+        description="What bench's wake line means and how to answer it with these tools.",
+        arguments=[
+            types.PromptArgument(name="line", required=False, description="a wake line to answer")
+        ],
+    ),
+]
+
+
+# ---------------------------------------------------------------- wiring
+
+
+def build(bench_dir: str | None = None) -> Server:
+    d = Daemon(bench_dir)
+
+    async def on_list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=name,
+                    description=desc,
+                    input_schema=schema,
+                    annotations=types.ToolAnnotations(read_only_hint=name in t.READ_ONLY),
+                )
+                for name, (desc, schema) in t.TOOLS.items()
+            ]
+        )
+
+    async def on_call_tool(ctx, params) -> types.CallToolResult:
+        return await call_tool(d, params.name, params.arguments)
+
+    async def on_list_resources(ctx, params) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=RESOURCES)
+
+    async def on_list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
+
+    async def on_read_resource(ctx, params) -> types.ReadResourceResult:
+        return types.ReadResourceResult(contents=[await read_resource(d, str(params.uri))])
+
+    async def on_list_prompts(ctx, params) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=PROMPTS)
+
+    async def on_get_prompt(ctx, params) -> types.GetPromptResult:
+        if params.name != "wake":
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"there is no prompt {params.name!r}; bench has: wake",
+            )
+        text = t.wake_prompt((params.arguments or {}).get("line"))
+        return types.GetPromptResult(
+            description=PROMPTS[0].description,
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
+        )
+
+    return Server(
+        NAME,
+        version=_version(),
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=lambda name: (t.TOOLS.get(name) or (None, None))[1],
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources,
+        on_list_resource_templates=on_list_resource_templates,
+        on_read_resource=on_read_resource,
+        on_list_prompts=on_list_prompts,
+        on_get_prompt=on_get_prompt,
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bench")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+async def serve(bench_dir: str | None = None) -> None:
+    server = build(bench_dir)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def main(bench_dir: str | None = None) -> int:
+    """Serve MCP on stdin/stdout until the client closes stdin."""
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="bench mcp: %(levelname)s %(message)s"
+    )
+    try:
+        anyio.run(serve, bench_dir)
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,293 @@
+"""The MCP tools as a model sees them, and the pure steps around their daemon calls.
+
+No I/O and no `mcp` import here: the server (`bench_mcp.server`) turns these
+definitions into the SDK's types, checks each call's arguments with `check_args`,
+and asks the daemon. No tool takes a sender or a mailbox owner: the daemon derives
+who is calling from the session the server runs in, exactly as for the CLI.
+"""
+
+import re
+
+from bench_wire.errors import WireError
+
+# The daemon's subject cap (benchd.mailroom.SUBJECT_CHARS; a unit test holds them equal).
+SUBJECT_CHARS = 200
+
+_HANDLE = "a handle: 1-64 characters of a-z 0-9 . _ -, starting with a letter or digit"
+_ID = "a message id such as 20261130T045611.123Z-0001"
+
+# name -> (description, JSON schema of the arguments). Written for a model: what the
+# tool does, what it changes, and what comes back.
+TOOLS: dict[str, tuple[str, dict]] = {
+    "send_mail": (
+        "Send mail to another agent, or to `operator` (the person at the keyboard), by "
+        "handle. You are the sender: there is no sender argument. When this returns, the "
+        "message is durably in the recipient's mailbox; a live recipient is woken with a "
+        "one-line notice. Returns the new message's id and whether a live session holds "
+        "the recipient (if not, the mail waits in its inbox).",
+        {
+            "type": "object",
+            "properties": {
+                "to": {"type": "string", "description": f"the recipient, {_HANDLE}"},
+                "body": {"type": "string", "description": "the message text (at most 256 KiB)"},
+                "subject": {
+                    "type": "string",
+                    "description": "one line without control characters, at most 200 characters",
+                },
+                "key": {
+                    "type": "string",
+                    "description": "idempotency key: sending again with the same key delivers "
+                    "nothing new and returns the first message's id",
+                },
+                "reply_to": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "handles that replies to this message should go to "
+                    "(default: you)",
+                },
+                "in_reply_to": {
+                    "type": "string",
+                    "description": f"the message this answers: {_ID}",
+                },
+            },
+            "required": ["to", "body"],
+            "additionalProperties": False,
+        },
+    ),
+    "list_mail": (
+        "List the messages in your mailbox in the order they were sent: id, sender, "
+        "subject, date, state (unread or read) and size. Bodies are not returned and "
+        "nothing is marked read; use read_mail for that. A long listing is cut into pages: "
+        "pass the returned cursor to get the next one.",
+        {
+            "type": "object",
+            "properties": {
+                "state": {
+                    "type": "string",
+                    "enum": ["unread", "read", "all"],
+                    "description": "which messages (default: unread)",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 500,
+                    "description": "page size (default 50, at most 500)",
+                },
+                "cursor": {
+                    "type": "string",
+                    "description": "the cursor of a previous truncated listing",
+                },
+            },
+            "additionalProperties": False,
+        },
+    ),
+    "read_mail": (
+        "Read one message from your mailbox: sender, subject, date, reply-to and the body. "
+        "An unread message is marked read (moved from inbox to read; nothing is ever "
+        "deleted). Without an id, reads the oldest unread message. The id may also be the "
+        "path from a wake line (`You have mail from X: /.../mail/<you>/read/<id>.md`).",
+        {
+            "type": "object",
+            "properties": {
+                "id": {
+                    "type": "string",
+                    "description": f"{_ID}, or the path from a wake line",
+                },
+            },
+            "additionalProperties": False,
+        },
+    ),
+    "reply": (
+        "Answer a message in your mailbox: sends `body` to the handles in its reply-to if "
+        "it names any, else to its sender, with the subject `Re: <its subject>` and "
+        "in-reply-to set to its id. The message is marked read. Returns the id of each "
+        "reply sent.",
+        {
+            "type": "object",
+            "properties": {
+                "id": {
+                    "type": "string",
+                    "description": f"the message to answer: {_ID}, or the path from a wake line",
+                },
+                "body": {"type": "string", "description": "the reply's text"},
+            },
+            "required": ["id", "body"],
+            "additionalProperties": False,
+        },
+    ),
+    "report": (
+        "Only inside a job session (a session started with task mail and reply-to "
+        "handles): record the report your job owes. It is mailed to the reply-to handles "
+        "when your session ends, whatever happens; calling again replaces the earlier "
+        "report.",
+        {
+            "type": "object",
+            "properties": {
+                "content": {"type": "string", "description": "the report's text"},
+            },
+            "required": ["content"],
+            "additionalProperties": False,
+        },
+    ),
+    "whoami": (
+        "Who you are to bench: your handle (the address other agents write to), your "
+        "session, the state directory, and how many unread messages wait for you.",
+        {"type": "object", "properties": {}, "additionalProperties": False},
+    ),
+}
+
+# Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
+READ_ONLY = {"list_mail", "whoami"}
+
+_JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
+
+
+def check_args(tool: str, args: dict | None) -> dict:
+    """The call's arguments checked against the tool's schema; WireError bad-request else.
+
+    A lone string where a list of handles is expected is taken as a list of one (models
+    often write `"reply_to": "bob"`).
+    """
+    if tool not in TOOLS:
+        raise WireError(
+            "bad-request", f"there is no tool {tool!r}; the tools are " + ", ".join(TOOLS)
+        )
+    schema = TOOLS[tool][1]
+    props = schema["properties"]
+    args = dict(args or {})
+    for name in args:
+        if name not in props:
+            takes = ", ".join(props) or "no arguments"
+            raise WireError("bad-request", f"{tool} has no argument {name!r}; it takes {takes}")
+    for name in schema.get("required", []):
+        if args.get(name) is None:
+            raise WireError("bad-request", f"{tool} needs the argument {name!r}")
+    out = {}
+    for name, value in args.items():
+        if value is None:
+            continue  # a model's explicit null means "not given"
+        spec = props[name]
+        if spec["type"] == "array" and isinstance(value, str):
+            value = [value]
+        want = _JSON_TYPES[spec["type"]]
+        if not isinstance(value, want) or isinstance(value, bool):
+            raise WireError("bad-request", f"{tool}: {name!r} must be {_a(spec['type'])}")
+        if spec["type"] == "array" and not all(isinstance(v, str) for v in value):
+            raise WireError("bad-request", f"{tool}: {name!r} must be a list of strings")
+        if "enum" in spec and value not in spec["enum"]:
+            raise WireError(
+                "bad-request", f"{tool}: {name!r} must be one of " + ", ".join(spec["enum"])
+            )
+        out[name] = value
+    return out
+
+
+def _a(json_type: str) -> str:
+    return {
+        "string": "a string",
+        "integer": "an integer",
+        "array": "a list of strings",
+        "object": "an object",
+    }[json_type]
+
+
+# The path in a wake line: <BENCH_DIR>/mail/<handle>/(inbox|read)/<id>.md
+_WAKE_PATH = re.compile(r"(?:^|/)mail/([^/]+)/(?:inbox|read)/([^/]+)\.md$")
+
+
+def message_ref(value: str) -> tuple[str | None, str]:
+    """(mailbox, id) for a message id or a wake line's path; mailbox None for an id.
+
+    The mailbox named in a path is passed on to the daemon, which refuses a session
+    another's mailbox (`forbidden`), so a path is no way around identity.
+    """
+    value = value.strip()
+    if "/" not in value and not value.endswith(".md"):
+        return None, value
+    m = _WAKE_PATH.search(value)
+    if m is None:
+        raise WireError(
+            "bad-id",
+            f"{value!r} is neither a message id (like 20261130T045611.123Z-0001) nor the "
+            "path from a wake line (.../mail/<handle>/read/<id>.md)",
+        )
+    return m.group(1), m.group(2)
+
+
+def reply_recipients(msg: dict) -> list[str]:
+    """Where a reply to `msg` (a mail/read answer) goes: its reply-to, else its sender."""
+    seen: list[str] = []
+    for h in msg.get("reply_to") or [msg["from"]]:
+        if h not in seen:
+            seen.append(h)
+    return seen
+
+
+def reply_subject(subject: str) -> str:
+    """`Re: <subject>` (not `Re: Re: ...`), within the subject cap."""
+    subject = (subject or "").strip()
+    if subject[:3].lower() == "re:":
+        subject = subject[3:].strip()
+    out = f"Re: {subject}" if subject else "Re:"
+    return out[:SUBJECT_CHARS]
+
+
+def listing_text(a: dict, state: str) -> str:
+    """A mail/list answer as short text: one line per message, then what is left."""
+    rows = [
+        f"{m['mail_id']}  {m['state']:<6}  from {m['from']:<16}  {m['size']:>7} bytes  "
+        f"{m['subject']}"
+        for m in a.get("messages") or []
+    ]
+    which = "" if state == "all" else f"{state} "
+    foot = f"{len(rows)} of {a['total']} {which}messages for {a['handle']}"
+    if a.get("truncated"):
+        foot += f"; more: list_mail with cursor {a['cursor']!r}"
+    return "\n".join(rows + [foot])
+
+
+def public(answer: dict) -> dict:
+    """A daemon answer as a tool's structured content: without the frame's id/type/ok."""
+    return {k: v for k, v in answer.items() if k not in ("id", "type", "ok")}
+
+
+def error_text(err: WireError) -> str:
+    """The text of a tool error: bench's sentence and its code, as the CLI prints them."""
+    return f"{err.message} [{err.code}]"
+
+
+WAKE_PROMPT = """\
+bench (a mailroom for agents on this machine) wakes you by typing one line into your \
+terminal when mail arrives:
+
+    You have mail from <sender>: <path>
+
+<sender> is the handle that wrote to you. <path> is the message's file, already moved \
+to your mailbox's read/ folder; its name is the message id followed by .md. The line \
+is only a notice: the message is not in it.
+
+To answer a wake with the bench tools:
+1. Call read_mail with the path (or the id) from the line to get the message.
+2. Do what it asks. Answer with reply (to its sender, or to its reply-to) or with \
+send_mail to any handle; `operator` is the person at the keyboard.
+3. If more mail may be waiting, list_mail shows your unread messages.
+
+You are the sender of everything you send: no tool takes a sender, and you can read \
+only your own mailbox.\
+"""
+
+_WAKE_LINE = re.compile(r"You have mail from (\S+): (\S+)")
+
+
+def wake_prompt(line: str | None = None) -> str:
+    """The wake prompt; with a wake line, also the exact read_mail call that answers it."""
+    if not line:
+        return WAKE_PROMPT
+    m = _WAKE_LINE.search(line)
+    if m is None:
+        return WAKE_PROMPT + f"\n\n({line!r} is not a wake line.)"
+    sender, path = m.groups()
+    return (
+        WAKE_PROMPT + f"\n\nThis wake: mail from {sender}. Read it with "
+        f'read_mail {{"id": "{path}"}}.'
+    )

@@ -1,0 +1,161 @@
+"""The wake gate: when a wake may paste, when it presses Enter, and when it stops.
+
+Pure decisions, in the manner of h11: no trio, no pty, no clock of its own. The
+reactor feeds it facts (when output and input were last seen, whether the ready
+pattern holds, whether the screen changed after an Enter, the time) and carries out
+the action it answers. Every timing rule of a wake lives here, so it is tested
+in-process without processes or sleeps (tests/unit/test_wakegate.py).
+
+A wake goes through two phases:
+
+1. Readiness: the session must have printed something (a TUI still starting loses
+   typed input), then been quiet, with no output and no operator input, for the idle
+   gate, and its ready pattern (if any) must match the end of the screen.
+   `readiness()` answers `Ready`, or what to wait for: the first output, a moment
+   `until` which the gate is still closed, or the next screen change (a quiet menu or
+   permission prompt is not ready).
+2. Submission: the line is pasted once, then after the paste settle Enter is pressed
+   as a separate write. If the screen does not change within the check window, Enter
+   is pressed again with a doubled window, a bounded number of times. The line itself
+   is never written twice. `EnterCheck` answers `Done`, `RetryEnter` or `GiveUp`.
+"""
+
+from dataclasses import dataclass
+
+# A ready pattern may not match on a screen that is quiet yet unchanged: look again
+# at least this often, whatever the gate (a gate of 0 must not spin).
+MIN_SCREEN_WAIT_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForOutput:
+    """Nothing printed yet: wait for the first byte of output."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitUntil:
+    """Output or input was seen too recently: the gate opens at `at` (same clock)."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForScreen:
+    """Quiet, but the ready pattern does not match: wait for the screen to change, at
+    most `timeout` seconds, then ask again."""
+
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class LookAtScreen:
+    """The gate is open: the ready pattern must be matched against the screen now
+    (rendering the screen costs, so it is looked at only when it decides)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """Paste now."""
+
+
+Readiness = WaitForOutput | WaitUntil | LookAtScreen | WaitForScreen | Ready
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What the reactor knows of a session at one moment (monotonic seconds)."""
+
+    now: float
+    last_output: float | None  # None until the first byte
+    last_input: float  # operator keystrokes; 0.0 when none
+    # the ready pattern matches the end of the screen (True if none); None: not looked
+    shows_ready: bool | None = None
+
+
+def idle_for(a: Activity) -> float | None:
+    """Seconds without output or input, or None while nothing has been printed."""
+    if a.last_output is None:
+        return None
+    return a.now - max(a.last_output, a.last_input)
+
+
+def readiness(gate: float, a: Activity) -> Readiness:
+    """May a wake paste now? If not, what to wait for."""
+    idle = idle_for(a)
+    if idle is None:
+        return WaitForOutput()
+    if idle < gate:
+        return WaitUntil(a.now + (gate - idle))
+    if a.shows_ready is None:
+        return LookAtScreen()
+    if not a.shows_ready:
+        return WaitForScreen(max(gate, MIN_SCREEN_WAIT_S))
+    return Ready()
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """Watch the screen for `wait` seconds for the effect of the last Enter."""
+
+    wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The Enter took effect (or the session ended), or no check is configured."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryEnter:
+    """The screen stayed the same: press Enter again (this is retry `attempt`)."""
+
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """Every retry spent: stop pressing Enter. The line stays where it was typed."""
+
+
+class EnterCheck:
+    """The Enter-and-retry rule of one wake, after its line was pasted and its first
+    Enter pressed: `first()`, then `seen()` after each Watch and `retried()` after
+    each RetryEnter, until Done or GiveUp. Each Watch after a retry is twice as long
+    as the one before; the last retry is not watched."""
+
+    def __init__(self, retries: int, first_wait: float):
+        if retries < 0 or first_wait < 0:
+            raise ValueError("retries and first_wait must not be negative")
+        self.retries = retries
+        self.attempt = 0
+        self.wait = first_wait
+        self.finished = False
+
+    def first(self) -> Watch | Done:
+        if self.retries == 0:
+            return self._finish(Done())
+        return Watch(self.wait)
+
+    def seen(self, *, changed: bool, ended: bool = False) -> Done | RetryEnter:
+        """What the screen did while watched."""
+        self._check_open()
+        if changed or ended:
+            return self._finish(Done())
+        self.attempt += 1
+        return RetryEnter(self.attempt)
+
+    def retried(self) -> Watch | GiveUp:
+        """Enter was pressed again."""
+        self._check_open()
+        if self.attempt >= self.retries:
+            return self._finish(GiveUp())
+        self.wait *= 2
+        return Watch(self.wait)
+
+    def _finish(self, action):
+        self.finished = True
+        return action
+
+    def _check_open(self) -> None:
+        if self.finished:
+            raise RuntimeError("the Enter check is already finished")
