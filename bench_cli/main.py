@@ -213,8 +213,10 @@ def index_health(ix: dict) -> str:
     state = ix.get("state", "ok")
     text = state
     if state == "retrying":
-        text += f" ({ix.get('failures', 0)} failed commits; {ix.get('pending', 0)} changes " \
-                f"held in memory: {ix.get('error')})"
+        text += (
+            f" ({ix.get('failures', 0)} failed commits; {ix.get('pending', 0)} changes "
+            f"held in memory: {ix.get('error')})"
+        )
     elif state == "in-memory":
         text += " (no index file could be used; it is rebuilt from the files at the next start)"
     if ix.get("rebuilds"):
