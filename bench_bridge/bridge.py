@@ -106,7 +106,9 @@ class Bridge:
         opts: dict = {
             "servers": [self.o.url],
             "allow_reconnect": True,
-            "max_reconnect_attempts": -1,
+            # Bounded for the first connect (so this loop can back off and log
+            # bridge/retry); once connected, nats-py reconnects for ever.
+            "max_reconnect_attempts": 1,
             "reconnect_time_wait": 0.5,
             "connect_timeout": 2,
             "name": f"bench-bridge-{self.node}",
@@ -126,6 +128,7 @@ class Bridge:
                 ctx.load_cert_chain(self.o.tls_cert, self.o.tls_key)
             opts["tls"] = ctx
         nc = await nats.connect(**opts)
+        nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5)
             await _ensure_stream(js)

@@ -190,7 +190,9 @@ class Outbound:
         reply_to = []
         for a in msg.reply_to:
             try:
-                reply_to.append(self.inbound_sender(check_address(a, "reply-to"), origin))
+                # A reply-to may name this node (it is where replies go, not a sender).
+                a = check_address(a, "reply-to")
+                reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
         op = self.d.mailroom.make_send(sender, handle, msg.body, msg.subject, msg.key, None,
