@@ -59,6 +59,18 @@ def check_address(value: object, what: str = "address") -> str:
     return value
 
 
+def remote_sender(sender: str, origin: str, own: str) -> str:
+    """The sender of a message that came from NATS, never a local one: an address
+    without a node, or naming this node, is rewritten to name the node it came from
+    (`origin`, already checked not to be this node)."""
+    handle, _, node = sender.partition("@")
+    if not is_handle(handle):
+        handle = "unknown"
+    if not node or node == own or not is_handle(node):
+        node = origin
+    return f"{handle}@{node}"
+
+
 class Directory:
     """The nodes seen by this node's bridge: name -> (last heartbeat ms, live handles)."""
 

@@ -22,8 +22,8 @@ from benchd import frontmatter
 from benchd.committer import now_ms
 from benchd.index import UNREAD
 from benchd.mailroom import RetireOp, SendOp
-from benchd.names import check_handle, check_mail_id
-from benchd.nodes import OUTBOUND, Directory, check_address, check_node
+from benchd.names import check_handle, check_mail_id, is_handle
+from benchd.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
 
 PULL_MAX = 256
 
@@ -159,7 +159,7 @@ class Outbound:
 
     async def deliver_verb(self, d, conn, caller, req: m.BridgeDeliver) -> None:
         self._bridge_only(caller)
-        origin = req.origin if _is_node(req.origin) and req.origin != self.node else "unknown"
+        origin = req.origin if is_handle(req.origin) and req.origin != self.node else "unknown"
         ops: list[SendOp | WireError] = []
         for msg in req.messages:
             try:
@@ -186,7 +186,7 @@ class Outbound:
         check_handle(handle, "recipient")
         if node and node != self.node:
             raise WireError("wrong-node", f"{msg.to} is not on this node ({self.node})")
-        sender = self.inbound_sender(msg.sender, origin)
+        sender = remote_sender(msg.sender, origin, self.node)
         reply_to = []
         for a in msg.reply_to:
             try:
@@ -203,16 +203,6 @@ class Outbound:
                               origin=origin)
         ]
         return op
-
-    def inbound_sender(self, sender: str, origin: str) -> str:
-        """The sender of a message from NATS, never a local one: an address without a
-        node, or one naming this node, is rewritten to name the node it came from."""
-        handle, _, node = sender.partition("@")
-        if not handle or not _is_handle(handle):
-            handle = "unknown"
-        if not node or node == self.node or not _is_node(node):
-            node = origin
-        return f"{handle}@{node}"
 
     async def report_verb(self, d, conn, caller, req: m.BridgeReport) -> None:
         self._bridge_only(caller)
@@ -232,15 +222,6 @@ class Outbound:
         nodes = [m.NodeInfo(node=n["node"], seen_ms=n["seen_ms"], handles=n["handles"])
                  for n in self.directory.listing()]
         await conn.send(m.NodesOk(id=req.id, node=self.node, nodes=nodes, bridge=self.info()))
-
-
-def _is_handle(value: str) -> bool:
-    from benchd.names import is_handle
-
-    return is_handle(value)
-
-
-_is_node = _is_handle
 
 
 class QueueOp(SendOp):
