@@ -224,3 +224,33 @@ def test_nodes_lists_the_directory(pair):
     text = n1.d.bench("nodes").out
     assert "this node: node1, bridge connected" in text
     assert "node2" in text and "carol" in text
+
+
+def test_up_with_bridge_supervises_one(nats):
+    from tests.conftest import Benchd, short_tmpdir
+
+    d = short_tmpdir("up")
+    b = Benchd(d, [])
+    try:
+        r = b.bench("up", "--node", "node7", "--bridge", nats.url)
+        assert r.rc == 0, r
+        wait_for(lambda: b.ok("status")["bridge"]["connected"], 30, "the supervised bridge")
+        assert b.ok("status")["node"] == "node7"
+        # Killed, it is started again.
+        with open(os.path.join(d, "bridge.out")) as f:
+            assert "node node7 connected" in f.read()
+        pids = subprocess.run(["pgrep", "-f", f"bridge --dir {d}"], capture_output=True,
+                              text=True).stdout.split()
+        assert len(pids) == 1
+        os.kill(int(pids[0]), signal.SIGKILL)
+        wait_for(lambda: (subprocess.run(["pgrep", "-f", f"bridge --dir {d}"],
+                                         capture_output=True, text=True).stdout.split()
+                          not in ([], pids)), 30, "a new bridge process")
+    finally:
+        b.bench("down")
+        import shutil
+
+        shutil.rmtree(d, ignore_errors=True)
+    # Stopping the daemon stops its bridge.
+    wait_for(lambda: not subprocess.run(["pgrep", "-f", f"bridge --dir {d}"],
+                                        capture_output=True).stdout, 30, "the bridge to end")
