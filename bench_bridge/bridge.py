@@ -196,6 +196,10 @@ class Bridge:
         local = await Local(self.o.bench_dir).open()
         backoff = Backoff(self.o.retry_max)
         sub = None
+        # Idle: wait for one message (fetch(1) returns the moment it arrives). Then,
+        # while mail keeps coming, take whatever is ready in batches; a batch fetch that
+        # finds nothing would linger for its whole timeout, hence the short one.
+        idle = True
         while True:
             try:
                 if sub is None:
@@ -206,9 +210,12 @@ class Bridge:
                                                   max_ack_pending=4096),
                     )
                 try:
-                    msgs = await sub.fetch(256, timeout=1.0)
+                    msgs = await (sub.fetch(1, timeout=1.0) if idle
+                                  else sub.fetch(256, timeout=0.005))
                 except NatsTimeout:
+                    idle = True
                     continue
+                idle = False
                 await self._deliver(local, msgs)
                 backoff.reset()
             except (TimeoutError, OSError, NatsError) as err:
