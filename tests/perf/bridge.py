@@ -70,10 +70,10 @@ def _latency(n1, n2, n: int) -> list[float]:
     conn = n1.d.connect()
     out = []
     try:
-        for i in range(10):  # warm-up
+        for _ in range(10):  # warm-up
             send_mail(conn, "warm@node2")
         follower.wait(lambda: len(follower.events) >= 10, 60, "warm-up deliveries")
-        for i in range(n):
+        for _ in range(n):
             seen = len(follower.events)
             t0 = now_ns()
             send_mail(conn, "bob@node2")
