@@ -167,23 +167,47 @@ class Bridge:
                 await self.nc.close()
 
     async def forward(self) -> None:
+        """Publish the queue in order; the forwarded marks go out on their own connection
+        so the next batch is published while the last one's mark is being made durable
+        (`after` skips what is published but not yet marked)."""
         local = await Local(self.o.bench_dir).open()
+        marks: asyncio.Queue[list[str]] = asyncio.Queue()
+        marker = asyncio.create_task(self._mark(marks))
         backoff = Backoff(self.o.retry_max)
         batch: list[m.RemoteMail] = []
-        while True:
-            if not batch:
-                batch = (await local.call(m.BridgePull(limit=64, wait=5.0))).messages
+        cursor = None
+        try:
+            while True:
+                if marker.done():
+                    marker.result()  # the daemon went away: raise it here
                 if not batch:
-                    continue
-            try:
-                acks = await asyncio.gather(*(self._publish(x) for x in batch))
-            except (TimeoutError, OSError, NatsError) as err:
-                await self.retry(f"publish: {_describe(err)}", backoff)
-                continue  # the same batch again: JetStream drops what it already has
-            backoff.reset()
-            del acks
-            await local.call(m.BridgeForward(mail_ids=[x.mail_id for x in batch]))
-            batch = []
+                    batch = (await local.call(
+                        m.BridgePull(limit=64, wait=5.0, after=cursor))).messages
+                    if not batch:
+                        continue
+                try:
+                    acks = await asyncio.gather(*(self._publish(x) for x in batch))
+                except (TimeoutError, OSError, NatsError) as err:
+                    await self.retry(f"publish: {_describe(err)}", backoff)
+                    continue  # the same batch again: JetStream drops what it already has
+                backoff.reset()
+                dups = sum(bool(a.duplicate) for a in acks)
+                if dups:
+                    say(f"{dups} of {len(batch)} were already in the stream (republished "
+                        "after a restart or a lost PubAck; JetStream kept one copy)")
+                cursor = batch[-1].mail_id
+                marks.put_nowait([x.mail_id for x in batch])
+                batch = []
+        finally:
+            marker.cancel()
+
+    async def _mark(self, marks: "asyncio.Queue[list[str]]") -> None:
+        local = await Local(self.o.bench_dir).open()
+        while True:
+            ids = await marks.get()
+            while not marks.empty():
+                ids += marks.get_nowait()
+            await local.call(m.BridgeForward(mail_ids=ids))
 
     async def _publish(self, x: m.RemoteMail):
         handle, _, node = x.to.partition("@")

@@ -170,6 +170,8 @@ class BridgePull(Request, tag="bridge/pull"):
 
     limit: int = 64
     wait: float = 0.0
+    # Only messages after this id: the bridge's messages published but not yet marked.
+    after: str | None = None
 
 
 class BridgeForward(Request, tag="bridge/forwarded"):

@@ -107,12 +107,14 @@ class Outbound:
         self._bridge_only(caller)
         if not 1 <= req.limit <= PULL_MAX:
             raise WireError("bad-limit", f"limit {req.limit} is outside 1-{PULL_MAX}")
-        rows = d.index.page(OUTBOUND, UNREAD, None, req.limit)[: req.limit]
+        if req.after is not None:
+            check_mail_id(req.after)
+        rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
         if not rows and req.wait > 0:
             self._queued = trio.Event()
             with trio.move_on_after(min(req.wait, 60.0)):
                 await self._queued.wait()
-            rows = d.index.page(OUTBOUND, UNREAD, None, req.limit)[: req.limit]
+            rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
         out = []
         for row in rows:
             path = d.mailroom.path(OUTBOUND, row[0], UNREAD)

@@ -102,6 +102,16 @@ def settle(nats: NatsServer, n1: Node, n2: Node, total: int) -> dict:
     return jetstream_figures(nats.url)
 
 
+def republished(*nodes: Node) -> int:
+    """Messages the sending bridges published again that JetStream already had."""
+    n = 0
+    for node in nodes:
+        for line in node.bridge_output().splitlines():
+            if "were already in the stream" in line:
+                n += int(line.split("bench bridge: ", 1)[1].split()[0])
+    return n
+
+
 def check_exactly_once(n2: Node, keys: list[str], answers: list[dict]) -> None:
     assert len(answers) == len(keys)
     got = keys_in(n2)
@@ -131,7 +141,8 @@ def test_kill9_of_each_bridge_mid_stream_1000_messages(rig):
     figures = settle(nats, n1, n2, len(keys))
     check_exactly_once(n2, keys, answers)
     print(f"\nbridge kill -9: acknowledged {len(answers)}, in bob's inbox {delivered(n2)}, "
-          f"distinct keys {len(set(keys_in(n2)))}; kills at {kills}; JetStream stored "
+          f"distinct keys {len(set(keys_in(n2)))}; kills at {kills}; republished and "
+          f"deduplicated by JetStream {republished(n1)}; JetStream stored "
           f"{figures['stored']}, deliveries {figures['deliveries']} "
           f"(redelivered {figures['redelivered']})")
     assert figures["stored"] == len(keys)  # a republish after a kill was deduplicated
@@ -152,5 +163,6 @@ def test_nats_server_restart_on_its_store_mid_burst(rig):
     retries = len(n1.d.events(kind="bridge/retry")) + len(n2.d.events(kind="bridge/retry"))
     print(f"\nnats-server restart: acknowledged {len(answers)}, in bob's inbox "
           f"{delivered(n2)}; stopped at {stopped_at[0]} forwarded / {stopped_at[1]} "
-          f"delivered; bridge/retry events {retries}; JetStream stored {figures['stored']}, "
+          f"delivered; bridge/retry events {retries}; republished and deduplicated "
+          f"{republished(n1)}; JetStream stored {figures['stored']}, "
           f"deliveries {figures['deliveries']}")
