@@ -77,6 +77,7 @@ class Bridge:
         self.nodes: list[m.NodeInfo] = []
         self.handles: list[str] = []
         self.reporter: Local | None = None
+        self.auth_error: BaseException | None = None
 
     # ------------------------------------------------------------ setup
 
@@ -97,8 +98,12 @@ class Bridge:
                 await self._connect()
                 break
             except (TimeoutError, OSError, NatsError) as err:
-                if _is_auth_error(err):
-                    raise WireError("nats-unreachable", f"NATS refused the bridge: {err}") from None
+                refused = self.auth_error or (err if _is_auth_error(err) else None)
+                if refused is not None:
+                    raise WireError(
+                        "nats-unreachable",
+                        f"NATS refused the bridge's credentials ({_describe(refused)}); "
+                        "check --creds / --token") from None
                 await self.retry(f"connect: {_describe(err)}", backoff)
         say(f"node {self.node} connected to {self.o.url}")
 
@@ -112,7 +117,7 @@ class Bridge:
             "reconnect_time_wait": 0.5,
             "connect_timeout": 2,
             "name": f"bench-bridge-{self.node}",
-            "error_cb": _quiet,
+            "error_cb": self._on_error,
             "disconnected_cb": _quiet,
             "reconnected_cb": _quiet,
         }
@@ -137,6 +142,11 @@ class Bridge:
             await nc.close()
             raise
         self.nc, self.js, self.kv = nc, js, kv
+
+    async def _on_error(self, err: BaseException) -> None:
+        # nats-py reports an auth failure here and then only "no servers available".
+        if _is_auth_error(err):
+            self.auth_error = err
 
     async def retry(self, reason: str, backoff: Backoff) -> None:
         delay = backoff.next()

@@ -37,7 +37,8 @@ class NatsServer:
     """nats-server -js on 127.0.0.1:<free port>, file store in a temp dir (kept across
     restart(), so a restart is a restart on the same store)."""
 
-    def __init__(self):
+    def __init__(self, *args: str):
+        self.args = list(args)  # more nats-server options, e.g. --auth TOKEN
         self.port = free_port()
         self.store = short_tmpdir("nats")
         self.proc: subprocess.Popen | None = None
@@ -49,7 +50,8 @@ class NatsServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", self.store],
+            [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", self.store,
+             *self.args],
             stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
 
         def up():

@@ -254,3 +254,23 @@ def test_up_with_bridge_supervises_one(nats):
     # Stopping the daemon stops its bridge.
     wait_for(lambda: not subprocess.run(["pgrep", "-f", f"bridge --dir {d}"],
                                         capture_output=True).stdout, 30, "the bridge to end")
+
+
+def test_token_is_passed_through_and_a_wrong_one_is_a_clear_error(daemon):
+    server = NatsServer("--auth", "s3cret-token")
+    server.start()
+    try:
+        r = daemon.bench("bridge", "--nats", server.url, "--token", "wrong", timeout=60)
+        assert r.rc == 1 and "[nats-unreachable]" in r.err and "Traceback" not in r.err
+        out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")
+        proc = subprocess.Popen([BENCH, "bridge", "--nats", server.url, "--heartbeat", "0.5"],
+                                env=daemon.env(BENCH_NATS_TOKEN="s3cret-token"),
+                                stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        out.close()
+        try:
+            wait_for(lambda: daemon.ok("status")["bridge"]["connected"], 30, "the bridge")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    finally:
+        server.close()
