@@ -173,6 +173,11 @@ class Bridge:
         except* WireError as group:
             raise group.exceptions[0] from None
         finally:
+            # Say so at once rather than letting `bench status` find the report stale.
+            try:
+                await asyncio.wait_for(self.reporter.call(m.BridgeReport(connected=False)), 2)
+            except (WireError, TimeoutError, asyncio.CancelledError):
+                pass
             if self.nc is not None:
                 await self.nc.close()
 
@@ -360,9 +365,22 @@ def _is_auth_error(err: BaseException) -> bool:
     return "authorization" in text or "authentication" in text
 
 
+async def _run(opts: Options) -> None:
+    import signal
+
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await Bridge(opts).run()
+    except asyncio.CancelledError:
+        pass  # SIGTERM: a clean stop
+
+
 def main(opts: Options) -> int:
     try:
-        asyncio.run(Bridge(opts).run())
+        asyncio.run(_run(opts))
     except WireError as err:
         say(f"{err.message} [{err.code}]")
         from bench_wire.errors import exit_code_for

@@ -159,7 +159,8 @@ def test_queued_while_nats_unreachable_shows_in_status_and_retries(nats, nodes):
     n1 = nodes("node1")
     n2 = nodes("node2")
     wait_known(n1, n2)
-    n1.kill_bridge(signal.SIGTERM)
+    n1.kill_bridge(signal.SIGTERM)  # a clean stop says so: not connected at once
+    assert n1.status()["bridge"]["connected"] is False
     a = n1.send("bob@node2", "waits for the bridge")
     st = n1.status()
     assert st["bridge"]["queued"] == 1 and st["node"] == "node1"
