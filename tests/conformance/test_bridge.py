@@ -275,3 +275,35 @@ def test_token_is_passed_through_and_a_wrong_one_is_a_clear_error(daemon):
             proc.wait(30)
     finally:
         server.close()
+
+
+def _self_signed(d: str) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 (its own CA) and its key, made with openssl."""
+    cert, key = os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.skipif(not __import__("shutil").which("openssl"),
+                    reason="openssl is not installed (the TLS test makes its certificate)")
+def test_tls_ca_is_passed_through(daemon):
+    cert, key = _self_signed(daemon.dir)
+    server = NatsServer("--tls", "--tlscert", cert, "--tlskey", key)
+    server.start()
+    try:
+        url = f"tls://127.0.0.1:{server.port}"
+        # The server's certificate is trusted only through --tls-ca (it is its own CA).
+        out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")
+        proc = subprocess.Popen([BENCH, "bridge", "--nats", url, "--tls-ca", cert,
+                                 "--heartbeat", "0.5"], env=daemon.env(),
+                                stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        out.close()
+        try:
+            wait_for(lambda: daemon.ok("status")["bridge"]["connected"], 30, "the TLS bridge")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    finally:
+        server.close()
