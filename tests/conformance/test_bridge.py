@@ -307,3 +307,22 @@ def test_tls_ca_is_passed_through(daemon):
             proc.wait(30)
     finally:
         server.close()
+
+
+def test_the_outbound_queue_survives_a_kill9_of_the_daemon(nats, nodes):
+    n1 = nodes("node1")
+    n2 = nodes("node2")
+    wait_known(n1, n2)
+    n1.kill_bridge(signal.SIGTERM)
+    keys = [f"q-{i}" for i in range(5)]
+    for k in keys:
+        n1.send("bob@node2", f"body {k}", "--key", k)
+    n1.d.kill9()
+    n1.d.start()
+    assert n1.status()["bridge"]["queued"] == 5
+    again = n1.send("bob@node2", "body q-0", "--key", "q-0")
+    assert again["duplicate"] and again["to"] == "bob@node2"
+    n1.start_bridge()
+    wait_for(lambda: len(mailbox(n2, "bob")) >= 5, 30, "the 5 queued messages")
+    assert sorted(x["key"] for x in mailbox(n2, "bob")) == keys
+    assert sorted(x["from"] for x in mailbox(n2, "bob")) == ["operator@node1"] * 5
