@@ -130,9 +130,12 @@ def test_resend_with_the_same_key_is_a_duplicate(pair):
     a = n1.send("bob@node2", "once", "--key", "k1")
     b = n1.send("bob@node2", "once", "--key", "k1")
     assert b["duplicate"] and b["mail_id"] == a["mail_id"] and b["to"] == "bob@node2"
+    text = n1.d.bench("mail", "send", "bob@node2", "-m", "in words", "--key", "k2")
+    assert text.rc == 0 and text.out.startswith("queued ") and "for bob@node2 (node node2)" \
+        in text.out
     wait_for(lambda: mailbox(n2, "bob"), 20, "bob's mail")
-    n1.d.wait_event("bridge/forwarded")
-    assert len(mailbox(n2, "bob")) == 1
+    wait_for(lambda: len(mailbox(n2, "bob")) == 2, 20, "the second key's message")
+    assert sorted(x["key"] for x in mailbox(n2, "bob")) == ["k1", "k2"]
 
 
 def test_offline_node_queues_then_gets_everything(nats, nodes):
