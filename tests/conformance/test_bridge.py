@@ -110,9 +110,12 @@ def test_reply_to_and_in_reply_to_cross_with_full_addresses(pair):
 
 def test_own_node_address_is_local(pair):
     n1, _ = pair
-    a = n1.send("bob@node1", "to myself")
+    a = n1.send("bob@node1", "to myself", "--reply-to", "carol@node2")
     assert a["note"] == "no-live-session" and a["to"] == "bob"
-    assert [x["from"] for x in mailbox(n1, "bob")] == ["operator"]
+    assert [(x["from"], x["reply-to"]) for x in mailbox(n1, "bob")] == [
+        ("operator", ["carol@node2"])]
+    r = n1.d.bench("mail", "send", "bob", "-m", "x", "--reply-to", "carol@Bad")
+    assert r.rc == 1 and "[bad-node]" in r.err
 
 
 def test_unknown_node_is_refused_and_nothing_queued(pair):
