@@ -40,9 +40,21 @@ TRANSIENT = {"disk-full", "io-error", "shutting-down", "internal", "too-many-con
 
 
 class Options:
-    def __init__(self, bench_dir, url, node=None, creds=None, token=None, tls_ca=None,
-                 tls_cert=None, tls_key=None, insecure=False, heartbeat=5.0, ack_wait=30.0,
-                 retry_max=30.0):
+    def __init__(
+        self,
+        bench_dir,
+        url,
+        node=None,
+        creds=None,
+        token=None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        insecure=False,
+        heartbeat=5.0,
+        ack_wait=30.0,
+        retry_max=30.0,
+    ):
         self.bench_dir, self.url, self.node = bench_dir, url, node
         self.creds, self.token, self.tls_ca = creds, token, tls_ca
         self.tls_cert, self.tls_key = tls_cert, tls_key
@@ -103,7 +115,8 @@ class Bridge:
                     raise WireError(
                         "nats-unreachable",
                         f"NATS refused the bridge's credentials ({_describe(refused)}); "
-                        "check --creds / --token") from None
+                        "check --creds / --token",
+                    ) from None
                 await self.retry(f"connect: {_describe(err)}", backoff)
         say(f"node {self.node} connected to {self.o.url}")
 
@@ -152,10 +165,15 @@ class Bridge:
         delay = backoff.next()
         say(f"{reason}; retrying in {delay:.1f}s")
         try:
-            await self.reporter.call(m.BridgeReport(
-                connected=bool(self.nc and self.nc.is_connected), retry=reason,
-                attempt=backoff.attempt, delay=round(delay, 3),
-                stale_after=3 * self.o.heartbeat))
+            await self.reporter.call(
+                m.BridgeReport(
+                    connected=bool(self.nc and self.nc.is_connected),
+                    retry=reason,
+                    attempt=backoff.attempt,
+                    delay=round(delay, 3),
+                    stale_after=3 * self.o.heartbeat,
+                )
+            )
         except WireError as err:
             if err.code == "no-daemon":
                 raise
@@ -196,8 +214,9 @@ class Bridge:
                 if marker.done():
                     marker.result()  # the daemon went away: raise it here
                 if not batch:
-                    batch = (await local.call(
-                        m.BridgePull(limit=64, wait=5.0, after=cursor))).messages
+                    batch = (
+                        await local.call(m.BridgePull(limit=64, wait=5.0, after=cursor))
+                    ).messages
                     if not batch:
                         continue
                 try:
@@ -208,8 +227,10 @@ class Bridge:
                 backoff.reset()
                 dups = sum(bool(a.duplicate) for a in acks)
                 if dups:
-                    say(f"{dups} of {len(batch)} were already in the stream (republished "
-                        "after a restart or a lost PubAck; JetStream kept one copy)")
+                    say(
+                        f"{dups} of {len(batch)} were already in the stream (republished "
+                        "after a restart or a lost PubAck; JetStream kept one copy)"
+                    )
                 cursor = batch[-1].mail_id
                 marks.put_nowait([x.mail_id for x in batch])
                 batch = []
@@ -227,7 +248,10 @@ class Bridge:
     async def _publish(self, x: m.RemoteMail):
         handle, _, node = x.to.partition("@")
         return await self.js.publish(
-            urls.subject(node, handle), _enc.encode(x), timeout=5.0, stream=urls.STREAM,
+            urls.subject(node, handle),
+            _enc.encode(x),
+            timeout=5.0,
+            stream=urls.STREAM,
             headers={"Nats-Msg-Id": urls.msg_id(x.sender, x.key), "Bench-Node": self.node},
         )
 
@@ -244,13 +268,14 @@ class Bridge:
                 if sub is None:
                     sub = await self.js.pull_subscribe(
                         f"{urls.SUBJECT_ROOT}.{urls.token(self.node)}.>",
-                        durable=urls.consumer(self.node), stream=urls.STREAM,
-                        config=api.ConsumerConfig(ack_wait=self.o.ack_wait,
-                                                  max_ack_pending=4096),
+                        durable=urls.consumer(self.node),
+                        stream=urls.STREAM,
+                        config=api.ConsumerConfig(ack_wait=self.o.ack_wait, max_ack_pending=4096),
                     )
                 try:
-                    msgs = await (sub.fetch(1, timeout=1.0) if idle
-                                  else sub.fetch(256, timeout=0.005))
+                    msgs = await (
+                        sub.fetch(1, timeout=1.0) if idle else sub.fetch(256, timeout=0.005)
+                    )
                 except NatsTimeout:
                     idle = True
                     continue
@@ -286,19 +311,24 @@ class Bridge:
                 elif r.error.code in TRANSIENT:
                     await msg.nak(delay=1.0)
                 else:
-                    say(f"refused a message for {msg.subject}: {r.error.message} "
-                        f"[{r.error.code}]")
+                    say(f"refused a message for {msg.subject}: {r.error.message} [{r.error.code}]")
                     await msg.term()
 
     async def heartbeat(self) -> None:
         while True:
             connected = bool(self.nc and self.nc.is_connected)
-            a = await self.reporter.call(m.BridgeReport(
-                connected=connected, nodes=self.nodes, stale_after=3 * self.o.heartbeat))
+            a = await self.reporter.call(
+                m.BridgeReport(
+                    connected=connected, nodes=self.nodes, stale_after=3 * self.o.heartbeat
+                )
+            )
             self.handles = a.handles
             try:
-                entry = {"node": self.node, "seen_ms": int(time.time() * 1000),
-                         "handles": self.handles}
+                entry = {
+                    "node": self.node,
+                    "seen_ms": int(time.time() * 1000),
+                    "handles": self.handles,
+                }
                 await self.kv.put(urls.token(self.node), json.dumps(entry).encode())
                 self.nodes = await self._read_directory()
             except (TimeoutError, OSError, NatsError):
@@ -319,8 +349,13 @@ class Bridge:
             try:
                 e = await self.kv.get(k)
                 d = json.loads(e.value)
-                out.append(m.NodeInfo(node=d["node"], seen_ms=int(d["seen_ms"]),
-                                      handles=list(d.get("handles") or [])))
+                out.append(
+                    m.NodeInfo(
+                        node=d["node"],
+                        seen_ms=int(d["seen_ms"]),
+                        handles=list(d.get("handles") or []),
+                    )
+                )
             except (NatsError, ValueError, KeyError, TypeError):
                 continue
         return out
@@ -334,8 +369,10 @@ async def _ensure_stream(js) -> None:
         pass
     try:
         await js.add_stream(
-            name=urls.STREAM, subjects=[f"{urls.SUBJECT_ROOT}.>"],
-            retention=api.RetentionPolicy.WORK_QUEUE, storage=api.StorageType.FILE,
+            name=urls.STREAM,
+            subjects=[f"{urls.SUBJECT_ROOT}.>"],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            storage=api.StorageType.FILE,
             duplicate_window=120.0,
         )
     except NatsError as err:

@@ -26,7 +26,8 @@ class Local:
     async def open(self) -> "Local":
         try:
             self.reader, self.writer = await asyncio.open_unix_connection(
-                self.path, limit=LINE_LIMIT)
+                self.path, limit=LINE_LIMIT
+            )
         except OSError as err:
             raise WireError("no-daemon", f"no daemon answers on {self.path} ({err})") from None
         return self

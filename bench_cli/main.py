@@ -48,10 +48,16 @@ def daemon_options(f):
             flag, option_dest(flag), type=typ, default=None, help=f"{help_} (env {env})"
         )(f)
     f = click.option("--test-hooks", is_flag=True, hidden=True)(f)
-    f = click.option("--node", help="this node's name for mail between nodes (env BENCH_NODE; "
-                     "default: the hostname)")(f)
-    f = click.option("--bridge", "bridge_url", metavar="URL",
-                     help="also run and supervise a bridge to this NATS URL")(f)
+    f = click.option(
+        "--node",
+        help="this node's name for mail between nodes (env BENCH_NODE; default: the hostname)",
+    )(f)
+    f = click.option(
+        "--bridge",
+        "bridge_url",
+        metavar="URL",
+        help="also run and supervise a bridge to this NATS URL",
+    )(f)
     return f
 
 
@@ -239,36 +245,96 @@ def daemon(bench_dir, as_json, **kw):
 
 @cli.command()
 @common
-@click.option("--nats", "url", required=True, metavar="URL", envvar="BENCH_NATS_URL",
-              help="the NATS server (nats://HOST:PORT, tls://HOST:PORT)")
+@click.option(
+    "--nats",
+    "url",
+    required=True,
+    metavar="URL",
+    envvar="BENCH_NATS_URL",
+    help="the NATS server (nats://HOST:PORT, tls://HOST:PORT)",
+)
 @click.option("--node", help="must match the daemon's node name (a safety check)")
-@click.option("--creds", type=click.Path(dir_okay=False), envvar="BENCH_NATS_CREDS",
-              help="NATS credentials file")
+@click.option(
+    "--creds",
+    type=click.Path(dir_okay=False),
+    envvar="BENCH_NATS_CREDS",
+    help="NATS credentials file",
+)
 @click.option("--token", envvar="BENCH_NATS_TOKEN", help="NATS auth token")
-@click.option("--tls-ca", type=click.Path(dir_okay=False), envvar="BENCH_NATS_TLS_CA",
-              help="CA bundle to verify the server (turns TLS on)")
-@click.option("--tls-cert", type=click.Path(dir_okay=False), envvar="BENCH_NATS_TLS_CERT",
-              help="client certificate for TLS")
-@click.option("--tls-key", type=click.Path(dir_okay=False), envvar="BENCH_NATS_TLS_KEY",
-              help="client key for TLS")
+@click.option(
+    "--tls-ca",
+    type=click.Path(dir_okay=False),
+    envvar="BENCH_NATS_TLS_CA",
+    help="CA bundle to verify the server (turns TLS on)",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False),
+    envvar="BENCH_NATS_TLS_CERT",
+    help="client certificate for TLS",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False),
+    envvar="BENCH_NATS_TLS_KEY",
+    help="client key for TLS",
+)
 @click.option("--insecure", is_flag=True, help="allow a nats:// URL to another host without TLS")
-@click.option("--heartbeat", type=float, default=5.0, show_default=True,
-              help="seconds between directory heartbeats")
-@click.option("--ack-wait", type=float, default=30.0, show_default=True,
-              help="seconds before JetStream redelivers a message this bridge did not ack")
-def bridge(bench_dir, as_json, url, node, creds, token, tls_ca, tls_cert, tls_key, insecure,
-           heartbeat, ack_wait):
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="seconds between directory heartbeats",
+)
+@click.option(
+    "--ack-wait",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="seconds before JetStream redelivers a message this bridge did not ack",
+)
+def bridge(
+    bench_dir,
+    as_json,
+    url,
+    node,
+    creds,
+    token,
+    tls_ca,
+    tls_cert,
+    tls_key,
+    insecure,
+    heartbeat,
+    ack_wait,
+):
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
         from bench_bridge.bridge import Options
         from bench_bridge.bridge import main as bridge_main
     except ImportError as err:
-        raise WireError("bad-request", f"the bridge needs the bridge extra: pip install "
-                        f"'bench[bridge]' ({err})") from None
+        raise WireError(
+            "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
+        ) from None
     if heartbeat <= 0 or ack_wait <= 0:
         raise click.BadParameter("must be positive", param_hint="--heartbeat/--ack-wait")
-    sys.exit(bridge_main(Options(resolve_dir(bench_dir), url, node, creds, token, tls_ca,
-                                 tls_cert, tls_key, insecure, heartbeat, ack_wait)))
+    sys.exit(
+        bridge_main(
+            Options(
+                resolve_dir(bench_dir),
+                url,
+                node,
+                creds,
+                token,
+                tls_ca,
+                tls_cert,
+                tls_key,
+                insecure,
+                heartbeat,
+                ack_wait,
+            )
+        )
+    )
 
 
 @cli.command()
