@@ -90,6 +90,7 @@ class Bridge:
         self.handles: list[str] = []
         self.reporter: Local | None = None
         self.auth_error: BaseException | None = None
+        self.tls = None
 
     # ------------------------------------------------------------ setup
 
@@ -104,6 +105,7 @@ class Bridge:
                 f"--node {self.o.node} but the daemon on {hello.bench_dir} is node "
                 f"{self.node} (start it with benchd --node {self.o.node})",
             )
+        self.tls = self._tls_context()
         backoff = Backoff(self.o.retry_max)
         while True:
             try:
@@ -119,6 +121,21 @@ class Bridge:
                     ) from None
                 await self.retry(f"connect: {_describe(err)}", backoff)
         say(f"node {self.node} connected to {self.o.url}")
+
+    def _tls_context(self):
+        """The TLS context for --tls-ca/--tls-cert, made once: a bad file is an error of
+        the command line, not something to retry."""
+        if not (self.o.tls_ca or self.o.tls_cert):
+            return None
+        import ssl
+
+        try:
+            ctx = ssl.create_default_context(cafile=self.o.tls_ca)
+            if self.o.tls_cert:
+                ctx.load_cert_chain(self.o.tls_cert, self.o.tls_key)
+        except (OSError, ValueError) as err:
+            raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
+        return ctx
 
     async def _connect(self) -> None:
         opts: dict = {
@@ -138,13 +155,8 @@ class Bridge:
             opts["user_credentials"] = self.o.creds
         if self.o.token:
             opts["token"] = self.o.token
-        if self.o.tls_ca or self.o.tls_cert:
-            import ssl
-
-            ctx = ssl.create_default_context(cafile=self.o.tls_ca)
-            if self.o.tls_cert:
-                ctx.load_cert_chain(self.o.tls_cert, self.o.tls_key)
-            opts["tls"] = ctx
+        if self.tls is not None:
+            opts["tls"] = self.tls
         nc = await nats.connect(**opts)
         nc.options["max_reconnect_attempts"] = -1
         try:

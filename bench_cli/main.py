@@ -256,26 +256,26 @@ def daemon(bench_dir, as_json, **kw):
 @click.option("--node", help="must match the daemon's node name (a safety check)")
 @click.option(
     "--creds",
-    type=click.Path(dir_okay=False),
+    type=click.Path(exists=True, dir_okay=False),
     envvar="BENCH_NATS_CREDS",
     help="NATS credentials file",
 )
 @click.option("--token", envvar="BENCH_NATS_TOKEN", help="NATS auth token")
 @click.option(
     "--tls-ca",
-    type=click.Path(dir_okay=False),
+    type=click.Path(exists=True, dir_okay=False),
     envvar="BENCH_NATS_TLS_CA",
     help="CA bundle to verify the server (turns TLS on)",
 )
 @click.option(
     "--tls-cert",
-    type=click.Path(dir_okay=False),
+    type=click.Path(exists=True, dir_okay=False),
     envvar="BENCH_NATS_TLS_CERT",
     help="client certificate for TLS",
 )
 @click.option(
     "--tls-key",
-    type=click.Path(dir_okay=False),
+    type=click.Path(exists=True, dir_okay=False),
     envvar="BENCH_NATS_TLS_KEY",
     help="client key for TLS",
 )

@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "wrong-node": "The message is addressed to another node.",
     "bad-url": "The NATS URL is not one the bridge understands.",
     "insecure-url": "A nats:// URL to another host needs TLS (or --insecure).",
+    "bad-tls": "The TLS certificate or key files could not be used.",
     "node-mismatch": "The bridge's --node differs from its daemon's node name.",
     "nats-unreachable": "NATS could not be reached or refused the bridge.",
     # daemon
@@ -74,6 +75,7 @@ EXIT_CODES = {
     "protocol": EXIT_PROTOCOL,
     "bad-url": EXIT_USAGE,
     "insecure-url": EXIT_USAGE,
+    "bad-tls": EXIT_USAGE,
 }
 
 

@@ -215,6 +215,13 @@ def test_bridge_refuses_a_clear_text_url_to_another_host(daemon):
     assert r.rc == 2 and "[insecure-url]" in r.err and "Traceback" not in r.err
     r = daemon.bench("bridge", "--nats", "http://127.0.0.1:4222")
     assert r.rc == 2 and "[bad-url]" in r.err
+    junk = os.path.join(daemon.dir, "not-a-ca.pem")
+    with open(junk, "w") as f:
+        f.write("not a certificate")
+    r = daemon.bench("bridge", "--nats", "tls://127.0.0.1:4222", "--tls-ca", junk)
+    assert r.rc == 2 and "[bad-tls]" in r.err and "Traceback" not in r.err
+    r = daemon.bench("bridge", "--nats", "tls://127.0.0.1:4222", "--tls-ca", junk + ".missing")
+    assert r.rc == 2 and "does not exist" in r.err
 
 
 def test_bridge_node_must_match_its_daemon(pair, nats):
