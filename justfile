@@ -25,6 +25,10 @@ mail-proof *ARGS:
 mail-proof-real *ARGS:
     {{py}} -m tests.proofs.mail_proof --agents claude,codex,pi {{ARGS}}
 
+# The ring across two nodes over NATS JetStream: alice, bob on node1, carol on node2, 100 -> 103.
+bridge-proof *ARGS:
+    {{py}} -m tests.proofs.bridge_proof {{ARGS}}
+
 # A short end-to-end check of a daemon (starts one if none answers on $BENCH_DIR).
 live-smoke:
     {{py}} -m tests.proofs.live_smoke

@@ -48,6 +48,16 @@ def daemon_options(f):
             flag, option_dest(flag), type=typ, default=None, help=f"{help_} (env {env})"
         )(f)
     f = click.option("--test-hooks", is_flag=True, hidden=True)(f)
+    f = click.option(
+        "--node",
+        help="this node's name for mail between nodes (env BENCH_NODE; default: the hostname)",
+    )(f)
+    f = click.option(
+        "--bridge",
+        "bridge_url",
+        metavar="URL",
+        help="also run and supervise a bridge to this NATS URL",
+    )(f)
     return f
 
 
@@ -59,6 +69,10 @@ def _daemon_argv(bench_dir: str, kw: dict) -> list[str]:
             argv += [flag, str(v)]
     if kw.get("test_hooks"):
         argv.append("--test-hooks")
+    if kw.get("node"):
+        argv += ["--node", kw["node"]]
+    if kw.get("bridge_url"):
+        argv += ["--bridge", kw["bridge_url"]]
     return argv
 
 
@@ -203,7 +217,8 @@ def status(bench_dir, as_json):
             f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
             f"index     {index_health(a.get('index') or {})}\n"
             f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
-            f"{r['wake_burst']} wakes per {r['wake_refill']}s refill"
+            f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
+            f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}"
         ),
     )
 
@@ -222,6 +237,11 @@ def index_health(ix: dict) -> str:
     if ix.get("rebuilds"):
         text += f", rebuilt from the files {ix['rebuilds']}x since start"
     return text
+def _bridge_line(b: dict) -> str:
+    state = "bridge connected" if b.get("connected") else "bridge not connected"
+    if b.get("seen_ms") is None:
+        state = "no bridge"
+    return f"{state}, {b.get('queued', 0)} queued outbound"
 
 
 @cli.command()
@@ -233,6 +253,119 @@ def daemon(bench_dir, as_json, **kw):
     d = resolve_dir(bench_dir)
     argv = _daemon_argv(d, kw)
     os.execv(argv[0], argv)
+
+
+# ---------------------------------------------------------------- nodes
+
+
+@cli.command()
+@common
+@click.option(
+    "--nats",
+    "url",
+    required=True,
+    metavar="URL",
+    envvar="BENCH_NATS_URL",
+    help="the NATS server (nats://HOST:PORT, tls://HOST:PORT)",
+)
+@click.option("--node", help="must match the daemon's node name (a safety check)")
+@click.option(
+    "--creds",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_CREDS",
+    help="NATS credentials file",
+)
+@click.option("--token", envvar="BENCH_NATS_TOKEN", help="NATS auth token")
+@click.option(
+    "--tls-ca",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_TLS_CA",
+    help="CA bundle to verify the server (turns TLS on)",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_TLS_CERT",
+    help="client certificate for TLS",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_TLS_KEY",
+    help="client key for TLS",
+)
+@click.option("--insecure", is_flag=True, help="allow a nats:// URL to another host without TLS")
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="seconds between directory heartbeats",
+)
+@click.option(
+    "--ack-wait",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="seconds before JetStream redelivers a message this bridge did not ack",
+)
+def bridge(
+    bench_dir,
+    as_json,
+    url,
+    node,
+    creds,
+    token,
+    tls_ca,
+    tls_cert,
+    tls_key,
+    insecure,
+    heartbeat,
+    ack_wait,
+):
+    """Carry mail between this node and others over NATS JetStream (foreground)."""
+    try:
+        from bench_bridge.bridge import Options
+        from bench_bridge.bridge import main as bridge_main
+    except ImportError as err:
+        raise WireError(
+            "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
+        ) from None
+    if heartbeat <= 0 or ack_wait <= 0:
+        raise click.BadParameter("must be positive", param_hint="--heartbeat/--ack-wait")
+    sys.exit(
+        bridge_main(
+            Options(
+                resolve_dir(bench_dir),
+                url,
+                node,
+                creds,
+                token,
+                tls_ca,
+                tls_cert,
+                tls_key,
+                insecure,
+                heartbeat,
+                ack_wait,
+            )
+        )
+    )
+
+
+@cli.command()
+@common
+def nodes(bench_dir, as_json):
+    """The nodes this node's bridge has seen: last heartbeat and live handles."""
+    ctx = Ctx(bench_dir, as_json)
+    a = call(bench_dir, m.NodesRead())
+    now = time.time() * 1000
+    lines = [f"this node: {a['node']}, {_bridge_line(a['bridge'])}"]
+    if not a["nodes"]:
+        lines.append("no other nodes seen yet")
+    for n in a["nodes"]:
+        ago = max(0.0, (now - n["seen_ms"]) / 1000)
+        lines.append(f"{n['node']:<24} seen {ago:>7.1f}s ago  {' '.join(n['handles']) or '-'}")
+    done(ctx, a, "\n".join(lines))
 
 
 # ---------------------------------------------------------------- sessions

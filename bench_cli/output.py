@@ -34,6 +34,9 @@ def answer(a: dict, as_json: bool, text: str) -> None:
 def sent(a: dict) -> str:
     if a.get("duplicate"):
         return f"already sent as {a['mail_id']} to {a['to']} (same key): {a['path']}"
+    note = a.get("note") or ""
+    if note.startswith("queued-for-"):
+        return f"queued {a['mail_id']} for {a['to']} (node {note[11:]}): {a['path']}"
     tail = "" if a.get("live") else "  (no live session: it waits in the inbox)"
     return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
 

@@ -41,6 +41,15 @@ CODES: dict[str, str] = {
     "not-in-session": "That command works only inside a bench session.",
     "no-job": "This session is not running a job.",
     "bad-mail": "The job mail could not be used.",
+    # nodes and the bridge
+    "bad-node": "A node name is 1-64 characters of a-z 0-9 . _ - starting with a letter or digit.",
+    "unknown-node": "No node of that name has been seen by this node's bridge.",
+    "wrong-node": "The message is addressed to another node.",
+    "bad-url": "The NATS URL is not one the bridge understands.",
+    "insecure-url": "A nats:// URL to another host needs TLS (or --insecure).",
+    "bad-tls": "The TLS certificate or key files could not be used.",
+    "node-mismatch": "The bridge's --node differs from its daemon's node name.",
+    "nats-unreachable": "NATS could not be reached or refused the bridge.",
     # daemon
     "disk-full": "The disk is full; nothing was written.",
     "io-error": "The disk refused the write; nothing was written.",
@@ -67,6 +76,9 @@ EXIT_CODES = {
     "socket-path-too-long": EXIT_USAGE,
     "protocol": EXIT_PROTOCOL,
     "mcp-missing": EXIT_USAGE,
+    "bad-url": EXIT_USAGE,
+    "insecure-url": EXIT_USAGE,
+    "bad-tls": EXIT_USAGE,
 }
 
 

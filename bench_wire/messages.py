@@ -142,6 +142,68 @@ class DebugFault(Request, tag="debug/fault"):
     count: int = 1
 
 
+class RemoteMail(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One message between nodes: what the bridge publishes to NATS and hands the far
+    daemon. Addresses are full (`alice@node1`); the key is the sender's idempotency key."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    body: str = ""
+    subject: str = ""
+    date: str = ""
+    reply_to: list[str] = []
+    in_reply_to: str | None = None
+
+
+class NodeInfo(msgspec.Struct, kw_only=True):
+    """A node of the directory: its name, when its bridge last beat (ms), its live handles."""
+
+    node: str
+    seen_ms: int
+    handles: list[str] = []
+
+
+class BridgePull(Request, tag="bridge/pull"):
+    """The bridge: the oldest messages queued for other nodes (waits up to `wait` s for one)."""
+
+    limit: int = 64
+    wait: float = 0.0
+    # Only messages after this id: the bridge's messages published but not yet marked.
+    after: str | None = None
+
+
+class BridgeForward(Request, tag="bridge/forwarded"):
+    """The bridge: these queued messages were published and acknowledged by JetStream."""
+
+    mail_ids: list[str]
+
+
+class BridgeDeliver(Request, tag="bridge/deliver"):
+    """The bridge: deliver messages that arrived from other nodes into local mailboxes.
+
+    `origin` is the node the message came from, as the bridge saw it."""
+
+    messages: list[RemoteMail]
+    origin: str = ""
+
+
+class BridgeReport(Request, tag="bridge/report"):
+    """The bridge's heartbeat: connected to NATS or not, the directory it sees, a retry."""
+
+    connected: bool
+    nodes: list[NodeInfo] = []
+    stale_after: float = 15.0
+    retry: str | None = None
+    attempt: int = 0
+    delay: float = 0.0
+
+
+class NodesRead(Request, tag="bridge/nodes"):
+    pass
+
+
 AnyRequest = (
     Hello
     | Stop
@@ -160,6 +222,11 @@ AnyRequest = (
     | SessionDetach
     | JobReport
     | DebugFault
+    | BridgePull
+    | BridgeForward
+    | BridgeDeliver
+    | BridgeReport
+    | NodesRead
 )
 
 REQUEST_TYPES: tuple[type[Request], ...] = AnyRequest.__args__  # type: ignore[attr-defined]
@@ -212,6 +279,12 @@ class IndexHealth(msgspec.Struct, kw_only=True):
     failures: int = 0
     error: str | None = None
     rebuilds: int = 0
+class BridgeInfo(msgspec.Struct, kw_only=True):
+    """The bridge as the daemon last heard from it, and the outbound queue."""
+
+    connected: bool = False
+    seen_ms: int | None = None
+    queued: int = 0
 
 
 class HelloOk(Response, tag="hello"):
@@ -227,6 +300,8 @@ class HelloOk(Response, tag="hello"):
     index: IndexHealth = msgspec.field(default_factory=IndexHealth)
     test_hooks: bool = False
     verbs: list[str] = []
+    node: str = ""
+    bridge: BridgeInfo | None = None
 
 
 class StopOk(Response, tag="stop"):
@@ -349,6 +424,37 @@ class EndFrame(Response, tag="end"):
     exit: int | None = None
 
 
+class PullOk(Response, tag="bridge/pull"):
+    messages: list[RemoteMail]
+
+
+class ForwardOk(Response, tag="bridge/forwarded"):
+    forwarded: int
+
+
+class Delivered(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The answer for one message of a bridge/deliver, in order: its local id, or an error."""
+
+    mail_id: str | None = None
+    duplicate: bool = False
+    error: ErrorBody | None = None
+
+
+class DeliverOk(Response, tag="bridge/deliver"):
+    results: list[Delivered]
+
+
+class BridgeReportOk(Response, tag="bridge/report"):
+    node: str
+    handles: list[str]
+
+
+class NodesOk(Response, tag="bridge/nodes"):
+    node: str
+    nodes: list[NodeInfo]
+    bridge: BridgeInfo
+
+
 AnyResponse = (
     ErrorResponse
     | HelloOk
@@ -367,6 +473,11 @@ AnyResponse = (
     | ScreenFrame
     | EventFrame
     | EndFrame
+    | PullOk
+    | ForwardOk
+    | DeliverOk
+    | BridgeReportOk
+    | NodesOk
 )
 RESPONSE_TYPES = AnyResponse.__args__  # type: ignore[attr-defined]
 
@@ -500,6 +611,42 @@ class OutboxRetry(Event, tag="outbox/retry"):
     reason: str
 
 
+class BridgeQueued(Event, tag="bridge/queued"):
+    """Mail to another node, accepted into the outbound queue (mail/@outbound/inbox)."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    path: str
+
+
+class BridgeForwarded(Event, tag="bridge/forwarded"):
+    """A queued message was acknowledged by JetStream (moved to mail/@outbound/read)."""
+
+    mail_id: str
+    to: str
+    key: str
+
+
+class BridgeDelivered(Event, tag="bridge/delivered"):
+    """A message from another node was delivered here (its mail/sent is in the same batch)."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    origin: str
+
+
+class BridgeRetry(Event, tag="bridge/retry"):
+    """The bridge could not reach NATS (or publish) and will try again after `delay` s."""
+
+    reason: str
+    attempt: int
+    delay: float
+
+
 AnyEvent = (
     DaemonStarted
     | DaemonStopped
@@ -517,6 +664,10 @@ AnyEvent = (
     | JobReported
     | OutboxPosted
     | OutboxRetry
+    | BridgeQueued
+    | BridgeForwarded
+    | BridgeDelivered
+    | BridgeRetry
 )
 EVENT_TYPES = AnyEvent.__args__  # type: ignore[attr-defined]
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -38,7 +38,8 @@ from benchd.mailroom import (
     clean_staging,
     reconcile,
 )
-from benchd.names import OPERATOR, IdClock
+from benchd.names import OPERATOR, IdClock, is_handle
+from benchd.nodes import default_node
 from benchd.system import ensure_private_dir, peer_credentials
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -89,6 +90,10 @@ class Daemon:
         self.jobs = JobHost(self)
         self.sessions.jobs = self.jobs
         self.handlers[m.JobReport] = report_verb
+        from benchd.outbound import Outbound
+
+        self.outbound = Outbound(self, opts.node)
+        self.handlers.update(self.outbound.handlers())
 
     # ------------------------------------------------------------ recovery
 
@@ -263,6 +268,10 @@ class Daemon:
             )
             await self.sessions.start(nursery)
             await self.jobs.start(nursery)
+            if self.opts.bridge:
+                from benchd.bridgehost import supervise
+
+                nursery.start_soon(supervise, self, self.opts.bridge)
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
             nursery.start_soon(self._serve, listener)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
@@ -324,6 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
                 p.error(f"{env}={raw!r} is not a valid {typ.__name__}")
         p.add_argument(flag, type=typ, default=value, dest=option_dest(flag),
                        help=f"{help_} (env {env}, default {default})")
+    p.add_argument("--node", default=os.environ.get("BENCH_NODE") or default_node(),
+                   help="this node's name in addresses like bob@NODE (env BENCH_NODE, "
+                   "default: the hostname)")
+    p.add_argument("--bridge", metavar="URL", default=None,
+                   help="run and supervise `bench bridge --nats URL` (output in bridge.out)")
     p.add_argument("--test-hooks", action="store_true",
                    help="enable the debug/fault verb (tests only)")
     return p
@@ -336,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         if v < 0 or (flag == "--wake-refill" and v <= 0) or (flag == "--max-connections" and v < 1):
             print(f"benchd: {flag} must be positive (got {v})", file=sys.stderr)
             return 2
+    if not is_handle(opts.node):
+        print(f"benchd: --node {opts.node!r} is not a node name: use 1-64 characters of "
+              "a-z 0-9 . _ - starting with a letter or digit", file=sys.stderr)
+        return 2
     try:
         bench_dir = resolve_dir(opts.dir)
         socket_path(bench_dir)

@@ -28,6 +28,8 @@ async def hello(d, conn, caller, req: m.Hello) -> None:
             index=m.IndexHealth(**d.index.health()),
             test_hooks=d.test_hooks,
             verbs=sorted(m.VERBS),
+            node=d.outbound.node,
+            bridge=d.outbound.info(),
         )
     )
 
@@ -52,6 +54,8 @@ def _mailbox_for(caller, handle: str | None) -> str:
 
 
 async def mail_send(d, conn, caller, req: m.MailSend) -> None:
+    if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.outbound
+        return await d.outbound.mail_send(conn, caller, req)
     if req.key is not None:
         from benchd.jobhost import check_client_key
 

@@ -16,6 +16,7 @@ from benchd import faults, frontmatter
 from benchd.committer import Committer, EventOp, Op, fsync_dir, now_ms
 from benchd.index import READ, STATE_NAMES, UNREAD, Index
 from benchd.names import IdClock, check_handle, check_mail_id, format_ms
+from benchd.nodes import check_address
 
 BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200
@@ -65,7 +66,7 @@ class Mailroom:
         """Validate a send and make its op (not yet queued)."""
         check_handle(to, "recipient")
         for h in reply_to or []:
-            check_handle(h, "reply-to")
+            check_address(h, "reply-to")  # a handle, or handle@node on another node
         if in_reply_to is not None:
             check_mail_id(in_reply_to)
         if len(subject) > SUBJECT_CHARS:

@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tests.perf import agents, mail, scale
+from tests.perf import agents, bridge, mail, scale
 from tests.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of PERFORMANCE.md (the table's order).
@@ -28,11 +28,12 @@ BENCHMARKS = {
     "fanout": agents.fanout,
     "restart": scale.restart,
     "rss": scale.rss,
+    "bridge": bridge.bridge,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
 RUN_ORDER = ["cli-send", "send-1", "send-16", "send-noisy", "list-scale", "restart", "rss",
-             "send-scale", "wake", "fanout", "relay"]
+             "send-scale", "wake", "fanout", "relay", "bridge"]
 
 
 def parse_args(argv):
@@ -113,6 +114,8 @@ NOTE_KEYS = {
     "relay": ["sessions", "bytes_each", "reps"],
     "fanout": ["jobs", "rate_by_event_ts", "settle_span_s", "spawn_s", "baseline"],
     "restart": ["restarts", "empty_dir_ready_s", "baseline_runs"],
+    "bridge/p99": ["samples", "latency_p50_ms", "bare_p50_ms", "latency_p99_ms", "bare_p99_ms"],
+    "bridge/sends": ["senders", "messages"],
     "rss": ["sessions", "messages", "daemon_VmHWM_MB", "daemon_no_sessions_VmRSS_MB",
             "baseline_VmHWM_MB"],
 }

@@ -40,3 +40,16 @@ def test_live_smoke_starts_its_own_daemon(tmp_path):
     for n in range(1, 8):
         assert f"[{n}]" in p.stdout
     assert "'number 42'" in p.stdout
+
+
+def test_bridge_proof_ring_across_two_nodes():
+    from tests.nodes import have_bridge
+
+    if have_bridge():
+        import pytest
+
+        pytest.skip(have_bridge())
+    p = run_module("tests.proofs.bridge_proof")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "collected 'number 103' from carol@node2" in p.stdout
+    assert "bridge-proof: ok" in p.stdout

@@ -1,0 +1,1 @@
+"""bench bridge: mail between nodes over NATS JetStream, in its own asyncio process."""

@@ -1,0 +1,58 @@
+"""Which NATS URLs the bridge accepts, and the names it uses in NATS. Pure.
+
+A `nats://` URL to another host carries mail in clear text; the bridge refuses it
+unless TLS is configured (`tls://`, or `--tls-ca`) or the user says `--insecure`.
+"""
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from bench_wire.errors import WireError
+
+STREAM = "BENCH_MAIL"
+SUBJECT_ROOT = "bench.mail"
+DIRECTORY = "BENCH_NODES"
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(url: str, tls: bool, insecure: bool) -> str:
+    """The URL, or bad-url / insecure-url with the reason."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
+        raise WireError("bad-url", f"{url!r} is not a NATS URL (nats://HOST:PORT or tls://...)")
+    secure = tls or parts.scheme in ("tls", "wss")
+    if not secure and not insecure and not is_loopback(parts.hostname):
+        raise WireError(
+            "insecure-url",
+            f"{parts.scheme}://{parts.hostname} is another host and the connection has no "
+            "TLS: mail would cross the network in clear text; use tls:// or --tls-ca, "
+            "or --insecure to accept that",
+        )
+    return url
+
+
+def token(name: str) -> str:
+    """A node or handle as one NATS subject token: `.` separates tokens, so it becomes
+    `~` (never in a name), which keeps node `a` from matching node `a.b`'s subjects."""
+    return name.replace(".", "~")
+
+
+def subject(node: str, handle: str) -> str:
+    return f"{SUBJECT_ROOT}.{token(node)}.{token(handle)}"
+
+
+def consumer(node: str) -> str:
+    return f"bench-{token(node)}"
+
+
+def msg_id(sender: str, key: str) -> str:
+    """JetStream's dedup id: a key is unique per sender, so the sender's address with it."""
+    return f"{sender} {key}"

@@ -1,0 +1,34 @@
+"""`benchd --bridge URL` (`bench up --bridge URL`): run `bench bridge` as a child and
+restart it when it exits, with backoff. The bridge stays its own process (asyncio and
+nats-py never enter the trio daemon); its output goes to BENCH_DIR/bridge.out.
+"""
+
+import os
+import subprocess
+import sys
+
+import trio
+
+from bench_wire.errors import EXIT_USAGE
+
+RESTART_MOST = 30.0
+STEADY = 60.0  # a bridge that ran this long gets a fresh backoff when it exits
+
+
+async def supervise(daemon, url: str) -> None:
+    argv = [sys.executable, "-m", "bench_cli.entry", "bridge", "--dir", daemon.bench_dir,
+            "--nats", url, "--node", daemon.outbound.node]
+    delay = 1.0
+    while True:
+        started = trio.current_time()
+        with open(os.path.join(daemon.bench_dir, "bridge.out"), "ab") as out:
+            proc = await trio.run_process(argv, check=False, stdin=subprocess.DEVNULL,
+                                          stdout=out, stderr=out)
+        daemon.log.warning("bridge exited", code=proc.returncode)
+        if proc.returncode == EXIT_USAGE:
+            daemon.log.error("bridge refused its options; not restarted (see bridge.out)")
+            return
+        if trio.current_time() - started > STEADY:
+            delay = 1.0
+        await trio.sleep(delay)
+        delay = min(delay * 2, RESTART_MOST)

@@ -1,0 +1,117 @@
+"""Nodes: a node is one BENCH_DIR's daemon, named like a handle; `bob@node2` is bob there.
+
+Pure naming rules plus the directory the daemon keeps of the nodes its bridge has seen
+(persisted in BENCH_DIR/nodes.json, so a daemon restarted without its bridge still
+knows which nodes exist and queues mail for them instead of refusing it).
+"""
+
+import json
+import os
+import re
+import socket
+
+from bench_wire.errors import WireError
+from benchd.names import is_handle
+
+# Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
+OUTBOUND = "@outbound"
+
+
+def default_node() -> str:
+    """The hostname made into a valid node name (lower case, other characters -> `-`)."""
+    name = re.sub(r"[^a-z0-9._-]", "-", socket.gethostname().split(".")[0].lower())
+    name = name.strip("-._")[:64]
+    return name if is_handle(name) else "node"
+
+
+def check_node(value: object, what: str = "node") -> str:
+    if not is_handle(value):
+        raise WireError(
+            "bad-node",
+            f"{what} {value!r} is not a node name: use 1-64 characters of a-z 0-9 . _ - "
+            "starting with a letter or digit",
+        )
+    return value  # type: ignore[return-value]
+
+
+def split(address: str) -> tuple[str, str | None]:
+    """`bob@node2` -> ("bob", "node2"); `bob` -> ("bob", None). Validates both parts."""
+    from benchd.names import check_handle
+
+    handle, at, node = address.partition("@")
+    check_handle(handle, "recipient")
+    if not at:
+        return handle, None
+    check_node(node)
+    return handle, node
+
+
+def check_address(value: object, what: str = "address") -> str:
+    """A handle or handle@node, else bad-handle / bad-node."""
+    if not isinstance(value, str):
+        raise WireError("bad-handle", f"{what} {value!r} is not an address")
+    from benchd.names import check_handle
+
+    handle, at, node = value.partition("@")
+    check_handle(handle, what)
+    if at:
+        check_node(node)
+    return value
+
+
+def remote_sender(sender: str, origin: str, own: str) -> str:
+    """The sender of a message that came from NATS, never a local one: an address
+    without a node, or naming this node, is rewritten to name the node it came from
+    (`origin`, already checked not to be this node)."""
+    handle, _, node = sender.partition("@")
+    if not is_handle(handle):
+        handle = "unknown"
+    if not node or node == own or not is_handle(node):
+        node = origin
+    return f"{handle}@{node}"
+
+
+class Directory:
+    """The nodes seen by this node's bridge: name -> (last heartbeat ms, live handles)."""
+
+    def __init__(self, path: str, own: str):
+        self.path = path
+        self.own = own
+        self.nodes: dict[str, dict] = {}
+        try:
+            with open(path, "rb") as f:
+                for n in json.loads(f.read()):
+                    if is_handle(n.get("node")):
+                        self.nodes[n["node"]] = n
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass  # no directory yet (or a damaged one): the bridge refills it
+
+    def knows(self, node: str) -> bool:
+        return node == self.own or node in self.nodes
+
+    def update(self, nodes: list[dict]) -> None:
+        """Merge what the bridge saw; written atomically only when a node is new or gone
+        quiet (a heartbeat alone changes only the in-memory last-seen time)."""
+        grew = False
+        for n in nodes:
+            name = n.get("node")
+            if not is_handle(name) or name == self.own:
+                continue
+            grew |= name not in self.nodes
+            old = self.nodes.get(name)
+            if old is None or n.get("seen_ms", 0) >= old.get("seen_ms", 0):
+                self.nodes[name] = {"node": name, "seen_ms": int(n.get("seen_ms", 0)),
+                                    "handles": list(n.get("handles") or [])}
+        if grew:
+            self.save()
+
+    def save(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(sorted(self.nodes.values(), key=lambda n: n["node"]), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def listing(self) -> list[dict]:
+        return sorted(self.nodes.values(), key=lambda n: n["node"])

@@ -1,0 +1,262 @@
+"""Mail between nodes, the daemon's half: the outbound queue and the bridge's verbs.
+
+The outbound queue is a mailbox named `@outbound` (not a handle, so nobody can address
+it): mail to `bob@node2` is written there exactly as local mail is delivered (staged,
+fsynced, renamed, logged, indexed, all before the answer), `inbox/` holding what waits
+for NATS and `read/` what JetStream acknowledged. Reusing the mailbox machinery gives
+the queue the mailroom's guarantees for free: crash recovery, the (sender, key) index
+that makes a resend a no-op, and an O(1) count of what is queued.
+
+The bridge (bench_bridge, its own process) pulls the queue, publishes, then reports
+`bridge/forwarded`; inbound, it hands messages to `bridge/deliver`, which delivers them
+with the sender's key, so a redelivery from JetStream writes nothing twice.
+"""
+
+import os
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd import frontmatter
+from benchd.committer import now_ms
+from benchd.index import UNREAD
+from benchd.mailroom import RetireOp, SendOp
+from benchd.names import check_handle, check_mail_id, is_handle
+from benchd.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
+
+PULL_MAX = 256
+
+
+class Outbound:
+    def __init__(self, daemon, node: str):
+        self.d = daemon
+        self.node = node
+        self.directory = Directory(os.path.join(daemon.bench_dir, "nodes.json"), node)
+        self._queued = trio.Event()  # set when mail is queued; replaced after each wait
+        self.bridge_connected = False
+        self.bridge_seen_ms: int | None = None
+        self.bridge_stale_after = 15.0
+
+    def handlers(self) -> dict:
+        return {
+            m.BridgePull: self.pull_verb,
+            m.BridgeForward: self.forwarded_verb,
+            m.BridgeDeliver: self.deliver_verb,
+            m.BridgeReport: self.report_verb,
+            m.NodesRead: self.nodes_verb,
+        }
+
+    # ------------------------------------------------------------ status
+
+    def queued(self) -> int:
+        return self.d.index.count(OUTBOUND, UNREAD)
+
+    def info(self) -> m.BridgeInfo:
+        seen = self.bridge_seen_ms
+        fresh = seen is not None and now_ms() - seen <= self.bridge_stale_after * 1000
+        return m.BridgeInfo(connected=self.bridge_connected and fresh, seen_ms=seen,
+                            queued=self.queued())
+
+    # ------------------------------------------------------------ mail/send to an address
+
+    async def mail_send(self, conn, caller, req: m.MailSend) -> None:
+        """mail/send to `handle@node`: local when the node is this one, else queued."""
+        handle, _, node = req.to.partition("@")
+        check_handle(handle, "recipient")
+        check_node(node)
+        if node == self.node:
+            local = m.MailSend(id=req.id, to=handle, body=req.body, subject=req.subject,
+                               key=req.key, reply_to=req.reply_to, in_reply_to=req.in_reply_to)
+            from benchd.dispatch import mail_send
+
+            return await mail_send(self.d, conn, caller, local)
+        if not self.directory.knows(node):
+            raise WireError(
+                "unknown-node",
+                f"no node named {node} has been seen (bench nodes lists the known ones); "
+                "start its bridge, or check the name",
+            )
+        if req.key is not None:
+            from benchd.jobhost import check_client_key
+
+            check_client_key(req.key)
+        reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]
+        room = self.d.mailroom
+        # Validated as a send to `handle`, then pointed at the @outbound mailbox.
+        op = room.make_send(f"{caller.handle}@{self.node}", handle, req.body, req.subject,
+                            req.key, None, req.in_reply_to)
+        op.__class__ = QueueOp
+        op.to, op.address, op.reply_to, op.live = OUTBOUND, req.to, reply_to, False
+        res = await self.d.committer.submit(op)
+        self._queued.set()
+        res = dict(res, to=req.to, live=False, note=f"queued-for-{node}")
+        await conn.send(m.SendOk(id=req.id, **res))
+
+    def qualify(self, address: str) -> str:
+        """A bare handle names a handle on this node: make it say so, for the far side."""
+        return address if "@" in address else f"{address}@{self.node}"
+
+    # ------------------------------------------------------------ the bridge's verbs
+
+    def _bridge_only(self, caller) -> None:
+        if not caller.is_operator:
+            raise WireError("forbidden", "only the operator's bridge may use bridge verbs")
+
+    async def pull_verb(self, d, conn, caller, req: m.BridgePull) -> None:
+        self._bridge_only(caller)
+        if not 1 <= req.limit <= PULL_MAX:
+            raise WireError("bad-limit", f"limit {req.limit} is outside 1-{PULL_MAX}")
+        if req.after is not None:
+            check_mail_id(req.after)
+        rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
+        if not rows and req.wait > 0:
+            self._queued = trio.Event()
+            with trio.move_on_after(min(req.wait, 60.0)):
+                await self._queued.wait()
+            rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
+        out = []
+        for row in rows:
+            path = d.mailroom.path(OUTBOUND, row[0], UNREAD)
+            try:
+                with open(path, "rb") as f:
+                    meta, body = frontmatter.parse(f.read())
+            except FileNotFoundError:
+                continue  # forwarded meanwhile
+            out.append(
+                m.RemoteMail(
+                    mail_id=meta["id"], sender=meta["from"], to=meta["to"], key=meta["key"],
+                    body=body.decode("utf-8"), subject=meta.get("subject", ""),
+                    date=meta["date"], reply_to=meta.get("reply-to") or [],
+                    in_reply_to=meta.get("in-reply-to"),
+                )
+            )
+        await conn.send(m.PullOk(id=req.id, messages=out))
+
+    async def forwarded_verb(self, d, conn, caller, req: m.BridgeForward) -> None:
+        self._bridge_only(caller)
+        ops = []
+        for mail_id in req.mail_ids:
+            check_mail_id(mail_id)
+            row = d.index.get(OUTBOUND, mail_id)
+            if row is None or row[4] != UNREAD:
+                continue  # already marked (a bridge restarted between publish and mark)
+            op = ForwardOp(d.mailroom, OUTBOUND, mail_id, "", event=False)
+            op.key = row[6]
+            op.to = self._queued_to(mail_id)
+            ops.append(op)
+        for op in ops:
+            d.committer.enqueue(op)
+        n = 0
+        for op in ops:
+            n += bool(await op.wait())
+        await conn.send(m.ForwardOk(id=req.id, forwarded=n))
+
+    def _queued_to(self, mail_id: str) -> str:
+        try:
+            with open(self.d.mailroom.path(OUTBOUND, mail_id, UNREAD), "rb") as f:
+                return frontmatter.parse(f.read())[0]["to"]
+        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+            return ""
+
+    async def deliver_verb(self, d, conn, caller, req: m.BridgeDeliver) -> None:
+        self._bridge_only(caller)
+        origin = req.origin if is_handle(req.origin) and req.origin != self.node else "unknown"
+        ops: list[SendOp | WireError] = []
+        for msg in req.messages:
+            try:
+                ops.append(self._inbound_op(msg, origin))
+            except WireError as err:
+                ops.append(err)
+        for op in ops:
+            if isinstance(op, SendOp):
+                d.committer.enqueue(op)
+        results = []
+        for op in ops:
+            if isinstance(op, WireError):
+                results.append(m.Delivered(error=m.ErrorBody(op.code, op.message)))
+                continue
+            try:
+                res = await op.wait()
+                results.append(m.Delivered(mail_id=res["mail_id"], duplicate=res["duplicate"]))
+            except WireError as err:
+                results.append(m.Delivered(error=m.ErrorBody(err.code, err.message)))
+        await conn.send(m.DeliverOk(id=req.id, results=results))
+
+    def _inbound_op(self, msg: m.RemoteMail, origin: str) -> SendOp:
+        handle, _, node = msg.to.partition("@")
+        check_handle(handle, "recipient")
+        if node and node != self.node:
+            raise WireError("wrong-node", f"{msg.to} is not on this node ({self.node})")
+        sender = remote_sender(msg.sender, origin, self.node)
+        reply_to = []
+        for a in msg.reply_to:
+            try:
+                # A reply-to may name this node (it is where replies go, not a sender).
+                a = check_address(a, "reply-to")
+                reply_to.append(a if "@" in a else f"{a}@{origin}")
+            except WireError:
+                continue  # a bad reply-to address is dropped, the message still delivered
+        op = self.d.mailroom.make_send(sender, handle, msg.body, msg.subject, msg.key, None,
+                                       msg.in_reply_to)
+        op.reply_to = reply_to
+        op.also_log = lambda mail_id: [
+            m.BridgeDelivered(mail_id=mail_id, sender=sender, to=handle, key=msg.key,
+                              origin=origin)
+        ]
+        return op
+
+    async def report_verb(self, d, conn, caller, req: m.BridgeReport) -> None:
+        self._bridge_only(caller)
+        self.bridge_connected = req.connected
+        self.bridge_seen_ms = now_ms()
+        self.bridge_stale_after = max(1.0, req.stale_after)
+        self.directory.update([{"node": n.node, "seen_ms": n.seen_ms, "handles": n.handles}
+                               for n in req.nodes])
+        if req.retry is not None:
+            await d.committer.record(
+                m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)
+            )
+        handles = sorted(d.sessions.live)
+        await conn.send(m.BridgeReportOk(id=req.id, node=self.node, handles=handles))
+
+    async def nodes_verb(self, d, conn, caller, req: m.NodesRead) -> None:
+        nodes = [m.NodeInfo(node=n["node"], seen_ms=n["seen_ms"], handles=n["handles"])
+                 for n in self.directory.listing()]
+        await conn.send(m.NodesOk(id=req.id, node=self.node, nodes=nodes, bridge=self.info()))
+
+
+class QueueOp(SendOp):
+    """A SendOp into the outbound queue: the file says `to: bob@node2` and the event is
+    bridge/queued (not mail/sent: no local mailbox received anything, nothing to wake)."""
+
+    address: str
+
+    def prepare(self, ctx) -> None:
+        to = self.to
+        super().prepare(ctx)
+        if self.final is None:
+            return
+        # Rewrite the staged file with the full address (the mailbox name is @outbound).
+        meta = dict(self.meta, to=self.address)
+        data = frontmatter.render(meta, self.body)
+        with open(self.tmp, "wb") as f:
+            f.write(data)
+        self.events = [
+            m.BridgeQueued(mail_id=meta["id"], sender=self.sender, to=self.address,
+                           key=meta["key"], path=self.final)
+        ]
+        self.to = to
+
+
+class ForwardOp(RetireOp):
+    """Marks a queued message forwarded (inbox/ -> read/ of @outbound): bridge/forwarded."""
+
+    key: str
+    to: str
+
+    def publish(self, ctx) -> set[str]:
+        dirs = super().publish(ctx)
+        if self.result:
+            self.events = [m.BridgeForwarded(mail_id=self.mail_id, to=self.to, key=self.key)]
+        return dirs

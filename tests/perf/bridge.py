@@ -1,0 +1,162 @@
+"""The `bridge` benchmark: mail between two nodes over NATS JetStream, against a bare
+nats-py publish -> pull round trip on the same nats-server in the same run.
+
+- latency: one message at a time from node1 to bob@node2, from the send to the
+  bridge/delivered event on node2 (seen by an event follower); bare: js.publish (PubAck)
+  then a pull fetch of that message and its ack.
+- throughput: 16 concurrent senders on node1, until the last bridge/delivered on node2;
+  bare: 16 concurrent publishers (PubAck each) while one puller fetches and acks.
+"""
+
+import asyncio
+import threading
+
+from tests.perf.harness import (
+    BODY,
+    Context,
+    EventStream,
+    Result,
+    call,
+    median,
+    ms,
+    now_ns,
+    p99,
+    run_threads,
+    send_mail,
+)
+
+SENDERS = 16
+
+
+def bridge(ctx: Context) -> list[Result]:
+    from tests.nodes import NatsServer, Node, have_bridge, wait_known
+
+    why = have_bridge()
+    if why:
+        raise RuntimeError(why)
+    n_lat = ctx.size(100, 500)
+    n_thr = ctx.size(800, 4000)
+    nats = NatsServer()
+    nats.start()
+    n1, n2 = Node("node1", nats), Node("node2", nats)
+    try:
+        n1.start()
+        n2.start()
+        n1.start_bridge()
+        n2.start_bridge()
+        wait_known(n1, n2)
+        bare_lat, bare_rate = asyncio.run(_bare(nats.url, n_lat, n_thr))
+        lat = _latency(n1, n2, n_lat)
+        rate = _throughput(n1, n2, n_thr)
+    finally:
+        n1.close()
+        n2.close()
+        nats.close()
+    lp99, bp99 = p99(lat), p99(bare_lat)
+    common = {"nats_server": "nats-server -js, loopback, file store in /tmp"}
+    return [
+        Result("bridge/p99", "ms", ms(lp99), ms(bp99), lp99 / bp99, "<=", 3.0, params=dict(
+            common, samples=n_lat, latency_p50_ms=ms(median(lat)),
+            bare_p50_ms=ms(median(bare_lat)), latency_p99_ms=ms(lp99), bare_p99_ms=ms(bp99),
+            baseline="bare nats-py js.publish (PubAck) then pull fetch + ack, sequential")),
+        Result("bridge/sends", "sends/s", rate, bare_rate, rate / bare_rate, ">=", 0.3,
+               params=dict(common, senders=SENDERS, messages=n_thr,
+                           baseline="16 concurrent js.publish (PubAck) + one pull consumer")),
+    ]
+
+
+def _latency(n1, n2, n: int) -> list[float]:
+    follower = EventStream(n2.dir, "bridge/delivered")
+    conn = n1.d.connect()
+    out = []
+    try:
+        for _ in range(10):  # warm-up
+            send_mail(conn, "warm@node2")
+        follower.wait(lambda: len(follower.events) >= 10, 60, "warm-up deliveries")
+        for _ in range(n):
+            seen = len(follower.events)
+            t0 = now_ns()
+            send_mail(conn, "bob@node2")
+            follower.wait(lambda s=seen: len(follower.events) > s, 60, "a delivery")
+            out.append(follower.events[seen][0] - t0)
+    finally:
+        conn.close()
+        follower.close()
+    return out
+
+
+def _throughput(n1, n2, total: int) -> float:
+    follower = EventStream(n2.dir, "bridge/delivered")
+    shares = [total // SENDERS + (1 if i < total % SENDERS else 0) for i in range(SENDERS)]
+    start = [0]
+
+    def client(i: int):
+        conn = n1.d.connect()
+        call(conn, "hello")
+        yield
+        try:
+            for _ in range(shares[i]):
+                send_mail(conn, "carol@node2")
+        finally:
+            conn.close()
+
+    try:
+        lock = threading.Lock()
+        with lock:
+            start[0] = now_ns()
+        run_threads(SENDERS, client)
+        follower.wait(
+            lambda: sum(e["to"] == "carol" for _, e in follower.events) >= total, 300,
+            f"{total} deliveries")
+        last = max(t for t, e in follower.events if e["to"] == "carol")
+    finally:
+        follower.close()
+    return total / ((last - start[0]) / 1e9)
+
+
+async def _bare(url: str, n_lat: int, n_thr: int) -> tuple[list[float], float]:
+    import nats as nats_py
+    from nats.js import api
+
+    nc = await nats_py.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="BARE", subjects=["bare.>"],
+                        retention=api.RetentionPolicy.WORK_QUEUE,
+                        storage=api.StorageType.FILE)
+    sub = await js.pull_subscribe("bare.>", durable="bare", stream="BARE")
+    payload = BODY.encode() if isinstance(BODY, str) else BODY
+    lat = []
+    for i in range(10 + n_lat):
+        t0 = now_ns()
+        await js.publish("bare.x", payload, headers={"Nats-Msg-Id": f"l{i}"})
+        (msg,) = await sub.fetch(1, timeout=10)
+        await msg.ack()
+        if i >= 10:
+            lat.append(now_ns() - t0)
+
+    got = 0
+
+    async def puller():
+        nonlocal got
+        while got < n_thr:
+            try:
+                msgs = await sub.fetch(256, timeout=0.05)
+            except nats_py.errors.TimeoutError:
+                continue
+            for m in msgs:
+                await m.ack()
+            got += len(msgs)
+        return now_ns()
+
+    async def publisher(k: int, count: int):
+        for j in range(count):
+            await js.publish("bare.y", payload, headers={"Nats-Msg-Id": f"t{k}-{j}"})
+
+    shares = [n_thr // SENDERS + (1 if i < n_thr % SENDERS else 0) for i in range(SENDERS)]
+    t0 = now_ns()
+    pull = asyncio.create_task(puller())
+    await asyncio.gather(*(publisher(k, c) for k, c in enumerate(shares)))
+    t1 = await pull
+    await js.delete_stream("BARE")
+    await nc.close()
+    return lat, n_thr / ((t1 - t0) / 1e9)

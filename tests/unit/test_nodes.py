@@ -1,0 +1,83 @@
+"""Node names, addresses, the sender rule for mail from NATS, the URL rule (pure)."""
+
+import pytest
+
+from bench_bridge import urls
+from bench_wire.errors import WireError
+from benchd.nodes import Directory, check_address, default_node, remote_sender, split
+
+
+def test_split_addresses():
+    assert split("bob") == ("bob", None)
+    assert split("bob@node2") == ("bob", "node2")
+    for bad in ("bob@", "@node", "bob@Node", "bob@a@b", "Bob@n"):
+        with pytest.raises(WireError) as e:
+            split(bad)
+        assert e.value.code in ("bad-handle", "bad-node")
+
+
+def test_check_address():
+    assert check_address("erin@node2") == "erin@node2"
+    with pytest.raises(WireError):
+        check_address(7)
+
+
+def test_default_node_is_a_valid_name():
+    split(f"x@{default_node()}")
+
+
+@pytest.mark.parametrize("sender,want", [
+    ("alice@node1", "alice@node1"),      # a remote address is kept
+    ("alice", "alice@node1"),            # no node: the origin's
+    ("alice@node2", "alice@node1"),      # claims this node: the origin's
+    ("operator", "operator@node1"),
+    ("Bad!@node1", "unknown@node1"),
+    ("alice@Bad!", "alice@node1"),
+])
+def test_a_remote_sender_never_names_this_node(sender, want):
+    assert remote_sender(sender, "node1", own="node2") == want
+
+
+def test_directory_persists_new_nodes(tmp_path):
+    p = str(tmp_path / "nodes.json")
+    d = Directory(p, "node1")
+    assert d.knows("node1") and not d.knows("node2")
+    d.update([{"node": "node2", "seen_ms": 5, "handles": ["bob"]}, {"node": "node1"},
+              {"node": "Bad!"}])
+    again = Directory(p, "node1")
+    assert again.knows("node2") and not again.knows("Bad!")
+    assert again.listing() == [{"node": "node2", "seen_ms": 5, "handles": ["bob"]}]
+
+
+def test_directory_survives_a_damaged_file(tmp_path):
+    p = tmp_path / "nodes.json"
+    p.write_text("{not json")
+    assert Directory(str(p), "n").listing() == []
+
+
+@pytest.mark.parametrize("url", ["nats://127.0.0.1:4222", "nats://localhost:4222",
+                                 "nats://[::1]:4222", "tls://nats.example.com:4222"])
+def test_urls_accepted(url):
+    assert urls.check_url(url, tls=False, insecure=False) == url
+
+
+def test_clear_text_to_another_host_needs_tls_or_insecure():
+    with pytest.raises(WireError) as e:
+        urls.check_url("nats://nats.example.com:4222", tls=False, insecure=False)
+    assert e.value.code == "insecure-url"
+    urls.check_url("nats://nats.example.com:4222", tls=True, insecure=False)
+    urls.check_url("nats://nats.example.com:4222", tls=False, insecure=True)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1", "nats://", "127.0.0.1:4222"])
+def test_bad_urls(url):
+    with pytest.raises(WireError) as e:
+        urls.check_url(url, tls=False, insecure=False)
+    assert e.value.code == "bad-url"
+
+
+def test_subject_tokens_keep_nodes_apart():
+    assert urls.subject("a.b", "x.y") == "bench.mail.a~b.x~y"
+    # node `a`'s filter bench.mail.a.> cannot match node `a.b`'s subjects
+    assert not urls.subject("a.b", "x").startswith("bench.mail.a.")
+    assert urls.consumer("a.b") == "bench-a~b"
