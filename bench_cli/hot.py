@@ -138,11 +138,11 @@ def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
     body = o.get("body")
     if body is None:
         if sys.stdin is None or sys.stdin.isatty():
-            raise WireError("bad-request", "give the body with -m BODY or on standard input")
+            raise WireError("usage", "give the body with -m BODY or on standard input")
         body = sys.stdin.read()
         if not body:
             raise WireError(
-                "bad-request",
+                "usage",
                 "standard input was empty: give the body with -m "
                 "BODY (-m '' for an empty one) or pipe it in",
             )
@@ -175,7 +175,15 @@ def mail_list(conn: Connection, o: dict, as_json: bool) -> int:
             },
         )
     )
-    return _answer(a, as_json, output.listing(a, state))
+    # The next page's command carries every option that shaped this one.
+    again = f" --handle {o['handle']}" if o.get("handle") else ""
+    if state != "unread":
+        again += f" --state {state}"
+    if o.get("limit") is not None:
+        again += f" --limit {o['limit']}"
+    if o.get("dir"):
+        again += f" --dir {o['dir']}"
+    return _answer(a, as_json, output.listing(a, state, again))
 
 
 def mail_read(conn: Connection, o: dict, as_json: bool) -> int:
@@ -187,10 +195,10 @@ def report(conn: Connection, o: dict, as_json: bool) -> int:
     text = o.get("text")
     if text is None or text == "-":
         if text is None and (sys.stdin is None or sys.stdin.isatty()):
-            raise WireError("bad-request", "give the report as TEXT, or - to read standard input")
+            raise WireError("usage", "give the report as TEXT, or - to read standard input")
         text = sys.stdin.read()
         if not text:
-            raise WireError("bad-request", "standard input was empty: give the report as TEXT")
+            raise WireError("usage", "standard input was empty: give the report as TEXT")
     a = conn.call(request("job/report", {"content": text}))
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 

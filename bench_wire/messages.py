@@ -228,6 +228,7 @@ class SendOk(Response, tag="mail/send"):
     live: bool
     duplicate: bool = False
     note: str | None = None
+    new_mailbox: bool = False  # no mailbox and no live session had this handle before
 
 
 class MessageMeta(msgspec.Struct, kw_only=True):

@@ -16,7 +16,7 @@ import sys
 import trio
 
 from bench_wire import messages as m
-from bench_wire.config import DAEMON_OPTIONS, option_dest
+from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
@@ -264,15 +264,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"{help_} (env {env}, default {default})")
     p.add_argument("--test-hooks", action="store_true",
                    help="enable the debug/fault verb (tests only)")
+    p.add_argument("--version", action="version", version=f"benchd {__version__}")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
-        v = getattr(opts, option_dest(flag))
-        if v < 0 or (flag == "--wake-refill" and v <= 0) or (flag == "--max-connections" and v < 1):
-            print(f"benchd: {flag} must be positive (got {v})", file=sys.stderr)
+        problem = option_problem(flag, getattr(opts, option_dest(flag)))
+        if problem:
+            print(f"benchd: {problem}", file=sys.stderr)
             return 2
     try:
         bench_dir = resolve_dir(opts.dir)
