@@ -59,6 +59,18 @@ SPECS = {
 
 def parse(argv: list[str]) -> tuple[tuple, dict] | None:
     """(command, options) for a hot command line, or None to let click handle it."""
+    # --dir and --json may also come before the command (`bench --dir X mail send ...`);
+    # given both ways, the one after the command wins, as in click.
+    before: dict = {}
+    while argv:
+        if argv[0] == "--json":
+            before["json"], argv = True, argv[1:]
+        elif argv[0] == "--dir" and len(argv) > 1:
+            before["dir"], argv = argv[1], argv[2:]
+        elif argv[0].startswith("--dir="):
+            before["dir"], argv = argv[0][6:], argv[1:]
+        else:
+            break
     for cmd in SPECS:
         if tuple(argv[: len(cmd)]) == cmd:
             break
@@ -107,6 +119,8 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
         return None
     for name, value in zip(positional, pos, strict=False):
         opts[name.rstrip("?")] = value
+    for name, value in before.items():
+        opts.setdefault(name, value)
     if cmd == ("mail", "list"):
         if opts.get("state", "unread") not in ("unread", "read", "all"):
             return None

@@ -50,6 +50,7 @@ CODES: dict[str, str] = {
     "internal": "The daemon hit an internal error; it was logged and the daemon is still serving.",
     # CLI-side
     "usage": "The command line is not one bench understands.",
+    "options-differ": "The running daemon was started with other options (bench up --restart).",
     "no-daemon": "No daemon is answering on this BENCH_DIR.",
     "socket-path-too-long": "The socket path is longer than AF_UNIX allows.",
     "protocol": "The daemon's answer could not be understood.",

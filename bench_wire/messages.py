@@ -97,6 +97,10 @@ class SessionKill(Request, tag="session/kill"):
     cancel: bool = False
 
 
+class SessionPrune(Request, tag="session/prune"):
+    """Forget exited sessions (their mailboxes stay); operator only."""
+
+
 class SessionType(Request, tag="session/type"):
     handle: str
     text: str
@@ -152,6 +156,7 @@ AnyRequest = (
     | Spawn
     | SessionList
     | SessionKill
+    | SessionPrune
     | SessionType
     | SessionTail
     | SessionAttach
@@ -200,6 +205,8 @@ class Reactor(msgspec.Struct, kw_only=True):
     wake_burst: int
     wake_refill: float
     enter_retries: int
+    enter_check: float = 0.5
+    retry_base: float = 1.0
 
 
 class HelloOk(Response, tag="hello"):
@@ -291,6 +298,10 @@ class KillOk(Response, tag="session/kill"):
     handle: str
 
 
+class PruneOk(Response, tag="session/prune"):
+    forgotten: int
+
+
 class TypeOk(Response, tag="session/type"):
     session: str
     bytes: int
@@ -347,6 +358,7 @@ AnyResponse = (
     | SpawnOk
     | SessionListOk
     | KillOk
+    | PruneOk
     | TypeOk
     | ReportOk
     | FaultOk

@@ -124,6 +124,8 @@ class Daemon:
             wake_burst=o.wake_burst,
             wake_refill=o.wake_refill,
             enter_retries=o.enter_retries,
+            enter_check=o.enter_check,
+            retry_base=o.retry_base,
         )
 
     async def dispatch(self, conn: Connection, caller: Caller, req) -> None:

@@ -115,6 +115,7 @@ class Sessions:
             m.Spawn: spawn,
             m.SessionList: session_list,
             m.SessionKill: kill,
+            m.SessionPrune: prune,
             m.SessionType: type_text,
             m.SessionTail: tail,
             m.SessionAttach: attach,
@@ -377,6 +378,13 @@ async def kill(d, conn, caller, req: m.SessionKill) -> None:
         s.killed_by = caller.handle
     await d.sessions.end(s)
     await conn.send(m.KillOk(id=req.id, session=s.id, handle=s.handle))
+
+
+async def prune(d, conn, caller, req: m.SessionPrune) -> None:
+    _operator_only(caller, "forget exited sessions")
+    n = len(d.sessions.exited)
+    d.sessions.exited.clear()  # their mailboxes and events stay
+    await conn.send(m.PruneOk(id=req.id, forgotten=n))
 
 
 async def type_text(d, conn, caller, req: m.SessionType) -> None:
