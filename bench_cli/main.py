@@ -377,7 +377,7 @@ def down(bench_dir, as_json):
         if err.code != "no-daemon":
             raise
         # Like `up`, idempotent: the state asked for (no daemon) already holds.
-        done(ctx, {"ok": True, "type": "stop", "running": False},
+        done(ctx, {"ok": True, "type": "stop", "running": False, "bench_dir": d},
              f"no benchd was running for {d}")
         return
     _wait_stopped(d)

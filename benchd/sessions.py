@@ -315,6 +315,7 @@ class Sessions:
             for s in list(self.live.values()):
                 if s.term is None:
                     continue
+                s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
                 nursery.start_soon(self.end, s)
 
 
