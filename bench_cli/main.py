@@ -45,8 +45,12 @@ def common(f):
     @functools.wraps(f)
     def merged(*args, bench_dir=None, as_json=False, **kw):
         top = click.get_current_context().find_root().params
-        return f(*args, bench_dir=bench_dir or top.get("bench_dir"),
-                 as_json=bool(as_json or top.get("as_json")), **kw)
+        return f(
+            *args,
+            bench_dir=bench_dir or top.get("bench_dir"),
+            as_json=bool(as_json or top.get("as_json")),
+            **kw,
+        )
 
     merged = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(merged)
     return click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(merged)
@@ -183,8 +187,11 @@ class Group(click.Group):
 
 @click.group(
     cls=Group,
-    context_settings={"help_option_names": ["-h", "--help"], "show_default": True,
-                      "max_content_width": 100},
+    context_settings={
+        "help_option_names": ["-h", "--help"],
+        "show_default": True,
+        "max_content_width": 100,
+    },
 )
 @click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
@@ -283,8 +290,11 @@ def _differing(a: dict, kw: dict) -> list[str]:
 @cli.command()
 @common
 @daemon_options
-@click.option("--restart", is_flag=True,
-              help="stop a running daemon first (its sessions end), then start with these options")
+@click.option(
+    "--restart",
+    is_flag=True,
+    help="stop a running daemon first (its sessions end), then start with these options",
+)
 def up(bench_dir, as_json, restart, **kw):
     """Start benchd detached; return once it answers (no-op if running)."""
     ctx = Ctx(bench_dir, as_json)
@@ -377,8 +387,11 @@ def down(bench_dir, as_json):
         if err.code != "no-daemon":
             raise
         # Like `up`, idempotent: the state asked for (no daemon) already holds.
-        done(ctx, {"ok": True, "type": "stop", "running": False, "bench_dir": d},
-             f"no benchd was running for {d}")
+        done(
+            ctx,
+            {"ok": True, "type": "stop", "running": False, "bench_dir": d},
+            f"no benchd was running for {d}",
+        )
         return
     _wait_stopped(d)
     done(ctx, a, f"benchd stopped ({d})")
@@ -487,23 +500,36 @@ def service_install(bench_dir, as_json, print_only, name, **kw):
     os.replace(path + ".tmp", path)
     systemctl = shutil.which("systemctl")
     if systemctl is None:
-        note = ("systemctl was not found: nothing will run this unit here. Without systemd, "
-                f"start the daemon with `bench up --dir {d}`, or run `bench daemon --dir {d}` "
-                "under your own supervisor")
+        note = (
+            "systemctl was not found: nothing will run this unit here. Without systemd, "
+            f"start the daemon with `bench up --dir {d}`, or run `bench daemon --dir {d}` "
+            "under your own supervisor"
+        )
     else:
-        r = subprocess.run([systemctl, "--user", "daemon-reload"], capture_output=True,
-                           text=True)
+        r = subprocess.run([systemctl, "--user", "daemon-reload"], capture_output=True, text=True)
         if r.returncode != 0:
             why = (r.stderr.strip().splitlines() or ["no reason given"])[-1]
-            note = (f"systemctl --user daemon-reload failed ({why}): is a user systemd "
-                    f"running? Until it is, start the daemon with `bench up --dir {d}`")
+            note = (
+                f"systemctl --user daemon-reload failed ({why}): is a user systemd "
+                f"running? Until it is, start the daemon with `bench up --dir {d}`"
+            )
         else:
-            note = (f"start it now and at login: systemctl --user enable --now {name}; "
-                    f"status: systemctl --user status {name}; logs: journalctl --user -u {name}")
-    done(Ctx(d, as_json),
-         {"ok": True, "type": "service/install", "path": path, "unit": name,
-          "systemctl": systemctl is not None, "note": note},
-         f"wrote {path}\n{note}")
+            note = (
+                f"start it now and at login: systemctl --user enable --now {name}; "
+                f"status: systemctl --user status {name}; logs: journalctl --user -u {name}"
+            )
+    done(
+        Ctx(d, as_json),
+        {
+            "ok": True,
+            "type": "service/install",
+            "path": path,
+            "unit": name,
+            "systemctl": systemctl is not None,
+            "note": note,
+        },
+        f"wrote {path}\n{note}",
+    )
 
 
 service_install.epilog = examples(
@@ -537,8 +563,14 @@ def _env_pairs(values) -> dict:
 @click.option("--agent", help="an agent preset (claude, codex, pi) for ready pattern and timing")
 @click.option("--mail", "mail_file", type=click.File("r"), help="job: task mail (- for stdin)")
 @click.option("--subject", default="", help="job: the task mail's subject")
-@click.option("--reply-to", "reply_to", multiple=True, metavar="H",
-              shell_complete=_complete_handles, help="job: owed a reply (repeat)")
+@click.option(
+    "--reply-to",
+    "reply_to",
+    multiple=True,
+    metavar="H",
+    shell_complete=_complete_handles,
+    help="job: owed a reply (repeat)",
+)
 @click.option("--key", help="job: the task's stable key (default: job-<session>)")
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
@@ -606,11 +638,17 @@ def _state_colour(s: dict) -> str | None:
 @cli.command()
 @common
 @click.argument("name", required=False, shell_complete=_complete_sessions)
-@click.option("-a", "--all", "show_all", is_flag=True,
-              help="also the exited sessions the daemon remembers (newest first)")
+@click.option(
+    "-a",
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="also the exited sessions the daemon remembers (newest first)",
+)
 @click.option("-q", "--quiet", is_flag=True, help="print handles only, one a line")
-@click.option("--prune", is_flag=True,
-              help="forget the exited sessions (their mailboxes and events stay)")
+@click.option(
+    "--prune", is_flag=True, help="forget the exited sessions (their mailboxes and events stay)"
+)
 def ps(bench_dir, as_json, name, show_all, quiet, prune):
     """List live sessions: handle, session id, pid, state, idle time, exit."""
     ctx = Ctx(bench_dir, as_json)
@@ -651,8 +689,9 @@ def ps(bench_dir, as_json, name, show_all, quiet, prune):
     output.write("\n".join(lines))
 
 
-ps.epilog = examples("bench ps", "bench ps -a", "bench ps -q", "bench ps s1a2b3c4d",
-                     "bench ps --prune")
+ps.epilog = examples(
+    "bench ps", "bench ps -a", "bench ps -q", "bench ps s1a2b3c4d", "bench ps --prune"
+)
 
 
 @cli.command()
@@ -680,8 +719,12 @@ def tail(bench_dir, as_json, handle, follow, screen):
                 return
 
 
-tail.epilog = examples("bench tail alice", "bench tail alice -f", "bench tail alice --screen",
-                       "bench tail s1a2b3c4d          # a past session, by id")
+tail.epilog = examples(
+    "bench tail alice",
+    "bench tail alice -f",
+    "bench tail alice --screen",
+    "bench tail s1a2b3c4d          # a past session, by id",
+)
 
 
 @cli.command()
@@ -696,8 +739,11 @@ def attach(bench_dir, as_json, handle):
     bench_dir = bench_dir or root.get("bench_dir")
     as_json = as_json or bool(root.get("as_json"))
     if not os.isatty(0):
-        raise WireError("usage", "bench attach needs a terminal on standard input; to watch "
-                        "use bench tail -f, to write use bench type")
+        raise WireError(
+            "usage",
+            "bench attach needs a terminal on standard input; to watch "
+            "use bench tail -f, to write use bench type",
+        )
     from bench_cli.attach import attach as run_attach
 
     sys.exit(run_attach(bench_dir, handle, as_json))
@@ -743,8 +789,9 @@ def report(bench_dir, as_json, text):
     sys.exit(hot.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
 
 
-report.epilog = examples('bench report "Fixed it: the fixture was missing."',
-                         'echo "long report" | bench report -')
+report.epilog = examples(
+    'bench report "Fixed it: the fixture was missing."', 'echo "long report" | bench report -'
+)
 
 
 # ---------------------------------------------------------------- mail
@@ -761,8 +808,14 @@ def mail():
 @click.option("-s", "--subject", help="one line")
 @click.option("-m", "--message", "body", help="the body (else standard input)")
 @click.option("--key", help="idempotency key: a resend with the same key writes nothing")
-@click.option("--reply-to", "reply_to", multiple=True, metavar="H",
-              shell_complete=_complete_handles, help="where replies go (repeat)")
+@click.option(
+    "--reply-to",
+    "reply_to",
+    multiple=True,
+    metavar="H",
+    shell_complete=_complete_handles,
+    help="where replies go (repeat)",
+)
 @click.option("--in-reply-to", "in_reply_to", metavar="ID", help="the message this answers")
 def mail_send(bench_dir, as_json, to, subject, body, key, reply_to, in_reply_to):
     """Send mail to handle TO."""
@@ -793,11 +846,15 @@ mail_send.epilog = examples(
 
 @mail.command("list")
 @common
-@click.option("--state", type=click.Choice(["unread", "read", "all"]), default="unread",
-              help="which messages")
+@click.option(
+    "--state", type=click.Choice(["unread", "read", "all"]), default="unread", help="which messages"
+)
 @click.option("--limit", type=int, help="page size (default 50, at most 500)")
-@click.option("--handle", shell_complete=_complete_handles,
-              help="whose mailbox (operator only; default: yours)")
+@click.option(
+    "--handle",
+    shell_complete=_complete_handles,
+    help="whose mailbox (operator only; default: yours)",
+)
 @click.option("--cursor", help="continue after this id (from a truncated listing)")
 def mail_list(bench_dir, as_json, state, limit, handle, cursor):
     """List mail: metadata only, never bodies."""
@@ -816,15 +873,22 @@ def mail_list(bench_dir, as_json, state, limit, handle, cursor):
     )
 
 
-mail_list.epilog = examples("bench mail list", "bench mail list --state all --limit 500",
-                            "bench mail list --handle bob", "bench mail list --cursor ID")
+mail_list.epilog = examples(
+    "bench mail list",
+    "bench mail list --state all --limit 500",
+    "bench mail list --handle bob",
+    "bench mail list --cursor ID",
+)
 
 
 @mail.command("read")
 @common
 @click.argument("mail_id", metavar="[ID]", required=False)
-@click.option("--handle", shell_complete=_complete_handles,
-              help="whose mailbox (operator only; default: yours)")
+@click.option(
+    "--handle",
+    shell_complete=_complete_handles,
+    help="whose mailbox (operator only; default: yours)",
+)
 def mail_read(bench_dir, as_json, mail_id, handle):
     """Read a message (default: the oldest unread) and retire it to read/."""
     sys.exit(
@@ -873,15 +937,33 @@ class Since(click.ParamType):
 @cli.command()
 @common
 @click.option("-f", "--follow", is_flag=True, help="keep printing events as they happen")
-@click.option("--since", "since", type=Since(),
-              help="only events from this time on: 10m, 2h, 2026-11-30T10:00")
-@click.option("--after", type=click.IntRange(min=0), default=0,
-              help="only events with a sequence number above this")
-@click.option("--tail", "last", type=click.IntRange(min=0), metavar="N",
-              help="only the last N (then live, with -f)")
+@click.option(
+    "--since",
+    "since",
+    type=Since(),
+    help="only events from this time on: 10m, 2h, 2026-11-30T10:00",
+)
+@click.option(
+    "--after",
+    type=click.IntRange(min=0),
+    default=0,
+    help="only events with a sequence number above this",
+)
+@click.option(
+    "--tail",
+    "last",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="only the last N (then live, with -f)",
+)
 @click.option("--kind", help="only this kind (e.g. mail/sent)")
-@click.option("--session", "who", metavar="NAME", shell_complete=_complete_sessions,
-              help="only events of this session (id or handle) or its mailbox")
+@click.option(
+    "--session",
+    "who",
+    metavar="NAME",
+    shell_complete=_complete_sessions,
+    help="only events of this session (id or handle) or its mailbox",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="at most this many")
 def events(bench_dir, as_json, follow, since, after, last, kind, who, limit):
     """Read (and follow) the event log."""
@@ -889,8 +971,12 @@ def events(bench_dir, as_json, follow, since, after, last, kind, who, limit):
     def wanted(ev: dict) -> bool:
         if since is not None and ev["ts"] < since:
             return False
-        if who is not None and who not in (ev.get("session"), ev.get("handle"),
-                                           ev.get("to"), ev.get("from")):
+        if who is not None and who not in (
+            ev.get("session"),
+            ev.get("handle"),
+            ev.get("to"),
+            ev.get("from"),
+        ):
             return False
         return True
 
@@ -921,8 +1007,11 @@ def events(bench_dir, as_json, follow, since, after, last, kind, who, limit):
 
 
 events.epilog = examples(
-    "bench events", "bench events -f", "bench events --tail 20 -f",
-    "bench events --since 10m --kind agent/woken", "bench events --after 120",
+    "bench events",
+    "bench events -f",
+    "bench events --tail 20 -f",
+    "bench events --since 10m --kind agent/woken",
+    "bench events --after 120",
     "bench events --session s1a2b3c4d",
 )
 
@@ -949,8 +1038,12 @@ def _text(v) -> str:
     return str(v)
 
 
-_KIND_COLOUR = {"session/exited": "yellow", "job/settled": "cyan", "wake/capped": "red",
-                "outbox/retry": "red"}
+_KIND_COLOUR = {
+    "session/exited": "yellow",
+    "job/settled": "cyan",
+    "wake/capped": "red",
+    "outbox/retry": "red",
+}
 
 
 def format_event(ev: dict, on: bool = False) -> str:

@@ -36,8 +36,10 @@ def sent(a: dict) -> str:
         return f"already sent as {a['mail_id']} to {a['to']} (same key): {a['path']}"
     tail = "" if a.get("live") else "  (no live session: it waits in the inbox)"
     if a.get("new_mailbox"):
-        tail = (f"  (new-mailbox: nothing was sent to {a['to']} before and no live session "
-                "holds it: is the handle right? It waits in the inbox)")
+        tail = (
+            f"  (new-mailbox: nothing was sent to {a['to']} before and no live session "
+            "holds it: is the handle right? It waits in the inbox)"
+        )
     return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
 
 

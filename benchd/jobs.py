@@ -441,7 +441,9 @@ def _detail_lines(details: Mapping[str, str | int] | None) -> str:
     lines = []
     for name, value in details.items():
         if not isinstance(name, str) or not _DETAIL_NAME.fullmatch(name) or name in _FIXED_FIELDS:
-            raise JobError("bad-content", f"reply detail name {name!r} is not a new camelCase word.")
+            raise JobError(
+                "bad-content", f"reply detail name {name!r} is not a new camelCase word."
+            )
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise JobError("bad-content", f"reply detail {name} must be a string or an integer.")
         text = str(value) if isinstance(value, int) else _header_value(value)
