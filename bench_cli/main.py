@@ -589,7 +589,7 @@ def spawn(
     key,
     argv,
 ):
-    """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD ARGS..."""
+    """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
     ctx = Ctx(bench_dir, as_json)
     job = None
     if mail_file is not None:
