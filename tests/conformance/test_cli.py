@@ -1,4 +1,4 @@
-"""The `bench` CLI as a user meets it (SPEC §10, §12): exit codes, errors, up/down."""
+"""The `bench` CLI as a user meets it: exit codes, errors, up/down."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Agent jobs and reply fan-out (SPEC §9), end to end through the real daemon and CLI.
+"""Agent jobs and reply fan-out, end to end through the real daemon and CLI.
 
 A job is `bench spawn --name child --mail TASK.md --reply-to H... [--key K] -- CMD`. The
 child records what it owes with `bench report`; when it settles every replyTo handle gets
@@ -297,7 +297,7 @@ def test_report_in_a_session_without_a_job_is_no_job(daemon, tmp_path):
 
 
 def test_report_needs_no_token_inside_the_pty(daemon, tmp_path):
-    """SPEC §4: a process inside a session's pty is that session, token or not (the daemon
+    """A process inside a session's pty is that session, token or not (the daemon
     identifies it by its process session, as it does for `bench mail send`)."""
     rc = tmp_path / "rc"
     a = job(daemon, tmp_path, "child",
