@@ -375,7 +375,7 @@ def _wait_stopped(d: str) -> None:
         os.close(fd)
 
 
-@cli.command()
+@cli.command(epilog=examples("bench down"))
 @common
 def down(bench_dir, as_json):
     """Stop benchd (sessions are ended); no-op if none runs."""
@@ -397,7 +397,7 @@ def down(bench_dir, as_json):
     done(ctx, a, f"benchd stopped ({d})")
 
 
-@cli.command()
+@cli.command(epilog=examples("bench status", "bench status --json"))
 @common
 def status(bench_dir, as_json):
     """Is benchd running: pid, version, BENCH_DIR, counts."""
@@ -418,7 +418,7 @@ def status(bench_dir, as_json):
     )
 
 
-@cli.command()
+@cli.command(epilog=examples("bench daemon", "bench daemon --dir /tmp/b --idle-gate 1.5"))
 @click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, hidden=True)
 @daemon_options
@@ -840,7 +840,7 @@ mail_send.epilog = examples(
     'bench mail send bob -s "review" -m "The patch is in /tmp/p.diff"',
     'git diff | bench mail send bob -s "the diff"',
     'bench mail send bob -m "ping" --key ping-42',
-    'bench mail send bob -m "see above" --reply-to carol --in-reply-to ID',
+    'bench mail send bob -m "see above" --reply-to carol --in-reply-to 20261130T045611.123Z-0001',
 )
 
 

@@ -13,8 +13,8 @@ import ptyprocess
 import pytest
 
 from bench_cli import main as cli_main
-from tests.conftest import BENCH, BIN, ROOT, standin_argv, wait_for
 from tests.conformance.test_sessions import read_pty, wait_screen
+from tests.conftest import BENCH, BIN, ROOT, standin_argv, wait_for
 
 BENCHD = os.path.join(BIN, "benchd")
 
