@@ -998,12 +998,14 @@ def events(bench_dir, as_json, follow, since, after, last, kind, who, limit):
         shown = len(kept)
         if not follow:
             return
+    if limit is not None and shown >= limit:
+        return
     for ev in _events(bench_dir, after, kind, follow, None):
-        if limit is not None and shown >= limit:
-            return
         if wanted(ev):
             show(ev)
             shown += 1
+            if limit is not None and shown >= limit:
+                return
 
 
 events.epilog = examples(

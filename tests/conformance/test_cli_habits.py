@@ -259,6 +259,13 @@ def test_events_tail_since_and_after(daemon):
     assert len(recent) == len(every)
     future = daemon.bench("events", "--since", "2999-01-01T00:00", "--json")
     assert future.rc == 0 and future.out == ""
+    two = [json.loads(x) for x in daemon.bench("events", "--limit", "2", "--json").out.split()]
+    assert two == every[:2]
+    # With -f, --limit ends the stream once that many were shown.
+    one = daemon.bench("events", "-f", "--limit", "1", "--kind", "mail/sent", "--json",
+                       timeout=30)
+    assert one.rc == 0 and [json.loads(x) for x in one.out.split()] == [
+        e for e in every if e["kind"] == "mail/sent"][:1]
 
 
 def test_events_tail_then_follow(daemon):
