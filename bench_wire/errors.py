@@ -30,7 +30,7 @@ CODES: dict[str, str] = {
     "bad-subject": "A subject is one line without control characters.",
     "bad-key": "A key is 1-300 printable characters.",
     "key-used": "That key already names another request.",
-    "key-conflict": "That key already names a message with another recipient, subject or body.",
+    "key-conflict": "That key already names a message with another recipient or body.",
     "bad-limit": "A limit is between 1 and the list maximum.",
     "bad-cursor": "The cursor is not one a listing returned.",
     # sessions and jobs

@@ -91,15 +91,15 @@ class Mailroom:
         return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to,
                       live)
 
-    def same_message(self, handle: str, mail_id: str, state: int, subject: str,
-                     body: bytes) -> bool:
-        """Whether the stored message has this subject and body (a keyed resend)."""
+    def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
+        """Whether the stored message has this body (a keyed resend). The subject is not
+        compared: a retry that leaves it out is still the same message."""
         try:
             with open(self.path(handle, mail_id, state), "rb") as f:
-                meta, stored = frontmatter.parse(f.read())
+                _meta, stored = frontmatter.parse(f.read())
         except (OSError, ValueError):
             return True  # moved meanwhile, or unreadable: the key still names it
-        return stored == body and meta.get("subject", "") == subject
+        return stored == body
 
     # ------------------------------------------------------------ list
 
@@ -209,7 +209,7 @@ class SendOp(Op):
         if first is not None:
             # The same key earlier in this batch: this answer is that op's answer
             # (or its failure), settled in finish() once the batch is done.
-            if (first.to, first.subject, first.body) != (self.to, self.subject, self.body):
+            if (first.to, first.body) != (self.to, self.body):
                 raise _key_conflict(self.key)
             self.dup_of = first
             self.resolved = True
@@ -219,8 +219,7 @@ class SendOp(Op):
             handle, mail_id, state = hit
             # A key names one message, as in payment APIs: a resend must be the same
             # message (read back only on a key hit, so an ordinary send costs nothing).
-            if handle != self.to or not room.same_message(handle, mail_id, state,
-                                                          self.subject, self.body):
+            if handle != self.to or not room.same_body(handle, mail_id, state, self.body):
                 raise _key_conflict(self.key)
             live = room.is_live(handle)
             self.result = {
@@ -335,7 +334,7 @@ class SendOp(Op):
 
 def _key_conflict(key: str) -> WireError:
     return WireError("key-conflict", f"the key {key!r} already names a message with another "
-                     "recipient, subject or body; a new message needs a new key")
+                     "recipient or body; a new message needs a new key")
 
 
 class RetireOp(Op):
