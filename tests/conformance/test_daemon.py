@@ -1,4 +1,4 @@
-"""benchd as a process (SPEC §2, §8, §10): the directory, the lock, the socket, the event
+"""benchd as a process: the directory, the lock, the socket, the event
 log, crash recovery, and stopping."""
 
 import json

@@ -1,4 +1,4 @@
-"""The wire protocol over a raw socket (SPEC §3): bad input, big frames, slow clients."""
+"""The wire protocol over a raw socket: bad input, big frames, slow clients."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""kill -9 of the daemon under load, for mail and for the job outbox (SPEC §5, §8, §9, §10).
+"""kill -9 of the daemon under load, for mail and for the job outbox.
 
 Short versions for the default suite; `python -m tests.reliability.soak --seconds N` runs
 the same mail crash loop for as long as asked.
