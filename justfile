@@ -33,7 +33,7 @@ bridge-proof *ARGS:
 live-smoke:
     {{py}} -m tests.proofs.live_smoke
 
-# All benchmarks of PERFORMANCE.md (about 10 minutes).
+# All benchmarks, with their targets (docs/performance.md; about 10 minutes).
 bench:
     {{py}} -m tests.perf.run
 

@@ -59,6 +59,18 @@ SPECS = {
 
 def parse(argv: list[str]) -> tuple[tuple, dict] | None:
     """(command, options) for a hot command line, or None to let click handle it."""
+    # --dir and --json may also come before the command (`bench --dir X mail send ...`);
+    # given both ways, the one after the command wins, as in click.
+    before: dict = {}
+    while argv:
+        if argv[0] == "--json":
+            before["json"], argv = True, argv[1:]
+        elif argv[0] == "--dir" and len(argv) > 1:
+            before["dir"], argv = argv[1], argv[2:]
+        elif argv[0].startswith("--dir="):
+            before["dir"], argv = argv[0][6:], argv[1:]
+        else:
+            break
     for cmd in SPECS:
         if tuple(argv[: len(cmd)]) == cmd:
             break
@@ -107,6 +119,8 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
         return None
     for name, value in zip(positional, pos, strict=False):
         opts[name.rstrip("?")] = value
+    for name, value in before.items():
+        opts.setdefault(name, value)
     if cmd == ("mail", "list"):
         if opts.get("state", "unread") not in ("unread", "read", "all"):
             return None
@@ -138,11 +152,11 @@ def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
     body = o.get("body")
     if body is None:
         if sys.stdin is None or sys.stdin.isatty():
-            raise WireError("bad-request", "give the body with -m BODY or on standard input")
+            raise WireError("usage", "give the body with -m BODY or on standard input")
         body = sys.stdin.read()
         if not body:
             raise WireError(
-                "bad-request",
+                "usage",
                 "standard input was empty: give the body with -m "
                 "BODY (-m '' for an empty one) or pipe it in",
             )
@@ -175,7 +189,15 @@ def mail_list(conn: Connection, o: dict, as_json: bool) -> int:
             },
         )
     )
-    return _answer(a, as_json, output.listing(a, state))
+    # The next page's command carries every option that shaped this one.
+    again = f" --handle {o['handle']}" if o.get("handle") else ""
+    if state != "unread":
+        again += f" --state {state}"
+    if o.get("limit") is not None:
+        again += f" --limit {o['limit']}"
+    if o.get("dir"):
+        again += f" --dir {o['dir']}"
+    return _answer(a, as_json, output.listing(a, state, again))
 
 
 def mail_read(conn: Connection, o: dict, as_json: bool) -> int:
@@ -187,10 +209,10 @@ def report(conn: Connection, o: dict, as_json: bool) -> int:
     text = o.get("text")
     if text is None or text == "-":
         if text is None and (sys.stdin is None or sys.stdin.isatty()):
-            raise WireError("bad-request", "give the report as TEXT, or - to read standard input")
+            raise WireError("usage", "give the report as TEXT, or - to read standard input")
         text = sys.stdin.read()
         if not text:
-            raise WireError("bad-request", "standard input was empty: give the report as TEXT")
+            raise WireError("usage", "standard input was empty: give the report as TEXT")
     a = conn.call(request("job/report", {"content": text}))
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 

@@ -38,23 +38,40 @@ def sent(a: dict) -> str:
     if note.startswith("queued-for-"):
         return f"queued {a['mail_id']} for {a['to']} (node {note[11:]}): {a['path']}"
     tail = "" if a.get("live") else "  (no live session: it waits in the inbox)"
+    if a.get("new_mailbox"):
+        tail = (
+            f"  (new-mailbox: nothing was sent to {a['to']} before and no live session "
+            "holds it: is the handle right? It waits in the inbox)"
+        )
     return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
 
 
-def listing(a: dict, state: str) -> str:
+def size(n: int) -> str:
+    """A byte count as people read it: 812 B, 4.2 KiB, 1.5 MiB."""
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
+
+
+def listing(a: dict, state: str, again: str = "") -> str:
+    """A mailbox page: a header row, one row per message, and a footer. `again` is the
+    options that shaped this listing, repeated in the next page's command."""
     msgs = a.get("messages") or []
     if not msgs:
         return f"no {state if state != 'all' else ''} mail for {a['handle']}".replace("  ", " ")
-    rows = []
+    width = max(4, *(len(msg["from"]) for msg in msgs))
+    rows = [f"{'ID':<25}  {'STATE':<6}  {'FROM':<{width}}  {'SIZE':>9}  SUBJECT"]
     for msg in msgs:
         rows.append(
-            f"{msg['mail_id']}  {msg['state']:<6}  {msg['from']:<16}  "
-            f"{msg['size']:>7}  {msg['subject']}"
+            f"{msg['mail_id']:<25}  {msg['state']:<6}  {msg['from']:<{width}}  "
+            f"{size(msg['size']):>9}  {msg['subject']}"
         )
     shown = len(msgs)
     foot = f"{shown} of {a['total']} {state} for {a['handle']}"
     if a.get("truncated"):
-        foot += f"; more: bench mail list --cursor {a['cursor']}"
+        foot += f"; more: bench mail list{again} --cursor {a['cursor']}"
     return "\n".join(rows + [foot])
 
 

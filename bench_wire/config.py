@@ -59,3 +59,15 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
 
 def option_dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
+
+
+def option_problem(flag: str, value) -> str | None:
+    """Why a daemon option's value is refused, or None (checked by benchd and by
+    `bench up`, so a bad value is a usage error before any daemon starts)."""
+    if value < 0:
+        return f"{flag} must not be negative (got {value})"
+    if flag == "--wake-refill" and value <= 0:
+        return f"{flag} must be positive (got {value})"
+    if flag == "--max-connections" and value < 1:
+        return f"{flag} must be at least 1 (got {value})"
+    return None

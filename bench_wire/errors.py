@@ -31,6 +31,7 @@ CODES: dict[str, str] = {
     "bad-subject": "A subject is one line without control characters.",
     "bad-key": "A key is 1-300 printable characters.",
     "key-used": "That key already names another request.",
+    "key-conflict": "That key already names a message with another recipient or body.",
     "bad-limit": "A limit is between 1 and the list maximum.",
     "bad-cursor": "The cursor is not one a listing returned.",
     # sessions and jobs
@@ -58,6 +59,8 @@ CODES: dict[str, str] = {
     "shutting-down": "The daemon is stopping.",
     "internal": "The daemon hit an internal error; it was logged and the daemon is still serving.",
     # CLI-side
+    "usage": "The command line is not one bench understands.",
+    "options-differ": "The running daemon was started with other options (bench up --restart).",
     "no-daemon": "No daemon is answering on this BENCH_DIR.",
     "socket-path-too-long": "The socket path is longer than AF_UNIX allows.",
     "protocol": "The daemon's answer could not be understood.",
@@ -71,7 +74,10 @@ EXIT_USAGE = 2  # bad command line (click's own code)
 EXIT_NO_DAEMON = 3  # nothing answers on the socket
 EXIT_PROTOCOL = 4  # the answer could not be understood, or the connection broke
 
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it; nothing is printed
+
 EXIT_CODES = {
+    "usage": EXIT_USAGE,
     "no-daemon": EXIT_NO_DAEMON,
     "socket-path-too-long": EXIT_USAGE,
     "protocol": EXIT_PROTOCOL,

@@ -97,6 +97,10 @@ class SessionKill(Request, tag="session/kill"):
     cancel: bool = False
 
 
+class SessionPrune(Request, tag="session/prune"):
+    """Forget exited sessions (their mailboxes stay); operator only."""
+
+
 class SessionType(Request, tag="session/type"):
     handle: str
     text: str
@@ -214,6 +218,7 @@ AnyRequest = (
     | Spawn
     | SessionList
     | SessionKill
+    | SessionPrune
     | SessionType
     | SessionTail
     | SessionAttach
@@ -267,6 +272,8 @@ class Reactor(msgspec.Struct, kw_only=True):
     wake_burst: int
     wake_refill: float
     enter_retries: int
+    enter_check: float = 0.5
+    retry_base: float = 1.0
 
 
 class IndexHealth(msgspec.Struct, kw_only=True):
@@ -316,6 +323,7 @@ class SendOk(Response, tag="mail/send"):
     live: bool
     duplicate: bool = False
     note: str | None = None
+    new_mailbox: bool = False  # no mailbox and no live session had this handle before
 
 
 class MessageMeta(msgspec.Struct, kw_only=True):
@@ -376,6 +384,10 @@ class SessionListOk(Response, tag="session/list"):
 class KillOk(Response, tag="session/kill"):
     session: str
     handle: str
+
+
+class PruneOk(Response, tag="session/prune"):
+    forgotten: int
 
 
 class TypeOk(Response, tag="session/type"):
@@ -465,6 +477,7 @@ AnyResponse = (
     | SpawnOk
     | SessionListOk
     | KillOk
+    | PruneOk
     | TypeOk
     | ReportOk
     | FaultOk

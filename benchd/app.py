@@ -18,7 +18,7 @@ import sys
 import trio
 
 from bench_wire import messages as m
-from bench_wire.config import DAEMON_OPTIONS, option_dest
+from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
@@ -191,6 +191,8 @@ class Daemon:
             wake_burst=o.wake_burst,
             wake_refill=o.wake_refill,
             enter_retries=o.enter_retries,
+            enter_check=o.enter_check,
+            retry_base=o.retry_base,
         )
 
     async def dispatch(self, conn: Connection, caller: Caller, req) -> None:
@@ -340,15 +342,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run and supervise `bench bridge --nats URL` (output in bridge.out)")
     p.add_argument("--test-hooks", action="store_true",
                    help="enable the debug/fault verb (tests only)")
+    p.add_argument("--version", action="version", version=f"benchd {__version__}")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
-        v = getattr(opts, option_dest(flag))
-        if v < 0 or (flag == "--wake-refill" and v <= 0) or (flag == "--max-connections" and v < 1):
-            print(f"benchd: {flag} must be positive (got {v})", file=sys.stderr)
+        problem = option_problem(flag, getattr(opts, option_dest(flag)))
+        if problem:
+            print(f"benchd: {problem}", file=sys.stderr)
             return 2
     if not is_handle(opts.node):
         print(f"benchd: --node {opts.node!r} is not a node name: use 1-64 characters of "

@@ -17,6 +17,7 @@ the old daemon) -> outcome_unknown. The content owed is the last `bench report`.
 
 import math
 import os
+import signal
 
 import trio
 
@@ -61,8 +62,12 @@ class JobHost:
     async def start(self, nursery) -> None:
         # Jobs whose sessions died with the previous daemon: their outcome is unknown.
         for session, handle, job_json, content in self.outbox.running_jobs():
+            details = {"ended": "daemon-stopped"}
+            if not content:
+                content = ending_sentence(session, handle, details)
             self._settling.append((session, handle, Job.from_json(job_json),
-                                   Outcome.OUTCOME_UNKNOWN, content, True, trio.Event()))
+                                   Outcome.OUTCOME_UNKNOWN, content, True, trio.Event(),
+                                   details))
         if self._settling:
             await self._settle_batch()
         self._schedule_wake(now_ms())
@@ -230,12 +235,16 @@ class JobHost:
             outcome = Outcome.FAILED
         row = self.outbox.job(s.id)
         content = row[2] if row else ""
-        await self._settle_job(s.id, s.handle, s.job, outcome, content)
+        details = ending_details(s.exit, s.signal, s.killed_by)
+        if not content:
+            content = ending_sentence(s.id, s.handle, details)
+        await self._settle_job(s.id, s.handle, s.job, outcome, content, details=details)
 
-    async def _settle_job(self, session, handle, job: Job, outcome, content, recovered=False):
+    async def _settle_job(self, session, handle, job: Job, outcome, content, recovered=False,
+                          details=None):
         """Settle one job; settlements arriving together share one durable transaction."""
         done = trio.Event()
-        self._settling.append((session, handle, job, outcome, content, recovered, done))
+        self._settling.append((session, handle, job, outcome, content, recovered, done, details))
         if len(self._settling) == 1:
             self.d.nursery.start_soon(self._settle_batch)
         await done.wait()
@@ -248,8 +257,8 @@ class JobHost:
             # Each job's replies and its settled mark in one transaction: all or nothing
             # (and one fsync for the whole batch).
             with self.outbox:
-                for session, handle, job, outcome, content, recovered, _done in batch:
-                    n = self.fanout.fan_out(job, outcome, content)
+                for session, handle, job, outcome, content, recovered, _done, details in batch:
+                    n = self.fanout.fan_out(job, outcome, content, details)
                     self.outbox.mark_settled(session, str(outcome))
                     mail = decode_agent_job(job).mail
                     events.append(m.JobSettled(
@@ -260,8 +269,53 @@ class JobHost:
         finally:
             if events:
                 await self.d.committer.record(*events)
-            for *_rest, done in batch:
-                done.set()
+            for entry in batch:
+                entry[6].set()
+
+
+def ending_details(exit_code: int | None, sig: int | None, killed_by: str | None) -> dict:
+    """The reply header fields that say how a job's session ended (documented in the
+    README): `ended` (exited, signalled, killed, daemon-stopped), then `exitCode` or
+    `signal` (its name), and `killedBy` when `bench kill` ended it."""
+    details: dict = {}
+    if killed_by is not None:
+        details["ended"] = "killed"
+    elif exit_code is not None:
+        details["ended"] = "exited"
+    else:
+        details["ended"] = "signalled"
+    if exit_code is not None:
+        details["exitCode"] = exit_code
+    if sig is not None:
+        details["signal"] = _signal_name(sig)
+    if killed_by is not None:
+        details["killedBy"] = killed_by
+    return details
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def ending_sentence(session: str, handle: str, details: dict) -> str:
+    """The body of a reply when the job reported nothing: what happened, and where to
+    look."""
+    ended = details.get("ended")
+    if ended == "daemon-stopped":
+        return (f"The job reported nothing: the daemon stopped while session {session} "
+                f"({handle}) was running, so how it ended is unknown and its scrollback is "
+                "gone.\n")
+    if ended == "killed":
+        how = f"was killed by {details.get('killedBy')}"
+    elif "exitCode" in details:
+        how = f"exited with code {details['exitCode']}"
+    else:
+        how = f"was ended by {details.get('signal')}"
+    return (f"The job reported nothing: session {session} ({handle}) {how}. "
+            f"Its scrollback: bench tail {session}\n")
 
 
 async def report_verb(d, conn, caller, req: m.JobReport) -> None:

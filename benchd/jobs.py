@@ -424,11 +424,45 @@ def _yaml_printable(ch: str) -> bool:
     )
 
 
-def reply_body(outcome: Outcome | str, agent_id: str, session_id: str, content: str) -> str:
+_DETAIL_NAME = re.compile(r"[a-z][A-Za-z0-9]{0,31}")
+_FIXED_FIELDS = frozenset({"outcome", "agentId", "sessionId"})
+
+
+def _detail_lines(details: Mapping[str, str | int] | None) -> str:
+    """Extra header lines after the fixed three: how the job ended, for a host to say.
+
+    Names are camelCase words; an int is written plain (a YAML integer), a string as
+    any other header value.
+    """
+    if not details:
+        return ""
+    if not isinstance(details, Mapping):
+        raise JobError("bad-content", "reply details must be a mapping.")
+    lines = []
+    for name, value in details.items():
+        if not isinstance(name, str) or not _DETAIL_NAME.fullmatch(name) or name in _FIXED_FIELDS:
+            raise JobError(
+                "bad-content", f"reply detail name {name!r} is not a new camelCase word."
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise JobError("bad-content", f"reply detail {name} must be a string or an integer.")
+        text = str(value) if isinstance(value, int) else _header_value(value)
+        lines.append(f"{name}: {text}\n")
+    return "".join(lines)
+
+
+def reply_body(
+    outcome: Outcome | str,
+    agent_id: str,
+    session_id: str,
+    content: str,
+    details: Mapping[str, str | int] | None = None,
+) -> str:
     """The body of a reply: a small front-matter header, a blank line, then ``content``.
 
     ``outcome`` may be a job :class:`Outcome` or an already mapped reply outcome; it
-    is written as the reply outcome. A cancelled outcome has no reply body.
+    is written as the reply outcome. A cancelled outcome has no reply body. ``details``
+    are extra header fields after ``sessionId`` (e.g. bench's ``ended``, ``exitCode``).
     """
     said = reply_outcome(outcome)
     if said is None:
@@ -437,7 +471,8 @@ def reply_body(outcome: Outcome | str, agent_id: str, session_id: str, content: 
         raise JobError("bad-content", "reply content must be a string.")
     return (
         f"---\noutcome: {said}\nagentId: {_header_value(_check_id(agent_id, 'agentId'))}\n"
-        f"sessionId: {_header_value(_check_id(session_id, 'sessionId'))}\n---\n\n{content}"
+        f"sessionId: {_header_value(_check_id(session_id, 'sessionId'))}\n"
+        f"{_detail_lines(details)}---\n\n{content}"
     )
 
 
@@ -607,8 +642,16 @@ class FanOut:
         if self._pass_earliest is None or due < self._pass_earliest:
             self._pass_earliest = due
 
-    def fan_out(self, job: Job, outcome: Outcome | str, content: str) -> int:
+    def fan_out(
+        self,
+        job: Job,
+        outcome: Outcome | str,
+        content: str,
+        details: Mapping[str, str | int] | None = None,
+    ) -> int:
         """Write one pending reply per replyTo address of the job's mail.
+
+        ``details`` are extra reply header fields (see :func:`reply_body`).
 
         Existing rows (pending, receipt, or anything else) are never overwritten, so
         replaying a settlement is harmless. Schedules one wake if anything was
@@ -619,10 +662,11 @@ class FanOut:
         if not isinstance(content, str):
             raise JobError("bad-content", "reply content must be a string.")
         task = decode_agent_job(job).mail
+        _detail_lines(details)  # validates the details even when quiet
         if said is None or task is None or not task.reply_to:
             return 0
         now = self._now()
-        body = reply_body(said, task.to.agent_id, task.to.session_id, content)
+        body = reply_body(said, task.to.agent_id, task.to.session_id, content, details)
         written = 0
         for index, recipient in enumerate(task.reply_to):
             key = reply_key(task.key, index)

@@ -92,6 +92,16 @@ class Mailroom:
         return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to,
                       live)
 
+    def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
+        """Whether the stored message has this body (a keyed resend). The subject is not
+        compared: a retry that leaves it out is still the same message."""
+        try:
+            with open(self.path(handle, mail_id, state), "rb") as f:
+                _meta, stored = frontmatter.parse(f.read())
+        except (OSError, ValueError):
+            return True  # moved meanwhile, or unreadable: the key still names it
+        return stored == body
+
     # ------------------------------------------------------------ list
 
     def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> dict:
@@ -287,12 +297,18 @@ class SendOp(Op):
         if first is not None:
             # The same key earlier in this batch: this answer is that op's answer
             # (or its failure), settled in finish() once the batch is done.
+            if (first.to, first.body) != (self.to, self.body):
+                raise _key_conflict(self.key)
             self.dup_of = first
             self.resolved = True
             return
         hit = ctx.index.find_key(self.sender, self.key)
         if hit is not None:
             handle, mail_id, state = hit
+            # A key names one message, as in payment APIs: a resend must be the same
+            # message (read back only on a key hit, so an ordinary send costs nothing).
+            if handle != self.to or not room.same_body(handle, mail_id, state, self.body):
+                raise _key_conflict(self.key)
             live = room.is_live(handle)
             self.result = {
                 "mail_id": mail_id,
@@ -302,6 +318,7 @@ class SendOp(Op):
                 "live": live,
                 "duplicate": True,
                 "note": None if live else "no-live-session",
+                "new_mailbox": False,
             }
             self.resolved = True
             return
@@ -315,6 +332,9 @@ class SendOp(Op):
         mail_id, _ = room.clock.next(ms)
         key = self.key or f"auto-{mail_id}"
         box = room.box(self.to)
+        # Mail to a handle never seen before (no mailbox, no live session) is said so in
+        # the answer: a typo in a handle shows at once. It is still delivered.
+        new_mailbox = self.to not in room.boxes and not self.live
         if self.to not in room.boxes:  # a mailbox is made on first delivery
             for sub in ("inbox", "read", "tmp"):
                 d = os.path.join(box, sub)
@@ -363,6 +383,7 @@ class SendOp(Op):
             "live": self.live,
             "duplicate": False,
             "note": None if self.live else "no-live-session",
+            "new_mailbox": new_mailbox,
         }
 
     def publish(self, ctx: Committer) -> set[str]:
@@ -397,6 +418,11 @@ class SendOp(Op):
         m = self.meta
         idx.add(self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body),
                 m["key"])
+
+
+def _key_conflict(key: str) -> WireError:
+    return WireError("key-conflict", f"the key {key!r} already names a message with another "
+                     "recipient or body; a new message needs a new key")
 
 
 class RetireOp(Op):

@@ -33,7 +33,10 @@ from benchd.reactor import Reactor
 from benchd.system import process_ancestors, process_session_id
 from benchd.terminal import Terminal
 
-KILL_GRACE = 3.0
+# `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
+# SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
+# seconds without an exit.
+KILL_GRACE = 1.5
 EXITED_KEPT = 200
 OUTPUT_CHUNK = 48 * 1024
 
@@ -55,6 +58,9 @@ class Session:
         self.signal: int | None = None
         self.exited = trio.Event()
         self.cancelled = False
+        self.killed_by: str | None = None  # who ran `bench kill` on it, if anyone
+        self.size: tuple[int, int] = (40, 120)  # its own size, restored when detached
+        self.attached = 0  # clients attached now
         self._poke = trio.Event()
         self.cancel_scope: trio.CancelScope | None = None
         self.paste_settle: float | None = None  # a preset's, else the daemon's
@@ -109,6 +115,7 @@ class Sessions:
             m.Spawn: spawn,
             m.SessionList: session_list,
             m.SessionKill: kill,
+            m.SessionPrune: prune,
             m.SessionType: type_text,
             m.SessionTail: tail,
             m.SessionAttach: attach,
@@ -129,14 +136,18 @@ class Sessions:
         return len(self.live)
 
     def find(self, name: str, live_only: bool = True) -> Session:
+        """A session by handle or id: a live one first, else (live_only False) the
+        newest exited one with that handle or id."""
         s = self.live.get(name) or self.by_id.get(name)
         if s is None and not live_only:
             for old in reversed(self.exited):
-                if old.handle == name:
+                if name in (old.handle, old.id):
                     s = old
                     break
         if s is None or (live_only and not s.live):
-            raise WireError("no-such-session", f"no live session is called {name!r}")
+            if live_only:
+                raise WireError("no-such-session", f"no live session is called {name!r}")
+            raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
         if s.term is None:
             raise WireError("no-such-session", f"session {name!r} is still starting")
         return s
@@ -225,6 +236,7 @@ class Sessions:
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
         s = Session(sid, handle, token, argv, None, ready, None)
         s.paste_settle = settle
+        s.size = (req.rows, req.cols)
         s.launch_args = (argv, cwd, env, req.rows, req.cols)
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
@@ -286,13 +298,15 @@ class Sessions:
             s.exited.set()
 
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
-        """SIGTERM to the process group, then SIGKILL; returns once settled."""
+        """SIGHUP, SIGTERM, then SIGKILL to the process group, `grace` seconds apart
+        while it has not exited; returns once settled."""
         if not s.live or s.term is None:
             return
-        s.term.signal_group(signal.SIGTERM)
-        with trio.move_on_after(grace):
-            await s.exited.wait()
-            return
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            s.term.signal_group(sig)
+            with trio.move_on_after(grace):
+                await s.exited.wait()
+                return
         s.term.signal_group(signal.SIGKILL)
         await s.exited.wait()
 
@@ -301,6 +315,7 @@ class Sessions:
             for s in list(self.live.values()):
                 if s.term is None:
                     continue
+                s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
                 nursery.start_soon(self.end, s)
 
 
@@ -360,8 +375,17 @@ async def kill(d, conn, caller, req: m.SessionKill) -> None:
     if not caller.is_operator and caller.session is not s:
         raise WireError("forbidden", "a session may end only itself")
     s.cancelled = s.cancelled or req.cancel
+    if s.killed_by is None:
+        s.killed_by = caller.handle
     await d.sessions.end(s)
     await conn.send(m.KillOk(id=req.id, session=s.id, handle=s.handle))
+
+
+async def prune(d, conn, caller, req: m.SessionPrune) -> None:
+    _operator_only(caller, "forget exited sessions")
+    n = len(d.sessions.exited)
+    d.sessions.exited.clear()  # their mailboxes and events stay
+    await conn.send(m.PruneOk(id=req.id, forgotten=n))
 
 
 async def type_text(d, conn, caller, req: m.SessionType) -> None:
@@ -450,6 +474,7 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
     s = d.sessions.find(req.handle)
     send, receive = trio.open_memory_channel[bytes](4096)
     s.term.followers.add(send)
+    s.attached += 1
     try:
         if req.rows and req.cols:
             if not (1 <= req.rows <= 1000 and 1 <= req.cols <= 1000):
@@ -464,6 +489,11 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
     finally:
         s.term.followers.discard(send)
         send.close()
+        s.attached -= 1
+        # The last client left: the session goes back to its own size (the next client
+        # to attach sets its own).
+        if s.attached == 0 and s.live and (s.term.rows, s.term.cols) != s.size:
+            s.term.resize(*s.size)
 
 
 async def not_attached(d, conn, caller, req) -> None:

@@ -1,4 +1,4 @@
-"""The `bench` CLI as a user meets it (SPEC §10, §12): exit codes, errors, up/down."""
+"""The `bench` CLI as a user meets it: exit codes, errors, up/down."""
 
 import json
 import os
@@ -44,8 +44,8 @@ def nodaemon(make_daemon) -> Benchd:
 
 
 @pytest.mark.parametrize("argv", [["mail", "send", "x", "-m", "y"], ["status"],
-                                  ["mail", "list"], ["mail", "read"], ["events"], ["ps"],
-                                  ["down"]], ids=" ".join)
+                                  ["mail", "list"], ["mail", "read"], ["events"], ["ps"]],
+                         ids=" ".join)
 def test_no_daemon_exit_3_one_line(nodaemon, argv):
     start = time.monotonic()
     r = nodaemon.bench(*argv, timeout=30)
@@ -100,6 +100,12 @@ def test_every_command_takes_dir_and_json(bench_dir, argv):
     tail = ["--", "sh"] if argv[0] == "spawn" else []
     # BENCH_DIR points elsewhere: only --dir can name bench_dir in the answer.
     r = run(BENCH, *argv, "--dir", bench_dir, "--json", *tail, env_dir="/nonexistent/bench")
+    if argv == ["down"]:  # idempotent: no daemon is what was asked for
+        assert r.returncode == 0 and json.loads(r.stdout)["bench_dir"] == bench_dir, r
+        return
+    if argv[0] == "attach":  # refused before any connection: stdin is not a terminal
+        assert r.returncode == 2 and json.loads(r.stdout)["error"]["code"] == "usage", r
+        return
     assert r.returncode == 3, r
     no_traceback(r)
     a = json.loads(r.stdout)
@@ -241,9 +247,12 @@ def test_up_with_daemon_options():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_down_without_daemon(nodaemon):
+def test_down_without_daemon_is_a_no_op_like_up(nodaemon):
     r = nodaemon.bench("down")
-    assert r.rc == 3 and "Traceback" not in r.err
+    assert r.rc == 0 and r.out == f"no benchd was running for {nodaemon.dir}\n", r
+    j = nodaemon.bench("down", "--json")
+    assert j.rc == 0 and j.json == {"ok": True, "type": "stop", "running": False,
+                                    "bench_dir": nodaemon.dir}, j
 
 
 # ---------------------------------------------------------------- mail commands, human output
@@ -260,7 +269,7 @@ def test_send_empty_stdin_is_refused_but_an_explicit_empty_body_is_not(daemon):
     # An agent's shell often has an empty, non-tty stdin: sending nothing by accident is
     # refused; an empty body must be asked for with -m ''.
     r = daemon.bench("mail", "send", "bob", input="")
-    assert r.rc == 1 and "standard input was empty" in r.err and "Traceback" not in r.err
+    assert r.rc == 2 and "standard input was empty" in r.err and "Traceback" not in r.err
     assert not os.path.exists(os.path.join(daemon.dir, "mail", "bob"))
     assert daemon.ok("mail", "send", "bob", "-m", "")["duplicate"] is False
     assert daemon.ok("mail", "read", "--handle", "bob")["body"] == ""

@@ -1,4 +1,4 @@
-"""Agent jobs and reply fan-out (SPEC §9), end to end through the real daemon and CLI.
+"""Agent jobs and reply fan-out, end to end through the real daemon and CLI.
 
 A job is `bench spawn --name child --mail TASK.md --reply-to H... [--key K] -- CMD`. The
 child records what it owes with `bench report`; when it settles every replyTo handle gets
@@ -85,8 +85,17 @@ def posted_keys(d, prefix: str, since: int = 0) -> list[str]:
             if e["key"].startswith(f"outbox:{prefix}:")]
 
 
-def header(outcome: str, agent: str, session: str) -> str:
-    return f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n---\n\n"
+def header(outcome: str, agent: str, session: str, **details) -> str:
+    """The reply header; a completed job's says it exited with code 0 unless told."""
+    if not details and outcome == "completed":
+        details = {"ended": "exited", "exitCode": 0}
+    extra = "".join(f"{k}: {v}\n" for k, v in details.items())
+    return f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n{extra}---\n\n"
+
+
+def nothing_reported(session: str, handle: str, how: str) -> str:
+    return (f"The job reported nothing: session {session} ({handle}) {how}. "
+            f"Its scrollback: bench tail {session}\n")
 
 
 def mailbox(d, handle) -> list[dict]:
@@ -159,15 +168,17 @@ def test_completed_reply_has_the_exact_header_and_content(daemon, tmp_path):
     assert msg["meta"]["from"] == "child" and msg["meta"]["to"] == "parent"
     assert msg["meta"]["key"] == "outbox:task-1:reply:0"
     hdr = yaml.safe_load(msg["body"].split("\n---\n\n", 1)[0].removeprefix("---\n"))
-    assert hdr == {"outcome": "completed", "agentId": "child", "sessionId": a["session"]}
+    assert hdr == {"outcome": "completed", "agentId": "child", "sessionId": a["session"],
+                   "ended": "exited", "exitCode": 0}
 
 
-def test_completed_without_a_report_sends_empty_content(daemon, tmp_path):
+def test_completed_without_a_report_says_what_happened(daemon, tmp_path):
     a = job(daemon, tmp_path, "child", "exit 0")
     assert settled(daemon, "child")["outcome"] == "completed"
     posted_to(daemon, "parent")
     (msg,) = mailbox(daemon, "parent")
-    assert msg["body"] == header("completed", "child", a["session"])
+    assert msg["body"] == header("completed", "child", a["session"]) + nothing_reported(
+        a["session"], "child", "exited with code 0")
 
 
 def test_a_live_parent_is_woken_by_its_reply(daemon, tmp_path):
@@ -182,11 +193,12 @@ def test_a_live_parent_is_woken_by_its_reply(daemon, tmp_path):
 # ------------------------------------------------------------------ 2. interrupted
 
 
-@pytest.mark.parametrize("script,exit_code,sig", [
-    ("bench report 'half of it'; exit 3", 3, None),
-    ("bench report 'half of it'; kill -9 $$", None, 9),
+@pytest.mark.parametrize("script,exit_code,sig,details", [
+    ("bench report 'half of it'; exit 3", 3, None, {"ended": "exited", "exitCode": 3}),
+    ("bench report 'half of it'; kill -9 $$", None, 9, {"ended": "signalled",
+                                                        "signal": "SIGKILL"}),
 ], ids=["exit-3", "signal-9"])
-def test_a_failed_child_replies_interrupted(daemon, tmp_path, script, exit_code, sig):
+def test_a_failed_child_replies_interrupted(daemon, tmp_path, script, exit_code, sig, details):
     a = job(daemon, tmp_path, "child", script)
     ex = daemon.wait_event("session/exited", lambda e: e["handle"] == "child")
     assert ex["exit"] == exit_code and ex["signal"] == sig
@@ -194,7 +206,7 @@ def test_a_failed_child_replies_interrupted(daemon, tmp_path, script, exit_code,
     assert st["outcome"] == "failed" and st["replies"] == 1
     posted_to(daemon, "parent")
     got = daemon.ok("mail", "read", "--handle", "parent")
-    assert got["body"] == header("interrupted", "child", a["session"]) + "half of it"
+    assert got["body"] == header("interrupted", "child", a["session"], **details) + "half of it"
     assert "interrupted" in got["subject"] and got["from"] == "child"
 
 
@@ -206,7 +218,8 @@ def test_a_plain_kill_is_not_a_cancel_it_replies_interrupted(daemon, tmp_path):
     assert st["outcome"] == "failed" and st["replies"] == 1
     posted_to(daemon, "parent")
     (msg,) = mailbox(daemon, "parent")
-    assert msg["body"] == header("interrupted", "child", a["session"]) + "so far"
+    assert msg["body"] == header("interrupted", "child", a["session"], ended="killed",
+                                 signal="SIGHUP", killedBy="operator") + "so far"
 
 
 # ------------------------------------------------------------------ 3. several replyTo
@@ -284,7 +297,7 @@ def test_report_in_a_session_without_a_job_is_no_job(daemon, tmp_path):
 
 
 def test_report_needs_no_token_inside_the_pty(daemon, tmp_path):
-    """SPEC §4: a process inside a session's pty is that session, token or not (the daemon
+    """A process inside a session's pty is that session, token or not (the daemon
     identifies it by its process session, as it does for `bench mail send`)."""
     rc = tmp_path / "rc"
     a = job(daemon, tmp_path, "child",
@@ -529,8 +542,9 @@ def test_a_child_cannot_preempt_its_own_reply_with_the_reply_key(daemon, tmp_pat
     posted = posted_to(daemon, "parent")
     barrier(daemon, tmp_path, "owed")
     msgs = mailbox(daemon, "parent")
-    assert [m["body"] for m in msgs] == [header("interrupted", "child", a["session"])], (
-        posted, msgs)
+    want = header("interrupted", "child", a["session"], ended="exited", exitCode=3)
+    want += nothing_reported(a["session"], "child", "exited with code 3")
+    assert [m["body"] for m in msgs] == [want], (posted, msgs)
 
 
 # ------------------------------------------------------------------ 9. kill -9 recovery
@@ -585,7 +599,8 @@ def test_kill9_under_a_running_child_replies_interrupted_after_restart(make_daem
         barrier(d, tmp_path, "orphan")
         for h in ("parent", "operator"):
             (msg,) = mailbox(d, h)
-            assert msg["body"] == header("interrupted", "child", a["session"]) + "partial work"
+            assert msg["body"] == header("interrupted", "child", a["session"],
+                                         ended="daemon-stopped") + "partial work"
             assert msg["meta"]["from"] == "child"
         # A second restart does not settle it again.
         d.restart()
@@ -611,7 +626,8 @@ def test_a_clean_restart_under_a_running_child_replies_once(make_daemon, tmp_pat
     barrier(d, tmp_path, "down")
     for h in handles:
         (msg,) = mailbox(d, h)
-        assert msg["body"] == header("interrupted", "child", a["session"]) + "stopped early"
+        assert msg["body"] == header("interrupted", "child", a["session"], ended="killed",
+                                     signal="SIGHUP", killedBy="benchd") + "stopped early"
     posted = posted_keys(d, "down")
     assert sorted(posted) == ["outbox:down:reply:0", "outbox:down:reply:1"], posted
     evs = d.events()

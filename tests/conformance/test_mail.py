@@ -200,7 +200,7 @@ def test_operator_reads_another_mailbox_with_handle(daemon):
 def test_same_key_returns_the_first_id(daemon):
     a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "job-1")
     assert a["duplicate"] is False and a["key"] == "job-1"
-    b = daemon.ok("mail", "send", "alice", "-m", "different body", "--key", "job-1")
+    b = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "job-1")
     assert b["mail_id"] == a["mail_id"] and b["duplicate"] is True
     assert b["path"] == a["path"]
     assert files(daemon, "alice") == [a["mail_id"] + ".md"]
@@ -214,6 +214,44 @@ def test_same_key_returns_the_first_id(daemon):
     assert [e["mail_id"] for e in sent] == [a["mail_id"], c["mail_id"]]
 
 
+@pytest.mark.parametrize("change", [["bob", "-m", "one"], ["alice", "-m", "two"]],
+                         ids=["recipient", "body"])
+def test_a_key_reused_for_another_message_is_refused(daemon, change):
+    a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "pay-1")
+    r = daemon.bench("mail", "send", *change, "--key", "pay-1")
+    assert r.rc == 1 and "[key-conflict]" in r.err and "new key" in r.err, r
+    assert files(daemon, "alice") == [a["mail_id"] + ".md"]
+    assert not os.path.exists(os.path.join(daemon.dir, "mail", "bob"))
+    # The identical resend is still the first message.
+    again = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "pay-1")
+    assert again["duplicate"] is True and again["mail_id"] == a["mail_id"]
+    # A retry that leaves out (or changes) the subject is still the same message.
+    retry = daemon.ok("mail", "send", "alice", "-m", "one", "-s", "re", "--key", "pay-1")
+    assert retry["duplicate"] is True and retry["mail_id"] == a["mail_id"]
+
+
+def test_a_key_conflict_sent_together_is_refused(daemon):
+    """Sends with one key pipelined on a connection (often one batch): the one that differs
+    is refused, the identical one is the first message."""
+    with daemon.connect() as c:
+        c.send({"verb": "mail/send", "id": 1, "to": "alice", "body": "one", "key": "b-1"})
+        c.send({"verb": "mail/send", "id": 2, "to": "alice", "body": "two", "key": "b-1"})
+        c.send({"verb": "mail/send", "id": 3, "to": "alice", "body": "one", "key": "b-1"})
+        got = {a["id"]: a for a in (c.recv(), c.recv(), c.recv())}
+    assert got[1]["ok"] is True and got[3]["duplicate"] is True
+    assert got[3]["mail_id"] == got[1]["mail_id"]
+    assert got[2]["ok"] is False and got[2]["error"]["code"] == "key-conflict"
+
+
+def test_mail_to_a_new_handle_says_new_mailbox_and_is_delivered(daemon):
+    a = daemon.ok("mail", "send", "bbo", "-m", "typo?")
+    assert a["new_mailbox"] is True and a["live"] is False
+    assert files(daemon, "bbo") == [a["mail_id"] + ".md"]
+    assert daemon.ok("mail", "send", "bbo", "-m", "again")["new_mailbox"] is False
+    r = daemon.bench("mail", "send", "carlo", "-m", "x")
+    assert r.rc == 0 and "new-mailbox" in r.out and "carlo" in r.out, r
+
+
 def test_generated_keys_differ(daemon):
     a = daemon.ok("mail", "send", "alice", "-m", "same")
     b = daemon.ok("mail", "send", "alice", "-m", "same")
@@ -225,7 +263,7 @@ def test_generated_keys_differ(daemon):
 def test_same_key_after_restart(daemon):
     a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-restart")
     daemon.restart()
-    b = daemon.ok("mail", "send", "alice", "-m", "two", "--key", "k-restart")
+    b = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-restart")
     assert b["mail_id"] == a["mail_id"] and b["duplicate"] is True
     assert files(daemon, "alice") == [a["mail_id"] + ".md"]
 
@@ -234,7 +272,7 @@ def test_same_key_after_kill9(daemon):
     a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-crash")
     daemon.kill9()
     daemon.start()
-    b = daemon.ok("mail", "send", "alice", "-m", "two", "--key", "k-crash")
+    b = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "k-crash")
     assert b["mail_id"] == a["mail_id"] and b["duplicate"] is True
     assert files(daemon, "alice") == [a["mail_id"] + ".md"]
     c = daemon.ok("mail", "send", "alice", "-m", "three")

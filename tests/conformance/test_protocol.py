@@ -1,4 +1,4 @@
-"""The wire protocol over a raw socket (SPEC §3): bad input, big frames, slow clients."""
+"""The wire protocol over a raw socket: bad input, big frames, slow clients."""
 
 import json
 import os
@@ -327,14 +327,14 @@ def test_events_since_and_kind(daemon):
         assert c.call({"verb": "hello"})["ok"] is True
 
 
-def test_events_cli_since_and_kind(daemon):
+def test_events_cli_after_and_kind(daemon):
     for i in range(3):
         daemon.ok("mail", "send", "bob", "-m", str(i))
     r = daemon.bench("events", "--json")
     assert r.rc == 0
     evs = [json.loads(x) for x in r.out.splitlines()]
     seqs = [e["seq"] for e in evs]
-    r = daemon.bench("events", "--json", "--since", str(seqs[1]))
+    r = daemon.bench("events", "--json", "--after", str(seqs[1]))
     assert r.rc == 0
     assert [json.loads(x)["seq"] for x in r.out.splitlines()] == seqs[2:]
     r = daemon.bench("events", "--json", "--kind", "mail/sent")

@@ -124,17 +124,37 @@ def test_exit_is_settled_and_listed(daemon):
     s = spawn(daemon, "bash", "-c", "exit 7", name="seven")
     ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
     assert ev["exit"] == 7 and ev["handle"] == "seven"
-    rows = {x["session"]: x for x in daemon.ok("ps")["sessions"]}
+    rows = {x["session"]: x for x in daemon.ok("ps", "-a")["sessions"]}
     assert rows[s["session"]]["state"] == "exited" and rows[s["session"]]["exit"] == 7
+    assert daemon.ok("ps")["sessions"] == []  # plain ps: live sessions only
 
 
 def test_kill_escalates_to_sigkill(daemon):
-    s = spawn(daemon, "bash", "-c", 'trap "" TERM; echo armed; while :; do sleep 1; done',
+    s = spawn(daemon, "bash", "-c", 'trap "" HUP TERM; echo armed; while :; do sleep 1; done',
               name="stubborn")
     wait_screen(daemon, "stubborn", "armed")
     daemon.ok("kill", "stubborn")
     ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
     assert ev["signal"] == 9
+
+
+def test_kill_is_sighup_first_like_closing_a_terminal(daemon):
+    # An interactive bash ignores SIGTERM; it leaves on SIGHUP, the first signal sent.
+    s = spawn(daemon, "bash", "--norc", "-i", name="shell")
+    daemon.ok("type", "shell", "echo rea''dy")
+    wait_screen(daemon, "shell", "ready")
+    daemon.ok("kill", "shell")
+    ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
+    assert ev["signal"] == 1 or ev["exit"] == 129, ev
+
+
+def test_trap_term_alone_ends_on_sigterm(daemon):
+    s = spawn(daemon, "bash", "-c", 'trap "" HUP; echo armed; while :; do sleep 1; done',
+              name="nohup")
+    wait_screen(daemon, "nohup", "armed")
+    daemon.ok("kill", "nohup")
+    ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
+    assert ev["signal"] == 15
 
 
 def test_down_ends_sessions(make_daemon):
@@ -145,7 +165,7 @@ def test_down_ends_sessions(make_daemon):
     d.proc.wait(30)
     d.start()
     ev = d.wait_event("session/exited", lambda e: e["session"] == s["session"])
-    assert ev["signal"] == 15
+    assert ev["signal"] == 1  # SIGHUP, the first of bench kill's signals
 
 
 def test_identity_a_session_is_itself(daemon, tmp_path):

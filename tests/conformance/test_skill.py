@@ -54,7 +54,7 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
 
     # Your address is BENCH_HANDLE.
     assert output_of('echo "I am $BENCH_HANDLE"').strip() == "I am skiller"
-    # A job's task is the first mail; reading it retired it.
+    # No wake landed (idle gate 60 s), so the oldest unread is the task; reading retired it.
     first_read = output_of("bench mail read\n")
     assert "Fix the flaky test." in first_read and "/read/" in first_read
     # The send answered with the id and the file.
@@ -83,6 +83,55 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     body = d.ok("mail", "read", reply[0]["mail_id"], "--handle", "operator")["body"]
     assert body == (
         "---\noutcome: completed\nagentId: skiller\n"
-        f"sessionId: {s['session']}\n---\n\n"
+        f"sessionId: {s['session']}\nended: exited\nexitCode: 0\n---\n\n"
         "Fixed the flaky test: test_io now waits for the socket."
     )
+
+
+def section(text: str, title: str) -> str:
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_a_woken_job_finds_its_task_as_the_skill_says(make_daemon, tmp_path):
+    """A real job, woken by its task mail, follows the Jobs section: `cat` the path the
+    wake line names; `bench mail read` answers no-unread (the wake retired the task);
+    the section's fence lists the task; `bench report` is what the reply carries."""
+    d = make_daemon()  # the suite's fast idle gate: the wake lands at once
+    jobs = section(open(SKILL).read(), "Jobs and the reply you owe")
+    fence = fences(jobs)[0]
+    assert "no-unread" in jobs and "cat <path>" in jobs
+    out = tmp_path / "job.out"
+    runner = tmp_path / "job.sh"
+    runner.write_text(
+        "printf 'waiting> '\n"
+        "IFS= read -r line\n"  # the wake line, typed by the reactor
+        f"exec > {out} 2>&1\n"
+        'echo "WAKE: $line"\n'
+        'path="${line##*: }"\n'
+        'cat "$path"\n'
+        "echo READ-BEGIN; bench mail read; echo \"READ-END rc=$?\"\n"
+        f"echo LIST-BEGIN\n{fence}echo LIST-END\n"
+        'bench report "task was: $(tail -n 1 "$path")"\n'
+    )
+    task = tmp_path / "task.md"
+    task.write_text("Count the flaky tests.\n")
+    s = d.ok("spawn", "--name", "woken", "--mail", str(task), "--subject", "the task",
+             "--reply-to", "operator", "--", "bash", str(runner))
+    woken = d.wait_event("agent/woken", lambda e: e["handle"] == "woken", 60)
+    exited = d.wait_event("session/exited", lambda e: e["session"] == s["session"], 60)
+    got = out.read_text()
+    assert exited["exit"] == 0, got
+    assert f"WAKE: You have mail from operator: {woken['path']}" in got, got
+    assert "/mail/woken/read/" in woken["path"]
+    assert "Count the flaky tests." in got
+    read_part = got.split("READ-BEGIN", 1)[1].split("READ-END", 1)[0]
+    assert "[no-unread]" in read_part and "READ-END rc=1" in got, got
+    listed = got.split("LIST-BEGIN", 1)[1].split("LIST-END", 1)[0]
+    assert "the task" in listed and "read" in listed, listed
+    reply = d.wait_until(
+        lambda: [m for m in d.ok("mail", "list", "--handle", "operator")["messages"]
+                 if m["from"] == "woken" and m["subject"].startswith("job ")],
+        30, "the job's reply")
+    body = d.ok("mail", "read", reply[0]["mail_id"], "--handle", "operator")["body"]
+    assert body.endswith("\n---\n\ntask was: Count the flaky tests."), body
+    assert "outcome: completed" in body

@@ -53,7 +53,7 @@ class Bench:
         return p.stdout
 
     def events(self, since: int = 0) -> list[dict]:
-        argv = [BENCH, "events", "--since", str(since), "--json"]
+        argv = [BENCH, "events", "--after", str(since), "--json"]
         p = subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=60)
         if p.returncode != 0:
             raise ProofFailed(f"`bench events` failed: {p.stderr.strip()}")

@@ -60,55 +60,57 @@ def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str],
 
         real = real_ring.RealRing(agents.split(","), via)
         names = real.names
-    with TempDaemon(*daemon_opts, keep=keep) as bench:
-        print(f"BENCH_DIR {bench.dir}")
-        try:
-            if real is None:
-                sessions = spawn_standins(bench, names)
-            else:
-                sessions = real.spawn(bench)
-            for name in names:
-                s = sessions[name]
-                print(f"spawned {name:<6} session {s['session']} pid {s['pid']}")
-            if real is not None:
-                real.wait_mcp()
-            seed = bench.run("mail", "send", names[0], "-s", "ring", "-m", f"number {SEED}")
-            print(f"seeded  number {SEED} -> {names[0]} ({seed['mail_id']})")
-            t0 = time.monotonic()
-            listing = wait_for(
-                lambda: bench.run("mail", "list", "--handle", "operator")["messages"],
-                timeout, f"the ring to come back to the operator (seeded {names[0]})",
-            )
-            got = bench.run("mail", "read", listing[0]["mail_id"], "--handle", "operator")
-            elapsed = time.monotonic() - t0
-            body = got["body"].strip()
-            print(f"collected {body!r} from {got['from']} after {elapsed:.2f}s")
-            want = f"number {SEED + len(names)}"
-            if body != want:
-                raise ProofFailed(f"collected {body!r}, expected {want!r}")
-            events = bench.events()
-            check_trail(events, names)
-            print("\nevent trail:")
-            print(timeline(events, {"mail/sent", "agent/woken", "wake/enter-retried",
-                                    "mail/read"}))
-            if real is not None:
-                real.check_mcp()
-                real.print_screens(bench)
-            print(f"\nmail-proof: ok: {SEED} -> {SEED + len(names)} through "
-                  f"{' -> '.join(names)} and back to the operator")
-            return 0
-        except ProofFailed:
+    try:
+        with TempDaemon(*daemon_opts, keep=keep) as bench:
+            print(f"BENCH_DIR {bench.dir}")
             try:
-                print("\nevent trail so far:")
-                print(timeline(bench.events()))
+                if real is None:
+                    sessions = spawn_standins(bench, names)
+                else:
+                    sessions = real.spawn(bench)
+                for name in names:
+                    s = sessions[name]
+                    print(f"spawned {name:<6} session {s['session']} pid {s['pid']}")
                 if real is not None:
+                    real.wait_mcp()
+                seed = bench.run("mail", "send", names[0], "-s", "ring", "-m", f"number {SEED}")
+                print(f"seeded  number {SEED} -> {names[0]} ({seed['mail_id']})")
+                t0 = time.monotonic()
+                listing = wait_for(
+                    lambda: bench.run("mail", "list", "--handle", "operator")["messages"],
+                    timeout, f"the ring to come back to the operator (seeded {names[0]})",
+                )
+                got = bench.run("mail", "read", listing[0]["mail_id"], "--handle", "operator")
+                elapsed = time.monotonic() - t0
+                body = got["body"].strip()
+                print(f"collected {body!r} from {got['from']} after {elapsed:.2f}s")
+                want = f"number {SEED + len(names)}"
+                if body != want:
+                    raise ProofFailed(f"collected {body!r}, expected {want!r}")
+                events = bench.events()
+                check_trail(events, names)
+                print("\nevent trail:")
+                print(timeline(events, {"mail/sent", "agent/woken", "wake/enter-retried",
+                                        "mail/read"}))
+                if real is not None:
+                    real.check_mcp()
                     real.print_screens(bench)
+                print(f"\nmail-proof: ok: {SEED} -> {SEED + len(names)} through "
+                      f"{' -> '.join(names)} and back to the operator")
+                return 0
             except ProofFailed:
-                pass
-            raise
-        finally:
-            if real is not None:
-                real.close()
+                try:
+                    print("\nevent trail so far:")
+                    print(timeline(bench.events()))
+                    if real is not None:
+                        real.print_screens(bench)
+                except ProofFailed:
+                    pass
+                raise
+    finally:
+        # After `bench down` (the with block's end): the agents have ended.
+        if real is not None:
+            real.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """The ring through real agent TUIs (Claude Code, Codex, pi), offline.
 
-Installs the CLIs into .cache/agents if absent (npm registry), gives each a throwaway
+Installs the CLIs once per user ($XDG_CACHE_HOME/bench/agents) if absent (npm
+registry), gives each a throwaway
 HOME with the settings that skip its dialogs, starts the scripted model server of
 tests/realagents on 127.0.0.1, and spawns each agent with `bench spawn --agent KIND`:
 the preset supplies the ready pattern and the paste settle, nothing else is special.
@@ -11,7 +12,9 @@ and runs `bench mail send <next>`; the next handle comes from the ring below.
 import json
 import os
 import shutil
+import signal
 import tempfile
+import time
 
 from tests.proofs.common import BIN, ProofFailed, wait_for
 from tests.realagents import agents as realagents
@@ -105,7 +108,42 @@ class RealRing:
             print("\n".join(lines[-25:]))
 
     def close(self) -> None:
+        """After the daemon is down: end whatever the agents left running in the work
+        directory (Claude Code writes its project files there even after its session
+        ended), then remove it."""
         self.server.shutdown()
         self.server.server_close()
+        stop_processes_under(self.work)
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def stop_processes_under(root: str, timeout: float = 10.0) -> None:
+    """SIGKILL every process of ours whose working directory is inside root, and wait
+    until they are gone (a process still there could write into root after it is
+    removed)."""
+    root = os.path.realpath(root)
+
+    def inside() -> list[int]:
+        pids = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                cwd = os.readlink(f"/proc/{name}/cwd")
+            except OSError:
+                continue
+            if cwd == root or cwd.startswith(root + os.sep):
+                pids.append(int(name))
+        return pids
+
+    deadline = time.monotonic() + timeout
+    pause = 0.02
+    while (pids := inside()) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(pause)  # a bounded poll for exits, not a test's timing
+        pause = min(pause * 2, 0.2)
 

@@ -1,6 +1,6 @@
 """`just mail-proof-real`: the ring through real Claude Code, Codex and pi TUIs.
 
-Needs the npm registry (to install the CLIs once into .cache/agents). Without it the
+Needs the npm registry (to install the CLIs once into the per-user cache $XDG_CACHE_HOME/bench/agents). Without it the
 test is skipped and says why; with it, it must pass.
 """
 

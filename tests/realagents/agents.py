@@ -3,7 +3,8 @@
 API
 ---
 - ``ensure_installed(cache_dir=None, timeout=600) -> Path``: npm-install the three CLIs
-  into ``<repo>/.cache/agents`` (or cache_dir) unless already there; returns
+  into the per-user ``$XDG_CACHE_HOME/bench/agents`` (or cache_dir) unless already there
+  (an install in the clone's ``.cache/agents`` is used too); returns
   ``node_modules/.bin``. Raises ``AgentsUnavailable`` quickly when npm is missing or the
   registry does not answer (``registry_reachable()``: ``npm view @openai/codex
   version`` with a timeout, no retries), or when the install fails.
@@ -133,7 +134,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CACHE = REPO / ".cache" / "agents"
+
+
+def user_cache() -> Path:
+    """Where the agent CLIs are installed: once per user (about 860 MB), shared by every
+    clone: $XDG_CACHE_HOME/bench/agents, else ~/.cache/bench/agents."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bench" / "agents"
+
+
+DEFAULT_CACHE = user_cache()
+# Where earlier versions installed them, inside the clone: still used when it holds them.
+CLONE_CACHE = REPO / ".cache" / "agents"
 PACKAGES = ("@anthropic-ai/claude-code", "@mariozechner/pi-coding-agent", "@openai/codex")
 BINARIES = {"claude": "claude", "pi": "pi", "codex": "codex"}
 KINDS = ("claude", "pi", "codex")
@@ -174,10 +186,13 @@ def registry_reachable(timeout: float = 20.0) -> bool:
 
 
 def installed_bin_dir(cache_dir: str | Path | None = None) -> Path | None:
-    """The ``node_modules/.bin`` dir if all three CLIs are already there, else None."""
-    bin_dir = Path(cache_dir or DEFAULT_CACHE) / "node_modules" / ".bin"
-    if all((bin_dir / b).exists() for b in BINARIES.values()):
-        return bin_dir
+    """The ``node_modules/.bin`` dir if all three CLIs are already there, else None.
+
+    Without cache_dir: the per-user cache, else an install left in the clone's .cache."""
+    for cache in [cache_dir] if cache_dir else [DEFAULT_CACHE, CLONE_CACHE]:
+        bin_dir = Path(cache) / "node_modules" / ".bin"
+        if all((bin_dir / b).exists() for b in BINARIES.values()):
+            return bin_dir
     return None
 
 
@@ -188,7 +203,7 @@ def ensure_installed(cache_dir: str | Path | None = None, timeout: float = 600.0
     not answer (checked first, quickly) or the install fails.
     """
     cache = Path(cache_dir or DEFAULT_CACHE)
-    found = installed_bin_dir(cache)
+    found = installed_bin_dir(cache_dir)
     if found is not None:
         return found
     npm = shutil.which("npm")

@@ -16,7 +16,9 @@ def spawn_job(d: Benchd, name: str, key: str, reply_to: list[str], content: str)
 
 
 def reply_header(outcome: str, agent: str, session: str) -> str:
-    return f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n---\n\n"
+    """The header of a reply from a child that exited with code 0."""
+    return (f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n"
+            "ended: exited\nexitCode: 0\n---\n\n")
 
 
 def arm(d: Benchd, point: str, err: str, count: int) -> None:

@@ -1,4 +1,4 @@
-"""kill -9 of the daemon under load, for mail and for the job outbox (SPEC §5, §8, §9, §10).
+"""kill -9 of the daemon under load, for mail and for the job outbox.
 
 Short versions for the default suite; `python -m tests.reliability.soak --seconds N` runs
 the same mail crash loop for as long as asked.
@@ -162,7 +162,7 @@ def _send_some(d, n: int, tag: str) -> dict[str, dict]:
             key = f"{tag}-{i}"
             to = ("alice", "bob", "operator")[i % 3]
             a = c.call({"verb": "mail/send", "to": to, "body": f"{tag} body {i}\n", "key": key})
-            sent[key] = {"mail_id": a["mail_id"], "to": to}
+            sent[key] = {"mail_id": a["mail_id"], "to": to, "body": f"{tag} body {i}\n"}
     return sent
 
 
@@ -178,7 +178,7 @@ def _assert_all_there_and_idempotent(d, sent: dict[str, dict]) -> None:
     before = len(scan.messages)
     with d.connect() as c:
         for key, s in sent.items():
-            a = c.call({"verb": "mail/send", "to": s["to"], "body": "again", "key": key})
+            a = c.call({"verb": "mail/send", "to": s["to"], "body": s["body"], "key": key})
             assert a["duplicate"] is True and a["mail_id"] == s["mail_id"], a
     assert len(scan_mail(d.dir).messages) == before
 

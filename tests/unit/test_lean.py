@@ -292,6 +292,11 @@ VALID = [
     ["report", "done"],
     ["report", "-"],
     ["report", "--json", "some text", "--dir", "/d"],
+    # --dir and --json before the command, as for every command (after it wins)
+    ["--dir", "/d", "mail", "send", "bob", "-m", "x"],
+    ["--json", "mail", "list", "--state", "all"],
+    ["--dir=/a", "mail", "read", "--dir", "/b"],
+    ["--json", "--dir", "/d", "report", "x"],
 ]
 
 
@@ -356,7 +361,9 @@ UNUSUAL = [
     ["mail", "read", "--bogus"],
     ["report", "a", "b"],
     ["report", "--help"],
-    ["--dir", "/d", "mail", "send", "bob", "-m", "x"],
+    ["--dir"],
+    ["--dir", "/d"],
+    ["--json", "status"],
     ["--version"],
     ["status"],
     ["up"],
