@@ -37,6 +37,7 @@ from benchd.mailroom import (
     reconcile,
 )
 from benchd.names import OPERATOR, IdClock
+from benchd.statedir import UnsafeStateDir, check_state_dir
 from benchd.system import ensure_private_dir, peer_credentials
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -89,7 +90,8 @@ class Daemon:
     def recover(self) -> list:
         """Bring the index in line with the files; returns events to log at start."""
         mail_root = os.path.join(self.bench_dir, "mail")
-        clean_staging(mail_root)
+        clean_staging(mail_root, lambda path, why: self.log.warning(
+            "staging entry skipped", path=path, reason=why))
         clean = (
             not self.index.fresh
             and self.index.get_meta("clean") == "1"
@@ -274,17 +276,28 @@ def main(argv: list[str] | None = None) -> int:
         if v < 0 or (flag == "--wake-refill" and v <= 0) or (flag == "--max-connections" and v < 1):
             print(f"benchd: {flag} must be positive (got {v})", file=sys.stderr)
             return 2
+    # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
+    # job tasks); sessions get the umask the daemon was started with back (terminal.py).
+    from benchd import terminal
+
+    terminal.SESSION_UMASK = os.umask(0o077)
+    bench_dir = None
     try:
         bench_dir = resolve_dir(opts.dir)
         socket_path(bench_dir)
         ensure_private_dir(bench_dir)
+        check_state_dir(bench_dir)
+        lock_fd = os.open(os.path.join(bench_dir, "benchd.lock"),
+                          os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except WireError as err:
         print(f"benchd: {err.message}", file=sys.stderr)
+        return 2
+    except UnsafeStateDir as err:
+        print(f"benchd: unsafe BENCH_DIR: {err}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"benchd: cannot use {opts.dir or bench_dir}: {err}", file=sys.stderr)
         return 2
-    lock_fd = os.open(os.path.join(bench_dir, "benchd.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -16,6 +16,7 @@ from benchd import faults, frontmatter
 from benchd.committer import Committer, Op, fsync_dir, now_ms
 from benchd.index import READ, STATE_NAMES, UNREAD, Index
 from benchd.names import IdClock, check_handle, check_mail_id, format_ms
+from benchd.statedir import is_real_dir, read_regular
 
 BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200
@@ -147,8 +148,7 @@ class Mailroom:
             op = RetireOp(self, handle, mail_id, reader, event=True)
             retired = await self.committer.submit(op)
         path = self.path(handle, mail_id, READ)
-        with open(path, "rb") as f:
-            meta, body = frontmatter.parse(f.read())
+        meta, body = frontmatter.parse(read_regular(path))
         return {
             "mail_id": mail_id,
             "sender": meta["from"],
@@ -354,20 +354,33 @@ class RetireOp(Op):
 # ---------------------------------------------------------------- recovery
 
 
-def clean_staging(root: str) -> int:
-    """Remove staged files left in tmp/ by a crash: never acknowledged, never visible."""
+def clean_staging(root: str, skipped: Callable[[str, str], None] = lambda path, why: None) -> int:
+    """Remove staged files left in tmp/ by a crash: never acknowledged, never visible.
+
+    Only regular files are removed, and no link is followed (a linked mailbox or tmp/
+    is skipped whole): anything else there is not ours to delete, and opening a FIFO
+    would block the start. `skipped(path, why)` hears about each entry left alone.
+    """
     removed = 0
-    if not os.path.isdir(root):
+    if not is_real_dir(root):
         return 0
     for handle in os.listdir(root):
         tmp = os.path.join(root, handle, "tmp")
-        if not os.path.isdir(tmp):
+        if not is_real_dir(os.path.join(root, handle)) or not is_real_dir(tmp):
+            if os.path.lexists(tmp):
+                skipped(tmp, "not a directory (a link?): not cleaned")
             continue
-        for name in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, name))
-            removed += 1
-        if removed:
+        n = 0
+        with os.scandir(tmp) as it:
+            for entry in it:
+                if not entry.is_file(follow_symlinks=False):
+                    skipped(entry.path, "not a regular file: left alone")
+                    continue
+                os.unlink(entry.path)
+                n += 1
+        if n:
             fsync_dir(tmp)
+        removed += n
     return removed
 
 
@@ -381,7 +394,7 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset()) ->
     recovered: list[MailSent] = []
     handles = set(index.handles_w())
     if os.path.isdir(root):
-        handles |= {h for h in os.listdir(root) if os.path.isdir(os.path.join(root, h))}
+        handles |= {h for h in os.listdir(root) if is_real_dir(os.path.join(root, h))}
     index.begin()
     try:
         for handle in sorted(handles):
@@ -389,10 +402,12 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset()) ->
             on_disk: dict[str, int] = {}
             for sub, state in (("inbox", UNREAD), ("read", READ)):
                 d = os.path.join(root, handle, sub)
-                if os.path.isdir(d):
-                    for name in os.listdir(d):
-                        if name.endswith(".md"):
-                            on_disk[name[:-3]] = state
+                if is_real_dir(d):
+                    with os.scandir(d) as it:
+                        for entry in it:
+                            # Only regular files are messages (a FIFO would block the read).
+                            if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                                on_disk[entry.name[:-3]] = state
             for mail_id, state in on_disk.items():
                 if known.get(mail_id) == state:
                     continue
@@ -401,8 +416,7 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset()) ->
                     continue
                 path = os.path.join(root, handle, "read" if state else "inbox", mail_id + ".md")
                 try:
-                    with open(path, "rb") as f:
-                        meta, body = frontmatter.parse(f.read())
+                    meta, body = frontmatter.parse(read_regular(path))
                 except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
                     continue  # not ours; left alone, never indexed
                 index.add(handle, mail_id, state, meta["from"], meta.get("subject", ""),

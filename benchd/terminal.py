@@ -21,11 +21,20 @@ SCREEN_BACKLOG = 512 * 1024
 SCREEN_KEEP = 128 * 1024
 PASTE_ON = b"\x1b[?2004h"
 PASTE_OFF = b"\x1b[?2004l"
+# The umask a session's program starts with: the one benchd was started with (benchd
+# itself runs with 077), so agents create files as they would outside bench.
+SESSION_UMASK: int | None = None
+
+
+def _session_umask() -> None:
+    if SESSION_UMASK is not None:
+        os.umask(SESSION_UMASK)
 
 
 class Terminal:
     def __init__(self, argv, cwd, env, rows, cols, scrollback):
-        self.proc = ptyprocess.PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(rows, cols))
+        self.proc = ptyprocess.PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(rows, cols),
+                                                preexec_fn=_session_umask)
         self.pid = self.proc.pid
         self.fd = self.proc.fd
         os.set_blocking(self.fd, False)
