@@ -20,7 +20,7 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
-from benchd import __version__
+from benchd import __version__, authority
 from benchd.committer import Committer, EventOp
 from benchd.connection import Caller, Connection
 from benchd.dispatch import HANDLERS
@@ -38,7 +38,7 @@ from benchd.mailroom import (
 )
 from benchd.names import OPERATOR, IdClock
 from benchd.statedir import UnsafeStateDir, check_state_dir
-from benchd.system import ensure_private_dir, peer_credentials
+from benchd.system import become_subreaper, ensure_private_dir, peer_credentials
 
 SCROLLBACK_BYTES = 1024 * 1024
 
@@ -50,6 +50,7 @@ class Daemon:
         self.bench_dir = bench_dir
         self.opts = opts
         self.pid = os.getpid()
+        self.subreaper = become_subreaper()
         self.test_hooks = bool(opts.test_hooks)
         self.sock_path = socket_path(bench_dir)
         self.log = logmod.setup(os.path.join(bench_dir, "benchd.log"))
@@ -134,6 +135,7 @@ class Daemon:
         handler = self.handlers.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
+        authority.check(caller, req)
         await handler(self, conn, caller, req)
 
     def request_stop(self) -> None:
