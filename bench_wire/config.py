@@ -54,6 +54,34 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         256,
         "concurrent client connections; more are refused with too-many-connections",
     ),
+    (
+        "--session-connections",
+        "BENCH_SESSION_CONNECTIONS",
+        int,
+        16,
+        "concurrent connections one session may hold",
+    ),
+    (
+        "--operator-connections",
+        "BENCH_OPERATOR_CONNECTIONS",
+        int,
+        128,
+        "concurrent connections the operator may hold",
+    ),
+    (
+        "--operator-reserve",
+        "BENCH_OPERATOR_RESERVE",
+        int,
+        32,
+        "connections of --max-connections that sessions may never take (kept for the operator)",
+    ),
+    (
+        "--idle-timeout",
+        "BENCH_IDLE_TIMEOUT",
+        float,
+        60.0,
+        "seconds a connection may wait with no request in flight and no stream open",
+    ),
 ]
 
 

@@ -21,6 +21,7 @@ from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
 from benchd import __version__, authority
+from benchd.admission import OPERATOR_PEER, Admission
 from benchd.committer import Committer, EventOp
 from benchd.connection import Caller, Connection
 from benchd.dispatch import HANDLERS
@@ -63,7 +64,8 @@ class Daemon:
             connections=opts.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
         )
-        self.connections = 0
+        self.admission = Admission(opts.max_connections, opts.session_connections,
+                                   opts.operator_connections, opts.operator_reserve)
         self.hub = Hub(self.log)
         self.eventlog = EventLog(os.path.join(bench_dir, "events.jsonl"))
         self.index = Index(os.path.join(bench_dir, "index.sqlite"))
@@ -156,18 +158,24 @@ class Daemon:
                 await conn.send_error(None, "peer-refused",
                                       "connections are accepted only from the daemon's own user")
                 return
-            if self.connections >= self.caps.connections:
-                await conn.send_error(
-                    None, "too-many-connections",
-                    f"the daemon is at its limit of {self.caps.connections} connections; "
-                    "try again shortly",
-                )
+            # Charge the connection to a peer by ancestry now (requests may still carry a
+            # token); one cut off from its session shares one bucket with its kind.
+            try:
+                who = self.identify(None, pid)
+                peer = OPERATOR_PEER if who.is_operator else who.session.id
+                conn._peer_caller = who
+            except WireError:
+                peer = "unplaceable"
+            refused = self.admission.admit(peer)
+            if refused is not None:
+                self.log.warning("connection refused", peer=peer, pid=pid, reason=refused)
+                await conn.send_error(None, "too-many-connections",
+                                      f"{refused}; try again shortly")
                 return
-            self.connections += 1
             try:
                 await conn.serve()
             finally:
-                self.connections -= 1
+                self.admission.release(peer)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure closes only it
@@ -275,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
         v = getattr(opts, option_dest(flag))
-        if v < 0 or (flag == "--wake-refill" and v <= 0) or (flag == "--max-connections" and v < 1):
+        at_least_one = ("--max-connections", "--session-connections", "--operator-connections")
+        if v < 0 or (flag in ("--wake-refill", "--idle-timeout") and v <= 0) or (
+                flag in at_least_one and v < 1):
             print(f"benchd: {flag} must be positive (got {v})", file=sys.stderr)
             return 2
     # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
