@@ -166,12 +166,12 @@ class Reactor:
         last = max(term.last_output, session.last_input)
         return now - last
 
-    def _shows_ready(self, session) -> bool:
+    async def _shows_ready(self, session) -> bool:
         """The ready pattern, if any, matches the end of the screen: its last non-blank
         lines (READY_LINES of them), right-trimmed."""
         if session.ready is None:
             return True
-        lines = session.term.screen_text().split("\n")[-READY_LINES:]
+        lines = (await session.term.screen_text()).split("\n")[-READY_LINES:]
         return session.ready.search("\n".join(lines)) is not None
 
     async def _until_ready(self, session) -> None:
@@ -184,16 +184,16 @@ class Reactor:
             if idle < self.gate:
                 await trio.sleep(self.gate - idle)
                 continue
-            if not self._shows_ready(session):
+            if not await self._shows_ready(session):
                 # Quiet but not ready (a menu, a permission prompt): wait for the screen.
                 with trio.move_on_after(max(self.gate, 0.25)):
                     await session.term.changed.wait()
                 continue
             return
 
-    def _still_ready(self, session) -> bool:
+    async def _still_ready(self, session) -> bool:
         idle = self._idle_for(session, time.monotonic())
-        return idle is not None and idle >= self.gate and self._shows_ready(session)
+        return idle is not None and idle >= self.gate and await self._shows_ready(session)
 
     async def _type_line(self, session, line: str, woken: m.AgentWoken) -> None:
         """Paste, settle, Enter (then log the wake); Enter again while the screen stays."""
@@ -205,7 +205,12 @@ class Reactor:
             await session.write_lock.acquire()
             # Someone may have typed (or the agent printed) while we waited for the lock
             # or for the retirement: the gate is judged again with the lock held.
-            if self._still_ready(session):
+            try:
+                ready = await self._still_ready(session)
+            except BaseException:
+                session.write_lock.release()  # e.g. cancelled while the screen renders
+                raise
+            if ready:
                 break
             session.write_lock.release()
             await self._until_ready(session)
@@ -243,16 +248,16 @@ class Reactor:
                 changed = term.changed
                 with trio.move_on_after(quiet - idle):
                     await changed.wait()
-        return term.screen_text()
+        return await term.screen_text()
 
     @staticmethod
     async def _screen_changes(term, before: str, wait: float) -> bool:
         with trio.move_on_after(wait):
             while True:
                 changed = term.changed
-                if term.screen_text() != before:
+                if await term.screen_text() != before:
                     return True
                 await changed.wait()
-        return term.screen_text() != before
+        return await term.screen_text() != before
 
 

@@ -31,7 +31,7 @@ from benchd.connection import Caller
 from benchd.names import OPERATOR, check_handle
 from benchd.reactor import Reactor
 from benchd.system import child_pids, process_ancestors, process_session_id, reap_zombie
-from benchd.terminal import Terminal
+from benchd.terminal import MAX_COLS, MAX_ROWS, Terminal
 
 KILL_GRACE = 3.0
 EXITED_KEPT = 200
@@ -216,8 +216,9 @@ class Sessions:
         cwd = req.cwd or os.getcwd()
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
-        if not (1 <= req.rows <= 1000 and 1 <= req.cols <= 1000):
-            raise WireError("bad-request", "terminal size must be 1-1000 rows and columns")
+        if not (1 <= req.rows <= MAX_ROWS and 1 <= req.cols <= MAX_COLS):
+            raise WireError("bad-request", f"terminal size must be 1-{MAX_ROWS} rows and "
+                                           f"1-{MAX_COLS} columns (got {req.rows}x{req.cols})")
         env = dict(os.environ)
         for k in list(env):
             if k.startswith("BENCH_"):
@@ -392,10 +393,9 @@ def _b64(data: bytes) -> str:
 async def tail(d, conn, caller, req: m.SessionTail) -> None:
     s = d.sessions.find(req.handle, live_only=False)
     if req.screen:
-        lines = s.term.screen_lines()
+        lines, row, col = await s.term.render()
         await conn.send(m.ScreenFrame(id=req.id, lines=[ln.rstrip() for ln in lines],
-                                      cursor_row=s.term.screen.cursor.y,
-                                      cursor_col=s.term.screen.cursor.x))
+                                      cursor_row=row, cursor_col=col))
         await conn.send(m.EndFrame(id=req.id))
         return
     send, receive = trio.open_memory_channel[bytes](1024)
@@ -435,8 +435,8 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
                     continue
                 await s.type_input(data)
             elif isinstance(req, m.SessionResize):
-                if 1 <= req.rows <= 1000 and 1 <= req.cols <= 1000:
-                    s.term.resize(req.rows, req.cols)
+                if req.rows >= 1 and req.cols >= 1:
+                    await s.term.resize(req.rows, req.cols)  # capped at MAX_ROWS x MAX_COLS
             elif isinstance(req, m.SessionDetach):
                 reason[0] = "detached"
                 break
@@ -462,9 +462,9 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
     s.term.followers.add(send)
     try:
         if req.rows and req.cols:
-            if not (1 <= req.rows <= 1000 and 1 <= req.cols <= 1000):
-                raise WireError("bad-request", "terminal size must be 1-1000 rows and columns")
-            s.term.resize(req.rows, req.cols)
+            if req.rows < 1 or req.cols < 1:
+                raise WireError("bad-request", "a terminal has at least 1 row and 1 column")
+            await s.term.resize(req.rows, req.cols)  # a bigger window is capped
         await conn.send(m.AttachOk(id=req.id, session=s.id, handle=s.handle,
                                    rows=s.term.rows, cols=s.term.cols))
         recent = bytes(s.term.scrollback[-16384:])
