@@ -230,18 +230,22 @@ def test_a_fifo_in_an_inbox_does_not_block_recovery(make_daemon):
 # ------------------------------------------------------------------ 4. racing bench up
 
 
-def test_concurrent_bench_up_all_succeed(bench_dir):
+def test_concurrent_bench_up_all_succeed():
+    # The losers of the race for the lock used to exit 3 now and then: several rounds.
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
-    procs = [subprocess.Popen([BENCH, "up", "--dir", bench_dir, "--json"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(20)]
-    try:
-        results = [(p.wait(60), *p.communicate()) for p in procs]
-        assert [rc for rc, _o, _e in results] == [0] * 20, [r for r in results if r[0]]
-        pids = {json.loads(out)["pid"] for _rc, out, _e in results}
-        assert len(pids) == 1, pids
-    finally:
-        run_bench("down", "--dir", bench_dir)
+    for _round in range(4):
+        bench_dir = short_tmpdir()
+        procs = [subprocess.Popen([BENCH, "up", "--dir", bench_dir, "--json"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(20)]
+        try:
+            results = [(p.wait(60), *p.communicate()) for p in procs]
+            assert [rc for rc, _o, _e in results] == [0] * 20, [r for r in results if r[0]]
+            pids = {json.loads(out)["pid"] for _rc, out, _e in results}
+            assert len(pids) == 1, pids
+        finally:
+            run_bench("down", "--dir", bench_dir)
+            shutil.rmtree(bench_dir, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ 5. file modes
