@@ -201,7 +201,7 @@ def down(bench_dir, as_json):
     import fcntl
 
     deadline = time.monotonic() + 30
-    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY)
+    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
     try:
         while True:
             try:

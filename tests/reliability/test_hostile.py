@@ -294,15 +294,21 @@ for _ in range(n):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(30)
     s.connect(path)
-    s.sendall(b'{"verb":"hello","id":1}\n')
     buf = b""
-    while b"\n" not in buf:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        buf += chunk
-    a = json.loads(buf.split(b"\n")[0])
-    codes.append("ok" if a["ok"] else a["error"]["code"])
+    try:  # a refused connection is answered and closed at once: it may reset our hello
+        s.sendall(b'{"verb":"hello","id":1}\n')
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    except OSError:
+        pass
+    if buf.strip():
+        a = json.loads(buf.split(b"\n")[0])
+        codes.append("ok" if a["ok"] else a["error"]["code"])
+    else:
+        codes.append("closed")
     held.append(s)
 with open(out + ".tmp", "w") as f:
     json.dump(codes, f)
@@ -322,7 +328,8 @@ def test_sessions_cannot_lock_out_the_operator(make_daemon, tmp_path):
         d.ok("spawn", "--name", name, "--", sys.executable, str(script), "40", str(out))
         codes = json.loads(wait_for(lambda out=out: out.exists() and out.read_text(), 60,
                                     f"{name}'s connections"))
-        counts[name] = (codes.count("ok"), codes.count("too-many-connections"))
+        assert set(codes) <= {"ok", "too-many-connections", "closed"}, codes
+        counts[name] = (codes.count("ok"), len(codes) - codes.count("ok"))
     # Per session 8; sessions together 24 - 10 = 14, so the second gets only 6.
     assert counts == {"hog1": (8, 32), "hog2": (6, 34)}, counts
     for verb in (["status"], ["mail", "send", "bob", "-m", "still here"], ["ps"]):
