@@ -161,9 +161,11 @@ def _read_body(cap: int) -> str:
                 size = f"{st.st_size - stdin.tell() + len(data):,} bytes"
         except (OSError, ValueError):
             pass
-        raise WireError("body-too-large",
-                        f"the body on standard input is {size}; the daemon's cap is {cap:,} "
-                        "bytes: nothing was sent")
+        raise WireError(
+            "body-too-large",
+            f"the body on standard input is {size}; the daemon's cap is {cap:,} "
+            "bytes: nothing was sent",
+        )
     if not data:
         raise WireError(
             "bad-request",
@@ -189,12 +191,18 @@ def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
             _utf8(raw, "the -m body")
             raise
         if size > body_cap:
-            raise WireError("body-too-large", f"the body is {size:,} bytes; the daemon's cap is "
-                                              f"{body_cap:,} bytes: nothing was sent")
+            raise WireError(
+                "body-too-large",
+                f"the body is {size:,} bytes; the daemon's cap is "
+                f"{body_cap:,} bytes: nothing was sent",
+            )
     subject = o.get("subject")
     if subject is not None and len(subject) > subject_cap:
-        raise WireError("subject-too-long", f"the subject is {len(subject)} characters; the "
-                                            f"daemon's cap is {subject_cap}: nothing was sent")
+        raise WireError(
+            "subject-too-long",
+            f"the subject is {len(subject)} characters; the "
+            f"daemon's cap is {subject_cap}: nothing was sent",
+        )
     a = conn.call(
         request(
             "mail/send",

@@ -129,8 +129,11 @@ def up(bench_dir, as_json, **kw):
     try:
         ensure_private_dir(d)
         check_state_dir(d)  # before writing benchd.out there: the daemon checks again
-        out_fd = os.open(os.path.join(d, "benchd.out"),
-                         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        out_fd = os.open(
+            os.path.join(d, "benchd.out"),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+            0o600,
+        )
     except UnsafeStateDir as err:
         raise WireError("unsafe-dir", f"unsafe BENCH_DIR: {err}") from None
     except OSError as err:
