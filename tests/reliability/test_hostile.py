@@ -421,6 +421,7 @@ def test_the_permission_matrix_for_sessions(daemon, tmp_path):
 CHILD = r"""
 bench kill "$BENCH_HANDLE" --cancel >"$OUT/cancel.out" 2>"$OUT/cancel.err"
 echo $? >"$OUT/cancel.rc"
+bench kill "$BENCH_HANDLE"  # ending itself is allowed: the job settles from its exit
 exec sleep 600
 """
 
@@ -437,8 +438,6 @@ def test_a_jobs_child_may_not_cancel_its_own_job(daemon, tmp_path):
     rc = int(wait_for(lambda: (out / "cancel.rc").exists() and (out / "cancel.rc").read_text(),
                       60, "the child's cancel"))
     assert rc == 1 and "[forbidden]" in (out / "cancel.err").read_text()
-    assert {s["handle"]: s["state"] for s in d.ok("ps")["sessions"]}["child"] == "running"
-    d.ok("kill", "child")  # the operator ends it (no cancel): the parent is owed its reply
     settled = d.wait_event("job/settled")
     assert settled["outcome"] != "cancelled", settled
     d.wait_event("outbox/posted")
