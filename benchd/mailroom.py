@@ -230,6 +230,10 @@ class SendOp(Op):
         if self.to not in room.boxes:  # a mailbox is made on first delivery
             for sub in ("inbox", "read", "tmp"):
                 d = os.path.join(box, sub)
+                for path in (box, d):  # never create or deliver through a link
+                    if os.path.lexists(path) and not is_real_dir(path):
+                        raise WireError("unsafe-dir", f"{path} is not a real directory (a "
+                                                      "link?): refusing to deliver through it")
                 if not os.path.isdir(d):
                     if not os.path.isdir(box):
                         self.new_dirs |= {room.root, box}

@@ -210,6 +210,16 @@ def test_cleanup_skips_what_is_not_a_regular_file_and_never_follows_a_link(make_
     assert d.ok("mail", "list", "--handle", "x")["total"] == 1
 
 
+def test_a_linked_mailbox_made_while_running_is_not_delivered_through(daemon, victim):
+    precious, keep = victim
+    os.makedirs(os.path.join(daemon.dir, "mail"), exist_ok=True)
+    os.symlink(keep, os.path.join(daemon.dir, "mail", "newbox"))
+    r = daemon.bench("mail", "send", "newbox", "-m", "through the link?")
+    assert r.rc == 2 and "[unsafe-dir]" in r.err and "not a real directory" in r.err, r
+    intact(precious, keep)
+    assert daemon.ok("mail", "send", "other", "-m", "fine")["to"] == "other"
+
+
 def test_a_fifo_in_an_inbox_does_not_block_recovery(make_daemon):
     d = make_daemon()
     sent = d.ok("mail", "send", "bob", "-m", "real mail")
