@@ -7,6 +7,8 @@ answers) and gives up — returning None — on anything else (`--help`, a typo,
 option), so click handles it and prints its usual usage error.
 """
 
+import os
+import stat  # loaded by os already
 import sys
 
 from bench_cli import output
@@ -148,18 +150,73 @@ def _answer(a: dict, as_json: bool, text: str) -> int:
     return EXIT_OK
 
 
+def _utf8(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise WireError(
+            "bad-stdin",
+            f"{what} is not valid UTF-8: byte 0x{data[err.start]:02x} at offset {err.start}",
+        ) from None
+
+
+def _read_body(cap: int) -> str:
+    """Standard input as the body: at most cap + 1 bytes are read, never the whole of a
+    huge input, and its size is reported against the cap."""
+    if sys.stdin is None or sys.stdin.isatty():
+        raise WireError("usage", "give the body with -m BODY or on standard input")
+    stdin = sys.stdin.buffer
+    data = stdin.read(cap + 1)
+    if len(data) > cap:
+        size = f"more than {cap:,} bytes"
+        try:
+            st = os.fstat(stdin.fileno())
+            if stat.S_ISREG(st.st_mode):
+                size = f"{st.st_size - stdin.tell() + len(data):,} bytes"
+        except (OSError, ValueError):
+            pass
+        raise WireError(
+            "body-too-large",
+            f"the body on standard input is {size}; the daemon's cap is {cap:,} "
+            "bytes: nothing was sent",
+        )
+    if not data:
+        raise WireError(
+            "usage",
+            "standard input was empty: give the body with -m "
+            "BODY (-m '' for an empty one) or pipe it in",
+        )
+    return _utf8(data, "standard input")
+
+
 def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
+    # The caps come from the daemon itself (one round trip on the same connection), so a
+    # body is refused here, in the user's terms, before it is read whole or sent.
+    caps = conn.call(request("hello", {}))["caps"]
+    body_cap, subject_cap = caps["body_bytes"], caps["subject_chars"]
     body = o.get("body")
     if body is None:
-        if sys.stdin is None or sys.stdin.isatty():
-            raise WireError("usage", "give the body with -m BODY or on standard input")
-        body = sys.stdin.read()
-        if not body:
+        body = _read_body(body_cap)
+    else:
+        try:
+            size = len(body.encode("utf-8"))
+        except UnicodeEncodeError:  # bytes the locale could not decode, kept as surrogates
+            raw = body.encode("utf-8", "surrogateescape")
+            _utf8(raw, "the -m body")
+            raise
+        if size > body_cap:
             raise WireError(
-                "usage",
-                "standard input was empty: give the body with -m "
-                "BODY (-m '' for an empty one) or pipe it in",
+                "body-too-large",
+                f"the body is {size:,} bytes; the daemon's cap is "
+                f"{body_cap:,} bytes: nothing was sent",
             )
+    subject = o.get("subject")
+    if subject is not None and len(subject) > subject_cap:
+        raise WireError(
+            "subject-too-long",
+            f"the subject is {len(subject)} characters; the "
+            f"daemon's cap is {subject_cap}: nothing was sent",
+        )
     a = conn.call(
         request(
             "mail/send",
@@ -210,7 +267,7 @@ def report(conn: Connection, o: dict, as_json: bool) -> int:
     if text is None or text == "-":
         if text is None and (sys.stdin is None or sys.stdin.isatty()):
             raise WireError("usage", "give the report as TEXT, or - to read standard input")
-        text = sys.stdin.read()
+        text = _utf8(sys.stdin.buffer.read(), "standard input")
         if not text:
             raise WireError("usage", "standard input was empty: give the report as TEXT")
     a = conn.call(request("job/report", {"content": text}))

@@ -332,16 +332,29 @@ def up(bench_dir, as_json, restart, **kw):
             )
         done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
         return
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    out = open(os.path.join(d, "benchd.out"), "ab")
+    from benchd.statedir import UnsafeStateDir, check_state_dir
+    from benchd.system import ensure_private_dir
+
+    try:
+        ensure_private_dir(d)
+        check_state_dir(d)  # before writing benchd.out there: the daemon checks again
+        out_fd = os.open(
+            os.path.join(d, "benchd.out"),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+            0o600,
+        )
+    except UnsafeStateDir as err:
+        raise WireError("unsafe-dir", f"unsafe BENCH_DIR: {err}") from None
+    except OSError as err:
+        raise WireError("unsafe-dir", f"cannot use {d}: {err}") from None
     proc = subprocess.Popen(
         _daemon_argv(d, kw),
         stdin=subprocess.DEVNULL,
-        stdout=out,
-        stderr=out,
+        stdout=out_fd,
+        stderr=out_fd,
         start_new_session=True,
     )
-    out.close()
+    os.close(out_fd)
     deadline = time.monotonic() + 20
     pause = 0.005
     while time.monotonic() < deadline:
@@ -349,7 +362,13 @@ def up(bench_dir, as_json, restart, **kw):
         if a is not None:
             done(ctx, a, f"benchd started: pid {a['pid']}, {a['bench_dir']}")
             return
-        if proc.poll() is not None:
+        # A daemon that lost the race for the lock to a concurrent `bench up` is fine: keep
+        # waiting for the winner to answer (it holds the lock until it has stopped).
+        if proc.poll() is not None and not _lock_held(d):
+            a = _hello(d)
+            if a is not None:
+                done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
+                return
             raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {_tail_out(d)}")
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
@@ -357,6 +376,21 @@ def up(bench_dir, as_json, restart, **kw):
 
 
 up.epilog = examples("bench up", "bench up --idle-gate 1.5", "bench up --restart --idle-gate 1.5")
+def _lock_held(d: str) -> bool:
+    """Whether some daemon holds BENCH_DIR's flock (is starting, serving or stopping)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _tail_out(d: str) -> str:
@@ -374,7 +408,7 @@ def _wait_stopped(d: str) -> None:
     import fcntl
 
     deadline = time.monotonic() + 30
-    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY)
+    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
     try:
         while True:
             try:

@@ -19,7 +19,8 @@ def fail(err: WireError, as_json: bool) -> int:
     if as_json:
         emit_json({"ok": False, "error": {"code": err.code, "message": err.message}})
     else:
-        sys.stderr.write(f"bench: {err.message} [{err.code}]\n")
+        msg = visible(err.message) if sys.stderr.isatty() else err.message
+        sys.stderr.write(f"bench: {msg} [{err.code}]\n")
     return exit_code_for(err.code)
 
 
@@ -89,8 +90,26 @@ def message(a: dict) -> str:
     return "\n".join(head) + "\n\n" + a["body"]
 
 
+_VISIBLE: dict | None = None
+
+
+def visible(text: str) -> str:
+    """Control characters (C0 but tab and newline, DEL, C1) shown as \\xNN / \\uNNNN:
+    on a terminal, a body's escape sequences could otherwise move the cursor, rewrite
+    the header lines above it, or set the window title."""
+    global _VISIBLE
+    if _VISIBLE is None:
+        _VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c not in (9, 10)}
+        _VISIBLE.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
+    return text.translate(_VISIBLE)
+
+
 def write(text: str) -> None:
+    """Human output; escaped when stdout is a terminal (see `visible`). Raw `tail` output
+    and --json do not come through here."""
     out = sys.stdout
+    if out.isatty():
+        text = visible(text)
     out.write(text)
     if not text.endswith("\n"):
         out.write("\n")

@@ -54,6 +54,34 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         256,
         "concurrent client connections; more are refused with too-many-connections",
     ),
+    (
+        "--session-connections",
+        "BENCH_SESSION_CONNECTIONS",
+        int,
+        16,
+        "concurrent connections one session may hold",
+    ),
+    (
+        "--operator-connections",
+        "BENCH_OPERATOR_CONNECTIONS",
+        int,
+        128,
+        "concurrent connections the operator may hold",
+    ),
+    (
+        "--operator-reserve",
+        "BENCH_OPERATOR_RESERVE",
+        int,
+        32,
+        "connections of --max-connections that sessions may never take (kept for the operator)",
+    ),
+    (
+        "--idle-timeout",
+        "BENCH_IDLE_TIMEOUT",
+        float,
+        60.0,
+        "seconds a connection may wait with no request in flight and no stream open",
+    ),
 ]
 
 
@@ -66,8 +94,10 @@ def option_problem(flag: str, value) -> str | None:
     `bench up`, so a bad value is a usage error before any daemon starts)."""
     if value < 0:
         return f"{flag} must not be negative (got {value})"
-    if flag == "--wake-refill" and value <= 0:
+    if flag in ("--wake-refill", "--idle-timeout") and value <= 0:
         return f"{flag} must be positive (got {value})"
-    if flag == "--max-connections" and value < 1:
+    if flag in ("--max-connections", "--session-connections", "--operator-connections") and (
+        value < 1
+    ):
         return f"{flag} must be at least 1 (got {value})"
     return None

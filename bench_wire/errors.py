@@ -21,6 +21,7 @@ CODES: dict[str, str] = {
     "forbidden": "That is not allowed for this caller.",
     "bad-token": "The session secret is not valid (forged, or its session has ended).",
     "peer-refused": "Connections are accepted only from the daemon's own user.",
+    "unplaceable": "The process descends from a session that it can no longer be matched to.",
     # mail
     "bad-id": "A message id has the form 20261130T045611.123Z-0001.",
     "no-such-message": "No message with that id is in that mailbox.",
@@ -55,6 +56,7 @@ CODES: dict[str, str] = {
     "disk-full": "The disk is full; nothing was written.",
     "io-error": "The disk refused the write; nothing was written.",
     "too-many-connections": "The daemon is at its connection limit; try again shortly.",
+    "idle-timeout": "The connection was closed after a time with no request.",
     "slow-consumer": "The stream was ended because the client did not keep up.",
     "shutting-down": "The daemon is stopping.",
     "internal": "The daemon hit an internal error; it was logged and the daemon is still serving.",
@@ -65,6 +67,9 @@ CODES: dict[str, str] = {
     "socket-path-too-long": "The socket path is longer than AF_UNIX allows.",
     "protocol": "The daemon's answer could not be understood.",
     "mcp-missing": "bench mcp needs the optional MCP SDK: pip install 'bench[mcp]'.",
+    "daemon-not-ours": "The process serving the socket runs as another user; nothing was sent.",
+    "unsafe-dir": "BENCH_DIR is not safe to use (another owner, loose modes, or a link).",
+    "bad-stdin": "Standard input is not valid UTF-8.",
 }
 
 # CLI exit codes, as a named table (documented in the README).
@@ -73,6 +78,7 @@ EXIT_REFUSED = 1  # the daemon answered with an error
 EXIT_USAGE = 2  # bad command line (click's own code)
 EXIT_NO_DAEMON = 3  # nothing answers on the socket
 EXIT_PROTOCOL = 4  # the answer could not be understood, or the connection broke
+EXIT_NOT_OURS = 5  # the socket is served by another user's process: nothing was sent
 
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it; nothing is printed
 
@@ -85,6 +91,9 @@ EXIT_CODES = {
     "bad-url": EXIT_USAGE,
     "insecure-url": EXIT_USAGE,
     "bad-tls": EXIT_USAGE,
+    "daemon-not-ours": EXIT_NOT_OURS,
+    "unsafe-dir": EXIT_USAGE,
+    "bad-stdin": EXIT_USAGE,
 }
 
 

@@ -15,6 +15,7 @@ responses with the msgspec response types, so the two cannot drift apart.
 import _json
 import _socket
 import os
+import sys
 
 from bench_wire.errors import WireError
 from bench_wire.paths import resolve_dir, socket_path
@@ -84,6 +85,13 @@ def request(verb: str, fields: dict) -> dict:
     return req
 
 
+def peer_uid(sock) -> int:
+    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED:
+    struct ucred is pid, uid, gid as native ints)."""
+    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return int.from_bytes(raw[4:8], sys.byteorder)
+
+
 class Connection:
     """One blocking connection; `call` sends a request and returns the decoded answer."""
 
@@ -103,6 +111,20 @@ class Connection:
         except OSError as err:
             sock.close()
             raise WireError("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
+        # Whoever binds the path answers: before sending anything (a request may carry a
+        # session's token, a body), check that the peer runs as us (one getsockopt).
+        try:
+            uid = peer_uid(sock)
+        except OSError as err:
+            sock.close()
+            raise WireError("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
+        if uid != os.getuid():
+            sock.close()
+            raise WireError(
+                "daemon-not-ours",
+                f"the socket {path} is served by a process of uid {uid}, not yours "
+                f"({os.getuid()}): refusing to talk to it; nothing was sent",
+            )
         self.sock = sock
         self._buf = b""
         self._next_id = 0

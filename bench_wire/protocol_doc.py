@@ -35,6 +35,44 @@ or, without one, from the socket's peer credentials (a process inside a session'
 is that session; anyone else of the daemon's uid is `operator`; other uids are refused
 with `peer-refused`). No request carries a sender: the daemon never trusts one.
 
+## Identity and permissions
+
+A process without a valid token is the session whose pty process session it belongs
+to, or whose session leader is among its ancestors. The daemon is the subreaper of
+its sessions' processes, so a process that left its session and whose parents exited
+(a double fork, `setsid -f`) hangs under the daemon: such a process is refused with
+`unplaceable`, never taken for the operator. Every other process of the daemon's uid
+(a terminal, cron, a systemd unit: none of them descends from the daemon) is the
+operator.
+
+Who may do what (checked in one place, before any handler runs; `forbidden` otherwise):
+
+| verb | operator | a session |
+| --- | --- | --- |
+| `hello`, `mail/send`, `events`, `session/list`, `bridge/nodes` | yes | yes |
+| `mail/list`, `mail/read` | any mailbox (`handle`) | its own mailbox only |
+| `session/tail` (also `screen: true`) | any session | itself only |
+| `session/kill` | any session, `cancel` allowed | itself only, never `cancel` |
+| `session/spawn`, `session/type`, `session/attach` | yes | no |
+| `session/prune`, `stop`, `debug/fault` | yes | no |
+| `bridge/pull`, `bridge/forwarded`, `bridge/deliver`, `bridge/report` | yes (the bridge runs as the operator) | no |
+| `job/report` | no (`not-in-session`) | itself (a job's session) |
+
+A job's child may end itself (its job settles from its exit and its replies are
+owed); only the operator may cancel a job (no replies).
+
+Connections: each is charged when it is accepted to its peer (a session, by ancestry,
+or the operator). A session may hold `--session-connections` (16), the operator
+`--operator-connections` (128), all peers together `--max-connections` (256), and
+sessions together never more than `--max-connections` minus `--operator-reserve` (32);
+beyond that the connection gets one `too-many-connections` frame and is closed. A
+connection with no request in flight and no stream open for `--idle-timeout` seconds
+(60) gets one `idle-timeout` frame and is closed.
+
+The client checks its daemon too: before it sends anything, `bench` reads the
+socket's peer credentials and refuses a server that does not run as its own uid
+(`daemon-not-ours`, exit code 5).
+
 ## Responses
 
 `{{"type": "<type>", "id": <same>, "ok": true, ...fields}}` or

@@ -22,7 +22,8 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
-from benchd import __version__, recovery
+from benchd import __version__, authority, recovery
+from benchd.admission import OPERATOR_PEER, Admission
 from benchd.committer import Committer, EventOp
 from benchd.connection import Caller, Connection
 from benchd.dispatch import HANDLERS
@@ -40,7 +41,8 @@ from benchd.mailroom import (
 )
 from benchd.names import OPERATOR, IdClock, is_handle
 from benchd.nodes import default_node
-from benchd.system import ensure_private_dir, peer_credentials
+from benchd.statedir import UnsafeStateDir, check_state_dir
+from benchd.system import become_subreaper, ensure_private_dir, peer_credentials
 
 SCROLLBACK_BYTES = 1024 * 1024
 
@@ -52,6 +54,8 @@ class Daemon:
         self.bench_dir = bench_dir
         self.opts = opts
         self.pid = os.getpid()
+        self.subreaper = become_subreaper()
+        self.helper_pids: set[int] = set()  # its own children acting for the operator
         self.test_hooks = bool(opts.test_hooks)
         self.sock_path = socket_path(bench_dir)
         self.log = logmod.setup(os.path.join(bench_dir, "benchd.log"))
@@ -64,7 +68,8 @@ class Daemon:
             connections=opts.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
         )
-        self.connections = 0
+        self.admission = Admission(opts.max_connections, opts.session_connections,
+                                   opts.operator_connections, opts.operator_reserve)
         self.hub = Hub(self.log)
         self.eventlog = EventLog(os.path.join(bench_dir, "events.jsonl"))
         self.start_notices: list = []  # index notices from before the committer ran
@@ -103,7 +108,8 @@ class Daemon:
         Start never fails because of the index: any SQLite error here sets the file aside
         and refills a new one from the files."""
         mail_root = os.path.join(self.bench_dir, "mail")
-        clean_staging(mail_root)
+        clean_staging(mail_root, lambda path, why: self.log.warning(
+            "staging entry skipped", path=path, reason=why))
         self.index.rebuild = self._rebuild_index
         try:
             events = self._reconcile_at_start(mail_root)
@@ -201,6 +207,7 @@ class Daemon:
         handler = self.handlers.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
+        authority.check(caller, req)
         await handler(self, conn, caller, req)
 
     def request_stop(self) -> None:
@@ -221,18 +228,24 @@ class Daemon:
                 await conn.send_error(None, "peer-refused",
                                       "connections are accepted only from the daemon's own user")
                 return
-            if self.connections >= self.caps.connections:
-                await conn.send_error(
-                    None, "too-many-connections",
-                    f"the daemon is at its limit of {self.caps.connections} connections; "
-                    "try again shortly",
-                )
+            # Charge the connection to a peer by ancestry now (requests may still carry a
+            # token); one cut off from its session shares one bucket with its kind.
+            try:
+                who = self.identify(None, pid)
+                peer = OPERATOR_PEER if who.is_operator else who.session.id
+                conn._peer_caller = who
+            except WireError:
+                peer = "unplaceable"
+            refused = self.admission.admit(peer)
+            if refused is not None:
+                self.log.warning("connection refused", peer=peer, pid=pid, reason=refused)
+                await conn.send_error(None, "too-many-connections",
+                                      f"{refused}; try again shortly")
                 return
-            self.connections += 1
             try:
                 await conn.serve()
             finally:
-                self.connections -= 1
+                self.admission.release(peer)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure closes only it
@@ -357,17 +370,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchd: --node {opts.node!r} is not a node name: use 1-64 characters of "
               "a-z 0-9 . _ - starting with a letter or digit", file=sys.stderr)
         return 2
+    # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
+    # job tasks); sessions get the umask the daemon was started with back (terminal.py).
+    from benchd import terminal
+
+    terminal.SESSION_UMASK = os.umask(0o077)
+    bench_dir = None
     try:
         bench_dir = resolve_dir(opts.dir)
         socket_path(bench_dir)
         ensure_private_dir(bench_dir)
+        check_state_dir(bench_dir)
+        lock_fd = os.open(os.path.join(bench_dir, "benchd.lock"),
+                          os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except WireError as err:
         print(f"benchd: {err.message}", file=sys.stderr)
+        return 2
+    except UnsafeStateDir as err:
+        print(f"benchd: unsafe BENCH_DIR: {err}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"benchd: cannot use {opts.dir or bench_dir}: {err}", file=sys.stderr)
         return 2
-    lock_fd = os.open(os.path.join(bench_dir, "benchd.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

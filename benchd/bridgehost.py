@@ -22,8 +22,17 @@ async def supervise(daemon, url: str) -> None:
     while True:
         started = trio.current_time()
         with open(os.path.join(daemon.bench_dir, "bridge.out"), "ab") as out:
-            proc = await trio.run_process(argv, check=False, stdin=subprocess.DEVNULL,
-                                          stdout=out, stderr=out)
+            proc = await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL,
+                                                    stdout=out, stderr=out)
+        # The bridge is a client of this daemon acting for the operator: identity must
+        # not take it for a process that left a session, nor the orphan reaper collect it.
+        daemon.helper_pids.add(proc.pid)
+        try:
+            await proc.wait()
+        finally:
+            daemon.helper_pids.discard(proc.pid)
+            if proc.returncode is None:
+                proc.kill()
         daemon.log.warning("bridge exited", code=proc.returncode)
         if proc.returncode == EXIT_USAGE:
             daemon.log.error("bridge refused its options; not restarted (see bridge.out)")

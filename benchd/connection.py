@@ -98,8 +98,19 @@ class Connection:
 
     async def serve(self) -> None:
         log = self.daemon.log
+        idle = self.daemon.opts.idle_timeout
         while True:
-            req = await self.next_request()
+            # Only the wait between requests is timed: a request in flight or an open
+            # stream (events -f, tail -f, attach) is never idle.
+            req = None
+            with trio.move_on_after(idle) as waiting:
+                req = await self.next_request()
+            if waiting.cancelled_caught:
+                log.info("connection idle timeout", pid=self.peer_pid, seconds=idle)
+                with trio.move_on_after(1.0):  # a client that reads nothing is not waited for
+                    await self.send_error(None, "idle-timeout",
+                                          f"no request for {idle:g} s: closing the connection")
+                return
             if req is None:
                 return
             try:

@@ -17,6 +17,7 @@ from benchd.committer import Committer, EventOp, Op, fsync_dir, now_ms
 from benchd.index import READ, STATE_NAMES, UNREAD, Index
 from benchd.names import IdClock, check_handle, check_mail_id, format_ms
 from benchd.nodes import check_address
+from benchd.statedir import is_real_dir, read_regular
 
 BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200
@@ -253,8 +254,7 @@ class _Skip(Exception):
 
 def _load(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_regular(path)  # never through a link, never blocked on a FIFO
     except FileNotFoundError:
         return None
     except OSError as err:
@@ -338,6 +338,10 @@ class SendOp(Op):
         if self.to not in room.boxes:  # a mailbox is made on first delivery
             for sub in ("inbox", "read", "tmp"):
                 d = os.path.join(box, sub)
+                for path in (box, d):  # never create or deliver through a link
+                    if os.path.lexists(path) and not is_real_dir(path):
+                        raise WireError("unsafe-dir", f"{path} is not a real directory (a "
+                                                      "link?): refusing to deliver through it")
                 if not os.path.isdir(d):
                     if not os.path.isdir(box):
                         self.new_dirs |= {room.root, box}
@@ -468,20 +472,33 @@ class RetireOp(Op):
 # ---------------------------------------------------------------- recovery
 
 
-def clean_staging(root: str) -> int:
-    """Remove staged files left in tmp/ by a crash: never acknowledged, never visible."""
+def clean_staging(root: str, skipped: Callable[[str, str], None] = lambda path, why: None) -> int:
+    """Remove staged files left in tmp/ by a crash: never acknowledged, never visible.
+
+    Only regular files are removed, and no link is followed (a linked mailbox or tmp/
+    is skipped whole): anything else there is not ours to delete, and opening a FIFO
+    would block the start. `skipped(path, why)` hears about each entry left alone.
+    """
     removed = 0
-    if not os.path.isdir(root):
+    if not is_real_dir(root):
         return 0
     for handle in os.listdir(root):
         tmp = os.path.join(root, handle, "tmp")
-        if not os.path.isdir(tmp):
+        if not is_real_dir(os.path.join(root, handle)) or not is_real_dir(tmp):
+            if os.path.lexists(tmp):
+                skipped(tmp, "not a directory (a link?): not cleaned")
             continue
-        for name in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, name))
-            removed += 1
-        if removed:
+        n = 0
+        with os.scandir(tmp) as it:
+            for entry in it:
+                if not entry.is_file(follow_symlinks=False):
+                    skipped(entry.path, "not a regular file: left alone")
+                    continue
+                os.unlink(entry.path)
+                n += 1
+        if n:
             fsync_dir(tmp)
+        removed += n
     return removed
 
 
@@ -498,16 +515,18 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset(),
     if handles is None:
         handles = set(index.handles_w())
         if os.path.isdir(root):
-            handles |= {h for h in os.listdir(root) if os.path.isdir(os.path.join(root, h))}
+            handles |= {h for h in os.listdir(root) if is_real_dir(os.path.join(root, h))}
     for handle in sorted(handles):
         known = index.ids_w(handle)
         on_disk: dict[str, int] = {}
         for sub, state in (("inbox", UNREAD), ("read", READ)):
             d = os.path.join(root, handle, sub)
-            if os.path.isdir(d):
-                for name in os.listdir(d):
-                    if name.endswith(".md"):
-                        on_disk[name[:-3]] = state
+            if is_real_dir(d):
+                with os.scandir(d) as it:
+                    for entry in it:
+                        # Only regular files are messages (a FIFO would block the read).
+                        if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                            on_disk[entry.name[:-3]] = state
         for mail_id, state in on_disk.items():
             if known.get(mail_id) == state:
                 continue
@@ -517,8 +536,7 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset(),
             path = os.path.join(root, handle, "read" if state else "inbox", mail_id + ".md")
             try:
                 check_mail_id(mail_id)
-                with open(path, "rb") as f:
-                    meta, body = _parse(path, f.read())
+                meta, body = _parse(path, read_regular(path))
             except (OSError, WireError):
                 continue  # not ours (or not a mail file): left alone, never indexed
             index.add(handle, mail_id, state, meta["from"], meta["subject"], meta["date"],

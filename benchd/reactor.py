@@ -161,27 +161,27 @@ class Reactor:
                                  digest=wake.digest)
             await self._type_line(session, line, woken)
 
-    def _readiness(self, session) -> wakegate.Readiness:
+    async def _readiness(self, session) -> wakegate.Readiness:
         """The gate's answer for this session now, looking at the screen only if asked."""
         a = wakegate.Activity(now=time.monotonic(), last_output=session.term.last_output,
                               last_input=session.last_input)
         action = wakegate.readiness(self.gate, a)
         if isinstance(action, wakegate.LookAtScreen):
-            a = dataclasses.replace(a, shows_ready=self._shows_ready(session))
+            a = dataclasses.replace(a, shows_ready=await self._shows_ready(session))
             action = wakegate.readiness(self.gate, a)
         return action
 
-    def _shows_ready(self, session) -> bool:
+    async def _shows_ready(self, session) -> bool:
         """The ready pattern, if any, matches the end of the screen: its last non-blank
         lines (READY_LINES of them), right-trimmed."""
         if session.ready is None:
             return True
-        lines = session.term.screen_text().split("\n")[-READY_LINES:]
+        lines = (await session.term.screen_text()).split("\n")[-READY_LINES:]
         return session.ready.search("\n".join(lines)) is not None
 
     async def _until_ready(self, session) -> None:
         while True:
-            match self._readiness(session):
+            match await self._readiness(session):
                 case wakegate.Ready():
                     return
                 case wakegate.WaitForOutput():
@@ -192,8 +192,8 @@ class Reactor:
                     with trio.move_on_after(timeout):
                         await session.term.changed.wait()
 
-    def _still_ready(self, session) -> bool:
-        return isinstance(self._readiness(session), wakegate.Ready)
+    async def _still_ready(self, session) -> bool:
+        return isinstance(await self._readiness(session), wakegate.Ready)
 
     async def _type_line(self, session, line: str, woken: m.AgentWoken) -> None:
         """Paste, settle, Enter (then log the wake); Enter again while the screen stays."""
@@ -205,7 +205,12 @@ class Reactor:
             await session.write_lock.acquire()
             # Someone may have typed (or the agent printed) while we waited for the lock
             # or for the retirement: the gate is judged again with the lock held.
-            if self._still_ready(session):
+            try:
+                ready = await self._still_ready(session)
+            except BaseException:
+                session.write_lock.release()  # e.g. cancelled while the screen renders
+                raise
+            if ready:
                 break
             session.write_lock.release()
             await self._until_ready(session)
@@ -246,16 +251,16 @@ class Reactor:
                 changed = term.changed
                 with trio.move_on_after(quiet - idle):
                     await changed.wait()
-        return term.screen_text()
+        return await term.screen_text()
 
     @staticmethod
     async def _screen_changes(term, before: str, wait: float) -> bool:
         with trio.move_on_after(wait):
             while True:
                 changed = term.changed
-                if term.screen_text() != before:
+                if await term.screen_text() != before:
                     return True
                 await changed.wait()
-        return term.screen_text() != before
+        return await term.screen_text() != before
 
 

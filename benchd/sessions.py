@@ -30,8 +30,8 @@ from benchd.committer import EventOp
 from benchd.connection import Caller
 from benchd.names import OPERATOR, check_handle
 from benchd.reactor import Reactor
-from benchd.system import process_ancestors, process_session_id
-from benchd.terminal import Terminal
+from benchd.system import child_pids, process_ancestors, process_session_id, reap_zombie
+from benchd.terminal import MAX_COLS, MAX_ROWS, Terminal
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -109,6 +109,7 @@ class Sessions:
 
     async def start(self, nursery) -> None:
         self.nursery = nursery
+        nursery.start_soon(self.reap_orphans)
 
     def handlers(self) -> dict:
         return {
@@ -160,20 +161,41 @@ class Sessions:
                     "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
                 )
             return Caller(s.handle, s)
-        if not self.by_leader:
-            return None
         sid = process_session_id(peer_pid)
         s = self.by_leader.get(sid) if sid is not None else None
         if s is None:
             # A descendant that left the pty's process session (setsid) is still the
-            # session's: look for the session's leader among its ancestors.
-            for pid in process_ancestors(peer_pid):
+            # session's: look for the session's leader among its ancestors. The daemon is
+            # the subreaper of its sessions' processes, so one whose parent chain was cut
+            # (double fork, `setsid -f`) hangs under the daemon itself: it belongs to some
+            # session we can no longer name, and it is certainly not the operator.
+            for pid in (peer_pid, *process_ancestors(peer_pid)):
+                if pid in self.d.helper_pids:
+                    break  # the daemon's own helper (a supervised bridge): the operator's
                 s = self.by_leader.get(pid)
                 if s is not None:
                     break
+                if pid == self.d.pid and self.d.subreaper:
+                    raise WireError(
+                        "unplaceable",
+                        "this process descends from a bench session but has left it (its "
+                        "parent chain was cut) and has no valid BENCH_TOKEN: it is neither "
+                        "that session nor the operator",
+                    )
         if s is not None and s.live:
             return Caller(s.handle, s)
         return None
+
+    async def reap_orphans(self) -> None:
+        """Collect processes that left a session and were re-parented to the daemon (its
+        subreaper role) once they exit; the sessions' own leaders are waited for by their
+        terminals."""
+        with trio.open_signal_receiver(signal.SIGCHLD) as sigs:
+            async for _ in sigs:
+                for pid in child_pids():
+                    if (pid not in self.by_leader and pid not in self.d.helper_pids
+                            and reap_zombie(pid)):
+                        self.d.log.info("orphan reaped", pid=pid)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -208,8 +230,9 @@ class Sessions:
         cwd = req.cwd or os.getcwd()
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
-        if not (1 <= req.rows <= 1000 and 1 <= req.cols <= 1000):
-            raise WireError("bad-request", "terminal size must be 1-1000 rows and columns")
+        if not (1 <= req.rows <= MAX_ROWS and 1 <= req.cols <= MAX_COLS):
+            raise WireError("bad-request", f"terminal size must be 1-{MAX_ROWS} rows and "
+                                           f"1-{MAX_COLS} columns (got {req.rows}x{req.cols})")
         env = dict(os.environ)
         for k in list(env):
             if k.startswith("BENCH_"):
@@ -365,15 +388,8 @@ async def session_list(d, conn, caller, req: m.SessionList) -> None:
     await conn.send(m.SessionListOk(id=req.id, sessions=rows))
 
 
-def _operator_only(caller, what: str) -> None:
-    if not caller.is_operator:
-        raise WireError("forbidden", f"only the operator may {what}")
-
-
 async def kill(d, conn, caller, req: m.SessionKill) -> None:
     s = d.sessions.find(req.handle)
-    if not caller.is_operator and caller.session is not s:
-        raise WireError("forbidden", "a session may end only itself")
     s.cancelled = s.cancelled or req.cancel
     if s.killed_by is None:
         s.killed_by = caller.handle
@@ -382,14 +398,12 @@ async def kill(d, conn, caller, req: m.SessionKill) -> None:
 
 
 async def prune(d, conn, caller, req: m.SessionPrune) -> None:
-    _operator_only(caller, "forget exited sessions")
     n = len(d.sessions.exited)
     d.sessions.exited.clear()  # their mailboxes and events stay
     await conn.send(m.PruneOk(id=req.id, forgotten=n))
 
 
 async def type_text(d, conn, caller, req: m.SessionType) -> None:
-    _operator_only(caller, "type into a session")
     s = d.sessions.find(req.handle)
     data = req.text.encode("utf-8", "surrogateescape")
     if req.enter:
@@ -405,10 +419,9 @@ def _b64(data: bytes) -> str:
 async def tail(d, conn, caller, req: m.SessionTail) -> None:
     s = d.sessions.find(req.handle, live_only=False)
     if req.screen:
-        lines = s.term.screen_lines()
+        lines, row, col = await s.term.render()
         await conn.send(m.ScreenFrame(id=req.id, lines=[ln.rstrip() for ln in lines],
-                                      cursor_row=s.term.screen.cursor.y,
-                                      cursor_col=s.term.screen.cursor.x))
+                                      cursor_row=row, cursor_col=col))
         await conn.send(m.EndFrame(id=req.id))
         return
     send, receive = trio.open_memory_channel[bytes](1024)
@@ -448,8 +461,8 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
                     continue
                 await s.type_input(data)
             elif isinstance(req, m.SessionResize):
-                if 1 <= req.rows <= 1000 and 1 <= req.cols <= 1000:
-                    s.term.resize(req.rows, req.cols)
+                if req.rows >= 1 and req.cols >= 1:
+                    await s.term.resize(req.rows, req.cols)  # capped at MAX_ROWS x MAX_COLS
             elif isinstance(req, m.SessionDetach):
                 reason[0] = "detached"
                 break
@@ -470,16 +483,15 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
 
 
 async def attach(d, conn, caller, req: m.SessionAttach) -> None:
-    _operator_only(caller, "attach to a session")
     s = d.sessions.find(req.handle)
     send, receive = trio.open_memory_channel[bytes](4096)
     s.term.followers.add(send)
     s.attached += 1
     try:
         if req.rows and req.cols:
-            if not (1 <= req.rows <= 1000 and 1 <= req.cols <= 1000):
-                raise WireError("bad-request", "terminal size must be 1-1000 rows and columns")
-            s.term.resize(req.rows, req.cols)
+            if req.rows < 1 or req.cols < 1:
+                raise WireError("bad-request", "a terminal has at least 1 row and 1 column")
+            await s.term.resize(req.rows, req.cols)  # a bigger window is capped
         await conn.send(m.AttachOk(id=req.id, session=s.id, handle=s.handle,
                                    rows=s.term.rows, cols=s.term.cols))
         recent = bytes(s.term.scrollback[-16384:])

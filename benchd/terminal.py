@@ -8,6 +8,12 @@ program printing megabytes per second would make draining slower than the progra
 If more than SCREEN_BACKLOG bytes piled up unseen, the screen is rebuilt from the
 newest part only (a full-screen TUI redraws itself often; a scrolling one shows its
 last lines).
+
+The screen is fed and rendered in a worker thread (`render()`), one render at a time
+per terminal, so a big screen polled by many clients never stalls the event loop (and
+with it every send). Rendering is incremental: only the lines the emulator marked
+dirty since the last render are turned into text again. Sizes are capped at
+MAX_ROWS x MAX_COLS.
 """
 
 import os
@@ -16,16 +22,28 @@ import time
 import ptyprocess
 import pyte
 import trio
+from wcwidth import wcwidth
 
 SCREEN_BACKLOG = 512 * 1024
 SCREEN_KEEP = 128 * 1024
+MAX_ROWS = 500
+MAX_COLS = 1000
 PASTE_ON = b"\x1b[?2004h"
 PASTE_OFF = b"\x1b[?2004l"
+# The umask a session's program starts with: the one benchd was started with (benchd
+# itself runs with 077), so agents create files as they would outside bench.
+SESSION_UMASK: int | None = None
+
+
+def _session_umask() -> None:
+    if SESSION_UMASK is not None:
+        os.umask(SESSION_UMASK)
 
 
 class Terminal:
     def __init__(self, argv, cwd, env, rows, cols, scrollback):
-        self.proc = ptyprocess.PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(rows, cols))
+        self.proc = ptyprocess.PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(rows, cols),
+                                                preexec_fn=_session_umask)
         self.pid = self.proc.pid
         self.fd = self.proc.fd
         os.set_blocking(self.fd, False)
@@ -39,6 +57,9 @@ class Terminal:
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self._unseen = bytearray()
+        self._reset = False  # the emulator is to be reset before the next feed
+        self._lines: list[str] = []  # the rendered screen, kept up to date incrementally
+        self._screen_lock = trio.Lock()
         self.changed = trio.Event()  # set (and replaced) whenever output arrives
         self.followers: set[trio.MemorySendChannel] = set()
         self.eof = False
@@ -80,7 +101,7 @@ class Terminal:
         self._unseen += data
         if len(self._unseen) > SCREEN_BACKLOG:
             del self._unseen[: len(self._unseen) - SCREEN_KEEP]
-            self.screen.reset()
+            self._reset = True  # done by the next render (the emulator may be in use)
         for ch in list(self.followers):
             try:
                 ch.send_nowait(data)
@@ -92,18 +113,41 @@ class Terminal:
         ev, self.changed = self.changed, trio.Event()
         ev.set()
 
-    def screen_lines(self) -> list[str]:
-        """The screen as text, as a person would see it now."""
-        if self._unseen:
+    async def render(self) -> tuple[list[str], int, int]:
+        """(lines, cursor row, cursor column) as a person would see the screen now."""
+        async with self._screen_lock:
             data, self._unseen = bytes(self._unseen), bytearray()
-            self.stream.feed(data)
-        return list(self.screen.display)
+            reset, self._reset = self._reset, False
+            if not data and not reset and self._lines and not self.screen.dirty:
+                return list(self._lines), self.screen.cursor.y, self.screen.cursor.x
+            return await trio.to_thread.run_sync(self._render, data, reset, None)
 
-    def screen_text(self) -> str:
-        lines = [line.rstrip() for line in self.screen_lines()]
+    async def screen_lines(self) -> list[str]:
+        return (await self.render())[0]
+
+    async def screen_text(self) -> str:
+        lines = [line.rstrip() for line in await self.screen_lines()]
         while lines and not lines[-1]:
             lines.pop()
         return "\n".join(lines)
+
+    def _render(self, data: bytes, reset: bool, size) -> tuple[list[str], int, int]:
+        """In a worker thread, under the screen lock: feed, resize, render dirty lines."""
+        screen = self.screen
+        if reset:
+            screen.reset()
+        if data:
+            self.stream.feed(data)
+        if size is not None:
+            screen.resize(*size)
+        if len(self._lines) != screen.lines:
+            self._lines = [""] * screen.lines
+            screen.dirty.update(range(screen.lines))
+        for y in screen.dirty:
+            if y < screen.lines:
+                self._lines[y] = _render_line(screen.buffer[y], screen.columns)
+        screen.dirty.clear()
+        return list(self._lines), screen.cursor.y, screen.cursor.x
 
     # ------------------------------------------------------------ input
 
@@ -117,14 +161,18 @@ class Terminal:
                 continue
             view = view[n:]
 
-    def resize(self, rows: int, cols: int) -> None:
+    async def resize(self, rows: int, cols: int) -> None:
+        """Resize the pty and the screen, within MAX_ROWS x MAX_COLS."""
+        rows, cols = clamp_size(rows, cols)
         self.rows, self.cols = rows, cols
         try:
             self.proc.setwinsize(rows, cols)
         except OSError:
             pass
-        self.screen_lines()
-        self.screen.resize(rows, cols)
+        async with self._screen_lock:
+            data, self._unseen = bytes(self._unseen), bytearray()
+            reset, self._reset = self._reset, False
+            await trio.to_thread.run_sync(self._render, data, reset, (rows, cols))
 
     # ------------------------------------------------------------ exit
 
@@ -178,3 +226,29 @@ class Terminal:
             ch.close()
         self.followers.clear()
 
+
+
+def clamp_size(rows: int, cols: int) -> tuple[int, int]:
+    return max(1, min(rows, MAX_ROWS)), max(1, min(cols, MAX_COLS))
+
+
+def _render_line(line, columns: int) -> str:
+    """One screen line as text, as pyte's `display` renders it, but touching only the
+    cells that were written (most of a big screen's cells are blank)."""
+    if not line:
+        return " " * columns
+    cells = [" "] * columns
+    wide_at = -2
+    for x in sorted(line):
+        if x >= columns:
+            break
+        if x == wide_at + 1:
+            cells[x] = ""  # the stub after a wide character
+            continue
+        data = line[x].data
+        cells[x] = data
+        if data and wcwidth(data[0]) == 2:
+            wide_at = x
+            if x + 1 < columns:
+                cells[x + 1] = ""
+    return "".join(cells)

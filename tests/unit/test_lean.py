@@ -93,7 +93,8 @@ class FakeConn:
 
     def call(self, req: dict) -> dict:
         self.reqs.append(req)
-        return lean.loads(msgspec.json.encode(self.answer).decode())
+        answer = HELLO_OK if req["verb"] == "hello" else self.answer
+        return lean.loads(msgspec.json.encode(answer).decode())
 
 
 def wire(req: dict, rid: int = 1) -> bytes:
@@ -102,6 +103,16 @@ def wire(req: dict, rid: int = 1) -> bytes:
     req.setdefault("id", rid)
     return lean.dumps(req).encode("utf-8", "surrogatepass")
 
+
+# The caps a send is checked against (big: the property tests build requests of any size;
+# refusals against real caps are tested end to end in tests/reliability/test_hostile.py).
+HELLO_OK = m.HelloOk(
+    id=1, version="0", protocol=m.PROTOCOL_VERSION, pid=1, bench_dir="/d", caller="operator",
+    caps=m.Caps(frame_bytes=1 << 30, body_bytes=1 << 28, subject_chars=1 << 20, list_cap=50,
+                list_max=500, connections=256, scrollback_bytes=1 << 20),
+    reactor=m.Reactor(idle_gate=2.0, paste_settle=0.2, wake_burst=6, wake_refill=60.0,
+                      enter_retries=3),
+    sessions=0, mailboxes=0, test_hooks=False, verbs=sorted(m.VERBS))
 
 SEND_OK = m.SendOk(id=1, mail_id="20261130T045611.123Z-0001", path="/d/mail/bob/inbox/x.md",
                    to="bob", key="k", live=False, note="no-live-session")
@@ -128,11 +139,12 @@ def _no_token(monkeypatch):
 def run_hot(cmd, opts, answer, capsys=None, stdin=None, monkeypatch=None):
     conn = FakeConn(answer)
     if stdin is not None:
-        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
     rc = hot.COMMANDS[cmd](conn, opts, True)
     assert rc == 0
-    assert len(conn.reqs) == 1
-    return conn.reqs[0]
+    reqs = [r for r in conn.reqs if r["verb"] != "hello"]  # mail send asks for the caps first
+    assert len(reqs) == 1
+    return reqs[0]
 
 
 @settings(max_examples=150)

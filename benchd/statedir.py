@@ -1,0 +1,164 @@
+"""The state directory: refuse what is unsafe before the daemon writes anything in it.
+
+Checks in the spirit of ssh's StrictModes. BENCH_DIR must be a directory owned by us
+and writable by nobody else (the daemon tightens its own directory to 0700 first).
+Every directory above it must be owned by us or root and not writable by group or
+others, except a root-owned sticky directory such as /tmp (in a sticky directory
+nobody but us may rename or remove our entry). Inside BENCH_DIR nothing is followed:
+the files the daemon opens by name must be regular files of ours, and `mail/`, each mailbox and its inbox/read/tmp must be real directories of
+ours. A symbolic link planted where the daemon expects a file would otherwise make it
+truncate, chmod or delete whatever the link points at.
+
+Pure os/stat calls only: `bench up` runs the same check before it writes benchd.out.
+"""
+
+import os
+import stat
+
+# The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
+FILES = ("benchd.lock", "benchd.log", "benchd.out", "events.jsonl", "index.sqlite",
+         "outbox.sqlite", "presets.json")
+SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+BOXES = ("inbox", "read", "tmp")
+# (The socket is not checked: the daemon renames a new one over whatever is at its path,
+# which never follows a link.)
+
+
+class UnsafeStateDir(Exception):
+    """BENCH_DIR cannot be used safely; the message is one line for the user."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return "a special file"
+
+
+def _owner(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def check_ancestors(path: str, uid: int | None = None) -> None:
+    """Every directory above `path` (resolved) is ours or root's and not writable by others
+    (a root-owned sticky directory such as /tmp is fine)."""
+    uid = os.getuid() if uid is None else uid
+    d = os.path.dirname(os.path.realpath(path))
+    while True:
+        st = os.stat(d)
+        if st.st_uid not in (0, uid):
+            raise UnsafeStateDir(
+                f"{d} (above BENCH_DIR) is owned by {_owner(st.st_uid)}, who could replace "
+                "BENCH_DIR: use a directory in a tree only you (or root) own")
+        sticky_root = st.st_uid == 0 and st.st_mode & stat.S_ISVTX
+        if st.st_mode & 0o022 and not sticky_root:
+            raise UnsafeStateDir(
+                f"{d} (above BENCH_DIR) is writable by group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}), who could replace BENCH_DIR: "
+                "use a directory in a tree only you can write")
+        parent = os.path.dirname(d)
+        if parent == d:
+            return
+        d = parent
+
+
+def check_state_dir(bench_dir: str) -> None:
+    """Refuse (UnsafeStateDir) a BENCH_DIR the daemon cannot use safely; tighten the modes
+    of its own files to 0600. Called after BENCH_DIR was created or tightened to 0700."""
+    uid = os.getuid()
+    st = os.lstat(bench_dir)
+    if stat.S_ISLNK(st.st_mode):
+        st = os.stat(bench_dir)  # a link to BENCH_DIR is fine; its target is checked
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeStateDir(f"{bench_dir} is {_kind(st.st_mode)}, not a directory")
+    if st.st_uid != uid:
+        raise UnsafeStateDir(
+            f"{bench_dir} is owned by {_owner(st.st_uid)}, not by you: refusing to use "
+            "another user's directory as BENCH_DIR")
+    if st.st_mode & 0o077:
+        raise UnsafeStateDir(
+            f"{bench_dir} has mode {stat.S_IMODE(st.st_mode):04o}; BENCH_DIR must be 0700")
+    check_ancestors(bench_dir, uid)
+    for name in FILES:
+        suffixes = SQLITE_SUFFIXES if name.endswith(".sqlite") else ("",)
+        for suffix in suffixes:
+            _check_file(os.path.join(bench_dir, name + suffix), uid)
+    mail = os.path.join(bench_dir, "mail")
+    if _check_entry(mail, uid, stat.S_ISDIR, "a directory"):
+        with os.scandir(mail) as it:
+            for entry in it:
+                box = entry.path
+                if not _check_entry(box, uid, stat.S_ISDIR, "a directory"):
+                    continue
+                for sub in BOXES:
+                    _check_entry(os.path.join(box, sub), uid, stat.S_ISDIR, "a directory")
+
+
+def _check_entry(path: str, uid: int, is_kind, kind: str) -> bool:
+    """False if absent; raises unless `path` is (without following links) `kind`, ours."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not is_kind(st.st_mode):
+        raise UnsafeStateDir(
+            f"{path} is {_kind(st.st_mode)}, not {kind}: refusing to follow or replace it; "
+            "remove it")
+    if st.st_uid != uid:
+        raise UnsafeStateDir(f"{path} is owned by {_owner(st.st_uid)}, not by you; remove it")
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022:
+        raise UnsafeStateDir(
+            f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            "make it 0700")
+    return True
+
+
+def _check_file(path: str, uid: int) -> None:
+    if _check_entry(path, uid, stat.S_ISREG, "a regular file"):
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        if mode & 0o077:
+            os.chmod(path, 0o600, follow_symlinks=False)  # from before the daemon's umask
+
+
+# ---------------------------------------------------------------- no-follow opens
+
+
+def open_regular(path: str, flags: int = os.O_RDONLY) -> int:
+    """An fd for `path` only if it is a regular file: never follows a final symlink and
+    never blocks on a FIFO (OSError otherwise: ELOOP, or EINVAL for a non-regular file)."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(22, "not a regular file", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str) -> bytes:
+    """The contents of a regular file, refusing links, FIFOs, sockets and directories."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def is_real_dir(path: str) -> bool:
+    """A directory, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
