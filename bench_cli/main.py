@@ -489,3 +489,7 @@ def run() -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return EXIT_OK
+
+
+# Commands that live in their own modules register themselves on the groups above.
+from bench_cli import search, threads  # noqa: E402,F401

@@ -20,7 +20,7 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
-from benchd import __version__
+from benchd import __version__, mailverbs, screens, search
 from benchd.committer import Committer, EventOp
 from benchd.connection import Caller, Connection
 from benchd.dispatch import HANDLERS
@@ -73,6 +73,7 @@ class Daemon:
         self._serve_scope = trio.CancelScope()
         self.stopping = False
         self.handlers = dict(HANDLERS)
+        self.handlers.update(mailverbs.HANDLERS | screens.HANDLERS)
         from benchd.sessions import Sessions
 
         self.sessions = Sessions(self)
@@ -90,6 +91,7 @@ class Daemon:
         """Bring the index in line with the files; returns events to log at start."""
         mail_root = os.path.join(self.bench_dir, "mail")
         clean_staging(mail_root)
+        search.ensure(self.index, mail_root)  # before reconcile, which indexes what it adds
         clean = (
             not self.index.fresh
             and self.index.get_meta("clean") == "1"

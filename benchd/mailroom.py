@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from bench_wire.errors import WireError
 from bench_wire.messages import MailRead_, MailSent
-from benchd import faults, frontmatter
+from benchd import faults, frontmatter, search
 from benchd.committer import Committer, Op, fsync_dir, now_ms
 from benchd.index import READ, STATE_NAMES, UNREAD, Index
 from benchd.names import IdClock, check_handle, check_mail_id, format_ms
@@ -309,6 +309,7 @@ class SendOp(Op):
         m = self.meta
         idx.add(self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body),
                 m["key"])
+        search.add(idx.w, self.to, m["id"], m["from"], m["subject"], self.body, self.in_reply_to)
 
 
 class RetireOp(Op):
@@ -407,6 +408,8 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset()) ->
                     continue  # not ours; left alone, never indexed
                 index.add(handle, mail_id, state, meta["from"], meta.get("subject", ""),
                           meta["date"], len(body), meta["key"])
+                search.add(index.w, handle, mail_id, meta["from"], meta.get("subject", ""), body,
+                           meta.get("in-reply-to"))
                 if mail_id in logged:
                     continue
                 recovered.append(
@@ -415,6 +418,7 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset()) ->
                 )
             for mail_id in known.keys() - on_disk.keys():
                 index.remove(handle, mail_id)
+                search.remove(index.w, handle, mail_id)
         index.commit()
     except BaseException:
         index.rollback()
