@@ -3,9 +3,8 @@
 - `mail_links`: one row per indexed message (handle, id, sender, in-reply-to). Its
   integer rowid is the message's row in `mail_text`; `in_reply_to` is indexed so a
   thread's replies are found without a scan.
-- `mail_text`: an FTS5 table over (handle, subject, body). The handle column is only
-  there so a mailbox's messages can be narrowed inside the full-text index (a session
-  searching its own mail never ranks everyone else's); it has weight 0 in the ranking.
+- `mail_text`: an FTS5 table over (subject, body), ranked by bm25 with a subject match
+  weighing twice a body match. Which mailbox a row belongs to is in `mail_links`.
 
 Everything here runs on the index's one connection, inside the transaction the committer
 keeps open (so a message is searchable as soon as its send is answered) or the one
@@ -27,7 +26,7 @@ CREATE TABLE IF NOT EXISTS mail_links(
   sender TEXT NOT NULL, in_reply_to TEXT);
 CREATE UNIQUE INDEX IF NOT EXISTS links_by_id ON mail_links(id, handle);
 CREATE INDEX IF NOT EXISTS links_by_parent ON mail_links(in_reply_to);
-CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(handle, subject, body);
+CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(subject, body);
 """
 
 _LINK = "INSERT OR IGNORE INTO mail_links(handle, id, sender, in_reply_to) VALUES (?,?,?,?)"
@@ -59,8 +58,8 @@ def add(db: sqlite3.Connection, handle: str, mail_id: str, sender: str, subject:
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     db.execute(
-        "INSERT INTO mail_text(rowid, handle, subject, body) VALUES (?,?,?,?)",
-        (cur.lastrowid, handle, subject, body),
+        "INSERT INTO mail_text(rowid, subject, body) VALUES (?,?,?)",
+        (cur.lastrowid, subject, body),
     )
 
 
@@ -133,7 +132,7 @@ def match_expr(query: str) -> str:
         terms.append('"' + word.replace('"', '""') + '"' + ("*" if prefix else ""))
     if not terms:
         raise BadQuery("the query has no words to search for")
-    return "{subject body} : (" + " AND ".join(terms) + ")"
+    return " AND ".join(terms)
 
 
 def search(db: sqlite3.Connection, query: str, handle: str | None, sender: str | None,
@@ -142,18 +141,16 @@ def search(db: sqlite3.Connection, query: str, handle: str | None, sender: str |
 
     Up to `limit` + 1 rows, so the caller can say there were more.
     """
+    # The mailbox is a filter on the joined row, not a phrase in the MATCH: a phrase of
+    # the handle would be in every message of a big mailbox, and intersecting its
+    # posting list costs O(mailbox) per query.
     expr = match_expr(query)
-    if handle is not None:
-        # Narrow inside the full-text index; the exact handle is checked below, since a
-        # phrase of the handle's words could also occur inside a longer handle.
-        words = " ".join(_words(handle))
-        expr = '{handle} : "' + words + '" AND ' + expr
     sql = [
         "SELECT l.handle, l.id, msg.sender, msg.subject, msg.date, msg.state, msg.size, "
-        f"snippet(mail_text, 2, '[', ']', '…', {SNIPPET_TOKENS}) "
+        f"snippet(mail_text, 1, '[', ']', '…', {SNIPPET_TOKENS}) "
         "FROM mail_text JOIN mail_links l ON l.rowid = mail_text.rowid "
         "JOIN messages msg ON msg.handle = l.handle AND msg.id = l.id "
-        "WHERE mail_text MATCH ? AND rank MATCH 'bm25(0.0, 2.0, 1.0)'"
+        "WHERE mail_text MATCH ? AND rank MATCH 'bm25(2.0, 1.0)'"
     ]
     args: list = [expr]
     if handle is not None:
@@ -171,19 +168,6 @@ def search(db: sqlite3.Connection, query: str, handle: str | None, sender: str |
         return db.execute(" ".join(sql), args).fetchall()
     except sqlite3.OperationalError as err:
         raise BadQuery(f"the query could not be searched: {err}") from None
-
-
-def _words(text: str) -> list[str]:
-    out, cur = [], []
-    for ch in text:
-        if ch.isalnum():
-            cur.append(ch)
-        elif cur:
-            out.append("".join(cur))
-            cur = []
-    if cur:
-        out.append("".join(cur))
-    return out
 
 
 def locate(db: sqlite3.Connection, mail_id: str) -> list[tuple[str, str | None, str]]:

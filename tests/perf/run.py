@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tests.perf import agents, mail, scale
+from tests.perf import agents, mail, scale, search
 from tests.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of PERFORMANCE.md (the table's order).
@@ -27,11 +27,12 @@ BENCHMARKS = {
     "fanout": agents.fanout,
     "restart": scale.restart,
     "rss": scale.rss,
+    "search-scale": search.search_scale,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
 RUN_ORDER = ["cli-send", "send-1", "send-16", "list-scale", "restart", "rss", "send-scale",
-             "wake", "fanout", "relay"]
+             "wake", "fanout", "relay", "search-scale"]
 
 
 def parse_args(argv):
@@ -113,6 +114,9 @@ NOTE_KEYS = {
     "restart": ["restarts", "empty_dir_ready_s", "baseline_runs"],
     "rss": ["sessions", "messages", "daemon_VmHWM_MB", "daemon_no_sessions_VmRSS_MB",
             "baseline_VmHWM_MB"],
+    "search-scale": ["big", "queries", "big_p50_ms", "small_p50_ms", "common_word_p99_ms",
+                     "rebuild_from_files_s"],
+    "search-scale/grep": ["grep_runs"],
 }
 
 
