@@ -273,6 +273,7 @@ class MessageMeta(msgspec.Struct, kw_only=True):
     date: str
     state: Literal["unread", "read"]
     size: int
+    in_reply_to: str | None = None  # the message this one answers (threads)
 
 
 class ListOk(Response, tag="mail/list"):

@@ -170,6 +170,21 @@ def search(db: sqlite3.Connection, query: str, handle: str | None, sender: str |
         raise BadQuery(f"the query could not be searched: {err}") from None
 
 
+def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, str]:
+    """in-reply-to of those of `ids` (one listing page) in `handle`'s mailbox that have one."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    try:
+        rows = db.execute(
+            f"SELECT id, in_reply_to FROM mail_links WHERE handle=? AND id IN ({marks}) "
+            "AND in_reply_to IS NOT NULL", (handle, *ids)
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    return dict(rows)
+
+
 def locate(db: sqlite3.Connection, mail_id: str) -> list[tuple[str, str | None, str]]:
     """Where a message is: (handle, in_reply_to, sender) (an id names one message)."""
     return db.execute(
