@@ -493,3 +493,15 @@ def run() -> int:
 
 # Commands that live in their own modules register themselves on the groups above.
 from bench_cli import search, threads  # noqa: E402,F401
+
+
+@cli.command()
+@click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
+def dash(bench_dir):
+    """The operator's live dashboard: sessions, screens, mail, events (needs bench[dash])."""
+    try:
+        from bench_cli.dash.app import run as run_dash
+    except ImportError as err:
+        raise click.ClickException(
+            f"bench dash needs the dash extra (pip install 'bench[dash]'): {err}") from None
+    sys.exit(run_dash(bench_dir))

@@ -1,0 +1,452 @@
+"""The dashboard app: sessions, a live screen, mail with threads, and the event log.
+
+Everything shown comes from the daemon: one event stream (kept open, reconnected when
+the daemon comes back) drives the sessions pane and the events pane; the selected
+session's screen comes from a `session/screen` follow stream; mail panes are fetched
+when a mailbox is chosen and when an event says its mail changed.
+"""
+
+import asyncio
+import os
+import subprocess
+import time
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, RichLog, Static
+
+from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
+from bench_cli.dash.model import Board, event_line, threads
+from bench_cli.dash.source import DaemonGone, Source
+from bench_wire.errors import WireError
+
+RETRY_S = 0.5  # between attempts to reach a stopped daemon
+IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle time)
+MAIL_PAGE = 200
+
+_PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
+
+
+def colour(name: str) -> str | None:
+    if name == "default":
+        return None
+    if len(name) == 6 and all(c in "0123456789abcdefABCDEF" for c in name):
+        return "#" + name
+    name = _PYTE_COLOURS.get(name, name)
+    if name.startswith("bright") and not name.startswith("bright_"):
+        name = "bright_" + name[6:]
+    return name
+
+
+def screen_text(frame: dict) -> Text:
+    """A screen frame as Rich text, with the colours the daemon's model keeps."""
+    out = Text(no_wrap=True, overflow="crop")
+    lines = frame["lines"]
+    styles = frame.get("styles") or []
+    last = len(lines)
+    while last > 0 and not lines[last - 1]:
+        last -= 1
+    for y, line in enumerate(lines[:last]):
+        t = Text(line)
+        for start, length, fg, bg, flags in (styles[y] if y < len(styles) else []):
+            parts = []
+            if "b" in flags:
+                parts.append("bold")
+            if "i" in flags:
+                parts.append("italic")
+            if "u" in flags:
+                parts.append("underline")
+            if "r" in flags:
+                parts.append("reverse")
+            f, b = colour(fg), colour(bg)
+            if f:
+                parts.append(f)
+            if b:
+                parts.append("on " + b)
+            if parts:
+                t.stylize(" ".join(parts), start, start + length)
+        out.append(t)
+        if y < last - 1:
+            out.append("\n")
+    return out
+
+
+class Dash(App):
+    TITLE = "bench dash"
+    CSS = """
+    #left { width: 45%; min-width: 34; }
+    #sessions { height: 1fr; border: round $primary; }
+    #mail { height: 1fr; border: round $secondary; }
+    #right { width: 1fr; }
+    #screen { height: 2fr; border: round $accent; padding: 0 1; overflow: hidden; }
+    #events { height: 1fr; border: round $secondary; }
+    #status { height: 1; background: $boost; }
+    .dialog { width: 70; height: auto; max-height: 90%; border: thick $primary;
+              background: $surface; padding: 1 2; align: center middle; }
+    .wide { width: 90%; height: 90%; }
+    ModalScreen { align: center middle; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+        Binding("a", "attach", "attach"),
+        Binding("t", "type", "type"),
+        Binding("m", "mail", "mail"),
+        Binding("k", "kill", "kill"),
+        Binding("slash", "search", "search"),
+        Binding("b", "mailbox", "mailbox", show=False),
+        Binding("f", "filter", "filter", show=False),
+    ]
+
+    def __init__(self, source: Source, *, clock=time.monotonic):
+        super().__init__()
+        self.source = source
+        self.clock = clock
+        self.board = Board()
+        self.connected = False
+        self.selected: str | None = None  # the session followed in the screen pane
+        self.mailbox_mode = "session"  # or "operator"
+        self.search_query: str | None = None
+        self.mail_rows: list[dict] = []
+        self.event_filter = ("", "")
+        self.status_note = ""
+        self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="left"):
+                yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+                yield DataTable(id="mail", cursor_type="row")
+            with Vertical(id="right"):
+                yield Static("", id="screen")
+                yield RichLog(id="events", max_lines=1000, wrap=False)
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#sessions", DataTable)
+        t.border_title = "sessions"
+        t.add_columns("handle", "state", "pid", "idle", "unread", "last wake", "job")
+        mail = self.query_one("#mail", DataTable)
+        mail.border_title = "mail"
+        mail.add_columns("id", "st", "from", "subject")
+        self.query_one("#screen", Static).border_title = "screen"
+        self.query_one("#events", RichLog).border_title = "events"
+        self.set_status()
+        self.follow_events()
+        self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
+
+    # ------------------------------------------------------------ status line
+
+    def set_status(self, note: str | None = None) -> None:
+        if note is not None:
+            self.status_note = note
+        state = ("connected to " + self.source.dir) if self.connected else \
+            f"daemon not running at {self.source.dir}: reconnecting"
+        text = state + (f"  |  {self.status_note}" if self.status_note else "")
+        self.query_one("#status", Static).update(Text(text, no_wrap=True, overflow="ellipsis"))
+
+    # ------------------------------------------------------------ the event stream
+
+    def _last_seq_on_disk(self) -> int:
+        """The log's last seq, from its tail (the events pane starts with what came before)."""
+        try:
+            with open(os.path.join(self.source.dir, "events.jsonl"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 65536))
+                lines = f.read().splitlines()
+        except OSError:
+            return 0
+        import json
+
+        for line in reversed(lines):
+            try:
+                return int(json.loads(line)["seq"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return 0
+
+    @work(exclusive=True, group="events")
+    async def follow_events(self) -> None:
+        first = True
+        while True:
+            try:
+                await self.load_snapshot()
+                since = self.board.last_seq
+                if first:
+                    since = max(0, self._last_seq_on_disk() - 200)
+                    first = False
+                self.connected = True
+                self.set_status("")
+                async for frame in self.source.stream("events", since=since, follow=True):
+                    self.take_event(frame["event"])
+                raise DaemonGone("the event stream ended")
+            except (DaemonGone, WireError):
+                if self.connected:
+                    self.connected = False
+                    self.set_status("")
+                    self.draw_sessions()
+                await asyncio.sleep(RETRY_S)
+
+    async def load_snapshot(self) -> None:
+        a = await self.source.call("session/list")
+        handles = {s["handle"] for s in a["sessions"]}
+        unread = {}
+        for h in handles:
+            unread[h] = (await self.source.call("mail/list", handle=h, limit=1))["total"]
+        self.board.load(a["sessions"], unread, self.clock())
+        self.draw_sessions()
+        if self.selected is None and self.board.rows:
+            live = [h for h, r in self.board.rows.items() if r.state == "running"]
+            self.select(sorted(live or self.board.rows)[0])
+        await self.load_mail()
+
+    def take_event(self, ev: dict) -> None:
+        changed = self.board.apply(ev, self.clock())
+        kind, handle = self.event_filter
+        if (not kind or ev["kind"].startswith(kind)) and (
+                not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))):
+            self.query_one("#events", RichLog).write(Text(event_line(ev), no_wrap=True))
+        if changed:
+            self.draw_sessions()
+        if ev["kind"] in ("mail/sent", "mail/read", "agent/woken") and self.search_query is None:
+            box = self.mailbox()
+            if box in (ev.get("to"), ev.get("handle")):
+                self.reload_mail()
+        if ev["kind"] == "session/spawned" and self.selected is None:
+            self.select(ev["handle"])
+        self.shown_at[ev["seq"]] = time.time()
+        if len(self.shown_at) > 1000:
+            self.shown_at.pop(next(iter(self.shown_at)))
+
+    async def refresh_sessions(self) -> None:
+        if not self.connected:
+            return
+        try:
+            a = await self.source.call("session/list")
+        except (DaemonGone, WireError):
+            return
+        now = self.clock()
+        for s in a["sessions"]:
+            r = self.board.rows.get(s["handle"])
+            if r is not None and r.session == s["session"]:
+                r.idle_ms, r.idle_at = s.get("idle_ms"), now
+        self.draw_sessions()
+
+    # ------------------------------------------------------------ sessions pane
+
+    def draw_sessions(self) -> None:
+        t = self.query_one("#sessions", DataTable)
+        now = self.clock()
+        keep = t.cursor_row
+        t.clear()
+        for h in sorted(self.board.rows):
+            r = self.board.rows[h]
+            job = ("job " + r.outcome).strip() if r.job else ""
+            unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
+            state = r.exit_text() if self.connected else "?"
+            t.add_row(h, state, str(r.pid), r.idle_text(now), unread, r.wake, job, key=h)
+        if self.board.rows:
+            t.move_cursor(row=min(keep, len(self.board.rows) - 1))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "sessions":
+            self.select(str(event.row_key.value))
+        elif event.data_table.id == "mail":
+            self.open_mail(int(str(event.row_key.value)))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "sessions" and event.row_key.value != self.selected:
+            self.select(str(event.row_key.value))
+
+    def select(self, handle: str) -> None:
+        if handle == self.selected:
+            return
+        self.selected = handle
+        self.follow_screen(handle)
+        if self.mailbox_mode == "session" and self.search_query is None:
+            self.reload_mail()
+
+    # ------------------------------------------------------------ screen pane
+
+    @work(exclusive=True, group="screen")
+    async def follow_screen(self, handle: str) -> None:
+        pane = self.query_one("#screen", Static)
+        pane.border_title = f"screen: {handle}"
+        while True:
+            try:
+                async for frame in self.source.stream("session/screen", handle=handle,
+                                                      follow=True):
+                    pane.update(screen_text(frame))
+                return  # the session ended: its last screen stays
+            except WireError as err:
+                pane.update(Text(f"{handle}: {err.message}"))
+                return
+            except DaemonGone:
+                await asyncio.sleep(RETRY_S)
+
+    # ------------------------------------------------------------ mail pane
+
+    def mailbox(self) -> str:
+        if self.mailbox_mode == "operator" or self.selected is None:
+            return "operator"
+        return self.selected
+
+    @work(exclusive=True, group="mail")
+    async def reload_mail(self) -> None:
+        await self.load_mail()
+
+    async def load_mail(self) -> None:
+        box = self.mailbox()
+        try:
+            if self.search_query is not None:
+                a = await self.source.call("mail/search", query=self.search_query, limit=100)
+                rows = [(0, m) for m in a["hits"]]
+                title = f"search: {self.search_query}  ({len(rows)}; Escape: back)"
+            else:
+                a = await self.source.call("mail/list", handle=box, state="all",
+                                           limit=MAIL_PAGE)
+                rows = threads(a["messages"])
+                unread = sum(m["state"] == "unread" for _, m in rows)
+                title = f"mail: {box}  ({unread} unread of {a['total']})"
+        except (DaemonGone, WireError) as err:
+            self.set_status(getattr(err, "message", str(err)))
+            return
+        t = self.query_one("#mail", DataTable)
+        t.border_title = title
+        t.clear()
+        self.mail_rows = []
+        for i, (depth, msg) in enumerate(rows):
+            msg = dict(msg, handle=msg.get("handle", box))
+            self.mail_rows.append(msg)
+            subject = ("  " * depth + ("↳ " if depth else "")) + (msg["subject"] or "-")
+            if self.search_query is not None:
+                subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
+            st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
+            t.add_row(msg["mail_id"][9:15], st, msg["from"], subject, key=str(i))
+
+    def open_mail(self, i: int) -> None:
+        if 0 <= i < len(self.mail_rows):
+            self.show_thread(self.mail_rows[i])
+
+    @work(exclusive=True, group="thread")
+    async def show_thread(self, msg: dict) -> None:
+        try:
+            a = await self.source.call("mail/thread", mail_id=msg["mail_id"])
+        except (DaemonGone, WireError) as err:
+            self.set_status(getattr(err, "message", str(err)))
+            return
+        parts = []
+        for x in a["messages"]:
+            mark = ">> " if x["mail_id"] == msg["mail_id"] else ""
+            parts.append(f"{mark}{x['mail_id']}  {x['from']} -> {x['handle']}  [{x['state']}]\n"
+                         f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n")
+        unread = msg["state"] == "unread"
+        choice = await self.push_screen_wait(Thread("\n".join(parts), unread))
+        if choice == "retire":
+            await self.act("mail/read", f"retired {msg['mail_id']}", handle=msg["handle"],
+                           mail_id=msg["mail_id"])
+            await self.load_mail()
+
+    # ------------------------------------------------------------ actions
+
+    async def act(self, verb: str, done: str, **fields) -> dict | None:
+        try:
+            a = await self.source.call(verb, **fields)
+        except (DaemonGone, WireError) as err:
+            self.set_status(f"{verb}: {getattr(err, 'message', err)}")
+            return None
+        self.set_status(done)
+        return a
+
+    def _need_session(self) -> str | None:
+        if self.selected is None:
+            self.set_status("no session selected")
+        return self.selected
+
+    def action_help(self) -> None:
+        self.push_screen(Help())
+
+    def action_attach(self) -> None:
+        h = self._need_session()
+        if h is None:
+            return
+        with self.suspend():
+            # bench attach restores the terminal on every way out; the app redraws after.
+            subprocess.run(self.source.attach_argv(h))
+        self.set_status(f"detached from {h}")
+
+    @work(group="actions")
+    async def action_type(self) -> None:
+        h = self._need_session()
+        if h is None:
+            return
+        line = await self.push_screen_wait(Ask(f"Type a line into {h} (Enter follows):"))
+        if line is not None:
+            await self.act("session/type", f"typed into {h}", handle=h, text=line)
+
+    @work(group="actions")
+    async def action_mail(self) -> None:
+        msg = await self.push_screen_wait(Compose(self.selected or ""))
+        if msg and msg["to"]:
+            a = await self.act("mail/send", "", to=msg["to"], subject=msg["subject"],
+                               body=msg["body"])
+            if a is not None:
+                self.set_status(f"sent {a['mail_id']} to {a['to']}")
+
+    @work(group="actions")
+    async def action_kill(self) -> None:
+        h = self._need_session()
+        if h is None:
+            return
+        if await self.push_screen_wait(Confirm(f"Kill session {h}?")):
+            await self.act("session/kill", f"killed {h}", handle=h)
+
+    @work(group="actions")
+    async def action_search(self) -> None:
+        q = await self.push_screen_wait(Ask("Search mail (every word must occur):",
+                                            self.search_query or ""))
+        if q is not None and q.strip():
+            self.search_query = q.strip()
+            await self.load_mail()
+
+    def action_mailbox(self) -> None:
+        self.mailbox_mode = "operator" if self.mailbox_mode == "session" else "session"
+        self.search_query = None
+        self.reload_mail()
+
+    @work(group="actions")
+    async def action_filter(self) -> None:
+        kind, handle = self.event_filter
+        q = await self.push_screen_wait(Ask("Filter events: a kind prefix (mail/, session/, "
+                                            "agent/woken) and/or a handle; empty: all",
+                                            " ".join(x for x in (kind, handle) if x)))
+        if q is None:
+            return
+        kind = handle = ""
+        for word in q.split():
+            if "/" in word:
+                kind = word
+            else:
+                handle = word
+        self.event_filter = (kind, handle)
+        log = self.query_one("#events", RichLog)
+        log.clear()
+        log.border_title = "events" + (f" ({q.strip()})" if q.strip() else "")
+        for ev in self.board.filtered(kind, handle)[-500:]:
+            log.write(Text(event_line(ev), no_wrap=True))
+
+    def key_escape(self) -> None:
+        if self.search_query is not None:
+            self.search_query = None
+            self.reload_mail()
+
+
+def run(bench_dir: str | None) -> int:
+    Dash(Source(bench_dir)).run()
+    return 0
