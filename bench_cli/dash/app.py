@@ -50,7 +50,7 @@ def screen_text(frame: dict) -> Text:
     while last > 0 and not lines[last - 1]:
         last -= 1
     for y, line in enumerate(lines[:last]):
-        t = Text(line)
+        t = Text(line, no_wrap=True, overflow="crop")
         for start, length, fg, bg, flags in (styles[y] if y < len(styles) else []):
             parts = []
             if "b" in flags:
@@ -131,10 +131,10 @@ class Dash(App):
     def on_mount(self) -> None:
         t = self.query_one("#sessions", DataTable)
         t.border_title = "sessions"
-        t.add_columns("handle", "state", "pid", "idle", "unread", "last wake", "job")
+        t.add_columns("handle", "state", "unread", "idle", "last wake", "job", "pid")
         mail = self.query_one("#mail", DataTable)
         mail.border_title = "mail"
-        mail.add_columns("id", "st", "from", "subject")
+        mail.add_columns("sent", "st", "from", "subject")
         self.query_one("#screen", Static).border_title = "screen"
         self.query_one("#events", RichLog).border_title = "events"
         self.set_status()
@@ -177,10 +177,17 @@ class Dash(App):
         while True:
             try:
                 await self.load_snapshot()
-                since = self.board.last_seq
+                self.connected = True
                 if first:
+                    # The recent past, for the events pane and the last-wake column; the
+                    # snapshot's counts already include what these events did. (An event
+                    # between the two is missed or counted twice until the next refresh.)
                     since = max(0, self._last_seq_on_disk() - 200)
+                    async for frame in self.source.stream("events", since=since):
+                        self.take_event(frame["event"], apply=False)
+                    self.draw_sessions()
                     first = False
+                since = self.board.last_seq
                 self.connected = True
                 self.set_status("")
                 async for frame in self.source.stream("events", since=since, follow=True):
@@ -206,8 +213,8 @@ class Dash(App):
             self.select(sorted(live or self.board.rows)[0])
         await self.load_mail()
 
-    def take_event(self, ev: dict) -> None:
-        changed = self.board.apply(ev, self.clock())
+    def take_event(self, ev: dict, apply: bool = True) -> None:
+        changed = self.board.apply(ev, self.clock(), count=apply)
         kind, handle = self.event_filter
         if (not kind or ev["kind"].startswith(kind)) and (
                 not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))):
@@ -225,10 +232,16 @@ class Dash(App):
             self.shown_at.pop(next(iter(self.shown_at)))
 
     async def refresh_sessions(self) -> None:
+        """Idle times (no event carries them) and unread counts, every IDLE_REFRESH_S."""
         if not self.connected:
             return
         try:
             a = await self.source.call("session/list")
+            unread = {}
+            for s in a["sessions"]:
+                if s["state"] == "running":
+                    unread[s["handle"]] = (await self.source.call(
+                        "mail/list", handle=s["handle"], limit=1))["total"]
         except (DaemonGone, WireError):
             return
         now = self.clock()
@@ -236,6 +249,7 @@ class Dash(App):
             r = self.board.rows.get(s["handle"])
             if r is not None and r.session == s["session"]:
                 r.idle_ms, r.idle_at = s.get("idle_ms"), now
+                r.unread = unread.get(r.handle, r.unread)
         self.draw_sessions()
 
     # ------------------------------------------------------------ sessions pane
@@ -250,7 +264,7 @@ class Dash(App):
             job = ("job " + r.outcome).strip() if r.job else ""
             unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
             state = r.exit_text() if self.connected else "?"
-            t.add_row(h, state, str(r.pid), r.idle_text(now), unread, r.wake, job, key=h)
+            t.add_row(h, state, unread, r.idle_text(now), r.wake, job, str(r.pid), key=h)
         if self.board.rows:
             t.move_cursor(row=min(keep, len(self.board.rows) - 1))
 
@@ -328,7 +342,8 @@ class Dash(App):
             if self.search_query is not None:
                 subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
             st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
-            t.add_row(msg["mail_id"][9:15], st, msg["from"], subject, key=str(i))
+            sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
+            t.add_row(sent, st, msg["from"], subject, key=str(i))
 
     def open_mail(self, i: int) -> None:
         if 0 <= i < len(self.mail_rows):

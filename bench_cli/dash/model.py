@@ -67,8 +67,12 @@ class Board:
                 rows[h].unread = n
         self.rows = rows
 
-    def apply(self, ev: dict, now: float) -> bool:
-        """Take one event; True when the sessions pane should be redrawn."""
+    def apply(self, ev: dict, now: float, count: bool = True) -> bool:
+        """Take one event; True when the sessions pane should be redrawn.
+
+        With count=False (history from before the snapshot, whose counts already include
+        it) unread counts are left alone; last wakes and job outcomes are still taken.
+        """
         if ev.get("seq", 0) <= self.last_seq:
             return False
         self.last_seq = ev["seq"]
@@ -76,7 +80,7 @@ class Board:
         if len(self.events) > self.keep:
             del self.events[: len(self.events) - self.keep]
         kind = ev.get("kind")
-        if kind == "session/spawned":
+        if kind == "session/spawned" and count:
             self.rows[ev["handle"]] = Row(handle=ev["handle"], session=ev["session"],
                                           pid=ev["pid"], idle_ms=0, idle_at=now,
                                           job=bool(ev.get("job")),
@@ -85,14 +89,14 @@ class Board:
         r = self.rows.get(ev.get("handle") or ev.get("to") or "")
         if r is None:
             return False
-        if kind == "session/exited" and ev.get("session") == r.session:
+        if kind == "session/exited" and ev.get("session") == r.session and count:
             r.state, r.exit, r.signal = "exited", ev.get("exit"), ev.get("signal")
         elif kind == "mail/sent":
-            r.unread += 1
+            r.unread += count
         elif kind == "mail/read":
-            r.unread = max(0, r.unread - 1)
+            r.unread = max(0, r.unread - count)
         elif kind == "agent/woken":
-            if ev.get("mail_id"):
+            if ev.get("mail_id") and count:
                 r.unread = max(0, r.unread - 1)  # a wake retires the message it announces
             r.wake = "woken " + clock(ev["ts"])
             r.idle_ms, r.idle_at = 0, now

@@ -5,7 +5,6 @@ trio); every wait is on a condition with a deadline, never a fixed sleep.
 """
 
 import asyncio
-import os
 import time
 
 import pytest

@@ -16,8 +16,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HOT_FORBIDDEN = {"click", "msgspec", "json", "re", "socket", "typing", "trio", "structlog",
-                 "benchd", "selectors", "enum", "asyncio", "subprocess", "yaml"}
-CLI_FORBIDDEN = {"trio", "structlog", "benchd", "ptyprocess", "pyte"}
+                 "benchd", "selectors", "enum", "asyncio", "subprocess", "yaml",
+                 "textual", "rich"}
+# The dashboard (textual, rich) loads only when `bench dash` runs.
+CLI_FORBIDDEN = {"trio", "structlog", "benchd", "ptyprocess", "pyte", "textual", "rich"}
 
 # Prints, as JSON: the top-level modules present before bench was imported, and after.
 PROBE = r"""
@@ -101,7 +103,7 @@ def test_cli_main_never_imports_the_daemon_stack():
 
 
 @pytest.mark.parametrize("argv", [["status"], ["events"], ["ps"], ["mail", "send", "--help"],
-                                  ["down"]])
+                                  ["down"], ["dash", "--help"], ["mail", "search", "x"]])
 def test_click_commands_never_import_the_daemon_stack(argv):
     d = tempfile.mkdtemp(prefix="bimp", dir="/tmp")
     try:
