@@ -7,6 +7,7 @@ when a mailbox is chosen and when an event says its mail changed.
 """
 
 import asyncio
+import collections
 import os
 import subprocess
 import time
@@ -16,16 +17,18 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import Footer, Static
 
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
 from bench_cli.dash.model import Board, event_line, threads
+from bench_cli.dash.rows import Rows
 from bench_cli.dash.source import DaemonGone, Source
 from bench_wire.errors import WireError
 
 RETRY_S = 0.5  # between attempts to reach a stopped daemon
 IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle time)
 MAIL_PAGE = 200
+UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread counts
 
 _PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
 
@@ -74,6 +77,32 @@ def screen_text(frame: dict) -> Text:
     return out
 
 
+class EventsPane(Static):
+    """The newest event lines that fit, bottom-aligned. A Static with a fixed size, not a
+    RichLog: a RichLog's every write changes its virtual size, which costs a layout pass of
+    the whole screen (most of the dashboard's CPU in the dash-idle benchmark)."""
+
+    def __init__(self, **kw):
+        super().__init__("", **kw)
+        self.lines: collections.deque[str] = collections.deque(maxlen=300)
+
+    def write(self, line: str) -> None:
+        self.lines.append(line)
+        self.show()
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.show()
+
+    def show(self) -> None:
+        rows = max(1, self.content_size.height or 10)
+        tail = list(self.lines)[-rows:]
+        self.update(Text("\n".join(tail), no_wrap=True, overflow="crop"), layout=False)
+
+    def on_resize(self) -> None:
+        self.show()
+
+
 class Dash(App):
     TITLE = "bench dash"
     CSS = """
@@ -82,8 +111,9 @@ class Dash(App):
     #mail { height: 1fr; border: round $secondary; }
     #right { width: 1fr; }
     #screen { height: 2fr; border: round $accent; padding: 0 1; overflow: hidden; }
-    #events { height: 1fr; border: round $secondary; }
+    #events { height: 1fr; border: round $secondary; overflow: hidden; }
     #status { height: 1; background: $boost; }
+    #screen, #events, #sessions, #mail, #status { text-wrap: nowrap; text-overflow: clip; }
     .dialog { width: 70; height: auto; max-height: 90%; border: thick $primary;
               background: $surface; padding: 1 2; align: center middle; }
     .wide { width: 90%; height: 90%; }
@@ -114,29 +144,29 @@ class Dash(App):
         self.event_filter = ("", "")
         self.status_note = ""
         self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
+        self.refreshes = 0
 
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="left"):
-                yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
-                yield DataTable(id="mail", cursor_type="row")
+                yield Rows(["handle", "state", "unread", "idle", "last wake", "job", "pid"],
+                           id="sessions")
+                yield Rows(["sent", "st", "from", "subject"], id="mail")
             with Vertical(id="right"):
                 yield Static("", id="screen")
-                yield RichLog(id="events", max_lines=1000, wrap=False)
+                yield EventsPane(id="events")
         yield Static("", id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        t = self.query_one("#sessions", DataTable)
+        t = self.query_one("#sessions", Rows)
         t.border_title = "sessions"
-        t.add_columns("handle", "state", "unread", "idle", "last wake", "job", "pid")
-        mail = self.query_one("#mail", DataTable)
-        mail.border_title = "mail"
-        mail.add_columns("sent", "st", "from", "subject")
+        self.query_one("#mail", Rows).border_title = "mail"
+        t.focus()
         self.query_one("#screen", Static).border_title = "screen"
-        self.query_one("#events", RichLog).border_title = "events"
+        self.query_one("#events", EventsPane).border_title = "events"
         self.set_status()
         self.follow_events()
         self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
@@ -149,7 +179,9 @@ class Dash(App):
         state = ("connected to " + self.source.dir) if self.connected else \
             f"daemon not running at {self.source.dir}: reconnecting"
         text = state + (f"  |  {self.status_note}" if self.status_note else "")
-        self.query_one("#status", Static).update(Text(text, no_wrap=True, overflow="ellipsis"))
+        # Fixed-size panes: layout=False spares a whole-screen layout pass per update.
+        self.query_one("#status", Static).update(Text(text, no_wrap=True, overflow="ellipsis"),
+                                                 layout=False)
 
     # ------------------------------------------------------------ the event stream
 
@@ -218,7 +250,7 @@ class Dash(App):
         kind, handle = self.event_filter
         if (not kind or ev["kind"].startswith(kind)) and (
                 not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))):
-            self.query_one("#events", RichLog).write(Text(event_line(ev), no_wrap=True))
+            self.query_one("#events", EventsPane).write(event_line(ev))
         if changed:
             self.draw_sessions()
         if ev["kind"] in ("mail/sent", "mail/read", "agent/woken") and self.search_query is None:
@@ -235,11 +267,14 @@ class Dash(App):
         """Idle times (no event carries them) and unread counts, every IDLE_REFRESH_S."""
         if not self.connected:
             return
+        self.refreshes += 1
         try:
             a = await self.source.call("session/list")
             unread = {}
             for s in a["sessions"]:
-                if s["state"] == "running":
+                # Unread counts follow the events; re-read them now and then only, in
+                # case an event was missed or double counted across a reconnect.
+                if s["state"] == "running" and self.refreshes % UNREAD_EVERY == 0:
                     unread[s["handle"]] = (await self.source.call(
                         "mail/list", handle=s["handle"], limit=1))["total"]
         except (DaemonGone, WireError):
@@ -255,28 +290,26 @@ class Dash(App):
     # ------------------------------------------------------------ sessions pane
 
     def draw_sessions(self) -> None:
-        t = self.query_one("#sessions", DataTable)
+        t = self.query_one("#sessions", Rows)
         now = self.clock()
-        keep = t.cursor_row
-        t.clear()
+        rows = []
         for h in sorted(self.board.rows):
             r = self.board.rows[h]
             job = ("job " + r.outcome).strip() if r.job else ""
             unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
             state = r.exit_text() if self.connected else "?"
-            t.add_row(h, state, unread, r.idle_text(now), r.wake, job, str(r.pid), key=h)
-        if self.board.rows:
-            t.move_cursor(row=min(keep, len(self.board.rows) - 1))
+            rows.append((h, (h, state, unread, r.idle_text(now), r.wake, job, str(r.pid))))
+        t.set_rows(rows)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.data_table.id == "sessions":
-            self.select(str(event.row_key.value))
-        elif event.data_table.id == "mail":
-            self.open_mail(int(str(event.row_key.value)))
+    def on_rows_highlighted(self, event: Rows.Highlighted) -> None:
+        if event.pane.id == "sessions":
+            self.select(event.key)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "sessions" and event.row_key.value != self.selected:
-            self.select(str(event.row_key.value))
+    def on_rows_chosen(self, event: Rows.Chosen) -> None:
+        if event.pane.id == "sessions":
+            self.select(event.key)
+        elif event.pane.id == "mail":
+            self.open_mail(int(event.key))
 
     def select(self, handle: str) -> None:
         if handle == self.selected:
@@ -296,7 +329,7 @@ class Dash(App):
             try:
                 async for frame in self.source.stream("session/screen", handle=handle,
                                                       follow=True):
-                    pane.update(screen_text(frame))
+                    pane.update(screen_text(frame), layout=False)
                 return  # the session ended: its last screen stays
             except WireError as err:
                 pane.update(Text(f"{handle}: {err.message}"))
@@ -331,10 +364,10 @@ class Dash(App):
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return
-        t = self.query_one("#mail", DataTable)
+        t = self.query_one("#mail", Rows)
         t.border_title = title
-        t.clear()
         self.mail_rows = []
+        table = []
         for i, (depth, msg) in enumerate(rows):
             msg = dict(msg, handle=msg.get("handle", box))
             self.mail_rows.append(msg)
@@ -343,7 +376,8 @@ class Dash(App):
                 subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
             st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
             sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
-            t.add_row(sent, st, msg["from"], subject, key=str(i))
+            table.append((str(i), (sent, st, msg["from"], subject)))
+        t.set_rows(table, keep_key=False)
 
     def open_mail(self, i: int) -> None:
         if 0 <= i < len(self.mail_rows):
@@ -450,11 +484,11 @@ class Dash(App):
             else:
                 handle = word
         self.event_filter = (kind, handle)
-        log = self.query_one("#events", RichLog)
-        log.clear()
+        log = self.query_one("#events", EventsPane)
+        log.lines.clear()
         log.border_title = "events" + (f" ({q.strip()})" if q.strip() else "")
-        for ev in self.board.filtered(kind, handle)[-500:]:
-            log.write(Text(event_line(ev), no_wrap=True))
+        log.lines.extend(event_line(ev) for ev in self.board.filtered(kind, handle)[-300:])
+        log.show()
 
     def key_escape(self) -> None:
         if self.search_query is not None:

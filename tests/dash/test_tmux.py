@@ -43,7 +43,10 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
             m = re.search(r"│\s*bob\s+running\s+(\d+)", screen())
             return m and int(m[1])
 
-        d.wait_until(lambda: bob_row() == 0 and "alice" in screen(), 30, "both sessions")
+        try:
+            d.wait_until(lambda: bob_row() == 0 and "alice" in screen(), 30, "both sessions")
+        except AssertionError:
+            raise AssertionError(screen()) from None
         tmux("send-keys", "-t", name, "Down")  # select bob: his screen and mailbox follow
         d.wait_until(lambda: "screen: bob" in screen(), 20, "bob's screen pane")
         d.ok("mail", "send", "bob", "-s", "hello", "-m", "ping")
