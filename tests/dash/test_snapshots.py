@@ -58,3 +58,12 @@ def test_snapshots_are_stored():
     here = os.path.join(os.path.dirname(__file__), "__snapshots__", "test_snapshots")
     assert os.path.isdir(here), "run pytest tests/dash --snapshot-update once"
     assert len([n for n in os.listdir(here) if n.endswith(".svg")]) >= 3
+
+
+def test_the_readme_picture_is_made_from_the_current_snapshot():
+    from tests.dash.screenshot import PNG, SOURCE, svg_digest
+
+    assert os.path.exists(PNG), "run just dash-screenshot"
+    with open(SOURCE) as f:
+        recorded = f.read().split()[0]
+    assert recorded == svg_digest(), "the snapshot changed: run just dash-screenshot"
