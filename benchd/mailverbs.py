@@ -20,14 +20,18 @@ def _since(value: str | None) -> str | None:
     """An ISO-8601 UTC time, as the files' `date` (compared as text: they sort in time)."""
     if value is None:
         return None
-    for fmt in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S",
-                "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+    text = value[:-1] if value.endswith("Z") else value
+    ms = 0
+    if "." in text:
+        text, frac = text.rsplit(".", 1)
+        if not frac.isdigit():
+            raise WireError("bad-since", f"{value!r} is not a UTC time like 2026-11-30T04:56:11Z")
+        ms = int(frac[:3].ljust(3, "0"))
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
         try:
-            t = time.strptime(value, fmt)
+            secs = calendar.timegm(time.strptime(text, fmt))
         except ValueError:
             continue
-        ms = int(value.rsplit(".", 1)[1].rstrip("Z")[:3].ljust(3, "0")) if "." in value else 0
-        secs = calendar.timegm(t)
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{ms:03d}Z"
     raise WireError("bad-since", f"{value!r} is not a UTC time like 2026-11-30T04:56:11Z")
 
