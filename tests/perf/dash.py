@@ -8,7 +8,8 @@ the dashboard's CPU time is compared with the daemon's.
 
 Latency: the same app in-process through Textual's pilot, against the same kind of
 daemon: for each of 20 mails, from the event's `ts` (stamped by the daemon when it logs
-it) to the moment the dashboard drew its line (the app notes the time per seq).
+it) to the moment the dashboard took it and wrote its line into the panes (the app notes
+the time per seq; the terminal is repainted on Textual's next refresh, within a frame).
 """
 
 import asyncio
@@ -124,5 +125,5 @@ def dash_idle(ctx: Context) -> list[Result]:
         Result("dash-idle/latency", "ms", p99(lat), 200.0, p99(lat) / 200.0, "<=", 1.0,
                ratio_note="p99 / 200 ms",
                params={"samples": len(lat), "p50_ms": median(lat),
-                       "measured": "event ts (daemon) -> line drawn (app, pilot)"}),
+                       "measured": "event ts (daemon) -> line written (app, pilot)"}),
     ]
