@@ -1,7 +1,8 @@
 """bench dash in a real terminal: tmux runs it against a real daemon with two stand-ins.
 
 A mail to bob shows as bob's unread count changing, then his screen with the wake line;
-q leaves the terminal settings exactly as they were (`stty -g` before and after).
+`a` attaches to bob and Ctrl-] comes back; q leaves the terminal settings exactly as
+they were (`stty -g` before and after).
 """
 
 import os
@@ -53,6 +54,12 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
         d.wait_until(lambda: bob_row() == 1, 20, "bob's unread count at 1")
         d.wait_until(lambda: "You have mail from operator" in screen(), 30, "the wake line")
         d.wait_until(lambda: bob_row() == 0 and "woken" in screen(), 20, "bob woken")
+        # a: the dashboard steps aside for `bench attach bob`; Ctrl-] comes back to it.
+        tmux("send-keys", "-t", name, "a")
+        d.wait_until(lambda: "sessions" not in screen() and "standin>" in screen(), 20,
+                     "bob's terminal, attached")
+        tmux("send-keys", "-t", name, "C-]")
+        d.wait_until(lambda: "sessions" in screen() and bob_row() == 0, 20, "back in the dash")
         tmux("send-keys", "-t", name, "q")
         d.wait_until(lambda: after.exists() and after.read_text().strip(), 20, "dash quit")
         assert (tmp_path / "rc").read_text().strip() == "0"
