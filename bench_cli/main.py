@@ -503,5 +503,6 @@ def dash(bench_dir):
         from bench_cli.dash.app import run as run_dash
     except ImportError as err:
         raise click.ClickException(
-            f"bench dash needs the dash extra (pip install 'bench[dash]'): {err}") from None
+            f"bench dash needs the dash extra (pip install 'bench[dash]'): {err}"
+        ) from None
     sys.exit(run_dash(bench_dir))

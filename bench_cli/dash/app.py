@@ -54,7 +54,7 @@ def screen_text(frame: dict) -> Text:
         last -= 1
     for y, line in enumerate(lines[:last]):
         t = Text(line, no_wrap=True, overflow="crop")
-        for start, length, fg, bg, flags in (styles[y] if y < len(styles) else []):
+        for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
             parts = []
             if "b" in flags:
                 parts.append("bold")
@@ -151,8 +151,9 @@ class Dash(App):
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="left"):
-                yield Rows(["handle", "state", "unread", "idle", "last wake", "job", "pid"],
-                           id="sessions")
+                yield Rows(
+                    ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
+                )
                 yield Rows(["sent", "st", "from", "subject"], id="mail")
             with Vertical(id="right"):
                 yield Static("", id="screen")
@@ -176,12 +177,16 @@ class Dash(App):
     def set_status(self, note: str | None = None) -> None:
         if note is not None:
             self.status_note = note
-        state = ("connected to " + self.source.dir) if self.connected else \
-            f"daemon not running at {self.source.dir}: reconnecting"
+        state = (
+            ("connected to " + self.source.dir)
+            if self.connected
+            else f"daemon not running at {self.source.dir}: reconnecting"
+        )
         text = state + (f"  |  {self.status_note}" if self.status_note else "")
         # Fixed-size panes: layout=False spares a whole-screen layout pass per update.
-        self.query_one("#status", Static).update(Text(text, no_wrap=True, overflow="ellipsis"),
-                                                 layout=False)
+        self.query_one("#status", Static).update(
+            Text(text, no_wrap=True, overflow="ellipsis"), layout=False
+        )
 
     # ------------------------------------------------------------ the event stream
 
@@ -249,7 +254,8 @@ class Dash(App):
         changed = self.board.apply(ev, self.clock(), count=apply)
         kind, handle = self.event_filter
         if (not kind or ev["kind"].startswith(kind)) and (
-                not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))):
+            not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
+        ):
             self.query_one("#events", EventsPane).write(event_line(ev))
         if changed:
             self.draw_sessions()
@@ -275,8 +281,9 @@ class Dash(App):
                 # Unread counts follow the events; re-read them now and then only, in
                 # case an event was missed or double counted across a reconnect.
                 if s["state"] == "running" and self.refreshes % UNREAD_EVERY == 0:
-                    unread[s["handle"]] = (await self.source.call(
-                        "mail/list", handle=s["handle"], limit=1))["total"]
+                    unread[s["handle"]] = (
+                        await self.source.call("mail/list", handle=s["handle"], limit=1)
+                    )["total"]
         except (DaemonGone, WireError):
             return
         now = self.clock()
@@ -327,8 +334,7 @@ class Dash(App):
         pane.border_title = f"screen: {handle}"
         while True:
             try:
-                async for frame in self.source.stream("session/screen", handle=handle,
-                                                      follow=True):
+                async for frame in self.source.stream("session/screen", handle=handle, follow=True):
                     pane.update(screen_text(frame), layout=False)
                 return  # the session ended: its last screen stays
             except WireError as err:
@@ -356,8 +362,7 @@ class Dash(App):
                 rows = [(0, m) for m in a["hits"]]
                 title = f"search: {self.search_query}  ({len(rows)}; Escape: back)"
             else:
-                a = await self.source.call("mail/list", handle=box, state="all",
-                                           limit=MAIL_PAGE)
+                a = await self.source.call("mail/list", handle=box, state="all", limit=MAIL_PAGE)
                 rows = threads(a["messages"])
                 unread = sum(m["state"] == "unread" for _, m in rows)
                 title = f"mail: {box}  ({unread} unread of {a['total']})"
@@ -393,13 +398,19 @@ class Dash(App):
         parts = []
         for x in a["messages"]:
             mark = ">> " if x["mail_id"] == msg["mail_id"] else ""
-            parts.append(f"{mark}{x['mail_id']}  {x['from']} -> {x['handle']}  [{x['state']}]\n"
-                         f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n")
+            parts.append(
+                f"{mark}{x['mail_id']}  {x['from']} -> {x['handle']}  [{x['state']}]\n"
+                f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n"
+            )
         unread = msg["state"] == "unread"
         choice = await self.push_screen_wait(Thread("\n".join(parts), unread))
         if choice == "retire":
-            await self.act("mail/read", f"retired {msg['mail_id']}", handle=msg["handle"],
-                           mail_id=msg["mail_id"])
+            await self.act(
+                "mail/read",
+                f"retired {msg['mail_id']}",
+                handle=msg["handle"],
+                mail_id=msg["mail_id"],
+            )
             await self.load_mail()
 
     # ------------------------------------------------------------ actions
@@ -443,8 +454,9 @@ class Dash(App):
     async def action_mail(self) -> None:
         msg = await self.push_screen_wait(Compose(self.selected or ""))
         if msg and msg["to"]:
-            a = await self.act("mail/send", "", to=msg["to"], subject=msg["subject"],
-                               body=msg["body"])
+            a = await self.act(
+                "mail/send", "", to=msg["to"], subject=msg["subject"], body=msg["body"]
+            )
             if a is not None:
                 self.set_status(f"sent {a['mail_id']} to {a['to']}")
 
@@ -458,8 +470,9 @@ class Dash(App):
 
     @work(group="actions")
     async def action_search(self) -> None:
-        q = await self.push_screen_wait(Ask("Search mail (every word must occur):",
-                                            self.search_query or ""))
+        q = await self.push_screen_wait(
+            Ask("Search mail (every word must occur):", self.search_query or "")
+        )
         if q is not None and q.strip():
             self.search_query = q.strip()
             await self.load_mail()
@@ -472,9 +485,13 @@ class Dash(App):
     @work(group="actions")
     async def action_filter(self) -> None:
         kind, handle = self.event_filter
-        q = await self.push_screen_wait(Ask("Filter events: a kind prefix (mail/, session/, "
-                                            "agent/woken) and/or a handle; empty: all",
-                                            " ".join(x for x in (kind, handle) if x)))
+        q = await self.push_screen_wait(
+            Ask(
+                "Filter events: a kind prefix (mail/, session/, "
+                "agent/woken) and/or a handle; empty: all",
+                " ".join(x for x in (kind, handle) if x),
+            )
+        )
         if q is None:
             return
         kind = handle = ""

@@ -67,9 +67,13 @@ class Compose(ModalScreen[dict | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "body":
-            self.dismiss({"to": self.query_one("#to", Input).value.strip(),
-                          "subject": self.query_one("#subject", Input).value,
-                          "body": event.value})
+            self.dismiss(
+                {
+                    "to": self.query_one("#to", Input).value.strip(),
+                    "subject": self.query_one("#subject", Input).value,
+                    "body": event.value,
+                }
+            )
         else:
             self.focus_next()
 

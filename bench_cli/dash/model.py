@@ -54,9 +54,17 @@ class Board:
         rows: dict[str, Row] = {}
         for s in sessions:
             old = self.rows.get(s["handle"])
-            r = Row(handle=s["handle"], session=s["session"], pid=s["pid"], state=s["state"],
-                    idle_ms=s.get("idle_ms"), idle_at=now, job=bool(s.get("job")),
-                    exit=s.get("exit"), signal=s.get("signal"))
+            r = Row(
+                handle=s["handle"],
+                session=s["session"],
+                pid=s["pid"],
+                state=s["state"],
+                idle_ms=s.get("idle_ms"),
+                idle_at=now,
+                job=bool(s.get("job")),
+                exit=s.get("exit"),
+                signal=s.get("signal"),
+            )
             if old is not None and old.session == r.session:
                 r.wake, r.outcome = old.wake, old.outcome
             prev = rows.get(r.handle)
@@ -81,10 +89,15 @@ class Board:
             del self.events[: len(self.events) - self.keep]
         kind = ev.get("kind")
         if kind == "session/spawned" and count:
-            self.rows[ev["handle"]] = Row(handle=ev["handle"], session=ev["session"],
-                                          pid=ev["pid"], idle_ms=0, idle_at=now,
-                                          job=bool(ev.get("job")),
-                                          unread=self._unread(ev["handle"]))
+            self.rows[ev["handle"]] = Row(
+                handle=ev["handle"],
+                session=ev["session"],
+                pid=ev["pid"],
+                idle_ms=0,
+                idle_at=now,
+                job=bool(ev.get("job")),
+                unread=self._unread(ev["handle"]),
+            )
             return True
         r = self.rows.get(ev.get("handle") or ev.get("to") or "")
         if r is None:
