@@ -119,7 +119,7 @@ NOTE_KEYS = {
                      "rebuild_from_files_s"],
     "search-scale/grep": ["grep_runs"],
     "dash-idle": ["sessions", "window_s", "events"],
-    "dash-idle/latency": ["samples", "p50_ms"],
+    "dash-idle/latency": ["samples", "p50_ms", "in_order_ms"],
 }
 
 
