@@ -351,6 +351,7 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     signal: int | None = None
     argv: list[str] = []
     job: bool = False
+    reply_to: list[str] = []  # a job's: the handles owed a reply when it ends
 
 
 class SpawnOk(Response, tag="session/spawn"):

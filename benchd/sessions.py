@@ -79,7 +79,20 @@ class Session:
             idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
         return m.SessionInfo(session=self.id, handle=self.handle, pid=self.term.pid,
                              state=self.state, idle_ms=idle, exit=self.exit,
-                             signal=self.signal, argv=self.argv, job=self.job is not None)
+                             signal=self.signal, argv=self.argv, job=self.job is not None,
+                             reply_to=self.reply_to())
+
+    def reply_to(self) -> list[str]:
+        """A job's reply-to handles (for `bench ps --json` and the dashboard)."""
+        if self.job is None:
+            return []
+        from benchd.jobs import JobError, decode_agent_job
+
+        try:
+            mail = decode_agent_job(self.job).mail
+        except JobError:
+            return []
+        return [a.agent_id for a in mail.reply_to] if mail is not None else []
 
     async def type_input(self, data: bytes) -> None:
         """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""

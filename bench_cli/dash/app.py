@@ -291,6 +291,7 @@ class Dash(App):
             r = self.board.rows.get(s["handle"])
             if r is not None and r.session == s["session"]:
                 r.idle_ms, r.idle_at = s.get("idle_ms"), now
+                r.reply_to = list(s.get("reply_to") or [])
                 r.unread = unread.get(r.handle, r.unread)
         self.draw_sessions()
 
@@ -302,7 +303,7 @@ class Dash(App):
         rows = []
         for h in sorted(self.board.rows):
             r = self.board.rows[h]
-            job = ("job " + r.outcome).strip() if r.job else ""
+            job = r.job_text()
             unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
             state = r.exit_text() if self.connected else "?"
             rows.append((h, (h, state, unread, r.idle_text(now), r.wake, job, str(r.pid))))

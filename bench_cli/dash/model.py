@@ -20,6 +20,7 @@ class Row:
     unread: int = 0
     wake: str = "-"  # e.g. "woken 12:01:03" or "capped"
     job: bool = False
+    reply_to: list[str] = field(default_factory=list)  # a job's: who is owed a reply
     outcome: str = ""
     exit: int | None = None
     signal: int | None = None
@@ -29,6 +30,12 @@ class Row:
             return "-"
         s = self.idle_ms / 1000 + (now - self.idle_at)
         return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m"
+
+    def job_text(self) -> str:
+        if not self.job:
+            return ""
+        to = ("->" + ",".join(self.reply_to)) if self.reply_to else ""
+        return " ".join(x for x in ("job" + to, self.outcome) if x)
 
     def exit_text(self) -> str:
         if self.exit is not None:
@@ -62,6 +69,7 @@ class Board:
                 idle_ms=s.get("idle_ms"),
                 idle_at=now,
                 job=bool(s.get("job")),
+                reply_to=list(s.get("reply_to") or []),
                 exit=s.get("exit"),
                 signal=s.get("signal"),
             )

@@ -21,9 +21,10 @@ SESSIONS = [
     {"session": "s2b3c4d5e", "handle": "bob", "pid": 4102, "state": "running",
      "idle_ms": 1000, "argv": ["codex"], "job": False},
     {"session": "s3c4d5e6f", "handle": "carol", "pid": 4103, "state": "running",
-     "idle_ms": 7000, "argv": ["pi"], "job": True},
+     "idle_ms": 7000, "argv": ["pi"], "job": True, "reply_to": ["alice"]},
     {"session": "s4d5e6f70", "handle": "fixer", "pid": 4104, "state": "exited",
-     "idle_ms": None, "exit": 0, "argv": ["claude"], "job": True},
+     "idle_ms": None, "exit": 0, "argv": ["claude"], "job": True,
+     "reply_to": ["operator", "bob"]},
 ]
 UNREAD = {"alice": 2, "bob": 0, "carol": 1, "fixer": 0}
 MAIL = {

@@ -36,6 +36,9 @@ def test_board_counts_follow_events():
     b.apply({"seq": 7, "ts": 0, "kind": "job/settled", "session": "s9", "handle": "bob",
              "key": "k", "outcome": "completed", "replies": 1}, 16.0)
     assert b.rows["bob"].state == "running" and b.rows["bob"].outcome == "completed"
+    b.rows["bob"].reply_to = ["alice", "carol"]
+    assert b.rows["bob"].job_text() == "job->alice,carol completed"
+    assert b.rows["alice"].job_text() == ""
 
 
 def test_history_before_the_snapshot_does_not_count_twice():
