@@ -36,7 +36,9 @@ def hits_text(a: dict) -> str:
         rows.append(
             f"{h['mail_id']}  {h['handle']:<12} {h['state']:<6} from {h['from']:<12} {h['subject']}"
         )
-        rows.append("    " + " ".join(h["snippet"].split()))
+        # A snippet is a piece of someone's body: no control character reaches the terminal.
+        snippet = "".join(c if c.isprintable() else " " for c in h["snippet"])
+        rows.append("    " + " ".join(snippet.split()))
     foot = f"{len(hits)} matches" + (" (more: raise --limit)" if a.get("truncated") else "")
     return "\n".join(rows + [foot])
 

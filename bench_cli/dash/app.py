@@ -20,7 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Static
 
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
-from bench_cli.dash.model import Board, event_line, threads
+from bench_cli.dash.model import Board, event_line, printable, threads
 from bench_cli.dash.rows import Rows
 from bench_cli.dash.source import DaemonGone, Source
 from bench_wire.errors import WireError
@@ -382,7 +382,7 @@ class Dash(App):
                 subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
             st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
             sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
-            table.append((str(i), (sent, st, msg["from"], subject)))
+            table.append((str(i), (sent, st, msg["from"], printable(subject))))
         t.set_rows(table, keep_key=False)
 
     def open_mail(self, i: int) -> None:
@@ -404,7 +404,7 @@ class Dash(App):
                 f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n"
             )
         unread = msg["state"] == "unread"
-        choice = await self.push_screen_wait(Thread("\n".join(parts), unread))
+        choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
         if choice == "retire":
             await self.act(
                 "mail/read",

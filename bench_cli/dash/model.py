@@ -45,6 +45,15 @@ class Row:
         return self.state
 
 
+_CONTROLS = {c: "\ufffd" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c not in (9, 10)}
+
+
+def printable(text: str) -> str:
+    """Text from mail or the log with control characters shown as U+FFFD: a body's escape
+    sequence must not reach the operator's terminal (tabs and newlines stay)."""
+    return text.translate(_CONTROLS)
+
+
 def clock(ts_ms: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts_ms / 1000))
 
@@ -147,7 +156,7 @@ class Board:
 
 def event_line(ev: dict) -> str:
     rest = " ".join(f"{k}={v}" for k, v in ev.items() if k not in ("seq", "ts", "kind"))
-    return f"{ev['seq']:>6} {clock(ev['ts'])} {ev['kind']:<18} {rest}"
+    return printable(f"{ev['seq']:>6} {clock(ev['ts'])} {ev['kind']:<18} {rest}")
 
 
 def threads(messages: list[dict]) -> list[tuple[int, dict]]:

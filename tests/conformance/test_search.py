@@ -199,3 +199,11 @@ def test_thread_and_reply_bad_ids(daemon):
         assert r.rc == 1 and r.json["error"]["code"] == "bad-id", r
         r = d.bench("mail", verb, "20261130T045611.123Z-0001", *extra, "--json")
         assert r.rc == 1 and r.json["error"]["code"] == "no-such-message", r
+
+
+def test_human_search_output_carries_no_control_characters(daemon):
+    d = daemon
+    d.ok("mail", "send", "alice", "-m", "hostile \x1b[2J\x1b]0;pwned\x07 payload here")
+    r = d.bench("mail", "search", "payload")
+    assert r.rc == 0 and "payload" in r.out, r
+    assert "\x1b" not in r.out and "\x07" not in r.out

@@ -87,3 +87,10 @@ def test_daemon_since_accepts_utc_times_and_refuses_the_rest():
         with pytest.raises(WireError) as err:
             _since(bad)
         assert err.value.code == "bad-since"
+
+
+def test_printable_keeps_text_and_hides_control_characters():
+    from bench_cli.dash.model import printable
+
+    assert printable("a\tb\nc é") == "a\tb\nc é"
+    assert printable("x\x1b[2Jy\x07\x9b") == "x\ufffd[2Jy\ufffd\ufffd"
