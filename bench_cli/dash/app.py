@@ -363,10 +363,19 @@ class Dash(App):
                 rows = [(0, m) for m in a["hits"]]
                 title = f"search: {self.search_query}  ({len(rows)}; Escape: back)"
             else:
-                a = await self.source.call("mail/list", handle=box, state="all", limit=MAIL_PAGE)
-                rows = threads(a["messages"])
+                # Listings go oldest first: page to the end and keep the newest MAIL_PAGE.
+                a = await self.source.call("mail/list", handle=box, state="all", limit=500)
+                msgs = a["messages"]
+                while a.get("truncated") and a.get("cursor"):
+                    a = await self.source.call(
+                        "mail/list", handle=box, state="all", limit=500, cursor=a["cursor"]
+                    )
+                    msgs = (msgs + a["messages"])[-MAIL_PAGE:]
+                msgs = msgs[-MAIL_PAGE:]
+                rows = threads(msgs)
                 unread = sum(m["state"] == "unread" for _, m in rows)
-                title = f"mail: {box}  ({unread} unread of {a['total']})"
+                shown = f"newest {len(msgs)} of " if len(msgs) < a["total"] else ""
+                title = f"mail: {box}  ({unread} unread; {shown}{a['total']})"
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return

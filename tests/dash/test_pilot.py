@@ -152,3 +152,21 @@ def test_reconnects_after_the_daemon_restarts(make_daemon):
             await until(pilot, lambda: "carol" in rows(app) and
                         rows(app)["carol"].state == "running", "a session after the restart")
     run(go())
+
+
+def test_a_big_mailbox_shows_its_newest_messages(make_daemon):
+    d = make_daemon()
+    spawn(d, "alice")
+    with d.connect() as c:
+        for i in range(620):
+            c.send({"verb": "mail/send", "to": "alice", "body": "b", "subject": f"m{i}"})
+            assert c.recv()["ok"]
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: len(app.mail_rows) == 200, "the mail pane")
+            subjects = {m["subject"] for m in app.mail_rows}
+            assert "m619" in subjects and "m420" in subjects and "m419" not in subjects
+            assert "newest 200 of 620" in str(app.query_one("#mail").border_title)
+    run(go())
