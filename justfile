@@ -48,3 +48,7 @@ soak SECONDS="300":
 # Regenerate docs/protocol.md from the msgspec types.
 protocol-doc:
     {{py}} -m bench_wire.protocol_doc > docs/protocol.md
+
+# Remake docs/dash.png (the README's picture) from the dashboard's snapshot SVG.
+dash-screenshot:
+    {{py}} -m tests.dash.screenshot

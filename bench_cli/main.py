@@ -131,10 +131,6 @@ def colour(as_json: bool) -> bool:
     return not as_json and not os.environ.get("NO_COLOR") and sys.stdout.isatty()
 
 
-def paint(text: str, fg: str | None, on: bool) -> str:
-    return click.style(text, fg=fg) if on and fg else text
-
-
 def examples(*lines: str) -> str:
     """A help epilog of example command lines (\\b keeps click from rewrapping them)."""
     return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
@@ -375,7 +371,13 @@ def up(bench_dir, as_json, restart, **kw):
     raise WireError("no-daemon", f"benchd did not answer within 20 s; see {d}/benchd.out")
 
 
-up.epilog = examples("bench up", "bench up --idle-gate 1.5", "bench up --restart --idle-gate 1.5")
+up.epilog = examples(
+    "bench up",
+    "bench up --idle-gate 1.5",
+    "bench up --restart --idle-gate 1.5",
+    "bench up --node node2",
+    "bench up --node node1 --bridge tls://nats.example:4222",
+)
 def _lock_held(d: str) -> bool:
     """Whether some daemon holds BENCH_DIR's flock (is starting, serving or stopping)."""
     import fcntl
@@ -599,6 +601,12 @@ def bridge(
             )
         )
     )
+
+
+bridge.epilog = examples(
+    "bench bridge --nats nats://127.0.0.1:4222",
+    "bench bridge --nats tls://nats.example:4222 --tls-ca ca.pem",
+)
 
 
 @cli.command()
@@ -864,7 +872,7 @@ def ps(bench_dir, as_json, name, show_all, quiet, prune):
     lines = [f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>8}  EXIT  COMMAND"]
     for s in rows:
         idle = "-" if s.get("idle_ms") is None else f"{s['idle_ms'] / 1000:.1f}s"
-        state = paint(f"{s['state']:<8}", _state_colour(s), on)
+        state = output.paint(f"{s['state']:<8}", _state_colour(s), on)
         lines.append(
             f"{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  {state} "
             f"{idle:>8}  {_exit_text(s):<4}  {' '.join(s.get('argv') or [])}"
@@ -1052,6 +1060,7 @@ mail_send.epilog = examples(
     'git diff | bench mail send bob -s "the diff"',
     'bench mail send bob -m "ping" --key ping-42',
     'bench mail send bob -m "see above" --reply-to carol --in-reply-to 20261130T045611.123Z-0001',
+    'bench mail send alice@node1 -m "the build is green"',
 )
 
 
@@ -1265,7 +1274,7 @@ def format_event(ev: dict, on: bool = False) -> str:
     rest = " ".join(
         f"{k}={_text(v)}" for k, v in ev.items() if k not in ("seq", "ts", "kind") and v is not None
     )
-    kind = paint(f"{ev['kind']:<18}", _KIND_COLOUR.get(ev["kind"]), on)
+    kind = output.paint(f"{ev['kind']:<18}", _KIND_COLOUR.get(ev["kind"]), on)
     return f"{ev['seq']:>6}  {ts}  {kind} {rest}"
 
 
@@ -1277,3 +1286,20 @@ def run() -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+# Commands that live in their own modules register themselves on the groups above.
+from bench_cli import search, threads  # noqa: E402,F401
+
+
+@cli.command()
+@click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
+def dash(bench_dir):
+    """The operator's live dashboard: sessions, screens, mail, events (needs bench[dash])."""
+    try:
+        from bench_cli.dash.app import run as run_dash
+    except ImportError as err:
+        raise click.ClickException(
+            f"bench dash needs the dash extra (pip install 'bench[dash]'): {err}"
+        ) from None
+    sys.exit(run_dash(bench_dir))

@@ -104,12 +104,40 @@ def visible(text: str) -> str:
     return text.translate(_VISIBLE)
 
 
+# Colour goes on after escaping, or `visible` would show our own colour codes as text:
+# `paint` marks a span with private-use characters (which `visible` leaves alone) and
+# `write` turns the marks into SGR sequences last.
+_SGR = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36}
+_MARK_OFF = "\ue0ff"
+
+
+def _mark_on(code: int) -> str:
+    return chr(0xE000 + code)
+
+
+def paint(text: str, fg: str | None, on: bool) -> str:
+    """`text` in colour `fg` when `on` (a terminal, no NO_COLOR, no --json)."""
+    if not on or fg is None:
+        return text
+    return _mark_on(_SGR[fg]) + text + _MARK_OFF
+
+
+def _colours(text: str, on: bool) -> str:
+    if _MARK_OFF not in text:
+        return text
+    for code in _SGR.values():
+        text = text.replace(_mark_on(code), f"\x1b[{code}m" if on else "")
+    return text.replace(_MARK_OFF, "\x1b[0m" if on else "")
+
+
 def write(text: str) -> None:
     """Human output; escaped when stdout is a terminal (see `visible`). Raw `tail` output
     and --json do not come through here."""
     out = sys.stdout
-    if out.isatty():
+    tty = out.isatty()
+    if tty:
         text = visible(text)
+    text = _colours(text, tty)
     out.write(text)
     if not text.endswith("\n"):
         out.write("\n")

@@ -35,6 +35,8 @@ CODES: dict[str, str] = {
     "key-conflict": "That key already names a message with another recipient or body.",
     "bad-limit": "A limit is between 1 and the list maximum.",
     "bad-cursor": "The cursor is not one a listing returned.",
+    "bad-query": "A search query needs at least one word (at most 1000 characters).",
+    "bad-since": "A time is ISO-8601 UTC, such as 2026-11-30T04:56:11Z.",
     # sessions and jobs
     "no-such-session": "No live session has that handle or id.",
     "bad-regex": "The ready pattern is not a valid regular expression.",

@@ -60,6 +60,31 @@ class MailRead(Request, tag="mail/read"):
     mail_id: str | None = None
 
 
+class MailSearch(Request, tag="mail/search"):
+    """Full text over subject and body; best matches first, snippets never bodies."""
+
+    query: str
+    handle: str | None = None  # whose mailbox (operator only; a session: its own)
+    sender: str | None = msgspec.field(default=None, name="from")
+    since: str | None = None  # an ISO-8601 UTC time: only mail sent at or after it
+    limit: int | None = None
+
+
+class MailThread(Request, tag="mail/thread"):
+    """The conversation a message belongs to (linked by in-reply-to), oldest first."""
+
+    mail_id: str
+
+
+class MailReply(Request, tag="mail/reply"):
+    """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject."""
+
+    mail_id: str
+    body: str = ""
+    subject: str | None = None  # default: "Re: " + the message's subject
+    key: str | None = None
+
+
 class EventsRead(Request, tag="events"):
     since: int = 0
     kind: str | None = None
@@ -111,6 +136,13 @@ class SessionTail(Request, tag="session/tail"):
     handle: str
     follow: bool = False
     screen: bool = False
+
+
+class SessionScreen(Request, tag="session/screen"):
+    """The session's screen now, then (follow) each change, at most ~10 frames a second."""
+
+    handle: str
+    follow: bool = False
 
 
 class SessionAttach(Request, tag="session/attach"):
@@ -214,6 +246,9 @@ AnyRequest = (
     | MailSend
     | MailList
     | MailRead
+    | MailSearch
+    | MailThread
+    | MailReply
     | EventsRead
     | Spawn
     | SessionList
@@ -221,6 +256,7 @@ AnyRequest = (
     | SessionPrune
     | SessionType
     | SessionTail
+    | SessionScreen
     | SessionAttach
     | SessionInput
     | SessionResize
@@ -333,6 +369,7 @@ class MessageMeta(msgspec.Struct, kw_only=True):
     date: str
     state: Literal["unread", "read"]
     size: int
+    in_reply_to: str | None = None  # the message this one answers (threads)
 
 
 class ListOk(Response, tag="mail/list"):
@@ -358,6 +395,48 @@ class ReadOk(Response, tag="mail/read"):
     in_reply_to: str | None = None
 
 
+class SearchHit(msgspec.Struct, kw_only=True):
+    mail_id: str
+    handle: str  # whose mailbox holds it
+    sender: str = msgspec.field(name="from")
+    subject: str
+    date: str
+    state: Literal["unread", "read"]
+    size: int
+    path: str
+    snippet: str  # a few words of the body around the match, matches in [brackets]
+
+
+class SearchOk(Response, tag="mail/search"):
+    hits: list[SearchHit]
+    truncated: bool = False
+
+
+class ThreadMessage(msgspec.Struct, kw_only=True):
+    mail_id: str
+    handle: str  # the recipient, whose mailbox holds it
+    sender: str = msgspec.field(name="from")
+    subject: str
+    date: str
+    state: Literal["unread", "read"]
+    path: str
+    body: str
+    in_reply_to: str | None = None
+
+
+class ThreadOk(Response, tag="mail/thread"):
+    mail_id: str
+    messages: list[ThreadMessage]
+    truncated: bool = False
+
+
+class ReplyOk(Response, tag="mail/reply"):
+    """One send per recipient (the message's reply-to handles, else its sender)."""
+
+    in_reply_to: str
+    sent: list[SendOk]
+
+
 class SessionInfo(msgspec.Struct, kw_only=True):
     session: str
     handle: str
@@ -368,6 +447,7 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     signal: int | None = None
     argv: list[str] = []
     job: bool = False
+    reply_to: list[str] = []  # a job's: the handles owed a reply when it ends
 
 
 class SpawnOk(Response, tag="session/spawn"):
@@ -423,6 +503,10 @@ class ScreenFrame(Response, tag="screen"):
     lines: list[str]
     cursor_row: int = 0
     cursor_col: int = 0
+    rows: int = 0  # (session/screen) the model's size
+    cols: int = 0
+    # (session/screen) per line, the non-default runs: [start, length, fg, bg, flags]
+    styles: list[list[list[int | str]]] = []
 
 
 class EventFrame(Response, tag="event"):
@@ -474,6 +558,9 @@ AnyResponse = (
     | SendOk
     | ListOk
     | ReadOk
+    | SearchOk
+    | ThreadOk
+    | ReplyOk
     | SpawnOk
     | SessionListOk
     | KillOk

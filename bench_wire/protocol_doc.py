@@ -50,10 +50,11 @@ Who may do what (checked in one place, before any handler runs; `forbidden` othe
 | verb | operator | a session |
 | --- | --- | --- |
 | `hello`, `mail/send`, `events`, `session/list`, `bridge/nodes` | yes | yes |
-| `mail/list`, `mail/read` | any mailbox (`handle`) | its own mailbox only |
+| `mail/list`, `mail/read`, `mail/search` | any mailbox (`handle`) | its own mailbox only |
+| `mail/thread`, `mail/reply` | any message | mail it received (a thread: or sent) |
 | `session/tail` (also `screen: true`) | any session | itself only |
 | `session/kill` | any session, `cancel` allowed | itself only, never `cancel` |
-| `session/spawn`, `session/type`, `session/attach` | yes | no |
+| `session/spawn`, `session/type`, `session/attach`, `session/screen` | yes | no |
 | `session/prune`, `stop`, `debug/fault` | yes | no |
 | `bridge/pull`, `bridge/forwarded`, `bridge/deliver`, `bridge/report` | yes (the bridge runs as the operator) | no |
 | `job/report` | no (`not-in-session`) | itself (a job's session) |
@@ -81,15 +82,38 @@ socket's peer credentials and refuses a server that does not run as its own uid
 
 ## Streams
 
-`events` (always), `session/tail` and `session/attach` answer with several frames:
-`event` frames (one event each) or `output` frames (base64 bytes of the pty) or one
-`screen` frame, and end with exactly one `end` frame (`reason`: `done`, `exited`,
+`events` (always), `session/tail`, `session/screen` and `session/attach` answer with
+several frames: `event` frames (one event each) or `output` frames (base64 bytes of
+the pty) or `screen` frames, and end with exactly one `end` frame (`reason`: `done`, `exited`,
 `detached`, `stopped`, `slow-consumer`; `exit` when the session exited) or an error
 frame. A follow stream (`events` with `follow: true`, `session/tail` with
-`follow: true`) stays open until the client closes its side, the session ends, or the
+`follow: true`, `session/screen` with `follow: true`) stays open until the client closes its side, the session ends, or the
 daemon stops; a client that does not keep up is dropped with `slow-consumer`. While
 attached, the client may send `session/input` (base64 keystrokes), `session/resize`
 and `session/detach` on the same connection; these are refused outside an attach.
+
+`session/screen` (operator only) sends the screen as the daemon's VT model renders it:
+one `screen` frame now and, with `follow`, one more per change, at most about ten a
+second (output arriving within 100 ms is one frame), and only when the text, the
+colours or the cursor changed. `styles` holds, per line, the runs of cells that are not
+in the default colours: `[start column, length, fg, bg, flags]`, where fg and bg are
+`default`, a colour name (`red`, `brightblue`, ...) or six hex digits, and flags are
+letters of `b` bold, `i` italics, `u` underline, `r` reverse.
+
+## Search and threads
+
+`mail/search` matches every word of `query` (each taken literally; a trailing `*` makes
+it a prefix) against the subjects and bodies of the mail in one mailbox (`handle`) or,
+for the operator without `handle`, every mailbox; a session always searches only its
+own. Hits come best first (bm25; a subject match weighs twice a body match) with a
+`snippet` of the body around the match (matches in `[` `]`), never the body.
+`mail/thread` gives the conversation a message belongs to: from its first known
+ancestor (by `in_reply_to`) down through every reply, oldest first, with bodies; a
+session sees only the messages it received or sent. `mail/reply` sends to the
+message's `reply_to` handles (else its sender), with `in_reply_to` set and the subject
+`Re: <subject>` (not doubled); a session may answer only mail it received. A `key`
+with several recipients becomes `<key>:<handle>` per recipient. None of these retire
+mail.
 
 ## Events
 

@@ -22,14 +22,14 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
-from benchd import __version__, authority, recovery
+from benchd import __version__, authority, mailverbs, recovery, screens, search
 from benchd.admission import OPERATOR_PEER, Admission
 from benchd.committer import Committer, EventOp
 from benchd.connection import Caller, Connection
 from benchd.dispatch import HANDLERS
 from benchd.eventlog import EventLog
 from benchd.hub import Hub
-from benchd.index import Index, Pending
+from benchd.index import Index, Pending, is_corrupt
 from benchd.mailroom import (
     BODY_BYTES,
     LIST_CAP,
@@ -85,6 +85,7 @@ class Daemon:
         self._serve_scope = trio.CancelScope()
         self.stopping = False
         self.handlers = dict(HANDLERS)
+        self.handlers.update(mailverbs.HANDLERS | screens.HANDLERS)
         from benchd.sessions import Sessions
 
         self.sessions = Sessions(self)
@@ -112,6 +113,7 @@ class Daemon:
             "staging entry skipped", path=path, reason=why))
         self.index.rebuild = self._rebuild_index
         try:
+            self._ensure_search(mail_root)  # before reconcile, which indexes what it adds
             events = self._reconcile_at_start(mail_root)
         except sqlite3.Error as err:
             self.index.set_aside(f"unreadable at start: {err}")
@@ -150,6 +152,17 @@ class Daemon:
         # append and the index commit) needs no second, "recovered" mail/sent.
         since = int(idx.get_meta("last_seq") or 0)
         return reconcile(mail_root, idx, self._logged_since(since))
+
+    def _ensure_search(self, mail_root: str) -> None:
+        """The search tables, filled for messages indexed before search existed. A lock
+        or a full disk only postpones this to the next start (new mail is added to them
+        as it is indexed); damage is an index error like any other: set aside, rebuilt."""
+        try:
+            search.ensure(self.index, mail_root)
+        except sqlite3.Error as err:
+            if is_corrupt(err):
+                raise
+            self.log.warning("search tables not checked at start", error=str(err))
 
     def _logged_since(self, since: int) -> set:
         return {e.get("mail_id") for e in self.eventlog.read_since(since)

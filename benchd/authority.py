@@ -8,10 +8,12 @@ BENCH_TOKEN or its process ancestry); see the README's "Identity and threat mode
 | -------------------------------------- | -------- | ----------------------- |
 | hello, mail/send, events, session/list | yes      | yes                     |
 | bridge/nodes (`bench nodes`)           | yes      | yes                     |
-| mail/list, mail/read                   | any box  | its own box only        |
+| mail/list, mail/read, mail/search      | any box  | its own box only        |
+| mail/thread, mail/reply                | any      | mail it received (thread: or sent) |
 | session/tail (also --screen)           | any      | itself only             |
 | session/kill                           | any      | itself only, no cancel  |
 | session/spawn, session/type, attach    | yes      | no                      |
+| session/screen (`bench dash`)          | yes      | no                      |
 | session/prune (`bench ps --prune`)     | yes      | no                      |
 | stop, debug/fault                      | yes      | no                      |
 | bridge/pull, forwarded, deliver, report | yes (the bridge runs as the operator) | no |
@@ -25,12 +27,16 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 
 ANYONE = (m.Hello, m.MailSend, m.EventsRead, m.SessionList, m.JobReport,
-          m.SessionInput, m.SessionResize, m.SessionDetach, m.NodesRead)
+          m.SessionInput, m.SessionResize, m.SessionDetach, m.NodesRead,
+          # Which messages a thread or a reply may touch depends on where they are: the
+          # handlers answer no-such-message for mail a session did not receive (or send).
+          m.MailThread, m.MailReply)
 OPERATOR_ONLY = {
     m.Stop: "stop the daemon",
     m.Spawn: "spawn sessions",
     m.SessionType: "type into a session",
     m.SessionAttach: "attach to a session",
+    m.SessionScreen: "watch a session's screen",
     m.SessionPrune: "forget exited sessions",
     m.DebugFault: "inject faults",
 }
@@ -50,6 +56,11 @@ def check(caller, req) -> None:
     if isinstance(req, (m.MailList, m.MailRead)):
         if req.handle is not None and req.handle != caller.handle:
             raise WireError("forbidden", f"a session reads only its own mailbox "
+                                         f"({caller.handle}), not {req.handle}")
+        return
+    if isinstance(req, m.MailSearch):
+        if req.handle is not None and req.handle != caller.handle:
+            raise WireError("forbidden", f"a session searches only its own mail "
                                          f"({caller.handle}), not {req.handle}")
         return
     if isinstance(req, m.SessionTail):

@@ -8,7 +8,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd import __version__, faults
+from benchd import __version__, faults, search
 from benchd.names import check_handle
 
 
@@ -63,7 +63,9 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
 async def mail_list(d, conn, caller, req: m.MailList) -> None:
     handle = _mailbox_for(caller, req.handle)
     res = d.mailroom.list(handle, req.state, req.limit, req.cursor)
-    res["messages"] = [m.MessageMeta(**x) for x in res["messages"]]
+    parents = search.parents(d.index.w, handle, [x["mail_id"] for x in res["messages"]])
+    res["messages"] = [m.MessageMeta(**x, in_reply_to=parents.get(x["mail_id"]))
+                       for x in res["messages"]]
     await conn.send(m.ListOk(id=req.id, **res))
 
 

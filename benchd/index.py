@@ -346,6 +346,12 @@ class Index:
         self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date,
                                          size, key)))
 
+    def add_text(self, handle, mail_id, sender, subject, body, in_reply_to) -> None:
+        """What search and threads need of a message (benchd/search.py), written with the
+        next flush like every other change; a message is searchable once it commits."""
+        # Always follows an add() of the same message, which dated the pending changes.
+        self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, in_reply_to)))
+
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
         row = self.get(handle, mail_id)
         if row is None or row[4] == state:
@@ -399,7 +405,7 @@ class Index:
         return True
 
     def _write(self, p: Pending) -> None:
-        from benchd import faults
+        from benchd import faults, search
 
         w = self.w
         w.execute("BEGIN IMMEDIATE")
@@ -418,6 +424,8 @@ class Index:
                               (state, handle, mail_id))
                     self._bump(handle, row[0], -1)
                     self._bump(handle, state, 1)
+            elif kind == "text":
+                search.add(w, *args)
             else:
                 handle, mail_id = args
                 row = w.execute("SELECT state FROM messages WHERE handle=? AND id=?",
@@ -425,6 +433,7 @@ class Index:
                 if row is not None:
                     w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
                     self._bump(handle, row[0], -1)
+                search.remove(w, handle, mail_id)
         for k, v in p.meta.items():
             w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
         w.execute("COMMIT")

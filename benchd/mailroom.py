@@ -422,6 +422,7 @@ class SendOp(Op):
         m = self.meta
         idx.add(self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body),
                 m["key"])
+        idx.add_text(self.to, m["id"], m["from"], m["subject"], self.body, self.in_reply_to)
 
 
 def _key_conflict(key: str) -> WireError:
@@ -541,6 +542,8 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset(),
                 continue  # not ours (or not a mail file): left alone, never indexed
             index.add(handle, mail_id, state, meta["from"], meta["subject"], meta["date"],
                       len(body), meta["key"])
+            index.add_text(handle, mail_id, meta["from"], meta["subject"], body,
+                           meta.get("in-reply-to"))
             if mail_id in logged:
                 continue
             recovered.append(

@@ -85,7 +85,20 @@ class Session:
             idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
         return m.SessionInfo(session=self.id, handle=self.handle, pid=self.term.pid,
                              state=self.state, idle_ms=idle, exit=self.exit,
-                             signal=self.signal, argv=self.argv, job=self.job is not None)
+                             signal=self.signal, argv=self.argv, job=self.job is not None,
+                             reply_to=self.reply_to())
+
+    def reply_to(self) -> list[str]:
+        """A job's reply-to handles (for `bench ps --json` and the dashboard)."""
+        if self.job is None:
+            return []
+        from benchd.jobs import JobError, decode_agent_job
+
+        try:
+            mail = decode_agent_job(self.job).mail
+        except JobError:
+            return []
+        return [a.agent_id for a in mail.reply_to] if mail is not None else []
 
     async def type_input(self, data: bytes) -> None:
         """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""
@@ -505,7 +518,8 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
         # The last client left: the session goes back to its own size (the next client
         # to attach sets its own).
         if s.attached == 0 and s.live and (s.term.rows, s.term.cols) != s.size:
-            s.term.resize(*s.size)
+            with trio.CancelScope(shield=True):  # also when the client's stream was cut
+                await s.term.resize(*s.size)
 
 
 async def not_attached(d, conn, caller, req) -> None:

@@ -122,6 +122,20 @@ class Terminal:
                 return list(self._lines), self.screen.cursor.y, self.screen.cursor.x
             return await trio.to_thread.run_sync(self._render, data, reset, None)
 
+    async def inspect(self, fn):
+        """The screen brought up to date, then `fn(screen)` run in the worker thread under
+        the screen lock, given the screen and its rendered lines: for callers that need
+        more than the text (colours, cursor)."""
+        async with self._screen_lock:
+            data, self._unseen = bytes(self._unseen), bytearray()
+            reset, self._reset = self._reset, False
+
+            def work():
+                lines = self._render(data, reset, None)[0]
+                return fn(self.screen, lines)
+
+            return await trio.to_thread.run_sync(work)
+
     async def screen_lines(self) -> list[str]:
         return (await self.render())[0]
 
@@ -145,7 +159,7 @@ class Terminal:
             screen.dirty.update(range(screen.lines))
         for y in screen.dirty:
             if y < screen.lines:
-                self._lines[y] = _render_line(screen.buffer[y], screen.columns)
+                self._lines[y] = render_line(screen.buffer[y], screen.columns)
         screen.dirty.clear()
         return list(self._lines), screen.cursor.y, screen.cursor.x
 
@@ -232,7 +246,7 @@ def clamp_size(rows: int, cols: int) -> tuple[int, int]:
     return max(1, min(rows, MAX_ROWS)), max(1, min(cols, MAX_COLS))
 
 
-def _render_line(line, columns: int) -> str:
+def render_line(line, columns: int) -> str:
     """One screen line as text, as pyte's `display` renders it, but touching only the
     cells that were written (most of a big screen's cells are blank)."""
     if not line:

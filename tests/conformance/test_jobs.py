@@ -702,3 +702,12 @@ def test_a_restart_after_delivery_posts_nothing_again(make_daemon, tmp_path, how
     for h in handles:
         assert [m["meta"]["id"] for m in mailbox(d, h)] == before[h]
         assert listed_total(d, h) == 1
+
+
+def test_ps_shows_a_jobs_reply_to_handles(daemon, tmp_path):
+    d = daemon
+    job(d, tmp_path, "owing", "sleep 600", reply_to=("parent", "operator"))
+    spawn(d, ["sleep", "600"], name="plain")
+    rows = {s["handle"]: s for s in d.ok("ps")["sessions"]}
+    assert rows["owing"]["job"] is True and rows["owing"]["reply_to"] == ["parent", "operator"]
+    assert rows["plain"]["job"] is False and rows["plain"]["reply_to"] == []

@@ -8,7 +8,7 @@ import yaml
 
 DATE_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-\d{4}")
-META_KEYS = {"mail_id", "from", "subject", "date", "state", "size"}
+META_KEYS = {"mail_id", "from", "subject", "date", "state", "size", "in_reply_to"}
 
 
 # ---------------------------------------------------------------- helpers

@@ -70,6 +70,16 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     assert "note to self" in listing and "The flaky test is test_io." in listing
     head, _, after_list = listing.partition("note to self")
     assert "The flaky test is test_io." not in head
+    # Search finds both messages about the flaky test, with snippets.
+    found = output_of("bench mail search flaky")
+    assert "Fix the [flaky] test." in found and "The [flaky] test is test_io." in found
+    # The reply went to the task's sender (the operator) and the thread shows both.
+    thread = output_of("bench mail reply")
+    assert "sent " in thread and "/mail/operator/inbox/" in thread
+    assert thread.index("Fix the flaky test.") < thread.index("On it: looking at the flaky")
+    replies = [m for m in d.ok("mail", "list", "--handle", "operator")["messages"]
+               if m["subject"].startswith("Re:")]
+    assert len(replies) == 1 and replies[0]["from"] == "skiller"
     # Files are the record: both messages are in read/, the inbox is empty.
     box = os.path.join(d.dir, "mail", "skiller")
     assert len(os.listdir(os.path.join(box, "read"))) == 2

@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tests.perf import agents, bridge, mail, scale
+from tests.perf import agents, bridge, dash, mail, scale, search
 from tests.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of PERFORMANCE.md (the table's order).
@@ -29,11 +29,13 @@ BENCHMARKS = {
     "restart": scale.restart,
     "rss": scale.rss,
     "bridge": bridge.bridge,
+    "search-scale": search.search_scale,
+    "dash-idle": dash.dash_idle,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
 RUN_ORDER = ["cli-send", "send-1", "send-16", "send-noisy", "list-scale", "restart", "rss",
-             "send-scale", "wake", "fanout", "relay", "bridge"]
+             "send-scale", "wake", "fanout", "relay", "search-scale", "dash-idle", "bridge"]
 
 
 def parse_args(argv):
@@ -118,6 +120,11 @@ NOTE_KEYS = {
     "bridge/sends": ["senders", "messages"],
     "rss": ["sessions", "messages", "daemon_VmHWM_MB", "daemon_no_sessions_VmRSS_MB",
             "baseline_VmHWM_MB"],
+    "search-scale": ["big", "queries", "big_p50_ms", "small_p50_ms", "common_word_p99_ms",
+                     "rebuild_from_files_s"],
+    "search-scale/grep": ["grep_runs"],
+    "dash-idle": ["sessions", "window_s", "events"],
+    "dash-idle/latency": ["samples", "p50_ms", "in_order_ms"],
 }
 
 

@@ -17,11 +17,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 HOT_FORBIDDEN = {"click", "msgspec", "json", "re", "socket", "typing", "trio", "structlog",
                  "benchd", "selectors", "enum", "asyncio", "subprocess", "yaml",
-                 # `bench mcp`'s server and its SDK, and the bridge: never on the send path.
-                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic", "nats", "bench_bridge"}
-# The MCP server and the bridge (nats-py, asyncio) load only for their own commands.
+                 # The MCP server, the bridge and the dashboard: never on the send path.
+                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic", "nats", "bench_bridge",
+                 "textual", "rich"}
+# The MCP server, the bridge (nats-py, asyncio) and the dashboard (textual, rich) load
+# only for their own commands.
 CLI_FORBIDDEN = {"trio", "structlog", "benchd", "ptyprocess", "pyte",
-                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic", "nats", "bench_bridge"}
+                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic", "nats", "bench_bridge",
+                 "textual", "rich"}
 
 # Prints, as JSON: the top-level modules present before bench was imported, and after.
 PROBE = r"""
@@ -105,7 +108,8 @@ def test_cli_main_never_imports_the_daemon_stack():
 
 
 @pytest.mark.parametrize("argv", [["status"], ["events"], ["ps"], ["mail", "send", "--help"],
-                                  ["down"], ["nodes"], ["bridge", "--help"]])
+                                  ["down"], ["nodes"], ["bridge", "--help"], ["dash", "--help"],
+                                  ["mail", "search", "x"]])
 def test_click_commands_never_import_the_daemon_stack(argv):
     d = tempfile.mkdtemp(prefix="bimp", dir="/tmp")
     try:

@@ -1,6 +1,6 @@
 """The incremental screen renderer draws exactly what pyte's `display` draws.
 
-`benchd.terminal._render_line` touches only the written cells of a line (a 500x1000
+`benchd.terminal.render_line` touches only the written cells of a line (a 500x1000
 screen is mostly blank) and `Terminal._render` redraws only the lines pyte marked
 dirty; both must agree with pyte's full rendering, wide characters included. The
 reference is pyte's `display` algorithm cell by cell, except that an empty cell (the
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wcwidth import wcwidth
 
-from benchd.terminal import _render_line
+from benchd.terminal import render_line
 
 pieces = st.sampled_from([
     "abc", "漢字", "é", "\r\n", "\x1b[2J", "\x1b[H", "\x1b[5;7H", "\x1b[K", "\x1b[1m", "\t",
@@ -22,7 +22,7 @@ pieces = st.sampled_from([
 
 
 def rendered(screen: pyte.Screen) -> list[str]:
-    return [_render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
+    return [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
 
 
 def display(screen: pyte.Screen) -> list[str]:
@@ -53,7 +53,7 @@ def test_render_matches_pyte_display(chunks, rows, cols):
         # Incrementally, as the terminal does it: only the dirty lines again.
         for y in screen.dirty:
             if y < rows:
-                lines[y] = _render_line(screen.buffer[y], cols)
+                lines[y] = render_line(screen.buffer[y], cols)
         screen.dirty.clear()
         assert lines == display(screen)
 

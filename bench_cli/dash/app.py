@@ -1,0 +1,528 @@
+"""The dashboard app: sessions, a live screen, mail with threads, and the event log.
+
+Everything shown comes from the daemon: one event stream (kept open, reconnected when
+the daemon comes back) drives the sessions pane and the events pane; the selected
+session's screen comes from a `session/screen` follow stream; mail panes are fetched
+when a mailbox is chosen and when an event says its mail changed.
+"""
+
+import asyncio
+import collections
+import os
+import subprocess
+import time
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Static
+
+from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
+from bench_cli.dash.model import Board, event_line, printable, threads
+from bench_cli.dash.rows import Rows
+from bench_cli.dash.source import DaemonGone, Source
+from bench_wire.errors import WireError
+
+RETRY_S = 0.5  # between attempts to reach a stopped daemon
+IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle time)
+MAIL_PAGE = 200
+UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread counts
+
+_PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
+
+
+def colour(name: str) -> str | None:
+    if name == "default":
+        return None
+    if len(name) == 6 and all(c in "0123456789abcdefABCDEF" for c in name):
+        return "#" + name
+    name = _PYTE_COLOURS.get(name, name)
+    if name.startswith("bright") and not name.startswith("bright_"):
+        name = "bright_" + name[6:]
+    return name
+
+
+def screen_text(frame: dict) -> Text:
+    """A screen frame as Rich text, with the colours the daemon's model keeps."""
+    out = Text(no_wrap=True, overflow="crop")
+    lines = frame["lines"]
+    styles = frame.get("styles") or []
+    last = len(lines)
+    while last > 0 and not lines[last - 1]:
+        last -= 1
+    for y, line in enumerate(lines[:last]):
+        t = Text(line, no_wrap=True, overflow="crop")
+        for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
+            parts = []
+            if "b" in flags:
+                parts.append("bold")
+            if "i" in flags:
+                parts.append("italic")
+            if "u" in flags:
+                parts.append("underline")
+            if "r" in flags:
+                parts.append("reverse")
+            f, b = colour(fg), colour(bg)
+            if f:
+                parts.append(f)
+            if b:
+                parts.append("on " + b)
+            if parts:
+                t.stylize(" ".join(parts), start, start + length)
+        out.append(t)
+        if y < last - 1:
+            out.append("\n")
+    return out
+
+
+class EventsPane(Static):
+    """The newest event lines that fit, bottom-aligned. A Static with a fixed size, not a
+    RichLog: a RichLog's every write changes its virtual size, which costs a layout pass of
+    the whole screen (most of the dashboard's CPU in the dash-idle benchmark)."""
+
+    def __init__(self, **kw):
+        super().__init__("", **kw)
+        self.lines: collections.deque[str] = collections.deque(maxlen=300)
+
+    def write(self, line: str) -> None:
+        self.lines.append(line)
+        self.show()
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.show()
+
+    def show(self) -> None:
+        rows = max(1, self.content_size.height or 10)
+        tail = list(self.lines)[-rows:]
+        self.update(Text("\n".join(tail), no_wrap=True, overflow="crop"), layout=False)
+
+    def on_resize(self) -> None:
+        self.show()
+
+
+class Dash(App):
+    TITLE = "bench dash"
+    CSS = """
+    #left { width: 45%; min-width: 34; }
+    #sessions { height: 1fr; border: round $primary; }
+    #mail { height: 1fr; border: round $secondary; }
+    #right { width: 1fr; }
+    #screen { height: 2fr; border: round $accent; padding: 0 1; overflow: hidden; }
+    #events { height: 1fr; border: round $secondary; overflow: hidden; }
+    #status { height: 1; background: $boost; }
+    #screen, #events, #sessions, #mail, #status { text-wrap: nowrap; text-overflow: clip; }
+    .dialog { width: 70; height: auto; max-height: 90%; border: thick $primary;
+              background: $surface; padding: 1 2; align: center middle; }
+    .wide { width: 90%; height: 90%; }
+    ModalScreen { align: center middle; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help"),
+        Binding("a", "attach", "attach"),
+        Binding("t", "type", "type"),
+        Binding("m", "mail", "mail"),
+        Binding("k", "kill", "kill"),
+        Binding("slash", "search", "search"),
+        Binding("b", "mailbox", "mailbox", show=False),
+        Binding("f", "filter", "filter", show=False),
+    ]
+
+    def __init__(self, source: Source, *, clock=time.monotonic):
+        super().__init__()
+        self.source = source
+        self.clock = clock
+        self.board = Board()
+        self.connected = False
+        self.selected: str | None = None  # the session followed in the screen pane
+        self.mailbox_mode = "session"  # or "operator"
+        self.search_query: str | None = None
+        self.mail_rows: list[dict] = []
+        self.event_filter = ("", "")
+        self.status_note = ""
+        self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
+        self.refreshes = 0
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="left"):
+                yield Rows(
+                    ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
+                )
+                yield Rows(["sent", "st", "from", "subject"], id="mail")
+            with Vertical(id="right"):
+                yield Static("", id="screen")
+                yield EventsPane(id="events")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        t = self.query_one("#sessions", Rows)
+        t.border_title = "sessions"
+        self.query_one("#mail", Rows).border_title = "mail"
+        t.focus()
+        self.query_one("#screen", Static).border_title = "screen"
+        self.query_one("#events", EventsPane).border_title = "events"
+        self.set_status()
+        self.follow_events()
+        self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
+
+    # ------------------------------------------------------------ status line
+
+    def set_status(self, note: str | None = None) -> None:
+        if note is not None:
+            self.status_note = note
+        state = (
+            ("connected to " + self.source.dir)
+            if self.connected
+            else f"daemon not running at {self.source.dir}: reconnecting"
+        )
+        text = state + (f"  |  {self.status_note}" if self.status_note else "")
+        # Fixed-size panes: layout=False spares a whole-screen layout pass per update.
+        self.query_one("#status", Static).update(
+            Text(text, no_wrap=True, overflow="ellipsis"), layout=False
+        )
+
+    # ------------------------------------------------------------ the event stream
+
+    def _last_seq_on_disk(self) -> int:
+        """The log's last seq, from its tail (the events pane starts with what came before)."""
+        try:
+            with open(os.path.join(self.source.dir, "events.jsonl"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 65536))
+                lines = f.read().splitlines()
+        except OSError:
+            return 0
+        import json
+
+        for line in reversed(lines):
+            try:
+                return int(json.loads(line)["seq"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return 0
+
+    @work(exclusive=True, group="events")
+    async def follow_events(self) -> None:
+        first = True
+        while True:
+            try:
+                await self.load_snapshot()
+                self.connected = True
+                if first:
+                    # The recent past, for the events pane and the last-wake column; the
+                    # snapshot's counts already include what these events did. (An event
+                    # between the two is missed or counted twice until the next refresh.)
+                    since = max(0, self._last_seq_on_disk() - 200)
+                    async for frame in self.source.stream("events", since=since):
+                        self.take_event(frame["event"], apply=False)
+                    self.draw_sessions()
+                    first = False
+                since = self.board.last_seq
+                self.connected = True
+                self.set_status("")
+                async for frame in self.source.stream("events", since=since, follow=True):
+                    self.take_event(frame["event"])
+                raise DaemonGone("the event stream ended")
+            except (DaemonGone, WireError):
+                if self.connected:
+                    self.connected = False
+                    self.set_status("")
+                    self.draw_sessions()
+                await asyncio.sleep(RETRY_S)
+
+    async def load_snapshot(self) -> None:
+        a = await self.source.call("session/list")
+        handles = {s["handle"] for s in a["sessions"]}
+        unread = {}
+        for h in handles:
+            unread[h] = (await self.source.call("mail/list", handle=h, limit=1))["total"]
+        self.board.load(a["sessions"], unread, self.clock())
+        self.draw_sessions()
+        if self.selected is None and self.board.rows:
+            live = [h for h, r in self.board.rows.items() if r.state == "running"]
+            self.select(sorted(live or self.board.rows)[0])
+        await self.load_mail()
+
+    def take_event(self, ev: dict, apply: bool = True) -> None:
+        changed = self.board.apply(ev, self.clock(), count=apply)
+        kind, handle = self.event_filter
+        if (not kind or ev["kind"].startswith(kind)) and (
+            not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
+        ):
+            self.query_one("#events", EventsPane).write(event_line(ev))
+        if changed:
+            self.draw_sessions()
+        if ev["kind"] in ("mail/sent", "mail/read", "agent/woken") and self.search_query is None:
+            box = self.mailbox()
+            if box in (ev.get("to"), ev.get("handle")):
+                self.reload_mail()
+        if ev["kind"] == "session/spawned" and self.selected is None:
+            self.select(ev["handle"])
+        self.shown_at[ev["seq"]] = time.time()
+        if len(self.shown_at) > 1000:
+            self.shown_at.pop(next(iter(self.shown_at)))
+
+    async def refresh_sessions(self) -> None:
+        """Idle times (no event carries them) and unread counts, every IDLE_REFRESH_S."""
+        if not self.connected:
+            return
+        self.refreshes += 1
+        try:
+            a = await self.source.call("session/list")
+            unread = {}
+            for s in a["sessions"]:
+                # Unread counts follow the events; re-read them now and then only, in
+                # case an event was missed or double counted across a reconnect.
+                if s["state"] == "running" and self.refreshes % UNREAD_EVERY == 0:
+                    unread[s["handle"]] = (
+                        await self.source.call("mail/list", handle=s["handle"], limit=1)
+                    )["total"]
+        except (DaemonGone, WireError):
+            return
+        now = self.clock()
+        for s in a["sessions"]:
+            r = self.board.rows.get(s["handle"])
+            if r is not None and r.session == s["session"]:
+                r.idle_ms, r.idle_at = s.get("idle_ms"), now
+                r.reply_to = list(s.get("reply_to") or [])
+                r.unread = unread.get(r.handle, r.unread)
+        self.draw_sessions()
+
+    # ------------------------------------------------------------ sessions pane
+
+    def draw_sessions(self) -> None:
+        t = self.query_one("#sessions", Rows)
+        now = self.clock()
+        rows = []
+        for h in sorted(self.board.rows):
+            r = self.board.rows[h]
+            job = r.job_text()
+            unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
+            state = r.exit_text() if self.connected else "?"
+            rows.append((h, (h, state, unread, r.idle_text(now), r.wake, job, str(r.pid))))
+        t.set_rows(rows)
+
+    def on_rows_highlighted(self, event: Rows.Highlighted) -> None:
+        if event.pane.id == "sessions":
+            self.select(event.key)
+
+    def on_rows_chosen(self, event: Rows.Chosen) -> None:
+        if event.pane.id == "sessions":
+            self.select(event.key)
+        elif event.pane.id == "mail":
+            self.open_mail(int(event.key))
+
+    def select(self, handle: str) -> None:
+        if handle == self.selected:
+            return
+        self.selected = handle
+        self.follow_screen(handle)
+        if self.mailbox_mode == "session" and self.search_query is None:
+            self.reload_mail()
+
+    # ------------------------------------------------------------ screen pane
+
+    @work(exclusive=True, group="screen")
+    async def follow_screen(self, handle: str) -> None:
+        pane = self.query_one("#screen", Static)
+        pane.border_title = f"screen: {handle}"
+        while True:
+            try:
+                async for frame in self.source.stream("session/screen", handle=handle, follow=True):
+                    pane.update(screen_text(frame), layout=False)
+                return  # the session ended: its last screen stays
+            except WireError as err:
+                pane.update(Text(f"{handle}: {err.message}"))
+                return
+            except DaemonGone:
+                await asyncio.sleep(RETRY_S)
+
+    # ------------------------------------------------------------ mail pane
+
+    def mailbox(self) -> str:
+        if self.mailbox_mode == "operator" or self.selected is None:
+            return "operator"
+        return self.selected
+
+    @work(exclusive=True, group="mail")
+    async def reload_mail(self) -> None:
+        await self.load_mail()
+
+    async def load_mail(self) -> None:
+        box = self.mailbox()
+        try:
+            if self.search_query is not None:
+                a = await self.source.call("mail/search", query=self.search_query, limit=100)
+                rows = [(0, m) for m in a["hits"]]
+                title = f"search: {self.search_query}  ({len(rows)}; Escape: back)"
+            else:
+                # Listings go oldest first: page to the end and keep the newest MAIL_PAGE.
+                a = await self.source.call("mail/list", handle=box, state="all", limit=500)
+                msgs = a["messages"]
+                while a.get("truncated") and a.get("cursor"):
+                    a = await self.source.call(
+                        "mail/list", handle=box, state="all", limit=500, cursor=a["cursor"]
+                    )
+                    msgs = (msgs + a["messages"])[-MAIL_PAGE:]
+                msgs = msgs[-MAIL_PAGE:]
+                rows = threads(msgs)
+                unread = sum(m["state"] == "unread" for _, m in rows)
+                shown = f"newest {len(msgs)} of " if len(msgs) < a["total"] else ""
+                title = f"mail: {box}  ({unread} unread; {shown}{a['total']})"
+        except (DaemonGone, WireError) as err:
+            self.set_status(getattr(err, "message", str(err)))
+            return
+        t = self.query_one("#mail", Rows)
+        t.border_title = title
+        self.mail_rows = []
+        table = []
+        for i, (depth, msg) in enumerate(rows):
+            msg = dict(msg, handle=msg.get("handle", box))
+            self.mail_rows.append(msg)
+            subject = ("  " * depth + ("↳ " if depth else "")) + (msg["subject"] or "-")
+            if self.search_query is not None:
+                subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
+            st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
+            sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
+            table.append((str(i), (sent, st, msg["from"], printable(subject))))
+        t.set_rows(table, keep_key=False)
+
+    def open_mail(self, i: int) -> None:
+        if 0 <= i < len(self.mail_rows):
+            self.show_thread(self.mail_rows[i])
+
+    @work(exclusive=True, group="thread")
+    async def show_thread(self, msg: dict) -> None:
+        try:
+            a = await self.source.call("mail/thread", mail_id=msg["mail_id"])
+        except (DaemonGone, WireError) as err:
+            self.set_status(getattr(err, "message", str(err)))
+            return
+        parts = []
+        for x in a["messages"]:
+            mark = ">> " if x["mail_id"] == msg["mail_id"] else ""
+            parts.append(
+                f"{mark}{x['mail_id']}  {x['from']} -> {x['handle']}  [{x['state']}]\n"
+                f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n"
+            )
+        unread = msg["state"] == "unread"
+        choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
+        if choice == "retire":
+            await self.act(
+                "mail/read",
+                f"retired {msg['mail_id']}",
+                handle=msg["handle"],
+                mail_id=msg["mail_id"],
+            )
+            await self.load_mail()
+
+    # ------------------------------------------------------------ actions
+
+    async def act(self, verb: str, done: str, **fields) -> dict | None:
+        try:
+            a = await self.source.call(verb, **fields)
+        except (DaemonGone, WireError) as err:
+            self.set_status(f"{verb}: {getattr(err, 'message', err)}")
+            return None
+        self.set_status(done)
+        return a
+
+    def _need_session(self) -> str | None:
+        if self.selected is None:
+            self.set_status("no session selected")
+        return self.selected
+
+    def action_help(self) -> None:
+        self.push_screen(Help())
+
+    def action_attach(self) -> None:
+        h = self._need_session()
+        if h is None:
+            return
+        with self.suspend():
+            # bench attach restores the terminal on every way out; the app redraws after.
+            subprocess.run(self.source.attach_argv(h))
+        self.set_status(f"detached from {h}")
+
+    @work(group="actions")
+    async def action_type(self) -> None:
+        h = self._need_session()
+        if h is None:
+            return
+        line = await self.push_screen_wait(Ask(f"Type a line into {h} (Enter follows):"))
+        if line is not None:
+            await self.act("session/type", f"typed into {h}", handle=h, text=line)
+
+    @work(group="actions")
+    async def action_mail(self) -> None:
+        msg = await self.push_screen_wait(Compose(self.selected or ""))
+        if msg and msg["to"]:
+            a = await self.act(
+                "mail/send", "", to=msg["to"], subject=msg["subject"], body=msg["body"]
+            )
+            if a is not None:
+                self.set_status(f"sent {a['mail_id']} to {a['to']}")
+
+    @work(group="actions")
+    async def action_kill(self) -> None:
+        h = self._need_session()
+        if h is None:
+            return
+        if await self.push_screen_wait(Confirm(f"Kill session {h}?")):
+            await self.act("session/kill", f"killed {h}", handle=h)
+
+    @work(group="actions")
+    async def action_search(self) -> None:
+        q = await self.push_screen_wait(
+            Ask("Search mail (every word must occur):", self.search_query or "")
+        )
+        if q is not None and q.strip():
+            self.search_query = q.strip()
+            await self.load_mail()
+
+    def action_mailbox(self) -> None:
+        self.mailbox_mode = "operator" if self.mailbox_mode == "session" else "session"
+        self.search_query = None
+        self.reload_mail()
+
+    @work(group="actions")
+    async def action_filter(self) -> None:
+        kind, handle = self.event_filter
+        q = await self.push_screen_wait(
+            Ask(
+                "Filter events: a kind prefix (mail/, session/, "
+                "agent/woken) and/or a handle; empty: all",
+                " ".join(x for x in (kind, handle) if x),
+            )
+        )
+        if q is None:
+            return
+        kind = handle = ""
+        for word in q.split():
+            if "/" in word:
+                kind = word
+            else:
+                handle = word
+        self.event_filter = (kind, handle)
+        log = self.query_one("#events", EventsPane)
+        log.lines.clear()
+        log.border_title = "events" + (f" ({q.strip()})" if q.strip() else "")
+        log.lines.extend(event_line(ev) for ev in self.board.filtered(kind, handle)[-300:])
+        log.show()
+
+    def key_escape(self) -> None:
+        if self.search_query is not None:
+            self.search_query = None
+            self.reload_mail()
+
+
+def run(bench_dir: str | None) -> int:
+    Dash(Source(bench_dir)).run()
+    return 0

@@ -1,0 +1,191 @@
+"""What the dashboard knows, kept up to date from the event stream. Pure: no I/O.
+
+`Board` is fed one snapshot (session/list and each mailbox's unread count) when the
+dashboard connects, then every event. The sessions pane is drawn from it, so a row
+changes when an event says so, not when someone polls.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    handle: str
+    session: str = ""
+    pid: int = 0
+    state: str = "running"
+    idle_ms: int | None = None
+    idle_at: float = 0.0  # monotonic time idle_ms was measured (idle grows from there)
+    unread: int = 0
+    wake: str = "-"  # e.g. "woken 12:01:03" or "capped"
+    job: bool = False
+    reply_to: list[str] = field(default_factory=list)  # a job's: who is owed a reply
+    outcome: str = ""
+    exit: int | None = None
+    signal: int | None = None
+
+    def idle_text(self, now: float) -> str:
+        if self.state != "running" or self.idle_ms is None:
+            return "-"
+        s = self.idle_ms / 1000 + (now - self.idle_at)
+        return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m"
+
+    def job_text(self) -> str:
+        if not self.job:
+            return ""
+        to = ("->" + ",".join(self.reply_to)) if self.reply_to else ""
+        return " ".join(x for x in ("job" + to, self.outcome) if x)
+
+    def exit_text(self) -> str:
+        if self.exit is not None:
+            return f"exit {self.exit}"
+        if self.signal is not None:
+            return f"sig {self.signal}"
+        return self.state
+
+
+_CONTROLS = {c: "\ufffd" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c not in (9, 10)}
+
+
+def printable(text: str) -> str:
+    """Text from mail or the log with control characters shown as U+FFFD: a body's escape
+    sequence must not reach the operator's terminal (tabs and newlines stay)."""
+    return text.translate(_CONTROLS)
+
+
+def clock(ts_ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts_ms / 1000))
+
+
+@dataclass
+class Board:
+    rows: dict[str, Row] = field(default_factory=dict)
+    last_seq: int = 0
+    events: list[dict] = field(default_factory=list)
+    keep: int = 2000  # events kept for the events pane
+
+    def load(self, sessions: list[dict], unread: dict[str, int], now: float) -> None:
+        """The snapshot: live and recently exited sessions, unread counts by handle."""
+        rows: dict[str, Row] = {}
+        for s in sessions:
+            old = self.rows.get(s["handle"])
+            r = Row(
+                handle=s["handle"],
+                session=s["session"],
+                pid=s["pid"],
+                state=s["state"],
+                idle_ms=s.get("idle_ms"),
+                idle_at=now,
+                job=bool(s.get("job")),
+                reply_to=list(s.get("reply_to") or []),
+                exit=s.get("exit"),
+                signal=s.get("signal"),
+            )
+            if old is not None and old.session == r.session:
+                r.wake, r.outcome = old.wake, old.outcome
+            prev = rows.get(r.handle)
+            if prev is None or prev.state != "running":  # a live session wins over an old one
+                rows[r.handle] = r
+        for h, n in unread.items():
+            if h in rows:
+                rows[h].unread = n
+        self.rows = rows
+
+    def apply(self, ev: dict, now: float, count: bool = True) -> bool:
+        """Take one event; True when the sessions pane should be redrawn.
+
+        With count=False (history from before the snapshot, whose counts already include
+        it) unread counts are left alone; last wakes and job outcomes are still taken.
+        """
+        if ev.get("seq", 0) <= self.last_seq:
+            return False
+        self.last_seq = ev["seq"]
+        self.events.append(ev)
+        if len(self.events) > self.keep:
+            del self.events[: len(self.events) - self.keep]
+        kind = ev.get("kind")
+        if kind == "session/spawned" and count:
+            self.rows[ev["handle"]] = Row(
+                handle=ev["handle"],
+                session=ev["session"],
+                pid=ev["pid"],
+                idle_ms=0,
+                idle_at=now,
+                job=bool(ev.get("job")),
+                unread=self._unread(ev["handle"]),
+            )
+            return True
+        r = self.rows.get(ev.get("handle") or ev.get("to") or "")
+        if r is None:
+            return False
+        if kind == "session/exited" and ev.get("session") == r.session and count:
+            r.state, r.exit, r.signal = "exited", ev.get("exit"), ev.get("signal")
+        elif kind == "mail/sent":
+            r.unread += count
+        elif kind == "mail/read":
+            r.unread = max(0, r.unread - count)
+        elif kind == "agent/woken":
+            if ev.get("mail_id") and count:
+                r.unread = max(0, r.unread - 1)  # a wake retires the message it announces
+            r.wake = "woken " + clock(ev["ts"])
+            r.idle_ms, r.idle_at = 0, now
+        elif kind == "wake/capped":
+            r.wake = "capped " + clock(ev["ts"])
+        elif kind == "job/settled":
+            r.outcome = ev.get("outcome", "")
+        else:
+            return False
+        return True
+
+    def _unread(self, handle: str) -> int:
+        r = self.rows.get(handle)
+        return r.unread if r is not None else 0
+
+    def filtered(self, kind: str = "", handle: str = "") -> list[dict]:
+        """The kept events whose kind starts with `kind` and that name `handle`."""
+        out = []
+        for ev in self.events:
+            if kind and not ev.get("kind", "").startswith(kind):
+                continue
+            if handle and handle not in (ev.get("handle"), ev.get("to"), ev.get("from")):
+                continue
+            out.append(ev)
+        return out
+
+
+def event_line(ev: dict) -> str:
+    rest = " ".join(f"{k}={v}" for k, v in ev.items() if k not in ("seq", "ts", "kind"))
+    return printable(f"{ev['seq']:>6} {clock(ev['ts'])} {ev['kind']:<18} {rest}")
+
+
+def threads(messages: list[dict]) -> list[tuple[int, dict]]:
+    """A listing's messages as threads: (depth, message), each reply under its parent.
+
+    Roots (no parent in the listing) in send order; replies in send order beneath them.
+    """
+    by_id = {m["mail_id"]: m for m in messages}
+    children: dict[str, list[dict]] = {}
+    roots = []
+    for m in sorted(messages, key=lambda m: m["mail_id"]):
+        parent = m.get("in_reply_to")
+        if parent and parent in by_id and parent != m["mail_id"]:
+            children.setdefault(parent, []).append(m)
+        else:
+            roots.append(m)
+    out: list[tuple[int, dict]] = []
+    seen: set[str] = set()
+
+    def walk(m: dict, depth: int) -> None:
+        if m["mail_id"] in seen:
+            return
+        seen.add(m["mail_id"])
+        out.append((depth, m))
+        for c in children.get(m["mail_id"], []):
+            walk(c, depth + 1)
+
+    for m in roots:
+        walk(m, 0)
+    for m in messages:  # anything in a cycle of in-reply-to links still shows
+        walk(m, 0)
+    return out

@@ -1,0 +1,124 @@
+"""A list of rows with a cursor: the sessions and mail panes.
+
+Not Textual's DataTable: redrawing a DataTable after a cell changes renders every visible
+cell through Rich, which made an event cost the dashboard several times the daemon's CPU
+(the dash-idle benchmark). This pane draws one Text per row with fixed column widths
+and never asks for a layout pass. Keys: up/down (k/j are taken by actions, so only the
+arrows), Home/End, PageUp/PageDown, Enter; a click selects a row.
+"""
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Static
+
+
+class Rows(Static, can_focus=True):
+    BINDINGS = [
+        Binding("up", "move(-1)", show=False),
+        Binding("down", "move(1)", show=False),
+        Binding("pageup", "move(-10)", show=False),
+        Binding("pagedown", "move(10)", show=False),
+        Binding("home", "move(-1000000)", show=False),
+        Binding("end", "move(1000000)", show=False),
+        Binding("enter", "choose", show=False),
+    ]
+
+    class Highlighted(Message):
+        def __init__(self, pane: "Rows", key: str):
+            super().__init__()
+            self.pane, self.key = pane, key
+
+    class Chosen(Message):
+        def __init__(self, pane: "Rows", key: str):
+            super().__init__()
+            self.pane, self.key = pane, key
+
+    def __init__(self, columns: list[str], **kw):
+        super().__init__("", **kw)
+        self.columns = columns
+        self.keys: list[str] = []
+        self.cells: list[tuple] = []
+        self.cursor = 0
+        self.top = 0  # the first row shown
+
+    def set_rows(self, rows: list[tuple[str, tuple]], keep_key: bool = True) -> None:
+        """Replace the rows: (key, cells); the cursor stays on the same key if it can."""
+        old = self.keys[self.cursor] if self.keys and keep_key else None
+        self.keys = [k for k, _ in rows]
+        self.cells = [c for _, c in rows]
+        if old in self.keys:
+            self.cursor = self.keys.index(old)
+        self.cursor = max(0, min(self.cursor, len(self.keys) - 1))
+        self.show()
+
+    @property
+    def current(self) -> str | None:
+        return self.keys[self.cursor] if self.keys else None
+
+    def show(self) -> None:
+        height = max(2, self.content_size.height or 10)
+        width = max(10, self.content_size.width or 40)
+        body = height - 1
+        if self.cursor < self.top:
+            self.top = self.cursor
+        elif self.cursor >= self.top + body:
+            self.top = self.cursor - body + 1
+        widths = [len(c) for c in self.columns]
+        for row in self.cells:
+            for i, v in enumerate(row):
+                widths[i] = max(widths[i], min(40, len(str(v))))
+        out = Text(no_wrap=True, overflow="crop")
+        head = self._line(self.columns, widths, width)
+        head.stylize("bold")
+        out.append(head)
+        for i in range(self.top, min(len(self.cells), self.top + body)):
+            line = self._line(self.cells[i], widths, width)
+            if i == self.cursor:
+                line.stylize("reverse" if self.has_focus else "underline")
+            out.append("\n")
+            out.append(line)
+        self.update(out, layout=False)
+
+    @staticmethod
+    def _line(cells, widths, width: int) -> Text:
+        t = Text(no_wrap=True, overflow="crop")
+        for i, v in enumerate(cells):
+            cell = v if isinstance(v, Text) else Text(str(v))
+            cell.truncate(widths[i], overflow="ellipsis", pad=True)
+            if i:
+                t.append("  ")
+            t.append(cell)
+        t.truncate(width, pad=True)
+        return t
+
+    def action_move(self, by: int) -> None:
+        if not self.keys:
+            return
+        new = max(0, min(len(self.keys) - 1, self.cursor + by))
+        if new != self.cursor:
+            self.cursor = new
+            self.show()
+            self.post_message(self.Highlighted(self, self.keys[new]))
+
+    def action_choose(self) -> None:
+        if self.keys:
+            self.post_message(self.Chosen(self, self.keys[self.cursor]))
+
+    def on_click(self, event) -> None:
+        i = self.top + event.y - 1  # the first line is the header
+        if 0 <= i < len(self.keys):
+            self.cursor = i
+            self.show()
+            self.post_message(self.Highlighted(self, self.keys[i]))
+            if event.chain >= 2:
+                self.post_message(self.Chosen(self, self.keys[i]))
+
+    def on_focus(self) -> None:
+        self.show()
+
+    def on_blur(self) -> None:
+        self.show()
+
+    def on_resize(self) -> None:
+        self.show()

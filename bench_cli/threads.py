@@ -1,0 +1,58 @@
+"""`bench mail thread` and `bench mail reply`: conversations linked by in-reply-to.
+
+Registered on the `mail` group by bench_cli.main (click commands: not on the hot path).
+"""
+
+import sys
+
+import click
+
+from bench_cli import output
+from bench_cli.main import Ctx, call, common, done, examples, mail
+from bench_wire import messages as m
+
+
+def thread_text(a: dict) -> str:
+    parts = []
+    for msg in a.get("messages") or []:
+        head = (
+            f"{msg['mail_id']}  {msg['from']} -> {msg['handle']}  {msg['date']}  [{msg['state']}]"
+        )
+        if msg.get("in_reply_to"):
+            head += f"  re {msg['in_reply_to']}"
+        parts.append(f"{head}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
+    return "\n".join(parts) if parts else "no messages"
+
+
+@mail.command("thread")
+@common
+@click.argument("mail_id")
+def mail_thread(bench_dir, as_json, mail_id):
+    """Print the conversation MAIL_ID belongs to, oldest first (nothing is retired)."""
+    ctx = Ctx(bench_dir, as_json)
+    a = call(bench_dir, m.MailThread(mail_id=mail_id))
+    done(ctx, a, thread_text(a))
+
+
+@mail.command("reply")
+@common
+@click.argument("mail_id")
+@click.option("-m", "--message", "body", help="the body (else standard input)")
+@click.option("-s", "--subject", help="one line (default: Re: and the message's subject)")
+@click.option("--key", help="idempotency key: a resend with the same key writes nothing")
+def mail_reply(bench_dir, as_json, mail_id, body, subject, key):
+    """Answer MAIL_ID: to its reply-to handles (else its sender), with in-reply-to set."""
+    ctx = Ctx(bench_dir, as_json)
+    if body is None:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise click.UsageError("give the body with -m BODY or on standard input")
+        body = sys.stdin.read()
+    a = call(bench_dir, m.MailReply(mail_id=mail_id, body=body, subject=subject, key=key))
+    done(ctx, a, "\n".join(output.sent(s) for s in a["sent"]))
+
+
+mail_thread.epilog = examples("bench mail thread 20261130T045611.123Z-0001")
+mail_reply.epilog = examples(
+    'bench mail reply 20261130T045611.123Z-0001 -m "Done: see /tmp/p.diff"',
+    "bench mail reply 20261130T045611.123Z-0001 < answer.md",
+)

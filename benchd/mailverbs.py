@@ -1,0 +1,163 @@
+"""Verbs over the search cache: mail/search, mail/thread and mail/reply.
+
+Who sees what: a session searches only its own mailbox and sees, in a thread, only the
+messages it received or sent; the operator sees every mailbox. A reply may be sent
+by a session only to a message it received. None of these retire anything.
+"""
+
+import calendar
+import time
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd import frontmatter, search
+from benchd.index import READ, STATE_NAMES
+from benchd.mailroom import LIST_CAP, LIST_MAX, SUBJECT_CHARS
+from benchd.names import check_handle, check_mail_id
+from benchd.statedir import read_regular
+
+
+def _since(value: str | None) -> str | None:
+    """An ISO-8601 UTC time, as the files' `date` (compared as text: they sort in time)."""
+    if value is None:
+        return None
+    text = value[:-1] if value.endswith("Z") else value
+    ms = 0
+    if "." in text:
+        text, frac = text.rsplit(".", 1)
+        if not frac.isdigit():
+            raise WireError("bad-since", f"{value!r} is not a UTC time like 2026-11-30T04:56:11Z")
+        ms = int(frac[:3].ljust(3, "0"))
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+        try:
+            secs = calendar.timegm(time.strptime(text, fmt))
+        except ValueError:
+            continue
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{ms:03d}Z"
+    raise WireError("bad-since", f"{value!r} is not a UTC time like 2026-11-30T04:56:11Z")
+
+
+async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
+    handle = req.handle
+    if handle is not None:
+        check_handle(handle)
+    if not caller.is_operator:
+        handle = caller.handle  # authority.check refused any other mailbox
+    if req.sender is not None:
+        check_handle(req.sender, "from")
+    limit = LIST_CAP if req.limit is None else req.limit
+    if not 1 <= limit <= LIST_MAX:
+        raise WireError("bad-limit", f"limit {limit} is outside 1-{LIST_MAX}")
+    if len(req.query) > 1000:
+        raise WireError("bad-query", "the query is longer than 1000 characters")
+    try:
+        rows = _query(d, lambda w: search.search(w, req.query, handle, req.sender,
+                                                 _since(req.since), limit))
+    except search.BadQuery as err:
+        raise WireError("bad-query", str(err)) from None
+    hits = [
+        m.SearchHit(mail_id=r[1], handle=r[0], sender=r[2], subject=r[3], date=r[4],
+                    state=STATE_NAMES[r[5]], size=r[6], path=d.mailroom.path(r[0], r[1], r[5]),
+                    snippet=r[7])
+        for r in rows[:limit]
+    ]
+    await conn.send(m.SearchOk(id=req.id, hits=hits, truncated=len(rows) > limit))
+
+
+def _query(d, fn):
+    """A query of the search tables, which are written with the index's commits: commit
+    what is pending first (when its backoff allows), so an answered send is found. A
+    failed read is the index's to handle (set aside and rebuilt, like any read)."""
+    index = d.index
+    if index.pending.ops and index.due(0):
+        index.flush()
+    return index._read(lambda: fn(index.w))
+
+
+def _visible(caller, handle: str, sender: str) -> bool:
+    return caller.is_operator or caller.handle in (handle, sender)
+
+
+def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
+    row = d.index.get(handle, mail_id)
+    if row is None:
+        return None
+    path = d.mailroom.path(handle, mail_id, row[4])
+    try:
+        meta, body = frontmatter.parse(read_regular(path))
+    except FileNotFoundError:
+        # Retired between the lookup and the open: it is in read/ now.
+        path = d.mailroom.path(handle, mail_id, READ)
+        try:
+            meta, body = frontmatter.parse(read_regular(path))
+        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+            return None
+    except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+        return None
+    return meta, body.decode("utf-8", "replace"), path, row[4]
+
+
+async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
+    check_mail_id(req.mail_id)
+    where = [r for r in _query(d, lambda w: search.locate(w, req.mail_id))
+             if _visible(caller, r[0], r[2])]
+    if not where:
+        raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
+    rows = _query(d, lambda w: search.thread(w, req.mail_id))
+    out = []
+    for handle, mail_id, sender, parent in rows:
+        if not _visible(caller, handle, sender):
+            continue
+        loaded = _load(d, handle, mail_id)
+        if loaded is None:
+            continue
+        meta, body, path, state = loaded
+        out.append(m.ThreadMessage(mail_id=mail_id, handle=handle, sender=sender,
+                                   subject=meta.get("subject", ""), date=meta["date"],
+                                   state=STATE_NAMES[state], path=path, body=body,
+                                   in_reply_to=parent))
+    await conn.send(m.ThreadOk(id=req.id, mail_id=req.mail_id, messages=out,
+                               truncated=len(rows) >= search.THREAD_MAX))
+
+
+def reply_subject(subject: str) -> str:
+    """`Re: ` once, however deep the thread."""
+    return subject if subject[:3].lower() == "re:" else ("Re: " + subject if subject else "Re:")
+
+
+async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
+    check_mail_id(req.mail_id)
+    where = _query(d, lambda w: search.locate(w, req.mail_id))
+    # A session answers only mail it received; the operator any message.
+    where = [r for r in where if caller.is_operator or r[0] == caller.handle]
+    if not where and not caller.is_operator and d.index.get(caller.handle, req.mail_id):
+        where = [(caller.handle, req.mail_id)]  # not committed yet (the index is retrying)
+    if not where:
+        raise WireError("no-such-message", f"no message {req.mail_id} in your mailbox")
+    loaded = _load(d, where[0][0], req.mail_id)
+    if loaded is None:
+        raise WireError("no-such-message", f"message {req.mail_id} could not be read")
+    meta = loaded[0]
+    targets = list(dict.fromkeys(meta.get("reply-to") or [meta["from"]]))
+    subject = req.subject if req.subject is not None else reply_subject(meta.get("subject", ""))
+    if req.subject is None and len(subject) > SUBJECT_CHARS:
+        subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
+    if req.key is not None:
+        from benchd.jobhost import check_client_key
+
+        check_client_key(req.key)
+    sent = []
+    for to in targets:
+        # With several recipients each send needs its own key (keys are per sender).
+        key = req.key if req.key is None or len(targets) == 1 else f"{req.key}:{to}"
+        res = await d.mailroom.send(caller.handle, to, req.body, subject, key, [],
+                                    req.mail_id)
+        sent.append(m.SendOk(id=req.id, **res))
+    await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))
+
+
+HANDLERS = {
+    m.MailSearch: mail_search,
+    m.MailThread: mail_thread,
+    m.MailReply: mail_reply,
+}

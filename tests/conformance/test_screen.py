@@ -1,0 +1,76 @@
+"""session/screen: the daemon's screen model, live, to the operator only."""
+
+import time
+
+from tests.reliability.test_access import run_in_session
+
+
+def spawn_red(d, name="painter"):
+    # Red text, then `cat`: what is typed is echoed by the pty and shows on the screen.
+    a = d.call({"verb": "session/spawn", "name": name, "rows": 10, "cols": 40,
+                "argv": ["sh", "-c", "printf '\\033[31mred\\033[0m plain\\n'; exec cat"]})
+    assert a["ok"] is True, a
+    return a
+
+
+def test_screen_once_with_colours(daemon):
+    d = daemon
+    spawn_red(d)
+
+    def frame():
+        with d.connect() as c:
+            c.send({"verb": "session/screen", "handle": "painter", "id": 1})
+            f, end = c.recv(), c.recv()
+        assert f["type"] == "screen" and end["type"] == "end", (f, end)
+        return f if f["lines"][0].startswith("red plain") else None
+
+    f = d.wait_until(frame, 20, "the red line on screen")
+    assert (f["rows"], f["cols"]) == (10, 40) and len(f["lines"]) == 10
+    assert f["styles"][0] == [[0, 3, "red", "default", ""]]
+    assert f["styles"][1] == []
+
+
+def test_screen_follow_sends_changes_and_ends_with_the_session(daemon):
+    d = daemon
+    spawn_red(d)
+    with d.connect() as c:
+        c.send({"verb": "session/screen", "handle": "painter", "follow": True, "id": 7})
+        first = c.recv()
+        assert first["type"] == "screen" and first["id"] == 7
+        assert d.call({"verb": "session/type", "handle": "painter", "text": "hello there"})["ok"]
+        deadline = time.monotonic() + 20
+        seen = first
+        while not any("hello there" in ln for ln in seen["lines"]):
+            assert time.monotonic() < deadline, seen
+            seen = c.recv()
+            assert seen["type"] == "screen", seen
+        # A burst of 50 typed lines arrives as a few frames, not fifty.
+        for i in range(50):
+            assert d.call({"verb": "session/type", "handle": "painter", "text": f"l{i}"})["ok"]
+        frames = 0
+        while True:
+            f = c.recv()
+            assert f["type"] == "screen", f
+            frames += 1
+            if any("l49" in ln for ln in f["lines"]):
+                break
+        assert frames < 50, frames
+        assert d.call({"verb": "session/kill", "handle": "painter"})["ok"]
+        while True:
+            f = c.recv()
+            if f["type"] == "end":
+                break
+        assert f["reason"] == "exited"
+
+
+def test_screen_is_operator_only_and_checks_handles(daemon, tmp_path):
+    d = daemon
+    spawn_red(d)
+    rec = run_in_session(d, tmp_path, "alice", [
+        {"verb": "session/screen", "handle": "painter", "token": "$TOKEN"}])
+    (a,) = rec["answers"]
+    assert a["ok"] is False and a["error"]["code"] == "forbidden", a
+    a = d.call({"verb": "session/screen", "handle": "nobody-here"})
+    assert a["ok"] is False and a["error"]["code"] == "no-such-session", a
+    a = d.call({"verb": "session/screen", "handle": "../x"})
+    assert a["ok"] is False and a["error"]["code"] in ("bad-handle", "no-such-session"), a

@@ -1,0 +1,172 @@
+"""bench dash through Textual's pilot, against a real daemon with stand-in agents.
+
+The app runs in the test's asyncio loop (asyncio.run: the suite's own async mode is
+trio); every wait is on a condition with a deadline, never a fixed sleep.
+"""
+
+import asyncio
+import time
+
+import pytest
+
+pytest.importorskip("textual", reason="bench dash needs the dash extra (./run installs it)")
+
+from bench_cli.dash.app import Dash  # noqa: E402
+from bench_cli.dash.source import Source  # noqa: E402
+from tests.conftest import standin_argv  # noqa: E402
+
+SIZE = (100, 30)
+
+
+async def until(pilot, pred, what: str, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def spawn(d, name: str) -> dict:
+    s = d.ok("spawn", "--name", name, "--ready", "standin>", "--", *standin_argv())
+    d.wait_until(lambda: "standin>" in d.bench("tail", name, "--screen").out, 20,
+                 f"{name}'s prompt")
+    return s
+
+
+def rows(app) -> dict:
+    return {h: r for h, r in app.board.rows.items()}
+
+
+def screen_of(app) -> str:
+    return str(app.query_one("#screen").render())
+
+
+def run(coro):
+    asyncio.run(coro)
+
+
+def test_sessions_screen_mail_and_events_follow_the_daemon(make_daemon):
+    d = make_daemon()
+    spawn(d, "alice")
+    spawn(d, "bob")
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: set(rows(app)) == {"alice", "bob"}, "both sessions")
+            assert app.connected
+            await until(pilot, lambda: "standin agent alice" in screen_of(app), "alice's screen")
+            # Mail to bob: its unread count changes from the event stream.
+            d.ok("mail", "send", "bob", "-s", "hello bob", "-m", "first")
+            await until(pilot, lambda: rows(app)["bob"].unread == 1 or
+                        rows(app)["bob"].wake.startswith("woken"), "bob's unread or wake")
+            # Select bob (down arrow in the sessions table): screen and mail follow.
+            app.query_one("#sessions").focus()
+            await pilot.press("down")
+            await until(pilot, lambda: app.selected == "bob", "bob selected")
+            await until(pilot, lambda: "standin agent bob" in screen_of(app), "bob's screen")
+            await until(pilot, lambda: any(m["subject"] == "hello bob" for m in app.mail_rows),
+                        "bob's mail listed")
+            # the events pane shows the send
+            await until(pilot, lambda: any(e["kind"] == "mail/sent" for e in app.board.events),
+                        "the mail/sent event")
+    run(go())
+
+
+def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
+    d = make_daemon("--idle-gate", "60")  # no wakes: mail stays unread unless retired
+    spawn(d, "alice")
+    mid = d.ok("mail", "send", "alice", "-s", "needle subject", "-m", "the haystack body")["mail_id"]
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.selected == "alice", "alice selected")
+            # t: type a line into the session
+            await pilot.press("t")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Ask", "the type dialog")
+            await pilot.press(*"hi there", "enter")
+            await until(pilot, lambda: "ok: hi there" in screen_of(app), "the typed line run")
+            # m: mail as operator
+            await pilot.press("m")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Compose", "compose")
+            await pilot.press("enter", *"greetings", "enter", *"from the dash", "enter")
+            await until(pilot, lambda: any(m["subject"] == "greetings" for m in
+                        d.ok("mail", "list", "--handle", "alice")["messages"]), "the mail sent")
+            # Enter on a mail opens its thread; Escape closes; it is still unread.
+            await until(pilot, lambda: len(app.mail_rows) == 2, "two mails listed")
+            app.query_one("#mail").focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the thread")
+            await pilot.press("escape")
+            listed = d.ok("mail", "list", "--handle", "alice")["messages"]
+            assert {m["mail_id"] for m in listed} >= {mid}  # still unread
+            # ... and r in the thread view retires it
+            await pilot.press("enter")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the thread")
+            await pilot.press("r")
+            await until(pilot, lambda: mid not in {m["mail_id"] for m in d.ok(
+                "mail", "list", "--handle", "alice")["messages"]}, "the mail retired")
+            # /: search
+            await pilot.press("slash")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Ask", "search dialog")
+            await pilot.press(*"haystack", "enter")
+            await until(pilot, lambda: [m["mail_id"] for m in app.mail_rows] == [mid],
+                        "the search hit")
+            await pilot.press("escape")
+            # ?: help, then k: kill after confirmation (n first: nothing happens)
+            await pilot.press("question_mark")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Help", "help")
+            await pilot.press("escape")
+            await pilot.press("k")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Confirm", "confirm")
+            await pilot.press("n")
+            await pilot.pause(0.2)
+            assert rows(app)["alice"].state == "running"
+            await pilot.press("k")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Confirm", "confirm")
+            await pilot.press("y")
+            await until(pilot, lambda: rows(app)["alice"].state == "exited", "alice killed")
+            await pilot.press("q")
+    run(go())
+
+
+def test_reconnects_after_the_daemon_restarts(make_daemon):
+    d = make_daemon()
+    spawn(d, "alice")
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.connected and "alice" in rows(app), "connected")
+            await asyncio.get_running_loop().run_in_executor(None, d.bench, "down")
+            await until(pilot, lambda: not app.connected, "the daemon seen gone")
+            status = str(app.query_one("#status").render())
+            assert "not running" in status and "reconnecting" in status
+            await asyncio.get_running_loop().run_in_executor(None, d.start)
+            await until(pilot, lambda: app.connected, "reconnected", 30)
+            await asyncio.get_running_loop().run_in_executor(None, spawn, d, "carol")
+            await until(pilot, lambda: "carol" in rows(app) and
+                        rows(app)["carol"].state == "running", "a session after the restart")
+    run(go())
+
+
+def test_a_big_mailbox_shows_its_newest_messages(make_daemon):
+    d = make_daemon()
+    spawn(d, "alice")
+    with d.connect() as c:
+        for i in range(620):
+            c.send({"verb": "mail/send", "to": "alice", "body": "b", "subject": f"m{i}"})
+            assert c.recv()["ok"]
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: len(app.mail_rows) == 200, "the mail pane")
+            subjects = {m["subject"] for m in app.mail_rows}
+            assert "m619" in subjects and "m420" in subjects and "m419" not in subjects
+            assert "newest 200 of 620" in str(app.query_one("#mail").border_title)
+    run(go())

@@ -1,0 +1,68 @@
+"""bench dash in a real terminal: tmux runs it against a real daemon with two stand-ins.
+
+A mail to bob shows as bob's unread count changing, then his screen with the wake line;
+`a` attaches to bob and Ctrl-] comes back; q leaves the terminal settings exactly as
+they were (`stty -g` before and after).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import BENCH, standin_argv
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="needs tmux (CI installs it; apt-get install tmux)")
+pytest.importorskip("textual", reason="bench dash needs the dash extra (./run installs it)")
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True,
+                          timeout=20).stdout
+
+
+def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon, tmp_path):
+    d = make_daemon("--idle-gate", "2")  # the unread count shows before the wake lands
+    for name in ("alice", "bob"):
+        d.ok("spawn", "--name", name, "--ready", "standin>", "--", *standin_argv())
+    d.wait_until(lambda: all("standin>" in d.bench("tail", h, "--screen").out
+                             for h in ("alice", "bob")), 30, "both prompts")
+    before, after = tmp_path / "stty.before", tmp_path / "stty.after"
+    name = f"dash{os.getpid()}"
+    script = (f"stty -g > {before}; {BENCH} dash --dir {d.dir}; echo $? > {tmp_path}/rc; "
+              f"stty -g > {after}; exec sleep 600")
+    env = ["-e", f"BENCH_DIR={d.dir}", "-e", "TERM=xterm-256color"]
+    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "36", *env, "sh", "-c", script)
+    try:
+        def screen() -> str:
+            return tmux("capture-pane", "-p", "-t", name)
+
+        def bob_row():
+            m = re.search(r"│\s*bob\s+running\s+(\d+)", screen())
+            return m and int(m[1])
+
+        try:
+            d.wait_until(lambda: bob_row() == 0 and "alice" in screen(), 30, "both sessions")
+        except AssertionError:
+            raise AssertionError(screen()) from None
+        tmux("send-keys", "-t", name, "Down")  # select bob: his screen and mailbox follow
+        d.wait_until(lambda: "screen: bob" in screen(), 20, "bob's screen pane")
+        d.ok("mail", "send", "bob", "-s", "hello", "-m", "ping")
+        d.wait_until(lambda: bob_row() == 1, 20, "bob's unread count at 1")
+        d.wait_until(lambda: "You have mail from operator" in screen(), 30, "the wake line")
+        d.wait_until(lambda: bob_row() == 0 and "woken" in screen(), 20, "bob woken")
+        # a: the dashboard steps aside for `bench attach bob`; Ctrl-] comes back to it.
+        tmux("send-keys", "-t", name, "a")
+        d.wait_until(lambda: "sessions" not in screen() and "standin>" in screen(), 20,
+                     "bob's terminal, attached")
+        tmux("send-keys", "-t", name, "C-]")
+        d.wait_until(lambda: "sessions" in screen() and bob_row() == 0, 20, "back in the dash")
+        tmux("send-keys", "-t", name, "q")
+        d.wait_until(lambda: after.exists() and after.read_text().strip(), 20, "dash quit")
+        assert (tmp_path / "rc").read_text().strip() == "0"
+        assert before.read_text() == after.read_text()
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
