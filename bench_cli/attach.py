@@ -15,8 +15,8 @@ import termios
 import tty
 
 from bench_cli import output
+from bench_wire.client import Client, check, request
 from bench_wire.errors import EXIT_OK, EXIT_PROTOCOL, WireError
-from bench_wire.lean import Connection, check, request
 
 DETACH = b"\x1d"  # Ctrl-]
 
@@ -39,7 +39,7 @@ def _b64(data: bytes) -> str:
 
 def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     try:
-        conn = Connection(bench_dir, timeout=None)
+        conn = Client(bench_dir, timeout=None)
     except WireError as err:
         return output.fail(err, as_json)
     rows, cols = _size()
@@ -91,7 +91,7 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     return code
 
 
-def _relay(conn: Connection, stdin: int, stdout: int, wake_r: int, resized: list) -> str:
+def _relay(conn: Client, stdin: int, stdout: int, wake_r: int, resized: list) -> str:
     """Keystrokes to the session, output to the terminal; returns why it ended."""
     sock = conn.sock
     while True:
@@ -125,7 +125,7 @@ def _relay(conn: Connection, stdin: int, stdout: int, wake_r: int, resized: list
                 return why
 
 
-def _frame(conn: Connection, stdout: int) -> str | None:
+def _frame(conn: Client, stdout: int) -> str | None:
     a = check(conn.recv())
     if a.get("type") == "output":
         os.write(stdout, base64.b64decode(a["data"]))

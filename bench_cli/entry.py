@@ -1,15 +1,15 @@
-"""The `bench` console script: hot agent commands without click, everything else with it."""
+"""The `bench` console script: fast-path agent commands without click, everything else with it."""
 
 import sys
 
 
 def main() -> int:
-    from bench_cli import hot
+    from bench_cli import fastpath
 
-    parsed = hot.parse(sys.argv[1:])
+    parsed = fastpath.parse(sys.argv[1:])
     if parsed is not None:
-        return hot.run(*parsed)
-    from bench_cli.main import run
+        return fastpath.run(*parsed)
+    from bench_cli.cli import run
 
     return run()
 

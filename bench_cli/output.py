@@ -1,13 +1,13 @@
 """How answers are printed: human text by default, the daemon's JSON with --json.
 
-No click here: the hot commands (mail send/list/read, report) print through this module
+No click here: the fast-path commands (mail send/list/read, report) print through this module
 without loading click.
 """
 
 import sys
 
+from bench_wire.client import dumps
 from bench_wire.errors import WireError, exit_code_for
-from bench_wire.lean import dumps
 
 
 def emit_json(obj: dict) -> None:

@@ -1,6 +1,6 @@
 """`bench mail search`: full text over subject and body, best matches first.
 
-Registered on the `mail` group by bench_cli.main (a click command: not on the hot path).
+Registered on the `mail` group by bench_cli.cli (a click command: not on the fast path).
 """
 
 import re
@@ -8,7 +8,7 @@ import time
 
 import click
 
-from bench_cli.main import Ctx, call, common, done, examples, mail
+from bench_cli.cli import Ctx, call, common, done, examples, mail
 from bench_wire import messages as m
 
 _AGO = re.compile(r"(\d+)([smhd])")

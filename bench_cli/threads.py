@@ -1,6 +1,6 @@
 """`bench mail thread` and `bench mail reply`: conversations linked by in-reply-to.
 
-Registered on the `mail` group by bench_cli.main (click commands: not on the hot path).
+Registered on the `mail` group by bench_cli.cli (click commands: not on the fast path).
 """
 
 import sys
@@ -8,7 +8,7 @@ import sys
 import click
 
 from bench_cli import output
-from bench_cli.main import Ctx, call, common, done, examples, mail
+from bench_cli.cli import Ctx, call, common, done, examples, mail
 from bench_wire import messages as m
 
 

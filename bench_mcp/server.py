@@ -3,7 +3,7 @@
 Built on the `mcp` SDK's low-level server (the optional extra `bench[mcp]`), so the
 tool schemas are exactly the hand-written ones and every argument error is bench's own
 (`bad-request` with a sentence). The server is a client of the daemon like the CLI:
-each call opens a connection with `bench_wire.lean` in a worker thread (the client is
+each call opens a connection with `bench_wire.client` in a worker thread (the client is
 blocking; the MCP loop keeps serving meanwhile) and sends BENCH_TOKEN from the
 environment, so the daemon derives the caller exactly as for `bench mail send`.
 """
@@ -21,8 +21,8 @@ from mcp.shared.exceptions import MCPError
 
 from bench_cli import output
 from bench_mcp import tools as t
+from bench_wire.client import Client, request
 from bench_wire.errors import WireError
-from bench_wire.lean import Connection, request
 
 log = logging.getLogger("bench.mcp")
 
@@ -61,7 +61,7 @@ class Daemon:
         return await anyio.to_thread.run_sync(self._call, verb, fields)
 
     def _call(self, verb: str, fields: dict) -> dict:
-        with Connection(self.bench_dir) as conn:
+        with Client(self.bench_dir) as conn:
             return conn.call(request(verb, fields))
 
 

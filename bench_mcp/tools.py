@@ -10,7 +10,7 @@ import re
 
 from bench_wire.errors import WireError
 
-# The daemon's subject cap (benchd.mailroom.SUBJECT_CHARS; a unit test holds them equal).
+# The daemon's subject cap (benchd.runtime.mailroom.SUBJECT_CHARS; a unit test holds them equal).
 SUBJECT_CHARS = 200
 
 _HANDLE = "a handle: 1-64 characters of a-z 0-9 . _ -, starting with a letter or digit"

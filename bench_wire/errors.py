@@ -2,7 +2,7 @@
 
 Every error the daemon sends is `{"code": <one of these>, "message": <a sentence>}`;
 the CLI maps the codes to exit codes (see `EXIT_CODES`). Keep this module free of
-imports so the CLI's hot path can use it.
+imports so the CLI's fast path can use it.
 """
 
 # code -> what it means (the default sentence; daemons usually say something more precise)

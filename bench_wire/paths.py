@@ -1,4 +1,4 @@
-"""BENCH_DIR and socket-path resolution (no heavy imports: the CLI's hot path uses it)."""
+"""BENCH_DIR and socket-path resolution (no heavy imports: the CLI's fast path uses it)."""
 
 import os
 

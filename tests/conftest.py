@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from bench_wire.lean import Connection
+from bench_wire.client import Client
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -73,7 +73,7 @@ class Benchd:
         return env
 
     def start(self, timeout: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "benchd.app", "--dir", self.dir, "--test-hooks", *self.opts]
+        cmd = [sys.executable, "-m", "benchd.server.app", "--dir", self.dir, "--test-hooks", *self.opts]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=self.env(), text=True)
         line = self.proc.stdout.readline()  # blocks until ready, or EOF if benchd died
@@ -129,8 +129,8 @@ class Benchd:
         assert r.rc == 0, r
         return r.json
 
-    def connect(self) -> Connection:
-        return Connection(self.dir)
+    def connect(self) -> Client:
+        return Client(self.dir)
 
     def call(self, req: dict) -> dict:
         with self.connect() as c:

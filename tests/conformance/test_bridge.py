@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from benchd import frontmatter
+from benchd.core import frontmatter
 from tests.conftest import BENCH, standin_argv, wait_for
 from tests.nodes import NatsServer, Node, have_bridge, wait_known
 

@@ -12,7 +12,7 @@ import sys
 import ptyprocess
 import pytest
 
-from bench_cli import main as cli_main
+from bench_cli import cli as cli_main
 from tests.conformance.test_sessions import read_pty, wait_screen
 from tests.conftest import BENCH, BIN, ROOT, standin_argv, wait_for
 

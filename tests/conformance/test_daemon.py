@@ -13,8 +13,8 @@ import time
 import pytest
 import yaml
 
+from bench_wire.client import Client
 from bench_wire.errors import WireError
-from bench_wire.lean import Connection
 from tests.conftest import Benchd
 
 
@@ -91,7 +91,7 @@ def test_an_open_bench_dir_is_tightened(bench_dir, own_daemons):
 
 def test_second_daemon_on_the_same_dir_refused(daemon):
     first = daemon.ok("status")
-    proc = subprocess.run([sys.executable, "-m", "benchd.app", "--dir", daemon.dir],
+    proc = subprocess.run([sys.executable, "-m", "benchd.server.app", "--dir", daemon.dir],
                           capture_output=True, text=True, timeout=30, env=daemon.env())
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
@@ -229,7 +229,7 @@ def test_kill9_loses_no_acknowledged_mail(daemon):
 
     def sender(n: int):
         try:
-            with Connection(daemon.dir) as c:
+            with Client(daemon.dir) as c:
                 i = 0
                 while not stop.is_set():
                     a = c.call({"verb": "mail/send", "to": "bob",
@@ -287,7 +287,7 @@ def test_kill9_loses_no_acknowledged_mail(daemon):
 
 
 def test_kill9_then_reads_and_sends_continue(daemon):
-    with Connection(daemon.dir) as c:
+    with Client(daemon.dir) as c:
         ids = [c.call({"verb": "mail/send", "to": "bob", "body": str(i)})["mail_id"]
                for i in range(5)]
     daemon.ok("mail", "read", ids[0], "--handle", "bob")
@@ -304,7 +304,7 @@ def test_kill9_then_reads_and_sends_continue(daemon):
 def test_kill9_before_the_index_commits_loses_no_mail_and_no_key(daemon):
     # The index commits up to INDEX_COMMIT_S after a batch (committer.py): a kill -9
     # straight after the acks finds it behind the files, and the restart rebuilds it.
-    with Connection(daemon.dir) as c:
+    with Client(daemon.dir) as c:
         sent = [c.call({"verb": "mail/send", "to": "bob", "body": str(i), "key": f"k{i}"})
                 for i in range(20)]
     daemon.kill9()
@@ -312,7 +312,7 @@ def test_kill9_before_the_index_commits_loses_no_mail_and_no_key(daemon):
     listed = daemon.ok("mail", "list", "--handle", "bob", "--state", "all", "--limit", "50")
     assert [m["mail_id"] for m in listed["messages"]] == [s["mail_id"] for s in sent]
     assert listed["total"] == 20
-    with Connection(daemon.dir) as c:
+    with Client(daemon.dir) as c:
         again = c.call({"verb": "mail/send", "to": "bob", "body": "7", "key": "k7"})
     assert again["duplicate"] is True and again["mail_id"] == sent[7]["mail_id"]
 
@@ -359,7 +359,7 @@ def test_sigterm_stops_cleanly(daemon):
 
 
 def arm(daemon, point: str, errno: str = "ENOSPC", count: int = 1) -> None:
-    with Connection(daemon.dir) as c:
+    with Client(daemon.dir) as c:
         a = c.call({"verb": "debug/fault", "point": point, "errno": errno, "count": count})
     assert a["ok"] is True
 

@@ -286,7 +286,7 @@ def test_a_forged_token_is_refused(daemon):
 def test_tool_calls_on_a_busy_daemon(daemon, tmp_path):
     """Eight CLI-speed senders keep the daemon's committer busy while twenty concurrent
     MCP calls send: every call is answered, and each message is delivered exactly once."""
-    from bench_wire.lean import Connection, request
+    from bench_wire.client import Client, request
 
     alice = session(daemon, tmp_path, "alice")
     stop = threading.Event()
@@ -294,7 +294,7 @@ def test_tool_calls_on_a_busy_daemon(daemon, tmp_path):
 
     def load(n: int) -> None:
         sent = 0
-        with Connection(daemon.dir) as conn:
+        with Client(daemon.dir) as conn:
             while not stop.is_set():
                 conn.call(request("mail/send", {"to": f"load{n}", "body": "x" * 200}))
                 sent += 1
@@ -335,10 +335,10 @@ def test_tool_calls_on_a_busy_daemon(daemon, tmp_path):
 
 
 def test_the_connection_limit_is_a_clear_error(make_daemon):
-    from bench_wire.lean import Connection
+    from bench_wire.client import Client
 
     d = make_daemon("--max-connections", "2")
-    held = [Connection(d.dir), Connection(d.dir)]
+    held = [Client(d.dir), Client(d.dir)]
     try:
         # The daemon answers a connection it has accepted; make sure both are counted.
         for c in held:

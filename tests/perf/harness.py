@@ -1,7 +1,7 @@
 """What every benchmark shares: a temporary daemon, streams, concurrent senders, statistics,
 the result rows, the table and the JSON.
 
-Stdlib only, plus the project's own blocking client (`bench_wire.lean`). Times come from
+Stdlib only, plus the project's own blocking client (`bench_wire.client`). Times come from
 `time.perf_counter_ns`; memory from /proc/<pid>/status.
 """
 
@@ -21,8 +21,8 @@ import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from bench_wire.client import Client, request
 from bench_wire.errors import WireError
-from bench_wire.lean import Connection, request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
@@ -125,7 +125,7 @@ class Daemon:
 
     def start(self, timeout: float = 120.0) -> int:
         """Start benchd; returns the ns from process start to its ready line."""
-        cmd = [PY, "-m", "benchd.app", "--dir", self.dir, *self.opts]
+        cmd = [PY, "-m", "benchd.server.app", "--dir", self.dir, *self.opts]
         err = open(self.err_path, "ab")
         t0 = now_ns()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -176,7 +176,7 @@ class Daemon:
         died = proc.poll() is not None
         if not died:
             try:
-                with Connection(self.dir, timeout=10.0) as conn:
+                with Client(self.dir, timeout=10.0) as conn:
                     conn.call(request("stop", {}))
             except (WireError, OSError):
                 proc.send_signal(signal.SIGTERM)
@@ -209,19 +209,19 @@ class Daemon:
         else:
             self.kill()
 
-    def connect(self, timeout: float | None = 60.0) -> Connection:
-        return Connection(self.dir, timeout=timeout)
+    def connect(self, timeout: float | None = 60.0) -> Client:
+        return Client(self.dir, timeout=timeout)
 
     def memory(self) -> dict[str, int]:
         self.check_alive()
         return proc_status(self.pid)
 
 
-def call(conn: Connection, verb: str, **fields) -> dict:
+def call(conn: Client, verb: str, **fields) -> dict:
     return conn.call(request(verb, fields))
 
 
-def send_mail(conn: Connection, to: str, body: str = BODY, subject: str = SUBJECT) -> dict:
+def send_mail(conn: Client, to: str, body: str = BODY, subject: str = SUBJECT) -> dict:
     return conn.call(request("mail/send", {"to": to, "body": body, "subject": subject}))
 
 
@@ -268,7 +268,7 @@ def send_concurrently(bench_dir: str, to: str, total: int, clients: int) -> int:
     shares = [total // clients + (1 if i < total % clients else 0) for i in range(clients)]
 
     def client(i: int):
-        conn = Connection(bench_dir, timeout=120.0)
+        conn = Client(bench_dir, timeout=120.0)
         call(conn, "hello")
         yield
         try:
@@ -286,7 +286,7 @@ class Stream(threading.Thread):
 
     def __init__(self, bench_dir: str, verb: str, **fields):
         super().__init__(daemon=True)
-        self.conn = Connection(bench_dir, timeout=None)
+        self.conn = Client(bench_dir, timeout=None)
         self.cond = threading.Condition()
         self.frames: list[tuple[int, dict]] = []
         self.error: BaseException | None = None

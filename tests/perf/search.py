@@ -17,8 +17,8 @@ import random
 import subprocess
 import time
 
-from benchd import frontmatter
-from benchd.names import format_ms
+from benchd.core import frontmatter
+from benchd.core.names import format_ms
 from tests.perf.harness import Context, Daemon, Result, call, median, ms, now_ns, p99
 
 HANDLE = "box"

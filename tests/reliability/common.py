@@ -207,9 +207,9 @@ def concurrent_calls(bench_dir: str, reqs: list[dict], timeout: float = 30.0) ->
     barrier; return the answers in order."""
     import threading
 
-    from bench_wire.lean import Connection
+    from bench_wire.client import Client
 
-    conns = [Connection(bench_dir, timeout=timeout) for _ in reqs]
+    conns = [Client(bench_dir, timeout=timeout) for _ in reqs]
     answers: list[dict | None] = [None] * len(reqs)
     start = threading.Barrier(len(reqs))
 

@@ -27,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from bench_wire.lean import Connection
+from bench_wire.client import Client
 from tests.conftest import Benchd, short_tmpdir
 from tests.reliability.common import ROOT, scan_events, scan_mail, wait_until
 
@@ -316,7 +316,7 @@ class CrashLoop:
                 P.append(f"{a['mail_id']} was acknowledged at once but its mail/sent is "
                          f"only a recovered one")
 
-        with Connection(self.bench_dir) as c:
+        with Client(self.bench_dir) as c:
             for h in self.recipients:
                 a = c.call({"verb": "mail/list", "handle": h, "state": "all", "limit": 1})
                 if a["total"] != scan.count(h):
@@ -331,7 +331,7 @@ class CrashLoop:
         f = self.figures
         sent_before = len(scan_events(self.bench_dir).of_kind("mail/sent"))
         items = list(acked.values())
-        with Connection(self.bench_dir, timeout=60) as c:
+        with Client(self.bench_dir, timeout=60) as c:
             for start in range(0, len(items), 64):
                 chunk = items[start:start + 64]
                 for a in chunk:  # pipelined: a page of requests, then their answers

@@ -3,7 +3,7 @@
     python -m tests.reliability.sender --dir BENCH_DIR --name c0 --out ACKS --to a,b \
         --stop STOPFILE [--seed N] [--max-seconds S] [--body-max N]
 
-It connects with bench_wire.lean and sends messages with unique keys (`<name>-<n>`) and
+It connects with bench_wire.client and sends messages with unique keys (`<name>-<n>`) and
 seeded bodies in a loop. Only after the daemon answered ok does it append the
 acknowledged (key, mail_id, to, body) to its file as one JSON line, with flush and
 fsync. A broken connection means "unknown": it reconnects (retrying with a short
@@ -22,8 +22,8 @@ import random
 import sys
 import time
 
+from bench_wire.client import Client
 from bench_wire.errors import WireError
-from bench_wire.lean import Connection
 
 PIECES = [
     "hello", "naïve café", "漢字かな", "😀🚀", "---", "---\n", "key: value", "\t", "  ", "\r\n",
@@ -75,18 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     recipients = o.to.split(",")
     acks = Acks(o.out)
     deadline = time.monotonic() + o.max_seconds
-    conn: Connection | None = None
+    conn: Client | None = None
     n = acked = unknown = errors = dups = 0
     max_latency = 0.0
     gave_up = False
 
-    def connect() -> Connection | None:
+    def connect() -> Client | None:
         nonlocal gave_up
         give_up_at = time.monotonic() + o.reconnect_timeout
         pause = 0.005
         while True:
             try:
-                return Connection(o.dir, timeout=30.0)
+                return Client(o.dir, timeout=30.0)
             except WireError:
                 if time.monotonic() > give_up_at:
                     gave_up = True

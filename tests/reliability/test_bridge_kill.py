@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from benchd import frontmatter
+from benchd.core import frontmatter
 from tests.conftest import wait_for
 from tests.nodes import NatsServer, Node, have_bridge, wait_known
 

@@ -67,7 +67,7 @@ class SandboxedBenchd(Benchd):
         self.cwd = cwd
 
     def start(self, timeout: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "benchd.app", "--dir", self.dir, "--test-hooks",
+        cmd = [sys.executable, "-m", "benchd.server.app", "--dir", self.dir, "--test-hooks",
                *self.opts]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=self.env(), text=True, cwd=self.cwd)
@@ -108,7 +108,7 @@ def nothing_outside(d, parent: str) -> None:
     assert not [p for p in tree(d.dir) if MARK in p]
     mail = os.path.join(d.dir, "mail")
     if os.path.isdir(mail):
-        from benchd.names import is_handle
+        from benchd.core.names import is_handle
 
         assert all(is_handle(h) for h in os.listdir(mail)), os.listdir(mail)
 

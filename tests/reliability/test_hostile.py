@@ -92,7 +92,7 @@ def test_a_state_dir_of_another_user_is_refused_and_its_links_not_followed(victi
         assert "owned by benchfoe" in err and "[unsafe-dir]" in err, err
         assert len(err.strip().splitlines()) == 1, err
         # The daemon on its own refuses too, in one line.
-        r = subprocess.run([sys.executable, "-m", "benchd.app", "--dir", d],
+        r = subprocess.run([sys.executable, "-m", "benchd.server.app", "--dir", d],
                            capture_output=True, text=True, timeout=30)
         assert r.returncode == 2 and "unsafe BENCH_DIR" in r.stderr, r
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -613,7 +613,7 @@ def test_invalid_utf8_on_stdin_is_reported_with_its_offset(daemon):
 
 
 def test_admission_pure_bookkeeping():
-    from benchd.admission import OPERATOR_PEER, Admission
+    from benchd.core.admission import OPERATOR_PEER, Admission
 
     a = Admission(total=6, per_session=2, per_operator=5, reserve=2)
     assert [a.admit("s1") for _ in range(3)][2] is not None  # per session

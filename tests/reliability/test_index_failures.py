@@ -20,7 +20,7 @@ import tempfile
 import pytest
 
 from bench_wire.errors import WireError
-from benchd import frontmatter
+from benchd.core import frontmatter
 from tests.reliability.common import scan_events, scan_mail
 
 LOCKER = """

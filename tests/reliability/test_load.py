@@ -20,8 +20,8 @@ import time
 
 import pytest
 
+from bench_wire.client import Client
 from bench_wire.errors import WireError
-from bench_wire.lean import Connection
 from tests.conftest import standin_argv
 from tests.reliability.common import (
     ROOT,
@@ -196,12 +196,12 @@ def test_fifty_sessions_twenty_clients_and_hostile_ones(make_daemon, tmp_path):
 
 def test_the_connection_cap_refuses_the_ninth_and_recovers(make_daemon):
     d = make_daemon("--max-connections", "8")
-    held = [Connection(d.dir) for _ in range(8)]
+    held = [Client(d.dir) for _ in range(8)]
     try:
         for c in held:  # each answered: each is counted
             h = c.call({"verb": "hello"})
             assert h["caps"]["connections"] == 8
-        ninth = Connection(d.dir)
+        ninth = Client(d.dir)
         a = ninth.recv()
         assert a["ok"] is False and a["error"]["code"] == "too-many-connections", a
         assert "8" in a["error"]["message"]
@@ -216,7 +216,7 @@ def test_the_connection_cap_refuses_the_ninth_and_recovers(make_daemon):
         del held[:3]
 
         def admitted():
-            c = Connection(d.dir)
+            c = Client(d.dir)
             try:
                 if c.call({"verb": "hello"})["ok"]:
                     return c
@@ -228,7 +228,7 @@ def test_the_connection_cap_refuses_the_ninth_and_recovers(make_daemon):
         for _ in range(3):
             held.append(wait_until(admitted, 10, "a connection to be admitted again"))
         assert len(held) == 8
-        tenth = Connection(d.dir)
+        tenth = Client(d.dir)
         assert tenth.recv()["error"]["code"] == "too-many-connections"
         tenth.close()
     finally:

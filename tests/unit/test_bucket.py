@@ -3,8 +3,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchd.bucket import TokenBucket
-from benchd.reactor import clean, digest_line, wake_line
+from benchd.core.bucket import TokenBucket
+from benchd.runtime.reactor import clean, digest_line, wake_line
 
 
 def test_burst_then_one_per_refill():

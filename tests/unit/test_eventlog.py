@@ -1,4 +1,4 @@
-"""benchd.eventlog: appends, torn-tail recovery, and read_since by byte offset."""
+"""benchd.store.eventlog: appends, torn-tail recovery, and read_since by byte offset."""
 
 import json
 import os
@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench_wire import messages as m
-from benchd.committer import encode_event
-from benchd.eventlog import EventLog
+from benchd.runtime.committer import encode_event
+from benchd.store.eventlog import EventLog
 
 
 def line(seq: int, pad: int = 0) -> bytes:
@@ -69,7 +69,7 @@ def test_append_nothing_writes_nothing(path):
 
 
 def test_the_daemons_own_event_encoding_is_searchable(path):
-    # Lines encoded by benchd.committer's own encoder.
+    # Lines encoded by benchd.runtime.committer's own encoder.
     log = EventLog(path)
     lines = []
     for s in range(1, 30):
@@ -182,7 +182,7 @@ def test_offsets_are_line_starts_and_never_past_the_answer(path):
 def test_offset_search_is_not_a_scan_for_the_daemons_encoding(path):
     """`--since` costs O(log size): the search lands near the answer, not at 0.
 
-    Lines encoded the way benchd.committer encodes events.
+    Lines encoded the way benchd.runtime.committer encodes events.
     """
     log = EventLog(path)
     lines = []

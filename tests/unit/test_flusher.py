@@ -1,10 +1,10 @@
-"""benchd.committer.Flusher: per-file flushes issued together, on real files."""
+"""benchd.runtime.committer.Flusher: per-file flushes issued together, on real files."""
 
 import os
 
 import pytest
 
-from benchd.committer import Flusher
+from benchd.runtime.committer import Flusher
 
 
 def test_flushes_files_dirs_and_fds_together(tmp_path):

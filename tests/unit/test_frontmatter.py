@@ -1,12 +1,12 @@
-"""benchd.frontmatter: the mail file format parses with a real YAML parser, byte for byte."""
+"""benchd.core.frontmatter: the mail file format parses with a real YAML parser, byte for byte."""
 
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchd import frontmatter
-from benchd.frontmatter import BadMailFile, check_subject, parse, render
+from benchd.core import frontmatter
+from benchd.core.frontmatter import BadMailFile, check_subject, parse, render
 
 META = {
     "id": "20261130T045611.123Z-0001",

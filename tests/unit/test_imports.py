@@ -1,7 +1,7 @@
 """The import budget: what the CLI loads, checked in fresh interpreters.
 
 `bench mail send` runs inside agents many times a session; its cost is the interpreter
-start plus its imports. The hot path (bench_cli.hot) must not load click, msgspec, json,
+start plus its imports. The fast path (bench_cli.fastpath) must not load click, msgspec, json,
 re, socket or typing; no part of the CLI may load the daemon's trio or structlog.
 """
 
@@ -38,8 +38,8 @@ sys.stdout.write("\n@@PROBE@@" + _j.dumps({"before": before, "after": after, "re
 
 HOT_PARSE = """
 sys.argv = ['bench', 'mail', 'send', 'x', '-m', 'y']
-from bench_cli import hot
-result = hot.parse(sys.argv[1:])
+from bench_cli import fastpath
+result = fastpath.parse(sys.argv[1:])
 """
 
 
@@ -65,7 +65,7 @@ def test_hot_parse_imports_nothing_heavy():
 
 def test_hot_parse_imports_nothing_heavy_without_site():
     # Without site (no .pth hooks that load re/enum first), everything in sys.modules is
-    # what the interpreter itself needs plus what the hot path imported.
+    # what the interpreter itself needs plus what the fast path imported.
     r = probe(HOT_PARSE, "-S", env={"PYTHONPATH": ROOT})
     assert "mail" in r["result"]
     assert not (r["after"] & HOT_FORBIDDEN), sorted(r["after"] & HOT_FORBIDDEN)
@@ -75,7 +75,7 @@ def test_hot_path_importtime_lists_no_heavy_module():
     e = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "PYTHON"))}
     e["PYTHONPATH"] = ROOT
     code = ("import sys; sys.argv=['bench','mail','send','x','-m','y']; "
-            "from bench_cli import hot; hot.parse(sys.argv[1:])")
+            "from bench_cli import fastpath; fastpath.parse(sys.argv[1:])")
     proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", code],
                           capture_output=True, text=True, env=e, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -102,7 +102,7 @@ result = entry.main()
 
 
 def test_cli_main_never_imports_the_daemon_stack():
-    r = probe("import bench_cli.main\nresult = bench_cli.main.cli.name")
+    r = probe("import bench_cli.cli\nresult = bench_cli.cli.cli.name")
     assert "click" in r["new"]
     assert not (r["new"] & CLI_FORBIDDEN), sorted(r["new"] & CLI_FORBIDDEN)
 
@@ -129,6 +129,6 @@ except SystemExit as e:
 
 
 def test_bench_wire_package_import_is_empty():
-    r = probe("import bench_wire, bench_wire.errors, bench_wire.paths, bench_wire.lean\n"
+    r = probe("import bench_wire, bench_wire.errors, bench_wire.paths, bench_wire.client\n"
               "result = 1", "-S", env={"PYTHONPATH": ROOT})
     assert not (r["after"] & HOT_FORBIDDEN), sorted(r["after"] & HOT_FORBIDDEN)

@@ -1,11 +1,11 @@
-"""benchd.index: the SQLite mail index on a temporary file."""
+"""benchd.store.index: the SQLite mail index on a temporary file."""
 
 import os
 import sqlite3
 
 import pytest
 
-from benchd.index import READ, UNREAD, Index
+from benchd.store.index import READ, UNREAD, Index
 
 
 @pytest.fixture(params=["committed", "pending"])

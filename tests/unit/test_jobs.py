@@ -1,4 +1,4 @@
-"""Unit tests for benchd.jobs: agent jobs and the reply fan-out core, on in-memory ports."""
+"""Unit tests for benchd.core.jobs: agent jobs and the reply fan-out core, on in-memory ports."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchd.jobs import (
+from benchd.core.jobs import (
     MAX_ID_LEN,
     MAX_KEY_LEN,
     Address,

@@ -80,7 +80,7 @@ def test_reply_subject():
 
 
 def test_the_subject_cap_is_the_daemons():
-    from benchd.mailroom import SUBJECT_CHARS
+    from benchd.runtime.mailroom import SUBJECT_CHARS
 
     assert tools.SUBJECT_CHARS == SUBJECT_CHARS
 

@@ -1,4 +1,4 @@
-"""benchd.names: handles, message ids, and the time-sortable id clock."""
+"""benchd.core.names: handles, message ids, and the time-sortable id clock."""
 
 import calendar
 import re
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench_wire.errors import WireError
-from benchd.names import (
+from benchd.core.names import (
     OPERATOR,
     IdClock,
     check_handle,

@@ -4,7 +4,7 @@ import pytest
 
 from bench_bridge import urls
 from bench_wire.errors import WireError
-from benchd.nodes import Directory, check_address, default_node, remote_sender, split
+from benchd.runtime.nodes import Directory, check_address, default_node, remote_sender, split
 
 
 def test_split_addresses():

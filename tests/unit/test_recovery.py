@@ -1,9 +1,9 @@
-"""benchd.recovery: the clean-stop seal on real files."""
+"""benchd.store.recovery: the clean-stop seal on real files."""
 
 import os
 
-from benchd import recovery
-from benchd.index import UNREAD, Index
+from benchd.store import recovery
+from benchd.store.index import UNREAD, Index
 
 
 def make(tmp_path):

@@ -1,6 +1,6 @@
 """The incremental screen renderer draws exactly what pyte's `display` draws.
 
-`benchd.terminal.render_line` touches only the written cells of a line (a 500x1000
+`benchd.runtime.terminal.render_line` touches only the written cells of a line (a 500x1000
 screen is mostly blank) and `Terminal._render` redraws only the lines pyte marked
 dirty; both must agree with pyte's full rendering, wide characters included. The
 reference is pyte's `display` algorithm cell by cell, except that an empty cell (the
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wcwidth import wcwidth
 
-from benchd.terminal import render_line
+from benchd.runtime.terminal import render_line
 
 pieces = st.sampled_from([
     "abc", "漢字", "é", "\r\n", "\x1b[2J", "\x1b[H", "\x1b[5;7H", "\x1b[K", "\x1b[1m", "\t",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchd import wakegate as g
+from benchd.core import wakegate as g
 
 
 def act(now, last_output, last_input=0.0, shows_ready=None):

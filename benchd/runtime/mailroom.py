@@ -12,12 +12,13 @@ from collections.abc import Callable
 
 from bench_wire.errors import WireError
 from bench_wire.messages import MailRead_, MailSent, MailVanished
-from benchd import faults, frontmatter
-from benchd.committer import Committer, EventOp, Op, fsync_dir, now_ms
-from benchd.index import READ, STATE_NAMES, UNREAD, Index
-from benchd.names import IdClock, check_handle, check_mail_id, format_ms
-from benchd.nodes import check_address
-from benchd.statedir import is_real_dir, read_regular
+from benchd.core import frontmatter
+from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
+from benchd.runtime.committer import Committer, EventOp, Op, fsync_dir, now_ms
+from benchd.runtime.nodes import check_address
+from benchd.store import faults
+from benchd.store.index import READ, STATE_NAMES, UNREAD, Index
+from benchd.store.statedir import is_real_dir, read_regular
 
 BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200

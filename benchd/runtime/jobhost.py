@@ -1,4 +1,4 @@
-"""Jobs wired into the daemon: the fan-out core (benchd.jobs) on real, durable ports.
+"""Jobs wired into the daemon: the fan-out core (benchd.core.jobs) on real, durable ports.
 
 - outbox   -> SqliteOutbox (BENCH_DIR/outbox.sqlite)
 - post     -> delivery into the recipient's mailbox through the mailroom, keyed by the
@@ -23,9 +23,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd import faults
-from benchd.committer import EventOp, now_ms
-from benchd.jobs import (
+from benchd.core.jobs import (
     MAX_KEY_LEN,
     Address,
     AgentWork,
@@ -37,8 +35,10 @@ from benchd.jobs import (
     agent_job,
     decode_agent_job,
 )
-from benchd.names import check_handle
-from benchd.outbox import SqliteOutbox
+from benchd.core.names import check_handle
+from benchd.runtime.committer import EventOp, now_ms
+from benchd.store import faults
+from benchd.store.outbox import SqliteOutbox
 
 
 def check_client_key(key: str) -> None:

@@ -1,10 +1,10 @@
-"""The CLI's lean hot path stays in lockstep with the msgspec types and the click CLI.
+"""The CLI's fast path and its client stays in lockstep with the msgspec types and the click CLI.
 
-- bench_wire.lean's JSON agrees with the json module;
-- every request bench_cli.hot builds decodes with the daemon's msgspec request decoder
+- bench_wire.client's JSON agrees with the json module;
+- every request bench_cli.fastpath builds decodes with the daemon's msgspec request decoder
   into the Struct it stands for, field for field;
-- the msgspec responses, decoded by lean, carry what bench_cli.output prints;
-- bench_cli.hot.parse gives the options click would give, or None (click's turn).
+- the msgspec responses, decoded by the client, carry what bench_cli.output prints;
+- bench_cli.fastpath.parse gives the options click would give, or None (click's turn).
 """
 
 import io
@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench_cli import hot, output
-from bench_wire import lean
+from bench_cli import fastpath, output
+from bench_wire import client
 from bench_wire import messages as m
 from bench_wire.framing import request_decoder
 
@@ -39,53 +39,53 @@ plain = st.recursive(
      {"verb": "mail/send", "to": "bob", "body": "line\n---\n\"q\"\n", "reply_to": ["x", "y"]}],
 )
 def test_dumps_loads_examples(obj):
-    s = lean.dumps(obj)
+    s = client.dumps(obj)
     assert json.loads(s) == obj
-    assert lean.loads(s) == obj
-    assert lean.loads(json.dumps(obj)) == obj
+    assert client.loads(s) == obj
+    assert client.loads(json.dumps(obj)) == obj
     assert s == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 @settings(max_examples=400)
 @given(plain)
 def test_dumps_loads_agree_with_json(obj):
-    s = lean.dumps(obj)
+    s = client.dumps(obj)
     assert s == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     assert json.loads(s) == obj
-    assert lean.loads(s) == obj
-    assert lean.loads(json.dumps(obj, ensure_ascii=True, indent=1)) == obj
+    assert client.loads(s) == obj
+    assert client.loads(json.dumps(obj, ensure_ascii=True, indent=1)) == obj
 
 
 def test_dumps_tuples_floats_and_refusals():
-    assert lean.dumps((1, "a")) == '[1,"a"]'
-    assert lean.dumps([1.5, -0.0, 1e300]) == json.dumps([1.5, -0.0, 1e300], separators=(",", ":"))
+    assert client.dumps((1, "a")) == '[1,"a"]'
+    assert client.dumps([1.5, -0.0, 1e300]) == json.dumps([1.5, -0.0, 1e300], separators=(",", ":"))
     for bad in (float("nan"), float("inf"), -float("inf")):
         with pytest.raises(ValueError):
-            lean.dumps({"x": bad})
+            client.dumps({"x": bad})
     with pytest.raises(TypeError):
-        lean.dumps({"a": object()})
+        client.dumps({"a": object()})
     with pytest.raises(TypeError):
-        lean.dumps(b"bytes")
+        client.dumps(b"bytes")
 
 
 @pytest.mark.parametrize("bad", ["", "{", '{"a":1} x', "NaN", "[1,]", "{'a':1}", '"a\nb"',
                                  "Infinity"])
 def test_loads_refuses_what_is_not_strict_json(bad):
-    # ValueError (not StopIteration or anything else): lean.Connection.recv turns a
+    # ValueError (not StopIteration or anything else): client.Client.recv turns a
     # ValueError into a clean `protocol` error; anything else escapes as a traceback.
     with pytest.raises(ValueError):
-        lean.loads(bad)
+        client.loads(bad)
 
 
 def test_loads_allows_trailing_whitespace():
-    assert lean.loads('{"a": [1, 2]} \n') == {"a": [1, 2]}
+    assert client.loads('{"a": [1, 2]} \n') == {"a": [1, 2]}
 
 
 # ---------------------------------------------------------------- requests in lockstep
 
 
 class FakeConn:
-    """Records the request a hot command builds; answers like the daemon would."""
+    """Records the request a fast-path command builds; answers like the daemon would."""
 
     def __init__(self, answer):
         self.answer = answer
@@ -94,14 +94,14 @@ class FakeConn:
     def call(self, req: dict) -> dict:
         self.reqs.append(req)
         answer = HELLO_OK if req["verb"] == "hello" else self.answer
-        return lean.loads(msgspec.json.encode(answer).decode())
+        return client.loads(msgspec.json.encode(answer).decode())
 
 
 def wire(req: dict, rid: int = 1) -> bytes:
-    """The exact bytes lean.Connection.send writes for a request (without the newline)."""
+    """The exact bytes client.Client.send writes for a request (without the newline)."""
     req = dict(req)
     req.setdefault("id", rid)
-    return lean.dumps(req).encode("utf-8", "surrogatepass")
+    return client.dumps(req).encode("utf-8", "surrogatepass")
 
 
 # The caps a send is checked against (big: the property tests build requests of any size;
@@ -140,7 +140,7 @@ def run_hot(cmd, opts, answer, capsys=None, stdin=None, monkeypatch=None):
     conn = FakeConn(answer)
     if stdin is not None:
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-    rc = hot.COMMANDS[cmd](conn, opts, True)
+    rc = fastpath.COMMANDS[cmd](conn, opts, True)
     assert rc == 0
     reqs = [r for r in conn.reqs if r["verb"] != "hello"]  # mail send asks for the caps first
     assert len(reqs) == 1
@@ -212,7 +212,7 @@ def test_report_from_stdin(monkeypatch):
 
 
 def test_every_hot_command_is_covered():
-    assert set(hot.COMMANDS) == {("mail", "send"), ("mail", "list"), ("mail", "read"),
+    assert set(fastpath.COMMANDS) == {("mail", "send"), ("mail", "list"), ("mail", "read"),
                                  ("report",)}
 
 
@@ -231,7 +231,7 @@ def test_every_hot_command_is_covered():
     (READ_OK, output.message),
 ])
 def test_responses_decode_to_what_output_prints(answer, printer):
-    a = lean.loads(msgspec.json.encode(answer).decode())
+    a = client.loads(msgspec.json.encode(answer).decode())
     assert a["ok"] is True and a["type"] == answer.__struct_config__.tag
     text = printer(a)
     assert isinstance(text, str) and text
@@ -245,22 +245,21 @@ def test_responses_decode_to_what_output_prints(answer, printer):
 
 def test_error_answer_raises_wire_error():
     err = m.ErrorResponse(id=3, error=m.ErrorBody("bad-handle", "nope"))
-    a = lean.loads(msgspec.json.encode(err).decode())
-    with pytest.raises(lean.WireError) as info:
-        lean.check(a)
+    a = client.loads(msgspec.json.encode(err).decode())
+    with pytest.raises(client.WireError) as info:
+        client.check(a)
     assert (info.value.code, info.value.message) == ("bad-handle", "nope")
 
 
-# ---------------------------------------------------------------- hot.parse vs click
+# ---------------------------------------------------------------- fastpath.parse vs click
 
 
 def click_opts(argv: list[str], monkeypatch) -> tuple | None:
-    """What the click CLI would hand to hot.run for argv (None if click refuses it)."""
-    from bench_cli import main
-
+    """What the click CLI would hand to fastpath.run for argv (None if click refuses it)."""
+    from bench_cli import cli
     seen = []
-    monkeypatch.setattr(hot, "run", lambda cmd, opts: seen.append((cmd, opts)) or 0)
-    res = CliRunner().invoke(main.cli, argv, catch_exceptions=False)
+    monkeypatch.setattr(fastpath, "run", lambda cmd, opts: seen.append((cmd, opts)) or 0)
+    res = CliRunner().invoke(cli.cli, argv, catch_exceptions=False)
     if res.exit_code != 0 or not seen:
         return None
     return seen[0]
@@ -314,7 +313,7 @@ VALID = [
 
 @pytest.mark.parametrize("argv", VALID, ids=" ".join)
 def test_hot_parse_agrees_with_click(argv, monkeypatch):
-    parsed = hot.parse(argv)
+    parsed = fastpath.parse(argv)
     assert parsed is not None, argv
     want = click_opts(argv, monkeypatch)
     assert want is not None, argv
@@ -323,19 +322,19 @@ def test_hot_parse_agrees_with_click(argv, monkeypatch):
 
 
 def test_hot_parse_exact_dicts():
-    assert hot.parse(["mail", "send", "bob", "-m", "hi"]) == (
+    assert fastpath.parse(["mail", "send", "bob", "-m", "hi"]) == (
         ("mail", "send"), {"reply_to": [], "to": "bob", "body": "hi"})
-    assert hot.parse(["mail", "send", "bob", "--message=a=b", "--reply-to", "x",
+    assert fastpath.parse(["mail", "send", "bob", "--message=a=b", "--reply-to", "x",
                       "--reply-to=y", "--json"]) == (
         ("mail", "send"), {"reply_to": ["x", "y"], "to": "bob", "body": "a=b", "json": True})
-    assert hot.parse(["mail", "send", "-m", "x", "--", "--bob"]) == (
+    assert fastpath.parse(["mail", "send", "-m", "x", "--", "--bob"]) == (
         ("mail", "send"), {"reply_to": [], "body": "x", "to": "--bob"})
-    assert hot.parse(["mail", "list", "--limit=7", "--state", "all"]) == (
+    assert fastpath.parse(["mail", "list", "--limit=7", "--state", "all"]) == (
         ("mail", "list"), {"limit": 7, "state": "all"})
-    assert hot.parse(["mail", "read"]) == (("mail", "read"), {})
-    assert hot.parse(["mail", "read", "ID", "--handle", "bob"]) == (
+    assert fastpath.parse(["mail", "read"]) == (("mail", "read"), {})
+    assert fastpath.parse(["mail", "read", "ID", "--handle", "bob"]) == (
         ("mail", "read"), {"mail_id": "ID", "handle": "bob"})
-    assert hot.parse(["report", "-"]) == (("report",), {"text": "-"})
+    assert fastpath.parse(["report", "-"]) == (("report",), {"text": "-"})
 
 
 @pytest.mark.parametrize("argv", [
@@ -344,7 +343,7 @@ def test_hot_parse_exact_dicts():
     ["mail", "send", "bob", "-mbody"],
 ], ids=" ".join)
 def test_hot_parse_short_options_agree_with_click_or_decline(argv, monkeypatch):
-    parsed = hot.parse(argv)
+    parsed = fastpath.parse(argv)
     if parsed is None:
         return  # click's turn: fine
     want = click_opts(argv, monkeypatch)
@@ -388,4 +387,4 @@ UNUSUAL = [
 
 @pytest.mark.parametrize("argv", UNUSUAL, ids=lambda a: " ".join(a) or "<empty>")
 def test_hot_parse_declines_anything_unusual(argv):
-    assert hot.parse(argv) is None
+    assert fastpath.parse(argv) is None

@@ -20,7 +20,7 @@ edited in place (reads meet that: bad-mail-file).
 import json
 import os
 
-from benchd.index import Index, file_sum
+from benchd.store.index import Index, file_sum
 
 SEAL = "index.seal"
 

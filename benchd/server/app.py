@@ -22,15 +22,15 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
-from benchd import __version__, authority, mailverbs, recovery, screens, search
-from benchd.admission import OPERATOR_PEER, Admission
-from benchd.committer import Committer, EventOp
-from benchd.connection import Caller, Connection
-from benchd.dispatch import HANDLERS
-from benchd.eventlog import EventLog
-from benchd.hub import Hub
-from benchd.index import Index, Pending, is_corrupt
-from benchd.mailroom import (
+from benchd import __version__
+from benchd.core import authority
+from benchd.core.admission import OPERATOR_PEER, Admission
+from benchd.core.caller import Caller
+from benchd.core.names import OPERATOR, IdClock, is_handle
+from benchd.runtime import screens
+from benchd.runtime.committer import Committer, EventOp
+from benchd.runtime.hub import Hub
+from benchd.runtime.mailroom import (
     BODY_BYTES,
     LIST_CAP,
     LIST_MAX,
@@ -39,17 +39,22 @@ from benchd.mailroom import (
     clean_staging,
     reconcile,
 )
-from benchd.names import OPERATOR, IdClock, is_handle
-from benchd.nodes import default_node
-from benchd.statedir import UnsafeStateDir, check_state_dir
-from benchd.system import become_subreaper, ensure_private_dir, peer_credentials
+from benchd.runtime.nodes import default_node
+from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
+from benchd.server import mailverbs
+from benchd.server.connection import Connection
+from benchd.server.dispatch import HANDLERS
+from benchd.store import recovery, search
+from benchd.store.eventlog import EventLog
+from benchd.store.index import Index, Pending, is_corrupt
+from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
 SCROLLBACK_BYTES = 1024 * 1024
 
 
 class Daemon:
     def __init__(self, bench_dir: str, opts: argparse.Namespace):
-        from benchd import log as logmod
+        from benchd.server import daemonlog as logmod
 
         self.bench_dir = bench_dir
         self.opts = opts
@@ -86,17 +91,17 @@ class Daemon:
         self.stopping = False
         self.handlers = dict(HANDLERS)
         self.handlers.update(mailverbs.HANDLERS | screens.HANDLERS)
-        from benchd.sessions import Sessions
+        from benchd.runtime.sessions import Sessions
 
         self.sessions = Sessions(self)
         self.mailroom.is_live = self.sessions.is_live
         self.handlers.update(self.sessions.handlers())
-        from benchd.jobhost import JobHost, report_verb
+        from benchd.runtime.jobhost import JobHost, report_verb
 
         self.jobs = JobHost(self)
         self.sessions.jobs = self.jobs
         self.handlers[m.JobReport] = report_verb
-        from benchd.outbound import Outbound
+        from benchd.runtime.outbound import Outbound
 
         self.outbound = Outbound(self, opts.node)
         self.handlers.update(self.outbound.handlers())
@@ -297,7 +302,7 @@ class Daemon:
             await self.sessions.start(nursery)
             await self.jobs.start(nursery)
             if self.opts.bridge:
-                from benchd.bridgehost import supervise
+                from benchd.runtime.bridgehost import supervise
 
                 nursery.start_soon(supervise, self, self.opts.bridge)
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
@@ -385,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
     # job tasks); sessions get the umask the daemon was started with back (terminal.py).
-    from benchd import terminal
+    from benchd.runtime import terminal
 
     terminal.SESSION_UMASK = os.umask(0o077)
     bench_dir = None

@@ -16,8 +16,8 @@ but they do not (an index made before search existed).
 import os
 import sqlite3
 
-from benchd import frontmatter
-from benchd.statedir import read_regular
+from benchd.core import frontmatter
+from benchd.store.statedir import read_regular
 
 VERSION = "1"
 

@@ -11,7 +11,7 @@ import re
 import socket
 
 from bench_wire.errors import WireError
-from benchd.names import is_handle
+from benchd.core.names import is_handle
 
 # Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
 OUTBOUND = "@outbound"
@@ -36,7 +36,7 @@ def check_node(value: object, what: str = "node") -> str:
 
 def split(address: str) -> tuple[str, str | None]:
     """`bob@node2` -> ("bob", "node2"); `bob` -> ("bob", None). Validates both parts."""
-    from benchd.names import check_handle
+    from benchd.core.names import check_handle
 
     handle, at, node = address.partition("@")
     check_handle(handle, "recipient")
@@ -50,7 +50,7 @@ def check_address(value: object, what: str = "address") -> str:
     """A handle or handle@node, else bad-handle / bad-node."""
     if not isinstance(value, str):
         raise WireError("bad-handle", f"{what} {value!r} is not an address")
-    from benchd.names import check_handle
+    from benchd.core.names import check_handle
 
     handle, at, node = value.partition("@")
     check_handle(handle, what)

@@ -1,15 +1,16 @@
 """Verb handlers for the daemon's own verbs: hello, stop, mail/*, events, debug/fault.
 
 A handler gets (daemon, connection, caller, request) and sends its answer(s) on the
-connection; who may call it was checked before (benchd.authority). Session verbs live in benchd.sessions, job/report in benchd.jobhost.
+connection; who may call it was checked before (benchd.core.authority). Session verbs live in benchd.runtime.sessions, job/report in benchd.runtime.jobhost.
 """
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd import __version__, faults, search
-from benchd.names import check_handle
+from benchd import __version__
+from benchd.core.names import check_handle
+from benchd.store import faults, search
 
 
 async def hello(d, conn, caller, req: m.Hello) -> None:
@@ -40,7 +41,7 @@ async def stop(d, conn, caller, req: m.Stop) -> None:
 
 
 def _mailbox_for(caller, handle: str | None) -> str:
-    """The mailbox named (default: the caller's own; who may name which: benchd.authority)."""
+    """The mailbox named (default: the caller's own; who may name which: benchd.core.authority)."""
     if handle is None:
         return caller.handle
     check_handle(handle)
@@ -48,10 +49,13 @@ def _mailbox_for(caller, handle: str | None) -> str:
 
 
 async def mail_send(d, conn, caller, req: m.MailSend) -> None:
-    if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.outbound
-        return await d.outbound.mail_send(conn, caller, req)
+    if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
+        local = d.outbound.local_request(req)
+        if local is None:
+            return await d.outbound.mail_send(conn, caller, req)
+        req = local
     if req.key is not None:
-        from benchd.jobhost import check_client_key
+        from benchd.runtime.jobhost import check_client_key
 
         check_client_key(req.key)
     res = await d.mailroom.send(

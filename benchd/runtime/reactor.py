@@ -21,8 +21,8 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd import wakegate
-from benchd.bucket import TokenBucket
+from benchd.core import wakegate
+from benchd.core.bucket import TokenBucket
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled

@@ -10,11 +10,12 @@ import time
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd import frontmatter, search
-from benchd.index import READ, STATE_NAMES
-from benchd.mailroom import LIST_CAP, LIST_MAX, SUBJECT_CHARS
-from benchd.names import check_handle, check_mail_id
-from benchd.statedir import read_regular
+from benchd.core import frontmatter
+from benchd.core.names import check_handle, check_mail_id
+from benchd.runtime.mailroom import LIST_CAP, LIST_MAX, SUBJECT_CHARS
+from benchd.store import search
+from benchd.store.index import READ, STATE_NAMES
+from benchd.store.statedir import read_regular
 
 
 def _since(value: str | None) -> str | None:
@@ -143,7 +144,7 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
     if req.key is not None:
-        from benchd.jobhost import check_client_key
+        from benchd.runtime.jobhost import check_client_key
 
         check_client_key(req.key)
     sent = []

@@ -15,23 +15,10 @@ import trio
 from bench_wire.errors import WireError
 from bench_wire.framing import FrameTooLong, LineBuffer, decode_request, request_id_of
 from bench_wire.messages import ErrorBody, ErrorResponse, Request, Response
+from benchd.core.caller import Caller
 
 _encoder = msgspec.json.Encoder()
 RECV_BYTES = 64 * 1024
-
-
-class Caller:
-    """Who is speaking: a session (by its secret or its pty) or the operator."""
-
-    __slots__ = ("handle", "session")
-
-    def __init__(self, handle: str, session=None):
-        self.handle = handle
-        self.session = session
-
-    @property
-    def is_operator(self) -> bool:
-        return self.session is None
 
 
 class Connection:

@@ -1,13 +1,13 @@
-"""The CLI's hot path to the daemon: a blocking AF_UNIX client on C modules only.
+"""The CLI's fast path to the daemon: a blocking AF_UNIX client on C modules only.
 
 Why this exists: `bench mail send` runs inside agents many times a session, and its cost
 is the interpreter start plus imports. `socket` pulls in `enum` and `selectors`, `json`
 pulls in `re`, and msgspec pulls in `typing`: together several times the interpreter's
-own start. This module uses `_socket` and `_json` directly, so a hot command costs
+own start. This module uses `_socket` and `_json` directly, so a fast-path command costs
 about one interpreter start and one round trip.
 
 The frames it writes are the msgspec request types of `bench_wire.messages`, field for
-field: `tests/unit/test_lean.py` decodes every frame this module builds with the msgspec
+field: `tests/unit/test_client.py` decodes every frame this module builds with the msgspec
 request decoder and compares it with the Struct it stands for, and compares the decoded
 responses with the msgspec response types, so the two cannot drift apart.
 """
@@ -92,7 +92,7 @@ def peer_uid(sock) -> int:
     return int.from_bytes(raw[4:8], sys.byteorder)
 
 
-class Connection:
+class Client:
     """One blocking connection; `call` sends a request and returns the decoded answer."""
 
     def __init__(self, bench_dir: str | None = None, timeout: float | None = 30.0):

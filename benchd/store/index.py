@@ -347,7 +347,7 @@ class Index:
                                          size, key)))
 
     def add_text(self, handle, mail_id, sender, subject, body, in_reply_to) -> None:
-        """What search and threads need of a message (benchd/search.py), written with the
+        """What search and threads need of a message (benchd/store/search.py), written with the
         next flush like every other change; a message is searchable once it commits."""
         # Always follows an add() of the same message, which dated the pending changes.
         self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, in_reply_to)))
@@ -405,7 +405,7 @@ class Index:
         return True
 
     def _write(self, p: Pending) -> None:
-        from benchd import faults, search
+        from benchd.store import faults, search
 
         w = self.w
         w.execute("BEGIN IMMEDIATE")

@@ -18,12 +18,12 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd import frontmatter
-from benchd.committer import now_ms
-from benchd.index import UNREAD
-from benchd.mailroom import RetireOp, SendOp
-from benchd.names import check_handle, check_mail_id, is_handle
-from benchd.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
+from benchd.core import frontmatter
+from benchd.core.names import check_handle, check_mail_id, is_handle
+from benchd.runtime.committer import now_ms
+from benchd.runtime.mailroom import RetireOp, SendOp
+from benchd.runtime.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
+from benchd.store.index import UNREAD
 
 PULL_MAX = 256
 
@@ -60,17 +60,20 @@ class Outbound:
 
     # ------------------------------------------------------------ mail/send to an address
 
-    async def mail_send(self, conn, caller, req: m.MailSend) -> None:
-        """mail/send to `handle@node`: local when the node is this one, else queued."""
+    def local_request(self, req: m.MailSend) -> m.MailSend | None:
+        """mail/send to `handle@node`: the same request to `handle` when the node is this
+        one (the caller sends it as local mail), else None (queue it: `mail_send`)."""
         handle, _, node = req.to.partition("@")
         check_handle(handle, "recipient")
         check_node(node)
-        if node == self.node:
-            local = m.MailSend(id=req.id, to=handle, body=req.body, subject=req.subject,
-                               key=req.key, reply_to=req.reply_to, in_reply_to=req.in_reply_to)
-            from benchd.dispatch import mail_send
+        if node != self.node:
+            return None
+        return m.MailSend(id=req.id, to=handle, body=req.body, subject=req.subject,
+                          key=req.key, reply_to=req.reply_to, in_reply_to=req.in_reply_to)
 
-            return await mail_send(self.d, conn, caller, local)
+    async def mail_send(self, conn, caller, req: m.MailSend) -> None:
+        """mail/send to `handle@node` on another node: queued for the bridge."""
+        handle, _, node = req.to.partition("@")
         if not self.directory.knows(node):
             raise WireError(
                 "unknown-node",
@@ -78,7 +81,7 @@ class Outbound:
                 "start its bridge, or check the name",
             )
         if req.key is not None:
-            from benchd.jobhost import check_client_key
+            from benchd.runtime.jobhost import check_client_key
 
             check_client_key(req.key)
         reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]

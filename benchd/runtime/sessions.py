@@ -25,13 +25,13 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd import presets
-from benchd.committer import EventOp
-from benchd.connection import Caller
-from benchd.names import OPERATOR, check_handle
-from benchd.reactor import Reactor
-from benchd.system import child_pids, process_ancestors, process_session_id, reap_zombie
-from benchd.terminal import MAX_COLS, MAX_ROWS, Terminal
+from benchd.core.caller import Caller
+from benchd.core.names import OPERATOR, check_handle
+from benchd.runtime import presets
+from benchd.runtime.committer import EventOp
+from benchd.runtime.reactor import Reactor
+from benchd.runtime.system import child_pids, process_ancestors, process_session_id, reap_zombie
+from benchd.runtime.terminal import MAX_COLS, MAX_ROWS, Terminal
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -92,7 +92,7 @@ class Session:
         """A job's reply-to handles (for `bench ps --json` and the dashboard)."""
         if self.job is None:
             return []
-        from benchd.jobs import JobError, decode_agent_job
+        from benchd.core.jobs import JobError, decode_agent_job
 
         try:
             mail = decode_agent_job(self.job).mail
@@ -118,7 +118,7 @@ class Sessions:
         self.exited: collections.deque = collections.deque()
         self.reactor = Reactor(daemon)
         daemon.hub.listeners.append(self.reactor.on_event)
-        self.jobs = None  # set by the jobs wiring (benchd.jobhost)
+        self.jobs = None  # set by the jobs wiring (benchd.runtime.jobhost)
 
     async def start(self, nursery) -> None:
         self.nursery = nursery

@@ -1,8 +1,8 @@
 """The bench CLI as one click application.
 
-The hot agent commands (mail send/list/read, report) are declared here too, for help
-and for anything the fast parser in `bench_cli.hot` declines; both paths run the same
-functions in `bench_cli.hot`.
+The fast-path agent commands (mail send/list/read, report) are declared here too, for help
+and for anything the fast parser in `bench_cli.fastpath` declines; both paths run the same
+functions in `bench_cli.fastpath`.
 """
 
 import base64
@@ -19,11 +19,11 @@ from datetime import datetime
 import click
 import msgspec
 
-from bench_cli import hot, output
+from bench_cli import fastpath, output
 from bench_wire import messages as m
+from bench_wire.client import Client, check, dumps
 from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
-from bench_wire.lean import Connection, check, dumps
 from bench_wire.paths import resolve_dir, socket_path
 
 _enc = msgspec.json.Encoder()
@@ -89,7 +89,7 @@ def daemon_options(f):
 
 
 def _daemon_argv(bench_dir: str, kw: dict) -> list[str]:
-    argv = [sys.executable, "-m", "benchd.app", "--dir", bench_dir]
+    argv = [sys.executable, "-m", "benchd.server.app", "--dir", bench_dir]
     return argv + _option_args(kw)
 
 
@@ -110,7 +110,7 @@ def _option_args(kw: dict) -> list[str]:
 
 def call(bench_dir, req: m.Request, timeout: float | None = 30.0) -> dict:
     """One request built from the msgspec types; the decoded answer (or WireError)."""
-    with Connection(bench_dir, timeout=timeout) as conn:
+    with Client(bench_dir, timeout=timeout) as conn:
         conn.send_raw(_enc.encode(_with_token(req)) + b"\n")
         return check(conn.recv())
 
@@ -328,8 +328,8 @@ def up(bench_dir, as_json, restart, **kw):
             )
         done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
         return
-    from benchd.statedir import UnsafeStateDir, check_state_dir
-    from benchd.system import ensure_private_dir
+    from benchd.runtime.system import ensure_private_dir
+    from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
     try:
         ensure_private_dir(d)
@@ -897,7 +897,7 @@ def tail(bench_dir, as_json, handle, follow, screen):
     """Print a session's output (by handle or id): the scrollback, then (-f) live."""
     req = _with_token(m.SessionTail(handle=handle, follow=follow, screen=screen, id=1))
     out = sys.stdout.buffer
-    with Connection(bench_dir, timeout=None) as conn:
+    with Client(bench_dir, timeout=None) as conn:
         conn.send_raw(_enc.encode(req) + b"\n")
         while True:
             a = check(conn.recv())
@@ -980,7 +980,7 @@ kill.epilog = examples("bench kill alice", "bench kill child --cancel")
 @click.argument("text", required=False)
 def report(bench_dir, as_json, text):
     """Inside a job: record the content owed to its correspondents (TEXT or -)."""
-    sys.exit(hot.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
+    sys.exit(fastpath.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
 
 
 report.epilog = examples(
@@ -1039,7 +1039,7 @@ def mail():
 def mail_send(bench_dir, as_json, to, subject, body, key, reply_to, in_reply_to):
     """Send mail to handle TO."""
     sys.exit(
-        hot.run(
+        fastpath.run(
             ("mail", "send"),
             {
                 "dir": bench_dir,
@@ -1079,7 +1079,7 @@ mail_send.epilog = examples(
 def mail_list(bench_dir, as_json, state, limit, handle, cursor):
     """List mail: metadata only, never bodies."""
     sys.exit(
-        hot.run(
+        fastpath.run(
             ("mail", "list"),
             {
                 "dir": bench_dir,
@@ -1112,7 +1112,7 @@ mail_list.epilog = examples(
 def mail_read(bench_dir, as_json, mail_id, handle):
     """Read a message (default: the oldest unread) and retire it to read/."""
     sys.exit(
-        hot.run(
+        fastpath.run(
             ("mail", "read"),
             {"dir": bench_dir, "json": as_json, "mail_id": mail_id, "handle": handle},
         )
@@ -1240,7 +1240,7 @@ events.epilog = examples(
 
 def _events(bench_dir, after: int, kind, follow: bool, limit):
     req = _with_token(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit, id=1))
-    with Connection(bench_dir, timeout=None) as conn:
+    with Client(bench_dir, timeout=None) as conn:
         conn.send_raw(_enc.encode(req) + b"\n")
         while True:
             a = check(conn.recv())

@@ -15,7 +15,7 @@ import os
 
 import msgspec
 
-from benchd import faults
+from benchd.store import faults
 
 _TAIL = 64 * 1024
 _decoder = msgspec.json.Decoder()

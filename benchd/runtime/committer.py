@@ -37,8 +37,8 @@ import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import Event
-from benchd.eventlog import EventLog
-from benchd.index import Index
+from benchd.store.eventlog import EventLog
+from benchd.store.index import Index
 
 MAX_BATCH = 256
 INDEX_COMMIT_S = 0.1  # how long index updates may wait for their commit

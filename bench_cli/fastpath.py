@@ -1,8 +1,8 @@
-"""The hot agent commands, parsed and run without click.
+"""The fast-path agent commands, parsed and run without click.
 
 `bench mail send|list|read` and `bench report` run inside agents all day; their cost is
 the interpreter start plus what they import. This module parses exactly the options the
-click definitions in `bench_cli.main` declare (a test holds the two parsers to the same
+click definitions in `bench_cli.cli` declare (a test holds the two parsers to the same
 answers) and gives up — returning None — on anything else (`--help`, a typo, an unknown
 option), so click handles it and prints its usual usage error.
 """
@@ -12,8 +12,8 @@ import stat  # loaded by os already
 import sys
 
 from bench_cli import output
+from bench_wire.client import Client, request
 from bench_wire.errors import EXIT_OK, WireError
-from bench_wire.lean import Connection, request
 
 # command -> (options taking a value, flags, options that repeat, positional names)
 SPECS = {
@@ -60,7 +60,7 @@ SPECS = {
 
 
 def parse(argv: list[str]) -> tuple[tuple, dict] | None:
-    """(command, options) for a hot command line, or None to let click handle it."""
+    """(command, options) for a fast-path command line, or None to let click handle it."""
     # --dir and --json may also come before the command (`bench --dir X mail send ...`);
     # given both ways, the one after the command wins, as in click.
     before: dict = {}
@@ -137,7 +137,7 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
 def run(cmd: tuple, opts: dict) -> int:
     as_json = bool(opts.get("json"))
     try:
-        with Connection(opts.get("dir")) as conn:
+        with Client(opts.get("dir")) as conn:
             return COMMANDS[cmd](conn, opts, as_json)
     except WireError as err:
         return output.fail(err, as_json)
@@ -189,7 +189,7 @@ def _read_body(cap: int) -> str:
     return _utf8(data, "standard input")
 
 
-def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
+def mail_send(conn: Client, o: dict, as_json: bool) -> int:
     # The caps come from the daemon itself (one round trip on the same connection), so a
     # body is refused here, in the user's terms, before it is read whole or sent.
     caps = conn.call(request("hello", {}))["caps"]
@@ -233,7 +233,7 @@ def mail_send(conn: Connection, o: dict, as_json: bool) -> int:
     return _answer(a, as_json, output.sent(a))
 
 
-def mail_list(conn: Connection, o: dict, as_json: bool) -> int:
+def mail_list(conn: Client, o: dict, as_json: bool) -> int:
     state = o.get("state") or "unread"
     a = conn.call(
         request(
@@ -257,12 +257,12 @@ def mail_list(conn: Connection, o: dict, as_json: bool) -> int:
     return _answer(a, as_json, output.listing(a, state, again))
 
 
-def mail_read(conn: Connection, o: dict, as_json: bool) -> int:
+def mail_read(conn: Client, o: dict, as_json: bool) -> int:
     a = conn.call(request("mail/read", {"handle": o.get("handle"), "mail_id": o.get("mail_id")}))
     return _answer(a, as_json, output.message(a))
 
 
-def report(conn: Connection, o: dict, as_json: bool) -> int:
+def report(conn: Client, o: dict, as_json: bool) -> int:
     text = o.get("text")
     if text is None or text == "-":
         if text is None and (sys.stdin is None or sys.stdin.isatty()):

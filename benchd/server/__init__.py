@@ -1,0 +1,1 @@
+"""The process: entry point, connections, handlers (see benchd/__init__.py)."""

@@ -1,0 +1,1 @@
+"""What lives on disk: event log, index, outbox, recovery (see benchd/__init__.py)."""
