@@ -378,6 +378,8 @@ up.epilog = examples(
     "bench up --node node2",
     "bench up --node node1 --bridge tls://nats.example:4222",
 )
+
+
 def _lock_held(d: str) -> bool:
     """Whether some daemon holds BENCH_DIR's flock (is starting, serving or stopping)."""
     import fcntl
@@ -623,6 +625,8 @@ def nodes(bench_dir, as_json):
         ago = max(0.0, (now - n["seen_ms"]) / 1000)
         lines.append(f"{n['node']:<24} seen {ago:>7.1f}s ago  {' '.join(n['handles']) or '-'}")
     done(ctx, a, "\n".join(lines))
+
+
 # ---------------------------------------------------------------- service
 
 
@@ -986,6 +990,8 @@ def report(bench_dir, as_json, text):
 report.epilog = examples(
     'bench report "Fixed it: the fixture was missing."', 'echo "long report" | bench report -'
 )
+
+
 @cli.command()
 @click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR (else $BENCH_DIR)")
 @click.option(

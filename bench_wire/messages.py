@@ -322,6 +322,8 @@ class IndexHealth(msgspec.Struct, kw_only=True):
     failures: int = 0
     error: str | None = None
     rebuilds: int = 0
+
+
 class BridgeInfo(msgspec.Struct, kw_only=True):
     """The bridge as the daemon last heard from it, and the outbound queue."""
 

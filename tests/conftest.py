@@ -73,9 +73,18 @@ class Benchd:
         return env
 
     def start(self, timeout: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "benchd.server.app", "--dir", self.dir, "--test-hooks", *self.opts]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=self.env(), text=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchd.server.app",
+            "--dir",
+            self.dir,
+            "--test-hooks",
+            *self.opts,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(), text=True
+        )
         line = self.proc.stdout.readline()  # blocks until ready, or EOF if benchd died
         if not line.startswith("benchd ready"):
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""
@@ -110,14 +119,21 @@ class Benchd:
         self.stop()
         self.start()
 
-    def bench(self, *args: str, input: str | None = None, env: dict | None = None,
-              timeout: float = 60.0) -> Result:
+    def bench(
+        self, *args: str, input: str | None = None, env: dict | None = None, timeout: float = 60.0
+    ) -> Result:
         e = self.env()
         if env:
             e.update(env)
-        proc = subprocess.run([BENCH, *args], input=input, capture_output=True, text=True,
-                              env=e, timeout=timeout, stdin=None if input is not None
-                              else subprocess.DEVNULL)
+        proc = subprocess.run(
+            [BENCH, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=e,
+            timeout=timeout,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
         return Result(proc)
 
     def ok(self, *args: str, **kw) -> dict:
@@ -151,8 +167,9 @@ class Benchd:
                     return out
                 out.append(a["event"])
 
-    def wait_event(self, kind: str, pred=lambda e: True, timeout: float = 30.0,
-                   since: int = 0) -> dict:
+    def wait_event(
+        self, kind: str, pred=lambda e: True, timeout: float = 30.0, since: int = 0
+    ) -> dict:
         """The first event of `kind` matching pred, polling the log until the deadline."""
         deadline = time.monotonic() + timeout
         pause = 0.01

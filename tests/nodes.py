@@ -50,9 +50,21 @@ class NatsServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", self.store,
-             *self.args],
-            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+            [
+                NATS_SERVER,
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-sd",
+                self.store,
+                *self.args,
+            ],
+            stdout=self.log,
+            stderr=self.log,
+            stdin=subprocess.DEVNULL,
+        )
 
         def up():
             assert self.proc.poll() is None, f"nats-server exited: see {self.store}/server.log"
@@ -87,8 +99,20 @@ class Node:
         self.name = name
         self.nats = nats
         self.dir = short_tmpdir(f"n{name[-1]}")
-        self.d = Benchd(self.dir, ["--node", name, "--idle-gate", "0.3", "--paste-settle",
-                                   "0.05", "--enter-check", "1.0", *daemon_opts])
+        self.d = Benchd(
+            self.dir,
+            [
+                "--node",
+                name,
+                "--idle-gate",
+                "0.3",
+                "--paste-settle",
+                "0.05",
+                "--enter-check",
+                "1.0",
+                *daemon_opts,
+            ],
+        )
         self.bridge: subprocess.Popen | None = None
         self.bridge_log = os.path.join(self.dir, "bridge.test.out")
 
@@ -99,9 +123,22 @@ class Node:
     def start_bridge(self, *extra: str) -> None:
         out = open(self.bridge_log, "ab")
         self.bridge = subprocess.Popen(
-            [BENCH, "bridge", "--nats", self.nats.url, "--heartbeat", "0.5", "--ack-wait", "2",
-             *extra],
-            env=self.d.env(), stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+            [
+                BENCH,
+                "bridge",
+                "--nats",
+                self.nats.url,
+                "--heartbeat",
+                "0.5",
+                "--ack-wait",
+                "2",
+                *extra,
+            ],
+            env=self.d.env(),
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+        )
         out.close()
         wait_for(lambda: self.status()["bridge"]["connected"], 30, f"{self.name}'s bridge")
 

@@ -38,8 +38,10 @@ class Admission:
             if mine >= self.per_session:
                 return f"session {peer} already holds {mine} connections (the limit per session)"
             if self.by_sessions >= self.sessions_cap:
-                return (f"sessions hold {self.by_sessions} connections; the rest are kept "
-                        "for the operator")
+                return (
+                    f"sessions hold {self.by_sessions} connections; the rest are kept "
+                    "for the operator"
+                )
             self.by_sessions += 1
         self.held[peer] = mine + 1
         self.in_all += 1

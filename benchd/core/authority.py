@@ -26,11 +26,21 @@ so only the operator, who decided to give the task, may take it back.
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 
-ANYONE = (m.Hello, m.MailSend, m.EventsRead, m.SessionList, m.JobReport,
-          m.SessionInput, m.SessionResize, m.SessionDetach, m.NodesRead,
-          # Which messages a thread or a reply may touch depends on where they are: the
-          # handlers answer no-such-message for mail a session did not receive (or send).
-          m.MailThread, m.MailReply)
+ANYONE = (
+    m.Hello,
+    m.MailSend,
+    m.EventsRead,
+    m.SessionList,
+    m.JobReport,
+    m.SessionInput,
+    m.SessionResize,
+    m.SessionDetach,
+    m.NodesRead,
+    # Which messages a thread or a reply may touch depends on where they are: the
+    # handlers answer no-such-message for mail a session did not receive (or send).
+    m.MailThread,
+    m.MailReply,
+)
 OPERATOR_ONLY = {
     m.Stop: "stop the daemon",
     m.Spawn: "spawn sessions",
@@ -55,24 +65,34 @@ def check(caller, req) -> None:
         raise WireError("forbidden", f"only the operator may {what}; a session may not")
     if isinstance(req, (m.MailList, m.MailRead)):
         if req.handle is not None and req.handle != caller.handle:
-            raise WireError("forbidden", f"a session reads only its own mailbox "
-                                         f"({caller.handle}), not {req.handle}")
+            raise WireError(
+                "forbidden",
+                f"a session reads only its own mailbox ({caller.handle}), not {req.handle}",
+            )
         return
     if isinstance(req, m.MailSearch):
         if req.handle is not None and req.handle != caller.handle:
-            raise WireError("forbidden", f"a session searches only its own mail "
-                                         f"({caller.handle}), not {req.handle}")
+            raise WireError(
+                "forbidden",
+                f"a session searches only its own mail ({caller.handle}), not {req.handle}",
+            )
         return
     if isinstance(req, m.SessionTail):
         if not _is_self(caller, req.handle):
-            raise WireError("forbidden", f"a session may tail only itself ({caller.handle}), "
-                                         f"not {req.handle}: that is the operator's")
+            raise WireError(
+                "forbidden",
+                f"a session may tail only itself ({caller.handle}), "
+                f"not {req.handle}: that is the operator's",
+            )
         return
     if isinstance(req, m.SessionKill):
         if not _is_self(caller, req.handle):
             raise WireError("forbidden", "a session may end only itself")
         if req.cancel:
-            raise WireError("forbidden", "only the operator may cancel a job; a session may end "
-                                         "itself (its job then settles with its exit)")
+            raise WireError(
+                "forbidden",
+                "only the operator may cancel a job; a session may end "
+                "itself (its job then settles with its exit)",
+            )
         return
     raise WireError("forbidden", f"{req.__struct_config__.tag} is the operator's")

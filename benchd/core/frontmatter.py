@@ -40,8 +40,7 @@ def _yaml_printable(ch: str) -> bool:
 # What YAML may not hold literally (the complement of _yaml_printable), found in one C
 # scan: quote() runs for every field of every message sent.
 _NOT_YAML_PRINTABLE = re.compile(
-    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd"
-    "\U00010000-\U0010ffff]"
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
 
 

@@ -16,14 +16,25 @@ STEADY = 60.0  # a bridge that ran this long gets a fresh backoff when it exits
 
 
 async def supervise(daemon, url: str) -> None:
-    argv = [sys.executable, "-m", "bench_cli.entry", "bridge", "--dir", daemon.bench_dir,
-            "--nats", url, "--node", daemon.outbound.node]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench_cli.entry",
+        "bridge",
+        "--dir",
+        daemon.bench_dir,
+        "--nats",
+        url,
+        "--node",
+        daemon.outbound.node,
+    ]
     delay = 1.0
     while True:
         started = trio.current_time()
         with open(os.path.join(daemon.bench_dir, "bridge.out"), "ab") as out:
-            proc = await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL,
-                                                    stdout=out, stderr=out)
+            proc = await trio.lowlevel.open_process(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+            )
         # The bridge is a client of this daemon acting for the operator: identity must
         # not take it for a process that left a session, nor the orphan reaper collect it.
         daemon.helper_pids.add(proc.pid)

@@ -178,8 +178,9 @@ class EventOp(Op):
 
 
 class Committer:
-    def __init__(self, log: EventLog, index: Index, publish: Callable[[list[dict]], None],
-                 root: str):
+    def __init__(
+        self, log: EventLog, index: Index, publish: Callable[[list[dict]], None], root: str
+    ):
         self.log = log
         self.flusher = Flusher()
         self.index = index
@@ -221,8 +222,11 @@ class Committer:
             if self.index.pending.ops or self.index.pending.meta:
                 # Index changes not yet committed: commit them once they are
                 # INDEX_COMMIT_S old (and past any retry backoff), unless work comes first.
-                wait = max(self.index.retry_at - time.monotonic(),
-                           self.index.pending.since + INDEX_COMMIT_S - time.monotonic(), 0.0)
+                wait = max(
+                    self.index.retry_at - time.monotonic(),
+                    self.index.pending.since + INDEX_COMMIT_S - time.monotonic(),
+                    0.0,
+                )
                 with trio.move_on_after(wait):
                     await self._wakeup.wait()
                 if not self._wakeup.is_set():
@@ -325,8 +329,9 @@ class Committer:
             lines, records, seq = self._encode_events(published)
             if dirs and lines:
                 # The renames (directory entries) and the log append, made durable together.
-                self.log.append(lines, flush=lambda: self.flusher.flush(
-                    dirs=dirs, fds=[self.log.fd]))
+                self.log.append(
+                    lines, flush=lambda: self.flusher.flush(dirs=dirs, fds=[self.log.fd])
+                )
             elif dirs:
                 self.flusher.flush(dirs=dirs)  # e.g. a wake's retirement
             else:

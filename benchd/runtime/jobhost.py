@@ -51,8 +51,13 @@ class JobHost:
     def __init__(self, daemon):
         self.d = daemon
         self.outbox = SqliteOutbox(os.path.join(daemon.bench_dir, "outbox.sqlite"))
-        self.fanout = FanOut(self.outbox, self._post, self._schedule_wake, now_ms,
-                             retry_base_ms=int(daemon.opts.retry_base * 1000))
+        self.fanout = FanOut(
+            self.outbox,
+            self._post,
+            self._schedule_wake,
+            now_ms,
+            retry_base_ms=int(daemon.opts.retry_base * 1000),
+        )
         self._wake_at = math.inf
         self._poke = trio.Event()
         self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
@@ -65,9 +70,18 @@ class JobHost:
             details = {"ended": "daemon-stopped"}
             if not content:
                 content = ending_sentence(session, handle, details)
-            self._settling.append((session, handle, Job.from_json(job_json),
-                                   Outcome.OUTCOME_UNKNOWN, content, True, trio.Event(),
-                                   details))
+            self._settling.append(
+                (
+                    session,
+                    handle,
+                    Job.from_json(job_json),
+                    Outcome.OUTCOME_UNKNOWN,
+                    content,
+                    True,
+                    trio.Event(),
+                    details,
+                )
+            )
         if self._settling:
             await self._settle_batch()
         self._schedule_wake(now_ms())
@@ -120,14 +134,18 @@ class JobHost:
         outcome = "reply"
         for line in mail.content.split("\n", 4)[:4]:
             if line.startswith("outcome: "):
-                outcome = line[len("outcome: "):]
-        task_key = mail.key.rpartition(":reply:")[0][len("outbox:"):]
+                outcome = line[len("outcome: ") :]
+        task_key = mail.key.rpartition(":reply:")[0][len("outbox:") :]
         to = mail.to.agent_id
         try:
             faults.check("post")
-            op = self.d.mailroom.make_send(mail.from_.agent_id, to, mail.content,
-                                           subject=f"job {outcome}: {task_key}"[:200],
-                                           key=mail.key)
+            op = self.d.mailroom.make_send(
+                mail.from_.agent_id,
+                to,
+                mail.content,
+                subject=f"job {outcome}: {task_key}"[:200],
+                key=mail.key,
+            )
             op.also_log = lambda mail_id: [m.OutboxPosted(key=mail.key, to=to, mail_id=mail_id)]
             self.d.committer.enqueue(op)
         except (WireError, OSError) as err:
@@ -136,8 +154,9 @@ class JobHost:
 
     async def _refused(self, mail: JobMail, err: Exception) -> bool:
         reason = err.message if isinstance(err, WireError) else str(err)
-        await self.d.committer.record(m.OutboxRetry(key=mail.key, to=mail.to.agent_id,
-                                                    reason=reason))
+        await self.d.committer.record(
+            m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason)
+        )
         return False
 
     async def _answer(self, mail: JobMail, op) -> bool:
@@ -148,11 +167,14 @@ class JobHost:
         if res["to"] != mail.to.agent_id:
             # The key was taken by other mail (client keys may not start with outbox:,
             # so this is a bug, not a user error): never count it as this reply.
-            return await self._refused(mail, WireError("internal", "the reply key names other mail"))
+            return await self._refused(
+                mail, WireError("internal", "the reply key names other mail")
+            )
         if res["duplicate"]:
             # Delivered before a crash, its receipt lost: the mailroom knew the key.
             await self.d.committer.record(
-                m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"]))
+                m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"])
+            )
         return True
 
     # ------------------------------------------------------------ jobs
@@ -173,8 +195,11 @@ class JobHost:
         check_client_key(spec.key)
         # A key names one request: reusing it would hand back the old task and replies.
         if self.outbox.has_job_key(spec.key) or self.d.index.find_key(caller.handle, spec.key):
-            raise WireError("key-used", f"the key {spec.key!r} already names another job or "
-                            "message; a new job needs a new key")
+            raise WireError(
+                "key-used",
+                f"the key {spec.key!r} already names another job or "
+                "message; a new job needs a new key",
+            )
 
     def begin(self, s, spec: m.JobMailSpec, caller) -> None:
         """Make the job for a just-spawned session and persist it (no await: the session
@@ -183,8 +208,10 @@ class JobHost:
             mail = JobMail(
                 key=spec.key or f"job-{s.id}",
                 to=Address(agent_id=s.handle, session_id=s.id),
-                from_=Address(agent_id=caller.handle,
-                              session_id=caller.session.id if caller.session else caller.handle),
+                from_=Address(
+                    agent_id=caller.handle,
+                    session_id=caller.session.id if caller.session else caller.handle,
+                ),
                 reply_to=tuple(self._address(h) for h in spec.reply_to),
                 content=spec.body,
                 created_at=now_ms(),
@@ -204,9 +231,14 @@ class JobHost:
     async def deliver_task(self, s, spec: m.JobMailSpec, caller) -> str:
         """The task mail, from the spawner to the child (it wakes the child when ready)."""
         mail = decode_agent_job(s.job).mail
-        res = await self.d.mailroom.send(caller.handle, s.handle, spec.body,
-                                         spec.subject or "task", key=mail.key,
-                                         reply_to=list(spec.reply_to))
+        res = await self.d.mailroom.send(
+            caller.handle,
+            s.handle,
+            spec.body,
+            spec.subject or "task",
+            key=mail.key,
+            reply_to=list(spec.reply_to),
+        )
         return res["mail_id"]
 
     async def report(self, caller, content: str) -> int:
@@ -240,8 +272,9 @@ class JobHost:
             content = ending_sentence(s.id, s.handle, details)
         await self._settle_job(s.id, s.handle, s.job, outcome, content, details=details)
 
-    async def _settle_job(self, session, handle, job: Job, outcome, content, recovered=False,
-                          details=None):
+    async def _settle_job(
+        self, session, handle, job: Job, outcome, content, recovered=False, details=None
+    ):
         """Settle one job; settlements arriving together share one durable transaction."""
         done = trio.Event()
         self._settling.append((session, handle, job, outcome, content, recovered, done, details))
@@ -261,9 +294,16 @@ class JobHost:
                     n = self.fanout.fan_out(job, outcome, content, details)
                     self.outbox.mark_settled(session, str(outcome))
                     mail = decode_agent_job(job).mail
-                    events.append(m.JobSettled(
-                        session=session, handle=handle, key=mail.key if mail else "",
-                        outcome=str(outcome), replies=n, recovered=recovered))
+                    events.append(
+                        m.JobSettled(
+                            session=session,
+                            handle=handle,
+                            key=mail.key if mail else "",
+                            outcome=str(outcome),
+                            replies=n,
+                            recovered=recovered,
+                        )
+                    )
         except Exception:  # noqa: BLE001 - still running in the outbox: settled next start
             self.d.log.exception("settling jobs failed", sessions=[b[0] for b in batch])
         finally:
@@ -305,17 +345,21 @@ def ending_sentence(session: str, handle: str, details: dict) -> str:
     look."""
     ended = details.get("ended")
     if ended == "daemon-stopped":
-        return (f"The job reported nothing: the daemon stopped while session {session} "
-                f"({handle}) was running, so how it ended is unknown and its scrollback is "
-                "gone.\n")
+        return (
+            f"The job reported nothing: the daemon stopped while session {session} "
+            f"({handle}) was running, so how it ended is unknown and its scrollback is "
+            "gone.\n"
+        )
     if ended == "killed":
         how = f"was killed by {details.get('killedBy')}"
     elif "exitCode" in details:
         how = f"exited with code {details['exitCode']}"
     else:
         how = f"was ended by {details.get('signal')}"
-    return (f"The job reported nothing: session {session} ({handle}) {how}. "
-            f"Its scrollback: bench tail {session}\n")
+    return (
+        f"The job reported nothing: session {session} ({handle}) {how}. "
+        f"Its scrollback: bench tail {session}\n"
+    )
 
 
 async def report_verb(d, conn, caller, req: m.JobReport) -> None:

@@ -48,9 +48,16 @@ class Mailroom:
 
     # ------------------------------------------------------------ send
 
-    async def send(self, sender: str, to: str, body: str, subject: str = "",
-                   key: str | None = None, reply_to: list[str] | None = None,
-                   in_reply_to: str | None = None) -> dict:
+    async def send(
+        self,
+        sender: str,
+        to: str,
+        body: str,
+        subject: str = "",
+        key: str | None = None,
+        reply_to: list[str] | None = None,
+        in_reply_to: str | None = None,
+    ) -> dict:
         """Deliver one message; the answer once it is durable (or a WireError)."""
         op = self.make_send(sender, to, body, subject, key, reply_to, in_reply_to)
         return await self.committer.submit(op)
@@ -89,10 +96,11 @@ class Mailroom:
             )
         if key is not None:
             if not key or len(key) > KEY_CHARS or frontmatter.check_subject(key):
-                raise WireError("bad-key", f"a key is 1-{KEY_CHARS} characters without control characters")
+                raise WireError(
+                    "bad-key", f"a key is 1-{KEY_CHARS} characters without control characters"
+                )
         live = self.is_live(to)
-        return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to,
-                      live)
+        return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to, live)
 
     def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
         """Whether the stored message has this body (a keyed resend). The subject is not
@@ -159,9 +167,9 @@ class Mailroom:
         try:
             return await self._read_row(handle, row, reader, oldest=False)
         except _Skip:
-            raise WireError("no-such-message",
-                            f"no message {mail_id} in {handle}'s mailbox (its file is gone)"
-                            ) from None
+            raise WireError(
+                "no-such-message", f"no message {mail_id} in {handle}'s mailbox (its file is gone)"
+            ) from None
 
     async def _read_oldest(self, handle: str, reader: str) -> dict:
         after, bad = None, None
@@ -199,7 +207,8 @@ class Mailroom:
         retired = False
         if path == inbox and state == UNREAD:
             retired = await self.committer.submit(
-                RetireOp(self, handle, mail_id, reader, event=True))
+                RetireOp(self, handle, mail_id, reader, event=True)
+            )
             if retired:
                 path = read
         elif path == read and state == UNREAD:
@@ -226,8 +235,7 @@ class Mailroom:
         index and record that (the files are the record)."""
         self.index.remove(handle, mail_id)
         try:
-            self.committer.enqueue(EventOp(MailVanished(mail_id=mail_id, handle=handle,
-                                                        path=path)))
+            self.committer.enqueue(EventOp(MailVanished(mail_id=mail_id, handle=handle, path=path)))
         except WireError:
             pass  # stopping: the next start's reconcile drops it again
 
@@ -266,12 +274,15 @@ def _parse(path: str, data: bytes) -> tuple[dict, bytes]:
     try:
         meta, body = frontmatter.parse(data)
     except (frontmatter.BadMailFile, UnicodeDecodeError) as err:
-        raise WireError("bad-mail-file", f"{path} is not a mail file bench can read ({err}); "
-                        "it was left where it is") from None
+        raise WireError(
+            "bad-mail-file",
+            f"{path} is not a mail file bench can read ({err}); it was left where it is",
+        ) from None
     for name in ("from", "to", "date", "key", "subject"):
         if not isinstance(meta.get(name), str):
-            raise WireError("bad-mail-file", f"{path}: its {name} is not a string; "
-                            "it was left where it is")
+            raise WireError(
+                "bad-mail-file", f"{path}: its {name} is not a string; it was left where it is"
+            )
     return meta, body
 
 
@@ -341,8 +352,11 @@ class SendOp(Op):
                 d = os.path.join(box, sub)
                 for path in (box, d):  # never create or deliver through a link
                     if os.path.lexists(path) and not is_real_dir(path):
-                        raise WireError("unsafe-dir", f"{path} is not a real directory (a "
-                                                      "link?): refusing to deliver through it")
+                        raise WireError(
+                            "unsafe-dir",
+                            f"{path} is not a real directory (a "
+                            "link?): refusing to deliver through it",
+                        )
                 if not os.path.isdir(d):
                     if not os.path.isdir(box):
                         self.new_dirs |= {room.root, box}
@@ -374,7 +388,11 @@ class SendOp(Op):
         self.meta = meta
         self.events = [
             MailSent(
-                mail_id=mail_id, sender=self.sender, to=self.to, path=self.final, key=key,
+                mail_id=mail_id,
+                sender=self.sender,
+                to=self.to,
+                path=self.final,
+                key=key,
                 live=self.live,
             )
         ]
@@ -421,14 +439,18 @@ class SendOp(Op):
         if self.final is None:
             return
         m = self.meta
-        idx.add(self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body),
-                m["key"])
+        idx.add(
+            self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body), m["key"]
+        )
         idx.add_text(self.to, m["id"], m["from"], m["subject"], self.body, self.in_reply_to)
 
 
 def _key_conflict(key: str) -> WireError:
-    return WireError("key-conflict", f"the key {key!r} already names a message with another "
-                     "recipient or body; a new message needs a new key")
+    return WireError(
+        "key-conflict",
+        f"the key {key!r} already names a message with another "
+        "recipient or body; a new message needs a new key",
+    )
 
 
 class RetireOp(Op):
@@ -504,8 +526,9 @@ def clean_staging(root: str, skipped: Callable[[str, str], None] = lambda path, 
     return removed
 
 
-def reconcile(root: str, index: Index, logged: set | frozenset = frozenset(),
-              handles: set[str] | None = None) -> list[MailSent]:
+def reconcile(
+    root: str, index: Index, logged: set | frozenset = frozenset(), handles: set[str] | None = None
+) -> list[MailSent]:
     """Make the index agree with the files (names listed; only unknown files are read).
 
     All mailboxes, or only `handles`. The changes go to the index's pending layer (the
@@ -541,15 +564,30 @@ def reconcile(root: str, index: Index, logged: set | frozenset = frozenset(),
                 meta, body = _parse(path, read_regular(path))
             except (OSError, WireError):
                 continue  # not ours (or not a mail file): left alone, never indexed
-            index.add(handle, mail_id, state, meta["from"], meta["subject"], meta["date"],
-                      len(body), meta["key"])
-            index.add_text(handle, mail_id, meta["from"], meta["subject"], body,
-                           meta.get("in-reply-to"))
+            index.add(
+                handle,
+                mail_id,
+                state,
+                meta["from"],
+                meta["subject"],
+                meta["date"],
+                len(body),
+                meta["key"],
+            )
+            index.add_text(
+                handle, mail_id, meta["from"], meta["subject"], body, meta.get("in-reply-to")
+            )
             if mail_id in logged:
                 continue
             recovered.append(
-                MailSent(mail_id=mail_id, sender=meta["from"], to=handle, path=path,
-                         key=meta["key"], recovered=True)
+                MailSent(
+                    mail_id=mail_id,
+                    sender=meta["from"],
+                    to=handle,
+                    path=path,
+                    key=meta["key"],
+                    recovered=True,
+                )
             )
         for mail_id in known.keys() - on_disk.keys():
             index.remove(handle, mail_id)

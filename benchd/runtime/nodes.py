@@ -100,8 +100,11 @@ class Directory:
             grew |= name not in self.nodes
             old = self.nodes.get(name)
             if old is None or n.get("seen_ms", 0) >= old.get("seen_ms", 0):
-                self.nodes[name] = {"node": name, "seen_ms": int(n.get("seen_ms", 0)),
-                                    "handles": list(n.get("handles") or [])}
+                self.nodes[name] = {
+                    "node": name,
+                    "seen_ms": int(n.get("seen_ms", 0)),
+                    "handles": list(n.get("handles") or []),
+                }
         if grew:
             self.save()
 

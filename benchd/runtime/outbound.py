@@ -55,8 +55,9 @@ class Outbound:
     def info(self) -> m.BridgeInfo:
         seen = self.bridge_seen_ms
         fresh = seen is not None and now_ms() - seen <= self.bridge_stale_after * 1000
-        return m.BridgeInfo(connected=self.bridge_connected and fresh, seen_ms=seen,
-                            queued=self.queued())
+        return m.BridgeInfo(
+            connected=self.bridge_connected and fresh, seen_ms=seen, queued=self.queued()
+        )
 
     # ------------------------------------------------------------ mail/send to an address
 
@@ -68,8 +69,15 @@ class Outbound:
         check_node(node)
         if node != self.node:
             return None
-        return m.MailSend(id=req.id, to=handle, body=req.body, subject=req.subject,
-                          key=req.key, reply_to=req.reply_to, in_reply_to=req.in_reply_to)
+        return m.MailSend(
+            id=req.id,
+            to=handle,
+            body=req.body,
+            subject=req.subject,
+            key=req.key,
+            reply_to=req.reply_to,
+            in_reply_to=req.in_reply_to,
+        )
 
     async def mail_send(self, conn, caller, req: m.MailSend) -> None:
         """mail/send to `handle@node` on another node: queued for the bridge."""
@@ -87,8 +95,15 @@ class Outbound:
         reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]
         room = self.d.mailroom
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.
-        op = room.make_send(f"{caller.handle}@{self.node}", handle, req.body, req.subject,
-                            req.key, None, req.in_reply_to)
+        op = room.make_send(
+            f"{caller.handle}@{self.node}",
+            handle,
+            req.body,
+            req.subject,
+            req.key,
+            None,
+            req.in_reply_to,
+        )
         op.__class__ = QueueOp
         op.to, op.address, op.reply_to, op.live = OUTBOUND, req.to, reply_to, False
         res = await self.d.committer.submit(op)
@@ -128,9 +143,14 @@ class Outbound:
                 continue  # forwarded meanwhile
             out.append(
                 m.RemoteMail(
-                    mail_id=meta["id"], sender=meta["from"], to=meta["to"], key=meta["key"],
-                    body=body.decode("utf-8"), subject=meta.get("subject", ""),
-                    date=meta["date"], reply_to=meta.get("reply-to") or [],
+                    mail_id=meta["id"],
+                    sender=meta["from"],
+                    to=meta["to"],
+                    key=meta["key"],
+                    body=body.decode("utf-8"),
+                    subject=meta.get("subject", ""),
+                    date=meta["date"],
+                    reply_to=meta.get("reply-to") or [],
                     in_reply_to=meta.get("in-reply-to"),
                 )
             )
@@ -200,12 +220,12 @@ class Outbound:
                 reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
-        op = self.d.mailroom.make_send(sender, handle, msg.body, msg.subject, msg.key, None,
-                                       msg.in_reply_to)
+        op = self.d.mailroom.make_send(
+            sender, handle, msg.body, msg.subject, msg.key, None, msg.in_reply_to
+        )
         op.reply_to = reply_to
         op.also_log = lambda mail_id: [
-            m.BridgeDelivered(mail_id=mail_id, sender=sender, to=handle, key=msg.key,
-                              origin=origin)
+            m.BridgeDelivered(mail_id=mail_id, sender=sender, to=handle, key=msg.key, origin=origin)
         ]
         return op
 
@@ -214,8 +234,9 @@ class Outbound:
         self.bridge_connected = req.connected
         self.bridge_seen_ms = now_ms()
         self.bridge_stale_after = max(1.0, req.stale_after)
-        self.directory.update([{"node": n.node, "seen_ms": n.seen_ms, "handles": n.handles}
-                               for n in req.nodes])
+        self.directory.update(
+            [{"node": n.node, "seen_ms": n.seen_ms, "handles": n.handles} for n in req.nodes]
+        )
         if req.retry is not None:
             await d.committer.record(
                 m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)
@@ -224,8 +245,10 @@ class Outbound:
         await conn.send(m.BridgeReportOk(id=req.id, node=self.node, handles=handles))
 
     async def nodes_verb(self, d, conn, caller, req: m.NodesRead) -> None:
-        nodes = [m.NodeInfo(node=n["node"], seen_ms=n["seen_ms"], handles=n["handles"])
-                 for n in self.directory.listing()]
+        nodes = [
+            m.NodeInfo(node=n["node"], seen_ms=n["seen_ms"], handles=n["handles"])
+            for n in self.directory.listing()
+        ]
         await conn.send(m.NodesOk(id=req.id, node=self.node, nodes=nodes, bridge=self.info()))
 
 
@@ -246,8 +269,13 @@ class QueueOp(SendOp):
         with open(self.tmp, "wb") as f:
             f.write(data)
         self.events = [
-            m.BridgeQueued(mail_id=meta["id"], sender=self.sender, to=self.address,
-                           key=meta["key"], path=self.final)
+            m.BridgeQueued(
+                mail_id=meta["id"],
+                sender=self.sender,
+                to=self.address,
+                key=meta["key"],
+                path=self.final,
+            )
         ]
         self.to = to
 

@@ -44,9 +44,10 @@ def load(bench_dir: str) -> dict[str, Preset]:
         with open(path) as f:
             raw = json.load(f)
         for name, p in raw.items():
-            presets[name] = Preset(ready=str(p["ready"]),
-                                   paste_settle=None if p.get("paste_settle") is None
-                                   else float(p["paste_settle"]))
+            presets[name] = Preset(
+                ready=str(p["ready"]),
+                paste_settle=None if p.get("paste_settle") is None else float(p["paste_settle"]),
+            )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise WireError("bad-request", f"{path} is not a valid preset file: {err}") from None
     return presets
@@ -55,6 +56,7 @@ def load(bench_dir: str) -> dict[str, Preset]:
 def find(bench_dir: str, name: str) -> Preset:
     presets = load(bench_dir)
     if name not in presets:
-        raise WireError("bad-request",
-                        f"no agent preset {name!r}; known: {', '.join(sorted(presets))}")
+        raise WireError(
+            "bad-request", f"no agent preset {name!r}; known: {', '.join(sorted(presets))}"
+        )
     return presets[name]

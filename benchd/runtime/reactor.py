@@ -95,8 +95,12 @@ class Reactor:
         c.capped[record["mail_id"]] = record["path"]
         self.d.nursery.start_soon(
             self.d.committer.record,
-            m.WakeCapped(session=session.id, handle=session.handle,
-                         mail_id=record["mail_id"], path=record["path"]),
+            m.WakeCapped(
+                session=session.id,
+                handle=session.handle,
+                mail_id=record["mail_id"],
+                path=record["path"],
+            ),
         )
         if not c.timer_armed:
             c.timer_armed = True
@@ -148,23 +152,32 @@ class Reactor:
                 except WireError as err:
                     # The disk refused the move: this wake is dropped (the mail stays
                     # unread, listed as usual); the session keeps getting wakes.
-                    self.d.log.warning("wake dropped", session=session.id,
-                                       mail_id=wake.mail_id, error=err.message)
+                    self.d.log.warning(
+                        "wake dropped", session=session.id, mail_id=wake.mail_id, error=err.message
+                    )
                     continue
                 if path is None:
                     # Read meanwhile: nothing to announce, and the token bought nothing.
                     self.courier(session.handle).bucket.give_back(time.monotonic())
                     continue
                 line = wake_line(wake.sender, path)
-            woken = m.AgentWoken(session=session.id, handle=session.handle,
-                                 mail_id=wake.mail_id, path=path, sender=wake.sender,
-                                 digest=wake.digest)
+            woken = m.AgentWoken(
+                session=session.id,
+                handle=session.handle,
+                mail_id=wake.mail_id,
+                path=path,
+                sender=wake.sender,
+                digest=wake.digest,
+            )
             await self._type_line(session, line, woken)
 
     async def _readiness(self, session) -> wakegate.Readiness:
         """The gate's answer for this session now, looking at the screen only if asked."""
-        a = wakegate.Activity(now=time.monotonic(), last_output=session.term.last_output,
-                              last_input=session.last_input)
+        a = wakegate.Activity(
+            now=time.monotonic(),
+            last_output=session.term.last_output,
+            last_input=session.last_input,
+        )
         action = wakegate.readiness(self.gate, a)
         if isinstance(action, wakegate.LookAtScreen):
             a = dataclasses.replace(a, shows_ready=await self._shows_ready(session))
@@ -216,8 +229,9 @@ class Reactor:
             await self._until_ready(session)
         try:
             await term.write(data)
-            await trio.sleep(session.paste_settle if session.paste_settle is not None
-                             else self.settle)
+            await trio.sleep(
+                session.paste_settle if session.paste_settle is not None else self.settle
+            )
             # The Enter check compares against this screen: take it once the paste's echo
             # has stopped arriving, or a late echo would pass for the Enter's effect.
             before = await self._quiet_screen(term)
@@ -231,9 +245,14 @@ class Reactor:
                 if isinstance(step, wakegate.Done):
                     return
                 await term.write(b"\r")
-                await self.d.committer.record(m.EnterRetried(
-                    session=session.id, handle=session.handle, mail_id=woken.mail_id,
-                    attempt=step.attempt))
+                await self.d.committer.record(
+                    m.EnterRetried(
+                        session=session.id,
+                        handle=session.handle,
+                        mail_id=woken.mail_id,
+                        attempt=step.attempt,
+                    )
+                )
                 action = check.retried()
         finally:
             session.write_lock.release()
@@ -262,5 +281,3 @@ class Reactor:
                     return True
                 await changed.wait()
         return await term.screen_text() != before
-
-

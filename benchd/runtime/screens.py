@@ -27,8 +27,12 @@ def _runs(screen, rows: int, cols: int) -> list[list[list]]:
         cur = None
         for x in range(cols):
             c = line[x]
-            flags = ("b" if c.bold else "") + ("i" if c.italics else "") + (
-                "u" if c.underscore else "") + ("r" if c.reverse else "")
+            flags = (
+                ("b" if c.bold else "")
+                + ("i" if c.italics else "")
+                + ("u" if c.underscore else "")
+                + ("r" if c.reverse else "")
+            )
             style = (c.fg, c.bg, flags)
             if style == ("default", "default", ""):
                 cur = None
@@ -47,9 +51,15 @@ async def frame(rid, term) -> m.ScreenFrame:
 
     def build(sc, lines: list[str]) -> m.ScreenFrame:
         lines = [line.rstrip() for line in lines]
-        return m.ScreenFrame(id=rid, lines=lines, cursor_row=sc.cursor.y,
-                             cursor_col=sc.cursor.x, rows=sc.lines, cols=sc.columns,
-                             styles=_runs(sc, sc.lines, sc.columns))
+        return m.ScreenFrame(
+            id=rid,
+            lines=lines,
+            cursor_row=sc.cursor.y,
+            cursor_col=sc.cursor.x,
+            rows=sc.lines,
+            cols=sc.columns,
+            styles=_runs(sc, sc.lines, sc.columns),
+        )
 
     return await term.inspect(build)
 
@@ -60,8 +70,7 @@ async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
     last = await frame(req.id, term)
     await conn.send(last)
     if not req.follow or not s.live:
-        await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited",
-                                   exit=s.exit))
+        await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit))
         return
     gone = False
 
@@ -79,8 +88,11 @@ async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
             await changed.wait()
             await trio.sleep(FRAME_S)  # let a burst of output settle into one frame
             now = await frame(req.id, term)
-            if now.lines != last.lines or now.styles != last.styles or (
-                    now.cursor_row, now.cursor_col) != (last.cursor_row, last.cursor_col):
+            if (
+                now.lines != last.lines
+                or now.styles != last.styles
+                or (now.cursor_row, now.cursor_col) != (last.cursor_row, last.cursor_col)
+            ):
                 await conn.send(now)
                 last = now
         nursery.cancel_scope.cancel()

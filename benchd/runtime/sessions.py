@@ -78,15 +78,30 @@ class Session:
 
     def info(self) -> m.SessionInfo:
         if self.term is None:  # reserved, its process not started yet
-            return m.SessionInfo(session=self.id, handle=self.handle, pid=0, state="running",
-                                 idle_ms=None, argv=self.argv, job=self.job is not None)
+            return m.SessionInfo(
+                session=self.id,
+                handle=self.handle,
+                pid=0,
+                state="running",
+                idle_ms=None,
+                argv=self.argv,
+                job=self.job is not None,
+            )
         idle = None
         if self.live and self.term.last_output is not None:
             idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
-        return m.SessionInfo(session=self.id, handle=self.handle, pid=self.term.pid,
-                             state=self.state, idle_ms=idle, exit=self.exit,
-                             signal=self.signal, argv=self.argv, job=self.job is not None,
-                             reply_to=self.reply_to())
+        return m.SessionInfo(
+            session=self.id,
+            handle=self.handle,
+            pid=self.term.pid,
+            state=self.state,
+            idle_ms=idle,
+            exit=self.exit,
+            signal=self.signal,
+            argv=self.argv,
+            job=self.job is not None,
+            reply_to=self.reply_to(),
+        )
 
     def reply_to(self) -> list[str]:
         """A job's reply-to handles (for `bench ps --json` and the dashboard)."""
@@ -206,8 +221,11 @@ class Sessions:
         with trio.open_signal_receiver(signal.SIGCHLD) as sigs:
             async for _ in sigs:
                 for pid in child_pids():
-                    if (pid not in self.by_leader and pid not in self.d.helper_pids
-                            and reap_zombie(pid)):
+                    if (
+                        pid not in self.by_leader
+                        and pid not in self.d.helper_pids
+                        and reap_zombie(pid)
+                    ):
                         self.d.log.info("orphan reaped", pid=pid)
 
     # ------------------------------------------------------------ lifecycle
@@ -244,8 +262,11 @@ class Sessions:
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
         if not (1 <= req.rows <= MAX_ROWS and 1 <= req.cols <= MAX_COLS):
-            raise WireError("bad-request", f"terminal size must be 1-{MAX_ROWS} rows and "
-                                           f"1-{MAX_COLS} columns (got {req.rows}x{req.cols})")
+            raise WireError(
+                "bad-request",
+                f"terminal size must be 1-{MAX_ROWS} rows and "
+                f"1-{MAX_COLS} columns (got {req.rows}x{req.cols})",
+            )
         env = dict(os.environ)
         for k in list(env):
             if k.startswith("BENCH_"):
@@ -255,8 +276,9 @@ class Sessions:
                 raise WireError("bad-env", f"environment entry {k!r} is not KEY=VALUE")
             env[k] = v
         token = secrets.token_urlsafe(24)
-        env.update(BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.d.bench_dir,
-                   BENCH_TOKEN=token)
+        env.update(
+            BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.d.bench_dir, BENCH_TOKEN=token
+        )
         if "TERM" not in req.env:
             # What the pty really is: an xterm-like terminal (and what the screen model
             # emulates), whatever terminal the daemon itself was started from.
@@ -324,8 +346,10 @@ class Sessions:
         try:
             with trio.CancelScope(shield=True):
                 await self.d.committer.record(
-                    m.SessionExited(session=s.id, handle=s.handle, pid=s.term.pid, exit=code,
-                                    signal=sig))
+                    m.SessionExited(
+                        session=s.id, handle=s.handle, pid=s.term.pid, exit=code, signal=sig
+                    )
+                )
                 if self.jobs is not None and s.job is not None:
                     await self.jobs.settle(s)
         except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
@@ -383,16 +407,24 @@ async def spawn(d, conn, caller, req: m.Spawn) -> None:
         raise
     try:
         await d.committer.submit(
-            EventOp(m.SessionSpawned(session=s.id, handle=s.handle, pid=s.term.pid,
-                                     argv=s.argv, job=s.job is not None))
+            EventOp(
+                m.SessionSpawned(
+                    session=s.id,
+                    handle=s.handle,
+                    pid=s.term.pid,
+                    argv=s.argv,
+                    job=s.job is not None,
+                )
+            )
         )
     except WireError:
         # Refused means nothing happened: end the child and close its job quietly.
         s.cancelled = True
         await sessions.end(s, grace=0.5)
         raise
-    await conn.send(m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid,
-                              mail_id=mail_id))
+    await conn.send(
+        m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
+    )
 
 
 async def session_list(d, conn, caller, req: m.SessionList) -> None:
@@ -433,8 +465,11 @@ async def tail(d, conn, caller, req: m.SessionTail) -> None:
     s = d.sessions.find(req.handle, live_only=False)
     if req.screen:
         lines, row, col = await s.term.render()
-        await conn.send(m.ScreenFrame(id=req.id, lines=[ln.rstrip() for ln in lines],
-                                      cursor_row=row, cursor_col=col))
+        await conn.send(
+            m.ScreenFrame(
+                id=req.id, lines=[ln.rstrip() for ln in lines], cursor_row=row, cursor_col=col
+            )
+        )
         await conn.send(m.EndFrame(id=req.id))
         return
     send, receive = trio.open_memory_channel[bytes](1024)
@@ -445,8 +480,9 @@ async def tail(d, conn, caller, req: m.SessionTail) -> None:
         for i in range(0, len(sb), OUTPUT_CHUNK):
             await conn.send(m.OutputFrame(id=req.id, data=_b64(sb[i : i + OUTPUT_CHUNK])))
         if not (req.follow and s.live):
-            await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited",
-                                       exit=s.exit))
+            await conn.send(
+                m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit)
+            )
             return
         await _pump(conn, req.id, s, receive, inputs=False)
     finally:
@@ -480,8 +516,9 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
                 reason[0] = "detached"
                 break
             else:
-                await conn.send_error(req.id, "bad-request",
-                                      "only input, resize and detach are valid while attached")
+                await conn.send_error(
+                    req.id, "bad-request", "only input, resize and detach are valid while attached"
+                )
         scope.cancel()
 
     async with trio.open_nursery() as nursery:
@@ -505,8 +542,9 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
             if req.rows < 1 or req.cols < 1:
                 raise WireError("bad-request", "a terminal has at least 1 row and 1 column")
             await s.term.resize(req.rows, req.cols)  # a bigger window is capped
-        await conn.send(m.AttachOk(id=req.id, session=s.id, handle=s.handle,
-                                   rows=s.term.rows, cols=s.term.cols))
+        await conn.send(
+            m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=s.term.rows, cols=s.term.cols)
+        )
         recent = bytes(s.term.scrollback[-16384:])
         if recent:
             await conn.send(m.OutputFrame(id=req.id, data=_b64(recent)))

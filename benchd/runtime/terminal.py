@@ -42,8 +42,9 @@ def _session_umask() -> None:
 
 class Terminal:
     def __init__(self, argv, cwd, env, rows, cols, scrollback):
-        self.proc = ptyprocess.PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(rows, cols),
-                                                preexec_fn=_session_umask)
+        self.proc = ptyprocess.PtyProcess.spawn(
+            argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=_session_umask
+        )
         self.pid = self.proc.pid
         self.fd = self.proc.fd
         os.set_blocking(self.fd, False)
@@ -239,7 +240,6 @@ class Terminal:
         for ch in list(self.followers):
             ch.close()
         self.followers.clear()
-
 
 
 def clamp_size(rows: int, cols: int) -> tuple[int, int]:

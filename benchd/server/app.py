@@ -73,8 +73,12 @@ class Daemon:
             connections=opts.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
         )
-        self.admission = Admission(opts.max_connections, opts.session_connections,
-                                   opts.operator_connections, opts.operator_reserve)
+        self.admission = Admission(
+            opts.max_connections,
+            opts.session_connections,
+            opts.operator_connections,
+            opts.operator_reserve,
+        )
         self.hub = Hub(self.log)
         self.eventlog = EventLog(os.path.join(bench_dir, "events.jsonl"))
         self.start_notices: list = []  # index notices from before the committer ran
@@ -84,7 +88,8 @@ class Daemon:
         self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
         self.committer = Committer(self.eventlog, self.index, self.hub.publish, bench_dir)
         self.committer.on_lost = lambda events, err: self.log.error(
-            "events not logged", kinds=[type(e).__name__ for e in events], error=err.message)
+            "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
+        )
         self.mailroom = Mailroom(os.path.join(bench_dir, "mail"), self.index, self.committer)
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
@@ -114,8 +119,10 @@ class Daemon:
         Start never fails because of the index: any SQLite error here sets the file aside
         and refills a new one from the files."""
         mail_root = os.path.join(self.bench_dir, "mail")
-        clean_staging(mail_root, lambda path, why: self.log.warning(
-            "staging entry skipped", path=path, reason=why))
+        clean_staging(
+            mail_root,
+            lambda path, why: self.log.warning("staging entry skipped", path=path, reason=why),
+        )
         self.index.rebuild = self._rebuild_index
         try:
             self._ensure_search(mail_root)  # before reconcile, which indexes what it adds
@@ -127,8 +134,11 @@ class Daemon:
             events = reconcile(mail_root, self.index, self._logged_since(0))
         if self.index.set_aside_reason is not None:  # at open or just now
             self.index.rebuilds += 1
-            self._index_notice("index/rebuilt", reason=self.index.set_aside_reason,
-                               messages=len(self.index.pending))
+            self._index_notice(
+                "index/rebuilt",
+                reason=self.index.set_aside_reason,
+                messages=len(self.index.pending),
+            )
         self.index.flush()  # a failure is retried by the committer, like any other
         self.mailroom.clock = IdClock(self.index.newest_id_w())
         return self.start_notices + events
@@ -170,14 +180,20 @@ class Daemon:
             self.log.warning("search tables not checked at start", error=str(err))
 
     def _logged_since(self, since: int) -> set:
-        return {e.get("mail_id") for e in self.eventlog.read_since(since)
-                if e.get("kind") == "mail/sent"}
+        return {
+            e.get("mail_id")
+            for e in self.eventlog.read_since(since)
+            if e.get("kind") == "mail/sent"
+        }
 
     def _rebuild_index(self) -> None:
         """Refill an empty index from the files (Index.recover_now, while running)."""
         reconcile(os.path.join(self.bench_dir, "mail"), self.index)
-        self._index_notice("index/rebuilt", reason=self.index.set_aside_reason or "",
-                           messages=len(self.index.pending))
+        self._index_notice(
+            "index/rebuilt",
+            reason=self.index.set_aside_reason or "",
+            messages=len(self.index.pending),
+        )
 
     def _index_notice(self, kind: str, **fields) -> None:
         """An index failure or rebuild: to benchd.log, and to the event log."""
@@ -243,8 +259,9 @@ class Daemon:
         try:
             if uid != os.getuid():
                 self.log.warning("peer refused", uid=uid, pid=pid)
-                await conn.send_error(None, "peer-refused",
-                                      "connections are accepted only from the daemon's own user")
+                await conn.send_error(
+                    None, "peer-refused", "connections are accepted only from the daemon's own user"
+                )
                 return
             # Charge the connection to a peer by ancestry now (requests may still carry a
             # token); one cut off from its session shares one bucket with its kind.
@@ -257,8 +274,7 @@ class Daemon:
             refused = self.admission.admit(peer)
             if refused is not None:
                 self.log.warning("connection refused", peer=peer, pid=pid, reason=refused)
-                await conn.send_error(None, "too-many-connections",
-                                      f"{refused}; try again shortly")
+                await conn.send_error(None, "too-many-connections", f"{refused}; try again shortly")
                 return
             try:
                 await conn.serve()
@@ -296,8 +312,10 @@ class Daemon:
             await nursery.start(self.committer.run)
             self.started = True
             await self.committer.submit(
-                EventOp(*start_events, m.DaemonStarted(pid=self.pid, version=__version__,
-                                                       recovered=self.recovered))
+                EventOp(
+                    *start_events,
+                    m.DaemonStarted(pid=self.pid, version=__version__, recovered=self.recovered),
+                )
             )
             await self.sessions.start(nursery)
             await self.jobs.start(nursery)
@@ -309,8 +327,11 @@ class Daemon:
             nursery.start_soon(self._serve, listener)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
             if ready_out is not None:
-                print(f"benchd ready pid={self.pid} socket={self.sock_path}", file=ready_out,
-                      flush=True)
+                print(
+                    f"benchd ready pid={self.pid} socket={self.sock_path}",
+                    file=ready_out,
+                    flush=True,
+                )
             await self._stop.wait()
             await self._shutdown(listener)
             nursery.cancel_scope.cancel()
@@ -364,15 +385,27 @@ def build_parser() -> argparse.ArgumentParser:
                 value = typ(raw)
             except ValueError:
                 p.error(f"{env}={raw!r} is not a valid {typ.__name__}")
-        p.add_argument(flag, type=typ, default=value, dest=option_dest(flag),
-                       help=f"{help_} (env {env}, default {default})")
-    p.add_argument("--node", default=os.environ.get("BENCH_NODE") or default_node(),
-                   help="this node's name in addresses like bob@NODE (env BENCH_NODE, "
-                   "default: the hostname)")
-    p.add_argument("--bridge", metavar="URL", default=None,
-                   help="run and supervise `bench bridge --nats URL` (output in bridge.out)")
-    p.add_argument("--test-hooks", action="store_true",
-                   help="enable the debug/fault verb (tests only)")
+        p.add_argument(
+            flag,
+            type=typ,
+            default=value,
+            dest=option_dest(flag),
+            help=f"{help_} (env {env}, default {default})",
+        )
+    p.add_argument(
+        "--node",
+        default=os.environ.get("BENCH_NODE") or default_node(),
+        help="this node's name in addresses like bob@NODE (env BENCH_NODE, default: the hostname)",
+    )
+    p.add_argument(
+        "--bridge",
+        metavar="URL",
+        default=None,
+        help="run and supervise `bench bridge --nats URL` (output in bridge.out)",
+    )
+    p.add_argument(
+        "--test-hooks", action="store_true", help="enable the debug/fault verb (tests only)"
+    )
     p.add_argument("--version", action="version", version=f"benchd {__version__}")
     return p
 
@@ -385,8 +418,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"benchd: {problem}", file=sys.stderr)
             return 2
     if not is_handle(opts.node):
-        print(f"benchd: --node {opts.node!r} is not a node name: use 1-64 characters of "
-              "a-z 0-9 . _ - starting with a letter or digit", file=sys.stderr)
+        print(
+            f"benchd: --node {opts.node!r} is not a node name: use 1-64 characters of "
+            "a-z 0-9 . _ - starting with a letter or digit",
+            file=sys.stderr,
+        )
         return 2
     # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
     # job tasks); sessions get the umask the daemon was started with back (terminal.py).
@@ -399,8 +435,11 @@ def main(argv: list[str] | None = None) -> int:
         socket_path(bench_dir)
         ensure_private_dir(bench_dir)
         check_state_dir(bench_dir)
-        lock_fd = os.open(os.path.join(bench_dir, "benchd.lock"),
-                          os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        lock_fd = os.open(
+            os.path.join(bench_dir, "benchd.lock"),
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
     except WireError as err:
         print(f"benchd: {err.message}", file=sys.stderr)
         return 2
@@ -434,4 +473,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -95,8 +95,9 @@ class Connection:
             if waiting.cancelled_caught:
                 log.info("connection idle timeout", pid=self.peer_pid, seconds=idle)
                 with trio.move_on_after(1.0):  # a client that reads nothing is not waited for
-                    await self.send_error(None, "idle-timeout",
-                                          f"no request for {idle:g} s: closing the connection")
+                    await self.send_error(
+                        None, "idle-timeout", f"no request for {idle:g} s: closing the connection"
+                    )
                 return
             if req is None:
                 return
@@ -110,6 +111,8 @@ class Connection:
             except Exception as err:  # noqa: BLE001 - one request's bug never ends the daemon
                 log.exception("request failed", verb=type(req).__name__, pid=os.getpid())
                 await self.send_error(
-                    req.id, "internal", f"the daemon hit an internal error ({type(err).__name__}); "
-                    "it was logged and the daemon is still serving"
+                    req.id,
+                    "internal",
+                    f"the daemon hit an internal error ({type(err).__name__}); "
+                    "it was logged and the daemon is still serving",
                 )

@@ -68,8 +68,9 @@ async def mail_list(d, conn, caller, req: m.MailList) -> None:
     handle = _mailbox_for(caller, req.handle)
     res = d.mailroom.list(handle, req.state, req.limit, req.cursor)
     parents = search.parents(d.index.w, handle, [x["mail_id"] for x in res["messages"]])
-    res["messages"] = [m.MessageMeta(**x, in_reply_to=parents.get(x["mail_id"]))
-                       for x in res["messages"]]
+    res["messages"] = [
+        m.MessageMeta(**x, in_reply_to=parents.get(x["mail_id"])) for x in res["messages"]
+    ]
     await conn.send(m.ListOk(id=req.id, **res))
 
 
@@ -148,4 +149,3 @@ HANDLERS = {
     m.EventsRead: events,
     m.DebugFault: debug_fault,
 }
-

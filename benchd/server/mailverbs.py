@@ -52,14 +52,23 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
     if len(req.query) > 1000:
         raise WireError("bad-query", "the query is longer than 1000 characters")
     try:
-        rows = _query(d, lambda w: search.search(w, req.query, handle, req.sender,
-                                                 _since(req.since), limit))
+        rows = _query(
+            d, lambda w: search.search(w, req.query, handle, req.sender, _since(req.since), limit)
+        )
     except search.BadQuery as err:
         raise WireError("bad-query", str(err)) from None
     hits = [
-        m.SearchHit(mail_id=r[1], handle=r[0], sender=r[2], subject=r[3], date=r[4],
-                    state=STATE_NAMES[r[5]], size=r[6], path=d.mailroom.path(r[0], r[1], r[5]),
-                    snippet=r[7])
+        m.SearchHit(
+            mail_id=r[1],
+            handle=r[0],
+            sender=r[2],
+            subject=r[3],
+            date=r[4],
+            state=STATE_NAMES[r[5]],
+            size=r[6],
+            path=d.mailroom.path(r[0], r[1], r[5]),
+            snippet=r[7],
+        )
         for r in rows[:limit]
     ]
     await conn.send(m.SearchOk(id=req.id, hits=hits, truncated=len(rows) > limit))
@@ -100,8 +109,11 @@ def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
 
 async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
     check_mail_id(req.mail_id)
-    where = [r for r in _query(d, lambda w: search.locate(w, req.mail_id))
-             if _visible(caller, r[0], r[2])]
+    where = [
+        r
+        for r in _query(d, lambda w: search.locate(w, req.mail_id))
+        if _visible(caller, r[0], r[2])
+    ]
     if not where:
         raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
     rows = _query(d, lambda w: search.thread(w, req.mail_id))
@@ -113,12 +125,24 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
         if loaded is None:
             continue
         meta, body, path, state = loaded
-        out.append(m.ThreadMessage(mail_id=mail_id, handle=handle, sender=sender,
-                                   subject=meta.get("subject", ""), date=meta["date"],
-                                   state=STATE_NAMES[state], path=path, body=body,
-                                   in_reply_to=parent))
-    await conn.send(m.ThreadOk(id=req.id, mail_id=req.mail_id, messages=out,
-                               truncated=len(rows) >= search.THREAD_MAX))
+        out.append(
+            m.ThreadMessage(
+                mail_id=mail_id,
+                handle=handle,
+                sender=sender,
+                subject=meta.get("subject", ""),
+                date=meta["date"],
+                state=STATE_NAMES[state],
+                path=path,
+                body=body,
+                in_reply_to=parent,
+            )
+        )
+    await conn.send(
+        m.ThreadOk(
+            id=req.id, mail_id=req.mail_id, messages=out, truncated=len(rows) >= search.THREAD_MAX
+        )
+    )
 
 
 def reply_subject(subject: str) -> str:
@@ -151,8 +175,7 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     for to in targets:
         # With several recipients each send needs its own key (keys are per sender).
         key = req.key if req.key is None or len(targets) == 1 else f"{req.key}:{to}"
-        res = await d.mailroom.send(caller.handle, to, req.body, subject, key, [],
-                                    req.mail_id)
+        res = await d.mailroom.send(caller.handle, to, req.body, subject, key, [], req.mail_id)
         sent.append(m.SendOk(id=req.id, **res))
     await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))
 

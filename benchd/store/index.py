@@ -247,9 +247,11 @@ class Index:
             row = self.pending.rows.get(hit)
             if row is not None:
                 return hit[0], hit[1], row[4]
-        for handle, mail_id, state in self._read(lambda: self.w.execute(
-            "SELECT handle, id, state FROM messages WHERE sender=? AND key=?", (sender, key)
-        ).fetchall()):
+        for handle, mail_id, state in self._read(
+            lambda: self.w.execute(
+                "SELECT handle, id, state FROM messages WHERE sender=? AND key=?", (sender, key)
+            ).fetchall()
+        ):
             if (handle, mail_id) in self.pending.rows:
                 row = self.pending.rows[(handle, mail_id)]
                 if row is None:
@@ -262,7 +264,8 @@ class Index:
         def db():
             if state is None:
                 row = self.w.execute(
-                    "SELECT sum(n) FROM counts WHERE handle=?", (handle,)).fetchone()
+                    "SELECT sum(n) FROM counts WHERE handle=?", (handle,)
+                ).fetchone()
             else:
                 row = self.w.execute(
                     "SELECT n FROM counts WHERE handle=? AND state=?", (handle, state)
@@ -317,14 +320,20 @@ class Index:
         return len(self.handles_w())
 
     def handles_w(self) -> list[str]:
-        known = set(self._read(lambda: [
-            r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")]))
+        known = set(
+            self._read(lambda: [r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")])
+        )
         return sorted(known | set(self.pending.by_handle))
 
     def ids_w(self, handle: str) -> dict[str, int]:
         """Every message of a mailbox and its state (reconcile: O(mailbox), at start)."""
-        ids = dict(self._read(lambda: self.w.execute(
-            "SELECT id, state FROM messages WHERE handle=?", (handle,)).fetchall()))
+        ids = dict(
+            self._read(
+                lambda: self.w.execute(
+                    "SELECT id, state FROM messages WHERE handle=?", (handle,)
+                ).fetchall()
+            )
+        )
         for mail_id in self.pending.by_handle.get(handle, ()):
             row = self.pending.rows[(handle, mail_id)]
             if row is None:
@@ -343,8 +352,7 @@ class Index:
         self.pending.touch(handle, mail_id, base)
         self.pending.rows[k] = (mail_id, sender, subject, date, state, size, key)
         self.pending.keys.setdefault((sender, key), k)
-        self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date,
-                                         size, key)))
+        self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date, size, key)))
 
     def add_text(self, handle, mail_id, sender, subject, body, in_reply_to) -> None:
         """What search and threads need of a message (benchd/store/search.py), written with the
@@ -417,19 +425,23 @@ class Index:
                     self._bump(args[0], args[2], 1)
             elif kind == "state":
                 handle, mail_id, state = args
-                row = w.execute("SELECT state FROM messages WHERE handle=? AND id=?",
-                                (handle, mail_id)).fetchone()
+                row = w.execute(
+                    "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
+                ).fetchone()
                 if row is not None and row[0] != state:
-                    w.execute("UPDATE messages SET state=? WHERE handle=? AND id=?",
-                              (state, handle, mail_id))
+                    w.execute(
+                        "UPDATE messages SET state=? WHERE handle=? AND id=?",
+                        (state, handle, mail_id),
+                    )
                     self._bump(handle, row[0], -1)
                     self._bump(handle, state, 1)
             elif kind == "text":
                 search.add(w, *args)
             else:
                 handle, mail_id = args
-                row = w.execute("SELECT state FROM messages WHERE handle=? AND id=?",
-                                (handle, mail_id)).fetchone()
+                row = w.execute(
+                    "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
+                ).fetchone()
                 if row is not None:
                     w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
                     self._bump(handle, row[0], -1)
@@ -461,8 +473,13 @@ class Index:
         persistent = self.failures >= PERSISTENT_FAILURES
         action = "rebuild" if corrupt or persistent else "retry"
         if self.failures == 1 or action == "rebuild" or self.failures % 20 == 0:
-            self.notify("index/failed", error=str(err), action=action, pending=len(self.pending),
-                        failures=self.failures)
+            self.notify(
+                "index/failed",
+                error=str(err),
+                action=action,
+                pending=len(self.pending),
+                failures=self.failures,
+            )
         if action == "rebuild":
             self.needs_rebuild = True
 
@@ -508,5 +525,10 @@ class Index:
             state = "retrying"
         else:
             state = "ok"
-        return {"state": state, "pending": len(self.pending), "failures": self.failures,
-                "error": self.last_error, "rebuilds": self.rebuilds}
+        return {
+            "state": state,
+            "pending": len(self.pending),
+            "failures": self.failures,
+            "error": self.last_error,
+            "rebuilds": self.rebuilds,
+        }

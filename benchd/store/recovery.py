@@ -33,8 +33,7 @@ def box_stamps(mail_root: str) -> dict[str, list[int]]:
     except OSError:
         return stamps
     for handle in handles:
-        stamps[handle] = [_mtime(os.path.join(mail_root, handle, sub))
-                          for sub in ("inbox", "read")]
+        stamps[handle] = [_mtime(os.path.join(mail_root, handle, sub)) for sub in ("inbox", "read")]
     return stamps
 
 
@@ -81,8 +80,11 @@ def take_seal(seal_path: str) -> dict | None:
         obj = json.loads(raw)
     except ValueError:
         return None
-    ok = (isinstance(obj, dict) and isinstance(obj.get("sum"), str)
-          and isinstance(obj.get("dirs"), dict))
+    ok = (
+        isinstance(obj, dict)
+        and isinstance(obj.get("sum"), str)
+        and isinstance(obj.get("dirs"), dict)
+    )
     return obj if ok else None
 
 

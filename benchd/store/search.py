@@ -45,8 +45,15 @@ def create(db: sqlite3.Connection) -> None:
             db.execute(stmt)
 
 
-def add(db: sqlite3.Connection, handle: str, mail_id: str, sender: str, subject: str,
-        body: bytes | str, in_reply_to: str | None) -> None:
+def add(
+    db: sqlite3.Connection,
+    handle: str,
+    mail_id: str,
+    sender: str,
+    subject: str,
+    body: bytes | str,
+    in_reply_to: str | None,
+) -> None:
     """Index one message (a no-op when it is indexed already)."""
     row = (handle, mail_id, sender, in_reply_to)
     try:
@@ -102,8 +109,15 @@ def ensure(index, mail_root: str) -> int:
                     meta, body = frontmatter.parse(read_regular(path))
                 except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
                     continue  # reconcile drops what it cannot read; so does search
-                add(db, handle, mail_id, meta["from"], meta.get("subject", ""), body,
-                    meta.get("in-reply-to"))
+                add(
+                    db,
+                    handle,
+                    mail_id,
+                    meta["from"],
+                    meta.get("subject", ""),
+                    body,
+                    meta.get("in-reply-to"),
+                )
                 added += 1
             index.set_meta("search", VERSION)
         if own:
@@ -136,8 +150,14 @@ def match_expr(query: str) -> str:
     return " AND ".join(terms)
 
 
-def search(db: sqlite3.Connection, query: str, handle: str | None, sender: str | None,
-           since: str | None, limit: int) -> list[tuple]:
+def search(
+    db: sqlite3.Connection,
+    query: str,
+    handle: str | None,
+    sender: str | None,
+    since: str | None,
+    limit: int,
+) -> list[tuple]:
     """Best matches first: (handle, id, sender, subject, date, state, size, snippet).
 
     Up to `limit` + 1 rows, so the caller can say there were more.
@@ -179,7 +199,8 @@ def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, st
     try:
         rows = db.execute(
             f"SELECT id, in_reply_to FROM mail_links WHERE handle=? AND id IN ({marks}) "
-            "AND in_reply_to IS NOT NULL", (handle, *ids)
+            "AND in_reply_to IS NOT NULL",
+            (handle, *ids),
         ).fetchall()
     except sqlite3.OperationalError:
         return {}
@@ -224,7 +245,8 @@ def thread(db: sqlite3.Connection, mail_id: str) -> list[tuple[str, str, str, st
                 found[(r[1], r[0])] = r
             for r in db.execute(
                 "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE in_reply_to=? "
-                "ORDER BY id LIMIT ?", (mid, THREAD_MAX)
+                "ORDER BY id LIMIT ?",
+                (mid, THREAD_MAX),
             ):
                 found[(r[1], r[0])] = r
                 nxt.append(r[1])

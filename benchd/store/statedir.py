@@ -16,8 +16,15 @@ import os
 import stat
 
 # The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
-FILES = ("benchd.lock", "benchd.log", "benchd.out", "events.jsonl", "index.sqlite",
-         "outbox.sqlite", "presets.json")
+FILES = (
+    "benchd.lock",
+    "benchd.log",
+    "benchd.out",
+    "events.jsonl",
+    "index.sqlite",
+    "outbox.sqlite",
+    "presets.json",
+)
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 BOXES = ("inbox", "read", "tmp")
 # (The socket is not checked: the daemon renames a new one over whatever is at its path,
@@ -61,13 +68,15 @@ def check_ancestors(path: str, uid: int | None = None) -> None:
         if st.st_uid not in (0, uid):
             raise UnsafeStateDir(
                 f"{d} (above BENCH_DIR) is owned by {_owner(st.st_uid)}, who could replace "
-                "BENCH_DIR: use a directory in a tree only you (or root) own")
+                "BENCH_DIR: use a directory in a tree only you (or root) own"
+            )
         sticky_root = st.st_uid == 0 and st.st_mode & stat.S_ISVTX
         if st.st_mode & 0o022 and not sticky_root:
             raise UnsafeStateDir(
                 f"{d} (above BENCH_DIR) is writable by group or others "
                 f"(mode {stat.S_IMODE(st.st_mode):04o}), who could replace BENCH_DIR: "
-                "use a directory in a tree only you can write")
+                "use a directory in a tree only you can write"
+            )
         parent = os.path.dirname(d)
         if parent == d:
             return
@@ -86,10 +95,12 @@ def check_state_dir(bench_dir: str) -> None:
     if st.st_uid != uid:
         raise UnsafeStateDir(
             f"{bench_dir} is owned by {_owner(st.st_uid)}, not by you: refusing to use "
-            "another user's directory as BENCH_DIR")
+            "another user's directory as BENCH_DIR"
+        )
     if st.st_mode & 0o077:
         raise UnsafeStateDir(
-            f"{bench_dir} has mode {stat.S_IMODE(st.st_mode):04o}; BENCH_DIR must be 0700")
+            f"{bench_dir} has mode {stat.S_IMODE(st.st_mode):04o}; BENCH_DIR must be 0700"
+        )
     check_ancestors(bench_dir, uid)
     for name in FILES:
         suffixes = SQLITE_SUFFIXES if name.endswith(".sqlite") else ("",)
@@ -115,13 +126,15 @@ def _check_entry(path: str, uid: int, is_kind, kind: str) -> bool:
     if not is_kind(st.st_mode):
         raise UnsafeStateDir(
             f"{path} is {_kind(st.st_mode)}, not {kind}: refusing to follow or replace it; "
-            "remove it")
+            "remove it"
+        )
     if st.st_uid != uid:
         raise UnsafeStateDir(f"{path} is owned by {_owner(st.st_uid)}, not by you; remove it")
     if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022:
         raise UnsafeStateDir(
             f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
-            "make it 0700")
+            "make it 0700"
+        )
     return True
 
 

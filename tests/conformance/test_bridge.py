@@ -63,8 +63,15 @@ def test_both_ways_a_reply_a_wake_on_the_far_node_and_listings(pair):
     n1, n2 = pair
     # alice lives on node1, carol on node2; carol answers every wake with number+1 to alice.
     n1.d.ok("spawn", "--name", "alice", "--ready", "standin>", "--", *standin_argv())
-    n2.d.ok("spawn", "--name", "carol", "--ready", "standin>", "--",
-            *standin_argv("--ring", "alice@node1"))
+    n2.d.ok(
+        "spawn",
+        "--name",
+        "carol",
+        "--ready",
+        "standin>",
+        "--",
+        *standin_argv("--ring", "alice@node1"),
+    )
     sent = n1.send("carol@node2", "number 7", "-s", "ring")
     assert sent["note"] == "queued-for-node2" and sent["to"] == "carol@node2"
     assert "/mail/@outbound/" in sent["path"]
@@ -78,8 +85,7 @@ def test_both_ways_a_reply_a_wake_on_the_far_node_and_listings(pair):
     got = mailbox(n1, "alice")
     assert [(x["from"], x["body"]) for x in got] == [("carol@node2", "number 8")]
     listing = n2.d.ok("mail", "list", "--handle", "carol", "--state", "all")
-    assert [(x["from"], x["subject"]) for x in listing["messages"]] == [
-        ("operator@node1", "ring")]
+    assert [(x["from"], x["subject"]) for x in listing["messages"]] == [("operator@node1", "ring")]
     listing = n1.d.ok("mail", "list", "--handle", "alice", "--state", "all")
     assert [x["from"] for x in listing["messages"]] == ["carol@node2"]
 
@@ -88,7 +94,8 @@ def test_both_ways_a_reply_a_wake_on_the_far_node_and_listings(pair):
     assert [e["to"] for e in fw1] == ["carol@node2"]
     dl2 = n2.d.events(kind="bridge/delivered")
     assert [(e["from"], e["to"], e["origin"]) for e in dl2] == [
-        ("operator@node1", "carol", "node1")]
+        ("operator@node1", "carol", "node1")
+    ]
     assert [e["to"] for e in n2.d.events(kind="bridge/forwarded")] == ["alice@node1"]
     assert wait_for(lambda: n1.status()["bridge"]["queued"] == 0 or None, 10, "queue empty")
 
@@ -113,7 +120,8 @@ def test_own_node_address_is_local(pair):
     a = n1.send("bob@node1", "to myself", "--reply-to", "carol@node2")
     assert a["note"] == "no-live-session" and a["to"] == "bob"
     assert [(x["from"], x["reply-to"]) for x in mailbox(n1, "bob")] == [
-        ("operator", ["carol@node2"])]
+        ("operator", ["carol@node2"])
+    ]
     r = n1.d.bench("mail", "send", "bob", "-m", "x", "--reply-to", "carol@Bad")
     assert r.rc == 1 and "[bad-node]" in r.err
 
@@ -134,8 +142,9 @@ def test_resend_with_the_same_key_is_a_duplicate(pair):
     b = n1.send("bob@node2", "once", "--key", "k1")
     assert b["duplicate"] and b["mail_id"] == a["mail_id"] and b["to"] == "bob@node2"
     text = n1.d.bench("mail", "send", "bob@node2", "-m", "in words", "--key", "k2")
-    assert text.rc == 0 and text.out.startswith("queued ") and "for bob@node2 (node node2)" \
-        in text.out
+    assert (
+        text.rc == 0 and text.out.startswith("queued ") and "for bob@node2 (node node2)" in text.out
+    )
     wait_for(lambda: mailbox(n2, "bob"), 20, "bob's mail")
     wait_for(lambda: len(mailbox(n2, "bob")) == 2, 20, "the second key's message")
     assert sorted(x["key"] for x in mailbox(n2, "bob")) == ["k1", "k2"]
@@ -175,9 +184,13 @@ def test_queued_while_nats_unreachable_shows_in_status_and_retries(nats, nodes):
     nats.stop()
     # A bridge started while NATS is down keeps trying (bridge/retry), then forwards.
     out = open(n1.bridge_log, "ab")
-    n1.bridge = subprocess.Popen([BENCH, "bridge", "--nats", nats.url, "--heartbeat", "0.5"],
-                                 env=n1.d.env(), stdout=out, stderr=out,
-                                 stdin=subprocess.DEVNULL)
+    n1.bridge = subprocess.Popen(
+        [BENCH, "bridge", "--nats", nats.url, "--heartbeat", "0.5"],
+        env=n1.d.env(),
+        stdout=out,
+        stderr=out,
+        stdin=subprocess.DEVNULL,
+    )
     out.close()
     n1.d.wait_event("bridge/retry")
     nats.start()
@@ -196,10 +209,16 @@ def test_a_message_from_nats_never_claims_a_local_sender(pair, nats):
         nc = await nats_py.connect(nats.url)
         js = nc.jetstream()
         for i, sender in enumerate(["operator", "bob@node2", "mallory@node9"]):
-            mail = m.RemoteMail(mail_id="20261130T000000.000Z-0001", sender=sender,
-                                to="bob@node2", key=f"forged-{i}", body=f"forged {i}")
-            await js.publish("bench.mail.node2.bob", msgspec.json.encode(mail),
-                             headers={"Bench-Node": "node2"})
+            mail = m.RemoteMail(
+                mail_id="20261130T000000.000Z-0001",
+                sender=sender,
+                to="bob@node2",
+                key=f"forged-{i}",
+                body=f"forged {i}",
+            )
+            await js.publish(
+                "bench.mail.node2.bob", msgspec.json.encode(mail), headers={"Bench-Node": "node2"}
+            )
         await nc.close()
 
     asyncio.run(forge())
@@ -233,8 +252,11 @@ def test_bridge_node_must_match_its_daemon(pair, nats):
 def test_nodes_lists_the_directory(pair):
     n1, n2 = pair
     n2.d.ok("spawn", "--name", "carol", "--", *standin_argv())
-    wait_for(lambda: any(n["node"] == "node2" and "carol" in n["handles"]
-                         for n in n1.nodes()["nodes"]), 20, "carol in node2's entry")
+    wait_for(
+        lambda: any(n["node"] == "node2" and "carol" in n["handles"] for n in n1.nodes()["nodes"]),
+        20,
+        "carol in node2's entry",
+    )
     text = n1.d.bench("nodes").out
     assert "this node: node1, bridge connected" in text
     assert "node2" in text and "carol" in text
@@ -253,21 +275,34 @@ def test_up_with_bridge_supervises_one(nats):
         # Killed, it is started again.
         with open(os.path.join(d, "bridge.out")) as f:
             assert "node node7 connected" in f.read()
-        pids = subprocess.run(["pgrep", "-f", f"bridge --dir {d}"], capture_output=True,
-                              text=True).stdout.split()
+        pids = subprocess.run(
+            ["pgrep", "-f", f"bridge --dir {d}"], capture_output=True, text=True
+        ).stdout.split()
         assert len(pids) == 1
         os.kill(int(pids[0]), signal.SIGKILL)
-        wait_for(lambda: (subprocess.run(["pgrep", "-f", f"bridge --dir {d}"],
-                                         capture_output=True, text=True).stdout.split()
-                          not in ([], pids)), 30, "a new bridge process")
+        wait_for(
+            lambda: (
+                subprocess.run(
+                    ["pgrep", "-f", f"bridge --dir {d}"], capture_output=True, text=True
+                ).stdout.split()
+                not in ([], pids)
+            ),
+            30,
+            "a new bridge process",
+        )
     finally:
         b.bench("down")
         import shutil
 
         shutil.rmtree(d, ignore_errors=True)
     # Stopping the daemon stops its bridge.
-    wait_for(lambda: not subprocess.run(["pgrep", "-f", f"bridge --dir {d}"],
-                                        capture_output=True).stdout, 30, "the bridge to end")
+    wait_for(
+        lambda: (
+            not subprocess.run(["pgrep", "-f", f"bridge --dir {d}"], capture_output=True).stdout
+        ),
+        30,
+        "the bridge to end",
+    )
 
 
 def test_token_is_passed_through_and_a_wrong_one_is_a_clear_error(daemon):
@@ -277,9 +312,13 @@ def test_token_is_passed_through_and_a_wrong_one_is_a_clear_error(daemon):
         r = daemon.bench("bridge", "--nats", server.url, "--token", "wrong", timeout=60)
         assert r.rc == 1 and "[nats-unreachable]" in r.err and "Traceback" not in r.err
         out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")
-        proc = subprocess.Popen([BENCH, "bridge", "--nats", server.url, "--heartbeat", "0.5"],
-                                env=daemon.env(BENCH_NATS_TOKEN="s3cret-token"),
-                                stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [BENCH, "bridge", "--nats", server.url, "--heartbeat", "0.5"],
+            env=daemon.env(BENCH_NATS_TOKEN="s3cret-token"),
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+        )
         out.close()
         try:
             wait_for(lambda: daemon.ok("status")["bridge"]["connected"], 30, "the bridge")
@@ -293,14 +332,35 @@ def test_token_is_passed_through_and_a_wrong_one_is_a_clear_error(daemon):
 def _self_signed(d: str) -> tuple[str, str]:
     """A certificate for 127.0.0.1 (its own CA) and its key, made with openssl."""
     cert, key = os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
-@pytest.mark.skipif(not __import__("shutil").which("openssl"),
-                    reason="openssl is not installed (the TLS test makes its certificate)")
+@pytest.mark.skipif(
+    not __import__("shutil").which("openssl"),
+    reason="openssl is not installed (the TLS test makes its certificate)",
+)
 def test_tls_ca_is_passed_through(daemon):
     cert, key = _self_signed(daemon.dir)
     server = NatsServer("--tls", "--tlscert", cert, "--tlskey", key)
@@ -309,9 +369,13 @@ def test_tls_ca_is_passed_through(daemon):
         url = f"tls://127.0.0.1:{server.port}"
         # The server's certificate is trusted only through --tls-ca (it is its own CA).
         out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")
-        proc = subprocess.Popen([BENCH, "bridge", "--nats", url, "--tls-ca", cert,
-                                 "--heartbeat", "0.5"], env=daemon.env(),
-                                stdout=out, stderr=out, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [BENCH, "bridge", "--nats", url, "--tls-ca", cert, "--heartbeat", "0.5"],
+            env=daemon.env(),
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+        )
         out.close()
         try:
             wait_for(lambda: daemon.ok("status")["bridge"]["connected"], 30, "the TLS bridge")

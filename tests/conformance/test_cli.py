@@ -13,13 +13,21 @@ from tests.conftest import BENCH, BIN, Benchd, short_tmpdir, wait_for
 BENCHD = os.path.join(BIN, "benchd")
 
 
-def run(*argv: str, env_dir: str | None = None, input: str | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess:
+def run(
+    *argv: str, env_dir: str | None = None, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     if env_dir is not None:
         env["BENCH_DIR"] = env_dir
-    return subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=timeout,
-                          input=input, stdin=None if input is not None else subprocess.DEVNULL)
+    return subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 def no_traceback(p) -> None:
@@ -43,9 +51,18 @@ def nodaemon(make_daemon) -> Benchd:
 # ---------------------------------------------------------------- no daemon
 
 
-@pytest.mark.parametrize("argv", [["mail", "send", "x", "-m", "y"], ["status"],
-                                  ["mail", "list"], ["mail", "read"], ["events"], ["ps"]],
-                         ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["mail", "send", "x", "-m", "y"],
+        ["status"],
+        ["mail", "list"],
+        ["mail", "read"],
+        ["events"],
+        ["ps"],
+    ],
+    ids=" ".join,
+)
 def test_no_daemon_exit_3_one_line(nodaemon, argv):
     start = time.monotonic()
     r = nodaemon.bench(*argv, timeout=30)
@@ -88,9 +105,18 @@ def test_no_daemon_with_a_stale_socket_file(nodaemon):
 
 
 COMMANDS = [
-    ["status"], ["ps"], ["events"], ["down"],
-    ["mail", "send", "x", "-m", "y"], ["mail", "list"], ["mail", "read"],
-    ["tail", "h"], ["type", "h", "t"], ["kill", "h"], ["report", "hi"], ["attach", "h"],
+    ["status"],
+    ["ps"],
+    ["events"],
+    ["down"],
+    ["mail", "send", "x", "-m", "y"],
+    ["mail", "list"],
+    ["mail", "read"],
+    ["tail", "h"],
+    ["type", "h", "t"],
+    ["kill", "h"],
+    ["report", "hi"],
+    ["attach", "h"],
     ["spawn", "--name", "h"],  # CMD after the options below
 ]
 
@@ -114,9 +140,21 @@ def test_every_command_takes_dir_and_json(bench_dir, argv):
 
 
 def test_help_lists_dir_and_json_everywhere():
-    for argv in (["status"], ["up"], ["down"], ["ps"], ["events"], ["mail", "send"],
-                 ["mail", "list"], ["mail", "read"], ["spawn"], ["tail"], ["type"], ["kill"],
-                 ["report"]):
+    for argv in (
+        ["status"],
+        ["up"],
+        ["down"],
+        ["ps"],
+        ["events"],
+        ["mail", "send"],
+        ["mail", "list"],
+        ["mail", "read"],
+        ["spawn"],
+        ["tail"],
+        ["type"],
+        ["kill"],
+        ["report"],
+    ):
         r = run(BENCH, *argv, "--help")
         assert r.returncode == 0, r
         assert "--dir" in r.stdout and "--json" in r.stdout, argv
@@ -138,19 +176,23 @@ def test_refusal_json_and_human(daemon):
     assert "Traceback" not in r.err
 
 
-@pytest.mark.parametrize("argv", [
-    ["mail", "send", "x", "--bogus"],
-    ["mail", "send", "x", "-m", "y", "--bogus=1"],
-    ["nosuchcommand"],
-    ["status", "--bogus"],
-    ["mail", "list", "--limit", "abc"],
-    ["mail", "list", "--state", "bogus"],
-    ["mail", "send"],
-    ["mail", "send", "a", "b", "-m", "x"],
-    ["mail", "read", "a", "b"],
-    ["events", "--since", "x"],
-    ["spawn"],
-], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["mail", "send", "x", "--bogus"],
+        ["mail", "send", "x", "-m", "y", "--bogus=1"],
+        ["nosuchcommand"],
+        ["status", "--bogus"],
+        ["mail", "list", "--limit", "abc"],
+        ["mail", "list", "--state", "bogus"],
+        ["mail", "send"],
+        ["mail", "send", "a", "b", "-m", "x"],
+        ["mail", "read", "a", "b"],
+        ["events", "--since", "x"],
+        ["spawn"],
+    ],
+    ids=" ".join,
+)
 def test_bad_usage_exit_2_without_traceback(daemon, argv):
     r = daemon.bench(*argv)
     assert r.rc == 2, r
@@ -171,8 +213,9 @@ def long_dir():
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize("argv", [["status"], ["mail", "send", "x", "-m", "y"], ["up"],
-                                  ["mail", "list"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv", [["status"], ["mail", "send", "x", "-m", "y"], ["up"], ["mail", "list"]], ids=" ".join
+)
 def test_socket_path_too_long_cli(long_dir, argv):
     r = run(BENCH, *argv, "--dir", long_dir)
     assert r.returncode == 2, r
@@ -251,8 +294,12 @@ def test_down_without_daemon_is_a_no_op_like_up(nodaemon):
     r = nodaemon.bench("down")
     assert r.rc == 0 and r.out == f"no benchd was running for {nodaemon.dir}\n", r
     j = nodaemon.bench("down", "--json")
-    assert j.rc == 0 and j.json == {"ok": True, "type": "stop", "running": False,
-                                    "bench_dir": nodaemon.dir}, j
+    assert j.rc == 0 and j.json == {
+        "ok": True,
+        "type": "stop",
+        "running": False,
+        "bench_dir": nodaemon.dir,
+    }, j
 
 
 # ---------------------------------------------------------------- mail commands, human output

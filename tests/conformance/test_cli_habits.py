@@ -69,8 +69,13 @@ def test_attach_without_a_terminal_is_refused_with_2(daemon):
 def test_ctrl_c_exits_130_and_prints_nothing(daemon, argv):
     spawn(daemon, "bash", "-c", "echo started; exec sleep 60", name="looper")
     wait_screen(daemon, "looper", "started")
-    p = subprocess.Popen([BENCH, *argv], env=daemon.env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [BENCH, *argv],
+        env=daemon.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         first = p.stdout.readline()  # it is streaming: the history came out
         assert first, "no output before Ctrl-C"
@@ -106,11 +111,17 @@ def test_up_restart_applies_the_new_options():
     d = short_tmpdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     try:
-        first = subprocess.run([BENCH, "up", "--dir", d, "--json"], env=env,
-                               capture_output=True, text=True, timeout=60)
+        first = subprocess.run(
+            [BENCH, "up", "--dir", d, "--json"], env=env, capture_output=True, text=True, timeout=60
+        )
         assert first.returncode == 0, first
-        again = subprocess.run([BENCH, "up", "--dir", d, "--restart", "--idle-gate", "1.5",
-                                "--json"], env=env, capture_output=True, text=True, timeout=90)
+        again = subprocess.run(
+            [BENCH, "up", "--dir", d, "--restart", "--idle-gate", "1.5", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert again.returncode == 0, again
         a = json.loads(again.stdout)
         assert a["reactor"]["idle_gate"] == 1.5
@@ -125,15 +136,22 @@ def test_up_restart_applies_the_new_options():
 
 def test_dir_and_json_before_the_subcommand(daemon):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
-    for argv in (["--dir", daemon.dir, "--json", "status"],
-                 ["--json", "--dir", daemon.dir, "mail", "send", "bob", "-m", "hi"],
-                 ["--dir", daemon.dir, "mail", "list", "--handle", "bob", "--json"]):
+    for argv in (
+        ["--dir", daemon.dir, "--json", "status"],
+        ["--json", "--dir", daemon.dir, "mail", "send", "bob", "-m", "hi"],
+        ["--dir", daemon.dir, "mail", "list", "--handle", "bob", "--json"],
+    ):
         r = subprocess.run([BENCH, *argv], env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, (argv, r)
         assert json.loads(r.stdout)["ok"] is True
     # After the subcommand wins.
-    r = subprocess.run([BENCH, "--dir", "/nonexistent/b", "status", "--dir", daemon.dir],
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [BENCH, "--dir", "/nonexistent/b", "status", "--dir", daemon.dir],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and daemon.dir in r.stdout, r
 
 
@@ -146,8 +164,9 @@ def test_paging_hint_carries_the_options_that_shaped_the_listing(daemon):
     r = daemon.bench("mail", "list", "--handle", "pg", "--limit", "5", "--state", "all")
     assert r.rc == 0, r
     foot = r.out.strip().splitlines()[-1]
-    assert foot.startswith("5 of 12 all for pg; more: bench mail list --handle pg --state all "
-                           "--limit 5 --cursor "), foot
+    assert foot.startswith(
+        "5 of 12 all for pg; more: bench mail list --handle pg --state all --limit 5 --cursor "
+    ), foot
     hint = foot.split("more: bench ", 1)[1].split()
     nxt = daemon.bench(*hint)
     assert nxt.rc == 0 and "5 of 12 all for pg" in nxt.out, nxt  # pg's, not the operator's
@@ -155,8 +174,14 @@ def test_paging_hint_carries_the_options_that_shaped_the_listing(daemon):
 
 def test_mail_list_has_a_header_human_sizes_and_stays_aligned(daemon):
     long = "a-very-long-handle-of-an-agent.with.dots"
-    spawn(daemon, "bash", "-c", "bench mail send operator -m \"$(head -c 3000 /dev/zero | "
-          "tr '\\0' x)\" -s big; bench mail send operator -m hi -s small; sleep 30", name=long)
+    spawn(
+        daemon,
+        "bash",
+        "-c",
+        'bench mail send operator -m "$(head -c 3000 /dev/zero | '
+        "tr '\\0' x)\" -s big; bench mail send operator -m hi -s small; sleep 30",
+        name=long,
+    )
     wait_for(lambda: daemon.ok("mail", "list")["total"] == 2, what="two messages")
     daemon.ok("mail", "send", "operator", "-m", "x", "-s", "mine")
     lines = daemon.bench("mail", "list").out.splitlines()
@@ -200,8 +225,10 @@ def test_tail_and_events_reach_a_past_session_by_id(daemon):
     r = daemon.bench("tail", old["session"])
     assert r.rc == 0 and "first-life" in r.out and "second-life" not in r.out, r
     assert "second-life" in daemon.bench("tail", "re").out
-    evs = [json.loads(x) for x in daemon.bench("events", "--session", old["session"],
-                                               "--json").out.splitlines()]
+    evs = [
+        json.loads(x)
+        for x in daemon.bench("events", "--session", old["session"], "--json").out.splitlines()
+    ]
     assert {e["kind"] for e in evs} == {"session/spawned", "session/exited"}
     assert all(e["session"] == old["session"] for e in evs)
     r = daemon.bench("tail", "never-was")
@@ -241,7 +268,7 @@ def test_events_lines_have_date_time_and_plain_fields(daemon):
     stamp = re.compile(r"^\s*\d+  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}  \S")
     assert lines and all(stamp.match(x) for x in lines), lines
     spawned = next(x for x in lines if "session/spawned" in x)
-    assert "argv=bash,-c,\"exit 0\"" in spawned, spawned
+    assert 'argv=bash,-c,"exit 0"' in spawned, spawned
     text = "\n".join(lines)
     assert "None" not in text and "['" not in text, text
 
@@ -252,8 +279,10 @@ def test_events_tail_since_and_after(daemon):
     every = [json.loads(x) for x in daemon.bench("events", "--json").out.splitlines()]
     last2 = [json.loads(x) for x in daemon.bench("events", "--tail", "2", "--json").out.split()]
     assert last2 == every[-2:]
-    after = [json.loads(x) for x in
-             daemon.bench("events", "--after", str(every[-3]["seq"]), "--json").out.split()]
+    after = [
+        json.loads(x)
+        for x in daemon.bench("events", "--after", str(every[-3]["seq"]), "--json").out.split()
+    ]
     assert after == every[-2:]
     recent = daemon.bench("events", "--since", "10m", "--json").out.split()
     assert len(recent) == len(every)
@@ -262,17 +291,23 @@ def test_events_tail_since_and_after(daemon):
     two = [json.loads(x) for x in daemon.bench("events", "--limit", "2", "--json").out.split()]
     assert two == every[:2]
     # With -f, --limit ends the stream once that many were shown.
-    one = daemon.bench("events", "-f", "--limit", "1", "--kind", "mail/sent", "--json",
-                       timeout=30)
-    assert one.rc == 0 and [json.loads(x) for x in one.out.split()] == [
-        e for e in every if e["kind"] == "mail/sent"][:1]
+    one = daemon.bench("events", "-f", "--limit", "1", "--kind", "mail/sent", "--json", timeout=30)
+    assert (
+        one.rc == 0
+        and [json.loads(x) for x in one.out.split()]
+        == [e for e in every if e["kind"] == "mail/sent"][:1]
+    )
 
 
 def test_events_tail_then_follow(daemon):
     daemon.ok("mail", "send", "f", "-m", "before")
-    p = subprocess.Popen([BENCH, "events", "--tail", "1", "-f", "--json"], env=daemon.env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         stdin=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [BENCH, "events", "--tail", "1", "-f", "--json"],
+        env=daemon.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         first = json.loads(p.stdout.readline())
         assert first["kind"] == "mail/sent" and first["to"] == "f"
@@ -342,8 +377,7 @@ def readme_examples() -> dict[str, list[str]]:
 
 def test_readme_examples_are_in_each_commands_help():
     examples = readme_examples()
-    assert {"up", "spawn", "ps", "tail", "mail send", "events", "service install"} <= set(
-        examples)
+    assert {"up", "spawn", "ps", "tail", "mail send", "events", "service install"} <= set(examples)
     for key, lines in examples.items():
         r = subprocess.run([BENCH, *key.split(), "--help"], capture_output=True, text=True)
         assert r.returncode == 0, (key, r)
@@ -364,8 +398,7 @@ def test_a_live_handle_completes(daemon):
     spawn(daemon, "sleep", "60", name="alice")
     spawn(daemon, "sleep", "60", name="albert")
     spawn(daemon, "sleep", "60", name="bob")
-    env = daemon.env(_BENCH_COMPLETE="bash_complete", COMP_WORDS="bench tail al",
-                     COMP_CWORD="2")
+    env = daemon.env(_BENCH_COMPLETE="bash_complete", COMP_WORDS="bench tail al", COMP_CWORD="2")
     r = subprocess.run([BENCH], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r
     values = sorted(line.split(",", 1)[1] for line in r.stdout.splitlines())
@@ -379,14 +412,18 @@ def test_a_live_handle_completes(daemon):
 
 
 def test_service_install_print_is_the_unit(bench_dir):
-    r = subprocess.run([BENCH, "service", "install", "--print", "--dir", bench_dir,
-                        "--idle-gate", "1.5"], capture_output=True, text=True)
+    r = subprocess.run(
+        [BENCH, "service", "install", "--print", "--dir", bench_dir, "--idle-gate", "1.5"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r
     unit = r.stdout
     sections = re.findall(r"^\[(\w+)\]$", unit, flags=re.M)
     assert sections == ["Unit", "Service", "Install"]
-    fields = dict(line.split("=", 1) for line in unit.splitlines()
-                  if "=" in line and not line.startswith("#"))
+    fields = dict(
+        line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#")
+    )
     assert fields["ExecStart"] == f"{BENCH} daemon --dir {bench_dir} --idle-gate 1.5"
     assert fields["Environment"] == f"BENCH_DIR={bench_dir}"
     assert fields["Type"] == "simple" and fields["Restart"] == "on-failure"
@@ -400,15 +437,33 @@ def test_service_install_without_systemctl_writes_it_and_says_so(bench_dir, tmp_
     nobin.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "XDG_"))}
     env.update(PATH=str(nobin), XDG_CONFIG_HOME=str(tmp_path / "config"))
-    r = subprocess.run([sys.executable, "-m", "bench_cli.entry", "service", "install",
-                        "--dir", bench_dir], capture_output=True, text=True, env=env, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "bench_cli.entry", "service", "install", "--dir", bench_dir],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r
     path = tmp_path / "config" / "systemd" / "user" / "bench.service"
     assert r.stdout.startswith(f"wrote {path}\n"), r
     assert "systemctl was not found" in r.stdout and "bench up" in r.stdout
-    printed = subprocess.run([sys.executable, "-m", "bench_cli.entry", "service", "install",
-                              "--print", "--dir", bench_dir], capture_output=True, text=True,
-                             env=env, cwd=ROOT)
+    printed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench_cli.entry",
+            "service",
+            "install",
+            "--print",
+            "--dir",
+            bench_dir,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert path.read_text() == printed.stdout
 
 

@@ -91,8 +91,13 @@ def test_an_open_bench_dir_is_tightened(bench_dir, own_daemons):
 
 def test_second_daemon_on_the_same_dir_refused(daemon):
     first = daemon.ok("status")
-    proc = subprocess.run([sys.executable, "-m", "benchd.server.app", "--dir", daemon.dir],
-                          capture_output=True, text=True, timeout=30, env=daemon.env())
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchd.server.app", "--dir", daemon.dir],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=daemon.env(),
+    )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     msg = proc.stderr.strip()
@@ -178,8 +183,9 @@ def test_event_log_lines(daemon):
 def test_events_logged_before_the_answer(daemon):
     a = daemon.ok("mail", "send", "bob", "-m", "x")
     # The answer is back: the fact is already in the file (no waiting).
-    assert any(e.get("mail_id") == a["mail_id"] and e["kind"] == "mail/sent"
-               for e in parsed_log(daemon))
+    assert any(
+        e.get("mail_id") == a["mail_id"] and e["kind"] == "mail/sent" for e in parsed_log(daemon)
+    )
 
 
 def test_seq_continues_across_restarts(daemon):
@@ -209,7 +215,7 @@ def test_torn_last_line_tolerated_at_restart(daemon):
     assert raw.startswith(raw_before)  # never rewritten: only appended to
     events = parsed_log(daemon, torn_allowed=1)
     assert events[: len(before)] == before
-    after = events[len(before):]
+    after = events[len(before) :]
     assert after and after[0]["kind"] == "daemon/started"
     assert all(e["seq"] > top for e in after)
     check_log_shape(events)
@@ -232,9 +238,14 @@ def test_kill9_loses_no_acknowledged_mail(daemon):
             with Client(daemon.dir) as c:
                 i = 0
                 while not stop.is_set():
-                    a = c.call({"verb": "mail/send", "to": "bob",
-                                "body": f"sender {n} message {i}\n" * 50,
-                                "key": f"s{n}-{i}"})
+                    a = c.call(
+                        {
+                            "verb": "mail/send",
+                            "to": "bob",
+                            "body": f"sender {n} message {i}\n" * 50,
+                            "key": f"s{n}-{i}",
+                        }
+                    )
                     acked.append(a["mail_id"])
                     i += 1
         except (WireError, OSError):
@@ -270,7 +281,7 @@ def test_kill9_loses_no_acknowledged_mail(daemon):
         end = data.index(b"\n---\n\n")
         meta = yaml.safe_load(data[4:end].decode())
         assert meta["id"] + ".md" == name
-        body = data[end + 6:]
+        body = data[end + 6 :]
         assert body.endswith(b"\n") and body.count(b"\n") == 50
     assert os.listdir(os.path.join(daemon.dir, "mail", "bob", "tmp")) == []
     events = parsed_log(daemon, torn_allowed=1)
@@ -288,14 +299,16 @@ def test_kill9_loses_no_acknowledged_mail(daemon):
 
 def test_kill9_then_reads_and_sends_continue(daemon):
     with Client(daemon.dir) as c:
-        ids = [c.call({"verb": "mail/send", "to": "bob", "body": str(i)})["mail_id"]
-               for i in range(5)]
+        ids = [
+            c.call({"verb": "mail/send", "to": "bob", "body": str(i)})["mail_id"] for i in range(5)
+        ]
     daemon.ok("mail", "read", ids[0], "--handle", "bob")
     daemon.kill9()
     daemon.start()
     a = daemon.ok("mail", "list", "--handle", "bob", "--state", "all")
     assert [(m["mail_id"], m["state"]) for m in a["messages"]] == (
-        [(ids[0], "read")] + [(i, "unread") for i in ids[1:]])
+        [(ids[0], "read")] + [(i, "unread") for i in ids[1:]]
+    )
     new = daemon.ok("mail", "send", "bob", "-m", "new")
     assert new["mail_id"] > ids[-1]
     assert daemon.ok("mail", "read", "--handle", "bob")["mail_id"] == ids[1]
@@ -305,8 +318,10 @@ def test_kill9_before_the_index_commits_loses_no_mail_and_no_key(daemon):
     # The index commits up to INDEX_COMMIT_S after a batch (committer.py): a kill -9
     # straight after the acks finds it behind the files, and the restart rebuilds it.
     with Client(daemon.dir) as c:
-        sent = [c.call({"verb": "mail/send", "to": "bob", "body": str(i), "key": f"k{i}"})
-                for i in range(20)]
+        sent = [
+            c.call({"verb": "mail/send", "to": "bob", "body": str(i), "key": f"k{i}"})
+            for i in range(20)
+        ]
     daemon.kill9()
     daemon.start()
     listed = daemon.ok("mail", "list", "--handle", "bob", "--state", "all", "--limit", "50")
@@ -322,7 +337,7 @@ def test_staged_leftovers_cleaned_at_start(daemon):
     daemon.kill9()
     tmp = os.path.join(daemon.dir, "mail", "bob", "tmp")
     with open(os.path.join(tmp, "20200101T000000.000Z-0001.md"), "wb") as f:
-        f.write(b"---\nid: \"half")  # a half-staged message from the crash
+        f.write(b'---\nid: "half')  # a half-staged message from the crash
     daemon.start()
     assert os.listdir(tmp) == []
     a = daemon.ok("mail", "list", "--handle", "bob", "--state", "all")
@@ -364,10 +379,15 @@ def arm(daemon, point: str, errno: str = "ENOSPC", count: int = 1) -> None:
     assert a["ok"] is True
 
 
-@pytest.mark.parametrize("point, errno, code", [("deliver", "ENOSPC", "disk-full"),
-                                                ("deliver", "EIO", "io-error"),
-                                                ("eventlog", "ENOSPC", "disk-full"),
-                                                ("eventlog", "EIO", "io-error")])
+@pytest.mark.parametrize(
+    "point, errno, code",
+    [
+        ("deliver", "ENOSPC", "disk-full"),
+        ("deliver", "EIO", "io-error"),
+        ("eventlog", "ENOSPC", "disk-full"),
+        ("eventlog", "EIO", "io-error"),
+    ],
+)
 def test_a_failed_write_is_refused_and_leaves_nothing(daemon, point, errno, code):
     first = daemon.ok("mail", "send", "bob", "-m", "before")
     lines_before = log_lines(daemon)

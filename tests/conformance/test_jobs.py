@@ -63,12 +63,14 @@ def spawn(d, argv, **kw) -> dict:
     return a
 
 
-def job(d, tmp_path, name, script, reply_to=("parent",), key=None, task="Please do it.\n",
-        subject=None) -> dict:
+def job(
+    d, tmp_path, name, script, reply_to=("parent",), key=None, task="Please do it.\n", subject=None
+) -> dict:
     """Spawn a job whose child runs `bash -c script`."""
     mail = task_file(tmp_path, task, f"task-{name}.md")
-    return spawn(d, ["bash", "-c", script], name=name, mail=mail, reply_to=reply_to, key=key,
-                 subject=subject)
+    return spawn(
+        d, ["bash", "-c", script], name=name, mail=mail, reply_to=reply_to, key=key, subject=subject
+    )
 
 
 def settled(d, handle, since=0, timeout=30.0) -> dict:
@@ -81,8 +83,11 @@ def posted_to(d, handle, since=0, timeout=30.0) -> dict:
 
 def posted_keys(d, prefix: str, since: int = 0) -> list[str]:
     """Keys of the outbox/posted events for replies of the job keyed `prefix`, in log order."""
-    return [e["key"] for e in d.events(since=since, kind="outbox/posted")
-            if e["key"].startswith(f"outbox:{prefix}:")]
+    return [
+        e["key"]
+        for e in d.events(since=since, kind="outbox/posted")
+        if e["key"].startswith(f"outbox:{prefix}:")
+    ]
 
 
 def header(outcome: str, agent: str, session: str, **details) -> str:
@@ -94,8 +99,10 @@ def header(outcome: str, agent: str, session: str, **details) -> str:
 
 
 def nothing_reported(session: str, handle: str, how: str) -> str:
-    return (f"The job reported nothing: session {session} ({handle}) {how}. "
-            f"Its scrollback: bench tail {session}\n")
+    return (
+        f"The job reported nothing: session {session} ({handle}) {how}. "
+        f"Its scrollback: bench tail {session}\n"
+    )
 
 
 def mailbox(d, handle) -> list[dict]:
@@ -168,8 +175,13 @@ def test_completed_reply_has_the_exact_header_and_content(daemon, tmp_path):
     assert msg["meta"]["from"] == "child" and msg["meta"]["to"] == "parent"
     assert msg["meta"]["key"] == "outbox:task-1:reply:0"
     hdr = yaml.safe_load(msg["body"].split("\n---\n\n", 1)[0].removeprefix("---\n"))
-    assert hdr == {"outcome": "completed", "agentId": "child", "sessionId": a["session"],
-                   "ended": "exited", "exitCode": 0}
+    assert hdr == {
+        "outcome": "completed",
+        "agentId": "child",
+        "sessionId": a["session"],
+        "ended": "exited",
+        "exitCode": 0,
+    }
 
 
 def test_completed_without_a_report_says_what_happened(daemon, tmp_path):
@@ -178,7 +190,8 @@ def test_completed_without_a_report_says_what_happened(daemon, tmp_path):
     posted_to(daemon, "parent")
     (msg,) = mailbox(daemon, "parent")
     assert msg["body"] == header("completed", "child", a["session"]) + nothing_reported(
-        a["session"], "child", "exited with code 0")
+        a["session"], "child", "exited with code 0"
+    )
 
 
 def test_a_live_parent_is_woken_by_its_reply(daemon, tmp_path):
@@ -193,11 +206,19 @@ def test_a_live_parent_is_woken_by_its_reply(daemon, tmp_path):
 # ------------------------------------------------------------------ 2. interrupted
 
 
-@pytest.mark.parametrize("script,exit_code,sig,details", [
-    ("bench report 'half of it'; exit 3", 3, None, {"ended": "exited", "exitCode": 3}),
-    ("bench report 'half of it'; kill -9 $$", None, 9, {"ended": "signalled",
-                                                        "signal": "SIGKILL"}),
-], ids=["exit-3", "signal-9"])
+@pytest.mark.parametrize(
+    "script,exit_code,sig,details",
+    [
+        ("bench report 'half of it'; exit 3", 3, None, {"ended": "exited", "exitCode": 3}),
+        (
+            "bench report 'half of it'; kill -9 $$",
+            None,
+            9,
+            {"ended": "signalled", "signal": "SIGKILL"},
+        ),
+    ],
+    ids=["exit-3", "signal-9"],
+)
 def test_a_failed_child_replies_interrupted(daemon, tmp_path, script, exit_code, sig, details):
     a = job(daemon, tmp_path, "child", script)
     ex = daemon.wait_event("session/exited", lambda e: e["handle"] == "child")
@@ -218,16 +239,32 @@ def test_a_plain_kill_is_not_a_cancel_it_replies_interrupted(daemon, tmp_path):
     assert st["outcome"] == "failed" and st["replies"] == 1
     posted_to(daemon, "parent")
     (msg,) = mailbox(daemon, "parent")
-    assert msg["body"] == header("interrupted", "child", a["session"], ended="killed",
-                                 signal="SIGHUP", killedBy="operator") + "so far"
+    assert (
+        msg["body"]
+        == header(
+            "interrupted",
+            "child",
+            a["session"],
+            ended="killed",
+            signal="SIGHUP",
+            killedBy="operator",
+        )
+        + "so far"
+    )
 
 
 # ------------------------------------------------------------------ 3. several replyTo
 
 
 def test_each_reply_to_address_gets_exactly_one_reply(daemon, tmp_path):
-    a = job(daemon, tmp_path, "child", "bench report 'for all of you'",
-            reply_to=("parent", "operator", "third"), key="fan")
+    a = job(
+        daemon,
+        tmp_path,
+        "child",
+        "bench report 'for all of you'",
+        reply_to=("parent", "operator", "third"),
+        key="fan",
+    )
     assert settled(daemon, "child")["replies"] == 3
     for h in ("parent", "operator", "third"):
         posted_to(daemon, h)
@@ -248,8 +285,12 @@ def test_each_reply_to_address_gets_exactly_one_reply(daemon, tmp_path):
 
 
 def test_the_last_report_wins(daemon, tmp_path):
-    a = job(daemon, tmp_path, "child",
-            "bench report 'first draft' && bench report 'second draft' && bench report final")
+    a = job(
+        daemon,
+        tmp_path,
+        "child",
+        "bench report 'first draft' && bench report 'second draft' && bench report final",
+    )
     st = settled(daemon, "child")
     reports = [e for e in daemon.events(kind="job/reported") if e["session"] == a["session"]]
     assert [e["bytes"] for e in reports] == [11, 12, 5]
@@ -260,7 +301,7 @@ def test_the_last_report_wins(daemon, tmp_path):
 
 
 def test_report_dash_reads_stdin_byte_for_byte(daemon, tmp_path):
-    content = "line one\n---\noutcome: completed\nünïcode: ✓ \"quoted\"\n\nlast line\n"
+    content = 'line one\n---\noutcome: completed\nünïcode: ✓ "quoted"\n\nlast line\n'
     src = tmp_path / "content.txt"
     src.write_text(content, encoding="utf-8")
     a = job(daemon, tmp_path, "child", f"bench report - < {shlex.quote(str(src))}")
@@ -285,8 +326,10 @@ def test_report_outside_any_session_is_refused(daemon):
 
 def test_report_in_a_session_without_a_job_is_no_job(daemon, tmp_path):
     out, rc = tmp_path / "out.json", tmp_path / "rc"
-    script = (f"bench report 'nobody asked' --json > {shlex.quote(str(out))}; "
-              f"echo $? > {shlex.quote(str(rc))}")
+    script = (
+        f"bench report 'nobody asked' --json > {shlex.quote(str(out))}; "
+        f"echo $? > {shlex.quote(str(rc))}"
+    )
     spawn(daemon, ["bash", "-c", script], name="loner")
     daemon.wait_event("session/exited", lambda e: e["handle"] == "loner")
     assert int(rc.read_text()) != 0
@@ -300,8 +343,12 @@ def test_report_needs_no_token_inside_the_pty(daemon, tmp_path):
     """A process inside a session's pty is that session, token or not (the daemon
     identifies it by its process session, as it does for `bench mail send`)."""
     rc = tmp_path / "rc"
-    a = job(daemon, tmp_path, "child",
-            f"env -u BENCH_TOKEN bench report 'no token'; echo $? > {shlex.quote(str(rc))}")
+    a = job(
+        daemon,
+        tmp_path,
+        "child",
+        f"env -u BENCH_TOKEN bench report 'no token'; echo $? > {shlex.quote(str(rc))}",
+    )
     settled(daemon, "child")
     posted_to(daemon, "parent")
     assert rc.read_text().strip() == "0"
@@ -311,9 +358,11 @@ def test_report_needs_no_token_inside_the_pty(daemon, tmp_path):
 
 def test_a_report_over_the_cap_is_refused_and_the_last_good_one_stands(daemon, tmp_path):
     rc = tmp_path / "rc"
-    script = ("bench report 'good one' && "
-              "head -c 300000 /dev/zero | tr '\\0' x | bench report - 2>/dev/null; "
-              f"echo $? > {shlex.quote(str(rc))}")
+    script = (
+        "bench report 'good one' && "
+        "head -c 300000 /dev/zero | tr '\\0' x | bench report - 2>/dev/null; "
+        f"echo $? > {shlex.quote(str(rc))}"
+    )
     a = job(daemon, tmp_path, "child", script)
     settled(daemon, "child")
     posted_to(daemon, "parent")
@@ -326,8 +375,14 @@ def test_a_report_over_the_cap_is_refused_and_the_last_good_one_stands(daemon, t
 
 
 def test_cancel_sends_no_reply_at_all(daemon, tmp_path):
-    a = job(daemon, tmp_path, "child", "bench report 'not for you'; exec sleep 30",
-            reply_to=("parent", "operator"), key="quiet")
+    a = job(
+        daemon,
+        tmp_path,
+        "child",
+        "bench report 'not for you'; exec sleep 30",
+        reply_to=("parent", "operator"),
+        key="quiet",
+    )
     daemon.wait_event("job/reported", lambda e: e["session"] == a["session"])
     k = daemon.ok("kill", "child", "--cancel")
     assert k["session"] == a["session"]
@@ -374,8 +429,9 @@ def test_a_job_without_reply_to_settles_quietly(daemon, tmp_path):
 
 def test_the_task_mail_reaches_the_child_from_the_operator_with_its_key(daemon, tmp_path):
     task = "Count to three.\n---\nstep: 1\n"
-    a = job(daemon, tmp_path, "child", "exec sleep 30", key="task-7", task=task,
-            subject="counting job")
+    a = job(
+        daemon, tmp_path, "child", "exec sleep 30", key="task-7", task=task, subject="counting job"
+    )
     assert a["mail_id"]
     sent = daemon.wait_event("mail/sent", lambda e: e["mail_id"] == a["mail_id"])
     assert sent["from"] == "operator" and sent["to"] == "child" and sent["key"] == "task-7"
@@ -392,9 +448,11 @@ def test_the_task_mail_reaches_the_child_from_the_operator_with_its_key(daemon, 
 def test_the_child_reads_its_task_from_its_own_mailbox(daemon, tmp_path):
     out = tmp_path / "task.json"
     # The task is delivered just after the spawn; poll for it (quietly, so no wake retires it).
-    script = (f"for i in $(seq 200); do bench mail read --json > {shlex.quote(str(out))} "
-              "2>/dev/null && break; sleep 0.05; done; "
-              f"bench report - < {shlex.quote(str(out))}")
+    script = (
+        f"for i in $(seq 200); do bench mail read --json > {shlex.quote(str(out))} "
+        "2>/dev/null && break; sleep 0.05; done; "
+        f"bench report - < {shlex.quote(str(out))}"
+    )
     a = job(daemon, tmp_path, "child", script, task="find the answer")
     settled(daemon, "child")
     posted_to(daemon, "parent")
@@ -403,13 +461,17 @@ def test_the_child_reads_its_task_from_its_own_mailbox(daemon, tmp_path):
     assert task["from"] == "operator"
 
 
-@pytest.mark.parametrize("key", [
-    "k" * 256,
-    "task: with spaces, 'quotes' & \"double\"",
-    "---",
-    "ünïcode-ключ",
-    "nested:reply:7",
-], ids=["256-chars", "punctuation", "dashes", "unicode", "reply-infix"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "k" * 256,
+        "task: with spaces, 'quotes' & \"double\"",
+        "---",
+        "ünïcode-ключ",
+        "nested:reply:7",
+    ],
+    ids=["256-chars", "punctuation", "dashes", "unicode", "reply-infix"],
+)
 def test_any_valid_key_gets_its_reply(daemon, tmp_path, key):
     a = job(daemon, tmp_path, "child", "bench report keyed", key=key)
     st = settled(daemon, "child")
@@ -424,23 +486,45 @@ def test_any_valid_key_gets_its_reply(daemon, tmp_path, key):
 
 
 def test_an_overlong_key_is_refused_before_anything_is_spawned(daemon, tmp_path):
-    r = spawn_raw(daemon, ["sleep", "30"], name="child", mail=task_file(tmp_path),
-                  reply_to=("parent",), key="k" * 257)
+    r = spawn_raw(
+        daemon,
+        ["sleep", "30"],
+        name="child",
+        mail=task_file(tmp_path),
+        reply_to=("parent",),
+        key="k" * 257,
+    )
     assert r.rc == 1 and r.json["error"]["code"] == "bad-key", r
     assert daemon.events(kind="session/spawned") == []
 
 
-@pytest.mark.parametrize("extra,body", [
-    (["--key", "bad\x01key"], "task"),
-    (["--subject", "two\nlines"], "task"),
-    ([], "x" * (300 * 1024)),
-], ids=["control-char-key", "newline-subject", "oversize-task"])
+@pytest.mark.parametrize(
+    "extra,body",
+    [
+        (["--key", "bad\x01key"], "task"),
+        (["--subject", "two\nlines"], "task"),
+        ([], "x" * (300 * 1024)),
+    ],
+    ids=["control-char-key", "newline-subject", "oversize-task"],
+)
 def test_a_refused_job_spawns_nothing(daemon, tmp_path, extra, body):
     """SPEC §10: a refusal is a refusal. If `bench spawn` answers an error, no child may be
     left running as a job that will later fan out replies (or retry them forever)."""
     path = task_file(tmp_path, body)
-    r = daemon.bench("spawn", "--json", "--name", "child", "--mail", path, "--reply-to",
-                     "parent", *extra, "--", "sleep", "30")
+    r = daemon.bench(
+        "spawn",
+        "--json",
+        "--name",
+        "child",
+        "--mail",
+        path,
+        "--reply-to",
+        "parent",
+        *extra,
+        "--",
+        "sleep",
+        "30",
+    )
     assert r.rc == 1 and r.json["ok"] is False, r
     live = [s for s in daemon.ok("ps")["sessions"] if s["state"] == "running"]
     assert live == [], live
@@ -454,12 +538,17 @@ def test_a_reused_job_key_never_swallows_a_task_or_its_replies(daemon, tmp_path)
     job(daemon, tmp_path, "first", "bench report one", key="same")
     settled(daemon, "first")
     posted_to(daemon, "parent")
-    r = spawn_raw(daemon, ["bash", "-c", "bench report two"], name="second",
-                  mail=task_file(tmp_path, "task two"), reply_to=("parent",), key="same")
+    r = spawn_raw(
+        daemon,
+        ["bash", "-c", "bench report two"],
+        name="second",
+        mail=task_file(tmp_path, "task two"),
+        reply_to=("parent",),
+        key="same",
+    )
     if r.rc != 0:
         assert r.json["ok"] is False, r
-        assert [e for e in daemon.events(kind="session/spawned")
-                if e["handle"] == "second"] == []
+        assert [e for e in daemon.events(kind="session/spawned") if e["handle"] == "second"] == []
         return
     a = r.json
     st = settled(daemon, "second")
@@ -514,16 +603,17 @@ def test_retries_across_outbox_pages_lose_and_duplicate_nothing(make_daemon, tmp
     handles = [f"p{i}" for i in range(100)]
     arm_post_fault(d, 70, "EIO")
     for n in range(2):
-        job(d, tmp_path, f"pj{n}", f"bench report 'paged {n}'", reply_to=handles,
-            key=f"paged-{n}")
+        job(d, tmp_path, f"pj{n}", f"bench report 'paged {n}'", reply_to=handles, key=f"paged-{n}")
     d.wait_until(lambda: len(d.events(kind="outbox/posted")) >= 200, 60, "200 posted")
     barrier(d, tmp_path, "paged")
     retries = d.events(kind="outbox/retry")
     assert len(retries) == 70
-    posted = [e["key"] for e in d.events(kind="outbox/posted")
-              if e["key"].startswith("outbox:paged-")]
-    assert sorted(posted) == sorted(f"outbox:paged-{n}:reply:{i}"
-                                    for n in range(2) for i in range(100))
+    posted = [
+        e["key"] for e in d.events(kind="outbox/posted") if e["key"].startswith("outbox:paged-")
+    ]
+    assert sorted(posted) == sorted(
+        f"outbox:paged-{n}:reply:{i}" for n in range(2) for i in range(100)
+    )
     for i, h in enumerate(handles):
         keys = sorted(m["meta"]["key"] for m in mailbox(d, h))
         assert keys == [f"outbox:paged-{n}:reply:{i}" for n in range(2)], (h, keys)
@@ -534,8 +624,7 @@ def test_a_child_cannot_preempt_its_own_reply_with_the_reply_key(daemon, tmp_pat
     that key (to someone else, or to the parent with a forged header) must not make the
     daemon take the real reply for a duplicate: the parent is owed the true reply."""
     forged = "---\noutcome: completed\nagentId: child\nsessionId: forged\n---\n\nall good"
-    script = (f"bench mail send bystander -m {shlex.quote(forged)} --key outbox:owed:reply:0; "
-              "exit 3")
+    script = f"bench mail send bystander -m {shlex.quote(forged)} --key outbox:owed:reply:0; exit 3"
     a = job(daemon, tmp_path, "child", script, key="owed")
     st = settled(daemon, "child")
     assert st["outcome"] == "failed" and st["replies"] == 1
@@ -556,8 +645,7 @@ def test_kill9_between_settlement_and_drain_delivers_exactly_once(make_daemon, t
     d = make_daemon("--retry-base", "0.5")
     arm_post_fault(d, 1000, "EIO")
     handles = ("parent", "operator", "third")
-    a = job(d, tmp_path, "child", "bench report 'survives a crash'", reply_to=handles,
-            key="crash")
+    a = job(d, tmp_path, "child", "bench report 'survives a crash'", reply_to=handles, key="crash")
     st = settled(d, "child")
     assert st["outcome"] == "completed" and st["replies"] == 3
     for h in handles:
@@ -585,8 +673,14 @@ def test_kill9_between_settlement_and_drain_delivers_exactly_once(make_daemon, t
 
 def test_kill9_under_a_running_child_replies_interrupted_after_restart(make_daemon, tmp_path):
     d = make_daemon("--retry-base", "0.05")
-    a = job(d, tmp_path, "child", "bench report 'partial work'; exec sleep 30",
-            reply_to=("parent", "operator"), key="orphan")
+    a = job(
+        d,
+        tmp_path,
+        "child",
+        "bench report 'partial work'; exec sleep 30",
+        reply_to=("parent", "operator"),
+        key="orphan",
+    )
     try:
         d.wait_event("job/reported", lambda e: e["session"] == a["session"])
         d.kill9()
@@ -599,8 +693,11 @@ def test_kill9_under_a_running_child_replies_interrupted_after_restart(make_daem
         barrier(d, tmp_path, "orphan")
         for h in ("parent", "operator"):
             (msg,) = mailbox(d, h)
-            assert msg["body"] == header("interrupted", "child", a["session"],
-                                         ended="daemon-stopped") + "partial work"
+            assert (
+                msg["body"]
+                == header("interrupted", "child", a["session"], ended="daemon-stopped")
+                + "partial work"
+            )
             assert msg["meta"]["from"] == "child"
         # A second restart does not settle it again.
         d.restart()
@@ -617,8 +714,14 @@ def test_a_clean_restart_under_a_running_child_replies_once(make_daemon, tmp_pat
     delivered once, each with exactly one outbox/posted, all logged before daemon/stopped."""
     d = make_daemon("--retry-base", "0.05")
     handles = ("parent", "operator")
-    a = job(d, tmp_path, "child", "bench report 'stopped early'; exec sleep 30",
-            reply_to=handles, key="down")
+    a = job(
+        d,
+        tmp_path,
+        "child",
+        "bench report 'stopped early'; exec sleep 30",
+        reply_to=handles,
+        key="down",
+    )
     d.wait_event("job/reported", lambda e: e["session"] == a["session"])
     d.restart()
     for h in handles:
@@ -626,13 +729,23 @@ def test_a_clean_restart_under_a_running_child_replies_once(make_daemon, tmp_pat
     barrier(d, tmp_path, "down")
     for h in handles:
         (msg,) = mailbox(d, h)
-        assert msg["body"] == header("interrupted", "child", a["session"], ended="killed",
-                                     signal="SIGHUP", killedBy="benchd") + "stopped early"
+        assert (
+            msg["body"]
+            == header(
+                "interrupted",
+                "child",
+                a["session"],
+                ended="killed",
+                signal="SIGHUP",
+                killedBy="benchd",
+            )
+            + "stopped early"
+        )
     posted = posted_keys(d, "down")
     assert sorted(posted) == ["outbox:down:reply:0", "outbox:down:reply:1"], posted
     evs = d.events()
     stopped = next(i for i, e in enumerate(evs) if e["kind"] == "daemon/stopped")
-    assert evs[stopped + 1]["kind"] == "daemon/started", evs[stopped - 3:stopped + 3]
+    assert evs[stopped + 1]["kind"] == "daemon/started", evs[stopped - 3 : stopped + 3]
 
 
 # ------------------------------------------------------------------ 10. many replies
@@ -644,12 +757,16 @@ def test_a_thousand_replies_drain_in_pages_without_loss(daemon, tmp_path):
     t0 = time.monotonic()
     sessions = {}
     for n in range(jobs):
-        a = job(daemon, tmp_path, f"j{n}", f"bench report 'job {n}'", reply_to=handles,
-                key=f"bulk-{n}")
+        a = job(
+            daemon, tmp_path, f"j{n}", f"bench report 'job {n}'", reply_to=handles, key=f"bulk-{n}"
+        )
         sessions[n] = a["session"]
     t_spawned = time.monotonic()
-    daemon.wait_until(lambda: len(daemon.events(kind="outbox/posted")) >= jobs * fan, 120,
-                      f"{jobs * fan} outbox/posted events")
+    daemon.wait_until(
+        lambda: len(daemon.events(kind="outbox/posted")) >= jobs * fan,
+        120,
+        f"{jobs * fan} outbox/posted events",
+    )
     t_drained = time.monotonic()
     settles = [e for e in daemon.events(kind="job/settled") if e["handle"].startswith("j")]
     assert sorted(e["replies"] for e in settles) == [fan] * jobs
@@ -672,8 +789,10 @@ def test_a_thousand_replies_drain_in_pages_without_loss(daemon, tmp_path):
             m = by_key[f"outbox:bulk-{n}:reply:{i}"]
             assert m["meta"]["from"] == f"j{n}" and m["meta"]["to"] == h
             assert m["body"] == header("completed", f"j{n}", sessions[n]) + f"job {n}"
-    print(f"\n1000 replies: spawned in {t_spawned - t0:.1f}s, "
-          f"all posted after {t_drained - t0:.1f}s, checked after {time.monotonic() - t0:.1f}s")
+    print(
+        f"\n1000 replies: spawned in {t_spawned - t0:.1f}s, "
+        f"all posted after {t_drained - t0:.1f}s, checked after {time.monotonic() - t0:.1f}s"
+    )
 
 
 # ------------------------------------------------------------------ 11. replay

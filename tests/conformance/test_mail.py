@@ -46,7 +46,7 @@ def split(path: str) -> tuple[dict, bytes]:
     assert data.startswith(b"---\n")
     end = data.index(b"\n---\n\n")
     meta = yaml.safe_load(data[4:end].decode("utf-8"))
-    return meta, data[end + len(b"\n---\n\n"):]
+    return meta, data[end + len(b"\n---\n\n") :]
 
 
 def refused(daemon, code: str, *args: str, input: str | None = None) -> dict:
@@ -123,10 +123,26 @@ def test_reply_to_is_in_the_front_matter(daemon):
     assert got["reply_to"] == ["bob", "carol"]
 
 
-@pytest.mark.parametrize("subject", ["number: 100", "a: b: c", "\"quoted\" and 'single'", "---",
-                                     "--- x ---", "# not a comment", "[1, 2]", "{a: b}", "yes",
-                                     "null", "2026-01-01", "  padded  ", "é ✓ 😀", "key: [x]",
-                                     "&a *a !tag %x @y `z` |"])
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "number: 100",
+        "a: b: c",
+        "\"quoted\" and 'single'",
+        "---",
+        "--- x ---",
+        "# not a comment",
+        "[1, 2]",
+        "{a: b}",
+        "yes",
+        "null",
+        "2026-01-01",
+        "  padded  ",
+        "é ✓ 😀",
+        "key: [x]",
+        "&a *a !tag %x @y `z` |",
+    ],
+)
 def test_awkward_subjects_parse_with_yaml(daemon, subject):
     a = daemon.ok("mail", "send", "alice", "-s", subject, "-m", "b")
     meta, body = split(a["path"])
@@ -136,8 +152,10 @@ def test_awkward_subjects_parse_with_yaml(daemon, subject):
     assert [m["subject"] for m in listed["messages"]] == [subject]
 
 
-@pytest.mark.parametrize("subject", ["two\nlines", "cr\rhere", "tab\there", "nul\x01", "esc\x1b[31m",
-                                     "del\x7f", "c1\x85"])
+@pytest.mark.parametrize(
+    "subject",
+    ["two\nlines", "cr\rhere", "tab\there", "nul\x01", "esc\x1b[31m", "del\x7f", "c1\x85"],
+)
 def test_subject_with_control_characters_is_refused(daemon, subject):
     before = mail_tree(daemon)
     a = raw_send(daemon, "alice", subject=subject)
@@ -214,8 +232,9 @@ def test_same_key_returns_the_first_id(daemon):
     assert [e["mail_id"] for e in sent] == [a["mail_id"], c["mail_id"]]
 
 
-@pytest.mark.parametrize("change", [["bob", "-m", "one"], ["alice", "-m", "two"]],
-                         ids=["recipient", "body"])
+@pytest.mark.parametrize(
+    "change", [["bob", "-m", "one"], ["alice", "-m", "two"]], ids=["recipient", "body"]
+)
 def test_a_key_reused_for_another_message_is_refused(daemon, change):
     a = daemon.ok("mail", "send", "alice", "-m", "one", "--key", "pay-1")
     r = daemon.bench("mail", "send", *change, "--key", "pay-1")
@@ -300,8 +319,12 @@ def test_bad_keys_refused(daemon):
 
 def test_list_is_metadata_only_with_default_cap(daemon):
     with daemon.connect() as c:
-        ids = [c.call({"verb": "mail/send", "to": "alice", "subject": f"s{i}",
-                       "body": f"SECRET-BODY-{i}"})["mail_id"] for i in range(60)]
+        ids = [
+            c.call(
+                {"verb": "mail/send", "to": "alice", "subject": f"s{i}", "body": f"SECRET-BODY-{i}"}
+            )["mail_id"]
+            for i in range(60)
+        ]
     r = daemon.bench("mail", "list", "--handle", "alice", "--json")
     assert r.rc == 0
     assert "SECRET-BODY" not in r.out
@@ -339,8 +362,10 @@ def test_list_limits(daemon):
 
 def test_list_states(daemon):
     with daemon.connect() as c:
-        ids = [c.call({"verb": "mail/send", "to": "alice", "body": str(i)})["mail_id"]
-               for i in range(4)]
+        ids = [
+            c.call({"verb": "mail/send", "to": "alice", "body": str(i)})["mail_id"]
+            for i in range(4)
+        ]
     daemon.ok("mail", "read", ids[1], "--handle", "alice")
     daemon.ok("mail", "read", ids[3], "--handle", "alice")
 
@@ -352,7 +377,9 @@ def test_list_states(daemon):
     assert listed("--state", "unread") == listed()
     assert listed("--state", "read") == ([(ids[1], "read"), (ids[3], "read")], 2)
     assert listed("--state", "all") == (
-        [(ids[0], "unread"), (ids[1], "read"), (ids[2], "unread"), (ids[3], "read")], 4)
+        [(ids[0], "unread"), (ids[1], "read"), (ids[2], "unread"), (ids[3], "read")],
+        4,
+    )
     r = daemon.bench("mail", "list", "--handle", "alice", "--state", "bogus")
     assert r.rc == 2 and "Traceback" not in r.err
 
@@ -389,8 +416,10 @@ def test_read_retires_and_never_deletes(daemon):
 
 def test_read_without_id_gives_the_oldest_unread(daemon):
     with daemon.connect() as c:
-        ids = [c.call({"verb": "mail/send", "to": "alice", "body": f"b{i}"})["mail_id"]
-               for i in range(3)]
+        ids = [
+            c.call({"verb": "mail/send", "to": "alice", "body": f"b{i}"})["mail_id"]
+            for i in range(3)
+        ]
     daemon.ok("mail", "read", ids[0], "--handle", "alice")
     got = daemon.ok("mail", "read", "--handle", "alice")
     assert got["mail_id"] == ids[1] and got["body"] == "b1"
@@ -408,8 +437,18 @@ def test_read_human_output_mentions_the_path(daemon):
     assert os.path.join(box(daemon, "alice", "read"), a["mail_id"] + ".md") in r.out
 
 
-@pytest.mark.parametrize("bad", ["../../etc/passwd", "x", "a/b", "../inbox/x",
-                                 "20261130T045611.123Z-0001/../../x", "/etc/passwd", ".."])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "../../etc/passwd",
+        "x",
+        "a/b",
+        "../inbox/x",
+        "20261130T045611.123Z-0001/../../x",
+        "/etc/passwd",
+        "..",
+    ],
+)
 def test_bad_ids_refused_and_nothing_touched(daemon, bad):
     a = daemon.ok("mail", "send", "alice", "-m", "x")
     before = mail_tree(daemon)
@@ -421,15 +460,19 @@ def test_bad_ids_refused_and_nothing_touched(daemon, bad):
     assert r["ok"] is False and r["error"]["code"] == "bad-id"
     assert mail_tree(daemon) == before
     assert os.path.exists(a["path"])
-    for p in (os.path.join(daemon.dir, "etc"), os.path.join(parent, "etc", "passwd.md"),
-              os.path.join(daemon.dir, "mail", "alice", "read", "x.md")):
+    for p in (
+        os.path.join(daemon.dir, "etc"),
+        os.path.join(parent, "etc", "passwd.md"),
+        os.path.join(daemon.dir, "mail", "alice", "read", "x.md"),
+    ):
         assert not os.path.exists(p)
 
 
 def test_unknown_id_is_no_such_message(daemon):
     daemon.ok("mail", "send", "alice", "-m", "x")
-    refused(daemon, "no-such-message", "mail", "read", "20200101T000000.000Z-0001",
-            "--handle", "alice")
+    refused(
+        daemon, "no-such-message", "mail", "read", "20200101T000000.000Z-0001", "--handle", "alice"
+    )
 
 
 def test_read_events_logged(daemon):
@@ -473,8 +516,9 @@ def test_subject_cap(daemon):
 # ---------------------------------------------------------------- handles
 
 
-@pytest.mark.parametrize("bad", ["Bob", "..", "a/b", "a" * 65, "", "../x", "a b", ".hidden",
-                                 "-dash", "bob\n"])
+@pytest.mark.parametrize(
+    "bad", ["Bob", "..", "a/b", "a" * 65, "", "../x", "a b", ".hidden", "-dash", "bob\n"]
+)
 def test_bad_handles_refused_and_nothing_created(daemon, bad):
     before = tree(daemon.dir)
     refused(daemon, "bad-handle", "mail", "send", "-m", "x", "--", bad)
@@ -482,8 +526,7 @@ def test_bad_handles_refused_and_nothing_created(daemon, bad):
     refused(daemon, "bad-handle", "mail", "read", f"--handle={bad}")
     refused(daemon, "bad-handle", "mail", "send", "alice", "-m", "x", f"--reply-to={bad}")
     after = tree(daemon.dir)
-    assert {k for k in after if k.startswith("mail")} == {k for k in before
-                                                          if k.startswith("mail")}
+    assert {k for k in after if k.startswith("mail")} == {k for k in before if k.startswith("mail")}
 
 
 def test_nul_in_handle_refused(daemon):

@@ -61,8 +61,18 @@ def session(daemon, tmp_path, name: str, *spawn_args: str) -> dict:
     """A live session `name` (a process that records its env and stays): handle, token."""
     rq, out = tmp_path / f"{name}.req.json", tmp_path / f"{name}.out.json"
     rq.write_text("[]")
-    daemon.ok("spawn", "--name", name, *spawn_args, "--",
-              sys.executable, INPTY, str(rq), str(out), "--stay")
+    daemon.ok(
+        "spawn",
+        "--name",
+        name,
+        *spawn_args,
+        "--",
+        sys.executable,
+        INPTY,
+        str(rq),
+        str(out),
+        "--stay",
+    )
     wait_for(lambda: out.exists(), 30, f"{name} to start")
     rec = json.loads(out.read_text())
     assert rec["handle"] == name and rec["token"]
@@ -78,7 +88,9 @@ def test_tools_resources_and_the_wake_prompt_are_listed(daemon):
         res = (await c.list_resources()).resources
         tpl = (await c.list_resource_templates()).resource_templates
         prompts = (await c.list_prompts()).prompts
-        prompt = await c.get_prompt("wake", {"line": "You have mail from bob: /b/mail/al/read/X.md"})
+        prompt = await c.get_prompt(
+            "wake", {"line": "You have mail from bob: /b/mail/al/read/X.md"}
+        )
         return tools, res, tpl, prompts, prompt
 
     tools, res, tpl, prompts, prompt = with_mcp(daemon.dir, scenario)
@@ -107,12 +119,30 @@ def test_tools_resources_and_the_wake_prompt_are_listed(daemon):
 def test_every_mail_tool_as_the_operator(daemon):
     async def scenario(c):
         me = ok(await c.call_tool("whoami", {}))
-        sent = ok(await c.call_tool("send_mail", {
-            "to": "operator", "body": "note to self\n", "subject": "todo", "key": "k-1",
-            "reply_to": "alice"}))
-        again = ok(await c.call_tool("send_mail", {"to": "operator", "body": "note to self\n",
-                                                   "subject": "todo", "key": "k-1",
-                                                   "reply_to": "alice"}))
+        sent = ok(
+            await c.call_tool(
+                "send_mail",
+                {
+                    "to": "operator",
+                    "body": "note to self\n",
+                    "subject": "todo",
+                    "key": "k-1",
+                    "reply_to": "alice",
+                },
+            )
+        )
+        again = ok(
+            await c.call_tool(
+                "send_mail",
+                {
+                    "to": "operator",
+                    "body": "note to self\n",
+                    "subject": "todo",
+                    "key": "k-1",
+                    "reply_to": "alice",
+                },
+            )
+        )
         unread = ok(await c.call_tool("list_mail", {}))
         inbox = await c.read_resource("bench://mail/inbox")
         got = ok(await c.call_tool("read_mail", {}))
@@ -152,8 +182,9 @@ def test_a_session_is_itself_and_reads_only_its_own_mail(daemon, tmp_path):
 
     async def as_alice(c):
         me = ok(await c.call_tool("whoami", {}))
-        sent = ok(await c.call_tool("send_mail", {"to": "bob", "subject": "hi bob",
-                                                  "body": "number 7"}))
+        sent = ok(
+            await c.call_tool("send_mail", {"to": "bob", "subject": "hi bob", "body": "number 7"})
+        )
         return me, sent
 
     me, sent = with_mcp(daemon.dir, as_alice, alice["token"])
@@ -179,7 +210,8 @@ def test_a_session_is_itself_and_reads_only_its_own_mail(daemon, tmp_path):
         return listing, got, answer, by_id, by_path, reply_other, resource
 
     listing, got, answer, by_id, by_path, reply_other, resource = with_mcp(
-        daemon.dir, as_bob, bob["token"])
+        daemon.dir, as_bob, bob["token"]
+    )
     assert [m["mail_id"] for m in listing["messages"]] == [sent["mail_id"]]
     assert listing["handle"] == "bob"
     assert got["from"] == "alice" and got["body"] == "number 7"  # the daemon said who sent it
@@ -226,7 +258,9 @@ def test_report_through_mcp_reaches_the_job_owner(daemon, tmp_path):
 def test_errors_carry_benchs_code_and_sentence(daemon):
     async def scenario(c):
         codes = {
-            "unknown argument": await c.call_tool("send_mail", {"to": "b", "body": "x", "from": "b"}),
+            "unknown argument": await c.call_tool(
+                "send_mail", {"to": "b", "body": "x", "from": "b"}
+            ),
             "missing": await c.call_tool("send_mail", {"to": "b"}),
             "wrong type": await c.call_tool("list_mail", {"limit": "ten"}),
             "bool is no int": await c.call_tool("list_mail", {"limit": True}),
@@ -234,8 +268,9 @@ def test_errors_carry_benchs_code_and_sentence(daemon):
             "limit": await c.call_tool("list_mail", {"limit": 0}),
             "cursor": await c.call_tool("list_mail", {"cursor": "nope"}),
             "handle": await c.call_tool("send_mail", {"to": "Bad Handle!", "body": "x"}),
-            "subject": await c.call_tool("send_mail", {"to": "b", "body": "x",
-                                                       "subject": "two\nlines"}),
+            "subject": await c.call_tool(
+                "send_mail", {"to": "b", "body": "x", "subject": "two\nlines"}
+            ),
             "empty": await c.call_tool("read_mail", {}),
             "id": await c.call_tool("read_mail", {"id": "../../etc/passwd"}),
             "unknown id": await c.call_tool("read_mail", {"id": "20261130T045611.123Z-0001"}),
@@ -251,11 +286,19 @@ def test_errors_carry_benchs_code_and_sentence(daemon):
 
     codes, resource, still = with_mcp(daemon.dir, scenario)
     assert codes == {
-        "unknown argument": "bad-request", "missing": "bad-request",
-        "wrong type": "bad-request", "bool is no int": "bad-request", "enum": "bad-request",
-        "limit": "bad-limit", "cursor": "bad-cursor", "handle": "bad-handle",
-        "subject": "bad-subject", "empty": "no-unread", "id": "bad-id",
-        "unknown id": "no-such-message", "unknown tool": "bad-request",
+        "unknown argument": "bad-request",
+        "missing": "bad-request",
+        "wrong type": "bad-request",
+        "bool is no int": "bad-request",
+        "enum": "bad-request",
+        "limit": "bad-limit",
+        "cursor": "bad-cursor",
+        "handle": "bad-handle",
+        "subject": "bad-subject",
+        "empty": "no-unread",
+        "id": "bad-id",
+        "unknown id": "no-such-message",
+        "unknown tool": "bad-request",
     }
     assert resource.data["code"] == "bad-request" and "[bad-request]" in resource.message
     assert still["handle"] == "operator"  # the server kept serving after every refusal
@@ -308,8 +351,9 @@ def test_tool_calls_on_a_busy_daemon(daemon, tmp_path):
         results = [None] * 20
 
         async def one(i):
-            results[i] = await c.call_tool("send_mail", {"to": "bob", "body": f"busy {i}",
-                                                         "key": f"busy-{i}"})
+            results[i] = await c.call_tool(
+                "send_mail", {"to": "bob", "body": f"busy {i}", "key": f"busy-{i}"}
+            )
 
         async with anyio.create_task_group() as tg:
             for i in range(20):
@@ -318,8 +362,11 @@ def test_tool_calls_on_a_busy_daemon(daemon, tmp_path):
         return [ok(r) for r in results], listing
 
     try:
-        wait_for(lambda: daemon.ok("mail", "list", "--handle", "load0")["total"] > 20, 30,
-                 "the load to start")
+        wait_for(
+            lambda: daemon.ok("mail", "list", "--handle", "load0")["total"] > 20,
+            30,
+            "the load to start",
+        )
         sent, listing = with_mcp(daemon.dir, scenario, alice["token"])
     finally:
         stop.set()
@@ -399,9 +446,15 @@ def test_started_inside_a_session_the_server_is_that_session(daemon, tmp_path, n
     BENCH_TOKEN (an agent that forwards only some variables) the daemon still knows the
     session from the process ancestry."""
     calls, out = tmp_path / "calls.json", tmp_path / "out.json"
-    calls.write_text(json.dumps([["whoami", {}],
-                                 ["send_mail", {"to": "bob", "body": "from inside"}],
-                                 ["list_mail", {"state": "all"}]]))
+    calls.write_text(
+        json.dumps(
+            [
+                ["whoami", {}],
+                ["send_mail", {"to": "bob", "body": "from inside"}],
+                ["list_mail", {"state": "all"}],
+            ]
+        )
+    )
     argv = [sys.executable, CALLER, str(calls), str(out)] + (["--no-token"] if no_token else [])
     s = daemon.ok("spawn", "--name", "alice", "--", *argv)
     wait_for(lambda: out.exists(), 60, "the in-session MCP calls")

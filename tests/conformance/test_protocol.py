@@ -119,7 +119,7 @@ BAD = [
     (b'{"verb":"events","since":"yesterday","id":11}', "bad-request", 11),
     (b'{"id":12}', "bad-request", 12),
     (b'{"verb":"hello\xff","id":3}', "bad-utf8", None),
-    (b'\xc3\x28', "bad-utf8", None),
+    (b"\xc3\x28", "bad-utf8", None),
     (b'{"verb":"mail/send","to":"bob","body":"\xed\xa0\x80","id":13}', "bad-utf8", None),
 ]
 
@@ -399,6 +399,7 @@ def test_connection_cap(make_daemon):
             assert r["ok"] is False and r["error"]["code"] == "too-many-connections"
             assert c.eof()
         a.close()
+
         def slot_back():  # the slot is freed once the daemon has seen `a` go
             with Raw(daemon) as c:
                 r = c.call({"verb": "hello", "id": "c"})

@@ -27,8 +27,9 @@ def agent(daemon, name, *extra, ready=READY):
 
 
 def wait_records(daemon, rec, n, timeout=30):
-    return daemon.wait_until(lambda: len(records(rec)) >= n and records(rec), timeout,
-                             f"{n} submitted lines in {rec}")
+    return daemon.wait_until(
+        lambda: len(records(rec)) >= n and records(rec), timeout, f"{n} submitted lines in {rec}"
+    )
 
 
 def test_wake_through_the_relay_path_present_body_absent(daemon):
@@ -113,8 +114,8 @@ def test_idle_gate_holds_a_wake_while_the_agent_prints(make_daemon, tmp_path):
     stamp = tmp_path / "busy-ended"
     rec = tmp_path / "rec"
     script = (
-        f'for i in $(seq 40); do echo busy $i; sleep 0.05; done; '
-        f'date +%s.%N > {stamp}; exec {sys.executable} {STANDIN} --record {rec}'
+        f"for i in $(seq 40); do echo busy $i; sleep 0.05; done; "
+        f"date +%s.%N > {stamp}; exec {sys.executable} {STANDIN} --record {rec}"
     )
     d.ok("spawn", "--name", "busy", "--ready", READY, "--", "bash", "-c", script)
     d.wait_until(lambda: "busy 1" in d.bench("tail", "busy").out, 20, "busy output")
@@ -155,8 +156,9 @@ def test_ready_pattern_holds_a_wake_back(daemon, tmp_path):
     rec = tmp_path / "rec"
     script = f'printf "Allow? [y/n] "; read -n1 a; exec {sys.executable} {STANDIN} --record {rec}'
     daemon.ok("spawn", "--name", "menu", "--ready", READY, "--", "bash", "-c", script)
-    daemon.wait_until(lambda: "Allow?" in daemon.bench("tail", "menu", "--screen").out, 20,
-                      "the menu")
+    daemon.wait_until(
+        lambda: "Allow?" in daemon.bench("tail", "menu", "--screen").out, 20, "the menu"
+    )
     sent = daemon.ok("mail", "send", "menu", "-m", "x")
     # The menu is quiet but not ready: the wake must wait. Prove it by the mail staying
     # unread until we answer the menu (the wake retires it when it lands).

@@ -7,8 +7,15 @@ from tests.reliability.test_access import run_in_session
 
 def spawn_red(d, name="painter"):
     # Red text, then `cat`: what is typed is echoed by the pty and shows on the screen.
-    a = d.call({"verb": "session/spawn", "name": name, "rows": 10, "cols": 40,
-                "argv": ["sh", "-c", "printf '\\033[31mred\\033[0m plain\\n'; exec cat"]})
+    a = d.call(
+        {
+            "verb": "session/spawn",
+            "name": name,
+            "rows": 10,
+            "cols": 40,
+            "argv": ["sh", "-c", "printf '\\033[31mred\\033[0m plain\\n'; exec cat"],
+        }
+    )
     assert a["ok"] is True, a
     return a
 
@@ -66,8 +73,9 @@ def test_screen_follow_sends_changes_and_ends_with_the_session(daemon):
 def test_screen_is_operator_only_and_checks_handles(daemon, tmp_path):
     d = daemon
     spawn_red(d)
-    rec = run_in_session(d, tmp_path, "alice", [
-        {"verb": "session/screen", "handle": "painter", "token": "$TOKEN"}])
+    rec = run_in_session(
+        d, tmp_path, "alice", [{"verb": "session/screen", "handle": "painter", "token": "$TOKEN"}]
+    )
     (a,) = rec["answers"]
     assert a["ok"] is False and a["error"]["code"] == "forbidden", a
     a = d.call({"verb": "session/screen", "handle": "nobody-here"})

@@ -24,10 +24,24 @@ def ids(a):
 
 def test_ranking_puts_the_message_about_the_word_first(daemon):
     d = daemon
-    passing = d.ok("mail", "send", "alice", "-s", "weekly notes",
-                   "-m", "Lots of things happened. " * 20 + "Also the cache.")["mail_id"]
-    about = d.ok("mail", "send", "alice", "-s", "cache eviction",
-                 "-m", "The cache evicts too early; the cache size is wrong.")["mail_id"]
+    passing = d.ok(
+        "mail",
+        "send",
+        "alice",
+        "-s",
+        "weekly notes",
+        "-m",
+        "Lots of things happened. " * 20 + "Also the cache.",
+    )["mail_id"]
+    about = d.ok(
+        "mail",
+        "send",
+        "alice",
+        "-s",
+        "cache eviction",
+        "-m",
+        "The cache evicts too early; the cache size is wrong.",
+    )["mail_id"]
     d.ok("mail", "send", "alice", "-s", "other", "-m", "nothing relevant here")
     a = search(d, "cache")
     assert ids(a) == [about, passing]
@@ -69,10 +83,13 @@ def test_filters_handle_from_since_limit(daemon):
 
 def test_bad_input_gets_codes_not_tracebacks(daemon):
     d = daemon
-    for args, code in [(("***",), "bad-query"), (("x", "--limit", "0"), "bad-limit"),
-                       (("x", "--since", "yesterday-ish"), "bad-since"),
-                       (("x", "--handle", "../etc"), "bad-handle"),
-                       (("x", "--from", "Bad Handle"), "bad-handle")]:
+    for args, code in [
+        (("***",), "bad-query"),
+        (("x", "--limit", "0"), "bad-limit"),
+        (("x", "--since", "yesterday-ish"), "bad-since"),
+        (("x", "--handle", "../etc"), "bad-handle"),
+        (("x", "--from", "Bad Handle"), "bad-handle"),
+    ]:
         r = d.bench("mail", "search", *args, "--json")
         assert r.rc == 1, (args, r)
         assert r.json["error"]["code"] == code, (args, r)
@@ -84,11 +101,16 @@ def test_a_session_finds_only_its_own_mail(daemon, tmp_path):
     d = daemon
     d.ok("mail", "send", "bob", "-m", "secret plans for bob")
     mine = d.ok("mail", "send", "alice", "-m", "plans for alice")["mail_id"]
-    rec = run_in_session(d, tmp_path, "alice", [
-        {"verb": "mail/search", "query": "plans", "token": "$TOKEN"},
-        {"verb": "mail/search", "query": "secret", "token": "$TOKEN"},
-        {"verb": "mail/search", "query": "plans", "handle": "bob", "token": "$TOKEN"},
-    ])
+    rec = run_in_session(
+        d,
+        tmp_path,
+        "alice",
+        [
+            {"verb": "mail/search", "query": "plans", "token": "$TOKEN"},
+            {"verb": "mail/search", "query": "secret", "token": "$TOKEN"},
+            {"verb": "mail/search", "query": "plans", "handle": "bob", "token": "$TOKEN"},
+        ],
+    )
     own, secret, other = rec["answers"]
     assert [h["mail_id"] for h in own["hits"]] == [mine], own
     assert secret["ok"] is True and secret["hits"] == [], secret
@@ -116,8 +138,9 @@ def test_a_rebuilt_index_still_searches(daemon):
     # 3. an index from before search existed (no search tables): filled at start
     d.stop()
     db = sqlite3.connect(index)
-    db.executescript("DROP TABLE mail_text; DROP TABLE mail_links; "
-                     "DELETE FROM meta WHERE k='search';")
+    db.executescript(
+        "DROP TABLE mail_text; DROP TABLE mail_links; DELETE FROM meta WHERE k='search';"
+    )
     db.close()
     d.start()
     assert ids(search(d, "zebra")) == [mid]
@@ -134,8 +157,9 @@ def test_a_rebuilt_index_still_searches(daemon):
 def test_thread_links_replies_across_mailboxes_oldest_first(daemon):
     d = daemon
     first = d.ok("mail", "send", "alice", "-s", "question", "-m", "what is 6x7?")["mail_id"]
-    answer = d.ok("mail", "send", "operator", "-s", "Re: question", "-m", "42",
-                  "--in-reply-to", first)["mail_id"]
+    answer = d.ok(
+        "mail", "send", "operator", "-s", "Re: question", "-m", "42", "--in-reply-to", first
+    )["mail_id"]
     thanks = d.ok("mail", "send", "alice", "-m", "thanks", "--in-reply-to", answer)["mail_id"]
     d.ok("mail", "send", "alice", "-m", "unrelated")
     for start in (first, answer, thanks):
@@ -165,8 +189,9 @@ def test_reply_goes_to_the_sender_with_re_subject_and_in_reply_to(daemon):
 
 def test_reply_honours_reply_to(daemon):
     d = daemon
-    orig = d.ok("mail", "send", "operator", "-m", "job done", "--reply-to", "carol",
-                "--reply-to", "dave")["mail_id"]
+    orig = d.ok(
+        "mail", "send", "operator", "-m", "job done", "--reply-to", "carol", "--reply-to", "dave"
+    )["mail_id"]
     a = d.ok("mail", "reply", orig, "-m", "noted", "--key", "ack-1")
     assert sorted(s["to"] for s in a["sent"]) == ["carol", "dave"]
     again = d.ok("mail", "reply", orig, "-m", "noted", "--key", "ack-1")
@@ -177,12 +202,17 @@ def test_a_session_threads_and_replies_only_within_its_own_mail(daemon, tmp_path
     d = daemon
     to_alice = d.ok("mail", "send", "alice", "-s", "task", "-m", "do it")["mail_id"]
     to_bob = d.ok("mail", "send", "bob", "-m", "bob only")["mail_id"]
-    rec = run_in_session(d, tmp_path, "alice", [
-        {"verb": "mail/reply", "mail_id": to_alice, "body": "done", "token": "$TOKEN"},
-        {"verb": "mail/reply", "mail_id": to_bob, "body": "sneaky", "token": "$TOKEN"},
-        {"verb": "mail/thread", "mail_id": to_bob, "token": "$TOKEN"},
-        {"verb": "mail/thread", "mail_id": to_alice, "token": "$TOKEN"},
-    ])
+    rec = run_in_session(
+        d,
+        tmp_path,
+        "alice",
+        [
+            {"verb": "mail/reply", "mail_id": to_alice, "body": "done", "token": "$TOKEN"},
+            {"verb": "mail/reply", "mail_id": to_bob, "body": "sneaky", "token": "$TOKEN"},
+            {"verb": "mail/thread", "mail_id": to_bob, "token": "$TOKEN"},
+            {"verb": "mail/thread", "mail_id": to_alice, "token": "$TOKEN"},
+        ],
+    )
     ok, sneaky, bobs, own = rec["answers"]
     assert ok["ok"] is True and ok["sent"][0]["to"] == "operator", ok
     assert sneaky["ok"] is False and sneaky["error"]["code"] == "no-such-message", sneaky

@@ -24,8 +24,9 @@ def screen(daemon, handle):
 
 
 def wait_screen(daemon, handle, text, timeout=20):
-    return daemon.wait_until(lambda: text in screen(daemon, handle), timeout,
-                             f"{text!r} on {handle}'s screen")
+    return daemon.wait_until(
+        lambda: text in screen(daemon, handle), timeout, f"{text!r} on {handle}'s screen"
+    )
 
 
 def read_pty(p, until: bytes | None = None, timeout: float = 30.0) -> bytes:
@@ -50,8 +51,9 @@ def read_pty(p, until: bytes | None = None, timeout: float = 30.0) -> bytes:
 
 
 def test_env_in_the_pty(daemon):
-    s = spawn(daemon, "bash", "-c", 'env | grep ^BENCH_ | sort; echo "TERM=$TERM"; sleep 30',
-              name="envy")
+    s = spawn(
+        daemon, "bash", "-c", 'env | grep ^BENCH_ | sort; echo "TERM=$TERM"; sleep 30', name="envy"
+    )
     wait_screen(daemon, "envy", "TERM=")
     text = screen(daemon, "envy")
     assert f"BENCH_SESSION={s['session']}" in text
@@ -130,8 +132,13 @@ def test_exit_is_settled_and_listed(daemon):
 
 
 def test_kill_escalates_to_sigkill(daemon):
-    s = spawn(daemon, "bash", "-c", 'trap "" HUP TERM; echo armed; while :; do sleep 1; done',
-              name="stubborn")
+    s = spawn(
+        daemon,
+        "bash",
+        "-c",
+        'trap "" HUP TERM; echo armed; while :; do sleep 1; done',
+        name="stubborn",
+    )
     wait_screen(daemon, "stubborn", "armed")
     daemon.ok("kill", "stubborn")
     ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
@@ -149,8 +156,9 @@ def test_kill_is_sighup_first_like_closing_a_terminal(daemon):
 
 
 def test_trap_term_alone_ends_on_sigterm(daemon):
-    s = spawn(daemon, "bash", "-c", 'trap "" HUP; echo armed; while :; do sleep 1; done',
-              name="nohup")
+    s = spawn(
+        daemon, "bash", "-c", 'trap "" HUP; echo armed; while :; do sleep 1; done', name="nohup"
+    )
     wait_screen(daemon, "nohup", "armed")
     daemon.ok("kill", "nohup")
     ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
@@ -170,13 +178,17 @@ def test_down_ends_sessions(make_daemon):
 
 def test_identity_a_session_is_itself(daemon, tmp_path):
     out = tmp_path / "out.json"
-    spawn(daemon, "bash", "-c",
-          f"bench mail send bob -m hi --json > {out}.1; "
-          f"env -u BENCH_TOKEN bench mail send bob -m notoken --json > {out}.2; "
-          f"bench mail list --handle bob --json > {out}.3; "
-          f"BENCH_TOKEN=forged bench mail send bob -m x --json > {out}.4; "
-          f"bench mail read --handle operator --json > {out}.5; echo finished; sleep 30",
-          name="alice")
+    spawn(
+        daemon,
+        "bash",
+        "-c",
+        f"bench mail send bob -m hi --json > {out}.1; "
+        f"env -u BENCH_TOKEN bench mail send bob -m notoken --json > {out}.2; "
+        f"bench mail list --handle bob --json > {out}.3; "
+        f"BENCH_TOKEN=forged bench mail send bob -m x --json > {out}.4; "
+        f"bench mail read --handle operator --json > {out}.5; echo finished; sleep 30",
+        name="alice",
+    )
     wait_screen(daemon, "alice", "finished")
     assert json.loads(open(f"{out}.1").read())["ok"]
     assert json.loads(open(f"{out}.2").read())["ok"]
@@ -216,12 +228,12 @@ def test_attach_types_and_detaches(daemon):
     assert daemon.ok("ps")["sessions"][0]["state"] == "running"
 
 
-
 def test_attach_restores_the_terminal_on_sigterm(daemon):
     spawn(daemon, *standin_argv(), name="att2")
     wait_screen(daemon, "att2", "standin>")
-    p = ptyprocess.PtyProcess.spawn([BENCH, "attach", "att2"], env=daemon.env(),
-                                    dimensions=(30, 100))
+    p = ptyprocess.PtyProcess.spawn(
+        [BENCH, "attach", "att2"], env=daemon.env(), dimensions=(30, 100)
+    )
     try:
         buf = read_pty(p, b"detach with Ctrl-]")
         # Raw mode is on now: the pty's line discipline no longer echoes or cooks.
@@ -235,4 +247,3 @@ def test_attach_restores_the_terminal_on_sigterm(daemon):
         if p.isalive():
             p.terminate(force=True)
     assert {s["handle"]: s["state"] for s in daemon.ok("ps")["sessions"]}["att2"] == "running"
-

@@ -41,8 +41,18 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     runner.write_text("\n".join(script) + "\n")
     task = tmp_path / "task.md"
     task.write_text("Fix the flaky test.\n")
-    s = d.ok("spawn", "--name", "skiller", "--mail", str(task), "--reply-to", "operator",
-             "--", "bash", str(runner))
+    s = d.ok(
+        "spawn",
+        "--name",
+        "skiller",
+        "--mail",
+        str(task),
+        "--reply-to",
+        "operator",
+        "--",
+        "bash",
+        str(runner),
+    )
     exited = d.wait_event("session/exited", lambda e: e["session"] == s["session"], 60)
     outs = [(tmp_path / f"fence{i}.out").read_text() for i in range(len(blocks))]
     assert exited["exit"] == 0, "\n---\n".join(outs)
@@ -77,8 +87,11 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     thread = output_of("bench mail reply")
     assert "sent " in thread and "/mail/operator/inbox/" in thread
     assert thread.index("Fix the flaky test.") < thread.index("On it: looking at the flaky")
-    replies = [m for m in d.ok("mail", "list", "--handle", "operator")["messages"]
-               if m["subject"].startswith("Re:")]
+    replies = [
+        m
+        for m in d.ok("mail", "list", "--handle", "operator")["messages"]
+        if m["subject"].startswith("Re:")
+    ]
     assert len(replies) == 1 and replies[0]["from"] == "skiller"
     # Files are the record: both messages are in read/, the inbox is empty.
     box = os.path.join(d.dir, "mail", "skiller")
@@ -87,9 +100,14 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     assert "from:" in output_of("head -n 8")
     # The reply owed by the job: the header, then the reported content.
     reply = d.wait_until(
-        lambda: [m for m in d.ok("mail", "list", "--handle", "operator")["messages"]
-                 if m["from"] == "skiller" and m["subject"].startswith("job ")],
-        30, "the job's reply")
+        lambda: [
+            m
+            for m in d.ok("mail", "list", "--handle", "operator")["messages"]
+            if m["from"] == "skiller" and m["subject"].startswith("job ")
+        ],
+        30,
+        "the job's reply",
+    )
     body = d.ok("mail", "read", reply[0]["mail_id"], "--handle", "operator")["body"]
     assert body == (
         "---\noutcome: completed\nagentId: skiller\n"
@@ -119,14 +137,26 @@ def test_a_woken_job_finds_its_task_as_the_skill_says(make_daemon, tmp_path):
         'echo "WAKE: $line"\n'
         'path="${line##*: }"\n'
         'cat "$path"\n'
-        "echo READ-BEGIN; bench mail read; echo \"READ-END rc=$?\"\n"
+        'echo READ-BEGIN; bench mail read; echo "READ-END rc=$?"\n'
         f"echo LIST-BEGIN\n{fence}echo LIST-END\n"
         'bench report "task was: $(tail -n 1 "$path")"\n'
     )
     task = tmp_path / "task.md"
     task.write_text("Count the flaky tests.\n")
-    s = d.ok("spawn", "--name", "woken", "--mail", str(task), "--subject", "the task",
-             "--reply-to", "operator", "--", "bash", str(runner))
+    s = d.ok(
+        "spawn",
+        "--name",
+        "woken",
+        "--mail",
+        str(task),
+        "--subject",
+        "the task",
+        "--reply-to",
+        "operator",
+        "--",
+        "bash",
+        str(runner),
+    )
     woken = d.wait_event("agent/woken", lambda e: e["handle"] == "woken", 60)
     exited = d.wait_event("session/exited", lambda e: e["session"] == s["session"], 60)
     got = out.read_text()
@@ -139,9 +169,14 @@ def test_a_woken_job_finds_its_task_as_the_skill_says(make_daemon, tmp_path):
     listed = got.split("LIST-BEGIN", 1)[1].split("LIST-END", 1)[0]
     assert "the task" in listed and "read" in listed, listed
     reply = d.wait_until(
-        lambda: [m for m in d.ok("mail", "list", "--handle", "operator")["messages"]
-                 if m["from"] == "woken" and m["subject"].startswith("job ")],
-        30, "the job's reply")
+        lambda: [
+            m
+            for m in d.ok("mail", "list", "--handle", "operator")["messages"]
+            if m["from"] == "woken" and m["subject"].startswith("job ")
+        ],
+        30,
+        "the job's reply",
+    )
     body = d.ok("mail", "read", reply[0]["mail_id"], "--handle", "operator")["body"]
     assert body.endswith("\n---\n\ntask was: Count the flaky tests."), body
     assert "outcome: completed" in body

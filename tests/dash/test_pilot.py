@@ -31,8 +31,9 @@ async def until(pilot, pred, what: str, timeout: float = 20.0):
 
 def spawn(d, name: str) -> dict:
     s = d.ok("spawn", "--name", name, "--ready", "standin>", "--", *standin_argv())
-    d.wait_until(lambda: "standin>" in d.bench("tail", name, "--screen").out, 20,
-                 f"{name}'s prompt")
+    d.wait_until(
+        lambda: "standin>" in d.bench("tail", name, "--screen").out, 20, f"{name}'s prompt"
+    )
     return s
 
 
@@ -61,25 +62,37 @@ def test_sessions_screen_mail_and_events_follow_the_daemon(make_daemon):
             await until(pilot, lambda: "standin agent alice" in screen_of(app), "alice's screen")
             # Mail to bob: its unread count changes from the event stream.
             d.ok("mail", "send", "bob", "-s", "hello bob", "-m", "first")
-            await until(pilot, lambda: rows(app)["bob"].unread == 1 or
-                        rows(app)["bob"].wake.startswith("woken"), "bob's unread or wake")
+            await until(
+                pilot,
+                lambda: rows(app)["bob"].unread == 1 or rows(app)["bob"].wake.startswith("woken"),
+                "bob's unread or wake",
+            )
             # Select bob (down arrow in the sessions table): screen and mail follow.
             app.query_one("#sessions").focus()
             await pilot.press("down")
             await until(pilot, lambda: app.selected == "bob", "bob selected")
             await until(pilot, lambda: "standin agent bob" in screen_of(app), "bob's screen")
-            await until(pilot, lambda: any(m["subject"] == "hello bob" for m in app.mail_rows),
-                        "bob's mail listed")
+            await until(
+                pilot,
+                lambda: any(m["subject"] == "hello bob" for m in app.mail_rows),
+                "bob's mail listed",
+            )
             # the events pane shows the send
-            await until(pilot, lambda: any(e["kind"] == "mail/sent" for e in app.board.events),
-                        "the mail/sent event")
+            await until(
+                pilot,
+                lambda: any(e["kind"] == "mail/sent" for e in app.board.events),
+                "the mail/sent event",
+            )
+
     run(go())
 
 
 def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
     d = make_daemon("--idle-gate", "60")  # no wakes: mail stays unread unless retired
     spawn(d, "alice")
-    mid = d.ok("mail", "send", "alice", "-s", "needle subject", "-m", "the haystack body")["mail_id"]
+    mid = d.ok("mail", "send", "alice", "-s", "needle subject", "-m", "the haystack body")[
+        "mail_id"
+    ]
 
     async def go():
         app = Dash(Source(d.dir))
@@ -94,8 +107,14 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             await pilot.press("m")
             await until(pilot, lambda: app.screen.__class__.__name__ == "Compose", "compose")
             await pilot.press("enter", *"greetings", "enter", *"from the dash", "enter")
-            await until(pilot, lambda: any(m["subject"] == "greetings" for m in
-                        d.ok("mail", "list", "--handle", "alice")["messages"]), "the mail sent")
+            await until(
+                pilot,
+                lambda: any(
+                    m["subject"] == "greetings"
+                    for m in d.ok("mail", "list", "--handle", "alice")["messages"]
+                ),
+                "the mail sent",
+            )
             # Enter on a mail opens its thread; Escape closes; it is still unread.
             await until(pilot, lambda: len(app.mail_rows) == 2, "two mails listed")
             app.query_one("#mail").focus()
@@ -108,14 +127,23 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             await pilot.press("enter")
             await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the thread")
             await pilot.press("r")
-            await until(pilot, lambda: mid not in {m["mail_id"] for m in d.ok(
-                "mail", "list", "--handle", "alice")["messages"]}, "the mail retired")
+            await until(
+                pilot,
+                lambda: (
+                    mid
+                    not in {
+                        m["mail_id"] for m in d.ok("mail", "list", "--handle", "alice")["messages"]
+                    }
+                ),
+                "the mail retired",
+            )
             # /: search
             await pilot.press("slash")
             await until(pilot, lambda: app.screen.__class__.__name__ == "Ask", "search dialog")
             await pilot.press(*"haystack", "enter")
-            await until(pilot, lambda: [m["mail_id"] for m in app.mail_rows] == [mid],
-                        "the search hit")
+            await until(
+                pilot, lambda: [m["mail_id"] for m in app.mail_rows] == [mid], "the search hit"
+            )
             await pilot.press("escape")
             # ?: help, then k: kill after confirmation (n first: nothing happens)
             await pilot.press("question_mark")
@@ -131,6 +159,7 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             await pilot.press("y")
             await until(pilot, lambda: rows(app)["alice"].state == "exited", "alice killed")
             await pilot.press("q")
+
     run(go())
 
 
@@ -149,8 +178,12 @@ def test_reconnects_after_the_daemon_restarts(make_daemon):
             await asyncio.get_running_loop().run_in_executor(None, d.start)
             await until(pilot, lambda: app.connected, "reconnected", 30)
             await asyncio.get_running_loop().run_in_executor(None, spawn, d, "carol")
-            await until(pilot, lambda: "carol" in rows(app) and
-                        rows(app)["carol"].state == "running", "a session after the restart")
+            await until(
+                pilot,
+                lambda: "carol" in rows(app) and rows(app)["carol"].state == "running",
+                "a session after the restart",
+            )
+
     run(go())
 
 
@@ -169,4 +202,5 @@ def test_a_big_mailbox_shows_its_newest_messages(make_daemon):
             subjects = {m["subject"] for m in app.mail_rows}
             assert "m619" in subjects and "m420" in subjects and "m419" not in subjects
             assert "newest 200 of 620" in str(app.query_one("#mail").border_title)
+
     run(go())

@@ -33,8 +33,11 @@ def canned_app() -> Dash:
 async def loaded(pilot) -> None:
     app = pilot.app
     for _ in range(200):
-        if (app.board.last_seq == EVENTS[-1]["seq"] and app.mail_rows
-                and "standin" in str(app.query_one("#screen").render())):
+        if (
+            app.board.last_seq == EVENTS[-1]["seq"]
+            and app.mail_rows
+            and "standin" in str(app.query_one("#screen").render())
+        ):
             break
         await pilot.pause(0.02)
     await pilot.pause()

@@ -14,29 +14,37 @@ import pytest
 
 from tests.conftest import BENCH, standin_argv
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
-                                reason="needs tmux (CI installs it; apt-get install tmux)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="needs tmux (CI installs it; apt-get install tmux)"
+)
 pytest.importorskip("textual", reason="bench dash needs the dash extra (./run installs it)")
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True,
-                          timeout=20).stdout
+    return subprocess.run(
+        ["tmux", *args], capture_output=True, text=True, check=True, timeout=20
+    ).stdout
 
 
 def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon, tmp_path):
     d = make_daemon("--idle-gate", "2")  # the unread count shows before the wake lands
     for name in ("alice", "bob"):
         d.ok("spawn", "--name", name, "--ready", "standin>", "--", *standin_argv())
-    d.wait_until(lambda: all("standin>" in d.bench("tail", h, "--screen").out
-                             for h in ("alice", "bob")), 30, "both prompts")
+    d.wait_until(
+        lambda: all("standin>" in d.bench("tail", h, "--screen").out for h in ("alice", "bob")),
+        30,
+        "both prompts",
+    )
     before, after = tmp_path / "stty.before", tmp_path / "stty.after"
     name = f"dash{os.getpid()}"
-    script = (f"stty -g > {before}; {BENCH} dash --dir {d.dir}; echo $? > {tmp_path}/rc; "
-              f"stty -g > {after}; exec sleep 600")
+    script = (
+        f"stty -g > {before}; {BENCH} dash --dir {d.dir}; echo $? > {tmp_path}/rc; "
+        f"stty -g > {after}; exec sleep 600"
+    )
     env = ["-e", f"BENCH_DIR={d.dir}", "-e", "TERM=xterm-256color"]
     tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "36", *env, "sh", "-c", script)
     try:
+
         def screen() -> str:
             return tmux("capture-pane", "-p", "-t", name)
 
@@ -56,8 +64,11 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
         d.wait_until(lambda: bob_row() == 0 and "woken" in screen(), 20, "bob woken")
         # a: the dashboard steps aside for `bench attach bob`; Ctrl-] comes back to it.
         tmux("send-keys", "-t", name, "a")
-        d.wait_until(lambda: "sessions" not in screen() and "standin>" in screen(), 20,
-                     "bob's terminal, attached")
+        d.wait_until(
+            lambda: "sessions" not in screen() and "standin>" in screen(),
+            20,
+            "bob's terminal, attached",
+        )
         tmux("send-keys", "-t", name, "C-]")
         d.wait_until(lambda: "sessions" in screen() and bob_row() == 0, 20, "back in the dash")
         tmux("send-keys", "-t", name, "q")

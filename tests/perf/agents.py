@@ -50,8 +50,16 @@ def wake(ctx: Context) -> list[Result]:
     n = ctx.size(6, 20)
     warm = ctx.size(1, 2)
     d = ctx.tmpdir("wk")
-    opts = ["--idle-gate", str(GATE), "--paste-settle", str(SETTLE),
-            "--wake-burst", "1000", "--wake-refill", "1"]
+    opts = [
+        "--idle-gate",
+        str(GATE),
+        "--paste-settle",
+        str(SETTLE),
+        "--wake-burst",
+        "1000",
+        "--wake-refill",
+        "1",
+    ]
     over, raw, echo_lat, modes = [], [], [], []
     with Daemon(d, *opts) as daemon:
         conn = daemon.connect()
@@ -94,17 +102,33 @@ def wake(ctx: Context) -> list[Result]:
     if woken != warm + n:
         raise RuntimeError(f"{woken} agent/woken events for {warm + n} mails")
     v = p99(over)
-    return [Result(
-        "wake", "ms", ms(v), GATE * 1000, v / (GATE * 1e9), "<=", 0.05,
-        params={"samples": n, "warmup": warm, "stat": "p99 (nearest rank) of overhead",
-                "idle_gate_s": GATE, "paste_settle_s": SETTLE,
+    return [
+        Result(
+            "wake",
+            "ms",
+            ms(v),
+            GATE * 1000,
+            v / (GATE * 1e9),
+            "<=",
+            0.05,
+            params={
+                "samples": n,
+                "warmup": warm,
+                "stat": "p99 (nearest rank) of overhead",
+                "idle_gate_s": GATE,
+                "paste_settle_s": SETTLE,
                 "overhead": "t(submitted line seen in relay) - max(ack, last output + gate) "
-                            "- settle",
-                "overhead_p50_ms": ms(median(over)), "overhead_ms": [round(ms(x), 1) for x in over],
-                "modes": modes, "ack_to_submitted_p50_ms": ms(median(raw)),
+                "- settle",
+                "overhead_p50_ms": ms(median(over)),
+                "overhead_ms": [round(ms(x), 1) for x in over],
+                "modes": modes,
+                "ack_to_submitted_p50_ms": ms(median(raw)),
                 "paste_echo_after_earliest_p50_ms": ms(median(echo_lat)),
-                "enter_retries": retries, "agent": "tests/agents/standin.py"},
-    )]
+                "enter_retries": retries,
+                "agent": "tests/agents/standin.py",
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- relay
@@ -147,20 +171,39 @@ def relay_tmux(workdir: str, n: int, size: int) -> int:
     sock = os.path.join(workdir, "tmux.sock")
     marks = [os.path.join(workdir, f"done{i}") for i in range(n)]
     cmd = load_cmd(size)
-    args = [TMUX, "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "perf",
-            "-x", "120", "-y", "40", f"{cmd}; touch {marks[0]}"]
+    args = [
+        TMUX,
+        "-S",
+        sock,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "perf",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        f"{cmd}; touch {marks[0]}",
+    ]
     for m in marks[1:]:
         args += [";", "new-window", "-d", f"{cmd}; touch {m}"]
     env = clean_env()
     env.setdefault("TERM", "xterm-256color")
     t0 = now_ns()
     try:
-        subprocess.run(args, env=env, check=True, stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            args, env=env, check=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+        )
         deadline = time.monotonic() + 600
         pending = list(marks)
-        poll(lambda: all(os.path.exists(m) for m in pending),
-             max(0.0, deadline - time.monotonic()), "the tmux windows to finish", 0.005)
+        poll(
+            lambda: all(os.path.exists(m) for m in pending),
+            max(0.0, deadline - time.monotonic()),
+            "the tmux windows to finish",
+            0.005,
+        )
         return now_ns() - t0
     finally:
         subprocess.run([TMUX, "-S", sock, "kill-server"], env=env, capture_output=True)
@@ -187,15 +230,27 @@ def relay(ctx: Context) -> list[Result]:
             bench_t.append(relay_bench(daemon, n, size, f"r{r}-"))
             tmux_t.append(relay_tmux(work, n, size))
     b, t = median(bench_t), median(tmux_t)
-    return [Result(
-        "relay", "s", secs(b), secs(t), b / t, "<=", 1.0,
-        params={"sessions": n, "bytes_each": size, "reps": reps,
+    return [
+        Result(
+            "relay",
+            "s",
+            secs(b),
+            secs(t),
+            b / t,
+            "<=",
+            1.0,
+            params={
+                "sessions": n,
+                "bytes_each": size,
+                "reps": reps,
                 "load": f"sh -c '{load_cmd(size).replace(LINE, 'x' * 5 + '...')}' (100-byte lines)",
                 "bench_end": "every session/exited (benchd logs it after draining to EOF)",
                 "tmux_end": "every window's command finished (marker file), one tmux "
-                            "new-session + new-window command line, 120x40, private socket",
-                "tmux": TMUX},
-    )]
+                "new-session + new-window command line, 120x40, private socket",
+                "tmux": TMUX,
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- fanout
@@ -230,9 +285,14 @@ def fanout(ctx: Context) -> list[Result]:
                 try:
                     conn = daemon.connect()
                     for i in range(k, n, SPAWN_CLIENTS):
-                        a = call(conn, "session/spawn", argv=["cat", fifo], name=f"j{i}", cwd="/",
-                                 job={"body": f"task {i}", "subject": "job",
-                                      "reply_to": ["parent"]})
+                        a = call(
+                            conn,
+                            "session/spawn",
+                            argv=["cat", fifo],
+                            name=f"j{i}",
+                            cwd="/",
+                            job={"body": f"task {i}", "subject": "job", "reply_to": ["parent"]},
+                        )
                         with lock:
                             pids.append(a["pid"])
                     conn.close()
@@ -254,8 +314,11 @@ def fanout(ctx: Context) -> list[Result]:
                 t0 = now_ns()
                 os.close(hold)
                 released = True
-                got = posted.wait(lambda: len(posted.events) >= n and posted.events, 600,
-                                  f"{n} outbox/posted events")
+                got = posted.wait(
+                    lambda: len(posted.events) >= n and posted.events,
+                    600,
+                    f"{n} outbox/posted events",
+                )
                 t_end = got[n - 1][0]
             finally:
                 posted.close()
@@ -279,15 +342,28 @@ def fanout(ctx: Context) -> list[Result]:
     # outbox) to the N-th reply posted, by the log's own timestamps. The wall clock from
     # the release also counts 1,000 processes exiting and being reaped (kept as a param).
     rate = n / (span_ms / 1000)
-    return [Result(
-        "fanout", "per s", rate, base, rate / base, ">=", 0.8,
-        params={"jobs": n, "reply_to_each": 1, "job_cmd": "cat FIFO (released together)",
+    return [
+        Result(
+            "fanout",
+            "per s",
+            rate,
+            base,
+            rate / base,
+            ">=",
+            0.8,
+            params={
+                "jobs": n,
+                "reply_to_each": 1,
+                "job_cmd": "cat FIFO (released together)",
                 "stat": "first job/settled -> N-th outbox/posted (event ts)",
                 "rate_release_to_posted": round(wall_rate, 1),
                 "settle_span_s": (settled_ts[-1] - settled_ts[0]) / 1000,
-                "spawn_s": round(spawn_s, 2), "spawn_clients": SPAWN_CLIENTS,
-                "baseline": base_how},
-    )]
+                "spawn_s": round(spawn_s, 2),
+                "spawn_clients": SPAWN_CLIENTS,
+                "baseline": base_how,
+            },
+        )
+    ]
 
 
 def wait_open(pids: list[int], path: str, timeout: float) -> None:
@@ -298,8 +374,7 @@ def wait_open(pids: list[int], path: str, timeout: float) -> None:
         for pid in list(pending):
             fd_dir = f"/proc/{pid}/fd"
             try:
-                if any(os.readlink(os.path.join(fd_dir, fd)) == path
-                       for fd in os.listdir(fd_dir)):
+                if any(os.readlink(os.path.join(fd_dir, fd)) == path for fd in os.listdir(fd_dir)):
                     pending.discard(pid)
             except OSError:
                 pass  # still starting (or gone: then the poll times out)

@@ -55,13 +55,39 @@ def bridge(ctx: Context) -> list[Result]:
     lp99, bp99 = p99(lat), p99(bare_lat)
     common = {"nats_server": "nats-server -js, loopback, file store in /tmp"}
     return [
-        Result("bridge/p99", "ms", ms(lp99), ms(bp99), lp99 / bp99, "<=", 3.0, params=dict(
-            common, samples=n_lat, latency_p50_ms=ms(median(lat)),
-            bare_p50_ms=ms(median(bare_lat)), latency_p99_ms=ms(lp99), bare_p99_ms=ms(bp99),
-            baseline="bare nats-py js.publish (PubAck) then pull fetch + ack, sequential")),
-        Result("bridge/sends", "sends/s", rate, bare_rate, rate / bare_rate, ">=", 0.3,
-               params=dict(common, senders=SENDERS, messages=n_thr,
-                           baseline="16 concurrent js.publish (PubAck) + one pull consumer")),
+        Result(
+            "bridge/p99",
+            "ms",
+            ms(lp99),
+            ms(bp99),
+            lp99 / bp99,
+            "<=",
+            3.0,
+            params=dict(
+                common,
+                samples=n_lat,
+                latency_p50_ms=ms(median(lat)),
+                bare_p50_ms=ms(median(bare_lat)),
+                latency_p99_ms=ms(lp99),
+                bare_p99_ms=ms(bp99),
+                baseline="bare nats-py js.publish (PubAck) then pull fetch + ack, sequential",
+            ),
+        ),
+        Result(
+            "bridge/sends",
+            "sends/s",
+            rate,
+            bare_rate,
+            rate / bare_rate,
+            ">=",
+            0.3,
+            params=dict(
+                common,
+                senders=SENDERS,
+                messages=n_thr,
+                baseline="16 concurrent js.publish (PubAck) + one pull consumer",
+            ),
+        ),
     ]
 
 
@@ -106,8 +132,10 @@ def _throughput(n1, n2, total: int) -> float:
             start[0] = now_ns()
         run_threads(SENDERS, client)
         follower.wait(
-            lambda: sum(e["to"] == "carol" for _, e in follower.events) >= total, 300,
-            f"{total} deliveries")
+            lambda: sum(e["to"] == "carol" for _, e in follower.events) >= total,
+            300,
+            f"{total} deliveries",
+        )
         last = max(t for t, e in follower.events if e["to"] == "carol")
     finally:
         follower.close()
@@ -120,9 +148,12 @@ async def _bare(url: str, n_lat: int, n_thr: int) -> tuple[list[float], float]:
 
     nc = await nats_py.connect(url)
     js = nc.jetstream()
-    await js.add_stream(name="BARE", subjects=["bare.>"],
-                        retention=api.RetentionPolicy.WORK_QUEUE,
-                        storage=api.StorageType.FILE)
+    await js.add_stream(
+        name="BARE",
+        subjects=["bare.>"],
+        retention=api.RetentionPolicy.WORK_QUEUE,
+        storage=api.StorageType.FILE,
+    )
     sub = await js.pull_subscribe("bare.>", durable="bare", stream="BARE")
     payload = BODY.encode() if isinstance(BODY, str) else BODY
     lat = []

@@ -44,27 +44,42 @@ def _spawn_all(conn, n: int) -> list[str]:
 
 
 def _tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True,
-                          timeout=20).stdout
+    return subprocess.run(
+        ["tmux", *args], capture_output=True, text=True, check=True, timeout=20
+    ).stdout
 
 
 def _cpu_window(ctx: Context, d: Daemon, names: list[str]) -> tuple[float, float, int]:
     secs = ctx.size(8, 30)
     tname = f"bpdash{os.getpid()}"
-    _tmux("new-session", "-d", "-s", tname, "-x", "120", "-y", "36", "-e",
-          f"BENCH_DIR={d.dir}", "-e", "TERM=xterm-256color",
-          f"exec {BENCH} dash --dir {d.dir}")
+    _tmux(
+        "new-session",
+        "-d",
+        "-s",
+        tname,
+        "-x",
+        "120",
+        "-y",
+        "36",
+        "-e",
+        f"BENCH_DIR={d.dir}",
+        "-e",
+        "TERM=xterm-256color",
+        f"exec {BENCH} dash --dir {d.dir}",
+    )
     try:
         pid = int(_tmux("list-panes", "-t", tname, "-F", "#{pane_pid}").split()[0])
-        poll(lambda: "connected to" in _tmux("capture-pane", "-p", "-t", tname), 60,
-             "the dashboard")
+        poll(
+            lambda: "connected to" in _tmux("capture-pane", "-p", "-t", tname), 60, "the dashboard"
+        )
         time.sleep(2)  # a benchmark: let the start-up work finish before the window
         conn = d.connect()
         c0, d0, t0 = cpu_seconds(pid), cpu_seconds(d.pid), time.monotonic()
         sent = 0
         while time.monotonic() - t0 < secs:
-            call(conn, "mail/send", to=names[sent % len(names)], body=f"tick {sent}",
-                 subject="tick")
+            call(
+                conn, "mail/send", to=names[sent % len(names)], body=f"tick {sent}", subject="tick"
+            )
             sent += 1
             time.sleep(max(0.0, t0 + sent - time.monotonic()))
         c1, d1 = cpu_seconds(pid), cpu_seconds(d.pid)
@@ -89,13 +104,19 @@ def _latency(d: Daemon, names: list[str], samples: int) -> list[float]:
             loop = asyncio.get_running_loop()
             conn = d.connect()
             for i in range(samples + WARMUP):
-                a = await loop.run_in_executor(None, lambda i=i: call(
-                    conn, "mail/send", to=names[i % len(names)], body="x", subject="lat"))
+                a = await loop.run_in_executor(
+                    None,
+                    lambda i=i: call(
+                        conn, "mail/send", to=names[i % len(names)], body="x", subject="lat"
+                    ),
+                )
                 deadline = time.monotonic() + 10
                 ev = None
                 while ev is None:
-                    ev = next((e for e in reversed(app.board.events)
-                               if e.get("mail_id") == a["mail_id"]), None)
+                    ev = next(
+                        (e for e in reversed(app.board.events) if e.get("mail_id") == a["mail_id"]),
+                        None,
+                    )
                     if ev is None:
                         assert time.monotonic() < deadline, "the event never showed"
                         await asyncio.sleep(0.005)
@@ -120,13 +141,37 @@ def dash_idle(ctx: Context) -> list[Result]:
         lat = _latency(d, names, ctx.size(10, 20))
     secs = ctx.size(8, 30)
     return [
-        Result("dash-idle", "s CPU", dash_cpu, daemon_cpu,
-               dash_cpu / daemon_cpu if daemon_cpu else None, "<=", 1.0,
-               params={"sessions": SESSIONS, "window_s": secs, "events": sent,
-                       "terminal": "tmux 120x36", "baseline": "the daemon's CPU, same window"}),
-        Result("dash-idle/latency", "ms", p99(lat), 200.0, p99(lat) / 200.0, "<=", 1.0,
-               ratio_note="p99 / 200 ms",
-               params={"samples": len(lat), "warmup": WARMUP, "p50_ms": median(lat),
-                       "in_order_ms": [round(x) for x in lat],
-                       "measured": "event ts (daemon) -> line written (app, pilot)"}),
+        Result(
+            "dash-idle",
+            "s CPU",
+            dash_cpu,
+            daemon_cpu,
+            dash_cpu / daemon_cpu if daemon_cpu else None,
+            "<=",
+            1.0,
+            params={
+                "sessions": SESSIONS,
+                "window_s": secs,
+                "events": sent,
+                "terminal": "tmux 120x36",
+                "baseline": "the daemon's CPU, same window",
+            },
+        ),
+        Result(
+            "dash-idle/latency",
+            "ms",
+            p99(lat),
+            200.0,
+            p99(lat) / 200.0,
+            "<=",
+            1.0,
+            ratio_note="p99 / 200 ms",
+            params={
+                "samples": len(lat),
+                "warmup": WARMUP,
+                "p50_ms": median(lat),
+                "in_order_ms": [round(x) for x in lat],
+                "measured": "event ts (daemon) -> line written (app, pilot)",
+            },
+        ),
     ]

@@ -128,8 +128,14 @@ class Daemon:
         cmd = [PY, "-m", "benchd.server.app", "--dir", self.dir, *self.opts]
         err = open(self.err_path, "ab")
         t0 = now_ns()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=err, env=clean_env(self.dir), cwd=ROOT)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=clean_env(self.dir),
+            cwd=ROOT,
+        )
         err.close()
         line = self._read_line(timeout)
         t1 = now_ns()
@@ -471,19 +477,23 @@ def table(results: list[Result]) -> str:
         if r.error is not None:
             rows.append((r.name, "CRASHED", "-", "-", "-", "ERROR"))
             continue
-        rows.append((
-            r.name,
-            fmt(r.value, r.unit),
-            fmt(r.baseline, r.unit),
-            "-" if r.ratio is None else f"{r.ratio:.3g}x",
-            r.target_text,
-            "pass" if r.passed else "MISS",
-        ))
+        rows.append(
+            (
+                r.name,
+                fmt(r.value, r.unit),
+                fmt(r.baseline, r.unit),
+                "-" if r.ratio is None else f"{r.ratio:.3g}x",
+                r.target_text,
+                "pass" if r.passed else "MISS",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for n, row in enumerate(rows):
-        cells = [c.ljust(w) if i in (0, 4, 5) else c.rjust(w)
-                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            c.ljust(w) if i in (0, 4, 5) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))

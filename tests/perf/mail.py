@@ -42,8 +42,13 @@ def cli_send(ctx: Context) -> list[Result]:
 
         def wall(cmd) -> int:
             t0 = now_ns()
-            proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            proc = subprocess.run(
+                cmd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
             t = now_ns() - t0
             if proc.returncode != 0:
                 raise RuntimeError(f"{cmd} exited {proc.returncode}: {proc.stderr[-500:]!r}")
@@ -57,21 +62,43 @@ def cli_send(ctx: Context) -> list[Result]:
             floor_t.append(wall(floor_cmd))
             bench_t.append(wall(bench_cmd))
         # What the send path imports (PYTHONPROFILEIMPORTTIME = python -X importtime).
-        prof = subprocess.run(bench_cmd, env=dict(env, PYTHONPROFILEIMPORTTIME="1"),
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        imported = [ln.rsplit("|", 1)[-1].strip() for ln in prof.stderr.splitlines()
-                    if ln.startswith("import time:") and "|" in ln]
+        prof = subprocess.run(
+            bench_cmd,
+            env=dict(env, PYTHONPROFILEIMPORTTIME="1"),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+        )
+        imported = [
+            ln.rsplit("|", 1)[-1].strip()
+            for ln in prof.stderr.splitlines()
+            if ln.startswith("import time:") and "|" in ln
+        ]
     b, f = median(bench_t), median(floor_t)
-    return [Result(
-        "cli-send", "ms", ms(b), ms(f), b / f, "<=", 2.0,
-        params={
-            "runs": runs, "warmup": warm, "stat": "median wall time per process",
-            "command": " ".join(["bench", *bench_cmd[1:]]), "floor": f"{PY} -c pass",
-            "bench_p90_ms": ms(percentile(bench_t, 90)), "floor_p90_ms": ms(percentile(floor_t, 90)),
-            "modules_imported": len(imported), "imports_trio": "trio" in imported,
-            "imports_msgspec": "msgspec" in imported, "imports_click": "click" in imported,
-        },
-    )]
+    return [
+        Result(
+            "cli-send",
+            "ms",
+            ms(b),
+            ms(f),
+            b / f,
+            "<=",
+            2.0,
+            params={
+                "runs": runs,
+                "warmup": warm,
+                "stat": "median wall time per process",
+                "command": " ".join(["bench", *bench_cmd[1:]]),
+                "floor": f"{PY} -c pass",
+                "bench_p90_ms": ms(percentile(bench_t, 90)),
+                "floor_p90_ms": ms(percentile(floor_t, 90)),
+                "modules_imported": len(imported),
+                "imports_trio": "trio" in imported,
+                "imports_msgspec": "msgspec" in imported,
+                "imports_click": "click" in imported,
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- the Maildir baseline
@@ -84,7 +111,7 @@ class MaildirBaseline:
         root = ctx.tmpdir("md")
         self.md = mailbox.Maildir(os.path.join(root, "maildir"), create=True)
         self.new = os.path.join(self.md._path, "new")
-        self.message = "---\nfrom: \"operator\"\nto: \"box\"\nsubject: \"perf\"\n---\n\n" + BODY
+        self.message = '---\nfrom: "operator"\nto: "box"\nsubject: "perf"\n---\n\n' + BODY
 
     def send(self) -> None:
         key = self.md.add(self.message)
@@ -130,14 +157,27 @@ def send_1(ctx: Context) -> list[Result]:
             rates.append(n / ((now_ns() - t_start) / 1e9))
         conn.close()
     r, b = median(rates), median(base_rates)
-    return [Result(
-        "send-1", "sends/s", r, b, r / b, ">=", 1.0,
-        params={
-            "sends_per_rep": n, "reps": reps, "warmup": 50, "stat": "median of reps",
-            "clients": 1, "latency_p50_ms": ms(median(lat)), "latency_p99_ms": ms(p99(lat)),
-            "baseline": "mailbox.Maildir.add + fsync(file) + fsync(dir), same filesystem",
-        },
-    )]
+    return [
+        Result(
+            "send-1",
+            "sends/s",
+            r,
+            b,
+            r / b,
+            ">=",
+            1.0,
+            params={
+                "sends_per_rep": n,
+                "reps": reps,
+                "warmup": 50,
+                "stat": "median of reps",
+                "clients": 1,
+                "latency_p50_ms": ms(median(lat)),
+                "latency_p99_ms": ms(p99(lat)),
+                "baseline": "mailbox.Maildir.add + fsync(file) + fsync(dir), same filesystem",
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- send-16
@@ -169,15 +209,27 @@ def send_16(ctx: Context) -> list[Result]:
     rates, base_rates, total, reps = send16_rates(ctx)
     r, b = median(rates), median(base_rates)
     ctx.shared["send-16"] = r
-    return [Result(
-        "send-16", "sends/s", r, b, r / b, ">=", 3.0,
-        params={
-            "clients": 16, "client_kind": "threads, one persistent connection each",
-            "sends_per_rep": total, "reps": reps, "stat": "median of reps",
-            "rates": [round(x) for x in rates], "baseline_rates": [round(x) for x in base_rates],
-            "baseline": "single-threaded mailbox.Maildir.add + fsync(file) + fsync(dir)",
-        },
-    )]
+    return [
+        Result(
+            "send-16",
+            "sends/s",
+            r,
+            b,
+            r / b,
+            ">=",
+            3.0,
+            params={
+                "clients": 16,
+                "client_kind": "threads, one persistent connection each",
+                "sends_per_rep": total,
+                "reps": reps,
+                "stat": "median of reps",
+                "rates": [round(x) for x in rates],
+                "baseline_rates": [round(x) for x in base_rates],
+                "baseline": "single-threaded mailbox.Maildir.add + fsync(file) + fsync(dir)",
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- send-noisy
@@ -224,14 +276,36 @@ def send_noisy(ctx: Context) -> list[Result]:
             writer.kill()
             writer.wait()
         conn.close()
-    params = {"sends": len(lat), "rounds": rounds, "stat": "p99 (nearest rank) and max",
-              "clients": 1, "order": "daemon and baseline alternate in rounds",
-              "noise": "one process writing 64 MiB files in a loop, no fsync, same filesystem",
-              "p50_ms": ms(median(lat)), "baseline_p50_ms": ms(median(base_lat)),
-              "baseline": "mailbox.Maildir.add + fsync(file) + fsync(dir) under the same writer"}
+    params = {
+        "sends": len(lat),
+        "rounds": rounds,
+        "stat": "p99 (nearest rank) and max",
+        "clients": 1,
+        "order": "daemon and baseline alternate in rounds",
+        "noise": "one process writing 64 MiB files in a loop, no fsync, same filesystem",
+        "p50_ms": ms(median(lat)),
+        "baseline_p50_ms": ms(median(base_lat)),
+        "baseline": "mailbox.Maildir.add + fsync(file) + fsync(dir) under the same writer",
+    }
     return [
-        Result("send-noisy", "ms", ms(p99(lat)), ms(p99(base_lat)),
-               p99(lat) / p99(base_lat), "<=", 2.0, params=params),
-        Result("send-noisy/max", "ms", ms(max(lat)), ms(max(base_lat)),
-               max(lat) / max(base_lat), "<=", 5.0, params={"stat": "max of the same sends"}),
+        Result(
+            "send-noisy",
+            "ms",
+            ms(p99(lat)),
+            ms(p99(base_lat)),
+            p99(lat) / p99(base_lat),
+            "<=",
+            2.0,
+            params=params,
+        ),
+        Result(
+            "send-noisy/max",
+            "ms",
+            ms(max(lat)),
+            ms(max(base_lat)),
+            max(lat) / max(base_lat),
+            "<=",
+            5.0,
+            params={"stat": "max of the same sends"},
+        ),
     ]

@@ -34,16 +34,32 @@ BENCHMARKS = {
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
-RUN_ORDER = ["cli-send", "send-1", "send-16", "send-noisy", "list-scale", "restart", "rss",
-             "send-scale", "wake", "fanout", "relay", "search-scale", "dash-idle", "bridge"]
+RUN_ORDER = [
+    "cli-send",
+    "send-1",
+    "send-16",
+    "send-noisy",
+    "list-scale",
+    "restart",
+    "rss",
+    "send-scale",
+    "wake",
+    "fanout",
+    "relay",
+    "search-scale",
+    "dash-idle",
+    "bridge",
+]
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m tests.perf.run", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m tests.perf.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--quick", action="store_true", help="CI-sized runs (seconds each)")
-    p.add_argument("--only", metavar="NAME,...",
-                   help=f"run only these ({', '.join(BENCHMARKS)})")
+    p.add_argument("--only", metavar="NAME,...", help=f"run only these ({', '.join(BENCHMARKS)})")
     args = p.parse_args(argv)
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -118,10 +134,21 @@ NOTE_KEYS = {
     "restart": ["restarts", "empty_dir_ready_s", "baseline_runs"],
     "bridge/p99": ["samples", "latency_p50_ms", "bare_p50_ms", "latency_p99_ms", "bare_p99_ms"],
     "bridge/sends": ["senders", "messages"],
-    "rss": ["sessions", "messages", "daemon_VmHWM_MB", "daemon_no_sessions_VmRSS_MB",
-            "baseline_VmHWM_MB"],
-    "search-scale": ["big", "queries", "big_p50_ms", "small_p50_ms", "common_word_p99_ms",
-                     "rebuild_from_files_s"],
+    "rss": [
+        "sessions",
+        "messages",
+        "daemon_VmHWM_MB",
+        "daemon_no_sessions_VmRSS_MB",
+        "baseline_VmHWM_MB",
+    ],
+    "search-scale": [
+        "big",
+        "queries",
+        "big_p50_ms",
+        "small_p50_ms",
+        "common_word_p99_ms",
+        "rebuild_from_files_s",
+    ],
     "search-scale/grep": ["grep_runs"],
     "dash-idle": ["sessions", "window_s", "events"],
     "dash-idle/latency": ["samples", "p50_ms", "in_order_ms"],
@@ -148,8 +175,10 @@ def notes(rows: list[Result]) -> None:
         if "shared_dir" in r.params:
             shared = r.params
     if shared:
-        print(f"  note: {shared['shared_dir']}; filled through the daemon by 32 concurrent "
-              f"clients in {shared['fill_s']} s ({shared['fill_rate']} sends/s)")
+        print(
+            f"  note: {shared['shared_dir']}; filled through the daemon by 32 concurrent "
+            f"clients in {shared['fill_s']} s ({shared['fill_rate']} sends/s)"
+        )
 
 
 if __name__ == "__main__":

@@ -49,9 +49,12 @@ class Seed:
         ctx.log(f"  filled in {self.fill_ns / 1e9:.1f} s ({self.rate:,.0f} sends/s)")
 
     def note(self) -> dict:
-        return {"shared_dir": f"one BENCH_DIR filled once with {self.n} messages, reused by "
-                              "list-scale, restart, rss, send-scale (own daemon each)",
-                "fill_s": round(self.fill_ns / 1e9, 1), "fill_rate": round(self.rate)}
+        return {
+            "shared_dir": f"one BENCH_DIR filled once with {self.n} messages, reused by "
+            "list-scale, restart, rss, send-scale (own daemon each)",
+            "fill_s": round(self.fill_ns / 1e9, 1),
+            "fill_rate": round(self.rate),
+        }
 
 
 def seed(ctx: Context) -> Seed:
@@ -127,17 +130,44 @@ def list_scale(ctx: Context) -> list[Result]:
         if count != big.n or len(rows) != 50:
             raise RuntimeError(f"the naive scan found {count} messages")
     pb, ps, scan = p99(lat_big), p99(lat_small), median(scan_ns)
-    common = {"limit": 50, "calls": n, "warmup": 30, "stat": "p99 (nearest rank)",
-              "big_p50_ms": ms(median(lat_big)), "small_p50_ms": ms(median(lat_small)),
-              **big.note()}
+    common = {
+        "limit": 50,
+        "calls": n,
+        "warmup": 30,
+        "stat": "p99 (nearest rank)",
+        "big_p50_ms": ms(median(lat_big)),
+        "small_p50_ms": ms(median(lat_small)),
+        **big.note(),
+    }
     return [
-        Result("list-scale", "ms", ms(pb), ms(ps), pb / ps, "<=", 1.5,
-               params=dict(common, big=big.n, small=1000,
-                           order="calls alternate between the two daemons")),
-        Result("list-scale/scan", "ms", ms(pb), ms(scan), scan / pb, ">=", 50,
-               ratio_note="scan/list", params=dict(
-                   common, scans=scans, scan_stat="median",
-                   scan="listdir + read + front-matter parse of every file, sort, first 50")),
+        Result(
+            "list-scale",
+            "ms",
+            ms(pb),
+            ms(ps),
+            pb / ps,
+            "<=",
+            1.5,
+            params=dict(
+                common, big=big.n, small=1000, order="calls alternate between the two daemons"
+            ),
+        ),
+        Result(
+            "list-scale/scan",
+            "ms",
+            ms(pb),
+            ms(scan),
+            scan / pb,
+            ">=",
+            50,
+            ratio_note="scan/list",
+            params=dict(
+                common,
+                scans=scans,
+                scan_stat="median",
+                scan="listdir + read + front-matter parse of every file, sort, first 50",
+            ),
+        ),
     ]
 
 
@@ -165,13 +195,27 @@ def send_scale(ctx: Context) -> list[Result]:
     if totals != [big.n + n, n]:
         raise RuntimeError(f"mailbox totals {totals} are not {[big.n + n, n]}")
     pb, pe = p99(lat[0]), p99(lat[1])
-    return [Result(
-        "send-scale", "ms", ms(pb), ms(pe), pb / pe, "<=", 1.3,
-        params={"sends": n, "warmup": 30, "stat": "p99 (nearest rank), one client each",
-                "big_p50_ms": ms(median(lat[0])), "empty_p50_ms": ms(median(lat[1])),
+    return [
+        Result(
+            "send-scale",
+            "ms",
+            ms(pb),
+            ms(pe),
+            pb / pe,
+            "<=",
+            1.3,
+            params={
+                "sends": n,
+                "warmup": 30,
+                "stat": "p99 (nearest rank), one client each",
+                "big_p50_ms": ms(median(lat[0])),
+                "empty_p50_ms": ms(median(lat[1])),
                 "order": "sends alternate between the two daemons",
-                "empty": f"a fresh BENCH_DIR; its mailbox grows 0 -> {n}", **big.note()},
-    )]
+                "empty": f"a fresh BENCH_DIR; its mailbox grows 0 -> {n}",
+                **big.note(),
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- restart
@@ -210,21 +254,36 @@ def restart(ctx: Context) -> list[Result]:
             empty_ready.append(t)
     heads = [read_heads(big.inbox) for _ in range(ctx.size(2, 3))]
     r, b = median(ready), median(heads)
-    return [Result(
-        "restart", "s", r / 1e9, b / 1e9, r / b, "<=", 0.5,
-        params={"restarts": reps, "warmup": 1, "stat": "median, process start -> ready line",
+    return [
+        Result(
+            "restart",
+            "s",
+            r / 1e9,
+            b / 1e9,
+            r / b,
+            "<=",
+            0.5,
+            params={
+                "restarts": reps,
+                "warmup": 1,
+                "stat": "median, process start -> ready line",
                 "after": "a clean stop (SIGTERM)",
                 "empty_dir_ready_s": median(empty_ready) / 1e9,
                 "baseline": "listdir + open + read(512) of every message file, warm cache",
-                "baseline_runs": len(heads), **big.note()},
-    )]
+                "baseline_runs": len(heads),
+                **big.note(),
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- rss
 
-BARE = ("import trio, msgspec, structlog\n"
-        "for line in open('/proc/self/status'):\n"
-        "    if line.startswith(('VmRSS', 'VmHWM')): print(line.split()[1])\n")
+BARE = (
+    "import trio, msgspec, structlog\n"
+    "for line in open('/proc/self/status'):\n"
+    "    if line.startswith(('VmRSS', 'VmHWM')): print(line.split()[1])\n"
+)
 
 
 def bare_rss_kb() -> tuple[int, int]:
@@ -253,12 +312,24 @@ def rss(ctx: Context) -> list[Result]:
         conn.close()
     bare = [bare_rss_kb() for _ in range(3)]
     b = median([x[0] for x in bare])
-    return [Result(
-        "rss", "MB", mem["VmRSS"] / 1024, b / 1024,
-        mem["VmRSS"] / b, "<=", 3.0,
-        params={"sessions": sessions, "session_cmd": "sleep 600", "messages": big.n,
+    return [
+        Result(
+            "rss",
+            "MB",
+            mem["VmRSS"] / 1024,
+            b / 1024,
+            mem["VmRSS"] / b,
+            "<=",
+            3.0,
+            params={
+                "sessions": sessions,
+                "session_cmd": "sleep 600",
+                "messages": big.n,
                 "daemon_VmHWM_MB": mem["VmHWM"] / 1024,
                 "daemon_no_sessions_VmRSS_MB": idle["VmRSS"] / 1024,
                 "baseline": f"{PY} importing trio, msgspec, structlog (median of 3)",
-                "baseline_VmHWM_MB": median([x[1] for x in bare]) / 1024, **big.note()},
-    )]
+                "baseline_VmHWM_MB": median([x[1] for x in bare]) / 1024,
+                **big.note(),
+            },
+        )
+    ]

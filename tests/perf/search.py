@@ -42,11 +42,17 @@ def write_corpus(d: str, n: int, seed: int = 7) -> None:
         words = rnd.choices(VOCAB, k=40) + planted.get(i, [])
         rnd.shuffle(words)
         ms_ = base + i
-        mail_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime(ms_ // 1000)) + \
-            f".{ms_ % 1000:03d}Z-0001"
-        meta = {"id": mail_id, "from": f"s{i % 50}", "to": HANDLE,
-                "subject": " ".join(rnd.choices(VOCAB, k=4)), "date": format_ms(ms_),
-                "key": f"auto-{mail_id}"}
+        mail_id = (
+            time.strftime("%Y%m%dT%H%M%S", time.gmtime(ms_ // 1000)) + f".{ms_ % 1000:03d}Z-0001"
+        )
+        meta = {
+            "id": mail_id,
+            "from": f"s{i % 50}",
+            "to": HANDLE,
+            "subject": " ".join(rnd.choices(VOCAB, k=4)),
+            "date": format_ms(ms_),
+            "key": f"auto-{mail_id}",
+        }
         with open(os.path.join(inbox, mail_id + ".md"), "wb") as f:
             f.write(frontmatter.render(meta, " ".join(words).encode()))
 
@@ -92,21 +98,37 @@ def search_scale(ctx: Context) -> list[Result]:
     grep_ns = []
     for word in NEEDLES[: ctx.size(1, 3)]:
         t0 = now_ns()
-        out = subprocess.run(["grep", "-rl", word, "mail/"], cwd=big, capture_output=True,
-                             text=True)
+        out = subprocess.run(
+            ["grep", "-rl", word, "mail/"], cwd=big, capture_output=True, text=True
+        )
         grep_ns.append(now_ns() - t0)
         if len(out.stdout.split()) != PER_NEEDLE:
             raise RuntimeError(f"grep found {len(out.stdout.split())} files for {word}")
     pb, ps, g = p99(lat_big), p99(lat_small), median(grep_ns)
-    params = {"big": n_big, "small": 1000, "queries": len(lat_big), "limit": 20,
-              "stat": "p99 (nearest rank)", "hits_per_query": PER_NEEDLE,
-              "big_p50_ms": ms(median(lat_big)), "small_p50_ms": ms(median(lat_small)),
-              "common_word_p99_ms": ms(p99(common_big)),
-              "common_word": "a vocabulary word in ~2% of messages, 20 hits returned",
-              "rebuild_from_files_s": round(rebuild_s, 1)}
+    params = {
+        "big": n_big,
+        "small": 1000,
+        "queries": len(lat_big),
+        "limit": 20,
+        "stat": "p99 (nearest rank)",
+        "hits_per_query": PER_NEEDLE,
+        "big_p50_ms": ms(median(lat_big)),
+        "small_p50_ms": ms(median(lat_small)),
+        "common_word_p99_ms": ms(p99(common_big)),
+        "common_word": "a vocabulary word in ~2% of messages, 20 hits returned",
+        "rebuild_from_files_s": round(rebuild_s, 1),
+    }
     return [
         Result("search-scale", "ms", ms(pb), ms(ps), pb / ps, "<=", 2.0, params=params),
-        Result("search-scale/grep", "ms", ms(pb), ms(g), g / pb, ">=", 50,
-               ratio_note="grep/search",
-               params=dict(params, grep_runs=len(grep_ns), grep="grep -rl WORD mail/")),
+        Result(
+            "search-scale/grep",
+            "ms",
+            ms(pb),
+            ms(g),
+            g / pb,
+            ">=",
+            50,
+            ratio_note="grep/search",
+            params=dict(params, grep_runs=len(grep_ns), grep="grep -rl WORD mail/"),
+        ),
     ]

@@ -16,10 +16,19 @@ from tests.proofs.common import STANDIN, ProofFailed, timeline, wait_for
 
 SEED = 100
 # handle, node, where its wake sends the next number
-RING = [("alice", "node1", "bob"), ("bob", "node1", "carol@node2"),
-        ("carol", "node2", "operator@node1")]
-SHOWN = {"mail/sent", "agent/woken", "bridge/queued", "bridge/forwarded", "bridge/delivered",
-         "mail/read"}
+RING = [
+    ("alice", "node1", "bob"),
+    ("bob", "node1", "carol@node2"),
+    ("carol", "node2", "operator@node1"),
+]
+SHOWN = {
+    "mail/sent",
+    "agent/woken",
+    "bridge/queued",
+    "bridge/forwarded",
+    "bridge/delivered",
+    "mail/read",
+}
 
 
 def run(timeout: float) -> int:
@@ -30,8 +39,10 @@ def run(timeout: float) -> int:
         raise ProofFailed(why)
     nats = NatsServer()
     nats.start()
-    nodes = {"node1": Node("node1", nats, "--idle-gate", "0.5"),
-             "node2": Node("node2", nats, "--idle-gate", "0.5")}
+    nodes = {
+        "node1": Node("node1", nats, "--idle-gate", "0.5"),
+        "node2": Node("node2", nats, "--idle-gate", "0.5"),
+    }
     try:
         for n in nodes.values():
             n.start()
@@ -41,16 +52,28 @@ def run(timeout: float) -> int:
         for name, n in nodes.items():
             print(f"{name}: BENCH_DIR {n.dir}, bridge pid {n.bridge.pid}")
         for handle, node, nxt in RING:
-            s = nodes[node].d.ok("spawn", "--name", handle, "--ready", "standin>", "--",
-                                 sys.executable, STANDIN, "--ring", nxt)
+            s = nodes[node].d.ok(
+                "spawn",
+                "--name",
+                handle,
+                "--ready",
+                "standin>",
+                "--",
+                sys.executable,
+                STANDIN,
+                "--ring",
+                nxt,
+            )
             print(f"spawned {handle:<6} on {node} (session {s['session']}), rings {nxt}")
         n1 = nodes["node1"]
         seed = n1.send("alice", f"number {SEED}", "-s", "ring")
         print(f"seeded  number {SEED} -> alice ({seed['mail_id']})")
         t0 = time.monotonic()
         listing = wait_for(
-            lambda: n1.d.ok("mail", "list", "--handle", "operator")["messages"], timeout,
-            "the ring to come back to the operator on node1")
+            lambda: n1.d.ok("mail", "list", "--handle", "operator")["messages"],
+            timeout,
+            "the ring to come back to the operator on node1",
+        )
         got = n1.d.ok("mail", "read", listing[0]["mail_id"], "--handle", "operator")
         elapsed = time.monotonic() - t0
         body = got["body"].strip()
@@ -64,8 +87,10 @@ def run(timeout: float) -> int:
         for name, n in nodes.items():
             print(f"\n{name} event trail:")
             print(timeline(n.d.events(), SHOWN))
-        print(f"\nbridge-proof: ok: {SEED} -> {SEED + len(RING)} through alice -> bob "
-              "(node1) -> carol (node2) and back to the operator on node1")
+        print(
+            f"\nbridge-proof: ok: {SEED} -> {SEED + len(RING)} through alice -> bob "
+            "(node1) -> carol (node2) and back to the operator on node1"
+        )
         return 0
     finally:
         for n in nodes.values():
@@ -76,8 +101,7 @@ def run(timeout: float) -> int:
 def check_trail(events: dict[str, list[dict]]) -> None:
     """Each agent woken once, by the hop before it; the cross-node hops forwarded and
     delivered exactly once."""
-    want = {"node1": [("alice", "operator"), ("bob", "alice")],
-            "node2": [("carol", "bob@node1")]}
+    want = {"node1": [("alice", "operator"), ("bob", "alice")], "node2": [("carol", "bob@node1")]}
     for node, evs in events.items():
         woken = [(e["handle"], e["from"]) for e in evs if e["kind"] == "agent/woken"]
         if woken != want[node]:

@@ -33,8 +33,14 @@ class Bench:
     def run(self, *args: str, check: bool = True) -> dict:
         at = args.index("--") if "--" in args else len(args)
         argv = [BENCH, *args[:at], "--json", *args[at:]]
-        p = subprocess.run(argv, capture_output=True, text=True, env=self.env(),
-                           stdin=subprocess.DEVNULL, timeout=120)
+        p = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
         try:
             answer = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
         except json.JSONDecodeError:
@@ -46,8 +52,14 @@ class Bench:
 
     def text(self, *args: str) -> str:
         """The human output of a command (e.g. `tail H --screen`)."""
-        p = subprocess.run([BENCH, *args], capture_output=True, text=True, env=self.env(),
-                           stdin=subprocess.DEVNULL, timeout=60)
+        p = subprocess.run(
+            [BENCH, *args],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
         if p.returncode != 0:
             raise ProofFailed(f"`bench {' '.join(args)}` failed: {p.stderr.strip()}")
         return p.stdout

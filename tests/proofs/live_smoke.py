@@ -18,25 +18,46 @@ def step(n: int, text: str) -> None:
 
 def smoke(bench: Bench) -> None:
     hello = bench.run("status")
-    step(1, f"hello: benchd {hello['version']} pid {hello['pid']} at {hello['bench_dir']}, "
-            f"protocol {hello['protocol']}")
+    step(
+        1,
+        f"hello: benchd {hello['version']} pid {hello['pid']} at {hello['bench_dir']}, "
+        f"protocol {hello['protocol']}",
+    )
     since = bench.events()[-1]["seq"] if bench.events() else 0
     name = f"smoke-{int(time.time() * 1000) % 100000}"
-    s = bench.run("spawn", "--name", name, "--ready", "standin>", "--", sys.executable,
-                  STANDIN, "--ring", "operator")
+    s = bench.run(
+        "spawn",
+        "--name",
+        name,
+        "--ready",
+        "standin>",
+        "--",
+        sys.executable,
+        STANDIN,
+        "--ring",
+        "operator",
+    )
     step(2, f"spawn: {s['handle']} session {s['session']} pid {s['pid']}")
     sent = bench.run("mail", "send", name, "-s", "smoke", "-m", "number 41")
     step(3, f"send: {sent['mail_id']} to {name} (live: {sent['live']})")
     woken = wait_for(
-        lambda: [e for e in bench.events(since) if e["kind"] == "agent/woken"
-                 and e["mail_id"] == sent["mail_id"]],
-        30, f"the wake of {name}",
+        lambda: [
+            e
+            for e in bench.events(since)
+            if e["kind"] == "agent/woken" and e["mail_id"] == sent["mail_id"]
+        ],
+        30,
+        f"the wake of {name}",
     )[0]
     step(4, f"wake seen: {woken['handle']} got a line with {woken['path']}")
     reply = wait_for(
-        lambda: [m for m in bench.run("mail", "list", "--handle", "operator")["messages"]
-                 if m["from"] == name],
-        30, f"{name}'s answer to the operator",
+        lambda: [
+            m
+            for m in bench.run("mail", "list", "--handle", "operator")["messages"]
+            if m["from"] == name
+        ],
+        30,
+        f"{name}'s answer to the operator",
     )[0]
     got = bench.run("mail", "read", reply["mail_id"], "--handle", "operator")
     if got["body"].strip() != "number 42":
@@ -44,9 +65,13 @@ def smoke(bench: Bench) -> None:
     step(5, f"read: {got['body'].strip()!r} from {got['from']} ({got['path']})")
     bench.run("kill", name)
     exited = wait_for(
-        lambda: [e for e in bench.events(since) if e["kind"] == "session/exited"
-                 and e["session"] == s["session"]],
-        30, f"{name} to exit",
+        lambda: [
+            e
+            for e in bench.events(since)
+            if e["kind"] == "session/exited" and e["session"] == s["session"]
+        ],
+        30,
+        f"{name} to exit",
     )[0]
     step(6, f"kill: {name} exited (signal {exited['signal']}, exit {exited['exit']})")
     step(7, "events:")

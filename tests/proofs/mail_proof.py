@@ -24,8 +24,16 @@ def spawn_standins(bench, names: list[str]) -> dict:
     for i, name in enumerate(names):
         nxt = names[i + 1] if i + 1 < len(names) else "operator"
         sessions[name] = bench.run(
-            "spawn", "--name", name, "--ready", "standin>", "--",
-            sys.executable, STANDIN, "--ring", nxt,
+            "spawn",
+            "--name",
+            name,
+            "--ready",
+            "standin>",
+            "--",
+            sys.executable,
+            STANDIN,
+            "--ring",
+            nxt,
         )
     return sessions
 
@@ -51,8 +59,9 @@ def check_trail(events: list[dict], names: list[str]) -> None:
         raise ProofFailed("the operator's mail/read of the last hop is missing")
 
 
-def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str],
-        via: str = "shell") -> int:
+def run(
+    agents: str | None, timeout: float, keep: bool, daemon_opts: list[str], via: str = "shell"
+) -> int:
     real = None
     names = RING
     if agents:
@@ -78,7 +87,8 @@ def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str],
                 t0 = time.monotonic()
                 listing = wait_for(
                     lambda: bench.run("mail", "list", "--handle", "operator")["messages"],
-                    timeout, f"the ring to come back to the operator (seeded {names[0]})",
+                    timeout,
+                    f"the ring to come back to the operator (seeded {names[0]})",
                 )
                 got = bench.run("mail", "read", listing[0]["mail_id"], "--handle", "operator")
                 elapsed = time.monotonic() - t0
@@ -90,13 +100,18 @@ def run(agents: str | None, timeout: float, keep: bool, daemon_opts: list[str],
                 events = bench.events()
                 check_trail(events, names)
                 print("\nevent trail:")
-                print(timeline(events, {"mail/sent", "agent/woken", "wake/enter-retried",
-                                        "mail/read"}))
+                print(
+                    timeline(
+                        events, {"mail/sent", "agent/woken", "wake/enter-retried", "mail/read"}
+                    )
+                )
                 if real is not None:
                     real.check_mcp()
                     real.print_screens(bench)
-                print(f"\nmail-proof: ok: {SEED} -> {SEED + len(names)} through "
-                      f"{' -> '.join(names)} and back to the operator")
+                print(
+                    f"\nmail-proof: ok: {SEED} -> {SEED + len(names)} through "
+                    f"{' -> '.join(names)} and back to the operator"
+                )
                 return 0
             except ProofFailed:
                 try:
@@ -119,9 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=None, help="seconds for the ring to close")
     p.add_argument("--keep", action="store_true", help="keep the temporary BENCH_DIR")
     p.add_argument("--idle-gate", default=None, help="the daemon's idle gate (seconds)")
-    p.add_argument("--via", choices=["shell", "mcp"], default="shell",
-                   help="mcp: agents with an MCP client (Claude Code, Codex) answer through "
-                   "`bench mcp` and have no shell tool; pi keeps its shell")
+    p.add_argument(
+        "--via",
+        choices=["shell", "mcp"],
+        default="shell",
+        help="mcp: agents with an MCP client (Claude Code, Codex) answer through "
+        "`bench mcp` and have no shell tool; pi keeps its shell",
+    )
     args = p.parse_args(argv)
     if args.via == "mcp" and not args.agents:
         p.error("--via mcp needs --agents (the stand-ins have no MCP client)")

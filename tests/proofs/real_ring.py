@@ -37,8 +37,10 @@ class RealRing:
         ring = {a: b for a, b in zip(self.names, [*self.names[1:], "operator"], strict=True)}
         self.log_path = os.path.join(self.work, "model.log")
         self.server, self.port = start_server(ring, self.log_path)
-        print(f"scripted model server on 127.0.0.1:{self.port}; ring "
-              + " -> ".join([*self.names, "operator"]))
+        print(
+            f"scripted model server on 127.0.0.1:{self.port}; ring "
+            + " -> ".join([*self.names, "operator"])
+        )
         versions = realagents.versions(self.bin_dir)
         print("agents: " + ", ".join(f"{k} {versions.get(k, '?')}" for k in self.names))
 
@@ -48,12 +50,22 @@ class RealRing:
             home = os.path.join(self.work, f"home-{kind}")
             cwd = os.path.join(self.work, f"cwd-{kind}")
             os.makedirs(cwd, exist_ok=True)
-            spec = realagents.prepare(kind, home, self.port, cwd, self.bin_dir,
-                                      extra_path=[BIN])
+            spec = realagents.prepare(kind, home, self.port, cwd, self.bin_dir, extra_path=[BIN])
             if kind in self.mcp:
                 realagents.use_bench_mcp(spec)
-            args = ["spawn", "--name", kind, "--agent", kind, "--cwd", str(spec.cwd),
-                    "--rows", "40", "--cols", "120"]
+            args = [
+                "spawn",
+                "--name",
+                kind,
+                "--agent",
+                kind,
+                "--cwd",
+                str(spec.cwd),
+                "--rows",
+                "40",
+                "--cols",
+                "120",
+            ]
             for k, v in spec.env.items():
                 args += ["--env", f"{k}={v}"]
             sessions[kind] = bench.run(*args, "--", *spec.argv)
@@ -68,8 +80,11 @@ class RealRing:
         """
         for kind in self.mcp:
             home = os.path.join(self.work, f"home-{kind}")
-            wait_for(lambda home=home, kind=kind: realagents.mcp_connected(kind, home),
-                     timeout, f"{kind} to connect to bench mcp")
+            wait_for(
+                lambda home=home, kind=kind: realagents.mcp_connected(kind, home),
+                timeout,
+                f"{kind} to connect to bench mcp",
+            )
             print(f"{kind} connected to bench mcp")
 
     def check_mcp(self) -> None:
@@ -80,20 +95,29 @@ class RealRing:
                 records.append(json.loads(line))
         for kind in self.mcp:
             route = realagents.ROUTES[kind]
-            mine = [r for r in records if r["path"].split("?")[0].endswith(route)
-                    and isinstance(r.get("body"), dict)]
+            mine = [
+                r
+                for r in records
+                if r["path"].split("?")[0].endswith(route) and isinstance(r.get("body"), dict)
+            ]
             offered = [r for r in mine if r["body"].get("tools")]
             shells = [r for r in offered if shell_tool(r["body"]) is not None]
             if not offered or shells:
-                raise ProofFailed(f"{kind} was offered a shell tool ({len(shells)} of "
-                                  f"{len(offered)} requests): it must have only MCP tools")
-            calls = [r["reply"]["tool"] for r in mine
-                     if isinstance(r.get("reply"), dict) and r["reply"].get("tool")]
+                raise ProofFailed(
+                    f"{kind} was offered a shell tool ({len(shells)} of "
+                    f"{len(offered)} requests): it must have only MCP tools"
+                )
+            calls = [
+                r["reply"]["tool"]
+                for r in mine
+                if isinstance(r.get("reply"), dict) and r["reply"].get("tool")
+            ]
             if [c.rsplit("__", 1)[-1] for c in calls] != ["read_mail", "send_mail"]:
-                raise ProofFailed(f"{kind} made the tool calls {calls}, not read_mail then "
-                                  "send_mail through bench's MCP server")
-            print(f"{kind} answered through MCP: {' then '.join(calls)} "
-                  "(no shell tool offered)")
+                raise ProofFailed(
+                    f"{kind} made the tool calls {calls}, not read_mail then "
+                    "send_mail through bench's MCP server"
+                )
+            print(f"{kind} answered through MCP: {' then '.join(calls)} (no shell tool offered)")
 
     def print_screens(self, bench) -> None:
         for kind in self.names:
@@ -146,4 +170,3 @@ def stop_processes_under(root: str, timeout: float = 10.0) -> None:
                 pass
         time.sleep(pause)  # a bounded poll for exits, not a test's timing
         pause = min(pause * 2, 0.2)
-

@@ -10,8 +10,14 @@ from tests.conftest import ROOT
 def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=e,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_mail_proof_ring_of_standins():

@@ -12,8 +12,10 @@ from tests.realagents import agents as realagents
 
 def test_ring_through_real_agents():
     if realagents.installed_bin_dir() is None and not realagents.registry_reachable():
-        pytest.skip("the npm registry cannot be reached, so Claude Code, Codex and pi "
-                    "cannot be installed on this machine")
+        pytest.skip(
+            "the npm registry cannot be reached, so Claude Code, Codex and pi "
+            "cannot be installed on this machine"
+        )
     p = run_module("tests.proofs.mail_proof", "--agents", "claude,codex,pi")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from pi" in p.stdout
@@ -26,13 +28,17 @@ def test_ring_through_real_agents_via_mcp():
     """Claude Code and Codex with `bench mcp` as their only mail door and no shell tool
     (pi has no MCP client and keeps its shell): the ring still closes."""
     if realagents.installed_bin_dir() is None and not realagents.registry_reachable():
-        pytest.skip("the npm registry cannot be reached, so Claude Code, Codex and pi "
-                    "cannot be installed on this machine")
+        pytest.skip(
+            "the npm registry cannot be reached, so Claude Code, Codex and pi "
+            "cannot be installed on this machine"
+        )
     p = run_module("tests.proofs.mail_proof", "--agents", "claude,codex,pi", "--via", "mcp")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from pi" in p.stdout
     for kind in ("claude", "codex"):
         assert f"{kind} connected to bench mcp" in p.stdout
-        assert (f"{kind} answered through MCP: mcp__bench__read_mail then "
-                "mcp__bench__send_mail (no shell tool offered)") in p.stdout
+        assert (
+            f"{kind} answered through MCP: mcp__bench__read_mail then "
+            "mcp__bench__send_mail (no shell tool offered)"
+        ) in p.stdout
     assert "pi answered through MCP" not in p.stdout

@@ -522,8 +522,12 @@ def use_bench_mcp(spec: AgentSpec) -> AgentSpec:
         # the tools the model is offered; bench's MCP tools allowed without a prompt.
         _write_json(
             spec.home / ".claude" / "settings.json",
-            {"permissions": {"allow": ["mcp__bench", "Read", "Write", "Edit"],
-                             "deny": ["Bash", "BashOutput", "KillShell"]}},
+            {
+                "permissions": {
+                    "allow": ["mcp__bench", "Read", "Write", "Edit"],
+                    "deny": ["Bash", "BashOutput", "KillShell"],
+                }
+            },
         )
     elif spec.kind == "codex":
         # No shell: the shell tool and unified exec (exec_command) features off. The

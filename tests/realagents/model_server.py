@@ -168,8 +168,11 @@ def latest_turn_chat(body: dict) -> Turn:
         for m in msgs[:-1]:
             for c in m.get("tool_calls") or []:
                 called[c.get("id")] = (c.get("function") or {}).get("name", "")
-        return Turn("tool_result", _text_of(last.get("content")),
-                    called.get(last.get("tool_call_id"), last.get("name") or ""))
+        return Turn(
+            "tool_result",
+            _text_of(last.get("content")),
+            called.get(last.get("tool_call_id"), last.get("name") or ""),
+        )
     if role == "user":
         return Turn("user", _text_of(last.get("content")))
     return Turn("assistant", _text_of(last.get("content")))
@@ -210,8 +213,11 @@ def latest_turn_responses(body: dict) -> Turn:
     if typ.endswith("_call_output") or typ == "tool_result":
         called = {it.get("call_id"): _called_name(it) for it in kept if "name" in it}
         out = last.get("output")
-        return Turn("tool_result", out if isinstance(out, str) else _text_of(out),
-                    called.get(last.get("call_id"), ""))
+        return Turn(
+            "tool_result",
+            out if isinstance(out, str) else _text_of(out),
+            called.get(last.get("call_id"), ""),
+        )
     if typ == "message" and last.get("role") == "user":
         return Turn("user", _text_of(last.get("content")))
     return Turn("assistant")
@@ -320,8 +326,9 @@ def decide(turn: Turn, body: dict, ring: dict[str, str]) -> Decision:
             if step is None:
                 return Decision(text=f"I cannot tell whom to write from: {turn.text[:80]!r}")
             nxt, n = step
-            return Decision(tool=mcp["send_mail"],
-                            args={"to": nxt, "body": f"number {n}", "subject": "ring"})
+            return Decision(
+                tool=mcp["send_mail"], args={"to": nxt, "body": f"number {n}", "subject": "ring"}
+            )
         return Decision(text=FINAL_TEXT)
     if turn.kind != "user":
         return Decision(text=SMALLTALK_TEXT)

@@ -98,8 +98,7 @@ def scan_mail(bench_dir: str) -> MailScan:
                 if meta["id"] != mail_id or meta["to"] != handle:
                     scan.stray.append(path)
                     continue
-                scan.messages.append({"meta": meta, "body": body, "path": path,
-                                      "state": sub})
+                scan.messages.append({"meta": meta, "body": body, "path": path, "state": sub})
     return scan
 
 

@@ -110,9 +110,16 @@ def read_acks(path: str) -> tuple[list[dict], list[dict], list[dict]]:
 
 
 class CrashLoop:
-    def __init__(self, senders: int = 4, seed: int = 1, bench_dir: str | None = None,
-                 work_dir: str | None = None, recipients=RECIPIENTS, body_max: int = 600,
-                 log=None):
+    def __init__(
+        self,
+        senders: int = 4,
+        seed: int = 1,
+        bench_dir: str | None = None,
+        work_dir: str | None = None,
+        recipients=RECIPIENTS,
+        body_max: int = 600,
+        log=None,
+    ):
         self.own_dirs = []
         if bench_dir is None:
             bench_dir = short_tmpdir("bc")
@@ -142,13 +149,37 @@ class CrashLoop:
         self.daemon.start()
         env = self.daemon.env(PYTHONPATH=ROOT)
         for i in range(self.n_senders):
-            cmd = [sys.executable, "-m", "tests.reliability.sender", "--dir", self.bench_dir,
-                   "--name", f"c{i}", "--out", self.ack_file(i), "--stop", self.stop_file,
-                   "--to", ",".join(self.recipients), "--seed", str(self.seed),
-                   "--body-max", str(self.body_max), "--max-seconds", "3600"]
-            self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env,
-                                               stdout=subprocess.DEVNULL,
-                                               stderr=subprocess.PIPE, text=True))
+            cmd = [
+                sys.executable,
+                "-m",
+                "tests.reliability.sender",
+                "--dir",
+                self.bench_dir,
+                "--name",
+                f"c{i}",
+                "--out",
+                self.ack_file(i),
+                "--stop",
+                self.stop_file,
+                "--to",
+                ",".join(self.recipients),
+                "--seed",
+                str(self.seed),
+                "--body-max",
+                str(self.body_max),
+                "--max-seconds",
+                "3600",
+            ]
+            self.procs.append(
+                subprocess.Popen(
+                    cmd,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
 
     def acked_count(self) -> int:
         n = 0
@@ -163,8 +194,7 @@ class CrashLoop:
     def senders_alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)
 
-    def crash_round(self, min_new: int = 20, max_delay: float = 0.4,
-                    timeout: float = 60.0) -> None:
+    def crash_round(self, min_new: int = 20, max_delay: float = 0.4, timeout: float = 60.0) -> None:
         """Wait for `min_new` more acknowledgements, a random moment more, kill -9, restart."""
         base = self.acked_count()
 
@@ -217,8 +247,14 @@ class CrashLoop:
 
     # ------------------------------------------------------------ the loop
 
-    def run(self, rounds: int | None = None, seconds: float | None = None,
-            min_new: int = 20, max_delay: float = 0.4, tail_acks: int = 20) -> Figures:
+    def run(
+        self,
+        rounds: int | None = None,
+        seconds: float | None = None,
+        min_new: int = 20,
+        max_delay: float = 0.4,
+        tail_acks: int = 20,
+    ) -> Figures:
         """Crash rounds (a count, or as many as fit in `seconds`), then verify."""
         self.start()
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -230,8 +266,11 @@ class CrashLoop:
             self.crash_round(min_new, max_delay)
         # The senders carry on against the restarted daemon before they are stopped.
         base = self.acked_count()
-        wait_until(lambda: self.acked_count() >= base + tail_acks or not self.senders_alive(),
-                   60, "acknowledgements after the last restart")
+        wait_until(
+            lambda: self.acked_count() >= base + tail_acks or not self.senders_alive(),
+            60,
+            "acknowledgements after the last restart",
+        )
         self.stop_senders()
         return self.verify()
 
@@ -251,8 +290,10 @@ class CrashLoop:
             for a in acks:
                 prev = acked.get(a["key"])
                 if prev is not None and prev["mail_id"] != a["mail_id"]:
-                    P.append(f"key {a['key']} acknowledged with two ids "
-                             f"{prev['mail_id']} and {a['mail_id']}")
+                    P.append(
+                        f"key {a['key']} acknowledged with two ids "
+                        f"{prev['mail_id']} and {a['mail_id']}"
+                    )
                 acked.setdefault(a["key"], a)
         f.acked = len(acked)
         if not acked:
@@ -269,8 +310,10 @@ class CrashLoop:
         for (sender, key), msgs in by_key.items():
             if len(msgs) > 1:
                 f.duplicates += len(msgs) - 1
-                P.append(f"key {key} from {sender} is on disk {len(msgs)} times: "
-                         f"{[m['path'] for m in msgs]}")
+                P.append(
+                    f"key {key} from {sender} is on disk {len(msgs)} times: "
+                    f"{[m['path'] for m in msgs]}"
+                )
             if sender == "operator" and key not in acked:
                 f.phantom += 1
                 P.append(f"message {msgs[0]['path']} (key {key}) was never acknowledged")
@@ -284,9 +327,11 @@ class CrashLoop:
             body = a["body"].encode("utf-8")
             if m["meta"]["id"] != a["mail_id"] or m["meta"]["to"] != a["to"] or m["body"] != body:
                 f.corrupt += 1
-                P.append(f"acknowledged {a['mail_id']} (key {key}) differs on disk: "
-                         f"{m['path']} id={m['meta']['id']} to={m['meta']['to']} "
-                         f"body equal={m['body'] == body}")
+                P.append(
+                    f"acknowledged {a['mail_id']} (key {key}) differs on disk: "
+                    f"{m['path']} id={m['meta']['id']} to={m['meta']['to']} "
+                    f"body equal={m['body'] == body}"
+                )
                 continue
             if len(msgs) == 1:
                 f.found += 1
@@ -295,8 +340,10 @@ class CrashLoop:
         f.torn_lines = len(log.torn)
         f.seq_errors = len(log.seq_errors)
         if len(log.torn) > f.rounds:
-            P.append(f"{len(log.torn)} unparseable event-log lines after {f.rounds} crashes: "
-                     f"{[t[:80] for t in log.torn[:5]]}")
+            P.append(
+                f"{len(log.torn)} unparseable event-log lines after {f.rounds} crashes: "
+                f"{[t[:80] for t in log.torn[:5]]}"
+            )
         P.extend(f"event log: {e}" for e in log.seq_errors[:5])
         sent: dict[str, list[dict]] = {}
         for e in log.of_kind("mail/sent"):
@@ -313,8 +360,10 @@ class CrashLoop:
             elif not a["dup"] and a["tries"] == 1 and len(live) != 1:
                 # Answered ok on its first try: its event was logged before that answer.
                 f.missing_events += 1
-                P.append(f"{a['mail_id']} was acknowledged at once but its mail/sent is "
-                         f"only a recovered one")
+                P.append(
+                    f"{a['mail_id']} was acknowledged at once but its mail/sent is "
+                    f"only a recovered one"
+                )
 
         with Client(self.bench_dir) as c:
             for h in self.recipients:
@@ -333,23 +382,26 @@ class CrashLoop:
         items = list(acked.values())
         with Client(self.bench_dir, timeout=60) as c:
             for start in range(0, len(items), 64):
-                chunk = items[start:start + 64]
+                chunk = items[start : start + 64]
                 for a in chunk:  # pipelined: a page of requests, then their answers
-                    c.send({"verb": "mail/send", "to": a["to"], "body": a["body"],
-                            "key": a["key"]})
+                    c.send({"verb": "mail/send", "to": a["to"], "body": a["body"], "key": a["key"]})
                 for a in chunk:
                     ans = c.recv()
                     f.resent += 1
-                    if not (ans.get("ok") and ans.get("duplicate") is True
-                            and ans.get("mail_id") == a["mail_id"]):
+                    if not (
+                        ans.get("ok")
+                        and ans.get("duplicate") is True
+                        and ans.get("mail_id") == a["mail_id"]
+                    ):
                         f.resend_bad += 1
                         if f.resend_bad <= 5:
                             f.problems.append(f"resend of {a['key']} answered {ans}")
         after = scan_mail(self.bench_dir)
         f.resend_wrote = len(after.messages) - len(before.messages)
         if f.resend_wrote or after.staged:
-            f.problems.append(f"resending wrote {f.resend_wrote} files "
-                              f"({len(after.staged)} in tmp/)")
+            f.problems.append(
+                f"resending wrote {f.resend_wrote} files ({len(after.staged)} in tmp/)"
+            )
         sent_after = len(scan_events(self.bench_dir).of_kind("mail/sent"))
         if sent_after != sent_before:
             f.problems.append(f"resending logged {sent_after - sent_before} mail/sent events")

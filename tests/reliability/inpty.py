@@ -23,8 +23,13 @@ def main() -> int:
     if "--detach" in sys.argv:
         env = {k: v for k, v in os.environ.items() if k != "BENCH_TOKEN"}
         argv = [a for a in sys.argv if a not in ("--detach", "--stay")]
-        subprocess.run([sys.executable, *argv], env=env, start_new_session=True,
-                       stdin=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [sys.executable, *argv],
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            check=True,
+        )
         if "--stay" in sys.argv:
             sys.stdin.read()
         return 0
@@ -48,8 +53,12 @@ def main() -> int:
         line, buf = buf.split(b"\n", 1)
         answers.append(json.loads(line))
     s.close()
-    out = {"handle": os.environ.get("BENCH_HANDLE"), "token": token,
-           "session": os.environ.get("BENCH_SESSION"), "answers": answers}
+    out = {
+        "handle": os.environ.get("BENCH_HANDLE"),
+        "token": token,
+        "session": os.environ.get("BENCH_SESSION"),
+        "answers": answers,
+    }
     with open(out_path + ".tmp", "w") as f:
         json.dump(out, f)
     os.rename(out_path + ".tmp", out_path)

@@ -9,16 +9,24 @@ from tests.reliability.common import scan_mail
 def spawn_job(d: Benchd, name: str, key: str, reply_to: list[str], content: str) -> dict:
     """A job whose child reports `content` and exits 0 (so it settles `completed`)."""
     script = f"bench report '{content}'"
-    a = d.call({"verb": "session/spawn", "argv": ["bash", "-c", script], "name": name,
-                "job": {"body": f"task for {name}", "key": key, "reply_to": reply_to}})
+    a = d.call(
+        {
+            "verb": "session/spawn",
+            "argv": ["bash", "-c", script],
+            "name": name,
+            "job": {"body": f"task for {name}", "key": key, "reply_to": reply_to},
+        }
+    )
     assert a.get("ok") is True, a
     return a
 
 
 def reply_header(outcome: str, agent: str, session: str) -> str:
     """The header of a reply from a child that exited with code 0."""
-    return (f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n"
-            "ended: exited\nexitCode: 0\n---\n\n")
+    return (
+        f"---\noutcome: {outcome}\nagentId: {agent}\nsessionId: {session}\n"
+        "ended: exited\nexitCode: 0\n---\n\n"
+    )
 
 
 def arm(d: Benchd, point: str, err: str, count: int) -> None:

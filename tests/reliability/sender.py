@@ -26,9 +26,32 @@ from bench_wire.client import Client
 from bench_wire.errors import WireError
 
 PIECES = [
-    "hello", "naïve café", "漢字かな", "😀🚀", "---", "---\n", "key: value", "\t", "  ", "\r\n",
-    "\n", "\n\n", '"quoted"', "'single'", "#", "\\", "\x1b[31mred\x1b[0m", "\x00", "ü" * 7,
-    "x" * 64, "line\nline", "{}", "[]", "%s", "$HOME", "`cmd`",
+    "hello",
+    "naïve café",
+    "漢字かな",
+    "😀🚀",
+    "---",
+    "---\n",
+    "key: value",
+    "\t",
+    "  ",
+    "\r\n",
+    "\n",
+    "\n\n",
+    '"quoted"',
+    "'single'",
+    "#",
+    "\\",
+    "\x1b[31mred\x1b[0m",
+    "\x00",
+    "ü" * 7,
+    "x" * 64,
+    "line\nline",
+    "{}",
+    "[]",
+    "%s",
+    "$HOME",
+    "`cmd`",
 ]
 
 
@@ -54,7 +77,7 @@ class Acks:
         data = (json.dumps(obj, ensure_ascii=True) + "\n").encode("ascii")
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[os.write(self.fd, view) :]
         os.fsync(self.fd)
 
 
@@ -98,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         key = f"{o.name}-{n:06d}"
         to = rng.choice(recipients)
         body = make_body(rng, o.body_max)
-        req = {"verb": "mail/send", "to": to, "body": body, "subject": f"{o.name} #{n}",
-               "key": key}
+        req = {"verb": "mail/send", "to": to, "body": body, "subject": f"{o.name} #{n}", "key": key}
         tries = 0
         while True:
             if conn is None:
@@ -121,23 +143,45 @@ def main(argv: list[str] | None = None) -> int:
                 max_latency = max(max_latency, latency)
                 acked += 1
                 dups += bool(ans.get("duplicate"))
-                acks.write({"key": key, "mail_id": ans["mail_id"], "to": to, "body": body,
-                            "dup": bool(ans.get("duplicate")), "tries": tries,
-                            "ms": round(latency * 1000, 2)})
+                acks.write(
+                    {
+                        "key": key,
+                        "mail_id": ans["mail_id"],
+                        "to": to,
+                        "body": body,
+                        "dup": bool(ans.get("duplicate")),
+                        "tries": tries,
+                        "ms": round(latency * 1000, 2),
+                    }
+                )
             else:
                 errors += 1
                 acks.write({"error": ans.get("error"), "key": key, "to": to})
             break
         if gave_up:
-            acks.write({"error": {"code": "gave-up", "message": "no daemon answered"},
-                        "key": key, "to": to})
+            acks.write(
+                {
+                    "error": {"code": "gave-up", "message": "no daemon answered"},
+                    "key": key,
+                    "to": to,
+                }
+            )
             break
         n += 1
     if conn is not None:
         conn.close()
-    acks.write({"summary": {"name": o.name, "acked": acked, "unknown": unknown,
-                            "errors": errors + gave_up, "dups": dups,
-                            "max_ms": round(max_latency * 1000, 2)}})
+    acks.write(
+        {
+            "summary": {
+                "name": o.name,
+                "acked": acked,
+                "unknown": unknown,
+                "errors": errors + gave_up,
+                "dups": dups,
+                "max_ms": round(max_latency * 1000, 2),
+            }
+        }
+    )
     return 1 if errors or gave_up else 0
 
 

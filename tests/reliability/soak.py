@@ -22,10 +22,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=300.0, help="how long to crash (s)")
     p.add_argument("--senders", type=int, default=4)
     p.add_argument("--seed", type=int, default=int(time.time()) % 100000)
-    p.add_argument("--min-acks", type=int, default=20,
-                   help="fresh acknowledgements required before each kill")
-    p.add_argument("--max-delay", type=float, default=0.5,
-                   help="upper bound of the random extra moment before each kill (s)")
+    p.add_argument(
+        "--min-acks", type=int, default=20, help="fresh acknowledgements required before each kill"
+    )
+    p.add_argument(
+        "--max-delay",
+        type=float,
+        default=0.5,
+        help="upper bound of the random extra moment before each kill (s)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     o = p.parse_args(argv)
     log = (lambda msg: print(msg, flush=True)) if o.verbose else None

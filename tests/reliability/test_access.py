@@ -61,9 +61,22 @@ def as_nobody(sock_path: str) -> dict:
         pytest.skip("needs root to run a client under another uid (setpriv to nobody)")
     if shutil.which("setpriv") is None or not os.path.exists(SYSTEM_PYTHON):
         pytest.skip("needs setpriv and /usr/bin/python3 to run a client as nobody")
-    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                        SYSTEM_PYTHON, "-c", PEER_SCRIPT, sock_path],
-                       capture_output=True, text=True, timeout=30, cwd="/")
+    r = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            SYSTEM_PYTHON,
+            "-c",
+            PEER_SCRIPT,
+            sock_path,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd="/",
+    )
     assert r.returncode == 0, r
     return json.loads(r.stdout)
 
@@ -112,8 +125,9 @@ def test_another_uid_is_refused_by_peer_credentials(daemon):
 # ------------------------------------------------------------------ sessions
 
 
-def run_in_session(d, tmp_path, name: str, reqs: list[dict], stay: bool = True,
-                   detach: bool = False) -> dict:
+def run_in_session(
+    d, tmp_path, name: str, reqs: list[dict], stay: bool = True, detach: bool = False
+) -> dict:
     """Spawn session `name` running inpty.py with these requests; return its record."""
     tag = f"{name}-{os.urandom(4).hex()}"
     rq, out = tmp_path / f"{tag}.req.json", tmp_path / f"{tag}.out.json"
@@ -137,10 +151,23 @@ def test_a_session_speaks_only_as_itself(daemon, tmp_path):
     bob_id = seed["mail_id"]
     reqs = [
         {"verb": "hello"},
-        {"verb": "mail/send", "to": "bob", "body": "no token", "key": "f1",
-         "from": "operator", "sender": "operator", "caller": "operator"},
-        {"verb": "mail/send", "to": "bob", "body": "with token", "key": "f2",
-         "from": "carol", "token": "$TOKEN"},
+        {
+            "verb": "mail/send",
+            "to": "bob",
+            "body": "no token",
+            "key": "f1",
+            "from": "operator",
+            "sender": "operator",
+            "caller": "operator",
+        },
+        {
+            "verb": "mail/send",
+            "to": "bob",
+            "body": "with token",
+            "key": "f2",
+            "from": "carol",
+            "token": "$TOKEN",
+        },
         {"verb": "mail/list", "handle": "bob"},
         {"verb": "mail/list", "handle": "operator", "state": "all"},
         {"verb": "mail/read", "handle": "bob"},
@@ -170,7 +197,9 @@ def test_a_session_speaks_only_as_itself(daemon, tmp_path):
     assert by_key["f1"]["meta"]["from"] == "alice" and by_key["f1"]["body"] == b"no token"
     assert by_key["f2"]["meta"]["from"] == "alice" and by_key["f2"]["body"] == b"with token"
     assert [e["from"] for e in d.events(kind="mail/sent") if e["key"] in ("f1", "f2")] == [
-        "alice", "alice"]
+        "alice",
+        "alice",
+    ]
     # 3-7: another's mailbox can be neither listed nor read, by handle or by id.
     assert code[3:7] == ["forbidden"] * 4, ans[3:7]
     assert code[7] == "no-such-message", ans[7]
@@ -198,8 +227,16 @@ def test_the_token_is_the_identity_outside_the_pty_too(daemon, tmp_path):
     token = rec["token"]
     assert token and rec["answers"][0]["caller"] == "alice"
     with d.connect() as c:
-        a = c.call({"verb": "mail/send", "to": "bob", "body": "b", "key": "t1", "token": token,
-                    "from": "operator"})
+        a = c.call(
+            {
+                "verb": "mail/send",
+                "to": "bob",
+                "body": "b",
+                "key": "t1",
+                "token": token,
+                "from": "operator",
+            }
+        )
         h = c.call({"verb": "hello", "token": token})
         c.send({"verb": "mail/list", "handle": "bob", "token": token})
         refused = c.recv()
@@ -215,8 +252,12 @@ def test_a_forged_token_is_refused_and_writes_nothing(daemon, tmp_path, token):
     run_in_session(d, tmp_path, "alice", [{"verb": "hello"}])  # a live session exists
     before = len(scan_mail(d.dir).messages)
     with d.connect() as c:
-        for req in ({"verb": "hello"}, {"verb": "mail/send", "to": "bob", "body": "x"},
-                    {"verb": "mail/list"}, {"verb": "mail/read"}):
+        for req in (
+            {"verb": "hello"},
+            {"verb": "mail/send", "to": "bob", "body": "x"},
+            {"verb": "mail/list"},
+            {"verb": "mail/read"},
+        ):
             c.send({**req, "token": token})
             a = c.recv()
             if token == "":
@@ -232,8 +273,7 @@ def test_a_forged_token_is_refused_and_writes_nothing(daemon, tmp_path, token):
 
 def test_a_stale_token_is_refused(daemon, tmp_path):
     d = daemon
-    rec = run_in_session(d, tmp_path, "alice", [{"verb": "hello", "token": "$TOKEN"}],
-                         stay=False)
+    rec = run_in_session(d, tmp_path, "alice", [{"verb": "hello", "token": "$TOKEN"}], stay=False)
     d.wait_event("session/exited", lambda e: e["handle"] == "alice")
     before = len(scan_mail(d.dir).messages)
     with d.connect() as c:
@@ -256,15 +296,22 @@ def test_a_sessions_child_in_a_new_process_session_is_not_the_operator(daemon, t
     and gain the operator's reach over every mailbox."""
     d = daemon
     d.ok("mail", "send", "bob", "-m", "bob's secret")
-    rec = run_in_session(d, tmp_path, "alice", [
-        {"verb": "hello"},
-        {"verb": "mail/list", "handle": "bob"},
-        {"verb": "mail/send", "to": "bob", "body": "who am I", "key": "detached"},
-    ], detach=True)
+    rec = run_in_session(
+        d,
+        tmp_path,
+        "alice",
+        [
+            {"verb": "hello"},
+            {"verb": "mail/list", "handle": "bob"},
+            {"verb": "mail/send", "to": "bob", "body": "who am I", "key": "detached"},
+        ],
+        detach=True,
+    )
     hello, listing, send = rec["answers"]
     assert rec["token"] == ""  # it really had no secret
     assert hello["caller"] != "operator", (
-        f"a setsid child of session alice is taken for the operator: {hello['caller']}")
+        f"a setsid child of session alice is taken for the operator: {hello['caller']}"
+    )
     assert listing["ok"] is False and listing["error"]["code"] == "forbidden", listing
     if send["ok"]:
         (msg,) = [m for m in scan_mail(d.dir).messages if m["meta"]["key"] == "detached"]

@@ -86,9 +86,14 @@ def jetstream_figures(url: str) -> dict:
         si = await js.stream_info("BENCH_MAIL")
         ci = await js.consumer_info("BENCH_MAIL", "bench-node2")
         await nc.close()
-        return {"stored": si.state.last_seq, "left": si.state.messages,
-                "deliveries": ci.delivered.consumer_seq, "redelivered": ci.num_redelivered,
-                "ack_pending": ci.num_ack_pending, "pending": ci.num_pending}
+        return {
+            "stored": si.state.last_seq,
+            "left": si.state.messages,
+            "deliveries": ci.delivered.consumer_seq,
+            "redelivered": ci.num_redelivered,
+            "ack_pending": ci.num_ack_pending,
+            "pending": ci.num_pending,
+        }
 
     return asyncio.run(go())
 
@@ -96,8 +101,11 @@ def jetstream_figures(url: str) -> dict:
 def settle(nats: NatsServer, n1: Node, n2: Node, total: int) -> dict:
     """Wait until all arrived and JetStream holds nothing unacked; the figures."""
     wait_for(lambda: delivered(n2) >= total, 120, f"{total} messages in bob's inbox")
-    wait_for(lambda: (f := jetstream_figures(nats.url))["ack_pending"] == 0
-             and f["pending"] == 0 and f, 60, "JetStream to hold nothing unacked")
+    wait_for(
+        lambda: (f := jetstream_figures(nats.url))["ack_pending"] == 0 and f["pending"] == 0 and f,
+        60,
+        "JetStream to hold nothing unacked",
+    )
     wait_for(lambda: n1.status()["bridge"]["queued"] == 0, 30, "node1's queue to drain")
     return jetstream_figures(nats.url)
 
@@ -140,11 +148,13 @@ def test_kill9_of_each_bridge_mid_stream_1000_messages(rig):
         t.join(120)
     figures = settle(nats, n1, n2, len(keys))
     check_exactly_once(n2, keys, answers)
-    print(f"\nbridge kill -9: acknowledged {len(answers)}, in bob's inbox {delivered(n2)}, "
-          f"distinct keys {len(set(keys_in(n2)))}; kills at {kills}; republished and "
-          f"deduplicated by JetStream {republished(n1)}; JetStream stored "
-          f"{figures['stored']}, deliveries {figures['deliveries']} "
-          f"(redelivered {figures['redelivered']})")
+    print(
+        f"\nbridge kill -9: acknowledged {len(answers)}, in bob's inbox {delivered(n2)}, "
+        f"distinct keys {len(set(keys_in(n2)))}; kills at {kills}; republished and "
+        f"deduplicated by JetStream {republished(n1)}; JetStream stored "
+        f"{figures['stored']}, deliveries {figures['deliveries']} "
+        f"(redelivered {figures['redelivered']})"
+    )
     assert figures["stored"] == len(keys)  # a republish after a kill was deduplicated
 
 
@@ -161,8 +171,10 @@ def test_nats_server_restart_on_its_store_mid_burst(rig):
     figures = settle(nats, n1, n2, len(keys))
     check_exactly_once(n2, keys, answers)
     retries = len(n1.d.events(kind="bridge/retry")) + len(n2.d.events(kind="bridge/retry"))
-    print(f"\nnats-server restart: acknowledged {len(answers)}, in bob's inbox "
-          f"{delivered(n2)}; stopped at {stopped_at[0]} forwarded / {stopped_at[1]} "
-          f"delivered; bridge/retry events {retries}; republished and deduplicated "
-          f"{republished(n1)}; JetStream stored {figures['stored']}, "
-          f"deliveries {figures['deliveries']}")
+    print(
+        f"\nnats-server restart: acknowledged {len(answers)}, in bob's inbox "
+        f"{delivered(n2)}; stopped at {stopped_at[0]} forwarded / {stopped_at[1]} "
+        f"delivered; bridge/retry events {retries}; republished and deduplicated "
+        f"{republished(n1)}; JetStream stored {figures['stored']}, "
+        f"deliveries {figures['deliveries']}"
+    )

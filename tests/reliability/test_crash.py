@@ -65,16 +65,25 @@ def test_kill9_between_settlement_and_drain_replies_exactly_once(make_daemon):
     handles = [f"p{i}" for i in range(10)] + ["operator"]
     jobs = _jobs(d, 3, handles, "settle")
     total = len(jobs) * len(handles)
-    wait_until(lambda: len({e["key"] for e in d.events(kind="outbox/retry")}) >= total, 60,
-               f"{total} refused first posts")
+    wait_until(
+        lambda: len({e["key"] for e in d.events(kind="outbox/retry")}) >= total,
+        60,
+        f"{total} refused first posts",
+    )
     assert posted_keys(d, "outbox:settle-") == {}
-    assert all(not [m for m in d.events(kind="mail/sent") if m["to"] == h]
-               for h in handles if h != "operator")
+    assert all(
+        not [m for m in d.events(kind="mail/sent") if m["to"] == h]
+        for h in handles
+        if h != "operator"
+    )
     since = d.last_seq()
     d.kill9()
     d.start()
-    wait_until(lambda: len(posted_keys(d, "outbox:settle-", since)) == total, 60,
-               f"{total} replies posted after the restart")
+    wait_until(
+        lambda: len(posted_keys(d, "outbox:settle-", since)) == total,
+        60,
+        f"{total} replies posted after the restart",
+    )
     barrier(d, "a")
     check_replies(d, jobs, handles)
     # A second kill -9 after delivery posts nothing again.
@@ -110,8 +119,11 @@ def test_kill9_during_a_drain_replies_exactly_once(make_daemon):
     handles = [f"r{i:02d}" for i in range(60)]
     jobs = _jobs(d, 5, handles, "drain")
     total = len(jobs) * len(handles)
-    wait_until(lambda: len({e["key"] for e in d.events(kind="outbox/retry")}) >= total, 90,
-               f"{total} refused first posts")
+    wait_until(
+        lambda: len({e["key"] for e in d.events(kind="outbox/retry")}) >= total,
+        90,
+        f"{total} refused first posts",
+    )
     prefix = "outbox:drain-"
     kills = 0
     since = d.last_seq()
@@ -129,8 +141,11 @@ def test_kill9_during_a_drain_replies_exactly_once(make_daemon):
         # (it begins before the daemon answers) is followed too.
         since = scan_events(d.dir).events[-1]["seq"]
         d.start()
-    wait_until(lambda: len(posted_keys_from_log(d.dir, prefix)) == total, 120,
-               f"all {total} replies posted")
+    wait_until(
+        lambda: len(posted_keys_from_log(d.dir, prefix)) == total,
+        120,
+        f"all {total} replies posted",
+    )
     barrier(d, "drained")
     check_replies(d, jobs, handles)
     # A reply posted again after a crash (delivered, receipt not yet written) is the
@@ -148,8 +163,6 @@ def posted_keys_from_log(bench_dir: str, prefix: str) -> dict[str, list[str]]:
         if e["key"].startswith(prefix):
             out.setdefault(e["key"], []).append(e["mail_id"])
     return out
-
-
 
 
 # ------------------------------------------------------------------ recovery by itself
@@ -216,7 +229,7 @@ def test_a_torn_log_tail_and_staged_leftovers_are_recovered_at_start(make_daemon
         f.write(b'{"seq":%d,"ts":1796000000000,"kind":"mail/sent","mail_id":"2026' % (last + 1))
     staged = os.path.join(d.dir, "mail", "bob", "tmp", "20261130T000000.000Z-0001.md")
     with open(staged, "wb") as f:
-        f.write(b"---\nid: \"20261130T000000.000Z-0001\"\nfrom: \"operator\"\nto: \"b")
+        f.write(b'---\nid: "20261130T000000.000Z-0001"\nfrom: "operator"\nto: "b')
     d.start()
     assert not os.path.exists(staged)
     more = _send_some(d, 5, "after-torn")

@@ -101,9 +101,13 @@ def test_a_failed_log_append_takes_back_the_whole_batch(daemon, errno):
     before = snapshot(d)
     n = 12
     arm(d, "eventlog", errno, 1)
-    results = concurrent_calls(d.dir, [
-        {"verb": "mail/send", "to": "bob", "body": f"body {i}", "key": f"batch-{i}"}
-        for i in range(n)])
+    results = concurrent_calls(
+        d.dir,
+        [
+            {"verb": "mail/send", "to": "bob", "body": f"body {i}", "key": f"batch-{i}"}
+            for i in range(n)
+        ],
+    )
     failed = [i for i, r in enumerate(results) if not r["ok"]]
     delivered = {i: r for i, r in enumerate(results) if r["ok"]}
     assert failed, "the armed fault refused nothing"
@@ -176,8 +180,9 @@ def test_a_same_key_retry_beside_a_failed_delivery_never_acks_a_phantom(daemon):
     for t in range(tries):
         arm(d, "deliver", "EIO", 1)
         keys = [f"other-{t}-{i}" for i in range(4)] + [f"same-{t}"] * 2
-        answers = concurrent_calls(d.dir, [
-            {"verb": "mail/send", "to": "bob", "body": f"b{t}", "key": k} for k in keys])
+        answers = concurrent_calls(
+            d.dir, [{"verb": "mail/send", "to": "bob", "body": f"b{t}", "key": k} for k in keys]
+        )
         arm(d, "deliver", "EIO", 0)
         on_disk = {m["meta"]["key"]: m["meta"]["id"] for m in scan_mail(d.dir).messages}
         for key, a in zip(keys, answers, strict=True):
@@ -185,7 +190,8 @@ def test_a_same_key_retry_beside_a_failed_delivery_never_acks_a_phantom(daemon):
                 phantoms.append((key, a["mail_id"], a["duplicate"], a["path"]))
     assert phantoms == [], (
         f"{len(phantoms)} of {tries} rounds acknowledged a message that does not exist "
-        f"(key, id, duplicate, path): {phantoms[:5]}")
+        f"(key, id, duplicate, path): {phantoms[:5]}"
+    )
     assert_serving(d)
 
 
@@ -194,6 +200,7 @@ def test_a_same_key_retry_beside_a_failed_delivery_never_acks_a_phantom(daemon):
 
 def alive_or_dead(d, fn):
     """A wait condition that also ends (returning "dead") when benchd has died."""
+
     def cond():
         if d.proc.poll() is not None:
             return "dead"
@@ -201,13 +208,15 @@ def alive_or_dead(d, fn):
             return fn()
         except WireError:
             return None  # it is going away: the next look sees it dead
+
     return cond
 
 
 def assert_alive(d) -> None:
     if d.proc.poll() is not None:
-        raise AssertionError(f"benchd died (exit {d.proc.returncode}): "
-                             f"{d.proc.stderr.read()[-3000:]}")
+        raise AssertionError(
+            f"benchd died (exit {d.proc.returncode}): {d.proc.stderr.read()[-3000:]}"
+        )
     assert_serving(d)
 
 
@@ -218,8 +227,11 @@ def test_a_refused_spawn_leaves_no_session_running(daemon):
     arm(d, "eventlog", "EIO", 1)
     a = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "ghost"})
     assert a["ok"] is False and a["error"]["code"] == "io-error", a
-    running = [s for s in d.call({"verb": "session/list"})["sessions"]
-               if s["handle"] == "ghost" and s["state"] == "running"]
+    running = [
+        s
+        for s in d.call({"verb": "session/list"})["sessions"]
+        if s["handle"] == "ghost" and s["state"] == "running"
+    ]
     try:
         assert running == [], f"the refused spawn left a running session: {running}"
         again = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "ghost"})
@@ -238,10 +250,17 @@ def test_a_log_fault_while_a_wake_lands_does_not_kill_the_daemon(daemon, tmp_pat
     rec = tmp_path / "agent.rec"
     # The agent waits for one key before it starts (and shows its ready prompt), so the
     # wake cannot land before the fault is armed, however slow the machine.
-    gate = "read -n1 _; exec " + " ".join(shlex.quote(a) for a in standin_argv("--record",
-                                                                          str(rec)))
-    a = d.call({"verb": "session/spawn", "name": "agent", "ready": "standin>",
-                "argv": ["bash", "-c", gate]})
+    gate = "read -n1 _; exec " + " ".join(
+        shlex.quote(a) for a in standin_argv("--record", str(rec))
+    )
+    a = d.call(
+        {
+            "verb": "session/spawn",
+            "name": "agent",
+            "ready": "standin>",
+            "argv": ["bash", "-c", gate],
+        }
+    )
     assert a["ok"] is True, a
 
     def prompt():
@@ -253,10 +272,14 @@ def test_a_log_fault_while_a_wake_lands_does_not_kill_the_daemon(daemon, tmp_pat
     typed = d.call({"verb": "session/type", "handle": "agent", "text": "g", "enter": False})
     assert typed["type"] == "session/type", typed
     d.wait_until(prompt, 30, "the agent's prompt")
-    got = d.wait_until(alive_or_dead(d, lambda: rec.exists() and rec.read_text().strip()), 30,
-                       "the wake to land (or benchd to die)")
+    got = d.wait_until(
+        alive_or_dead(d, lambda: rec.exists() and rec.read_text().strip()),
+        30,
+        "the wake to land (or benchd to die)",
+    )
     assert got != "dead", (
-        f"a failed agent/woken append killed benchd: {d.proc.stderr.read()[-3000:]}")
+        f"a failed agent/woken append killed benchd: {d.proc.stderr.read()[-3000:]}"
+    )
     assert_alive(d)
     # The reactor still serves this session: the next mail wakes it, and is logged.
     second = d.ok("mail", "send", "agent", "-m", "second")
@@ -277,7 +300,8 @@ def test_a_log_fault_when_a_session_exits_does_not_kill_the_daemon(daemon):
 
     got = d.wait_until(alive_or_dead(d, settled), 30, "the session to settle (or benchd to die)")
     assert got != "dead", (
-        f"a failed session/exited append killed benchd: {d.proc.stderr.read()[-3000:]}")
+        f"a failed session/exited append killed benchd: {d.proc.stderr.read()[-3000:]}"
+    )
     assert_alive(d)
     again = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "brief"})
     assert again["ok"] is True, again  # the handle was freed

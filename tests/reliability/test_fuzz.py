@@ -67,10 +67,23 @@ class SandboxedBenchd(Benchd):
         self.cwd = cwd
 
     def start(self, timeout: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "benchd.server.app", "--dir", self.dir, "--test-hooks",
-               *self.opts]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=self.env(), text=True, cwd=self.cwd)
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchd.server.app",
+            "--dir",
+            self.dir,
+            "--test-hooks",
+            *self.opts,
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env(),
+            text=True,
+            cwd=self.cwd,
+        )
         line = self.proc.stdout.readline()
         if not line.startswith("benchd ready"):
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""
@@ -116,30 +129,92 @@ def nothing_outside(d, parent: str) -> None:
 # ------------------------------------------------------------------ frames
 
 PATHS = [
-    "../../etc", "/etc/passwd", "a/../../b", "..", ".", "../" * 20 + MARK, "/tmp/" + MARK,
-    f"a/../../{MARK}", f"..\\..\\{MARK}", f"{MARK}/../..", f"./{MARK}", "\x00" + MARK,
-    f"{MARK}\x00/etc", "~/" + MARK, "%2e%2e%2f" + MARK, "\u2025/" + MARK, "",
-    "20261130T045611.123Z-0001/../../x", "20261130T045611.123Z-0001\n", "A" * 300,
+    "../../etc",
+    "/etc/passwd",
+    "a/../../b",
+    "..",
+    ".",
+    "../" * 20 + MARK,
+    "/tmp/" + MARK,
+    f"a/../../{MARK}",
+    f"..\\..\\{MARK}",
+    f"{MARK}/../..",
+    f"./{MARK}",
+    "\x00" + MARK,
+    f"{MARK}\x00/etc",
+    "~/" + MARK,
+    "%2e%2e%2f" + MARK,
+    "\u2025/" + MARK,
+    "",
+    "20261130T045611.123Z-0001/../../x",
+    "20261130T045611.123Z-0001\n",
+    "A" * 300,
 ]
-ODD_VERBS = ["", "HELLO", "hello ", "mail/", "mail/../hello", "/etc/passwd", "stop2", "\x00",
-             "mail/send\x00", "events/../stop", "debug", "🙂"]
+ODD_VERBS = [
+    "",
+    "HELLO",
+    "hello ",
+    "mail/",
+    "mail/../hello",
+    "/etc/passwd",
+    "stop2",
+    "\x00",
+    "mail/send\x00",
+    "events/../stop",
+    "debug",
+    "🙂",
+]
 SAFE_VERBS = [v for v in VERBS if v not in ("stop", "debug/fault")]
-FIELDS = ["to", "body", "subject", "key", "reply_to", "in_reply_to", "handle", "mail_id",
-          "state", "limit", "cursor", "since", "kind", "argv", "name", "cwd", "env", "ready",
-          "rows", "cols", "job", "text", "enter", "screen", "cancel", "content", "data",
-          "token", "id", "from", "sender", "point", "errno", "count"]
+FIELDS = [
+    "to",
+    "body",
+    "subject",
+    "key",
+    "reply_to",
+    "in_reply_to",
+    "handle",
+    "mail_id",
+    "state",
+    "limit",
+    "cursor",
+    "since",
+    "kind",
+    "argv",
+    "name",
+    "cwd",
+    "env",
+    "ready",
+    "rows",
+    "cols",
+    "job",
+    "text",
+    "enter",
+    "screen",
+    "cancel",
+    "content",
+    "data",
+    "token",
+    "id",
+    "from",
+    "sender",
+    "point",
+    "errno",
+    "count",
+]
 
 
 def scalar(rng: random.Random):
-    return rng.choice([
-        lambda: rng.choice(PATHS),
-        lambda: rng.randint(-2**70, 2**70),
-        lambda: 10**400 * rng.choice([1, -1]),
-        lambda: rng.choice([0.5, -1e308, 1e308, 1e-320]),
-        lambda: rng.choice([True, False, None]),
-        lambda: "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(rng.randint(0, 30))),
-        lambda: rng.choice(["bob", "operator", "alice.x-1_", "unread", "read", "all"]),
-    ])()
+    return rng.choice(
+        [
+            lambda: rng.choice(PATHS),
+            lambda: rng.randint(-(2**70), 2**70),
+            lambda: 10**400 * rng.choice([1, -1]),
+            lambda: rng.choice([0.5, -1e308, 1e308, 1e-320]),
+            lambda: rng.choice([True, False, None]),
+            lambda: "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(rng.randint(0, 30))),
+            lambda: rng.choice(["bob", "operator", "alice.x-1_", "unread", "read", "all"]),
+        ]
+    )()
 
 
 def value(rng: random.Random, depth: int = 0):
@@ -174,9 +249,21 @@ def raw_frame(rng: random.Random) -> bytes:
     if kind == 0:
         return bytes(rng.randrange(256) for _ in range(rng.randint(0, 200)))
     if kind == 1:
-        num = rng.choice([b"1e999999", b"-1e999999", b"1" + b"0" * 400, b"1" + b"0" * 5000,
-                          b"-0", b"1E+2147483648", b"0.000000000000000000000000000001e-400",
-                          b"NaN", b"Infinity", b"0x10", b"01"])
+        num = rng.choice(
+            [
+                b"1e999999",
+                b"-1e999999",
+                b"1" + b"0" * 400,
+                b"1" + b"0" * 5000,
+                b"-0",
+                b"1E+2147483648",
+                b"0.000000000000000000000000000001e-400",
+                b"NaN",
+                b"Infinity",
+                b"0x10",
+                b"01",
+            ]
+        )
         field = rng.choice([b"limit", b"since", b"id", b"rows", b"count", b"x"])
         verb = rng.choice([b"mail/list", b"events", b"hello", b"session/spawn"])
         return b'{"verb":"' + verb + b'","' + field + b'":' + num + b"}"
@@ -187,43 +274,78 @@ def raw_frame(rng: random.Random) -> bytes:
         esc = rng.choice([b"\\ud800", b"\\udfff", b"\\u0000", b"\\x41", b"\\", b"\\u12"])
         return b'{"verb":"mail/send","to":"bob","subject":"' + esc + b'","body":"x"}'
     if kind == 4:
-        return rng.choice([b"null", b"[]", b"42", b'"hello"', b"{", b"}", b'{"verb":}',
-                           b'{"verb":"hello"}{"verb":"hello"}', b'{"verb":"hello",}',
-                           b"\xef\xbb\xbf{\"verb\":\"hello\"}", b'{"verb":"hello","verb":"x"}',
-                           b"{'verb':'hello'}", b"\t \r"])
+        return rng.choice(
+            [
+                b"null",
+                b"[]",
+                b"42",
+                b'"hello"',
+                b"{",
+                b"}",
+                b'{"verb":}',
+                b'{"verb":"hello"}{"verb":"hello"}',
+                b'{"verb":"hello",}',
+                b'\xef\xbb\xbf{"verb":"hello"}',
+                b'{"verb":"hello","verb":"x"}',
+                b"{'verb':'hello'}",
+                b"\t \r",
+            ]
+        )
     if kind == 5:  # path-like ids and handles, in the fields that name things
         p = rng.choice(PATHS)
-        return json.dumps(rng.choice([
-            {"verb": "mail/send", "to": p, "body": "x"},
-            {"verb": "mail/send", "to": "bob", "body": "x", "reply_to": [p]},
-            {"verb": "mail/send", "to": "bob", "body": "x", "in_reply_to": p},
-            {"verb": "mail/send", "to": "bob", "body": "x", "key": p or "k"},
-            {"verb": "mail/read", "mail_id": p},
-            {"verb": "mail/read", "handle": p},
-            {"verb": "mail/read", "handle": "bob", "mail_id": p},
-            {"verb": "mail/list", "handle": p},
-            {"verb": "mail/list", "handle": "bob", "cursor": p},
-            {"verb": "session/tail", "handle": p},
-            {"verb": "session/kill", "handle": p},
-            {"verb": "session/type", "handle": p, "text": "x"},
-            {"verb": "session/spawn", "argv": [f"/nonexistent-{MARK}"], "name": p},
-            {"verb": "session/spawn", "argv": [f"/nonexistent-{MARK}"], "cwd": p},
-            {"verb": "events", "kind": p},
-            {"verb": "job/report", "content": p},
-        ])).encode()
+        return json.dumps(
+            rng.choice(
+                [
+                    {"verb": "mail/send", "to": p, "body": "x"},
+                    {"verb": "mail/send", "to": "bob", "body": "x", "reply_to": [p]},
+                    {"verb": "mail/send", "to": "bob", "body": "x", "in_reply_to": p},
+                    {"verb": "mail/send", "to": "bob", "body": "x", "key": p or "k"},
+                    {"verb": "mail/read", "mail_id": p},
+                    {"verb": "mail/read", "handle": p},
+                    {"verb": "mail/read", "handle": "bob", "mail_id": p},
+                    {"verb": "mail/list", "handle": p},
+                    {"verb": "mail/list", "handle": "bob", "cursor": p},
+                    {"verb": "session/tail", "handle": p},
+                    {"verb": "session/kill", "handle": p},
+                    {"verb": "session/type", "handle": p, "text": "x"},
+                    {"verb": "session/spawn", "argv": [f"/nonexistent-{MARK}"], "name": p},
+                    {"verb": "session/spawn", "argv": [f"/nonexistent-{MARK}"], "cwd": p},
+                    {"verb": "events", "kind": p},
+                    {"verb": "job/report", "content": p},
+                ]
+            )
+        ).encode()
     if kind == 6:  # wrong types for known fields
         verb = rng.choice(SAFE_VERBS)
-        return json.dumps({"verb": verb, rng.choice(FIELDS): rng.choice(
-            [[], {}, 1, "s", True, None, [[1]], {"a": {"b": []}}, 1.5])}).encode()
+        return json.dumps(
+            {
+                "verb": verb,
+                rng.choice(FIELDS): rng.choice(
+                    [[], {}, 1, "s", True, None, [[1]], {"a": {"b": []}}, 1.5]
+                ),
+            }
+        ).encode()
     if kind == 8:  # nesting, shallow enough that any decoder should cope
         depth = rng.randint(10, 300)
         opener, closer = rng.choice([(b"[", b"]"), (b'{"a":', b"}")])
         inner = opener * depth + b"1" + closer * depth * rng.randint(0, 1)
-        return rng.choice([inner, b'{"verb":"hello","x":' + inner + b"}",
-                           b'{"verb":"mail/send","to":"bob","body":' + inner + b"}"])
+        return rng.choice(
+            [
+                inner,
+                b'{"verb":"hello","x":' + inner + b"}",
+                b'{"verb":"mail/send","to":"bob","body":' + inner + b"}",
+            ]
+        )
     if kind == 7:  # a second object, a comment, trailing bytes
-        return rng.choice([b'{"verb":"hello"} x', b'{"verb":"hello"}//c', b'{"verb":"hello"}\x00',
-                           b'  {"verb":"hello"}  ', b'{"verb":"hello"}\r'])
+        return rng.choice(
+            [
+                b'{"verb":"hello"} x',
+                b'{"verb":"hello"}//c',
+                b'{"verb":"hello"}\x00',
+                b'  {"verb":"hello"}  ',
+                b'{"verb":"hello"}\r',
+            ]
+        )
     return json_frame(rng)  # kind 9
 
 
@@ -289,8 +411,10 @@ def test_socket_fuzzer_never_kills_or_escapes_the_daemon(sandbox):
             try:
                 answers = c.answer(frame)
             except (EOFError, ConnectionError, TimeoutError) as err:
-                pytest.fail(f"no answer to frame {i} {frame[:300]!r}: {err}; "
-                            f"benchd alive: {d.proc.poll() is None}; recent: {batch[-3:]!r}")
+                pytest.fail(
+                    f"no answer to frame {i} {frame[:300]!r}: {err}; "
+                    f"benchd alive: {d.proc.poll() is None}; recent: {batch[-3:]!r}"
+                )
             if answers:
                 check_answer(frame, answers, codes)
             else:
@@ -305,13 +429,22 @@ def test_socket_fuzzer_never_kills_or_escapes_the_daemon(sandbox):
             c.close()
     alive_and_answering(d)
     nothing_outside(d, parent)
-    print(f"\nfuzzed {sent} frames over the socket; answers by code: "
-          f"{dict(sorted(codes.items(), key=lambda kv: -kv[1]))}")
+    print(
+        f"\nfuzzed {sent} frames over the socket; answers by code: "
+        f"{dict(sorted(codes.items(), key=lambda kv: -kv[1]))}"
+    )
     assert sent == FRAMES
 
 
-@pytest.mark.parametrize("size", [DEFAULT_FRAME_BYTES - 64, DEFAULT_FRAME_BYTES,
-                                  DEFAULT_FRAME_BYTES + 1, 3 * DEFAULT_FRAME_BYTES])
+@pytest.mark.parametrize(
+    "size",
+    [
+        DEFAULT_FRAME_BYTES - 64,
+        DEFAULT_FRAME_BYTES,
+        DEFAULT_FRAME_BYTES + 1,
+        3 * DEFAULT_FRAME_BYTES,
+    ],
+)
 def test_frames_near_the_cap(sandbox, size):
     d, parent = sandbox
     head = b'{"verb":"mail/send","to":"bob","body":"'
@@ -339,12 +472,16 @@ def test_frames_near_the_cap(sandbox, size):
     nothing_outside(d, parent)
 
 
-@pytest.mark.parametrize("frame", [
-    b"[" * 100_000,
-    b"[" * 5_000 + b"]" * 5_000,
-    b'{"verb":"hello","x":' + b"[" * 100_000,
-    b'{"verb":"mail/send","to":"bob","body":' + b'{"a":' * 50_000,
-], ids=["100k-open-brackets", "5k-balanced", "deep-unknown-field", "deep-body"])
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"[" * 100_000,
+        b"[" * 5_000 + b"]" * 5_000,
+        b'{"verb":"hello","x":' + b"[" * 100_000,
+        b'{"verb":"mail/send","to":"bob","body":' + b'{"a":' * 50_000,
+    ],
+    ids=["100k-open-brackets", "5k-balanced", "deep-unknown-field", "deep-body"],
+)
 def test_deep_nesting_is_refused_and_the_daemon_survives(sandbox, frame):
     d, parent = sandbox
     s = raw_connect(d.dir, timeout=20)
@@ -352,12 +489,17 @@ def test_deep_nesting_is_refused_and_the_daemon_survives(sandbox, frame):
         s.sendall(frame + b"\n" + b'{"verb":"hello","id":9}\n')
         (first, second) = [json.loads(x) for x in recv_lines(s, 2)]
     except (EOFError, ConnectionError) as err:
-        pytest.fail(f"the daemon dropped the connection on a deeply nested frame ({err}); "
-                    f"benchd alive: {d.proc.poll() is None}")
+        pytest.fail(
+            f"the daemon dropped the connection on a deeply nested frame ({err}); "
+            f"benchd alive: {d.proc.poll() is None}"
+        )
     finally:
         s.close()
-    assert first["ok"] is False and first["error"]["code"] in ("bad-json", "bad-request",
-                                                               "not-object"), first
+    assert first["ok"] is False and first["error"]["code"] in (
+        "bad-json",
+        "bad-request",
+        "not-object",
+    ), first
     assert second["ok"] is True and second["id"] == 9
     alive_and_answering(d)
     nothing_outside(d, parent)

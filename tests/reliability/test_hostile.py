@@ -32,24 +32,39 @@ def foe() -> str:
     if shutil.which("setpriv") is None or shutil.which("useradd") is None:
         pytest.skip("needs useradd and setpriv to act as a second user")
     if subprocess.run(["id", FOE], capture_output=True).returncode != 0:
-        r = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", FOE],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", FOE],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode in (0, 9), r  # 9: created meanwhile by a parallel run
     return FOE
 
 
 def as_foe(*argv: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(["setpriv", f"--reuid={FOE}", f"--regid={FOE}", "--clear-groups",
-                           *argv], capture_output=True, text=True, cwd="/", **kw)
+    return subprocess.run(
+        ["setpriv", f"--reuid={FOE}", f"--regid={FOE}", "--clear-groups", *argv],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        **kw,
+    )
 
 
-def run_bench(*args: str, env: dict | None = None, input: bytes | None = None,
-              timeout: float = 60) -> subprocess.CompletedProcess:
+def run_bench(
+    *args: str, env: dict | None = None, input: bytes | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     e["PATH"] = BIN + os.pathsep + e.get("PATH", "")
     e.update(env or {})
-    return subprocess.run([BENCH, *args], env=e, input=input, capture_output=True,
-                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+    return subprocess.run(
+        [BENCH, *args],
+        env=e,
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -92,8 +107,12 @@ def test_a_state_dir_of_another_user_is_refused_and_its_links_not_followed(victi
         assert "owned by benchfoe" in err and "[unsafe-dir]" in err, err
         assert len(err.strip().splitlines()) == 1, err
         # The daemon on its own refuses too, in one line.
-        r = subprocess.run([sys.executable, "-m", "benchd.server.app", "--dir", d],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [sys.executable, "-m", "benchd.server.app", "--dir", d],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert r.returncode == 2 and "unsafe BENCH_DIR" in r.stderr, r
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
         intact(precious, keep)
@@ -163,14 +182,34 @@ def test_the_cli_refuses_a_daemon_of_another_user():
     try:
         assert as_foe("mkdir", "-m", "0777", d).returncode == 0
         record = os.path.join(d, "got")
-        fake = subprocess.Popen(["setpriv", f"--reuid={FOE}", f"--regid={FOE}", "--clear-groups",
-                                 SYSTEM_PYTHON, "-c", FAKE_DAEMON,
-                                 os.path.join(d, "benchd.sock"), record],
-                                stdout=subprocess.PIPE, text=True, cwd="/")
+        fake = subprocess.Popen(
+            [
+                "setpriv",
+                f"--reuid={FOE}",
+                f"--regid={FOE}",
+                "--clear-groups",
+                SYSTEM_PYTHON,
+                "-c",
+                FAKE_DAEMON,
+                os.path.join(d, "benchd.sock"),
+                record,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
         try:
             assert fake.stdout.readline().strip() == "listening"
-            r = run_bench("mail", "send", "bob", "-m", "the secret body", "--dir", d,
-                          env={"BENCH_TOKEN": "secret-token-of-a-session"})
+            r = run_bench(
+                "mail",
+                "send",
+                "bob",
+                "-m",
+                "the secret body",
+                "--dir",
+                d,
+                env={"BENCH_TOKEN": "secret-token-of-a-session"},
+            )
             err = r.stderr.decode()
             assert r.returncode == 5, r
             assert "[daemon-not-ours]" in err and "nothing was sent" in err, err
@@ -189,8 +228,7 @@ def test_the_cli_refuses_a_daemon_of_another_user():
 # ------------------------------------------------------------------ 2, 3. recovery
 
 
-def test_cleanup_skips_what_is_not_a_regular_file_and_never_follows_a_link(make_daemon,
-                                                                           victim):
+def test_cleanup_skips_what_is_not_a_regular_file_and_never_follows_a_link(make_daemon, victim):
     precious, keep = victim
     d = make_daemon()
     d.ok("mail", "send", "x", "-m", "hello")
@@ -229,8 +267,9 @@ def test_a_fifo_in_an_inbox_does_not_block_recovery(make_daemon):
     r = run_bench("up", "--dir", d.dir, timeout=60)
     try:
         assert r.returncode == 0, r
-        a = json.loads(run_bench("mail", "list", "--handle", "bob", "--json",
-                                 "--dir", d.dir).stdout)
+        a = json.loads(
+            run_bench("mail", "list", "--handle", "bob", "--json", "--dir", d.dir).stdout
+        )
         assert [m["mail_id"] for m in a["messages"]] == [sent["mail_id"]]
         assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     finally:
@@ -245,9 +284,15 @@ def test_concurrent_bench_up_all_succeed():
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     for _round in range(4):
         bench_dir = short_tmpdir()
-        procs = [subprocess.Popen([BENCH, "up", "--dir", bench_dir, "--json"], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for _ in range(20)]
+        procs = [
+            subprocess.Popen(
+                [BENCH, "up", "--dir", bench_dir, "--json"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(20)
+        ]
         try:
             results = [(p.wait(60), *p.communicate()) for p in procs]
             assert [rc for rc, _o, _e in results] == [0] * 20, [r for r in results if r[0]]
@@ -274,8 +319,7 @@ def test_every_file_is_0600_and_every_directory_0700(bench_dir):
         b.ok("mail", "send", "bob", "-m", "hi", "-s", "subject")
         with open(task, "w") as f:
             f.write("the task body")
-        b.ok("spawn", "--name", "child", "--mail", task, "--reply-to", "operator", "--",
-             "true")
+        b.ok("spawn", "--name", "child", "--mail", task, "--reply-to", "operator", "--", "true")
         b.wait_event("job/settled")
         b.ok("mail", "read", "--handle", "bob")
     finally:
@@ -289,8 +333,14 @@ def test_every_file_is_0600_and_every_directory_0700(bench_dir):
             st = os.lstat(os.path.join(root, name))
             assert stat.S_IMODE(st.st_mode) == 0o600, (name, oct(st.st_mode))
             seen.add(name)
-    assert {"index.sqlite", "outbox.sqlite", "benchd.log", "benchd.out", "events.jsonl",
-            "benchd.lock"} <= seen, seen
+    assert {
+        "index.sqlite",
+        "outbox.sqlite",
+        "benchd.log",
+        "benchd.out",
+        "events.jsonl",
+        "benchd.lock",
+    } <= seen, seen
 
 
 # ------------------------------------------------------------------ 6. connection hogs
@@ -328,16 +378,25 @@ sys.stdin.read()  # hold every connection until the session is ended
 
 
 def test_sessions_cannot_lock_out_the_operator(make_daemon, tmp_path):
-    d = make_daemon("--max-connections", "24", "--session-connections", "8",
-                    "--operator-reserve", "10", "--idle-timeout", "600")
+    d = make_daemon(
+        "--max-connections",
+        "24",
+        "--session-connections",
+        "8",
+        "--operator-reserve",
+        "10",
+        "--idle-timeout",
+        "600",
+    )
     script = tmp_path / "hog.py"
     script.write_text(HOG)
     counts = {}
     for name in ("hog1", "hog2"):
         out = tmp_path / f"{name}.json"
         d.ok("spawn", "--name", name, "--", sys.executable, str(script), "40", str(out))
-        codes = json.loads(wait_for(lambda out=out: out.exists() and out.read_text(), 60,
-                                    f"{name}'s connections"))
+        codes = json.loads(
+            wait_for(lambda out=out: out.exists() and out.read_text(), 60, f"{name}'s connections")
+        )
         assert set(codes) <= {"ok", "too-many-connections", "closed"}, codes
         counts[name] = (codes.count("ok"), len(codes) - codes.count("ok"))
     # Per session 8; sessions together 24 - 10 = 14, so the second gets only 6.
@@ -443,10 +502,28 @@ def test_a_jobs_child_may_not_cancel_its_own_job(daemon, tmp_path):
     task = tmp_path / "task.md"
     task.write_text("do it")
     d.ok("spawn", "--name", "parent", "--", "sleep", "600")
-    d.ok("spawn", "--name", "child", "--mail", str(task), "--reply-to", "parent",
-         "--env", f"OUT={out}", "--", "sh", "-c", CHILD)
-    rc = int(wait_for(lambda: (out / "cancel.rc").exists() and (out / "cancel.rc").read_text(),
-                      60, "the child's cancel"))
+    d.ok(
+        "spawn",
+        "--name",
+        "child",
+        "--mail",
+        str(task),
+        "--reply-to",
+        "parent",
+        "--env",
+        f"OUT={out}",
+        "--",
+        "sh",
+        "-c",
+        CHILD,
+    )
+    rc = int(
+        wait_for(
+            lambda: (out / "cancel.rc").exists() and (out / "cancel.rc").read_text(),
+            60,
+            "the child's cancel",
+        )
+    )
     assert rc == 1 and "[forbidden]" in (out / "cancel.err").read_text()
     settled = d.wait_event("job/settled")
     assert settled["outcome"] != "cancelled", settled
@@ -509,8 +586,9 @@ def in_pty(*args: str, env: dict) -> bytes:
     master, slave = pty.openpty()
     e = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     e.update(env)
-    p = subprocess.Popen([BENCH, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                         env=e)
+    p = subprocess.Popen(
+        [BENCH, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=e
+    )
     os.close(slave)
     got = b""
     while True:
@@ -533,8 +611,16 @@ def test_control_characters_are_shown_escaped_on_a_terminal(daemon):
     d = daemon
     env = {"BENCH_DIR": d.dir}
     sent = d.ok("mail", "send", "operator", "-m", HOSTILE)
-    d.ok("spawn", "--name", "esc", "--", "sh", "-c", "printf 'raw\\033[1mbold\\n'; sleep 600",
-         "arg\x1b]0;t\x07")
+    d.ok(
+        "spawn",
+        "--name",
+        "esc",
+        "--",
+        "sh",
+        "-c",
+        "printf 'raw\\033[1mbold\\n'; sleep 600",
+        "arg\x1b]0;t\x07",
+    )
     d.wait_until(lambda: b"bold" in in_pty("tail", "esc", env=env), 30, "esc's output")
     for args in (["mail", "read", sent["mail_id"]], ["events"], ["ps"]):
         shown = in_pty(*args, env=env)
@@ -542,8 +628,9 @@ def test_control_characters_are_shown_escaped_on_a_terminal(daemon):
         assert b"\\x1b]0;" in shown, (args, shown)
     # --json stays exact; raw tail is the terminal's own stream.
     as_json = in_pty("mail", "read", sent["mail_id"], "--json", env=env)
-    assert json.loads(as_json.replace(b"\r\n", b"\n"))["body"].replace("\r\n", "\n") == \
-        HOSTILE.replace("\r\n", "\n")
+    assert json.loads(as_json.replace(b"\r\n", b"\n"))["body"].replace(
+        "\r\n", "\n"
+    ) == HOSTILE.replace("\r\n", "\n")
     assert b"\x1b[1mbold" in in_pty("tail", "esc", env=env)
 
 
@@ -558,13 +645,12 @@ def screen_of(d, handle: str) -> dict:
 
 def test_screen_size_is_capped_at_spawn_and_resize(daemon):
     d = daemon
-    r = d.bench("spawn", "--name", "big", "--rows", "1000", "--cols", "1000", "--",
-                "sleep", "600")
+    r = d.bench("spawn", "--name", "big", "--rows", "1000", "--cols", "1000", "--", "sleep", "600")
     assert r.rc == 1 and "1-500 rows" in r.err, r
-    d.ok("spawn", "--name", "big", "--rows", "500", "--cols", "1000", "--",
-         *standin_argv())
-    d.wait_until(lambda: "standin>" in "\n".join(screen_of(d, "big")["lines"]),
-                 30, "the stand-in's prompt")
+    d.ok("spawn", "--name", "big", "--rows", "500", "--cols", "1000", "--", *standin_argv())
+    d.wait_until(
+        lambda: "standin>" in "\n".join(screen_of(d, "big")["lines"]), 30, "the stand-in's prompt"
+    )
     with d.connect() as c:
         c.send({"verb": "session/attach", "handle": "big", "rows": 5000, "cols": 5000})
         a = c.recv()
@@ -584,13 +670,20 @@ def test_an_oversized_body_is_refused_in_the_users_terms(daemon, tmp_path):
     big = tmp_path / "big"
     with open(big, "wb") as f:
         f.truncate(50 * 1024 * 1024)
-    code = ("import resource, subprocess, sys\n"
-            "with open(sys.argv[1], 'rb') as f:\n"
-            "    r = subprocess.run(sys.argv[2:], stdin=f, capture_output=True, text=True)\n"
-            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-            "print(r.stderr, end='')\n")
-    r = subprocess.run([sys.executable, "-c", code, str(big), BENCH, "mail", "send", "bob"],
-                       capture_output=True, text=True, env=d.env(), timeout=60)
+    code = (
+        "import resource, subprocess, sys\n"
+        "with open(sys.argv[1], 'rb') as f:\n"
+        "    r = subprocess.run(sys.argv[2:], stdin=f, capture_output=True, text=True)\n"
+        "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "print(r.stderr, end='')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(big), BENCH, "mail", "send", "bob"],
+        capture_output=True,
+        text=True,
+        env=d.env(),
+        timeout=60,
+    )
     head, _, err = r.stdout.partition("\n")
     rc, rss_kib = map(int, head.split())
     assert rc == 1 and "[body-too-large]" in err, r
@@ -603,8 +696,7 @@ def test_an_oversized_body_is_refused_in_the_users_terms(daemon, tmp_path):
 
 
 def test_invalid_utf8_on_stdin_is_reported_with_its_offset(daemon):
-    r = run_bench("mail", "send", "bob", input=b"hello \xffworld",
-                  env={"BENCH_DIR": daemon.dir})
+    r = run_bench("mail", "send", "bob", input=b"hello \xffworld", env={"BENCH_DIR": daemon.dir})
     err = r.stderr.decode()
     assert r.returncode == 2, r
     assert "standard input is not valid UTF-8: byte 0xff at offset 6" in err, err

@@ -35,8 +35,12 @@ db.execute("ROLLBACK")
 
 def lock_index(d) -> subprocess.Popen:
     """Another process takes the index's write lock (BEGIN IMMEDIATE) and holds it."""
-    p = subprocess.Popen([sys.executable, "-c", LOCKER, os.path.join(d.dir, "index.sqlite")],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, os.path.join(d.dir, "index.sqlite")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout.readline().strip() == "locked"
     return p
 
@@ -101,8 +105,9 @@ def test_a_write_lock_held_by_another_process_takes_back_nothing(make_daemon):
         # The commit fails (busy) and is retried; the changes wait in memory meanwhile.
         # (After 8 failed commits the file would be set aside and rebuilt; on a loaded
         # machine that can come first, and is as good for the user.)
-        d.wait_until(lambda: health(d)["state"] == "retrying" or health(d)["rebuilds"], 30,
-                     "index retrying")
+        d.wait_until(
+            lambda: health(d)["state"] == "retrying" or health(d)["rebuilds"], 30, "index retrying"
+        )
         assert_intact(d, {**before, **during})
         failed = d.wait_event("index/failed")
         assert failed["action"] == "retry" and "locked" in failed["error"]
@@ -115,8 +120,7 @@ def test_a_write_lock_held_by_another_process_takes_back_nothing(make_daemon):
         later = send(d, 3, "after-restart")
     finally:
         unlock(locker)
-    d.wait_until(lambda: health(d)["state"] == "ok" and health(d)["pending"] == 0, 30,
-                 "index ok")
+    d.wait_until(lambda: health(d)["state"] == "ok" and health(d)["pending"] == 0, 30, "index ok")
     d.restart()
     assert_intact(d, {**before, **during, **later})
     with open(os.path.join(d.dir, "benchd.log")) as f:
@@ -131,8 +135,11 @@ def test_a_write_lock_held_by_another_process_takes_back_nothing(make_daemon):
 def small_fs():
     """A 2 MB tmpfs for BENCH_DIR (we run as root in CI); skipped where mounting fails."""
     d = tempfile.mkdtemp(prefix="bfs", dir="/tmp")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", d],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", d],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         os.rmdir(d)
         pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
@@ -168,8 +175,14 @@ def test_a_full_disk_under_the_index_takes_back_nothing(small_fs):
         with d.connect() as c:
             for i in range(12):
                 try:
-                    a = c.call({"verb": "mail/send", "to": "bob", "body": f"full {i}\n",
-                                "key": f"full-{i}"})
+                    a = c.call(
+                        {
+                            "verb": "mail/send",
+                            "to": "bob",
+                            "body": f"full {i}\n",
+                            "key": f"full-{i}",
+                        }
+                    )
                 except WireError as err:
                     assert err.code == "disk-full", err  # refused: nothing was promised
                     continue
@@ -199,11 +212,18 @@ def damage_pages(path: str, at: int = 100, n: int = 200) -> None:
             f.write(b"\xa5" * n)
 
 
-@pytest.mark.parametrize(("stop", "at"), [
-    # After a clean stop the seal catches any changed byte; after a crash the b-tree
-    # check catches damage to structure (page headers), while bytes in a page's unused
-    # space harm nothing and are rightly kept.
-    ("clean", 0), ("clean", 100), ("clean", 1000), ("kill9", 0)])
+@pytest.mark.parametrize(
+    ("stop", "at"),
+    [
+        # After a clean stop the seal catches any changed byte; after a crash the b-tree
+        # check catches damage to structure (page headers), while bytes in a page's unused
+        # space harm nothing and are rightly kept.
+        ("clean", 0),
+        ("clean", 100),
+        ("clean", 1000),
+        ("kill9", 0),
+    ],
+)
 def test_damaged_index_pages_are_set_aside_and_rebuilt(make_daemon, stop, at):
     d = make_daemon()
     sent = send(d, 150, "dmg")
@@ -304,9 +324,16 @@ def test_a_file_dropped_into_an_inbox_is_picked_up_at_the_next_start(make_daemon
     d = make_daemon()
     send(d, 2, "drop")
     mail_id = "20261130T045611.123Z-9999"
-    meta = {"id": mail_id, "from": "operator", "to": "carol", "subject": "by hand",
-            "date": "2026-11-30T04:56:11.123Z", "key": "dropped-1", "reply-to": [],
-            "in-reply-to": None}
+    meta = {
+        "id": mail_id,
+        "from": "operator",
+        "to": "carol",
+        "subject": "by hand",
+        "date": "2026-11-30T04:56:11.123Z",
+        "key": "dropped-1",
+        "reply-to": [],
+        "in-reply-to": None,
+    }
     os.makedirs(os.path.join(d.dir, "mail", "carol", "inbox"), exist_ok=True)
     if stop == "clean":
         d.stop()
@@ -317,12 +344,16 @@ def test_a_file_dropped_into_an_inbox_is_picked_up_at_the_next_start(make_daemon
     d.start()
     listed = d.call({"verb": "mail/list", "handle": "carol"})
     assert [m["mail_id"] for m in listed["messages"]] == [mail_id]
-    again = d.call({"verb": "mail/send", "to": "carol", "body": "written by a person\n",
-                    "key": "dropped-1"})
+    again = d.call(
+        {"verb": "mail/send", "to": "carol", "body": "written by a person\n", "key": "dropped-1"}
+    )
     assert again["duplicate"] is True and again["mail_id"] == mail_id
     r = d.ok("mail", "read", "--handle", "carol")
     assert r["body"] == "written by a person\n"
-    sent = [e for e in scan_events(d.dir).events if e.get("mail_id") == mail_id
-            and e["kind"] == "mail/sent"]
+    sent = [
+        e
+        for e in scan_events(d.dir).events
+        if e.get("mail_id") == mail_id and e["kind"] == "mail/sent"
+    ]
     assert len(sent) == 1 and sent[0]["recovered"] is True
     assert json.loads(json.dumps(sent[0]))["to"] == "carol"

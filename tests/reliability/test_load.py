@@ -96,8 +96,11 @@ def test_fifty_sessions_twenty_clients_and_hostile_ones(make_daemon, tmp_path):
     for h in sleepers:
         pids.append(spawn(d, h, ["sleep", "600"])["pid"])
     for h in agents:
-        pids.append(spawn(d, h, standin_argv("--record", str(tmp_path / f"{h}.rec")),
-                         ready="standin>")["pid"])
+        pids.append(
+            spawn(d, h, standin_argv("--record", str(tmp_path / f"{h}.rec")), ready="standin>")[
+                "pid"
+            ]
+        )
     assert d.call({"verb": "hello"})["sessions"] == 50
     recipients = sleepers + agents + ["offline0", "offline1", "operator"]
 
@@ -111,13 +114,39 @@ def test_fifty_sessions_twenty_clients_and_hostile_ones(make_daemon, tmp_path):
     t0 = time.monotonic()
     try:
         for i in range(CLIENTS):
-            cmd = [sys.executable, "-m", "tests.reliability.sender", "--dir", d.dir,
-                   "--name", f"l{i:02d}", "--out", str(tmp_path / f"acks-{i}.jsonl"),
-                   "--stop", stop_file, "--to", ",".join(recipients), "--seed", "7",
-                   "--body-max", "200", "--max-seconds", str(LOAD_SECONDS),
-                   "--reconnect-timeout", "5"]
-            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE, text=True))
+            cmd = [
+                sys.executable,
+                "-m",
+                "tests.reliability.sender",
+                "--dir",
+                d.dir,
+                "--name",
+                f"l{i:02d}",
+                "--out",
+                str(tmp_path / f"acks-{i}.jsonl"),
+                "--stop",
+                stop_file,
+                "--to",
+                ",".join(recipients),
+                "--seed",
+                "7",
+                "--body-max",
+                "200",
+                "--max-seconds",
+                str(LOAD_SECONDS),
+                "--reconnect-timeout",
+                "5",
+            ]
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         for p in procs:
             p.wait(LOAD_SECONDS + 60)
         elapsed = time.monotonic() - t0
@@ -149,10 +178,12 @@ def test_fifty_sessions_twenty_clients_and_hostile_ones(make_daemon, tmp_path):
     assert problems == []
     counts = [s["acked"] for s in per_client]
     worst = max(s["max_ms"] for s in per_client) / 1000
-    print(f"\nload: {len(acked)} messages acknowledged by {CLIENTS} clients in "
-          f"{elapsed:.1f}s (per client min {min(counts)}, max {max(counts)}); "
-          f"slowest acknowledged send {worst:.2f}s; trickle sent {trickle.bytes} bytes, "
-          f"the never-reading client queued {hog.sent} requests")
+    print(
+        f"\nload: {len(acked)} messages acknowledged by {CLIENTS} clients in "
+        f"{elapsed:.1f}s (per client min {min(counts)}, max {max(counts)}); "
+        f"slowest acknowledged send {worst:.2f}s; trickle sent {trickle.bytes} bytes, "
+        f"the never-reading client queued {hog.sent} requests"
+    )
     assert min(counts) >= 5 and min(counts) * 10 >= sum(counts) / CLIENTS, counts
     assert worst < MAX_LATENCY, per_client
 
@@ -173,9 +204,13 @@ def test_fifty_sessions_twenty_clients_and_hostile_ones(make_daemon, tmp_path):
     # Wakes land in the agents, and the cap holds for every recipient.
     for h in agents:
         if sum(1 for a in acked.values() if a["to"] == h) >= BURST:
-            d.wait_until(lambda h=h: len([e for e in d.events(kind="agent/woken")
-                                          if e["handle"] == h]) >= BURST, 30,
-                         f"{BURST} wakes for {h}")
+            d.wait_until(
+                lambda h=h: (
+                    len([e for e in d.events(kind="agent/woken") if e["handle"] == h]) >= BURST
+                ),
+                30,
+                f"{BURST} wakes for {h}",
+            )
     elapsed = time.monotonic() - t0
     allowed = BURST + int(elapsed / 3600)
     woken: dict[str, int] = {}
@@ -187,8 +222,10 @@ def test_fifty_sessions_twenty_clients_and_hostile_ones(make_daemon, tmp_path):
     for h in sleepers + agents:
         if sum(1 for a in acked.values() if a["to"] == h) > BURST:
             assert h in capped, h
-    print(f"wakes: {sum(woken.values())} delivered to {len(woken)} agents (cap {allowed} "
-          f"each); {len(capped)} recipients capped")
+    print(
+        f"wakes: {sum(woken.values())} delivered to {len(woken)} agents (cap {allowed} "
+        f"each); {len(capped)} recipients capped"
+    )
 
 
 # ------------------------------------------------------------------ connection cap
@@ -256,15 +293,19 @@ def test_concurrent_retries_of_one_key_make_one_message_and_true_answers(daemon)
     n, rounds = 4, 30
     wrong_paths = []
     for t in range(rounds):
-        answers = concurrent_calls(d.dir, [
-            {"verb": "mail/send", "to": "bob", "body": f"once {t}", "key": f"retry-{t}"}] * n)
+        answers = concurrent_calls(
+            d.dir,
+            [{"verb": "mail/send", "to": "bob", "body": f"once {t}", "key": f"retry-{t}"}] * n,
+        )
         assert all(a is not None and a["ok"] for a in answers), answers
         assert len({a["mail_id"] for a in answers}) == 1, answers
         assert sum(not a["duplicate"] for a in answers) == 1, answers
         mine = [m for m in scan_mail(d.dir).messages if m["meta"]["key"] == f"retry-{t}"]
         assert len(mine) == 1 and mine[0]["meta"]["id"] == answers[0]["mail_id"]
-        wrong_paths += [(a["path"], mine[0]["path"]) for a in answers
-                        if a["path"] != mine[0]["path"]]
+        wrong_paths += [
+            (a["path"], mine[0]["path"]) for a in answers if a["path"] != mine[0]["path"]
+        ]
     assert wrong_paths == [], (
         f"{len(wrong_paths)} answers named a path where the message is not "
-        f"(answered, actual): {wrong_paths[:3]}")
+        f"(answered, actual): {wrong_paths[:3]}"
+    )

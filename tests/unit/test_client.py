@@ -25,7 +25,10 @@ from bench_wire.framing import request_decoder
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 plain = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | text
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | text
     | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(text, inner, max_size=5),
     max_leaves=25,
@@ -34,9 +37,25 @@ plain = st.recursive(
 
 @pytest.mark.parametrize(
     "obj",
-    [None, True, False, 0, -1, 2**63, "", "a\"b\\c", "\n\r\t\b\f\x00\x1f\x7f", "é✓😀",
-     "\u2028\u2029", "</script>", {"a": [1, {"b": None}], "": {}}, [], {}, [[[]]],
-     {"verb": "mail/send", "to": "bob", "body": "line\n---\n\"q\"\n", "reply_to": ["x", "y"]}],
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        2**63,
+        "",
+        'a"b\\c',
+        "\n\r\t\b\f\x00\x1f\x7f",
+        "é✓😀",
+        "\u2028\u2029",
+        "</script>",
+        {"a": [1, {"b": None}], "": {}},
+        [],
+        {},
+        [[[]]],
+        {"verb": "mail/send", "to": "bob", "body": 'line\n---\n"q"\n', "reply_to": ["x", "y"]},
+    ],
 )
 def test_dumps_loads_examples(obj):
     s = client.dumps(obj)
@@ -68,8 +87,9 @@ def test_dumps_tuples_floats_and_refusals():
         client.dumps(b"bytes")
 
 
-@pytest.mark.parametrize("bad", ["", "{", '{"a":1} x', "NaN", "[1,]", "{'a':1}", '"a\nb"',
-                                 "Infinity"])
+@pytest.mark.parametrize(
+    "bad", ["", "{", '{"a":1} x', "NaN", "[1,]", "{'a':1}", '"a\nb"', "Infinity"]
+)
 def test_loads_refuses_what_is_not_strict_json(bad):
     # ValueError (not StopIteration or anything else): client.Client.recv turns a
     # ValueError into a clean `protocol` error; anything else escapes as a traceback.
@@ -107,28 +127,76 @@ def wire(req: dict, rid: int = 1) -> bytes:
 # The caps a send is checked against (big: the property tests build requests of any size;
 # refusals against real caps are tested end to end in tests/reliability/test_hostile.py).
 HELLO_OK = m.HelloOk(
-    id=1, version="0", protocol=m.PROTOCOL_VERSION, pid=1, bench_dir="/d", caller="operator",
-    caps=m.Caps(frame_bytes=1 << 30, body_bytes=1 << 28, subject_chars=1 << 20, list_cap=50,
-                list_max=500, connections=256, scrollback_bytes=1 << 20),
-    reactor=m.Reactor(idle_gate=2.0, paste_settle=0.2, wake_burst=6, wake_refill=60.0,
-                      enter_retries=3),
-    sessions=0, mailboxes=0, test_hooks=False, verbs=sorted(m.VERBS))
+    id=1,
+    version="0",
+    protocol=m.PROTOCOL_VERSION,
+    pid=1,
+    bench_dir="/d",
+    caller="operator",
+    caps=m.Caps(
+        frame_bytes=1 << 30,
+        body_bytes=1 << 28,
+        subject_chars=1 << 20,
+        list_cap=50,
+        list_max=500,
+        connections=256,
+        scrollback_bytes=1 << 20,
+    ),
+    reactor=m.Reactor(
+        idle_gate=2.0, paste_settle=0.2, wake_burst=6, wake_refill=60.0, enter_retries=3
+    ),
+    sessions=0,
+    mailboxes=0,
+    test_hooks=False,
+    verbs=sorted(m.VERBS),
+)
 
-SEND_OK = m.SendOk(id=1, mail_id="20261130T045611.123Z-0001", path="/d/mail/bob/inbox/x.md",
-                   to="bob", key="k", live=False, note="no-live-session")
-LIST_OK = m.ListOk(id=1, handle="bob", total=1, cap=50, truncated=False, messages=[
-    m.MessageMeta(mail_id="20261130T045611.123Z-0001", sender="operator", subject="s",
-                  date="2026-11-30T04:56:11.123Z", state="unread", size=3)])
-READ_OK = m.ReadOk(id=1, mail_id="20261130T045611.123Z-0001", sender="operator", to="bob",
-                   subject="s", date="2026-11-30T04:56:11.123Z", body="hi",
-                   path="/d/mail/bob/read/x.md", key="k", retired=True)
+SEND_OK = m.SendOk(
+    id=1,
+    mail_id="20261130T045611.123Z-0001",
+    path="/d/mail/bob/inbox/x.md",
+    to="bob",
+    key="k",
+    live=False,
+    note="no-live-session",
+)
+LIST_OK = m.ListOk(
+    id=1,
+    handle="bob",
+    total=1,
+    cap=50,
+    truncated=False,
+    messages=[
+        m.MessageMeta(
+            mail_id="20261130T045611.123Z-0001",
+            sender="operator",
+            subject="s",
+            date="2026-11-30T04:56:11.123Z",
+            state="unread",
+            size=3,
+        )
+    ],
+)
+READ_OK = m.ReadOk(
+    id=1,
+    mail_id="20261130T045611.123Z-0001",
+    sender="operator",
+    to="bob",
+    subject="s",
+    date="2026-11-30T04:56:11.123Z",
+    body="hi",
+    path="/d/mail/bob/read/x.md",
+    key="k",
+    retired=True,
+)
 REPORT_OK = m.ReportOk(id=1, session="s1", bytes=5)
 
 handles = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,12}", fullmatch=True)
 maybe = lambda s: st.none() | s  # noqa: E731
 # What an environment variable can hold (no NUL).
-env_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-                   max_size=20)
+env_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20
+)
 
 
 @pytest.fixture(autouse=True)
@@ -148,39 +216,76 @@ def run_hot(cmd, opts, answer, capsys=None, stdin=None, monkeypatch=None):
 
 
 @settings(max_examples=150)
-@given(to=handles, body=text, subject=maybe(text), key=maybe(text),
-       reply_to=st.lists(handles, max_size=3), in_reply_to=maybe(text), token=maybe(env_text))
+@given(
+    to=handles,
+    body=text,
+    subject=maybe(text),
+    key=maybe(text),
+    reply_to=st.lists(handles, max_size=3),
+    in_reply_to=maybe(text),
+    token=maybe(env_text),
+)
 def test_mail_send_request_is_a_MailSend(to, body, subject, key, reply_to, in_reply_to, token):
     with pytest.MonkeyPatch.context() as mp:
         if token:
             mp.setenv("BENCH_TOKEN", token)
-        req = run_hot(("mail", "send"), {"to": to, "body": body, "subject": subject, "key": key,
-                                         "reply_to": reply_to, "in_reply_to": in_reply_to},
-                      SEND_OK)
+        req = run_hot(
+            ("mail", "send"),
+            {
+                "to": to,
+                "body": body,
+                "subject": subject,
+                "key": key,
+                "reply_to": reply_to,
+                "in_reply_to": in_reply_to,
+            },
+            SEND_OK,
+        )
     got = request_decoder.decode(wire(req, 7))
-    want = m.MailSend(id=7, to=to, body=body, subject=subject or "", key=key,
-                      reply_to=reply_to, in_reply_to=in_reply_to, token=token or None)
+    want = m.MailSend(
+        id=7,
+        to=to,
+        body=body,
+        subject=subject or "",
+        key=key,
+        reply_to=reply_to,
+        in_reply_to=in_reply_to,
+        token=token or None,
+    )
     assert type(got) is m.MailSend
     assert got == want
 
 
 def test_mail_send_body_from_stdin(monkeypatch):
-    req = run_hot(("mail", "send"), {"to": "bob", "reply_to": []}, SEND_OK,
-                  stdin="from stdin\n---\n", monkeypatch=monkeypatch)
+    req = run_hot(
+        ("mail", "send"),
+        {"to": "bob", "reply_to": []},
+        SEND_OK,
+        stdin="from stdin\n---\n",
+        monkeypatch=monkeypatch,
+    )
     got = request_decoder.decode(wire(req))
     assert got == m.MailSend(id=1, to="bob", body="from stdin\n---\n")
 
 
 @settings(max_examples=100)
-@given(handle=maybe(handles), state=maybe(st.sampled_from(["unread", "read", "all"])),
-       limit=maybe(st.integers(min_value=-10, max_value=10_000)), cursor=maybe(text))
+@given(
+    handle=maybe(handles),
+    state=maybe(st.sampled_from(["unread", "read", "all"])),
+    limit=maybe(st.integers(min_value=-10, max_value=10_000)),
+    cursor=maybe(text),
+)
 def test_mail_list_request_is_a_MailList(handle, state, limit, cursor):
-    req = run_hot(("mail", "list"), {"handle": handle, "state": state, "limit": limit,
-                                     "cursor": cursor}, LIST_OK)
+    req = run_hot(
+        ("mail", "list"),
+        {"handle": handle, "state": state, "limit": limit, "cursor": cursor},
+        LIST_OK,
+    )
     got = request_decoder.decode(wire(req))
     assert type(got) is m.MailList
-    assert got == m.MailList(id=1, handle=handle, state=state or "unread", limit=limit,
-                             cursor=cursor)
+    assert got == m.MailList(
+        id=1, handle=handle, state=state or "unread", limit=limit, cursor=cursor
+    )
 
 
 @settings(max_examples=100)
@@ -205,31 +310,52 @@ def test_job_report_request_is_a_JobReport(content, token):
 
 def test_report_from_stdin(monkeypatch):
     monkeypatch.setenv("BENCH_TOKEN", "tok")
-    req = run_hot(("report",), {"text": "-"}, REPORT_OK, stdin="all done\n",
-                  monkeypatch=monkeypatch)
-    assert request_decoder.decode(wire(req)) == m.JobReport(id=1, content="all done\n",
-                                                            token="tok")
+    req = run_hot(
+        ("report",), {"text": "-"}, REPORT_OK, stdin="all done\n", monkeypatch=monkeypatch
+    )
+    assert request_decoder.decode(wire(req)) == m.JobReport(id=1, content="all done\n", token="tok")
 
 
 def test_every_hot_command_is_covered():
-    assert set(fastpath.COMMANDS) == {("mail", "send"), ("mail", "list"), ("mail", "read"),
-                                 ("report",)}
+    assert set(fastpath.COMMANDS) == {
+        ("mail", "send"),
+        ("mail", "list"),
+        ("mail", "read"),
+        ("report",),
+    }
 
 
 # ---------------------------------------------------------------- responses in lockstep
 
 
-@pytest.mark.parametrize("answer, printer", [
-    (SEND_OK, output.sent),
-    (m.SendOk(id=1, mail_id="x", path="/p", to="bob", key="k", live=True, duplicate=True),
-     output.sent),
-    (LIST_OK, lambda a: output.listing(a, "unread")),
-    (m.ListOk(id=1, handle="bob", total=0, cap=50, truncated=False, messages=[]),
-     lambda a: output.listing(a, "all")),
-    (m.ListOk(id=1, handle="bob", total=9, cap=1, truncated=True, cursor="c1",
-              messages=LIST_OK.messages), lambda a: output.listing(a, "unread")),
-    (READ_OK, output.message),
-])
+@pytest.mark.parametrize(
+    "answer, printer",
+    [
+        (SEND_OK, output.sent),
+        (
+            m.SendOk(id=1, mail_id="x", path="/p", to="bob", key="k", live=True, duplicate=True),
+            output.sent,
+        ),
+        (LIST_OK, lambda a: output.listing(a, "unread")),
+        (
+            m.ListOk(id=1, handle="bob", total=0, cap=50, truncated=False, messages=[]),
+            lambda a: output.listing(a, "all"),
+        ),
+        (
+            m.ListOk(
+                id=1,
+                handle="bob",
+                total=9,
+                cap=1,
+                truncated=True,
+                cursor="c1",
+                messages=LIST_OK.messages,
+            ),
+            lambda a: output.listing(a, "unread"),
+        ),
+        (READ_OK, output.message),
+    ],
+)
 def test_responses_decode_to_what_output_prints(answer, printer):
     a = client.loads(msgspec.json.encode(answer).decode())
     assert a["ok"] is True and a["type"] == answer.__struct_config__.tag
@@ -257,6 +383,7 @@ def test_error_answer_raises_wire_error():
 def click_opts(argv: list[str], monkeypatch) -> tuple | None:
     """What the click CLI would hand to fastpath.run for argv (None if click refuses it)."""
     from bench_cli import cli
+
     seen = []
     monkeypatch.setattr(fastpath, "run", lambda cmd, opts: seen.append((cmd, opts)) or 0)
     res = CliRunner().invoke(cli.cli, argv, catch_exceptions=False)
@@ -267,8 +394,11 @@ def click_opts(argv: list[str], monkeypatch) -> tuple | None:
 
 def normal(opts: dict) -> dict:
     """Drop what means 'not given': None, False, [] and the default state."""
-    return {k: v for k, v in opts.items()
-            if v not in (None, False, [], ()) and not (k == "state" and v == "unread")}
+    return {
+        k: v
+        for k, v in opts.items()
+        if v not in (None, False, [], ()) and not (k == "state" and v == "unread")
+    }
 
 
 VALID = [
@@ -323,25 +453,37 @@ def test_hot_parse_agrees_with_click(argv, monkeypatch):
 
 def test_hot_parse_exact_dicts():
     assert fastpath.parse(["mail", "send", "bob", "-m", "hi"]) == (
-        ("mail", "send"), {"reply_to": [], "to": "bob", "body": "hi"})
-    assert fastpath.parse(["mail", "send", "bob", "--message=a=b", "--reply-to", "x",
-                      "--reply-to=y", "--json"]) == (
-        ("mail", "send"), {"reply_to": ["x", "y"], "to": "bob", "body": "a=b", "json": True})
+        ("mail", "send"),
+        {"reply_to": [], "to": "bob", "body": "hi"},
+    )
+    assert fastpath.parse(
+        ["mail", "send", "bob", "--message=a=b", "--reply-to", "x", "--reply-to=y", "--json"]
+    ) == (("mail", "send"), {"reply_to": ["x", "y"], "to": "bob", "body": "a=b", "json": True})
     assert fastpath.parse(["mail", "send", "-m", "x", "--", "--bob"]) == (
-        ("mail", "send"), {"reply_to": [], "body": "x", "to": "--bob"})
+        ("mail", "send"),
+        {"reply_to": [], "body": "x", "to": "--bob"},
+    )
     assert fastpath.parse(["mail", "list", "--limit=7", "--state", "all"]) == (
-        ("mail", "list"), {"limit": 7, "state": "all"})
+        ("mail", "list"),
+        {"limit": 7, "state": "all"},
+    )
     assert fastpath.parse(["mail", "read"]) == (("mail", "read"), {})
     assert fastpath.parse(["mail", "read", "ID", "--handle", "bob"]) == (
-        ("mail", "read"), {"mail_id": "ID", "handle": "bob"})
+        ("mail", "read"),
+        {"mail_id": "ID", "handle": "bob"},
+    )
     assert fastpath.parse(["report", "-"]) == (("report",), {"text": "-"})
 
 
-@pytest.mark.parametrize("argv", [
-    ["mail", "send", "-s=subj", "bob", "-m", "hi"],
-    ["mail", "send", "bob", "-m=body"],
-    ["mail", "send", "bob", "-mbody"],
-], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["mail", "send", "-s=subj", "bob", "-m", "hi"],
+        ["mail", "send", "bob", "-m=body"],
+        ["mail", "send", "bob", "-mbody"],
+    ],
+    ids=" ".join,
+)
 def test_hot_parse_short_options_agree_with_click_or_decline(argv, monkeypatch):
     parsed = fastpath.parse(argv)
     if parsed is None:

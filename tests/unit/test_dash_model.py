@@ -8,9 +8,10 @@ from benchd.store.search import BadQuery, match_expr
 
 
 def sessions():
-    return [{"session": "s1", "handle": "alice", "pid": 1, "state": "running", "idle_ms": 500},
-            {"session": "s0", "handle": "bob", "pid": 2, "state": "exited", "idle_ms": None,
-             "exit": 3}]
+    return [
+        {"session": "s1", "handle": "alice", "pid": 1, "state": "running", "idle_ms": 500},
+        {"session": "s0", "handle": "bob", "pid": 2, "state": "exited", "idle_ms": None, "exit": 3},
+    ]
 
 
 def test_board_counts_follow_events():
@@ -28,13 +29,45 @@ def test_board_counts_follow_events():
     # a replayed event (seq already seen) changes nothing
     assert not b.apply({"seq": 1, "ts": 0, "kind": "mail/sent", "to": "alice"}, 13.0)
     assert b.rows["alice"].unread == 1
-    b.apply({"seq": 5, "ts": 0, "kind": "session/exited", "session": "s1", "handle": "alice",
-             "exit": None, "signal": 15}, 14.0)
+    b.apply(
+        {
+            "seq": 5,
+            "ts": 0,
+            "kind": "session/exited",
+            "session": "s1",
+            "handle": "alice",
+            "exit": None,
+            "signal": 15,
+        },
+        14.0,
+    )
     assert b.rows["alice"].exit_text() == "sig 15"
-    b.apply({"seq": 6, "ts": 0, "kind": "session/spawned", "session": "s9", "handle": "bob",
-             "pid": 9, "argv": ["x"], "job": True}, 15.0)
-    b.apply({"seq": 7, "ts": 0, "kind": "job/settled", "session": "s9", "handle": "bob",
-             "key": "k", "outcome": "completed", "replies": 1}, 16.0)
+    b.apply(
+        {
+            "seq": 6,
+            "ts": 0,
+            "kind": "session/spawned",
+            "session": "s9",
+            "handle": "bob",
+            "pid": 9,
+            "argv": ["x"],
+            "job": True,
+        },
+        15.0,
+    )
+    b.apply(
+        {
+            "seq": 7,
+            "ts": 0,
+            "kind": "job/settled",
+            "session": "s9",
+            "handle": "bob",
+            "key": "k",
+            "outcome": "completed",
+            "replies": 1,
+        },
+        16.0,
+    )
     assert b.rows["bob"].state == "running" and b.rows["bob"].outcome == "completed"
     b.rows["bob"].reply_to = ["alice", "carol"]
     assert b.rows["bob"].job_text() == "job->alice,carol completed"
@@ -45,17 +78,25 @@ def test_history_before_the_snapshot_does_not_count_twice():
     b = Board()
     b.load(sessions(), {"alice": 2}, now=0.0)
     b.apply({"seq": 1, "ts": 0, "kind": "mail/sent", "to": "alice"}, 0.0, count=False)
-    b.apply({"seq": 2, "ts": 0, "kind": "agent/woken", "handle": "alice", "mail_id": "x"}, 0.0,
-            count=False)
+    b.apply(
+        {"seq": 2, "ts": 0, "kind": "agent/woken", "handle": "alice", "mail_id": "x"},
+        0.0,
+        count=False,
+    )
     assert b.rows["alice"].unread == 2 and b.rows["alice"].wake.startswith("woken")
     assert [e["seq"] for e in b.filtered("mail/")] == [1]
     assert [e["seq"] for e in b.filtered(handle="alice")] == [1, 2]
 
 
 def test_threads_nest_replies_under_their_parents():
-    msgs = [{"mail_id": "3", "in_reply_to": "1"}, {"mail_id": "1", "in_reply_to": None},
-            {"mail_id": "2", "in_reply_to": "elsewhere"}, {"mail_id": "4", "in_reply_to": "3"},
-            {"mail_id": "5", "in_reply_to": "6"}, {"mail_id": "6", "in_reply_to": "5"}]
+    msgs = [
+        {"mail_id": "3", "in_reply_to": "1"},
+        {"mail_id": "1", "in_reply_to": None},
+        {"mail_id": "2", "in_reply_to": "elsewhere"},
+        {"mail_id": "4", "in_reply_to": "3"},
+        {"mail_id": "5", "in_reply_to": "6"},
+        {"mail_id": "6", "in_reply_to": "5"},
+    ]
     out = [(depth, m["mail_id"]) for depth, m in threads(msgs)]
     assert out[:4] == [(0, "1"), (1, "3"), (2, "4"), (0, "2")]
     assert sorted(m for _, m in out) == ["1", "2", "3", "4", "5", "6"]  # a cycle still shows

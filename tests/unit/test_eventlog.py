@@ -81,8 +81,10 @@ def test_the_daemons_own_event_encoding_is_searchable(path):
     log.close()
 
 
-@pytest.mark.parametrize("fragment", [b'{"seq": 99', b'{"seq":5', b'{"seq":5,"ts":1,"ki', b"{",
-                                      b'{"seq":6,"ts":1,"kind":"x"'])
+@pytest.mark.parametrize(
+    "fragment",
+    [b'{"seq": 99', b'{"seq":5', b'{"seq":5,"ts":1,"ki', b"{", b'{"seq":6,"ts":1,"kind":"x"'],
+)
 def test_torn_tail_is_recovered(path, fragment):
     log = EventLog(path)
     append(log, [1, 2, 3, 4, 5])
@@ -174,7 +176,7 @@ def test_offsets_are_line_starts_and_never_past_the_answer(path):
         data = f.read()
     for since in (0, 1, 50, 999, 1500, 1999, 2000, 5000):
         off = log.offset_of(since)
-        assert off == 0 or data[off - 1:off] == b"\n"
+        assert off == 0 or data[off - 1 : off] == b"\n"
         assert off <= exact_start(data, since)
     log.close()
 
@@ -235,8 +237,13 @@ def test_read_since_matches_a_linear_scan(path):
 
 
 def test_read_since_with_torn_lines_in_the_middle(path):
-    build(path, 200, [40, 41, 120], [b'{"seq":41,"ts":17', b'{"seq":4', b'{"se'],
-          pad=lambda s: (s * 31) % 150)
+    build(
+        path,
+        200,
+        [40, 41, 120],
+        [b'{"seq":41,"ts":17', b'{"seq":4', b'{"se'],
+        pad=lambda s: (s * 31) % 150,
+    )
     check_all_since(path, 200)
 
 
@@ -248,8 +255,9 @@ def test_read_since_with_a_torn_line_ending_the_log(path, fragment):
     check_all_since(path, 125)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     n=st.integers(min_value=1, max_value=120),
     cuts=st.lists(st.integers(min_value=0, max_value=120), max_size=4),

@@ -107,8 +107,16 @@ def test_decode_good_requests():
 
 @pytest.mark.parametrize(
     "line",
-    [b"{", b"not json", b'{"verb":"hello"', b'{"verb":"hello"} x', b'{"verb":"hello"}{}',
-     b"{'verb':'hello'}", b'{"verb":hello}', b""],
+    [
+        b"{",
+        b"not json",
+        b'{"verb":"hello"',
+        b'{"verb":"hello"} x',
+        b'{"verb":"hello"}{}',
+        b"{'verb':'hello'}",
+        b'{"verb":hello}',
+        b"",
+    ],
 )
 def test_decode_bad_json(line):
     assert code_of(line) == "bad-json"
@@ -116,21 +124,28 @@ def test_decode_bad_json(line):
 
 @pytest.mark.parametrize(
     "line",
-    [b'{"verb":"hello\xff"}', b"\xff\xfe", b'{"verb":"mail/send","to":"b","body":"\xc3"}',
-     b"\x80{}"],
+    [
+        b'{"verb":"hello\xff"}',
+        b"\xff\xfe",
+        b'{"verb":"mail/send","to":"b","body":"\xc3"}',
+        b"\x80{}",
+    ],
 )
 def test_decode_bad_utf8(line):
     assert code_of(line) == "bad-utf8"
 
 
-@pytest.mark.parametrize("line", [b"[]", b'[{"verb":"hello"}]', b"3", b'"hello"', b"null",
-                                  b"true", b"1.5"])
+@pytest.mark.parametrize(
+    "line", [b"[]", b'[{"verb":"hello"}]', b"3", b'"hello"', b"null", b"true", b"1.5"]
+)
 def test_decode_not_object(line):
     assert code_of(line) == "not-object"
 
 
-@pytest.mark.parametrize("line", [b'{"verb":"nope"}', b'{"verb":"Hello"}', b'{"verb":""}',
-                                  b'{"verb":"mail/delete","id":1}'])
+@pytest.mark.parametrize(
+    "line",
+    [b'{"verb":"nope"}', b'{"verb":"Hello"}', b'{"verb":""}', b'{"verb":"mail/delete","id":1}'],
+)
 def test_decode_unknown_verb(line):
     assert code_of(line) == "unknown-verb"
 
@@ -214,8 +229,9 @@ def test_random_bytes_only_ever_raise_wire_error(data):
 json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=10)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=10,
 )
 
@@ -224,8 +240,24 @@ json_values = st.recursive(
 @given(
     verb=st.sampled_from([*m.VERBS, "nope", ""]) | st.text(max_size=12),
     fields=st.dictionaries(
-        st.sampled_from(["id", "to", "body", "subject", "limit", "state", "mail_id", "since",
-                         "follow", "argv", "handle", "content", "reply_to", "key"]),
+        st.sampled_from(
+            [
+                "id",
+                "to",
+                "body",
+                "subject",
+                "limit",
+                "state",
+                "mail_id",
+                "since",
+                "follow",
+                "argv",
+                "handle",
+                "content",
+                "reply_to",
+                "key",
+            ]
+        ),
         json_values,
         max_size=5,
     ),
@@ -248,21 +280,46 @@ ids = st.none() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | text
 requests = st.one_of(
     st.builds(m.Hello, id=ids),
     st.builds(m.Stop, id=ids),
-    st.builds(m.MailSend, id=ids, to=handles, body=text, subject=text, key=st.none() | text,
-              reply_to=st.lists(handles, max_size=3), in_reply_to=st.none() | text,
-              token=st.none() | text),
-    st.builds(m.MailList, id=ids, handle=st.none() | handles,
-              state=st.sampled_from(["unread", "read", "all"]),
-              limit=st.none() | st.integers(-5, 1000), cursor=st.none() | text),
+    st.builds(
+        m.MailSend,
+        id=ids,
+        to=handles,
+        body=text,
+        subject=text,
+        key=st.none() | text,
+        reply_to=st.lists(handles, max_size=3),
+        in_reply_to=st.none() | text,
+        token=st.none() | text,
+    ),
+    st.builds(
+        m.MailList,
+        id=ids,
+        handle=st.none() | handles,
+        state=st.sampled_from(["unread", "read", "all"]),
+        limit=st.none() | st.integers(-5, 1000),
+        cursor=st.none() | text,
+    ),
     st.builds(m.MailRead, id=ids, handle=st.none() | handles, mail_id=st.none() | text),
-    st.builds(m.EventsRead, id=ids, since=st.integers(0, 2**40), kind=st.none() | text,
-              follow=st.booleans(), limit=st.none() | st.integers(1, 100)),
+    st.builds(
+        m.EventsRead,
+        id=ids,
+        since=st.integers(0, 2**40),
+        kind=st.none() | text,
+        follow=st.booleans(),
+        limit=st.none() | st.integers(1, 100),
+    ),
     st.builds(m.JobReport, id=ids, content=text, token=st.none() | text),
     st.builds(m.SessionType, id=ids, handle=handles, text=text, enter=st.booleans()),
     st.builds(m.SessionKill, id=ids, handle=handles, cancel=st.booleans()),
-    st.builds(m.Spawn, id=ids, argv=st.lists(text, min_size=1, max_size=3),
-              name=st.none() | handles, env=st.dictionaries(text, text, max_size=2),
-              rows=st.integers(1, 200), cols=st.integers(1, 400)),
+    st.builds(
+        m.Spawn,
+        id=ids,
+        argv=st.lists(text, min_size=1, max_size=3),
+        name=st.none() | handles,
+        env=st.dictionaries(text, text, max_size=2),
+        rows=st.integers(1, 200),
+        cols=st.integers(1, 400),
+    ),
 )
 
 

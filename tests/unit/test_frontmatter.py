@@ -22,7 +22,7 @@ def split(data: bytes) -> tuple[str, bytes]:
     """(the YAML between the --- fences, the body after the blank line)."""
     assert data.startswith(b"---\n")
     end = data.index(b"\n---\n\n")
-    return data[4:end].decode("utf-8"), data[end + len(b"\n---\n\n"):]
+    return data[4:end].decode("utf-8"), data[end + len(b"\n---\n\n") :]
 
 
 def test_render_layout():
@@ -69,10 +69,38 @@ def test_in_reply_to_round_trips():
 
 @pytest.mark.parametrize(
     "subject",
-    ["", "a: b", "---", "--- ", "\"quoted\"", "'single'", "#not a comment", "- item", "[x]",
-     "{a: b}", "&anchor *alias", "!tag", "% directive", "@at `tick`", "yes", "null", "~",
-     "2026-11-30", "0x1F", "1e3", "back\\slash", "tab\u00a0nbsp", "emoji \U0001F600", "é ü ß",
-     "\u2028line sep\u2029", "\ufeffbom", "\ufffe\uffff", " lead and trail ", "|", ">"],
+    [
+        "",
+        "a: b",
+        "---",
+        "--- ",
+        '"quoted"',
+        "'single'",
+        "#not a comment",
+        "- item",
+        "[x]",
+        "{a: b}",
+        "&anchor *alias",
+        "!tag",
+        "% directive",
+        "@at `tick`",
+        "yes",
+        "null",
+        "~",
+        "2026-11-30",
+        "0x1F",
+        "1e3",
+        "back\\slash",
+        "tab\u00a0nbsp",
+        "emoji \U0001f600",
+        "é ü ß",
+        "\u2028line sep\u2029",
+        "\ufeffbom",
+        "\ufffe\uffff",
+        " lead and trail ",
+        "|",
+        ">",
+    ],
 )
 def test_awkward_subjects(subject):
     assert check_subject(subject) is None
@@ -84,31 +112,38 @@ def test_awkward_subjects(subject):
     assert body == b"body"
 
 
-@pytest.mark.parametrize("ch", ["\n", "\r", "\t", "\x00", "\x1b", "\x7f", "\x85", "\x9f",
-                                "\ud800"])
+@pytest.mark.parametrize("ch", ["\n", "\r", "\t", "\x00", "\x1b", "\x7f", "\x85", "\x9f", "\ud800"])
 def test_check_subject_refuses_control_characters(ch):
     why = check_subject(f"a{ch}b")
     assert why and "control" in why
 
 
 def test_parse_refuses_what_render_did_not_write():
-    for data in [b"", b"hello", b"---\nid: \"x\"\n", b"---\nbogus: \"x\"\n---\n\n",
-                 b"---\nid: not-json\n---\n\n", b"---\nid: \"x\"\n---\n\nbody"]:
+    for data in [
+        b"",
+        b"hello",
+        b'---\nid: "x"\n',
+        b'---\nbogus: "x"\n---\n\n',
+        b"---\nid: not-json\n---\n\n",
+        b'---\nid: "x"\n---\n\nbody',
+    ]:
         with pytest.raises(BadMailFile):
             parse(data)
 
 
 # ---------------------------------------------------------------- properties
 
-subjects = st.text(
-    st.characters(blacklist_categories=("Cc", "Cs")), max_size=200
-).filter(lambda s: check_subject(s) is None)
+subjects = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=200).filter(
+    lambda s: check_subject(s) is None
+)
 
 
 @settings(max_examples=500)
-@given(subject=subjects, body=st.binary(max_size=300),
-       reply_to=st.lists(st.from_regex(r"[a-z0-9][a-z0-9._-]{0,10}", fullmatch=True),
-                         max_size=3))
+@given(
+    subject=subjects,
+    body=st.binary(max_size=300),
+    reply_to=st.lists(st.from_regex(r"[a-z0-9][a-z0-9._-]{0,10}", fullmatch=True), max_size=3),
+)
 def test_any_accepted_subject_and_body_round_trip(subject, body, reply_to):
     meta = dict(META, subject=subject, key=subject or "k")
     if reply_to:

@@ -15,16 +15,50 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-HOT_FORBIDDEN = {"click", "msgspec", "json", "re", "socket", "typing", "trio", "structlog",
-                 "benchd", "selectors", "enum", "asyncio", "subprocess", "yaml",
-                 # The MCP server, the bridge and the dashboard: never on the send path.
-                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic", "nats", "bench_bridge",
-                 "textual", "rich"}
+HOT_FORBIDDEN = {
+    "click",
+    "msgspec",
+    "json",
+    "re",
+    "socket",
+    "typing",
+    "trio",
+    "structlog",
+    "benchd",
+    "selectors",
+    "enum",
+    "asyncio",
+    "subprocess",
+    "yaml",
+    # The MCP server, the bridge and the dashboard: never on the send path.
+    "bench_mcp",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "pydantic",
+    "nats",
+    "bench_bridge",
+    "textual",
+    "rich",
+}
 # The MCP server, the bridge (nats-py, asyncio) and the dashboard (textual, rich) load
 # only for their own commands.
-CLI_FORBIDDEN = {"trio", "structlog", "benchd", "ptyprocess", "pyte",
-                 "bench_mcp", "mcp", "mcp_types", "anyio", "pydantic", "nats", "bench_bridge",
-                 "textual", "rich"}
+CLI_FORBIDDEN = {
+    "trio",
+    "structlog",
+    "benchd",
+    "ptyprocess",
+    "pyte",
+    "bench_mcp",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "pydantic",
+    "nats",
+    "bench_bridge",
+    "textual",
+    "rich",
+}
 
 # Prints, as JSON: the top-level modules present before bench was imported, and after.
 PROBE = r"""
@@ -46,8 +80,14 @@ result = fastpath.parse(sys.argv[1:])
 def probe(body: str, *flags: str, env: dict | None = None) -> dict:
     e = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "PYTHON"))}
     e.update(env or {})
-    proc = subprocess.run([sys.executable, *flags, "-c", PROBE.replace("BODY", body)],
-                          capture_output=True, text=True, env=e, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, *flags, "-c", PROBE.replace("BODY", body)],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.rsplit("@@PROBE@@", 1)[1])
     out["new"] = set(out["after"]) - set(out["before"])
@@ -74,13 +114,24 @@ def test_hot_parse_imports_nothing_heavy_without_site():
 def test_hot_path_importtime_lists_no_heavy_module():
     e = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "PYTHON"))}
     e["PYTHONPATH"] = ROOT
-    code = ("import sys; sys.argv=['bench','mail','send','x','-m','y']; "
-            "from bench_cli import fastpath; fastpath.parse(sys.argv[1:])")
-    proc = subprocess.run([sys.executable, "-S", "-X", "importtime", "-c", code],
-                          capture_output=True, text=True, env=e, cwd=ROOT, timeout=60)
+    code = (
+        "import sys; sys.argv=['bench','mail','send','x','-m','y']; "
+        "from bench_cli import fastpath; fastpath.parse(sys.argv[1:])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", "-c", code],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    names = {line.rsplit("|", 1)[-1].strip().split(".")[0]
-             for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    names = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "bench_cli" in names and "bench_wire" in names
     assert not (names & HOT_FORBIDDEN), sorted(names & HOT_FORBIDDEN)
 
@@ -107,9 +158,20 @@ def test_cli_main_never_imports_the_daemon_stack():
     assert not (r["new"] & CLI_FORBIDDEN), sorted(r["new"] & CLI_FORBIDDEN)
 
 
-@pytest.mark.parametrize("argv", [["status"], ["events"], ["ps"], ["mail", "send", "--help"],
-                                  ["down"], ["nodes"], ["bridge", "--help"], ["dash", "--help"],
-                                  ["mail", "search", "x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["events"],
+        ["ps"],
+        ["mail", "send", "--help"],
+        ["down"],
+        ["nodes"],
+        ["bridge", "--help"],
+        ["dash", "--help"],
+        ["mail", "search", "x"],
+    ],
+)
 def test_click_commands_never_import_the_daemon_stack(argv):
     d = tempfile.mkdtemp(prefix="bimp", dir="/tmp")
     try:
@@ -129,6 +191,9 @@ except SystemExit as e:
 
 
 def test_bench_wire_package_import_is_empty():
-    r = probe("import bench_wire, bench_wire.errors, bench_wire.paths, bench_wire.client\n"
-              "result = 1", "-S", env={"PYTHONPATH": ROOT})
+    r = probe(
+        "import bench_wire, bench_wire.errors, bench_wire.paths, bench_wire.client\nresult = 1",
+        "-S",
+        env={"PYTHONPATH": ROOT},
+    )
     assert not (r["after"] & HOT_FORBIDDEN), sorted(r["after"] & HOT_FORBIDDEN)

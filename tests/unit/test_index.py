@@ -30,8 +30,16 @@ def mid(n: int) -> str:
 def fill(idx: Index, handle: str, n: int, start: int = 1) -> list[str]:
     ids = []
     for k in range(start, start + n):
-        idx.add(handle, mid(k), UNREAD, "operator", f"s{k}", "2026-11-30T04:56:11.123Z", k,
-                f"key-{handle}-{k}")
+        idx.add(
+            handle,
+            mid(k),
+            UNREAD,
+            "operator",
+            f"s{k}",
+            "2026-11-30T04:56:11.123Z",
+            k,
+            f"key-{handle}-{k}",
+        )
         ids.append(mid(k))
     settle(idx)
     return ids
@@ -120,7 +128,10 @@ def test_set_state_moves_counts(idx):
     assert [r[0] for r in idx.page("bob", READ, None, 10)] == [mid(2)]
     assert [r[0] for r in idx.page("bob", UNREAD, None, 10)] == [mid(1), mid(3)]
     assert [(r[0], r[4]) for r in idx.page("bob", None, None, 10)] == [
-        (mid(1), UNREAD), (mid(2), READ), (mid(3), UNREAD)]
+        (mid(1), UNREAD),
+        (mid(2), READ),
+        (mid(3), UNREAD),
+    ]
     assert idx.ids_w("bob") == {mid(1): UNREAD, mid(2): READ, mid(3): UNREAD}
 
 
@@ -225,8 +236,7 @@ def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
         other.close()
     i.retry_at = 0
     assert i.flush()
-    assert i.health() == {"state": "ok", "pending": 0, "failures": 0, "error": None,
-                          "rebuilds": 0}
+    assert i.health() == {"state": "ok", "pending": 0, "failures": 0, "error": None, "rebuilds": 0}
     i.close()
     j = Index(p)
     assert j.count("bob", UNREAD) == 2 and j.get("bob", mid(3)) is not None

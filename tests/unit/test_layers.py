@@ -14,9 +14,30 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ORDER = {"core": 0, "store": 1, "runtime": 2, "server": 3}
 # What a pure module may not touch: the event loop, processes, sockets, files, terminals.
 IO_MODULES = {
-    "trio", "anyio", "asyncio", "os", "io", "socket", "select", "selectors", "signal",
-    "subprocess", "threading", "multiprocessing", "shutil", "pathlib", "tempfile", "fcntl",
-    "termios", "pty", "ptyprocess", "pyte", "sqlite3", "structlog", "logging", "ctypes",
+    "trio",
+    "anyio",
+    "asyncio",
+    "os",
+    "io",
+    "socket",
+    "select",
+    "selectors",
+    "signal",
+    "subprocess",
+    "threading",
+    "multiprocessing",
+    "shutil",
+    "pathlib",
+    "tempfile",
+    "fcntl",
+    "termios",
+    "pty",
+    "ptyprocess",
+    "pyte",
+    "sqlite3",
+    "structlog",
+    "logging",
+    "ctypes",
     "mmap",
 }
 
@@ -54,14 +75,18 @@ def test_imports_point_only_to_the_same_layer_or_above(layer, path):
             assert ORDER[parts[1]] <= ORDER[layer], f"{path.name} ({layer}) imports {mod}"
 
 
-@pytest.mark.parametrize("path", [p for layer, p in modules() if layer == "core"],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [p for layer, p in modules() if layer == "core"], ids=lambda p: p.name
+)
 def test_the_core_does_no_io(path):
     tree = ast.parse(path.read_text())
     used = {m.split(".")[0] for m in imports(tree)}
     assert not used & IO_MODULES, f"{path.name} imports {sorted(used & IO_MODULES)}"
-    calls = {n.func.id for n in ast.walk(tree)
-             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    calls = {
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
     assert not calls & {"open", "print", "input"}, f"{path.name} calls {calls & {'open'}}"
 
 
@@ -70,5 +95,8 @@ def test_the_layer_check_catches_a_pure_module_that_does_io(tmp_path):
     bad = "import trio\nfrom os import path\n\n\ndef f():\n    return open('x')\n"
     tree = ast.parse(bad)
     assert {"trio", "os"} <= {m.split(".")[0] for m in imports(tree)}
-    assert "open" in {n.func.id for n in ast.walk(tree)
-                      if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "open" in {
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }

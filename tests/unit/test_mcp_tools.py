@@ -17,8 +17,7 @@ def code(fn, *args):
 
 
 def test_every_tool_has_a_description_and_an_object_schema():
-    assert set(tools.TOOLS) == {"send_mail", "list_mail", "read_mail", "reply", "report",
-                                "whoami"}
+    assert set(tools.TOOLS) == {"send_mail", "list_mail", "read_mail", "reply", "report", "whoami"}
     for name, (desc, schema) in tools.TOOLS.items():
         assert desc.endswith(".") and len(desc) > 40, name
         assert schema["type"] == "object" and schema["additionalProperties"] is False
@@ -30,25 +29,31 @@ def test_every_tool_has_a_description_and_an_object_schema():
 
 def test_check_args_accepts_what_the_schema_allows():
     assert tools.check_args("send_mail", {"to": "bob", "body": ""}) == {"to": "bob", "body": ""}
-    assert tools.check_args("send_mail", {"to": "b", "body": "x", "reply_to": "c"})[
-        "reply_to"] == ["c"]
+    assert tools.check_args("send_mail", {"to": "b", "body": "x", "reply_to": "c"})["reply_to"] == [
+        "c"
+    ]
     assert tools.check_args("list_mail", {"state": "all", "limit": 5, "cursor": None}) == {
-        "state": "all", "limit": 5}
+        "state": "all",
+        "limit": 5,
+    }
     assert tools.check_args("whoami", None) == {}
     assert tools.check_args("read_mail", {}) == {}
 
 
-@pytest.mark.parametrize("tool,args,why", [
-    ("send_mail", {"to": "bob"}, "needs the argument 'body'"),
-    ("send_mail", {"to": "bob", "body": "x", "from": "alice"}, "has no argument 'from'"),
-    ("send_mail", {"to": 7, "body": "x"}, "'to' must be a string"),
-    ("send_mail", {"to": "b", "body": "x", "reply_to": ["c", 1]}, "list of strings"),
-    ("list_mail", {"limit": True}, "'limit' must be an integer"),
-    ("list_mail", {"limit": 2.5}, "'limit' must be an integer"),
-    ("list_mail", {"state": "new"}, "one of unread, read, all"),
-    ("whoami", {"handle": "x"}, "takes no arguments"),
-    ("drop_mail", {}, "there is no tool 'drop_mail'"),
-])
+@pytest.mark.parametrize(
+    "tool,args,why",
+    [
+        ("send_mail", {"to": "bob"}, "needs the argument 'body'"),
+        ("send_mail", {"to": "bob", "body": "x", "from": "alice"}, "has no argument 'from'"),
+        ("send_mail", {"to": 7, "body": "x"}, "'to' must be a string"),
+        ("send_mail", {"to": "b", "body": "x", "reply_to": ["c", 1]}, "list of strings"),
+        ("list_mail", {"limit": True}, "'limit' must be an integer"),
+        ("list_mail", {"limit": 2.5}, "'limit' must be an integer"),
+        ("list_mail", {"state": "new"}, "one of unread, read, all"),
+        ("whoami", {"handle": "x"}, "takes no arguments"),
+        ("drop_mail", {}, "there is no tool 'drop_mail'"),
+    ],
+)
 def test_check_args_refuses_with_a_sentence(tool, args, why):
     with pytest.raises(WireError) as e:
         tools.check_args(tool, args)
@@ -86,9 +91,15 @@ def test_the_subject_cap_is_the_daemons():
 
 
 def test_listing_text_says_how_to_get_more():
-    a = {"handle": "alice", "total": 3, "truncated": True, "cursor": "C1",
-         "messages": [{"mail_id": "C1", "state": "unread", "from": "bob", "size": 9,
-                       "subject": "hi"}]}
+    a = {
+        "handle": "alice",
+        "total": 3,
+        "truncated": True,
+        "cursor": "C1",
+        "messages": [
+            {"mail_id": "C1", "state": "unread", "from": "bob", "size": 9, "subject": "hi"}
+        ],
+    }
     text = tools.listing_text(a, "unread")
     assert text.splitlines()[0].startswith("C1  unread  from bob")
     assert "1 of 3 unread messages for alice" in text and "cursor 'C1'" in text
@@ -103,13 +114,17 @@ def test_wake_prompt_names_the_call_that_answers_the_line():
 
 def test_error_text_is_the_sentence_and_the_code():
     assert tools.error_text(WireError("no-unread", "alice has no unread mail")) == (
-        "alice has no unread mail [no-unread]")
+        "alice has no unread mail [no-unread]"
+    )
 
 
 def test_config_snippets_parse():
     note, text = config.snippet("claude")
-    assert json.loads(text)["mcpServers"]["bench"] == {"type": "stdio", "command": "bench",
-                                                       "args": ["mcp"]}
+    assert json.loads(text)["mcpServers"]["bench"] == {
+        "type": "stdio",
+        "command": "bench",
+        "args": ["mcp"],
+    }
     note, text = config.snippet("codex", "/opt/bench/bin/bench")
     server = tomllib.loads(text)["mcp_servers"]["bench"]
     assert server["command"] == "/opt/bench/bin/bench"

@@ -26,14 +26,17 @@ def test_default_node_is_a_valid_name():
     split(f"x@{default_node()}")
 
 
-@pytest.mark.parametrize("sender,want", [
-    ("alice@node1", "alice@node1"),      # a remote address is kept
-    ("alice", "alice@node1"),            # no node: the origin's
-    ("alice@node2", "alice@node1"),      # claims this node: the origin's
-    ("operator", "operator@node1"),
-    ("Bad!@node1", "unknown@node1"),
-    ("alice@Bad!", "alice@node1"),
-])
+@pytest.mark.parametrize(
+    "sender,want",
+    [
+        ("alice@node1", "alice@node1"),  # a remote address is kept
+        ("alice", "alice@node1"),  # no node: the origin's
+        ("alice@node2", "alice@node1"),  # claims this node: the origin's
+        ("operator", "operator@node1"),
+        ("Bad!@node1", "unknown@node1"),
+        ("alice@Bad!", "alice@node1"),
+    ],
+)
 def test_a_remote_sender_never_names_this_node(sender, want):
     assert remote_sender(sender, "node1", own="node2") == want
 
@@ -42,8 +45,9 @@ def test_directory_persists_new_nodes(tmp_path):
     p = str(tmp_path / "nodes.json")
     d = Directory(p, "node1")
     assert d.knows("node1") and not d.knows("node2")
-    d.update([{"node": "node2", "seen_ms": 5, "handles": ["bob"]}, {"node": "node1"},
-              {"node": "Bad!"}])
+    d.update(
+        [{"node": "node2", "seen_ms": 5, "handles": ["bob"]}, {"node": "node1"}, {"node": "Bad!"}]
+    )
     again = Directory(p, "node1")
     assert again.knows("node2") and not again.knows("Bad!")
     assert again.listing() == [{"node": "node2", "seen_ms": 5, "handles": ["bob"]}]
@@ -55,8 +59,15 @@ def test_directory_survives_a_damaged_file(tmp_path):
     assert Directory(str(p), "n").listing() == []
 
 
-@pytest.mark.parametrize("url", ["nats://127.0.0.1:4222", "nats://localhost:4222",
-                                 "nats://[::1]:4222", "tls://nats.example.com:4222"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "nats://127.0.0.1:4222",
+        "nats://localhost:4222",
+        "nats://[::1]:4222",
+        "tls://nats.example.com:4222",
+    ],
+)
 def test_urls_accepted(url):
     assert urls.check_url(url, tls=False, insecure=False) == url
 

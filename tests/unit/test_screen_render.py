@@ -15,10 +15,27 @@ from wcwidth import wcwidth
 
 from benchd.runtime.terminal import render_line
 
-pieces = st.sampled_from([
-    "abc", "漢字", "é", "\r\n", "\x1b[2J", "\x1b[H", "\x1b[5;7H", "\x1b[K", "\x1b[1m", "\t",
-    "\x1b[3A", "😀", "x" * 30, "\x1b[?1049h", "\x1b[?1049l", "\b", "ｗｉｄｅ",
-])
+pieces = st.sampled_from(
+    [
+        "abc",
+        "漢字",
+        "é",
+        "\r\n",
+        "\x1b[2J",
+        "\x1b[H",
+        "\x1b[5;7H",
+        "\x1b[K",
+        "\x1b[1m",
+        "\t",
+        "\x1b[3A",
+        "😀",
+        "x" * 30,
+        "\x1b[?1049h",
+        "\x1b[?1049l",
+        "\b",
+        "ｗｉｄｅ",
+    ]
+)
 
 
 def rendered(screen: pyte.Screen) -> list[str]:
@@ -41,8 +58,11 @@ def display(screen: pyte.Screen) -> list[str]:
 
 
 @settings(max_examples=200)
-@given(chunks=st.lists(st.lists(pieces, max_size=12).map("".join), min_size=1, max_size=6),
-       rows=st.integers(1, 12), cols=st.integers(1, 40))
+@given(
+    chunks=st.lists(st.lists(pieces, max_size=12).map("".join), min_size=1, max_size=6),
+    rows=st.integers(1, 12),
+    cols=st.integers(1, 40),
+)
 def test_render_matches_pyte_display(chunks, rows, cols):
     screen = pyte.Screen(cols, rows)
     stream = pyte.Stream(screen)

@@ -6,8 +6,9 @@ from benchd.core import wakegate as g
 
 
 def act(now, last_output, last_input=0.0, shows_ready=None):
-    return g.Activity(now=now, last_output=last_output, last_input=last_input,
-                      shows_ready=shows_ready)
+    return g.Activity(
+        now=now, last_output=last_output, last_input=last_input, shows_ready=shows_ready
+    )
 
 
 def test_nothing_printed_yet_waits_for_output_whatever_the_clock():
@@ -60,8 +61,13 @@ def test_enter_retried_with_doubling_watches_then_given_up_without_watching_the_
         steps.append(step)
         steps.append(c.retried())
     assert steps == [
-        g.Watch(1.0), g.RetryEnter(1), g.Watch(2.0), g.RetryEnter(2), g.Watch(4.0),
-        g.RetryEnter(3), g.GiveUp(),
+        g.Watch(1.0),
+        g.RetryEnter(1),
+        g.Watch(2.0),
+        g.RetryEnter(2),
+        g.Watch(4.0),
+        g.RetryEnter(3),
+        g.GiveUp(),
     ]
 
 
