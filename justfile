@@ -15,7 +15,7 @@ test *ARGS:
 # Lint and format check.
 lint:
     {{py}} -m ruff check .
-    {{py}} -m ruff format --check bench_wire bench_cli bench_mcp benchd/core/jobs.py
+    {{py}} -m ruff format --check .
 
 # The ring demo: three stand-in agents pass a number around as mail, 100 -> 103.
 mail-proof *ARGS:
