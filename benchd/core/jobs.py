@@ -1,4 +1,4 @@
-"""Agent jobs and reply fan-out: the BirdDog core, with no I/O of its own.
+"""Agent jobs and reply fan-out: the job fan-out core, with no I/O of its own.
 
 A parent delegates work to a child session and is owed a reply, whatever happens.
 This module holds the pure logic of that promise; the daemon supplies the I/O.
