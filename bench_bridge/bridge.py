@@ -17,6 +17,7 @@ At-least-once on both hops plus key-idempotent delivery: every message lands onc
 
 import asyncio
 import json
+import os
 import random
 import sys
 import time
@@ -36,6 +37,7 @@ from bench_wire.errors import WireError
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder(m.RemoteMail)
 FRAME_BUDGET = 1536 * 1024  # bytes of encoded mail per bridge/deliver (the frame cap is 2 MiB)
+STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
 TRANSIENT = {"disk-full", "io-error", "shutting-down", "internal", "too-many-connections"}
 
 
@@ -419,8 +421,16 @@ async def _run(opts: Options) -> None:
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        task.cancel()
+        # A library call that does not give way to the cancellation (a NATS connect
+        # attempt in flight) must not keep the process: a bounded stop is as safe as
+        # kill -9 here (nothing is marked forwarded or acked before it is durable).
+        loop.call_later(STOP_GRACE_S, os._exit, 0)
+
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, stop)
     try:
         await Bridge(opts).run()
     except asyncio.CancelledError:

@@ -58,7 +58,8 @@ def test_sessions_screen_mail_and_events_follow_the_daemon(make_daemon):
         app = Dash(Source(d.dir))
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: set(rows(app)) == {"alice", "bob"}, "both sessions")
-            assert app.connected
+            # The rows come from the snapshot; connected is set once it has been taken.
+            await until(pilot, lambda: app.connected, "connected")
             await until(pilot, lambda: "standin agent alice" in screen_of(app), "alice's screen")
             # Mail to bob: its unread count changes from the event stream.
             d.ok("mail", "send", "bob", "-s", "hello bob", "-m", "first")
