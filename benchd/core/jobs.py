@@ -735,14 +735,14 @@ class FanOut:
                 continue
             try:
                 call = self._post(row.mail)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a recipient's failure is its refusal alone
                 call = None  # refused on the spot; retried later like any refusal
             calls.append((key, row, call))
         try:
             for i, (key, row, call) in enumerate(calls):
                 try:
                     accepted = (await call) if call is not None else False
-                except Exception:
+                except Exception:  # noqa: BLE001 - see the comment below
                     # A failing recipient must not stop the others; it is retried later.
                     accepted = False
                 calls[i] = (key, row, None)

@@ -52,7 +52,8 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
     if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
         local = d.outbound.local_request(req)
         if local is None:
-            return await d.outbound.mail_send(conn, caller, req)
+            await d.outbound.mail_send(conn, caller, req)
+            return
         req = local
     if req.key is not None:
         from benchd.runtime.jobhost import check_client_key

@@ -348,7 +348,7 @@ class Index:
         if self.get(handle, mail_id) is not None:
             return  # INSERT OR IGNORE
         k = (handle, mail_id)
-        base = self.pending.base[k] if k in self.pending.base else None
+        base = self.pending.base.get(k)
         self.pending.touch(handle, mail_id, base)
         self.pending.rows[k] = (mail_id, sender, subject, date, state, size, key)
         self.pending.keys.setdefault((sender, key), k)
