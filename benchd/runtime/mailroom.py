@@ -413,6 +413,7 @@ class SendOp(Op):
     def publish(self, ctx: Committer) -> set[str]:
         if self.final is None:
             return set()
+        assert self.tmp is not None, "prepare() staged the file"
         os.rename(self.tmp, self.final)
         self.tmp = None
         return {os.path.dirname(self.final)} | self.new_dirs
@@ -434,6 +435,7 @@ class SendOp(Op):
         if first.error is not None:
             self.error = first.error
         else:
+            assert isinstance(first.result, dict), "a send's result is its answer's fields"
             self.result = dict(first.result, duplicate=True)
 
     def index(self, idx: Index) -> None:

@@ -267,6 +267,7 @@ class QueueOp(SendOp):
         # Rewrite the staged file with the full address (the mailbox name is @outbound).
         meta = dict(self.meta, to=self.address)
         data = frontmatter.render(meta, self.body)
+        assert self.tmp is not None, "prepare() staged the file"
         with open(self.tmp, "wb") as f:
             f.write(data)
         self.events = [

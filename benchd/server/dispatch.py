@@ -4,6 +4,8 @@ A handler gets (daemon, connection, caller, request) and sends its answer(s) on 
 connection; who may call it was checked before (benchd.core.authority). Session verbs live in benchd.runtime.sessions, job/report in benchd.runtime.jobhost.
 """
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
 from bench_wire import messages as m
@@ -141,7 +143,7 @@ async def debug_fault(d, conn, caller, req: m.DebugFault) -> None:
     await conn.send(m.FaultOk(id=req.id))
 
 
-HANDLERS = {
+HANDLERS: dict[type, Callable[..., Awaitable[None]]] = {
     m.Hello: hello,
     m.Stop: stop,
     m.MailSend: mail_send,
