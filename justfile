@@ -17,6 +17,10 @@ lint:
     {{py}} -m ruff check .
     {{py}} -m ruff format --check .
 
+# Type check with mypy (strict on bench_wire and benchd.core; settings in pyproject.toml).
+typecheck:
+    {{py}} -m mypy
+
 # The ring demo: three stand-in agents pass a number around as mail, 100 -> 103.
 mail-proof *ARGS:
     {{py}} -m tests.proofs.mail_proof {{ARGS}}

@@ -24,10 +24,12 @@ import time
 
 import msgspec
 import nats
+from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js import api
+from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
+from nats.js.kv import KeyValue
 
 from bench_bridge import urls
 from bench_bridge.local import Local
@@ -85,9 +87,9 @@ class Bridge:
     def __init__(self, opts: Options):
         self.o = opts
         self.node = ""
-        self.nc = None
-        self.js = None
-        self.kv = None
+        self.nc: NatsClient | None = None
+        self.js: JetStreamContext | None = None
+        self.kv: KeyValue | None = None
         self.nodes: list[m.NodeInfo] = []
         self.handles: list[str] = []
         self.reporter: Local | None = None
@@ -178,6 +180,7 @@ class Bridge:
     async def retry(self, reason: str, backoff: Backoff) -> None:
         delay = backoff.next()
         say(f"{reason}; retrying in {delay:.1f}s")
+        assert self.reporter is not None  # start() opened it
         try:
             await self.reporter.call(
                 m.BridgeReport(
@@ -206,6 +209,7 @@ class Bridge:
             raise group.exceptions[0] from None
         finally:
             # Say so at once rather than letting `bench status` find the report stale.
+            assert self.reporter is not None  # start() opened it
             try:
                 await asyncio.wait_for(self.reporter.call(m.BridgeReport(connected=False)), 2)
             except (WireError, TimeoutError, asyncio.CancelledError):
@@ -261,6 +265,7 @@ class Bridge:
 
     async def _publish(self, x: m.RemoteMail):
         handle, _, node = x.to.partition("@")
+        assert self.js is not None  # connected before any forwarding
         return await self.js.publish(
             urls.subject(node, handle),
             _enc.encode(x),
@@ -280,6 +285,7 @@ class Bridge:
         while True:
             try:
                 if sub is None:
+                    assert self.js is not None  # connected before any pulling
                     sub = await self.js.pull_subscribe(
                         f"{urls.SUBJECT_ROOT}.{urls.token(self.node)}.>",
                         durable=urls.consumer(self.node),
@@ -331,6 +337,7 @@ class Bridge:
     async def heartbeat(self) -> None:
         while True:
             connected = bool(self.nc and self.nc.is_connected)
+            assert self.reporter is not None  # start() opened it
             a = await self.reporter.call(
                 m.BridgeReport(
                     connected=connected, nodes=self.nodes, stale_after=3 * self.o.heartbeat
@@ -343,6 +350,7 @@ class Bridge:
                     "seen_ms": int(time.time() * 1000),
                     "handles": self.handles,
                 }
+                assert self.kv is not None  # connected before any heartbeat
                 await self.kv.put(urls.token(self.node), json.dumps(entry).encode())
                 self.nodes = await self._read_directory()
             except (TimeoutError, OSError, NatsError):
@@ -350,7 +358,8 @@ class Bridge:
             await asyncio.sleep(self.o.heartbeat)
 
     async def _read_directory(self) -> list[m.NodeInfo]:
-        out = []
+        out: list[m.NodeInfo] = []
+        assert self.kv is not None  # connected before the directory is read
         try:
             keys = await self.kv.keys()
         except NotFoundError:
@@ -362,6 +371,8 @@ class Bridge:
         for k in keys:
             try:
                 e = await self.kv.get(k)
+                if e.value is None:
+                    continue  # an entry without a value: no node to list
                 d = json.loads(e.value)
                 out.append(
                     m.NodeInfo(
@@ -420,6 +431,7 @@ async def _run(opts: Options) -> None:
     import signal
 
     task = asyncio.current_task()
+    assert task is not None  # a coroutine runs in a task
     loop = asyncio.get_running_loop()
 
     def stop() -> None:

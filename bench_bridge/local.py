@@ -33,6 +33,8 @@ class Local:
         return self
 
     async def call(self, req: m.Request):
+        if self.reader is None or self.writer is None:
+            raise WireError("no-daemon", f"not connected to the daemon at {self.path}")
         async with self.lock:
             self.next_id += 1
             req.id = self.next_id

@@ -93,7 +93,7 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
 
 def _relay(conn: Client, stdin: int, stdout: int, wake_r: int, resized: list) -> str:
     """Keystrokes to the session, output to the terminal; returns why it ended."""
-    sock = conn.sock
+    sock = conn.sock.fileno()  # select() on plain fds: one type in the list
     while True:
         if resized:
             resized.clear()

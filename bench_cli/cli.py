@@ -79,13 +79,12 @@ def daemon_options(f):
         "--node",
         help="this node's name for mail between nodes (env BENCH_NODE; default: the hostname)",
     )(f)
-    f = click.option(
+    return click.option(
         "--bridge",
         "bridge_url",
         metavar="URL",
         help="also run and supervise a bridge to this NATS URL",
     )(f)
-    return f
 
 
 def _daemon_argv(bench_dir: str, kw: dict) -> list[str]:
@@ -1197,14 +1196,12 @@ def events(bench_dir, as_json, follow, since, after, last, kind, who, limit):
     def wanted(ev: dict) -> bool:
         if since is not None and ev["ts"] < since:
             return False
-        if who is not None and who not in (
+        return who is None or who in (
             ev.get("session"),
             ev.get("handle"),
             ev.get("to"),
             ev.get("from"),
-        ):
-            return False
-        return True
+        )
 
     def show(ev: dict) -> None:
         output.emit_json(ev) if as_json else output.write(format_event(ev, on))

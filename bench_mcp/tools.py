@@ -172,7 +172,7 @@ def check_args(tool: str, args: dict | None) -> dict:
         want = _JSON_TYPES[spec["type"]]
         if not isinstance(value, want) or isinstance(value, bool):
             raise WireError("bad-request", f"{tool}: {name!r} must be {_a(spec['type'])}")
-        if spec["type"] == "array" and not all(isinstance(v, str) for v in value):
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise WireError("bad-request", f"{tool}: {name!r} must be a list of strings")
         if "enum" in spec and value not in spec["enum"]:
             raise WireError(

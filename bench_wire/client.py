@@ -20,6 +20,12 @@ import sys
 from bench_wire.errors import WireError
 from bench_wire.paths import resolve_dir, socket_path
 
+# `typing` would cost the fast path an import: it is imported for the type checker only
+# (mypy reads TYPE_CHECKING as true), and annotations that name it are strings.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class _ScanContext:
     strict = True
@@ -27,18 +33,18 @@ class _ScanContext:
     object_pairs_hook = None
     parse_float = float
     parse_int = int
-    memo: dict = {}
+    memo: "dict[str, Any]" = {}
 
     @staticmethod
-    def parse_constant(name):
+    def parse_constant(name: str) -> "Any":
         raise ValueError(f"JSON constant {name} is not allowed")
 
 
-_scan = _json.make_scanner(_ScanContext())
+_scan = _json.make_scanner(_ScanContext())  # type: ignore[arg-type]  # duck-typed context
 _quote = _json.encode_basestring
 
 
-def loads(text: str):
+def loads(text: str) -> "Any":
     """Decode one JSON document (a response line)."""
     try:
         obj, end = _scan(text, 0)
@@ -49,7 +55,7 @@ def loads(text: str):
     return obj
 
 
-def dumps(obj) -> str:
+def dumps(obj: object) -> str:
     """Encode plain data (dict, list, str, int, float, bool, None) as compact JSON."""
     if obj is None:
         return "null"
@@ -72,10 +78,10 @@ def dumps(obj) -> str:
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
-def request(verb: str, fields: dict) -> dict:
+def request(verb: str, fields: "dict[str, Any]") -> "dict[str, Any]":
     """A request object: verb, the caller's token (BENCH_TOKEN), then the given fields
     (None means "use the default" and is left out)."""
-    req = {"verb": verb}
+    req: dict[str, Any] = {"verb": verb}
     token = os.environ.get("BENCH_TOKEN")
     if token:
         req["token"] = token
@@ -85,7 +91,7 @@ def request(verb: str, fields: dict) -> dict:
     return req
 
 
-def peer_uid(sock) -> int:
+def peer_uid(sock: _socket.socket) -> int:
     """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED:
     struct ucred is pid, uid, gid as native ints)."""
     raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
@@ -132,10 +138,10 @@ class Client:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def send_raw(self, line: bytes) -> None:
@@ -152,12 +158,13 @@ class Client:
                 check(answer)
             raise WireError("protocol", f"the connection to the daemon broke: {err}") from None
 
-    def send(self, req: dict) -> int:
+    def send(self, req: "dict[str, Any]") -> int:
         self._next_id += 1
         req = dict(req)
         req.setdefault("id", self._next_id)
         self.send_raw(dumps(req).encode("utf-8", "surrogatepass") + b"\n")
-        return req["id"]
+        rid: int = req["id"]
+        return rid
 
     def recv_line(self) -> bytes:
         while True:
@@ -173,7 +180,7 @@ class Client:
                 raise WireError("protocol", "the daemon closed the connection")
             self._buf += chunk
 
-    def recv(self) -> dict:
+    def recv(self) -> "dict[str, Any]":
         line = self.recv_line()
         try:
             obj = loads(line.decode("utf-8"))
@@ -183,13 +190,13 @@ class Client:
             raise WireError("protocol", "the daemon's answer is not an object")
         return obj
 
-    def call(self, req: dict) -> dict:
+    def call(self, req: "dict[str, Any]") -> "dict[str, Any]":
         """Send one request; return the answer, or raise WireError for an error answer."""
         self.send(req)
         return check(self.recv())
 
 
-def check(answer: dict) -> dict:
+def check(answer: "dict[str, Any]") -> "dict[str, Any]":
     if answer.get("ok") is False:
         err = answer.get("error") or {}
         raise WireError(str(err.get("code", "protocol")), str(err.get("message", "")))

@@ -89,7 +89,7 @@ def option_dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def option_problem(flag: str, value) -> str | None:
+def option_problem(flag: str, value: float) -> str | None:
     """Why a daemon option's value is refused, or None (checked by benchd and by
     `bench up`, so a bad value is a usage error before any daemon starts)."""
     if value < 0:

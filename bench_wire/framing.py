@@ -3,7 +3,7 @@
 import msgspec
 
 from bench_wire.errors import WireError
-from bench_wire.messages import AnyEvent, AnyRequest, AnyResponse
+from bench_wire.messages import AnyEvent, AnyRequest, AnyResponse, Request
 
 # A frame must hold the largest body JSON-escaped (worst case 6 bytes per byte) plus fields.
 DEFAULT_FRAME_BYTES = 2 * 1024 * 1024
@@ -14,7 +14,7 @@ response_decoder = msgspec.json.Decoder(AnyResponse)
 event_decoder = msgspec.json.Decoder(AnyEvent)
 
 
-def encode_line(msg) -> bytes:
+def encode_line(msg: msgspec.Struct) -> bytes:
     """One message as one `\\n`-terminated line."""
     return encoder.encode(msg) + b"\n"
 
@@ -61,7 +61,7 @@ def _describe_validation(err: msgspec.ValidationError) -> str:
     return str(err).rstrip(".") + "."
 
 
-def decode_request(line: bytes):
+def decode_request(line: bytes) -> Request:
     """Decode one request line or raise WireError with the precise code.
 
     Returns the request Struct. The error carries the request's id when it could be
@@ -102,13 +102,13 @@ def _too_deep() -> WireError:
     return WireError("bad-json", "the line nests JSON too deeply to be a request")
 
 
-def _verbs():
+def _verbs() -> dict[str, type[Request]]:
     from bench_wire.messages import VERBS
 
     return VERBS
 
 
-def request_id_of(line: bytes):
+def request_id_of(line: bytes) -> int | str | None:
     """Best effort: the `id` of a line that failed to decode, to echo in the error."""
     try:
         raw = msgspec.json.decode(line)

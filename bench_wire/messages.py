@@ -12,7 +12,7 @@
 New fields always get defaults, so older peers keep decoding.
 """
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 
@@ -270,8 +270,9 @@ AnyRequest = (
     | NodesRead
 )
 
-REQUEST_TYPES: tuple[type[Request], ...] = AnyRequest.__args__  # type: ignore[attr-defined]
-VERBS: dict[str, type[Request]] = {t.__struct_config__.tag: t for t in REQUEST_TYPES}
+REQUEST_TYPES: tuple[type[Request], ...] = AnyRequest.__args__
+# Every request type has a string tag (its verb).
+VERBS: dict[str, type[Request]] = {cast(str, t.__struct_config__.tag): t for t in REQUEST_TYPES}
 
 
 # ---------------------------------------------------------------- responses
@@ -581,7 +582,7 @@ AnyResponse = (
     | BridgeReportOk
     | NodesOk
 )
-RESPONSE_TYPES = AnyResponse.__args__  # type: ignore[attr-defined]
+RESPONSE_TYPES = AnyResponse.__args__
 
 
 # ---------------------------------------------------------------- events
@@ -771,5 +772,5 @@ AnyEvent = (
     | BridgeDelivered
     | BridgeRetry
 )
-EVENT_TYPES = AnyEvent.__args__  # type: ignore[attr-defined]
+EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

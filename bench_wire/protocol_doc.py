@@ -127,7 +127,7 @@ increasing), `ts` (ms since the epoch), `kind`, then the kind's fields.
 """
 
 
-def _schema_section(title: str, types, key: str) -> str:
+def _schema_section(title: str, types: tuple[type[msgspec.Struct], ...], key: str) -> str:
     _, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     out = [f"\n## {title}\n"]
     for t in types:

@@ -42,7 +42,7 @@ class NatsServer:
         self.port = free_port()
         self.store = short_tmpdir("nats")
         self.proc: subprocess.Popen | None = None
-        self.log = open(os.path.join(self.store, "server.log"), "ab")
+        self.log = open(os.path.join(self.store, "server.log"), "ab")  # noqa: SIM115 - the server's log, open for its lifetime
 
     @property
     def url(self) -> str:
@@ -121,7 +121,7 @@ class Node:
         return self
 
     def start_bridge(self, *extra: str) -> None:
-        out = open(self.bridge_log, "ab")
+        out = open(self.bridge_log, "ab")  # noqa: SIM115 - the bridge process writes to it after this line
         self.bridge = subprocess.Popen(
             [
                 BENCH,

@@ -50,8 +50,8 @@ class Source:
             raise DaemonGone("the daemon closed the connection")
         a = json.loads(line)
         if not a.get("ok"):
-            err = a.get("error") or {}
-            raise WireError(err.get("code", "protocol"), err.get("message"))
+            error = a.get("error") or {}
+            raise WireError(error.get("code", "protocol"), error.get("message"))
         return a
 
     async def stream(self, verb: str, **fields) -> AsyncIterator[dict]:

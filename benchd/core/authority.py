@@ -25,6 +25,7 @@ so only the operator, who decided to give the task, may take it back.
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.caller import Caller
 
 ANYONE = (
     m.Hello,
@@ -52,11 +53,11 @@ OPERATOR_ONLY = {
 }
 
 
-def _is_self(caller, name: str) -> bool:
+def _is_self(caller: Caller, name: str) -> bool:
     return name == caller.handle or name == caller.session.id
 
 
-def check(caller, req) -> None:
+def check(caller: Caller, req: m.Request) -> None:
     """Raise `forbidden` unless the matrix above allows `req` for `caller`."""
     if caller.is_operator or isinstance(req, ANYONE):
         return

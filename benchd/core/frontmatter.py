@@ -21,6 +21,7 @@ without control characters (refused at send). Characters YAML may not hold liter
 
 import json
 import re
+from typing import Any
 
 FIELDS = ("id", "from", "to", "subject", "date", "key", "reply-to", "in-reply-to")
 
@@ -52,7 +53,7 @@ def quote(value: str) -> str:
     return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in out)
 
 
-def render(meta: dict, body: bytes) -> bytes:
+def render(meta: dict[str, Any], body: bytes) -> bytes:
     """The file's bytes. `meta` holds FIELDS (reply-to a list, in-reply-to optional)."""
     lines = ["---"]
     for name in FIELDS:
@@ -72,14 +73,14 @@ class BadMailFile(ValueError):
     pass
 
 
-def parse(data: bytes) -> tuple[dict, bytes]:
+def parse(data: bytes) -> tuple[dict[str, Any], bytes]:
     """(meta, body) of a file `render` wrote; BadMailFile if it is not one."""
     if not data.startswith(b"---\n"):
         raise BadMailFile("no front matter")
     end = data.find(b"\n---\n\n", 3)
     if end < 0:
         raise BadMailFile("front matter is not closed")
-    meta: dict = {}
+    meta: dict[str, Any] = {}
     for line in data[4:end].decode("utf-8").split("\n"):
         name, sep, raw = line.partition(": ")
         if not sep or name not in FIELDS:

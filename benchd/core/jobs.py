@@ -44,7 +44,7 @@ import json
 import re
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 __all__ = [
     "MAX_ID_LEN",
@@ -378,6 +378,8 @@ _REPLY_OUTCOMES: dict[Outcome, str | None] = {
 
 def _outcome(value: object) -> Outcome:
     try:
+        if not isinstance(value, str):
+            raise ValueError(value)
         return Outcome(value)
     except ValueError:
         raise JobError("bad-outcome", f"unknown job outcome {value!r}.") from None
@@ -544,6 +546,11 @@ class _Pending:
 _RECEIPT = object()
 
 
+def _is_count(n: object) -> TypeGuard[int]:
+    """A stored count: a non-negative int (JSON's true and false are not counts)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
 def _parse_row(value: str) -> _Pending | object | None:
     """A pending reply, ``_RECEIPT``, or None for a row this module did not write."""
     try:
@@ -555,9 +562,8 @@ def _parse_row(value: str) -> _Pending | object | None:
     if "receipt" in obj:
         return _RECEIPT
     attempts, due = obj.get("attempts"), obj.get("due")
-    for n in (attempts, due):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            return None
+    if not (_is_count(attempts) and _is_count(due)):
+        return None
     try:
         mail = JobMail.from_json(obj.get("mail"))
     except JobError:
@@ -636,7 +642,8 @@ class FanOut:
         # Cap the exponent first so a long-refused reply never builds a huge integer.
         if attempts >= 62:
             return self.retry_max_ms
-        return min(self.retry_max_ms, self.retry_base_ms * 2**attempts)
+        delay: int = self.retry_base_ms * 2**attempts
+        return min(self.retry_max_ms, delay)
 
     def _owe(self, due: int) -> None:
         if self._pass_earliest is None or due < self._pass_earliest:
@@ -735,14 +742,14 @@ class FanOut:
                 continue
             try:
                 call = self._post(row.mail)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a recipient's failure is its refusal alone
                 call = None  # refused on the spot; retried later like any refusal
             calls.append((key, row, call))
         try:
             for i, (key, row, call) in enumerate(calls):
                 try:
                     accepted = (await call) if call is not None else False
-                except Exception:
+                except Exception:  # noqa: BLE001 - see the comment below
                     # A failing recipient must not stop the others; it is retried later.
                     accepted = False
                 calls[i] = (key, row, None)

@@ -2,6 +2,7 @@
 
 import re
 import time
+from typing import TypeGuard
 
 from bench_wire.errors import WireError
 
@@ -11,7 +12,7 @@ OPERATOR = "operator"
 MAIL_ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{3}Z-[0-9]{4}")
 
 
-def is_handle(value: object) -> bool:
+def is_handle(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and HANDLE_RE.fullmatch(value) is not None and value != ".."
 
 
@@ -23,7 +24,7 @@ def check_handle(value: object, what: str = "handle") -> str:
             f"{what} {value!r} is not a handle: use 1-64 characters of a-z 0-9 . _ - "
             "starting with a letter or digit",
         )
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_mail_id(value: object) -> str:

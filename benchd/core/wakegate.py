@@ -21,6 +21,7 @@ A wake goes through two phases:
 """
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 # A ready pattern may not match on a screen that is quiet yet unchanged: look again
 # at least this often, whatever the gate (a gate of 0 must not spin).
@@ -117,6 +118,9 @@ class GiveUp:
     """Every retry spent: stop pressing Enter. The line stays where it was typed."""
 
 
+_End = TypeVar("_End", Done, GiveUp)  # what finishes a check
+
+
 class EnterCheck:
     """The Enter-and-retry rule of one wake, after its line was pasted and its first
     Enter pressed: `first()`, then `seen()` after each Watch and `retried()` after
@@ -152,7 +156,7 @@ class EnterCheck:
         self.wait *= 2
         return Watch(self.wait)
 
-    def _finish(self, action):
+    def _finish(self, action: _End) -> _End:
         self.finished = True
         return action
 

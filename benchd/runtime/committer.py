@@ -31,9 +31,13 @@ a commit per send cost about a fifth of the rate.
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 from bench_wire.errors import WireError
 from bench_wire.messages import Event
@@ -59,12 +63,12 @@ class Flusher:
     WORKERS = 16
 
     def __init__(self) -> None:
-        self._pool = None
+        self._pool: ThreadPoolExecutor | None = None  # made on first use
 
     def flush(self, files=(), dirs=(), fds=()) -> None:
         """fdatasync each file (by path) and fd, fsync each directory; raises the first
         OSError once all of them are done."""
-        jobs = [(_fdatasync_path, p) for p in files]
+        jobs: list[tuple[Callable[..., None], object]] = [(_fdatasync_path, p) for p in files]
         jobs += [(_fsync_path, d) for d in sorted(dirs)]
         jobs += [(os.fdatasync, fd) for fd in fds]
         if len(jobs) <= 1:
@@ -283,7 +287,8 @@ class Committer:
                 self._fail(op, err)
         batch_live = [op for op in batch if op.error is None]
         if not batch_live:
-            published, records = [], []
+            published: list[Op] = []
+            records: list[dict] = []
         elif len(batch_live) == 1:
             # A lone op: the thread hand-off would cost more than it frees; whatever
             # arrives meanwhile waits in the socket buffers and forms the next batch.

@@ -231,6 +231,7 @@ class JobHost:
     async def deliver_task(self, s, spec: m.JobMailSpec, caller) -> str:
         """The task mail, from the spawner to the child (it wakes the child when ready)."""
         mail = decode_agent_job(s.job).mail
+        assert mail is not None, "a job spawned with a task has its mail"
         res = await self.d.mailroom.send(
             caller.handle,
             s.handle,

@@ -94,11 +94,10 @@ class Mailroom:
             raise WireError(
                 "body-too-large", f"the body is {len(data)} bytes; the cap is {BODY_BYTES}"
             )
-        if key is not None:
-            if not key or len(key) > KEY_CHARS or frontmatter.check_subject(key):
-                raise WireError(
-                    "bad-key", f"a key is 1-{KEY_CHARS} characters without control characters"
-                )
+        if key is not None and (not key or len(key) > KEY_CHARS or frontmatter.check_subject(key)):
+            raise WireError(
+                "bad-key", f"a key is 1-{KEY_CHARS} characters without control characters"
+            )
         live = self.is_live(to)
         return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to, live)
 
@@ -248,7 +247,9 @@ class Mailroom:
         if moved:
             return self.path(handle, mail_id, READ)
         inbox = self.path(handle, mail_id, UNREAD)
-        if not os.path.exists(inbox) and not os.path.exists(self.path(handle, mail_id, READ)):
+        # Two stats of local files, on a rare path: not worth a thread.
+        gone = not os.path.exists(inbox) and not os.path.exists(self.path(handle, mail_id, READ))  # noqa: ASYNC240
+        if gone:
             self.vanished(handle, mail_id, inbox)  # removed by hand: nothing to announce
         return None
 
@@ -412,6 +413,7 @@ class SendOp(Op):
     def publish(self, ctx: Committer) -> set[str]:
         if self.final is None:
             return set()
+        assert self.tmp is not None, "prepare() staged the file"
         os.rename(self.tmp, self.final)
         self.tmp = None
         return {os.path.dirname(self.final)} | self.new_dirs
@@ -433,6 +435,7 @@ class SendOp(Op):
         if first.error is not None:
             self.error = first.error
         else:
+            assert isinstance(first.result, dict), "a send's result is its answer's fields"
             self.result = dict(first.result, duplicate=True)
 
     def index(self, idx: Index) -> None:

@@ -31,7 +31,7 @@ def check_node(value: object, what: str = "node") -> str:
             f"{what} {value!r} is not a node name: use 1-64 characters of a-z 0-9 . _ - "
             "starting with a letter or digit",
         )
-    return value  # type: ignore[return-value]
+    return value
 
 
 def split(address: str) -> tuple[str, str | None]:

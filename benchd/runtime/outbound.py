@@ -137,7 +137,8 @@ class Outbound:
         for row in rows:
             path = d.mailroom.path(OUTBOUND, row[0], UNREAD)
             try:
-                with open(path, "rb") as f:
+                # A mail is a small local file, read like the mailroom reads it: inline.
+                with open(path, "rb") as f:  # noqa: ASYNC230
                     meta, body = frontmatter.parse(f.read())
             except FileNotFoundError:
                 continue  # forwarded meanwhile
@@ -266,6 +267,7 @@ class QueueOp(SendOp):
         # Rewrite the staged file with the full address (the mailbox name is @outbound).
         meta = dict(self.meta, to=self.address)
         data = frontmatter.render(meta, self.body)
+        assert self.tmp is not None, "prepare() staged the file"
         with open(self.tmp, "wb") as f:
             f.write(data)
         self.events = [

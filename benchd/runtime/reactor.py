@@ -238,7 +238,7 @@ class Reactor:
             await term.write(b"\r")
             await self.d.committer.record(woken)
             check = wakegate.EnterCheck(self.enter_retries, self.enter_check)
-            action = check.first()
+            action: wakegate.Watch | wakegate.Done | wakegate.GiveUp = check.first()
             while isinstance(action, wakegate.Watch):
                 changed = term.eof or await self._screen_changes(term, before, action.wait)
                 step = check.seen(changed=changed)

@@ -11,6 +11,8 @@ not the default, as [start column, length, fg, bg, flags] (fg and bg are pyte's 
 r reverse), so a viewer can paint what the model keeps.
 """
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
 from bench_wire import messages as m
@@ -100,4 +102,4 @@ async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
         await conn.send(m.EndFrame(id=req.id, reason="exited", exit=s.exit))
 
 
-HANDLERS = {m.SessionScreen: session_screen}
+HANDLERS: dict[type, Callable[..., Awaitable[None]]] = {m.SessionScreen: session_screen}

@@ -20,6 +20,7 @@ import shutil
 import signal
 import sys
 import time
+from typing import Literal
 
 import trio
 
@@ -53,7 +54,7 @@ class Session:
         self.wakes: collections.deque = collections.deque()
         self.last_input = 0.0  # monotonic time of the last operator keystroke
         self.write_lock = trio.Lock()
-        self.state = "running"
+        self.state: Literal["running", "exited"] = "running"
         self.exit: int | None = None
         self.signal: int | None = None
         self.exited = trio.Event()
@@ -64,6 +65,8 @@ class Session:
         self._poke = trio.Event()
         self.cancel_scope: trio.CancelScope | None = None
         self.paste_settle: float | None = None  # a preset's, else the daemon's
+        # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
+        self.launch_args: tuple[list[str], str, dict[str, str], int, int]
 
     def poke(self) -> None:
         self._poke.set()
@@ -117,6 +120,7 @@ class Session:
 
     async def type_input(self, data: bytes) -> None:
         """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""
+        assert self.term is not None, "input reaches only a launched session"
         self.last_input = time.monotonic()
         async with self.write_lock:
             await self.term.write(data)
@@ -323,6 +327,7 @@ class Sessions:
             self.by_leader.pop(s.term.pid, None)
 
     async def _run(self, s: Session) -> None:
+        assert s.term is not None, "launch() started its terminal"
         async with trio.open_nursery() as nursery:
             s.cancel_scope = nursery.cancel_scope
             nursery.start_soon(s.term.drain)
@@ -338,6 +343,7 @@ class Sessions:
     async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
         s.state, s.exit, s.signal = "exited", code, sig
         s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
+        assert s.term is not None, "only a launched session settles"
         self._forget(s)
         self.exited.append(s)
         while len(self.exited) > EXITED_KEPT:
@@ -493,6 +499,8 @@ async def tail(d, conn, caller, req: m.SessionTail) -> None:
 async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
     """Output frames to the client until the session ends or the client leaves/detaches."""
     reason = ["exited"]
+    assert s.term is not None, "only a launched session is pumped"
+    term = s.term
 
     async def from_client(scope):
         while True:
@@ -511,7 +519,7 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
                 await s.type_input(data)
             elif isinstance(req, m.SessionResize):
                 if req.rows >= 1 and req.cols >= 1:
-                    await s.term.resize(req.rows, req.cols)  # capped at MAX_ROWS x MAX_COLS
+                    await term.resize(req.rows, req.cols)  # capped at MAX_ROWS x MAX_COLS
             elif isinstance(req, m.SessionDetach):
                 reason[0] = "detached"
                 break

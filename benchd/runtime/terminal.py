@@ -200,7 +200,7 @@ class Terminal:
         try:
             while True:
                 try:
-                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG
                 except ChildProcessError:
                     return None, None
                 if pid:

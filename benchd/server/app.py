@@ -14,6 +14,7 @@ import os
 import signal
 import sqlite3
 import sys
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -94,7 +95,7 @@ class Daemon:
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
         self.stopping = False
-        self.handlers = dict(HANDLERS)
+        self.handlers: dict[type, Callable[..., Awaitable[None]]] = dict(HANDLERS)
         self.handlers.update(mailverbs.HANDLERS | screens.HANDLERS)
         from benchd.runtime.sessions import Sessions
 
@@ -153,6 +154,7 @@ class Daemon:
         )
         self.recovered = not trusted and (not idx.fresh or os.path.isdir(mail_root))
         if trusted:
+            assert seal is not None  # seal_matches() found it
             # Only mailboxes whose directories changed since the clean stop (mail a
             # person dropped in, moved or removed) are listed again.
             changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles_w())
@@ -202,7 +204,7 @@ class Daemon:
             return
         if kind == "index/failed":
             self.log.error(kind, **fields)
-            ev = m.IndexFailed(**fields)
+            ev: m.Event = m.IndexFailed(**fields)
         else:
             self.log.warning(kind, **fields)
             ev = m.IndexRebuilt(**fields)
@@ -235,7 +237,7 @@ class Daemon:
             retry_base=o.retry_base,
         )
 
-    async def dispatch(self, conn: Connection, caller: Caller, req) -> None:
+    async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
         if self.stopping and not isinstance(req, m.Hello):
             raise WireError("shutting-down", "the daemon is stopping")
         handler = self.handlers.get(type(req))
@@ -364,7 +366,8 @@ class Daemon:
         for follower in list(self.hub.followers):
             follower.close()
         with trio.move_on_after(2.0):
-            while self.hub.streams:
+            # Shutdown only, bounded: not worth an event on every stream's end.
+            while self.hub.streams:  # noqa: ASYNC110
                 await trio.sleep(0.01)
         self._serve_scope.cancel()
         self.committer.closed = True

@@ -4,6 +4,8 @@ A handler gets (daemon, connection, caller, request) and sends its answer(s) on 
 connection; who may call it was checked before (benchd.core.authority). Session verbs live in benchd.runtime.sessions, job/report in benchd.runtime.jobhost.
 """
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
 from bench_wire import messages as m
@@ -52,7 +54,8 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
     if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
         local = d.outbound.local_request(req)
         if local is None:
-            return await d.outbound.mail_send(conn, caller, req)
+            await d.outbound.mail_send(conn, caller, req)
+            return
         req = local
     if req.key is not None:
         from benchd.runtime.jobhost import check_client_key
@@ -140,7 +143,7 @@ async def debug_fault(d, conn, caller, req: m.DebugFault) -> None:
     await conn.send(m.FaultOk(id=req.id))
 
 
-HANDLERS = {
+HANDLERS: dict[type, Callable[..., Awaitable[None]]] = {
     m.Hello: hello,
     m.Stop: stop,
     m.MailSend: mail_send,

@@ -7,6 +7,7 @@ by a session only to a message it received. None of these retire anything.
 
 import calendar
 import time
+from collections.abc import Awaitable, Callable
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
@@ -180,7 +181,7 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))
 
 
-HANDLERS = {
+HANDLERS: dict[type, Callable[..., Awaitable[None]]] = {
     m.MailSearch: mail_search,
     m.MailThread: mail_thread,
     m.MailReply: mail_reply,

@@ -25,10 +25,11 @@ import sqlite3
 import time
 import zlib
 from collections.abc import Callable
+from typing import Literal
 
 SCHEMA_VERSION = "1"
 UNREAD, READ = 0, 1
-STATE_NAMES = {UNREAD: "unread", READ: "read"}
+STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
 PERSISTENT_FAILURES = 8  # consecutive failed flushes after which the file is rebuilt
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
@@ -133,15 +134,22 @@ class Index:
         self.fresh = False
         self._rebuilding = False
         self._rebuilt_unproven = False  # rebuilt, and no commit has succeeded since
-        self.w: sqlite3.Connection | None = None
+        self._w: sqlite3.Connection | None = None  # None once closed (see `w`)
         self._open()
+
+    @property
+    def w(self) -> sqlite3.Connection:
+        """The connection; what sqlite3 itself raises for a closed one once closed."""
+        if self._w is None:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        return self._w
 
     # ---------------------------------------------------------------- opening
 
     def _open(self) -> None:
         self.fresh = not os.path.exists(self.path)
         try:
-            self.w = connect(self.path)
+            self._w = connect(self.path)
             self.w.executescript(_SCHEMA)
             schema = self._db_meta("schema")
             if schema not in (None, SCHEMA_VERSION):
@@ -155,35 +163,35 @@ class Index:
         """Move the database aside (never trusted again, kept for a post-mortem) and start
         an empty one; the caller refills it from the files. Falls back to an in-memory
         database when no file can be made (the next start rebuilds again)."""
-        if self.w is not None:
+        if self._w is not None:
             try:
                 self.w.close()
             except sqlite3.Error:
                 pass
-            self.w = None
+            self._w = None
         self.set_aside_reason = reason
         try:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
                     os.replace(self.path + suffix, self.path + suffix + ".damaged")
-            self.w = connect(self.path)
+            self._w = connect(self.path)
             self.w.executescript(_SCHEMA)
             self.w.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         except (sqlite3.Error, OSError) as err:
             reason = f"{reason}; a new file failed too ({err}): the index is in memory"
-            self.w = connect(MEMORY)
+            self._w = connect(MEMORY)
             self.w.executescript(_SCHEMA)
         self.fresh = True
         self.notify("index/failed", error=reason, action="set-aside")
 
     @property
     def in_memory(self) -> bool:
-        return self.w is not None and self.w.execute("PRAGMA database_list").fetchone()[2] == ""
+        return self._w is not None and self.w.execute("PRAGMA database_list").fetchone()[2] == ""
 
     def close(self) -> None:
-        if self.w is not None:
+        if self._w is not None:
             self.w.close()
-            self.w = None
+            self._w = None
 
     def close_clean(self) -> bool:
         """Close with everything committed and the WAL folded into the file, so the file
@@ -348,7 +356,7 @@ class Index:
         if self.get(handle, mail_id) is not None:
             return  # INSERT OR IGNORE
         k = (handle, mail_id)
-        base = self.pending.base[k] if k in self.pending.base else None
+        base = self.pending.base.get(k)
         self.pending.touch(handle, mail_id, base)
         self.pending.rows[k] = (mail_id, sender, subject, date, state, size, key)
         self.pending.keys.setdefault((sender, key), k)
@@ -491,7 +499,7 @@ class Index:
         start rebuilds a file."""
         if self._rebuilt_unproven:
             self.close()
-            self.w = connect(MEMORY)
+            self._w = connect(MEMORY)
             self.w.executescript(_SCHEMA)
             self.set_aside_reason = reason
             self.notify("index/failed", error=reason, action="in-memory")
@@ -509,7 +517,7 @@ class Index:
             except sqlite3.Error as err:
                 # Even the new file failed while refilling: refill a database in memory.
                 self.w.close()
-                self.w = connect(MEMORY)
+                self._w = connect(MEMORY)
                 self.w.executescript(_SCHEMA)
                 self.pending = Pending()
                 self.notify("index/failed", error=str(err), action="in-memory")

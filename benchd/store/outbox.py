@@ -19,6 +19,7 @@ session: the queued job's JSON, the content reported so far, and whether it sett
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 
@@ -107,7 +108,7 @@ class SqliteOutbox:
         ).fetchone()
         return row is not None
 
-    def running_jobs(self) -> list[tuple[str, str, dict, str]]:
+    def running_jobs(self) -> builtins.list[tuple[str, str, dict, str]]:  # `list` is a method here
         return [
             (s, h, json.loads(j), c)
             for s, h, j, c in self.db.execute(

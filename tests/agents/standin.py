@@ -291,7 +291,7 @@ class Agent:
                 capture_output=True,
                 timeout=RING_TIMEOUT,
             )
-        except Exception as e:  # a failed ring must never crash the agent
+        except Exception as e:  # noqa: BLE001 - a failed ring must never crash the agent
             self.write(visible(f"ring error: {e}") + "\r\n")
             return
         if proc.returncode == 0:

@@ -183,7 +183,7 @@ def test_queued_while_nats_unreachable_shows_in_status_and_retries(nats, nodes):
     assert "1 queued outbound" in text
     nats.stop()
     # A bridge started while NATS is down keeps trying (bridge/retry), then forwards.
-    out = open(n1.bridge_log, "ab")
+    out = open(n1.bridge_log, "ab")  # noqa: SIM115 - the bridge process writes to it after this line
     n1.bridge = subprocess.Popen(
         [BENCH, "bridge", "--nats", nats.url, "--heartbeat", "0.5"],
         env=n1.d.env(),
@@ -311,7 +311,7 @@ def test_token_is_passed_through_and_a_wrong_one_is_a_clear_error(daemon):
     try:
         r = daemon.bench("bridge", "--nats", server.url, "--token", "wrong", timeout=60)
         assert r.rc == 1 and "[nats-unreachable]" in r.err and "Traceback" not in r.err
-        out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")
+        out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")  # noqa: SIM115 - the bridge process writes to it after this line
         proc = subprocess.Popen(
             [BENCH, "bridge", "--nats", server.url, "--heartbeat", "0.5"],
             env=daemon.env(BENCH_NATS_TOKEN="s3cret-token"),
@@ -368,7 +368,7 @@ def test_tls_ca_is_passed_through(daemon):
     try:
         url = f"tls://127.0.0.1:{server.port}"
         # The server's certificate is trusted only through --tls-ca (it is its own CA).
-        out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")
+        out = open(os.path.join(daemon.dir, "bridge.test.out"), "ab")  # noqa: SIM115 - the bridge process writes to it after this line
         proc = subprocess.Popen(
             [BENCH, "bridge", "--nats", url, "--tls-ca", cert, "--heartbeat", "0.5"],
             env=daemon.env(),

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import ptyprocess
 import pytest
@@ -362,7 +363,7 @@ def test_every_option_is_described(path):
 
 def readme_examples() -> dict[str, list[str]]:
     """README code lines that run a bench command, by command: what each help shows."""
-    text = open(os.path.join(ROOT, "README.md")).read()
+    text = Path(ROOT, "README.md").read_text()
     out: dict[str, list[str]] = {}
     for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         for line in block.splitlines():

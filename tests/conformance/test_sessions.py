@@ -6,6 +6,7 @@ import os
 import select
 import termios
 import time
+from pathlib import Path
 
 import ptyprocess
 
@@ -190,13 +191,13 @@ def test_identity_a_session_is_itself(daemon, tmp_path):
         name="alice",
     )
     wait_screen(daemon, "alice", "finished")
-    assert json.loads(open(f"{out}.1").read())["ok"]
-    assert json.loads(open(f"{out}.2").read())["ok"]
+    assert json.loads(Path(f"{out}.1").read_text())["ok"]
+    assert json.loads(Path(f"{out}.2").read_text())["ok"]
     senders = {m["from"] for m in daemon.ok("mail", "list", "--handle", "bob")["messages"]}
     assert senders == {"alice"}  # with or without its token, it speaks as itself
-    assert json.loads(open(f"{out}.3").read())["error"]["code"] == "forbidden"
-    assert json.loads(open(f"{out}.4").read())["error"]["code"] == "bad-token"
-    assert json.loads(open(f"{out}.5").read())["error"]["code"] == "forbidden"
+    assert json.loads(Path(f"{out}.3").read_text())["error"]["code"] == "forbidden"
+    assert json.loads(Path(f"{out}.4").read_text())["error"]["code"] == "bad-token"
+    assert json.loads(Path(f"{out}.5").read_text())["error"]["code"] == "forbidden"
 
 
 def test_stale_token_is_refused(daemon, tmp_path):

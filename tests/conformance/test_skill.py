@@ -8,6 +8,7 @@ sequence did what the text says.
 
 import os
 import re
+from pathlib import Path
 
 import yaml
 
@@ -21,7 +22,7 @@ def fences(text: str) -> list[str]:
 
 
 def test_front_matter_is_a_claude_code_skill():
-    text = open(SKILL).read()
+    text = Path(SKILL).read_text()
     assert text.startswith("---\n")
     meta = yaml.safe_load(text.split("---\n")[1])
     assert meta["name"] == "bench-mail"
@@ -30,7 +31,7 @@ def test_front_matter_is_a_claude_code_skill():
 
 def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     d = make_daemon("--idle-gate", "60")
-    blocks = fences(open(SKILL).read())
+    blocks = fences(Path(SKILL).read_text())
     assert len(blocks) >= 6
     script = ["set -u"]
     for i, block in enumerate(blocks):
@@ -125,7 +126,7 @@ def test_a_woken_job_finds_its_task_as_the_skill_says(make_daemon, tmp_path):
     wake line names; `bench mail read` answers no-unread (the wake retired the task);
     the section's fence lists the task; `bench report` is what the reply carries."""
     d = make_daemon()  # the suite's fast idle gate: the wake lands at once
-    jobs = section(open(SKILL).read(), "Jobs and the reply you owe")
+    jobs = section(Path(SKILL).read_text(), "Jobs and the reply you owe")
     fence = fences(jobs)[0]
     assert "no-unread" in jobs and "cat <path>" in jobs
     out = tmp_path / "job.out"

@@ -18,7 +18,7 @@ from tests.conftest import standin_argv  # noqa: E402
 SIZE = (100, 30)
 
 
-async def until(pilot, pred, what: str, timeout: float = 20.0):
+async def until(pilot, pred, what: str, timeout: float = 20.0):  # noqa: ASYNC109 - asyncio
     deadline = time.monotonic() + timeout
     while True:
         v = pred()

@@ -126,7 +126,7 @@ class Daemon:
     def start(self, timeout: float = 120.0) -> int:
         """Start benchd; returns the ns from process start to its ready line."""
         cmd = [PY, "-m", "benchd.server.app", "--dir", self.dir, *self.opts]
-        err = open(self.err_path, "ab")
+        err = open(self.err_path, "ab")  # noqa: SIM115 - the daemon's stderr, open for its lifetime
         t0 = now_ns()
         self.proc = subprocess.Popen(
             cmd,

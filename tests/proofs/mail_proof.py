@@ -73,10 +73,7 @@ def run(
         with TempDaemon(*daemon_opts, keep=keep) as bench:
             print(f"BENCH_DIR {bench.dir}")
             try:
-                if real is None:
-                    sessions = spawn_standins(bench, names)
-                else:
-                    sessions = real.spawn(bench)
+                sessions = spawn_standins(bench, names) if real is None else real.spawn(bench)
                 for name in names:
                     s = sessions[name]
                     print(f"spawned {name:<6} session {s['session']} pid {s['pid']}")

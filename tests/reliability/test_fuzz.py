@@ -231,10 +231,9 @@ def json_frame(rng: random.Random) -> bytes:
     obj: dict = {"verb": verb}
     for _ in range(rng.randint(0, 5)):
         obj[rng.choice(FIELDS)] = value(rng)
-    if verb == "session/spawn":
-        # Never start anything real: the command is one that does not exist.
-        if rng.random() < 0.7 or isinstance(obj.get("argv"), list):
-            obj["argv"] = [f"/nonexistent-{MARK}/bin", "x"]
+    # A spawn never starts anything real: the command is one that does not exist.
+    if verb == "session/spawn" and (rng.random() < 0.7 or isinstance(obj.get("argv"), list)):
+        obj["argv"] = [f"/nonexistent-{MARK}/bin", "x"]
     if verb in ("events", "session/tail"):
         obj.pop("follow", None)  # a follow stream never ends by itself
     if verb == "session/attach":
