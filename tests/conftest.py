@@ -21,7 +21,7 @@ from bench_wire.client import Client
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
 BENCH = os.path.join(BIN, "bench")
-STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
+STANDIN = os.path.join(ROOT, "tests", "standin", "standin.py")
 # Fast reactor timings so the suite runs quickly; tests that are about timing set their own.
 FAST = ["--idle-gate", "0.3", "--paste-settle", "0.05", "--enter-check", "1.0"]
 

@@ -125,7 +125,7 @@ def wake(ctx: Context) -> list[Result]:
                 "ack_to_submitted_p50_ms": ms(median(raw)),
                 "paste_echo_after_earliest_p50_ms": ms(median(echo_lat)),
                 "enter_retries": retries,
-                "agent": "tests/agents/standin.py",
+                "agent": "tests/standin/standin.py",
             },
         )
     ]

@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PY = sys.executable
 BIN = os.path.dirname(PY)
 BENCH = os.path.join(BIN, "bench")
-STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
+STANDIN = os.path.join(ROOT, "tests", "standin", "standin.py")
 
 # A realistic small message: one line of subject, a few hundred bytes of body.
 SUBJECT = "perf: status"

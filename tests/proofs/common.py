@@ -11,7 +11,7 @@ import time
 BIN = os.path.dirname(sys.executable)
 BENCH = os.path.join(BIN, "bench")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
+STANDIN = os.path.join(ROOT, "tests", "standin", "standin.py")
 
 
 class ProofFailed(Exception):

@@ -7,7 +7,7 @@ test is skipped and says why; with it, it must pass.
 import pytest
 
 from tests.proofs.test_proofs import run_module
-from tests.realagents import agents as realagents
+from tests.real_agents import agents as realagents
 
 
 def test_ring_through_real_agents():
