@@ -14,7 +14,6 @@ import time
 
 from tests.perf.harness import (
     PY,
-    STANDIN,
     Context,
     Daemon,
     EventStream,
@@ -31,6 +30,7 @@ from tests.perf.harness import (
     secs,
 )
 from tests.perf.mail import send16_rates
+from tests.support.spawn import STANDIN
 
 # ---------------------------------------------------------------- wake
 

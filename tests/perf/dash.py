@@ -21,7 +21,6 @@ import time
 from tests.perf.harness import (
     BENCH,
     PY,
-    STANDIN,
     Context,
     Daemon,
     Result,
@@ -31,6 +30,7 @@ from tests.perf.harness import (
     p99,
     poll,
 )
+from tests.support.spawn import STANDIN
 
 SESSIONS = 20
 WARMUP = 3  # latency samples not counted (the first connections and draws)

@@ -13,7 +13,8 @@ import argparse
 import sys
 import time
 
-from tests.proofs.common import STANDIN, ProofFailed, TempDaemon, timeline, wait_for
+from tests.proofs.common import ProofFailed, TempDaemon, timeline, wait_for
+from tests.support.spawn import STANDIN
 
 RING = ["alice", "bob", "carol"]
 SEED = 100
