@@ -1,6 +1,6 @@
 """kill -9 of the daemon under load, for mail and for the job outbox.
 
-Short versions for the default suite; `python -m tests.reliability.soak --seconds N` runs
+Short versions for the default suite; `python -m tools.reliability.soak --seconds N` runs
 the same mail crash loop for as long as asked.
 """
 
@@ -12,7 +12,6 @@ import random
 import pytest
 
 from tests.reliability.common import scan_events, scan_mail
-from tests.reliability.crashloop import CrashLoop
 from tests.reliability.jobs import (
     arm,
     barrier,
@@ -21,6 +20,7 @@ from tests.reliability.jobs import (
     spawn_job,
 )
 from tests.support.wait import wait_for
+from tools.reliability.crashloop import CrashLoop
 
 SEED = 20261130
 

@@ -29,8 +29,8 @@ from tests.reliability.common import (
     raw_connect,
     scan_mail,
 )
-from tests.reliability.crashloop import read_acks
 from tests.support.refusal import assert_refused
+from tools.reliability.crashloop import read_acks
 
 BURST = 3
 CLIENTS = 20
@@ -117,7 +117,7 @@ def test_fifty_sessions_twenty_clients_and_hostile_ones(make_daemon, tmp_path):
             cmd = [
                 sys.executable,
                 "-m",
-                "tests.reliability.sender",
+                "tools.reliability.sender",
                 "--dir",
                 d.dir,
                 "--name",

@@ -16,9 +16,9 @@ import signal
 import tempfile
 import time
 
-from tests.proofs.common import BIN, ProofFailed, wait_for
 from tests.real_agents import agents as realagents
 from tests.real_agents.model_server import shell_tool, start_server
+from tools.proofs.common import BIN, ProofFailed, wait_for
 
 
 class RealRing:

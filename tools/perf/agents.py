@@ -12,7 +12,8 @@ import subprocess
 import threading
 import time
 
-from tests.perf.harness import (
+from tests.support.spawn import STANDIN
+from tools.perf.harness import (
     PY,
     Context,
     Daemon,
@@ -29,8 +30,7 @@ from tests.perf.harness import (
     poll,
     secs,
 )
-from tests.perf.mail import send16_rates
-from tests.support.spawn import STANDIN
+from tools.perf.mail import send16_rates
 
 # ---------------------------------------------------------------- wake
 

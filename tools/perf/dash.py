@@ -18,7 +18,8 @@ import shutil
 import subprocess
 import time
 
-from tests.perf.harness import (
+from tests.support.spawn import STANDIN
+from tools.perf.harness import (
     BENCH,
     PY,
     Context,
@@ -30,7 +31,6 @@ from tests.perf.harness import (
     p99,
     poll,
 )
-from tests.support.spawn import STANDIN
 
 SESSIONS = 20
 WARMUP = 3  # latency samples not counted (the first connections and draws)

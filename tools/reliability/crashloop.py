@@ -1,6 +1,6 @@
 """The kill -9 crash loop shared by test_crash.py (3 rounds) and soak.py (N seconds).
 
-Several sender processes (tests/reliability/sender.py) send mail with unique keys and
+Several sender processes (tools/reliability/sender.py) send mail with unique keys and
 record every acknowledged message. The loop waits until some new acknowledgements
 exist, lets the load run a random (seeded) extra moment — load shaping, not
 synchronisation — then SIGKILLs the daemon and starts it again; the senders reconnect
@@ -153,7 +153,7 @@ class CrashLoop:
             cmd = [
                 sys.executable,
                 "-m",
-                "tests.reliability.sender",
+                "tools.reliability.sender",
                 "--dir",
                 self.bench_dir,
                 "--name",
