@@ -12,6 +12,10 @@ default:
 test *ARGS:
     {{py}} -m pytest -q {{ARGS}}
 
+# The suite without the tests marked slow (proofs, real agents, crash loops, load): the inner loop.
+test-fast *ARGS:
+    {{py}} -m pytest -q -m "not slow" {{ARGS}}
+
 # Lint and format check.
 lint:
     {{py}} -m ruff check .

@@ -4,7 +4,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # whole ring proofs, each with its own daemons
 
 
 def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

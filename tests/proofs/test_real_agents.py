@@ -9,6 +9,8 @@ import pytest
 from tests.proofs.test_proofs import run_module
 from tests.real_agents import agents as realagents
 
+pytestmark = pytest.mark.slow  # real Claude Code, Codex and pi TUIs
+
 
 def test_ring_through_real_agents():
     if realagents.installed_bin_dir() is None and not realagents.registry_reachable():

@@ -22,6 +22,8 @@ from tests.reliability.jobs import (
 from tests.support.wait import wait_for
 from tools.reliability.crashloop import CrashLoop
 
+pytestmark = pytest.mark.slow  # crash loops: kill -9 under load, again and again
+
 SEED = 20261130
 
 

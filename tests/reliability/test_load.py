@@ -32,6 +32,8 @@ from tests.reliability.common import (
 from tests.support.refusal import assert_refused
 from tools.reliability.crashloop import read_acks
 
+pytestmark = pytest.mark.slow  # seconds of load from many clients
+
 BURST = 3
 CLIENTS = 20
 LOAD_SECONDS = 5.0
