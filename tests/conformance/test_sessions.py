@@ -188,9 +188,9 @@ def test_identity_a_session_is_itself(daemon, tmp_path):
     assert json.loads(open(f"{out}.2").read())["ok"]
     senders = {m["from"] for m in daemon.ok("mail", "list", "--handle", "bob")["messages"]}
     assert senders == {"alice"}  # with or without its token, it speaks as itself
-    assert json.loads(open(f"{out}.3").read())["error"]["code"] == "forbidden"
-    assert json.loads(open(f"{out}.4").read())["error"]["code"] == "bad-token"
-    assert json.loads(open(f"{out}.5").read())["error"]["code"] == "forbidden"
+    assert_refused(json.loads(open(f"{out}.3").read()), "forbidden")
+    assert_refused(json.loads(open(f"{out}.4").read()), "bad-token")
+    assert_refused(json.loads(open(f"{out}.5").read()), "forbidden")
 
 
 def test_stale_token_is_refused(daemon, tmp_path):

@@ -288,7 +288,7 @@ def test_a_stale_token_is_refused(daemon, tmp_path):
     # A new session under the same handle gets a new secret; the old one stays dead.
     rec2 = run_in_session(d, tmp_path, "alice", [{"verb": "hello", "token": "$TOKEN"}])
     assert rec2["token"] != rec["token"]
-    assert d.call({"verb": "hello", "token": rec["token"]})["error"]["code"] == "bad-token"
+    assert_refused(d.call({"verb": "hello", "token": rec["token"]}), "bad-token")
 
 
 def test_a_sessions_child_in_a_new_process_session_is_not_the_operator(daemon, tmp_path):

@@ -113,7 +113,7 @@ def test_a_failed_log_append_takes_back_the_whole_batch(daemon, errno):
     delivered = {i: r for i, r in enumerate(results) if r["ok"]}
     assert failed, "the armed fault refused nothing"
     for i in failed:
-        assert results[i]["error"]["code"] == CODES[errno], results[i]
+        assert_refused(results[i], CODES[errno])
     scan = scan_mail(d.dir)
     assert scan.staged == [] and scan.stray == []
     on_disk = {m["meta"]["key"]: m for m in scan.messages}

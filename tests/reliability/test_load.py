@@ -268,7 +268,7 @@ def test_the_connection_cap_refuses_the_ninth_and_recovers(make_daemon):
             held.append(wait_for(admitted, 10, "a connection to be admitted again"))
         assert len(held) == 8
         tenth = Client(d.dir)
-        assert tenth.recv()["error"]["code"] == "too-many-connections"
+        assert_refused(tenth.recv(), "too-many-connections")
         tenth.close()
     finally:
         for c in held:

@@ -42,9 +42,13 @@ def short_tmpdir(prefix: str = "b") -> str:
 
 
 class Benchd:
-    def __init__(self, bench_dir: str, opts: list[str]):
+    """A real benchd (with --test-hooks) in bench_dir; `cwd` is its working directory
+    (None: ours), for the tests that need it somewhere empty."""
+
+    def __init__(self, bench_dir: str, opts: list[str], cwd: str | None = None):
         self.dir = bench_dir
         self.opts = opts
+        self.cwd = cwd
         self.proc: subprocess.Popen | None = None
 
     def env(self, **extra) -> dict:
@@ -65,7 +69,12 @@ class Benchd:
             *self.opts,
         ]
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(), text=True
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env(),
+            text=True,
+            cwd=self.cwd,
         )
         line = self.proc.stdout.readline()  # blocks until ready, or EOF if benchd died
         if not line.startswith("benchd ready"):
