@@ -12,6 +12,10 @@ default:
 test *ARGS:
     {{py}} -m pytest -q {{ARGS}}
 
+# The suite without the tests marked slow (proofs, real agents, crash loops, load): the inner loop.
+test-fast *ARGS:
+    {{py}} -m pytest -q -m "not slow" {{ARGS}}
+
 # Lint and format check.
 lint:
     {{py}} -m ruff check .
@@ -23,31 +27,31 @@ typecheck:
 
 # The ring demo: three stand-in agents pass a number around as mail, 100 -> 103.
 mail-proof *ARGS:
-    {{py}} -m tests.proofs.mail_proof {{ARGS}}
+    {{py}} -m tools.proofs.mail_proof {{ARGS}}
 
 # The ring through real Claude Code, Codex and pi TUIs (--via mcp: through bench mcp, no shell).
 mail-proof-real *ARGS:
-    {{py}} -m tests.proofs.mail_proof --agents claude,codex,pi {{ARGS}}
+    {{py}} -m tools.proofs.mail_proof --agents claude,codex,pi {{ARGS}}
 
 # The ring across two nodes over NATS JetStream: alice, bob on node1, carol on node2, 100 -> 103.
 bridge-proof *ARGS:
-    {{py}} -m tests.proofs.bridge_proof {{ARGS}}
+    {{py}} -m tools.proofs.bridge_proof {{ARGS}}
 
 # A short end-to-end check of a daemon (starts one if none answers on $BENCH_DIR).
 live-smoke:
-    {{py}} -m tests.proofs.live_smoke
+    {{py}} -m tools.proofs.live_smoke
 
 # All benchmarks, with their targets (docs/performance.md; about 10 minutes).
 bench:
-    {{py}} -m tests.perf.run
+    {{py}} -m tools.perf.run
 
 # Every benchmark at CI size (seconds each).
 bench-quick:
-    {{py}} -m tests.perf.run --quick
+    {{py}} -m tools.perf.run --quick
 
 # Long crash/soak run (bounded in time; prints its figures).
 soak SECONDS="300":
-    {{py}} -m tests.reliability.soak --seconds {{SECONDS}}
+    {{py}} -m tools.reliability.soak --seconds {{SECONDS}}
 
 # Regenerate docs/protocol.md from the msgspec types.
 protocol-doc:

@@ -1,193 +1,34 @@
 """Shared fixtures: a real benchd process in a short temporary BENCH_DIR, and the real CLI.
 
-Nothing here sleeps to synchronise: the daemon fixture waits for benchd's readiness
-line (and fails at once if benchd exits), and `wait_event` polls the event log with a
-deadline.
+The helpers behind them live in tests/support (one daemon class, one wait, one spawn,
+one refusal assertion); they are re-exported here for the tests that import them from
+`tests.conftest`.
 """
 
-import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 
 import pytest
 
-from bench_wire.client import Client
+from tests.support.daemon import BENCH, BIN, FAST, ROOT, Benchd, Result, short_tmpdir
+from tests.support.refusal import assert_refused
+from tests.support.spawn import STANDIN, spawn, spawn_standin, standin_argv
+from tests.support.wait import wait_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
-BENCH = os.path.join(BIN, "bench")
-STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
-# Fast reactor timings so the suite runs quickly; tests that are about timing set their own.
-FAST = ["--idle-gate", "0.3", "--paste-settle", "0.05", "--enter-check", "1.0"]
-
-
-def wait_for(fn, timeout: float = 30.0, what: str = "condition"):
-    """Poll fn until it returns something truthy (that value), or fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    pause = 0.01
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.2)
-
-
-class Result:
-    def __init__(self, proc: subprocess.CompletedProcess):
-        self.rc = proc.returncode
-        self.out = proc.stdout
-        self.err = proc.stderr
-
-    @property
-    def json(self):
-        return json.loads(self.out)
-
-    def __repr__(self):
-        return f"Result(rc={self.rc}, out={self.out!r}, err={self.err!r})"
-
-
-def short_tmpdir(prefix: str = "b") -> str:
-    # pytest's tmp_path can exceed AF_UNIX's 108 bytes; BENCH_DIR must stay short.
-    return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
-
-
-class Benchd:
-    def __init__(self, bench_dir: str, opts: list[str]):
-        self.dir = bench_dir
-        self.opts = opts
-        self.proc: subprocess.Popen | None = None
-
-    def env(self, **extra) -> dict:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
-        env["BENCH_DIR"] = self.dir
-        env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
-        env.update(extra)
-        return env
-
-    def start(self, timeout: float = 20.0) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "benchd.server.app",
-            "--dir",
-            self.dir,
-            "--test-hooks",
-            *self.opts,
-        ]
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env(), text=True
-        )
-        line = self.proc.stdout.readline()  # blocks until ready, or EOF if benchd died
-        if not line.startswith("benchd ready"):
-            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
-            self.proc.kill()
-            raise RuntimeError(f"benchd did not start: {line!r} {err}")
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        rc = self.proc.returncode
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        self.proc = None
-        return rc
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def bench(
-        self, *args: str, input: str | None = None, env: dict | None = None, timeout: float = 60.0
-    ) -> Result:
-        e = self.env()
-        if env:
-            e.update(env)
-        proc = subprocess.run(
-            [BENCH, *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=e,
-            timeout=timeout,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-        return Result(proc)
-
-    def ok(self, *args: str, **kw) -> dict:
-        """Run `bench ... --json`, assert success, return the parsed answer."""
-        args = list(args)
-        # --json belongs before `--` (after it, it would be part of the spawned command).
-        at = args.index("--") if "--" in args else len(args)
-        r = self.bench(*args[:at], "--json", *args[at:], **kw)
-        assert r.rc == 0, r
-        return r.json
-
-    def connect(self) -> Client:
-        return Client(self.dir)
-
-    def call(self, req: dict) -> dict:
-        with self.connect() as c:
-            c.send(req)
-            return c.recv()
-
-    def events(self, since: int = 0, kind: str | None = None) -> list[dict]:
-        out = []
-        with self.connect() as c:
-            req = {"verb": "events", "since": since}
-            if kind:
-                req["kind"] = kind
-            c.send(req)
-            while True:
-                a = c.recv()
-                assert a.get("ok", False), a
-                if a["type"] == "end":
-                    return out
-                out.append(a["event"])
-
-    def wait_event(
-        self, kind: str, pred=lambda e: True, timeout: float = 30.0, since: int = 0
-    ) -> dict:
-        """The first event of `kind` matching pred, polling the log until the deadline."""
-        deadline = time.monotonic() + timeout
-        pause = 0.01
-        while True:
-            for e in self.events(since, kind):
-                if pred(e):
-                    return e
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {kind} event matching within {timeout}s")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.2)
-
-    def last_seq(self) -> int:
-        evs = self.events()
-        return evs[-1]["seq"] if evs else 0
-
-    def wait_until(self, fn, timeout: float = 30.0, what: str = "condition"):
-        return wait_for(fn, timeout, what)
+__all__ = [
+    "BENCH",
+    "BIN",
+    "FAST",
+    "ROOT",
+    "STANDIN",
+    "Benchd",
+    "Result",
+    "assert_refused",
+    "short_tmpdir",
+    "spawn",
+    "spawn_standin",
+    "standin_argv",
+    "wait_for",
+]
 
 
 @pytest.fixture
@@ -217,7 +58,3 @@ def make_daemon(bench_dir):
 @pytest.fixture
 def daemon(make_daemon) -> Benchd:
     return make_daemon()
-
-
-def standin_argv(*args: str) -> list[str]:
-    return [sys.executable, STANDIN, *args]

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import BENCH, BIN, Benchd, short_tmpdir, wait_for
+from tests.support.daemon import BENCH, BIN, Benchd, short_tmpdir
+from tests.support.wait import wait_for
 
 NATS_SERVER = shutil.which("nats-server", path=BIN) or shutil.which("nats-server")
 

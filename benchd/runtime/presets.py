@@ -3,7 +3,7 @@
 `bench spawn --agent NAME -- CMD` takes the preset's ready pattern (unless --ready is
 given) and its paste settle. Built in: claude, codex, pi (observed on Claude Code
 2.1, Codex 0.171, pi 0.73 against a local model; see docs/agents.md and
-tests/realagents/agents.py). Add your own in $BENCH_DIR/presets.json:
+tests/real_agents/agents.py). Add your own in $BENCH_DIR/presets.json:
 
     {"aider": {"ready": "^> $", "paste_settle": 0.3}}
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.conftest import BENCH, BIN, Benchd, short_tmpdir, wait_for
+from tests.support.refusal import assert_refused
 
 BENCHD = os.path.join(BIN, "benchd")
 
@@ -88,7 +89,7 @@ def test_no_daemon_json(nodaemon):
     assert r.rc == 3
     a = json.loads(r.out)
     assert a["ok"] is False
-    assert a["error"]["code"] == "no-daemon"
+    assert_refused(a, "no-daemon")
     assert nodaemon.dir in a["error"]["message"]
     assert "Traceback" not in r.err
 
@@ -130,7 +131,8 @@ def test_every_command_takes_dir_and_json(bench_dir, argv):
         assert r.returncode == 0 and json.loads(r.stdout)["bench_dir"] == bench_dir, r
         return
     if argv[0] == "attach":  # refused before any connection: stdin is not a terminal
-        assert r.returncode == 2 and json.loads(r.stdout)["error"]["code"] == "usage", r
+        assert r.returncode == 2, r
+        assert_refused(json.loads(r.stdout), "usage")
         return
     assert r.returncode == 3, r
     no_traceback(r)
@@ -167,7 +169,7 @@ def test_refusal_json_and_human(daemon):
     r = daemon.bench("mail", "send", "Bad/Handle", "-m", "x", "--json")
     assert r.rc == 1
     a = json.loads(r.out)
-    assert a["ok"] is False and a["error"]["code"] == "bad-handle"
+    assert_refused(a, "bad-handle")
     assert isinstance(a["error"]["message"], str) and a["error"]["message"]
     assert "Traceback" not in r.err
     r = daemon.bench("mail", "send", "Bad/Handle", "-m", "x")
@@ -229,7 +231,7 @@ def test_socket_path_too_long_cli(long_dir, argv):
     no_traceback(r)
     r = run(BENCH, *argv, "--dir", long_dir, "--json")
     assert r.returncode == 2
-    assert json.loads(r.stdout)["error"]["code"] == "socket-path-too-long"
+    assert_refused(json.loads(r.stdout), "socket-path-too-long")
 
 
 def test_socket_path_too_long_benchd(long_dir):

@@ -15,13 +15,9 @@ import pytest
 
 from bench_cli import cli as cli_main
 from tests.conformance.test_sessions import read_pty, wait_screen
-from tests.conftest import BENCH, BIN, ROOT, standin_argv, wait_for
+from tests.conftest import BENCH, BIN, ROOT, spawn, standin_argv, wait_for
 
 BENCHD = os.path.join(BIN, "benchd")
-
-
-def spawn(d, *argv, name):
-    return d.ok("spawn", "--name", name, "--", *argv)
 
 
 def in_pty(d, *argv, env=None, rows=30, cols=100):

@@ -16,6 +16,7 @@ import yaml
 from bench_wire.client import Client
 from bench_wire.errors import WireError
 from tests.conftest import Benchd
+from tests.support.refusal import assert_refused
 
 
 def mode(path: str) -> int:
@@ -394,7 +395,7 @@ def test_a_failed_write_is_refused_and_leaves_nothing(daemon, point, errno, code
     arm(daemon, point, errno)
     r = daemon.bench("mail", "send", "bob", "-m", "during", "--key", "k-fault", "--json")
     assert r.rc == 1, r
-    assert r.json["error"]["code"] == code
+    assert_refused(r, code)
     inbox = os.path.join(daemon.dir, "mail", "bob", "inbox")
     assert os.listdir(inbox) == [first["mail_id"] + ".md"]
     assert os.listdir(os.path.join(daemon.dir, "mail", "bob", "tmp")) == []
@@ -414,7 +415,7 @@ def test_a_failed_retire_keeps_the_message_unread(daemon):
     a = daemon.ok("mail", "send", "bob", "-m", "x")
     arm(daemon, "eventlog", "EIO")
     r = daemon.bench("mail", "read", a["mail_id"], "--handle", "bob", "--json")
-    assert r.rc == 1 and r.json["error"]["code"] == "io-error"
+    assert_refused(r, "io-error", rc=1)
     assert os.path.exists(a["path"])  # the move was taken back
     got = daemon.ok("mail", "read", a["mail_id"], "--handle", "bob")
     assert got["retired"] is True

@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from tests.conftest import standin_argv
+from tests.support.refusal import assert_refused
 
 # ------------------------------------------------------------------ helpers
 
@@ -317,10 +318,10 @@ def test_report_outside_any_session_is_refused(daemon):
     assert "session" in r.err and "Traceback" not in r.err, r
     r = daemon.bench("report", "some text", "--json")
     assert r.rc != 0 and r.json["ok"] is False, r
-    assert r.json["error"]["code"] in ("not-in-session", "no-job"), r
+    assert_refused(r, "not-in-session", "no-job")
     # The daemon itself refuses the operator too, whatever the client checks.
     a = daemon.call({"verb": "job/report", "content": "x"})
-    assert a["ok"] is False and a["error"]["code"] in ("not-in-session", "no-job"), a
+    assert_refused(a, "not-in-session", "no-job")
     assert daemon.events(kind="job/reported") == []
 
 
@@ -334,7 +335,7 @@ def test_report_in_a_session_without_a_job_is_no_job(daemon, tmp_path):
     daemon.wait_event("session/exited", lambda e: e["handle"] == "loner")
     assert int(rc.read_text()) != 0
     answer = json.loads(out.read_text())
-    assert answer["ok"] is False and answer["error"]["code"] == "no-job", answer
+    assert_refused(answer, "no-job")
     assert daemon.events(kind="job/reported") == []
     assert daemon.events(kind="job/settled") == []
 
@@ -494,7 +495,7 @@ def test_an_overlong_key_is_refused_before_anything_is_spawned(daemon, tmp_path)
         reply_to=("parent",),
         key="k" * 257,
     )
-    assert r.rc == 1 and r.json["error"]["code"] == "bad-key", r
+    assert_refused(r, "bad-key", rc=1)
     assert daemon.events(kind="session/spawned") == []
 
 
@@ -508,7 +509,7 @@ def test_an_overlong_key_is_refused_before_anything_is_spawned(daemon, tmp_path)
     ids=["control-char-key", "newline-subject", "oversize-task"],
 )
 def test_a_refused_job_spawns_nothing(daemon, tmp_path, extra, body):
-    """SPEC §10: a refusal is a refusal. If `bench spawn` answers an error, no child may be
+    """A refusal is a refusal. If `bench spawn` answers an error, no child may be
     left running as a job that will later fan out replies (or retry them forever)."""
     path = task_file(tmp_path, body)
     r = daemon.bench(

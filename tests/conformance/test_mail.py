@@ -1,10 +1,12 @@
-"""The mailroom end to end (SPEC §5): real benchd, real `bench` CLI, files on disk."""
+"""The mailroom end to end: real benchd, real `bench` CLI, files on disk."""
 
 import os
 import re
 
 import pytest
 import yaml
+
+from tests.support.refusal import assert_refused
 
 DATE_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 ID_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z-\d{4}")
@@ -55,7 +57,7 @@ def refused(daemon, code: str, *args: str, input: str | None = None) -> dict:
     assert r.rc == 1, r
     assert "Traceback" not in r.err
     a = r.json
-    assert a["ok"] is False and a["error"]["code"] == code, a
+    assert_refused(a, code)
     assert a["error"]["message"]
     return a
 
@@ -159,7 +161,7 @@ def test_awkward_subjects_parse_with_yaml(daemon, subject):
 def test_subject_with_control_characters_is_refused(daemon, subject):
     before = mail_tree(daemon)
     a = raw_send(daemon, "alice", subject=subject)
-    assert a["ok"] is False and a["error"]["code"] == "bad-subject", a
+    assert_refused(a, "bad-subject")
     assert mail_tree(daemon) == before
     assert not os.path.exists(os.path.join(daemon.dir, "mail", "alice"))
 
@@ -259,7 +261,7 @@ def test_a_key_conflict_sent_together_is_refused(daemon):
         got = {a["id"]: a for a in (c.recv(), c.recv(), c.recv())}
     assert got[1]["ok"] is True and got[3]["duplicate"] is True
     assert got[3]["mail_id"] == got[1]["mail_id"]
-    assert got[2]["ok"] is False and got[2]["error"]["code"] == "key-conflict"
+    assert_refused(got[2], "key-conflict")
 
 
 def test_mail_to_a_new_handle_says_new_mailbox_and_is_delivered(daemon):
@@ -457,7 +459,7 @@ def test_bad_ids_refused_and_nothing_touched(daemon, bad):
     with daemon.connect() as c:
         r = c.send({"verb": "mail/read", "handle": "alice", "mail_id": bad})
         r = c.recv()
-    assert r["ok"] is False and r["error"]["code"] == "bad-id"
+    assert_refused(r, "bad-id")
     assert mail_tree(daemon) == before
     assert os.path.exists(a["path"])
     for p in (
@@ -531,7 +533,7 @@ def test_bad_handles_refused_and_nothing_created(daemon, bad):
 
 def test_nul_in_handle_refused(daemon):
     r = raw_send(daemon, "a\x00b")
-    assert r["ok"] is False and r["error"]["code"] == "bad-handle"
+    assert_refused(r, "bad-handle")
     assert not os.path.exists(os.path.join(daemon.dir, "mail"))
 
 

@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 INPTY = os.path.join(ROOT, "tests", "reliability", "inpty.py")
-CALLER = os.path.join(ROOT, "tests", "agents", "mcp_caller.py")
+CALLER = os.path.join(ROOT, "tests", "standin", "mcp_caller.py")
 TOOLS = {"send_mail", "list_mail", "read_mail", "reply", "report", "whoami"}
 
 

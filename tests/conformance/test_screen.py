@@ -3,6 +3,7 @@
 import time
 
 from tests.reliability.test_access import run_in_session
+from tests.support.refusal import assert_refused
 
 
 def spawn_red(d, name="painter"):
@@ -77,8 +78,8 @@ def test_screen_is_operator_only_and_checks_handles(daemon, tmp_path):
         d, tmp_path, "alice", [{"verb": "session/screen", "handle": "painter", "token": "$TOKEN"}]
     )
     (a,) = rec["answers"]
-    assert a["ok"] is False and a["error"]["code"] == "forbidden", a
+    assert_refused(a, "forbidden")
     a = d.call({"verb": "session/screen", "handle": "nobody-here"})
-    assert a["ok"] is False and a["error"]["code"] == "no-such-session", a
+    assert_refused(a, "no-such-session")
     a = d.call({"verb": "session/screen", "handle": "../x"})
-    assert a["ok"] is False and a["error"]["code"] in ("bad-handle", "no-such-session"), a
+    assert_refused(a, "bad-handle", "no-such-session")

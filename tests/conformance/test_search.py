@@ -12,6 +12,7 @@ import os
 import sqlite3
 
 from tests.reliability.test_access import run_in_session
+from tests.support.refusal import assert_refused
 
 
 def search(d, *args, **kw):
@@ -92,7 +93,7 @@ def test_bad_input_gets_codes_not_tracebacks(daemon):
     ]:
         r = d.bench("mail", "search", *args, "--json")
         assert r.rc == 1, (args, r)
-        assert r.json["error"]["code"] == code, (args, r)
+        assert_refused(r, code)
         assert "Traceback" not in r.err
     assert d.call({"verb": "hello"})["ok"] is True
 
@@ -114,7 +115,7 @@ def test_a_session_finds_only_its_own_mail(daemon, tmp_path):
     own, secret, other = rec["answers"]
     assert [h["mail_id"] for h in own["hits"]] == [mine], own
     assert secret["ok"] is True and secret["hits"] == [], secret
-    assert other["ok"] is False and other["error"]["code"] == "forbidden", other
+    assert_refused(other, "forbidden")
     assert len(search(d, "plans")["hits"]) == 2  # the operator sees both
 
 
@@ -215,8 +216,8 @@ def test_a_session_threads_and_replies_only_within_its_own_mail(daemon, tmp_path
     )
     ok, sneaky, bobs, own = rec["answers"]
     assert ok["ok"] is True and ok["sent"][0]["to"] == "operator", ok
-    assert sneaky["ok"] is False and sneaky["error"]["code"] == "no-such-message", sneaky
-    assert bobs["ok"] is False and bobs["error"]["code"] == "no-such-message", bobs
+    assert_refused(sneaky, "no-such-message")
+    assert_refused(bobs, "no-such-message")
     assert [x["mail_id"] for x in own["messages"]] == [to_alice, ok["sent"][0]["mail_id"]]
     assert [x["from"] for x in own["messages"]] == ["operator", "alice"]
 
@@ -226,9 +227,9 @@ def test_thread_and_reply_bad_ids(daemon):
     for verb in ("thread", "reply"):
         extra = ["-m", "x"] if verb == "reply" else []
         r = d.bench("mail", verb, "../../etc/passwd", *extra, "--json")
-        assert r.rc == 1 and r.json["error"]["code"] == "bad-id", r
+        assert_refused(r, "bad-id", rc=1)
         r = d.bench("mail", verb, "20261130T045611.123Z-0001", *extra, "--json")
-        assert r.rc == 1 and r.json["error"]["code"] == "no-such-message", r
+        assert_refused(r, "no-such-message", rc=1)
 
 
 def test_human_search_output_carries_no_control_characters(daemon):

@@ -10,14 +10,8 @@ from pathlib import Path
 
 import ptyprocess
 
-from tests.conftest import BENCH, standin_argv
-
-
-def spawn(daemon, *args, name=None):
-    cmd = ["spawn"]
-    if name:
-        cmd += ["--name", name]
-    return daemon.ok(*cmd, "--", *args)
+from tests.conftest import BENCH, spawn, standin_argv
+from tests.support.refusal import assert_refused
 
 
 def screen(daemon, handle):
@@ -67,12 +61,12 @@ def test_env_in_the_pty(daemon):
 def test_handle_rules(daemon):
     for bad in ["Alice", "..", "a/b", "", "x" * 65, "-lead", "sp ace"]:
         r = daemon.bench("spawn", "--name", bad, "--json", "--", "sleep", "30")
-        assert r.rc == 1 and r.json["error"]["code"] == "bad-handle", (bad, r)
+        assert_refused(r, "bad-handle", rc=1)
     r = daemon.bench("spawn", "--name", "operator", "--json", "--", "sleep", "30")
-    assert r.json["error"]["code"] == "handle-reserved"
+    assert_refused(r, "handle-reserved")
     first = spawn(daemon, "sleep", "30", name="dup")
     r = daemon.bench("spawn", "--name", "dup", "--json", "--", "sleep", "30")
-    assert r.json["error"]["code"] == "handle-taken"
+    assert_refused(r, "handle-taken")
     anon = spawn(daemon, "sleep", "30")
     assert anon["handle"] == anon["session"]
     # Exit frees the handle: it can be claimed again, and the mailbox is kept.
@@ -87,9 +81,9 @@ def test_handle_rules(daemon):
 
 def test_spawn_errors_are_clear(daemon):
     r = daemon.bench("spawn", "--json", "--", "no-such-command-xyz")
-    assert r.rc == 1 and r.json["error"]["code"] == "spawn-failed"
+    assert_refused(r, "spawn-failed", rc=1)
     r = daemon.bench("spawn", "--ready", "([", "--json", "--", "sleep", "1")
-    assert r.json["error"]["code"] == "bad-regex"
+    assert_refused(r, "bad-regex")
     r = daemon.bench("spawn", "--env", "NOEQUALS", "--", "sleep", "1")
     assert r.rc == 2 and "Traceback" not in r.err
 
@@ -102,7 +96,7 @@ def test_type_and_tail(daemon):
     raw = daemon.bench("tail", "sh")
     assert raw.rc == 0 and "42-done" in raw.out
     r = daemon.bench("type", "nobody", "x", "--json")
-    assert r.rc == 1 and r.json["error"]["code"] == "no-such-session"
+    assert_refused(r, "no-such-session", rc=1)
 
 
 def test_tail_follow_streams_until_exit(daemon):
@@ -195,9 +189,9 @@ def test_identity_a_session_is_itself(daemon, tmp_path):
     assert json.loads(Path(f"{out}.2").read_text())["ok"]
     senders = {m["from"] for m in daemon.ok("mail", "list", "--handle", "bob")["messages"]}
     assert senders == {"alice"}  # with or without its token, it speaks as itself
-    assert json.loads(Path(f"{out}.3").read_text())["error"]["code"] == "forbidden"
-    assert json.loads(Path(f"{out}.4").read_text())["error"]["code"] == "bad-token"
-    assert json.loads(Path(f"{out}.5").read_text())["error"]["code"] == "forbidden"
+    assert_refused(json.loads(Path(f"{out}.3").read_text()), "forbidden")
+    assert_refused(json.loads(Path(f"{out}.4").read_text()), "bad-token")
+    assert_refused(json.loads(Path(f"{out}.5").read_text()), "forbidden")
 
 
 def test_stale_token_is_refused(daemon, tmp_path):
@@ -206,7 +200,7 @@ def test_stale_token_is_refused(daemon, tmp_path):
     daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
     token = tokfile.read_text().strip()
     r = daemon.bench("mail", "send", "x", "-m", "y", "--json", env={"BENCH_TOKEN": token})
-    assert r.rc == 1 and r.json["error"]["code"] == "bad-token"
+    assert_refused(r, "bad-token", rc=1)
 
 
 def test_attach_types_and_detaches(daemon):

@@ -13,7 +13,7 @@ pytest.importorskip("textual", reason="bench dash needs the dash extra (./run in
 
 from bench_cli.dash.app import Dash  # noqa: E402
 from bench_cli.dash.source import Source  # noqa: E402
-from tests.conftest import standin_argv  # noqa: E402
+from tests.conftest import spawn_standin  # noqa: E402
 
 SIZE = (100, 30)
 
@@ -27,14 +27,6 @@ async def until(pilot, pred, what: str, timeout: float = 20.0):  # noqa: ASYNC10
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.05)
-
-
-def spawn(d, name: str) -> dict:
-    s = d.ok("spawn", "--name", name, "--ready", "standin>", "--", *standin_argv())
-    d.wait_until(
-        lambda: "standin>" in d.bench("tail", name, "--screen").out, 20, f"{name}'s prompt"
-    )
-    return s
 
 
 def rows(app) -> dict:
@@ -51,8 +43,8 @@ def run(coro):
 
 def test_sessions_screen_mail_and_events_follow_the_daemon(make_daemon):
     d = make_daemon()
-    spawn(d, "alice")
-    spawn(d, "bob")
+    spawn_standin(d, "alice")
+    spawn_standin(d, "bob")
 
     async def go():
         app = Dash(Source(d.dir))
@@ -90,7 +82,7 @@ def test_sessions_screen_mail_and_events_follow_the_daemon(make_daemon):
 
 def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
     d = make_daemon("--idle-gate", "60")  # no wakes: mail stays unread unless retired
-    spawn(d, "alice")
+    spawn_standin(d, "alice")
     mid = d.ok("mail", "send", "alice", "-s", "needle subject", "-m", "the haystack body")[
         "mail_id"
     ]
@@ -166,7 +158,7 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
 
 def test_reconnects_after_the_daemon_restarts(make_daemon):
     d = make_daemon()
-    spawn(d, "alice")
+    spawn_standin(d, "alice")
 
     async def go():
         app = Dash(Source(d.dir))
@@ -178,7 +170,7 @@ def test_reconnects_after_the_daemon_restarts(make_daemon):
             assert "not running" in status and "reconnecting" in status
             await asyncio.get_running_loop().run_in_executor(None, d.start)
             await until(pilot, lambda: app.connected, "reconnected", 30)
-            await asyncio.get_running_loop().run_in_executor(None, spawn, d, "carol")
+            await asyncio.get_running_loop().run_in_executor(None, spawn_standin, d, "carol")
             await until(
                 pilot,
                 lambda: "carol" in rows(app) and rows(app)["carol"].state == "running",
@@ -190,7 +182,7 @@ def test_reconnects_after_the_daemon_restarts(make_daemon):
 
 def test_a_big_mailbox_shows_its_newest_messages(make_daemon):
     d = make_daemon()
-    spawn(d, "alice")
+    spawn_standin(d, "alice")
     with d.connect() as c:
         for i in range(620):
             c.send({"verb": "mail/send", "to": "alice", "body": "b", "subject": f"m{i}"})

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import BENCH, standin_argv
+from tests.conftest import BENCH, spawn_standin
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="needs tmux (CI installs it; apt-get install tmux)"
@@ -29,12 +29,7 @@ def tmux(*args: str) -> str:
 def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon, tmp_path):
     d = make_daemon("--idle-gate", "2")  # the unread count shows before the wake lands
     for name in ("alice", "bob"):
-        d.ok("spawn", "--name", name, "--ready", "standin>", "--", *standin_argv())
-    d.wait_until(
-        lambda: all("standin>" in d.bench("tail", h, "--screen").out for h in ("alice", "bob")),
-        30,
-        "both prompts",
-    )
+        spawn_standin(d, name, timeout=30)
     before, after = tmp_path / "stty.before", tmp_path / "stty.after"
     name = f"dash{os.getpid()}"
     script = (

@@ -4,7 +4,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # whole ring proofs, each with its own daemons
 
 
 def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -21,7 +25,7 @@ def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.C
 
 
 def test_mail_proof_ring_of_standins():
-    p = run_module("tests.proofs.mail_proof")
+    p = run_module("tools.proofs.mail_proof")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103'" in p.stdout
     trail = p.stdout.split("event trail:")[1]
@@ -34,14 +38,14 @@ def test_mail_proof_ring_of_standins():
 
 def test_mail_proof_fails_loudly(tmp_path):
     # A ring that cannot close (a timeout far too short) exits non-zero with a reason.
-    p = run_module("tests.proofs.mail_proof", "--timeout", "0.01")
+    p = run_module("tools.proofs.mail_proof", "--timeout", "0.01")
     assert p.returncode == 1
     assert "mail-proof: FAILED: timed out" in p.stderr
 
 
 def test_live_smoke_starts_its_own_daemon(tmp_path):
     # An empty BENCH_DIR: no daemon answers there, so live-smoke starts (and stops) one.
-    p = run_module("tests.proofs.live_smoke", env={"BENCH_DIR": str(tmp_path / "none")})
+    p = run_module("tools.proofs.live_smoke", env={"BENCH_DIR": str(tmp_path / "none")})
     assert p.returncode == 0, p.stdout + p.stderr
     for n in range(1, 8):
         assert f"[{n}]" in p.stdout
@@ -55,7 +59,7 @@ def test_bridge_proof_ring_across_two_nodes():
         import pytest
 
         pytest.skip(have_bridge())
-    p = run_module("tests.proofs.bridge_proof")
+    p = run_module("tools.proofs.bridge_proof")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from carol@node2" in p.stdout
     assert "bridge-proof: ok" in p.stdout

@@ -7,7 +7,9 @@ test is skipped and says why; with it, it must pass.
 import pytest
 
 from tests.proofs.test_proofs import run_module
-from tests.realagents import agents as realagents
+from tests.real_agents import agents as realagents
+
+pytestmark = pytest.mark.slow  # real Claude Code, Codex and pi TUIs
 
 
 def test_ring_through_real_agents():
@@ -16,7 +18,7 @@ def test_ring_through_real_agents():
             "the npm registry cannot be reached, so Claude Code, Codex and pi "
             "cannot be installed on this machine"
         )
-    p = run_module("tests.proofs.mail_proof", "--agents", "claude,codex,pi")
+    p = run_module("tools.proofs.mail_proof", "--agents", "claude,codex,pi")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from pi" in p.stdout
     for kind in ("claude", "codex", "pi"):
@@ -32,7 +34,7 @@ def test_ring_through_real_agents_via_mcp():
             "the npm registry cannot be reached, so Claude Code, Codex and pi "
             "cannot be installed on this machine"
         )
-    p = run_module("tests.proofs.mail_proof", "--agents", "claude,codex,pi", "--via", "mcp")
+    p = run_module("tools.proofs.mail_proof", "--agents", "claude,codex,pi", "--via", "mcp")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from pi" in p.stdout
     for kind in ("claude", "codex"):

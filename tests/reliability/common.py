@@ -1,4 +1,5 @@
-"""Helpers shared by the reliability tests, the crash loop and the soak.
+"""Helpers shared by the reliability tests, the crash loop and the soak (waits are
+tests.support.wait.wait_for).
 
 Everything here reads what the daemon left on disk (mail files, the event log) or
 talks to it over its Unix socket; nothing sleeps to synchronise (waits poll a
@@ -11,7 +12,6 @@ import json
 import os
 import re
 import socket
-import time
 
 import yaml
 
@@ -139,19 +139,6 @@ def scan_events(bench_dir: str) -> EventLogScan:
         last = obj["seq"]
         out.events.append(obj)
     return out
-
-
-def wait_until(fn, timeout: float, what: str, pause: float = 0.005):
-    """Poll fn until it returns something truthy; AssertionError at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.1)
 
 
 def raw_connect(bench_dir: str, timeout: float = 10.0) -> socket.socket:

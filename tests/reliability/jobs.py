@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.conftest import Benchd
 from tests.reliability.common import scan_mail
+from tests.support.daemon import Benchd
 
 
 def spawn_job(d: Benchd, name: str, key: str, reply_to: list[str], content: str) -> dict:

@@ -13,7 +13,10 @@ from benchd.core import frontmatter
 from tests.conftest import wait_for
 from tests.nodes import NatsServer, Node, have_bridge, wait_known
 
-pytestmark = pytest.mark.skipif(have_bridge() is not None, reason=str(have_bridge()))
+pytestmark = [
+    pytest.mark.slow,  # kills and restarts bridges and a NATS server
+    pytest.mark.skipif(have_bridge() is not None, reason=str(have_bridge())),
+]
 
 
 @pytest.fixture

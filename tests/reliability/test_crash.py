@@ -1,6 +1,6 @@
 """kill -9 of the daemon under load, for mail and for the job outbox.
 
-Short versions for the default suite; `python -m tests.reliability.soak --seconds N` runs
+Short versions for the default suite; `python -m tools.reliability.soak --seconds N` runs
 the same mail crash loop for as long as asked.
 """
 
@@ -11,8 +11,7 @@ import random
 
 import pytest
 
-from tests.reliability.common import scan_events, scan_mail, wait_until
-from tests.reliability.crashloop import CrashLoop
+from tests.reliability.common import scan_events, scan_mail
 from tests.reliability.jobs import (
     arm,
     barrier,
@@ -20,6 +19,10 @@ from tests.reliability.jobs import (
     posted_keys,
     spawn_job,
 )
+from tests.support.wait import wait_for
+from tools.reliability.crashloop import CrashLoop
+
+pytestmark = pytest.mark.slow  # crash loops: kill -9 under load, again and again
 
 SEED = 20261130
 
@@ -65,7 +68,7 @@ def test_kill9_between_settlement_and_drain_replies_exactly_once(make_daemon):
     handles = [f"p{i}" for i in range(10)] + ["operator"]
     jobs = _jobs(d, 3, handles, "settle")
     total = len(jobs) * len(handles)
-    wait_until(
+    wait_for(
         lambda: len({e["key"] for e in d.events(kind="outbox/retry")}) >= total,
         60,
         f"{total} refused first posts",
@@ -79,7 +82,7 @@ def test_kill9_between_settlement_and_drain_replies_exactly_once(make_daemon):
     since = d.last_seq()
     d.kill9()
     d.start()
-    wait_until(
+    wait_for(
         lambda: len(posted_keys(d, "outbox:settle-", since)) == total,
         60,
         f"{total} replies posted after the restart",
@@ -119,7 +122,7 @@ def test_kill9_during_a_drain_replies_exactly_once(make_daemon):
     handles = [f"r{i:02d}" for i in range(60)]
     jobs = _jobs(d, 5, handles, "drain")
     total = len(jobs) * len(handles)
-    wait_until(
+    wait_for(
         lambda: len({e["key"] for e in d.events(kind="outbox/retry")}) >= total,
         90,
         f"{total} refused first posts",
@@ -141,7 +144,7 @@ def test_kill9_during_a_drain_replies_exactly_once(make_daemon):
         # (it begins before the daemon answers) is followed too.
         since = scan_events(d.dir).events[-1]["seq"]
         d.start()
-    wait_until(
+    wait_for(
         lambda: len(posted_keys_from_log(d.dir, prefix)) == total,
         120,
         f"all {total} replies posted",

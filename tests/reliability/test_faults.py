@@ -18,6 +18,7 @@ from bench_wire.errors import WireError
 from tests.conftest import standin_argv
 from tests.reliability.common import concurrent_calls, scan_events, scan_mail
 from tests.reliability.jobs import arm
+from tests.support.refusal import assert_refused
 
 CODES = {"ENOSPC": "disk-full", "EIO": "io-error"}
 
@@ -66,7 +67,7 @@ def test_a_send_under_a_disk_fault_is_refused_cleanly(daemon, point, errno):
     r = d.bench("mail", "send", "bob", "-m", "never half written", "--key", "k1", "--json")
     assert r.rc == 1, r
     a = json.loads(r.out)
-    assert a["ok"] is False and a["error"]["code"] == code and a["error"]["message"], a
+    assert_refused(a, code)
     assert_nothing_visible(d, before, since)
 
     # A mailbox that does not exist yet: no message appears in it either.
@@ -112,7 +113,7 @@ def test_a_failed_log_append_takes_back_the_whole_batch(daemon, errno):
     delivered = {i: r for i, r in enumerate(results) if r["ok"]}
     assert failed, "the armed fault refused nothing"
     for i in failed:
-        assert results[i]["error"]["code"] == CODES[errno], results[i]
+        assert_refused(results[i], CODES[errno])
     scan = scan_mail(d.dir)
     assert scan.staged == [] and scan.stray == []
     on_disk = {m["meta"]["key"]: m for m in scan.messages}
@@ -162,7 +163,7 @@ def test_a_persistent_fault_refuses_every_send_and_the_daemon_survives(daemon, p
         for i in range(20):
             c.send({"verb": "mail/send", "to": f"h{i % 3}", "body": "x", "key": f"p{i}"})
             a = c.recv()
-            assert a["ok"] is False and a["error"]["code"] == "io-error", a
+            assert_refused(a, "io-error")
         assert c.call({"verb": "hello"})["ok"] is True
     assert_nothing_visible(d, before, since)
     arm(d, point, "EIO", 0)
@@ -226,7 +227,7 @@ def test_a_refused_spawn_leaves_no_session_running(daemon):
     d = daemon
     arm(d, "eventlog", "EIO", 1)
     a = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "ghost"})
-    assert a["ok"] is False and a["error"]["code"] == "io-error", a
+    assert_refused(a, "io-error")
     running = [
         s
         for s in d.call({"verb": "session/list"})["sessions"]

@@ -18,7 +18,7 @@ from benchd.core.names import (
     is_handle,
 )
 
-SPEC_HANDLE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}", re.ASCII)
+HANDLE_RULE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}", re.ASCII)
 ALLOWED = set("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
@@ -101,7 +101,7 @@ def test_check_handle_names_what_was_wrong():
     | st.text(alphabet="ab.-_/A \x00", max_size=66)
 )
 def test_is_handle_agrees_with_the_spec(s):
-    expected = SPEC_HANDLE.fullmatch(s) is not None
+    expected = HANDLE_RULE.fullmatch(s) is not None
     assert expected == reference_is_handle(s)
     assert is_handle(s) == expected
 

@@ -1,4 +1,4 @@
-"""Tests of the stand-in agent (tests/agents/standin.py), run in a real pty.
+"""Tests of the stand-in agent (tests/standin/standin.py), run in a real pty.
 
 Every wait is a read loop with a deadline on a pattern in the output; the only sleep is the one
 that lets an --enter-guard-ms window pass, which is the behaviour under test.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from ptyprocess import PtyProcess
 
-STANDIN = Path(__file__).resolve().parents[1] / "agents" / "standin.py"
+STANDIN = Path(__file__).resolve().parents[1] / "standin" / "standin.py"
 DEADLINE = 10.0
 PROMPT = b"standin> "
 BP_ON = b"\x1b[?2004h"

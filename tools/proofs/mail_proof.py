@@ -13,7 +13,8 @@ import argparse
 import sys
 import time
 
-from tests.proofs.common import STANDIN, ProofFailed, TempDaemon, timeline, wait_for
+from tests.support.spawn import STANDIN
+from tools.proofs.common import ProofFailed, TempDaemon, timeline, wait_for
 
 RING = ["alice", "bob", "carol"]
 SEED = 100
@@ -65,7 +66,7 @@ def run(
     real = None
     names = RING
     if agents:
-        from tests.proofs import real_ring
+        from tools.proofs import real_ring
 
         real = real_ring.RealRing(agents.split(","), via)
         names = real.names

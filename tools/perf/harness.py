@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 from bench_wire.client import Client, request
 from bench_wire.errors import WireError
+from tests.support.wait import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
 BIN = os.path.dirname(PY)
 BENCH = os.path.join(BIN, "bench")
-STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
 
 # A realistic small message: one line of subject, a few hundred bytes of body.
 SUBJECT = "perf: status"
@@ -39,11 +39,7 @@ now_ns = time.perf_counter_ns
 
 def poll(pred, timeout: float, what: str, interval: float = 0.02) -> None:
     """Until pred() is true; TimeoutError naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(interval)
+    wait_for(pred, timeout, what, error=TimeoutError, pause=interval, max_pause=interval)
 
 
 def ms(ns: float) -> float:

@@ -12,7 +12,7 @@ import os
 import subprocess
 import time
 
-from tests.perf.harness import (
+from tools.perf.harness import (
     PY,
     Context,
     Daemon,

@@ -19,7 +19,7 @@ import time
 
 from benchd.core import frontmatter
 from benchd.core.names import format_ms
-from tests.perf.harness import Context, Daemon, Result, call, median, ms, now_ns, p99
+from tools.perf.harness import Context, Daemon, Result, call, median, ms, now_ns, p99
 
 HANDLE = "box"
 NEEDLES = [f"needle{i:02d}" for i in range(20)]

@@ -1,6 +1,6 @@
 """A crash-tolerant sender: one client process of the crash loop and the load test.
 
-    python -m tests.reliability.sender --dir BENCH_DIR --name c0 --out ACKS --to a,b \
+    python -m tools.reliability.sender --dir BENCH_DIR --name c0 --out ACKS --to a,b \
         --stop STOPFILE [--seed N] [--max-seconds S] [--body-max N]
 
 It connects with bench_wire.client and sends messages with unique keys (`<name>-<n>`) and

@@ -1,6 +1,6 @@
-"""Run the benchmarks of PERFORMANCE.md and print the table (and JSON to $BENCH_RESULTS).
+"""Run the benchmarks of docs/performance.md and print the table (and JSON to $BENCH_RESULTS).
 
-    python -m tests.perf.run [--quick] [--only NAME,...]
+    python -m tools.perf.run [--quick] [--only NAME,...]
 
 Every target is a ratio against a baseline measured in the same run. A missed target is
 printed as MISS and does not fail the run; a benchmark that crashes does (exit 1).
@@ -12,10 +12,10 @@ import sys
 import time
 import traceback
 
-from tests.perf import agents, bridge, dash, mail, scale, search
-from tests.perf.harness import Context, Result, crashed, table, write_json
+from tools.perf import agents, bridge, dash, mail, scale, search
+from tools.perf.harness import Context, Result, crashed, table, write_json
 
-# name -> function, in the order of PERFORMANCE.md (the table's order).
+# name -> function, in the order of docs/performance.md (the table's order).
 BENCHMARKS = {
     "cli-send": mail.cli_send,
     "send-1": mail.send_1,
@@ -54,7 +54,7 @@ RUN_ORDER = [
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        prog="python -m tests.perf.run",
+        prog="python -m tools.perf.run",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

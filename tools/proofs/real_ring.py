@@ -3,7 +3,7 @@
 Installs the CLIs once per user ($XDG_CACHE_HOME/bench/agents) if absent (npm
 registry), gives each a throwaway
 HOME with the settings that skip its dialogs, starts the scripted model server of
-tests/realagents on 127.0.0.1, and spawns each agent with `bench spawn --agent KIND`:
+tests/real_agents on 127.0.0.1, and spawns each agent with `bench spawn --agent KIND`:
 the preset supplies the ready pattern and the paste settle, nothing else is special.
 The server answers a wake line with one shell tool call that reads the path, adds one
 and runs `bench mail send <next>`; the next handle comes from the ring below.
@@ -16,9 +16,9 @@ import signal
 import tempfile
 import time
 
-from tests.proofs.common import BIN, ProofFailed, wait_for
-from tests.realagents import agents as realagents
-from tests.realagents.model_server import shell_tool, start_server
+from tests.real_agents import agents as realagents
+from tests.real_agents.model_server import shell_tool, start_server
+from tools.proofs.common import BIN, ProofFailed, wait_for
 
 
 class RealRing:

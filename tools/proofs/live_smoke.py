@@ -9,7 +9,8 @@ the agent's answer, kill the agent, show the events of the run.
 import sys
 import time
 
-from tests.proofs.common import STANDIN, Bench, ProofFailed, TempDaemon, timeline, wait_for
+from tests.support.spawn import STANDIN
+from tools.proofs.common import Bench, ProofFailed, TempDaemon, timeline, wait_for
 
 
 def step(n: int, text: str) -> None:

@@ -12,9 +12,9 @@ import subprocess
 import threading
 import time
 
-from tests.perf.harness import (
+from tests.support.spawn import STANDIN
+from tools.perf.harness import (
     PY,
-    STANDIN,
     Context,
     Daemon,
     EventStream,
@@ -30,7 +30,7 @@ from tests.perf.harness import (
     poll,
     secs,
 )
-from tests.perf.mail import send16_rates
+from tools.perf.mail import send16_rates
 
 # ---------------------------------------------------------------- wake
 
@@ -125,7 +125,7 @@ def wake(ctx: Context) -> list[Result]:
                 "ack_to_submitted_p50_ms": ms(median(raw)),
                 "paste_echo_after_earliest_p50_ms": ms(median(echo_lat)),
                 "enter_retries": retries,
-                "agent": "tests/agents/standin.py",
+                "agent": "tests/standin/standin.py",
             },
         )
     ]

@@ -1,4 +1,4 @@
-"""The benchmarks of PERFORMANCE.md: `python -m tests.perf.run [--quick] [--only NAME,...]`.
+"""The benchmarks of docs/performance.md: `python -m tools.perf.run [--quick] [--only NAME,...]`.
 
 - harness.py  temporary daemons, streams, timing statistics, the table and the JSON
 - mail.py     cli-send, send-1, send-16 (and the Maildir baseline)

@@ -12,7 +12,8 @@ import argparse
 import sys
 import time
 
-from tests.proofs.common import STANDIN, ProofFailed, timeline, wait_for
+from tests.support.spawn import STANDIN
+from tools.proofs.common import ProofFailed, timeline, wait_for
 
 SEED = 100
 # handle, node, where its wake sends the next number

@@ -1,10 +1,10 @@
 """Soak: the kill -9 crash loop for a bounded time, with figures.
 
-    python -m tests.reliability.soak --seconds 300 [--senders 4] [--seed 1]
+    python -m tools.reliability.soak --seconds 300 [--senders 4] [--seed 1]
 
 Runs as many kill -9 rounds as fit in the time (each waits for fresh acknowledgements,
 then kills the daemon at a random, seeded moment and restarts it), then verifies every
-acknowledged message (see tests/reliability/crashloop.py). Prints the figures and exits
+acknowledged message (see tools/reliability/crashloop.py). Prints the figures and exits
 1 on any loss, duplicate or other problem, 0 otherwise.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 
-from tests.reliability.crashloop import CrashLoop
+from tools.reliability.crashloop import CrashLoop
 
 
 def main(argv: list[str] | None = None) -> int:

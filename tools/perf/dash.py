@@ -18,10 +18,10 @@ import shutil
 import subprocess
 import time
 
-from tests.perf.harness import (
+from tests.support.spawn import STANDIN
+from tools.perf.harness import (
     BENCH,
     PY,
-    STANDIN,
     Context,
     Daemon,
     Result,

@@ -1,6 +1,6 @@
 """The kill -9 crash loop shared by test_crash.py (3 rounds) and soak.py (N seconds).
 
-Several sender processes (tests/reliability/sender.py) send mail with unique keys and
+Several sender processes (tools/reliability/sender.py) send mail with unique keys and
 record every acknowledged message. The loop waits until some new acknowledgements
 exist, lets the load run a random (seeded) extra moment — load shaping, not
 synchronisation — then SIGKILLs the daemon and starts it again; the senders reconnect
@@ -28,8 +28,9 @@ import time
 from dataclasses import dataclass, field
 
 from bench_wire.client import Client
-from tests.conftest import Benchd, short_tmpdir
-from tests.reliability.common import ROOT, scan_events, scan_mail, wait_until
+from tests.reliability.common import ROOT, scan_events, scan_mail
+from tests.support.daemon import Benchd, short_tmpdir
+from tests.support.wait import wait_for
 
 RECIPIENTS = ("alice", "bob", "carol", "dave", "operator")
 
@@ -152,7 +153,7 @@ class CrashLoop:
             cmd = [
                 sys.executable,
                 "-m",
-                "tests.reliability.sender",
+                "tools.reliability.sender",
                 "--dir",
                 self.bench_dir,
                 "--name",
@@ -203,7 +204,7 @@ class CrashLoop:
                 raise AssertionError(f"a sender died: {self.sender_stderr()}")
             return self.acked_count() >= base + min_new
 
-        wait_until(progressed, timeout, f"{min_new} new acknowledgements")
+        wait_for(progressed, timeout, f"{min_new} new acknowledgements")
         time.sleep(self.rng.uniform(0.0, max_delay))  # load shaping: kill at a random moment
         self.daemon.kill9()
         self.figures.rounds += 1
@@ -266,7 +267,7 @@ class CrashLoop:
             self.crash_round(min_new, max_delay)
         # The senders carry on against the restarted daemon before they are stopped.
         base = self.acked_count()
-        wait_until(
+        wait_for(
             lambda: self.acked_count() >= base + tail_acks or not self.senders_alive(),
             60,
             "acknowledgements after the last restart",

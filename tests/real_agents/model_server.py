@@ -36,7 +36,7 @@ Every request is logged as one JSON line (``ts``, ``method``, ``path``, ``body``
 Python API: ``start_server(ring, log_path) -> (server, port)``; stop it with
 ``server.shutdown(); server.server_close()``.
 
-CLI: ``python -m tests.realagents.model_server --ring a=b,b=c,c=operator --log FILE``
+CLI: ``python -m tests.real_agents.model_server --ring a=b,b=c,c=operator --log FILE``
 prints the port on stdout, then serves until interrupted.
 """
 
@@ -783,7 +783,7 @@ def parse_ring(spec: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.realagents.model_server")
+    ap = argparse.ArgumentParser(prog="python -m tests.real_agents.model_server")
     ap.add_argument("--ring", required=True, help="handle=next,... e.g. a=b,b=c,c=operator")
     ap.add_argument("--log", required=True, help="JSON-lines request log")
     args = ap.parse_args(argv)

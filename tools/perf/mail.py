@@ -10,7 +10,7 @@ import mailbox
 import os
 import subprocess
 
-from tests.perf.harness import (
+from tools.perf.harness import (
     BENCH,
     BODY,
     PY,

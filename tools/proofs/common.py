@@ -4,14 +4,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 
-BIN = os.path.dirname(sys.executable)
-BENCH = os.path.join(BIN, "bench")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STANDIN = os.path.join(ROOT, "tests", "agents", "standin.py")
+from tests.support.daemon import BENCH, BIN
+from tests.support.wait import wait_for as support_wait_for
 
 
 class ProofFailed(Exception):
@@ -95,16 +91,7 @@ class TempDaemon:
 
 def wait_for(fn, timeout: float, what: str):
     """Poll fn until it returns something truthy; ProofFailed naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    pause = 0.02
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise ProofFailed(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(pause)
-        pause = min(pause * 1.5, 0.25)
+    return support_wait_for(fn, timeout, what, error=ProofFailed, pause=0.02, max_pause=0.25)
 
 
 def timeline(events: list[dict], kinds: set[str] | None = None) -> str:

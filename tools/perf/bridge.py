@@ -11,7 +11,7 @@ nats-py publish -> pull round trip on the same nats-server in the same run.
 import asyncio
 import threading
 
-from tests.perf.harness import (
+from tools.perf.harness import (
     BODY,
     Context,
     EventStream,

@@ -20,7 +20,7 @@ API
   pi has no MCP client (``MCP_KINDS``).
 
 Verified here (tmux 3.3a, 160x48 and 80x24, Node 20, offline but for the scripted
-server; ``python -m tests.realagents.tmux_proof`` re-runs the proof). Versions: Claude
+server; ``just mail-proof-real`` runs the ring through them). Versions: Claude
 Code 2.1.197 (npm's ``latest`` tag says 2.1.332 but ``npm install`` resolved 2.1.197
 here), pi 0.73.1 (@mariozechner/pi-coding-agent), codex-cli 0.171.0. Install: 22 s,
 862 MB; npm 11 warns that install scripts (claude-code postinstall, koffi, protobufjs)
