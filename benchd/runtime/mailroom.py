@@ -28,14 +28,19 @@ KEY_CHARS = 300  # a job reply key is outbox:<key of up to 256>:reply:<n>
 
 
 class Mailroom:
-    def __init__(self, root: str, index: Index, committer: Committer):
+    def __init__(
+        self,
+        root: str,
+        index: Index,
+        committer: Committer,
+        is_live: Callable[[str], bool] = lambda handle: False,
+    ):
         self.root = root  # BENCH_DIR/mail
         self.index = index
         self.committer = committer
         self.clock = IdClock(index.newest_id_w())
         self.boxes: set[str] = set()  # mailboxes known to exist (saves stat calls per send)
-        # Who hosts a live session; set by the daemon once sessions exist.
-        self.is_live: Callable[[str], bool] = lambda handle: False
+        self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
 
     # ------------------------------------------------------------ paths
 

@@ -29,10 +29,12 @@ PULL_MAX = 256
 
 
 class Outbound:
-    def __init__(self, daemon, node: str):
-        self.d = daemon
+    def __init__(self, bench_dir: str, node: str, index, mailroom, committer):
         self.node = node
-        self.directory = Directory(os.path.join(daemon.bench_dir, "nodes.json"), node)
+        self.index = index
+        self.mailroom = mailroom
+        self.committer = committer
+        self.directory = Directory(os.path.join(bench_dir, "nodes.json"), node)
         self._queued = trio.Event()  # set when mail is queued; replaced after each wait
         self.bridge_connected = False
         self.bridge_seen_ms: int | None = None
@@ -50,7 +52,7 @@ class Outbound:
     # ------------------------------------------------------------ status
 
     def queued(self) -> int:
-        return self.d.index.count(OUTBOUND, UNREAD)
+        return self.index.count(OUTBOUND, UNREAD)
 
     def info(self) -> m.BridgeInfo:
         seen = self.bridge_seen_ms
@@ -93,7 +95,7 @@ class Outbound:
 
             check_client_key(req.key)
         reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]
-        room = self.d.mailroom
+        room = self.mailroom
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.
         op = room.make_send(
             f"{caller.handle}@{self.node}",
@@ -106,7 +108,7 @@ class Outbound:
         )
         op.__class__ = QueueOp
         op.to, op.address, op.reply_to, op.live = OUTBOUND, req.to, reply_to, False
-        res = await self.d.committer.submit(op)
+        res = await self.committer.submit(op)
         self._queued.set()
         res = dict(res, to=req.to, live=False, note=f"queued-for-{node}")
         await conn.send(m.SendOk(id=req.id, **res))
@@ -177,7 +179,7 @@ class Outbound:
 
     def _queued_to(self, mail_id: str) -> str:
         try:
-            with open(self.d.mailroom.path(OUTBOUND, mail_id, UNREAD), "rb") as f:
+            with open(self.mailroom.path(OUTBOUND, mail_id, UNREAD), "rb") as f:
                 return frontmatter.parse(f.read())[0]["to"]
         except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
             return ""
@@ -220,7 +222,7 @@ class Outbound:
                 reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
-        op = self.d.mailroom.make_send(
+        op = self.mailroom.make_send(
             sender, handle, msg.body, msg.subject, msg.key, None, msg.in_reply_to
         )
         op.reply_to = reply_to
@@ -241,7 +243,7 @@ class Outbound:
             await d.committer.record(
                 m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)
             )
-        handles = sorted(d.sessions.live)
+        handles = sorted(d.roster.live)
         await conn.send(m.BridgeReportOk(id=req.id, node=self.node, handles=handles))
 
     async def nodes_verb(self, d, conn, caller, req: m.NodesRead) -> None:

@@ -65,7 +65,7 @@ async def frame(rid, term) -> m.ScreenFrame:
 
 
 async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
-    s = d.sessions.find(req.handle, live_only=False)
+    s = d.roster.find(req.handle, live_only=False)
     term = s.term
     last = await frame(req.id, term)
     await conn.send(last)

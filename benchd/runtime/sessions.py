@@ -20,6 +20,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -123,37 +124,17 @@ class Session:
         self.last_input = time.monotonic()
 
 
-class Sessions:
-    def __init__(self, daemon):
-        self.d = daemon
+class Roster:
+    """Who is running: the sessions by id, handle, token and pty leader, and the last
+    exited ones. Sessions fills it; the mailroom, the reactor, the job host and the
+    handlers look sessions up in it (so none of them needs the others)."""
+
+    def __init__(self):
         self.by_id: dict[str, Session] = {}
         self.live: dict[str, Session] = {}  # handle -> live session
         self.by_token: dict[str, Session] = {}
         self.by_leader: dict[int, Session] = {}
         self.exited: collections.deque = collections.deque()
-        self.reactor = Reactor(daemon)
-        daemon.hub.listeners.append(self.reactor.on_event)
-        self.jobs = None  # set by the jobs wiring (benchd.runtime.jobhost)
-
-    async def start(self, nursery) -> None:
-        self.nursery = nursery
-        nursery.start_soon(self.reap_orphans)
-
-    def handlers(self) -> dict:
-        return {
-            m.Spawn: spawn,
-            m.SessionList: session_list,
-            m.SessionKill: kill,
-            m.SessionPrune: prune,
-            m.SessionType: type_text,
-            m.SessionTail: tail,
-            m.SessionAttach: attach,
-            m.SessionInput: not_attached,
-            m.SessionResize: not_attached,
-            m.SessionDetach: not_attached,
-        }
-
-    # ------------------------------------------------------------ lookups
 
     def is_live(self, handle: str) -> bool:
         return handle in self.live
@@ -181,16 +162,63 @@ class Sessions:
             raise WireError("no-such-session", f"session {name!r} is still starting")
         return s
 
+
+class Sessions:
+    def __init__(
+        self,
+        roster: Roster,
+        reactor: Reactor,
+        jobs,
+        record: Callable[..., Awaitable],
+        log,
+        bench_dir: str,
+        scrollback_bytes: int,
+        helper_pids: set[int],
+        daemon_pid: int,
+        subreaper: bool,
+    ):
+        self.roster = roster
+        self.reactor = reactor
+        self.jobs = jobs  # the job host (benchd.runtime.jobhost): settles a job's session
+        self.record = record  # the committer's: logs events
+        self.log = log
+        self.bench_dir = bench_dir
+        self.scrollback_bytes = scrollback_bytes
+        self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
+        self.daemon_pid = daemon_pid
+        self.subreaper = subreaper
+
+    async def start(self, nursery) -> None:
+        self.nursery = nursery
+        self.reactor.start(nursery)
+        nursery.start_soon(self.reap_orphans)
+
+    def handlers(self) -> dict:
+        return {
+            m.Spawn: spawn,
+            m.SessionList: session_list,
+            m.SessionKill: kill,
+            m.SessionPrune: prune,
+            m.SessionType: type_text,
+            m.SessionTail: tail,
+            m.SessionAttach: attach,
+            m.SessionInput: not_attached,
+            m.SessionResize: not_attached,
+            m.SessionDetach: not_attached,
+        }
+
+    # ------------------------------------------------------------ identity
+
     def identify(self, token: str | None, peer_pid: int) -> Caller | None:
         if token is not None:
-            s = self.by_token.get(token)
+            s = self.roster.by_token.get(token)
             if s is None or not s.live:
                 raise WireError(
                     "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
                 )
             return Caller(s.handle, s)
         sid = process_session_id(peer_pid)
-        s = self.by_leader.get(sid) if sid is not None else None
+        s = self.roster.by_leader.get(sid) if sid is not None else None
         if s is None:
             # A descendant that left the pty's process session (setsid) is still the
             # session's: look for the session's leader among its ancestors. The daemon is
@@ -198,12 +226,12 @@ class Sessions:
             # (double fork, `setsid -f`) hangs under the daemon itself: it belongs to some
             # session we can no longer name, and it is certainly not the operator.
             for pid in (peer_pid, *process_ancestors(peer_pid)):
-                if pid in self.d.helper_pids:
+                if pid in self.helper_pids:
                     break  # the daemon's own helper (a supervised bridge): the operator's
-                s = self.by_leader.get(pid)
+                s = self.roster.by_leader.get(pid)
                 if s is not None:
                     break
-                if pid == self.d.pid and self.d.subreaper:
+                if pid == self.daemon_pid and self.subreaper:
                     raise WireError(
                         "unplaceable",
                         "this process descends from a bench session but has left it (its "
@@ -222,18 +250,18 @@ class Sessions:
             async for _ in sigs:
                 for pid in child_pids():
                     if (
-                        pid not in self.by_leader
-                        and pid not in self.d.helper_pids
+                        pid not in self.roster.by_leader
+                        and pid not in self.helper_pids
                         and reap_zombie(pid)
                     ):
-                        self.d.log.info("orphan reaped", pid=pid)
+                        self.log.info("orphan reaped", pid=pid)
 
     # ------------------------------------------------------------ lifecycle
 
     def _new_id(self) -> str:
         while True:
             sid = "s" + secrets.token_hex(4)
-            if sid not in self.by_id and sid not in self.live:
+            if sid not in self.roster.by_id and sid not in self.roster.live:
                 return sid
 
     def reserve(self, req: m.Spawn) -> Session:
@@ -245,11 +273,11 @@ class Sessions:
         check_handle(handle, "name")
         if handle == OPERATOR:
             raise WireError("handle-reserved", "'operator' is reserved: no session may claim it")
-        if handle in self.live:
+        if handle in self.roster.live:
             raise WireError("handle-taken", f"a live session already holds {handle!r}")
         ready_src, settle = req.ready, None
         if req.agent is not None:
-            preset = presets.find(self.d.bench_dir, req.agent)
+            preset = presets.find(self.bench_dir, req.agent)
             ready_src = req.ready if req.ready is not None else preset.ready
             settle = preset.paste_settle
         ready = None
@@ -277,7 +305,7 @@ class Sessions:
             env[k] = v
         token = secrets.token_urlsafe(24)
         env.update(
-            BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.d.bench_dir, BENCH_TOKEN=token
+            BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.bench_dir, BENCH_TOKEN=token
         )
         if "TERM" not in req.env:
             # What the pty really is: an xterm-like terminal (and what the screen model
@@ -298,29 +326,29 @@ class Sessions:
         s.launch_args = (argv, cwd, env, req.rows, req.cols)
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
-        self.by_id[sid] = s
-        self.live[handle] = s
-        self.by_token[token] = s
+        self.roster.by_id[sid] = s
+        self.roster.live[handle] = s
+        self.roster.by_token[token] = s
         return s
 
     def launch(self, s: Session) -> None:
         """Start the reserved session's process in its pty."""
         argv, cwd, env, rows, cols = s.launch_args
         try:
-            s.term = Terminal(argv, cwd, env, rows, cols, self.d.caps.scrollback_bytes)
+            s.term = Terminal(argv, cwd, env, rows, cols, self.scrollback_bytes)
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
             self._forget(s)
             raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
-        self.by_leader[s.term.pid] = s
+        self.roster.by_leader[s.term.pid] = s
         self.nursery.start_soon(self._run, s)
 
     def _forget(self, s: Session) -> None:
-        if self.live.get(s.handle) is s:
-            del self.live[s.handle]
-        self.by_token.pop(s.token, None)
-        self.by_id.pop(s.id, None)
+        if self.roster.live.get(s.handle) is s:
+            del self.roster.live[s.handle]
+        self.roster.by_token.pop(s.token, None)
+        self.roster.by_id.pop(s.id, None)
         if s.term is not None:
-            self.by_leader.pop(s.term.pid, None)
+            self.roster.by_leader.pop(s.term.pid, None)
 
     async def _run(self, s: Session) -> None:
         async with trio.open_nursery() as nursery:
@@ -339,13 +367,13 @@ class Sessions:
         s.state, s.exit, s.signal = "exited", code, sig
         s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
         self._forget(s)
-        self.exited.append(s)
-        while len(self.exited) > EXITED_KEPT:
-            self.exited.popleft()
+        self.roster.exited.append(s)
+        while len(self.roster.exited) > EXITED_KEPT:
+            self.roster.exited.popleft()
         s.term.close()
         try:
             with trio.CancelScope(shield=True):
-                await self.d.committer.record(
+                await self.record(
                     m.SessionExited(
                         session=s.id, handle=s.handle, pid=s.term.pid, exit=code, signal=sig
                     )
@@ -353,7 +381,7 @@ class Sessions:
                 if self.jobs is not None and s.job is not None:
                     await self.jobs.settle(s)
         except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
-            self.d.log.exception("settling a session failed", session=s.id)
+            self.log.exception("settling a session failed", session=s.id)
         finally:
             s.exited.set()
 
@@ -372,7 +400,7 @@ class Sessions:
 
     async def stop_all(self) -> None:
         async with trio.open_nursery() as nursery:
-            for s in list(self.live.values()):
+            for s in list(self.roster.live.values()):
                 if s.term is None:
                     continue
                 s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
@@ -383,7 +411,7 @@ class Sessions:
 
 
 async def spawn(d, conn, caller, req: m.Spawn) -> None:
-    jobs, sessions = d.sessions.jobs, d.sessions
+    jobs, sessions = d.jobs, d.sessions
     if req.job is not None:
         jobs.check_spec(req.job, caller)
     s = sessions.reserve(req)
@@ -428,13 +456,13 @@ async def spawn(d, conn, caller, req: m.Spawn) -> None:
 
 
 async def session_list(d, conn, caller, req: m.SessionList) -> None:
-    ss = d.sessions
+    ss = d.roster
     rows = [s.info() for s in ss.exited] + [s.info() for s in ss.live.values()]
     await conn.send(m.SessionListOk(id=req.id, sessions=rows))
 
 
 async def kill(d, conn, caller, req: m.SessionKill) -> None:
-    s = d.sessions.find(req.handle)
+    s = d.roster.find(req.handle)
     s.cancelled = s.cancelled or req.cancel
     if s.killed_by is None:
         s.killed_by = caller.handle
@@ -443,13 +471,13 @@ async def kill(d, conn, caller, req: m.SessionKill) -> None:
 
 
 async def prune(d, conn, caller, req: m.SessionPrune) -> None:
-    n = len(d.sessions.exited)
-    d.sessions.exited.clear()  # their mailboxes and events stay
+    n = len(d.roster.exited)
+    d.roster.exited.clear()  # their mailboxes and events stay
     await conn.send(m.PruneOk(id=req.id, forgotten=n))
 
 
 async def type_text(d, conn, caller, req: m.SessionType) -> None:
-    s = d.sessions.find(req.handle)
+    s = d.roster.find(req.handle)
     data = req.text.encode("utf-8", "surrogateescape")
     if req.enter:
         data += b"\r"
@@ -462,7 +490,7 @@ def _b64(data: bytes) -> str:
 
 
 async def tail(d, conn, caller, req: m.SessionTail) -> None:
-    s = d.sessions.find(req.handle, live_only=False)
+    s = d.roster.find(req.handle, live_only=False)
     if req.screen:
         lines, row, col = await s.term.render()
         await conn.send(
@@ -533,7 +561,7 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
 
 
 async def attach(d, conn, caller, req: m.SessionAttach) -> None:
-    s = d.sessions.find(req.handle)
+    s = d.roster.find(req.handle)
     send, receive = trio.open_memory_channel[bytes](4096)
     s.term.followers.add(send)
     s.attached += 1

@@ -30,6 +30,7 @@ from benchd.core.names import OPERATOR, IdClock, is_handle
 from benchd.runtime import screens
 from benchd.runtime.committer import Committer, EventOp
 from benchd.runtime.hub import Hub
+from benchd.runtime.jobhost import JobHost, report_verb
 from benchd.runtime.mailroom import (
     BODY_BYTES,
     LIST_CAP,
@@ -40,6 +41,9 @@ from benchd.runtime.mailroom import (
     reconcile,
 )
 from benchd.runtime.nodes import default_node
+from benchd.runtime.outbound import Outbound
+from benchd.runtime.reactor import Reactor
+from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
 from benchd.server import mailverbs
 from benchd.server.connection import Connection
@@ -47,6 +51,7 @@ from benchd.server.dispatch import HANDLERS
 from benchd.store import recovery, search
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index, Pending, is_corrupt
+from benchd.store.outbox import SqliteOutbox
 from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -90,25 +95,48 @@ class Daemon:
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
         )
-        self.mailroom = Mailroom(os.path.join(bench_dir, "mail"), self.index, self.committer)
+        self.roster = Roster()
+        self.mailroom = Mailroom(
+            os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
+        )
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
         self.stopping = False
+        self.jobs = JobHost(
+            SqliteOutbox(os.path.join(bench_dir, "outbox.sqlite")),
+            self.roster.live_by_handle,
+            self.mailroom,
+            self.committer,
+            self.index,
+            self.caps.body_bytes,
+            opts.retry_base,
+            self.log,
+        )
+        reactor = Reactor(
+            self.roster.live_by_handle,
+            self.mailroom,
+            self.committer.record,
+            self.reactor_info(),
+            self.log,
+        )
+        self.hub.listeners.append(reactor.on_event)
+        self.sessions = Sessions(
+            self.roster,
+            reactor,
+            self.jobs,
+            self.committer.record,
+            self.log,
+            bench_dir,
+            SCROLLBACK_BYTES,
+            self.helper_pids,
+            self.pid,
+            self.subreaper,
+        )
+        self.outbound = Outbound(bench_dir, opts.node, self.index, self.mailroom, self.committer)
         self.handlers = dict(HANDLERS)
         self.handlers.update(mailverbs.HANDLERS | screens.HANDLERS)
-        from benchd.runtime.sessions import Sessions
-
-        self.sessions = Sessions(self)
-        self.mailroom.is_live = self.sessions.is_live
         self.handlers.update(self.sessions.handlers())
-        from benchd.runtime.jobhost import JobHost, report_verb
-
-        self.jobs = JobHost(self)
-        self.sessions.jobs = self.jobs
         self.handlers[m.JobReport] = report_verb
-        from benchd.runtime.outbound import Outbound
-
-        self.outbound = Outbound(self, opts.node)
         self.handlers.update(self.outbound.handlers())
 
     # ------------------------------------------------------------ recovery
@@ -221,7 +249,7 @@ class Daemon:
         return self.sessions.identify(token, peer_pid) or Caller(OPERATOR)
 
     def live_session_count(self) -> int:
-        return self.sessions.live_count()
+        return self.roster.live_count()
 
     def reactor_info(self) -> m.Reactor:
         o = self.opts
@@ -322,7 +350,14 @@ class Daemon:
             if self.opts.bridge:
                 from benchd.runtime.bridgehost import supervise
 
-                nursery.start_soon(supervise, self, self.opts.bridge)
+                nursery.start_soon(
+                    supervise,
+                    self.bench_dir,
+                    self.outbound.node,
+                    self.opts.bridge,
+                    self.helper_pids,
+                    self.log,
+                )
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
             nursery.start_soon(self._serve, listener)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
