@@ -375,8 +375,3 @@ def ending_sentence(session: str, handle: str, details: dict) -> str:
         f"The job reported nothing: session {session} ({handle}) {how}. "
         f"Its scrollback: bench tail {session}\n"
     )
-
-
-async def report_verb(d, conn, caller, req: m.JobReport) -> None:
-    n = await d.jobs.report(caller, req.content)
-    await conn.send(m.ReportOk(id=req.id, session=caller.session.id, bytes=n))

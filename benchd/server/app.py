@@ -27,10 +27,9 @@ from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
 from benchd.core.names import OPERATOR, IdClock, is_handle
-from benchd.runtime import screens
 from benchd.runtime.committer import Committer, EventOp
 from benchd.runtime.hub import Hub
-from benchd.runtime.jobhost import JobHost, report_verb
+from benchd.runtime.jobhost import JobHost
 from benchd.runtime.mailroom import (
     BODY_BYTES,
     LIST_CAP,
@@ -45,9 +44,8 @@ from benchd.runtime.outbound import Outbound
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
-from benchd.server import mailverbs
 from benchd.server.connection import Connection
-from benchd.server.dispatch import HANDLERS
+from benchd.server.handlers import HANDLERS
 from benchd.store import recovery, search
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index, Pending, is_corrupt
@@ -133,11 +131,6 @@ class Daemon:
             self.subreaper,
         )
         self.outbound = Outbound(bench_dir, opts.node, self.index, self.mailroom, self.committer)
-        self.handlers = dict(HANDLERS)
-        self.handlers.update(mailverbs.HANDLERS | screens.HANDLERS)
-        self.handlers.update(self.sessions.handlers())
-        self.handlers[m.JobReport] = report_verb
-        self.handlers.update(self.outbound.handlers())
 
     # ------------------------------------------------------------ recovery
 
@@ -266,7 +259,7 @@ class Daemon:
     async def dispatch(self, conn: Connection, caller: Caller, req) -> None:
         if self.stopping and not isinstance(req, m.Hello):
             raise WireError("shutting-down", "the daemon is stopping")
-        handler = self.handlers.get(type(req))
+        handler = HANDLERS.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
         authority.check(caller, req)
