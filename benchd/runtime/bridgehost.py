@@ -15,8 +15,16 @@ RESTART_MOST = 30.0
 STEADY = 60.0  # a bridge that ran this long gets a fresh backoff when it exits
 
 
-async def supervise(bench_dir: str, node: str, url: str, helper_pids: set[int], log) -> None:
+async def supervise(
+    bench_dir: str,
+    node: str,
+    url: str,
+    helper_pids: set[int],
+    log,
+    task_status=trio.TASK_STATUS_IGNORED,
+) -> None:
     """`helper_pids` is the daemon's set of its own children acting for the operator."""
+    task_status.started()
     argv = [
         sys.executable,
         "-m",

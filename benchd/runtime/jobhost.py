@@ -80,8 +80,17 @@ class JobHost:
         self._settling: list[tuple] = []  # settlements waiting for the next transaction
         self._stopping = False
 
-    async def start(self, nursery) -> None:
-        self.nursery = nursery  # where batched settlements run
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Settle the jobs the previous daemon left running, then drain the outbox when
+        replies are due; batched settlements run in this service's nursery."""
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            await self._start()
+            nursery.start_soon(self._timer)
+            task_status.started()
+            await trio.sleep_forever()  # settlements may still come after the timer stops
+
+    async def _start(self) -> None:
         # Jobs whose sessions died with the previous daemon: their outcome is unknown.
         for session, handle, job_json, content in self.outbox.running_jobs():
             details = {"ended": "daemon-stopped"}
@@ -102,7 +111,6 @@ class JobHost:
         if self._settling:
             await self._settle_batch()
         self._schedule_wake(now_ms())
-        nursery.start_soon(self._timer)
 
     # ------------------------------------------------------------ ports
 

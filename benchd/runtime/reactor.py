@@ -83,9 +83,12 @@ class Reactor:
         self.enter_check = settings.enter_check
         self.couriers: dict[str, Courier] = {}
 
-    def start(self, nursery) -> None:
-        """Where capped-wake events and digest timers run (the sessions' nursery)."""
-        self.nursery = nursery
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The nursery where capped-wake events and digest timers run."""
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
 
     def courier(self, handle: str) -> Courier:
         c = self.couriers.get(handle)

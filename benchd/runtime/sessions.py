@@ -186,10 +186,13 @@ class Sessions:
         self.daemon_pid = daemon_pid
         self.subreaper = subreaper
 
-    async def start(self, nursery) -> None:
-        self.nursery = nursery
-        self.reactor.start(nursery)
-        nursery.start_soon(self.reap_orphans)
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The nursery the sessions run in, and the orphan reaper."""
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            nursery.start_soon(self.reap_orphans)
+            task_status.started()
+            await trio.sleep_forever()
 
     # ------------------------------------------------------------ identity
 

@@ -338,12 +338,13 @@ class Daemon:
                     m.DaemonStarted(pid=self.pid, version=__version__, recovered=self.recovered),
                 )
             )
-            await self.sessions.start(nursery)
-            await self.jobs.start(nursery)
+            await nursery.start(self.sessions.reactor.run)
+            await nursery.start(self.sessions.run)
+            await nursery.start(self.jobs.run)
             if self.opts.bridge:
                 from benchd.runtime.bridgehost import supervise
 
-                nursery.start_soon(
+                await nursery.start(
                     supervise,
                     self.bench_dir,
                     self.outbound.node,
@@ -352,7 +353,7 @@ class Daemon:
                     self.log,
                 )
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
-            nursery.start_soon(self._serve, listener)
+            await nursery.start(self._serve, listener)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
             if ready_out is not None:
                 print(
@@ -364,9 +365,9 @@ class Daemon:
             await self._shutdown(listener)
             nursery.cancel_scope.cancel()
 
-    async def _serve(self, listener) -> None:
+    async def _serve(self, listener, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with self._serve_scope:
-            await trio.serve_listeners(self.serve_client, [listener])
+            await trio.serve_listeners(self.serve_client, [listener], task_status=task_status)
 
     async def _signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
@@ -392,8 +393,7 @@ class Daemon:
         for follower in list(self.hub.followers):
             follower.close()
         with trio.move_on_after(2.0):
-            while self.hub.streams:
-                await trio.sleep(0.01)
+            await self.hub.streams_ended()
         self._serve_scope.cancel()
         self.committer.closed = True
         self.index.set_meta("last_seq", str(self.eventlog.last_seq))

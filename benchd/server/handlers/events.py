@@ -13,7 +13,8 @@ async def events(d, conn, caller, req: m.EventsRead) -> None:
     if req.limit is not None and req.limit < 1:
         raise WireError("bad-limit", "limit must be at least 1")
     follower = d.hub.follow(req.kind) if req.follow else None
-    d.hub.streams += follower is not None
+    if follower is not None:
+        d.hub.stream_started()
     try:
         last = req.since
         sent = 0
@@ -31,7 +32,7 @@ async def events(d, conn, caller, req: m.EventsRead) -> None:
     finally:
         if follower is not None:
             follower.close()
-            d.hub.streams -= 1
+            d.hub.stream_ended()
 
 
 async def _follow(conn, req, follower, last: int) -> None:
