@@ -27,6 +27,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.caller import Caller
 from benchd.core.names import OPERATOR, check_handle
+from benchd.core.states import SessionState, advance
 from benchd.runtime import presets
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.system import child_pids, process_ancestors, process_session_id, reap_zombie
@@ -52,7 +53,7 @@ class Session:
         self.wakes: collections.deque = collections.deque()
         self.last_input = 0.0  # monotonic time of the last operator keystroke
         self.write_lock = trio.Lock()
-        self.state = "running"
+        self.state = SessionState.RUNNING
         self.exit: int | None = None
         self.signal: int | None = None
         self.exited = trio.Event()
@@ -64,6 +65,10 @@ class Session:
         self.cancel_scope: trio.CancelScope | None = None
         self.paste_settle: float | None = None  # a preset's, else the daemon's
 
+    def exited_with(self, code: int | None, sig: int | None) -> None:
+        self.state = advance(self.state, SessionState.EXITED)
+        self.exit, self.signal = code, sig
+
     def poke(self) -> None:
         self._poke.set()
 
@@ -73,7 +78,7 @@ class Session:
 
     @property
     def live(self) -> bool:
-        return self.state == "running"
+        return self.state is SessionState.RUNNING
 
     def info(self) -> m.SessionInfo:
         if self.term is None:  # reserved, its process not started yet
@@ -81,7 +86,7 @@ class Session:
                 session=self.id,
                 handle=self.handle,
                 pid=0,
-                state="running",
+                state=SessionState.RUNNING.value,
                 idle_ms=None,
                 argv=self.argv,
                 job=self.job is not None,
@@ -93,7 +98,7 @@ class Session:
             session=self.id,
             handle=self.handle,
             pid=self.term.pid,
-            state=self.state,
+            state=self.state.value,
             idle_ms=idle,
             exit=self.exit,
             signal=self.signal,
@@ -351,7 +356,7 @@ class Sessions:
         await self._settle(s, code, sig)
 
     async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
-        s.state, s.exit, s.signal = "exited", code, sig
+        s.exited_with(code, sig)
         s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
         self._forget(s)
         self.roster.exited.append(s)

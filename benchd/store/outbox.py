@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from benchd.core.states import JobState, advance, column, job_state
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS jobs(
@@ -89,7 +91,8 @@ class SqliteOutbox:
 
     def report(self, session: str, content: str) -> bool:
         cur = self.db.execute(
-            "UPDATE jobs SET content=? WHERE session=? AND state='running'", (content, session)
+            "UPDATE jobs SET content=? WHERE session=? AND state=?",
+            (content, session, column(JobState.RUNNING)),
         )
         return cur.rowcount > 0
 
@@ -111,12 +114,19 @@ class SqliteOutbox:
         return [
             (s, h, json.loads(j), c)
             for s, h, j, c in self.db.execute(
-                "SELECT session, handle, job, content FROM jobs WHERE state='running'"
+                "SELECT session, handle, job, content FROM jobs WHERE state=?",
+                (column(JobState.RUNNING),),
             )
         ]
 
     def mark_settled(self, session: str, outcome: str) -> None:
-        self.db.execute("UPDATE jobs SET state=? WHERE session=?", (f"settled:{outcome}", session))
+        row = self.db.execute("SELECT state FROM jobs WHERE session=?", (session,)).fetchone()
+        if row is not None:  # a settled job never settles again (IllegalTransition)
+            advance(job_state(row[0]), JobState.SETTLED)
+        self.db.execute(
+            "UPDATE jobs SET state=? WHERE session=?",
+            (column(JobState.SETTLED, outcome), session),
+        )
 
     def counts(self) -> dict:
         pending = receipts = 0

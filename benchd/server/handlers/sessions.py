@@ -40,7 +40,7 @@ async def spawn(d, conn, caller, req: m.Spawn) -> None:
         sessions.launch(s)
     except WireError:
         if s.job is not None:
-            s.state, s.exit = "exited", 127
+            s.exited_with(127, None)
             await jobs.settle(s)  # the job was promised a reply: it failed to start
         raise
     try:
