@@ -187,7 +187,6 @@ class Committer:
         self._publish = publish
         self._pending: list[Op] = []
         self._wakeup = trio.Event()
-        self.batches = 0
         self.closed = False
         self.on_lost: Callable | None = None  # told about events record() could not write
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
@@ -291,7 +290,6 @@ class Committer:
         else:
             # Many: flush in a worker so the loop reads the next batch meanwhile.
             published, records = await trio.to_thread.run_sync(self._commit_sync, batch_live)
-        self.batches += 1
         if published:
             self._apply_index(published)
         if records:

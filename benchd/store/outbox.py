@@ -28,8 +28,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS jobs(
   session TEXT PRIMARY KEY, handle TEXT NOT NULL, job TEXT NOT NULL,
-  content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running',
-  cancelled INTEGER NOT NULL DEFAULT 0);
+  content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running');
 """
 
 
@@ -127,12 +126,3 @@ class SqliteOutbox:
             "UPDATE jobs SET state=? WHERE session=?",
             (column(JobState.SETTLED, outcome), session),
         )
-
-    def counts(self) -> dict:
-        pending = receipts = 0
-        for (value,) in self.db.execute("SELECT value FROM rows"):
-            if value.startswith('{"receipt"'):
-                receipts += 1
-            else:
-                pending += 1
-        return {"pending": pending, "receipts": receipts}
