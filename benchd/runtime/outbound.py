@@ -190,8 +190,8 @@ class ForwardOp(RetireOp):
     key: str
     to: str
 
-    def publish(self, ctx) -> set[str]:
-        dirs = super().publish(ctx)
+    def place(self, ctx) -> set[str]:
+        dirs = super().place(ctx)
         if self.result:
             self.events = [m.BridgeForwarded(mail_id=self.mail_id, to=self.to, key=self.key)]
         return dirs

@@ -68,7 +68,7 @@ class Reactor:
         find_session: Callable[[str], Any],
         mailroom,
         record: Callable[..., Awaitable],
-        settings: m.Reactor,
+        settings: m.ReactorSettings,
         log,
     ):
         self.find_session = find_session  # a live session by handle, or None

@@ -32,7 +32,7 @@ from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.mailroom import (
     BODY_BYTES,
-    LIST_CAP,
+    LIST_DEFAULT,
     LIST_MAX,
     SUBJECT_CHARS,
     Mailroom,
@@ -71,7 +71,7 @@ class Daemon:
             frame_bytes=DEFAULT_FRAME_BYTES,
             body_bytes=BODY_BYTES,
             subject_chars=SUBJECT_CHARS,
-            list_cap=LIST_CAP,
+            list_cap=LIST_DEFAULT,
             list_max=LIST_MAX,
             connections=opts.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
@@ -161,7 +161,7 @@ class Daemon:
                 messages=len(self.index.pending),
             )
         self.index.flush()  # a failure is retried by the committer, like any other
-        self.mailroom.clock = IdClock(self.index.newest_id_w())
+        self.mailroom.clock = IdClock(self.index.newest_id())
         return self.start_notices + events
 
     def _reconcile_at_start(self, mail_root: str) -> list:
@@ -176,7 +176,7 @@ class Daemon:
         if trusted:
             # Only mailboxes whose directories changed since the clean stop (mail a
             # person dropped in, moved or removed) are listed again.
-            changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles_w())
+            changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles())
             return reconcile(mail_root, idx, frozenset(), changed) if changed else []
         if not idx.fresh:
             # Not sealed: check the b-trees too (a crash start lists every mailbox anyway,
@@ -244,9 +244,9 @@ class Daemon:
     def live_session_count(self) -> int:
         return self.roster.live_count()
 
-    def reactor_info(self) -> m.Reactor:
+    def reactor_info(self) -> m.ReactorSettings:
         o = self.opts
-        return m.Reactor(
+        return m.ReactorSettings(
             idle_gate=o.idle_gate,
             paste_settle=o.paste_settle,
             wake_burst=o.wake_burst,

@@ -14,7 +14,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
 from benchd.core.names import check_handle, check_mail_id
-from benchd.runtime.mailroom import LIST_CAP, LIST_MAX, SUBJECT_CHARS
+from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.store import search
 from benchd.store.index import READ, STATE_NAMES
 from benchd.store.statedir import read_regular
@@ -89,7 +89,7 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
         handle = caller.handle  # authority.check refused any other mailbox
     if req.sender is not None:
         check_handle(req.sender, "from")
-    limit = LIST_CAP if req.limit is None else req.limit
+    limit = LIST_DEFAULT if req.limit is None else req.limit
     if not 1 <= limit <= LIST_MAX:
         raise WireError("bad-limit", f"limit {limit} is outside 1-{LIST_MAX}")
     if len(req.query) > 1000:
