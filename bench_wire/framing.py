@@ -3,15 +3,13 @@
 import msgspec
 
 from bench_wire.errors import WireError
-from bench_wire.messages import AnyEvent, AnyRequest, AnyResponse, Request
+from bench_wire.messages import AnyRequest, Request
 
 # A frame must hold the largest body JSON-escaped (worst case 6 bytes per byte) plus fields.
 DEFAULT_FRAME_BYTES = 2 * 1024 * 1024
 
 encoder = msgspec.json.Encoder()
 request_decoder = msgspec.json.Decoder(AnyRequest)
-response_decoder = msgspec.json.Decoder(AnyResponse)
-event_decoder = msgspec.json.Decoder(AnyEvent)
 
 
 def encode_line(msg: msgspec.Struct) -> bytes:

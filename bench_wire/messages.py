@@ -303,7 +303,7 @@ class Caps(msgspec.Struct, kw_only=True):
     scrollback_bytes: int
 
 
-class Reactor(msgspec.Struct, kw_only=True):
+class ReactorSettings(msgspec.Struct, kw_only=True):
     idle_gate: float
     paste_settle: float
     wake_burst: int
@@ -340,7 +340,7 @@ class HelloOk(Response, tag="hello"):
     bench_dir: str
     caller: str
     caps: Caps
-    reactor: Reactor
+    reactor: ReactorSettings
     sessions: int = 0
     mailboxes: int = 0
     index: IndexHealth = msgspec.field(default_factory=IndexHealth)
@@ -629,7 +629,7 @@ class MailSent(Event, tag="mail/sent"):
     recovered: bool = False
 
 
-class MailRead_(Event, tag="mail/read"):
+class MailReadEvent(Event, tag="mail/read"):
     mail_id: str
     handle: str
     reader: str
@@ -756,7 +756,7 @@ AnyEvent = (
     | SessionSpawned
     | SessionExited
     | MailSent
-    | MailRead_
+    | MailReadEvent
     | MailVanished
     | IndexFailed
     | IndexRebuilt

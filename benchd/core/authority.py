@@ -50,6 +50,10 @@ OPERATOR_ONLY = {
     m.SessionScreen: "watch a session's screen",
     m.SessionPrune: "forget exited sessions",
     m.DebugFault: "inject faults",
+    m.BridgePull: "use the bridge's verbs (the bridge runs as the operator)",
+    m.BridgeForward: "use the bridge's verbs (the bridge runs as the operator)",
+    m.BridgeDeliver: "use the bridge's verbs (the bridge runs as the operator)",
+    m.BridgeReport: "use the bridge's verbs (the bridge runs as the operator)",
 }
 
 

@@ -7,7 +7,7 @@ commits them as one batch:
   0. check    - on the loop: each op's lookups in the index (idempotency keys)
   1. prepare  - each op stages its files in tmp/; then all of them are made durable
                 together (an fdatasync of each, issued at once from worker threads)
-  2. publish  - each op renames its files into place
+  2. place    - each op renames its files into place
   3. log      - the batch's events appended to events.jsonl with one write; the touched
                 directories (fsync) and the log (fdatasync) are then flushed together
   4. index    - on the loop: the ops applied to the index's in-memory layer
@@ -146,7 +146,7 @@ class Op:
             raise self.error
         return self.result
 
-    staged: tuple[str, ...] = ()  # files prepare wrote, to be made durable before publish
+    staged: tuple[str, ...] = ()  # files prepare wrote, to be made durable before place
 
     def check(self, ctx: "Committer") -> None:
         """On the loop, before the batch goes to the worker: lookups in the index.
@@ -156,12 +156,12 @@ class Op:
         """Stage files (runs in the worker thread), listing them in `staged`; they are
         made durable together afterwards. Raise WireError/OSError to fail."""
 
-    def publish(self, ctx: "Committer") -> set[str]:
+    def place(self, ctx: "Committer") -> set[str]:
         """Move staged files into place; return the directories to fsync."""
         return set()
 
     def rollback(self, ctx: "Committer") -> None:
-        """Undo publish (the log append failed)."""
+        """Undo place (the log append failed)."""
 
     def index(self, idx: Index) -> None:
         """Apply the op to the index (on the loop, inside the open transaction)."""
@@ -183,15 +183,14 @@ class EventOp(Op):
 
 class Committer:
     def __init__(
-        self, log: EventLog, index: Index, publish: Callable[[list[dict]], None], root: str
+        self, eventlog: EventLog, index: Index, publish: Callable[[list[dict]], None], root: str
     ):
-        self.log = log
+        self.eventlog = eventlog
         self.flusher = Flusher()
         self.index = index
         self._publish = publish
         self._pending: list[Op] = []
         self._wakeup = trio.Event()
-        self.batches = 0
         self.closed = False
         self.on_lost: Callable | None = None  # told about events record() could not write
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
@@ -266,7 +265,7 @@ class Committer:
         # is listed and deduplicated from now on.
         for op in ops:
             op.index(self.index)
-        self.index.set_meta("last_seq", str(self.log.last_seq))
+        self.index.set_meta("last_seq", str(self.eventlog.last_seq))
 
     async def _commit(self, batch: list[Op]) -> None:
         async with self._committing:
@@ -296,11 +295,10 @@ class Committer:
         else:
             # Many: flush in a worker so the loop reads the next batch meanwhile.
             published, records = await trio.to_thread.run_sync(self._commit_sync, batch_live)
-        self.batches += 1
         if published:
             self._apply_index(published)
         if records:
-            self.log.published_seq = records[-1]["seq"]
+            self.eventlog.published_seq = records[-1]["seq"]
             self._publish(records)
         for op in batch:
             op.finish()
@@ -326,7 +324,7 @@ class Committer:
         published: list[Op] = []
         for op in live:
             try:
-                dirs |= op.publish(self)
+                dirs |= op.place(self)
                 published.append(op)
             except Exception as err:  # noqa: BLE001
                 self._fail(op, err)
@@ -334,14 +332,14 @@ class Committer:
             lines, records, seq = self._encode_events(published)
             if dirs and lines:
                 # The renames (directory entries) and the log append, made durable together.
-                self.log.append(
-                    lines, flush=lambda: self.flusher.flush(dirs=dirs, fds=[self.log.fd])
+                self.eventlog.append(
+                    lines, flush=lambda: self.flusher.flush(dirs=dirs, fds=[self.eventlog.fd])
                 )
             elif dirs:
                 self.flusher.flush(dirs=dirs)  # e.g. a wake's retirement
             else:
-                self.log.append(lines)
-            self.log.last_seq = seq
+                self.eventlog.append(lines)
+            self.eventlog.last_seq = seq
         except Exception as err:  # noqa: BLE001
             for op in published:
                 try:
@@ -367,7 +365,7 @@ class Committer:
     def _encode_events(self, ops: list[Op]) -> tuple[list[bytes], list[dict], int]:
         lines: list[bytes] = []
         records: list[dict] = []
-        seq = self.log.last_seq
+        seq = self.eventlog.last_seq
         ts = now_ms()
         for op in ops:
             for ev in op.events:

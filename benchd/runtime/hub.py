@@ -41,7 +41,23 @@ class Hub:
         self.listeners: list[Callable[[dict], None]] = []
         self.followers: set[Follower] = set()
         self.streams = 0  # follow streams still sending (shutdown waits for their end frames)
+        self._no_streams = trio.Event()
+        self._no_streams.set()
         self.log = log
+
+    def stream_started(self) -> None:
+        if self.streams == 0:
+            self._no_streams = trio.Event()
+        self.streams += 1
+
+    def stream_ended(self) -> None:
+        self.streams -= 1
+        if self.streams == 0:
+            self._no_streams.set()
+
+    async def streams_ended(self) -> None:
+        """Return once every follow stream has sent its end (at a stop)."""
+        await self._no_streams.wait()
 
     def publish(self, records: list[dict]) -> None:
         for record in records:

@@ -16,8 +16,9 @@ the old daemon) -> outcome_unknown. The content owed is the last `bench report`.
 """
 
 import math
-import os
 import signal
+from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -48,15 +49,30 @@ def check_client_key(key: str) -> None:
 
 
 class JobHost:
-    def __init__(self, daemon):
-        self.d = daemon
-        self.outbox = SqliteOutbox(os.path.join(daemon.bench_dir, "outbox.sqlite"))
+    def __init__(
+        self,
+        outbox: SqliteOutbox,
+        find_session: Callable[[str], Any],
+        mailroom,
+        committer,
+        index,
+        body_bytes: int,
+        retry_base: float,
+        log,
+    ):
+        self.outbox = outbox
+        self.find_session = find_session  # a live session by handle, or None
+        self.mailroom = mailroom
+        self.committer = committer
+        self.index = index
+        self.body_bytes = body_bytes
+        self.log = log
         self.fanout = FanOut(
             self.outbox,
             self._post,
             self._schedule_wake,
             now_ms,
-            retry_base_ms=int(daemon.opts.retry_base * 1000),
+            retry_base_ms=int(retry_base * 1000),
         )
         self._wake_at = math.inf
         self._poke = trio.Event()
@@ -64,7 +80,17 @@ class JobHost:
         self._settling: list[tuple] = []  # settlements waiting for the next transaction
         self._stopping = False
 
-    async def start(self, nursery) -> None:
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Settle the jobs the previous daemon left running, then drain the outbox when
+        replies are due; batched settlements run in this service's nursery."""
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            await self._start()
+            nursery.start_soon(self._timer)
+            task_status.started()
+            await trio.sleep_forever()  # settlements may still come after the timer stops
+
+    async def _start(self) -> None:
         # Jobs whose sessions died with the previous daemon: their outcome is unknown.
         for session, handle, job_json, content in self.outbox.running_jobs():
             details = {"ended": "daemon-stopped"}
@@ -85,7 +111,6 @@ class JobHost:
         if self._settling:
             await self._settle_batch()
         self._schedule_wake(now_ms())
-        nursery.start_soon(self._timer)
 
     # ------------------------------------------------------------ ports
 
@@ -113,7 +138,7 @@ class JobHost:
                 try:
                     await self.fanout.drain_outbox()
                 except Exception:  # noqa: BLE001 - e.g. the outbox's disk is full
-                    self.d.log.exception("draining the outbox failed; retrying in 5 s")
+                    self.log.exception("draining the outbox failed; retrying in 5 s")
                     self._schedule_wake(now_ms() + 5000)
 
     async def stop(self) -> None:
@@ -126,7 +151,7 @@ class JobHost:
                     if not report.more:
                         break
             except Exception:  # noqa: BLE001 - left in the outbox for the next start
-                self.d.log.exception("draining the outbox at stop failed")
+                self.log.exception("draining the outbox at stop failed")
 
     def _post(self, mail: JobMail):
         """The post port. The delivery is queued at once (so a page of replies shares one
@@ -139,7 +164,7 @@ class JobHost:
         to = mail.to.agent_id
         try:
             faults.check("post")
-            op = self.d.mailroom.make_send(
+            op = self.mailroom.make_send(
                 mail.from_.agent_id,
                 to,
                 mail.content,
@@ -147,16 +172,14 @@ class JobHost:
                 key=mail.key,
             )
             op.also_log = lambda mail_id: [m.OutboxPosted(key=mail.key, to=to, mail_id=mail_id)]
-            self.d.committer.enqueue(op)
+            self.committer.enqueue(op)
         except (WireError, OSError) as err:
             return self._refused(mail, err)
         return self._answer(mail, op)
 
     async def _refused(self, mail: JobMail, err: Exception) -> bool:
         reason = err.message if isinstance(err, WireError) else str(err)
-        await self.d.committer.record(
-            m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason)
-        )
+        await self.committer.record(m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
         return False
 
     async def _answer(self, mail: JobMail, op) -> bool:
@@ -172,7 +195,7 @@ class JobHost:
             )
         if res["duplicate"]:
             # Delivered before a crash, its receipt lost: the mailroom knew the key.
-            await self.d.committer.record(
+            await self.committer.record(
                 m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"])
             )
         return True
@@ -180,7 +203,7 @@ class JobHost:
     # ------------------------------------------------------------ jobs
 
     def _address(self, handle: str) -> Address:
-        live = self.d.sessions.live_by_handle(handle)
+        live = self.find_session(handle)
         # The operator and handles without a live session are addressed by handle.
         return Address(agent_id=handle, session_id=live.id if live else handle)
 
@@ -194,7 +217,7 @@ class JobHost:
             raise WireError("bad-key", f"a job key is 1-{MAX_KEY_LEN} characters")
         check_client_key(spec.key)
         # A key names one request: reusing it would hand back the old task and replies.
-        if self.outbox.has_job_key(spec.key) or self.d.index.find_key(caller.handle, spec.key):
+        if self.outbox.has_job_key(spec.key) or self.index.find_key(caller.handle, spec.key):
             raise WireError(
                 "key-used",
                 f"the key {spec.key!r} already names another job or "
@@ -232,7 +255,7 @@ class JobHost:
         """The task mail, from the spawner to the child (it wakes the child when ready)."""
         mail = decode_agent_job(s.job).mail
         assert mail is not None, "a job spawned with a task has its mail"
-        res = await self.d.mailroom.send(
+        res = await self.mailroom.send(
             caller.handle,
             s.handle,
             spec.body,
@@ -249,12 +272,12 @@ class JobHost:
         if s.job is None:
             raise WireError("no-job", f"session {s.handle} is not running a job")
         data = content.encode("utf-8", "surrogatepass")
-        if len(data) > self.d.caps.body_bytes - 512:
+        if len(data) > self.body_bytes - 512:
             raise WireError("body-too-large", "the report is larger than the body cap")
         with self.outbox:
             if not self.outbox.report(s.id, content):
                 raise WireError("no-job", f"the job of {s.handle} has already settled")
-        await self.d.committer.submit(
+        await self.committer.submit(
             EventOp(m.JobReported(session=s.id, handle=s.handle, bytes=len(data)))
         )
         return len(data)
@@ -280,7 +303,7 @@ class JobHost:
         done = trio.Event()
         self._settling.append((session, handle, job, outcome, content, recovered, done, details))
         if len(self._settling) == 1:
-            self.d.nursery.start_soon(self._settle_batch)
+            self.nursery.start_soon(self._settle_batch)
         await done.wait()
 
     async def _settle_batch(self) -> None:
@@ -306,10 +329,10 @@ class JobHost:
                         )
                     )
         except Exception:  # noqa: BLE001 - still running in the outbox: settled next start
-            self.d.log.exception("settling jobs failed", sessions=[b[0] for b in batch])
+            self.log.exception("settling jobs failed", sessions=[b[0] for b in batch])
         finally:
             if events:
-                await self.d.committer.record(*events)
+                await self.committer.record(*events)
             for entry in batch:
                 entry[6].set()
 
@@ -361,8 +384,3 @@ def ending_sentence(session: str, handle: str, details: dict) -> str:
         f"The job reported nothing: session {session} ({handle}) {how}. "
         f"Its scrollback: bench tail {session}\n"
     )
-
-
-async def report_verb(d, conn, caller, req: m.JobReport) -> None:
-    n = await d.sessions.jobs.report(caller, req.content)
-    await conn.send(m.ReportOk(id=req.id, session=caller.session.id, bytes=n))

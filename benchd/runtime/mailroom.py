@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 
 from bench_wire.errors import WireError
-from bench_wire.messages import MailRead_, MailSent, MailVanished
+from bench_wire.messages import MailReadEvent, MailSent, MailVanished
 from benchd.core import frontmatter
 from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Committer, EventOp, Op, fsync_dir, now_ms
@@ -22,20 +22,25 @@ from benchd.store.statedir import is_real_dir, read_regular
 
 BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200
-LIST_CAP = 50
+LIST_DEFAULT = 50
 LIST_MAX = 500
 KEY_CHARS = 300  # a job reply key is outbox:<key of up to 256>:reply:<n>
 
 
 class Mailroom:
-    def __init__(self, root: str, index: Index, committer: Committer):
+    def __init__(
+        self,
+        root: str,
+        index: Index,
+        committer: Committer,
+        is_live: Callable[[str], bool] = lambda handle: False,
+    ):
         self.root = root  # BENCH_DIR/mail
         self.index = index
         self.committer = committer
-        self.clock = IdClock(index.newest_id_w())
+        self.clock = IdClock(index.newest_id())
         self.boxes: set[str] = set()  # mailboxes known to exist (saves stat calls per send)
-        # Who hosts a live session; set by the daemon once sessions exist.
-        self.is_live: Callable[[str], bool] = lambda handle: False
+        self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
 
     # ------------------------------------------------------------ paths
 
@@ -116,7 +121,7 @@ class Mailroom:
     def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> dict:
         check_handle(handle)
         if limit is None:
-            limit = LIST_CAP
+            limit = LIST_DEFAULT
         if not 1 <= limit <= LIST_MAX:
             raise WireError("bad-limit", f"limit {limit} is outside 1-{LIST_MAX}")
         if cursor is not None and not isinstance(cursor, str):
@@ -410,7 +415,7 @@ class SendOp(Op):
             "new_mailbox": new_mailbox,
         }
 
-    def publish(self, ctx: Committer) -> set[str]:
+    def place(self, ctx: Committer) -> set[str]:
         if self.final is None:
             return set()
         assert self.tmp is not None, "prepare() staged the file"
@@ -467,7 +472,7 @@ class RetireOp(Op):
         src = self.room.path(self.handle, self.mail_id, UNREAD)
         self.moving = os.path.exists(src)
 
-    def publish(self, ctx: Committer) -> set[str]:
+    def place(self, ctx: Committer) -> set[str]:
         if not self.moving:
             return set()
         src = self.room.path(self.handle, self.mail_id, UNREAD)
@@ -479,7 +484,9 @@ class RetireOp(Op):
         self.result = True
         if self.event:
             self.events = [
-                MailRead_(mail_id=self.mail_id, handle=self.handle, reader=self.reader, path=dst)
+                MailReadEvent(
+                    mail_id=self.mail_id, handle=self.handle, reader=self.reader, path=dst
+                )
             ]
         return {os.path.dirname(src), os.path.dirname(dst)}
 
@@ -541,11 +548,11 @@ def reconcile(
     """
     recovered: list[MailSent] = []
     if handles is None:
-        handles = set(index.handles_w())
+        handles = set(index.handles())
         if os.path.isdir(root):
             handles |= {h for h in os.listdir(root) if is_real_dir(os.path.join(root, h))}
     for handle in sorted(handles):
-        known = index.ids_w(handle)
+        known = index.ids(handle)
         on_disk: dict[str, int] = {}
         for sub, state in (("inbox", UNREAD), ("read", READ)):
             d = os.path.join(root, handle, sub)

@@ -19,7 +19,7 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
-from benchd.core.names import check_handle, check_mail_id, is_handle
+from benchd.core.names import check_handle
 from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
@@ -29,28 +29,21 @@ PULL_MAX = 256
 
 
 class Outbound:
-    def __init__(self, daemon, node: str):
-        self.d = daemon
+    def __init__(self, bench_dir: str, node: str, index, mailroom, committer):
         self.node = node
-        self.directory = Directory(os.path.join(daemon.bench_dir, "nodes.json"), node)
+        self.index = index
+        self.mailroom = mailroom
+        self.committer = committer
+        self.directory = Directory(os.path.join(bench_dir, "nodes.json"), node)
         self._queued = trio.Event()  # set when mail is queued; replaced after each wait
         self.bridge_connected = False
         self.bridge_seen_ms: int | None = None
         self.bridge_stale_after = 15.0
 
-    def handlers(self) -> dict:
-        return {
-            m.BridgePull: self.pull_verb,
-            m.BridgeForward: self.forwarded_verb,
-            m.BridgeDeliver: self.deliver_verb,
-            m.BridgeReport: self.report_verb,
-            m.NodesRead: self.nodes_verb,
-        }
-
     # ------------------------------------------------------------ status
 
     def queued(self) -> int:
-        return self.d.index.count(OUTBOUND, UNREAD)
+        return self.index.count(OUTBOUND, UNREAD)
 
     def info(self) -> m.BridgeInfo:
         seen = self.bridge_seen_ms
@@ -63,7 +56,7 @@ class Outbound:
 
     def local_request(self, req: m.MailSend) -> m.MailSend | None:
         """mail/send to `handle@node`: the same request to `handle` when the node is this
-        one (the caller sends it as local mail), else None (queue it: `mail_send`)."""
+        one (the caller sends it as local mail), else None (queue it: `queue`)."""
         handle, _, node = req.to.partition("@")
         check_handle(handle, "recipient")
         check_node(node)
@@ -79,8 +72,9 @@ class Outbound:
             in_reply_to=req.in_reply_to,
         )
 
-    async def mail_send(self, conn, caller, req: m.MailSend) -> None:
-        """mail/send to `handle@node` on another node: queued for the bridge."""
+    async def queue(self, caller, req: m.MailSend) -> dict:
+        """mail/send to `handle@node` on another node: queued for the bridge; returns
+        what the SendOk says."""
         handle, _, node = req.to.partition("@")
         if not self.directory.knows(node):
             raise WireError(
@@ -93,7 +87,7 @@ class Outbound:
 
             check_client_key(req.key)
         reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]
-        room = self.d.mailroom
+        room = self.mailroom
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.
         op = room.make_send(
             f"{caller.handle}@{self.node}",
@@ -106,108 +100,30 @@ class Outbound:
         )
         op.__class__ = QueueOp
         op.to, op.address, op.reply_to, op.live = OUTBOUND, req.to, reply_to, False
-        res = await self.d.committer.submit(op)
+        res = await self.committer.submit(op)
         self._queued.set()
-        res = dict(res, to=req.to, live=False, note=f"queued-for-{node}")
-        await conn.send(m.SendOk(id=req.id, **res))
+        return dict(res, to=req.to, live=False, note=f"queued-for-{node}")
 
     def qualify(self, address: str) -> str:
         """A bare handle names a handle on this node: make it say so, for the far side."""
         return address if "@" in address else f"{address}@{self.node}"
 
-    # ------------------------------------------------------------ the bridge's verbs
+    # ------------------------------------------------------------ for the bridge's verbs
 
-    def _bridge_only(self, caller) -> None:
-        if not caller.is_operator:
-            raise WireError("forbidden", "only the operator's bridge may use bridge verbs")
+    async def wait_queued(self, timeout: float) -> None:  # noqa: ASYNC109 - a long poll's bound
+        """Return when mail is queued, or after `timeout` seconds (a long-polling pull)."""
+        self._queued = trio.Event()
+        with trio.move_on_after(timeout):
+            await self._queued.wait()
 
-    async def pull_verb(self, d, conn, caller, req: m.BridgePull) -> None:
-        self._bridge_only(caller)
-        if not 1 <= req.limit <= PULL_MAX:
-            raise WireError("bad-limit", f"limit {req.limit} is outside 1-{PULL_MAX}")
-        if req.after is not None:
-            check_mail_id(req.after)
-        rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
-        if not rows and req.wait > 0:
-            self._queued = trio.Event()
-            with trio.move_on_after(min(req.wait, 60.0)):
-                await self._queued.wait()
-            rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
-        out = []
-        for row in rows:
-            path = d.mailroom.path(OUTBOUND, row[0], UNREAD)
-            try:
-                # A mail is a small local file, read like the mailroom reads it: inline.
-                with open(path, "rb") as f:  # noqa: ASYNC230
-                    meta, body = frontmatter.parse(f.read())
-            except FileNotFoundError:
-                continue  # forwarded meanwhile
-            out.append(
-                m.RemoteMail(
-                    mail_id=meta["id"],
-                    sender=meta["from"],
-                    to=meta["to"],
-                    key=meta["key"],
-                    body=body.decode("utf-8"),
-                    subject=meta.get("subject", ""),
-                    date=meta["date"],
-                    reply_to=meta.get("reply-to") or [],
-                    in_reply_to=meta.get("in-reply-to"),
-                )
-            )
-        await conn.send(m.PullOk(id=req.id, messages=out))
-
-    async def forwarded_verb(self, d, conn, caller, req: m.BridgeForward) -> None:
-        self._bridge_only(caller)
-        ops = []
-        for mail_id in req.mail_ids:
-            check_mail_id(mail_id)
-            row = d.index.get(OUTBOUND, mail_id)
-            if row is None or row[4] != UNREAD:
-                continue  # already marked (a bridge restarted between publish and mark)
-            op = ForwardOp(d.mailroom, OUTBOUND, mail_id, "", event=False)
-            op.key = row[6]
-            op.to = self._queued_to(mail_id)
-            ops.append(op)
-        for op in ops:
-            d.committer.enqueue(op)
-        n = 0
-        for op in ops:
-            n += bool(await op.wait())
-        await conn.send(m.ForwardOk(id=req.id, forwarded=n))
-
-    def _queued_to(self, mail_id: str) -> str:
+    def queued_to(self, mail_id: str) -> str:
         try:
-            with open(self.d.mailroom.path(OUTBOUND, mail_id, UNREAD), "rb") as f:
+            with open(self.mailroom.path(OUTBOUND, mail_id, UNREAD), "rb") as f:
                 return frontmatter.parse(f.read())[0]["to"]
         except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
             return ""
 
-    async def deliver_verb(self, d, conn, caller, req: m.BridgeDeliver) -> None:
-        self._bridge_only(caller)
-        origin = req.origin if is_handle(req.origin) and req.origin != self.node else "unknown"
-        ops: list[SendOp | WireError] = []
-        for msg in req.messages:
-            try:
-                ops.append(self._inbound_op(msg, origin))
-            except WireError as err:
-                ops.append(err)
-        for op in ops:
-            if isinstance(op, SendOp):
-                d.committer.enqueue(op)
-        results = []
-        for op in ops:
-            if isinstance(op, WireError):
-                results.append(m.Delivered(error=m.ErrorBody(op.code, op.message)))
-                continue
-            try:
-                res = await op.wait()
-                results.append(m.Delivered(mail_id=res["mail_id"], duplicate=res["duplicate"]))
-            except WireError as err:
-                results.append(m.Delivered(error=m.ErrorBody(err.code, err.message)))
-        await conn.send(m.DeliverOk(id=req.id, results=results))
-
-    def _inbound_op(self, msg: m.RemoteMail, origin: str) -> SendOp:
+    def inbound_op(self, msg: m.RemoteMail, origin: str) -> SendOp:
         handle, _, node = msg.to.partition("@")
         check_handle(handle, "recipient")
         if node and node != self.node:
@@ -221,7 +137,7 @@ class Outbound:
                 reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
-        op = self.d.mailroom.make_send(
+        op = self.mailroom.make_send(
             sender, handle, msg.body, msg.subject, msg.key, None, msg.in_reply_to
         )
         op.reply_to = reply_to
@@ -230,27 +146,14 @@ class Outbound:
         ]
         return op
 
-    async def report_verb(self, d, conn, caller, req: m.BridgeReport) -> None:
-        self._bridge_only(caller)
+    def bridge_reported(self, req: m.BridgeReport) -> None:
+        """The bridge's heartbeat: whether it is connected, and the nodes it has seen."""
         self.bridge_connected = req.connected
         self.bridge_seen_ms = now_ms()
         self.bridge_stale_after = max(1.0, req.stale_after)
         self.directory.update(
             [{"node": n.node, "seen_ms": n.seen_ms, "handles": n.handles} for n in req.nodes]
         )
-        if req.retry is not None:
-            await d.committer.record(
-                m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)
-            )
-        handles = sorted(d.sessions.live)
-        await conn.send(m.BridgeReportOk(id=req.id, node=self.node, handles=handles))
-
-    async def nodes_verb(self, d, conn, caller, req: m.NodesRead) -> None:
-        nodes = [
-            m.NodeInfo(node=n["node"], seen_ms=n["seen_ms"], handles=n["handles"])
-            for n in self.directory.listing()
-        ]
-        await conn.send(m.NodesOk(id=req.id, node=self.node, nodes=nodes, bridge=self.info()))
 
 
 class QueueOp(SendOp):
@@ -288,8 +191,8 @@ class ForwardOp(RetireOp):
     key: str
     to: str
 
-    def publish(self, ctx) -> set[str]:
-        dirs = super().publish(ctx)
+    def place(self, ctx) -> set[str]:
+        dirs = super().place(ctx)
         if self.result:
             self.events = [m.BridgeForwarded(mail_id=self.mail_id, to=self.to, key=self.key)]
         return dirs

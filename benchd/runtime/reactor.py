@@ -16,6 +16,8 @@
 import dataclasses
 import re
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
@@ -61,16 +63,32 @@ class Courier:
 
 
 class Reactor:
-    def __init__(self, daemon):
-        self.d = daemon
-        o = daemon.opts
-        self.gate = o.idle_gate
-        self.settle = o.paste_settle
-        self.burst = o.wake_burst
-        self.refill = o.wake_refill
-        self.enter_retries = o.enter_retries
-        self.enter_check = o.enter_check
+    def __init__(
+        self,
+        find_session: Callable[[str], Any],
+        mailroom,
+        record: Callable[..., Awaitable],
+        settings: m.ReactorSettings,
+        log,
+    ):
+        self.find_session = find_session  # a live session by handle, or None
+        self.mailroom = mailroom
+        self.record = record  # the committer's: logs events
+        self.log = log
+        self.gate = settings.idle_gate
+        self.settle = settings.paste_settle
+        self.burst = settings.wake_burst
+        self.refill = settings.wake_refill
+        self.enter_retries = settings.enter_retries
+        self.enter_check = settings.enter_check
         self.couriers: dict[str, Courier] = {}
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The nursery where capped-wake events and digest timers run."""
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
 
     def courier(self, handle: str) -> Courier:
         c = self.couriers.get(handle)
@@ -83,7 +101,7 @@ class Reactor:
     def on_event(self, record: dict) -> None:
         if record.get("kind") != "mail/sent" or record.get("recovered"):
             return
-        session = self.d.sessions.live_by_handle(record["to"])
+        session = self.find_session(record["to"])
         if session is None:
             return
         c = self.courier(session.handle)
@@ -93,8 +111,8 @@ class Reactor:
             session.poke()
             return
         c.capped[record["mail_id"]] = record["path"]
-        self.d.nursery.start_soon(
-            self.d.committer.record,
+        self.nursery.start_soon(
+            self.record,
             m.WakeCapped(
                 session=session.id,
                 handle=session.handle,
@@ -104,16 +122,16 @@ class Reactor:
         )
         if not c.timer_armed:
             c.timer_armed = True
-            self.d.nursery.start_soon(self._digest_when_refilled, session.handle, c)
+            self.nursery.start_soon(self._digest_when_refilled, session.handle, c)
 
     async def _digest_when_refilled(self, handle: str, c: Courier) -> None:
         try:
             while c.capped:
                 now = time.monotonic()
                 await trio.sleep(max(0.0, c.bucket.next_token_at(now) - now))
-                room = self.d.mailroom
+                room = self.mailroom
                 unread = [i for i in c.capped if room.is_unread(handle, i)]
-                session = self.d.sessions.live_by_handle(handle)
+                session = self.find_session(handle)
                 if not unread or session is None:
                     c.capped.clear()
                     return
@@ -134,9 +152,9 @@ class Reactor:
         except OSError as err:
             # The pty went away under a write (the child is exiting): the session's
             # exit settles it; its remaining wakes are dropped with it.
-            self.d.log.info("waker stopped", session=session.id, error=str(err))
+            self.log.info("waker stopped", session=session.id, error=str(err))
         except Exception:  # noqa: BLE001 - a reactor bug must not take the daemon down
-            self.d.log.exception("waker failed", session=session.id)
+            self.log.exception("waker failed", session=session.id)
 
     async def _deliver_wakes(self, session) -> None:
         while True:
@@ -148,11 +166,11 @@ class Reactor:
                 line, path = digest_line(wake.digest), None
             else:
                 try:
-                    path = await self.d.mailroom.retire(session.handle, wake.mail_id)
+                    path = await self.mailroom.retire(session.handle, wake.mail_id)
                 except WireError as err:
                     # The disk refused the move: this wake is dropped (the mail stays
                     # unread, listed as usual); the session keeps getting wakes.
-                    self.d.log.warning(
+                    self.log.warning(
                         "wake dropped", session=session.id, mail_id=wake.mail_id, error=err.message
                     )
                     continue
@@ -236,7 +254,7 @@ class Reactor:
             # has stopped arriving, or a late echo would pass for the Enter's effect.
             before = await self._quiet_screen(term)
             await term.write(b"\r")
-            await self.d.committer.record(woken)
+            await self.record(woken)
             check = wakegate.EnterCheck(self.enter_retries, self.enter_check)
             action: wakegate.Watch | wakegate.Done | wakegate.GiveUp = check.first()
             while isinstance(action, wakegate.Watch):
@@ -245,7 +263,7 @@ class Reactor:
                 if isinstance(step, wakegate.Done):
                     return
                 await term.write(b"\r")
-                await self.d.committer.record(
+                await self.record(
                     m.EnterRetried(
                         session=session.id,
                         handle=session.handle,

@@ -1,9 +1,5 @@
-"""The session/screen verb: a session's screen as the daemon's VT model renders it, live.
-
-The first frame is the screen now; with `follow`, a new frame follows each change, at
-most one per FRAME_S (a TUI redrawing a spinner 60 times a second costs the watcher ten
-frames a second, not sixty), and only when the rendered screen differs from the last
-frame sent. The stream ends when the session exits or the client goes away.
+"""A session's screen as the daemon's VT model renders it: one frame of session/screen
+(the verb itself: benchd.server.handlers.sessions).
 
 Colours: each frame carries, per line, the runs of cells whose colour or attributes are
 not the default, as [start column, length, fg, bg, flags] (fg and bg are pyte's names,
@@ -11,13 +7,7 @@ not the default, as [start column, length, fg, bg, flags] (fg and bg are pyte's 
 r reverse), so a viewer can paint what the model keeps.
 """
 
-from collections.abc import Awaitable, Callable
-
-import trio
-
 from bench_wire import messages as m
-
-FRAME_S = 0.1
 
 
 def _runs(screen, rows: int, cols: int) -> list[list[list]]:
@@ -64,42 +54,3 @@ async def frame(rid, term) -> m.ScreenFrame:
         )
 
     return await term.inspect(build)
-
-
-async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
-    s = d.sessions.find(req.handle, live_only=False)
-    term = s.term
-    last = await frame(req.id, term)
-    await conn.send(last)
-    if not req.follow or not s.live:
-        await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit))
-        return
-    gone = False
-
-    async def watch_client(scope):
-        nonlocal gone
-        while await conn.next_line() is not None:
-            pass  # nothing more is said on a follow stream; EOF means the client left
-        gone = True
-        scope.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_client, nursery.cancel_scope)
-        while s.live and not term.eof:
-            changed = term.changed
-            await changed.wait()
-            await trio.sleep(FRAME_S)  # let a burst of output settle into one frame
-            now = await frame(req.id, term)
-            if (
-                now.lines != last.lines
-                or now.styles != last.styles
-                or (now.cursor_row, now.cursor_col) != (last.cursor_row, last.cursor_col)
-            ):
-                await conn.send(now)
-                last = now
-        nursery.cancel_scope.cancel()
-    if not gone:
-        await conn.send(m.EndFrame(id=req.id, reason="exited", exit=s.exit))
-
-
-HANDLERS: dict[type, Callable[..., Awaitable[None]]] = {m.SessionScreen: session_screen}

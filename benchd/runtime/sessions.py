@@ -11,7 +11,6 @@ belongs to the pty's process session (the child is its session leader), else it 
 the operator.
 """
 
-import base64
 import collections
 import os
 import re
@@ -20,7 +19,7 @@ import shutil
 import signal
 import sys
 import time
-from typing import Literal
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -28,8 +27,8 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.caller import Caller
 from benchd.core.names import OPERATOR, check_handle
+from benchd.core.states import SessionState, advance
 from benchd.runtime import presets
-from benchd.runtime.committer import EventOp
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.system import child_pids, process_ancestors, process_session_id, reap_zombie
 from benchd.runtime.terminal import MAX_COLS, MAX_ROWS, Terminal
@@ -54,7 +53,7 @@ class Session:
         self.wakes: collections.deque = collections.deque()
         self.last_input = 0.0  # monotonic time of the last operator keystroke
         self.write_lock = trio.Lock()
-        self.state: Literal["running", "exited"] = "running"
+        self.state = SessionState.RUNNING
         self.exit: int | None = None
         self.signal: int | None = None
         self.exited = trio.Event()
@@ -68,6 +67,10 @@ class Session:
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
 
+    def exited_with(self, code: int | None, sig: int | None) -> None:
+        self.state = advance(self.state, SessionState.EXITED)
+        self.exit, self.signal = code, sig
+
     def poke(self) -> None:
         self._poke.set()
 
@@ -77,7 +80,7 @@ class Session:
 
     @property
     def live(self) -> bool:
-        return self.state == "running"
+        return self.state is SessionState.RUNNING
 
     def info(self) -> m.SessionInfo:
         if self.term is None:  # reserved, its process not started yet
@@ -85,7 +88,7 @@ class Session:
                 session=self.id,
                 handle=self.handle,
                 pid=0,
-                state="running",
+                state=SessionState.RUNNING.value,
                 idle_ms=None,
                 argv=self.argv,
                 job=self.job is not None,
@@ -97,7 +100,7 @@ class Session:
             session=self.id,
             handle=self.handle,
             pid=self.term.pid,
-            state=self.state,
+            state=self.state.value,
             idle_ms=idle,
             exit=self.exit,
             signal=self.signal,
@@ -120,44 +123,24 @@ class Session:
 
     async def type_input(self, data: bytes) -> None:
         """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""
-        assert self.term is not None, "input reaches only a launched session"
         self.last_input = time.monotonic()
+        assert self.term is not None, "input reaches only a launched session"
         async with self.write_lock:
             await self.term.write(data)
         self.last_input = time.monotonic()
 
 
-class Sessions:
-    def __init__(self, daemon):
-        self.d = daemon
+class Roster:
+    """Who is running: the sessions by id, handle, token and pty leader, and the last
+    exited ones. Sessions fills it; the mailroom, the reactor, the job host and the
+    handlers look sessions up in it (so none of them needs the others)."""
+
+    def __init__(self):
         self.by_id: dict[str, Session] = {}
         self.live: dict[str, Session] = {}  # handle -> live session
         self.by_token: dict[str, Session] = {}
         self.by_leader: dict[int, Session] = {}
         self.exited: collections.deque = collections.deque()
-        self.reactor = Reactor(daemon)
-        daemon.hub.listeners.append(self.reactor.on_event)
-        self.jobs = None  # set by the jobs wiring (benchd.runtime.jobhost)
-
-    async def start(self, nursery) -> None:
-        self.nursery = nursery
-        nursery.start_soon(self.reap_orphans)
-
-    def handlers(self) -> dict:
-        return {
-            m.Spawn: spawn,
-            m.SessionList: session_list,
-            m.SessionKill: kill,
-            m.SessionPrune: prune,
-            m.SessionType: type_text,
-            m.SessionTail: tail,
-            m.SessionAttach: attach,
-            m.SessionInput: not_attached,
-            m.SessionResize: not_attached,
-            m.SessionDetach: not_attached,
-        }
-
-    # ------------------------------------------------------------ lookups
 
     def is_live(self, handle: str) -> bool:
         return handle in self.live
@@ -185,16 +168,52 @@ class Sessions:
             raise WireError("no-such-session", f"session {name!r} is still starting")
         return s
 
+
+class Sessions:
+    def __init__(
+        self,
+        roster: Roster,
+        reactor: Reactor,
+        jobs,
+        record: Callable[..., Awaitable],
+        log,
+        bench_dir: str,
+        scrollback_bytes: int,
+        helper_pids: set[int],
+        daemon_pid: int,
+        subreaper: bool,
+    ):
+        self.roster = roster
+        self.reactor = reactor
+        self.jobs = jobs  # the job host (benchd.runtime.jobhost): settles a job's session
+        self.record = record  # the committer's: logs events
+        self.log = log
+        self.bench_dir = bench_dir
+        self.scrollback_bytes = scrollback_bytes
+        self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
+        self.daemon_pid = daemon_pid
+        self.subreaper = subreaper
+
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """The nursery the sessions run in, and the orphan reaper."""
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            nursery.start_soon(self.reap_orphans)
+            task_status.started()
+            await trio.sleep_forever()
+
+    # ------------------------------------------------------------ identity
+
     def identify(self, token: str | None, peer_pid: int) -> Caller | None:
         if token is not None:
-            s = self.by_token.get(token)
+            s = self.roster.by_token.get(token)
             if s is None or not s.live:
                 raise WireError(
                     "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
                 )
             return Caller(s.handle, s)
         sid = process_session_id(peer_pid)
-        s = self.by_leader.get(sid) if sid is not None else None
+        s = self.roster.by_leader.get(sid) if sid is not None else None
         if s is None:
             # A descendant that left the pty's process session (setsid) is still the
             # session's: look for the session's leader among its ancestors. The daemon is
@@ -202,12 +221,12 @@ class Sessions:
             # (double fork, `setsid -f`) hangs under the daemon itself: it belongs to some
             # session we can no longer name, and it is certainly not the operator.
             for pid in (peer_pid, *process_ancestors(peer_pid)):
-                if pid in self.d.helper_pids:
+                if pid in self.helper_pids:
                     break  # the daemon's own helper (a supervised bridge): the operator's
-                s = self.by_leader.get(pid)
+                s = self.roster.by_leader.get(pid)
                 if s is not None:
                     break
-                if pid == self.d.pid and self.d.subreaper:
+                if pid == self.daemon_pid and self.subreaper:
                     raise WireError(
                         "unplaceable",
                         "this process descends from a bench session but has left it (its "
@@ -226,18 +245,18 @@ class Sessions:
             async for _ in sigs:
                 for pid in child_pids():
                     if (
-                        pid not in self.by_leader
-                        and pid not in self.d.helper_pids
+                        pid not in self.roster.by_leader
+                        and pid not in self.helper_pids
                         and reap_zombie(pid)
                     ):
-                        self.d.log.info("orphan reaped", pid=pid)
+                        self.log.info("orphan reaped", pid=pid)
 
     # ------------------------------------------------------------ lifecycle
 
     def _new_id(self) -> str:
         while True:
             sid = "s" + secrets.token_hex(4)
-            if sid not in self.by_id and sid not in self.live:
+            if sid not in self.roster.by_id and sid not in self.roster.live:
                 return sid
 
     def reserve(self, req: m.Spawn) -> Session:
@@ -249,11 +268,11 @@ class Sessions:
         check_handle(handle, "name")
         if handle == OPERATOR:
             raise WireError("handle-reserved", "'operator' is reserved: no session may claim it")
-        if handle in self.live:
+        if handle in self.roster.live:
             raise WireError("handle-taken", f"a live session already holds {handle!r}")
         ready_src, settle = req.ready, None
         if req.agent is not None:
-            preset = presets.find(self.d.bench_dir, req.agent)
+            preset = presets.find(self.bench_dir, req.agent)
             ready_src = req.ready if req.ready is not None else preset.ready
             settle = preset.paste_settle
         ready = None
@@ -281,7 +300,7 @@ class Sessions:
             env[k] = v
         token = secrets.token_urlsafe(24)
         env.update(
-            BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.d.bench_dir, BENCH_TOKEN=token
+            BENCH_SESSION=sid, BENCH_HANDLE=handle, BENCH_DIR=self.bench_dir, BENCH_TOKEN=token
         )
         if "TERM" not in req.env:
             # What the pty really is: an xterm-like terminal (and what the screen model
@@ -302,29 +321,29 @@ class Sessions:
         s.launch_args = (argv, cwd, env, req.rows, req.cols)
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
-        self.by_id[sid] = s
-        self.live[handle] = s
-        self.by_token[token] = s
+        self.roster.by_id[sid] = s
+        self.roster.live[handle] = s
+        self.roster.by_token[token] = s
         return s
 
     def launch(self, s: Session) -> None:
         """Start the reserved session's process in its pty."""
         argv, cwd, env, rows, cols = s.launch_args
         try:
-            s.term = Terminal(argv, cwd, env, rows, cols, self.d.caps.scrollback_bytes)
+            s.term = Terminal(argv, cwd, env, rows, cols, self.scrollback_bytes)
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
             self._forget(s)
             raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
-        self.by_leader[s.term.pid] = s
+        self.roster.by_leader[s.term.pid] = s
         self.nursery.start_soon(self._run, s)
 
     def _forget(self, s: Session) -> None:
-        if self.live.get(s.handle) is s:
-            del self.live[s.handle]
-        self.by_token.pop(s.token, None)
-        self.by_id.pop(s.id, None)
+        if self.roster.live.get(s.handle) is s:
+            del self.roster.live[s.handle]
+        self.roster.by_token.pop(s.token, None)
+        self.roster.by_id.pop(s.id, None)
         if s.term is not None:
-            self.by_leader.pop(s.term.pid, None)
+            self.roster.by_leader.pop(s.term.pid, None)
 
     async def _run(self, s: Session) -> None:
         assert s.term is not None, "launch() started its terminal"
@@ -341,17 +360,17 @@ class Sessions:
         await self._settle(s, code, sig)
 
     async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
-        s.state, s.exit, s.signal = "exited", code, sig
-        s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
         assert s.term is not None, "only a launched session settles"
+        s.exited_with(code, sig)
+        s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
         self._forget(s)
-        self.exited.append(s)
-        while len(self.exited) > EXITED_KEPT:
-            self.exited.popleft()
+        self.roster.exited.append(s)
+        while len(self.roster.exited) > EXITED_KEPT:
+            self.roster.exited.popleft()
         s.term.close()
         try:
             with trio.CancelScope(shield=True):
-                await self.d.committer.record(
+                await self.record(
                     m.SessionExited(
                         session=s.id, handle=s.handle, pid=s.term.pid, exit=code, signal=sig
                     )
@@ -359,7 +378,7 @@ class Sessions:
                 if self.jobs is not None and s.job is not None:
                     await self.jobs.settle(s)
         except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
-            self.d.log.exception("settling a session failed", session=s.id)
+            self.log.exception("settling a session failed", session=s.id)
         finally:
             s.exited.set()
 
@@ -378,195 +397,8 @@ class Sessions:
 
     async def stop_all(self) -> None:
         async with trio.open_nursery() as nursery:
-            for s in list(self.live.values()):
+            for s in list(self.roster.live.values()):
                 if s.term is None:
                     continue
                 s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
                 nursery.start_soon(self.end, s)
-
-
-# ---------------------------------------------------------------- verbs
-
-
-async def spawn(d, conn, caller, req: m.Spawn) -> None:
-    jobs, sessions = d.sessions.jobs, d.sessions
-    if req.job is not None:
-        jobs.check_spec(req.job, caller)
-    s = sessions.reserve(req)
-    mail_id = None
-    if req.job is not None:
-        # The task is in the child's inbox before the child runs (it may read at once).
-        try:
-            jobs.begin(s, req.job, caller)
-            mail_id = await jobs.deliver_task(s, req.job, caller)
-        except BaseException:
-            sessions._forget(s)
-            if s.job is not None:
-                jobs.abandon(s)  # never started, never told anyone: owes nothing
-            raise
-    try:
-        sessions.launch(s)
-    except WireError:
-        if s.job is not None:
-            s.state, s.exit = "exited", 127
-            await jobs.settle(s)  # the job was promised a reply: it failed to start
-        raise
-    try:
-        await d.committer.submit(
-            EventOp(
-                m.SessionSpawned(
-                    session=s.id,
-                    handle=s.handle,
-                    pid=s.term.pid,
-                    argv=s.argv,
-                    job=s.job is not None,
-                )
-            )
-        )
-    except WireError:
-        # Refused means nothing happened: end the child and close its job quietly.
-        s.cancelled = True
-        await sessions.end(s, grace=0.5)
-        raise
-    await conn.send(
-        m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
-    )
-
-
-async def session_list(d, conn, caller, req: m.SessionList) -> None:
-    ss = d.sessions
-    rows = [s.info() for s in ss.exited] + [s.info() for s in ss.live.values()]
-    await conn.send(m.SessionListOk(id=req.id, sessions=rows))
-
-
-async def kill(d, conn, caller, req: m.SessionKill) -> None:
-    s = d.sessions.find(req.handle)
-    s.cancelled = s.cancelled or req.cancel
-    if s.killed_by is None:
-        s.killed_by = caller.handle
-    await d.sessions.end(s)
-    await conn.send(m.KillOk(id=req.id, session=s.id, handle=s.handle))
-
-
-async def prune(d, conn, caller, req: m.SessionPrune) -> None:
-    n = len(d.sessions.exited)
-    d.sessions.exited.clear()  # their mailboxes and events stay
-    await conn.send(m.PruneOk(id=req.id, forgotten=n))
-
-
-async def type_text(d, conn, caller, req: m.SessionType) -> None:
-    s = d.sessions.find(req.handle)
-    data = req.text.encode("utf-8", "surrogateescape")
-    if req.enter:
-        data += b"\r"
-    await s.type_input(data)
-    await conn.send(m.TypeOk(id=req.id, session=s.id, bytes=len(data)))
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-async def tail(d, conn, caller, req: m.SessionTail) -> None:
-    s = d.sessions.find(req.handle, live_only=False)
-    if req.screen:
-        lines, row, col = await s.term.render()
-        await conn.send(
-            m.ScreenFrame(
-                id=req.id, lines=[ln.rstrip() for ln in lines], cursor_row=row, cursor_col=col
-            )
-        )
-        await conn.send(m.EndFrame(id=req.id))
-        return
-    send, receive = trio.open_memory_channel[bytes](1024)
-    if req.follow and s.live:
-        s.term.followers.add(send)
-    try:
-        sb = bytes(s.term.scrollback)
-        for i in range(0, len(sb), OUTPUT_CHUNK):
-            await conn.send(m.OutputFrame(id=req.id, data=_b64(sb[i : i + OUTPUT_CHUNK])))
-        if not (req.follow and s.live):
-            await conn.send(
-                m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit)
-            )
-            return
-        await _pump(conn, req.id, s, receive, inputs=False)
-    finally:
-        s.term.followers.discard(send)
-        send.close()
-
-
-async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
-    """Output frames to the client until the session ends or the client leaves/detaches."""
-    reason = ["exited"]
-    assert s.term is not None, "only a launched session is pumped"
-    term = s.term
-
-    async def from_client(scope):
-        while True:
-            req = await conn.next_request()
-            if req is None:
-                reason[0] = "gone"
-                break
-            if not inputs:
-                continue
-            if isinstance(req, m.SessionInput):
-                try:
-                    data = base64.b64decode(req.data, validate=True)
-                except ValueError:
-                    await conn.send_error(req.id, "bad-request", "input data is not base64")
-                    continue
-                await s.type_input(data)
-            elif isinstance(req, m.SessionResize):
-                if req.rows >= 1 and req.cols >= 1:
-                    await term.resize(req.rows, req.cols)  # capped at MAX_ROWS x MAX_COLS
-            elif isinstance(req, m.SessionDetach):
-                reason[0] = "detached"
-                break
-            else:
-                await conn.send_error(
-                    req.id, "bad-request", "only input, resize and detach are valid while attached"
-                )
-        scope.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(from_client, nursery.cancel_scope)
-        async for data in receive:
-            await conn.send(m.OutputFrame(id=rid, data=_b64(data)))
-        if reason[0] == "exited" and s.live:
-            reason[0] = "slow-consumer"
-        nursery.cancel_scope.cancel()
-    if reason[0] != "gone":
-        await conn.send(m.EndFrame(id=rid, reason=reason[0], exit=s.exit))
-
-
-async def attach(d, conn, caller, req: m.SessionAttach) -> None:
-    s = d.sessions.find(req.handle)
-    send, receive = trio.open_memory_channel[bytes](4096)
-    s.term.followers.add(send)
-    s.attached += 1
-    try:
-        if req.rows and req.cols:
-            if req.rows < 1 or req.cols < 1:
-                raise WireError("bad-request", "a terminal has at least 1 row and 1 column")
-            await s.term.resize(req.rows, req.cols)  # a bigger window is capped
-        await conn.send(
-            m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=s.term.rows, cols=s.term.cols)
-        )
-        recent = bytes(s.term.scrollback[-16384:])
-        if recent:
-            await conn.send(m.OutputFrame(id=req.id, data=_b64(recent)))
-        await _pump(conn, req.id, s, receive, inputs=True)
-    finally:
-        s.term.followers.discard(send)
-        send.close()
-        s.attached -= 1
-        # The last client left: the session goes back to its own size (the next client
-        # to attach sets its own).
-        if s.attached == 0 and s.live and (s.term.rows, s.term.cols) != s.size:
-            with trio.CancelScope(shield=True):  # also when the client's stream was cut
-                await s.term.resize(*s.size)
-
-
-async def not_attached(d, conn, caller, req) -> None:
-    raise WireError("bad-request", "input, resize and detach need an attached session first")

@@ -82,15 +82,3 @@ def ensure_private_dir(path: str) -> None:
     st = os.stat(path)
     if st.st_uid == os.getuid() and st.st_mode & 0o077:
         os.chmod(path, 0o700)
-
-
-def read_status_kib(pid: int, field: str) -> int | None:
-    """VmRSS / VmHWM etc. from /proc/<pid>/status, in KiB."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None

@@ -51,7 +51,6 @@ class Terminal:
         self.rows, self.cols = rows, cols
         self.scrollback_cap = scrollback
         self.scrollback = bytearray()
-        self.total_out = 0
         self.last_output: float | None = None  # monotonic; None until the first byte
         self.bracketed_paste = False
         self._tail = b""
@@ -88,7 +87,6 @@ class Terminal:
 
     def _took(self, data: bytes) -> None:
         self.last_output = time.monotonic()
-        self.total_out += len(data)
         sb = self.scrollback
         sb += data
         if len(sb) > self.scrollback_cap:

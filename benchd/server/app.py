@@ -14,7 +14,6 @@ import os
 import signal
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -28,12 +27,12 @@ from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
 from benchd.core.names import OPERATOR, IdClock, is_handle
-from benchd.runtime import screens
 from benchd.runtime.committer import Committer, EventOp
 from benchd.runtime.hub import Hub
+from benchd.runtime.jobhost import JobHost
 from benchd.runtime.mailroom import (
     BODY_BYTES,
-    LIST_CAP,
+    LIST_DEFAULT,
     LIST_MAX,
     SUBJECT_CHARS,
     Mailroom,
@@ -41,13 +40,16 @@ from benchd.runtime.mailroom import (
     reconcile,
 )
 from benchd.runtime.nodes import default_node
+from benchd.runtime.outbound import Outbound
+from benchd.runtime.reactor import Reactor
+from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
-from benchd.server import mailverbs
 from benchd.server.connection import Connection
-from benchd.server.dispatch import HANDLERS
+from benchd.server.handlers import HANDLERS
 from benchd.store import recovery, search
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index, Pending, is_corrupt
+from benchd.store.outbox import SqliteOutbox
 from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -69,7 +71,7 @@ class Daemon:
             frame_bytes=DEFAULT_FRAME_BYTES,
             body_bytes=BODY_BYTES,
             subject_chars=SUBJECT_CHARS,
-            list_cap=LIST_CAP,
+            list_cap=LIST_DEFAULT,
             list_max=LIST_MAX,
             connections=opts.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
@@ -91,26 +93,44 @@ class Daemon:
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
         )
-        self.mailroom = Mailroom(os.path.join(bench_dir, "mail"), self.index, self.committer)
+        self.roster = Roster()
+        self.mailroom = Mailroom(
+            os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
+        )
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
         self.stopping = False
-        self.handlers: dict[type, Callable[..., Awaitable[None]]] = dict(HANDLERS)
-        self.handlers.update(mailverbs.HANDLERS | screens.HANDLERS)
-        from benchd.runtime.sessions import Sessions
-
-        self.sessions = Sessions(self)
-        self.mailroom.is_live = self.sessions.is_live
-        self.handlers.update(self.sessions.handlers())
-        from benchd.runtime.jobhost import JobHost, report_verb
-
-        self.jobs = JobHost(self)
-        self.sessions.jobs = self.jobs
-        self.handlers[m.JobReport] = report_verb
-        from benchd.runtime.outbound import Outbound
-
-        self.outbound = Outbound(self, opts.node)
-        self.handlers.update(self.outbound.handlers())
+        self.jobs = JobHost(
+            SqliteOutbox(os.path.join(bench_dir, "outbox.sqlite")),
+            self.roster.live_by_handle,
+            self.mailroom,
+            self.committer,
+            self.index,
+            self.caps.body_bytes,
+            opts.retry_base,
+            self.log,
+        )
+        reactor = Reactor(
+            self.roster.live_by_handle,
+            self.mailroom,
+            self.committer.record,
+            self.reactor_info(),
+            self.log,
+        )
+        self.hub.listeners.append(reactor.on_event)
+        self.sessions = Sessions(
+            self.roster,
+            reactor,
+            self.jobs,
+            self.committer.record,
+            self.log,
+            bench_dir,
+            SCROLLBACK_BYTES,
+            self.helper_pids,
+            self.pid,
+            self.subreaper,
+        )
+        self.outbound = Outbound(bench_dir, opts.node, self.index, self.mailroom, self.committer)
 
     # ------------------------------------------------------------ recovery
 
@@ -141,7 +161,7 @@ class Daemon:
                 messages=len(self.index.pending),
             )
         self.index.flush()  # a failure is retried by the committer, like any other
-        self.mailroom.clock = IdClock(self.index.newest_id_w())
+        self.mailroom.clock = IdClock(self.index.newest_id())
         return self.start_notices + events
 
     def _reconcile_at_start(self, mail_root: str) -> list:
@@ -157,7 +177,7 @@ class Daemon:
             assert seal is not None  # seal_matches() found it
             # Only mailboxes whose directories changed since the clean stop (mail a
             # person dropped in, moved or removed) are listed again.
-            changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles_w())
+            changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles())
             return reconcile(mail_root, idx, frozenset(), changed) if changed else []
         if not idx.fresh:
             # Not sealed: check the b-trees too (a crash start lists every mailbox anyway,
@@ -223,11 +243,11 @@ class Daemon:
         return self.sessions.identify(token, peer_pid) or Caller(OPERATOR)
 
     def live_session_count(self) -> int:
-        return self.sessions.live_count()
+        return self.roster.live_count()
 
-    def reactor_info(self) -> m.Reactor:
+    def reactor_info(self) -> m.ReactorSettings:
         o = self.opts
-        return m.Reactor(
+        return m.ReactorSettings(
             idle_gate=o.idle_gate,
             paste_settle=o.paste_settle,
             wake_burst=o.wake_burst,
@@ -237,10 +257,10 @@ class Daemon:
             retry_base=o.retry_base,
         )
 
-    async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
+    async def dispatch(self, conn: Connection, caller: Caller, req) -> None:
         if self.stopping and not isinstance(req, m.Hello):
             raise WireError("shutting-down", "the daemon is stopping")
-        handler = self.handlers.get(type(req))
+        handler = HANDLERS.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
         authority.check(caller, req)
@@ -319,14 +339,22 @@ class Daemon:
                     m.DaemonStarted(pid=self.pid, version=__version__, recovered=self.recovered),
                 )
             )
-            await self.sessions.start(nursery)
-            await self.jobs.start(nursery)
+            await nursery.start(self.sessions.reactor.run)
+            await nursery.start(self.sessions.run)
+            await nursery.start(self.jobs.run)
             if self.opts.bridge:
                 from benchd.runtime.bridgehost import supervise
 
-                nursery.start_soon(supervise, self, self.opts.bridge)
+                await nursery.start(
+                    supervise,
+                    self.bench_dir,
+                    self.outbound.node,
+                    self.opts.bridge,
+                    self.helper_pids,
+                    self.log,
+                )
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
-            nursery.start_soon(self._serve, listener)
+            await nursery.start(self._serve, listener)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
             if ready_out is not None:
                 print(
@@ -338,9 +366,9 @@ class Daemon:
             await self._shutdown(listener)
             nursery.cancel_scope.cancel()
 
-    async def _serve(self, listener) -> None:
+    async def _serve(self, listener, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with self._serve_scope:
-            await trio.serve_listeners(self.serve_client, [listener])
+            await trio.serve_listeners(self.serve_client, [listener], task_status=task_status)
 
     async def _signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
@@ -366,9 +394,7 @@ class Daemon:
         for follower in list(self.hub.followers):
             follower.close()
         with trio.move_on_after(2.0):
-            # Shutdown only, bounded: not worth an event on every stream's end.
-            while self.hub.streams:  # noqa: ASYNC110
-                await trio.sleep(0.01)
+            await self.hub.streams_ended()
         self._serve_scope.cancel()
         self.committer.closed = True
         self.index.set_meta("last_seq", str(self.eventlog.last_seq))

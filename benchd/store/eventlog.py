@@ -1,8 +1,9 @@
 """events.jsonl: the append-only event log.
 
 One JSON object per line: `seq` (strictly increasing), `ts` in ms, `kind`, fields. Appends come
-only from the committer (one writer), in batches: a batch is one write and one fsync,
-done before any answer that reports the facts in it.
+only from the committer (one writer), in batches: a batch is written whole and made
+durable (fdatasync, or the committer's group flush of the log with the other files it
+touched) before any answer that reports the facts in it.
 
 Never rewritten. After a crash the last line may be torn; at open we read only the
 tail to find the last seq, and if the file does not end in a newline we add one, so the

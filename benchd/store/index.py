@@ -318,22 +318,22 @@ class Index:
     def unread_after(self, handle: str, after: str | None, limit: int) -> list[str]:
         return [r[0] for r in self.page(handle, UNREAD, after, limit)[:limit]]
 
-    def newest_id_w(self) -> str | None:
+    def newest_id(self) -> str | None:
         row = self._read(lambda: self.w.execute("SELECT max(id) FROM messages").fetchone())
         ids = [row[0]] if row and row[0] else []
         ids += [k[1] for k, r in self.pending.rows.items() if r is not None]
         return max(ids) if ids else None
 
     def mailbox_count(self) -> int:
-        return len(self.handles_w())
+        return len(self.handles())
 
-    def handles_w(self) -> list[str]:
+    def handles(self) -> list[str]:
         known = set(
             self._read(lambda: [r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")])
         )
         return sorted(known | set(self.pending.by_handle))
 
-    def ids_w(self, handle: str) -> dict[str, int]:
+    def ids(self, handle: str) -> dict[str, int]:
         """Every message of a mailbox and its state (reconcile: O(mailbox), at start)."""
         ids = dict(
             self._read(

@@ -23,12 +23,13 @@ import builtins
 import json
 import sqlite3
 
+from benchd.core.states import JobState, advance, column, job_state
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS jobs(
   session TEXT PRIMARY KEY, handle TEXT NOT NULL, job TEXT NOT NULL,
-  content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running',
-  cancelled INTEGER NOT NULL DEFAULT 0);
+  content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running');
 """
 
 
@@ -90,7 +91,8 @@ class SqliteOutbox:
 
     def report(self, session: str, content: str) -> bool:
         cur = self.db.execute(
-            "UPDATE jobs SET content=? WHERE session=? AND state='running'", (content, session)
+            "UPDATE jobs SET content=? WHERE session=? AND state=?",
+            (content, session, column(JobState.RUNNING)),
         )
         return cur.rowcount > 0
 
@@ -112,18 +114,16 @@ class SqliteOutbox:
         return [
             (s, h, json.loads(j), c)
             for s, h, j, c in self.db.execute(
-                "SELECT session, handle, job, content FROM jobs WHERE state='running'"
+                "SELECT session, handle, job, content FROM jobs WHERE state=?",
+                (column(JobState.RUNNING),),
             )
         ]
 
     def mark_settled(self, session: str, outcome: str) -> None:
-        self.db.execute("UPDATE jobs SET state=? WHERE session=?", (f"settled:{outcome}", session))
-
-    def counts(self) -> dict:
-        pending = receipts = 0
-        for (value,) in self.db.execute("SELECT value FROM rows"):
-            if value.startswith('{"receipt"'):
-                receipts += 1
-            else:
-                pending += 1
-        return {"pending": pending, "receipts": receipts}
+        row = self.db.execute("SELECT state FROM jobs WHERE session=?", (session,)).fetchone()
+        if row is not None:  # a settled job never settles again (IllegalTransition)
+            advance(job_state(row[0]), JobState.SETTLED)
+        self.db.execute(
+            "UPDATE jobs SET state=? WHERE session=?",
+            (column(JobState.SETTLED, outcome), session),
+        )

@@ -142,7 +142,7 @@ HELLO_OK = m.HelloOk(
         connections=256,
         scrollback_bytes=1 << 20,
     ),
-    reactor=m.Reactor(
+    reactor=m.ReactorSettings(
         idle_gate=2.0, paste_settle=0.2, wake_burst=6, wake_refill=60.0, enter_retries=3
     ),
     sessions=0,

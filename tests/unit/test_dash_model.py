@@ -119,7 +119,7 @@ def test_since_arg_ages_and_times():
 
 def test_daemon_since_accepts_utc_times_and_refuses_the_rest():
     from bench_wire.errors import WireError
-    from benchd.server.mailverbs import _since
+    from benchd.server.handlers.mail import _since
 
     assert _since("2026-11-30T04:56Z") == "2026-11-30T04:56:00.000Z"
     assert _since("2026-11-30") == "2026-11-30T00:00:00.000Z"

@@ -112,8 +112,8 @@ def test_mailboxes_are_separate(idx):
     assert idx.count("bob", None) == 3 and idx.count("carol", None) == 2
     assert [r[0] for r in idx.page("carol", None, None, 10)] == [mid(10), mid(11)]
     assert idx.mailbox_count() == 2
-    assert sorted(idx.handles_w()) == ["bob", "carol"]
-    assert idx.newest_id_w() == mid(11)
+    assert sorted(idx.handles()) == ["bob", "carol"]
+    assert idx.newest_id() == mid(11)
 
 
 def test_set_state_moves_counts(idx):
@@ -132,7 +132,7 @@ def test_set_state_moves_counts(idx):
         (mid(2), READ),
         (mid(3), UNREAD),
     ]
-    assert idx.ids_w("bob") == {mid(1): UNREAD, mid(2): READ, mid(3): UNREAD}
+    assert idx.ids("bob") == {mid(1): UNREAD, mid(2): READ, mid(3): UNREAD}
 
 
 def test_oldest_unread(idx):
@@ -154,7 +154,7 @@ def test_remove(idx):
     idx.remove("bob", mid(99))
     assert idx.count("bob", UNREAD) == 1 and idx.count("bob", READ) == 0
     assert [r[0] for r in idx.page("bob", None, None, 10)] == [mid(2)]
-    assert idx.ids_w("bob") == {mid(2): UNREAD}
+    assert idx.ids("bob") == {mid(2): UNREAD}
 
 
 def test_find_key(idx):

@@ -45,7 +45,7 @@ IO_MODULES = {
 def modules():
     for path in sorted((ROOT / "benchd").rglob("*.py")):
         rel = path.relative_to(ROOT / "benchd").parts
-        if len(rel) == 2:  # benchd/<layer>/<module>.py
+        if len(rel) >= 2:  # benchd/<layer>/<module>.py, benchd/<layer>/<package>/...
             yield rel[0], path
 
 

@@ -1,22 +1,65 @@
-"""Verbs over the search cache: mail/search, mail/thread and mail/reply.
+"""Mail handlers: mail/send, mail/list, mail/read, and the verbs over the search cache
+(mail/search, mail/thread, mail/reply).
 
 Who sees what: a session searches only its own mailbox and sees, in a thread, only the
 messages it received or sent; the operator sees every mailbox. A reply may be sent
-by a session only to a message it received. None of these retire anything.
+by a session only to a message it received. None of search, thread and reply retires
+anything.
 """
 
 import calendar
 import time
-from collections.abc import Awaitable, Callable
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
 from benchd.core.names import check_handle, check_mail_id
-from benchd.runtime.mailroom import LIST_CAP, LIST_MAX, SUBJECT_CHARS
+from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.store import search
 from benchd.store.index import READ, STATE_NAMES
 from benchd.store.statedir import read_regular
+
+
+def _mailbox_for(caller, handle: str | None) -> str:
+    """The mailbox named (default: the caller's own; who may name which: benchd.core.authority)."""
+    if handle is None:
+        return caller.handle
+    check_handle(handle)
+    return handle
+
+
+async def mail_send(d, conn, caller, req: m.MailSend) -> None:
+    if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
+        local = d.outbound.local_request(req)
+        if local is None:
+            res = await d.outbound.queue(caller, req)
+            await conn.send(m.SendOk(id=req.id, **res))
+            return
+        req = local
+    if req.key is not None:
+        from benchd.runtime.jobhost import check_client_key
+
+        check_client_key(req.key)
+    res = await d.mailroom.send(
+        caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
+    )
+    await conn.send(m.SendOk(id=req.id, **res))
+
+
+async def mail_list(d, conn, caller, req: m.MailList) -> None:
+    handle = _mailbox_for(caller, req.handle)
+    res = d.mailroom.list(handle, req.state, req.limit, req.cursor)
+    parents = search.parents(d.index.w, handle, [x["mail_id"] for x in res["messages"]])
+    res["messages"] = [
+        m.MessageMeta(**x, in_reply_to=parents.get(x["mail_id"])) for x in res["messages"]
+    ]
+    await conn.send(m.ListOk(id=req.id, **res))
+
+
+async def mail_read(d, conn, caller, req: m.MailRead) -> None:
+    handle = _mailbox_for(caller, req.handle)
+    res = await d.mailroom.read(handle, req.mail_id, caller.handle)
+    await conn.send(m.ReadOk(id=req.id, **res))
 
 
 def _since(value: str | None) -> str | None:
@@ -47,7 +90,7 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
         handle = caller.handle  # authority.check refused any other mailbox
     if req.sender is not None:
         check_handle(req.sender, "from")
-    limit = LIST_CAP if req.limit is None else req.limit
+    limit = LIST_DEFAULT if req.limit is None else req.limit
     if not 1 <= limit <= LIST_MAX:
         raise WireError("bad-limit", f"limit {limit} is outside 1-{LIST_MAX}")
     if len(req.query) > 1000:
@@ -181,7 +224,10 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))
 
 
-HANDLERS: dict[type, Callable[..., Awaitable[None]]] = {
+HANDLERS = {
+    m.MailSend: mail_send,
+    m.MailList: mail_list,
+    m.MailRead: mail_read,
     m.MailSearch: mail_search,
     m.MailThread: mail_thread,
     m.MailReply: mail_reply,

@@ -1,0 +1,118 @@
+"""The bridge's handlers (bench_bridge, a client acting for the operator): pull the
+outbound queue, mark what was forwarded, deliver inbound mail, report its state; and
+bridge/nodes (`bench nodes`) for anyone. Only the operator may use the bridge's verbs
+(benchd.core.authority)."""
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.core import frontmatter
+from benchd.core.names import check_mail_id, is_handle
+from benchd.runtime.mailroom import SendOp
+from benchd.runtime.nodes import OUTBOUND
+from benchd.runtime.outbound import PULL_MAX, ForwardOp
+from benchd.store.index import UNREAD
+
+
+async def pull(d, conn, caller, req: m.BridgePull) -> None:
+    if not 1 <= req.limit <= PULL_MAX:
+        raise WireError("bad-limit", f"limit {req.limit} is outside 1-{PULL_MAX}")
+    if req.after is not None:
+        check_mail_id(req.after)
+    rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
+    if not rows and req.wait > 0:
+        await d.outbound.wait_queued(min(req.wait, 60.0))
+        rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
+    out = []
+    for row in rows:
+        path = d.mailroom.path(OUTBOUND, row[0], UNREAD)
+        try:
+            with open(path, "rb") as f:  # noqa: ASYNC230 - one small mail file
+                meta, body = frontmatter.parse(f.read())
+        except FileNotFoundError:
+            continue  # forwarded meanwhile
+        out.append(
+            m.RemoteMail(
+                mail_id=meta["id"],
+                sender=meta["from"],
+                to=meta["to"],
+                key=meta["key"],
+                body=body.decode("utf-8"),
+                subject=meta.get("subject", ""),
+                date=meta["date"],
+                reply_to=meta.get("reply-to") or [],
+                in_reply_to=meta.get("in-reply-to"),
+            )
+        )
+    await conn.send(m.PullOk(id=req.id, messages=out))
+
+
+async def forwarded(d, conn, caller, req: m.BridgeForward) -> None:
+    ops = []
+    for mail_id in req.mail_ids:
+        check_mail_id(mail_id)
+        row = d.index.get(OUTBOUND, mail_id)
+        if row is None or row[4] != UNREAD:
+            continue  # already marked (a bridge restarted between publish and mark)
+        op = ForwardOp(d.mailroom, OUTBOUND, mail_id, "", event=False)
+        op.key = row[6]
+        op.to = d.outbound.queued_to(mail_id)
+        ops.append(op)
+    for op in ops:
+        d.committer.enqueue(op)
+    n = 0
+    for op in ops:
+        n += bool(await op.wait())
+    await conn.send(m.ForwardOk(id=req.id, forwarded=n))
+
+
+async def deliver(d, conn, caller, req: m.BridgeDeliver) -> None:
+    origin = req.origin if is_handle(req.origin) and req.origin != d.outbound.node else "unknown"
+    ops: list[SendOp | WireError] = []
+    for msg in req.messages:
+        try:
+            ops.append(d.outbound.inbound_op(msg, origin))
+        except WireError as err:
+            ops.append(err)
+    for op in ops:
+        if isinstance(op, SendOp):
+            d.committer.enqueue(op)
+    results = []
+    for op in ops:
+        if isinstance(op, WireError):
+            results.append(m.Delivered(error=m.ErrorBody(op.code, op.message)))
+            continue
+        try:
+            res = await op.wait()
+            results.append(m.Delivered(mail_id=res["mail_id"], duplicate=res["duplicate"]))
+        except WireError as err:
+            results.append(m.Delivered(error=m.ErrorBody(err.code, err.message)))
+    await conn.send(m.DeliverOk(id=req.id, results=results))
+
+
+async def report(d, conn, caller, req: m.BridgeReport) -> None:
+    d.outbound.bridge_reported(req)
+    if req.retry is not None:
+        await d.committer.record(
+            m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)
+        )
+    handles = sorted(d.roster.live)
+    await conn.send(m.BridgeReportOk(id=req.id, node=d.outbound.node, handles=handles))
+
+
+async def nodes(d, conn, caller, req: m.NodesRead) -> None:
+    nodes = [
+        m.NodeInfo(node=n["node"], seen_ms=n["seen_ms"], handles=n["handles"])
+        for n in d.outbound.directory.listing()
+    ]
+    await conn.send(
+        m.NodesOk(id=req.id, node=d.outbound.node, nodes=nodes, bridge=d.outbound.info())
+    )
+
+
+HANDLERS = {
+    m.BridgePull: pull,
+    m.BridgeForward: forwarded,
+    m.BridgeDeliver: deliver,
+    m.BridgeReport: report,
+    m.NodesRead: nodes,
+}

@@ -1,0 +1,60 @@
+"""The events verb: the event log from a sequence number, then (follow) live events."""
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+
+
+async def events(d, conn, caller, req: m.EventsRead) -> None:
+    """The log from `since`, then (follow) live events until the client goes away."""
+    if req.kind is not None and req.kind not in m.EVENT_KINDS:
+        raise WireError("bad-request", f"unknown event kind {req.kind!r}")
+    if req.limit is not None and req.limit < 1:
+        raise WireError("bad-limit", "limit must be at least 1")
+    follower = d.hub.follow(req.kind) if req.follow else None
+    if follower is not None:
+        d.hub.stream_started()
+    try:
+        last = req.since
+        sent = 0
+        for record in d.eventlog.read_since(req.since, upto=d.eventlog.published_seq):
+            if req.kind is None or record.get("kind") == req.kind:
+                await conn.send(m.EventFrame(id=req.id, event=record))
+                sent += 1
+                if req.limit is not None and sent >= req.limit:
+                    break
+            last = record["seq"]
+        if follower is None or (req.limit is not None and sent >= req.limit):
+            await conn.send(m.EndFrame(id=req.id, reason="done"))
+            return
+        await _follow(conn, req, follower, last)
+    finally:
+        if follower is not None:
+            follower.close()
+            d.hub.stream_ended()
+
+
+async def _follow(conn, req, follower, last: int) -> None:
+    async def watch_client(cancel_scope):
+        # The client says nothing more on a follow stream; EOF means it has gone.
+        while await conn.next_line() is not None:
+            pass
+        cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_client, nursery.cancel_scope)
+        async for record in follower.receive:
+            if record["seq"] <= last:
+                continue
+            await conn.send(m.EventFrame(id=req.id, event=record))
+        if follower.overflowed:
+            await conn.send_error(
+                req.id, "slow-consumer", "the event stream was ended: the client fell behind"
+            )
+        else:
+            await conn.send(m.EndFrame(id=req.id, reason="stopped"))
+        nursery.cancel_scope.cancel()
+
+
+HANDLERS = {m.EventsRead: events}

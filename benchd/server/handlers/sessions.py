@@ -1,0 +1,253 @@
+"""Session handlers: spawn, list, kill, prune, type, tail, attach, and session/screen.
+
+session/screen: the first frame is the screen now; with `follow`, a new frame follows
+each change, at most one per FRAME_S (a TUI redrawing a spinner 60 times a second costs
+the watcher ten frames a second, not sixty), and only when the rendered screen differs
+from the last frame sent. The stream ends when the session exits or the client goes
+away.
+"""
+
+import base64
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.runtime.committer import EventOp
+from benchd.runtime.screens import frame
+from benchd.runtime.sessions import OUTPUT_CHUNK, Session
+
+FRAME_S = 0.1
+
+
+async def spawn(d, conn, caller, req: m.Spawn) -> None:
+    jobs, sessions = d.jobs, d.sessions
+    if req.job is not None:
+        jobs.check_spec(req.job, caller)
+    s = sessions.reserve(req)
+    mail_id = None
+    if req.job is not None:
+        # The task is in the child's inbox before the child runs (it may read at once).
+        try:
+            jobs.begin(s, req.job, caller)
+            mail_id = await jobs.deliver_task(s, req.job, caller)
+        except BaseException:
+            sessions._forget(s)
+            if s.job is not None:
+                jobs.abandon(s)  # never started, never told anyone: owes nothing
+            raise
+    try:
+        sessions.launch(s)
+    except WireError:
+        if s.job is not None:
+            s.exited_with(127, None)
+            await jobs.settle(s)  # the job was promised a reply: it failed to start
+        raise
+    try:
+        await d.committer.submit(
+            EventOp(
+                m.SessionSpawned(
+                    session=s.id,
+                    handle=s.handle,
+                    pid=s.term.pid,
+                    argv=s.argv,
+                    job=s.job is not None,
+                )
+            )
+        )
+    except WireError:
+        # Refused means nothing happened: end the child and close its job quietly.
+        s.cancelled = True
+        await sessions.end(s, grace=0.5)
+        raise
+    await conn.send(
+        m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
+    )
+
+
+async def session_list(d, conn, caller, req: m.SessionList) -> None:
+    ss = d.roster
+    rows = [s.info() for s in ss.exited] + [s.info() for s in ss.live.values()]
+    await conn.send(m.SessionListOk(id=req.id, sessions=rows))
+
+
+async def kill(d, conn, caller, req: m.SessionKill) -> None:
+    s = d.roster.find(req.handle)
+    s.cancelled = s.cancelled or req.cancel
+    if s.killed_by is None:
+        s.killed_by = caller.handle
+    await d.sessions.end(s)
+    await conn.send(m.KillOk(id=req.id, session=s.id, handle=s.handle))
+
+
+async def prune(d, conn, caller, req: m.SessionPrune) -> None:
+    n = len(d.roster.exited)
+    d.roster.exited.clear()  # their mailboxes and events stay
+    await conn.send(m.PruneOk(id=req.id, forgotten=n))
+
+
+async def type_text(d, conn, caller, req: m.SessionType) -> None:
+    s = d.roster.find(req.handle)
+    data = req.text.encode("utf-8", "surrogateescape")
+    if req.enter:
+        data += b"\r"
+    await s.type_input(data)
+    await conn.send(m.TypeOk(id=req.id, session=s.id, bytes=len(data)))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+async def tail(d, conn, caller, req: m.SessionTail) -> None:
+    s = d.roster.find(req.handle, live_only=False)
+    if req.screen:
+        lines, row, col = await s.term.render()
+        await conn.send(
+            m.ScreenFrame(
+                id=req.id, lines=[ln.rstrip() for ln in lines], cursor_row=row, cursor_col=col
+            )
+        )
+        await conn.send(m.EndFrame(id=req.id))
+        return
+    send, receive = trio.open_memory_channel[bytes](1024)
+    if req.follow and s.live:
+        s.term.followers.add(send)
+    try:
+        sb = bytes(s.term.scrollback)
+        for i in range(0, len(sb), OUTPUT_CHUNK):
+            await conn.send(m.OutputFrame(id=req.id, data=_b64(sb[i : i + OUTPUT_CHUNK])))
+        if not (req.follow and s.live):
+            await conn.send(
+                m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit)
+            )
+            return
+        await _pump(conn, req.id, s, receive, inputs=False)
+    finally:
+        s.term.followers.discard(send)
+        send.close()
+
+
+async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
+    """Output frames to the client until the session ends or the client leaves/detaches."""
+    reason = ["exited"]
+
+    async def from_client(scope):
+        while True:
+            req = await conn.next_request()
+            if req is None:
+                reason[0] = "gone"
+                break
+            if not inputs:
+                continue
+            if isinstance(req, m.SessionInput):
+                try:
+                    data = base64.b64decode(req.data, validate=True)
+                except ValueError:
+                    await conn.send_error(req.id, "bad-request", "input data is not base64")
+                    continue
+                await s.type_input(data)
+            elif isinstance(req, m.SessionResize):
+                if req.rows >= 1 and req.cols >= 1 and s.term is not None:
+                    await s.term.resize(req.rows, req.cols)  # capped at MAX_ROWS x MAX_COLS
+            elif isinstance(req, m.SessionDetach):
+                reason[0] = "detached"
+                break
+            else:
+                await conn.send_error(
+                    req.id, "bad-request", "only input, resize and detach are valid while attached"
+                )
+        scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(from_client, nursery.cancel_scope)
+        async for data in receive:
+            await conn.send(m.OutputFrame(id=rid, data=_b64(data)))
+        if reason[0] == "exited" and s.live:
+            reason[0] = "slow-consumer"
+        nursery.cancel_scope.cancel()
+    if reason[0] != "gone":
+        await conn.send(m.EndFrame(id=rid, reason=reason[0], exit=s.exit))
+
+
+async def attach(d, conn, caller, req: m.SessionAttach) -> None:
+    s = d.roster.find(req.handle)
+    send, receive = trio.open_memory_channel[bytes](4096)
+    s.term.followers.add(send)
+    s.attached += 1
+    try:
+        if req.rows and req.cols:
+            if req.rows < 1 or req.cols < 1:
+                raise WireError("bad-request", "a terminal has at least 1 row and 1 column")
+            await s.term.resize(req.rows, req.cols)  # a bigger window is capped
+        await conn.send(
+            m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=s.term.rows, cols=s.term.cols)
+        )
+        recent = bytes(s.term.scrollback[-16384:])
+        if recent:
+            await conn.send(m.OutputFrame(id=req.id, data=_b64(recent)))
+        await _pump(conn, req.id, s, receive, inputs=True)
+    finally:
+        s.term.followers.discard(send)
+        send.close()
+        s.attached -= 1
+        # The last client left: the session goes back to its own size (the next client
+        # to attach sets its own).
+        if s.attached == 0 and s.live and (s.term.rows, s.term.cols) != s.size:
+            with trio.CancelScope(shield=True):  # also when the client's stream was cut
+                await s.term.resize(*s.size)
+
+
+async def not_attached(d, conn, caller, req) -> None:
+    raise WireError("bad-request", "input, resize and detach need an attached session first")
+
+
+async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
+    s = d.roster.find(req.handle, live_only=False)
+    term = s.term
+    last = await frame(req.id, term)
+    await conn.send(last)
+    if not req.follow or not s.live:
+        await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit))
+        return
+    gone = False
+
+    async def watch_client(scope):
+        nonlocal gone
+        while await conn.next_line() is not None:
+            pass  # nothing more is said on a follow stream; EOF means the client left
+        gone = True
+        scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_client, nursery.cancel_scope)
+        while s.live and not term.eof:
+            changed = term.changed
+            await changed.wait()
+            await trio.sleep(FRAME_S)  # let a burst of output settle into one frame
+            now = await frame(req.id, term)
+            if (
+                now.lines != last.lines
+                or now.styles != last.styles
+                or (now.cursor_row, now.cursor_col) != (last.cursor_row, last.cursor_col)
+            ):
+                await conn.send(now)
+                last = now
+        nursery.cancel_scope.cancel()
+    if not gone:
+        await conn.send(m.EndFrame(id=req.id, reason="exited", exit=s.exit))
+
+
+HANDLERS = {
+    m.Spawn: spawn,
+    m.SessionList: session_list,
+    m.SessionKill: kill,
+    m.SessionPrune: prune,
+    m.SessionType: type_text,
+    m.SessionTail: tail,
+    m.SessionAttach: attach,
+    m.SessionInput: not_attached,
+    m.SessionResize: not_attached,
+    m.SessionDetach: not_attached,
+    m.SessionScreen: session_screen,
+}

@@ -1,0 +1,66 @@
+"""The session and job lifecycles (benchd.core.states): legal moves pass, others raise."""
+
+import pytest
+
+from benchd.core.states import (
+    IllegalTransition,
+    JobState,
+    SessionState,
+    advance,
+    column,
+    job_state,
+)
+
+
+def test_a_running_session_exits():
+    assert advance(SessionState.RUNNING, SessionState.EXITED) is SessionState.EXITED
+
+
+@pytest.mark.parametrize(
+    ("current", "new"),
+    [
+        (SessionState.EXITED, SessionState.RUNNING),
+        (SessionState.EXITED, SessionState.EXITED),
+        (SessionState.RUNNING, SessionState.RUNNING),
+        (JobState.SETTLED, JobState.SETTLED),
+        (JobState.SETTLED, JobState.RUNNING),
+        (JobState.RUNNING, JobState.RUNNING),
+    ],
+)
+def test_other_moves_raise(current, new):
+    with pytest.raises(IllegalTransition, match=f"{current} -> {new}"):
+        advance(current, new)
+
+
+def test_a_running_job_settles():
+    assert advance(JobState.RUNNING, JobState.SETTLED) is JobState.SETTLED
+
+
+def test_the_outbox_column_keeps_its_strings():
+    assert column(JobState.RUNNING) == "running"
+    assert column(JobState.SETTLED, "completed") == "settled:completed"
+    assert job_state("settled:abandoned") is JobState.SETTLED
+    assert job_state("running") is JobState.RUNNING
+    with pytest.raises(IllegalTransition):
+        column(JobState.SETTLED)
+
+
+def test_the_wire_sees_the_old_strings():
+    assert SessionState.RUNNING == "running" and SessionState.EXITED.value == "exited"
+
+
+def test_the_outbox_refuses_to_settle_a_job_twice(tmp_path):
+    from benchd.store.outbox import SqliteOutbox
+
+    outbox = SqliteOutbox(str(tmp_path / "outbox.sqlite"))
+    try:
+        with outbox:
+            outbox.add_job("s1", "worker", {"payload": {}})
+        with outbox:
+            outbox.mark_settled("s1", "completed")
+        assert outbox.job("s1")[3] == "settled:completed"
+        with pytest.raises(IllegalTransition), outbox:
+            outbox.mark_settled("s1", "failed")
+        assert outbox.job("s1")[3] == "settled:completed"
+    finally:
+        outbox.close()
