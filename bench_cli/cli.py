@@ -157,6 +157,18 @@ def _complete_handles(ctx, param, incomplete):
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
 
 
+def reply_to_option(help_: str):
+    """`--reply-to H` (repeatable, handles completed), with its help for this command."""
+    return click.option(
+        "--reply-to",
+        "reply_to",
+        multiple=True,
+        metavar="H",
+        shell_complete=_complete_handles,
+        help=help_,
+    )
+
+
 def _complete_sessions(ctx, param, incomplete):
     """Handles of live sessions, and the ids of every session the daemon remembers."""
     from click.shell_completion import CompletionItem
@@ -561,20 +573,7 @@ def daemon(bench_dir, as_json, **kw):
     show_default=True,
     help="seconds before JetStream redelivers a message this bridge did not ack",
 )
-def bridge(
-    bench_dir,
-    as_json,
-    url,
-    node,
-    creds,
-    token,
-    tls_ca,
-    tls_cert,
-    tls_key,
-    insecure,
-    heartbeat,
-    ack_wait,
-):
+def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
         from bench_bridge.bridge import Options
@@ -585,23 +584,8 @@ def bridge(
         ) from None
     if heartbeat <= 0 or ack_wait <= 0:
         raise click.BadParameter("must be positive", param_hint="--heartbeat/--ack-wait")
-    sys.exit(
-        bridge_main(
-            Options(
-                resolve_dir(bench_dir),
-                url,
-                node,
-                creds,
-                token,
-                tls_ca,
-                tls_cert,
-                tls_key,
-                insecure,
-                heartbeat,
-                ack_wait,
-            )
-        )
-    )
+    opts = Options(resolve_dir(bench_dir), heartbeat=heartbeat, ack_wait=ack_wait, **connection)
+    sys.exit(bridge_main(opts))
 
 
 bridge.epilog = examples(
@@ -760,14 +744,7 @@ def _env_pairs(values) -> dict:
 @click.option("--agent", help="an agent preset (claude, codex, pi) for ready pattern and timing")
 @click.option("--mail", "mail_file", type=click.File("r"), help="job: task mail (- for stdin)")
 @click.option("--subject", default="", help="job: the task mail's subject")
-@click.option(
-    "--reply-to",
-    "reply_to",
-    multiple=True,
-    metavar="H",
-    shell_complete=_complete_handles,
-    help="job: owed a reply (repeat)",
-)
+@reply_to_option("job: owed a reply (repeat)")
 @click.option("--key", help="job: the task's stable key (default: job-<session>)")
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
@@ -1032,14 +1009,7 @@ def mail():
 @click.option("-s", "--subject", help="one line")
 @click.option("-m", "--message", "body", help="the body (else standard input)")
 @click.option("--key", help="idempotency key: a resend with the same key writes nothing")
-@click.option(
-    "--reply-to",
-    "reply_to",
-    multiple=True,
-    metavar="H",
-    shell_complete=_complete_handles,
-    help="where replies go (repeat)",
-)
+@reply_to_option("where replies go (repeat)")
 @click.option("--in-reply-to", "in_reply_to", metavar="ID", help="the message this answers")
 def mail_send(bench_dir, as_json, to, subject, body, key, reply_to, in_reply_to):
     """Send mail to handle TO."""

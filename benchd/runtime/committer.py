@@ -86,28 +86,24 @@ class Flusher:
                 raise err
 
 
-def _fdatasync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _sync_path(path: str, sync: Callable[[int], None], flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
     try:
-        os.fdatasync(fd)
+        sync(fd)
     finally:
         os.close(fd)
+
+
+def _fdatasync_path(path: str) -> None:
+    _sync_path(path, os.fdatasync)
 
 
 def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _sync_path(path, os.fsync)
 
 
 def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _sync_path(path, os.fsync, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def os_error_to_wire(err: OSError) -> WireError:

@@ -9,6 +9,7 @@ record, and `reconcile` rebuilds the index from them.
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from bench_wire.errors import WireError
 from bench_wire.messages import MailReadEvent, MailSent, MailVanished
@@ -53,19 +54,10 @@ class Mailroom:
 
     # ------------------------------------------------------------ send
 
-    async def send(
-        self,
-        sender: str,
-        to: str,
-        body: str,
-        subject: str = "",
-        key: str | None = None,
-        reply_to: list[str] | None = None,
-        in_reply_to: str | None = None,
-    ) -> dict:
-        """Deliver one message; the answer once it is durable (or a WireError)."""
-        op = self.make_send(sender, to, body, subject, key, reply_to, in_reply_to)
-        return await self.committer.submit(op)
+    async def send(self, *args: Any, **kwargs: Any) -> dict:
+        """Deliver one message (`make_send`'s arguments); the answer once it is durable
+        (or a WireError)."""
+        return await self.committer.submit(self.make_send(*args, **kwargs))
 
     def make_send(
         self,

@@ -14,6 +14,7 @@ with the sender's key, so a redelivery from JetStream writes nothing twice.
 
 import os
 
+import msgspec
 import trio
 
 from bench_wire import messages as m
@@ -62,15 +63,7 @@ class Outbound:
         check_node(node)
         if node != self.node:
             return None
-        return m.MailSend(
-            id=req.id,
-            to=handle,
-            body=req.body,
-            subject=req.subject,
-            key=req.key,
-            reply_to=req.reply_to,
-            in_reply_to=req.in_reply_to,
-        )
+        return msgspec.structs.replace(req, to=handle)
 
     async def queue(self, caller, req: m.MailSend) -> dict:
         """mail/send to `handle@node` on another node: queued for the bridge; returns
