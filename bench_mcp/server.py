@@ -94,6 +94,17 @@ async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     return t.listing_text(ans, state), t.public(ans)
 
 
+async def search_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+    ans = await d.call("mail/search", {"query": a["query"], "limit": a.get("limit")})
+    hits = ans.get("hits", [])
+    lines = [
+        f"{h['mail_id']}  from {h['from']}  {h['state']}  {h['subject']}\n    {h['snippet']}"
+        for h in hits
+    ]
+    lines.append(f"{len(hits)} matches" + (" (more: raise limit)" if ans.get("truncated") else ""))
+    return output.visible("\n".join(lines)), t.public(ans)
+
+
 async def read_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     handle, mail_id = t.message_ref(a["id"]) if "id" in a else (None, None)
     ans = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
@@ -159,6 +170,7 @@ HANDLERS = {
     "send_mail": send_mail,
     "list_mail": list_mail,
     "read_mail": read_mail,
+    "search_mail": search_mail,
     "reply": reply,
     "report": report,
     "whoami": whoami,

@@ -129,6 +129,26 @@ TOOLS: dict[str, tuple[str, dict]] = {
             "additionalProperties": False,
         },
     ),
+    "search_mail": (
+        "Search your mail, read and unread, by words in the subject or body: every word "
+        "must occur (end a word with * for a prefix). Answers the best matches first, each "
+        "with its id, sender, subject, date, state and a short snippet around the match, "
+        "never the whole body; nothing is marked read. Use read_mail with an id to open one.",
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "the words to look for"},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 500,
+                    "description": "at most this many matches (default 50)",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    ),
     "whoami": (
         "Who you are to bench: your handle (the address other agents write to), your "
         "session, the state directory, and how many unread messages wait for you.",
@@ -137,7 +157,7 @@ TOOLS: dict[str, tuple[str, dict]] = {
 }
 
 # Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
-READ_ONLY = {"list_mail", "whoami"}
+READ_ONLY = {"list_mail", "search_mail", "whoami"}
 
 _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
 

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 INPTY = os.path.join(ROOT, "tests", "reliability", "inpty.py")
 CALLER = os.path.join(ROOT, "tests", "standin", "mcp_caller.py")
-TOOLS = {"send_mail", "list_mail", "read_mail", "reply", "report", "whoami"}
+TOOLS = {"send_mail", "list_mail", "read_mail", "search_mail", "reply", "report", "whoami"}
 
 
 def server_params(bench_dir: str, token: str | None = None, **env) -> StdioServerParameters:
@@ -149,9 +149,16 @@ def test_every_mail_tool_as_the_operator(daemon):
         after = ok(await c.call_tool("list_mail", {"state": "read", "limit": 10}))
         answer = ok(await c.call_tool("reply", {"id": sent["mail_id"], "body": "done"}))
         by_uri = await c.read_resource(f"bench://mail/{sent['mail_id']}")
-        return me, sent, again, unread, inbox, got, after, answer, by_uri
+        found = ok(await c.call_tool("search_mail", {"query": "self", "limit": 5}))
+        return me, sent, again, unread, inbox, got, after, answer, by_uri, found
 
-    me, sent, again, unread, inbox, got, after, answer, by_uri = with_mcp(daemon.dir, scenario)
+    me, sent, again, unread, inbox, got, after, answer, by_uri, found = with_mcp(
+        daemon.dir, scenario
+    )
+    # search_mail: metadata and a snippet, never the body; nothing retired.
+    (hit,) = found["hits"]
+    assert hit["mail_id"] == sent["mail_id"] and "self" in hit["snippet"]
+    assert "body" not in hit
     assert me["handle"] == "operator" and me["session"] is None
     assert me["bench_dir"] == daemon.dir and me["unread"] == 0
     assert sent["to"] == "operator" and sent["live"] is False and not sent["duplicate"]

@@ -17,7 +17,15 @@ def code(fn, *args):
 
 
 def test_every_tool_has_a_description_and_an_object_schema():
-    assert set(tools.TOOLS) == {"send_mail", "list_mail", "read_mail", "reply", "report", "whoami"}
+    assert set(tools.TOOLS) == {
+        "send_mail",
+        "list_mail",
+        "read_mail",
+        "search_mail",
+        "reply",
+        "report",
+        "whoami",
+    }
     for name, (desc, schema) in tools.TOOLS.items():
         assert desc.endswith(".") and len(desc) > 40, name
         assert schema["type"] == "object" and schema["additionalProperties"] is False
