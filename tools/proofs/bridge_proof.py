@@ -12,8 +12,7 @@ import argparse
 import sys
 import time
 
-from tests.support.spawn import STANDIN
-from tools.proofs.common import ProofFailed, timeline, wait_for
+from tools.proofs.common import ProofFailed, standin_ring_args, timeline, wait_for
 
 SEED = 100
 # handle, node, where its wake sends the next number
@@ -53,18 +52,7 @@ def run(timeout: float) -> int:
         for name, n in nodes.items():
             print(f"{name}: BENCH_DIR {n.dir}, bridge pid {n.bridge.pid}")
         for handle, node, nxt in RING:
-            s = nodes[node].d.ok(
-                "spawn",
-                "--name",
-                handle,
-                "--ready",
-                "standin>",
-                "--",
-                sys.executable,
-                STANDIN,
-                "--ring",
-                nxt,
-            )
+            s = nodes[node].d.ok(*standin_ring_args(handle, nxt))
             print(f"spawned {handle:<6} on {node} (session {s['session']}), rings {nxt}")
         n1 = nodes["node1"]
         seed = n1.send("alice", f"number {SEED}", "-s", "ring")

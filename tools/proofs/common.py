@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from tests.support.daemon import BENCH, BIN
@@ -87,6 +88,25 @@ class TempDaemon:
         finally:
             if not self.keep:
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def standin_ring_args(name: str, nxt: str) -> list[str]:
+    """`bench spawn` arguments for a stand-in ring agent called `name` that adds one to
+    the number it is mailed and sends it on to `nxt`."""
+    from tests.support.spawn import STANDIN
+
+    return [
+        "spawn",
+        "--name",
+        name,
+        "--ready",
+        "standin>",
+        "--",
+        sys.executable,
+        STANDIN,
+        "--ring",
+        nxt,
+    ]
 
 
 def wait_for(fn, timeout: float, what: str):

@@ -9,8 +9,14 @@ the agent's answer, kill the agent, show the events of the run.
 import sys
 import time
 
-from tests.support.spawn import STANDIN
-from tools.proofs.common import Bench, ProofFailed, TempDaemon, timeline, wait_for
+from tools.proofs.common import (
+    Bench,
+    ProofFailed,
+    TempDaemon,
+    standin_ring_args,
+    timeline,
+    wait_for,
+)
 
 
 def step(n: int, text: str) -> None:
@@ -26,18 +32,7 @@ def smoke(bench: Bench) -> None:
     )
     since = bench.events()[-1]["seq"] if bench.events() else 0
     name = f"smoke-{int(time.time() * 1000) % 100000}"
-    s = bench.run(
-        "spawn",
-        "--name",
-        name,
-        "--ready",
-        "standin>",
-        "--",
-        sys.executable,
-        STANDIN,
-        "--ring",
-        "operator",
-    )
+    s = bench.run(*standin_ring_args(name, "operator"))
     step(2, f"spawn: {s['handle']} session {s['session']} pid {s['pid']}")
     sent = bench.run("mail", "send", name, "-s", "smoke", "-m", "number 41")
     step(3, f"send: {sent['mail_id']} to {name} (live: {sent['live']})")

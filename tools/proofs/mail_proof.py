@@ -13,8 +13,7 @@ import argparse
 import sys
 import time
 
-from tests.support.spawn import STANDIN
-from tools.proofs.common import ProofFailed, TempDaemon, timeline, wait_for
+from tools.proofs.common import ProofFailed, TempDaemon, standin_ring_args, timeline, wait_for
 
 RING = ["alice", "bob", "carol"]
 SEED = 100
@@ -24,18 +23,7 @@ def spawn_standins(bench, names: list[str]) -> dict:
     sessions = {}
     for i, name in enumerate(names):
         nxt = names[i + 1] if i + 1 < len(names) else "operator"
-        sessions[name] = bench.run(
-            "spawn",
-            "--name",
-            name,
-            "--ready",
-            "standin>",
-            "--",
-            sys.executable,
-            STANDIN,
-            "--ring",
-            nxt,
-        )
+        sessions[name] = bench.run(*standin_ring_args(name, nxt))
     return sessions
 
 
