@@ -187,16 +187,16 @@ class JobHost:
             res = await op.wait()
         except WireError as err:
             return await self._refused(mail, err)
-        if res["to"] != mail.to.agent_id:
+        if res.to != mail.to.agent_id:
             # The key was taken by other mail (client keys may not start with outbox:,
             # so this is a bug, not a user error): never count it as this reply.
             return await self._refused(
                 mail, WireError("internal", "the reply key names other mail")
             )
-        if res["duplicate"]:
+        if res.duplicate:
             # Delivered before a crash, its receipt lost: the mailroom knew the key.
             await self.committer.record(
-                m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res["mail_id"])
+                m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res.mail_id)
             )
         return True
 
@@ -263,7 +263,7 @@ class JobHost:
             key=mail.key,
             reply_to=list(spec.reply_to),
         )
-        return res["mail_id"]
+        return res.mail_id
 
     async def report(self, caller, content: str) -> int:
         s = caller.session

@@ -11,14 +11,16 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from bench_wire.errors import WireError
-from bench_wire.messages import MailReadEvent, MailSent, MailVanished
+from bench_wire.messages import MailReadEvent, MailSent, MailVanished, MessageMeta
 from benchd.core import frontmatter
 from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Committer, EventOp, Op, fsync_dir, now_ms
 from benchd.runtime.nodes import check_address
 from benchd.store import faults
-from benchd.store.index import READ, STATE_NAMES, UNREAD, Index
+from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
 from benchd.store.statedir import is_real_dir, read_regular
 
 BODY_BYTES = 256 * 1024
@@ -26,6 +28,50 @@ SUBJECT_CHARS = 200
 LIST_DEFAULT = 50
 LIST_MAX = 500
 KEY_CHARS = 300  # a job reply key is outbox:<key of up to 256>:reply:<n>
+
+
+# ---------------------------------------------------------------- answers
+# What the mailroom answers, typed; the handlers turn them into the wire's answers.
+
+
+class Sent(msgspec.Struct, frozen=True, kw_only=True):
+    """A delivered (or queued) message: what `mail/send` answers."""
+
+    mail_id: str
+    path: str
+    to: str
+    key: str
+    live: bool
+    duplicate: bool = False
+    note: str | None = None
+    new_mailbox: bool = False
+
+
+class Listing(msgspec.Struct, kw_only=True):
+    """One page of a mailbox: what `mail/list` answers."""
+
+    handle: str
+    messages: list[MessageMeta]
+    total: int
+    cap: int
+    truncated: bool
+    cursor: str | None = None
+
+
+class Letter(msgspec.Struct, frozen=True, kw_only=True):
+    """One message read: what `mail/read` answers."""
+
+    mail_id: str
+    sender: str
+    to: str
+    subject: str
+    date: str
+    body: str
+    path: str
+    key: str
+    retired: bool
+    reply_to: list[str]
+    in_reply_to: str | None
 
 
 class Mailroom:
@@ -54,10 +100,11 @@ class Mailroom:
 
     # ------------------------------------------------------------ send
 
-    async def send(self, *args: Any, **kwargs: Any) -> dict:
+    async def send(self, *args: Any, **kwargs: Any) -> Sent:
         """Deliver one message (`make_send`'s arguments); the answer once it is durable
         (or a WireError)."""
-        return await self.committer.submit(self.make_send(*args, **kwargs))
+        sent: Sent = await self.committer.submit(self.make_send(*args, **kwargs))
+        return sent
 
     def make_send(
         self,
@@ -110,7 +157,7 @@ class Mailroom:
 
     # ------------------------------------------------------------ list
 
-    def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> dict:
+    def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> Listing:
         check_handle(handle)
         if limit is None:
             limit = LIST_DEFAULT
@@ -127,28 +174,28 @@ class Mailroom:
         rows = self.index.page(handle, st, cursor, limit)
         more = len(rows) > limit
         rows = rows[:limit]
-        return {
-            "handle": handle,
-            "messages": [
-                {
-                    "mail_id": r[0],
-                    "sender": r[1],
-                    "subject": r[2],
-                    "date": r[3],
-                    "state": STATE_NAMES[r[4]],
-                    "size": r[5],
-                }
+        return Listing(
+            handle=handle,
+            messages=[
+                MessageMeta(
+                    mail_id=r.mail_id,
+                    sender=r.sender,
+                    subject=r.subject,
+                    date=r.date,
+                    state=STATE_NAMES[r.state],
+                    size=r.size,
+                )
                 for r in rows
             ],
-            "total": self.index.count(handle, st),
-            "cap": limit,
-            "truncated": more,
-            "cursor": rows[-1][0] if more else None,
-        }
+            total=self.index.count(handle, st),
+            cap=limit,
+            truncated=more,
+            cursor=rows[-1].mail_id if more else None,
+        )
 
     # ------------------------------------------------------------ read
 
-    async def read(self, handle: str, mail_id: str | None, reader: str) -> dict:
+    async def read(self, handle: str, mail_id: str | None, reader: str) -> Letter:
         """A message's body; reading an unread one retires it. Without an id: the oldest
         unread message that can be shown. Files changed by hand are met as they are: a
         vanished file is dropped from the index, a file moved to read/ counts as read, an
@@ -167,7 +214,7 @@ class Mailroom:
                 "no-such-message", f"no message {mail_id} in {handle}'s mailbox (its file is gone)"
             ) from None
 
-    async def _read_oldest(self, handle: str, reader: str) -> dict:
+    async def _read_oldest(self, handle: str, reader: str) -> Letter:
         after, bad = None, None
         while True:
             ids = self.index.unread_after(handle, after, 16)
@@ -177,7 +224,7 @@ class Mailroom:
                 raise WireError("no-unread", f"{handle} has no unread mail")
             for mail_id in ids:
                 row = self.index.get(handle, mail_id)
-                if row is None or row[4] != UNREAD:
+                if row is None or row.state != UNREAD:
                     continue
                 try:
                     return await self._read_row(handle, row, reader, oldest=True)
@@ -189,8 +236,8 @@ class Mailroom:
                     bad = bad or err  # never blocks the messages after it
             after = ids[-1]
 
-    async def _read_row(self, handle: str, row: tuple, reader: str, oldest: bool) -> dict:
-        mail_id, state = row[0], row[4]
+    async def _read_row(self, handle: str, row: MailRow, reader: str, oldest: bool) -> Letter:
+        mail_id, state = row.mail_id, row.state
         inbox, read = self.path(handle, mail_id, UNREAD), self.path(handle, mail_id, READ)
         first, second = (inbox, read) if state == UNREAD else (read, inbox)
         path, data = first, _load(first)
@@ -212,19 +259,19 @@ class Mailroom:
             self.index.set_state(handle, mail_id, READ)
             if oldest:
                 raise _Skip
-        return {
-            "mail_id": mail_id,
-            "sender": meta["from"],
-            "to": meta["to"],
-            "subject": meta.get("subject", ""),
-            "date": meta["date"],
-            "body": body.decode("utf-8", "replace"),
-            "path": path,
-            "key": meta["key"],
-            "retired": bool(retired),
-            "reply_to": meta.get("reply-to") or [],
-            "in_reply_to": meta.get("in-reply-to"),
-        }
+        return Letter(
+            mail_id=mail_id,
+            sender=meta["from"],
+            to=meta["to"],
+            subject=meta.get("subject", ""),
+            date=meta["date"],
+            body=body.decode("utf-8", "replace"),
+            path=path,
+            key=meta["key"],
+            retired=bool(retired),
+            reply_to=meta.get("reply-to") or [],
+            in_reply_to=meta.get("in-reply-to"),
+        )
 
     def vanished(self, handle: str, mail_id: str, path: str) -> None:
         """A file the index lists is gone from both inbox/ and read/: drop it from the
@@ -238,7 +285,7 @@ class Mailroom:
     async def retire(self, handle: str, mail_id: str) -> str | None:
         """Retire for a wake: move to read/ now; None when it was already read."""
         row = self.index.get(handle, mail_id)
-        if row is None or row[4] != UNREAD:
+        if row is None or row.state != UNREAD:
             return None
         moved = await self.committer.submit(RetireOp(self, handle, mail_id, "", event=False))
         if moved:
@@ -252,7 +299,7 @@ class Mailroom:
 
     def is_unread(self, handle: str, mail_id: str) -> bool:
         row = self.index.get(handle, mail_id)
-        return row is not None and row[4] == UNREAD
+        return row is not None and row.state == UNREAD
 
 
 class _Skip(Exception):
@@ -314,22 +361,22 @@ class SendOp(Op):
             return
         hit = ctx.index.find_key(self.sender, self.key)
         if hit is not None:
-            handle, mail_id, state = hit
             # A key names one message, as in payment APIs: a resend must be the same
             # message (read back only on a key hit, so an ordinary send costs nothing).
-            if handle != self.to or not room.same_body(handle, mail_id, state, self.body):
+            if hit.handle != self.to or not room.same_body(
+                hit.handle, hit.mail_id, hit.state, self.body
+            ):
                 raise _key_conflict(self.key)
-            live = room.is_live(handle)
-            self.result = {
-                "mail_id": mail_id,
-                "path": room.path(handle, mail_id, state),
-                "to": handle,
-                "key": self.key,
-                "live": live,
-                "duplicate": True,
-                "note": None if live else "no-live-session",
-                "new_mailbox": False,
-            }
+            live = room.is_live(hit.handle)
+            self.result = Sent(
+                mail_id=hit.mail_id,
+                path=room.path(hit.handle, hit.mail_id, hit.state),
+                to=hit.handle,
+                key=self.key,
+                live=live,
+                duplicate=True,
+                note=None if live else "no-live-session",
+            )
             self.resolved = True
             return
         seen[(self.sender, self.key)] = self  # a same-key resend now shares this op's fate
@@ -396,16 +443,15 @@ class SendOp(Op):
         ]
         if self.also_log is not None:
             self.events += self.also_log(mail_id)
-        self.result = {
-            "mail_id": mail_id,
-            "path": self.final,
-            "to": self.to,
-            "key": key,
-            "live": self.live,
-            "duplicate": False,
-            "note": None if self.live else "no-live-session",
-            "new_mailbox": new_mailbox,
-        }
+        self.result = Sent(
+            mail_id=mail_id,
+            path=self.final,
+            to=self.to,
+            key=key,
+            live=self.live,
+            note=None if self.live else "no-live-session",
+            new_mailbox=new_mailbox,
+        )
 
     def place(self, ctx: Committer) -> set[str]:
         if self.final is None:
@@ -432,8 +478,8 @@ class SendOp(Op):
         if first.error is not None:
             self.error = first.error
         else:
-            assert isinstance(first.result, dict), "a send's result is its answer's fields"
-            self.result = dict(first.result, duplicate=True)
+            assert isinstance(first.result, Sent), "a send's result is a Sent"
+            self.result = msgspec.structs.replace(first.result, duplicate=True)
 
     def index(self, idx: Index) -> None:
         if self.final is None:

@@ -25,7 +25,10 @@ import sqlite3
 import time
 import zlib
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Literal
+
+import msgspec
 
 SCHEMA_VERSION = "1"
 UNREAD, READ = 0, 1
@@ -47,6 +50,39 @@ CREATE TABLE IF NOT EXISTS counts(
   PRIMARY KEY (handle, state)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
+
+
+class MailRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One message as the index holds it: what a listing shows, its state and its key.
+
+    A Struct rather than a NamedTuple: msgspec.convert builds a page of them from the
+    cursor's tuples in C (measured: a NamedTuple per row cost the 51-row page query
+    about twice as much on top of the bare fetch)."""
+
+    mail_id: str
+    sender: str
+    subject: str
+    date: str
+    state: int  # UNREAD or READ
+    size: int
+    key: str
+
+
+class KeyHit(msgspec.Struct, frozen=True, gc=False):
+    """Where an idempotency key's message is."""
+
+    handle: str
+    mail_id: str
+    state: int
+
+
+_ROW = "SELECT id, sender, subject, date, state, size, key FROM messages "
+_by_id = attrgetter("mail_id")
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
+    return msgspec.convert(cursor.fetchall(), list[MailRow])
+
 
 MEMORY = ":memory:"  # the fallback when no file can be opened at all (e.g. a full disk)
 
@@ -83,14 +119,14 @@ def file_sum(path: str) -> str:
 class Pending:
     """The changes since the last commit, and what they mean for reads (pure, in memory).
 
-    `rows` maps (handle, id) to the row as the database would now hold it
-    (id, sender, subject, date, state, size, key), or None when it was removed; `base`
+    `rows` maps (handle, id) to the row as the database would now hold it, or None when
+    it was removed; `base`
     the state the database holds for it (None: absent), so counts can be adjusted.
     """
 
     def __init__(self) -> None:
         self.ops: list[tuple] = []
-        self.rows: dict[tuple[str, str], tuple | None] = {}
+        self.rows: dict[tuple[str, str], MailRow | None] = {}
         self.base: dict[tuple[str, str], int | None] = {}
         self.keys: dict[tuple[str, str], tuple[str, str]] = {}
         self.by_handle: dict[str, set[str]] = {}
@@ -111,7 +147,7 @@ class Pending:
         for mail_id in self.by_handle.get(handle, ()):
             before = self.base[(handle, mail_id)]
             row = self.rows[(handle, mail_id)]
-            now = None if row is None else row[4]
+            now = None if row is None else row.state
             if state is None:
                 d += (now is not None) - (before is not None)
             else:
@@ -236,25 +272,22 @@ class Index:
             self.recover_now(f"a read failed: {err}")
             return fn()
 
-    def _db_row(self, handle: str, mail_id: str):
-        return self.w.execute(
-            "SELECT id, sender, subject, date, state, size, key FROM messages "
-            "WHERE handle=? AND id=?",
-            (handle, mail_id),
-        ).fetchone()
+    def _db_row(self, handle: str, mail_id: str) -> MailRow | None:
+        row = self.w.execute(_ROW + "WHERE handle=? AND id=?", (handle, mail_id)).fetchone()
+        return None if row is None else MailRow(*row)
 
-    def get(self, handle: str, mail_id: str):
+    def get(self, handle: str, mail_id: str) -> MailRow | None:
         k = (handle, mail_id)
         if k in self.pending.rows:
             return self.pending.rows[k]
         return self._read(lambda: self._db_row(handle, mail_id))
 
-    def find_key(self, sender: str, key: str):
+    def find_key(self, sender: str, key: str) -> KeyHit | None:
         hit = self.pending.keys.get((sender, key))
         if hit is not None:
             row = self.pending.rows.get(hit)
             if row is not None:
-                return hit[0], hit[1], row[4]
+                return KeyHit(hit[0], hit[1], row.state)
         for handle, mail_id, state in self._read(
             lambda: self.w.execute(
                 "SELECT handle, id, state FROM messages WHERE sender=? AND key=?", (sender, key)
@@ -264,8 +297,8 @@ class Index:
                 row = self.pending.rows[(handle, mail_id)]
                 if row is None:
                     continue
-                state = row[4]
-            return handle, mail_id, state
+                state = row.state
+            return KeyHit(handle, mail_id, state)
         return None
 
     def count(self, handle: str, state: int | None) -> int:
@@ -282,41 +315,34 @@ class Index:
 
         return self._read(db) + self.pending.count_delta(handle, state)
 
-    def page(self, handle: str, state: int | None, after: str | None, limit: int):
-        """Up to `limit` rows in send order after the cursor id, plus one to say 'more'.
-        Rows (id, sender, subject, date, state, size)."""
+    def page(self, handle: str, state: int | None, after: str | None, limit: int) -> list[MailRow]:
+        """Up to `limit` rows in send order after the cursor id, plus one to say 'more'."""
         after = after or ""
         touched = self.pending.by_handle.get(handle, set())
         want = limit + 1 + len(touched)  # pending changes may hide that many rows
         if state is None:
-            q = (
-                "SELECT id, sender, subject, date, state, size FROM messages "
-                "WHERE handle=? AND id>? ORDER BY id LIMIT ?"
-            )
+            q = _ROW + "WHERE handle=? AND id>? ORDER BY id LIMIT ?"
             args: tuple = (handle, after, want)
         else:
-            q = (
-                "SELECT id, sender, subject, date, state, size FROM messages "
-                "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
-            )
+            q = _ROW + "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             args = (handle, state, after, want)
-        rows = self._read(lambda: self.w.execute(q, args).fetchall())
+        rows = self._read(lambda: _rows(self.w.execute(q, args)))
         if not touched:
             return rows[: limit + 1]
-        rows = [r for r in rows if r[0] not in touched]
+        rows = [r for r in rows if r.mail_id not in touched]
         for mail_id in touched:
             row = self.pending.rows[(handle, mail_id)]
-            if row is not None and mail_id > after and (state is None or row[4] == state):
-                rows.append(row[:6])
-        rows.sort()
+            if row is not None and mail_id > after and (state is None or row.state == state):
+                rows.append(row)
+        rows.sort(key=_by_id)
         return rows[: limit + 1]
 
     def oldest_unread(self, handle: str) -> str | None:
         rows = self.page(handle, UNREAD, None, 1)
-        return rows[0][0] if rows else None
+        return rows[0].mail_id if rows else None
 
     def unread_after(self, handle: str, after: str | None, limit: int) -> list[str]:
-        return [r[0] for r in self.page(handle, UNREAD, after, limit)[:limit]]
+        return [r.mail_id for r in self.page(handle, UNREAD, after, limit)[:limit]]
 
     def newest_id(self) -> str | None:
         row = self._read(lambda: self.w.execute("SELECT max(id) FROM messages").fetchone())
@@ -347,7 +373,7 @@ class Index:
             if row is None:
                 ids.pop(mail_id, None)
             else:
-                ids[mail_id] = row[4]
+                ids[mail_id] = row.state
         return ids
 
     # ---------------------------------------------------------------- changes (pending)
@@ -358,7 +384,7 @@ class Index:
         k = (handle, mail_id)
         base = self.pending.base.get(k)
         self.pending.touch(handle, mail_id, base)
-        self.pending.rows[k] = (mail_id, sender, subject, date, state, size, key)
+        self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self.pending.keys.setdefault((sender, key), k)
         self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date, size, key)))
 
@@ -370,10 +396,10 @@ class Index:
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
         row = self.get(handle, mail_id)
-        if row is None or row[4] == state:
+        if row is None or row.state == state:
             return False
         self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
-        self.pending.rows[(handle, mail_id)] = row[:4] + (state,) + row[5:]
+        self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
         self.pending.ops.append(("state", (handle, mail_id, state)))
         return True
 
@@ -385,11 +411,11 @@ class Index:
         self.pending.rows[(handle, mail_id)] = None
         self.pending.ops.append(("remove", (handle, mail_id)))
 
-    def _base_of(self, handle: str, mail_id: str, row: tuple) -> int | None:
+    def _base_of(self, handle: str, mail_id: str, row: MailRow) -> int | None:
         k = (handle, mail_id)
         if k in self.pending.base:
             return self.pending.base[k]
-        return row[4]  # not pending yet: the row came from the database
+        return row.state  # not pending yet: the row came from the database
 
     # ---------------------------------------------------------------- flushing
 

@@ -16,6 +16,8 @@ but they do not (an index made before search existed).
 import os
 import sqlite3
 
+import msgspec
+
 from benchd.core import frontmatter
 from benchd.store.statedir import read_regular
 
@@ -132,6 +134,36 @@ def ensure(index, mail_root: str) -> int:
 # ---------------------------------------------------------------- queries
 
 
+class Hit(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One search match (built from the query's row in C, like the index's MailRow)."""
+
+    handle: str
+    mail_id: str
+    sender: str
+    subject: str
+    date: str
+    state: int
+    size: int
+    snippet: str
+
+
+class Place(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """Where a message is, and what it answers."""
+
+    handle: str
+    in_reply_to: str | None
+    sender: str
+
+
+class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One message of a thread."""
+
+    handle: str
+    mail_id: str
+    sender: str
+    in_reply_to: str | None
+
+
 def match_expr(query: str) -> str:
     """A user's words as an FTS5 expression: every word must occur (in subject or body).
 
@@ -157,8 +189,8 @@ def search(
     sender: str | None,
     since: str | None,
     limit: int,
-) -> list[tuple]:
-    """Best matches first: (handle, id, sender, subject, date, state, size, snippet).
+) -> list[Hit]:
+    """Best matches first.
 
     Up to `limit` + 1 rows, so the caller can say there were more.
     """
@@ -186,7 +218,7 @@ def search(
     sql.append("ORDER BY rank LIMIT ?")
     args.append(limit + 1)
     try:
-        return db.execute(" ".join(sql), args).fetchall()
+        return msgspec.convert(db.execute(" ".join(sql), args).fetchall(), list[Hit])
     except sqlite3.OperationalError as err:
         raise BadQuery(f"the query could not be searched: {err}") from None
 
@@ -207,15 +239,18 @@ def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, st
     return dict(rows)
 
 
-def locate(db: sqlite3.Connection, mail_id: str) -> list[tuple[str, str | None, str]]:
-    """Where a message is: (handle, in_reply_to, sender) (an id names one message)."""
-    return db.execute(
-        "SELECT handle, in_reply_to, sender FROM mail_links WHERE id=?", (mail_id,)
-    ).fetchall()
+def locate(db: sqlite3.Connection, mail_id: str) -> list[Place]:
+    """Where a message is (an id names one message)."""
+    return msgspec.convert(
+        db.execute(
+            "SELECT handle, in_reply_to, sender FROM mail_links WHERE id=?", (mail_id,)
+        ).fetchall(),
+        list[Place],
+    )
 
 
-def thread(db: sqlite3.Connection, mail_id: str) -> list[tuple[str, str, str, str | None]]:
-    """The conversation `mail_id` belongs to, oldest first: (handle, id, sender, in_reply_to).
+def thread(db: sqlite3.Connection, mail_id: str) -> list[Link]:
+    """The conversation `mail_id` belongs to, oldest first.
 
     Up from the message through its in-reply-to links to the first message still known,
     then down through every reply to it (breadth first, at most THREAD_MAX messages).
@@ -251,4 +286,5 @@ def thread(db: sqlite3.Connection, mail_id: str) -> list[tuple[str, str, str, st
                 found[(r[1], r[0])] = r
                 nxt.append(r[1])
         frontier = nxt
-    return sorted(found.values(), key=lambda r: (r[1], r[0]))[:THREAD_MAX]
+    rows = sorted(found.values(), key=lambda r: (r[1], r[0]))[:THREAD_MAX]
+    return msgspec.convert(rows, list[Link])

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from benchd.store.index import READ, UNREAD, Index
+from benchd.store.index import READ, UNREAD, Index, KeyHit, MailRow
 
 
 @pytest.fixture(params=["committed", "pending"])
@@ -67,7 +67,9 @@ def test_add_get_count(idx):
     assert idx.count("bob", None) == 3
     assert idx.count("nobody", None) == 0
     row = idx.get("bob", mid(2))
-    assert row == (mid(2), "operator", "s2", "2026-11-30T04:56:11.123Z", UNREAD, 2, "key-bob-2")
+    assert row == MailRow(
+        mid(2), "operator", "s2", "2026-11-30T04:56:11.123Z", UNREAD, 2, "key-bob-2"
+    )
     assert idx.get("bob", mid(99)) is None
     assert idx.get("alice", mid(2)) is None
 
@@ -85,11 +87,11 @@ def test_page_in_send_order_with_cursor(idx):
         idx.add("bob", mid(k), UNREAD, "x", "", "d", 0, f"k{k}")
     settle(idx)
     rows = idx.page("bob", UNREAD, None, 2)
-    assert [r[0] for r in rows] == [mid(1), mid(2), mid(3)]  # limit + 1 to say "more"
+    assert [r.mail_id for r in rows] == [mid(1), mid(2), mid(3)]  # limit + 1 to say "more"
     rows = idx.page("bob", UNREAD, mid(2), 2)
-    assert [r[0] for r in rows] == [mid(3), mid(4), mid(5)]
+    assert [r.mail_id for r in rows] == [mid(3), mid(4), mid(5)]
     rows = idx.page("bob", UNREAD, mid(4), 2)
-    assert [r[0] for r in rows] == [mid(5)]
+    assert [r.mail_id for r in rows] == [mid(5)]
     assert idx.page("bob", UNREAD, mid(5), 2) == []
 
 
@@ -99,10 +101,10 @@ def test_full_walk_with_pages(idx):
     cursor = None
     while True:
         rows = idx.page("bob", None, cursor, 50)
-        seen += [r[0] for r in rows[:50]]
+        seen += [r.mail_id for r in rows[:50]]
         if len(rows) <= 50:
             break
-        cursor = rows[49][0]
+        cursor = rows[49].mail_id
     assert seen == ids
 
 
@@ -110,7 +112,7 @@ def test_mailboxes_are_separate(idx):
     fill(idx, "bob", 3)
     fill(idx, "carol", 2, start=10)
     assert idx.count("bob", None) == 3 and idx.count("carol", None) == 2
-    assert [r[0] for r in idx.page("carol", None, None, 10)] == [mid(10), mid(11)]
+    assert [r.mail_id for r in idx.page("carol", None, None, 10)] == [mid(10), mid(11)]
     assert idx.mailbox_count() == 2
     assert sorted(idx.handles()) == ["bob", "carol"]
     assert idx.newest_id() == mid(11)
@@ -125,9 +127,9 @@ def test_set_state_moves_counts(idx):
     assert idx.count("bob", UNREAD) == 2
     assert idx.count("bob", READ) == 1
     assert idx.count("bob", None) == 3
-    assert [r[0] for r in idx.page("bob", READ, None, 10)] == [mid(2)]
-    assert [r[0] for r in idx.page("bob", UNREAD, None, 10)] == [mid(1), mid(3)]
-    assert [(r[0], r[4]) for r in idx.page("bob", None, None, 10)] == [
+    assert [r.mail_id for r in idx.page("bob", READ, None, 10)] == [mid(2)]
+    assert [r.mail_id for r in idx.page("bob", UNREAD, None, 10)] == [mid(1), mid(3)]
+    assert [(r.mail_id, r.state) for r in idx.page("bob", None, None, 10)] == [
         (mid(1), UNREAD),
         (mid(2), READ),
         (mid(3), UNREAD),
@@ -153,13 +155,13 @@ def test_remove(idx):
     idx.remove("bob", mid(1))
     idx.remove("bob", mid(99))
     assert idx.count("bob", UNREAD) == 1 and idx.count("bob", READ) == 0
-    assert [r[0] for r in idx.page("bob", None, None, 10)] == [mid(2)]
+    assert [r.mail_id for r in idx.page("bob", None, None, 10)] == [mid(2)]
     assert idx.ids("bob") == {mid(2): UNREAD}
 
 
 def test_find_key(idx):
     fill(idx, "bob", 2)
-    assert idx.find_key("operator", "key-bob-2") == ("bob", mid(2), UNREAD)
+    assert idx.find_key("operator", "key-bob-2") == KeyHit("bob", mid(2), UNREAD)
     assert idx.find_key("alice", "key-bob-2") is None  # keys are per sender
     assert idx.find_key("operator", "nope") is None
 
@@ -227,7 +229,7 @@ def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
         assert i.health()["state"] == "retrying" and i.health()["pending"] == 2
         assert notes and notes[0][0] == "index/failed" and notes[0][1]["action"] == "retry"
         # Everything answered is still listed, readable and deduplicated.
-        assert i.find_key("operator", "key-bob-3") == ("bob", mid(3), UNREAD)
+        assert i.find_key("operator", "key-bob-3") == KeyHit("bob", mid(3), UNREAD)
         assert i.count("bob", UNREAD) == 2 and i.count("bob", READ) == 1
         assert i.oldest_unread("bob") == mid(2)
         assert i.retry_at > 0
@@ -291,7 +293,7 @@ def test_corruption_found_by_a_read_rebuilds_instead_of_failing(tmp_path):
             f.seek(off)  # the page header and cell pointers
             f.write(b"\xa5" * 200)
     rows = j.page("bob", None, None, 10)  # would be "database disk image is malformed"
-    assert [r[0] for r in rows] == [mid(1)]
+    assert [r.mail_id for r in rows] == [mid(1)]
     assert j.rebuilds == 1
     j.close()
 

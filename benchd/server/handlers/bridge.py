@@ -24,7 +24,7 @@ async def pull(d, conn, caller, req: m.BridgePull) -> None:
         rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
     out = []
     for row in rows:
-        path = d.mailroom.path(OUTBOUND, row[0], UNREAD)
+        path = d.mailroom.path(OUTBOUND, row.mail_id, UNREAD)
         try:
             with open(path, "rb") as f:  # noqa: ASYNC230 - one small mail file
                 meta, body = frontmatter.parse(f.read())
@@ -51,10 +51,10 @@ async def forwarded(d, conn, caller, req: m.BridgeForward) -> None:
     for mail_id in req.mail_ids:
         check_mail_id(mail_id)
         row = d.index.get(OUTBOUND, mail_id)
-        if row is None or row[4] != UNREAD:
+        if row is None or row.state != UNREAD:
             continue  # already marked (a bridge restarted between publish and mark)
         op = ForwardOp(d.mailroom, OUTBOUND, mail_id, "", event=False)
-        op.key = row[6]
+        op.key = row.key
         op.to = d.outbound.queued_to(mail_id)
         ops.append(op)
     for op in ops:
@@ -83,7 +83,7 @@ async def deliver(d, conn, caller, req: m.BridgeDeliver) -> None:
             continue
         try:
             res = await op.wait()
-            results.append(m.Delivered(mail_id=res["mail_id"], duplicate=res["duplicate"]))
+            results.append(m.Delivered(mail_id=res.mail_id, duplicate=res.duplicate))
         except WireError as err:
             results.append(m.Delivered(error=m.ErrorBody(err.code, err.message)))
     await conn.send(m.DeliverOk(id=req.id, results=results))

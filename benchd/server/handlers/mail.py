@@ -10,6 +10,8 @@ anything.
 import calendar
 import time
 
+from msgspec.structs import asdict
+
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
@@ -33,7 +35,7 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
         local = d.outbound.local_request(req)
         if local is None:
             res = await d.outbound.queue(caller, req)
-            await conn.send(m.SendOk(id=req.id, **res))
+            await conn.send(m.SendOk(id=req.id, **asdict(res)))
             return
         req = local
     if req.key is not None:
@@ -43,23 +45,22 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
     res = await d.mailroom.send(
         caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
     )
-    await conn.send(m.SendOk(id=req.id, **res))
+    await conn.send(m.SendOk(id=req.id, **asdict(res)))
 
 
 async def mail_list(d, conn, caller, req: m.MailList) -> None:
     handle = _mailbox_for(caller, req.handle)
     res = d.mailroom.list(handle, req.state, req.limit, req.cursor)
-    parents = search.parents(d.index.w, handle, [x["mail_id"] for x in res["messages"]])
-    res["messages"] = [
-        m.MessageMeta(**x, in_reply_to=parents.get(x["mail_id"])) for x in res["messages"]
-    ]
-    await conn.send(m.ListOk(id=req.id, **res))
+    parents = search.parents(d.index.w, handle, [x.mail_id for x in res.messages])
+    for x in res.messages:
+        x.in_reply_to = parents.get(x.mail_id)
+    await conn.send(m.ListOk(id=req.id, **asdict(res)))
 
 
 async def mail_read(d, conn, caller, req: m.MailRead) -> None:
     handle = _mailbox_for(caller, req.handle)
     res = await d.mailroom.read(handle, req.mail_id, caller.handle)
-    await conn.send(m.ReadOk(id=req.id, **res))
+    await conn.send(m.ReadOk(id=req.id, **asdict(res)))
 
 
 def _since(value: str | None) -> str | None:
@@ -103,15 +104,15 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
         raise WireError("bad-query", str(err)) from None
     hits = [
         m.SearchHit(
-            mail_id=r[1],
-            handle=r[0],
-            sender=r[2],
-            subject=r[3],
-            date=r[4],
-            state=STATE_NAMES[r[5]],
-            size=r[6],
-            path=d.mailroom.path(r[0], r[1], r[5]),
-            snippet=r[7],
+            mail_id=r.mail_id,
+            handle=r.handle,
+            sender=r.sender,
+            subject=r.subject,
+            date=r.date,
+            state=STATE_NAMES[r.state],
+            size=r.size,
+            path=d.mailroom.path(r.handle, r.mail_id, r.state),
+            snippet=r.snippet,
         )
         for r in rows[:limit]
     ]
@@ -136,7 +137,7 @@ def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
     row = d.index.get(handle, mail_id)
     if row is None:
         return None
-    path = d.mailroom.path(handle, mail_id, row[4])
+    path = d.mailroom.path(handle, mail_id, row.state)
     try:
         meta, body = frontmatter.parse(read_regular(path))
     except FileNotFoundError:
@@ -148,7 +149,7 @@ def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
             return None
     except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
         return None
-    return meta, body.decode("utf-8", "replace"), path, row[4]
+    return meta, body.decode("utf-8", "replace"), path, row.state
 
 
 async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
@@ -156,30 +157,30 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
     where = [
         r
         for r in _query(d, lambda w: search.locate(w, req.mail_id))
-        if _visible(caller, r[0], r[2])
+        if _visible(caller, r.handle, r.sender)
     ]
     if not where:
         raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
     rows = _query(d, lambda w: search.thread(w, req.mail_id))
     out = []
-    for handle, mail_id, sender, parent in rows:
-        if not _visible(caller, handle, sender):
+    for link in rows:
+        if not _visible(caller, link.handle, link.sender):
             continue
-        loaded = _load(d, handle, mail_id)
+        loaded = _load(d, link.handle, link.mail_id)
         if loaded is None:
             continue
         meta, body, path, state = loaded
         out.append(
             m.ThreadMessage(
-                mail_id=mail_id,
-                handle=handle,
-                sender=sender,
+                mail_id=link.mail_id,
+                handle=link.handle,
+                sender=link.sender,
                 subject=meta.get("subject", ""),
                 date=meta["date"],
                 state=STATE_NAMES[state],
                 path=path,
                 body=body,
-                in_reply_to=parent,
+                in_reply_to=link.in_reply_to,
             )
         )
     await conn.send(
@@ -198,12 +199,12 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     check_mail_id(req.mail_id)
     where = _query(d, lambda w: search.locate(w, req.mail_id))
     # A session answers only mail it received; the operator any message.
-    where = [r for r in where if caller.is_operator or r[0] == caller.handle]
-    if not where and not caller.is_operator and d.index.get(caller.handle, req.mail_id):
-        where = [(caller.handle, req.mail_id)]  # not committed yet (the index is retrying)
-    if not where:
+    mailboxes = [r.handle for r in where if caller.is_operator or r.handle == caller.handle]
+    if not mailboxes and not caller.is_operator and d.index.get(caller.handle, req.mail_id):
+        mailboxes = [caller.handle]  # not committed yet (the index is retrying)
+    if not mailboxes:
         raise WireError("no-such-message", f"no message {req.mail_id} in your mailbox")
-    loaded = _load(d, where[0][0], req.mail_id)
+    loaded = _load(d, mailboxes[0], req.mail_id)
     if loaded is None:
         raise WireError("no-such-message", f"message {req.mail_id} could not be read")
     meta = loaded[0]
@@ -220,7 +221,7 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
         # With several recipients each send needs its own key (keys are per sender).
         key = req.key if req.key is None or len(targets) == 1 else f"{req.key}:{to}"
         res = await d.mailroom.send(caller.handle, to, req.body, subject, key, [], req.mail_id)
-        sent.append(m.SendOk(id=req.id, **res))
+        sent.append(m.SendOk(id=req.id, **asdict(res)))
     await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))
 
 
