@@ -98,26 +98,26 @@ class Reactor:
 
     # ------------------------------------------------------------ mail/sent
 
-    def on_event(self, record: dict) -> None:
-        if record.get("kind") != "mail/sent" or record.get("recovered"):
+    def on_event(self, event: m.Event) -> None:
+        if not isinstance(event, m.MailSent) or event.recovered:
             return
-        session = self.find_session(record["to"])
+        session = self.find_session(event.to)
         if session is None:
             return
         c = self.courier(session.handle)
         now = time.monotonic()
         if c.bucket.take(now):
-            session.wakes.append(Wake(record["mail_id"], record["from"]))
+            session.wakes.append(Wake(event.mail_id, event.sender))
             session.poke()
             return
-        c.capped[record["mail_id"]] = record["path"]
+        c.capped[event.mail_id] = event.path
         self.nursery.start_soon(
             self.record,
             m.WakeCapped(
                 session=session.id,
                 handle=session.handle,
-                mail_id=record["mail_id"],
-                path=record["path"],
+                mail_id=event.mail_id,
+                path=event.path,
             ),
         )
         if not c.timer_armed:

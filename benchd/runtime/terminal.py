@@ -24,6 +24,8 @@ import pyte
 import trio
 from wcwidth import wcwidth
 
+from benchd.runtime.broadcast import Broadcast
+
 SCREEN_BACKLOG = 512 * 1024
 SCREEN_KEEP = 128 * 1024
 MAX_ROWS = 500
@@ -61,7 +63,7 @@ class Terminal:
         self._lines: list[str] = []  # the rendered screen, kept up to date incrementally
         self._screen_lock = trio.Lock()
         self.changed = trio.Event()  # set (and replaced) whenever output arrives
-        self.followers: set[trio.MemorySendChannel] = set()
+        self.followers: Broadcast[bytes] = Broadcast()  # `tail -f`, `attach`
         self.eof = False
 
     # ------------------------------------------------------------ output
@@ -101,14 +103,7 @@ class Terminal:
         if len(self._unseen) > SCREEN_BACKLOG:
             del self._unseen[: len(self._unseen) - SCREEN_KEEP]
             self._reset = True  # done by the next render (the emulator may be in use)
-        for ch in list(self.followers):
-            try:
-                ch.send_nowait(data)
-            except trio.WouldBlock:
-                ch.close()  # a follower that cannot keep up is dropped, never waited for
-                self.followers.discard(ch)
-            except trio.ClosedResourceError:
-                self.followers.discard(ch)
+        self.followers.offer(data)  # one that cannot keep up is dropped, never waited for
         ev, self.changed = self.changed, trio.Event()
         ev.set()
 
@@ -235,9 +230,7 @@ class Terminal:
         except OSError:
             pass
         self.proc.closed = True
-        for ch in list(self.followers):
-            ch.close()
-        self.followers.clear()
+        self.followers.close()
 
 
 def clamp_size(rows: int, cols: int) -> tuple[int, int]:

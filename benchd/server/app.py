@@ -391,8 +391,7 @@ class Daemon:
         await self.jobs.stop()
         await self.committer.submit(EventOp(m.DaemonStopped(pid=self.pid)))
         await self.committer.drain()
-        for follower in list(self.hub.followers):
-            follower.close()
+        self.hub.followers.close()
         with trio.move_on_after(2.0):
             await self.hub.streams_ended()
         self._serve_scope.cancel()

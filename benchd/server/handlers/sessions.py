@@ -13,6 +13,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.committer import EventOp
 from benchd.runtime.screens import frame
 from benchd.runtime.sessions import OUTPUT_CHUNK, Session
@@ -110,9 +111,7 @@ async def tail(d, conn, caller, req: m.SessionTail) -> None:
         )
         await conn.send(m.EndFrame(id=req.id))
         return
-    send, receive = trio.open_memory_channel[bytes](1024)
-    if req.follow and s.live:
-        s.term.followers.add(send)
+    follower = s.term.followers.subscribe(1024) if req.follow and s.live else None
     try:
         sb = bytes(s.term.scrollback)
         for i in range(0, len(sb), OUTPUT_CHUNK):
@@ -122,13 +121,14 @@ async def tail(d, conn, caller, req: m.SessionTail) -> None:
                 m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit)
             )
             return
-        await _pump(conn, req.id, s, receive, inputs=False)
+        assert follower is not None, "following a live session"
+        await _pump(conn, req.id, s, follower, inputs=False)
     finally:
-        s.term.followers.discard(send)
-        send.close()
+        if follower is not None:
+            follower.close()
 
 
-async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
+async def _pump(conn, rid, s: Session, follower: Subscriber[bytes], inputs: bool) -> None:
     """Output frames to the client until the session ends or the client leaves/detaches."""
     reason = ["exited"]
 
@@ -161,10 +161,10 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(from_client, nursery.cancel_scope)
-        async for data in receive:
+        async for data in follower.receive:
             await conn.send(m.OutputFrame(id=rid, data=_b64(data)))
         if reason[0] == "exited" and s.live:
-            reason[0] = "slow-consumer"
+            reason[0] = "slow-consumer"  # dropped for falling behind (follower.overflowed)
         nursery.cancel_scope.cancel()
     if reason[0] != "gone":
         await conn.send(m.EndFrame(id=rid, reason=reason[0], exit=s.exit))
@@ -172,8 +172,7 @@ async def _pump(conn, rid, s: Session, receive, inputs: bool) -> None:
 
 async def attach(d, conn, caller, req: m.SessionAttach) -> None:
     s = d.roster.find(req.handle)
-    send, receive = trio.open_memory_channel[bytes](4096)
-    s.term.followers.add(send)
+    follower = s.term.followers.subscribe(4096)
     s.attached += 1
     try:
         if req.rows and req.cols:
@@ -186,10 +185,9 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
         recent = bytes(s.term.scrollback[-16384:])
         if recent:
             await conn.send(m.OutputFrame(id=req.id, data=_b64(recent)))
-        await _pump(conn, req.id, s, receive, inputs=True)
+        await _pump(conn, req.id, s, follower, inputs=True)
     finally:
-        s.term.followers.discard(send)
-        send.close()
+        follower.close()
         s.attached -= 1
         # The last client left: the session goes back to its own size (the next client
         # to attach sets its own).
