@@ -30,7 +30,7 @@ CODES: dict[str, str] = {
     "body-too-large": "The body is larger than the body cap.",
     "subject-too-long": "The subject is longer than the subject cap.",
     "bad-subject": "A subject is one line without control characters.",
-    "bad-key": "A key is 1-300 printable characters.",
+    "bad-key": "A key is 1-256 characters without control characters; 'outbox:' starts only bench's own.",
     "key-used": "That key already names another request.",
     "key-conflict": "That key already names a message with another recipient or body.",
     "bad-limit": "A limit is between 1 and the list maximum.",

@@ -46,6 +46,8 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
+from benchd.core.keys import KEY_MAX, job_key_of, reply_key
+
 __all__ = [
     "MAX_ID_LEN",
     "MAX_KEY_LEN",
@@ -72,14 +74,11 @@ __all__ = [
 MAX_ID_LEN = 256
 """Longest agentId, sessionId or commandFactId, in characters."""
 
-MAX_KEY_LEN = 256
+MAX_KEY_LEN = KEY_MAX
 """Longest mail key a caller may choose, in characters (derived reply keys may be longer)."""
 
 DEFAULT_LANE = "default"
 DEFAULT_PRIORITY = 0
-
-_REPLY_KEY_PREFIX = "outbox:"
-_REPLY_KEY_INFIX = ":reply:"
 
 
 class JobError(ValueError):
@@ -108,15 +107,6 @@ def _check_id(value: object, what: str) -> str:
     return value
 
 
-def _is_reply_key(key: str) -> bool:
-    """True if ``key`` has the shape ``outbox:<k>:reply:<n>`` with a valid inner key."""
-    if not key.startswith(_REPLY_KEY_PREFIX):
-        return False
-    # rpartition: the inner key may itself contain ":reply:"; the index is the last part.
-    inner, sep, index = key[len(_REPLY_KEY_PREFIX) :].rpartition(_REPLY_KEY_INFIX)
-    return bool(sep) and index.isdecimal() and index.isascii() and 1 <= len(inner) <= MAX_KEY_LEN
-
-
 def _check_key(value: object) -> str:
     if not isinstance(value, str):
         raise JobError("bad-key", f"a mail key must be a string, not {type(value).__name__}.")
@@ -124,7 +114,7 @@ def _check_key(value: object) -> str:
         return value
     # Reply mails are keyed by their outbox row, which is the caller's key plus a
     # suffix; accept that derived form so a 256-character task key still gets replies.
-    if value and _is_reply_key(value):
+    if value and job_key_of(value) is not None:
         return value
     raise JobError(
         "bad-key", f"a mail key must be 1 to {MAX_KEY_LEN} characters long, not {len(value)}."
@@ -476,11 +466,6 @@ def reply_body(
         f"sessionId: {_header_value(_check_id(session_id, 'sessionId'))}\n"
         f"{_detail_lines(details)}---\n\n{content}"
     )
-
-
-def reply_key(mail_key: str, index: int) -> str:
-    """The outbox row key (and reply mail key) of reply ``index`` to mail ``mail_key``."""
-    return f"{_REPLY_KEY_PREFIX}{mail_key}{_REPLY_KEY_INFIX}{index}"
 
 
 # --------------------------------------------------------------------------- host ports

@@ -25,7 +25,6 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.jobs import (
-    MAX_KEY_LEN,
     Address,
     AgentWork,
     FanOut,
@@ -36,16 +35,11 @@ from benchd.core.jobs import (
     agent_job,
     decode_agent_job,
 )
+from benchd.core.keys import check_client_key, job_key_of
 from benchd.core.names import check_handle
 from benchd.runtime.committer import EventOp, now_ms
 from benchd.store import faults
 from benchd.store.outbox import SqliteOutbox
-
-
-def check_client_key(key: str) -> None:
-    """Keys under outbox: belong to job replies; a client may not take one."""
-    if key.startswith("outbox:"):
-        raise WireError("bad-key", "keys starting with 'outbox:' are reserved for job replies")
 
 
 class JobHost:
@@ -160,7 +154,7 @@ class JobHost:
         for line in mail.content.split("\n", 4)[:4]:
             if line.startswith("outcome: "):
                 outcome = line[len("outcome: ") :]
-        task_key = mail.key.rpartition(":reply:")[0][len("outbox:") :]
+        task_key = job_key_of(mail.key) or mail.key
         to = mail.to.agent_id
         try:
             faults.check("post")
@@ -213,8 +207,6 @@ class JobHost:
             check_handle(h, "reply-to")
         if spec.key is None:
             return
-        if not 1 <= len(spec.key) <= MAX_KEY_LEN:
-            raise WireError("bad-key", f"a job key is 1-{MAX_KEY_LEN} characters")
         check_client_key(spec.key)
         # A key names one request: reusing it would hand back the old task and replies.
         if self.outbox.has_job_key(spec.key) or self.index.find_key(caller.handle, spec.key):

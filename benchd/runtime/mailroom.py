@@ -15,7 +15,7 @@ import msgspec
 
 from bench_wire.errors import WireError
 from bench_wire.messages import MailReadEvent, MailSent, MailVanished, MessageMeta
-from benchd.core import frontmatter
+from benchd.core import frontmatter, keys
 from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Committer, EventOp, Op, fsync_dir, now_ms
 from benchd.runtime.nodes import check_address
@@ -27,7 +27,6 @@ BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200
 LIST_DEFAULT = 50
 LIST_MAX = 500
-KEY_CHARS = 300  # a job reply key is outbox:<key of up to 256>:reply:<n>
 
 
 # ---------------------------------------------------------------- answers
@@ -138,10 +137,8 @@ class Mailroom:
             raise WireError(
                 "body-too-large", f"the body is {len(data)} bytes; the cap is {BODY_BYTES}"
             )
-        if key is not None and (not key or len(key) > KEY_CHARS or frontmatter.check_subject(key)):
-            raise WireError(
-                "bad-key", f"a key is 1-{KEY_CHARS} characters without control characters"
-            )
+        if key is not None:
+            keys.check_key(key)  # a caller's key, or one derived from it (a job's reply)
         live = self.is_live(to)
         return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to, live)
 

@@ -19,7 +19,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core import frontmatter
+from benchd.core import frontmatter, keys
 from benchd.core.names import check_handle
 from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import RetireOp, SendOp, Sent
@@ -76,9 +76,7 @@ class Outbound:
                 "start its bridge, or check the name",
             )
         if req.key is not None:
-            from benchd.runtime.jobhost import check_client_key
-
-            check_client_key(req.key)
+            keys.check_client_key(req.key)
         reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]
         room = self.mailroom
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.

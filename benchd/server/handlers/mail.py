@@ -14,7 +14,7 @@ from msgspec.structs import asdict
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core import frontmatter
+from benchd.core import frontmatter, keys
 from benchd.core.names import check_handle, check_mail_id
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.store import search
@@ -39,9 +39,7 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
             return
         req = local
     if req.key is not None:
-        from benchd.runtime.jobhost import check_client_key
-
-        check_client_key(req.key)
+        keys.check_client_key(req.key)
     res = await d.mailroom.send(
         caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
     )
@@ -213,13 +211,11 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
     if req.key is not None:
-        from benchd.runtime.jobhost import check_client_key
-
-        check_client_key(req.key)
+        keys.check_client_key(req.key)
     sent = []
     for to in targets:
         # With several recipients each send needs its own key (keys are per sender).
-        key = req.key if req.key is None or len(targets) == 1 else f"{req.key}:{to}"
+        key = req.key if req.key is None or len(targets) == 1 else keys.recipient_key(req.key, to)
         res = await d.mailroom.send(caller.handle, to, req.body, subject, key, [], req.mail_id)
         sent.append(m.SendOk(id=req.id, **asdict(res)))
     await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))

@@ -1,0 +1,73 @@
+"""Idempotency keys: what a caller may choose, and the keys bench derives from them.
+
+A key names one request of one sender (a message, a job), so a retry is recognised
+instead of acted on twice. One rule for every caller: a key is 1-KEY_MAX characters
+without control characters, and keys starting with `outbox:` are bench's own.
+
+Bench derives two longer forms from a caller's key, and only bench writes them:
+
+- a job's reply: `outbox:<job key>:reply:<n>`, one per reply-to address (the job
+  outbox's row; a 256-character job key still gets its replies);
+- a reply to several recipients (`mail/reply` to a message with several reply-to
+  addresses): `<key>:<handle>`, one per recipient, as keys are per message.
+
+The mailroom stores a caller's key or one of these forms (`check_key`); a caller's own
+key is checked with `check_client_key` before anything is done.
+"""
+
+from bench_wire.errors import WireError
+from benchd.core.frontmatter import check_subject
+from benchd.core.names import is_handle
+
+KEY_MAX = 256  # the one limit a user meets (bench_wire/errors.py says it too)
+RESERVED = "outbox:"  # the prefix of bench's own keys
+_REPLY = ":reply:"
+_BAD_KEY = f"a key is 1-{KEY_MAX} characters without control characters"
+
+
+def is_key(key: str) -> bool:
+    """A key a caller may choose (the reserved prefix aside)."""
+    return 1 <= len(key) <= KEY_MAX and check_subject(key) is None
+
+
+def check_client_key(key: str) -> None:
+    """Refuse a caller's key that breaks the rule or takes a reserved one."""
+    if not is_key(key):
+        raise WireError("bad-key", _BAD_KEY)
+    if key.startswith(RESERVED):
+        raise WireError("bad-key", f"keys starting with {RESERVED!r} are reserved for job replies")
+
+
+def reply_key(job_key: str, index: int) -> str:
+    """The key of a job's reply to its `index`th reply-to address."""
+    return f"{RESERVED}{job_key}{_REPLY}{index}"
+
+
+def job_key_of(key: str) -> str | None:
+    """The job key a reply key was derived from; None if `key` is no reply key."""
+    if not key.startswith(RESERVED):
+        return None
+    # rpartition: the job key may itself contain ":reply:"; the index is the last part.
+    inner, sep, index = key[len(RESERVED) :].rpartition(_REPLY)
+    if sep and index.isdecimal() and index.isascii() and 1 <= len(inner) <= KEY_MAX:
+        return inner
+    return None
+
+
+def recipient_key(key: str, handle: str) -> str:
+    """The key of one of several sends made for one keyed request (one per recipient)."""
+    return f"{key}:{handle}"
+
+
+def _is_recipient_key(key: str) -> bool:
+    inner, sep, handle = key.rpartition(":")
+    return bool(sep) and is_handle(handle) and is_key(inner)
+
+
+def check_key(key: str) -> None:
+    """Refuse a key the mailroom must not store: neither a caller's nor a derived one."""
+    if is_key(key):
+        return
+    if check_subject(key) is None and (job_key_of(key) is not None or _is_recipient_key(key)):
+        return
+    raise WireError("bad-key", _BAD_KEY)
