@@ -16,7 +16,11 @@
 Every string is written as a YAML double-quoted scalar, so any subject parses with a
 standard YAML parser whatever it holds (colons, quotes, `---`). Subjects are one line
 without control characters (refused at send). Characters YAML may not hold literally
-(C1 controls, U+FEFF, U+FFFE/U+FFFF) are written as \\u escapes. Pure: no I/O.
+(C1 controls, U+FEFF, U+FFFE/U+FFFF) and the line breaks YAML would fold inside quotes
+(NEL, U+2028, U+2029) are written as \\u escapes.
+
+`quote` is bench's one YAML quoting function: the job core's reply header uses it too,
+through `scalar` (plain where YAML cannot misread the value). Pure: no I/O.
 """
 
 import json
@@ -27,30 +31,46 @@ FIELDS = ("id", "from", "to", "subject", "date", "key", "reply-to", "in-reply-to
 
 
 def _yaml_printable(ch: str) -> bool:
+    # Printable for YAML and not a line break (NEL, LS and PS fold inside quotes). Tab,
+    # CR and LF never reach here: json.dumps has escaped them.
     c = ord(ch)
     return (
-        c in (0x09, 0x0A, 0x0D)
-        or 0x20 <= c <= 0x7E
-        or c == 0x85
-        or 0xA0 <= c <= 0xD7FF
+        0x20 <= c <= 0x7E
+        or (0xA0 <= c <= 0xD7FF and c not in (0x2028, 0x2029))
         or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
         or 0x10000 <= c <= 0x10FFFF
     )
 
 
-# What YAML may not hold literally (the complement of _yaml_printable), found in one C
-# scan: quote() runs for every field of every message sent.
+# What _yaml_printable refuses, found in one C scan: quote() runs for every field of
+# every message sent.
 _NOT_YAML_PRINTABLE = re.compile(
-    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+    "[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
 
 
 def quote(value: str) -> str:
-    """A YAML double-quoted scalar that is also a JSON string (so we parse it back fast)."""
+    """A YAML double-quoted scalar that is also a JSON string (so we parse it back fast).
+
+    ensure_ascii=False: YAML's \\u escapes are single UTF-16 units, so a JSON surrogate
+    pair would read back as two characters; only what YAML may not hold is escaped."""
     out = json.dumps(value, ensure_ascii=False)
     if _NOT_YAML_PRINTABLE.search(out) is None:
         return out
     return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in out)
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+# Strings a YAML 1.1/1.2 reader may resolve to a number or a date (conservative).
+_NUMBERISH = re.compile(r"[0-9][0-9a-fA-FxXoObB_.+\-]*")
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n"})
+
+
+def scalar(value: str) -> str:
+    """`value` plain when a YAML reader takes it as that string (`child`, `s-1`), else
+    `quote(value)`: a newline or `: ` cannot forge a line, `123` or `null` stays a string."""
+    plain = _PLAIN.fullmatch(value) and not _NUMBERISH.fullmatch(value)
+    return value if plain and value.lower() not in _YAML_WORDS else quote(value)
 
 
 def render(meta: dict[str, Any], body: bytes) -> bytes:

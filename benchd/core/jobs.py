@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
+from benchd.core.frontmatter import scalar
 from benchd.core.keys import KEY_MAX, job_key_of, reply_key
 
 __all__ = [
@@ -380,42 +381,6 @@ def reply_outcome(outcome: Outcome | str) -> str | None:
     return _REPLY_OUTCOMES[_outcome(outcome)]
 
 
-_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
-# Strings a YAML 1.1/1.2 reader may resolve to a number or a date (conservative).
-_NUMBERISH = re.compile(r"[0-9][0-9a-fA-FxXoObB_.+\-]*")
-_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n"})
-
-
-def _header_value(value: str) -> str:
-    """A YAML scalar for ``value``: plain when unambiguous, else double-quoted.
-
-    Ids are any 1-256 characters; quoting keeps a newline or ``: `` inside one from
-    forging header lines, and keeps ``123`` or ``null`` a string for YAML readers.
-    JSON string syntax is valid YAML double-quoted syntax.
-    """
-    if (
-        _PLAIN_VALUE.fullmatch(value)
-        and not _NUMBERISH.fullmatch(value)
-        and value.lower() not in _YAML_WORDS
-    ):
-        return value
-    # ensure_ascii=False: YAML's \u escapes are single UTF-16 units, so a JSON surrogate
-    # pair would read back as two characters. Escape only what YAML may not hold.
-    out = json.dumps(value, ensure_ascii=False)
-    return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in out)
-
-
-def _yaml_printable(ch: str) -> bool:
-    # Printable for YAML and not a line break (NEL, LS and PS fold inside quotes).
-    c = ord(ch)
-    return (
-        0x20 <= c <= 0x7E
-        or (0xA0 <= c <= 0xD7FF and c not in (0x2028, 0x2029))
-        or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
-        or 0x10000 <= c <= 0x10FFFF
-    )
-
-
 _DETAIL_NAME = re.compile(r"[a-z][A-Za-z0-9]{0,31}")
 _FIXED_FIELDS = frozenset({"outcome", "agentId", "sessionId"})
 
@@ -438,7 +403,7 @@ def _detail_lines(details: Mapping[str, str | int] | None) -> str:
             )
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise JobError("bad-content", f"reply detail {name} must be a string or an integer.")
-        text = str(value) if isinstance(value, int) else _header_value(value)
+        text = str(value) if isinstance(value, int) else scalar(value)
         lines.append(f"{name}: {text}\n")
     return "".join(lines)
 
@@ -462,8 +427,8 @@ def reply_body(
     if not isinstance(content, str):
         raise JobError("bad-content", "reply content must be a string.")
     return (
-        f"---\noutcome: {said}\nagentId: {_header_value(_check_id(agent_id, 'agentId'))}\n"
-        f"sessionId: {_header_value(_check_id(session_id, 'sessionId'))}\n"
+        f"---\noutcome: {said}\nagentId: {scalar(_check_id(agent_id, 'agentId'))}\n"
+        f"sessionId: {scalar(_check_id(session_id, 'sessionId'))}\n"
         f"{_detail_lines(details)}---\n\n{content}"
     )
 
