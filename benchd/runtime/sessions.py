@@ -31,7 +31,7 @@ from benchd.core.states import SessionState, advance
 from benchd.runtime import presets
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.system import child_pids, process_ancestors, process_session_id, reap_zombie
-from benchd.runtime.terminal import MAX_COLS, MAX_ROWS, Terminal
+from benchd.runtime.terminal import Terminal, check_size
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -284,12 +284,7 @@ class Sessions:
         cwd = req.cwd or os.getcwd()
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
-        if not (1 <= req.rows <= MAX_ROWS and 1 <= req.cols <= MAX_COLS):
-            raise WireError(
-                "bad-request",
-                f"terminal size must be 1-{MAX_ROWS} rows and "
-                f"1-{MAX_COLS} columns (got {req.rows}x{req.cols})",
-            )
+        check_size(req.rows, req.cols)
         env = dict(os.environ)
         for k in list(env):
             if k.startswith("BENCH_"):

@@ -24,6 +24,7 @@ import pyte
 import trio
 from wcwidth import wcwidth
 
+from bench_wire.errors import WireError
 from benchd.runtime.broadcast import Broadcast
 
 SCREEN_BACKLOG = 512 * 1024
@@ -170,8 +171,7 @@ class Terminal:
             view = view[n:]
 
     async def resize(self, rows: int, cols: int) -> None:
-        """Resize the pty and the screen, within MAX_ROWS x MAX_COLS."""
-        rows, cols = clamp_size(rows, cols)
+        """Resize the pty and the screen (a size `check_size` gave)."""
         self.rows, self.cols = rows, cols
         try:
             self.proc.setwinsize(rows, cols)
@@ -233,8 +233,15 @@ class Terminal:
         self.followers.close()
 
 
-def clamp_size(rows: int, cols: int) -> tuple[int, int]:
-    return max(1, min(rows, MAX_ROWS)), max(1, min(cols, MAX_COLS))
+def check_size(rows: int, cols: int, cap: bool = False) -> tuple[int, int]:
+    """A terminal size for a pty: at least 1x1, at most MAX_ROWS x MAX_COLS. A bigger
+    one is refused, or with `cap` (a client's window, attached) cut down to the most."""
+    if rows < 1 or cols < 1 or (not cap and (rows > MAX_ROWS or cols > MAX_COLS)):
+        raise WireError(
+            "bad-request",
+            f"terminal size must be 1-{MAX_ROWS} rows and 1-{MAX_COLS} columns (got {rows}x{cols})",
+        )
+    return min(rows, MAX_ROWS), min(cols, MAX_COLS)
 
 
 def render_line(line, columns: int) -> str:

@@ -30,6 +30,9 @@ from typing import Literal
 
 import msgspec
 
+from benchd.store import sqlite
+from benchd.store.sqlite import MEMORY
+
 SCHEMA_VERSION = "1"
 UNREAD, READ = 0, 1
 STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
@@ -84,16 +87,10 @@ def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
     return msgspec.convert(cursor.fetchall(), list[MailRow])
 
 
-MEMORY = ":memory:"  # the fallback when no file can be opened at all (e.g. a full disk)
-
-
 def connect(path: str) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    if path != MEMORY:
-        db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.execute("PRAGMA busy_timeout=0")  # a lock held elsewhere fails at once, never waits
-    return db
+    # A lock another program holds fails a commit at once (retried later): the loop
+    # never waits on it.
+    return sqlite.connect(path, busy_ms=0)
 
 
 def is_corrupt(err: sqlite3.Error) -> bool:

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import builtins
 import json
-import sqlite3
 
 from benchd.core.states import JobState, advance, column, job_state
+from benchd.store import sqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -37,9 +37,9 @@ class SqliteOutbox:
     """The Outbox port (put, read, ordered list, delete) plus the jobs table."""
 
     def __init__(self, path: str):
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
+        # Python's default wait for another program's lock (5 s): the outbox is written
+        # rarely, off the hot path, and a settlement had better wait than fail.
+        self.db = sqlite.connect(path, busy_ms=5000)
         self.db.executescript(_SCHEMA)
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.committer import EventOp
 from benchd.runtime.screens import frame
 from benchd.runtime.sessions import OUTPUT_CHUNK, Session
+from benchd.runtime.terminal import check_size
 
 FRAME_S = 0.1
 
@@ -148,8 +149,12 @@ async def _pump(conn, rid, s: Session, follower: Subscriber[bytes], inputs: bool
                     continue
                 await s.type_input(data)
             elif isinstance(req, m.SessionResize):
-                if req.rows >= 1 and req.cols >= 1 and s.term is not None:
-                    await s.term.resize(req.rows, req.cols)  # capped at MAX_ROWS x MAX_COLS
+                try:
+                    size = check_size(req.rows, req.cols, cap=True)
+                except WireError:
+                    continue  # a window of no size: ignored, as it always was
+                if s.term is not None:
+                    await s.term.resize(*size)
             elif isinstance(req, m.SessionDetach):
                 reason[0] = "detached"
                 break
@@ -176,9 +181,7 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
     s.attached += 1
     try:
         if req.rows and req.cols:
-            if req.rows < 1 or req.cols < 1:
-                raise WireError("bad-request", "a terminal has at least 1 row and 1 column")
-            await s.term.resize(req.rows, req.cols)  # a bigger window is capped
+            await s.term.resize(*check_size(req.rows, req.cols, cap=True))
         await conn.send(
             m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=s.term.rows, cols=s.term.cols)
         )

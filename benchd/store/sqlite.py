@@ -1,0 +1,24 @@
+"""Opening bench's SQLite files (the mail index, the job outbox): the settings in one place.
+
+- isolation_level=None: each caller says BEGIN itself, so a transaction is exactly
+  what it writes and never opened behind its back;
+- check_same_thread=False: the committer's worker threads may use the connection (one
+  at a time: the daemon never shares it concurrently);
+- WAL with synchronous=NORMAL: a commit is an append to the WAL with no fsync; what must
+  survive a power cut is made durable otherwise (the index is rebuilt from the mail
+  files; the outbox raises synchronous to FULL around its durable transactions);
+- the busy timeout: how long a lock another program holds is waited for.
+"""
+
+import sqlite3
+
+MEMORY = ":memory:"  # a database in memory (the index's fallback when no file can be made)
+
+
+def connect(path: str, busy_ms: int) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    if path != MEMORY:
+        db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+    return db
