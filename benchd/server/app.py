@@ -48,6 +48,7 @@ from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
 from benchd.store import recovery, search
 from benchd.store.eventlog import EventLog
+from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.outbox import SqliteOutbox
 from benchd.store.statedir import UnsafeStateDir, check_state_dir
@@ -483,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchd: another benchd already serves {bench_dir}", file=sys.stderr)
         return 1
     os.ftruncate(lock_fd, 0)
-    os.write(lock_fd, f"{os.getpid()}\n".encode())
+    write_all(lock_fd, f"{os.getpid()}\n".encode())
     daemon = Daemon(bench_dir, opts)
     try:
         trio.run(daemon.run, sys.stdout)
