@@ -16,12 +16,15 @@ def is_handle(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and HANDLE_RE.fullmatch(value) is not None and value != ".."
 
 
-def check_handle(value: object, what: str = "handle") -> str:
-    """The handle, or a bad-handle error naming what was wrong."""
+def check_handle(
+    value: object, what: str = "handle", code: str = "bad-handle", noun: str = "a handle"
+) -> str:
+    """The handle, or a bad-handle error naming what was wrong. Node names follow the
+    same rule with their own code (`nodes.check_node`)."""
     if not is_handle(value):
         raise WireError(
-            "bad-handle",
-            f"{what} {value!r} is not a handle: use 1-64 characters of a-z 0-9 . _ - "
+            code,
+            f"{what} {value!r} is not {noun}: use 1-64 characters of a-z 0-9 . _ - "
             "starting with a letter or digit",
         )
     return value

@@ -14,7 +14,15 @@ from typing import Any
 import msgspec
 
 from bench_wire.errors import WireError
-from bench_wire.messages import MailReadEvent, MailSent, MailVanished, MessageMeta
+from bench_wire.messages import (
+    ListOk,
+    MailReadEvent,
+    MailSent,
+    MailVanished,
+    MessageMeta,
+    ReadOk,
+    SendOk,
+)
 from benchd.core import frontmatter, keys
 from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Committer, EventOp, Op, fsync_dir, now_ms
@@ -27,50 +35,6 @@ BODY_BYTES = 256 * 1024
 SUBJECT_CHARS = 200
 LIST_DEFAULT = 50
 LIST_MAX = 500
-
-
-# ---------------------------------------------------------------- answers
-# What the mailroom answers, typed; the handlers turn them into the wire's answers.
-
-
-class Sent(msgspec.Struct, frozen=True, kw_only=True):
-    """A delivered (or queued) message: what `mail/send` answers."""
-
-    mail_id: str
-    path: str
-    to: str
-    key: str
-    live: bool
-    duplicate: bool = False
-    note: str | None = None
-    new_mailbox: bool = False
-
-
-class Listing(msgspec.Struct, kw_only=True):
-    """One page of a mailbox: what `mail/list` answers."""
-
-    handle: str
-    messages: list[MessageMeta]
-    total: int
-    cap: int
-    truncated: bool
-    cursor: str | None = None
-
-
-class Letter(msgspec.Struct, frozen=True, kw_only=True):
-    """One message read: what `mail/read` answers."""
-
-    mail_id: str
-    sender: str
-    to: str
-    subject: str
-    date: str
-    body: str
-    path: str
-    key: str
-    retired: bool
-    reply_to: list[str]
-    in_reply_to: str | None
 
 
 class Mailroom:
@@ -99,10 +63,11 @@ class Mailroom:
 
     # ------------------------------------------------------------ send
 
-    async def send(self, *args: Any, **kwargs: Any) -> Sent:
+    async def send(self, *args: Any, **kwargs: Any) -> SendOk:
         """Deliver one message (`make_send`'s arguments); the answer once it is durable
-        (or a WireError)."""
-        sent: Sent = await self.committer.submit(self.make_send(*args, **kwargs))
+        (or a WireError). The mailroom answers with the wire's types, their `id` unset:
+        the handler that sends one sets it."""
+        sent: SendOk = await self.committer.submit(self.make_send(*args, **kwargs))
         return sent
 
     def make_send(
@@ -154,7 +119,7 @@ class Mailroom:
 
     # ------------------------------------------------------------ list
 
-    def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> Listing:
+    def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> ListOk:
         check_handle(handle)
         if limit is None:
             limit = LIST_DEFAULT
@@ -171,7 +136,7 @@ class Mailroom:
         rows = self.index.page(handle, st, cursor, limit)
         more = len(rows) > limit
         rows = rows[:limit]
-        return Listing(
+        return ListOk(
             handle=handle,
             messages=[
                 MessageMeta(
@@ -192,7 +157,7 @@ class Mailroom:
 
     # ------------------------------------------------------------ read
 
-    async def read(self, handle: str, mail_id: str | None, reader: str) -> Letter:
+    async def read(self, handle: str, mail_id: str | None, reader: str) -> ReadOk:
         """A message's body; reading an unread one retires it. Without an id: the oldest
         unread message that can be shown. Files changed by hand are met as they are: a
         vanished file is dropped from the index, a file moved to read/ counts as read, an
@@ -211,7 +176,7 @@ class Mailroom:
                 "no-such-message", f"no message {mail_id} in {handle}'s mailbox (its file is gone)"
             ) from None
 
-    async def _read_oldest(self, handle: str, reader: str) -> Letter:
+    async def _read_oldest(self, handle: str, reader: str) -> ReadOk:
         after, bad = None, None
         while True:
             ids = self.index.unread_after(handle, after, 16)
@@ -233,7 +198,7 @@ class Mailroom:
                     bad = bad or err  # never blocks the messages after it
             after = ids[-1]
 
-    async def _read_row(self, handle: str, row: MailRow, reader: str, oldest: bool) -> Letter:
+    async def _read_row(self, handle: str, row: MailRow, reader: str, oldest: bool) -> ReadOk:
         mail_id, state = row.mail_id, row.state
         inbox, read = self.path(handle, mail_id, UNREAD), self.path(handle, mail_id, READ)
         first, second = (inbox, read) if state == UNREAD else (read, inbox)
@@ -256,7 +221,7 @@ class Mailroom:
             self.index.set_state(handle, mail_id, READ)
             if oldest:
                 raise _Skip
-        return Letter(
+        return ReadOk(
             mail_id=mail_id,
             sender=meta["from"],
             to=meta["to"],
@@ -365,7 +330,7 @@ class SendOp(Op):
             ):
                 raise _key_conflict(self.key)
             live = room.is_live(hit.handle)
-            self.result = Sent(
+            self.result = SendOk(
                 mail_id=hit.mail_id,
                 path=room.path(hit.handle, hit.mail_id, hit.state),
                 to=hit.handle,
@@ -440,7 +405,7 @@ class SendOp(Op):
         ]
         if self.also_log is not None:
             self.events += self.also_log(mail_id)
-        self.result = Sent(
+        self.result = SendOk(
             mail_id=mail_id,
             path=self.final,
             to=self.to,
@@ -475,7 +440,7 @@ class SendOp(Op):
         if first.error is not None:
             self.error = first.error
         else:
-            assert isinstance(first.result, Sent), "a send's result is a Sent"
+            assert isinstance(first.result, SendOk), "a send's result is its answer"
             self.result = msgspec.structs.replace(first.result, duplicate=True)
 
     def index(self, idx: Index) -> None:

@@ -11,7 +11,7 @@ import re
 import socket
 
 from bench_wire.errors import WireError
-from benchd.core.names import is_handle
+from benchd.core.names import check_handle, is_handle
 
 # Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
 OUTBOUND = "@outbound"
@@ -25,19 +25,11 @@ def default_node() -> str:
 
 
 def check_node(value: object, what: str = "node") -> str:
-    if not is_handle(value):
-        raise WireError(
-            "bad-node",
-            f"{what} {value!r} is not a node name: use 1-64 characters of a-z 0-9 . _ - "
-            "starting with a letter or digit",
-        )
-    return value
+    return check_handle(value, what, "bad-node", "a node name")
 
 
 def split(address: str) -> tuple[str, str | None]:
     """`bob@node2` -> ("bob", "node2"); `bob` -> ("bob", None). Validates both parts."""
-    from benchd.core.names import check_handle
-
     handle, at, node = address.partition("@")
     check_handle(handle, "recipient")
     if not at:
@@ -50,8 +42,6 @@ def check_address(value: object, what: str = "address") -> str:
     """A handle or handle@node, else bad-handle / bad-node."""
     if not isinstance(value, str):
         raise WireError("bad-handle", f"{what} {value!r} is not an address")
-    from benchd.core.names import check_handle
-
     handle, at, node = value.partition("@")
     check_handle(handle, what)
     if at:

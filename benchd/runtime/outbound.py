@@ -22,7 +22,7 @@ from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys
 from benchd.core.names import check_handle
 from benchd.runtime.committer import now_ms
-from benchd.runtime.mailroom import RetireOp, SendOp, Sent
+from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
 from benchd.store.index import UNREAD
 
@@ -65,7 +65,7 @@ class Outbound:
             return None
         return msgspec.structs.replace(req, to=handle)
 
-    async def queue(self, caller, req: m.MailSend) -> Sent:
+    async def queue(self, caller, req: m.MailSend) -> m.SendOk:
         """mail/send to `handle@node` on another node: queued for the bridge; returns
         what the SendOk says."""
         handle, _, node = req.to.partition("@")
@@ -91,7 +91,7 @@ class Outbound:
         )
         op.__class__ = QueueOp
         op.to, op.address, op.reply_to, op.live = OUTBOUND, req.to, reply_to, False
-        res: Sent = await self.committer.submit(op)
+        res: m.SendOk = await self.committer.submit(op)
         self._queued.set()
         return msgspec.structs.replace(res, to=req.to, live=False, note=f"queued-for-{node}")
 

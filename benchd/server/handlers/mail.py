@@ -10,7 +10,7 @@ anything.
 import calendar
 import time
 
-from msgspec.structs import asdict
+from msgspec.structs import replace
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
@@ -35,7 +35,7 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
         local = d.outbound.local_request(req)
         if local is None:
             res = await d.outbound.queue(caller, req)
-            await conn.send(m.SendOk(id=req.id, **asdict(res)))
+            await conn.send(replace(res, id=req.id))
             return
         req = local
     if req.key is not None:
@@ -43,7 +43,7 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
     res = await d.mailroom.send(
         caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
     )
-    await conn.send(m.SendOk(id=req.id, **asdict(res)))
+    await conn.send(replace(res, id=req.id))
 
 
 async def mail_list(d, conn, caller, req: m.MailList) -> None:
@@ -52,13 +52,13 @@ async def mail_list(d, conn, caller, req: m.MailList) -> None:
     parents = search.parents(d.index.w, handle, [x.mail_id for x in res.messages])
     for x in res.messages:
         x.in_reply_to = parents.get(x.mail_id)
-    await conn.send(m.ListOk(id=req.id, **asdict(res)))
+    await conn.send(replace(res, id=req.id))
 
 
 async def mail_read(d, conn, caller, req: m.MailRead) -> None:
     handle = _mailbox_for(caller, req.handle)
     res = await d.mailroom.read(handle, req.mail_id, caller.handle)
-    await conn.send(m.ReadOk(id=req.id, **asdict(res)))
+    await conn.send(replace(res, id=req.id))
 
 
 def _since(value: str | None) -> str | None:
@@ -217,7 +217,7 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
         # With several recipients each send needs its own key (keys are per sender).
         key = req.key if req.key is None or len(targets) == 1 else keys.recipient_key(req.key, to)
         res = await d.mailroom.send(caller.handle, to, req.body, subject, key, [], req.mail_id)
-        sent.append(m.SendOk(id=req.id, **asdict(res)))
+        sent.append(replace(res, id=req.id))
     await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))
 
 
