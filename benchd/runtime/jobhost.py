@@ -86,7 +86,7 @@ class JobHost:
 
     async def _start(self) -> None:
         # Jobs whose sessions died with the previous daemon: their outcome is unknown.
-        for session, handle, job_json, content in self.outbox.running_jobs():
+        for session, handle, job_json, content, _state in self.outbox.running_jobs():
             details = {"ended": "daemon-stopped"}
             if not content:
                 content = ending_sentence(session, handle, details)
@@ -282,7 +282,7 @@ class JobHost:
         else:
             outcome = Outcome.FAILED
         row = self.outbox.job(s.id)
-        content = row[2] if row else ""
+        content = row.content if row else ""
         details = ending_details(s.exit, s.signal, s.killed_by)
         if not content:
             content = ending_sentence(s.id, s.handle, details)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from typing import NamedTuple
 
 from benchd.core.states import JobState, advance, column, job_state
 from benchd.store import sqlite
@@ -31,6 +32,20 @@ CREATE TABLE IF NOT EXISTS jobs(
   session TEXT PRIMARY KEY, handle TEXT NOT NULL, job TEXT NOT NULL,
   content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running');
 """
+
+
+class JobRow(NamedTuple):
+    """A job as the jobs table holds it."""
+
+    session: str
+    handle: str
+    job: dict  # the fan-out core's job, as JSON (benchd.core.jobs decodes it)
+    content: str  # what the session reported (bench report), "" if nothing
+    state: str  # a JobState's column text
+
+
+def _job_row(row: tuple) -> JobRow:
+    return JobRow(row[0], row[1], json.loads(row[2]), row[3], row[4])
 
 
 class SqliteOutbox:
@@ -96,13 +111,11 @@ class SqliteOutbox:
         )
         return cur.rowcount > 0
 
-    def job(self, session: str):
+    def job(self, session: str) -> JobRow | None:
         row = self.db.execute(
-            "SELECT handle, job, content, state FROM jobs WHERE session=?", (session,)
+            "SELECT session, handle, job, content, state FROM jobs WHERE session=?", (session,)
         ).fetchone()
-        if row is None:
-            return None
-        return row[0], json.loads(row[1]), row[2], row[3]
+        return None if row is None else _job_row(row)
 
     def has_job_key(self, key: str) -> bool:
         row = self.db.execute(
@@ -110,11 +123,11 @@ class SqliteOutbox:
         ).fetchone()
         return row is not None
 
-    def running_jobs(self) -> builtins.list[tuple[str, str, dict, str]]:  # `list` is a method here
+    def running_jobs(self) -> builtins.list[JobRow]:  # `list` is a method here
         return [
-            (s, h, json.loads(j), c)
-            for s, h, j, c in self.db.execute(
-                "SELECT session, handle, job, content FROM jobs WHERE state=?",
+            _job_row(row)
+            for row in self.db.execute(
+                "SELECT session, handle, job, content, state FROM jobs WHERE state=?",
                 (column(JobState.RUNNING),),
             )
         ]

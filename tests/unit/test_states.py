@@ -58,9 +58,9 @@ def test_the_outbox_refuses_to_settle_a_job_twice(tmp_path):
             outbox.add_job("s1", "worker", {"payload": {}})
         with outbox:
             outbox.mark_settled("s1", "completed")
-        assert outbox.job("s1")[3] == "settled:completed"
+        assert outbox.job("s1").state == "settled:completed"
         with pytest.raises(IllegalTransition), outbox:
             outbox.mark_settled("s1", "failed")
-        assert outbox.job("s1")[3] == "settled:completed"
+        assert outbox.job("s1").state == "settled:completed"
     finally:
         outbox.close()
