@@ -10,7 +10,10 @@ import os
 import re
 import socket
 
+import msgspec
+
 from bench_wire.errors import WireError
+from bench_wire.messages import NodeInfo
 from benchd.core.names import check_handle, is_handle
 
 # Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
@@ -67,44 +70,44 @@ class Directory:
     def __init__(self, path: str, own: str):
         self.path = path
         self.own = own
-        self.nodes: dict[str, dict] = {}
+        self.nodes: dict[str, NodeInfo] = {}
         try:
             with open(path, "rb") as f:
-                for n in json.loads(f.read()):
-                    if is_handle(n.get("node")):
-                        self.nodes[n["node"]] = n
-        except (OSError, ValueError, TypeError, AttributeError):
+                entries = json.loads(f.read())
+            for entry in entries:
+                try:
+                    n = msgspec.convert(entry, NodeInfo)
+                except msgspec.ValidationError:
+                    continue  # a damaged entry: the bridge reports that node again
+                if is_handle(n.node):
+                    self.nodes[n.node] = n
+        except (OSError, ValueError, TypeError):
             pass  # no directory yet (or a damaged one): the bridge refills it
 
     def knows(self, node: str) -> bool:
         return node == self.own or node in self.nodes
 
-    def update(self, nodes: list[dict]) -> None:
+    def update(self, nodes: list[NodeInfo]) -> None:
         """Merge what the bridge saw; written atomically only when a node is new or gone
         quiet (a heartbeat alone changes only the in-memory last-seen time)."""
         grew = False
         for n in nodes:
-            name = n.get("node")
-            if not is_handle(name) or name == self.own:
+            if not is_handle(n.node) or n.node == self.own:
                 continue
-            grew |= name not in self.nodes
-            old = self.nodes.get(name)
-            if old is None or n.get("seen_ms", 0) >= old.get("seen_ms", 0):
-                self.nodes[name] = {
-                    "node": name,
-                    "seen_ms": int(n.get("seen_ms", 0)),
-                    "handles": list(n.get("handles") or []),
-                }
+            grew |= n.node not in self.nodes
+            old = self.nodes.get(n.node)
+            if old is None or n.seen_ms >= old.seen_ms:
+                self.nodes[n.node] = NodeInfo(node=n.node, seen_ms=n.seen_ms, handles=n.handles)
         if grew:
             self.save()
 
     def save(self) -> None:
         tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(sorted(self.nodes.values(), key=lambda n: n["node"]), f)
+        with open(tmp, "wb") as f:
+            f.write(msgspec.json.encode(self.listing()))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
 
-    def listing(self) -> list[dict]:
-        return sorted(self.nodes.values(), key=lambda n: n["node"])
+    def listing(self) -> list[NodeInfo]:
+        return sorted(self.nodes.values(), key=lambda n: n.node)

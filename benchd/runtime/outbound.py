@@ -142,9 +142,7 @@ class Outbound:
         self.bridge_connected = req.connected
         self.bridge_seen_ms = now_ms()
         self.bridge_stale_after = max(1.0, req.stale_after)
-        self.directory.update(
-            [{"node": n.node, "seen_ms": n.seen_ms, "handles": n.handles} for n in req.nodes]
-        )
+        self.directory.update(req.nodes)
 
 
 class QueueOp(SendOp):

@@ -4,6 +4,7 @@ import pytest
 
 from bench_bridge import urls
 from bench_wire.errors import WireError
+from bench_wire.messages import NodeInfo
 from benchd.runtime.nodes import Directory, check_address, default_node, remote_sender, split
 
 
@@ -46,11 +47,21 @@ def test_directory_persists_new_nodes(tmp_path):
     d = Directory(p, "node1")
     assert d.knows("node1") and not d.knows("node2")
     d.update(
-        [{"node": "node2", "seen_ms": 5, "handles": ["bob"]}, {"node": "node1"}, {"node": "Bad!"}]
+        [
+            NodeInfo(node="node2", seen_ms=5, handles=["bob"]),
+            NodeInfo(node="node1", seen_ms=6),
+            NodeInfo(node="Bad!", seen_ms=7),
+        ]
     )
     again = Directory(p, "node1")
     assert again.knows("node2") and not again.knows("Bad!")
-    assert again.listing() == [{"node": "node2", "seen_ms": 5, "handles": ["bob"]}]
+    assert again.listing() == [NodeInfo(node="node2", seen_ms=5, handles=["bob"])]
+
+
+def test_directory_skips_a_damaged_entry(tmp_path):
+    p = tmp_path / "nodes.json"
+    p.write_text('[{"node": "node2", "seen_ms": 5, "handles": []}, {"node": 3}, "x"]')
+    assert Directory(str(p), "n").listing() == [NodeInfo(node="node2", seen_ms=5)]
 
 
 def test_directory_survives_a_damaged_file(tmp_path):

@@ -100,12 +100,13 @@ async def report(d, conn, caller, req: m.BridgeReport) -> None:
 
 
 async def nodes(d, conn, caller, req: m.NodesRead) -> None:
-    nodes = [
-        m.NodeInfo(node=n["node"], seen_ms=n["seen_ms"], handles=n["handles"])
-        for n in d.outbound.directory.listing()
-    ]
     await conn.send(
-        m.NodesOk(id=req.id, node=d.outbound.node, nodes=nodes, bridge=d.outbound.info())
+        m.NodesOk(
+            id=req.id,
+            node=d.outbound.node,
+            nodes=d.outbound.directory.listing(),
+            bridge=d.outbound.info(),
+        )
     )
 
 
