@@ -6,6 +6,12 @@ nats-py publish -> pull round trip on the same nats-server in the same run.
   then a pull fetch of that message and its ack.
 - throughput: 16 concurrent senders on node1, until the last bridge/delivered on node2;
   bare: 16 concurrent publishers (PubAck each) while one puller fetches and acks.
+
+Also reported, not judged: the floor under those figures, measured on the same nodes in
+the same run. A message crosses two durable writes (node1's outbound queue, node2's
+mailbox), so `local_send_*` is the latency of one local durable send, and
+`local_sends_16` the rate of node1's local sends with 16 senders (its outbound queue
+accepts mail no faster than that).
 """
 
 import asyncio
@@ -48,6 +54,8 @@ def bridge(ctx: Context) -> list[Result]:
         bare_lat, bare_rate = asyncio.run(_bare(nats.url, n_lat, n_thr))
         lat = _latency(n1, n2, n_lat)
         rate = _throughput(n1, n2, n_thr)
+        local_lat = _local_latency(n1, n_lat)
+        local_rate = _local_rate(n1, n_thr)
     finally:
         n1.close()
         n2.close()
@@ -70,6 +78,8 @@ def bridge(ctx: Context) -> list[Result]:
                 bare_p50_ms=ms(median(bare_lat)),
                 latency_p99_ms=ms(lp99),
                 bare_p99_ms=ms(bp99),
+                local_send_p50_ms=ms(median(local_lat)),
+                local_send_p99_ms=ms(p99(local_lat)),
                 baseline="bare nats-py js.publish (PubAck) then pull fetch + ack, sequential",
             ),
         ),
@@ -85,6 +95,7 @@ def bridge(ctx: Context) -> list[Result]:
                 common,
                 senders=SENDERS,
                 messages=n_thr,
+                local_sends_16=round(local_rate),
                 baseline="16 concurrent js.publish (PubAck) + one pull consumer",
             ),
         ),
@@ -109,6 +120,35 @@ def _latency(n1, n2, n: int) -> list[float]:
         conn.close()
         follower.close()
     return out
+
+
+def _local_latency(n1, n: int) -> list[float]:
+    conn = n1.d.connect()
+    out = []
+    try:
+        for _ in range(n):
+            t0 = now_ns()
+            send_mail(conn, "bob")
+            out.append(now_ns() - t0)
+    finally:
+        conn.close()
+    return out
+
+
+def _local_rate(n1, total: int) -> float:
+    shares = [total // SENDERS + (1 if i < total % SENDERS else 0) for i in range(SENDERS)]
+
+    def client(i: int):
+        conn = n1.d.connect()
+        call(conn, "hello")
+        yield
+        try:
+            for _ in range(shares[i]):
+                send_mail(conn, "dave")
+        finally:
+            conn.close()
+
+    return total / (run_threads(SENDERS, client) / 1e9)
 
 
 def _throughput(n1, n2, total: int) -> float:
