@@ -20,6 +20,7 @@ from collections import deque
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
@@ -49,7 +50,7 @@ class Consumer:
         self.config = config
         self.inbox = nc.new_inbox()
         self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
-        self.sub = None
+        self.sub: Subscription | None = None
         self.ready: deque[Msg] = deque()  # delivered to us, not yet taken
         self.arrived = asyncio.Event()
         self.owed = 0  # messages the open requests may still bring
@@ -100,7 +101,7 @@ class Consumer:
                 await asyncio.wait_for(self.arrived.wait(), HEARTBEAT_S)
             except TimeoutError:
                 pass
-        out = []
+        out: list[Msg] = []
         while self.ready and len(out) < most:
             out.append(self.ready.popleft())
         await self._top_up()
@@ -119,7 +120,8 @@ class Consumer:
 
     async def _on_msg(self, msg: Msg) -> None:
         self.heard = time.monotonic()
-        status = msg.headers.get(api.Header.STATUS) if msg.headers else None
+        headers = msg.headers or {}
+        status = headers.get(api.Header.STATUS)
         if not status:
             self.owed = max(0, self.owed - 1)
             self.ready.append(msg)
@@ -130,15 +132,15 @@ class Consumer:
         if status in (api.StatusCode.REQUEST_TIMEOUT, api.StatusCode.CONFLICT):
             # A request ended (expired, or the server gave it up); it says how many of
             # its messages it did not bring.
-            left = msg.headers.get("Nats-Pending-Messages")
+            left = headers.get("Nats-Pending-Messages")
             self.owed = max(0, self.owed - int(left)) if left and left.isdigit() else 0
             if status == api.StatusCode.CONFLICT:
                 self.conflict_at = self.heard
-            description = msg.headers.get(api.Header.DESCRIPTION, "")
+            description = headers.get(api.Header.DESCRIPTION, "")
             if "deleted" in description.lower():
                 self.trouble = f"the consumer {self.durable} was deleted"
         elif status == api.StatusCode.NO_MESSAGES:
             self.owed = 0
         else:  # 503: no responders (no consumer, no JetStream)
-            self.trouble = f"pull request refused: {status} {msg.headers.get('Description', '')}"
+            self.trouble = f"pull request refused: {status} {headers.get('Description', '')}"
         self.arrived.set()

@@ -205,7 +205,7 @@ class QueueOp(SendOp):
             m.BridgeQueued(
                 mail_id=meta["id"],
                 sender=self.sender,
-                to=self.address,
+                to=meta["to"],
                 key=meta["key"],
                 path=self.final,
             )
