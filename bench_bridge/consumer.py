@@ -1,10 +1,10 @@
 """This node's durable JetStream consumer, read with pull requests kept open.
 
-A pull request asks the server for up to BATCH messages and stays open until EXPIRES:
+A pull request asks the server for up to BATCH messages and stays open EXPIRES_S seconds:
 the server pushes each message to our inbox the moment it is in the stream, so mail
 arrives one network hop after its PubAck, with no polling interval and no timeout
 in its way. Before a request runs out, another is sent (top-up at half), so a burst
-never waits for a round trip. The server sends an idle heartbeat every HEARTBEAT
+never waits for a round trip. The server sends an idle heartbeat every HEARTBEAT_S
 seconds while a request has nothing to deliver; hearing nothing for three of them
 means the request is gone (nats-server restarted, the connection was re-made) and a
 new one is sent.
