@@ -105,20 +105,9 @@ class Outbound:
         return dict(res, to=req.to, live=False, note=f"queued-for-{node}")
 
     def _remember(self, op: "QueueOp") -> None:
-        meta = op.meta
         if len(self.recent) >= RECENT_MAX:
             del self.recent[next(iter(self.recent))]
-        self.recent[meta["id"]] = m.RemoteMail(
-            mail_id=meta["id"],
-            sender=meta["from"],
-            to=meta["to"],
-            key=meta["key"],
-            body=op.body.decode("utf-8"),
-            subject=meta["subject"],
-            date=meta["date"],
-            reply_to=meta["reply-to"],
-            in_reply_to=meta["in-reply-to"],
-        )
+        self.recent[op.meta["id"]] = remote_mail(op.meta, op.body)
 
     def qualify(self, address: str) -> str:
         """A bare handle names a handle on this node: make it say so, for the far side."""
@@ -143,17 +132,7 @@ class Outbound:
                 meta, body = frontmatter.parse(f.read())
         except FileNotFoundError:
             return None
-        return m.RemoteMail(
-            mail_id=meta["id"],
-            sender=meta["from"],
-            to=meta["to"],
-            key=meta["key"],
-            body=body.decode("utf-8"),
-            subject=meta.get("subject", ""),
-            date=meta["date"],
-            reply_to=meta.get("reply-to") or [],
-            in_reply_to=meta.get("in-reply-to"),
-        )
+        return remote_mail(meta, body)
 
     def forgotten(self, mail_id: str) -> None:
         """Marked forwarded: no longer to be pulled."""
@@ -190,6 +169,21 @@ class Outbound:
         self.directory.update(
             [{"node": n.node, "seen_ms": n.seen_ms, "handles": n.handles} for n in req.nodes]
         )
+
+
+def remote_mail(meta: dict, body: bytes) -> m.RemoteMail:
+    """A queued message (its front matter and body) as the bridge publishes it."""
+    return m.RemoteMail(
+        mail_id=meta["id"],
+        sender=meta["from"],
+        to=meta["to"],
+        key=meta["key"],
+        body=body.decode("utf-8"),
+        subject=meta.get("subject", ""),
+        date=meta["date"],
+        reply_to=meta.get("reply-to") or [],
+        in_reply_to=meta.get("in-reply-to"),
+    )
 
 
 class QueueOp(SendOp):
