@@ -138,8 +138,8 @@ NOTE_KEYS = {
         "bare_p50_ms",
         "latency_p99_ms",
         "bare_p99_ms",
-        "local_send_p50_ms",
-        "local_send_p99_ms",
+        "floor_p50_ms",
+        "floor_p99_ms",
     ],
     "bridge/sends": ["senders", "messages", "local_sends_16"],
     "rss": [
