@@ -6,9 +6,10 @@ Three loops, each on its own daemon connection:
   `Nats-Msg-Id` (so a republish after a crash is dropped by the stream), and only after
   every PubAck tell the daemon `bridge/forwarded`. Failures back off and are logged as
   bridge/retry.
-- inbound: fetch from this node's durable consumer, hand the messages to
-  `bridge/deliver` (the daemon delivers with the sender's key, so a redelivery writes
-  nothing), and ack each one only after the daemon's answer.
+- inbound: take what this node's durable consumer pushed to its open pull requests
+  (bench_bridge.consumer), hand it to `bridge/deliver` (the daemon delivers with the
+  sender's key, so a redelivery writes nothing), and ack each one only after the
+  daemon's answer.
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
   the others', and report them (and whether NATS is connected) to the daemon.
 
@@ -26,18 +27,19 @@ import msgspec
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.errors import Error as NatsError
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from bench_bridge import urls
+from bench_bridge.consumer import Consumer
 from bench_bridge.local import Local
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder(m.RemoteMail)
+DELIVER_MOST = 256  # messages per bridge/deliver
 FRAME_BUDGET = 1536 * 1024  # bytes of encoded mail per bridge/deliver (the frame cap is 2 MiB)
 STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
 TRANSIENT = {"disk-full", "io-error", "shutting-down", "internal", "too-many-connections"}
@@ -277,32 +279,28 @@ class Bridge:
     async def inbound(self) -> None:
         local = await Local(self.o.bench_dir).open()
         backoff = Backoff(self.o.retry_max)
-        sub = None
-        # Idle: wait for one message (fetch(1) returns the moment it arrives). Then,
-        # while mail keeps coming, take whatever is ready in batches; a batch fetch that
-        # finds nothing would linger for its whole timeout, hence the short one.
-        idle = True
+        consumer: Consumer | None = None
         while True:
             try:
-                if sub is None:
-                    assert self.js is not None  # connected before any pulling
-                    sub = await self.js.pull_subscribe(
+                if consumer is None:
+                    assert self.nc is not None and self.js is not None  # connected first
+                    consumer = await Consumer(
+                        self.nc,
+                        self.js,
+                        urls.STREAM,
+                        urls.consumer(self.node),
                         f"{urls.SUBJECT_ROOT}.{urls.token(self.node)}.>",
-                        durable=urls.consumer(self.node),
-                        stream=urls.STREAM,
-                        config=api.ConsumerConfig(ack_wait=self.o.ack_wait, max_ack_pending=4096),
-                    )
-                try:
-                    msgs = await (
-                        sub.fetch(1, timeout=1.0) if idle else sub.fetch(256, timeout=0.005)
-                    )
-                except NatsTimeout:
-                    idle = True
-                    continue
-                idle = False
+                        api.ConsumerConfig(ack_wait=self.o.ack_wait, max_ack_pending=4096),
+                    ).open()
+                # What arrived while the last batch was being delivered is the next
+                # batch: the daemon commits it as one group.
+                msgs = await consumer.take(DELIVER_MOST)
                 await self._deliver(local, msgs)
                 backoff.reset()
             except (TimeoutError, OSError, NatsError) as err:
+                if consumer is not None:
+                    await consumer.close()
+                    consumer = None
                 await self.retry(f"fetch: {_describe(err)}", backoff)
 
     async def _deliver(self, local: Local, msgs) -> None:

@@ -294,6 +294,10 @@ def _parse(path: str, data: bytes) -> tuple[dict, bytes]:
 
 
 class SendOp(Op):
+    # The front matter's `to` when it is not the mailbox's handle: the outbound queue's
+    # files say `bob@node2` (benchd.runtime.outbound).
+    address: str | None = None
+
     def __init__(self, room, sender, to, subject, body, key, reply_to, in_reply_to, live):
         super().__init__()
         self.room, self.sender, self.to = room, sender, to
@@ -373,7 +377,7 @@ class SendOp(Op):
         meta = {
             "id": mail_id,
             "from": self.sender,
-            "to": self.to,
+            "to": self.address or self.to,
             "subject": self.subject,
             "date": format_ms(ms),
             "key": key,

@@ -27,6 +27,7 @@ from benchd.runtime.nodes import OUTBOUND, Directory, check_address, check_node,
 from benchd.store.index import UNREAD
 
 PULL_MAX = 256
+RECENT_MAX = 4096  # queued messages kept in memory for the bridge's pull
 
 
 class Outbound:
@@ -37,6 +38,10 @@ class Outbound:
         self.committer = committer
         self.directory = Directory(os.path.join(bench_dir, "nodes.json"), node)
         self._queued = trio.Event()  # set when mail is queued; replaced after each wait
+        # What the bridge will pull, kept from the commit until it is marked forwarded,
+        # so neither bridge/pull nor bridge/forwarded reads the file back. Bounded: the
+        # oldest are dropped first; those (and all after a restart) are read from disk.
+        self.recent: dict[str, m.RemoteMail] = {}
         self.bridge_connected = False
         self.bridge_seen_ms: int | None = None
         self.bridge_stale_after = 15.0
@@ -92,8 +97,15 @@ class Outbound:
         op.__class__ = QueueOp
         op.to, op.address, op.reply_to, op.live = OUTBOUND, req.to, reply_to, False
         res: m.SendOk = await self.committer.submit(op)
+        if not res.duplicate:
+            self._remember(op)
         self._queued.set()
         return msgspec.structs.replace(res, to=req.to, live=False, note=f"queued-for-{node}")
+
+    def _remember(self, op: "QueueOp") -> None:
+        if len(self.recent) >= RECENT_MAX:
+            del self.recent[next(iter(self.recent))]
+        self.recent[op.meta["id"]] = remote_mail(op.meta, op.body)
 
     def qualify(self, address: str) -> str:
         """A bare handle names a handle on this node: make it say so, for the far side."""
@@ -107,12 +119,22 @@ class Outbound:
         with trio.move_on_after(timeout):
             await self._queued.wait()
 
-    def queued_to(self, mail_id: str) -> str:
+    def queued_mail(self, mail_id: str) -> m.RemoteMail | None:
+        """A queued message as the bridge publishes it; None when it is gone (forwarded
+        meanwhile)."""
+        mail = self.recent.get(mail_id)
+        if mail is not None:
+            return mail
         try:
             with open(self.mailroom.path(OUTBOUND, mail_id, UNREAD), "rb") as f:
-                return frontmatter.parse(f.read())[0]["to"]
-        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
-            return ""
+                meta, body = frontmatter.parse(f.read())
+        except FileNotFoundError:
+            return None
+        return remote_mail(meta, body)
+
+    def forgotten(self, mail_id: str) -> None:
+        """Marked forwarded: no longer to be pulled."""
+        self.recent.pop(mail_id, None)
 
     def inbound_op(self, msg: m.RemoteMail, origin: str) -> SendOp:
         handle, _, node = msg.to.partition("@")
@@ -145,33 +167,39 @@ class Outbound:
         self.directory.update(req.nodes)
 
 
+def remote_mail(meta: dict, body: bytes) -> m.RemoteMail:
+    """A queued message (its front matter and body) as the bridge publishes it."""
+    return m.RemoteMail(
+        mail_id=meta["id"],
+        sender=meta["from"],
+        to=meta["to"],
+        key=meta["key"],
+        body=body.decode("utf-8"),
+        subject=meta.get("subject", ""),
+        date=meta["date"],
+        reply_to=meta.get("reply-to") or [],
+        in_reply_to=meta.get("in-reply-to"),
+    )
+
+
 class QueueOp(SendOp):
     """A SendOp into the outbound queue: the file says `to: bob@node2` and the event is
     bridge/queued (not mail/sent: no local mailbox received anything, nothing to wake)."""
 
-    address: str
-
     def prepare(self, ctx) -> None:
-        to = self.to
-        super().prepare(ctx)
+        super().prepare(ctx)  # the file says `to: <address>` (SendOp.address)
         if self.final is None:
             return
-        # Rewrite the staged file with the full address (the mailbox name is @outbound).
-        meta = dict(self.meta, to=self.address)
-        data = frontmatter.render(meta, self.body)
-        assert self.tmp is not None, "prepare() staged the file"
-        with open(self.tmp, "wb") as f:
-            f.write(data)
+        meta = self.meta
         self.events = [
             m.BridgeQueued(
                 mail_id=meta["id"],
                 sender=self.sender,
-                to=self.address,
+                to=meta["to"],
                 key=meta["key"],
                 path=self.final,
             )
         ]
-        self.to = to
 
 
 class ForwardOp(RetireOp):

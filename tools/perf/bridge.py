@@ -6,6 +6,13 @@ nats-py publish -> pull round trip on the same nats-server in the same run.
   then a pull fetch of that message and its ack.
 - throughput: 16 concurrent senders on node1, until the last bridge/delivered on node2;
   bare: 16 concurrent publishers (PubAck each) while one puller fetches and acks.
+
+Also reported, not judged: the floor under those figures, measured on the same nodes in
+the same run. A message crosses two durable writes (node1's outbound queue, node2's
+mailbox): after each latency sample, one local send on node1 and one on node2 are
+timed, and `floor_*` is their sum (`local_send_*` node1's alone); `local_sends_16` is
+the rate of node1's local sends with 16 senders (its outbound queue accepts mail no
+faster than that).
 """
 
 import asyncio
@@ -46,13 +53,15 @@ def bridge(ctx: Context) -> list[Result]:
         n2.start_bridge()
         wait_known(n1, n2)
         bare_lat, bare_rate = asyncio.run(_bare(nats.url, n_lat, n_thr))
-        lat = _latency(n1, n2, n_lat)
+        lat, local1, local2 = _latency(n1, n2, n_lat)
         rate = _throughput(n1, n2, n_thr)
+        local_rate = _local_rate(n1, n_thr)
     finally:
         n1.close()
         n2.close()
         nats.close()
     lp99, bp99 = p99(lat), p99(bare_lat)
+    floor = [a + b for a, b in zip(local1, local2, strict=True)]
     common = {"nats_server": "nats-server -js, loopback, file store in /tmp"}
     return [
         Result(
@@ -70,6 +79,10 @@ def bridge(ctx: Context) -> list[Result]:
                 bare_p50_ms=ms(median(bare_lat)),
                 latency_p99_ms=ms(lp99),
                 bare_p99_ms=ms(bp99),
+                floor_p50_ms=ms(median(floor)),
+                floor_p99_ms=ms(p99(floor)),
+                local_send_p50_ms=ms(median(local1)),
+                local_send_p99_ms=ms(p99(local1)),
                 baseline="bare nats-py js.publish (PubAck) then pull fetch + ack, sequential",
             ),
         ),
@@ -85,19 +98,32 @@ def bridge(ctx: Context) -> list[Result]:
                 common,
                 senders=SENDERS,
                 messages=n_thr,
+                local_sends_16=round(local_rate),
                 baseline="16 concurrent js.publish (PubAck) + one pull consumer",
             ),
         ),
     ]
 
 
-def _latency(n1, n2, n: int) -> list[float]:
+def _timed_send(conn, to: str) -> int:
+    t0 = now_ns()
+    send_mail(conn, to)
+    return now_ns() - t0
+
+
+def _latency(n1, n2, n: int) -> tuple[list[float], list[float], list[float]]:
+    """Cross-node latencies, and after each one a local send timed on node1 and on node2."""
     follower = EventStream(n2.dir, "bridge/delivered")
     conn = n1.d.connect()
-    out = []
+    conn2 = n2.d.connect()
+    out: list[float] = []
+    local1: list[float] = []
+    local2: list[float] = []
     try:
-        for _ in range(10):  # warm-up
+        for _ in range(10):  # warm-up (the local mailboxes made too)
             send_mail(conn, "warm@node2")
+            send_mail(conn, "dave")
+            send_mail(conn2, "dave")
         follower.wait(lambda: len(follower.events) >= 10, 60, "warm-up deliveries")
         for _ in range(n):
             seen = len(follower.events)
@@ -105,10 +131,29 @@ def _latency(n1, n2, n: int) -> list[float]:
             send_mail(conn, "bob@node2")
             follower.wait(lambda s=seen: len(follower.events) > s, 60, "a delivery")
             out.append(follower.events[seen][0] - t0)
+            local1.append(_timed_send(conn, "dave"))
+            local2.append(_timed_send(conn2, "dave"))
     finally:
         conn.close()
+        conn2.close()
         follower.close()
-    return out
+    return out, local1, local2
+
+
+def _local_rate(n1, total: int) -> float:
+    shares = [total // SENDERS + (1 if i < total % SENDERS else 0) for i in range(SENDERS)]
+
+    def client(i: int):
+        conn = n1.d.connect()
+        call(conn, "hello")
+        yield
+        try:
+            for _ in range(shares[i]):
+                send_mail(conn, "dave")
+        finally:
+            conn.close()
+
+    return total / (run_threads(SENDERS, client) / 1e9)
 
 
 def _throughput(n1, n2, total: int) -> float:

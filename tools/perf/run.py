@@ -132,8 +132,16 @@ NOTE_KEYS = {
     "relay": ["sessions", "bytes_each", "reps"],
     "fanout": ["jobs", "rate_by_event_ts", "settle_span_s", "spawn_s", "baseline"],
     "restart": ["restarts", "empty_dir_ready_s", "baseline_runs"],
-    "bridge/p99": ["samples", "latency_p50_ms", "bare_p50_ms", "latency_p99_ms", "bare_p99_ms"],
-    "bridge/sends": ["senders", "messages"],
+    "bridge/p99": [
+        "samples",
+        "latency_p50_ms",
+        "bare_p50_ms",
+        "latency_p99_ms",
+        "bare_p99_ms",
+        "floor_p50_ms",
+        "floor_p99_ms",
+    ],
+    "bridge/sends": ["senders", "messages", "local_sends_16"],
     "rss": [
         "sessions",
         "messages",

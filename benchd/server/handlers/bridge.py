@@ -24,25 +24,9 @@ async def pull(d, conn, caller, req: m.BridgePull) -> None:
         rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
     out = []
     for row in rows:
-        path = d.mailroom.path(OUTBOUND, row.mail_id, UNREAD)
-        try:
-            with open(path, "rb") as f:  # noqa: ASYNC230 - one small mail file
-                meta, body = frontmatter.parse(f.read())
-        except FileNotFoundError:
-            continue  # forwarded meanwhile
-        out.append(
-            m.RemoteMail(
-                mail_id=meta["id"],
-                sender=meta["from"],
-                to=meta["to"],
-                key=meta["key"],
-                body=body.decode("utf-8"),
-                subject=meta.get("subject", ""),
-                date=meta["date"],
-                reply_to=meta.get("reply-to") or [],
-                in_reply_to=meta.get("in-reply-to"),
-            )
-        )
+        mail = d.outbound.queued_mail(row.mail_id)
+        if mail is not None:  # else forwarded meanwhile
+            out.append(mail)
     await conn.send(m.PullOk(id=req.id, messages=out))
 
 
@@ -55,13 +39,19 @@ async def forwarded(d, conn, caller, req: m.BridgeForward) -> None:
             continue  # already marked (a bridge restarted between publish and mark)
         op = ForwardOp(d.mailroom, OUTBOUND, mail_id, "", event=False)
         op.key = row.key
-        op.to = d.outbound.queued_to(mail_id)
+        try:
+            mail = d.outbound.queued_mail(mail_id)
+        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError, KeyError):
+            mail = None  # the event then names no address; the mark is what matters
+        op.to = mail.to if mail is not None else ""
         ops.append(op)
     for op in ops:
         d.committer.enqueue(op)
     n = 0
     for op in ops:
-        n += bool(await op.wait())
+        if await op.wait():
+            n += 1
+            d.outbound.forgotten(op.mail_id)
     await conn.send(m.ForwardOk(id=req.id, forwarded=n))
 
 
