@@ -155,17 +155,16 @@ class QueueOp(SendOp):
 
     address: str
 
-    def prepare(self, ctx) -> None:
+    def prepare(self, batch) -> None:
         to = self.to
-        super().prepare(ctx)
-        if self.final is None:
-            return
+        super().prepare(batch)
         # Rewrite the staged file with the full address (the mailbox name is @outbound).
         meta = dict(self.meta, to=self.address)
         data = frontmatter.render(meta, self.body)
         assert self.tmp is not None, "prepare() staged the file"
         with open(self.tmp, "wb") as f:
             f.write(data)
+        self.entries = (self.entries[0]._replace(data=data),)
         self.events = [
             m.BridgeQueued(
                 mail_id=meta["id"],
@@ -184,8 +183,7 @@ class ForwardOp(RetireOp):
     key: str
     to: str
 
-    def place(self, ctx) -> set[str]:
-        dirs = super().place(ctx)
-        if self.result:
+    def prepare(self, batch) -> None:
+        super().prepare(batch)
+        if self.moving:
             self.events = [m.BridgeForwarded(mail_id=self.mail_id, to=self.to, key=self.key)]
-        return dirs

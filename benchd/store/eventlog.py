@@ -108,6 +108,30 @@ class EventLog:
                 pass
             raise
 
+    def write(self, lines: list[bytes]) -> tuple[int, bytes]:
+        """Write encoded lines without a flush (the committer's journal makes them
+        durable); returns the offset they start at and their bytes. Raises OSError,
+        leaving no partial write behind."""
+        faults.check("eventlog")
+        data = b"".join(lines)
+        before = os.fstat(self.fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            self.truncate(before)
+            raise
+        return before, data
+
+    def truncate(self, offset: int) -> None:
+        """Take back a write whose batch did not commit (best effort: if even this
+        fails, readers skip the fragment and seq stays monotonic)."""
+        try:
+            os.ftruncate(self.fd, offset)
+        except OSError:
+            pass
+
     def close(self) -> None:
         os.close(self.fd)
 
