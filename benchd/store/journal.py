@@ -180,7 +180,10 @@ def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed
     for name in SEGMENTS:
         try:
             with open(os.path.join(root, name), "rb") as f:
-                recs = read_segment(f.read())
+                head = f.read(_HEAD.size)
+                if head[:4] != MAGIC:
+                    continue  # empty (the usual start): not worth reading the segment
+                recs = read_segment(head + f.read())
         except FileNotFoundError:
             continue
         if recs:
@@ -351,7 +354,9 @@ class Journal:
 
     def open(self) -> None:
         """Open both segments, empty (after `replay`), preallocating them if asked."""
+        made = False
         for seg in self.segments:
+            made = made or not os.path.exists(seg.path)
             seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             size = os.fstat(seg.fd).st_size
             if self.preallocate and size < self.segment_bytes:
@@ -360,11 +365,12 @@ class Journal:
             elif not self.preallocate and size:
                 os.ftruncate(seg.fd, 0)
                 os.fsync(seg.fd)
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if made:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def commit(self, entries: list[Entry]) -> None:
         """Write the batch's record and make it durable: the commit point. Raises OSError
