@@ -429,7 +429,15 @@ class SendOp(Op):
             return
         m = self.meta
         idx.add(
-            self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body), m["key"]
+            self.to,
+            m["id"],
+            UNREAD,
+            m["from"],
+            m["subject"],
+            m["date"],
+            len(self.body),
+            m["key"],
+            new=True,
         )
         idx.add_text(self.to, m["id"], m["from"], m["subject"], self.body, self.in_reply_to)
 

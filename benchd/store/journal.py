@@ -24,6 +24,7 @@ of each directory, fdatasync of the log), then drops the segment by zeroing its 
 head. A clean stop checkpoints both, so the next start replays nothing.
 """
 
+import errno
 import os
 import struct
 import threading
@@ -320,6 +321,7 @@ class _Segment:
         self.pos = 0  # where the next record goes
         self.entries: list[list[Entry]] = []  # its records, for the checkpoint
         self.first_at = 0.0
+        self.preallocated = True  # overwritten in place (else it grows, and is emptied)
         self.checkpoint: threading.Thread | None = None
         self.error: OSError | None = None  # the last checkpoint's failure
 
@@ -359,10 +361,20 @@ class Journal:
             made = made or not os.path.exists(seg.path)
             seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             size = os.fstat(seg.fd).st_size
+            seg.preallocated = self.preallocate
             if self.preallocate and size < self.segment_bytes:
-                _pwrite_all(seg.fd, bytes(self.segment_bytes - size), size)
-                os.fsync(seg.fd)
-            elif not self.preallocate and size:
+                try:
+                    faults.check("journal-prealloc")
+                    _pwrite_all(seg.fd, bytes(self.segment_bytes - size), size)
+                    os.fsync(seg.fd)
+                except OSError as err:
+                    if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    # A nearly full disk must not stop the start: this segment grows
+                    # with its records instead (each fdatasync then commits a size).
+                    seg.preallocated = False
+                    size = 1
+            if not seg.preallocated and size:
                 os.ftruncate(seg.fd, 0)
                 os.fsync(seg.fd)
         if made:
@@ -422,7 +434,7 @@ class Journal:
             touched.add(entries)
         try:
             touched.flush(self.flusher, [self.log_fd()])
-            if self.preallocate:
+            if seg.preallocated:
                 _pwrite_all(seg.fd, bytes(_HEAD.size), 0)
                 os.fdatasync(seg.fd)
             else:

@@ -252,3 +252,24 @@ def test_a_failed_commit_leaves_no_record_to_replay(state):
         faults.clear()
     _deliver(root, log_fd, j, 2, "m2")  # takes the failed one's place
     assert [len(s) for s in _segments(root)] == [2, 0]
+
+
+def test_a_disk_too_full_to_preallocate_still_opens_and_commits(tmp_path):
+    """A nearly full disk must not stop the start: the segment grows with its records."""
+    root = str(tmp_path)
+    os.makedirs(f"{root}/mail/bob/tmp")
+    os.makedirs(f"{root}/mail/bob/inbox")
+    log_fd = os.open(f"{root}/events.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    j = Journal(root, lambda: log_fd)
+    from benchd.store import faults
+
+    faults.arm("journal-prealloc", "ENOSPC", 2)
+    try:
+        j.open()
+    finally:
+        faults.clear()
+    assert [seg.preallocated for seg in j.segments] == [False, False]
+    _deliver(root, log_fd, j, 1, "m1")
+    assert j.close()
+    assert _segments(root) == [[], []]
+    os.close(log_fd)
