@@ -1,8 +1,9 @@
 """Making files durable without syncfs(2): an fsync (fdatasync for files) of each, issued
 together from worker threads. A flush waits only for bench's own files, never for every
 dirty page another program left on the filesystem (a build, a download), which stalled
-sends for hundreds of ms under a bulk writer. ext4 folds fsyncs that are in flight
-together into one journal commit, so many files still cost about one commit."""
+sends for hundreds of ms under a bulk writer. On a journaling filesystem (ext4 with its
+journal) fsyncs in flight together share one journal commit. Used by the journal's
+checkpoints and its replay (store/journal.py), off the request path."""
 
 import errno
 import os
