@@ -131,7 +131,10 @@ class EventOp(Op):
 class Store(Protocol):
     """The committer's port to the disk (`JournalStore`; a fake in unit tests)."""
 
-    last_seq: int
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event written."""
+        ...
 
     def write(self, batch: Batch, ops: list[Op]) -> tuple[list[Op], list[dict]]:
         """Make the ops durable; returns the ops that were committed and their event
@@ -239,6 +242,7 @@ class Committer:
         self._wakeup = trio.Event()
         self.closed = False
         self.on_lost: Callable | None = None  # told about events record() could not write
+        self.batch = Batch()  # the batch being checked (ops' check() claims keys in it)
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
 
     def enqueue(self, op: Op) -> None:
@@ -330,7 +334,7 @@ class Committer:
 
     async def _commit_batch(self, ops: list[Op]) -> None:
         batch = Batch()
-        self._batch = batch  # the ops' check() claims keys in it
+        self.batch = batch  # the ops' check() claims keys in it
         for op in ops:
             try:
                 op.check(self)

@@ -302,7 +302,7 @@ class SendOp(Op):
         room: Mailroom = self.room
         if self.key is None:
             return
-        seen = ctx._batch.keys
+        seen = ctx.batch.keys
         first = seen.get((self.sender, self.key))
         if first is not None:
             # The same key earlier in this batch: this answer is that op's answer
@@ -478,9 +478,9 @@ class RetireOp(Op):
     def place(self) -> None:
         if not self.moving:
             return
-        src, dst = self.entries[0]
+        src = self.room.path(self.handle, self.mail_id, UNREAD)
         try:
-            os.rename(src, dst)
+            os.rename(src, self.room.path(self.handle, self.mail_id, READ))
         except FileNotFoundError:
             return  # moved by hand since prepare; the index finds it where it is
         self.result = True

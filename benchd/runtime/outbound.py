@@ -25,6 +25,7 @@ from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
 from benchd.store.index import UNREAD
+from benchd.store.journal import Write
 
 PULL_MAX = 256
 
@@ -158,13 +159,16 @@ class QueueOp(SendOp):
     def prepare(self, batch) -> None:
         to = self.to
         super().prepare(batch)
+        assert self.final is not None, "prepare() placed the message"
         # Rewrite the staged file with the full address (the mailbox name is @outbound).
         meta = dict(self.meta, to=self.address)
         data = frontmatter.render(meta, self.body)
         assert self.tmp is not None, "prepare() staged the file"
         with open(self.tmp, "wb") as f:
             f.write(data)
-        self.entries = (self.entries[0]._replace(data=data),)
+        (written,) = self.entries
+        assert isinstance(written, Write), "a send's entry is its file"
+        self.entries = (written._replace(data=data),)
         self.events = [
             m.BridgeQueued(
                 mail_id=meta["id"],

@@ -89,10 +89,10 @@ def encode_entries(entries: list[Entry], root: str) -> bytes:
     out: list[bytes] = []
     cut = len(root) + 1
     for e in entries:
-        if type(e) is Write:
+        if isinstance(e, Write):
             out += (b"W", _str(_rel(e.path, root, cut)), _str(_rel(e.alt, root, cut)))
             out += (_U32.pack(len(e.data)), e.data)
-        elif type(e) is Rename:
+        elif isinstance(e, Rename):
             out += (b"R", _str(_rel(e.src, root, cut)), _str(_rel(e.dst, root, cut)))
         else:
             out += (b"L", _U64.pack(e.offset), _U32.pack(len(e.data)), e.data)
