@@ -173,7 +173,7 @@ class JobReport(Request, tag="job/report"):
 class DebugFault(Request, tag="debug/fault"):
     """Test-only: arm a fault at a named point (refused unless benchd --test-hooks)."""
 
-    point: Literal["deliver", "eventlog", "post"]
+    point: Literal["deliver", "eventlog", "journal", "post"]
     errno: str = "ENOSPC"
     count: int = 1
 

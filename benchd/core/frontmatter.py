@@ -25,6 +25,7 @@ through `scalar` (plain where YAML cannot misread the value). Pure: no I/O.
 
 import json
 import re
+from json.encoder import encode_basestring  # json.dumps' C string encoder, without dumps' overhead
 from typing import Any
 
 FIELDS = ("id", "from", "to", "subject", "date", "key", "reply-to", "in-reply-to")
@@ -52,9 +53,9 @@ _NOT_YAML_PRINTABLE = re.compile(
 def quote(value: str) -> str:
     """A YAML double-quoted scalar that is also a JSON string (so we parse it back fast).
 
-    ensure_ascii=False: YAML's \\u escapes are single UTF-16 units, so a JSON surrogate
+    Not ASCII-escaped: YAML's \\u escapes are single UTF-16 units, so a JSON surrogate
     pair would read back as two characters; only what YAML may not hold is escaped."""
-    out = json.dumps(value, ensure_ascii=False)
+    out = encode_basestring(value)  # == json.dumps(value, ensure_ascii=False), faster
     if _NOT_YAML_PRINTABLE.search(out) is None:
         return out
     return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in out)

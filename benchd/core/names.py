@@ -41,7 +41,24 @@ def check_mail_id(value: object) -> str:
 def format_ms(ms: int) -> str:
     """UTC ISO 8601 with milliseconds, e.g. 2026-11-30T04:56:11.123Z."""
     secs, milli = divmod(ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{milli:03d}Z"
+    return f"{_stamps(secs)[1]}.{milli:03d}Z"
+
+
+_stamp_cache: tuple[int, str, str] = (-1, "", "")
+
+
+def _stamps(secs: int) -> tuple[str, str]:
+    """(20261130T045611, 2026-11-30T04:56:11) for a second: every send formats both, and
+    sends come many to the second, so the last second's are kept."""
+    global _stamp_cache
+    if _stamp_cache[0] != secs:
+        t = time.gmtime(secs)
+        _stamp_cache = (
+            secs,
+            time.strftime("%Y%m%dT%H%M%S", t),
+            time.strftime("%Y-%m-%dT%H:%M:%S", t),
+        )
+    return _stamp_cache[1], _stamp_cache[2]
 
 
 class IdClock:
@@ -67,8 +84,7 @@ class IdClock:
         else:
             self._ms, self._n = self._ms + 1, 1
         secs, milli = divmod(self._ms, 1000)
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(secs))
-        return f"{stamp}.{milli:03d}Z-{self._n:04d}", self._ms
+        return f"{_stamps(secs)[0]}.{milli:03d}Z-{self._n:04d}", self._ms
 
 
 def _id_ms(mail_id: str) -> int:

@@ -5,22 +5,21 @@ an event) is an `Op` submitted here. One task takes every op that is waiting and
 commits them as one batch:
 
   0. check    - on the loop: each op's lookups in the index (idempotency keys)
-  1. prepare  - each op stages its files in tmp/; then all of them are made durable
-                together (an fdatasync of each, issued at once from worker threads)
-  2. place    - each op renames its files into place
-  3. log      - the batch's events appended to events.jsonl with one write; the touched
-                directories (fsync) and the log (fdatasync) are then flushed together
-  4. index    - on the loop: the ops applied to the index's in-memory layer
+  1. write    - the store (`JournalStore`) has each op stage its files in tmp/ and say
+                what its commit does (journal entries); appends the batch's events to
+                events.jsonl; writes one journal record of all of it and fdatasyncs it:
+                the commit point (store/journal.py); then each op renames its files
+                into place. Nothing but the journal record is flushed.
+  2. index    - on the loop: the ops applied to the index's in-memory layer
 
-and only then are the ops' callers answered. Steps 1-3 run in a worker thread when the
-batch has several ops, so the loop reads the next batch meanwhile. A failure in 1-2
-fails that op alone; a failure in 3 takes back the batch's renames (nothing
-unacknowledged stays visible) and fails the batch. Concurrent senders therefore share
-the directory and log flushes. No syncfs(2): it would also wait for every dirty page
-other programs left on the filesystem (a build, a download), which stalled sends for
-hundreds of ms under a bulk writer.
+and only then are the ops' callers answered. Step 1 runs in a worker thread when the
+batch has several ops, so the loop reads the next batch meanwhile. A failure while
+staging fails that op alone; a failure of the log write or of the journal record fails
+the batch, and nothing of it is visible (its files are still in tmp/, its log lines are
+taken back). The batching (this class) talks to the disk only through the store port
+(`write`, `last_seq`, `close`), so a unit test drives it with a fake store.
 
-The index is a cache of the files: step 4 cannot fail for SQLite's reasons (see
+The index is a cache of the files: step 2 cannot fail for SQLite's reasons (see
 index.py), and its changes are committed to SQLite once INDEX_COMMIT_S old or when the
 committer falls idle, on the loop, with SQLite's busy timeout at 0 (a lock held by
 another program fails the commit at once; it is retried with backoff). Why not a commit
@@ -28,21 +27,18 @@ per batch: every commit writes WAL pages, and in a micro-benchmark of the lone-s
 a commit per send cost about a fifth of the rate.
 """
 
-import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgspec
 import trio
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
 
 from bench_wire.errors import WireError
 from bench_wire.messages import Event
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
+from benchd.store.journal import Append, Entry, Journal
 
 MAX_BATCH = 256
 INDEX_COMMIT_S = 0.1  # how long index updates may wait for their commit
@@ -51,59 +47,6 @@ _encoder = msgspec.json.Encoder()
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class Flusher:
-    """Makes files durable with an fsync (fdatasync for files) of each, issued together
-    from worker threads, never with syncfs(2): a flush waits only for bench's own files,
-    not for every dirty page another program left on the filesystem. ext4 folds
-    fsyncs that are in flight together into one journal commit, so a batch's files still
-    cost about one commit."""
-
-    WORKERS = 16
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None  # made on first use
-
-    def flush(self, files=(), dirs=(), fds=()) -> None:
-        """fdatasync each file (by path) and fd, fsync each directory; raises the first
-        OSError once all of them are done."""
-        jobs: list[tuple[Callable[..., None], object]] = [(_fdatasync_path, p) for p in files]
-        jobs += [(_fsync_path, d) for d in sorted(dirs)]
-        jobs += [(os.fdatasync, fd) for fd in fds]
-        if len(jobs) <= 1:
-            for fn, arg in jobs:
-                fn(arg)
-            return
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="flush")
-        futures = [self._pool.submit(fn, arg) for fn, arg in jobs]
-        errors = [f.exception() for f in futures]
-        for err in errors:
-            if err is not None:
-                raise err
-
-
-def _sync_path(path: str, sync: Callable[[int], None], flags: int = os.O_RDONLY) -> None:
-    fd = os.open(path, flags)
-    try:
-        sync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fdatasync_path(path: str) -> None:
-    _sync_path(path, os.fdatasync)
-
-
-def _fsync_path(path: str) -> None:
-    _sync_path(path, os.fsync)
-
-
-def fsync_dir(path: str) -> None:
-    _sync_path(path, os.fsync, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def os_error_to_wire(err: OSError) -> WireError:
@@ -130,6 +73,7 @@ class Op:
 
     error: WireError | None = None
     result: object = None
+    resolved = False  # answered by check() (e.g. a duplicate key): nothing to write
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -142,31 +86,38 @@ class Op:
             raise self.error
         return self.result
 
-    staged: tuple[str, ...] = ()  # files prepare wrote, to be made durable before place
+    # What the op's commit does, for the journal (set by prepare): files it creates
+    # (Write, with their exact bytes) and renames (Rename).
+    entries: tuple[Entry, ...] | list[Entry] = ()
 
     def check(self, ctx: "Committer") -> None:
         """On the loop, before the batch goes to the worker: lookups in the index.
         Raise WireError to fail the op."""
 
-    def prepare(self, ctx: "Committer") -> None:
-        """Stage files (runs in the worker thread), listing them in `staged`; they are
-        made durable together afterwards. Raise WireError/OSError to fail."""
+    def prepare(self, batch: "Batch") -> None:
+        """Stage files in tmp/ without a flush (runs in the worker thread), set `events`
+        and `entries`. Raise WireError/OSError to fail the op alone."""
 
-    def place(self, ctx: "Committer") -> set[str]:
-        """Move staged files into place; return the directories to fsync."""
-        return set()
-
-    def rollback(self, ctx: "Committer") -> None:
-        """Undo place (the log append failed)."""
+    def place(self) -> None:
+        """After the commit point: move staged files into place (no flush)."""
 
     def index(self, idx: Index) -> None:
         """Apply the op to the index (on the loop, inside the open transaction)."""
 
-    def discard(self, ctx: "Committer") -> None:
-        """Remove what prepare staged (the op failed)."""
+    def discard(self) -> None:
+        """Remove what prepare staged (the op or its batch failed)."""
 
     def finish(self) -> None:
         """After the batch, on the event loop: settle answers that depend on other ops."""
+
+
+class Batch:
+    """What the ops of one batch share while they commit: the idempotency keys and the
+    moves claimed by earlier ops of the same batch."""
+
+    def __init__(self) -> None:
+        self.keys: dict = {}  # (sender, key) -> the op that claimed it
+        self.moves: set[str] = set()  # files a retirement moves
 
 
 class EventOp(Op):
@@ -177,18 +128,121 @@ class EventOp(Op):
         self.events = list(events)
 
 
-class Committer:
-    def __init__(
-        self, eventlog: EventLog, index: Index, publish: Callable[[list[dict]], None], root: str
-    ):
+class Store(Protocol):
+    """The committer's port to the disk (`JournalStore`; a fake in unit tests)."""
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event written."""
+        ...
+
+    def write(self, batch: Batch, ops: list[Op]) -> tuple[list[Op], list[dict]]:
+        """Make the ops durable; returns the ops that were committed and their event
+        records. An op that failed has its error set (and its staging discarded)."""
+        ...
+
+    def published(self, seq: int) -> None:
+        """Events up to `seq` are answered: readers may see them."""
+        ...
+
+    def close(self) -> bool:
+        """A clean stop (everything committed is flushed); False if that failed."""
+        ...
+
+
+class JournalStore:
+    """The real store: the event log and the write-ahead journal (see the module doc)."""
+
+    def __init__(self, eventlog: EventLog, journal: Journal) -> None:
         self.eventlog = eventlog
-        self.flusher = Flusher()
+        self.journal = journal
+
+    @property
+    def last_seq(self) -> int:
+        return self.eventlog.last_seq
+
+    def published(self, seq: int) -> None:
+        self.eventlog.published_seq = seq
+
+    def close(self) -> bool:
+        return self.journal.close()
+
+    def write(self, batch: Batch, ops: list[Op]) -> tuple[list[Op], list[dict]]:
+        live: list[Op] = []
+        for op in ops:
+            try:
+                op.prepare(batch)
+                live.append(op)
+            except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
+                fail(op, err)
+        if not live:
+            return [], []
+        lines, records, seq = encode_batch(live, self.eventlog.last_seq)
+        entries: list[Entry] = [e for op in live for e in op.entries]
+        offset = None
+        try:
+            if lines:
+                offset, data = self.eventlog.write(lines)
+                entries.append(Append(offset, data))
+            if entries:
+                self.journal.commit(entries)  # the commit point
+        except Exception as err:  # noqa: BLE001 - the batch is not committed: take it back
+            if offset is not None:
+                self.eventlog.truncate(offset)
+            for op in live:
+                fail(op, err)
+            return [], []
+        self.eventlog.last_seq = seq
+        for op in live:
+            try:
+                op.place()
+            except OSError as err:
+                # Committed (the journal has it, and the next start puts it in place),
+                # but not where reads look now: say so rather than answer success.
+                op.error = WireError(
+                    "io-error", f"the message was committed but could not be placed ({err})"
+                )
+        return live, records
+
+
+def encode_batch(ops: list[Op], last_seq: int) -> tuple[list[bytes], list[dict], int]:
+    """The ops' events as log lines and records, numbered after last_seq."""
+    lines: list[bytes] = []
+    records: list[dict] = []
+    seq = last_seq
+    ts = now_ms()
+    for op in ops:
+        for ev in op.events:
+            seq += 1
+            line, record = encode_event(ev, seq, ts)
+            lines.append(line)
+            records.append(record)
+    return lines, records, seq
+
+
+def fail(op: Op, err: Exception) -> None:
+    if isinstance(err, WireError):
+        op.error = err
+    elif isinstance(err, OSError):
+        op.error = os_error_to_wire(err)
+    else:
+        op.error = WireError("internal", f"the write failed: {err!r}")
+    try:
+        op.discard()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class Committer:
+    def __init__(self, store: Store, index: Index, publish: Callable[[list[dict]], None]):
+        self.store = store
         self.index = index
         self._publish = publish
         self._pending: list[Op] = []
         self._wakeup = trio.Event()
         self.closed = False
         self.on_lost: Callable | None = None  # told about events record() could not write
+        self.batch = Batch()  # the batch being checked (ops' check() claims keys in it)
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
 
     def enqueue(self, op: Op) -> None:
@@ -256,12 +310,17 @@ class Committer:
         if not idx.flush() and idx.needs_rebuild:
             idx.recover_now(f"the index could not be written: {idx.last_error}")
 
+    def close(self) -> bool:
+        """After the last drain, at a clean stop: the store flushes what it committed."""
+        return self.store.close()
+
     def _apply_index(self, ops: list[Op]) -> None:
         # In memory (Index.pending): cannot fail for SQLite's reasons, so what is answered
         # is listed and deduplicated from now on.
         for op in ops:
-            op.index(self.index)
-        self.index.set_meta("last_seq", str(self.eventlog.last_seq))
+            if op.error is None:
+                op.index(self.index)
+        self.index.set_meta("last_seq", str(self.store.last_seq))
 
     async def _commit(self, batch: list[Op]) -> None:
         async with self._committing:
@@ -273,100 +332,30 @@ class Committer:
                         op.error = op.error or WireError("internal", f"the commit failed: {err!r}")
                         op.done.set()
 
-    async def _commit_batch(self, batch: list[Op]) -> None:
-        self._batch_keys: dict = {}  # idempotency keys claimed earlier in this batch
-        for op in batch:
+    async def _commit_batch(self, ops: list[Op]) -> None:
+        batch = Batch()
+        self.batch = batch  # the ops' check() claims keys in it
+        for op in ops:
             try:
                 op.check(self)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
-                self._fail(op, err)
-        batch_live = [op for op in batch if op.error is None]
-        if not batch_live:
+                fail(op, err)
+        live = [op for op in ops if op.error is None and not op.resolved]
+        if not live:
             published: list[Op] = []
             records: list[dict] = []
-        elif len(batch_live) == 1:
+        elif len(live) == 1:
             # A lone op: the thread hand-off would cost more than it frees; whatever
             # arrives meanwhile waits in the socket buffers and forms the next batch.
-            published, records = self._commit_sync(batch_live)
+            published, records = self.store.write(batch, live)
         else:
-            # Many: flush in a worker so the loop reads the next batch meanwhile.
-            published, records = await trio.to_thread.run_sync(self._commit_sync, batch_live)
+            # Many: write in a worker so the loop reads the next batch meanwhile.
+            published, records = await trio.to_thread.run_sync(self.store.write, batch, live)
         if published:
             self._apply_index(published)
         if records:
-            self.eventlog.published_seq = records[-1]["seq"]
+            self.store.published(records[-1]["seq"])
             self._publish(records)
-        for op in batch:
+        for op in ops:
             op.finish()
             op.done.set()
-
-    def _commit_sync(self, batch: list[Op]) -> tuple[list[Op], list[dict]]:
-        """Steps 1-3; returns the published ops and their event records."""
-        live: list[Op] = []
-        for op in batch:
-            try:
-                op.prepare(self)
-                live.append(op)
-            except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
-                self._fail(op, err)
-        if live:
-            try:
-                self.flusher.flush(files=[p for op in live for p in op.staged])
-            except OSError as err:
-                for op in live:
-                    self._fail(op, err)
-                live = []
-        dirs: set[str] = set()
-        published: list[Op] = []
-        for op in live:
-            try:
-                dirs |= op.place(self)
-                published.append(op)
-            except Exception as err:  # noqa: BLE001
-                self._fail(op, err)
-        try:
-            lines, records, seq = self._encode_events(published)
-            if dirs and lines:
-                # The renames (directory entries) and the log append, made durable together.
-                self.eventlog.append(
-                    lines, flush=lambda: self.flusher.flush(dirs=dirs, fds=[self.eventlog.fd])
-                )
-            elif dirs:
-                self.flusher.flush(dirs=dirs)  # e.g. a wake's retirement
-            else:
-                self.eventlog.append(lines)
-            self.eventlog.last_seq = seq
-        except Exception as err:  # noqa: BLE001
-            for op in published:
-                try:
-                    op.rollback(self)
-                except Exception:  # noqa: BLE001 - best effort; the op already failed
-                    pass
-                self._fail(op, err)
-            return [], []
-        return published, records
-
-    def _fail(self, op: Op, err: Exception) -> None:
-        if isinstance(err, WireError):
-            op.error = err
-        elif isinstance(err, OSError):
-            op.error = os_error_to_wire(err)
-        else:
-            op.error = WireError("internal", f"the write failed: {err!r}")
-        try:
-            op.discard(self)
-        except Exception:  # noqa: BLE001
-            pass
-
-    def _encode_events(self, ops: list[Op]) -> tuple[list[bytes], list[dict], int]:
-        lines: list[bytes] = []
-        records: list[dict] = []
-        seq = self.eventlog.last_seq
-        ts = now_ms()
-        for op in ops:
-            for ev in op.events:
-                seq += 1
-                line, record = encode_event(ev, seq, ts)
-                lines.append(line)
-                records.append(record)
-        return lines, records, seq

@@ -25,10 +25,12 @@ from bench_wire.messages import (
 )
 from benchd.core import frontmatter, keys
 from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
-from benchd.runtime.committer import Committer, EventOp, Op, fsync_dir, now_ms
+from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
 from benchd.runtime.nodes import check_address
 from benchd.store import faults
+from benchd.store.flush import fsync_dir
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
+from benchd.store.journal import Rename, Write
 from benchd.store.statedir import is_real_dir, read_regular
 
 BODY_BYTES = 256 * 1024
@@ -306,16 +308,14 @@ class SendOp(Op):
         self.tmp: str | None = None
         self.final: str | None = None
         self.dup_of: SendOp | None = None
-        self.resolved = False  # answered by check(): a duplicate key, nothing to write
         # More events for the same commit, given the new id (a job reply's outbox/posted).
         self.also_log: Callable[[str], list] | None = None
-        self.new_dirs: set[str] = set()
 
     def check(self, ctx: Committer) -> None:
         room: Mailroom = self.room
         if self.key is None:
             return
-        seen = ctx._batch_keys
+        seen = ctx.batch.keys
         first = seen.get((self.sender, self.key))
         if first is not None:
             # The same key earlier in this batch: this answer is that op's answer
@@ -347,9 +347,7 @@ class SendOp(Op):
             return
         seen[(self.sender, self.key)] = self  # a same-key resend now shares this op's fate
 
-    def prepare(self, ctx: Committer) -> None:
-        if self.resolved:
-            return
+    def prepare(self, batch: Batch) -> None:
         room: Mailroom = self.room
         ms = now_ms()
         mail_id, _ = room.clock.next(ms)
@@ -369,10 +367,9 @@ class SendOp(Op):
                             "link?): refusing to deliver through it",
                         )
                 if not os.path.isdir(d):
-                    if not os.path.isdir(box):
-                        self.new_dirs |= {room.root, box}
+                    # Made durable by the journal's checkpoint (and made again by its
+                    # replay, should a crash come first).
                     os.makedirs(d, mode=0o700, exist_ok=True)
-                    self.new_dirs.add(box)
             room.boxes.add(self.to)
         meta = {
             "id": mail_id,
@@ -395,7 +392,8 @@ class SendOp(Op):
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        self.staged = (self.tmp,)  # made durable by the committer, with the batch's others
+        # No flush: the batch's journal record carries the bytes (the commit point).
+        self.entries = (Write(self.final, data, room.path(self.to, mail_id, READ)),)
         self.meta = meta
         self.events = [
             MailSent(
@@ -419,21 +417,12 @@ class SendOp(Op):
             new_mailbox=new_mailbox,
         )
 
-    def place(self, ctx: Committer) -> set[str]:
-        if self.final is None:
-            return set()
-        assert self.tmp is not None, "prepare() staged the file"
+    def place(self) -> None:
+        assert self.tmp is not None and self.final is not None, "prepare() staged the file"
         os.rename(self.tmp, self.final)
         self.tmp = None
-        return {os.path.dirname(self.final)} | self.new_dirs
 
-    def rollback(self, ctx: Committer) -> None:
-        # Never acknowledged: take it back out of the inbox.
-        if self.final and os.path.exists(self.final):
-            os.unlink(self.final)
-            fsync_dir(os.path.dirname(self.final))
-
-    def discard(self, ctx: Committer) -> None:
+    def discard(self) -> None:
         if self.tmp and os.path.exists(self.tmp):
             os.unlink(self.tmp)
 
@@ -452,7 +441,15 @@ class SendOp(Op):
             return
         m = self.meta
         idx.add(
-            self.to, m["id"], UNREAD, m["from"], m["subject"], m["date"], len(self.body), m["key"]
+            self.to,
+            m["id"],
+            UNREAD,
+            m["from"],
+            m["subject"],
+            m["date"],
+            len(self.body),
+            m["key"],
+            new=True,
         )
         idx.add_text(self.to, m["id"], m["from"], m["subject"], self.body, self.in_reply_to)
 
@@ -472,35 +469,33 @@ class RetireOp(Op):
         self.reader, self.event = reader, event
         self.result = False
 
-    def prepare(self, ctx: Committer) -> None:
-        src = self.room.path(self.handle, self.mail_id, UNREAD)
-        self.moving = os.path.exists(src)
+    moving = False
 
-    def place(self, ctx: Committer) -> set[str]:
-        if not self.moving:
-            return set()
+    def prepare(self, batch: Batch) -> None:
         src = self.room.path(self.handle, self.mail_id, UNREAD)
+        # Retired earlier in this same batch, or gone: nothing to do.
+        if src in batch.moves or not os.path.exists(src):
+            return
+        batch.moves.add(src)
         dst = self.room.path(self.handle, self.mail_id, READ)
-        try:
-            os.rename(src, dst)
-        except FileNotFoundError:
-            return set()  # retired earlier in this same batch: nothing to do
-        self.result = True
+        self.moving = True
+        self.entries = (Rename(src, dst),)
         if self.event:
             self.events = [
                 MailReadEvent(
                     mail_id=self.mail_id, handle=self.handle, reader=self.reader, path=dst
                 )
             ]
-        return {os.path.dirname(src), os.path.dirname(dst)}
 
-    def rollback(self, ctx: Committer) -> None:
-        if self.result:
-            os.rename(
-                self.room.path(self.handle, self.mail_id, READ),
-                self.room.path(self.handle, self.mail_id, UNREAD),
-            )
-            self.result = False
+    def place(self) -> None:
+        if not self.moving:
+            return
+        src = self.room.path(self.handle, self.mail_id, UNREAD)
+        try:
+            os.rename(src, self.room.path(self.handle, self.mail_id, READ))
+        except FileNotFoundError:
+            return  # moved by hand since prepare; the index finds it where it is
+        self.result = True
 
     def index(self, idx: Index) -> None:
         if self.result:

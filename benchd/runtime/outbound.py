@@ -186,8 +186,8 @@ class QueueOp(SendOp):
     """A SendOp into the outbound queue: the file says `to: bob@node2` and the event is
     bridge/queued (not mail/sent: no local mailbox received anything, nothing to wake)."""
 
-    def prepare(self, ctx) -> None:
-        super().prepare(ctx)  # the file says `to: <address>` (SendOp.address)
+    def prepare(self, batch) -> None:
+        super().prepare(batch)  # the file says `to: <address>` (SendOp.address)
         if self.final is None:
             return
         meta = self.meta
@@ -208,8 +208,7 @@ class ForwardOp(RetireOp):
     key: str
     to: str
 
-    def place(self, ctx) -> set[str]:
-        dirs = super().place(ctx)
-        if self.result:
+    def prepare(self, batch) -> None:
+        super().prepare(batch)
+        if self.moving:
             self.events = [m.BridgeForwarded(mail_id=self.mail_id, to=self.to, key=self.key)]
-        return dirs

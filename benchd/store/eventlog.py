@@ -1,13 +1,16 @@
 """events.jsonl: the append-only event log.
 
 One JSON object per line: `seq` (strictly increasing), `ts` in ms, `kind`, fields. Appends come
-only from the committer (one writer), in batches: a batch is written whole and made
-durable (fdatasync, or the committer's group flush of the log with the other files it
-touched) before any answer that reports the facts in it.
+only from the committer (one writer), in batches: a batch is written whole (`write`,
+without a flush) and its bytes and offset go into the batch's journal record, whose
+fdatasync makes them durable before any answer that reports the facts in it; the
+journal's checkpoints flush the log itself (store/journal.py).
 
-Never rewritten. After a crash the last line may be torn; at open we read only the
-tail to find the last seq, and if the file does not end in a newline we add one, so the
-torn fragment stays a line of its own that readers skip. Reading from a seq searches the
+Never rewritten, except by the journal's replay after a crash, which writes committed
+batches back at their offsets and cuts the lines of a batch that never committed. A
+torn last line can still be met (a log from before the journal, or one damaged by
+hand): at open we read only the tail to find the last seq, and if the file does not end
+in a newline we add one, so the torn fragment stays a line of its own that readers skip. Reading from a seq searches the
 file by byte offset (seq is near the start of every line), so `--since` costs
 O(log size), not a scan.
 """
@@ -107,6 +110,30 @@ class EventLog:
             except OSError:
                 pass
             raise
+
+    def write(self, lines: list[bytes]) -> tuple[int, bytes]:
+        """Write encoded lines without a flush (the committer's journal makes them
+        durable); returns the offset they start at and their bytes. Raises OSError,
+        leaving no partial write behind."""
+        faults.check("eventlog")
+        data = b"".join(lines)
+        before = os.fstat(self.fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            self.truncate(before)
+            raise
+        return before, data
+
+    def truncate(self, offset: int) -> None:
+        """Take back a write whose batch did not commit (best effort: if even this
+        fails, readers skip the fragment and seq stays monotonic)."""
+        try:
+            os.ftruncate(self.fd, offset)
+        except OSError:
+            pass
 
     def close(self) -> None:
         os.close(self.fd)

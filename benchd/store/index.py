@@ -375,9 +375,12 @@ class Index:
 
     # ---------------------------------------------------------------- changes (pending)
 
-    def add(self, handle, mail_id, state, sender, subject, date, size, key) -> None:
-        if self.get(handle, mail_id) is not None:
-            return  # INSERT OR IGNORE
+    def add(self, handle, mail_id, state, sender, subject, date, size, key, new=False) -> None:
+        """Index a message; one it holds already is left as it is (INSERT OR IGNORE).
+        `new`: the id was just handed out by the id clock, so it cannot be indexed yet
+        (saves a lookup per send)."""
+        if not new and self.get(handle, mail_id) is not None:
+            return
         k = (handle, mail_id)
         base = self.pending.base.get(k)
         self.pending.touch(handle, mail_id, base)

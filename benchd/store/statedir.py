@@ -16,12 +16,16 @@ import os
 import stat
 
 # The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
+from benchd.store.journal import REPLAY_TMP, SEGMENTS
+
 FILES = (
     "benchd.lock",
     "benchd.log",
     "benchd.out",
     "events.jsonl",
     "index.sqlite",
+    *SEGMENTS,
+    REPLAY_TMP,
     "outbox.sqlite",
     "presets.json",
 )

@@ -387,6 +387,8 @@ def arm(daemon, point: str, errno: str = "ENOSPC", count: int = 1) -> None:
         ("deliver", "EIO", "io-error"),
         ("eventlog", "ENOSPC", "disk-full"),
         ("eventlog", "EIO", "io-error"),
+        ("journal", "ENOSPC", "disk-full"),
+        ("journal", "EIO", "io-error"),
     ],
 )
 def test_a_failed_write_is_refused_and_leaves_nothing(daemon, point, errno, code):

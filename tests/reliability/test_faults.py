@@ -1,4 +1,5 @@
-"""Injected disk faults (ENOSPC, EIO) at message delivery and at the event-log append.
+"""Injected disk faults (ENOSPC, EIO) at message delivery, the event-log append and the
+journal record (the commit point).
 
 The sender gets a clear refusal (disk-full / io-error; the CLI prints one sentence and
 exits 1), nothing half-written becomes visible (no new file in inbox/ or read/, tmp/
@@ -44,7 +45,7 @@ def assert_serving(d) -> None:
     assert d.proc.poll() is None
 
 
-@pytest.mark.parametrize("point", ["deliver", "eventlog"])
+@pytest.mark.parametrize("point", ["deliver", "eventlog", "journal"])
 @pytest.mark.parametrize("errno", ["ENOSPC", "EIO"])
 def test_a_send_under_a_disk_fault_is_refused_cleanly(daemon, point, errno):
     d = daemon
@@ -153,7 +154,7 @@ def test_a_read_under_a_log_fault_leaves_the_message_unread(daemon, errno):
     assert_serving(d)
 
 
-@pytest.mark.parametrize("point", ["deliver", "eventlog"])
+@pytest.mark.parametrize("point", ["deliver", "eventlog", "journal"])
 def test_a_persistent_fault_refuses_every_send_and_the_daemon_survives(daemon, point):
     d = daemon
     before = snapshot(d)

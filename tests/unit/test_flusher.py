@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from benchd.runtime.committer import Flusher
+from benchd.store.flush import Flusher
 
 
 def test_flushes_files_dirs_and_fds_together(tmp_path):

@@ -1,0 +1,77 @@
+"""Making files durable without syncfs(2): an fsync (fdatasync for files) of each, issued
+together from worker threads. A flush waits only for bench's own files, never for every
+dirty page another program left on the filesystem (a build, a download), which stalled
+sends for hundreds of ms under a bulk writer. On a journaling filesystem (ext4 with its
+journal) fsyncs in flight together share one journal commit. Used by the journal's
+checkpoints and its replay (store/journal.py), off the request path."""
+
+import errno
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+
+class Flusher:
+    WORKERS = 16
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None  # made on first use
+
+    def flush(self, files=(), dirs=(), fds=(), moved: Iterable[tuple[str, str]] = ()) -> None:
+        """fdatasync each file (by path) and fd, fsync each directory, and for each
+        (path, alt) in `moved` fdatasync whichever of the two exists (a message a read
+        moved to read/ meanwhile); raises the first OSError once all of them are done."""
+        jobs: list[tuple[Callable[..., None], object]] = [(_fdatasync_path, p) for p in files]
+        jobs += [(_fsync_path, d) for d in sorted(dirs)]
+        jobs += [(os.fdatasync, fd) for fd in fds]
+        jobs += [(_fdatasync_either, pair) for pair in moved]
+        if len(jobs) <= 1:
+            for fn, arg in jobs:
+                fn(arg)
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="flush")
+        futures = [self._pool.submit(fn, arg) for fn, arg in jobs]
+        errors = [f.exception() for f in futures]
+        for err in errors:
+            if err is not None:
+                raise err
+
+
+def _sync_path(path: str, sync: Callable[[int], None], flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
+    try:
+        sync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fdatasync_path(path: str) -> None:
+    _sync_path(path, os.fdatasync)
+
+
+def _fsync_path(path: str) -> None:
+    _sync_path(path, os.fsync)
+
+
+def _fdatasync_either(pair: tuple[str, str]) -> None:
+    path, alt = pair
+    for p in (path, alt):
+        if not p:
+            continue
+        try:
+            _sync_path(p, os.fdatasync)
+            return
+        except OSError as err:
+            if err.errno != errno.ENOENT:
+                raise
+    # Gone from both: removed by hand meanwhile; nothing of ours to make durable.
+
+
+def fsync_dir(path: str) -> None:
+    _sync_path(path, os.fsync, os.O_RDONLY | os.O_DIRECTORY)
