@@ -28,6 +28,7 @@ from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
 from benchd.runtime.nodes import check_address
 from benchd.store import faults
+from benchd.store.fileio import write_all
 from benchd.store.flush import fsync_dir
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
 from benchd.store.journal import Rename, Write
@@ -387,9 +388,7 @@ class SendOp(Op):
         faults.check("deliver")
         fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
         finally:
             os.close(fd)
         # No flush: the batch's journal record carries the bytes (the commit point).

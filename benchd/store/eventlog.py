@@ -20,6 +20,7 @@ import os
 import msgspec
 
 from benchd.store import faults
+from benchd.store.fileio import write_all
 
 _TAIL = 64 * 1024
 _decoder = msgspec.json.Decoder()
@@ -94,10 +95,7 @@ class EventLog:
         data = b"".join(lines)
         before = os.fstat(self.fd).st_size
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(self.fd, view)
-                view = view[n:]
+            write_all(self.fd, data)
             if flush is None:
                 os.fdatasync(self.fd)  # the append's data and the file's new size
             else:
@@ -119,9 +117,7 @@ class EventLog:
         data = b"".join(lines)
         before = os.fstat(self.fd).st_size
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view) :]
+            write_all(self.fd, data)
         except OSError:
             self.truncate(before)
             raise

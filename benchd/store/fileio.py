@@ -7,8 +7,14 @@ so every durable writer loops until all is written; this is that loop, once.
 import os
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of `data` to a blocking fd, or raise the OSError that stopped it."""
+def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
+    """Write all of `data` to a blocking fd (at its position, or with pwrite at
+    `offset`), or raise the OSError that stopped it."""
     view = memoryview(data)
+    if offset is None:
+        while view:
+            view = view[os.write(fd, view) :]
+        return
     while view:
-        view = view[os.write(fd, view) :]
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n

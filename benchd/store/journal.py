@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from benchd.store import faults
+from benchd.store.fileio import write_all
 from benchd.store.flush import Flusher
 
 MAGIC = b"BJ01"
@@ -210,7 +211,7 @@ def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed
                 else:
                     assert type(e) is Append
                     if os.pread(log_fd, len(e.data), e.offset) != e.data:
-                        _pwrite_all(log_fd, e.data, e.offset)
+                        write_all(log_fd, e.data, e.offset)
                         log_bytes += len(e.data)
                     log_end = e.offset + len(e.data)
             touched.add(entries)
@@ -250,18 +251,11 @@ def _write_file(path: str, data: bytes, root: str) -> None:
     tmp = os.path.join(root, REPLAY_TMP)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        _pwrite_all(fd, data, 0)
+        write_all(fd, data, 0)
         os.fdatasync(fd)
     finally:
         os.close(fd)
     os.rename(tmp, path)
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
 
 
 def _drop(path: str) -> None:
@@ -272,7 +266,7 @@ def _drop(path: str) -> None:
         return
     try:
         if os.fstat(fd).st_size >= SEGMENT_BYTES:
-            _pwrite_all(fd, bytes(_HEAD.size), 0)
+            write_all(fd, bytes(_HEAD.size), 0)
             os.fdatasync(fd)
         else:
             os.ftruncate(fd, 0)
@@ -365,7 +359,7 @@ class Journal:
             if self.preallocate and size < self.segment_bytes:
                 try:
                     faults.check("journal-prealloc")
-                    _pwrite_all(seg.fd, bytes(self.segment_bytes - size), size)
+                    write_all(seg.fd, bytes(self.segment_bytes - size), size)
                     os.fsync(seg.fd)
                 except OSError as err:
                     if err.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -396,11 +390,11 @@ class Journal:
             seg = self._switch()
         try:
             faults.check("journal")
-            _pwrite_all(seg.fd, record, seg.pos)
+            write_all(seg.fd, record, seg.pos)
             os.fdatasync(seg.fd)
         except OSError:
             try:  # so the record can never be replayed; the next one goes in its place
-                _pwrite_all(seg.fd, bytes(_HEAD.size), seg.pos)
+                write_all(seg.fd, bytes(_HEAD.size), seg.pos)
                 os.fdatasync(seg.fd)
             except OSError:
                 pass
@@ -435,7 +429,7 @@ class Journal:
         try:
             touched.flush(self.flusher, [self.log_fd()])
             if seg.preallocated:
-                _pwrite_all(seg.fd, bytes(_HEAD.size), 0)
+                write_all(seg.fd, bytes(_HEAD.size), 0)
                 os.fdatasync(seg.fd)
             else:
                 os.ftruncate(seg.fd, 0)

@@ -20,6 +20,7 @@ edited in place (reads meet that: bad-mail-file).
 import json
 import os
 
+from benchd.store.fileio import write_all
 from benchd.store.index import Index, file_sum
 
 SEAL = "index.seal"
@@ -53,7 +54,7 @@ def seal(index: Index, seal_path: str, mail_root: str) -> bool:
         tmp = seal_path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.write(fd, data.encode())
+            write_all(fd, data.encode())
             os.fsync(fd)
         finally:
             os.close(fd)
