@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Static
 
+from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
 from bench_cli.dash.model import Board, event_line, printable, threads
 from bench_cli.dash.rows import Rows
@@ -44,14 +45,15 @@ def colour(name: str) -> str | None:
     return name
 
 
-def screen_text(frame: dict) -> Text:
-    """A screen frame as Rich text, with the colours the daemon's model keeps."""
-    out = Text(no_wrap=True, overflow="crop")
+def screen_lines(frame: dict) -> list[Text]:
+    """A screen frame as Rich text, one per row, with the colours the daemon's model keeps
+    (trailing blank rows left out)."""
     lines = frame["lines"]
     styles = frame.get("styles") or []
     last = len(lines)
     while last > 0 and not lines[last - 1]:
         last -= 1
+    out = []
     for y, line in enumerate(lines[:last]):
         t = Text(line, no_wrap=True, overflow="crop")
         for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
@@ -72,18 +74,15 @@ def screen_text(frame: dict) -> Text:
             if parts:
                 t.stylize(" ".join(parts), start, start + length)
         out.append(t)
-        if y < last - 1:
-            out.append("\n")
     return out
 
 
-class EventsPane(Static):
-    """The newest event lines that fit, bottom-aligned. A Static with a fixed size, not a
-    RichLog: a RichLog's every write changes its virtual size, which costs a layout pass of
-    the whole screen (most of the dashboard's CPU in the dash-idle benchmark)."""
+class EventsPane(Lines):
+    """The newest event lines that fit, bottom-aligned. Not a RichLog: a RichLog's every
+    write changes its virtual size, which costs a layout pass of the whole screen."""
 
     def __init__(self, **kw):
-        super().__init__("", **kw)
+        super().__init__(**kw)
         self.lines: collections.deque[str] = collections.deque(maxlen=300)
 
     def write(self, line: str) -> None:
@@ -97,7 +96,7 @@ class EventsPane(Static):
     def show(self) -> None:
         rows = max(1, self.content_size.height or 10)
         tail = list(self.lines)[-rows:]
-        self.update(Text("\n".join(tail), no_wrap=True, overflow="crop"), layout=False)
+        self.set_lines([Text(line, no_wrap=True, overflow="crop") for line in tail])
 
     def on_resize(self) -> None:
         self.show()
@@ -145,6 +144,10 @@ class Dash(App):
         self.status_note = ""
         self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
         self.refreshes = 0
+        # When the idle column was last brought up to date (at the snapshot and every
+        # IDLE_REFRESH_S): an event redraws only the rows it changed, not every row's
+        # idle time, so between refreshes the column shows the idle times of that moment.
+        self.idle_now = clock()
 
     # ------------------------------------------------------------ layout
 
@@ -156,7 +159,7 @@ class Dash(App):
                 )
                 yield Rows(["sent", "st", "from", "subject"], id="mail")
             with Vertical(id="right"):
-                yield Static("", id="screen")
+                yield Lines(id="screen")
                 yield EventsPane(id="events")
         yield Static("", id="status")
         yield Footer()
@@ -166,7 +169,7 @@ class Dash(App):
         t.border_title = "sessions"
         self.query_one("#mail", Rows).border_title = "mail"
         t.focus()
-        self.query_one("#screen", Static).border_title = "screen"
+        self.query_one("#screen", Lines).border_title = "screen"
         self.query_one("#events", EventsPane).border_title = "events"
         self.set_status()
         self.follow_events()
@@ -243,7 +246,8 @@ class Dash(App):
         unread = {}
         for h in handles:
             unread[h] = (await self.source.call("mail/list", handle=h, limit=1))["total"]
-        self.board.load(a["sessions"], unread, self.clock())
+        self.idle_now = self.clock()
+        self.board.load(a["sessions"], unread, self.idle_now)
         self.draw_sessions()
         if self.selected is None and self.board.rows:
             live = [h for h, r in self.board.rows.items() if r.state == "running"]
@@ -286,7 +290,7 @@ class Dash(App):
                     )["total"]
         except (DaemonGone, WireError):
             return
-        now = self.clock()
+        now = self.idle_now = self.clock()
         for s in a["sessions"]:
             r = self.board.rows.get(s["handle"])
             if r is not None and r.session == s["session"]:
@@ -299,7 +303,7 @@ class Dash(App):
 
     def draw_sessions(self) -> None:
         t = self.query_one("#sessions", Rows)
-        now = self.clock()
+        now = self.idle_now
         rows = []
         for h in sorted(self.board.rows):
             r = self.board.rows[h]
@@ -331,15 +335,15 @@ class Dash(App):
 
     @work(exclusive=True, group="screen")
     async def follow_screen(self, handle: str) -> None:
-        pane = self.query_one("#screen", Static)
+        pane = self.query_one("#screen", Lines)
         pane.border_title = f"screen: {handle}"
         while True:
             try:
                 async for frame in self.source.stream("session/screen", handle=handle, follow=True):
-                    pane.update(screen_text(frame), layout=False)
+                    pane.set_lines(screen_lines(frame))
                 return  # the session ended: its last screen stays
             except WireError as err:
-                pane.update(Text(f"{handle}: {err.message}"))
+                pane.set_lines([Text(f"{handle}: {err.message}")])
                 return
             except DaemonGone:
                 await asyncio.sleep(RETRY_S)
