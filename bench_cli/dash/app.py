@@ -87,7 +87,11 @@ class EventsPane(Lines):
 
     def write(self, line: str) -> None:
         self.lines.append(line)
-        self.show()
+        rows = max(1, self.content_size.height or 10)
+        shown = self.texts
+        if len(shown) >= rows:
+            shown = shown[len(shown) - rows // 2 :] if rows > 1 else []
+        self.set_lines([*shown, Text(line, no_wrap=True, overflow="crop")])
 
     def clear(self) -> None:
         self.lines.clear()
@@ -148,6 +152,7 @@ class Dash(App):
         # IDLE_REFRESH_S): an event redraws only the rows it changed, not every row's
         # idle time, so between refreshes the column shows the idle times of that moment.
         self.idle_now = clock()
+        self._cells: dict[str, tuple] = {}  # handle -> its row in the sessions pane
 
     # ------------------------------------------------------------ layout
 
@@ -262,7 +267,7 @@ class Dash(App):
         ):
             self.query_one("#events", EventsPane).write(event_line(ev))
         if changed:
-            self.draw_sessions()
+            self.draw_sessions(only=ev.get("handle") or ev.get("to"))
         if ev["kind"] in ("mail/sent", "mail/read", "agent/woken") and self.search_query is None:
             box = self.mailbox()
             if box in (ev.get("to"), ev.get("handle")):
@@ -301,17 +306,20 @@ class Dash(App):
 
     # ------------------------------------------------------------ sessions pane
 
-    def draw_sessions(self) -> None:
-        t = self.query_one("#sessions", Rows)
+    def draw_sessions(self, only: str | None = None) -> None:
+        """Redraw the sessions pane; with `only`, that row's cells are the only ones
+        computed again (an event changes one row)."""
         now = self.idle_now
-        rows = []
-        for h in sorted(self.board.rows):
-            r = self.board.rows[h]
-            job = r.job_text()
-            unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
-            state = r.exit_text() if self.connected else "?"
-            rows.append((h, (h, state, unread, r.idle_text(now), r.wake, job, str(r.pid))))
-        t.set_rows(rows)
+        if only is None or set(self._cells) != set(self.board.rows):
+            self._cells = {h: self._row_cells(r, now) for h, r in self.board.rows.items()}
+        elif only in self.board.rows:
+            self._cells[only] = self._row_cells(self.board.rows[only], now)
+        self.query_one("#sessions", Rows).set_rows([(h, self._cells[h]) for h in sorted(self._cells)])
+
+    def _row_cells(self, r, now: float) -> tuple:
+        unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
+        state = r.exit_text() if self.connected else "?"
+        return (r.handle, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
 
     def on_rows_highlighted(self, event: Rows.Highlighted) -> None:
         if event.pane.id == "sessions":

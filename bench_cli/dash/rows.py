@@ -43,7 +43,8 @@ class Rows(Lines, can_focus=True):
         self.cells: list[tuple] = []
         self.cursor = 0
         self.top = 0  # the first row shown
-        self._built: dict[int, tuple[tuple, Text]] = {}  # row -> (what it was built from, line)
+        # row (-1: the header) -> (what its line was built from, the line)
+        self._built: dict[int, tuple[tuple, Text]] = {}
 
     def set_rows(self, rows: list[tuple[str, tuple]], keep_key: bool = True) -> None:
         """Replace the rows: (key, cells); the cursor stays on the same key if it can."""
@@ -72,10 +73,14 @@ class Rows(Lines, can_focus=True):
             for i, v in enumerate(row):
                 widths[i] = max(widths[i], min(40, len(str(v))))
         widths = tuple(widths)
-        head = self._line(self.columns, widths, width)
-        head.stylize("bold")
+        old = self._built.get(-1)  # the header row
+        if old is not None and old[0] == (widths, width):
+            head = old[1]
+        else:
+            head = self._line(self.columns, widths, width)
+            head.stylize("bold")
         out = [head]
-        built = {}
+        built = {-1: ((widths, width), head)}
         for i in range(self.top, min(len(self.cells), self.top + body)):
             mark = ("reverse" if self.has_focus else "underline") if i == self.cursor else ""
             key = (self.cells[i], widths, width, mark)
