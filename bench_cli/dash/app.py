@@ -109,13 +109,14 @@ class EventsPane(Lines):
 class Dash(App):
     TITLE = "bench dash"
     CSS = """
+    Screen { layout: horizontal; }
     #left { width: 45%; min-width: 34; }
     #sessions { height: 1fr; border: round $primary; }
     #mail { height: 1fr; border: round $secondary; }
     #right { width: 1fr; }
     #screen { height: 2fr; border: round $accent; padding: 0 1; overflow: hidden; }
     #events { height: 1fr; border: round $secondary; overflow: hidden; }
-    #status { height: 1; background: $boost; }
+    #status { height: 1; background: $boost; dock: bottom; margin-bottom: 1; }
     #screen, #events, #sessions, #mail, #status { text-wrap: nowrap; text-overflow: clip; }
     .dialog { width: 70; height: auto; max-height: 90%; border: thick $primary;
               background: $surface; padding: 1 2; align: center middle; }
@@ -157,17 +158,16 @@ class Dash(App):
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        with Horizontal():
-            with Vertical(id="left"):
-                yield Rows(
-                    ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
-                )
-                yield Rows(["sent", "st", "from", "subject"], id="mail")
-            with Vertical(id="right"):
-                yield Lines(id="screen")
-                yield EventsPane(id="events")
         yield Static("", id="status")
         yield Footer()
+        with Vertical(id="left"):
+            yield Rows(
+                ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
+            )
+            yield Rows(["sent", "st", "from", "subject"], id="mail")
+        with Vertical(id="right"):
+            yield Lines(id="screen")
+            yield EventsPane(id="events")
 
     def on_mount(self) -> None:
         t = self.query_one("#sessions", Rows)
