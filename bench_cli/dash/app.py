@@ -16,7 +16,8 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
+from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from bench_cli.dash.lines import Lines
@@ -106,6 +107,20 @@ class EventsPane(Lines):
         self.show()
 
 
+class Column(Vertical):
+    """A column of panes. BLANK (Textual's flag for a widget with no border or content
+    of its own): its panes cover it, so Textual does not render its lines at every frame."""
+
+    BLANK = True
+
+
+class DashScreen(Screen):
+    """The main screen: covered by the columns, the status line and the footer, so it is
+    BLANK too (each frame composes only the panes)."""
+
+    BLANK = True
+
+
 class Dash(App):
     TITLE = "bench dash"
     CSS = """
@@ -157,15 +172,18 @@ class Dash(App):
 
     # ------------------------------------------------------------ layout
 
+    def get_default_screen(self) -> Screen:
+        return DashScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         yield Static("", id="status")
         yield Footer()
-        with Vertical(id="left"):
+        with Column(id="left"):
             yield Rows(
                 ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
             )
             yield Rows(["sent", "st", "from", "subject"], id="mail")
-        with Vertical(id="right"):
+        with Column(id="right"):
             yield Lines(id="screen")
             yield EventsPane(id="events")
 
@@ -392,7 +410,8 @@ class Dash(App):
             self.set_status(getattr(err, "message", str(err)))
             return
         t = self.query_one("#mail", Rows)
-        t.border_title = title
+        if t.border_title != title:  # a new title repaints the whole pane
+            t.border_title = title
         self.mail_rows = []
         table = []
         for i, (depth, msg) in enumerate(rows):
