@@ -107,16 +107,18 @@ class EventsPane(Lines):
         self.show()
 
 
-class Column(Vertical):
-    """A column of panes. BLANK (Textual's flag for a widget with no border or content
-    of its own): its panes cover it, so Textual does not render its lines at every frame."""
+class Holder(Vertical):
+    """A blank holder for panes. Textual composes a frame's dirty area from every widget
+    whose parent's area overlaps it, rendering each in full: a pane in its own holder is
+    left out of frames that change only its neighbours. BLANK (Textual's flag for a widget
+    with no border or content of its own): the holder's own lines are never rendered,
+    as its panes cover it."""
 
     BLANK = True
 
 
 class DashScreen(Screen):
-    """The main screen: covered by the columns, the status line and the footer, so it is
-    BLANK too (each frame composes only the panes)."""
+    """The main screen: covered by the holders, so it is BLANK too."""
 
     BLANK = True
 
@@ -126,12 +128,15 @@ class Dash(App):
     CSS = """
     Screen { layout: horizontal; }
     #left { width: 45%; min-width: 34; }
-    #sessions { height: 1fr; border: round $primary; }
-    #mail { height: 1fr; border: round $secondary; }
     #right { width: 1fr; }
-    #screen { height: 2fr; border: round $accent; padding: 0 1; overflow: hidden; }
-    #events { height: 1fr; border: round $secondary; overflow: hidden; }
-    #status { height: 1; background: $boost; dock: bottom; margin-bottom: 1; }
+    #bottom { dock: bottom; height: 2; }
+    #sessions-holder, #mail-holder, #events-holder { height: 1fr; }
+    #screen-holder { height: 2fr; }
+    #sessions { border: round $primary; }
+    #mail { border: round $secondary; }
+    #screen { border: round $accent; padding: 0 1; overflow: hidden; }
+    #events { border: round $secondary; overflow: hidden; }
+    #status { height: 1; background: $boost; }
     #screen, #events, #sessions, #mail, #status { text-wrap: nowrap; text-overflow: clip; }
     .dialog { width: 70; height: auto; max-height: 90%; border: thick $primary;
               background: $surface; padding: 1 2; align: center middle; }
@@ -176,16 +181,22 @@ class Dash(App):
         return DashScreen(id="_default")
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="status")
-        yield Footer()
-        with Column(id="left"):
-            yield Rows(
-                ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
-            )
-            yield Rows(["sent", "st", "from", "subject"], id="mail")
-        with Column(id="right"):
-            yield Lines(id="screen")
-            yield EventsPane(id="events")
+        # Each pane in its own holder: see Holder.
+        with Holder(id="bottom"):
+            yield Static("", id="status")
+            yield Footer()
+        with Holder(id="left"):
+            with Holder(id="sessions-holder"):
+                yield Rows(
+                    ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
+                )
+            with Holder(id="mail-holder"):
+                yield Rows(["sent", "st", "from", "subject"], id="mail")
+        with Holder(id="right"):
+            with Holder(id="screen-holder"):
+                yield Lines(id="screen")
+            with Holder(id="events-holder"):
+                yield EventsPane(id="events")
 
     def on_mount(self) -> None:
         t = self.query_one("#sessions", Rows)
@@ -332,7 +343,9 @@ class Dash(App):
             self._cells = {h: self._row_cells(r, now) for h, r in self.board.rows.items()}
         elif only in self.board.rows:
             self._cells[only] = self._row_cells(self.board.rows[only], now)
-        self.query_one("#sessions", Rows).set_rows([(h, self._cells[h]) for h in sorted(self._cells)])
+        self.query_one("#sessions", Rows).set_rows(
+            [(h, self._cells[h]) for h in sorted(self._cells)]
+        )
 
     def _row_cells(self, r, now: float) -> tuple:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")

@@ -68,11 +68,10 @@ class Rows(Lines, can_focus=True):
             self.top = self.cursor
         elif self.cursor >= self.top + body:
             self.top = self.cursor - body + 1
-        widths = [len(c) for c in self.columns]
-        for row in self.cells:
-            for i, v in enumerate(row):
-                widths[i] = max(widths[i], min(40, len(str(v))))
-        widths = tuple(widths)
+        # Each column as wide as its widest cell (at most 40), the header included.
+        lens = [[len(c) for c in self.columns]]
+        lens.extend([min(40, len(str(v))) for v in row] for row in self.cells)
+        widths = tuple(map(max, zip(*lens, strict=True)))  # a cell per column
         old = self._built.get(-1)  # the header row
         if old is not None and old[0] == (widths, width):
             head = old[1]
