@@ -183,30 +183,36 @@ class Dash(App):
         return DashScreen(id="_default")
 
     def compose(self) -> ComposeResult:
+        # The panes are kept as attributes, not looked up: a worker that finishes while
+        # the app closes then updates a detached pane instead of failing a lookup.
+        self.sessions_pane = Rows(
+            ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
+        )
+        self.mail_pane = Rows(["sent", "st", "from", "subject"], id="mail")
+        self.screen_pane = Lines(id="screen")
+        self.events_pane = EventsPane(id="events")
+        self.status_line = Static("", id="status")
         # Each pane in its own holder: see Holder.
         with Holder(id="bottom"):
-            yield Static("", id="status")
+            yield self.status_line
             yield Footer()
         with Holder(id="left"):
             with Holder(id="sessions-holder"):
-                yield Rows(
-                    ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
-                )
+                yield self.sessions_pane
             with Holder(id="mail-holder"):
-                yield Rows(["sent", "st", "from", "subject"], id="mail")
+                yield self.mail_pane
         with Holder(id="right"):
             with Holder(id="screen-holder"):
-                yield Lines(id="screen")
+                yield self.screen_pane
             with Holder(id="events-holder"):
-                yield EventsPane(id="events")
+                yield self.events_pane
 
     def on_mount(self) -> None:
-        t = self.query_one("#sessions", Rows)
-        t.border_title = "sessions"
-        self.query_one("#mail", Rows).border_title = "mail"
-        t.focus()
-        self.query_one("#screen", Lines).border_title = "screen"
-        self.query_one("#events", EventsPane).border_title = "events"
+        self.sessions_pane.border_title = "sessions"
+        self.mail_pane.border_title = "mail"
+        self.sessions_pane.focus()
+        self.screen_pane.border_title = "screen"
+        self.events_pane.border_title = "events"
         self.set_status()
         self.follow_events()
         self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
@@ -223,9 +229,7 @@ class Dash(App):
         )
         text = state + (f"  |  {self.status_note}" if self.status_note else "")
         # Fixed-size panes: layout=False spares a whole-screen layout pass per update.
-        self.query_one("#status", Static).update(
-            Text(text, no_wrap=True, overflow="ellipsis"), layout=False
-        )
+        self.status_line.update(Text(text, no_wrap=True, overflow="ellipsis"), layout=False)
 
     # ------------------------------------------------------------ the event stream
 
@@ -303,7 +307,7 @@ class Dash(App):
         if (not kind or ev["kind"].startswith(kind)) and (
             not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
         ):
-            self.query_one("#events", EventsPane).write(event_line(ev))
+            self.events_pane.write(event_line(ev))
         if changed:
             self.draw_sessions(only=ev.get("handle") or ev.get("to"))
         if ev["kind"] in ("mail/sent", "mail/read", "agent/woken") and self.search_query is None:
@@ -352,9 +356,7 @@ class Dash(App):
             self._cells = {h: self._row_cells(r, now) for h, r in self.board.rows.items()}
         elif only in self.board.rows:
             self._cells[only] = self._row_cells(self.board.rows[only], now)
-        self.query_one("#sessions", Rows).set_rows(
-            [(h, self._cells[h]) for h in sorted(self._cells)]
-        )
+        self.sessions_pane.set_rows([(h, self._cells[h]) for h in sorted(self._cells)])
 
     def _row_cells(self, r, now: float) -> tuple:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
@@ -383,7 +385,7 @@ class Dash(App):
 
     @work(exclusive=True, group="screen")
     async def follow_screen(self, handle: str) -> None:
-        pane = self.query_one("#screen", Lines)
+        pane = self.screen_pane
         pane.border_title = f"screen: {handle}"
         while True:
             try:
@@ -431,7 +433,7 @@ class Dash(App):
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return
-        t = self.query_one("#mail", Rows)
+        t = self.mail_pane
         if t.border_title != title:  # a new title repaints the whole pane
             t.border_title = title
         self.mail_rows = []
@@ -564,7 +566,7 @@ class Dash(App):
             else:
                 handle = word
         self.event_filter = (kind, handle)
-        log = self.query_one("#events", EventsPane)
+        log = self.events_pane
         log.lines.clear()
         log.border_title = "events" + (f" ({q.strip()})" if q.strip() else "")
         log.lines.extend(event_line(ev) for ev in self.board.filtered(kind, handle)[-300:])
