@@ -8,6 +8,7 @@ when a mailbox is chosen and when an event says its mail changed.
 
 import asyncio
 import collections
+import gc
 import os
 import subprocess
 import time
@@ -16,9 +17,11 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
+from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
 from bench_cli.dash.model import Board, event_line, printable, threads
 from bench_cli.dash.rows import Rows
@@ -44,14 +47,15 @@ def colour(name: str) -> str | None:
     return name
 
 
-def screen_text(frame: dict) -> Text:
-    """A screen frame as Rich text, with the colours the daemon's model keeps."""
-    out = Text(no_wrap=True, overflow="crop")
+def screen_lines(frame: dict) -> list[Text]:
+    """A screen frame as Rich text, one per row, with the colours the daemon's model keeps
+    (trailing blank rows left out)."""
     lines = frame["lines"]
     styles = frame.get("styles") or []
     last = len(lines)
     while last > 0 and not lines[last - 1]:
         last -= 1
+    out = []
     for y, line in enumerate(lines[:last]):
         t = Text(line, no_wrap=True, overflow="crop")
         for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
@@ -72,23 +76,24 @@ def screen_text(frame: dict) -> Text:
             if parts:
                 t.stylize(" ".join(parts), start, start + length)
         out.append(t)
-        if y < last - 1:
-            out.append("\n")
     return out
 
 
-class EventsPane(Static):
-    """The newest event lines that fit, bottom-aligned. A Static with a fixed size, not a
-    RichLog: a RichLog's every write changes its virtual size, which costs a layout pass of
-    the whole screen (most of the dashboard's CPU in the dash-idle benchmark)."""
+class EventsPane(Lines):
+    """The newest event lines that fit, bottom-aligned. Not a RichLog: a RichLog's every
+    write changes its virtual size, which costs a layout pass of the whole screen."""
 
     def __init__(self, **kw):
-        super().__init__("", **kw)
+        super().__init__(**kw)
         self.lines: collections.deque[str] = collections.deque(maxlen=300)
 
     def write(self, line: str) -> None:
         self.lines.append(line)
-        self.show()
+        rows = max(1, self.content_size.height or 10)
+        shown = self.texts
+        if len(shown) >= rows:
+            shown = shown[len(shown) - rows // 2 :] if rows > 1 else []
+        self.set_lines([*shown, Text(line, no_wrap=True, overflow="crop")])
 
     def clear(self) -> None:
         self.lines.clear()
@@ -97,21 +102,41 @@ class EventsPane(Static):
     def show(self) -> None:
         rows = max(1, self.content_size.height or 10)
         tail = list(self.lines)[-rows:]
-        self.update(Text("\n".join(tail), no_wrap=True, overflow="crop"), layout=False)
+        self.set_lines([Text(line, no_wrap=True, overflow="crop") for line in tail])
 
     def on_resize(self) -> None:
         self.show()
 
 
+class Holder(Vertical):
+    """A blank holder for panes. Textual composes a frame's dirty area from every widget
+    whose parent's area overlaps it, rendering each in full: a pane in its own holder is
+    left out of frames that change only its neighbours. BLANK (Textual's flag for a widget
+    with no border or content of its own): the holder's own lines are never rendered,
+    as its panes cover it."""
+
+    BLANK = True
+
+
+class DashScreen(Screen):
+    """The main screen: covered by the holders, so it is BLANK too."""
+
+    BLANK = True
+
+
 class Dash(App):
     TITLE = "bench dash"
     CSS = """
+    Screen { layout: horizontal; }
     #left { width: 45%; min-width: 34; }
-    #sessions { height: 1fr; border: round $primary; }
-    #mail { height: 1fr; border: round $secondary; }
     #right { width: 1fr; }
-    #screen { height: 2fr; border: round $accent; padding: 0 1; overflow: hidden; }
-    #events { height: 1fr; border: round $secondary; overflow: hidden; }
+    #bottom { dock: bottom; height: 2; }
+    #sessions-holder, #mail-holder, #events-holder { height: 1fr; }
+    #screen-holder { height: 2fr; }
+    #sessions { border: round $primary; }
+    #mail { border: round $secondary; }
+    #screen { border: round $accent; padding: 0 1; overflow: hidden; }
+    #events { border: round $secondary; overflow: hidden; }
     #status { height: 1; background: $boost; }
     #screen, #events, #sessions, #mail, #status { text-wrap: nowrap; text-overflow: clip; }
     .dialog { width: 70; height: auto; max-height: 90%; border: thick $primary;
@@ -131,8 +156,9 @@ class Dash(App):
         Binding("f", "filter", "filter", show=False),
     ]
 
-    def __init__(self, source: Source, *, clock=time.monotonic):
+    def __init__(self, source: Source, *, clock=time.monotonic, freeze_gc: bool = False):
         super().__init__()
+        self.freeze_gc = freeze_gc
         self.source = source
         self.clock = clock
         self.board = Board()
@@ -145,29 +171,48 @@ class Dash(App):
         self.status_note = ""
         self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
         self.refreshes = 0
+        # When the idle column was last brought up to date (at the snapshot and every
+        # IDLE_REFRESH_S): an event redraws only the rows it changed, not every row's
+        # idle time, so between refreshes the column shows the idle times of that moment.
+        self.idle_now = clock()
+        self._cells: dict[str, tuple] = {}  # handle -> its row in the sessions pane
 
     # ------------------------------------------------------------ layout
 
+    def get_default_screen(self) -> Screen:
+        return DashScreen(id="_default")
+
     def compose(self) -> ComposeResult:
-        with Horizontal():
-            with Vertical(id="left"):
-                yield Rows(
-                    ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
-                )
-                yield Rows(["sent", "st", "from", "subject"], id="mail")
-            with Vertical(id="right"):
-                yield Static("", id="screen")
-                yield EventsPane(id="events")
-        yield Static("", id="status")
-        yield Footer()
+        # The panes are kept as attributes, not looked up: a worker that finishes while
+        # the app closes then updates a detached pane instead of failing a lookup.
+        self.sessions_pane = Rows(
+            ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
+        )
+        self.mail_pane = Rows(["sent", "st", "from", "subject"], id="mail")
+        self.screen_pane = Lines(id="screen")
+        self.events_pane = EventsPane(id="events")
+        self.status_line = Static("", id="status")
+        # Each pane in its own holder: see Holder.
+        with Holder(id="bottom"):
+            yield self.status_line
+            yield Footer()
+        with Holder(id="left"):
+            with Holder(id="sessions-holder"):
+                yield self.sessions_pane
+            with Holder(id="mail-holder"):
+                yield self.mail_pane
+        with Holder(id="right"):
+            with Holder(id="screen-holder"):
+                yield self.screen_pane
+            with Holder(id="events-holder"):
+                yield self.events_pane
 
     def on_mount(self) -> None:
-        t = self.query_one("#sessions", Rows)
-        t.border_title = "sessions"
-        self.query_one("#mail", Rows).border_title = "mail"
-        t.focus()
-        self.query_one("#screen", Static).border_title = "screen"
-        self.query_one("#events", EventsPane).border_title = "events"
+        self.sessions_pane.border_title = "sessions"
+        self.mail_pane.border_title = "mail"
+        self.sessions_pane.focus()
+        self.screen_pane.border_title = "screen"
+        self.events_pane.border_title = "events"
         self.set_status()
         self.follow_events()
         self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
@@ -184,9 +229,7 @@ class Dash(App):
         )
         text = state + (f"  |  {self.status_note}" if self.status_note else "")
         # Fixed-size panes: layout=False spares a whole-screen layout pass per update.
-        self.query_one("#status", Static).update(
-            Text(text, no_wrap=True, overflow="ellipsis"), layout=False
-        )
+        self.status_line.update(Text(text, no_wrap=True, overflow="ellipsis"), layout=False)
 
     # ------------------------------------------------------------ the event stream
 
@@ -224,6 +267,13 @@ class Dash(App):
                         self.take_event(frame["event"], apply=False)
                     self.draw_sessions()
                     first = False
+                    # The app's ~50,000 long-lived objects (DOM, styles, caches) leave the
+                    # collector's view: a full collection then walks only what came later
+                    # (it cost ~20 ms every half minute of a watched dashboard). Only for
+                    # the real app: not in a test process that runs many.
+                    if self.freeze_gc:
+                        gc.collect()
+                        gc.freeze()
                 since = self.board.last_seq
                 self.connected = True
                 self.set_status("")
@@ -243,7 +293,8 @@ class Dash(App):
         unread = {}
         for h in handles:
             unread[h] = (await self.source.call("mail/list", handle=h, limit=1))["total"]
-        self.board.load(a["sessions"], unread, self.clock())
+        self.idle_now = self.clock()
+        self.board.load(a["sessions"], unread, self.idle_now)
         self.draw_sessions()
         if self.selected is None and self.board.rows:
             live = [h for h, r in self.board.rows.items() if r.state == "running"]
@@ -256,9 +307,9 @@ class Dash(App):
         if (not kind or ev["kind"].startswith(kind)) and (
             not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
         ):
-            self.query_one("#events", EventsPane).write(event_line(ev))
+            self.events_pane.write(event_line(ev))
         if changed:
-            self.draw_sessions()
+            self.draw_sessions(only=ev.get("handle") or ev.get("to"))
         if ev["kind"] in ("mail/sent", "mail/read", "agent/woken") and self.search_query is None:
             box = self.mailbox()
             if box in (ev.get("to"), ev.get("handle")):
@@ -286,7 +337,7 @@ class Dash(App):
                     )["total"]
         except (DaemonGone, WireError):
             return
-        now = self.clock()
+        now = self.idle_now = self.clock()
         for s in a["sessions"]:
             r = self.board.rows.get(s["handle"])
             if r is not None and r.session == s["session"]:
@@ -297,17 +348,20 @@ class Dash(App):
 
     # ------------------------------------------------------------ sessions pane
 
-    def draw_sessions(self) -> None:
-        t = self.query_one("#sessions", Rows)
-        now = self.clock()
-        rows = []
-        for h in sorted(self.board.rows):
-            r = self.board.rows[h]
-            job = r.job_text()
-            unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
-            state = r.exit_text() if self.connected else "?"
-            rows.append((h, (h, state, unread, r.idle_text(now), r.wake, job, str(r.pid))))
-        t.set_rows(rows)
+    def draw_sessions(self, only: str | None = None) -> None:
+        """Redraw the sessions pane; with `only`, that row's cells are the only ones
+        computed again (an event changes one row)."""
+        now = self.idle_now
+        if only is None or set(self._cells) != set(self.board.rows):
+            self._cells = {h: self._row_cells(r, now) for h, r in self.board.rows.items()}
+        elif only in self.board.rows:
+            self._cells[only] = self._row_cells(self.board.rows[only], now)
+        self.sessions_pane.set_rows([(h, self._cells[h]) for h in sorted(self._cells)])
+
+    def _row_cells(self, r, now: float) -> tuple:
+        unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
+        state = r.exit_text() if self.connected else "?"
+        return (r.handle, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
 
     def on_rows_highlighted(self, event: Rows.Highlighted) -> None:
         if event.pane.id == "sessions":
@@ -331,15 +385,15 @@ class Dash(App):
 
     @work(exclusive=True, group="screen")
     async def follow_screen(self, handle: str) -> None:
-        pane = self.query_one("#screen", Static)
+        pane = self.screen_pane
         pane.border_title = f"screen: {handle}"
         while True:
             try:
                 async for frame in self.source.stream("session/screen", handle=handle, follow=True):
-                    pane.update(screen_text(frame), layout=False)
+                    pane.set_lines(screen_lines(frame))
                 return  # the session ended: its last screen stays
             except WireError as err:
-                pane.update(Text(f"{handle}: {err.message}"))
+                pane.set_lines([Text(f"{handle}: {err.message}")])
                 return
             except DaemonGone:
                 await asyncio.sleep(RETRY_S)
@@ -379,8 +433,9 @@ class Dash(App):
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return
-        t = self.query_one("#mail", Rows)
-        t.border_title = title
+        t = self.mail_pane
+        if t.border_title != title:  # a new title repaints the whole pane
+            t.border_title = title
         self.mail_rows = []
         table = []
         for i, (depth, msg) in enumerate(rows):
@@ -511,7 +566,7 @@ class Dash(App):
             else:
                 handle = word
         self.event_filter = (kind, handle)
-        log = self.query_one("#events", EventsPane)
+        log = self.events_pane
         log.lines.clear()
         log.border_title = "events" + (f" ({q.strip()})" if q.strip() else "")
         log.lines.extend(event_line(ev) for ev in self.board.filtered(kind, handle)[-300:])
@@ -524,5 +579,5 @@ class Dash(App):
 
 
 def run(bench_dir: str | None) -> int:
-    Dash(Source(bench_dir)).run()
+    Dash(Source(bench_dir), freeze_gc=True).run()
     return 0

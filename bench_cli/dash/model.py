@@ -28,7 +28,8 @@ class Row:
     def idle_text(self, now: float) -> str:
         if self.state != "running" or self.idle_ms is None:
             return "-"
-        s = self.idle_ms / 1000 + (now - self.idle_at)
+        # max: a row woken after `now` (the dashboard's last idle refresh) shows 0s
+        s = max(0.0, self.idle_ms / 1000 + (now - self.idle_at))
         return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m"
 
     def job_text(self) -> str:

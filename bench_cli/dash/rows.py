@@ -2,18 +2,20 @@
 
 Not Textual's DataTable: redrawing a DataTable after a cell changes renders every visible
 cell through Rich, which made an event cost the dashboard several times the daemon's CPU
-(the dash-idle benchmark). This pane draws one Text per row with fixed column widths
-and never asks for a layout pass. Keys: up/down (k/j are taken by actions, so only the
+(the dash-idle benchmark). This pane builds one Text per row with fixed column widths,
+builds it again only when the row's cells change, and repaints only the rows that
+changed (see lines.py); it never asks for a layout pass. Keys: up/down (k/j are taken by actions, so only the
 arrows), Home/End, PageUp/PageDown, Enter; a click selects a row.
 """
 
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import Static
+
+from bench_cli.dash.lines import Lines
 
 
-class Rows(Static, can_focus=True):
+class Rows(Lines, can_focus=True):
     BINDINGS = [
         Binding("up", "move(-1)", show=False),
         Binding("down", "move(1)", show=False),
@@ -35,12 +37,14 @@ class Rows(Static, can_focus=True):
             self.pane, self.key = pane, key
 
     def __init__(self, columns: list[str], **kw):
-        super().__init__("", **kw)
+        super().__init__(**kw)
         self.columns = columns
         self.keys: list[str] = []
         self.cells: list[tuple] = []
         self.cursor = 0
         self.top = 0  # the first row shown
+        # row (-1: the header) -> (what its line was built from, the line)
+        self._built: dict[int, tuple[tuple, Text]] = {}
 
     def set_rows(self, rows: list[tuple[str, tuple]], keep_key: bool = True) -> None:
         """Replace the rows: (key, cells); the cursor stays on the same key if it can."""
@@ -64,27 +68,38 @@ class Rows(Static, can_focus=True):
             self.top = self.cursor
         elif self.cursor >= self.top + body:
             self.top = self.cursor - body + 1
-        widths = [len(c) for c in self.columns]
-        for row in self.cells:
-            for i, v in enumerate(row):
-                widths[i] = max(widths[i], min(40, len(str(v))))
-        out = Text(no_wrap=True, overflow="crop")
-        head = self._line(self.columns, widths, width)
-        head.stylize("bold")
-        out.append(head)
+        # Each column as wide as its widest cell (at most 40), the header included.
+        lens = [[len(c) for c in self.columns]]
+        lens.extend([min(40, len(str(v))) for v in row] for row in self.cells)
+        widths = tuple(map(max, zip(*lens, strict=True)))  # a cell per column
+        old = self._built.get(-1)  # the header row
+        if old is not None and old[0] == (widths, width):
+            head = old[1]
+        else:
+            head = self._line(self.columns, widths, width)
+            head.stylize("bold")
+        out = [head]
+        built = {-1: ((widths, width), head)}
         for i in range(self.top, min(len(self.cells), self.top + body)):
-            line = self._line(self.cells[i], widths, width)
-            if i == self.cursor:
-                line.stylize("reverse" if self.has_focus else "underline")
-            out.append("\n")
+            mark = ("reverse" if self.has_focus else "underline") if i == self.cursor else ""
+            key = (self.cells[i], widths, width, mark)
+            old = self._built.get(i)
+            if old is not None and old[0] == key:
+                line = old[1]
+            else:
+                line = self._line(self.cells[i], widths, width)
+                if mark:
+                    line.stylize(mark)
+            built[i] = (key, line)
             out.append(line)
-        self.update(out, layout=False)
+        self._built = built
+        self.set_lines(out)
 
     @staticmethod
     def _line(cells, widths, width: int) -> Text:
         t = Text(no_wrap=True, overflow="crop")
         for i, v in enumerate(cells):
-            cell = v if isinstance(v, Text) else Text(str(v))
+            cell = v.copy() if isinstance(v, Text) else Text(str(v))  # the cells stay as given
             cell.truncate(widths[i], overflow="ellipsis", pad=True)
             if i:
                 t.append("  ")

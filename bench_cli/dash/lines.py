@@ -1,0 +1,91 @@
+"""A pane of lines where a line that changes is repainted alone: the base of every pane.
+
+A Static renders its whole text again on every update, and Textual then composes every
+line of it. Here the owner hands over the pane's lines (Rich Text, one per row); only the
+rows whose text differs from what is shown are rendered and marked dirty, so an event
+that changes one session's row costs one line, not the pane. A line is rendered straight
+through Rich onto the pane's base style (Textual's own text pipeline costs several times
+more per line) and its segments carry the (x, y) offsets Textual's text selection reads,
+so a pane looks and selects as a Static would.
+"""
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from rich.text import Text
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+class Lines(Widget):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._texts: list[Text] = []
+        self._strips: dict[int, Strip] = {}  # y -> the rendered line
+        self._strips_for: tuple = ()  # the style and width the strips were rendered for
+
+    def set_lines(self, texts: list[Text]) -> None:
+        """Show these lines (top first); repaint the rows whose text changed."""
+        old, self._texts = self._texts, texts
+        width = self.size.width
+        if not width:
+            self.refresh()
+            return
+        dirty: list[Region] = []
+        for y in range(max(len(old), len(texts))):
+            if y < len(old) and y < len(texts) and old[y] == texts[y]:
+                continue
+            self._strips.pop(y, None)
+            if dirty and dirty[-1].bottom == y:  # extend the run of changed rows
+                last = dirty.pop()
+                dirty.append(Region(0, last.y, width, last.height + 1))
+            else:
+                dirty.append(Region(0, y, width, 1))
+        if dirty:
+            self.refresh(*dirty)
+
+    @property
+    def texts(self) -> list[Text]:
+        return self._texts
+
+    def render(self) -> Text:
+        """The whole pane as one text (for text selection and for tests; drawing goes
+        line by line through render_line)."""
+        return Text("\n").join(self._texts)
+
+    def render_line(self, y: int) -> Strip:
+        style = self.visual_style.rich_style
+        if self._strips_for != (style, self.size.width):
+            self._strips.clear()
+            self._strips_for = (style, self.size.width)
+        strip = self._strips.get(y)
+        if strip is None:
+            if y < len(self._texts):
+                strip = self._render_text(self._texts[y], style, y)
+            else:  # below the text: blank, as a Static draws it
+                strip = Strip.blank(self._strips_for[1], style)
+            self._strips[y] = strip
+        return strip
+
+    def _render_text(self, text: Text, base: RichStyle, y: int) -> Strip:
+        console = self.app.console
+        if "\n" in text.plain:  # one row per line: what follows a newline is not shown
+            text = text.split("\n", allow_blank=True)[0]
+        if "\t" in text.plain:
+            text = text.copy()
+            text.expand_tabs(8)
+        if text.style:
+            base = base + console.get_style(text.style)
+        segments = []
+        x = 0
+        for seg in text.render(console, end=""):
+            style = base + seg.style if seg.style else base
+            # Textual's text selection finds a character by the offset in its style's meta.
+            segments.append(Segment(seg.text, style + _offset(x, y)))
+            x += cell_len(seg.text)
+        return Strip(segments, x)
+
+
+def _offset(x: int, y: int) -> RichStyle:
+    return RichStyle.from_meta({"offset": (x, y)})
