@@ -79,7 +79,7 @@ class Rows(Lines, can_focus=True):
             head = self._line(self.columns, widths, width)
             head.stylize("bold")
         out = [head]
-        built = {-1: ((widths, width), head)}
+        built: dict[int, tuple[tuple, Text]] = {-1: ((widths, width), head)}
         for i in range(self.top, min(len(self.cells), self.top + body)):
             mark = ("reverse" if self.has_focus else "underline") if i == self.cursor else ""
             key = (self.cells[i], widths, width, mark)
