@@ -234,7 +234,9 @@ def fail(op: Op, err: Exception) -> None:
 
 
 class Committer:
-    def __init__(self, store: Store, index: Index, publish: Callable[[list[dict]], None]):
+    def __init__(
+        self, store: Store, index: Index, publish: Callable[[list[dict], list[Event]], None]
+    ):
         self.store = store
         self.index = index
         self._publish = publish
@@ -355,7 +357,8 @@ class Committer:
             self._apply_index(published)
         if records:
             self.store.published(records[-1]["seq"])
-            self._publish(records)
+            # The same events, typed, in the order the store encoded them (encode_batch).
+            self._publish(records, [ev for op in live for ev in op.events])
         for op in ops:
             op.finish()
             op.done.set()

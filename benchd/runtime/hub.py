@@ -10,19 +10,15 @@ through a bounded queue (`broadcast`): a follower that does not keep up is dropp
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
 import trio
 
-from bench_wire.messages import EVENT_TYPES, Event
+from bench_wire.messages import Event
 from benchd.runtime.broadcast import Broadcast, Subscriber
 
 FOLLOWER_QUEUE = 4096
 
 Record = dict[str, Any]  # one event as the log holds it and the wire carries it
 Listener = Callable[[Event], None]
-# By kind: converting to one Struct class is cached by msgspec (about 0.5 us a record);
-# converting to the whole AnyEvent union rebuilds its type info on every call (~25 us).
-_TYPES: dict[str, type[Event]] = {t.__struct_config__.tag: t for t in EVENT_TYPES}
 
 
 class Hub:
@@ -48,22 +44,15 @@ class Hub:
         """Return once every follow stream has sent its end (at a stop)."""
         await self._no_streams.wait()
 
-    def publish(self, records: list[Record]) -> None:
-        """One committed batch's records, in log order."""
-        for record in records:
-            if self.listeners:
+    def publish(self, records: list[Record], events: list[Event]) -> None:
+        """One committed batch, in log order: each event typed (for the listeners) and
+        as its log record (for the followers), as the committer encoded it."""
+        for record, event in zip(records, events, strict=True):
+            for listener in self.listeners:
                 try:
-                    event = msgspec.convert(record, _TYPES[record["kind"]])
-                except (KeyError, msgspec.ValidationError):
-                    # The committer logs only typed events, so this is a bug: say so,
-                    # and still hand the record to the followers.
-                    self._failed("event not typed", record)
-                else:
-                    for listener in self.listeners:
-                        try:
-                            listener(event)
-                        except Exception:  # noqa: BLE001 - a listener's bug must not stop the log
-                            self._failed("event listener failed", record)
+                    listener(event)
+                except Exception:  # noqa: BLE001 - a listener's bug must not stop the log
+                    self._failed("event listener failed", record)
             self.followers.offer(record)
 
     def _failed(self, what: str, record: Record) -> None:

@@ -58,7 +58,7 @@ async def test_hub_hands_listeners_typed_events_and_followers_the_records():
         m.AgentWoken(session="s1", handle="bob", mail_id="m1", sender="alice", path="/p"),
     ]
     records = [encode_event(ev, seq, 1)[1] for seq, ev in enumerate(events, 1)]
-    hub.publish(records)
+    hub.publish(records, events)
     assert heard == events  # typed, equal field for field (seq and ts included)
     assert isinstance(heard[0], m.MailSent) and heard[0].sender == "alice"
     assert drained(sent_only) == records[:1]

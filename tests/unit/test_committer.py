@@ -64,7 +64,7 @@ def _run(tmp_path, scenario):
     store = FakeStore()
     published: list[list[dict]] = []
     index = Index(str(tmp_path / "index.sqlite"))
-    committer = Committer(store, index, published.append)
+    committer = Committer(store, index, lambda records, _events: published.append(records))
 
     async def outer():
         async with trio.open_nursery() as nursery:
