@@ -15,6 +15,20 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# The MCP server, the bridge (nats-py, asyncio) and the dashboard (textual, rich) load
+# only for their own commands: never on the send path, nor in the rest of the CLI.
+EXTRAS = {
+    "bench_mcp",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "pydantic",
+    "nats",
+    "bench_bridge",
+    "textual",
+    "rich",
+}
+
 HOT_FORBIDDEN = {
     "click",
     "msgspec",
@@ -30,35 +44,14 @@ HOT_FORBIDDEN = {
     "asyncio",
     "subprocess",
     "yaml",
-    # The MCP server, the bridge and the dashboard: never on the send path.
-    "bench_mcp",
-    "mcp",
-    "mcp_types",
-    "anyio",
-    "pydantic",
-    "nats",
-    "bench_bridge",
-    "textual",
-    "rich",
-}
-# The MCP server, the bridge (nats-py, asyncio) and the dashboard (textual, rich) load
-# only for their own commands.
+} | EXTRAS
 CLI_FORBIDDEN = {
     "trio",
     "structlog",
     "benchd",
     "ptyprocess",
     "pyte",
-    "bench_mcp",
-    "mcp",
-    "mcp_types",
-    "anyio",
-    "pydantic",
-    "nats",
-    "bench_bridge",
-    "textual",
-    "rich",
-}
+} | EXTRAS
 
 # Prints, as JSON: the top-level modules present before bench was imported, and after.
 PROBE = r"""

@@ -16,19 +16,17 @@ faster than that).
 """
 
 import asyncio
-import threading
 
 from tools.perf.harness import (
     BODY,
     Context,
     EventStream,
     Result,
-    call,
     median,
     ms,
     now_ns,
     p99,
-    run_threads,
+    send_concurrently,
     send_mail,
 )
 
@@ -141,41 +139,14 @@ def _latency(n1, n2, n: int) -> tuple[list[float], list[float], list[float]]:
 
 
 def _local_rate(n1, total: int) -> float:
-    shares = [total // SENDERS + (1 if i < total % SENDERS else 0) for i in range(SENDERS)]
-
-    def client(i: int):
-        conn = n1.d.connect()
-        call(conn, "hello")
-        yield
-        try:
-            for _ in range(shares[i]):
-                send_mail(conn, "dave")
-        finally:
-            conn.close()
-
-    return total / (run_threads(SENDERS, client) / 1e9)
+    return total / (send_concurrently(n1.dir, "dave", total, SENDERS) / 1e9)
 
 
 def _throughput(n1, n2, total: int) -> float:
     follower = EventStream(n2.dir, "bridge/delivered")
-    shares = [total // SENDERS + (1 if i < total % SENDERS else 0) for i in range(SENDERS)]
-    start = [0]
-
-    def client(i: int):
-        conn = n1.d.connect()
-        call(conn, "hello")
-        yield
-        try:
-            for _ in range(shares[i]):
-                send_mail(conn, "carol@node2")
-        finally:
-            conn.close()
-
     try:
-        lock = threading.Lock()
-        with lock:
-            start[0] = now_ns()
-        run_threads(SENDERS, client)
+        start = now_ns()
+        send_concurrently(n1.dir, "carol@node2", total, SENDERS)
         follower.wait(
             lambda: sum(e["to"] == "carol" for _, e in follower.events) >= total,
             300,
@@ -184,7 +155,7 @@ def _throughput(n1, n2, total: int) -> float:
         last = max(t for t, e in follower.events if e["to"] == "carol")
     finally:
         follower.close()
-    return total / ((last - start[0]) / 1e9)
+    return total / ((last - start) / 1e9)
 
 
 async def _bare(url: str, n_lat: int, n_thr: int) -> tuple[list[float], float]:
