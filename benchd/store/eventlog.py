@@ -87,8 +87,10 @@ class EventLog:
 
     def append(self, lines: list[bytes], flush=None) -> None:
         """Write encoded lines (each ending in a newline) and make them durable: fsync,
-        or `flush()` when the caller flushes the log together with other files (the
-        committer's group commit). Raises OSError, leaving no partial append behind."""
+        or `flush()` when the caller flushes the log together with other files. The
+        daemon no longer calls it (the committer writes with `write` and the journal
+        makes the lines durable); the tests use it as a plain durable writer of logs to
+        read back. Raises OSError, leaving no partial append behind."""
         if not lines:
             return
         faults.check("eventlog")
