@@ -5,19 +5,24 @@ an event) is an `Op` submitted here. One task takes every op that is waiting and
 commits them as one batch:
 
   0. check    - on the loop: each op's lookups in the index (idempotency keys)
-  1. write    - the store (`JournalStore`) has each op stage its files in tmp/ and say
-                what its commit does (journal entries); appends the batch's events to
-                events.jsonl; writes one journal record of all of it and fdatasyncs it:
-                the commit point (store/journal.py); then each op renames its files
-                into place. Nothing but the journal record is flushed.
-  2. index    - on the loop: the ops applied to the index's in-memory layer
+  1. stage    - on the loop: the store (`JournalStore`) has each op stage its files in
+                tmp/ and say what its commit does (journal entries), and appends the
+                batch's events to events.jsonl; nothing is flushed
+  2. commit   - one journal record of all of it, fdatasynced: the commit point
+                (store/journal.py). In a worker thread when the batch has several ops,
+                so the loop reads the next requests meanwhile
+  3. place    - on the loop: each op renames its files into place (no flush)
+  4. index    - on the loop: the ops applied to the index's in-memory layer
 
-and only then are the ops' callers answered. Step 1 runs in a worker thread when the
-batch has several ops, so the loop reads the next batch meanwhile. A failure while
+and only then are the ops' callers answered. Only step 2 leaves the loop: staging runs
+there too, because a worker thread that makes a syscall per file hands the GIL to and
+fro with the loop at every one of them (measured: about ten futex calls and two context
+switches per send, a fifth of the daemon's CPU under 16 senders). A failure while
 staging fails that op alone; a failure of the log write or of the journal record fails
 the batch, and nothing of it is visible (its files are still in tmp/, its log lines are
 taken back). The batching (this class) talks to the disk only through the store port
-(`write`, `last_seq`, `close`), so a unit test drives it with a fake store.
+(`stage`, `commit`, `place`, `last_seq`, `close`), so a unit test drives it with a fake
+store.
 
 The index is a cache of the files: step 2 cannot fail for SQLite's reasons (see
 index.py), and its changes are committed to SQLite once INDEX_COMMIT_S old or when the
@@ -128,6 +133,19 @@ class EventOp(Op):
         self.events = list(events)
 
 
+class Staged:
+    """One batch between its steps: the ops still in it, their event records, and what
+    the journal record must hold. `error` is set when the batch as a whole failed."""
+
+    def __init__(self, live: list[Op], records: list[dict], seq: int) -> None:
+        self.live = live
+        self.records = records
+        self.seq = seq  # the last event's seq once committed
+        self.entries: list[Entry] = []
+        self.log_offset: int | None = None  # where the batch's log lines start
+        self.error: Exception | None = None
+
+
 class Store(Protocol):
     """The committer's port to the disk (`JournalStore`; a fake in unit tests)."""
 
@@ -136,9 +154,19 @@ class Store(Protocol):
         """The seq of the last event written."""
         ...
 
-    def write(self, batch: Batch, ops: list[Op]) -> tuple[list[Op], list[dict]]:
-        """Make the ops durable; returns the ops that were committed and their event
-        records. An op that failed has its error set (and its staging discarded)."""
+    def stage(self, batch: Batch, ops: list[Op]) -> Staged:
+        """On the loop: stage the ops' files and the batch's log lines, no flush. An op
+        that fails here has its error set and is left out of the result."""
+        ...
+
+    def commit(self, staged: Staged) -> None:
+        """The commit point: make the staged batch durable. May run in a worker thread,
+        so it touches nothing the loop uses; a failure goes in `staged.error`."""
+        ...
+
+    def place(self, staged: Staged) -> tuple[list[Op], list[dict]]:
+        """On the loop, after commit: the ops that were committed (their files moved into
+        place) and their event records; a failed batch is taken back and fails them all."""
         ...
 
     def published(self, seq: int) -> None:
@@ -167,7 +195,7 @@ class JournalStore:
     def close(self) -> bool:
         return self.journal.close()
 
-    def write(self, batch: Batch, ops: list[Op]) -> tuple[list[Op], list[dict]]:
+    def stage(self, batch: Batch, ops: list[Op]) -> Staged:
         live: list[Op] = []
         for op in ops:
             try:
@@ -175,25 +203,38 @@ class JournalStore:
                 live.append(op)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
-        if not live:
-            return [], []
         lines, records, seq = encode_batch(live, self.eventlog.last_seq)
-        entries: list[Entry] = [e for op in live for e in op.entries]
-        offset = None
-        try:
-            if lines:
+        staged = Staged(live, records, seq)
+        staged.entries = [e for op in live for e in op.entries]
+        if lines:
+            try:
                 offset, data = self.eventlog.write(lines)
-                entries.append(Append(offset, data))
-            if entries:
-                self.journal.commit(entries)  # the commit point
-        except Exception as err:  # noqa: BLE001 - the batch is not committed: take it back
-            if offset is not None:
-                self.eventlog.truncate(offset)
-            for op in live:
-                fail(op, err)
+            except Exception as err:  # noqa: BLE001 - the batch fails as a whole
+                staged.error = err
+                return staged
+            staged.log_offset = offset
+            staged.entries.append(Append(offset, data))
+        return staged
+
+    def commit(self, staged: Staged) -> None:
+        if staged.error is not None or not staged.entries:
+            return
+        try:
+            self.journal.commit(staged.entries)  # the commit point
+        except Exception as err:  # noqa: BLE001 - handed to place(), on the loop
+            staged.error = err
+
+    def place(self, staged: Staged) -> tuple[list[Op], list[dict]]:
+        if staged.error is not None:  # not committed: take it back
+            if staged.log_offset is not None:
+                self.eventlog.truncate(staged.log_offset)
+            for op in staged.live:
+                fail(op, staged.error)
             return [], []
-        self.eventlog.last_seq = seq
-        for op in live:
+        if not staged.live:
+            return [], []
+        self.eventlog.last_seq = staged.seq
+        for op in staged.live:
             try:
                 op.place()
             except OSError as err:
@@ -202,7 +243,7 @@ class JournalStore:
                 op.error = WireError(
                     "io-error", f"the message was committed but could not be placed ({err})"
                 )
-        return live, records
+        return staged.live, staged.records
 
 
 def encode_batch(ops: list[Op], last_seq: int) -> tuple[list[bytes], list[dict], int]:
@@ -346,19 +387,22 @@ class Committer:
         if not live:
             published: list[Op] = []
             records: list[dict] = []
-        elif len(live) == 1:
-            # A lone op: the thread hand-off would cost more than it frees; whatever
-            # arrives meanwhile waits in the socket buffers and forms the next batch.
-            published, records = self.store.write(batch, live)
         else:
-            # Many: write in a worker so the loop reads the next batch meanwhile.
-            published, records = await trio.to_thread.run_sync(self.store.write, batch, live)
+            staged = self.store.stage(batch, live)
+            if len(staged.live) > 1:
+                # Many: fdatasync in a worker, so the loop reads the next requests meanwhile.
+                await trio.to_thread.run_sync(self.store.commit, staged)
+            else:
+                # A lone op: the thread hand-off would cost more than it frees; whatever
+                # arrives meanwhile waits in the socket buffers and forms the next batch.
+                self.store.commit(staged)
+            published, records = self.store.place(staged)
         if published:
             self._apply_index(published)
         if records:
             self.store.published(records[-1]["seq"])
             # The same events, typed, in the order the store encoded them (encode_batch).
-            self._publish(records, [ev for op in live for ev in op.events])
+            self._publish(records, [ev for op in published for ev in op.events])
         for op in ops:
             op.finish()
             op.done.set()

@@ -14,6 +14,7 @@ import os
 import signal
 import sqlite3
 import sys
+import time
 
 import trio
 
@@ -85,6 +86,7 @@ class Daemon:
             opts.operator_reserve,
         )
         self.hub = Hub(self.log)
+        self.connections: set[Connection] = set()  # open client connections (idle reaper)
         log_path = os.path.join(bench_dir, "events.jsonl")
         # Before anything reads the files or the log: put back what committed batches
         # did that may not have reached the disk (a crash; nothing after a clean stop).
@@ -296,6 +298,7 @@ class Daemon:
             await stream.aclose()
             return
         conn = Connection(self, stream, pid)
+        self.connections.add(conn)
         try:
             if uid != os.getuid():
                 self.log.warning("peer refused", uid=uid, pid=pid)
@@ -325,6 +328,7 @@ class Daemon:
         except Exception:  # noqa: BLE001 - one connection's failure closes only it
             self.log.exception("connection failed", pid=pid)
         finally:
+            self.connections.discard(conn)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
@@ -372,6 +376,7 @@ class Daemon:
                     self.log,
                 )
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
+            nursery.start_soon(self._reap_idle)
             await nursery.start(self._serve, listener)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
             if ready_out is not None:
@@ -387,6 +392,18 @@ class Daemon:
     async def _serve(self, listener, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with self._serve_scope:
             await trio.serve_listeners(self.serve_client, [listener], task_status=task_status)
+
+    async def _reap_idle(self) -> None:
+        """Close connections that waited `--idle-timeout` seconds for a request: checked a
+        few times per timeout, so one closes at most a tenth of it late."""
+        idle = self.opts.idle_timeout
+        while True:
+            await trio.sleep(min(max(idle / 10, 0.05), 5.0))
+            cutoff = time.monotonic() - idle
+            for conn in list(self.connections):
+                since = conn.idle_since
+                if since is not None and since <= cutoff:
+                    conn.waiting.cancel()
 
     async def _signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:

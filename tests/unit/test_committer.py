@@ -10,7 +10,7 @@ import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import DaemonStarted
-from benchd.runtime.committer import MAX_BATCH, Batch, Committer, Op
+from benchd.runtime.committer import MAX_BATCH, Batch, Committer, Op, Staged
 from benchd.store.index import Index
 
 
@@ -24,18 +24,26 @@ class FakeStore:
         self.fail: Exception | None = None
         self.closed = False
 
-    def write(self, batch: Batch, ops: list[Op]):
+    def stage(self, batch: Batch, ops: list[Op]) -> Staged:
         self.batches.append([op.name for op in ops])
-        if self.fail is not None:
-            raise self.fail
         records = []
+        seq = self.last_seq
         for op in ops:
             op.prepare(batch)
             for _ev in op.events:
-                self.last_seq += 1
-                records.append({"seq": self.last_seq, "kind": "daemon/started", "op": op.name})
+                seq += 1
+                records.append({"seq": seq, "kind": "daemon/started", "op": op.name})
+        return Staged(list(ops), records, seq)
+
+    def commit(self, staged: Staged) -> None:
+        if self.fail is not None:  # an unexpected failure: the committer answers `internal`
+            raise self.fail
+
+    def place(self, staged: Staged):
+        self.last_seq = staged.seq
+        for op in staged.live:
             op.result = f"done {op.name}"
-        return ops, records
+        return staged.live, staged.records
 
     def published(self, seq: int) -> None:
         self.published_seq = seq
