@@ -20,6 +20,7 @@ from benchd.core.caller import Caller
 
 _encoder = msgspec.json.Encoder()
 RECV_BYTES = 64 * 1024
+YIELD_EVERY = 32  # frames sent without blocking before send() lets other tasks run
 
 
 class Connection:
@@ -32,6 +33,7 @@ class Connection:
         self.send_lock = trio.Lock()
         self.closed = False
         self._peer_caller: Caller | None = None
+        self._unyielded = 0  # frames sent since this connection last let others run
         self.waiting = trio.CancelScope()  # the wait for the next request (see serve)
         self.idle_since: float | None = None  # when that wait began (time.monotonic)
 
@@ -55,6 +57,14 @@ class Connection:
                 await self._write_all(memoryview(data)[n:])
             finally:
                 self.send_lock.release()
+            self._unyielded = 0
+            return
+        # A stream to a fast reader (events history) never blocks: yield now and then,
+        # so one stream cannot hold the loop while other clients wait.
+        self._unyielded += 1
+        if self._unyielded >= YIELD_EVERY:
+            self._unyielded = 0
+            await trio.lowlevel.checkpoint()
 
     def _write(self, data) -> int:
         fd = self.stream.socket.fileno()

@@ -17,6 +17,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -434,6 +435,22 @@ def test_an_idle_connection_is_closed_and_logged(make_daemon):
         c.sock.settimeout(3)
         with pytest.raises(TimeoutError):
             c.sock.recv(1)
+
+
+def test_a_connection_that_keeps_asking_is_never_idle(make_daemon):
+    # The idle reaper times only the wait between requests: a client asking every 0.2 s
+    # for longer than the timeout in total keeps its one connection.
+    d = make_daemon("--idle-timeout", "2")
+    with d.connect() as c:
+        deadline = time.monotonic() + 5
+        n = 0
+        while time.monotonic() < deadline:
+            c.send({"verb": "hello", "id": n})
+            a = c.recv()
+            assert a.get("ok") is True and a["id"] == n, a
+            n += 1
+            time.sleep(0.2)  # pacing between requests, well under the timeout
+    assert n >= 10
 
 
 # ------------------------------------------------------------------ 7. authority
