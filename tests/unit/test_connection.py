@@ -70,8 +70,7 @@ def test_a_frame_bigger_than_the_socket_buffer_arrives_whole_and_in_order():
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.send, _frame(1, big))
             nursery.start_soon(conn.send, _frame(2))  # must not land inside frame 1
-            got = await trio.to_thread.run_sync(_lines, theirs, 2)
-        return got
+            return await trio.to_thread.run_sync(_lines, theirs, 2)
 
     got = trio.run(main)
     theirs.close()
