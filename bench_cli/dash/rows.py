@@ -45,6 +45,8 @@ class Rows(Lines, can_focus=True):
         self.top = 0  # the first row shown
         # row (-1: the header) -> (what its line was built from, the line)
         self._built: dict[int, tuple[tuple, Text]] = {}
+        # id(cells) -> (those cells, their lengths): kept while the row's cells are kept
+        self._lens: dict[int, tuple[tuple, tuple]] = {}
 
     def set_rows(self, rows: list[tuple[str, tuple]], keep_key: bool = True) -> None:
         """Replace the rows: (key, cells); the cursor stays on the same key if it can."""
@@ -68,9 +70,18 @@ class Rows(Lines, can_focus=True):
             self.top = self.cursor
         elif self.cursor >= self.top + body:
             self.top = self.cursor - body + 1
-        # Each column as wide as its widest cell (at most 40), the header included.
-        lens = [[len(c) for c in self.columns]]
-        lens.extend([min(40, len(str(v))) for v in row] for row in self.cells)
+        # Each column as wide as its widest cell (at most 40), the header included. A
+        # row's cell lengths are measured again only when its cells are a new tuple (an
+        # event gives one row new cells; the others are the same objects).
+        lens = [tuple(len(c) for c in self.columns)]
+        measured: dict[int, tuple[tuple, tuple]] = {}
+        for row in self.cells:
+            old_len = self._lens.get(id(row))
+            if old_len is None or old_len[0] is not row:
+                old_len = (row, tuple(min(40, len(str(v))) for v in row))
+            measured[id(row)] = old_len
+            lens.append(old_len[1])
+        self._lens = measured
         widths = tuple(map(max, zip(*lens, strict=True)))  # a cell per column
         old = self._built.get(-1)  # the header row
         if old is not None and old[0] == (widths, width):
