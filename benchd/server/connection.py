@@ -147,7 +147,7 @@ class Connection:
             # Only the wait between requests is timed: a request in flight or an open
             # stream (events -f, tail -f, attach) is never idle. The daemon's idle reaper
             # (Daemon._reap_idle) cancels `self.waiting` once `idle_since` is too old: one
-            # timer for all connections instead of a cancel scope per request.
+            # timer for all connections instead of a deadline set and cleared per request.
             with trio.CancelScope() as self.waiting:
                 self.idle_since = time.monotonic()
                 req = await self.next_request()
