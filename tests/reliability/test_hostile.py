@@ -1,6 +1,7 @@
 """Hostile directories, neighbours and sessions: each finding of the trial, redone.
 
-A second local user (`benchfoe`, created once with useradd, acting through setpriv)
+A second local user (`benchfoe-<pid>`, made with useradd for this module and removed
+with userdel after it, acting through setpriv)
 plants directories, links and a fake daemon; sessions of the same user try the
 operator's verbs, hog connections and escape their session; bodies carry terminal
 escapes. Real processes, ptys, FIFOs, links and sockets throughout.
@@ -25,24 +26,58 @@ import pytest
 from tests.conftest import BENCH, BIN, Benchd, short_tmpdir, standin_argv, wait_for
 from tests.support.refusal import assert_refused
 
-FOE = "benchfoe"
+# The second user exists only while this module runs: made by the `foe` fixture and
+# removed after it (userdel). The name carries this process's pid, so test runs side by
+# side on one machine never share or remove each other's user; one a killed run left
+# behind (its pid gone) is removed the next time.
+FOE_PREFIX = "benchfoe-"
+FOE = f"{FOE_PREFIX}{os.getpid()}"
 SYSTEM_PYTHON = "/usr/bin/python3"  # readable by the other user (the venv lives under /root)
 
 
-def foe() -> str:
-    """The second user, created if missing (idempotent); skips without root."""
+def _userdel(name: str) -> None:
+    for _ in range(50):  # userdel refuses while a process of the user is still exiting
+        r = subprocess.run(["userdel", name], capture_output=True, text=True)
+        if r.returncode in (0, 6):  # 6: no such user
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"could not remove the user {name}: {r.stderr}")
+    subprocess.run(["groupdel", name], capture_output=True)  # if userdel left the group
+
+
+def _leftovers() -> list[str]:
+    """Users a killed run of this module left behind (its pid no longer exists)."""
+    import pwd
+
+    out = []
+    for entry in pwd.getpwall():
+        pid = entry.pw_name.removeprefix(FOE_PREFIX)
+        ours = entry.pw_name.startswith(FOE_PREFIX) and pid.isdigit()
+        if ours and pid != str(os.getpid()) and not os.path.exists(f"/proc/{pid}"):
+            out.append(entry.pw_name)
+    return out
+
+
+@pytest.fixture(scope="module")
+def foe():
+    """The second user, made for this module and removed after it; skips without root."""
     if os.geteuid() != 0:
         pytest.skip("needs root to create and act as a second user (useradd, setpriv)")
-    if shutil.which("setpriv") is None or shutil.which("useradd") is None:
-        pytest.skip("needs useradd and setpriv to act as a second user")
-    if subprocess.run(["id", FOE], capture_output=True).returncode != 0:
-        r = subprocess.run(
-            ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", FOE],
-            capture_output=True,
-            text=True,
-        )
-        assert r.returncode in (0, 9), r  # 9: created meanwhile by a parallel run
-    return FOE
+    if any(shutil.which(t) is None for t in ("setpriv", "useradd", "userdel")):
+        pytest.skip("needs useradd, userdel and setpriv to act as a second user")
+    for name in _leftovers():
+        _userdel(name)
+    r = subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", FOE],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r
+    try:
+        yield FOE
+    finally:
+        _userdel(FOE)
 
 
 def as_foe(*argv: str, **kw) -> subprocess.CompletedProcess:
@@ -95,8 +130,7 @@ def intact(precious: str, keep: str) -> None:
 # ------------------------------------------------------------------ 1. the state dir
 
 
-def test_a_state_dir_of_another_user_is_refused_and_its_links_not_followed(victim):
-    foe()
+def test_a_state_dir_of_another_user_is_refused_and_its_links_not_followed(foe, victim):
     precious, keep = victim
     d = short_tmpdir("h")
     os.rmdir(d)
@@ -108,7 +142,7 @@ def test_a_state_dir_of_another_user_is_refused_and_its_links_not_followed(victi
         r = run_bench("up", "--dir", d)
         err = r.stderr.decode()
         assert r.returncode == 2, r
-        assert "owned by benchfoe" in err and "[unsafe-dir]" in err, err
+        assert f"owned by {FOE}" in err and "[unsafe-dir]" in err, err
         assert len(err.strip().splitlines()) == 1, err
         # The daemon on its own refuses too, in one line.
         r = subprocess.run(
@@ -138,8 +172,7 @@ def test_links_in_our_own_state_dir_refuse_the_start(victim, bench_dir, where):
     intact(precious, keep)
 
 
-def test_a_parent_writable_by_others_is_refused(bench_dir):
-    foe()
+def test_a_parent_writable_by_others_is_refused(foe, bench_dir):
     parent = os.path.join(bench_dir, "p")
     os.mkdir(parent)
     os.chmod(parent, 0o777)  # not sticky: anyone could rename BENCH_DIR away
@@ -149,7 +182,7 @@ def test_a_parent_writable_by_others_is_refused(bench_dir):
     os.chmod(parent, 0o755)
     shutil.chown(parent, FOE)  # owned by someone else: same
     r = run_bench("up", "--dir", d)
-    assert r.returncode == 2 and "owned by benchfoe" in r.stderr.decode(), r
+    assert r.returncode == 2 and f"owned by {FOE}" in r.stderr.decode(), r
 
 
 FAKE_DAEMON = r"""
@@ -179,8 +212,7 @@ os.rename(record + ".tmp", record)
 """
 
 
-def test_the_cli_refuses_a_daemon_of_another_user():
-    foe()
+def test_the_cli_refuses_a_daemon_of_another_user(foe):
     d = short_tmpdir("f")
     os.rmdir(d)
     try:
