@@ -339,19 +339,20 @@ def up(bench_dir, as_json, restart, **kw):
             )
         done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
         return
-    from benchd.runtime.system import ensure_private_dir
-    from benchd.store.statedir import UnsafeStateDir, check_state_dir
-
+    # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
+    # in a process of its own: the CLI imports nothing of benchd.
+    check = subprocess.run(
+        [sys.executable, "-m", "benchd.server.prepare", d], capture_output=True, text=True
+    )
+    if check.returncode != 0:
+        lines = check.stderr.strip().splitlines() or [f"cannot use {d}"]
+        raise WireError("unsafe-dir", lines[-1])
     try:
-        ensure_private_dir(d)
-        check_state_dir(d)  # before writing benchd.out there: the daemon checks again
         out_fd = os.open(
             os.path.join(d, "benchd.out"),
             os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
             0o600,
         )
-    except UnsafeStateDir as err:
-        raise WireError("unsafe-dir", f"unsafe BENCH_DIR: {err}") from None
     except OSError as err:
         raise WireError("unsafe-dir", f"cannot use {d}: {err}") from None
     proc = subprocess.Popen(
