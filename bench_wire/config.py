@@ -1,5 +1,5 @@
 """Daemon options, defined once: `benchd` parses them, `bench up` / `bench daemon` forward
-them. Each has a flag, an environment variable and a default (documented in the README).
+them. Each has a flag, an environment variable and a default (documented in docs/cli.md).
 """
 
 # flag, env var, type, default, help

@@ -74,7 +74,7 @@ CODES: dict[str, str] = {
     "bad-stdin": "Standard input is not valid UTF-8.",
 }
 
-# CLI exit codes, as a named table (documented in the README).
+# CLI exit codes, as a named table (documented in docs/cli.md).
 EXIT_OK = 0
 EXIT_REFUSED = 1  # the daemon answered with an error
 EXIT_USAGE = 2  # bad command line (click's own code)

@@ -330,8 +330,8 @@ class JobHost:
 
 
 def ending_details(exit_code: int | None, sig: int | None, killed_by: str | None) -> dict:
-    """The reply header fields that say how a job's session ended (documented in the
-    README): `ended` (exited, signalled, killed, daemon-stopped), then `exitCode` or
+    """The reply header fields that say how a job's session ended (documented in
+    docs/jobs.md): `ended` (exited, signalled, killed, daemon-stopped), then `exitCode` or
     `signal` (its name), and `killedBy` when `bench kill` ended it."""
     details: dict = {}
     if killed_by is not None:

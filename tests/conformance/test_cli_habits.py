@@ -358,8 +358,10 @@ def test_every_option_is_described(path):
 
 
 def readme_examples() -> dict[str, list[str]]:
-    """README code lines that run a bench command, by command: what each help shows."""
-    text = Path(ROOT, "README.md").read_text()
+    """Code lines of the README and of docs/ that run a bench command, by command: what
+    each help shows."""
+    pages = [Path(ROOT, "README.md"), *sorted(Path(ROOT, "docs").glob("*.md"))]
+    text = "\n".join(p.read_text() for p in pages)
     out: dict[str, list[str]] = {}
     for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         for line in block.splitlines():
