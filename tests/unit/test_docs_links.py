@@ -19,7 +19,7 @@ LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)
 def prose(text: str) -> str:
     """The text without fenced code blocks and inline code spans."""
     text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    return re.sub(r"`[^`\n]*`", "", text)
+    return re.sub(r"`[^`]*`", "", text)  # a code span may go over a line break
 
 
 def slug(heading: str) -> str:
