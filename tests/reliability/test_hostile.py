@@ -66,7 +66,7 @@ def foe():
         pytest.skip("needs root to create and act as a second user (useradd, setpriv)")
     if any(shutil.which(t) is None for t in ("setpriv", "useradd", "userdel")):
         pytest.skip("needs useradd, userdel and setpriv to act as a second user")
-    for name in _leftovers():
+    for name in [*_leftovers(), FOE]:  # FOE too: a killed run may have had our pid
         _userdel(name)
     r = subprocess.run(
         ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", FOE],
