@@ -61,7 +61,7 @@ class _Table(dict[int, str]):
 
 
 def _escaped(c: int) -> str:
-    if c < 0x100:
+    if c < 0x80:  # C0 and DEL as the bytes they are; C1 (a character, not a byte) as \u
         return f"\\x{c:02x}"
     if c < 0x10000:
         return f"\\u{c:04x}"
@@ -74,8 +74,8 @@ _STRIP = _Table(lambda c: "", _unsafe_in_a_line)
 
 
 def escape(text: str) -> str:
-    """Each unsafe character as \\xNN, \\uNNNN or \\UNNNNNNNN (tab and newline stay).
-    Its output is all safe, so escaping twice changes nothing more."""
+    """Each unsafe character as \\xNN (C0, DEL), \\uNNNN or \\UNNNNNNNN; tab and newline
+    stay. Its output is all safe, so escaping twice changes nothing more."""
     return text.translate(_ESCAPE)
 
 
