@@ -225,16 +225,21 @@ def mail_send(conn: Client, o: dict, as_json: bool) -> int:
         "reply_to": o.get("reply_to") or None,
         "in_reply_to": o.get("in_reply_to"),
     }
-    try:
-        a = conn.call(request("mail/send", fields))
-    except WireError as err:
-        if err.code == "bad-handle" and "@" not in o["to"]:
-            err.message += hints.handle(o["to"], known_handles(conn))
-        raise
+    a = _call(conn, "mail/send", fields, o["to"])
     text = output.sent(a)
     if a.get("new_mailbox"):  # a typo, perhaps: the handle it was probably meant for
         text += hints.handle(a["to"], known_handles(conn))
     return _answer(a, as_json, text)
+
+
+def _call(conn: Client, verb: str, fields: dict, handle: str | None) -> dict:
+    """conn.call, with the handle probably meant added to a bad-handle refusal."""
+    try:
+        return conn.call(request(verb, fields))
+    except WireError as err:
+        if err.code == "bad-handle" and handle and "@" not in handle:
+            err.message += hints.handle(handle, known_handles(conn))
+        raise
 
 
 def known_handles(conn: Client) -> set[str]:
@@ -258,17 +263,13 @@ def _mailboxes(bench_dir: str) -> list[str]:
 
 def mail_list(conn: Client, o: dict, as_json: bool) -> int:
     state = o.get("state") or "unread"
-    a = conn.call(
-        request(
-            "mail/list",
-            {
-                "handle": o.get("handle"),
-                "state": state,
-                "limit": o.get("limit"),
-                "cursor": o.get("cursor"),
-            },
-        )
-    )
+    fields = {
+        "handle": o.get("handle"),
+        "state": state,
+        "limit": o.get("limit"),
+        "cursor": o.get("cursor"),
+    }
+    a = _call(conn, "mail/list", fields, o.get("handle"))
     # The next page's command carries every option that shaped this one.
     again = f" --handle {o['handle']}" if o.get("handle") else ""
     if state != "unread":
@@ -286,7 +287,8 @@ def mail_list(conn: Client, o: dict, as_json: bool) -> int:
 
 
 def mail_read(conn: Client, o: dict, as_json: bool) -> int:
-    a = conn.call(request("mail/read", {"handle": o.get("handle"), "mail_id": o.get("mail_id")}))
+    fields = {"handle": o.get("handle"), "mail_id": o.get("mail_id")}
+    a = _call(conn, "mail/read", fields, o.get("handle"))
     return _answer(a, as_json, output.message(a))
 
 

@@ -44,6 +44,9 @@ def test_an_unknown_recipient_gets_the_nearest_handle(daemon):
     daemon.ok("mail", "send", "bob", "-m", "first")
     r = daemon.bench("mail", "send", "Bob", "-m", "hi")
     assert r.rc == 1 and "[bad-handle]" in r.err and "(did you mean bob?)" in r.err, r
+    for argv in (["mail", "list", "--handle", "BOB"], ["mail", "read", "--handle", "Bob"]):
+        r = daemon.bench(*argv)
+        assert r.rc == 1 and "(did you mean bob?)" in r.err, (argv, r)
     spawn(daemon, "sleep", "600", name="carol")
     # A valid handle nobody holds: delivered, with the warning and the likely handle.
     r = daemon.bench("mail", "send", "caorl", "-m", "hi")
