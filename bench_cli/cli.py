@@ -528,7 +528,8 @@ def _bridge_line(b: dict) -> str:
 @daemon_options
 def daemon(bench_dir, as_json, **kw):
     """Run benchd in the foreground (for a service manager)."""
-    d = resolve_dir(bench_dir or click.get_current_context().find_root().params.get("bench_dir"))
+    top = click.get_current_context().find_root().params.get("bench_dir")
+    d = resolve_dir(top if bench_dir is None else bench_dir)
     argv = _daemon_argv(d, kw)
     os.execv(argv[0], argv)
 
@@ -927,7 +928,7 @@ tail.epilog = examples(
 def attach(bench_dir, as_json, handle):
     """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
     root = click.get_current_context().find_root().params
-    bench_dir = bench_dir or root.get("bench_dir")
+    bench_dir = root.get("bench_dir") if bench_dir is None else bench_dir
     as_json = as_json or bool(root.get("as_json"))
     if not os.isatty(0):
         raise WireError(
@@ -1009,6 +1010,8 @@ def mcp(bench_dir, print_config):
             "mcp-missing",
             f"bench mcp needs the MCP SDK ({err.name or err} is missing): pip install 'bench[mcp]'",
         ) from None
+    if bench_dir is not None:
+        resolve_dir(bench_dir)  # an empty --dir is refused now, not at the first tool call
     sys.exit(server.main(bench_dir))
 
 

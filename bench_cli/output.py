@@ -114,8 +114,8 @@ def paint(text: str, fg: str | None, on: bool) -> "str | Painted":
 
 def write(text: "str | list[str | Painted]") -> None:
     """Human output: a text, or a list of pieces some of which are painted. Escaped when
-    stdout is a terminal (bench_wire.untrusted says what and why); colour only there. Raw `tail` output and --json
-    do not come through here."""
+    stdout is a terminal (bench_wire.untrusted says what and why); colour only there.
+    Raw `tail` output and --json do not come through here."""
     out = sys.stdout
     tty = out.isatty()
     if isinstance(text, str):

@@ -92,6 +92,8 @@ def test_mail_to_the_operator_never_warns_new_mailbox(daemon):
         ["mail", "send", "bob", "-m", "hi", "--dir", ""],  # the fast path
         ["--dir=", "mail", "list"],
         ["up", "--dir", ""],
+        ["daemon", "--dir", ""],
+        ["mcp", "--dir", ""],
     ],
     ids=repr,
 )
