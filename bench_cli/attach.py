@@ -17,6 +17,7 @@ import tty
 from bench_cli import output
 from bench_wire.client import Client, check, request
 from bench_wire.errors import EXIT_OK, EXIT_PROTOCOL, WireError
+from bench_wire.untrusted import escape
 
 DETACH = b"\x1d"  # Ctrl-]
 
@@ -71,7 +72,7 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
             tty.setraw(stdin)
         # The banner comes last: once it is out, raw mode and the signal
         # handlers are in place (a test, or a user, may act on seeing it).
-        sys.stderr.write(f"[attached to {handle}; detach with Ctrl-]]\r\n")
+        sys.stderr.write(f"[attached to {escape(handle)}; detach with Ctrl-]]\r\n")
         sys.stderr.flush()
         reason = _relay(conn, stdin, stdout, wake_r, resized)
     except _Stop:
@@ -87,7 +88,9 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
         os.close(wake_r)
         os.close(wake_w)
         conn.close()
-    sys.stderr.write(f"\r\n[{reason}]\n")
+    # The daemon's words, which may quote someone's text: escaped, as all our own output
+    # on a terminal is (the session's stream above is its own, and passes unchanged).
+    sys.stderr.write(f"\r\n[{escape(reason)}]\n")
     return code
 
 

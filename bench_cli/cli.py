@@ -19,12 +19,13 @@ from datetime import datetime
 import click
 import msgspec
 
-from bench_cli import fastpath, output
+from bench_cli import fastpath, hints, humanize, output
+from bench_cli.eventtext import format_event
 from bench_wire import messages as m
-from bench_wire.client import Client, check, dumps
+from bench_wire.client import Client, check
 from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
-from bench_wire.paths import resolve_dir, socket_path
+from bench_wire.paths import dir_problem, resolve_dir, socket_path
 
 _enc = msgspec.json.Encoder()
 
@@ -47,7 +48,7 @@ def common(f):
         top = click.get_current_context().find_root().params
         return f(
             *args,
-            bench_dir=bench_dir or top.get("bench_dir"),
+            bench_dir=top.get("bench_dir") if bench_dir is None else bench_dir,
             as_json=bool(as_json or top.get("as_json")),
             **kw,
         )
@@ -195,6 +196,16 @@ class Group(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand:
+            meant = hints.command(tuple(ctx.command_path.split()[1:]), args[0], self.commands)
+            if meant is None:
+                raise
+            msg = f"No such command {args[0]!r}. Did you mean {meant}?"
+            raise click.UsageError(msg, ctx) from None
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -243,7 +254,9 @@ def help_(command):
     for name in command:
         sub = target.get_command(here, name) if isinstance(target, click.Group) else None
         if sub is None:
-            raise click.UsageError(f"no such command: {' '.join(command)} (see bench help)")
+            meant = hints.command(tuple(command[:-1]), name, getattr(target, "commands", {}))
+            tip = f" Did you mean {meant}?" if meant else ""
+            raise click.UsageError(f"no such command: {' '.join(command)} (see bench help).{tip}")
         here = click.Context(sub, info_name=name, parent=here)
         target = sub
     click.echo(here.get_help())
@@ -354,7 +367,8 @@ def up(bench_dir, as_json, restart, **kw):
             0o600,
         )
     except OSError as err:
-        raise WireError("unsafe-dir", f"cannot use {d}: {err}") from None
+        why = err.strerror or str(err)
+        raise dir_problem(d, err) or WireError("unsafe-dir", f"cannot use {d}: {why}") from None
     proc = subprocess.Popen(
         _daemon_argv(d, kw),
         stdin=subprocess.DEVNULL,
@@ -515,7 +529,8 @@ def _bridge_line(b: dict) -> str:
 @daemon_options
 def daemon(bench_dir, as_json, **kw):
     """Run benchd in the foreground (for a service manager)."""
-    d = resolve_dir(bench_dir or click.get_current_context().find_root().params.get("bench_dir"))
+    top = click.get_current_context().find_root().params.get("bench_dir")
+    d = resolve_dir(top if bench_dir is None else bench_dir)
     argv = _daemon_argv(d, kw)
     os.execv(argv[0], argv)
 
@@ -606,8 +621,8 @@ def nodes(bench_dir, as_json):
     if not a["nodes"]:
         lines.append("no other nodes seen yet")
     for n in a["nodes"]:
-        ago = max(0.0, (now - n["seen_ms"]) / 1000)
-        lines.append(f"{n['node']:<24} seen {ago:>7.1f}s ago  {' '.join(n['handles']) or '-'}")
+        ago = humanize.duration((now - n["seen_ms"]) / 1000)
+        lines.append(f"{n['node']:<24} seen {ago:>4} ago  {' '.join(n['handles']) or '-'}")
     done(ctx, a, "\n".join(lines))
 
 
@@ -800,7 +815,7 @@ def _exit_text(s: dict) -> str:
     if s.get("exit") is not None:
         return str(s["exit"])
     if s.get("signal") is not None:
-        return f"sig{s['signal']}"
+        return humanize.signal_name(s["signal"])
     return "-"
 
 
@@ -850,18 +865,21 @@ def ps(bench_dir, as_json, name, show_all, quiet, prune):
             output.write("\n".join(s["handle"] for s in rows))
         return
     on = colour(ctx.json)
-    lines = [f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>8}  EXIT  COMMAND"]
-    for s in rows:
-        idle = "-" if s.get("idle_ms") is None else f"{s['idle_ms'] / 1000:.1f}s"
-        state = output.paint(f"{s['state']:<8}", _state_colour(s), on)
-        lines.append(
-            f"{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  {state} "
-            f"{idle:>8}  {_exit_text(s):<4}  {' '.join(s.get('argv') or [])}"
-        )
     if not rows:
         more = sum(1 for s in listed if s["state"] != "running")
-        lines = ["no live sessions" + (f" ({more} exited: bench ps -a)" if more else "")]
-    output.write("\n".join(lines))
+        hint = f" ({more} exited: bench ps -a)" if more else ""
+        output.write("no sessions, live or exited" if show_all else "no live sessions" + hint)
+        return
+    # The state is painted as a piece of its own: nothing in a handle or argv can colour.
+    pieces: list = [
+        f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  EXIT     COMMAND"
+    ]
+    for s in rows:
+        idle = "-" if s.get("idle_ms") is None else humanize.duration(s["idle_ms"] / 1000)
+        pieces += [f"\n{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  "]
+        pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
+        pieces += [f" {idle:>5}  {_exit_text(s):<7}  {' '.join(s.get('argv') or [])}"]
+    output.write(pieces)
 
 
 ps.epilog = examples(
@@ -911,7 +929,7 @@ tail.epilog = examples(
 def attach(bench_dir, as_json, handle):
     """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
     root = click.get_current_context().find_root().params
-    bench_dir = bench_dir or root.get("bench_dir")
+    bench_dir = root.get("bench_dir") if bench_dir is None else bench_dir
     as_json = as_json or bool(root.get("as_json"))
     if not os.isatty(0):
         raise WireError(
@@ -993,6 +1011,8 @@ def mcp(bench_dir, print_config):
             "mcp-missing",
             f"bench mcp needs the MCP SDK ({err.name or err} is missing): pip install 'bench[mcp]'",
         ) from None
+    if bench_dir is not None:
+        resolve_dir(bench_dir)  # an empty --dir is refused now, not at the first tool call
     sys.exit(server.main(bench_dir))
 
 
@@ -1221,35 +1241,6 @@ def _events(bench_dir, after: int, kind, follow: bool, limit):
             if a["type"] == "end":
                 return
             yield a["event"]
-
-
-def _text(v) -> str:
-    """A field as text: lists comma-joined, words bare, anything with spaces quoted."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, list):
-        return ",".join(_text(x) for x in v)
-    if isinstance(v, str):
-        return v if v and re.fullmatch(r"[^\s\"=,]+", v) else dumps(v)
-    return str(v)
-
-
-_KIND_COLOUR = {
-    "session/exited": "yellow",
-    "job/settled": "cyan",
-    "wake/capped": "red",
-    "outbox/retry": "red",
-}
-
-
-def format_event(ev: dict, on: bool = False) -> str:
-    t = ev["ts"] / 1000
-    ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{ev['ts'] % 1000:03d}"
-    rest = " ".join(
-        f"{k}={_text(v)}" for k, v in ev.items() if k not in ("seq", "ts", "kind") and v is not None
-    )
-    kind = output.paint(f"{ev['kind']:<18}", _KIND_COLOUR.get(ev["kind"]), on)
-    return f"{ev['seq']:>6}  {ts}  {kind} {rest}"
 
 
 def run() -> int:

@@ -11,7 +11,7 @@ import os
 import stat  # loaded by os already
 import sys
 
-from bench_cli import output
+from bench_cli import hints, output
 from bench_wire.client import Client, request
 from bench_wire.errors import EXIT_OK, WireError
 
@@ -217,35 +217,59 @@ def mail_send(conn: Client, o: dict, as_json: bool) -> int:
             f"the subject is {len(subject)} characters; the "
             f"daemon's cap is {subject_cap}: nothing was sent",
         )
-    a = conn.call(
-        request(
-            "mail/send",
-            {
-                "to": o["to"],
-                "body": body,
-                "subject": o.get("subject"),
-                "key": o.get("key"),
-                "reply_to": o.get("reply_to") or None,
-                "in_reply_to": o.get("in_reply_to"),
-            },
-        )
-    )
-    return _answer(a, as_json, output.sent(a))
+    fields = {
+        "to": o["to"],
+        "body": body,
+        "subject": o.get("subject"),
+        "key": o.get("key"),
+        "reply_to": o.get("reply_to") or None,
+        "in_reply_to": o.get("in_reply_to"),
+    }
+    a = _call(conn, "mail/send", fields, o["to"])
+    text = output.sent(a)
+    if a.get("new_mailbox"):  # a typo, perhaps: the handle it was probably meant for
+        text += hints.handle(a["to"], known_handles(conn))
+    return _answer(a, as_json, text)
+
+
+def _call(conn: Client, verb: str, fields: dict, handle: str | None) -> dict:
+    """conn.call, with the handle probably meant added to a bad-handle refusal."""
+    try:
+        return conn.call(request(verb, fields))
+    except WireError as err:
+        if err.code == "bad-handle" and handle and "@" not in handle:
+            err.message += hints.handle(handle, known_handles(conn))
+        raise
+
+
+def known_handles(conn: Client) -> set[str]:
+    """Every handle someone could mean: the sessions the daemon remembers and the
+    mailboxes on disk (asked only when a handle looks wrong, never on a plain send)."""
+    names = {"operator"}
+    try:
+        names |= {s["handle"] for s in conn.call(request("session/list", {}))["sessions"]}
+    except WireError:
+        pass
+    names.update(_mailboxes(conn.bench_dir))
+    return names
+
+
+def _mailboxes(bench_dir: str) -> list[str]:
+    try:
+        return os.listdir(os.path.join(bench_dir, "mail"))
+    except OSError:
+        return []
 
 
 def mail_list(conn: Client, o: dict, as_json: bool) -> int:
     state = o.get("state") or "unread"
-    a = conn.call(
-        request(
-            "mail/list",
-            {
-                "handle": o.get("handle"),
-                "state": state,
-                "limit": o.get("limit"),
-                "cursor": o.get("cursor"),
-            },
-        )
-    )
+    fields = {
+        "handle": o.get("handle"),
+        "state": state,
+        "limit": o.get("limit"),
+        "cursor": o.get("cursor"),
+    }
+    a = _call(conn, "mail/list", fields, o.get("handle"))
     # The next page's command carries every option that shaped this one.
     again = f" --handle {o['handle']}" if o.get("handle") else ""
     if state != "unread":
@@ -254,11 +278,17 @@ def mail_list(conn: Client, o: dict, as_json: bool) -> int:
         again += f" --limit {o['limit']}"
     if o.get("dir"):
         again += f" --dir {o['dir']}"
-    return _answer(a, as_json, output.listing(a, state, again))
+    text = output.listing(a, state, again)
+    if not a.get("messages") and o.get("handle") and a["handle"] not in _mailboxes(conn.bench_dir):
+        # Not "no unread mail": there is no such mailbox at all (a typo, perhaps).
+        text = f"no such mailbox: nothing was ever sent to {a['handle']}"
+        text += hints.handle(a["handle"], known_handles(conn))
+    return _answer(a, as_json, text)
 
 
 def mail_read(conn: Client, o: dict, as_json: bool) -> int:
-    a = conn.call(request("mail/read", {"handle": o.get("handle"), "mail_id": o.get("mail_id")}))
+    fields = {"handle": o.get("handle"), "mail_id": o.get("mail_id")}
+    a = _call(conn, "mail/read", fields, o.get("handle"))
     return _answer(a, as_json, output.message(a))
 
 

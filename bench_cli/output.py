@@ -8,6 +8,7 @@ import sys
 
 from bench_wire.client import dumps
 from bench_wire.errors import WireError, exit_code_for
+from bench_wire.untrusted import escape
 
 
 def emit_json(obj: dict) -> None:
@@ -19,7 +20,7 @@ def fail(err: WireError, as_json: bool) -> int:
     if as_json:
         emit_json({"ok": False, "error": {"code": err.code, "message": err.message}})
     else:
-        msg = visible(err.message) if sys.stderr.isatty() else err.message
+        msg = escape(err.message) if sys.stderr.isatty() else err.message
         sys.stderr.write(f"bench: {msg} [{err.code}]\n")
     return exit_code_for(err.code)
 
@@ -90,55 +91,46 @@ def message(a: dict) -> str:
     return "\n".join(head) + "\n\n" + a["body"]
 
 
-_VISIBLE: dict | None = None
+class Painted:
+    """A span bench colours itself. It stays apart from the text around it until `write`,
+    which escapes every piece first and only then adds colour: no text from outside
+    (a body, a subject, an argv) can produce or close one of our colours."""
+
+    __slots__ = ("text", "fg")
+
+    def __init__(self, text: str, fg: str):
+        self.text, self.fg = text, fg
 
 
-def visible(text: str) -> str:
-    """Control characters (C0 but tab and newline, DEL, C1) shown as \\xNN / \\uNNNN:
-    on a terminal, a body's escape sequences could otherwise move the cursor, rewrite
-    the header lines above it, or set the window title."""
-    global _VISIBLE
-    if _VISIBLE is None:
-        _VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c not in (9, 10)}
-        _VISIBLE.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
-    return text.translate(_VISIBLE)
-
-
-# Colour goes on after escaping, or `visible` would show our own colour codes as text:
-# `paint` marks a span with private-use characters (which `visible` leaves alone) and
-# `write` turns the marks into SGR sequences last.
 _SGR = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36}
-_MARK_OFF = "\ue0ff"
 
 
-def _mark_on(code: int) -> str:
-    return chr(0xE000 + code)
-
-
-def paint(text: str, fg: str | None, on: bool) -> str:
+def paint(text: str, fg: str | None, on: bool) -> "str | Painted":
     """`text` in colour `fg` when `on` (a terminal, no NO_COLOR, no --json)."""
     if not on or fg is None:
         return text
-    return _mark_on(_SGR[fg]) + text + _MARK_OFF
+    return Painted(text, fg)
 
 
-def _colours(text: str, on: bool) -> str:
-    if _MARK_OFF not in text:
-        return text
-    for code in _SGR.values():
-        text = text.replace(_mark_on(code), f"\x1b[{code}m" if on else "")
-    return text.replace(_MARK_OFF, "\x1b[0m" if on else "")
-
-
-def write(text: str) -> None:
-    """Human output; escaped when stdout is a terminal (see `visible`). Raw `tail` output
-    and --json do not come through here."""
+def write(text: "str | list[str | Painted]") -> None:
+    """Human output: a text, or a list of pieces some of which are painted. Escaped when
+    stdout is a terminal (bench_wire.untrusted says what and why); colour only there.
+    Raw `tail` output and --json do not come through here."""
     out = sys.stdout
     tty = out.isatty()
-    if tty:
-        text = visible(text)
-    text = _colours(text, tty)
-    out.write(text)
-    if not text.endswith("\n"):
+    if isinstance(text, str):
+        text = [text]
+    parts = []
+    for piece in text:
+        if isinstance(piece, Painted):
+            if tty:
+                parts.append(f"\x1b[{_SGR[piece.fg]}m{escape(piece.text)}\x1b[0m")
+            else:
+                parts.append(piece.text)
+        else:
+            parts.append(escape(piece) if tty else piece)
+    whole = "".join(parts)
+    out.write(whole)
+    if not whole.endswith("\n"):
         out.write("\n")
     out.flush()

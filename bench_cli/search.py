@@ -8,8 +8,10 @@ import time
 
 import click
 
+from bench_cli import humanize
 from bench_cli.cli import Ctx, call, common, done, examples, mail
 from bench_wire import messages as m
+from bench_wire.untrusted import escape
 
 _AGO = re.compile(r"(\d+)([smhd])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -36,10 +38,11 @@ def hits_text(a: dict) -> str:
         rows.append(
             f"{h['mail_id']}  {h['handle']:<12} {h['state']:<6} from {h['from']:<12} {h['subject']}"
         )
-        # A snippet is a piece of someone's body: no control character reaches the terminal.
-        snippet = "".join(c if c.isprintable() else " " for c in h["snippet"])
-        rows.append("    " + " ".join(snippet.split()))
-    foot = f"{len(hits)} matches" + (" (more: raise --limit)" if a.get("truncated") else "")
+        # A snippet is a piece of someone's body, shown on one line: escaped (as all
+        # untrusted text is on a terminal) and here even in a pipe, as it always was.
+        rows.append("    " + " ".join(escape(h["snippet"]).split()))
+    more = " (more: raise --limit)" if a.get("truncated") else ""
+    foot = humanize.count(len(hits), "match", "matches") + more
     return "\n".join(rows + [foot])
 
 

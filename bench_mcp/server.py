@@ -19,10 +19,11 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from bench_cli import output
+from bench_cli import humanize, output
 from bench_mcp import tools as t
 from bench_wire.client import Client, request
 from bench_wire.errors import WireError
+from bench_wire.untrusted import escape
 
 log = logging.getLogger("bench.mcp")
 
@@ -101,8 +102,9 @@ async def search_mail(d: Daemon, a: dict) -> tuple[str, dict]:
         f"{h['mail_id']}  from {h['from']}  {h['state']}  {h['subject']}\n    {h['snippet']}"
         for h in hits
     ]
-    lines.append(f"{len(hits)} matches" + (" (more: raise limit)" if ans.get("truncated") else ""))
-    return output.visible("\n".join(lines)), t.public(ans)
+    more = " (more: raise limit)" if ans.get("truncated") else ""
+    lines.append(humanize.count(len(hits), "match", "matches") + more)
+    return escape("\n".join(lines)), t.public(ans)
 
 
 async def read_mail(d: Daemon, a: dict) -> tuple[str, dict]:

@@ -18,7 +18,7 @@ import os
 import sys
 
 from bench_wire.errors import WireError
-from bench_wire.paths import resolve_dir, socket_path
+from bench_wire.paths import dir_problem, resolve_dir, socket_path
 
 # `typing` would cost the fast path an import: it is imported for the type checker only
 # (mypy reads TYPE_CHECKING as true), and annotations that name it are strings.
@@ -110,13 +110,15 @@ class Client:
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError) as err:
             sock.close()
-            raise WireError(
+            raise dir_problem(self.bench_dir) or WireError(
                 "no-daemon",
                 f"no daemon is running for {self.bench_dir}: start it with `bench up`",
             ) from err
         except OSError as err:
             sock.close()
-            raise WireError("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
+            raise dir_problem(self.bench_dir) or WireError(
+                "no-daemon", f"cannot reach the daemon at {path}: {err}"
+            ) from err
         # Whoever binds the path answers: before sending anything (a request may carry a
         # session's token, a body), check that the peer runs as us (one getsockopt).
         try:

@@ -71,6 +71,7 @@ CODES: dict[str, str] = {
     "mcp-missing": "bench mcp needs the optional MCP SDK: pip install 'bench[mcp]'.",
     "daemon-not-ours": "The process serving the socket runs as another user; nothing was sent.",
     "unsafe-dir": "BENCH_DIR is not safe to use (another owner, loose modes, or a link).",
+    "bad-dir": "BENCH_DIR is a file, or lies under one, or is missing and cannot be made.",
     "bad-stdin": "Standard input is not valid UTF-8.",
 }
 
@@ -95,6 +96,7 @@ EXIT_CODES = {
     "bad-tls": EXIT_USAGE,
     "daemon-not-ours": EXIT_NOT_OURS,
     "unsafe-dir": EXIT_USAGE,
+    "bad-dir": EXIT_USAGE,
     "bad-stdin": EXIT_USAGE,
 }
 

@@ -57,7 +57,7 @@ def screen_lines(frame: dict) -> list[Text]:
         last -= 1
     out = []
     for y, line in enumerate(lines[:last]):
-        t = Text(line, no_wrap=True, overflow="crop")
+        t = Text(printable(line), no_wrap=True, overflow="crop")
         for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
             parts = []
             if "b" in flags:
@@ -393,7 +393,7 @@ class Dash(App):
                     pane.set_lines(screen_lines(frame))
                 return  # the session ended: its last screen stays
             except WireError as err:
-                pane.set_lines([Text(f"{handle}: {err.message}")])
+                pane.set_lines([Text(printable(f"{handle}: {err.message}"))])
                 return
             except DaemonGone:
                 await asyncio.sleep(RETRY_S)
@@ -446,7 +446,7 @@ class Dash(App):
                 subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
             st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
             sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
-            table.append((str(i), (sent, st, msg["from"], printable(subject))))
+            table.append((str(i), (sent, st, printable(msg["from"]), printable(subject))))
         t.set_rows(table, keep_key=False)
 
     def open_mail(self, i: int) -> None:

@@ -8,6 +8,9 @@ changes when an event says so, not when someone polls.
 import time
 from dataclasses import dataclass, field
 
+from bench_cli import humanize
+from bench_wire.untrusted import mask
+
 
 @dataclass
 class Row:
@@ -29,8 +32,7 @@ class Row:
         if self.state != "running" or self.idle_ms is None:
             return "-"
         # max: a row woken after `now` (the dashboard's last idle refresh) shows 0s
-        s = max(0.0, self.idle_ms / 1000 + (now - self.idle_at))
-        return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m"
+        return humanize.duration(self.idle_ms / 1000 + (now - self.idle_at))
 
     def job_text(self) -> str:
         if not self.job:
@@ -42,17 +44,15 @@ class Row:
         if self.exit is not None:
             return f"exit {self.exit}"
         if self.signal is not None:
-            return f"sig {self.signal}"
+            return humanize.signal_name(self.signal)
         return self.state
 
 
-_CONTROLS = {c: "\ufffd" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if c not in (9, 10)}
-
-
 def printable(text: str) -> str:
-    """Text from mail or the log with control characters shown as U+FFFD: a body's escape
-    sequence must not reach the operator's terminal (tabs and newlines stay)."""
-    return text.translate(_CONTROLS)
+    """Text from mail, the log or a screen with every character that may not reach a
+    terminal (bench_wire.untrusted: controls, bidi, private use) shown as U+FFFD, one for
+    one so that a screen's colours stay on their characters (tabs and newlines stay)."""
+    return mask(text)
 
 
 def clock(ts_ms: int) -> str:
@@ -156,7 +156,11 @@ class Board:
 
 
 def event_line(ev: dict) -> str:
-    rest = " ".join(f"{k}={v}" for k, v in ev.items() if k not in ("seq", "ts", "kind"))
+    rest = " ".join(
+        f"{k}={humanize.signal_name(v) if k == 'signal' and isinstance(v, int) else v}"
+        for k, v in ev.items()
+        if k not in ("seq", "ts", "kind")
+    )
     return printable(f"{ev['seq']:>6} {clock(ev['ts'])} {ev['kind']:<18} {rest}")
 
 

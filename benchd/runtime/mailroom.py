@@ -24,7 +24,7 @@ from bench_wire.messages import (
     SendOk,
 )
 from benchd.core import frontmatter, keys
-from benchd.core.names import IdClock, check_handle, check_mail_id, format_ms
+from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
 from benchd.runtime.nodes import check_address
 from benchd.store import faults
@@ -186,7 +186,7 @@ class Mailroom:
             if not ids:
                 if bad is not None:
                     raise bad  # only unparseable files are left: say so, naming one
-                raise WireError("no-unread", f"{handle} has no unread mail")
+                raise WireError("no-unread", f"no unread mail for {handle}")
             for mail_id in ids:
                 row = self.index.get(handle, mail_id)
                 if row is None or row.state != UNREAD:
@@ -355,8 +355,9 @@ class SendOp(Op):
         key = self.key or f"auto-{mail_id}"
         box = room.box(self.to)
         # Mail to a handle never seen before (no mailbox, no live session) is said so in
-        # the answer: a typo in a handle shows at once. It is still delivered.
-        new_mailbox = self.to not in room.boxes and not self.live
+        # the answer: a typo in a handle shows at once. It is still delivered. The
+        # operator is no typo: its mailbox is there to be written to, first time or not.
+        new_mailbox = self.to not in room.boxes and not self.live and self.to != OPERATOR
         if self.to not in room.boxes:  # a mailbox is made on first delivery
             for sub in ("inbox", "read", "tmp"):
                 d = os.path.join(box, sub)

@@ -14,7 +14,6 @@
 """
 
 import dataclasses
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,25 +24,11 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import wakegate
 from benchd.core.bucket import TokenBucket
+from benchd.core.wakeline import digest_line, for_shell, shell_of, wake_line
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
 QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longer
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def clean(text: str) -> str:
-    """No control characters reach a pty inside a wake line."""
-    return _CONTROL.sub("", text)
-
-
-def wake_line(sender: str, path: str) -> str:
-    return f"You have mail from {clean(sender)}: {clean(path)}"
-
-
-def digest_line(n: int) -> str:
-    s = "" if n == 1 else "s"
-    return f"You have {n} unread message{s}: run bench mail list to see them"
 
 
 class Wake:
@@ -187,7 +172,7 @@ class Reactor:
                 sender=wake.sender,
                 digest=wake.digest,
             )
-            await self._type_line(session, line, woken)
+            await self._type_line(session, for_shell(line, shell_of(session.argv)), woken)
 
     async def _readiness(self, session) -> wakegate.Readiness:
         """The gate's answer for this session now, looking at the screen only if asked."""

@@ -3,8 +3,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench_wire.untrusted import strip
 from benchd.core.bucket import TokenBucket
-from benchd.runtime.reactor import clean, digest_line, wake_line
+from benchd.core.wakeline import digest_line, wake_line
 
 
 def test_burst_then_one_per_refill():
@@ -45,6 +46,6 @@ def test_wake_line_has_no_control_characters(sender, path):
 
 
 def test_clean_and_digest():
-    assert clean("a\x1b[2Jb\r\nc") == "a[2Jbc"
+    assert strip("a\x1b[2Jb\r\nc\u202e\ue01f") == "a[2Jbc"
     assert digest_line(1) == "You have 1 unread message: run bench mail list to see them"
     assert digest_line(3).startswith("You have 3 unread messages")

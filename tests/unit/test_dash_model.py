@@ -41,7 +41,7 @@ def test_board_counts_follow_events():
         },
         14.0,
     )
-    assert b.rows["alice"].exit_text() == "sig 15"
+    assert b.rows["alice"].exit_text() == "SIGTERM"
     b.apply(
         {
             "seq": 6,

@@ -1,0 +1,34 @@
+"""Numbers and names as people read them, one form everywhere: the CLI's text and the
+dashboard show the same `10m` for the same idle time and `SIGHUP` for the same signal.
+--json keeps the exact values (milliseconds, signal numbers).
+
+No imports at module level: output on the fast path may use it.
+"""
+
+
+def duration(seconds: float) -> str:
+    """An idle time or an age, to its largest whole unit: 42s, 10m, 2h, 3d (never
+    negative: a clock read a moment apart is not a time in the future)."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """`1 match`, `2 matches`, `0 sessions`."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def signal_name(number: int) -> str:
+    """SIGHUP for 1; a number Linux does not name (or a real-time signal) as SIG<n>."""
+    import signal  # loads enum: only here, never on the fast path
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
