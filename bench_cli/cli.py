@@ -290,6 +290,11 @@ def _running_options(a: dict) -> dict:
         "--enter-check": r.get("enter_check"),
         "--retry-base": r.get("retry_base"),
         "--max-connections": a["caps"].get("connections"),
+        "--max-children": a["caps"].get("max_children"),
+        "--max-depth": a["caps"].get("max_depth"),
+        "--spawn-rate": a["caps"].get("spawn_rate"),
+        "--exited-kept": a["caps"].get("exited_kept"),
+        "--kept-scrollback": a["caps"].get("kept_scrollback_bytes"),
     }
     return {k: v for k, v in known.items() if v is not None}
 
@@ -823,7 +828,8 @@ def _state_colour(s: dict) -> str | None:
 @click.option(
     "--prune", is_flag=True, help="forget the exited sessions (their mailboxes and events stay)"
 )
-def ps(bench_dir, as_json, name, show_all, quiet, prune):
+@click.option("--tree", is_flag=True, help="each session under the one that spawned it")
+def ps(bench_dir, as_json, name, show_all, quiet, prune, tree):
     """List live sessions: handle, session id, pid, state, idle time, exit."""
     ctx = Ctx(bench_dir, as_json)
     if prune:
@@ -849,6 +855,11 @@ def ps(bench_dir, as_json, name, show_all, quiet, prune):
             output.write("\n".join(s["handle"] for s in rows))
         return
     on = colour(ctx.json)
+    if tree and rows:
+        from bench_cli import tree as tree_view
+
+        output.write(tree_view.render(rows, _exit_text, _state_colour, on))
+        return
     lines = [f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>8}  EXIT  COMMAND"]
     for s in rows:
         idle = "-" if s.get("idle_ms") is None else f"{s['idle_ms'] / 1000:.1f}s"
@@ -864,7 +875,12 @@ def ps(bench_dir, as_json, name, show_all, quiet, prune):
 
 
 ps.epilog = examples(
-    "bench ps", "bench ps -a", "bench ps -q", "bench ps s1a2b3c4d", "bench ps --prune"
+    "bench ps",
+    "bench ps -a",
+    "bench ps -q",
+    "bench ps --tree -a",
+    "bench ps s1a2b3c4d",
+    "bench ps --prune",
 )
 
 
@@ -945,14 +961,17 @@ type_.epilog = examples('bench type alice "run the tests"', "bench type alice q 
 @common
 @click.argument("handle", shell_complete=_complete_handles)
 @click.option("--cancel", is_flag=True, help="cancel its job: no replies are sent")
-def kill(bench_dir, as_json, handle, cancel):
+@click.option("--tree", is_flag=True, help="also every session it spawned, children first")
+def kill(bench_dir, as_json, handle, cancel, tree):
     """End a session: SIGHUP, then SIGTERM, then SIGKILL, 1.5 s apart."""
     ctx = Ctx(bench_dir, as_json)
-    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel))
-    done(ctx, a, f"ended {a['handle']} (session {a['session']})")
+    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=None)
+    more = len(a.get("ended") or []) - 1
+    also = f" and {more} below it" if more > 0 else ""
+    done(ctx, a, f"ended {a['handle']} (session {a['session']}){also}")
 
 
-kill.epilog = examples("bench kill alice", "bench kill child --cancel")
+kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench kill --tree alice")
 
 
 @cli.command()
