@@ -473,7 +473,7 @@ def status(bench_dir, as_json):
     """Is benchd running: pid, version, BENCH_DIR, counts."""
     ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.Hello())
-    r = a["reactor"]
+    r, c = a["reactor"], a["caps"]
     done(
         ctx,
         a,
@@ -485,7 +485,9 @@ def status(bench_dir, as_json):
             f"index     {index_health(a.get('index') or {})}\n"
             f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
             f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
-            f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}"
+            f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}\n"
+            f"jobs      a session may start {c.get('max_children')} at a time, "
+            f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep"
         ),
     )
 
