@@ -967,7 +967,8 @@ type_.epilog = examples('bench type alice "run the tests"', "bench type alice q 
 def kill(bench_dir, as_json, handle, cancel, tree):
     """End a session: SIGHUP, then SIGTERM, then SIGKILL, 1.5 s apart."""
     ctx = Ctx(bench_dir, as_json)
-    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=None)
+    # A tree ends a level at a time, each level up to 3 grace periods: allow for a deep one.
+    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=120.0)
     more = len(a.get("ended") or []) - 1
     also = f" and {more} below it" if more > 0 else ""
     done(ctx, a, f"ended {a['handle']} (session {a['session']}){also}")
