@@ -299,21 +299,34 @@ def test_exited_sessions_are_remembered_across_restarts_until_pruned(daemon, tmp
         "echo 'the output of worker'; bench report done",
     )
     d.wait_event("job/settled", lambda e: e["session"] == a["session"])
-    d.restart()  # a clean stop and start (bench down, bench up)
-    rows = d.ok("ps", "-a")["sessions"]
-    (row,) = [s for s in rows if s["session"] == a["session"]]
-    assert row["handle"] == "worker" and row["state"] == "exited" and row["exit"] == 0
-    assert row["job"] is True and row["outcome"] == "completed"
-    r = d.bench("tail", a["session"])
-    assert r.rc == 0 and "the output of worker" in r.out, r
-    assert "the output of worker" in d.bench("tail", "worker", "--screen").out
-    # Twice: what was loaded is kept again.
-    d.restart()
-    assert "the output of worker" in d.bench("tail", a["session"]).out
-    assert d.ok("ps", "--prune")["forgotten"] == 1
-    d.restart()
-    assert d.ok("ps", "-a")["sessions"] == []
-    assert d.bench("tail", a["session"]).rc == 1
+    # A session still running at `bench down` is ended by it, and remembered too.
+    b = d.ok("spawn", "--name", "sleeper", "--", "bash", "-c", "echo sleeper-was-here; exec cat")
+    wait_for(lambda: "sleeper-was-here" in d.bench("tail", "sleeper").out, 30, "its output")
+    # The real CLI: bench down, then bench up (which starts a detached daemon).
+    assert d.bench("down").rc == 0
+    d.proc.wait(30)
+    d.stop()
+    assert d.bench("up").rc == 0
+    try:
+        rows = {s["session"]: s for s in d.ok("ps", "-a")["sessions"]}
+        row = rows[a["session"]]
+        assert row["handle"] == "worker" and row["state"] == "exited" and row["exit"] == 0
+        assert row["job"] is True and row["outcome"] == "completed"
+        assert rows[b["session"]]["handle"] == "sleeper"
+        assert rows[b["session"]]["state"] == "exited"
+        r = d.bench("tail", a["session"])
+        assert r.rc == 0 and "the output of worker" in r.out, r
+        assert "the output of worker" in d.bench("tail", "worker", "--screen").out
+        assert "sleeper-was-here" in d.bench("tail", b["session"]).out
+        # Twice: what was loaded is kept again.
+        assert d.bench("up", "--restart").rc == 0
+        assert "the output of worker" in d.bench("tail", a["session"]).out
+        assert d.ok("ps", "--prune")["forgotten"] == 2
+        assert d.bench("up", "--restart").rc == 0
+        assert d.ok("ps", "-a")["sessions"] == []
+        assert d.bench("tail", a["session"]).rc == 1
+    finally:
+        d.bench("down")
 
 
 def test_the_kept_scrollback_is_bounded(make_daemon, tmp_path):
