@@ -36,8 +36,8 @@ from benchd.core.jobs import (
     decode_agent_job,
 )
 from benchd.core.keys import check_client_key, job_key_of
+from benchd.core.names import parse_address
 from benchd.runtime.committer import EventOp, now_ms
-from benchd.runtime.nodes import check_address
 from benchd.store import faults
 from benchd.store.outbox import SqliteOutbox
 
@@ -206,9 +206,9 @@ class JobHost:
 
     def _local(self, address: str) -> str:
         """`h@<this node>` is the local handle h; anything else is left as it is."""
-        handle, _, node = address.partition("@")
+        handle, node = parse_address(address, "reply-to")
         own = self.outbound.node if self.outbound is not None else None
-        return handle if node and node == own else address
+        return handle if node is None or node == own else address
 
     def _address(self, handle: str) -> Address:
         handle = self._local(handle)
@@ -222,9 +222,8 @@ class JobHost:
         """Refuse a bad job before anything is spawned."""
         for h in spec.reply_to:
             # Any address the spawner could mail: a handle, or handle@node.
-            check_address(h, "reply-to")
-            handle, _, node = self._local(h).partition("@")
-            if node and self.outbound is not None:
+            _handle, node = parse_address(self._local(h), "reply-to")
+            if node is not None and self.outbound is not None:
                 self.outbound.check_known(node)
         if spec.key is None:
             return
