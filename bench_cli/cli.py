@@ -1258,6 +1258,7 @@ def _text(v) -> str:
 _KIND_COLOUR = {
     "session/exited": "yellow",
     "job/settled": "cyan",
+    "job/limited": "red",
     "wake/capped": "red",
     "outbox/retry": "red",
 }

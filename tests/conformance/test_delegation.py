@@ -279,6 +279,25 @@ def test_ps_tree_json_parent_and_kill_tree_children_first(daemon, tmp_path):
     assert "└─ alice.1.1" in tree and "failed" in tree
 
 
+def test_a_session_ends_its_own_subtree_and_is_told_once(daemon, tmp_path):
+    d = daemon
+    t = task(tmp_path)
+    alice = Shell(d, tmp_path, "alice")
+    grand = f"bench spawn --json --mail {t} -- sleep 600 > /dev/null; exec sleep 600"
+    c1 = alice.ok(spawn_cmd(t, grand))
+    g = d.wait_event("job/delegated", lambda e: e["child_handle"] == "alice.1.1")
+    k = alice.ok("bench kill --json --tree alice.1")
+    assert k["ended"] == [g["child"], c1["session"]]
+    live = {s["handle"] for s in d.ok("ps")["sessions"]}
+    assert live == {"alice"}, live
+    d.wait_event("outbox/posted", lambda e: e["to"] == "alice")
+    d.wait_event("outbox/posted", lambda e: e["to"] == "alice.1")
+    (reply,) = replies(d, "alice")
+    assert "killedBy: alice" in reply["body"] and "agentId: alice.1\n" in reply["body"]
+    (grand_reply,) = replies(d, "alice.1")
+    assert "killedBy: alice" in grand_reply["body"]
+
+
 # ------------------------------------------------------------------ restarts
 
 
