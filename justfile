@@ -33,6 +33,14 @@ mail-proof *ARGS:
 mail-proof-real *ARGS:
     {{py}} -m tools.proofs.mail_proof --agents claude,codex,pi {{ARGS}}
 
+# An agent delegates: alice spawns two jobs from her own session, gets one reply each, combines them.
+delegate-proof *ARGS:
+    {{py}} -m tools.proofs.delegate_proof {{ARGS}}
+
+# The same with alice a real Claude Code (--real codex: Codex) against the local model server.
+delegate-proof-real *ARGS:
+    {{py}} -m tools.proofs.delegate_proof --real {{ARGS}}
+
 # The ring across two nodes over NATS JetStream: alice, bob on node1, carol on node2, 100 -> 103.
 bridge-proof *ARGS:
     {{py}} -m tools.proofs.bridge_proof {{ARGS}}

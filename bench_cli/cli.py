@@ -303,6 +303,11 @@ def _running_options(a: dict) -> dict:
         "--enter-check": r.get("enter_check"),
         "--retry-base": r.get("retry_base"),
         "--max-connections": a["caps"].get("connections"),
+        "--max-children": a["caps"].get("max_children"),
+        "--max-depth": a["caps"].get("max_depth"),
+        "--spawn-rate": a["caps"].get("spawn_rate"),
+        "--exited-kept": a["caps"].get("exited_kept"),
+        "--kept-scrollback": a["caps"].get("kept_scrollback_bytes"),
     }
     return {k: v for k, v in known.items() if v is not None}
 
@@ -483,7 +488,7 @@ def status(bench_dir, as_json):
     """Is benchd running: pid, version, BENCH_DIR, counts."""
     ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.Hello())
-    r = a["reactor"]
+    r, c = a["reactor"], a["caps"]
     done(
         ctx,
         a,
@@ -495,7 +500,9 @@ def status(bench_dir, as_json):
             f"index     {index_health(a.get('index') or {})}\n"
             f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
             f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
-            f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}"
+            f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}\n"
+            f"jobs      a session may start {c.get('max_children')} at a time, "
+            f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep"
         ),
     )
 
@@ -839,7 +846,8 @@ def _state_colour(s: dict) -> str | None:
 @click.option(
     "--prune", is_flag=True, help="forget the exited sessions (their mailboxes and events stay)"
 )
-def ps(bench_dir, as_json, name, show_all, quiet, prune):
+@click.option("--tree", is_flag=True, help="each session under the one that spawned it")
+def ps(bench_dir, as_json, name, show_all, quiet, prune, tree):
     """List live sessions: handle, session id, pid, state, idle time, exit."""
     ctx = Ctx(bench_dir, as_json)
     if prune:
@@ -865,6 +873,11 @@ def ps(bench_dir, as_json, name, show_all, quiet, prune):
             output.write("\n".join(s["handle"] for s in rows))
         return
     on = colour(ctx.json)
+    if tree and rows:
+        from bench_cli import tree as tree_view
+
+        output.write(tree_view.render(rows, _exit_text, _state_colour, on))
+        return
     if not rows:
         more = sum(1 for s in listed if s["state"] != "running")
         hint = f" ({more} exited: bench ps -a)" if more else ""
@@ -883,7 +896,12 @@ def ps(bench_dir, as_json, name, show_all, quiet, prune):
 
 
 ps.epilog = examples(
-    "bench ps", "bench ps -a", "bench ps -q", "bench ps s1a2b3c4d", "bench ps --prune"
+    "bench ps",
+    "bench ps -a",
+    "bench ps -q",
+    "bench ps --tree -a",
+    "bench ps s1a2b3c4d",
+    "bench ps --prune",
 )
 
 
@@ -964,14 +982,18 @@ type_.epilog = examples('bench type alice "run the tests"', "bench type alice q 
 @common
 @click.argument("handle", shell_complete=_complete_handles)
 @click.option("--cancel", is_flag=True, help="cancel its job: no replies are sent")
-def kill(bench_dir, as_json, handle, cancel):
+@click.option("--tree", is_flag=True, help="also every session it spawned, children first")
+def kill(bench_dir, as_json, handle, cancel, tree):
     """End a session: SIGHUP, then SIGTERM, then SIGKILL, 1.5 s apart."""
     ctx = Ctx(bench_dir, as_json)
-    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel))
-    done(ctx, a, f"ended {a['handle']} (session {a['session']})")
+    # A tree ends a level at a time, each level up to 3 grace periods: allow for a deep one.
+    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=120.0)
+    more = len(a.get("ended") or []) - 1
+    also = f" and {more} below it" if more > 0 else ""
+    done(ctx, a, f"ended {a['handle']} (session {a['session']}){also}")
 
 
-kill.epilog = examples("bench kill alice", "bench kill child --cancel")
+kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench kill --tree alice")
 
 
 @cli.command()

@@ -16,6 +16,7 @@ _BARE = re.compile(r"[^\s\"=,]+")
 KIND_COLOUR = {
     "session/exited": "yellow",
     "job/settled": "cyan",
+    "job/limited": "red",
     "wake/capped": "red",
     "outbox/retry": "red",
 }

@@ -82,6 +82,41 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         60.0,
         "seconds a connection may wait with no request in flight and no stream open",
     ),
+    (
+        "--max-children",
+        "BENCH_MAX_CHILDREN",
+        int,
+        4,
+        "unsettled jobs one session may have started; more are refused with too-many-children",
+    ),
+    (
+        "--max-depth",
+        "BENCH_MAX_DEPTH",
+        int,
+        3,
+        "how deep sessions may delegate (a child of an operator's session is at depth 1)",
+    ),
+    (
+        "--spawn-rate",
+        "BENCH_SPAWN_RATE",
+        int,
+        30,
+        "jobs one session may start per hour; more are refused with rate-limited",
+    ),
+    (
+        "--exited-kept",
+        "BENCH_EXITED_KEPT",
+        int,
+        200,
+        "exited sessions remembered (on disk, across restarts) for ps -a and tail",
+    ),
+    (
+        "--kept-scrollback",
+        "BENCH_KEPT_SCROLLBACK",
+        int,
+        65536,
+        "bytes of an exited session's output kept on disk for bench tail",
+    ),
 ]
 
 

@@ -45,6 +45,9 @@ CODES: dict[str, str] = {
     "not-in-session": "That command works only inside a bench session.",
     "no-job": "This session is not running a job.",
     "bad-mail": "The job mail could not be used.",
+    "too-many-children": "The spawning session already has as many unsettled jobs as allowed.",
+    "too-deep": "The new job would be deeper in the delegation tree than allowed.",
+    "rate-limited": "The spawning session has started as many jobs this hour as allowed.",
     # nodes and the bridge
     "bad-node": "A node name is 1-64 characters of a-z 0-9 . _ - starting with a letter or digit.",
     "unknown-node": "No node of that name has been seen by this node's bridge.",

@@ -120,6 +120,7 @@ class SessionList(Request, tag="session/list"):
 class SessionKill(Request, tag="session/kill"):
     handle: str
     cancel: bool = False
+    tree: bool = False  # also its descendants, children first
 
 
 class SessionPrune(Request, tag="session/prune"):
@@ -301,6 +302,13 @@ class Caps(msgspec.Struct, kw_only=True):
     list_max: int
     connections: int
     scrollback_bytes: int
+    # Delegation: what one session may start (benchd.core.delegation).
+    max_children: int = 4
+    max_depth: int = 3
+    spawn_rate: int = 30
+    # Exited sessions remembered on disk: how many, and how much of each one's output.
+    exited_kept: int = 200
+    kept_scrollback_bytes: int = 65536
 
 
 class ReactorSettings(msgspec.Struct, kw_only=True):
@@ -450,7 +458,10 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     signal: int | None = None
     argv: list[str] = []
     job: bool = False
-    reply_to: list[str] = []  # a job's: the handles owed a reply when it ends
+    reply_to: list[str] = []  # a job's: the addresses owed a reply when it ends
+    parent: str | None = None  # the session id of the session that spawned it (a job)
+    parent_handle: str | None = None
+    outcome: str | None = None  # a settled job's: completed, failed, cancelled, ...
 
 
 class SpawnOk(Response, tag="session/spawn"):
@@ -467,6 +478,7 @@ class SessionListOk(Response, tag="session/list"):
 class KillOk(Response, tag="session/kill"):
     session: str
     handle: str
+    ended: list[str] = []  # with tree: the session ids ended, in order (children first)
 
 
 class PruneOk(Response, tag="session/prune"):
@@ -696,6 +708,27 @@ class JobSettled(Event, tag="job/settled"):
     recovered: bool = False
 
 
+class JobDelegated(Event, tag="job/delegated"):
+    """A session started a job of its own: the parent, the child, who is owed its reply."""
+
+    parent: str
+    parent_handle: str
+    child: str
+    child_handle: str
+    reply_to: list[str]
+    depth: int
+
+
+class JobLimited(Event, tag="job/limited"):
+    """A session's spawn was refused by a delegation limit (children, depth or rate)."""
+
+    session: str
+    handle: str
+    code: str
+    limit: str
+    value: int
+
+
 class JobReported(Event, tag="job/reported"):
     session: str
     handle: str
@@ -764,6 +797,8 @@ AnyEvent = (
     | EnterRetried
     | WakeCapped
     | JobSettled
+    | JobDelegated
+    | JobLimited
     | JobReported
     | OutboxPosted
     | OutboxRetry

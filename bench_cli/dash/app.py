@@ -356,12 +356,17 @@ class Dash(App):
             self._cells = {h: self._row_cells(r, now) for h, r in self.board.rows.items()}
         elif only in self.board.rows:
             self._cells[only] = self._row_cells(self.board.rows[only], now)
-        self.sessions_pane.set_rows([(h, self._cells[h]) for h in sorted(self._cells)])
+        nested = self.board.nested()
+        self.sessions_pane.set_rows([(h, self._cells[h]) for h, _ in nested])
 
     def _row_cells(self, r, now: float) -> tuple:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
         state = r.exit_text() if self.connected else "?"
-        return (r.handle, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
+        name, up = r.handle, r.parent
+        while up in self.board.rows:  # a delegated job is drawn under its spawner
+            name = "  " + (name if name.startswith(" ") else "└ " + name)
+            up = self.board.rows[up].parent
+        return (name, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
 
     def on_rows_highlighted(self, event: Rows.Highlighted) -> None:
         if event.pane.id == "sessions":

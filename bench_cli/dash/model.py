@@ -27,6 +27,7 @@ class Row:
     outcome: str = ""
     exit: int | None = None
     signal: int | None = None
+    parent: str | None = None  # the handle of the session that spawned it (a delegated job)
 
     def idle_text(self, now: float) -> str:
         if self.state != "running" or self.idle_ms is None:
@@ -82,6 +83,7 @@ class Board:
                 reply_to=list(s.get("reply_to") or []),
                 exit=s.get("exit"),
                 signal=s.get("signal"),
+                parent=s.get("parent_handle"),
             )
             if old is not None and old.session == r.session:
                 r.wake, r.outcome = old.wake, old.outcome
@@ -117,7 +119,7 @@ class Board:
                 unread=self._unread(ev["handle"]),
             )
             return True
-        r = self.rows.get(ev.get("handle") or ev.get("to") or "")
+        r = self.rows.get(ev.get("handle") or ev.get("to") or ev.get("child_handle") or "")
         if r is None:
             return False
         if kind == "session/exited" and ev.get("session") == r.session and count:
@@ -135,9 +137,28 @@ class Board:
             r.wake = "capped " + clock(ev["ts"])
         elif kind == "job/settled":
             r.outcome = ev.get("outcome", "")
+        elif kind == "job/delegated" and ev.get("child") == r.session:
+            r.parent = ev.get("parent_handle")
+            r.reply_to = list(ev.get("reply_to") or [])
         else:
             return False
         return True
+
+    def nested(self) -> list[tuple[str, int]]:
+        """(handle, depth) with each session under the one that spawned it, by handle."""
+        kids: dict[str | None, list[str]] = {}
+        for h in sorted(self.rows):
+            parent = self.rows[h].parent
+            kids.setdefault(parent if parent in self.rows else None, []).append(h)
+        out: list[tuple[str, int]] = []
+
+        def walk(parent: str | None, depth: int) -> None:
+            for h in kids.get(parent, []):
+                out.append((h, depth))
+                walk(h, depth + 1)
+
+        walk(None, 0)
+        return out
 
     def _unread(self, handle: str) -> int:
         r = self.rows.get(handle)

@@ -10,9 +10,11 @@ BENCH_TOKEN or its process ancestry); see docs/security.md.
 | bridge/nodes (`bench nodes`)           | yes      | yes                     |
 | mail/list, mail/read, mail/search      | any box  | its own box only        |
 | mail/thread, mail/reply                | any      | mail it received (thread: or sent) |
-| session/tail (also --screen)           | any      | itself only             |
-| session/kill                           | any      | itself only, no cancel  |
-| session/spawn, session/type, attach    | yes      | no                      |
+| session/tail (also --screen)           | any      | itself, its descendants |
+| session/kill (also --tree)             | any      | itself (no cancel), its descendants (cancel too) |
+| session/type                           | any      | its descendants only    |
+| session/spawn                          | yes      | jobs only (with task mail) |
+| attach                                 | yes      | no                      |
 | session/screen (`bench dash`)          | yes      | no                      |
 | session/prune (`bench ps --prune`)     | yes      | no                      |
 | stop, debug/fault                      | yes      | no                      |
@@ -20,8 +22,16 @@ BENCH_TOKEN or its process ancestry); see docs/security.md.
 | job/report                             | no       | itself (a job's session) |
 
 A session may not cancel its own job: cancelling owes the job's correspondents nothing,
-so only the operator, who decided to give the task, may take it back.
+so only the operator, who decided to give the task, may take it back. A session that
+spawned a job did give that task, so it may cancel it, and the jobs its children gave
+in turn: its descendants are the sessions whose chain of spawners includes it.
+
+Which session a name designates (and its spawners) is the roster's answer, passed in
+as `family(name)` -> (its id, its spawner's id, ... up to the operator's session), or
+() when no session, live or exited, has that handle or id.
 """
+
+from collections.abc import Callable
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
@@ -44,8 +54,6 @@ ANYONE = (
 )
 OPERATOR_ONLY = {
     m.Stop: "stop the daemon",
-    m.Spawn: "spawn sessions",
-    m.SessionType: "type into a session",
     m.SessionAttach: "attach to a session",
     m.SessionScreen: "watch a session's screen",
     m.SessionPrune: "forget exited sessions",
@@ -57,13 +65,32 @@ OPERATOR_ONLY = {
 }
 
 
+Family = Callable[[str], tuple[str, ...]]
+
+
 def _is_self(caller: Caller, name: str) -> bool:
     return name == caller.handle or name == caller.session.id
 
 
-def check(caller: Caller, req: m.Request) -> None:
+def _is_descendant(caller: Caller, name: str, family: Family) -> bool:
+    return caller.session.id in family(name)[1:]
+
+
+def _no_family(name: str) -> tuple[str, ...]:
+    return ()
+
+
+def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
     """Raise `forbidden` unless the matrix above allows `req` for `caller`."""
     if caller.is_operator or isinstance(req, ANYONE):
+        return
+    if isinstance(req, m.Spawn):
+        if req.job is None:
+            raise WireError(
+                "forbidden",
+                "a session may spawn only jobs (bench spawn --mail TASK ... -- CMD), "
+                "not plain sessions: those are the operator's",
+            )
         return
     what = OPERATOR_ONLY.get(type(req))
     if what is not None:
@@ -83,16 +110,29 @@ def check(caller: Caller, req: m.Request) -> None:
             )
         return
     if isinstance(req, m.SessionTail):
-        if not _is_self(caller, req.handle):
+        if not (_is_self(caller, req.handle) or _is_descendant(caller, req.handle, family)):
             raise WireError(
                 "forbidden",
-                f"a session may tail only itself ({caller.handle}), "
-                f"not {req.handle}: that is the operator's",
+                f"a session may tail only itself ({caller.handle}) and the jobs it "
+                f"started, not {req.handle}: that is the operator's",
+            )
+        return
+    if isinstance(req, m.SessionType):
+        if not _is_descendant(caller, req.handle, family):
+            raise WireError(
+                "forbidden",
+                f"a session may type only into the jobs it started (and theirs), "
+                f"not into {req.handle}: that is the operator's",
             )
         return
     if isinstance(req, m.SessionKill):
+        if _is_descendant(caller, req.handle, family):
+            return  # its own delegated work: it may end it, or take it back (cancel)
         if not _is_self(caller, req.handle):
-            raise WireError("forbidden", "a session may end only itself")
+            raise WireError(
+                "forbidden",
+                "a session may end only itself and the jobs it started (and theirs)",
+            )
         if req.cancel:
             raise WireError(
                 "forbidden",

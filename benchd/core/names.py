@@ -30,6 +30,18 @@ def check_handle(
     return value
 
 
+def parse_address(value: object, what: str = "address") -> tuple[str, str | None]:
+    """`bob@node2` -> ("bob", "node2"); `bob` -> ("bob", None); else bad-handle or
+    bad-node. An address is a handle, on this node or on another."""
+    if not isinstance(value, str):
+        raise WireError("bad-handle", f"{what} {value!r} is not an address")
+    handle, at, node = value.partition("@")
+    check_handle(handle, what)
+    if not at:
+        return handle, None
+    return handle, check_handle(node, "node", "bad-node", "a node name")
+
+
 def check_mail_id(value: object) -> str:
     if not isinstance(value, str) or MAIL_ID_RE.fullmatch(value) is None:
         raise WireError(

@@ -36,7 +36,7 @@ from benchd.core.jobs import (
     decode_agent_job,
 )
 from benchd.core.keys import check_client_key, job_key_of
-from benchd.core.names import check_handle
+from benchd.core.names import parse_address
 from benchd.runtime.committer import EventOp, now_ms
 from benchd.store import faults
 from benchd.store.outbox import SqliteOutbox
@@ -73,6 +73,7 @@ class JobHost:
         self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
         self._settling: list[tuple] = []  # settlements waiting for the next transaction
         self._stopping = False
+        self.outbound: Any = None  # benchd.runtime.outbound: replies to handle@node go there
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Settle the jobs the previous daemon left running, then drain the outbox when
@@ -156,15 +157,20 @@ class JobHost:
                 outcome = line[len("outcome: ") :]
         task_key = job_key_of(mail.key) or mail.key
         to = mail.to.agent_id
+        subject = f"job {outcome}: {task_key}"[:200]
         try:
             faults.check("post")
-            op = self.mailroom.make_send(
-                mail.from_.agent_id,
-                to,
-                mail.content,
-                subject=f"job {outcome}: {task_key}"[:200],
-                key=mail.key,
-            )
+            if "@" in to:
+                # Another node: queued for the bridge with the outbound queue's guarantees
+                # (durable before accepted; the key makes a repeat a no-op).
+                assert self.outbound is not None, "the daemon wires the outbound queue"
+                op = self.outbound.make_queue(
+                    mail.from_.agent_id, to, mail.content, subject, mail.key
+                )
+            else:
+                op = self.mailroom.make_send(
+                    mail.from_.agent_id, to, mail.content, subject=subject, key=mail.key
+                )
             op.also_log = lambda mail_id: [m.OutboxPosted(key=mail.key, to=to, mail_id=mail_id)]
             self.committer.enqueue(op)
         except (WireError, OSError) as err:
@@ -181,6 +187,8 @@ class JobHost:
             res = await op.wait()
         except WireError as err:
             return await self._refused(mail, err)
+        if getattr(op, "address", None) is not None:
+            res = self.outbound.queued_as(op, res)
         if res.to != mail.to.agent_id:
             # The key was taken by other mail (client keys may not start with outbox:,
             # so this is a bug, not a user error): never count it as this reply.
@@ -196,7 +204,16 @@ class JobHost:
 
     # ------------------------------------------------------------ jobs
 
+    def _local(self, address: str) -> str:
+        """`h@<this node>` is the local handle h; anything else is left as it is."""
+        handle, node = parse_address(address, "reply-to")
+        own = self.outbound.node if self.outbound is not None else None
+        return handle if node is None or node == own else address
+
     def _address(self, handle: str) -> Address:
+        handle = self._local(handle)
+        if "@" in handle:
+            return Address(agent_id=handle, session_id=handle)  # on another node
         live = self.find_session(handle)
         # The operator and handles without a live session are addressed by handle.
         return Address(agent_id=handle, session_id=live.id if live else handle)
@@ -204,7 +221,10 @@ class JobHost:
     def check_spec(self, spec: m.JobMailSpec, caller) -> None:
         """Refuse a bad job before anything is spawned."""
         for h in spec.reply_to:
-            check_handle(h, "reply-to")
+            # Any address the spawner could mail: a handle, or handle@node.
+            _handle, node = parse_address(self._local(h), "reply-to")
+            if node is not None and self.outbound is not None:
+                self.outbound.check_known(node)
         if spec.key is None:
             return
         check_client_key(spec.key)
@@ -274,7 +294,8 @@ class JobHost:
         )
         return len(data)
 
-    async def settle(self, s) -> None:
+    async def settle(self, s) -> str:
+        """Settle the job of an exited session; returns its outcome."""
         if s.cancelled:
             outcome = Outcome.CANCELLED
         elif s.exit == 0:
@@ -287,6 +308,7 @@ class JobHost:
         if not content:
             content = ending_sentence(s.id, s.handle, details)
         await self._settle_job(s.id, s.handle, s.job, outcome, content, details=details)
+        return str(outcome)
 
     async def _settle_job(
         self, session, handle, job: Job, outcome, content, recovered=False, details=None

@@ -73,34 +73,53 @@ class Outbound:
     async def queue(self, caller, req: m.MailSend) -> m.SendOk:
         """mail/send to `handle@node` on another node: queued for the bridge; returns
         what the SendOk says."""
-        handle, _, node = req.to.partition("@")
+        if req.key is not None:
+            keys.check_client_key(req.key)
+        op = self.make_queue(
+            caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
+        )
+        res: m.SendOk = await self.committer.submit(op)
+        return self.queued_as(op, res)
+
+    def check_known(self, node: str) -> None:
         if not self.directory.knows(node):
             raise WireError(
                 "unknown-node",
                 f"no node named {node} has been seen (bench nodes lists the known ones); "
                 "start its bridge, or check the name",
             )
-        if req.key is not None:
-            keys.check_client_key(req.key)
-        reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]
-        room = self.mailroom
+
+    def make_queue(
+        self,
+        sender: str,
+        address: str,
+        body: str,
+        subject: str = "",
+        key: str | None = None,
+        reply_to: list[str] | None = None,
+        in_reply_to: str | None = None,
+    ) -> "QueueOp":
+        """The op that queues mail from the local handle `sender` to `address` (a
+        handle@node on another node), not yet submitted; also the outbox's port for a
+        job's reply to another node."""
+        handle, _, node = address.partition("@")
+        self.check_known(node)
+        qualified = [self.qualify(check_address(a, "reply-to")) for a in reply_to or []]
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.
-        op = room.make_send(
-            f"{caller.handle}@{self.node}",
-            handle,
-            req.body,
-            req.subject,
-            req.key,
-            None,
-            req.in_reply_to,
+        op = self.mailroom.make_send(
+            f"{sender}@{self.node}", handle, body, subject, key, None, in_reply_to
         )
         op.__class__ = QueueOp
-        op.to, op.address, op.reply_to, op.live = OUTBOUND, req.to, reply_to, False
-        res: m.SendOk = await self.committer.submit(op)
+        op.to, op.address, op.reply_to, op.live = OUTBOUND, address, qualified, False
+        return op
+
+    def queued_as(self, op: "QueueOp", res: m.SendOk) -> m.SendOk:
+        """After the queue op committed: hand it to the bridge; the answer as a send."""
         if not res.duplicate:
             self._remember(op)
         self._queued.set()
-        return msgspec.structs.replace(res, to=req.to, live=False, note=f"queued-for-{node}")
+        node = op.address.partition("@")[2] if op.address else ""
+        return msgspec.structs.replace(res, to=op.address, live=False, note=f"queued-for-{node}")
 
     def _remember(self, op: "QueueOp") -> None:
         if len(self.recent) >= RECENT_MAX:

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
@@ -29,6 +30,7 @@ from benchd.core.caller import Caller
 from benchd.core.names import OPERATOR, check_handle
 from benchd.core.states import SessionState, advance
 from benchd.runtime import presets
+from benchd.runtime.past import record_of
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.system import child_pids, process_ancestors, process_session_id, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
@@ -64,6 +66,12 @@ class Session:
         self._poke = trio.Event()
         self.cancel_scope: trio.CancelScope | None = None
         self.paste_settle: float | None = None  # a preset's, else the daemon's
+        # Delegation: the session that spawned it (a job a session started), and all its
+        # spawners' ids, nearest first (benchd.core.delegation).
+        self.parent: str | None = None
+        self.parent_handle: str | None = None
+        self.lineage: tuple[str, ...] = ()
+        self.outcome: str | None = None  # its job's, once settled
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
 
@@ -92,6 +100,8 @@ class Session:
                 idle_ms=None,
                 argv=self.argv,
                 job=self.job is not None,
+                parent=self.parent,
+                parent_handle=self.parent_handle,
             )
         idle = None
         if self.live and self.term.last_output is not None:
@@ -107,10 +117,13 @@ class Session:
             argv=self.argv,
             job=self.job is not None,
             reply_to=self.reply_to(),
+            parent=self.parent,
+            parent_handle=self.parent_handle,
+            outcome=self.outcome,
         )
 
     def reply_to(self) -> list[str]:
-        """A job's reply-to handles (for `bench ps --json` and the dashboard)."""
+        """A job's reply-to addresses (for `bench ps --json` and the dashboard)."""
         if self.job is None:
             return []
         from benchd.core.jobs import JobError, decode_agent_job
@@ -156,10 +169,7 @@ class Roster:
         newest exited one with that handle or id."""
         s = self.live.get(name) or self.by_id.get(name)
         if s is None and not live_only:
-            for old in reversed(self.exited):
-                if name in (old.handle, old.id):
-                    s = old
-                    break
+            s = self.lookup(name)
         if s is None or (live_only and not s.live):
             if live_only:
                 raise WireError("no-such-session", f"no live session is called {name!r}")
@@ -167,6 +177,26 @@ class Roster:
         if s.term is None:
             raise WireError("no-such-session", f"session {name!r} is still starting")
         return s
+
+    def lookup(self, name: str):
+        """The session `find(name, live_only=False)` would answer with, or None."""
+        s = self.live.get(name) or self.by_id.get(name)
+        if s is None:
+            for old in reversed(self.exited):
+                if name in (old.handle, old.id):
+                    return old
+        return s
+
+    def family(self, name: str) -> tuple[str, ...]:
+        """The id of the session `name` designates, then its spawners' ids, nearest
+        first; () when there is none (what benchd.core.authority decides with)."""
+        s = self.lookup(name)
+        return () if s is None else (s.id, *s.lineage)
+
+    def descendants(self, sid: str) -> list:
+        """The live sessions below `sid` in the delegation tree, deepest first."""
+        found = [s for s in self.live.values() if sid in s.lineage]
+        return sorted(found, key=lambda s: -len(s.lineage))
 
 
 class Sessions:
@@ -193,6 +223,9 @@ class Sessions:
         self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
         self.daemon_pid = daemon_pid
         self.subreaper = subreaper
+        self.delegation: Any = None  # benchd.runtime.delegation: counts a spawner's children
+        self.exited_store: Any = None  # benchd.store.exited: exited sessions kept on disk
+        self.exited_kept = EXITED_KEPT
 
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the sessions run in, and the orphan reaper."""
@@ -360,8 +393,9 @@ class Sessions:
         s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
         self._forget(s)
         self.roster.exited.append(s)
-        while len(self.roster.exited) > EXITED_KEPT:
-            self.roster.exited.popleft()
+        dropped = []
+        while len(self.roster.exited) > self.exited_kept:
+            dropped.append(self.roster.exited.popleft().id)
         s.term.close()
         try:
             with trio.CancelScope(shield=True):
@@ -371,11 +405,34 @@ class Sessions:
                     )
                 )
                 if self.jobs is not None and s.job is not None:
-                    await self.jobs.settle(s)
+                    s.outcome = await self.jobs.settle(s)
         except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
             self.log.exception("settling a session failed", session=s.id)
         finally:
+            if self.delegation is not None:
+                self.delegation.settled(s)
+            with trio.CancelScope(shield=True):
+                await self._keep(s, dropped)
             s.exited.set()
+
+    async def _keep(self, s: Session, dropped: list[str]) -> None:
+        """Write the exited session to disk (ps -a and tail after a restart); forget on
+        disk the ones that fell off the end of the list."""
+        store = self.exited_store
+        if store is None:
+            return
+        record = record_of(s, int(time.time() * 1000))
+        output = bytes(s.term.scrollback) if s.term is not None else b""
+
+        def work():
+            store.save(s.id, record, output)
+            for sid in dropped:
+                store.remove(sid)
+
+        try:
+            await trio.to_thread.run_sync(work)
+        except (OSError, ValueError) as err:
+            self.log.error("exited session not kept on disk", session=s.id, error=str(err))
 
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
         """SIGHUP, SIGTERM, then SIGKILL to the process group, `grace` seconds apart

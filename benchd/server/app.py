@@ -27,8 +27,10 @@ from benchd import __version__
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
+from benchd.core.delegation import Limits
 from benchd.core.names import OPERATOR, IdClock, is_handle
 from benchd.runtime.committer import Committer, EventOp, JournalStore
+from benchd.runtime.delegation import Delegation
 from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.mailroom import (
@@ -42,6 +44,7 @@ from benchd.runtime.mailroom import (
 )
 from benchd.runtime.nodes import default_node
 from benchd.runtime.outbound import Outbound
+from benchd.runtime.past import PastSession
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
@@ -49,6 +52,7 @@ from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
 from benchd.store import recovery, search
 from benchd.store.eventlog import EventLog
+from benchd.store.exited import ExitedStore
 from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.journal import Journal, replay
@@ -78,6 +82,11 @@ class Daemon:
             list_max=LIST_MAX,
             connections=opts.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
+            max_children=opts.max_children,
+            max_depth=opts.max_depth,
+            spawn_rate=opts.spawn_rate,
+            exited_kept=opts.exited_kept,
+            kept_scrollback_bytes=opts.kept_scrollback,
         )
         self.admission = Admission(
             opts.max_connections,
@@ -151,6 +160,19 @@ class Daemon:
             self.subreaper,
         )
         self.outbound = Outbound(bench_dir, opts.node, self.index, self.mailroom, self.committer)
+        self.jobs.outbound = self.outbound  # job replies to handle@node go out through it
+        self.delegation = Delegation(
+            self.roster,
+            self.mailroom,
+            self.committer.record,
+            self.log,
+            Limits(opts.max_children, opts.max_depth, opts.spawn_rate),
+        )
+        self.sessions.delegation = self.delegation
+        self.sessions.exited_kept = opts.exited_kept
+        self.sessions.exited_store = ExitedStore(bench_dir, opts.exited_kept, opts.kept_scrollback)
+        for record, output in self.sessions.exited_store.load():
+            self.roster.exited.append(PastSession(record, output))
 
     # ------------------------------------------------------------ recovery
 
@@ -283,7 +305,7 @@ class Daemon:
         handler = HANDLERS.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
-        authority.check(caller, req)
+        authority.check(caller, req, self.roster.family)
         await handler(self, conn, caller, req)
 
     def request_stop(self) -> None:

@@ -15,6 +15,7 @@ import yaml
 from tests.conftest import ROOT
 
 SKILL = os.path.join(ROOT, "skills", "mail", "SKILL.md")
+DELEGATION = "Delegating: jobs of your own"
 
 
 def fences(text: str) -> list[str]:
@@ -31,7 +32,10 @@ def test_front_matter_is_a_claude_code_skill():
 
 def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     d = make_daemon("--idle-gate", "60")
-    blocks = fences(Path(SKILL).read_text())
+    # The delegation section's fences start jobs whose replies arrive later: they run
+    # in their own test below (test_the_delegation_section_runs_as_it_says).
+    text = Path(SKILL).read_text()
+    blocks = fences(text.replace(section(text, DELEGATION), ""))
     assert len(blocks) >= 6
     script = ["set -u"]
     for i, block in enumerate(blocks):
@@ -181,3 +185,47 @@ def test_a_woken_job_finds_its_task_as_the_skill_says(make_daemon, tmp_path):
     body = d.ok("mail", "read", reply[0]["mail_id"], "--handle", "operator")["body"]
     assert body.endswith("\n---\n\ntask was: Count the flaky tests."), body
     assert "outcome: completed" in body
+
+
+def test_the_delegation_section_runs_as_it_says(make_daemon, tmp_path):
+    """The Delegation section's fences, in order, inside a real session: the first child gets `<you>.1`, reports, and its one reply wakes
+    the spawner; the cancelled one sends nothing; ps --tree shows the child under it."""
+    d = make_daemon()  # the suite's fast idle gate: the reply's wake lands at once
+    text = section(Path(SKILL).read_text(), DELEGATION)
+    for code in ("handle-taken", "too-many-children", "too-deep", "rate-limited"):
+        assert code in text
+    first, second = fences(text)
+    out = tmp_path / "deleg.out"
+    runner = tmp_path / "deleg.sh"
+    runner.write_text(
+        f"exec 3>&1 > {out} 2>&1\n"
+        "set -e\n"
+        f"{first}"
+        f"{second}"
+        "set +e\n"
+        "printf 'waiting> ' >&3\n"
+        "IFS= read -r line\n"  # the wake line for the reply, typed by the reactor
+        'echo "WAKE: $line"\n'
+        'cat "${line##*: }"\n'
+        "echo; echo DELEGATION-DONE\n"
+    )
+    s = d.ok("spawn", "--name", "lead", "--", "bash", str(runner))
+    exited = d.wait_event("session/exited", lambda e: e["session"] == s["session"], 60)
+    got = out.read_text()
+    assert exited["exit"] == 0 and "DELEGATION-DONE" in got, got
+    delegated = [e for e in d.events(kind="job/delegated")]
+    assert [e["child_handle"] for e in delegated] == ["lead.1", "lead-slow"]
+    assert all(e["parent_handle"] == "lead" and e["reply_to"] == ["lead"] for e in delegated)
+    # The first fence's answer names the derived handle; ps --tree shows it under lead.
+    assert "spawned lead.1" in got
+    tree = got.split("HANDLE", 1)[1]
+    assert "\nlead " in tree and "└─ lead.1" in tree.split("spawned lead-slow")[0], got
+    # Exactly one reply, from lead.1, carrying what it reported; the cancel sent none.
+    assert "WAKE: You have mail from lead.1: " in got, got
+    assert "outcome: completed" in got and "agentId: lead.1" in got
+    assert got.rstrip().endswith("12 tests\nDELEGATION-DONE"), got
+    settled = {e["handle"]: e for e in d.events(kind="job/settled")}
+    assert settled["lead-slow"]["outcome"] == "cancelled" and settled["lead-slow"]["replies"] == 0
+    box = os.path.join(d.dir, "mail", "lead")
+    files = [f for sub in ("inbox", "read") for f in os.listdir(os.path.join(box, sub))]
+    assert len(files) == 1, files  # the one reply

@@ -63,3 +63,15 @@ def test_bridge_proof_ring_across_two_nodes():
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from carol@node2" in p.stdout
     assert "bridge-proof: ok" in p.stdout
+
+
+def test_delegate_proof_alice_delegates_from_her_own_session():
+    p = run_module("tools.proofs.delegate_proof")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "alice holds 2 replies, one per child: alice.1 completed, alice.2 completed" in p.stdout
+    assert "collected 'alice.3: outcome interrupted, killedBy alice' from alice" in p.stdout
+    trail = p.stdout.split("event trail:")[1]
+    kinds = [line.split()[1] for line in trail.strip().splitlines() if line.strip().startswith("+")]
+    assert kinds.count("job/delegated") == 3 and kinds.count("job/settled") == 3
+    assert kinds.count("outbox/posted") == 3
+    assert "delegate-proof: ok" in p.stdout

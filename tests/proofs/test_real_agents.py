@@ -44,3 +44,17 @@ def test_ring_through_real_agents_via_mcp():
             "mcp__bench__send_mail (no shell tool offered)"
         ) in p.stdout
     assert "pi answered through MCP" not in p.stdout
+
+
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+def test_delegate_proof_with_a_real_agent(kind):
+    """alice is a real Claude Code or Codex: its own shell tool runs the delegation."""
+    if realagents.installed_bin_dir() is None and not realagents.registry_reachable():
+        pytest.skip(
+            "the npm registry cannot be reached, so Claude Code and Codex cannot be "
+            "installed on this machine"
+        )
+    p = run_module("tools.proofs.delegate_proof", "--real", kind)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"--- alice's ({kind}) final screen ---" in p.stdout
+    assert "delegate-proof: ok" in p.stdout

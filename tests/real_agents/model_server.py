@@ -317,7 +317,9 @@ def after_read_mail(text: str, ring: dict[str, str]) -> tuple[str, int] | None:
     return (nxt, int(n.group(0)) + 1) if nxt and n else None
 
 
-def decide(turn: Turn, body: dict, ring: dict[str, str]) -> Decision:
+def decide(turn: Turn, body: dict, ring: dict[str, str], answer: Any = None) -> Decision:
+    """The reply to one request. `answer(path) -> shell line`, when given, replaces the
+    ring's command for a wake (the delegation proof's alice runs her own script)."""
     mcp = mail_tools(body)
     if turn.kind == "tool_result":
         # Through MCP the answer takes two calls: read_mail, then send_mail.
@@ -341,12 +343,15 @@ def decide(turn: Turn, body: dict, ring: dict[str, str]) -> Decision:
     tool = shell_tool(body)
     if tool is None:
         return Decision(text="You have mail.")
-    recipient = recipient_from_path(path)
-    nxt = ring.get(recipient or "") or ring.get("*")
-    if not nxt:
-        return Decision(text=f"I do not know who comes after {recipient!r}.")
     name, arg, wants_argv = tool
-    cmd = mail_command(path, nxt)
+    if answer is not None:
+        cmd = answer(path)
+    else:
+        recipient = recipient_from_path(path)
+        nxt = ring.get(recipient or "") or ring.get("*")
+        if not nxt:
+            return Decision(text=f"I do not know who comes after {recipient!r}.")
+        cmd = mail_command(path, nxt)
     value: Any = ["bash", "-lc", cmd] if wants_argv else cmd
     return Decision(tool=name, args={arg: value})
 
@@ -639,6 +644,7 @@ class ModelServer(ThreadingHTTPServer):
 
     def __init__(self, ring: dict[str, str], log_path: str | Path, models: list[str] | None = None):
         self.ring = dict(ring)
+        self.answer: Any = None  # see decide()
         self.log_path = Path(log_path)
         self.models = list(models or ["scripted"])
         self.log_lock = threading.Lock()
@@ -736,13 +742,13 @@ class Handler(BaseHTTPRequestHandler):
                 n = _approx_tokens(body)
                 return 200, "application/json", json.dumps({"input_tokens": n}).encode(), n
             if route.endswith("/messages"):
-                d = decide(latest_turn_anthropic(body), body, ring)
+                d = decide(latest_turn_anthropic(body), body, ring, self.server.answer)
                 return (200, *anthropic_reply(body, d), d.summary())
             if route.endswith("/chat/completions"):
-                d = decide(latest_turn_chat(body), body, ring)
+                d = decide(latest_turn_chat(body), body, ring, self.server.answer)
                 return (200, *chat_reply(body, d), d.summary())
             if route.endswith("/responses"):
-                d = decide(latest_turn_responses(body), body, ring)
+                d = decide(latest_turn_responses(body), body, ring, self.server.answer)
                 return (200, *responses_reply(body, d), d.summary())
         err = {"error": {"type": "not_found", "message": f"no route {method} {self.path}"}}
         return 404, "application/json", json.dumps(err).encode(), "404"
@@ -763,10 +769,11 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def start_server(
-    ring: dict[str, str], log_path: str | Path, models: list[str] | None = None
+    ring: dict[str, str], log_path: str | Path, models: list[str] | None = None, answer: Any = None
 ) -> tuple[ModelServer, int]:
     """Start the scripted server on 127.0.0.1 (free port) in a daemon thread."""
     server = ModelServer(ring, log_path, models)
+    server.answer = answer
     t = threading.Thread(target=server.serve_forever, name="model-server", daemon=True)
     t.start()
     return server, server.port

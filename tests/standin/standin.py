@@ -19,7 +19,9 @@ pty under benchd. It behaves enough like the real thing for wakes to be tested e
   ``--record FILE``, then either rings (``You have mail from X: PATH``, surrounding whitespace
   and newlines ignored, with ``--ring NEXT``:
   reads the first integer N in the mail body and runs ``bench mail send NEXT -m "number N+1"``,
-  printing ``sent number N+1 to NEXT`` or ``ring error: ...``) or prints ``ok: <line>``; with
+  printing ``sent number N+1 to NEXT`` or ``ring error: ...``), or with ``--on-mail CMD``
+  runs ``CMD PATH`` (CMD split like a shell line) and prints its output, as an agent's
+  shell tool would; otherwise it prints ``ok: <line>``; with
   ``--work-seconds S`` it prints ``working...`` every 50 ms for S seconds; then a new prompt.
 * ``--busy``: prints ``busy <n>`` every 20 ms forever, redrawing the prompt, and still takes
   input.
@@ -36,6 +38,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -250,6 +253,8 @@ class Agent:
         match = MAIL_RE.fullmatch(line.strip())
         if match and self.args.ring:
             self._ring(match.group(2))
+        elif match and self.args.on_mail:
+            self._on_mail(match.group(2))
         else:
             self.write("ok: " + visible(line) + "\r\n")
         self._work()
@@ -301,6 +306,21 @@ class Agent:
         self.write(visible(f"ring error: bench exited {proc.returncode}") + "\r\n")
         if output:
             self.write(visible(output) + "\r\n")
+
+    def _on_mail(self, path: str) -> None:
+        cmd = [*shlex.split(self.args.on_mail), os.path.expanduser(path)]
+        try:
+            proc = subprocess.run(
+                cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=RING_TIMEOUT
+            )
+        except Exception as e:  # noqa: BLE001 - a failed command must never crash the agent
+            self.write(visible(f"on-mail error: {e}") + "\r\n")
+            return
+        output = (proc.stdout + proc.stderr).decode("utf-8", "replace").rstrip("\n")
+        for out_line in output.splitlines():
+            self.write(visible(out_line) + "\r\n")
+        if proc.returncode != 0:
+            self.write(f"on-mail error: exited {proc.returncode}\r\n")
 
     def _work(self) -> None:
         seconds = self.args.work_seconds
@@ -354,6 +374,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ring",
         metavar="NEXT",
         help="on 'You have mail from X: PATH' send 'number N+1' to NEXT",
+    )
+    parser.add_argument(
+        "--on-mail",
+        metavar="CMD",
+        help="on 'You have mail from X: PATH' run CMD PATH and print its output",
     )
     parser.add_argument(
         "--bench", metavar="PATH", help="bench executable for --ring (default: bench on PATH)"

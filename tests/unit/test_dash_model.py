@@ -135,3 +135,41 @@ def test_printable_keeps_text_and_hides_control_characters():
 
     assert printable("a\tb\nc é") == "a\tb\nc é"
     assert printable("x\x1b[2Jy\x07\x9b") == "x\ufffd[2Jy\ufffd\ufffd"
+
+
+def test_board_nests_delegated_jobs_under_their_spawner():
+    b = Board()
+    rows = [
+        {"session": "s1", "handle": "alice", "pid": 1, "state": "running", "idle_ms": 0},
+        {"session": "s2", "handle": "zed", "pid": 2, "state": "running", "idle_ms": 0},
+        {
+            "session": "s3",
+            "handle": "alice.1",
+            "pid": 3,
+            "state": "running",
+            "idle_ms": 0,
+            "job": True,
+            "parent": "s1",
+            "parent_handle": "alice",
+        },
+    ]
+    b.load(rows, {}, now=0.0)
+    assert b.nested() == [("alice", 0), ("alice.1", 1), ("zed", 0)]
+    # A child spawned later is placed by its job/delegated event.
+    spawned = {"seq": 1, "ts": 0, "kind": "session/spawned", "session": "s4", "pid": 4}
+    b.apply({**spawned, "handle": "alice.1.1", "job": True}, 1.0)
+    assert b.nested()[-2:] == [("alice.1.1", 0), ("zed", 0)]
+    delegated = {
+        "seq": 2,
+        "ts": 0,
+        "kind": "job/delegated",
+        "parent": "s3",
+        "parent_handle": "alice.1",
+        "child": "s4",
+        "child_handle": "alice.1.1",
+        "reply_to": ["alice.1"],
+        "depth": 2,
+    }
+    assert b.apply(delegated, 1.0)
+    assert b.nested() == [("alice", 0), ("alice.1", 1), ("alice.1.1", 2), ("zed", 0)]
+    assert b.rows["alice.1.1"].reply_to == ["alice.1"]

@@ -230,3 +230,14 @@ def test_ids_sort_in_generation_order_whatever_the_clock_does(steps):
     # And a clock reseeded from the newest id continues above it.
     again = IdClock(ids[-1]).next(T0 - 10_000)[0]
     assert again > ids[-1]
+
+
+def test_parse_address_splits_and_validates():
+    from benchd.core.names import parse_address
+
+    assert parse_address("bob") == ("bob", None)
+    assert parse_address("bob@node2") == ("bob", "node2")
+    for bad, code in (("Bob", "bad-handle"), ("bob@", "bad-node"), ("bob@No de", "bad-node")):
+        with pytest.raises(WireError) as err:
+            parse_address(bad)
+        assert err.value.code == code

@@ -354,3 +354,15 @@ def test_mail_body_skips_front_matter():
     text = "---\nid: 5\nn: 9\n---\n\nnumber 100\n"
     assert standin.mail_body(text) == "\nnumber 100\n"
     assert standin.mail_body("number 3\n") == "number 3\n"
+
+
+def test_on_mail_runs_the_command_with_the_path_and_shows_its_output(spawn, tmp_path):
+    mail = write_mail(tmp_path / "mail.md", "number 7")
+    script = tmp_path / "on-mail.sh"
+    script.write_text('echo "got $1"; grep -c number "$1"; exit 2\n')
+    term = spawn("--on-mail", f"sh {script}")
+    term.send(paste(f"You have mail from alice: {mail}") + b"\r")
+    term.expect(f"got {mail}\r\n1\r\n".encode())
+    term.expect(b"on-mail error: exited 2\r\n" + PROMPT)
+    term.send(b"still here\r")
+    term.expect(b"ok: still here\r\n" + PROMPT)

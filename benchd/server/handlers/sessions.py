@@ -23,10 +23,15 @@ FRAME_S = 0.1
 
 
 async def spawn(d, conn, caller, req: m.Spawn) -> None:
-    jobs, sessions = d.jobs, d.sessions
+    jobs, sessions, delegation = d.jobs, d.sessions, d.delegation
+    parent = caller.session  # None: the operator's spawn; else a delegation
+    if parent is not None:
+        req = await delegation.prepare(caller, req)
     if req.job is not None:
         jobs.check_spec(req.job, caller)
     s = sessions.reserve(req)
+    if parent is not None:
+        delegation.started(parent, s)  # no await since prepare: the limits still hold
     mail_id = None
     if req.job is not None:
         # The task is in the child's inbox before the child runs (it may read at once).
@@ -35,6 +40,7 @@ async def spawn(d, conn, caller, req: m.Spawn) -> None:
             mail_id = await jobs.deliver_task(s, req.job, caller)
         except BaseException:
             sessions._forget(s)
+            delegation.settled(s)
             if s.job is not None:
                 jobs.abandon(s)  # never started, never told anyone: owes nothing
             raise
@@ -43,20 +49,22 @@ async def spawn(d, conn, caller, req: m.Spawn) -> None:
     except WireError:
         if s.job is not None:
             s.exited_with(127, None)
-            await jobs.settle(s)  # the job was promised a reply: it failed to start
+            s.outcome = await jobs.settle(s)  # the job was promised a reply: it failed to start
+        delegation.settled(s)
         raise
-    try:
-        await d.committer.submit(
-            EventOp(
-                m.SessionSpawned(
-                    session=s.id,
-                    handle=s.handle,
-                    pid=s.term.pid,
-                    argv=s.argv,
-                    job=s.job is not None,
-                )
-            )
+    events: list[m.Event] = [
+        m.SessionSpawned(
+            session=s.id,
+            handle=s.handle,
+            pid=s.term.pid,
+            argv=s.argv,
+            job=s.job is not None,
         )
+    ]
+    if parent is not None:
+        events.append(delegation.delegated(s))
+    try:
+        await d.committer.submit(EventOp(*events))
     except WireError:
         # Refused means nothing happened: end the child and close its job quietly.
         s.cancelled = True
@@ -75,16 +83,37 @@ async def session_list(d, conn, caller, req: m.SessionList) -> None:
 
 async def kill(d, conn, caller, req: m.SessionKill) -> None:
     s = d.roster.find(req.handle)
-    s.cancelled = s.cancelled or req.cancel
+    order = []
+    if req.tree:
+        # Children first, a level at a time: each child's job settles (and replies to
+        # its parent) while the parent is still there to be woken by it.
+        below = d.roster.descendants(s.id)
+        for depth in sorted({len(c.lineage) for c in below}, reverse=True):
+            level = [c for c in below if len(c.lineage) == depth]
+            async with trio.open_nursery() as nursery:
+                for c in level:
+                    _mark(c, caller, req.cancel)
+                    nursery.start_soon(d.sessions.end, c)
+            order += [c.id for c in level]
+    _mark(s, caller, req.cancel)
+    order.append(s.id)
+    await d.sessions.end(s)
+    await conn.send(
+        m.KillOk(id=req.id, session=s.id, handle=s.handle, ended=order if req.tree else [])
+    )
+
+
+def _mark(s: Session, caller, cancel: bool) -> None:
+    s.cancelled = s.cancelled or cancel
     if s.killed_by is None:
         s.killed_by = caller.handle
-    await d.sessions.end(s)
-    await conn.send(m.KillOk(id=req.id, session=s.id, handle=s.handle))
 
 
 async def prune(d, conn, caller, req: m.SessionPrune) -> None:
     n = len(d.roster.exited)
     d.roster.exited.clear()  # their mailboxes and events stay
+    if d.sessions.exited_store is not None:
+        await trio.to_thread.run_sync(d.sessions.exited_store.prune)
     await conn.send(m.PruneOk(id=req.id, forgotten=n))
 
 

@@ -1,0 +1,105 @@
+"""Delegation wired into the daemon: a session's spawn checked, named and counted.
+
+The rules and the limits are decided in benchd.core.delegation; this service supplies
+what they need (who is live, which mailboxes exist, the clock), logs and records a
+limit that fires (`job/limited`), records `job/delegated` for each child started, and
+counts each child against its spawner until the child's job settles.
+"""
+
+import os
+import time
+
+import msgspec
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.core.delegation import Limits, Quota, Refused, derived_handle
+from benchd.core.names import OPERATOR, check_handle
+
+
+class Delegation:
+    def __init__(self, roster, mailroom, record, log, limits: Limits):
+        self.roster = roster
+        self.mailroom = mailroom
+        self.record = record  # the committer's: logs events
+        self.log = log
+        self.quota = Quota(limits)
+
+    def _taken(self, handle: str) -> bool:
+        """Held by a live session, or a mailbox exists for it (mail may be waiting)."""
+        return (
+            handle == OPERATOR
+            or self.roster.is_live(handle)
+            or os.path.isdir(self.mailroom.box(handle))
+        )
+
+    async def prepare(self, caller, req: m.Spawn) -> m.Spawn:
+        """A session's spawn made ready for `Sessions.reserve`: the limits checked, the
+        child's handle chosen (fresh), the reply-to defaulted to the spawner. Raises a
+        WireError the caller sees."""
+        parent = caller.session
+        assert req.job is not None, "authority lets a session spawn only jobs"
+        depth = len(parent.lineage) + 1
+        try:
+            self.quota.check(parent.id, parent.handle, depth, time.monotonic())
+        except Refused as err:
+            self.log.warning(
+                "spawn refused by a delegation limit",
+                session=parent.id,
+                handle=parent.handle,
+                code=err.code,
+                limit=err.limit,
+                value=err.value,
+            )
+            await self.record(
+                m.JobLimited(
+                    session=parent.id,
+                    handle=parent.handle,
+                    code=err.code,
+                    limit=err.limit,
+                    value=err.value,
+                )
+            )
+            raise
+        name = req.name
+        if name is None:
+            name = derived_handle(parent.handle, self._taken)
+        else:
+            check_handle(name, "name")
+            if name != OPERATOR and self._taken(name):
+                held = (
+                    "a live session holds it"
+                    if self.roster.is_live(name)
+                    else ("its mailbox exists (mail may be waiting for whoever holds it)")
+                )
+                raise WireError(
+                    "handle-taken",
+                    f"a session may give its job only a fresh handle; {name!r} is not: {held}",
+                )
+        job = req.job
+        if not job.reply_to:
+            job = msgspec.structs.replace(job, reply_to=[parent.handle])
+        return msgspec.structs.replace(req, name=name, job=job)
+
+    def started(self, parent, child) -> None:
+        """The child is reserved: it counts against its spawner from now on."""
+        child.parent = parent.id
+        child.parent_handle = parent.handle
+        child.lineage = (parent.id, *parent.lineage)
+        self.quota.started(parent.id, child.id, time.monotonic())
+
+    def settled(self, child) -> None:
+        """The child's job settled (or its spawn failed): it no longer counts."""
+        if child.parent is not None:
+            self.quota.settled(child.parent, child.id)
+        self.quota.forget(child.id)  # its own rate window ends with it
+
+    def delegated(self, child) -> m.JobDelegated:
+        return m.JobDelegated(
+            parent=child.parent,
+            parent_handle=child.parent_handle,
+            child=child.id,
+            child_handle=child.handle,
+            reply_to=child.reply_to(),
+            depth=len(child.lineage),
+        )
