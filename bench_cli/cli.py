@@ -359,11 +359,18 @@ def up(bench_dir, as_json, restart, **kw):
         return
     # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
     # in a process of its own: the CLI imports nothing of benchd.
+    problem = dir_problem(d)
+    if problem is not None:
+        raise problem
     check = subprocess.run(
         [sys.executable, "-m", "benchd.server.prepare", d], capture_output=True, text=True
     )
     if check.returncode != 0:
         lines = check.stderr.strip().splitlines() or [f"cannot use {d}"]
+        try:  # a directory that cannot be made is a bad-dir, named by its errno
+            os.makedirs(d, 0o700, exist_ok=True)
+        except OSError as err:
+            raise dir_problem(d, err) or WireError("unsafe-dir", lines[-1]) from None
         raise WireError("unsafe-dir", lines[-1])
     try:
         out_fd = os.open(
