@@ -187,8 +187,9 @@ class Dash(App):
         state = (
             ("connected to " + self.source.dir)
             if self.connected
-            else f"daemon not running at {self.source.dir}: reconnecting, "
-            f"next try in {self.retry_in:g}s"
+            # What it is doing first: a long directory is what an 80-column line cuts.
+            else f"daemon not running: reconnecting, next try in {self.retry_in:g}s "
+            f"({self.source.dir})"
         )
         text = state + (f"  |  {self.status_note}" if self.status_note else "")
         # Fixed-size panes: layout=False spares a whole-screen layout pass per update.

@@ -88,7 +88,7 @@ def test_dash_without_a_daemon_waits_says_so_and_connects_when_one_starts(make_d
 
         # the wait grows (0.25 s, 0.5 s, ...) and the status line shows it
         d.wait_until(lambda: "next try in 2s" in screen(), 30, "a longer wait shown")
-        assert "daemon not running at" in screen()
+        assert "daemon not running: reconnecting" in screen()
         d.start()
         d.wait_until(lambda: "connected to" in screen(), 30, "connected")
         tmux("send-keys", "-t", name, "q")
