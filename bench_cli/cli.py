@@ -1290,6 +1290,15 @@ from bench_cli import search, threads  # noqa: E402,F401
 @click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
 def dash(bench_dir):
     """The operator's live dashboard: sessions, screens, mail, events (needs bench[dash])."""
+    # Textual draws on standard error and reads standard input: anything but a terminal
+    # there would get escape codes in a file and an app no one can quit.
+    for fd, name in ((0, "input"), (1, "output"), (2, "error")):
+        if not os.isatty(fd):
+            raise WireError(
+                "usage",
+                f"bench dash needs a terminal, and standard {name} is not one; without "
+                "one use bench ps, bench events -f and bench tail -f",
+            )
     try:
         from bench_cli.dash.app import run as run_dash
     except ImportError as err:

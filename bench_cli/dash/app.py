@@ -7,7 +7,6 @@ when a mailbox is chosen and when an event says its mail changed.
 """
 
 import asyncio
-import collections
 import gc
 import os
 import subprocess
@@ -17,20 +16,21 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
 from bench_cli.dash.model import Board, event_line, printable, threads
+from bench_cli.dash.panes import DashScreen, EventsPane, Holder
 from bench_cli.dash.rows import Rows
-from bench_cli.dash.source import DaemonGone, Source
+from bench_cli.dash.source import DaemonGone, Source, retry_delay
 from bench_wire.errors import WireError
 
-RETRY_S = 0.5  # between attempts to reach a stopped daemon
 IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle time)
 MAIL_PAGE = 200
+TYPE_KEYS = "Enter: type it   Escape: cancel"
+SEARCH_KEYS = "Enter: search (the results take the focus)   Escape: cancel"
 UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread counts
 
 _PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
@@ -79,51 +79,6 @@ def screen_lines(frame: dict) -> list[Text]:
     return out
 
 
-class EventsPane(Lines):
-    """The newest event lines that fit, bottom-aligned. Not a RichLog: a RichLog's every
-    write changes its virtual size, which costs a layout pass of the whole screen."""
-
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.lines: collections.deque[str] = collections.deque(maxlen=300)
-
-    def write(self, line: str) -> None:
-        self.lines.append(line)
-        rows = max(1, self.content_size.height or 10)
-        shown = self.texts
-        if len(shown) >= rows:
-            shown = shown[len(shown) - rows // 2 :] if rows > 1 else []
-        self.set_lines([*shown, Text(line, no_wrap=True, overflow="crop")])
-
-    def clear(self) -> None:
-        self.lines.clear()
-        self.show()
-
-    def show(self) -> None:
-        rows = max(1, self.content_size.height or 10)
-        tail = list(self.lines)[-rows:]
-        self.set_lines([Text(line, no_wrap=True, overflow="crop") for line in tail])
-
-    def on_resize(self) -> None:
-        self.show()
-
-
-class Holder(Vertical):
-    """A blank holder for panes. Textual composes a frame's dirty area from every widget
-    whose parent's area overlaps it, rendering each in full: a pane in its own holder is
-    left out of frames that change only its neighbours. BLANK (Textual's flag for a widget
-    with no border or content of its own): the holder's own lines are never rendered,
-    as its panes cover it."""
-
-    BLANK = True
-
-
-class DashScreen(Screen):
-    """The main screen: covered by the holders, so it is BLANK too."""
-
-    BLANK = True
-
-
 class Dash(App):
     TITLE = "bench dash"
     CSS = """
@@ -139,13 +94,19 @@ class Dash(App):
     #events { border: round $secondary; overflow: hidden; }
     #status { height: 1; background: $boost; }
     #screen, #events, #sessions, #mail, #status { text-wrap: nowrap; text-overflow: clip; }
-    .dialog { width: 70; height: auto; max-height: 90%; border: thick $primary;
-              background: $surface; padding: 1 2; align: center middle; }
+    .dialog { width: 90%; max-width: 90; height: auto; max-height: 90%;
+              border: thick $primary; background: $surface; padding: 1 2;
+              align: center middle; }
+    .dialog Label { width: 100%; }
+    .dialog .keys { color: $text-muted; }
     .wide { width: 90%; height: 90%; }
     ModalScreen { align: center middle; }
     """
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        # Before Textual's own ^C (a note to press ^Q) and before an input's copy: in a
+        # terminal ^C is how one leaves.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
         Binding("question_mark", "help", "help"),
         Binding("a", "attach", "attach"),
         Binding("t", "type", "type"),
@@ -169,6 +130,7 @@ class Dash(App):
         self.mail_rows: list[dict] = []
         self.event_filter = ("", "")
         self.status_note = ""
+        self.retry_in = 0.0  # while no daemon answers: the wait before the next attempt
         self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
         self.refreshes = 0
         # When the idle column was last brought up to date (at the snapshot and every
@@ -225,7 +187,9 @@ class Dash(App):
         state = (
             ("connected to " + self.source.dir)
             if self.connected
-            else f"daemon not running at {self.source.dir}: reconnecting"
+            # What it is doing first: a long directory is what an 80-column line cuts.
+            else f"daemon not running: reconnecting, next try in {self.retry_in:g}s "
+            f"({self.source.dir})"
         )
         text = state + (f"  |  {self.status_note}" if self.status_note else "")
         # Fixed-size panes: layout=False spares a whole-screen layout pass per update.
@@ -254,6 +218,7 @@ class Dash(App):
     @work(exclusive=True, group="events")
     async def follow_events(self) -> None:
         first = True
+        failures = 0  # attempts in a row that found no daemon
         while True:
             try:
                 await self.load_snapshot()
@@ -276,16 +241,20 @@ class Dash(App):
                         gc.freeze()
                 since = self.board.last_seq
                 self.connected = True
+                failures = 0
                 self.set_status("")
                 async for frame in self.source.stream("events", since=since, follow=True):
                     self.take_event(frame["event"])
                 raise DaemonGone("the event stream ended")
-            except (DaemonGone, WireError):
+            except (DaemonGone, WireError) as err:
+                self.retry_in = retry_delay(failures)
+                failures += 1
                 if self.connected:
                     self.connected = False
-                    self.set_status("")
                     self.draw_sessions()
-                await asyncio.sleep(RETRY_S)
+                note = err.message if isinstance(err, WireError) else ""
+                self.set_status(note)
+                await asyncio.sleep(self.retry_in)
 
     async def load_snapshot(self) -> None:
         a = await self.source.call("session/list")
@@ -296,9 +265,16 @@ class Dash(App):
         self.idle_now = self.clock()
         self.board.load(a["sessions"], unread, self.idle_now)
         self.draw_sessions()
+        # A new connection may be to a new daemon: a selected session it does not know is
+        # gone with the old one, and the screen stream ended with the old connection.
+        if self.selected is not None and self.selected not in self.board.rows:
+            self.selected = None
+            self.follow_screen(None)
         if self.selected is None and self.board.rows:
             live = [h for h, r in self.board.rows.items() if r.state == "running"]
             self.select(sorted(live or self.board.rows)[0])
+        elif self.selected is not None:
+            self.follow_screen(self.selected)
         await self.load_mail()
 
     def take_event(self, ev: dict, apply: bool = True) -> None:
@@ -389,19 +365,23 @@ class Dash(App):
     # ------------------------------------------------------------ screen pane
 
     @work(exclusive=True, group="screen")
-    async def follow_screen(self, handle: str) -> None:
+    async def follow_screen(self, handle: str | None) -> None:
+        """Follow `handle`'s screen (None: no session, an empty pane). When the daemon goes
+        away the last screen stays; the next connection follows again (load_snapshot)."""
         pane = self.screen_pane
+        if handle is None:
+            pane.border_title = "screen"
+            pane.set_lines([])
+            return
         pane.border_title = f"screen: {handle}"
-        while True:
-            try:
-                async for frame in self.source.stream("session/screen", handle=handle, follow=True):
-                    pane.set_lines(screen_lines(frame))
-                return  # the session ended: its last screen stays
-            except WireError as err:
-                pane.set_lines([Text(printable(f"{handle}: {err.message}"))])
-                return
-            except DaemonGone:
-                await asyncio.sleep(RETRY_S)
+        try:
+            async for frame in self.source.stream("session/screen", handle=handle, follow=True):
+                pane.set_lines(screen_lines(frame))
+            # the session ended: its last screen stays
+        except WireError as err:
+            pane.set_lines([Text(printable(f"{handle}: {err.message}"))])
+        except DaemonGone:
+            pass
 
     # ------------------------------------------------------------ mail pane
 
@@ -516,7 +496,9 @@ class Dash(App):
         h = self._need_session()
         if h is None:
             return
-        line = await self.push_screen_wait(Ask(f"Type a line into {h} (Enter follows):"))
+        line = await self.push_screen_wait(
+            Ask(f"Type a line into {h} (Enter is pressed after it)", keys=TYPE_KEYS)
+        )
         if line is not None:
             await self.act("session/type", f"typed into {h}", handle=h, text=line)
 
@@ -541,11 +523,18 @@ class Dash(App):
     @work(group="actions")
     async def action_search(self) -> None:
         q = await self.push_screen_wait(
-            Ask("Search mail (every word must occur):", self.search_query or "")
+            Ask(
+                "Search mail: every word must occur (word* is a prefix)",
+                self.search_query or "",
+                SEARCH_KEYS,
+            )
         )
         if q is not None and q.strip():
             self.search_query = q.strip()
+            # Enter now opens a result: the results take the focus, the first one chosen.
+            self.mail_pane.cursor = 0
             await self.load_mail()
+            self.mail_pane.focus()
 
     def action_mailbox(self) -> None:
         self.mailbox_mode = "operator" if self.mailbox_mode == "session" else "session"
@@ -557,9 +546,9 @@ class Dash(App):
         kind, handle = self.event_filter
         q = await self.push_screen_wait(
             Ask(
-                "Filter events: a kind prefix (mail/, session/, "
-                "agent/woken) and/or a handle; empty: all",
+                "Filter events by kind prefix (mail/, agent/woken) and/or handle",
                 " ".join(x for x in (kind, handle) if x),
+                "Enter: filter (empty: every event)   Escape: cancel",
             )
         )
         if q is None:

@@ -1,4 +1,9 @@
-"""The dashboard's dialogs: a line of input, a confirmation, a message to send, a thread."""
+"""The dashboard's dialogs: a line of input, a confirmation, a message to send, a thread.
+
+Every dialog's text is written to fit an 80-column terminal (a dialog there has 66
+columns inside); a longer prompt wraps instead of being cut (`.dialog Label` in the
+app's CSS), and each says which keys answer it.
+"""
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,14 +17,15 @@ class Ask(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, prompt: str, value: str = ""):
+    def __init__(self, prompt: str, value: str = "", keys: str = "Enter: done   Escape: cancel"):
         super().__init__()
-        self.prompt, self.value = prompt, value
+        self.prompt, self.value, self.keys = prompt, value, keys
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.prompt)
             yield Input(value=self.value, id="answer")
+            yield Label(self.keys, classes="keys")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
@@ -60,10 +66,11 @@ class Compose(ModalScreen[dict | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label("Send mail as operator (Enter: next field; Enter on the body: send)")
+            yield Label("Send mail as operator")
             yield Input(value=self.to, placeholder="to (a handle)", id="to")
             yield Input(placeholder="subject (one line, optional)", id="subject")
             yield Input(placeholder="body", id="body")
+            yield Label("Enter: next field, on the body: send   Escape: cancel", classes="keys")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "body":
@@ -107,20 +114,22 @@ class Thread(ModalScreen[str | None]):
 class Help(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
 
+    # At most 64 columns a line: the dialog's inside at 80 columns.
     TEXT = """bench dash: keys
 
-  up/down, j/k   move in the focused pane     Tab   next pane
-  Enter          on a session: follow it; on a mail: open its thread
-  a   attach to the session (Ctrl-] detaches and comes back here)
-  t   type a line into the session (Enter follows)
-  m   send mail as operator
-  k   kill the session (asks first)
-  /   search mail (every word must occur; word* is a prefix)
-  b   mail pane: the session's mailbox / the operator's
-  f   filter events (words: a kind prefix such as mail/ and/or a handle)
-  ?   this help          q   quit
+  up/down  move in the focused pane       Tab  next pane
+  Enter    on a session: follow it; on a mail: open its thread
+  a        attach to the session (Ctrl-] comes back here)
+  t        type a line into the session (Enter follows)
+  m        send mail as operator
+  k        kill the session (asks first)
+  /        search mail (every word must occur; word* a prefix)
+  b        mail pane: the session's mailbox / the operator's
+  f        filter events: a kind prefix (mail/) and/or a handle
+  Escape   close a dialog or this help; leave a search
+  ?        this help                      q, Ctrl-C  quit
 
-Opening a mail never retires it; press r in the thread view to retire it."""
+Opening a mail never retires it: r in its thread retires it."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide"):

@@ -129,10 +129,13 @@ class Board:
         elif kind == "mail/read":
             r.unread = max(0, r.unread - count)
         elif kind == "agent/woken":
-            if ev.get("mail_id") and count:
-                r.unread = max(0, r.unread - 1)  # a wake retires the message it announces
             r.wake = "woken " + clock(ev["ts"])
-            r.idle_ms, r.idle_at = 0, now
+            if count:
+                if ev.get("mail_id"):
+                    r.unread = max(0, r.unread - 1)  # a wake retires the message it announces
+                # A wake types into the session: idle from now. Not for history: the
+                # snapshot's idle time already counts from the last wake.
+                r.idle_ms, r.idle_at = 0, now
         elif kind == "wake/capped":
             r.wake = "capped " + clock(ev["ts"])
         elif kind == "job/settled":
@@ -176,13 +179,33 @@ class Board:
         return out
 
 
+# The fields an event line shows last, in this order: ids, long and alike from line to
+# line, would push the fields that tell events apart past the pane's edge.
+_LAST = ("session", "mail_id", "key", "path")
+_SHOWN_FIRST = ("seq", "ts", "kind", "from", "to", "handle")
+
+
+def parties(ev: dict) -> str:
+    """Who an event is about: `from -> to` for mail and wakes, else the handle."""
+    to = ev.get("to") or ev.get("handle") or ""
+    if ev.get("from"):
+        return f"{ev['from']} -> {to}"
+    if ev.get("to"):
+        return f"-> {to}"
+    return ev.get("handle") or ""
+
+
 def event_line(ev: dict) -> str:
-    rest = " ".join(
+    """One line of the events pane: seq, time, kind and parties first, then the other
+    fields, the long ids last (fields with no value are left out)."""
+    fields = [
         f"{k}={humanize.signal_name(v) if k == 'signal' and isinstance(v, int) else v}"
         for k, v in ev.items()
-        if k not in ("seq", "ts", "kind")
-    )
-    return printable(f"{ev['seq']:>6} {clock(ev['ts'])} {ev['kind']:<18} {rest}")
+        if k not in _SHOWN_FIRST and k not in _LAST and v is not None
+    ]
+    fields += [f"{k}={ev[k]}" for k in _LAST if ev.get(k) is not None]
+    head = f"{ev['seq']} {clock(ev['ts'])} {ev['kind']:<14} {parties(ev)}"
+    return printable(f"{head}  {' '.join(fields)}".rstrip())
 
 
 def threads(messages: list[dict]) -> list[tuple[int, dict]]:

@@ -12,6 +12,17 @@ from collections.abc import AsyncIterator
 from bench_wire.errors import WireError
 from bench_wire.paths import resolve_dir, socket_path
 
+# Between attempts to reach a daemon that is not running: doubling from the first to the
+# last, so a dashboard left open on a stopped daemon wakes only every few seconds, while
+# one that saw `bench down; bench up` is back within a second or two.
+RETRY_FIRST_S = 0.25
+RETRY_LAST_S = 4.0
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds to wait after `failures` attempts in a row found no daemon (0: the first)."""
+    return min(RETRY_LAST_S, RETRY_FIRST_S * 2 ** min(failures, 16))
+
 
 class DaemonGone(Exception):
     """No daemon answers (not started, stopped, or the connection broke)."""

@@ -170,6 +170,13 @@ class CannedSource:
             if f.get("limit") == 1:
                 return {"messages": msgs[:1], "total": UNREAD.get(f.get("handle"), 0)}
             return {"messages": msgs, "total": len(msgs)}
+        if verb == "mail/thread":
+            thread = [
+                dict(m, handle="alice", body=f"body of {m['subject']}\nsecond line")
+                for m in MAIL["alice"]
+                if f["mail_id"] in (m["mail_id"], m["in_reply_to"]) or m["mail_id"] == f["mail_id"]
+            ]
+            return {"messages": thread}
         raise WireError("unknown-verb", verb)
 
     async def stream(self, verb: str, **f):

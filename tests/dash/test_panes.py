@@ -66,3 +66,26 @@ def test_a_changed_line_is_repainted_alone():
             assert str(pane.render()) == "one\nTWO\nthree"
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [("q",), ("ctrl+c",), ("m", "ctrl+c"), ("slash", "x", "ctrl+c")],
+    ids=["q", "ctrl+c", "ctrl+c in compose", "ctrl+c in an input"],
+)
+def test_q_and_ctrl_c_quit(keys):
+    """^C leaves the dashboard from anywhere, as it leaves any terminal program."""
+
+    async def go():
+        app = Dash(CannedSource(), clock=lambda: 1000.0)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await loaded(pilot)
+            await pilot.press(*keys)
+            for _ in range(500):
+                if app._exit:
+                    break
+                await pilot.pause(0.01)
+            assert app._exit, f"{keys} did not quit"
+        assert app.return_code == 0
+
+    asyncio.run(go())

@@ -13,7 +13,7 @@ pytest.importorskip("textual", reason="bench dash needs the dash extra (./run in
 
 from bench_cli.dash.app import Dash  # noqa: E402
 from bench_cli.dash.source import Source  # noqa: E402
-from tests.conftest import spawn_standin  # noqa: E402
+from tests.conftest import spawn, spawn_standin  # noqa: E402
 
 SIZE = (100, 30)
 
@@ -130,14 +130,22 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
                 ),
                 "the mail retired",
             )
-            # /: search
+            # /: search, from the sessions pane
+            app.sessions_pane.focus()
             await pilot.press("slash")
             await until(pilot, lambda: app.screen.__class__.__name__ == "Ask", "search dialog")
             await pilot.press(*"haystack", "enter")
             await until(
                 pilot, lambda: [m["mail_id"] for m in app.mail_rows] == [mid], "the search hit"
             )
+            # The results have the focus: Enter opens the hit's thread straight away.
+            await until(pilot, lambda: app.focused is app.mail_pane, "the results focused")
+            await pilot.press("enter")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the hit")
             await pilot.press("escape")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "DashScreen", "back")
+            await pilot.press("escape")
+            await until(pilot, lambda: app.search_query is None, "the search left")
             # ?: help, then k: kill after confirmation (n first: nothing happens)
             await pilot.press("question_mark")
             await until(pilot, lambda: app.screen.__class__.__name__ == "Help", "help")
@@ -156,7 +164,11 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
     run(go())
 
 
-def test_reconnects_after_the_daemon_restarts(make_daemon):
+def status_of(app) -> str:
+    return str(app.query_one("#status").render())
+
+
+def test_reconnects_after_the_daemon_restarts_and_drops_what_it_showed(make_daemon):
     d = make_daemon()
     spawn_standin(d, "alice")
 
@@ -164,18 +176,87 @@ def test_reconnects_after_the_daemon_restarts(make_daemon):
         app = Dash(Source(d.dir))
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.connected and "alice" in rows(app), "connected")
+            await until(pilot, lambda: "standin agent alice" in screen_of(app), "alice's screen")
             await asyncio.get_running_loop().run_in_executor(None, d.bench, "down")
             await until(pilot, lambda: not app.connected, "the daemon seen gone")
-            status = str(app.query_one("#status").render())
-            assert "not running" in status and "reconnecting" in status
+            await until(pilot, lambda: "next try in" in status_of(app), "the wait shown")
+            assert "not running" in status_of(app)
             await asyncio.get_running_loop().run_in_executor(None, d.start)
             await until(pilot, lambda: app.connected, "reconnected", 30)
+            # alice went with the old daemon: no row, no selection, no stale screen.
+            await until(pilot, lambda: "alice" not in rows(app), "alice's row gone")
+            await until(pilot, lambda: screen_of(app).strip() == "", "the screen pane cleared")
+            assert app.selected is None and app.screen_pane.border_title == "screen"
+            assert "alice" not in str(app.sessions_pane.render())
             await asyncio.get_running_loop().run_in_executor(None, spawn_standin, d, "carol")
             await until(
                 pilot,
                 lambda: "carol" in rows(app) and rows(app)["carol"].state == "running",
                 "a session after the restart",
             )
+            await until(pilot, lambda: "standin agent carol" in screen_of(app), "carol's screen")
+
+    run(go())
+
+
+def test_a_session_of_the_same_name_after_a_restart_is_followed_again(make_daemon):
+    d = make_daemon()
+    spawn_standin(d, "alice")
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "standin agent alice" in screen_of(app), "alice's screen")
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, d.bench, "down")
+            await until(pilot, lambda: not app.connected, "the daemon seen gone")
+            await loop.run_in_executor(None, d.start)
+            argv = ("bash", "-c", "echo the second alice; exec sleep 600")
+            await loop.run_in_executor(None, lambda: spawn(d, *argv, name="alice"))
+            await until(pilot, lambda: app.connected, "reconnected", 30)
+            await until(
+                pilot, lambda: "the second alice" in screen_of(app), "the new alice's screen"
+            )
+
+    run(go())
+
+
+def test_no_daemon_waits_longer_between_attempts_and_says_so(make_daemon):
+    d = make_daemon(start=False)
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "next try in" in status_of(app), "the first wait")
+            # The wait doubles (0.25, 0.5, 1 s ...): the status line shows the one now.
+            await until(pilot, lambda: app.retry_in >= 1, "a longer wait")
+            assert f"next try in {app.retry_in:g}s" in status_of(app)
+            await asyncio.get_running_loop().run_in_executor(None, d.start)
+            await until(pilot, lambda: "connected to" in status_of(app), "connected", 30)
+
+    run(go())
+
+
+def test_idle_times_are_right_from_the_first_frame(make_daemon):
+    d = make_daemon("--idle-gate", "0.2")
+    spawn_standin(d, "alice")
+    d.ok("mail", "send", "alice", "-m", "wake up")
+    d.wait_event("agent/woken", lambda e: e["handle"] == "alice")
+
+    def idle_s() -> float:
+        return d.ok("ps")["sessions"][0]["idle_ms"] / 1000
+
+    d.wait_until(lambda: idle_s() >= 4, 60, "alice idle for 4 s")
+
+    async def go():
+        app = Dash(Source(d.dir))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.connected, "connected")
+            line = next(t.plain for t in app.sessions_pane.texts if t.plain.startswith("alice"))
+            # the wake (in the history the dashboard reads at start) is not "now"
+            assert app.board.rows["alice"].wake.startswith("woken"), line
+            idle = int(line.split()[3].rstrip("s"))
+            assert idle >= 4, line
 
     run(go())
 

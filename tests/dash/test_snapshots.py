@@ -1,8 +1,10 @@
-"""Snapshots of the dashboard's main layouts at 80x24 and 160x48 (pytest-textual-snapshot).
+"""Snapshots of the dashboard's layouts and every dialog at 80x24 and 120x40
+(pytest-textual-snapshot), and the main layout at 160x48 for the README's picture.
 
 The app is fed a canned source (tests/dash/canned.py) so the pictures are the same on
 every run; `--snapshot-update` rewrites them after an intended change. The README's
-screenshot is made from the 160x48 one (tests/dash/screenshot.py).
+screenshot is made from the 160x48 one (tests/dash/screenshot.py). At 80 columns every
+hint and dialog must show whole: the texts are checked here too, not only pictured.
 """
 
 import os
@@ -13,8 +15,13 @@ import pytest
 pytest.importorskip("textual", reason="bench dash needs the dash extra (./run installs it)")
 pytest.importorskip("pytest_textual_snapshot", reason="snapshot tests need the dev extra")
 
+from textual.widgets import Input, Label, Static  # noqa: E402
+
 from bench_cli.dash.app import Dash  # noqa: E402
 from tests.dash.canned import EVENTS, CannedSource  # noqa: E402
+
+SIZES = [(80, 24), (120, 40)]
+SIZE_IDS = ["80x24", "120x40"]
 
 
 @pytest.fixture(autouse=True)
@@ -43,24 +50,60 @@ async def loaded(pilot) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("size", [*SIZES, (160, 48)], ids=[*SIZE_IDS, "160x48"])
 def test_main_layout(snap_compare, size):
     assert snap_compare(canned_app(), terminal_size=size, run_before=loaded)
 
 
-def test_help_at_80x24(snap_compare):
-    async def help_open(pilot):
-        await loaded(pilot)
-        await pilot.press("question_mark")
-        await pilot.pause()
+def _opened(*keys: str, dialog: str):
+    """run_before: load, press the keys, wait for the dialog, and check that none of its
+    texts is wider than the space it has (so nothing is cut, whatever the picture)."""
 
-    assert snap_compare(canned_app(), terminal_size=(80, 24), run_before=help_open)
+    async def run_before(pilot):
+        await loaded(pilot)
+        if dialog == "Thread":
+            pilot.app.mail_pane.focus()
+        await pilot.press(*keys)
+        for _ in range(200):
+            if type(pilot.app.screen).__name__ == dialog:
+                break
+            await pilot.pause(0.02)
+        assert type(pilot.app.screen).__name__ == dialog
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False  # a blinking cursor would be caught on or off
+        await pilot.pause()
+        for w in pilot.app.screen.query(Static):
+            if isinstance(w, Label) or w.parent.__class__.__name__ == "Vertical":
+                text = str(w.render())
+                lines = text.splitlines() or [""]
+                assert max(map(len, lines)) <= w.content_size.width, (dialog, text)
+
+    return run_before
+
+
+DIALOGS = {
+    "help": (("question_mark",), "Help"),
+    "type": (("t",), "Ask"),
+    "search": (("slash",), "Ask"),
+    "filter": (("f",), "Ask"),
+    "compose": (("m",), "Compose"),
+    "kill": (("k",), "Confirm"),
+    "thread": (("enter",), "Thread"),
+}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+@pytest.mark.parametrize("name", list(DIALOGS))
+def test_dialog(snap_compare, name, size):
+    keys, dialog = DIALOGS[name]
+    assert snap_compare(canned_app(), terminal_size=size, run_before=_opened(*keys, dialog=dialog))
 
 
 def test_snapshots_are_stored():
     here = os.path.join(os.path.dirname(__file__), "__snapshots__", "test_snapshots")
     assert os.path.isdir(here), "run pytest tests/dash --snapshot-update once"
-    assert len([n for n in os.listdir(here) if n.endswith(".svg")]) >= 3
+    names = [n for n in os.listdir(here) if n.endswith(".svg")]
+    assert len(names) >= 3 + 2 * len(DIALOGS), names
 
 
 def test_the_readme_picture_is_made_from_the_current_snapshot():

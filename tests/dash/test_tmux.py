@@ -1,8 +1,9 @@
 """bench dash in a real terminal: tmux runs it against a real daemon with two stand-ins.
 
 A mail to bob shows as bob's unread count changing, then his screen with the wake line;
-`a` attaches to bob and Ctrl-] comes back; q leaves the terminal settings exactly as
-they were (`stty -g` before and after).
+`a` attaches to bob and Ctrl-] comes back; Ctrl-C leaves the terminal settings exactly
+as they were (`stty -g` before and after). Without a daemon it waits, says so, and
+connects once one starts; without a terminal it refuses to start.
 """
 
 import os
@@ -66,9 +67,58 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
         )
         tmux("send-keys", "-t", name, "C-]")
         d.wait_until(lambda: "sessions" in screen() and bob_row() == 0, 20, "back in the dash")
-        tmux("send-keys", "-t", name, "q")
+        tmux("send-keys", "-t", name, "C-c")  # ^C quits, as in any terminal program
         d.wait_until(lambda: after.exists() and after.read_text().strip(), 20, "dash quit")
         assert (tmp_path / "rc").read_text().strip() == "0"
         assert before.read_text() == after.read_text()
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def test_dash_without_a_daemon_waits_says_so_and_connects_when_one_starts(make_daemon):
+    d = make_daemon(start=False)
+    name = f"dashnd{os.getpid()}"
+    env = ["-e", f"BENCH_DIR={d.dir}", "-e", "TERM=xterm-256color"]
+    cmd = f"{BENCH} dash --dir {d.dir}; exec sleep 600"
+    tmux("new-session", "-d", "-s", name, "-x", "80", "-y", "24", *env, "sh", "-c", cmd)
+    try:
+
+        def screen() -> str:
+            return tmux("capture-pane", "-p", "-t", name)
+
+        # the wait grows (0.25 s, 0.5 s, ...) and the status line shows it
+        d.wait_until(lambda: "next try in 2s" in screen(), 30, "a longer wait shown")
+        assert "daemon not running: reconnecting" in screen()
+        d.start()
+        d.wait_until(lambda: "connected to" in screen(), 30, "connected")
+        tmux("send-keys", "-t", name, "q")
+        d.wait_until(lambda: "sessions" not in screen(), 20, "dash quit")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+@pytest.mark.parametrize(
+    "redirect", ["> out.txt", "< /dev/null", "2> err.txt"], ids=["stdout", "stdin", "stderr"]
+)
+def test_dash_without_a_terminal_refuses_in_one_line(make_daemon, tmp_path, redirect):
+    """No escape codes into a file, no app waiting for keys that cannot come."""
+    d = make_daemon(start=False)  # no daemon either: the refusal comes first
+    name = f"dashnt{os.getpid()}{redirect[0]}"
+    script = (
+        f"cd {tmp_path}; {BENCH} dash --dir {d.dir} {redirect}; echo rc=$? > rc; exec sleep 600"
+    )
+    tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "24", "sh", "-c", script)
+    try:
+        rc = tmp_path / "rc"
+        d.wait_until(lambda: rc.exists() and rc.read_text().strip(), 30, "dash to exit")
+        assert rc.read_text().strip() == "rc=2"
+        which = {"> out.txt": "output", "< /dev/null": "input", "2> err.txt": "error"}[redirect]
+        text = tmux("capture-pane", "-p", "-J", "-t", name).strip()
+        if redirect.startswith("2>"):
+            text = (tmp_path / "err.txt").read_text().strip()
+        assert text.count("\n") == 0, text
+        assert f"standard {which} is not one" in text and "[usage]" in text, text
+        out = tmp_path / "out.txt"
+        assert not out.exists() or out.read_bytes() == b""
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)

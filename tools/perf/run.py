@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tools.perf import agents, bridge, dash, mail, scale, search
+from tools.perf import agents, bridge, dash, fleet, mail, scale, search
 from tools.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of docs/performance.md (the table's order).
@@ -31,6 +31,7 @@ BENCHMARKS = {
     "bridge": bridge.bridge,
     "search-scale": search.search_scale,
     "dash-idle": dash.dash_idle,
+    "fleet": fleet.fleet,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
@@ -48,6 +49,7 @@ RUN_ORDER = [
     "relay",
     "search-scale",
     "dash-idle",
+    "fleet",
     "bridge",
 ]
 
@@ -160,6 +162,15 @@ NOTE_KEYS = {
     "search-scale/grep": ["grep_runs"],
     "dash-idle": ["sessions", "window_s", "events"],
     "dash-idle/latency": ["samples", "p50_ms", "in_order_ms"],
+    "fleet/send": [
+        "sends_busy",
+        "busy_p50_ms",
+        "idle_p50_ms",
+        "reached_kb_s_each",
+        "daemon_cpu_busy_pct",
+        "daemon_cpu_idle_pct",
+    ],
+    "fleet/wake": ["wakes_busy", "idle_p99_ms", "busy_ms"],
 }
 
 

@@ -15,11 +15,13 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.committer import EventOp
+from benchd.runtime.replay import replay
 from benchd.runtime.screens import frame
 from benchd.runtime.sessions import OUTPUT_CHUNK, Session
 from benchd.runtime.terminal import check_size
 
 FRAME_S = 0.1
+REPLAY_BYTES = 16384  # the newest output an attaching viewer is shown first
 
 
 async def spawn(d, conn, caller, req: m.Spawn) -> None:
@@ -206,17 +208,29 @@ async def _pump(conn, rid, s: Session, follower: Subscriber[bytes], inputs: bool
 
 async def attach(d, conn, caller, req: m.SessionAttach) -> None:
     s = d.roster.find(req.handle)
-    follower = s.term.followers.subscribe(4096)
+    term = s.term
+    follower = term.followers.subscribe(4096)
+    # What came before the follower, at the size it was written for (no await between:
+    # every byte is in exactly one of the two).
+    recent = bytes(term.scrollback[-REPLAY_BYTES:])
+    cut = len(term.scrollback) > len(recent)
+    written_at = (term.rows, term.cols)
     s.attached += 1
     try:
-        if req.rows and req.cols:
-            await s.term.resize(*check_size(req.rows, req.cols, cap=True))
-        await conn.send(
-            m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=s.term.rows, cols=s.term.cols)
+        size = check_size(req.rows, req.cols, cap=True) if req.rows and req.cols else None
+        viewer_cols = size[1] if size else written_at[1]
+        picture = (
+            await trio.to_thread.run_sync(replay, recent, *written_at, viewer_cols, cut)
+            if recent
+            else b""
         )
-        recent = bytes(s.term.scrollback[-16384:])
-        if recent:
-            await conn.send(m.OutputFrame(id=req.id, data=_b64(recent)))
+        if size is not None:
+            await term.resize(*size)
+        await conn.send(
+            m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=term.rows, cols=term.cols)
+        )
+        if picture:
+            await conn.send(m.OutputFrame(id=req.id, data=_b64(picture)))
         await _pump(conn, req.id, s, follower, inputs=True)
     finally:
         follower.close()

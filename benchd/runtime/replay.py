@@ -1,0 +1,165 @@
+"""What an attaching viewer is shown first: a session's recent output as the session's
+own terminal laid it out, written out again as plain lines.
+
+The raw bytes cannot simply be sent again: a program writes for the width its terminal
+has (it wraps long lines by the terminal's autowrap, moves the cursor up a row to redraw
+a wrapped line), so bytes written for 120 columns and replayed into a 150- or 80-column
+window put text in the wrong places. Instead the bytes are fed to a VT model of the
+session's size, and its history and screen are sent as lines of text with their colours,
+one CRLF each: lines that any window shows in the right order (a narrower one wraps
+them), with the cursor put back where the program left it.
+"""
+
+import collections
+
+import pyte
+from wcwidth import wcwidth
+
+HISTORY_LINES = 1000
+
+
+class _Screen(pyte.Screen):
+    """A screen that keeps the lines scrolled off its top. (pyte's HistoryScreen does too,
+    but wraps every call in hooks for paging: five times slower to feed.)"""
+
+    def __init__(self, cols: int, rows: int):
+        super().__init__(cols, rows)
+        self.history: collections.deque = collections.deque(maxlen=HISTORY_LINES)
+
+    def index(self) -> None:
+        top, bottom = self.margins or (0, self.lines - 1)
+        if self.cursor.y == bottom and top == 0:  # the whole screen scrolls: a line leaves
+            self.history.append(self.buffer[top])
+        super().index()
+
+
+_COLOURS = ["black", "red", "green", "brown", "blue", "magenta", "cyan", "white"]
+_BASIC = {name: i for i, name in enumerate(_COLOURS)}
+_BASIC["yellow"] = 3
+
+
+def _colour(name: str, base: int) -> str:
+    """An SGR parameter for one of pyte's colour names (base 30: fg, 40: bg)."""
+    if name == "default":
+        return ""
+    bright = name.startswith("bright")
+    plain = name[6:] if bright else name
+    if plain in _BASIC:
+        return str((base + 60 if bright else base) + _BASIC[plain])
+    if len(name) == 6:
+        try:
+            r, g, b = (int(name[i : i + 2], 16) for i in (0, 2, 4))
+        except ValueError:
+            return ""
+        return f"{base + 8};2;{r};{g};{b}"
+    return ""
+
+
+_SGR_CACHE: dict[tuple, str] = {}
+
+
+def _sgr(c) -> str:
+    key = c[1:]  # a Char is a namedtuple: everything but its text
+    sgr = _SGR_CACHE.get(key)
+    if sgr is None:
+        if len(_SGR_CACHE) > 4096:
+            _SGR_CACHE.clear()
+        sgr = _SGR_CACHE[key] = _build_sgr(c)
+    return sgr
+
+
+def _build_sgr(c) -> str:
+    parts = ["0"]
+    for on, code in (
+        (c.bold, "1"),
+        (c.italics, "3"),
+        (c.underscore, "4"),
+        (c.blink, "5"),
+        (c.reverse, "7"),
+        (c.strikethrough, "9"),
+    ):
+        if on:
+            parts.append(code)
+    for p in (_colour(c.fg, 30), _colour(c.bg, 40)):
+        if p:
+            parts.append(p)
+    return "\x1b[" + ";".join(parts) + "m"
+
+
+_PLAIN = "\x1b[0m"
+
+
+def _line(line, cols: int) -> tuple[str, int]:
+    """One model line as text with SGR codes, trailing blanks left out; and its width in
+    cells."""
+    out: list[str] = []
+    style = _PLAIN
+    width = 0  # cells up to the last one that shows something
+    pending: list[str] = []  # blanks not yet known to be followed by more
+    x = 0
+    while x < cols:
+        c = line[x]
+        data = c.data
+        if data == "":  # the right half of a wide character
+            x += 1
+            continue
+        sgr = _sgr(c)
+        cells = 2 if data and wcwidth(data[0]) == 2 else 1
+        if data == " " and sgr == _PLAIN:
+            pending.append(" ")
+            x += cells
+            continue
+        if pending:
+            if style != _PLAIN:
+                out.append(_PLAIN)
+                style = _PLAIN
+            out.extend(pending)
+            pending.clear()
+        if sgr != style:
+            out.append(sgr)
+            style = sgr
+        out.append(data)
+        x += cells
+        width = x
+    if style != _PLAIN:
+        out.append(_PLAIN)
+    return "".join(out), width
+
+
+def replay(data: bytes, rows: int, cols: int, viewer_cols: int, cut: bool) -> bytes:
+    """`data` (a session's newest output; `cut`: older output came before it) as a
+    rows x cols terminal shows it, for a viewer `viewer_cols` wide."""
+    if cut:
+        # Start at a line's start: the cut may have split an escape sequence.
+        nl = data.find(b"\n")
+        data = data[nl + 1 :] if nl >= 0 else b""
+    screen = _Screen(cols, rows)
+    pyte.ByteStream(screen).feed(data)
+    lines = [_line(line, cols) for line in screen.history]
+    history = len(lines)
+    lines += [_line(screen.buffer[y], cols) for y in range(rows)]
+    cy, cx = history + screen.cursor.y, min(screen.cursor.x, cols - 1)
+    # Blank rows below both the cursor and the last text are left out.
+    last = len(lines) - 1
+    while last > cy and not lines[last][1]:
+        last -= 1
+    lines = lines[: last + 1]
+    if not any(w for _, w in lines) and cx == 0:
+        return b""
+    out = [_PLAIN, "\r\n".join(text for text, _ in lines)]
+    # Put the cursor back: count the viewer's rows below it (a line wider than the
+    # viewer takes several).
+    vcols = max(1, viewer_cols)
+
+    def taken(width: int) -> int:
+        return max(1, -(-width // vcols))
+
+    row = min(cx // vcols, taken(lines[cy][1]) - 1)  # the viewer's row within its line
+    col = min(cx - row * vcols, vcols - 1)
+    up = sum(taken(w) for _, w in lines[cy + 1 :]) + taken(lines[cy][1]) - 1 - row
+    if up > 0:
+        out.append(f"\x1b[{up}A")
+    out.append("\r")
+    if col:
+        out.append(f"\x1b[{col}C")
+    return "".join(out).encode()
