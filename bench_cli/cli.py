@@ -291,6 +291,16 @@ def _running_options(a: dict) -> dict:
         "--retry-base": r.get("retry_base"),
         "--max-connections": a["caps"].get("connections"),
     }
+    for flag in (
+        "--send-burst",
+        "--send-rate",
+        "--operator-send-burst",
+        "--operator-send-rate",
+        "--mailbox-messages",
+        "--mailbox-bytes",
+        "--reply-to-max",
+    ):
+        known[flag] = a["caps"].get(option_dest(flag))
     return {k: v for k, v in known.items() if v is not None}
 
 

@@ -17,7 +17,10 @@ def emit_json(obj: dict) -> None:
 def fail(err: WireError, as_json: bool) -> int:
     """Print an error (stderr, or JSON on stdout) and return the exit code."""
     if as_json:
-        emit_json({"ok": False, "error": {"code": err.code, "message": err.message}})
+        body: dict = {"code": err.code, "message": err.message}
+        if err.retry_after is not None:
+            body["retry_after"] = err.retry_after
+        emit_json({"ok": False, "error": body})
     else:
         msg = visible(err.message) if sys.stderr.isatty() else err.message
         sys.stderr.write(f"bench: {msg} [{err.code}]\n")

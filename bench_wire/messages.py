@@ -283,9 +283,10 @@ class Response(msgspec.Struct, tag_field="type", kw_only=True):
     ok: bool = True
 
 
-class ErrorBody(msgspec.Struct, frozen=True):
+class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
     code: str
     message: str
+    retry_after: float | None = None  # rate-limited: seconds until the request would fit
 
 
 class ErrorResponse(Response, tag="error"):
@@ -301,6 +302,14 @@ class Caps(msgspec.Struct, kw_only=True):
     list_max: int
     connections: int
     scrollback_bytes: int
+    # The sender limits (benchd's options of the same names; docs/limits.md).
+    send_burst: int = 0
+    send_rate: float = 0.0
+    operator_send_burst: int = 0
+    operator_send_rate: float = 0.0
+    mailbox_messages: int = 0
+    mailbox_bytes: int = 0
+    reply_to_max: int = 0
 
 
 class ReactorSettings(msgspec.Struct, kw_only=True):
@@ -742,6 +751,15 @@ class BridgeDelivered(Event, tag="bridge/delivered"):
     origin: str
 
 
+class LimitHit(Event, tag="limit/hit"):
+    """A sender limit refused a request: the first of a run of refusals (docs/limits.md)."""
+
+    code: str  # rate-limited, mailbox-full or too-many-recipients
+    sender: str
+    limit: int  # the limit in force
+    mailbox: str | None = None  # mailbox-full: the full mailbox
+
+
 class BridgeRetry(Event, tag="bridge/retry"):
     """The bridge could not reach NATS (or publish) and will try again after `delay` s."""
 
@@ -771,6 +789,7 @@ AnyEvent = (
     | BridgeForwarded
     | BridgeDelivered
     | BridgeRetry
+    | LimitHit
 )
 EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

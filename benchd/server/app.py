@@ -27,10 +27,12 @@ from benchd import __version__
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
+from benchd.core.limits import Limits
 from benchd.core.names import OPERATOR, IdClock, is_handle
 from benchd.runtime.committer import Committer, EventOp, JournalStore
 from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
+from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import (
     BODY_BYTES,
     LIST_DEFAULT,
@@ -78,6 +80,13 @@ class Daemon:
             list_max=LIST_MAX,
             connections=opts.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
+            send_burst=opts.send_burst,
+            send_rate=opts.send_rate,
+            operator_send_burst=opts.operator_send_burst,
+            operator_send_rate=opts.operator_send_rate,
+            mailbox_messages=opts.mailbox_messages,
+            mailbox_bytes=opts.mailbox_bytes,
+            reply_to_max=opts.reply_to_max,
         )
         self.admission = Admission(
             opts.max_connections,
@@ -112,6 +121,20 @@ class Daemon:
         )
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
+        )
+        self.limiter = Limiter(
+            Limits(
+                send_burst=opts.send_burst,
+                send_rate=opts.send_rate,
+                operator_send_burst=opts.operator_send_burst,
+                operator_send_rate=opts.operator_send_rate,
+                mailbox_messages=opts.mailbox_messages,
+                mailbox_bytes=opts.mailbox_bytes,
+                reply_to_max=opts.reply_to_max,
+            ),
+            self.index,
+            self.committer,
+            self.log,
         )
         self.roster = Roster()
         self.mailroom = Mailroom(

@@ -30,14 +30,24 @@ def _mailbox_for(caller, handle: str | None) -> str:
     return handle
 
 
+def _size(body: str) -> int:
+    return len(body.encode("utf-8", "surrogatepass"))  # the mailroom refuses bad text itself
+
+
 async def mail_send(d, conn, caller, req: m.MailSend) -> None:
+    limiter = d.limiter
+    limiter.recipients(caller.handle, len(req.reply_to or ()))
     if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
         local = d.outbound.local_request(req)
         if local is None:
+            limiter.charge(caller.handle, caller.is_operator)
             res = await d.outbound.queue(caller, req)
             await conn.send(replace(res, id=req.id))
             return
         req = local
+    if isinstance(req.to, str):  # a wrong type is the mailroom's to refuse, precisely
+        limiter.mailbox(caller.handle, req.to, _size(req.body))
+    limiter.charge(caller.handle, caller.is_operator)
     if req.key is not None:
         keys.check_client_key(req.key)
     res = await d.mailroom.send(
@@ -207,6 +217,12 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
         raise WireError("no-such-message", f"message {req.mail_id} could not be read")
     meta = loaded[0]
     targets = list(dict.fromkeys(meta.get("reply-to") or [meta["from"]]))
+    # A message from before the reply-to limit may ask for more replies than it allows.
+    d.limiter.recipients(caller.handle, len(targets))
+    for to in targets:
+        if isinstance(to, str) and "@" not in to:
+            d.limiter.mailbox(caller.handle, to, _size(req.body))
+    d.limiter.charge(caller.handle, caller.is_operator, len(targets))
     subject = req.subject if req.subject is not None else reply_subject(meta.get("subject", ""))
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits

@@ -25,6 +25,7 @@ FRAME_S = 0.1
 async def spawn(d, conn, caller, req: m.Spawn) -> None:
     jobs, sessions = d.jobs, d.sessions
     if req.job is not None:
+        d.limiter.recipients(caller.handle, len(req.job.reply_to))  # a reply goes to each
         jobs.check_spec(req.job, caller)
     s = sessions.reserve(req)
     mail_id = None
