@@ -1247,6 +1247,7 @@ _KIND_COLOUR = {
     "session/exited": "yellow",
     "job/settled": "cyan",
     "wake/capped": "red",
+    "limit/hit": "red",
     "outbox/retry": "red",
 }
 

@@ -145,3 +145,26 @@ def write(text: str) -> None:
     if not text.endswith("\n"):
         out.write("\n")
     out.flush()
+
+
+def thread_cut(a: dict) -> str:
+    """What a cut thread left out, and the commands that show it."""
+    left = a.get("left_out")
+    if not a.get("truncated") or not left:
+        return ""
+    lines = [
+        f"(cut: the thread has more than {a.get('cap')} messages; shown: "
+        f"{len(a.get('messages') or [])} around {a['mail_id']}, with the root)"
+    ]
+    if left.get("ancestors"):
+        n = left["ancestors"]
+        lines.append(f"  left out: {n} earlier message{'' if n == 1 else 's'} above")
+    if left.get("replies"):
+        lines.append("  left out: later replies below")
+    if not left.get("ancestors") and not left.get("replies"):
+        lines.append("  left out: messages in other branches of the thread")
+    if left.get("above"):
+        lines.append(f"  see earlier: bench mail thread {left['above']}")
+    if left.get("below"):
+        lines.append(f"  see later:   bench mail thread {left['below']}")
+    return "\n".join(lines)

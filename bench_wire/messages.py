@@ -71,9 +71,11 @@ class MailSearch(Request, tag="mail/search"):
 
 
 class MailThread(Request, tag="mail/thread"):
-    """The conversation a message belongs to (linked by in-reply-to), oldest first."""
+    """The conversation a message belongs to (linked by in-reply-to), oldest first; one
+    longer than `limit` is cut to the message's neighbourhood (`left_out` in the answer)."""
 
     mail_id: str
+    limit: int | None = None  # default and maximum: caps.thread_max
 
 
 class MailReply(Request, tag="mail/reply"):
@@ -310,6 +312,7 @@ class Caps(msgspec.Struct, kw_only=True):
     mailbox_messages: int = 0
     mailbox_bytes: int = 0
     reply_to_max: int = 0
+    thread_max: int = 0
 
 
 class ReactorSettings(msgspec.Struct, kw_only=True):
@@ -436,10 +439,21 @@ class ThreadMessage(msgspec.Struct, kw_only=True):
     in_reply_to: str | None = None
 
 
+class ThreadLeftOut(msgspec.Struct, kw_only=True):
+    """What a cut thread did not show, and where to ask to see it."""
+
+    ancestors: int  # messages between the root and the oldest ancestor shown
+    replies: bool  # replies (or other branches) beyond those shown
+    above: str | None = None  # `mail thread` of this id shows the messages above
+    below: str | None = None  # `mail thread` of this id shows the replies below
+
+
 class ThreadOk(Response, tag="mail/thread"):
     mail_id: str
     messages: list[ThreadMessage]
     truncated: bool = False
+    cap: int = 0
+    left_out: ThreadLeftOut | None = None
 
 
 class ReplyOk(Response, tag="mail/reply"):

@@ -21,6 +21,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from bench_cli import output
 from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
 from bench_cli.dash.model import Board, event_line, printable, threads
@@ -467,6 +468,9 @@ class Dash(App):
                 f"{mark}{x['mail_id']}  {x['from']} -> {x['handle']}  [{x['state']}]\n"
                 f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n"
             )
+        cut = output.thread_cut(a)
+        if cut:
+            parts.append(cut)
         unread = msg["state"] == "unread"
         choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
         if choice == "retire":

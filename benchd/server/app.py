@@ -49,7 +49,7 @@ from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.store import recovery, search
+from benchd.store import recovery, search, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
@@ -87,6 +87,7 @@ class Daemon:
             mailbox_messages=opts.mailbox_messages,
             mailbox_bytes=opts.mailbox_bytes,
             reply_to_max=opts.reply_to_max,
+            thread_max=threads.THREAD_MAX,
         )
         self.admission = Admission(
             opts.max_connections,

@@ -17,7 +17,7 @@ from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys
 from benchd.core.names import check_handle, check_mail_id
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
-from benchd.store import search
+from benchd.store import search, threads
 from benchd.store.index import READ, STATE_NAMES
 from benchd.store.statedir import read_regular
 
@@ -162,6 +162,9 @@ def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
 
 async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
     check_mail_id(req.mail_id)
+    cap = threads.THREAD_MAX if req.limit is None else req.limit
+    if not 1 <= cap <= threads.THREAD_MAX:
+        raise WireError("bad-limit", f"limit {cap} is outside 1-{threads.THREAD_MAX}")
     where = [
         r
         for r in _query(d, lambda w: search.locate(w, req.mail_id))
@@ -169,9 +172,9 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
     ]
     if not where:
         raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
-    rows = _query(d, lambda w: search.thread(w, req.mail_id))
+    part = _query(d, lambda w: threads.thread(w, req.mail_id, cap))
     out = []
-    for link in rows:
+    for link in part.links:
         if not _visible(caller, link.handle, link.sender):
             continue
         loaded = _load(d, link.handle, link.mail_id)
@@ -191,9 +194,22 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
                 in_reply_to=link.in_reply_to,
             )
         )
+    left_out = None
+    if part.cut:
+        left_out = m.ThreadLeftOut(
+            ancestors=part.ancestors_left,
+            replies=part.replies_left,
+            above=part.above,
+            below=part.below,
+        )
     await conn.send(
         m.ThreadOk(
-            id=req.id, mail_id=req.mail_id, messages=out, truncated=len(rows) >= search.THREAD_MAX
+            id=req.id,
+            mail_id=req.mail_id,
+            messages=out,
+            truncated=part.cut,
+            cap=cap,
+            left_out=left_out,
         )
     )
 
