@@ -323,7 +323,11 @@ class Index:
                 row = self.pending.rows[(handle, mail_id)]
                 if row is not None and row.state == UNREAD:
                     sizes[mail_id] = row.size
-            tally = self._unread[handle] = [len(sizes), sum(sizes.values())]
+            tally = [len(sizes), sum(sizes.values())]
+            if sizes or handle in self.pending.by_handle:
+                # Kept only for mailboxes with mail: asking about any number of names
+                # that have none costs no memory.
+                self._unread[handle] = tally
         return tally[0], tally[1]
 
     def _counted(self, handle: str, before: MailRow | None, after: MailRow | None) -> None:

@@ -98,5 +98,6 @@ def test_the_unread_tally_follows_every_change_and_survives_a_flush(tmp_path):
     fresh = Index(str(tmp_path / "index.sqlite"))
     assert fresh.unread("bob") == idx.unread("bob") == (2, 35)
     assert fresh.unread("nobody") == (0, 0)
+    assert "nobody" not in fresh._unread  # names without mail are not remembered
     idx.close()
     fresh.close()

@@ -15,7 +15,7 @@ from msgspec.structs import replace
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys
-from benchd.core.names import check_handle, check_mail_id
+from benchd.core.names import check_handle, check_mail_id, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.store import search, threads
 from benchd.store.index import READ, STATE_NAMES
@@ -45,8 +45,8 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
             await conn.send(replace(res, id=req.id))
             return
         req = local
-    if isinstance(req.to, str):  # a wrong type is the mailroom's to refuse, precisely
-        limiter.mailbox(caller.handle, req.to, _size(req.body))
+    check_handle(req.to, "recipient")
+    limiter.mailbox(caller.handle, req.to, _size(req.body))
     limiter.charge(caller.handle, caller.is_operator)
     if req.key is not None:
         keys.check_client_key(req.key)
@@ -236,7 +236,7 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     # A message from before the reply-to limit may ask for more replies than it allows.
     d.limiter.recipients(caller.handle, len(targets))
     for to in targets:
-        if isinstance(to, str) and "@" not in to:
+        if isinstance(to, str) and is_handle(to):  # not handle@node; a bad one fails below
             d.limiter.mailbox(caller.handle, to, _size(req.body))
     d.limiter.charge(caller.handle, caller.is_operator, len(targets))
     subject = req.subject if req.subject is not None else reply_subject(meta.get("subject", ""))
