@@ -135,7 +135,7 @@ class CrashLoop:
         self.recipients = recipients
         self.body_max = body_max
         self.log = log or (lambda msg: None)
-        self.daemon = Benchd(bench_dir, UNLIMITED)  # a durability run, not a limits one
+        self.daemon = Benchd(bench_dir, list(UNLIMITED))  # a durability run, not a limits one
         self.procs: list[subprocess.Popen] = []
         self.stop_file = os.path.join(work_dir, "STOP")
         self.figures = Figures(senders=senders)
