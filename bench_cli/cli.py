@@ -309,6 +309,16 @@ def _running_options(a: dict) -> dict:
         "--exited-kept": a["caps"].get("exited_kept"),
         "--kept-scrollback": a["caps"].get("kept_scrollback_bytes"),
     }
+    for flag in (
+        "--send-burst",
+        "--send-rate",
+        "--operator-send-burst",
+        "--operator-send-rate",
+        "--mailbox-messages",
+        "--mailbox-bytes",
+        "--reply-to-max",
+    ):
+        known[flag] = a["caps"].get(option_dest(flag))
     return {k: v for k, v in known.items() if v is not None}
 
 

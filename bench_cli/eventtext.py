@@ -17,6 +17,7 @@ KIND_COLOUR = {
     "session/exited": "yellow",
     "job/settled": "cyan",
     "job/limited": "red",
+    "limit/hit": "red",
     "wake/capped": "red",
     "outbox/retry": "red",
 }

@@ -18,7 +18,10 @@ def emit_json(obj: dict) -> None:
 def fail(err: WireError, as_json: bool) -> int:
     """Print an error (stderr, or JSON on stdout) and return the exit code."""
     if as_json:
-        emit_json({"ok": False, "error": {"code": err.code, "message": err.message}})
+        body: dict = {"code": err.code, "message": err.message}
+        if err.retry_after is not None:
+            body["retry_after"] = err.retry_after
+        emit_json({"ok": False, "error": body})
     else:
         msg = escape(err.message) if sys.stderr.isatty() else err.message
         sys.stderr.write(f"bench: {msg} [{err.code}]\n")
@@ -134,3 +137,26 @@ def write(text: "str | list[str | Painted]") -> None:
     if not whole.endswith("\n"):
         out.write("\n")
     out.flush()
+
+
+def thread_cut(a: dict) -> str:
+    """What a cut thread left out, and the commands that show it."""
+    left = a.get("left_out")
+    if not a.get("truncated") or not left:
+        return ""
+    lines = [
+        f"(cut: the thread has more than {a.get('cap')} messages; shown: "
+        f"{len(a.get('messages') or [])} around {a['mail_id']}, with the root)"
+    ]
+    if left.get("ancestors"):
+        n = left["ancestors"]
+        lines.append(f"  left out: {n} earlier message{'' if n == 1 else 's'} above")
+    if left.get("replies"):
+        lines.append("  left out: later replies below")
+    if not left.get("ancestors") and not left.get("replies"):
+        lines.append("  left out: messages in other branches of the thread")
+    if left.get("above"):
+        lines.append(f"  see earlier: bench mail thread {left['above']}")
+    if left.get("below"):
+        lines.append(f"  see later:   bench mail thread {left['below']}")
+    return "\n".join(lines)

@@ -21,16 +21,27 @@ def thread_text(a: dict) -> str:
         if msg.get("in_reply_to"):
             head += f"  re {msg['in_reply_to']}"
         parts.append(f"{head}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
-    return "\n".join(parts) if parts else "no messages"
+    text = "\n".join(parts) if parts else "no messages"
+    cut = output.thread_cut(a)
+    return f"{text}\n{cut}" if cut else text
 
 
 @mail.command("thread")
 @common
 @click.argument("mail_id")
-def mail_thread(bench_dir, as_json, mail_id):
-    """Print the conversation MAIL_ID belongs to, oldest first (nothing is retired)."""
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    help="at most this many messages (default and most: the daemon's thread cap, 200)",
+)
+def mail_thread(bench_dir, as_json, mail_id, limit):
+    """Print the conversation MAIL_ID belongs to, oldest first (nothing is retired).
+
+    A thread longer than the cap is cut to MAIL_ID's neighbourhood: the root, the
+    nearest messages above it and the nearest replies below; the output says what was
+    left out and which command shows it."""
     ctx = Ctx(bench_dir, as_json)
-    a = call(bench_dir, m.MailThread(mail_id=mail_id))
+    a = call(bench_dir, m.MailThread(mail_id=mail_id, limit=limit))
     done(ctx, a, thread_text(a))
 
 

@@ -16,16 +16,19 @@ import anyio
 import anyio.to_thread
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from bench_cli import humanize, output
+from bench_mcp import stdio
 from bench_mcp import tools as t
 from bench_wire.client import Client, request
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 
 log = logging.getLogger("bench.mcp")
+
+# A body this small fits in any frame: only a larger one costs a hello to learn the cap.
+SMALL_BODY = 64 * 1024
 
 NAME = "bench"
 INBOX_URI = "bench://mail/inbox"
@@ -65,11 +68,25 @@ class Daemon:
         with Client(self.bench_dir) as conn:
             return conn.call(request(verb, fields))
 
+    async def check_body(self, body: str) -> None:
+        """Refuse a body over the daemon's cap here, as the CLI does: sent, it would
+        not fit in one frame and the daemon could only say frame-too-long."""
+        size = len(body.encode("utf-8", "surrogatepass"))
+        if size <= SMALL_BODY:
+            return  # within every cap a daemon has: its own check is enough
+        cap = (await self.call("hello", {}))["caps"]["body_bytes"]
+        if size > cap:
+            raise WireError(
+                "body-too-large",
+                f"the body is {size:,} bytes; the daemon's cap is {cap:,} bytes: nothing was sent",
+            )
+
 
 # ---------------------------------------------------------------- tools
 
 
 async def send_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+    await d.check_body(a["body"])
     in_reply_to = a.get("in_reply_to")
     if in_reply_to is not None:
         in_reply_to = t.message_ref(in_reply_to)[1]
@@ -115,6 +132,7 @@ async def read_mail(d: Daemon, a: dict) -> tuple[str, dict]:
 
 async def reply(d: Daemon, a: dict) -> tuple[str, dict]:
     handle, mail_id = t.message_ref(a["id"])
+    await d.check_body(a["body"])
     msg = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
     sent: list[dict] = []
     for to in t.reply_recipients(msg):
@@ -336,7 +354,7 @@ def _version() -> str:
 
 async def serve(bench_dir: str | None = None) -> None:
     server = build(bench_dir)
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio.transport() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

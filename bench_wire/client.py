@@ -201,5 +201,7 @@ class Client:
 def check(answer: "dict[str, Any]") -> "dict[str, Any]":
     if answer.get("ok") is False:
         err = answer.get("error") or {}
-        raise WireError(str(err.get("code", "protocol")), str(err.get("message", "")))
+        raise WireError(
+            str(err.get("code", "protocol")), str(err.get("message", "")), err.get("retry_after")
+        )
     return answer

@@ -76,6 +76,55 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "connections of --max-connections that sessions may never take (kept for the operator)",
     ),
     (
+        "--send-burst",
+        "BENCH_SEND_BURST",
+        int,
+        200,
+        "sends a session may make at once (its send bucket); more are refused with rate-limited",
+    ),
+    (
+        "--send-rate",
+        "BENCH_SEND_RATE",
+        float,
+        20.0,
+        "sends per second returned to a session's send bucket",
+    ),
+    (
+        "--operator-send-burst",
+        "BENCH_OPERATOR_SEND_BURST",
+        int,
+        2000,
+        "sends the operator may make at once (its send bucket)",
+    ),
+    (
+        "--operator-send-rate",
+        "BENCH_OPERATOR_SEND_RATE",
+        float,
+        200.0,
+        "sends per second returned to the operator's send bucket",
+    ),
+    (
+        "--mailbox-messages",
+        "BENCH_MAILBOX_MESSAGES",
+        int,
+        10_000,
+        "unread messages one mailbox may hold; more are refused with mailbox-full",
+    ),
+    (
+        "--mailbox-bytes",
+        "BENCH_MAILBOX_BYTES",
+        int,
+        256 * 1024 * 1024,
+        "bytes of unread bodies one mailbox may hold; more are refused with mailbox-full",
+    ),
+    (
+        "--reply-to-max",
+        "BENCH_REPLY_TO_MAX",
+        int,
+        16,
+        "reply-to addresses one message may carry; more are refused with too-many-recipients",
+    ),
+    (
         "--idle-timeout",
         "BENCH_IDLE_TIMEOUT",
         float,
@@ -129,10 +178,18 @@ def option_problem(flag: str, value: float) -> str | None:
     `bench up`, so a bad value is a usage error before any daemon starts)."""
     if value < 0:
         return f"{flag} must not be negative (got {value})"
-    if flag in ("--wake-refill", "--idle-timeout") and value <= 0:
-        return f"{flag} must be positive (got {value})"
-    if flag in ("--max-connections", "--session-connections", "--operator-connections") and (
-        value < 1
+    if flag in ("--wake-refill", "--idle-timeout", "--send-rate", "--operator-send-rate") and (
+        value <= 0
     ):
+        return f"{flag} must be positive (got {value})"
+    if flag in (
+        "--max-connections",
+        "--session-connections",
+        "--operator-connections",
+        "--send-burst",
+        "--operator-send-burst",
+        "--mailbox-messages",
+        "--mailbox-bytes",
+    ) and (value < 1):
         return f"{flag} must be at least 1 (got {value})"
     return None

@@ -37,6 +37,9 @@ CODES: dict[str, str] = {
     "bad-cursor": "The cursor is not one a listing returned.",
     "bad-query": "A search query needs at least one word (at most 1000 characters).",
     "bad-since": "A time is ISO-8601 UTC, such as 2026-11-30T04:56:11Z.",
+    "rate-limited": "The sender sends (or, for a session, spawns jobs) faster than its limit; try again later (retry_after seconds where given).",
+    "mailbox-full": "The recipient's mailbox holds as much unread mail as its limit allows.",
+    "too-many-recipients": "A message carries more reply-to addresses than the limit.",
     # sessions and jobs
     "no-such-session": "No live session has that handle or id.",
     "bad-regex": "The ready pattern is not a valid regular expression.",
@@ -47,7 +50,6 @@ CODES: dict[str, str] = {
     "bad-mail": "The job mail could not be used.",
     "too-many-children": "The spawning session already has as many unsettled jobs as allowed.",
     "too-deep": "The new job would be deeper in the delegation tree than allowed.",
-    "rate-limited": "The spawning session has started as many jobs this hour as allowed.",
     # nodes and the bridge
     "bad-node": "A node name is 1-64 characters of a-z 0-9 . _ - starting with a letter or digit.",
     "unknown-node": "No node of that name has been seen by this node's bridge.",
@@ -112,7 +114,8 @@ def exit_code_for(code: str) -> int:
 class WireError(Exception):
     """An error with a catalogue code and a human sentence (raised on either side)."""
 
-    def __init__(self, code: str, message: str | None = None):
+    def __init__(self, code: str, message: str | None = None, retry_after: float | None = None):
         self.code = code
         self.message = message or CODES.get(code, code)
+        self.retry_after = retry_after  # rate-limited: seconds until it would fit
         super().__init__(f"{self.code}: {self.message}")

@@ -71,9 +71,11 @@ class MailSearch(Request, tag="mail/search"):
 
 
 class MailThread(Request, tag="mail/thread"):
-    """The conversation a message belongs to (linked by in-reply-to), oldest first."""
+    """The conversation a message belongs to (linked by in-reply-to), oldest first; one
+    longer than `limit` is cut to the message's neighbourhood (`left_out` in the answer)."""
 
     mail_id: str
+    limit: int | None = None  # default and maximum: caps.thread_max
 
 
 class MailReply(Request, tag="mail/reply"):
@@ -284,9 +286,10 @@ class Response(msgspec.Struct, tag_field="type", kw_only=True):
     ok: bool = True
 
 
-class ErrorBody(msgspec.Struct, frozen=True):
+class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
     code: str
     message: str
+    retry_after: float | None = None  # rate-limited: seconds until the request would fit
 
 
 class ErrorResponse(Response, tag="error"):
@@ -309,6 +312,15 @@ class Caps(msgspec.Struct, kw_only=True):
     # Exited sessions remembered on disk: how many, and how much of each one's output.
     exited_kept: int = 200
     kept_scrollback_bytes: int = 65536
+    # The sender limits (benchd's options of the same names; docs/limits.md).
+    send_burst: int = 0
+    send_rate: float = 0.0
+    operator_send_burst: int = 0
+    operator_send_rate: float = 0.0
+    mailbox_messages: int = 0
+    mailbox_bytes: int = 0
+    reply_to_max: int = 0
+    thread_max: int = 0
 
 
 class ReactorSettings(msgspec.Struct, kw_only=True):
@@ -435,10 +447,21 @@ class ThreadMessage(msgspec.Struct, kw_only=True):
     in_reply_to: str | None = None
 
 
+class ThreadLeftOut(msgspec.Struct, kw_only=True):
+    """What a cut thread did not show, and where to ask to see it."""
+
+    ancestors: int  # messages between the root and the oldest ancestor shown
+    replies: bool  # replies (or other branches) beyond those shown
+    above: str | None = None  # `mail thread` of this id shows the messages above
+    below: str | None = None  # `mail thread` of this id shows the replies below
+
+
 class ThreadOk(Response, tag="mail/thread"):
     mail_id: str
     messages: list[ThreadMessage]
     truncated: bool = False
+    cap: int = 0
+    left_out: ThreadLeftOut | None = None
 
 
 class ReplyOk(Response, tag="mail/reply"):
@@ -775,6 +798,15 @@ class BridgeDelivered(Event, tag="bridge/delivered"):
     origin: str
 
 
+class LimitHit(Event, tag="limit/hit"):
+    """A sender limit refused a request: the first of a run of refusals (docs/limits.md)."""
+
+    code: str  # rate-limited, mailbox-full or too-many-recipients
+    sender: str
+    limit: int  # the limit in force
+    mailbox: str | None = None  # mailbox-full: the full mailbox
+
+
 class BridgeRetry(Event, tag="bridge/retry"):
     """The bridge could not reach NATS (or publish) and will try again after `delay` s."""
 
@@ -806,6 +838,7 @@ AnyEvent = (
     | BridgeForwarded
     | BridgeDelivered
     | BridgeRetry
+    | LimitHit
 )
 EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

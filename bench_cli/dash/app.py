@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from bench_cli import output
 from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
 from bench_cli.dash.model import Board, event_line, printable, threads
@@ -452,6 +453,9 @@ class Dash(App):
                 f"{mark}{x['mail_id']}  {x['from']} -> {x['handle']}  [{x['state']}]\n"
                 f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n"
             )
+        cut = output.thread_cut(a)
+        if cut:
+            parts.append(cut)
         unread = msg["state"] == "unread"
         choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
         if choice == "retire":

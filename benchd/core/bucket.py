@@ -1,4 +1,7 @@
-"""The courier's token bucket: `burst` tokens, one back every `refill` seconds. Pure."""
+"""A token bucket: `burst` tokens, one back every `refill` seconds. Pure.
+
+The courier's wake bucket (one per recipient) and the send bucket (one per sender,
+benchd.core.limits) are both one of these."""
 
 
 class TokenBucket:
@@ -13,13 +16,18 @@ class TokenBucket:
             self.tokens = min(self.burst, self.tokens + (now - self.stamp) / self.refill)
         self.stamp = now
 
-    def take(self, now: float) -> bool:
-        """Spend one token if there is one."""
+    def take(self, now: float, n: int = 1) -> bool:
+        """Spend `n` tokens if there are that many (else spend none)."""
         self._top_up(now)
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
+        if self.tokens >= n:
+            self.tokens -= n
             return True
         return False
+
+    def seconds_until(self, n: int, now: float) -> float:
+        """How long until `n` tokens are there (0 if they are; never more than burst)."""
+        self._top_up(now)
+        return max(0.0, (n - self.tokens) * self.refill)
 
     def give_back(self, now: float) -> None:
         """Return a token that bought nothing (its mail was read before the wake)."""

@@ -26,7 +26,7 @@ HANDLE_MAX = 64
 
 
 @dataclass(frozen=True)
-class Limits:
+class DelegationLimits:
     children: int = 4
     depth: int = 3
     per_hour: int = 30
@@ -44,7 +44,7 @@ class Refused(WireError):
 class Quota:
     """What each spawning session has started: its live children and its recent spawns."""
 
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: DelegationLimits):
         self.limits = limits
         self.children: dict[str, set[str]] = {}  # parent session id -> unsettled child ids
         self.spawns: dict[str, collections.deque[float]] = {}  # parent id -> spawn times

@@ -13,12 +13,12 @@ import msgspec
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.delegation import Limits, Quota, Refused, derived_handle
+from benchd.core.delegation import DelegationLimits, Quota, Refused, derived_handle
 from benchd.core.names import OPERATOR, check_handle
 
 
 class Delegation:
-    def __init__(self, roster, mailroom, record, log, limits: Limits):
+    def __init__(self, roster, mailroom, record, log, limits: DelegationLimits):
         self.roster = roster
         self.mailroom = mailroom
         self.record = record  # the committer's: logs events

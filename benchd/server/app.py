@@ -27,12 +27,14 @@ from benchd import __version__
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
-from benchd.core.delegation import Limits
+from benchd.core.delegation import DelegationLimits
+from benchd.core.limits import Limits
 from benchd.core.names import OPERATOR, IdClock, is_handle
 from benchd.runtime.committer import Committer, EventOp, JournalStore
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
+from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import (
     BODY_BYTES,
     LIST_DEFAULT,
@@ -50,7 +52,7 @@ from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.store import recovery, search
+from benchd.store import recovery, search, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.fileio import write_all
@@ -87,6 +89,14 @@ class Daemon:
             spawn_rate=opts.spawn_rate,
             exited_kept=opts.exited_kept,
             kept_scrollback_bytes=opts.kept_scrollback,
+            send_burst=opts.send_burst,
+            send_rate=opts.send_rate,
+            operator_send_burst=opts.operator_send_burst,
+            operator_send_rate=opts.operator_send_rate,
+            mailbox_messages=opts.mailbox_messages,
+            mailbox_bytes=opts.mailbox_bytes,
+            reply_to_max=opts.reply_to_max,
+            thread_max=threads.THREAD_MAX,
         )
         self.admission = Admission(
             opts.max_connections,
@@ -121,6 +131,20 @@ class Daemon:
         )
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
+        )
+        self.limiter = Limiter(
+            Limits(
+                send_burst=opts.send_burst,
+                send_rate=opts.send_rate,
+                operator_send_burst=opts.operator_send_burst,
+                operator_send_rate=opts.operator_send_rate,
+                mailbox_messages=opts.mailbox_messages,
+                mailbox_bytes=opts.mailbox_bytes,
+                reply_to_max=opts.reply_to_max,
+            ),
+            self.index,
+            self.committer,
+            self.log,
         )
         self.roster = Roster()
         self.mailroom = Mailroom(
@@ -166,7 +190,7 @@ class Daemon:
             self.mailroom,
             self.committer.record,
             self.log,
-            Limits(opts.max_children, opts.max_depth, opts.spawn_rate),
+            DelegationLimits(opts.max_children, opts.max_depth, opts.spawn_rate),
         )
         self.sessions.delegation = self.delegation
         self.sessions.exited_kept = opts.exited_kept

@@ -85,8 +85,10 @@ class Connection:
                 await trio.lowlevel.wait_writable(self.stream.socket.fileno())
             view = view[n:]
 
-    async def send_error(self, rid, code: str, message: str) -> None:
-        await self.send(ErrorResponse(id=rid, error=ErrorBody(code, message)))
+    async def send_error(
+        self, rid, code: str, message: str, retry_after: float | None = None
+    ) -> None:
+        await self.send(ErrorResponse(id=rid, error=ErrorBody(code, message, retry_after)))
 
     async def next_line(self) -> bytes | None:
         """The next complete line, or None at EOF. Raises FrameTooLong."""
@@ -165,7 +167,7 @@ class Connection:
                 caller = self.caller(req)
                 await self.daemon.dispatch(self, caller, req)
             except WireError as err:
-                await self.send_error(req.id, err.code, err.message)
+                await self.send_error(req.id, err.code, err.message, err.retry_after)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             except Exception as err:  # noqa: BLE001 - one request's bug never ends the daemon

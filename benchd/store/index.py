@@ -31,10 +31,10 @@ from typing import Literal
 import msgspec
 
 from benchd.store import sqlite
+from benchd.store.pending import READ, UNREAD, MailRow, Pending
 from benchd.store.sqlite import MEMORY
 
 SCHEMA_VERSION = "1"
-UNREAD, READ = 0, 1
 STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
 PERSISTENT_FAILURES = 8  # consecutive failed flushes after which the file is rebuilt
 RETRY_FIRST_S = 0.05
@@ -53,22 +53,6 @@ CREATE TABLE IF NOT EXISTS counts(
   PRIMARY KEY (handle, state)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
-
-
-class MailRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """One message as the index holds it: what a listing shows, its state and its key.
-
-    A Struct rather than a NamedTuple: msgspec.convert builds a page of them from the
-    cursor's tuples in C (measured: a NamedTuple per row cost the 51-row page query
-    about twice as much on top of the bare fetch)."""
-
-    mail_id: str
-    sender: str
-    subject: str
-    date: str
-    state: int  # UNREAD or READ
-    size: int
-    key: str
 
 
 class KeyHit(msgspec.Struct, frozen=True, gc=False):
@@ -113,45 +97,6 @@ def file_sum(path: str) -> str:
     return f"{size}:{crc:08x}"
 
 
-class Pending:
-    """The changes since the last commit, and what they mean for reads (pure, in memory).
-
-    `rows` maps (handle, id) to the row as the database would now hold it, or None when
-    it was removed; `base`
-    the state the database holds for it (None: absent), so counts can be adjusted.
-    """
-
-    def __init__(self) -> None:
-        self.ops: list[tuple] = []
-        self.rows: dict[tuple[str, str], MailRow | None] = {}
-        self.base: dict[tuple[str, str], int | None] = {}
-        self.keys: dict[tuple[str, str], tuple[str, str]] = {}
-        self.by_handle: dict[str, set[str]] = {}
-        self.meta: dict[str, str] = {}
-        self.since = 0.0  # monotonic time of the oldest change
-
-    def __len__(self) -> int:
-        return len(self.ops)
-
-    def touch(self, handle: str, mail_id: str, base: int | None) -> None:
-        if not self.ops and not self.meta:
-            self.since = time.monotonic()
-        self.base.setdefault((handle, mail_id), base)
-        self.by_handle.setdefault(handle, set()).add(mail_id)
-
-    def count_delta(self, handle: str, state: int | None) -> int:
-        d = 0
-        for mail_id in self.by_handle.get(handle, ()):
-            before = self.base[(handle, mail_id)]
-            row = self.rows[(handle, mail_id)]
-            now = None if row is None else row.state
-            if state is None:
-                d += (now is not None) - (before is not None)
-            else:
-                d += (now == state) - (before == state)
-        return d
-
-
 class Index:
     def __init__(self, path: str, notify: Callable[..., None] | None = None):
         self.path = path
@@ -168,6 +113,10 @@ class Index:
         self._rebuilding = False
         self._rebuilt_unproven = False  # rebuilt, and no commit has succeeded since
         self._w: sqlite3.Connection | None = None  # None once closed (see `w`)
+        # handle -> [messages, bytes] unread as reads see them (database and pending):
+        # the mailbox limit's O(1) check. Counted once per mailbox on first use, then
+        # kept by every change; forgotten when the index is rebuilt.
+        self._unread: dict[str, list[int]] = {}
         self._open()
 
     @property
@@ -203,6 +152,7 @@ class Index:
                 pass
             self._w = None
         self.set_aside_reason = reason
+        self._unread.clear()
         try:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
@@ -356,6 +306,39 @@ class Index:
         )
         return sorted(known | set(self.pending.by_handle))
 
+    def unread(self, handle: str) -> tuple[int, int]:
+        """How many messages, and how many bytes of bodies, wait unread in a mailbox."""
+        tally = self._unread.get(handle)
+        if tally is None:
+            sizes = dict(
+                self._read(
+                    lambda: self.w.execute(
+                        "SELECT id, size FROM messages WHERE handle=? AND state=?",
+                        (handle, UNREAD),
+                    ).fetchall()
+                )
+            )
+            for mail_id in self.pending.by_handle.get(handle, ()):
+                sizes.pop(mail_id, None)
+                row = self.pending.rows[(handle, mail_id)]
+                if row is not None and row.state == UNREAD:
+                    sizes[mail_id] = row.size
+            tally = [len(sizes), sum(sizes.values())]
+            if sizes or handle in self.pending.by_handle:
+                # Kept only for mailboxes with mail: asking about any number of names
+                # that have none costs no memory.
+                self._unread[handle] = tally
+        return tally[0], tally[1]
+
+    def _counted(self, handle: str, before: MailRow | None, after: MailRow | None) -> None:
+        tally = self._unread.get(handle)
+        if tally is None:
+            return  # not counted yet: counted whole on first use
+        for row, sign in ((before, -1), (after, 1)):
+            if row is not None and row.state == UNREAD:
+                tally[0] += sign
+                tally[1] += sign * row.size
+
     def ids(self, handle: str) -> dict[str, int]:
         """Every message of a mailbox and its state (reconcile: O(mailbox), at start)."""
         ids = dict(
@@ -384,7 +367,8 @@ class Index:
         k = (handle, mail_id)
         base = self.pending.base.get(k)
         self.pending.touch(handle, mail_id, base)
-        self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
+        row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
+        self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
         self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date, size, key)))
 
@@ -399,7 +383,8 @@ class Index:
         if row is None or row.state == state:
             return False
         self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
-        self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
+        new = self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
+        self._counted(handle, row, new)
         self.pending.ops.append(("state", (handle, mail_id, state)))
         return True
 
@@ -409,6 +394,7 @@ class Index:
             return
         self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
         self.pending.rows[(handle, mail_id)] = None
+        self._counted(handle, row, None)
         self.pending.ops.append(("remove", (handle, mail_id)))
 
     def _base_of(self, handle: str, mail_id: str, row: MailRow) -> int | None:
@@ -523,6 +509,7 @@ class Index:
         rebuilt file failed again before any commit succeeded (a disk that stays full),
         the new index is kept in memory instead of rebuilding over and over; the next
         start rebuilds a file."""
+        self._unread.clear()
         if self._rebuilt_unproven:
             self.close()
             self._w = connect(MEMORY)
@@ -546,6 +533,7 @@ class Index:
                 self._w = connect(MEMORY)
                 self.w.executescript(_SCHEMA)
                 self.pending = Pending()
+                self._unread.clear()
                 self.notify("index/failed", error=str(err), action="in-memory")
                 self.rebuild()
             finally:

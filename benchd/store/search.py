@@ -1,8 +1,9 @@
 """Mail search and thread links: two tables in the index, a cache of the files like it.
 
-- `mail_links`: one row per indexed message (handle, id, sender, in-reply-to). Its
-  integer rowid is the message's row in `mail_text`; `in_reply_to` is indexed so a
-  thread's replies are found without a scan.
+- `mail_links`: one row per indexed message (handle, id, sender, in-reply-to, and its
+  thread's root and its depth below it). Its integer rowid is the message's row in
+  `mail_text`; `in_reply_to` and `root` are indexed, so a thread and a message's replies
+  are found without a scan or a walk (benchd/store/threads.py).
 - `mail_text`: an FTS5 table over (subject, body), ranked by bm25 with a subject match
   weighing twice a body match. Which mailbox a row belongs to is in `mail_links`.
 
@@ -21,20 +22,30 @@ import msgspec
 from benchd.core import frontmatter
 from benchd.store.statedir import read_regular
 
-VERSION = "1"
+VERSION = "2"  # 2: each link holds its thread's root and its depth
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mail_links(
   rowid INTEGER PRIMARY KEY, handle TEXT NOT NULL, id TEXT NOT NULL,
-  sender TEXT NOT NULL, in_reply_to TEXT);
+  sender TEXT NOT NULL, in_reply_to TEXT, root TEXT, depth INTEGER NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX IF NOT EXISTS links_by_id ON mail_links(id, handle);
 CREATE INDEX IF NOT EXISTS links_by_parent ON mail_links(in_reply_to);
 CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(subject, body);
 """
+_ROOT_INDEX = "CREATE INDEX IF NOT EXISTS links_by_root ON mail_links(root, depth, id)"
 
-_LINK = "INSERT OR IGNORE INTO mail_links(handle, id, sender, in_reply_to) VALUES (?,?,?,?)"
+_LINK = (
+    "INSERT OR IGNORE INTO mail_links(handle, id, sender, in_reply_to, root, depth) "
+    "VALUES (?,?,?,?,?,?)"
+)
+# Replies indexed before the message they answer (reconcile meets files in any order;
+# mail from another node may come first) were the roots of their own threads: they and
+# everything below them join this message's thread.
+_ADOPT = (
+    "UPDATE mail_links SET root=?, depth=depth+? WHERE root IN "
+    "(SELECT id FROM mail_links WHERE in_reply_to=? AND root=id AND id<>?)"
+)
 SNIPPET_TOKENS = 12
-THREAD_MAX = 200  # messages in one thread answer
 
 
 class BadQuery(ValueError):
@@ -45,6 +56,51 @@ def create(db: sqlite3.Connection) -> None:
     for stmt in _SCHEMA.strip().split(";"):
         if stmt.strip():
             db.execute(stmt)
+    cols = {r[1] for r in db.execute("PRAGMA table_info(mail_links)")}
+    if "root" not in cols:  # made before threads had roots: `ensure` fills them in
+        db.execute("ALTER TABLE mail_links ADD COLUMN root TEXT")
+        db.execute("ALTER TABLE mail_links ADD COLUMN depth INTEGER NOT NULL DEFAULT 0")
+    db.execute(_ROOT_INDEX)
+
+
+def _place(db: sqlite3.Connection, mail_id: str, in_reply_to: str | None) -> tuple[str, int]:
+    """The root and depth of a new message: under its parent when that is indexed."""
+    if in_reply_to is not None and in_reply_to != mail_id:
+        row = db.execute(
+            "SELECT coalesce(root, id), depth FROM mail_links WHERE id=? LIMIT 1", (in_reply_to,)
+        ).fetchone()
+        if row is not None:
+            return row[0], row[1] + 1
+    return mail_id, 0
+
+
+def fill_roots(db: sqlite3.Connection) -> int:
+    """Give every link without a root its thread's root and depth (an index from before
+    roots were stored; once, at start). Returns how many were filled."""
+    rows = db.execute("SELECT id, in_reply_to FROM mail_links").fetchall()
+    parent = {mail_id: up for mail_id, up in rows}
+    placed: dict[str, tuple[str, int]] = {}
+    for mail_id in parent:
+        chain: list[str] = []
+        seen: set[str] = set()
+        at: str | None = mail_id
+        while at is not None and at in parent and at not in placed and at not in seen:
+            seen.add(at)
+            chain.append(at)
+            at = parent[at]
+        if at is not None and at in placed:
+            root, depth = placed[at]
+        else:  # the top: no parent, one not indexed, or a loop of in-reply-to links
+            root, depth = chain[-1], -1
+        for k in reversed(chain):
+            depth += 1
+            placed[k] = (root, depth)
+    missing = db.execute("SELECT rowid, id FROM mail_links WHERE root IS NULL").fetchall()
+    db.executemany(
+        "UPDATE mail_links SET root=?, depth=? WHERE rowid=?",
+        [(*placed[mail_id], rowid) for rowid, mail_id in missing],
+    )
+    return len(missing)
 
 
 def add(
@@ -57,14 +113,15 @@ def add(
     in_reply_to: str | None,
 ) -> None:
     """Index one message (a no-op when it is indexed already)."""
-    row = (handle, mail_id, sender, in_reply_to)
     try:
-        cur = db.execute(_LINK, row)
+        root, depth = _place(db, mail_id, in_reply_to)
     except sqlite3.OperationalError:
         create(db)  # an index opened without `ensure` (tools, tests): make the tables
-        cur = db.execute(_LINK, row)
+        root, depth = _place(db, mail_id, in_reply_to)
+    cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     if not cur.rowcount:
         return
+    db.execute(_ADOPT, (root, depth + 1, mail_id, root))
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     db.execute(
@@ -100,6 +157,7 @@ def ensure(index, mail_root: str) -> int:
         create(db)
         added = 0
         if index.get_meta("search") != VERSION:
+            fill_roots(db)  # before any add below, which places a reply under its parent
             missing = db.execute(
                 "SELECT handle, id, state FROM messages m WHERE NOT EXISTS "
                 "(SELECT 1 FROM mail_links l WHERE l.id = m.id AND l.handle = m.handle)"
@@ -153,15 +211,6 @@ class Place(msgspec.Struct, array_like=True, frozen=True, gc=False):
     handle: str
     in_reply_to: str | None
     sender: str
-
-
-class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """One message of a thread."""
-
-    handle: str
-    mail_id: str
-    sender: str
-    in_reply_to: str | None
 
 
 def match_expr(query: str) -> str:
@@ -247,44 +296,3 @@ def locate(db: sqlite3.Connection, mail_id: str) -> list[Place]:
         ).fetchall(),
         list[Place],
     )
-
-
-def thread(db: sqlite3.Connection, mail_id: str) -> list[Link]:
-    """The conversation `mail_id` belongs to, oldest first.
-
-    Up from the message through its in-reply-to links to the first message still known,
-    then down through every reply to it (breadth first, at most THREAD_MAX messages).
-    """
-    root = mail_id
-    seen = {mail_id}
-    while True:
-        row = db.execute("SELECT in_reply_to FROM mail_links WHERE id=?", (root,)).fetchone()
-        if row is None or row[0] is None or row[0] in seen:
-            break
-        if db.execute("SELECT 1 FROM mail_links WHERE id=?", (row[0],)).fetchone() is None:
-            break  # its parent is not indexed (sent from elsewhere): this is the top
-        root = row[0]
-        seen.add(root)
-    found: dict[tuple[str, str], tuple] = {}
-    frontier = [root]
-    visited: set[str] = set()
-    while frontier and len(found) < THREAD_MAX:
-        nxt = []
-        for mid in frontier:
-            if mid in visited:
-                continue
-            visited.add(mid)
-            for r in db.execute(
-                "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE id=?", (mid,)
-            ):
-                found[(r[1], r[0])] = r
-            for r in db.execute(
-                "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE in_reply_to=? "
-                "ORDER BY id LIMIT ?",
-                (mid, THREAD_MAX),
-            ):
-                found[(r[1], r[0])] = r
-                nxt.append(r[1])
-        frontier = nxt
-    rows = sorted(found.values(), key=lambda r: (r[1], r[0]))[:THREAD_MAX]
-    return msgspec.convert(rows, list[Link])

@@ -600,7 +600,8 @@ def test_one_refusing_recipient_does_not_hold_up_the_others(make_daemon, tmp_pat
 
 def test_retries_across_outbox_pages_lose_and_duplicate_nothing(make_daemon, tmp_path):
     """More refusals than one drain page (64 rows): every reply still arrives exactly once."""
-    d = make_daemon("--retry-base", "0.05")
+    # 100 reply-to handles per job (the limit's default is 16): more than one page.
+    d = make_daemon("--retry-base", "0.05", "--reply-to-max", "100")
     handles = [f"p{i}" for i in range(100)]
     arm_post_fault(d, 70, "EIO")
     for n in range(2):
@@ -752,7 +753,9 @@ def test_a_clean_restart_under_a_running_child_replies_once(make_daemon, tmp_pat
 # ------------------------------------------------------------------ 10. many replies
 
 
-def test_a_thousand_replies_drain_in_pages_without_loss(daemon, tmp_path):
+def test_a_thousand_replies_drain_in_pages_without_loss(make_daemon, tmp_path):
+    # 100 reply-to handles per job (the limit's default is 16): pages of replies to drain.
+    daemon = make_daemon("--reply-to-max", "100")
     jobs, fan = 10, 100
     handles = [f"r{i}" for i in range(fan)]
     t0 = time.monotonic()

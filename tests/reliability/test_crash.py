@@ -118,7 +118,8 @@ def _follow_posted_then_kill(d, since: int, threshold: int) -> int:
 
 def test_kill9_during_a_drain_replies_exactly_once(make_daemon):
     rng = random.Random(SEED)
-    d = make_daemon("--retry-base", "0.2")
+    # 60 reply-to handles per job (the limit's default is 16): pages of replies to drain.
+    d = make_daemon("--retry-base", "0.2", "--reply-to-max", "60")
     arm(d, "post", "EIO", 1_000_000)  # hold every reply back until the outbox is full
     handles = [f"r{i:02d}" for i in range(60)]
     jobs = _jobs(d, 5, handles, "drain")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchd.core.delegation import WINDOW_S, Limits, Quota, Refused, derived_handle
+from benchd.core.delegation import WINDOW_S, DelegationLimits, Quota, Refused, derived_handle
 
 
 def refused(q: Quota, parent="p", depth=1, now=0.0) -> Refused | None:
@@ -14,7 +14,7 @@ def refused(q: Quota, parent="p", depth=1, now=0.0) -> Refused | None:
 
 
 def test_children_fire_at_the_limit_and_free_on_settle():
-    q = Quota(Limits(children=2, depth=3, per_hour=100))
+    q = Quota(DelegationLimits(children=2, depth=3, per_hour=100))
     q.started("p", "c1", 0.0)
     assert refused(q) is None
     q.started("p", "c2", 1.0)
@@ -29,14 +29,14 @@ def test_children_fire_at_the_limit_and_free_on_settle():
 
 
 def test_depth_fires_beyond_the_limit():
-    q = Quota(Limits(children=4, depth=2, per_hour=100))
+    q = Quota(DelegationLimits(children=4, depth=2, per_hour=100))
     assert refused(q, depth=2) is None
     err = refused(q, depth=3)
     assert err is not None and err.code == "too-deep" and err.value == 2
 
 
 def test_rate_is_a_sliding_hour_not_freed_by_settling():
-    q = Quota(Limits(children=10, depth=3, per_hour=2))
+    q = Quota(DelegationLimits(children=10, depth=3, per_hour=2))
     q.started("p", "c1", 0.0)
     q.settled("p", "c1")
     q.started("p", "c2", 10.0)
@@ -48,7 +48,7 @@ def test_rate_is_a_sliding_hour_not_freed_by_settling():
 
 
 def test_forget_drops_a_parents_rate_window():
-    q = Quota(Limits(children=10, depth=3, per_hour=1))
+    q = Quota(DelegationLimits(children=10, depth=3, per_hour=1))
     q.started("p", "c1", 0.0)
     assert refused(q, now=1.0) is not None
     q.forget("p")

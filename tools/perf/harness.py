@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from bench_wire.client import Client, request
 from bench_wire.errors import WireError
+from tests.support.daemon import UNLIMITED
 from tests.support.wait import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -121,7 +122,7 @@ class Daemon:
 
     def start(self, timeout: float = 120.0) -> int:
         """Start benchd; returns the ns from process start to its ready line."""
-        cmd = [PY, "-m", "benchd.server.app", "--dir", self.dir, *self.opts]
+        cmd = [PY, "-m", "benchd.server.app", "--dir", self.dir, *UNLIMITED, *self.opts]
         err = open(self.err_path, "ab")  # noqa: SIM115 - the daemon's stderr, open for its lifetime
         t0 = now_ns()
         self.proc = subprocess.Popen(

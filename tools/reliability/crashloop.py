@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from bench_wire.client import Client
 from tests.reliability.common import ROOT, scan_events, scan_mail
-from tests.support.daemon import Benchd, short_tmpdir
+from tests.support.daemon import UNLIMITED, Benchd, short_tmpdir
 from tests.support.wait import wait_for
 
 RECIPIENTS = ("alice", "bob", "carol", "dave", "operator")
@@ -135,7 +135,7 @@ class CrashLoop:
         self.recipients = recipients
         self.body_max = body_max
         self.log = log or (lambda msg: None)
-        self.daemon = Benchd(bench_dir, [])
+        self.daemon = Benchd(bench_dir, list(UNLIMITED))  # a durability run, not a limits one
         self.procs: list[subprocess.Popen] = []
         self.stop_file = os.path.join(work_dir, "STOP")
         self.figures = Figures(senders=senders)

@@ -15,9 +15,9 @@ from msgspec.structs import replace
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys
-from benchd.core.names import check_handle, check_mail_id
+from benchd.core.names import check_handle, check_mail_id, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
-from benchd.store import search
+from benchd.store import search, threads
 from benchd.store.index import READ, STATE_NAMES
 from benchd.store.statedir import read_regular
 
@@ -30,14 +30,24 @@ def _mailbox_for(caller, handle: str | None) -> str:
     return handle
 
 
+def _size(body: str) -> int:
+    return len(body.encode("utf-8", "surrogatepass"))  # the mailroom refuses bad text itself
+
+
 async def mail_send(d, conn, caller, req: m.MailSend) -> None:
+    limiter = d.limiter
+    limiter.recipients(caller.handle, len(req.reply_to or ()))
     if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
         local = d.outbound.local_request(req)
         if local is None:
+            limiter.charge(caller.handle, caller.is_operator)
             res = await d.outbound.queue(caller, req)
             await conn.send(replace(res, id=req.id))
             return
         req = local
+    check_handle(req.to, "recipient")
+    limiter.mailbox(caller.handle, req.to, _size(req.body))
+    limiter.charge(caller.handle, caller.is_operator)
     if req.key is not None:
         keys.check_client_key(req.key)
     res = await d.mailroom.send(
@@ -152,6 +162,9 @@ def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
 
 async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
     check_mail_id(req.mail_id)
+    cap = threads.THREAD_MAX if req.limit is None else req.limit
+    if not 1 <= cap <= threads.THREAD_MAX:
+        raise WireError("bad-limit", f"limit {cap} is outside 1-{threads.THREAD_MAX}")
     where = [
         r
         for r in _query(d, lambda w: search.locate(w, req.mail_id))
@@ -159,9 +172,9 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
     ]
     if not where:
         raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
-    rows = _query(d, lambda w: search.thread(w, req.mail_id))
+    part = _query(d, lambda w: threads.thread(w, req.mail_id, cap))
     out = []
-    for link in rows:
+    for link in part.links:
         if not _visible(caller, link.handle, link.sender):
             continue
         loaded = _load(d, link.handle, link.mail_id)
@@ -181,9 +194,22 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
                 in_reply_to=link.in_reply_to,
             )
         )
+    left_out = None
+    if part.cut:
+        left_out = m.ThreadLeftOut(
+            ancestors=part.ancestors_left,
+            replies=part.replies_left,
+            above=part.above,
+            below=part.below,
+        )
     await conn.send(
         m.ThreadOk(
-            id=req.id, mail_id=req.mail_id, messages=out, truncated=len(rows) >= search.THREAD_MAX
+            id=req.id,
+            mail_id=req.mail_id,
+            messages=out,
+            truncated=part.cut,
+            cap=cap,
+            left_out=left_out,
         )
     )
 
@@ -207,6 +233,12 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
         raise WireError("no-such-message", f"message {req.mail_id} could not be read")
     meta = loaded[0]
     targets = list(dict.fromkeys(meta.get("reply-to") or [meta["from"]]))
+    # A message from before the reply-to limit may ask for more replies than it allows.
+    d.limiter.recipients(caller.handle, len(targets))
+    for to in targets:
+        if isinstance(to, str) and is_handle(to):  # not handle@node; a bad one fails below
+            d.limiter.mailbox(caller.handle, to, _size(req.body))
+    d.limiter.charge(caller.handle, caller.is_operator, len(targets))
     subject = req.subject if req.subject is not None else reply_subject(meta.get("subject", ""))
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits

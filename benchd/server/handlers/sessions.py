@@ -30,6 +30,7 @@ async def spawn(d, conn, caller, req: m.Spawn) -> None:
     if parent is not None:
         req = await delegation.prepare(caller, req)
     if req.job is not None:
+        d.limiter.recipients(caller.handle, len(req.job.reply_to))  # a reply goes to each
         jobs.check_spec(req.job, caller)
     s = sessions.reserve(req)
     if parent is not None:

@@ -1,0 +1,63 @@
+"""The index's in-memory layer: the changes since the last commit, and what they mean
+for reads (pure, in memory). The index (benchd/store/index.py) merges it over SQLite."""
+
+import time
+
+import msgspec
+
+UNREAD, READ = 0, 1
+
+
+class MailRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One message as the index holds it: what a listing shows, its state and its key.
+
+    A Struct rather than a NamedTuple: msgspec.convert builds a page of them from the
+    cursor's tuples in C (measured: a NamedTuple per row cost the 51-row page query
+    about twice as much on top of the bare fetch)."""
+
+    mail_id: str
+    sender: str
+    subject: str
+    date: str
+    state: int  # UNREAD or READ
+    size: int
+    key: str
+
+
+class Pending:
+    """The changes since the last commit, and what they mean for reads (pure, in memory).
+
+    `rows` maps (handle, id) to the row as the database would now hold it, or None when
+    it was removed; `base`
+    the state the database holds for it (None: absent), so counts can be adjusted.
+    """
+
+    def __init__(self) -> None:
+        self.ops: list[tuple] = []
+        self.rows: dict[tuple[str, str], MailRow | None] = {}
+        self.base: dict[tuple[str, str], int | None] = {}
+        self.keys: dict[tuple[str, str], tuple[str, str]] = {}
+        self.by_handle: dict[str, set[str]] = {}
+        self.meta: dict[str, str] = {}
+        self.since = 0.0  # monotonic time of the oldest change
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def touch(self, handle: str, mail_id: str, base: int | None) -> None:
+        if not self.ops and not self.meta:
+            self.since = time.monotonic()
+        self.base.setdefault((handle, mail_id), base)
+        self.by_handle.setdefault(handle, set()).add(mail_id)
+
+    def count_delta(self, handle: str, state: int | None) -> int:
+        d = 0
+        for mail_id in self.by_handle.get(handle, ()):
+            before = self.base[(handle, mail_id)]
+            row = self.rows[(handle, mail_id)]
+            now = None if row is None else row.state
+            if state is None:
+                d += (now is not None) - (before is not None)
+            else:
+                d += (now == state) - (before == state)
+        return d
