@@ -47,7 +47,9 @@ def hits_text(a: dict) -> str:
 @common
 @click.argument("query")
 @click.option("--handle", help="whose mailbox (operator only; default: every mailbox)")
-@click.option("--from", "sender", metavar="H", help="only mail from this handle")
+@click.option(
+    "--from", "sender", metavar="ADDR", help="only mail from this address (alice, alice@node2)"
+)
 @click.option("--since", metavar="T", help="only mail sent since T: 2026-11-30T04:56Z, or 2h ago")
 @click.option("--limit", type=int, help="at most this many (default 50, at most 500)")
 def mail_search(bench_dir, as_json, query, handle, sender, since, limit):
@@ -66,4 +68,5 @@ mail_search.epilog = examples(
     'bench mail search "flaky test"',
     "bench mail search 'deploy*' --from alice --since 2h --limit 20",
     "bench mail search timeout --handle bob",
+    "bench mail search build --from operator@node2",
 )

@@ -65,19 +65,24 @@ class MailSearch(Request, tag="mail/search"):
 
     query: str
     handle: str | None = None  # whose mailbox (operator only; a session: its own)
+    # Only mail from this address (`alice` or `alice@node2`).
     sender: str | None = msgspec.field(default=None, name="from")
     since: str | None = None  # an ISO-8601 UTC time: only mail sent at or after it
     limit: int | None = None
 
 
 class MailThread(Request, tag="mail/thread"):
-    """The conversation a message belongs to (linked by in-reply-to), oldest first."""
+    """The conversation a message belongs to (linked by in-reply-to), oldest first.
+
+    `mail_id`: its id here, or its identity across nodes (<id>@<node>)."""
 
     mail_id: str
 
 
 class MailReply(Request, tag="mail/reply"):
-    """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject."""
+    """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject.
+
+    Recipients on other nodes (`carol@node2`) are answered across the bridge."""
 
     mail_id: str
     body: str = ""
@@ -424,7 +429,10 @@ class ThreadMessage(msgspec.Struct, kw_only=True):
     state: Literal["unread", "read"]
     path: str
     body: str
-    in_reply_to: str | None = None
+    in_reply_to: str | None = None  # the message it answers: an id here, or <id>@<node>
+    to: str = ""  # the recipient as addressed (handle@node for mail to another node)
+    # Its identity on every node: <id>@<node>, the id the node it was sent from gave it.
+    origin: str = ""
 
 
 class ThreadOk(Response, tag="mail/thread"):
@@ -434,9 +442,9 @@ class ThreadOk(Response, tag="mail/thread"):
 
 
 class ReplyOk(Response, tag="mail/reply"):
-    """One send per recipient (the message's reply-to handles, else its sender)."""
+    """One send per recipient (the message's reply-to addresses, else its sender)."""
 
-    in_reply_to: str
+    in_reply_to: str  # what the replies' in-reply-to says: the message's identity
     sent: list[SendOk]
 
 

@@ -10,6 +10,10 @@ that makes a resend a no-op, and an O(1) count of what is queued.
 The bridge (bench_bridge, its own process) pulls the queue, publishes, then reports
 `bridge/forwarded`; inbound, it hands messages to `bridge/deliver`, which delivers them
 with the sender's key, so a redelivery from JetStream writes nothing twice.
+
+A message keeps one identity across nodes (benchd.core.mailrefs): the copy delivered
+here records the id its node gave it as `origin`, and the references a message carries
+(`in-reply-to`) are written in full on the wire and as this node writes them here.
 """
 
 import os
@@ -18,12 +22,13 @@ import msgspec
 import trio
 
 from bench_wire import messages as m
+from bench_wire.addresses import check_address, split_address
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, keys
-from benchd.core.names import check_handle
+from benchd.core import frontmatter, mailrefs
+from benchd.core.names import check_mail_id
 from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import RetireOp, SendOp
-from benchd.runtime.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
+from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD
 
 PULL_MAX = 256
@@ -61,27 +66,24 @@ class Outbound:
     # ------------------------------------------------------------ mail/send to an address
 
     def local_request(self, req: m.MailSend) -> m.MailSend | None:
-        """mail/send to `handle@node`: the same request to `handle` when the node is this
-        one (the caller sends it as local mail), else None (queue it: `queue`)."""
-        handle, _, node = req.to.partition("@")
-        check_handle(handle, "recipient")
-        check_node(node)
-        if node != self.node:
+        """mail/send to an address: the same request to `handle` when it names no node or
+        this one (the caller sends it as local mail), else None (queue it: `queue`)."""
+        handle, node = split_address(req.to, "recipient")
+        if node is not None and node != self.node:
             return None
         return msgspec.structs.replace(req, to=handle)
 
     async def queue(self, caller, req: m.MailSend) -> m.SendOk:
-        """mail/send to `handle@node` on another node: queued for the bridge; returns
-        what the SendOk says."""
-        handle, _, node = req.to.partition("@")
+        """mail/send to `handle@node` on another node (`local_request` said so): queued
+        for the bridge; returns what the SendOk says. The caller checked its key."""
+        handle, node = split_address(req.to, "recipient")
+        assert node is not None, "local_request sends mail without a node locally"
         if not self.directory.knows(node):
             raise WireError(
                 "unknown-node",
                 f"no node named {node} has been seen (bench nodes lists the known ones); "
                 "start its bridge, or check the name",
             )
-        if req.key is not None:
-            keys.check_client_key(req.key)
         reply_to = [self.qualify(check_address(a, "reply-to")) for a in req.reply_to]
         room = self.mailroom
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.
@@ -105,7 +107,7 @@ class Outbound:
     def _remember(self, op: "QueueOp") -> None:
         if len(self.recent) >= RECENT_MAX:
             del self.recent[next(iter(self.recent))]
-        self.recent[op.meta["id"]] = remote_mail(op.meta, op.body)
+        self.recent[op.meta["id"]] = remote_mail(op.meta, op.body, self.node)
 
     def qualify(self, address: str) -> str:
         """A bare handle names a handle on this node: make it say so, for the far side."""
@@ -130,17 +132,18 @@ class Outbound:
                 meta, body = frontmatter.parse(f.read())
         except FileNotFoundError:
             return None
-        return remote_mail(meta, body)
+        return remote_mail(meta, body, self.node)
 
     def forgotten(self, mail_id: str) -> None:
         """Marked forwarded: no longer to be pulled."""
         self.recent.pop(mail_id, None)
 
     def inbound_op(self, msg: m.RemoteMail, origin: str) -> SendOp:
-        handle, _, node = msg.to.partition("@")
-        check_handle(handle, "recipient")
-        if node and node != self.node:
+        handle, node = split_address(msg.to, "recipient")
+        if node is not None and node != self.node:
             raise WireError("wrong-node", f"{msg.to} is not on this node ({self.node})")
+        # Its identity: the id the node it was sent from gave it (bad-id if none).
+        check_mail_id(msg.mail_id)
         sender = remote_sender(msg.sender, origin, self.node)
         reply_to = []
         for a in msg.reply_to:
@@ -150,10 +153,17 @@ class Outbound:
                 reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
+        in_reply_to = None
+        if msg.in_reply_to is not None:
+            try:
+                in_reply_to = mailrefs.received(msg.in_reply_to, origin, self.node)
+            except WireError:
+                pass  # a bad reference is dropped, like a bad reply-to: the message lands
         op = self.mailroom.make_send(
-            sender, handle, msg.body, msg.subject, msg.key, None, msg.in_reply_to
+            sender, handle, msg.body, msg.subject, msg.key, None, in_reply_to
         )
         op.reply_to = reply_to
+        op.origin = f"{msg.mail_id}@{origin}"
         op.also_log = lambda mail_id: [
             m.BridgeDelivered(mail_id=mail_id, sender=sender, to=handle, key=msg.key, origin=origin)
         ]
@@ -167,8 +177,12 @@ class Outbound:
         self.directory.update(req.nodes)
 
 
-def remote_mail(meta: dict, body: bytes) -> m.RemoteMail:
-    """A queued message (its front matter and body) as the bridge publishes it."""
+def remote_mail(meta: dict, body: bytes, own: str) -> m.RemoteMail:
+    """A queued message (its front matter and body) as the bridge publishes it: its
+    reference to the message it answers in full (benchd.core.mailrefs)."""
+    in_reply_to = meta.get("in-reply-to")
+    if in_reply_to is not None:
+        in_reply_to = mailrefs.full(in_reply_to, own)
     return m.RemoteMail(
         mail_id=meta["id"],
         sender=meta["from"],
@@ -178,7 +192,7 @@ def remote_mail(meta: dict, body: bytes) -> m.RemoteMail:
         subject=meta.get("subject", ""),
         date=meta["date"],
         reply_to=meta.get("reply-to") or [],
-        in_reply_to=meta.get("in-reply-to"),
+        in_reply_to=in_reply_to,
     )
 
 

@@ -5,6 +5,8 @@
   thread's replies are found without a scan.
 - `mail_text`: an FTS5 table over (subject, body), ranked by bm25 with a subject match
   weighing twice a body match. Which mailbox a row belongs to is in `mail_links`.
+- `mail_origins`: for a copy received from another node, its identity there (`origin`,
+  benchd.core.mailrefs), indexed both ways: a reply names its parent by that identity.
 
 Everything here runs on the index's one connection, inside the transaction the committer
 keeps open (so a message is searchable as soon as its send is answered) or the one
@@ -30,9 +32,13 @@ CREATE TABLE IF NOT EXISTS mail_links(
 CREATE UNIQUE INDEX IF NOT EXISTS links_by_id ON mail_links(id, handle);
 CREATE INDEX IF NOT EXISTS links_by_parent ON mail_links(in_reply_to);
 CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(subject, body);
+CREATE TABLE IF NOT EXISTS mail_origins(
+  id TEXT NOT NULL, handle TEXT NOT NULL, origin TEXT NOT NULL, PRIMARY KEY(id, handle));
+CREATE INDEX IF NOT EXISTS origins_by_origin ON mail_origins(origin);
 """
 
 _LINK = "INSERT OR IGNORE INTO mail_links(handle, id, sender, in_reply_to) VALUES (?,?,?,?)"
+_ORIGIN = "INSERT OR IGNORE INTO mail_origins(id, handle, origin) VALUES (?,?,?)"
 SNIPPET_TOKENS = 12
 THREAD_MAX = 200  # messages in one thread answer
 
@@ -55,6 +61,7 @@ def add(
     subject: str,
     body: bytes | str,
     in_reply_to: str | None,
+    origin: str | None = None,
 ) -> None:
     """Index one message (a no-op when it is indexed already)."""
     row = (handle, mail_id, sender, in_reply_to)
@@ -65,6 +72,12 @@ def add(
         cur = db.execute(_LINK, row)
     if not cur.rowcount:
         return
+    if origin is not None:
+        try:
+            db.execute(_ORIGIN, (mail_id, handle, origin))
+        except sqlite3.OperationalError:
+            create(db)  # an index made before origins were kept
+            db.execute(_ORIGIN, (mail_id, handle, origin))
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     db.execute(
@@ -83,6 +96,10 @@ def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
     if row is not None:
         db.execute("DELETE FROM mail_text WHERE rowid=?", (row[0],))
         db.execute("DELETE FROM mail_links WHERE rowid=?", (row[0],))
+        try:
+            db.execute("DELETE FROM mail_origins WHERE id=? AND handle=?", (mail_id, handle))
+        except sqlite3.OperationalError:
+            pass  # an index made before origins were kept: none to remove
 
 
 def ensure(index, mail_root: str) -> int:
@@ -119,6 +136,7 @@ def ensure(index, mail_root: str) -> int:
                     meta.get("subject", ""),
                     body,
                     meta.get("in-reply-to"),
+                    meta.get("origin"),
                 )
                 added += 1
             index.set_meta("search", VERSION)
@@ -186,13 +204,14 @@ def search(
     db: sqlite3.Connection,
     query: str,
     handle: str | None,
-    sender: str | None,
+    senders: list[str] | None,
     since: str | None,
     limit: int,
 ) -> list[Hit]:
     """Best matches first.
 
-    Up to `limit` + 1 rows, so the caller can say there were more.
+    Up to `limit` + 1 rows, so the caller can say there were more. `senders`: the
+    spellings of one sender's address (`alice` and `alice@<this node>`).
     """
     # The mailbox is a filter on the joined row, not a phrase in the MATCH: a phrase of
     # the handle would be in every message of a big mailbox, and intersecting its
@@ -209,9 +228,9 @@ def search(
     if handle is not None:
         sql.append("AND l.handle = ?")
         args.append(handle)
-    if sender is not None:
-        sql.append("AND l.sender = ?")
-        args.append(sender)
+    if senders:
+        sql.append("AND l.sender IN (" + ",".join("?" * len(senders)) + ")")
+        args += senders
     if since is not None:
         sql.append("AND msg.date >= ?")
         args.append(since)
@@ -254,16 +273,19 @@ def thread(db: sqlite3.Connection, mail_id: str) -> list[Link]:
 
     Up from the message through its in-reply-to links to the first message still known,
     then down through every reply to it (breadth first, at most THREAD_MAX messages).
+    A link may name a message by its identity on another node: `named` and `names`
+    resolve those to this node's copies.
     """
     root = mail_id
     seen = {mail_id}
     while True:
         row = db.execute("SELECT in_reply_to FROM mail_links WHERE id=?", (root,)).fetchone()
-        if row is None or row[0] is None or row[0] in seen:
+        parent = None if row is None or row[0] is None else next(iter(named(db, row[0])), None)
+        if parent is None or parent in seen:
             break
-        if db.execute("SELECT 1 FROM mail_links WHERE id=?", (row[0],)).fetchone() is None:
+        if db.execute("SELECT 1 FROM mail_links WHERE id=?", (parent,)).fetchone() is None:
             break  # its parent is not indexed (sent from elsewhere): this is the top
-        root = row[0]
+        root = parent
         seen.add(root)
     found: dict[tuple[str, str], tuple] = {}
     frontier = [root]
@@ -278,13 +300,44 @@ def thread(db: sqlite3.Connection, mail_id: str) -> list[Link]:
                 "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE id=?", (mid,)
             ):
                 found[(r[1], r[0])] = r
-            for r in db.execute(
-                "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE in_reply_to=? "
-                "ORDER BY id LIMIT ?",
-                (mid, THREAD_MAX),
-            ):
-                found[(r[1], r[0])] = r
-                nxt.append(r[1])
+            for ref in names(db, mid):
+                for r in db.execute(
+                    "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE in_reply_to=? "
+                    "ORDER BY id LIMIT ?",
+                    (ref, THREAD_MAX),
+                ):
+                    found[(r[1], r[0])] = r
+                    nxt.append(r[1])
         frontier = nxt
     rows = sorted(found.values(), key=lambda r: (r[1], r[0]))[:THREAD_MAX]
     return msgspec.convert(rows, list[Link])
+
+
+def named(db: sqlite3.Connection, ref: str) -> list[str]:
+    """The ids here of the message a reference names: a bare id is itself; `<id>@<node>`
+    (a message sent from another node) names the copies received with that origin."""
+    if "@" not in ref:
+        return [ref]
+    try:
+        rows = db.execute(
+            "SELECT id FROM mail_origins WHERE origin=? ORDER BY id", (ref,)
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return []  # an index made before origins were kept
+    return [r[0] for r in rows]
+
+
+def names(db: sqlite3.Connection, mail_id: str) -> list[str]:
+    """Every reference that may name the message `mail_id`: its id, and the origin of a
+    copy received from another node (what replies written on other nodes name)."""
+    try:
+        rows = db.execute("SELECT origin FROM mail_origins WHERE id=?", (mail_id,)).fetchall()
+    except sqlite3.OperationalError:
+        rows = []
+    return [mail_id, *dict.fromkeys(r[0] for r in rows)]
+
+
+def origin_of(db: sqlite3.Connection, mail_id: str) -> str | None:
+    """The identity on its node of a copy received from another node; None for mail
+    sent from this node."""
+    return next(iter(names(db, mail_id)[1:]), None)
