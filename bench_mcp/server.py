@@ -96,7 +96,7 @@ async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:
 
 async def search_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     ans = await d.call(
-        "mail/search", {"query": a["query"], "from": a.get("from"), "limit": a.get("limit")}
+        "mail/search", {"query": a["query"], "from": a.get("sent_by"), "limit": a.get("limit")}
     )
     hits = ans.get("hits", [])
     lines = [

@@ -141,9 +141,9 @@ TOOLS: dict[str, tuple[str, dict]] = {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "the words to look for"},
-                "from": {
+                "sent_by": {
                     "type": "string",
-                    "description": f"only mail from this sender, {_ADDRESS}",
+                    "description": f"only mail sent by this sender, {_ADDRESS}",
                 },
                 "limit": {
                     "type": "integer",
