@@ -33,9 +33,8 @@ def hits_text(a: dict) -> str:
         return "no mail matches"
     rows = []
     for h in hits:
-        rows.append(
-            f"{h['mail_id']}  {h['handle']:<12} {h['state']:<6} from {h['from']:<12} {h['subject']}"
-        )
+        to = h.get("to") or h["handle"]  # handle@node for mail queued for another node
+        rows.append(f"{h['mail_id']}  {to:<12} {h['state']:<6} from {h['from']:<12} {h['subject']}")
         # A snippet is a piece of someone's body: no control character reaches the terminal.
         snippet = "".join(c if c.isprintable() else " " for c in h["snippet"])
         rows.append("    " + " ".join(snippet.split()))

@@ -413,6 +413,7 @@ class SearchHit(msgspec.Struct, kw_only=True):
     size: int
     path: str
     snippet: str  # a few words of the body around the match, matches in [brackets]
+    to: str = ""  # the recipient as addressed (handle@node for mail to another node)
 
 
 class SearchOk(Response, tag="mail/search"):

@@ -108,6 +108,11 @@ def test_search_from_an_address(pair):
     assert hits("operator@node1") == hits("operator") == mine
     text = n1.d.bench("mail", "search", "deploy", "--from", "operator@node2")
     assert text.rc == 0 and "from operator@node2" in text.out and "1 matches" in text.out
+    # The queued copy lists its real recipient, not the queue's mailbox.
+    a = n1.d.ok("mail", "search", "notes", "--from", "operator")
+    assert [(h["handle"], h["to"]) for h in a["hits"]] == [("@outbound", "carol@node2")]
+    text = n1.d.bench("mail", "search", "notes").out
+    assert "carol@node2" in text and "@outbound" not in text
     for bad, code in [("Operator@node2", "bad-handle"), ("operator@Node2", "bad-node")]:
         res = n1.d.bench("mail", "search", "deploy", "--from", bad)
         assert res.rc == 1 and f"[{code}]" in res.err and "Traceback" not in res.err, res

@@ -21,6 +21,7 @@ from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.names import check_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
+from benchd.runtime.nodes import OUTBOUND
 from benchd.store import search
 from benchd.store.index import READ, STATE_NAMES
 from benchd.store.statedir import read_regular
@@ -148,10 +149,20 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
             size=r.size,
             path=d.mailroom.path(r.handle, r.mail_id, r.state),
             snippet=r.snippet,
+            to=_recipient(d, r.handle, r.mail_id),
         )
         for r in rows[:limit]
     ]
     await conn.send(m.SearchOk(id=req.id, hits=hits, truncated=len(rows) > limit))
+
+
+def _recipient(d, handle: str, mail_id: str) -> str:
+    """The recipient as addressed: the mailbox's handle, but for mail queued for another
+    node the address its file names (read only for those)."""
+    if handle != OUTBOUND:
+        return handle
+    loaded = _load(d, handle, mail_id)
+    return loaded[0]["to"] if loaded is not None else handle
 
 
 def _query(d, fn):
