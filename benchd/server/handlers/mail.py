@@ -275,7 +275,14 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
         # With several recipients each send needs its own key (keys are per sender).
         key = req.key if req.key is None or len(targets) == 1 else keys.recipient_key(req.key, to)
         reply = m.MailSend(to=to, body=req.body, subject=subject, key=key, in_reply_to=parent)
-        sent.append(replace(await _send(d, caller, reply), id=req.id))
+        try:
+            sent.append(replace(await _send(d, caller, reply), id=req.id))
+        except WireError as err:
+            if not sent:
+                raise
+            # A later recipient refused (an unknown node, say): say what already went.
+            done = ", ".join(f"{s.to} ({s.mail_id})" for s in sent)
+            raise WireError(err.code, f"{err.message} (the reply to {done} was sent)") from None
     await conn.send(m.ReplyOk(id=req.id, in_reply_to=parent, sent=sent))
 
 
