@@ -35,6 +35,7 @@ from bench_bridge import urls
 from bench_bridge.consumer import Consumer
 from bench_bridge.local import Local
 from bench_wire import messages as m
+from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
 
 _enc = msgspec.json.Encoder()
@@ -266,10 +267,10 @@ class Bridge:
             await local.call(m.BridgeForward(mail_ids=ids))
 
     async def _publish(self, x: m.RemoteMail):
-        handle, _, node = x.to.partition("@")
+        handle, node = split_address(x.to, "recipient")  # queued mail names its node
         assert self.js is not None  # connected before any forwarding
         return await self.js.publish(
-            urls.subject(node, handle),
+            urls.subject(node or "", handle),
             _enc.encode(x),
             timeout=5.0,
             stream=urls.STREAM,

@@ -35,9 +35,8 @@ def hits_text(a: dict) -> str:
         return "no mail matches"
     rows = []
     for h in hits:
-        rows.append(
-            f"{h['mail_id']}  {h['handle']:<12} {h['state']:<6} from {h['from']:<12} {h['subject']}"
-        )
+        to = h.get("to") or h["handle"]  # handle@node for mail queued for another node
+        rows.append(f"{h['mail_id']}  {to:<12} {h['state']:<6} from {h['from']:<12} {h['subject']}")
         # A snippet is a piece of someone's body, shown on one line: escaped (as all
         # untrusted text is on a terminal) and here even in a pipe, as it always was.
         rows.append("    " + " ".join(escape(h["snippet"]).split()))
@@ -50,7 +49,9 @@ def hits_text(a: dict) -> str:
 @common
 @click.argument("query")
 @click.option("--handle", help="whose mailbox (operator only; default: every mailbox)")
-@click.option("--from", "sender", metavar="H", help="only mail from this handle")
+@click.option(
+    "--from", "sender", metavar="ADDR", help="only mail from this address (alice, alice@node2)"
+)
 @click.option("--since", metavar="T", help="only mail sent since T: 2026-11-30T04:56Z, or 2h ago")
 @click.option("--limit", type=int, help="at most this many (default 50, at most 500)")
 def mail_search(bench_dir, as_json, query, handle, sender, since, limit):
@@ -69,4 +70,5 @@ mail_search.epilog = examples(
     'bench mail search "flaky test"',
     "bench mail search 'deploy*' --from alice --since 2h --limit 20",
     "bench mail search timeout --handle bob",
+    "bench mail search build --from operator@node2",
 )

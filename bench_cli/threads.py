@@ -15,11 +15,14 @@ from bench_wire import messages as m
 def thread_text(a: dict) -> str:
     parts = []
     for msg in a.get("messages") or []:
-        head = (
-            f"{msg['mail_id']}  {msg['from']} -> {msg['handle']}  {msg['date']}  [{msg['state']}]"
-        )
+        # `to` is the address as sent (bob@node2 for mail queued for another node).
+        to = msg.get("to") or msg["handle"]
+        head = f"{msg['mail_id']}  {msg['from']} -> {to}  {msg['date']}  [{msg['state']}]"
         if msg.get("in_reply_to"):
             head += f"  re {msg['in_reply_to']}"
+        origin = msg.get("origin") or ""
+        if origin and not origin.startswith(msg["mail_id"] + "@"):
+            head += f"  (sent as {origin})"  # a copy from another node: its id there
         parts.append(f"{head}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
     text = "\n".join(parts) if parts else "no messages"
     cut = output.thread_cut(a)
@@ -37,9 +40,11 @@ def thread_text(a: dict) -> str:
 def mail_thread(bench_dir, as_json, mail_id, limit):
     """Print the conversation MAIL_ID belongs to, oldest first (nothing is retired).
 
-    A thread longer than the cap is cut to MAIL_ID's neighbourhood: the root, the
-    nearest messages above it and the nearest replies below; the output says what was
-    left out and which command shows it."""
+    MAIL_ID is an id here, or a message's id on the node it was sent from with that
+    node's name (20261130T045611.123Z-0001@node2): a thread that crossed nodes is joined
+    through the copies this node holds. A thread longer than the cap is cut to MAIL_ID's
+    neighbourhood: the root, the nearest messages above it and the nearest replies below;
+    the output says what was left out and which command shows it."""
     ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.MailThread(mail_id=mail_id, limit=limit))
     done(ctx, a, thread_text(a))
@@ -52,7 +57,9 @@ def mail_thread(bench_dir, as_json, mail_id, limit):
 @click.option("-s", "--subject", help="one line (default: Re: and the message's subject)")
 @click.option("--key", help="idempotency key: a resend with the same key writes nothing")
 def mail_reply(bench_dir, as_json, mail_id, body, subject, key):
-    """Answer MAIL_ID: to its reply-to handles (else its sender), with in-reply-to set."""
+    """Answer MAIL_ID: to its reply-to addresses (else its sender), with in-reply-to set.
+
+    A sender or reply-to on another node (carol@node2) is answered across the bridge."""
     ctx = Ctx(bench_dir, as_json)
     if body is None:
         if sys.stdin is None or sys.stdin.isatty():

@@ -113,7 +113,9 @@ async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:
 
 
 async def search_mail(d: Daemon, a: dict) -> tuple[str, dict]:
-    ans = await d.call("mail/search", {"query": a["query"], "limit": a.get("limit")})
+    ans = await d.call(
+        "mail/search", {"query": a["query"], "from": a.get("sent_by"), "limit": a.get("limit")}
+    )
     hits = ans.get("hits", [])
     lines = [
         f"{h['mail_id']}  from {h['from']}  {h['state']}  {h['subject']}\n    {h['snippet']}"
@@ -156,6 +158,13 @@ async def reply(d: Daemon, a: dict) -> tuple[str, dict]:
     return text, {"in_reply_to": msg["mail_id"], "sent": sent}
 
 
+async def thread(d: Daemon, a: dict) -> tuple[str, dict]:
+    # A wake line's path names the caller's own mailbox: the id is what the daemon needs.
+    mail_id = t.message_ref(a["id"])[1]
+    ans = await d.call("mail/thread", {"mail_id": mail_id})
+    return escape(t.thread_text(ans)), t.public(ans)
+
+
 async def report(d: Daemon, a: dict) -> tuple[str, dict]:
     ans = await d.call("job/report", {"content": a["content"]})
     return (
@@ -192,6 +201,7 @@ HANDLERS = {
     "read_mail": read_mail,
     "search_mail": search_mail,
     "reply": reply,
+    "thread": thread,
     "report": report,
     "whoami": whoami,
 }

@@ -14,6 +14,7 @@ from bench_wire.errors import WireError
 SUBJECT_CHARS = 200
 
 _HANDLE = "a handle: 1-64 characters of a-z 0-9 . _ -, starting with a letter or digit"
+_ADDRESS = f"an address: {_HANDLE}; or handle@node for an agent on another machine (bob@node2)"
 _ID = "a message id such as 20261130T045611.123Z-0001"
 
 # name -> (description, JSON schema of the arguments). Written for a model: what the
@@ -21,14 +22,16 @@ _ID = "a message id such as 20261130T045611.123Z-0001"
 TOOLS: dict[str, tuple[str, dict]] = {
     "send_mail": (
         "Send mail to another agent, or to `operator` (the person at the keyboard), by "
-        "handle. You are the sender: there is no sender argument. When this returns, the "
+        "handle, or by handle@node to an agent on another machine (it is queued and "
+        "crosses as soon as it can). You are the sender: there is no sender argument. "
+        "When this returns, the "
         "message is durably in the recipient's mailbox; a live recipient is woken with a "
         "one-line notice. Returns the new message's id and whether a live session holds "
         "the recipient (if not, the mail waits in its inbox).",
         {
             "type": "object",
             "properties": {
-                "to": {"type": "string", "description": f"the recipient, {_HANDLE}"},
+                "to": {"type": "string", "description": f"the recipient, {_ADDRESS}"},
                 "body": {"type": "string", "description": "the message text (at most 256 KiB)"},
                 "subject": {
                     "type": "string",
@@ -42,8 +45,8 @@ TOOLS: dict[str, tuple[str, dict]] = {
                 "reply_to": {
                     "type": "array",
                     "items": {"type": "string"},
-                    "description": "handles that replies to this message should go to "
-                    "(default: you)",
+                    "description": "addresses (handles, or handle@node) that replies to "
+                    "this message should go to (default: you)",
                 },
                 "in_reply_to": {
                     "type": "string",
@@ -98,10 +101,10 @@ TOOLS: dict[str, tuple[str, dict]] = {
         },
     ),
     "reply": (
-        "Answer a message in your mailbox: sends `body` to the handles in its reply-to if "
-        "it names any, else to its sender, with the subject `Re: <its subject>` and "
-        "in-reply-to set to its id. The message is marked read. Returns the id of each "
-        "reply sent.",
+        "Answer a message in your mailbox: sends `body` to the addresses in its reply-to "
+        "if it names any, else to its sender (on this machine or another: bob@node2), with "
+        "the subject `Re: <its subject>` and in-reply-to naming it. The message is marked "
+        "read. Returns the id of each reply sent.",
         {
             "type": "object",
             "properties": {
@@ -138,6 +141,10 @@ TOOLS: dict[str, tuple[str, dict]] = {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "the words to look for"},
+                "sent_by": {
+                    "type": "string",
+                    "description": f"only mail sent by this sender, {_ADDRESS}",
+                },
                 "limit": {
                     "type": "integer",
                     "minimum": 1,
@@ -149,6 +156,24 @@ TOOLS: dict[str, tuple[str, dict]] = {
             "additionalProperties": False,
         },
     ),
+    "thread": (
+        "Show the conversation a message belongs to, oldest first: each message linked to "
+        "it by in-reply-to that you sent or received, with its sender, recipient, date, "
+        "state and body. A conversation with agents on other machines is joined through "
+        "the copies on this one. Nothing is marked read.",
+        {
+            "type": "object",
+            "properties": {
+                "id": {
+                    "type": "string",
+                    "description": f"{_ID}, its id on the machine it was sent from with that "
+                    "node's name (20261130T045611.123Z-0001@node2), or the path from a wake line",
+                },
+            },
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    ),
     "whoami": (
         "Who you are to bench: your handle (the address other agents write to), your "
         "session, the state directory, and how many unread messages wait for you.",
@@ -157,7 +182,7 @@ TOOLS: dict[str, tuple[str, dict]] = {
 }
 
 # Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
-READ_ONLY = {"list_mail", "search_mail", "whoami"}
+READ_ONLY = {"list_mail", "search_mail", "thread", "whoami"}
 
 _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
 
@@ -264,6 +289,19 @@ def listing_text(a: dict, state: str) -> str:
     if a.get("truncated"):
         foot += f"; more: list_mail with cursor {a['cursor']!r}"
     return "\n".join(rows + [foot])
+
+
+def thread_text(a: dict) -> str:
+    """A mail/thread answer as text: a header line per message, then its body."""
+    parts = []
+    for msg in a.get("messages") or []:
+        to = msg.get("to") or msg["handle"]
+        head = f"{msg['mail_id']}  from {msg['from']} to {to}  {msg['date']}  {msg['state']}"
+        if msg.get("in_reply_to"):
+            head += f"  in reply to {msg['in_reply_to']}"
+        parts.append(f"{head}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
+    more = " (more: the conversation is longer)" if a.get("truncated") else ""
+    return "\n".join(parts) + f"{len(parts)} messages{more}"
 
 
 def public(answer: dict) -> dict:

@@ -65,6 +65,7 @@ class MailSearch(Request, tag="mail/search"):
 
     query: str
     handle: str | None = None  # whose mailbox (operator only; a session: its own)
+    # Only mail from this address (`alice` or `alice@node2`).
     sender: str | None = msgspec.field(default=None, name="from")
     since: str | None = None  # an ISO-8601 UTC time: only mail sent at or after it
     limit: int | None = None
@@ -72,14 +73,18 @@ class MailSearch(Request, tag="mail/search"):
 
 class MailThread(Request, tag="mail/thread"):
     """The conversation a message belongs to (linked by in-reply-to), oldest first; one
-    longer than `limit` is cut to the message's neighbourhood (`left_out` in the answer)."""
+    longer than `limit` is cut to the message's neighbourhood (`left_out` in the answer).
+
+    `mail_id`: its id here, or its identity across nodes (<id>@<node>)."""
 
     mail_id: str
     limit: int | None = None  # default and maximum: caps.thread_max
 
 
 class MailReply(Request, tag="mail/reply"):
-    """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject."""
+    """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject.
+
+    Recipients on other nodes (`carol@node2`) are answered across the bridge."""
 
     mail_id: str
     body: str = ""
@@ -428,6 +433,7 @@ class SearchHit(msgspec.Struct, kw_only=True):
     size: int
     path: str
     snippet: str  # a few words of the body around the match, matches in [brackets]
+    to: str = ""  # the recipient as addressed (handle@node for mail to another node)
 
 
 class SearchOk(Response, tag="mail/search"):
@@ -444,7 +450,10 @@ class ThreadMessage(msgspec.Struct, kw_only=True):
     state: Literal["unread", "read"]
     path: str
     body: str
-    in_reply_to: str | None = None
+    in_reply_to: str | None = None  # the message it answers: an id here, or <id>@<node>
+    to: str = ""  # the recipient as addressed (handle@node for mail to another node)
+    # Its identity on every node: <id>@<node>, the id the node it was sent from gave it.
+    origin: str = ""
 
 
 class ThreadLeftOut(msgspec.Struct, kw_only=True):
@@ -465,9 +474,9 @@ class ThreadOk(Response, tag="mail/thread"):
 
 
 class ReplyOk(Response, tag="mail/reply"):
-    """One send per recipient (the message's reply-to handles, else its sender)."""
+    """One send per recipient (the message's reply-to addresses, else its sender)."""
 
-    in_reply_to: str
+    in_reply_to: str  # what the replies' in-reply-to says: the message's identity
     sent: list[SendOk]
 
 

@@ -9,6 +9,7 @@
     key: "k-..."
     reply-to: ["bob"]
     in-reply-to: "..."
+    origin: "20261130T045610.007Z-0003@node2"
     ---
 
     body...
@@ -28,7 +29,9 @@ import re
 from json.encoder import encode_basestring  # json.dumps' C string encoder, without dumps' overhead
 from typing import Any
 
-FIELDS = ("id", "from", "to", "subject", "date", "key", "reply-to", "in-reply-to")
+# `origin`: only on a copy received from another node, its identity there
+# (benchd.core.mailrefs).
+FIELDS = ("id", "from", "to", "subject", "date", "key", "reply-to", "in-reply-to", "origin")
 
 
 def _yaml_printable(ch: str) -> bool:
@@ -75,7 +78,8 @@ def scalar(value: str) -> str:
 
 
 def render(meta: dict[str, Any], body: bytes) -> bytes:
-    """The file's bytes. `meta` holds FIELDS (reply-to a list, in-reply-to optional)."""
+    """The file's bytes. `meta` holds FIELDS (reply-to a list, in-reply-to and origin
+    optional)."""
     lines = ["---"]
     for name in FIELDS:
         value = meta.get(name)

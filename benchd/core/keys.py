@@ -9,15 +9,15 @@ Bench derives two longer forms from a caller's key, and only bench writes them:
 - a job's reply: `outbox:<job key>:reply:<n>`, one per reply-to address (the job
   outbox's row; a 256-character job key still gets its replies);
 - a reply to several recipients (`mail/reply` to a message with several reply-to
-  addresses): `<key>:<handle>`, one per recipient, as keys are per message.
+  addresses): `<key>:<address>`, one per recipient, as keys are per message.
 
 The mailroom stores a caller's key or one of these forms (`check_key`); a caller's own
 key is checked with `check_client_key` before anything is done.
 """
 
+from bench_wire.addresses import is_address
 from bench_wire.errors import WireError
 from benchd.core.frontmatter import check_subject
-from benchd.core.names import is_handle
 
 KEY_MAX = 256  # the one limit a user meets (bench_wire/errors.py says it too)
 RESERVED = "outbox:"  # the prefix of bench's own keys
@@ -54,14 +54,15 @@ def job_key_of(key: str) -> str | None:
     return None
 
 
-def recipient_key(key: str, handle: str) -> str:
-    """The key of one of several sends made for one keyed request (one per recipient)."""
-    return f"{key}:{handle}"
+def recipient_key(key: str, to: str) -> str:
+    """The key of one of several sends made for one keyed request (one per recipient:
+    a handle, or handle@node)."""
+    return f"{key}:{to}"
 
 
 def _is_recipient_key(key: str) -> bool:
-    inner, sep, handle = key.rpartition(":")
-    return bool(sep) and is_handle(handle) and is_key(inner)
+    inner, sep, to = key.rpartition(":")
+    return bool(sep) and is_address(to) and is_key(inner)
 
 
 def check_key(key: str) -> None:

@@ -2,44 +2,17 @@
 
 import re
 import time
-from typing import TypeGuard
 
+# The handle rule is bench_wire's (the bridge, which never imports benchd, needs it too).
+from bench_wire.addresses import HANDLE_RE as HANDLE_RE
+from bench_wire.addresses import check_handle as check_handle
+from bench_wire.addresses import is_handle as is_handle
+from bench_wire.addresses import split_address as split_address
 from bench_wire.errors import WireError
 
-HANDLE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 OPERATOR = "operator"
 # 20261130T045611.123Z-0001: UTC time to the millisecond, then a counter within that ms.
 MAIL_ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{3}Z-[0-9]{4}")
-
-
-def is_handle(value: object) -> TypeGuard[str]:
-    return isinstance(value, str) and HANDLE_RE.fullmatch(value) is not None and value != ".."
-
-
-def check_handle(
-    value: object, what: str = "handle", code: str = "bad-handle", noun: str = "a handle"
-) -> str:
-    """The handle, or a bad-handle error naming what was wrong. Node names follow the
-    same rule with their own code (`nodes.check_node`)."""
-    if not is_handle(value):
-        raise WireError(
-            code,
-            f"{what} {value!r} is not {noun}: use 1-64 characters of a-z 0-9 . _ - "
-            "starting with a letter or digit",
-        )
-    return value
-
-
-def parse_address(value: object, what: str = "address") -> tuple[str, str | None]:
-    """`bob@node2` -> ("bob", "node2"); `bob` -> ("bob", None); else bad-handle or
-    bad-node. An address is a handle, on this node or on another."""
-    if not isinstance(value, str):
-        raise WireError("bad-handle", f"{what} {value!r} is not an address")
-    handle, at, node = value.partition("@")
-    check_handle(handle, what)
-    if not at:
-        return handle, None
-    return handle, check_handle(node, "node", "bad-node", "a node name")
 
 
 def check_mail_id(value: object) -> str:

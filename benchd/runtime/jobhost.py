@@ -36,7 +36,7 @@ from benchd.core.jobs import (
     decode_agent_job,
 )
 from benchd.core.keys import check_client_key, job_key_of
-from benchd.core.names import parse_address
+from benchd.core.names import split_address
 from benchd.runtime.committer import EventOp, now_ms
 from benchd.store import faults
 from benchd.store.outbox import SqliteOutbox
@@ -206,7 +206,7 @@ class JobHost:
 
     def _local(self, address: str) -> str:
         """`h@<this node>` is the local handle h; anything else is left as it is."""
-        handle, node = parse_address(address, "reply-to")
+        handle, node = split_address(address, "reply-to")
         own = self.outbound.node if self.outbound is not None else None
         return handle if node is None or node == own else address
 
@@ -222,7 +222,7 @@ class JobHost:
         """Refuse a bad job before anything is spawned."""
         for h in spec.reply_to:
             # Any address the spawner could mail: a handle, or handle@node.
-            _handle, node = parse_address(self._local(h), "reply-to")
+            _handle, node = split_address(self._local(h), "reply-to")
             if node is not None and self.outbound is not None:
                 self.outbound.check_known(node)
         if spec.key is None:

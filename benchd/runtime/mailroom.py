@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from bench_wire.addresses import check_address
 from bench_wire.errors import WireError
 from bench_wire.messages import (
     ListOk,
@@ -23,10 +24,9 @@ from bench_wire.messages import (
     ReadOk,
     SendOk,
 )
-from benchd.core import frontmatter, keys
+from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
-from benchd.runtime.nodes import check_address
 from benchd.store import faults
 from benchd.store.fileio import write_all
 from benchd.store.flush import fsync_dir
@@ -88,7 +88,7 @@ class Mailroom:
         for h in reply_to or []:
             check_address(h, "reply-to")  # a handle, or handle@node on another node
         if in_reply_to is not None:
-            check_mail_id(in_reply_to)
+            mailrefs.check_ref(in_reply_to)  # an id here, or <id>@<node> sent from there
         if len(subject) > SUBJECT_CHARS:
             raise WireError(
                 "subject-too-long",
@@ -128,11 +128,9 @@ class Mailroom:
             limit = LIST_DEFAULT
         if not 1 <= limit <= LIST_MAX:
             raise WireError("bad-limit", f"limit {limit} is outside 1-{LIST_MAX}")
-        if cursor is not None and not isinstance(cursor, str):
-            raise WireError("bad-cursor", "the cursor is not one a listing returned")
         if cursor is not None:
             try:
-                check_mail_id(cursor)
+                check_mail_id(cursor)  # refuses a cursor that is no string, too
             except WireError:
                 raise WireError("bad-cursor", "the cursor is not one a listing returned") from None
         st = {"unread": UNREAD, "read": READ, "all": None}[state]
@@ -297,9 +295,10 @@ def _parse(path: str, data: bytes) -> tuple[dict, bytes]:
 
 
 class SendOp(Op):
-    # The front matter's `to` when it is not the mailbox's handle: the outbound queue's
-    # files say `bob@node2` (benchd.runtime.outbound).
+    # The front matter's `to` when not the mailbox's handle (the outbound queue's files say
+    # `bob@node2`), and `origin` on a copy from another node (benchd.runtime.outbound).
     address: str | None = None
+    origin: str | None = None
 
     def __init__(self, room, sender, to, subject, body, key, reply_to, in_reply_to, live):
         super().__init__()
@@ -382,6 +381,7 @@ class SendOp(Op):
             "key": key,
             "reply-to": self.reply_to,
             "in-reply-to": self.in_reply_to,
+            "origin": self.origin,
         }
         data = frontmatter.render(meta, self.body)
         self.tmp = os.path.join(box, "tmp", mail_id + ".md")
@@ -451,7 +451,7 @@ class SendOp(Op):
             m["key"],
             new=True,
         )
-        idx.add_text(self.to, m["id"], m["from"], m["subject"], self.body, self.in_reply_to)
+        idx.add_text(self.to, m["id"], m["from"], m["subject"], self.body, m)
 
 
 def _key_conflict(key: str) -> WireError:
@@ -583,9 +583,7 @@ def reconcile(
                 len(body),
                 meta["key"],
             )
-            index.add_text(
-                handle, mail_id, meta["from"], meta["subject"], body, meta.get("in-reply-to")
-            )
+            index.add_text(handle, mail_id, meta["from"], meta["subject"], body, meta)
             if mail_id in logged:
                 continue
             recovered.append(

@@ -12,9 +12,10 @@ import socket
 
 import msgspec
 
+from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
 from bench_wire.messages import NodeInfo
-from benchd.core.names import check_handle, is_handle
+from benchd.core.names import is_handle
 
 # Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
 OUTBOUND = "@outbound"
@@ -27,39 +28,15 @@ def default_node() -> str:
     return name if is_handle(name) else "node"
 
 
-def check_node(value: object, what: str = "node") -> str:
-    return check_handle(value, what, "bad-node", "a node name")
-
-
-def split(address: str) -> tuple[str, str | None]:
-    """`bob@node2` -> ("bob", "node2"); `bob` -> ("bob", None). Validates both parts."""
-    handle, at, node = address.partition("@")
-    check_handle(handle, "recipient")
-    if not at:
-        return handle, None
-    check_node(node)
-    return handle, node
-
-
-def check_address(value: object, what: str = "address") -> str:
-    """A handle or handle@node, else bad-handle / bad-node."""
-    if not isinstance(value, str):
-        raise WireError("bad-handle", f"{what} {value!r} is not an address")
-    handle, at, node = value.partition("@")
-    check_handle(handle, what)
-    if at:
-        check_node(node)
-    return value
-
-
 def remote_sender(sender: str, origin: str, own: str) -> str:
     """The sender of a message that came from NATS, never a local one: an address
     without a node, or naming this node, is rewritten to name the node it came from
-    (`origin`, already checked not to be this node)."""
-    handle, _, node = sender.partition("@")
-    if not is_handle(handle):
-        handle = "unknown"
-    if not node or node == own or not is_handle(node):
+    (`origin`, already checked not to be this node); a malformed one is `unknown` there."""
+    try:
+        handle, node = split_address(sender, "from")
+    except WireError:
+        handle, node = "unknown", None  # no part of a malformed address is believed
+    if node is None or node == own:
         node = origin
     return f"{handle}@{node}"
 

@@ -10,6 +10,10 @@ that makes a resend a no-op, and an O(1) count of what is queued.
 The bridge (bench_bridge, its own process) pulls the queue, publishes, then reports
 `bridge/forwarded`; inbound, it hands messages to `bridge/deliver`, which delivers them
 with the sender's key, so a redelivery from JetStream writes nothing twice.
+
+A message keeps one identity across nodes (benchd.core.mailrefs): the copy delivered
+here records the id its node gave it as `origin`, and the references a message carries
+(`in-reply-to`) are written in full on the wire and as this node writes them here.
 """
 
 import os
@@ -18,12 +22,13 @@ import msgspec
 import trio
 
 from bench_wire import messages as m
+from bench_wire.addresses import check_address, split_address
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, keys
-from benchd.core.names import check_handle
+from benchd.core import frontmatter, keys, mailrefs
+from benchd.core.names import check_mail_id
 from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import RetireOp, SendOp
-from benchd.runtime.nodes import OUTBOUND, Directory, check_address, check_node, remote_sender
+from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD
 
 PULL_MAX = 256
@@ -61,12 +66,10 @@ class Outbound:
     # ------------------------------------------------------------ mail/send to an address
 
     def local_request(self, req: m.MailSend) -> m.MailSend | None:
-        """mail/send to `handle@node`: the same request to `handle` when the node is this
-        one (the caller sends it as local mail), else None (queue it: `queue`)."""
-        handle, _, node = req.to.partition("@")
-        check_handle(handle, "recipient")
-        check_node(node)
-        if node != self.node:
+        """mail/send to an address: the same request to `handle` when it names no node or
+        this one (the caller sends it as local mail), else None (queue it: `queue`)."""
+        handle, node = split_address(req.to, "recipient")
+        if node is not None and node != self.node:
             return None
         return msgspec.structs.replace(req, to=handle)
 
@@ -102,7 +105,9 @@ class Outbound:
         """The op that queues mail from the local handle `sender` to `address` (a
         handle@node on another node), not yet submitted; also the outbox's port for a
         job's reply to another node."""
-        handle, _, node = address.partition("@")
+        handle, node = split_address(address, "recipient")
+        if node is None or node == self.node:
+            raise WireError("bad-request", f"{address} is not on another node")
         self.check_known(node)
         qualified = [self.qualify(check_address(a, "reply-to")) for a in reply_to or []]
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.
@@ -118,13 +123,13 @@ class Outbound:
         if not res.duplicate:
             self._remember(op)
         self._queued.set()
-        node = op.address.partition("@")[2] if op.address else ""
+        node = split_address(op.address)[1] or "" if op.address else ""
         return msgspec.structs.replace(res, to=op.address, live=False, note=f"queued-for-{node}")
 
     def _remember(self, op: "QueueOp") -> None:
         if len(self.recent) >= RECENT_MAX:
             del self.recent[next(iter(self.recent))]
-        self.recent[op.meta["id"]] = remote_mail(op.meta, op.body)
+        self.recent[op.meta["id"]] = remote_mail(op.meta, op.body, self.node)
 
     def qualify(self, address: str) -> str:
         """A bare handle names a handle on this node: make it say so, for the far side."""
@@ -149,17 +154,18 @@ class Outbound:
                 meta, body = frontmatter.parse(f.read())
         except FileNotFoundError:
             return None
-        return remote_mail(meta, body)
+        return remote_mail(meta, body, self.node)
 
     def forgotten(self, mail_id: str) -> None:
         """Marked forwarded: no longer to be pulled."""
         self.recent.pop(mail_id, None)
 
     def inbound_op(self, msg: m.RemoteMail, origin: str) -> SendOp:
-        handle, _, node = msg.to.partition("@")
-        check_handle(handle, "recipient")
-        if node and node != self.node:
+        handle, node = split_address(msg.to, "recipient")
+        if node is not None and node != self.node:
             raise WireError("wrong-node", f"{msg.to} is not on this node ({self.node})")
+        # Its identity: the id the node it was sent from gave it (bad-id if none).
+        check_mail_id(msg.mail_id)
         sender = remote_sender(msg.sender, origin, self.node)
         reply_to = []
         for a in msg.reply_to:
@@ -169,10 +175,17 @@ class Outbound:
                 reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
+        in_reply_to = None
+        if msg.in_reply_to is not None:
+            try:
+                in_reply_to = mailrefs.received(msg.in_reply_to, origin, self.node)
+            except WireError:
+                pass  # a bad reference is dropped, like a bad reply-to: the message lands
         op = self.mailroom.make_send(
-            sender, handle, msg.body, msg.subject, msg.key, None, msg.in_reply_to
+            sender, handle, msg.body, msg.subject, msg.key, None, in_reply_to
         )
         op.reply_to = reply_to
+        op.origin = f"{msg.mail_id}@{origin}"
         op.also_log = lambda mail_id: [
             m.BridgeDelivered(mail_id=mail_id, sender=sender, to=handle, key=msg.key, origin=origin)
         ]
@@ -186,8 +199,12 @@ class Outbound:
         self.directory.update(req.nodes)
 
 
-def remote_mail(meta: dict, body: bytes) -> m.RemoteMail:
-    """A queued message (its front matter and body) as the bridge publishes it."""
+def remote_mail(meta: dict, body: bytes, own: str) -> m.RemoteMail:
+    """A queued message (its front matter and body) as the bridge publishes it: its
+    reference to the message it answers in full (benchd.core.mailrefs)."""
+    in_reply_to = meta.get("in-reply-to")
+    if in_reply_to is not None:
+        in_reply_to = mailrefs.full(in_reply_to, own)
     return m.RemoteMail(
         mail_id=meta["id"],
         sender=meta["from"],
@@ -197,7 +214,7 @@ def remote_mail(meta: dict, body: bytes) -> m.RemoteMail:
         subject=meta.get("subject", ""),
         date=meta["date"],
         reply_to=meta.get("reply-to") or [],
-        in_reply_to=meta.get("in-reply-to"),
+        in_reply_to=in_reply_to,
     )
 
 

@@ -372,11 +372,13 @@ class Index:
         self.pending.keys.setdefault((sender, key), k)
         self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date, size, key)))
 
-    def add_text(self, handle, mail_id, sender, subject, body, in_reply_to) -> None:
+    def add_text(self, handle, mail_id, sender, subject, body, meta) -> None:
         """What search and threads need of a message (benchd/store/search.py), written with the
-        next flush like every other change; a message is searchable once it commits."""
+        next flush like every other change; a message is searchable once it commits. `meta`:
+        its front matter, for the links (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
-        self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, in_reply_to)))
+        links = (meta.get("in-reply-to"), meta.get("origin"))
+        self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, *links)))
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
         row = self.get(handle, mail_id)

@@ -6,6 +6,8 @@
   are found without a scan or a walk (benchd/store/threads.py).
 - `mail_text`: an FTS5 table over (subject, body), ranked by bm25 with a subject match
   weighing twice a body match. Which mailbox a row belongs to is in `mail_links`.
+- `mail_origins`: for a copy received from another node, its identity there (`origin`,
+  benchd.core.mailrefs), indexed both ways: a reply names its parent by that identity.
 
 Everything here runs on the index's one connection, inside the transaction the committer
 keeps open (so a message is searchable as soon as its send is answered) or the one
@@ -31,6 +33,9 @@ CREATE TABLE IF NOT EXISTS mail_links(
 CREATE UNIQUE INDEX IF NOT EXISTS links_by_id ON mail_links(id, handle);
 CREATE INDEX IF NOT EXISTS links_by_parent ON mail_links(in_reply_to);
 CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(subject, body);
+CREATE TABLE IF NOT EXISTS mail_origins(
+  id TEXT NOT NULL, handle TEXT NOT NULL, origin TEXT NOT NULL, PRIMARY KEY(id, handle));
+CREATE INDEX IF NOT EXISTS origins_by_origin ON mail_origins(origin);
 """
 _ROOT_INDEX = "CREATE INDEX IF NOT EXISTS links_by_root ON mail_links(root, depth, id)"
 
@@ -45,6 +50,7 @@ _ADOPT = (
     "UPDATE mail_links SET root=?, depth=depth+? WHERE root IN "
     "(SELECT id FROM mail_links WHERE in_reply_to=? AND root=id AND id<>?)"
 )
+_ORIGIN = "INSERT OR IGNORE INTO mail_origins(id, handle, origin) VALUES (?,?,?)"
 SNIPPET_TOKENS = 12
 
 
@@ -111,9 +117,15 @@ def add(
     subject: str,
     body: bytes | str,
     in_reply_to: str | None,
+    origin: str | None = None,
 ) -> None:
     """Index one message (a no-op when it is indexed already)."""
     try:
+        # A reference to a message sent from another node (`<id>@<node>`) is linked to
+        # this node's copy of it when there is one (else kept, and rewritten when the
+        # copy arrives: above).
+        if in_reply_to is not None and "@" in in_reply_to:
+            in_reply_to = next(iter(named(db, in_reply_to)), in_reply_to)
         root, depth = _place(db, mail_id, in_reply_to)
     except sqlite3.OperationalError:
         create(db)  # an index opened without `ensure` (tools, tests): make the tables
@@ -121,6 +133,15 @@ def add(
     cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     if not cur.rowcount:
         return
+    if origin is not None:
+        try:
+            db.execute(_ORIGIN, (mail_id, handle, origin))
+        except sqlite3.OperationalError:
+            create(db)  # an index made before origins were kept
+            db.execute(_ORIGIN, (mail_id, handle, origin))
+        # Replies indexed first named this copy by its identity on its node: they name
+        # it by its id here from now on, so the thread queries follow local ids only.
+        db.execute("UPDATE mail_links SET in_reply_to=? WHERE in_reply_to=?", (mail_id, origin))
     db.execute(_ADOPT, (root, depth + 1, mail_id, root))
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
@@ -140,6 +161,10 @@ def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
     if row is not None:
         db.execute("DELETE FROM mail_text WHERE rowid=?", (row[0],))
         db.execute("DELETE FROM mail_links WHERE rowid=?", (row[0],))
+        try:
+            db.execute("DELETE FROM mail_origins WHERE id=? AND handle=?", (mail_id, handle))
+        except sqlite3.OperationalError:
+            pass  # an index made before origins were kept: none to remove
 
 
 def ensure(index, mail_root: str) -> int:
@@ -177,6 +202,7 @@ def ensure(index, mail_root: str) -> int:
                     meta.get("subject", ""),
                     body,
                     meta.get("in-reply-to"),
+                    meta.get("origin"),
                 )
                 added += 1
             index.set_meta("search", VERSION)
@@ -235,13 +261,14 @@ def search(
     db: sqlite3.Connection,
     query: str,
     handle: str | None,
-    sender: str | None,
+    senders: list[str] | None,
     since: str | None,
     limit: int,
 ) -> list[Hit]:
     """Best matches first.
 
-    Up to `limit` + 1 rows, so the caller can say there were more.
+    Up to `limit` + 1 rows, so the caller can say there were more. `senders`: the
+    spellings of one sender's address (`alice` and `alice@<this node>`).
     """
     # The mailbox is a filter on the joined row, not a phrase in the MATCH: a phrase of
     # the handle would be in every message of a big mailbox, and intersecting its
@@ -258,9 +285,9 @@ def search(
     if handle is not None:
         sql.append("AND l.handle = ?")
         args.append(handle)
-    if sender is not None:
-        sql.append("AND l.sender = ?")
-        args.append(sender)
+    if senders:
+        sql.append("AND l.sender IN (" + ",".join("?" * len(senders)) + ")")
+        args += senders
     if since is not None:
         sql.append("AND msg.date >= ?")
         args.append(since)
@@ -296,3 +323,33 @@ def locate(db: sqlite3.Connection, mail_id: str) -> list[Place]:
         ).fetchall(),
         list[Place],
     )
+
+
+def named(db: sqlite3.Connection, ref: str) -> list[str]:
+    """The ids here of the message a reference names: a bare id is itself; `<id>@<node>`
+    (a message sent from another node) names the copies received with that origin."""
+    if "@" not in ref:
+        return [ref]
+    try:
+        rows = db.execute(
+            "SELECT id FROM mail_origins WHERE origin=? ORDER BY id", (ref,)
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return []  # an index made before origins were kept
+    return [r[0] for r in rows]
+
+
+def names(db: sqlite3.Connection, mail_id: str) -> list[str]:
+    """Every reference that may name the message `mail_id`: its id, and the origin of a
+    copy received from another node (what replies written on other nodes name)."""
+    try:
+        rows = db.execute("SELECT origin FROM mail_origins WHERE id=?", (mail_id,)).fetchall()
+    except sqlite3.OperationalError:
+        rows = []
+    return [mail_id, *dict.fromkeys(r[0] for r in rows)]
+
+
+def origin_of(db: sqlite3.Connection, mail_id: str) -> str | None:
+    """The identity on its node of a copy received from another node; None for mail
+    sent from this node."""
+    return next(iter(names(db, mail_id)[1:]), None)

@@ -108,11 +108,20 @@ def test_reply_to_and_in_reply_to_cross_with_full_addresses(pair):
     assert q["from"] == "operator@node1"
     assert q["reply-to"] == ["dave@node1", "erin@node2"]
     assert q["key"] == first["key"]
-    # The reply goes to the address in from, and names the message it answers.
+    # The copy keeps its identity: the id node1 gave it, with node1's name.
+    assert q["origin"] == f"{first['mail_id']}@node1" and q["id"] != first["mail_id"]
+    # The reply goes to the address in reply-to, and names the message it answers by that
+    # identity: on node1, where it was sent from, that is its own id.
     n2.send(q["reply-to"][0], "answer", "--in-reply-to", q["id"])
     wait_for(lambda: mailbox(n1, "dave"), 20, "dave's reply")
     (a,) = mailbox(n1, "dave")
-    assert (a["from"], a["in-reply-to"], a["body"]) == ("operator@node2", q["id"], "answer")
+    assert (a["from"], a["in-reply-to"], a["body"]) == (
+        "operator@node2",
+        first["mail_id"],
+        "answer",
+    )
+    (out,) = mailbox(n2, "@outbound")
+    assert out["in-reply-to"] == q["origin"]
 
 
 def test_own_node_address_is_local(pair):

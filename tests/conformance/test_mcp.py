@@ -22,7 +22,16 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 INPTY = os.path.join(ROOT, "tests", "reliability", "inpty.py")
 CALLER = os.path.join(ROOT, "tests", "standin", "mcp_caller.py")
-TOOLS = {"send_mail", "list_mail", "read_mail", "search_mail", "reply", "report", "whoami"}
+TOOLS = {
+    "send_mail",
+    "list_mail",
+    "read_mail",
+    "search_mail",
+    "reply",
+    "thread",
+    "report",
+    "whoami",
+}
 
 
 def server_params(bench_dir: str, token: str | None = None, **env) -> StdioServerParameters:

@@ -23,6 +23,7 @@ def test_every_tool_has_a_description_and_an_object_schema():
         "read_mail",
         "search_mail",
         "reply",
+        "thread",
         "report",
         "whoami",
     }

@@ -232,12 +232,12 @@ def test_ids_sort_in_generation_order_whatever_the_clock_does(steps):
     assert again > ids[-1]
 
 
-def test_parse_address_splits_and_validates():
-    from benchd.core.names import parse_address
+def test_split_address_splits_and_validates():
+    from benchd.core.names import split_address
 
-    assert parse_address("bob") == ("bob", None)
-    assert parse_address("bob@node2") == ("bob", "node2")
+    assert split_address("bob") == ("bob", None)
+    assert split_address("bob@node2") == ("bob", "node2")
     for bad, code in (("Bob", "bad-handle"), ("bob@", "bad-node"), ("bob@No de", "bad-node")):
         with pytest.raises(WireError) as err:
-            parse_address(bad)
+            split_address(bad)
         assert err.value.code == code

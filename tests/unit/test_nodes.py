@@ -3,18 +3,31 @@
 import pytest
 
 from bench_bridge import urls
+from bench_wire.addresses import check_address, split_address
 from bench_wire.errors import WireError
 from bench_wire.messages import NodeInfo
-from benchd.runtime.nodes import Directory, check_address, default_node, remote_sender, split
+from benchd.runtime.nodes import Directory, default_node, remote_sender
 
 
-def test_split_addresses():
-    assert split("bob") == ("bob", None)
-    assert split("bob@node2") == ("bob", "node2")
-    for bad in ("bob@", "@node", "bob@Node", "bob@a@b", "Bob@n"):
-        with pytest.raises(WireError) as e:
-            split(bad)
-        assert e.value.code in ("bad-handle", "bad-node")
+@pytest.mark.parametrize(
+    "bad,code",
+    [
+        ("bob@", "bad-node"),
+        ("@node", "bad-handle"),
+        ("bob@Node", "bad-node"),
+        ("bob@a@b", "bad-node"),
+        ("Bob@n", "bad-handle"),
+        ("", "bad-handle"),
+        (7, "bad-handle"),
+        (None, "bad-handle"),
+    ],
+)
+def test_split_addresses(bad, code):
+    assert split_address("bob") == ("bob", None)
+    assert split_address("bob@node2") == ("bob", "node2")
+    with pytest.raises(WireError) as e:
+        split_address(bad, "recipient")
+    assert e.value.code == code and repr(bad) in e.value.message
 
 
 def test_check_address():
@@ -24,7 +37,7 @@ def test_check_address():
 
 
 def test_default_node_is_a_valid_name():
-    split(f"x@{default_node()}")
+    split_address(f"x@{default_node()}")
 
 
 @pytest.mark.parametrize(
@@ -35,7 +48,7 @@ def test_default_node_is_a_valid_name():
         ("alice@node2", "alice@node1"),  # claims this node: the origin's
         ("operator", "operator@node1"),
         ("Bad!@node1", "unknown@node1"),
-        ("alice@Bad!", "alice@node1"),
+        ("alice@Bad!", "unknown@node1"),  # no part of a malformed address is believed
     ],
 )
 def test_a_remote_sender_never_names_this_node(sender, want):

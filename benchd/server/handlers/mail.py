@@ -5,6 +5,9 @@ Who sees what: a session searches only its own mailbox and sees, in a thread, on
 messages it received or sent; the operator sees every mailbox. A reply may be sent
 by a session only to a message it received. None of search, thread and reply retires
 anything.
+
+Recipients and senders are addresses (`bob`, `bob@node2`), and a message may be named
+by its id here or by its identity across nodes (`<id>@<node>`, benchd.core.mailrefs).
 """
 
 import calendar
@@ -13,10 +16,12 @@ import time
 from msgspec.structs import replace
 
 from bench_wire import messages as m
+from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, keys
-from benchd.core.names import check_handle, check_mail_id, is_handle
+from benchd.core import frontmatter, keys, mailrefs
+from benchd.core.names import check_handle, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
+from benchd.runtime.nodes import OUTBOUND
 from benchd.store import search, threads
 from benchd.store.index import READ, STATE_NAMES
 from benchd.store.statedir import read_regular
@@ -39,21 +44,53 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
     limiter.recipients(caller.handle, len(req.reply_to or ()))
     if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
         local = d.outbound.local_request(req)
-        if local is None:
-            limiter.charge(caller.handle, caller.is_operator)
-            res = await d.outbound.queue(caller, req)
-            await conn.send(replace(res, id=req.id))
-            return
-        req = local
-    check_handle(req.to, "recipient")
-    limiter.mailbox(caller.handle, req.to, _size(req.body))
+        if local is not None:
+            req = local
+    if not (isinstance(req.to, str) and "@" in req.to):  # mail for a mailbox here
+        check_handle(req.to, "recipient")
+        limiter.mailbox(caller.handle, req.to, _size(req.body))
     limiter.charge(caller.handle, caller.is_operator)
     if req.key is not None:
         keys.check_client_key(req.key)
-    res = await d.mailroom.send(
+    if req.in_reply_to is not None:
+        req = replace(req, in_reply_to=_reference(d, req.in_reply_to))
+    res = await _send(d, caller, req)
+    await conn.send(replace(res, id=req.id))
+
+
+async def _send(d, caller, req: m.MailSend) -> m.SendOk:
+    """A send to an address (its key checked, its in-reply-to as this node writes it):
+    local mail, or queued for another node (benchd.runtime.outbound)."""
+    if isinstance(req.to, str) and "@" in req.to:
+        local = d.outbound.local_request(req)
+        if local is None:
+            sent: m.SendOk = await d.outbound.queue(caller, req)
+            return sent
+        req = local
+    return await d.mailroom.send(
         caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
     )
-    await conn.send(replace(res, id=req.id))
+
+
+def _reference(d, ref: str) -> str:
+    """The message an in-reply-to names, as this node writes it: by its identity, so a
+    copy received from another node is named by its origin (benchd.core.mailrefs)."""
+    ref = mailrefs.local(mailrefs.check_ref(ref), d.outbound.node)
+    if "@" in ref:
+        return ref
+    return _query(d, lambda w: search.origin_of(w, ref)) or ref
+
+
+def _local_id(d, ref: object) -> str:
+    """The id here of a message named by its id or by its identity across nodes; a
+    reference to a message this node holds no copy of is no-such-message."""
+    ref = mailrefs.local(mailrefs.check_ref(ref), d.outbound.node)
+    if "@" not in ref:
+        return ref
+    ids = _query(d, lambda w: search.named(w, ref))
+    if not ids:
+        raise WireError("no-such-message", f"no copy of message {ref} is here")
+    return ids[0]
 
 
 async def mail_list(d, conn, caller, req: m.MailList) -> None:
@@ -97,8 +134,13 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
         check_handle(handle)
     if not caller.is_operator:
         handle = caller.handle  # authority.check refused any other mailbox
+    senders = None
     if req.sender is not None:
-        check_handle(req.sender, "from")
+        # Mail from a handle here is `alice` in a mailbox and `alice@<this node>` in the
+        # outbound queue: both spellings match.
+        sender, node = split_address(req.sender, "from")
+        own = d.outbound.node
+        senders = [req.sender] if node not in (None, own) else [sender, f"{sender}@{own}"]
     limit = LIST_DEFAULT if req.limit is None else req.limit
     if not 1 <= limit <= LIST_MAX:
         raise WireError("bad-limit", f"limit {limit} is outside 1-{LIST_MAX}")
@@ -106,7 +148,7 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
         raise WireError("bad-query", "the query is longer than 1000 characters")
     try:
         rows = _query(
-            d, lambda w: search.search(w, req.query, handle, req.sender, _since(req.since), limit)
+            d, lambda w: search.search(w, req.query, handle, senders, _since(req.since), limit)
         )
     except search.BadQuery as err:
         raise WireError("bad-query", str(err)) from None
@@ -121,10 +163,20 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
             size=r.size,
             path=d.mailroom.path(r.handle, r.mail_id, r.state),
             snippet=r.snippet,
+            to=_recipient(d, r.handle, r.mail_id),
         )
         for r in rows[:limit]
     ]
     await conn.send(m.SearchOk(id=req.id, hits=hits, truncated=len(rows) > limit))
+
+
+def _recipient(d, handle: str, mail_id: str) -> str:
+    """The recipient as addressed: the mailbox's handle, but for mail queued for another
+    node the address its file names (read only for those)."""
+    if handle != OUTBOUND:
+        return handle
+    loaded = _load(d, handle, mail_id)
+    return loaded[0]["to"] if loaded is not None else handle
 
 
 def _query(d, fn):
@@ -137,8 +189,13 @@ def _query(d, fn):
     return index._read(lambda: fn(index.w))
 
 
-def _visible(caller, handle: str, sender: str) -> bool:
-    return caller.is_operator or caller.handle in (handle, sender)
+def _visible(d, caller, handle: str, sender: str) -> bool:
+    # A session's own mail to another node is in the outbound queue, from its address.
+    return (
+        caller.is_operator
+        or caller.handle in (handle, sender)
+        or sender == f"{caller.handle}@{d.outbound.node}"
+    )
 
 
 def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
@@ -161,21 +218,21 @@ def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
 
 
 async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
-    check_mail_id(req.mail_id)
+    mail_id = _local_id(d, req.mail_id)
     cap = threads.THREAD_MAX if req.limit is None else req.limit
     if not 1 <= cap <= threads.THREAD_MAX:
         raise WireError("bad-limit", f"limit {cap} is outside 1-{threads.THREAD_MAX}")
     where = [
         r
-        for r in _query(d, lambda w: search.locate(w, req.mail_id))
-        if _visible(caller, r.handle, r.sender)
+        for r in _query(d, lambda w: search.locate(w, mail_id))
+        if _visible(d, caller, r.handle, r.sender)
     ]
     if not where:
         raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
-    part = _query(d, lambda w: threads.thread(w, req.mail_id, cap))
+    part = _query(d, lambda w: threads.thread(w, mail_id, cap))
     out = []
     for link in part.links:
-        if not _visible(caller, link.handle, link.sender):
+        if not _visible(d, caller, link.handle, link.sender):
             continue
         loaded = _load(d, link.handle, link.mail_id)
         if loaded is None:
@@ -192,6 +249,8 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
                 path=path,
                 body=body,
                 in_reply_to=link.in_reply_to,
+                to=meta["to"],  # the address, for mail queued for another node
+                origin=mailrefs.identity(link.mail_id, meta.get("origin"), d.outbound.node),
             )
         )
     left_out = None
@@ -220,18 +279,21 @@ def reply_subject(subject: str) -> str:
 
 
 async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
-    check_mail_id(req.mail_id)
-    where = _query(d, lambda w: search.locate(w, req.mail_id))
+    mail_id = _local_id(d, req.mail_id)
+    where = _query(d, lambda w: search.locate(w, mail_id))
     # A session answers only mail it received; the operator any message.
     mailboxes = [r.handle for r in where if caller.is_operator or r.handle == caller.handle]
-    if not mailboxes and not caller.is_operator and d.index.get(caller.handle, req.mail_id):
+    if not mailboxes and not caller.is_operator and d.index.get(caller.handle, mail_id):
         mailboxes = [caller.handle]  # not committed yet (the index is retrying)
     if not mailboxes:
         raise WireError("no-such-message", f"no message {req.mail_id} in your mailbox")
-    loaded = _load(d, mailboxes[0], req.mail_id)
+    loaded = _load(d, mailboxes[0], mail_id)
     if loaded is None:
         raise WireError("no-such-message", f"message {req.mail_id} could not be read")
     meta = loaded[0]
+    # The replies name it by its identity: a copy from another node by its origin.
+    parent = meta.get("origin") or mail_id
+    # Addresses: a sender or reply-to on another node is answered across the bridge.
     targets = list(dict.fromkeys(meta.get("reply-to") or [meta["from"]]))
     # A message from before the reply-to limit may ask for more replies than it allows.
     d.limiter.recipients(caller.handle, len(targets))
@@ -248,9 +310,16 @@ async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
     for to in targets:
         # With several recipients each send needs its own key (keys are per sender).
         key = req.key if req.key is None or len(targets) == 1 else keys.recipient_key(req.key, to)
-        res = await d.mailroom.send(caller.handle, to, req.body, subject, key, [], req.mail_id)
-        sent.append(replace(res, id=req.id))
-    await conn.send(m.ReplyOk(id=req.id, in_reply_to=req.mail_id, sent=sent))
+        reply = m.MailSend(to=to, body=req.body, subject=subject, key=key, in_reply_to=parent)
+        try:
+            sent.append(replace(await _send(d, caller, reply), id=req.id))
+        except WireError as err:
+            if not sent:
+                raise
+            # A later recipient refused (an unknown node, say): say what already went.
+            done = ", ".join(f"{s.to} ({s.mail_id})" for s in sent)
+            raise WireError(err.code, f"{err.message} (the reply to {done} was sent)") from None
+    await conn.send(m.ReplyOk(id=req.id, in_reply_to=parent, sent=sent))
 
 
 HANDLERS = {

@@ -1,0 +1,62 @@
+"""Handles, node names and addresses: the one rule for each, for the daemon and the bridge.
+
+A handle names a mailbox; a node name follows the same rule; an address is a handle
+(`bob`, on this node) or `handle@node` (`bob@node2`). `split_address` is the one place
+an address is taken apart. Pure: no I/O.
+"""
+
+import re
+from typing import TypeGuard
+
+from bench_wire.errors import WireError
+
+HANDLE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def is_handle(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and HANDLE_RE.fullmatch(value) is not None and value != ".."
+
+
+def check_handle(
+    value: object, what: str = "handle", code: str = "bad-handle", noun: str = "a handle"
+) -> str:
+    """The handle, or a bad-handle error naming what was wrong. Node names follow the
+    same rule with their own code (`check_node`)."""
+    if not is_handle(value):
+        raise WireError(
+            code,
+            f"{what} {value!r} is not {noun}: use 1-64 characters of a-z 0-9 . _ - "
+            "starting with a letter or digit",
+        )
+    return value
+
+
+def check_node(value: object, what: str = "node") -> str:
+    return check_handle(value, what, "bad-node", "a node name")
+
+
+def split_address(value: object, what: str = "address") -> tuple[str, str | None]:
+    """`bob@node2` -> ("bob", "node2"); `bob` -> ("bob", None). Both parts are checked
+    (bad-handle naming `what`, or bad-node)."""
+    if not isinstance(value, str):
+        raise WireError("bad-handle", f"{what} {value!r} is not an address")
+    handle, at, node = value.partition("@")
+    if not at:
+        return check_handle(handle, what), None
+    # Both errors name the whole address, so the part at fault is seen in its place.
+    check_handle(handle, f"{what} {value!r}: handle")
+    return handle, check_node(node, f"{what} {value!r}: node")
+
+
+def is_address(value: object) -> bool:
+    try:
+        split_address(value)
+    except WireError:
+        return False
+    return True
+
+
+def check_address(value: object, what: str = "address") -> str:
+    """The address itself, once `split_address` found both its parts good."""
+    handle, node = split_address(value, what)
+    return handle if node is None else f"{handle}@{node}"

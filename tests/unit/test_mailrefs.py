@@ -1,0 +1,92 @@
+"""One identity per message across nodes: references (pure), and threads joined through
+the origins of received copies, also after the index is rebuilt from the files."""
+
+import pytest
+
+from bench_wire.errors import WireError
+from benchd.core import frontmatter, mailrefs
+from benchd.runtime.mailroom import reconcile
+from benchd.store import search
+from benchd.store.index import UNREAD, Index
+
+A = "20261130T045611.123Z-0001"
+B = "20261130T045612.000Z-0002"
+
+
+def test_references_are_split_and_checked():
+    assert mailrefs.split_ref(A) == (A, None)
+    assert mailrefs.split_ref(f"{A}@node2") == (A, "node2")
+    assert mailrefs.check_ref(f"{A}@node2") == f"{A}@node2"
+    for bad in ("", "x", f"{A}@", f"{A}@Node2", f"{A}@a@b", f"@{A}", "../etc", None, 7):
+        with pytest.raises(WireError) as e:
+            mailrefs.split_ref(bad)
+        assert e.value.code == "bad-id" and repr(bad) in e.value.message
+
+
+def test_a_reference_is_bare_on_its_own_node_and_full_between_nodes():
+    assert mailrefs.local(f"{A}@node1", "node1") == A
+    assert mailrefs.local(f"{A}@node2", "node1") == f"{A}@node2"
+    assert mailrefs.local(A, "node1") == A
+    assert mailrefs.full(A, "node1") == f"{A}@node1"
+    assert mailrefs.full(f"{A}@node2", "node1") == f"{A}@node2"
+    # Received on node1 from node2: bare names node2's message; node1's own comes back bare.
+    assert mailrefs.received(A, "node2", "node1") == f"{A}@node2"
+    assert mailrefs.received(f"{A}@node1", "node2", "node1") == A
+    assert mailrefs.received(f"{A}@node3", "node2", "node1") == f"{A}@node3"
+    assert mailrefs.identity(A, None, "node1") == f"{A}@node1"
+    assert mailrefs.identity(B, f"{A}@node2", "node1") == f"{A}@node2"
+
+
+def _write(root, handle: str, meta: dict, body: bytes = b"x") -> None:
+    d = root / handle / "inbox"
+    d.mkdir(parents=True, exist_ok=True)
+    (root / handle / "read").mkdir(exist_ok=True)
+    full = {"from": "x", "to": handle, "subject": "", "date": "d", "key": "k-" + meta["id"]}
+    (d / f"{meta['id']}.md").write_bytes(frontmatter.render({**full, **meta}, body))
+
+
+def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
+    # node1's files: a copy of node2's message (its id there: A@node2), a reply written
+    # here naming it by that identity, and a copy of node2's answer naming that reply bare.
+    root = tmp_path / "mail"
+    copy, reply, answer = (
+        "20261201T100000.000Z-0001",
+        "20261201T100001.000Z-0001",
+        "20261201T100002.000Z-0001",
+    )
+    _write(root, "alice", {"id": copy, "from": "operator@node2", "origin": f"{A}@node2"})
+    _write(
+        root,
+        "@outbound",
+        {"id": reply, "from": "alice@node1", "to": "operator@node2", "in-reply-to": f"{A}@node2"},
+    )
+    _write(
+        root,
+        "alice",
+        {"id": answer, "from": "operator@node2", "in-reply-to": reply, "origin": f"{B}@node2"},
+    )
+    index = Index(str(tmp_path / "index.sqlite"))
+    reconcile(str(root), index)  # the index rebuilt from the files alone
+    assert index.flush()
+    for start in (copy, reply, answer):
+        got = [link.mail_id for link in search.thread(index.w, start)]
+        assert got == [copy, reply, answer], start
+    assert search.named(index.w, f"{A}@node2") == [copy]
+    assert search.origin_of(index.w, copy) == f"{A}@node2"
+    assert search.origin_of(index.w, reply) is None
+    # Removing the copy forgets its origin: the reference names nothing here any more.
+    index.remove("alice", copy)
+    assert index.flush()
+    assert search.named(index.w, f"{A}@node2") == []
+    assert [link.mail_id for link in search.thread(index.w, reply)] == [reply, answer]
+
+
+def test_an_index_without_the_origins_table_still_answers(tmp_path):
+    index = Index(str(tmp_path / "index.sqlite"))
+    index.add("bob", A, UNREAD, "operator", "", "d", 1, "k")
+    index.add_text("bob", A, "operator", "", b"x", {})
+    assert index.flush()
+    index.w.execute("DROP TABLE mail_origins")
+    assert search.named(index.w, f"{A}@node2") == []
+    assert search.names(index.w, A) == [A]
+    assert [link.mail_id for link in search.thread(index.w, A)] == [A]
