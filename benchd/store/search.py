@@ -127,10 +127,11 @@ def add(
         if in_reply_to is not None and "@" in in_reply_to:
             in_reply_to = next(iter(named(db, in_reply_to)), in_reply_to)
         root, depth = _place(db, mail_id, in_reply_to)
+        cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     except sqlite3.OperationalError:
         create(db)  # an index opened without `ensure` (tools, tests): make the tables
         root, depth = _place(db, mail_id, in_reply_to)
-    cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
+        cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     if not cur.rowcount:
         return
     if origin is not None:

@@ -6,7 +6,7 @@ import pytest
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, mailrefs
 from benchd.runtime.mailroom import reconcile
-from benchd.store import search
+from benchd.store import search, threads
 from benchd.store.index import UNREAD, Index
 
 A = "20261130T045611.123Z-0001"
@@ -69,7 +69,7 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
     reconcile(str(root), index)  # the index rebuilt from the files alone
     assert index.flush()
     for start in (copy, reply, answer):
-        got = [link.mail_id for link in search.thread(index.w, start)]
+        got = [link.mail_id for link in threads.thread(index.w, start).links]
         assert got == [copy, reply, answer], start
     assert search.named(index.w, f"{A}@node2") == [copy]
     assert search.origin_of(index.w, copy) == f"{A}@node2"
@@ -78,7 +78,7 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
     index.remove("alice", copy)
     assert index.flush()
     assert search.named(index.w, f"{A}@node2") == []
-    assert [link.mail_id for link in search.thread(index.w, reply)] == [reply, answer]
+    assert [link.mail_id for link in threads.thread(index.w, reply).links] == [reply, answer]
 
 
 def test_an_index_without_the_origins_table_still_answers(tmp_path):
@@ -89,4 +89,4 @@ def test_an_index_without_the_origins_table_still_answers(tmp_path):
     index.w.execute("DROP TABLE mail_origins")
     assert search.named(index.w, f"{A}@node2") == []
     assert search.names(index.w, A) == [A]
-    assert [link.mail_id for link in search.thread(index.w, A)] == [A]
+    assert [link.mail_id for link in threads.thread(index.w, A).links] == [A]
