@@ -832,6 +832,7 @@ spawn.epilog = examples(
     "bench spawn --name alice --agent claude -- claude",
     "bench spawn --name w1 --cwd ~/src/app --env FOO=1 --ready 'standin>' -- python agent.py",
     "bench spawn --name child --mail TASK.md --reply-to parent -- CMD",
+    "bench spawn --mail TASK.md --name reviewer --reply-to alice --reply-to bob@node2 -- codex",
 )
 
 
