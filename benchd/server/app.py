@@ -1,8 +1,8 @@
 """benchd's entry point: options, the lock, recovery, the socket, and the task tree.
 
 Start-up order matters: take the flock (one daemon per BENCH_DIR), open the event log
-(recovering a torn tail), open the index (reconciling it against the files unless the
-seal of a clean stop vouches for it; any SQLite error sets it aside and rebuilds it),
+(recovering a torn tail), open the index (reconciling each mailbox whose message names
+differ from the index's; any SQLite error sets it aside and rebuilds it),
 clean tmp/, then claim the socket path atomically and print one readiness line. Stop:
 refuse new work, end the sessions (their exits logged), log daemon/stopped, commit the
 index and seal it (recovery.py), remove the socket.
@@ -192,13 +192,15 @@ class Daemon:
             and recovery.seal_matches(seal, self.index.path)
             and idx.get_meta("last_seq") == str(self.eventlog.last_seq)
         )
-        self.recovered = not trusted and (not idx.fresh or os.path.isdir(mail_root))
-        if trusted:
-            assert seal is not None  # seal_matches() found it
-            # Only mailboxes whose directories changed since the clean stop (mail a
-            # person dropped in, moved or removed) are listed again.
-            changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles())
+        sealed = recovery.sealed_names(idx) if trusted else None
+        if sealed is not None:
+            self.recovered = False
+            # The seal vouches for the index file only: the mailboxes whose names differ
+            # from the index's (mail a person dropped in, moved or removed, while the
+            # daemon ran or while it was stopped) are listed again.
+            changed = recovery.changed_boxes(mail_root, sealed)
             return reconcile(mail_root, idx, frozenset(), changed) if changed else []
+        self.recovered = not idx.fresh or os.path.isdir(mail_root)
         if not idx.fresh:
             # Not sealed: check the b-trees too (a crash start lists every mailbox anyway,
             # so this is the same order of work); damage found is a SQLite error -> rebuild.
@@ -531,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         daemon.jobs.outbox.close()
         if daemon.clean_stop:
-            recovery.seal(daemon.index, daemon.seal_path, os.path.join(bench_dir, "mail"))
+            recovery.seal(daemon.index, daemon.seal_path)
         else:
             daemon.index.close()
         daemon.eventlog.close()
