@@ -290,6 +290,7 @@ def _running_options(a: dict) -> dict:
         "--enter-check": r.get("enter_check"),
         "--retry-base": r.get("retry_base"),
         "--max-connections": a["caps"].get("connections"),
+        "--disk-reserve": (a.get("disk") or {}).get("reserve"),
     }
     return {k: v for k, v in known.items() if v is not None}
 
@@ -462,27 +463,46 @@ def down(bench_dir, as_json):
     done(ctx, a, f"benchd stopped ({d})")
 
 
-@cli.command(epilog=examples("bench status", "bench status --json"))
+@cli.command(epilog=examples("bench status", "bench status --json", "bench status --ack"))
 @common
-def status(bench_dir, as_json):
-    """Is benchd running: pid, version, BENCH_DIR, counts."""
+@click.option(
+    "--ack",
+    is_flag=True,
+    help="acknowledge the journal damage shown (operator only): it is no longer shown",
+)
+def status(bench_dir, as_json, ack):
+    """Is benchd running: pid, version, BENCH_DIR, counts, disk, journal damage."""
     ctx = Ctx(bench_dir, as_json)
+    if ack:
+        call(bench_dir, m.JournalAck())
     a = call(bench_dir, m.Hello())
     r = a["reactor"]
-    done(
-        ctx,
-        a,
-        (
-            f"benchd {a['version']} running: pid {a['pid']}\n"
-            f"BENCH_DIR {a['bench_dir']}\n"
-            f"you are   {a['caller']}\n"
-            f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
-            f"index     {index_health(a.get('index') or {})}\n"
-            f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
-            f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
-            f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}"
-        ),
+    text = (
+        f"benchd {a['version']} running: pid {a['pid']}\n"
+        f"BENCH_DIR {a['bench_dir']}\n"
+        f"you are   {a['caller']}\n"
+        f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
+        f"index     {index_health(a.get('index') or {})}\n"
+        f"disk      {disk_health(a.get('disk') or {})}\n"
+        f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
+        f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
+        f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}"
     )
+    for dmg in a.get("journal_damage") or []:
+        text += (
+            f"\njournal   DAMAGED at start: {dmg['segment']} offset {dmg['offset']} "
+            f"({dmg['size']} bytes): {dmg['held']} (event seq {dmg['seq']}; "
+            "bench status --ack once seen)"
+        )
+    done(ctx, a, text)
+
+
+def disk_health(disk: dict) -> str:
+    """One line on the state dir's disk: full (sends refused) or its free space."""
+    free = f"{disk.get('free', 0) / 1e6:,.1f} MB free"
+    if disk.get("full"):
+        return f"FULL: sends answer disk-full until there is room ({free}); reading works"
+    return f"ok, {free}"
 
 
 def index_health(ix: dict) -> str:

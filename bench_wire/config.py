@@ -82,6 +82,14 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         60.0,
         "seconds a connection may wait with no request in flight and no stream open",
     ),
+    (
+        "--disk-reserve",
+        "BENCH_DISK_RESERVE",
+        int,
+        64 << 20,
+        "bytes of free space the journal never takes to preallocate its segments "
+        "(below it they grow with their records)",
+    ),
 ]
 
 

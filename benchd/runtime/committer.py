@@ -287,6 +287,7 @@ class Committer:
         self.on_lost: Callable | None = None  # told about events record() could not write
         self.batch = Batch()  # the batch being checked (ops' check() claims keys in it)
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
+        self.disk_full = False  # the last batch that wrote nothing met a full disk
 
     def enqueue(self, op: Op) -> None:
         """Queue the op for the next batch; `await op.wait()` for its answer."""
@@ -403,6 +404,10 @@ class Committer:
             self.store.published(records[-1]["seq"])
             # The same events, typed, in the order the store encoded them (encode_batch).
             self._publish(records, [ev for op in published for ev in op.events])
+        if published:
+            self.disk_full = False
+        elif any(op.error is not None and op.error.code == "disk-full" for op in ops):
+            self.disk_full = True  # until a batch gets through (`bench status` says so)
         for op in ops:
             op.finish()
             op.done.set()

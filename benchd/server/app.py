@@ -9,6 +9,7 @@ index and seal it (recovery.py), remove the socket.
 """
 
 import argparse
+import errno
 import fcntl
 import os
 import signal
@@ -16,6 +17,7 @@ import sqlite3
 import sys
 import time
 
+import msgspec
 import trio
 
 from bench_wire import messages as m
@@ -47,12 +49,13 @@ from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.store import recovery, search
+from benchd.store import damage, recovery, search
 from benchd.store.eventlog import EventLog
 from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
-from benchd.store.journal import Journal, replay
+from benchd.store.journal import Journal
 from benchd.store.outbox import SqliteOutbox
+from benchd.store.replay import replay
 from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -91,21 +94,55 @@ class Daemon:
         # Before anything reads the files or the log: put back what committed batches
         # did that may not have reached the disk (a crash; nothing after a clean stop).
         self.replayed = replay(bench_dir, log_path)
-        if self.replayed.records:
-            self.log.warning("journal replayed", **self.replayed._asdict())
+        if self.replayed.records or self.replayed.damage:
+            r = self.replayed
+            self.log.warning(
+                "journal replayed",
+                records=r.records,
+                files=r.files,
+                renames=r.renames,
+                log_bytes=r.log_bytes,
+                damaged=len(r.damage),
+                cut_seq=r.cut_seq,
+            )
+        self.start_notices: list = []  # events to log once the committer runs
+        for dmg in self.replayed.damage:
+            ev = m.JournalDamaged(
+                segment=dmg.segment,
+                offset=dmg.offset,
+                size=dmg.size,
+                held=dmg.held(),
+                messages=dmg.messages,
+                lost=dmg.lost,
+                events=dmg.events,
+                in_log=dmg.in_log,
+            )
+            self.log.error("journal damaged", **msgspec.structs.asdict(ev))
+            self.start_notices.append(ev)
         self.eventlog = EventLog(log_path)
+        # Lines replay took back (a batch never committed) keep their seqs: none is
+        # handed out twice.
+        self.eventlog.last_seq = max(self.eventlog.last_seq, self.replayed.cut_seq)
+        self.eventlog.published_seq = self.eventlog.last_seq
         self.journal = Journal(
             bench_dir,
             lambda: self.eventlog.fd,
             on_checkpoint_error=lambda err: self.log.error(
                 "journal checkpoint failed", error=str(err)
             ),
+            reserve=opts.disk_reserve,
         )
         self.journal.open()
-        self.start_notices: list = []  # index notices from before the committer ran
+        if self.journal.low is not None:
+            free, reserve = self.journal.low
+            self.log.warning(
+                "disk below its reserve: journal segments grow", free=free, reserve=reserve
+            )
+            self.start_notices.append(m.DiskLow(free=free, reserve=reserve))
         self.started = False
         self.clean_stop = False
         self.seal_path = os.path.join(bench_dir, recovery.SEAL)
+        self.damage: list[dict] = damage.load(bench_dir)  # unacknowledged journal damage
         self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
         self.committer = Committer(
             JournalStore(self.eventlog, self.journal), self.index, self.hub.publish
@@ -259,6 +296,27 @@ class Daemon:
         except WireError:
             pass  # stopping: benchd.log has it
 
+    def _report_damage(self, start_events: list) -> None:
+        """Keep this start's journal damage for `bench status` until acknowledged."""
+        found = [msgspec.to_builtins(e) for e in start_events if isinstance(e, m.JournalDamaged)]
+        if not found:
+            return
+        try:
+            damage.add(self.bench_dir, found)
+        except OSError as err:
+            self.log.error("journal damage report not kept", error=str(err))
+        self.damage += found
+
+    def disk_health(self) -> m.DiskHealth:
+        try:
+            st = os.statvfs(self.bench_dir)
+            free = st.f_bavail * st.f_frsize
+        except OSError:
+            free = 0
+        return m.DiskHealth(
+            free=free, full=self.committer.disk_full, reserve=self.opts.disk_reserve
+        )
+
     # ------------------------------------------------------------ identity
 
     def identify(self, token: str | None, peer_pid: int) -> Caller:
@@ -357,12 +415,20 @@ class Daemon:
             self.nursery = nursery
             await nursery.start(self.committer.run)
             self.started = True
-            await self.committer.submit(
-                EventOp(
-                    *start_events,
-                    m.DaemonStarted(pid=self.pid, version=__version__, recovered=self.recovered),
+            try:
+                await self.committer.submit(
+                    EventOp(
+                        *start_events,
+                        m.DaemonStarted(
+                            pid=self.pid, version=__version__, recovered=self.recovered
+                        ),
+                    )
                 )
-            )
+            except WireError as err:
+                # A full disk must not keep anyone from reading their mail: serve anyway
+                # (sends answer disk-full until there is room).
+                self.log.error("start events not logged", error=err.message, code=err.code)
+            self._report_damage(start_events)
             await nursery.start(self.sessions.reactor.run)
             await nursery.start(self.sessions.run)
             await nursery.start(self.jobs.run)
@@ -479,6 +545,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _start_problem(err: OSError) -> str:
+    """One line, with its code, for an I/O error that ends the daemon."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk is full ({err.filename or 'BENCH_DIR'}); free some space [disk-full]"
+    return f"{err} [io-error]"
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
@@ -525,11 +598,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     os.ftruncate(lock_fd, 0)
     write_all(lock_fd, f"{os.getpid()}\n".encode())
-    daemon = Daemon(bench_dir, opts)
+    try:
+        daemon = Daemon(bench_dir, opts)
+    except OSError as err:
+        print(f"benchd: cannot start: {_start_problem(err)}", file=sys.stderr)
+        return 3
     try:
         trio.run(daemon.run, sys.stdout)
     except KeyboardInterrupt:
         pass
+    except OSError as err:
+        daemon.log.error("stopped by an I/O error", error=str(err))
+        print(f"benchd: stopped: {_start_problem(err)}", file=sys.stderr)
+        return 3
     finally:
         daemon.jobs.outbox.close()
         if daemon.clean_stop:

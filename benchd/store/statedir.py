@@ -16,6 +16,7 @@ import os
 import stat
 
 # The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
+from benchd.store.damage import REPORT
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
 FILES = (
@@ -28,6 +29,7 @@ FILES = (
     REPLAY_TMP,
     "outbox.sqlite",
     "presets.json",
+    REPORT,
 )
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 BOXES = ("inbox", "read", "tmp")

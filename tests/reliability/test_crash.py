@@ -284,7 +284,7 @@ def test_writes_lost_with_the_page_cache_are_replayed_from_the_journal(make_daem
     for name in journal.SEGMENTS:
         with open(os.path.join(d.dir, name), "rb") as f:
             records += [
-                journal.decode_entries(p, d.dir) for _s, p in journal.read_segment(f.read())
+                journal.decode_entries(r.payload, d.dir) for r in journal.read_segment(f.read())[0]
             ]
     writes = [e for r in records for e in r if type(e) is journal.Write]
     first_offset = min(e.offset for r in records for e in r if type(e) is journal.Append)
