@@ -216,9 +216,16 @@ class Mailroom:
         meta, body = _parse(path, data)
         retired = False
         if path == inbox and state == UNREAD:
-            retired = await self.committer.submit(
-                RetireOp(self, handle, mail_id, reader, event=True)
-            )
+            try:
+                retired = await self.committer.submit(
+                    RetireOp(self, handle, mail_id, reader, event=True)
+                )
+            except WireError as err:
+                if err.code != "disk-full":
+                    raise
+                # A full disk must not keep anyone from reading their mail: shown, and
+                # left unread (retired: false) until the retirement can be written.
+                retired = False
             if retired:
                 path = read
         elif path == read and state == UNREAD:

@@ -49,7 +49,7 @@ from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.store import damage, recovery, search
+from benchd.store import damage, recovery, room, search
 from benchd.store.eventlog import EventLog
 from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
@@ -91,6 +91,8 @@ class Daemon:
         self.hub = Hub(self.log)
         self.connections: set[Connection] = set()  # open client connections (idle reaper)
         log_path = os.path.join(bench_dir, "events.jsonl")
+        # The room held for this start, given back before anything else writes.
+        self.room_released = room.release(bench_dir)
         # Before anything reads the files or the log: put back what committed batches
         # did that may not have reached the disk (a crash; nothing after a clean stop).
         self.replayed = replay(bench_dir, log_path)
@@ -307,6 +309,17 @@ class Daemon:
             self.log.error("journal damage report not kept", error=str(err))
         self.damage += found
 
+    def _hold_room(self) -> None:
+        """Hold room on the disk for the next start (as much as there is, up to a cap)."""
+        want = min(room.ROOM_BYTES, self.opts.disk_reserve)
+        try:
+            held = room.keep(self.bench_dir, want)
+        except OSError as err:
+            held = 0
+            self.log.error("no room held for the next start", error=str(err))
+        if held < want:
+            self.log.warning("less room held for the next start", held=held, wanted=want)
+
     def disk_health(self) -> m.DiskHealth:
         try:
             st = os.statvfs(self.bench_dir)
@@ -429,6 +442,7 @@ class Daemon:
                 # (sends answer disk-full until there is room).
                 self.log.error("start events not logged", error=err.message, code=err.code)
             self._report_damage(start_events)
+            self._hold_room()
             await nursery.start(self.sessions.reactor.run)
             await nursery.start(self.sessions.run)
             await nursery.start(self.jobs.run)
@@ -492,7 +506,7 @@ class Daemon:
         # daemon/stopped, and their streams' end frames are sent.
         await self.sessions.stop_all()
         await self.jobs.stop()
-        await self.committer.submit(EventOp(m.DaemonStopped(pid=self.pid)))
+        await self.committer.record(m.DaemonStopped(pid=self.pid))  # a full disk: stop anyway
         await self.committer.drain()
         self.hub.followers.close()
         with trio.move_on_after(2.0):
@@ -552,6 +566,19 @@ def _start_problem(err: OSError) -> str:
     return f"{err} [io-error]"
 
 
+def _stop_problem(err: BaseException) -> str:
+    """One line for what ended the daemon (the first error of a task group)."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    if isinstance(err, OSError):
+        return _start_problem(err)
+    if isinstance(err, WireError):
+        return f"{err.message} [{err.code}]"
+    if isinstance(err, sqlite3.Error):
+        return f"a database could not be used: {err} (is the disk full?) [io-error]"
+    return f"{err!r} [internal]"
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
@@ -600,16 +627,16 @@ def main(argv: list[str] | None = None) -> int:
     write_all(lock_fd, f"{os.getpid()}\n".encode())
     try:
         daemon = Daemon(bench_dir, opts)
-    except OSError as err:
-        print(f"benchd: cannot start: {_start_problem(err)}", file=sys.stderr)
+    except (OSError, sqlite3.Error) as err:
+        print(f"benchd: cannot start: {_stop_problem(err)}", file=sys.stderr)
         return 3
     try:
         trio.run(daemon.run, sys.stdout)
     except KeyboardInterrupt:
         pass
-    except OSError as err:
-        daemon.log.error("stopped by an I/O error", error=str(err))
-        print(f"benchd: stopped: {_start_problem(err)}", file=sys.stderr)
+    except Exception as err:  # noqa: BLE001 - one line, never a traceback
+        daemon.log.error("stopped by an error", error=repr(err))
+        print(f"benchd: stopped: {_stop_problem(err)}", file=sys.stderr)
         return 3
     finally:
         daemon.jobs.outbox.close()

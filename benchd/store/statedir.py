@@ -18,6 +18,7 @@ import stat
 # The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
 from benchd.store.damage import REPORT
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
+from benchd.store.room import ROOM
 
 FILES = (
     "benchd.lock",
@@ -30,6 +31,7 @@ FILES = (
     "outbox.sqlite",
     "presets.json",
     REPORT,
+    ROOM,
 )
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 BOXES = ("inbox", "read", "tmp")
