@@ -442,7 +442,6 @@ class Daemon:
                 # (sends answer disk-full until there is room).
                 self.log.error("start events not logged", error=err.message, code=err.code)
             self._report_damage(start_events)
-            self._hold_room()
             await nursery.start(self.sessions.reactor.run)
             await nursery.start(self.sessions.run)
             await nursery.start(self.jobs.run)
@@ -467,6 +466,9 @@ class Daemon:
                     file=ready_out,
                     flush=True,
                 )
+            # After the ready line and off the loop: neither a start nor a request waits
+            # for its write and flush.
+            await trio.to_thread.run_sync(self._hold_room)
             await self._stop.wait()
             await self._shutdown(listener)
             nursery.cancel_scope.cancel()
