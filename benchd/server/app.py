@@ -9,7 +9,6 @@ index and seal it (recovery.py), remove the socket.
 """
 
 import argparse
-import errno
 import fcntl
 import os
 import signal
@@ -17,7 +16,6 @@ import sqlite3
 import sys
 import time
 
-import msgspec
 import trio
 
 from bench_wire import messages as m
@@ -47,9 +45,10 @@ from benchd.runtime.outbound import Outbound
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
+from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.store import damage, recovery, room, search
+from benchd.store import recovery, room, search
 from benchd.store.eventlog import EventLog
 from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
@@ -96,31 +95,7 @@ class Daemon:
         # Before anything reads the files or the log: put back what committed batches
         # did that may not have reached the disk (a crash; nothing after a clean stop).
         self.replayed = replay(bench_dir, log_path)
-        if self.replayed.records or self.replayed.damage:
-            r = self.replayed
-            self.log.warning(
-                "journal replayed",
-                records=r.records,
-                files=r.files,
-                renames=r.renames,
-                log_bytes=r.log_bytes,
-                damaged=len(r.damage),
-                cut_seq=r.cut_seq,
-            )
-        self.start_notices: list = []  # events to log once the committer runs
-        for dmg in self.replayed.damage:
-            ev = m.JournalDamaged(
-                segment=dmg.segment,
-                offset=dmg.offset,
-                size=dmg.size,
-                held=dmg.held(),
-                messages=dmg.messages,
-                lost=dmg.lost,
-                events=dmg.events,
-                in_log=dmg.in_log,
-            )
-            self.log.error("journal damaged", **msgspec.structs.asdict(ev))
-            self.start_notices.append(ev)
+        self.start_notices: list = upkeep.replay_events(self.log, self.replayed)
         self.eventlog = EventLog(log_path)
         # Lines replay took back (a batch never committed) keep their seqs: none is
         # handed out twice.
@@ -135,16 +110,11 @@ class Daemon:
             reserve=opts.disk_reserve,
         )
         self.journal.open()
-        if self.journal.low is not None:
-            free, reserve = self.journal.low
-            self.log.warning(
-                "disk below its reserve: journal segments grow", free=free, reserve=reserve
-            )
-            self.start_notices.append(m.DiskLow(free=free, reserve=reserve))
+        self.start_notices += upkeep.low_events(self.log, self.journal.low)
         self.started = False
         self.clean_stop = False
         self.seal_path = os.path.join(bench_dir, recovery.SEAL)
-        self.damage: list[dict] = damage.load(bench_dir)  # unacknowledged journal damage
+        self.damage = upkeep.load_damage(bench_dir, self.log)  # not yet acknowledged
         self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
         self.committer = Committer(
             JournalStore(self.eventlog, self.journal), self.index, self.hub.publish
@@ -298,37 +268,8 @@ class Daemon:
         except WireError:
             pass  # stopping: benchd.log has it
 
-    def _report_damage(self, start_events: list) -> None:
-        """Keep this start's journal damage for `bench status` until acknowledged."""
-        found = [msgspec.to_builtins(e) for e in start_events if isinstance(e, m.JournalDamaged)]
-        if not found:
-            return
-        try:
-            damage.add(self.bench_dir, found)
-        except OSError as err:
-            self.log.error("journal damage report not kept", error=str(err))
-        self.damage += found
-
-    def _hold_room(self) -> None:
-        """Hold room on the disk for the next start (as much as there is, up to a cap)."""
-        want = min(room.ROOM_BYTES, self.opts.disk_reserve)
-        try:
-            held = room.keep(self.bench_dir, want)
-        except OSError as err:
-            held = 0
-            self.log.error("no room held for the next start", error=str(err))
-        if held < want:
-            self.log.warning("less room held for the next start", held=held, wanted=want)
-
     def disk_health(self) -> m.DiskHealth:
-        try:
-            st = os.statvfs(self.bench_dir)
-            free = st.f_bavail * st.f_frsize
-        except OSError:
-            free = 0
-        return m.DiskHealth(
-            free=free, full=self.committer.disk_full, reserve=self.opts.disk_reserve
-        )
+        return upkeep.disk_health(self.bench_dir, self.committer.disk_full, self.opts.disk_reserve)
 
     # ------------------------------------------------------------ identity
 
@@ -441,7 +382,7 @@ class Daemon:
                 # A full disk must not keep anyone from reading their mail: serve anyway
                 # (sends answer disk-full until there is room).
                 self.log.error("start events not logged", error=err.message, code=err.code)
-            self._report_damage(start_events)
+            self.damage += upkeep.keep_damage(self.bench_dir, self.log, start_events)
             await nursery.start(self.sessions.reactor.run)
             await nursery.start(self.sessions.run)
             await nursery.start(self.jobs.run)
@@ -468,7 +409,9 @@ class Daemon:
                 )
             # After the ready line and off the loop: neither a start nor a request waits
             # for its write and flush.
-            await trio.to_thread.run_sync(self._hold_room)
+            await trio.to_thread.run_sync(
+                upkeep.hold_room, self.bench_dir, self.opts.disk_reserve, self.log
+            )
             await self._stop.wait()
             await self._shutdown(listener)
             nursery.cancel_scope.cancel()
@@ -561,26 +504,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _start_problem(err: OSError) -> str:
-    """One line, with its code, for an I/O error that ends the daemon."""
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"the disk is full ({err.filename or 'BENCH_DIR'}); free some space [disk-full]"
-    return f"{err} [io-error]"
-
-
-def _stop_problem(err: BaseException) -> str:
-    """One line for what ended the daemon (the first error of a task group)."""
-    while isinstance(err, BaseExceptionGroup) and err.exceptions:
-        err = err.exceptions[0]
-    if isinstance(err, OSError):
-        return _start_problem(err)
-    if isinstance(err, WireError):
-        return f"{err.message} [{err.code}]"
-    if isinstance(err, sqlite3.Error):
-        return f"a database could not be used: {err} (is the disk full?) [io-error]"
-    return f"{err!r} [internal]"
-
-
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
@@ -630,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         daemon = Daemon(bench_dir, opts)
     except (OSError, sqlite3.Error) as err:
-        print(f"benchd: cannot start: {_stop_problem(err)}", file=sys.stderr)
+        print(f"benchd: cannot start: {upkeep.problem(err)}", file=sys.stderr)
         return 3
     try:
         trio.run(daemon.run, sys.stdout)
@@ -638,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
         daemon.log.error("stopped by an error", error=repr(err))
-        print(f"benchd: stopped: {_stop_problem(err)}", file=sys.stderr)
+        print(f"benchd: stopped: {upkeep.problem(err)}", file=sys.stderr)
         return 3
     finally:
         daemon.jobs.outbox.close()

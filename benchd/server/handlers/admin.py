@@ -1,7 +1,5 @@
 """Handlers for the daemon itself: hello, stop, journal/ack, debug/fault."""
 
-import msgspec
-
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd import __version__
@@ -27,7 +25,7 @@ async def hello(d, conn, caller, req: m.Hello) -> None:
             node=d.outbound.node,
             bridge=d.outbound.info(),
             disk=d.disk_health(),
-            journal_damage=[msgspec.convert(x, m.JournalDamaged) for x in d.damage],
+            journal_damage=d.damage,
         )
     )
 
