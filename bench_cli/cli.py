@@ -355,6 +355,7 @@ def up(bench_dir, as_json, restart, **kw):
         raise WireError("unsafe-dir", f"unsafe BENCH_DIR: {err}") from None
     except OSError as err:
         raise WireError("unsafe-dir", f"cannot use {d}: {err}") from None
+    out_size = os.fstat(out_fd).st_size  # what benchd says from here on is this start's
     proc = subprocess.Popen(
         _daemon_argv(d, kw),
         stdin=subprocess.DEVNULL,
@@ -377,7 +378,16 @@ def up(bench_dir, as_json, restart, **kw):
             if a is not None:
                 done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
                 return
-            raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {_tail_out(d)}")
+            said = _new_out(d, out_size)
+            if said:
+                raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {said}")
+            # Not a word in benchd.out: most often a disk too full to write it.
+            free = _free_bytes(d)
+            raise WireError(
+                "disk-full" if free < 64 << 10 else "no-daemon",
+                f"benchd exited ({proc.returncode}) without saying why in {d}/benchd.out; "
+                f"{free:,} bytes are free on its disk",
+            )
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
     raise WireError("no-daemon", f"benchd did not answer within 20 s; see {d}/benchd.out")
@@ -409,13 +419,23 @@ def _lock_held(d: str) -> bool:
         os.close(fd)
 
 
-def _tail_out(d: str) -> str:
+def _new_out(d: str, since: int) -> str:
+    """The last line benchd wrote to benchd.out past `since` ("" if none)."""
     try:
         with open(os.path.join(d, "benchd.out"), "rb") as f:
+            f.seek(since)
             lines = f.read().decode("utf-8", "replace").strip().splitlines()
-        return lines[-1] if lines else "no output"
+        return lines[-1] if lines else ""
     except OSError:
-        return "no output"
+        return ""
+
+
+def _free_bytes(d: str) -> int:
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def _wait_stopped(d: str) -> None:

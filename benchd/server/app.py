@@ -504,6 +504,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(line: str) -> None:
+    """One line to stderr; on a disk too full to take it, nothing (`bench up` then says
+    how much room is left)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
@@ -553,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         daemon = Daemon(bench_dir, opts)
     except (OSError, sqlite3.Error) as err:
-        print(f"benchd: cannot start: {upkeep.problem(err)}", file=sys.stderr)
+        _say(f"benchd: cannot start: {upkeep.problem(err)}")
         return 3
     try:
         trio.run(daemon.run, sys.stdout)
@@ -561,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
         daemon.log.error("stopped by an error", error=repr(err))
-        print(f"benchd: stopped: {upkeep.problem(err)}", file=sys.stderr)
+        _say(f"benchd: stopped: {upkeep.problem(err)}")
         return 3
     finally:
         daemon.jobs.outbox.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from bench_wire.errors import WireError
-from tests.reliability.test_index_failures import small_fs  # noqa: F401 - a fixture
+from tests.reliability.test_index_failures import fill_disk, small_fs  # noqa: F401 - a fixture
 from tests.support.daemon import Benchd
 
 
@@ -90,5 +90,31 @@ def test_the_daemon_starts_and_serves_reads_on_a_full_disk(small_fs):  # noqa: F
     r = d.bench("up")
     assert r.rc == 0, r
     usable(d, sent)
+    assert d.bench("down").rc == 0
+    no_traceback(small_fs)
+
+
+def test_a_start_that_cannot_happen_says_why_in_one_line(small_fs):  # noqa: F811
+    d = Benchd(small_fs, [])
+    d.start()
+    big = "y" * 200_000
+    ids = []
+    for i in range(2):
+        a = d.call({"verb": "mail/send", "to": "bob", "body": big, "key": f"big{i}"})
+        ids.append(a["mail_id"])
+    d.kill9()
+    for mail_id in ids:  # lost with the page cache: the replay must write them back
+        os.unlink(os.path.join(small_fs, "mail", "bob", "inbox", mail_id + ".md"))
+    filler = os.path.join(small_fs, "filler")
+    fill_disk(filler, 0)  # more than the room held for a start is needed
+    r = d.bench("up")
+    assert r.rc != 0 and "disk-full" in r.err, r
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r
+    no_traceback(small_fs)
+    os.unlink(filler)
+    r = d.bench("up")
+    assert r.rc == 0, r
+    listed = d.ok("mail", "list", "--handle", "bob")
+    assert sorted(m["mail_id"] for m in listed["messages"]) == sorted(ids)
     assert d.bench("down").rc == 0
     no_traceback(small_fs)
