@@ -4,8 +4,8 @@ A batch's whole record goes into one journal record: the message files it create
 (path and exact bytes), the renames it does (inbox/ -> read/), and the exact event-log
 bytes with the log offset they go to. The record's fdatasync is the commit point. The
 files and the log were written before it and the renames are done after it, all
-without a flush of their own: after a crash, `recover` puts every committed record's
-effects back from the journal.
+without a flush of their own: after a crash, the replay (store/replay.py) puts every
+committed record's effects back from the journal.
 
 Records: a 32-byte head (magic, sequence number, floor, payload length, crc32 of the
 payload, and a crc32 of the head itself) and the payload. The sequence numbers run on
@@ -17,7 +17,8 @@ number not yet checkpointed when the record was written: replay (store/replay.py
 ignores anything older than the newest floor it reads.
 
 Two segment files, `journal-0` and `journal-1` in the state dir, take turns. Each is
-preallocated with zeros (written and flushed once, when it is made), and records
+preallocated with zeros (written and flushed once, when it is made, unless that would
+leave less free space than the reserve: then it grows with its records), and records
 overwrite it in place: an fdatasync then has only data to write, never the file's new
 size (an append's fdatasync also commits the size through the filesystem's journal).
 When the active segment is full (SEGMENT_BYTES) or its first record is CHECKPOINT_S old,
