@@ -57,9 +57,10 @@ bench:
 bench-quick:
     {{py}} -m tools.perf.run --quick
 
-# Long crash/soak run (bounded in time; prints its figures).
-soak SECONDS="300":
-    {{py}} -m tools.reliability.soak --seconds {{SECONDS}}
+# Long crash/soak run (bounded in time; prints its figures). `just soak 300 --damage`
+# also flips a byte of a committed journal record at every kill.
+soak SECONDS="300" *ARGS:
+    {{py}} -m tools.reliability.soak --seconds {{SECONDS}} {{ARGS}}
 
 # Regenerate docs/protocol.md from the msgspec types.
 protocol-doc:

@@ -308,6 +308,7 @@ def _running_options(a: dict) -> dict:
         "--spawn-rate": a["caps"].get("spawn_rate"),
         "--exited-kept": a["caps"].get("exited_kept"),
         "--kept-scrollback": a["caps"].get("kept_scrollback_bytes"),
+        "--disk-reserve": (a.get("disk") or {}).get("reserve"),
     }
     for flag in (
         "--send-burst",
@@ -391,6 +392,7 @@ def up(bench_dir, as_json, restart, **kw):
     except OSError as err:
         why = err.strerror or str(err)
         raise dir_problem(d, err) or WireError("unsafe-dir", f"cannot use {d}: {why}") from None
+    out_size = os.fstat(out_fd).st_size  # what benchd says from here on is this start's
     proc = subprocess.Popen(
         _daemon_argv(d, kw),
         stdin=subprocess.DEVNULL,
@@ -413,7 +415,16 @@ def up(bench_dir, as_json, restart, **kw):
             if a is not None:
                 done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
                 return
-            raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {_tail_out(d)}")
+            said = _new_out(d, out_size)
+            if said:
+                raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {said}")
+            # Not a word in benchd.out: most often a disk too full to write it.
+            free = _free_bytes(d)
+            raise WireError(
+                "disk-full" if free < 64 << 10 else "no-daemon",
+                f"benchd exited ({proc.returncode}) without saying why in {d}/benchd.out; "
+                f"{free:,} bytes are free on its disk",
+            )
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
     raise WireError("no-daemon", f"benchd did not answer within 20 s; see {d}/benchd.out")
@@ -445,13 +456,23 @@ def _lock_held(d: str) -> bool:
         os.close(fd)
 
 
-def _tail_out(d: str) -> str:
+def _new_out(d: str, since: int) -> str:
+    """The last line benchd wrote to benchd.out past `since` ("" if none)."""
     try:
         with open(os.path.join(d, "benchd.out"), "rb") as f:
+            f.seek(since)
             lines = f.read().decode("utf-8", "replace").strip().splitlines()
-        return lines[-1] if lines else "no output"
+        return lines[-1] if lines else ""
     except OSError:
-        return "no output"
+        return ""
+
+
+def _free_bytes(d: str) -> int:
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def _wait_stopped(d: str) -> None:
@@ -499,29 +520,48 @@ def down(bench_dir, as_json):
     done(ctx, a, f"benchd stopped ({d})")
 
 
-@cli.command(epilog=examples("bench status", "bench status --json"))
+@cli.command(epilog=examples("bench status", "bench status --json", "bench status --ack"))
 @common
-def status(bench_dir, as_json):
-    """Is benchd running: pid, version, BENCH_DIR, counts."""
+@click.option(
+    "--ack",
+    is_flag=True,
+    help="acknowledge the journal damage shown (operator only): it is no longer shown",
+)
+def status(bench_dir, as_json, ack):
+    """Is benchd running: pid, version, BENCH_DIR, counts, disk, journal damage."""
     ctx = Ctx(bench_dir, as_json)
+    if ack:
+        call(bench_dir, m.JournalAck())
     a = call(bench_dir, m.Hello())
     r, c = a["reactor"], a["caps"]
-    done(
-        ctx,
-        a,
-        (
-            f"benchd {a['version']} running: pid {a['pid']}\n"
-            f"BENCH_DIR {a['bench_dir']}\n"
-            f"you are   {a['caller']}\n"
-            f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
-            f"index     {index_health(a.get('index') or {})}\n"
-            f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
-            f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
-            f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}\n"
-            f"jobs      a session may start {c.get('max_children')} at a time, "
-            f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep"
-        ),
+    text = (
+        f"benchd {a['version']} running: pid {a['pid']}\n"
+        f"BENCH_DIR {a['bench_dir']}\n"
+        f"you are   {a['caller']}\n"
+        f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
+        f"index     {index_health(a.get('index') or {})}\n"
+        f"disk      {disk_health(a.get('disk') or {})}\n"
+        f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
+        f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
+        f"node      {a.get('node') or '-'}, {_bridge_line(a.get('bridge') or {})}\n"
+        f"jobs      a session may start {c.get('max_children')} at a time, "
+        f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep"
     )
+    for dmg in a.get("journal_damage") or []:
+        text += (
+            f"\njournal   DAMAGED at start: {dmg['segment']} offset {dmg['offset']} "
+            f"({dmg['size']} bytes): {dmg['held']} (event seq {dmg['seq']}; "
+            "bench status --ack once seen)"
+        )
+    done(ctx, a, text)
+
+
+def disk_health(disk: dict) -> str:
+    """One line on the state dir's disk: full (sends refused) or its free space."""
+    free = f"{disk.get('free', 0) / 1e6:,.1f} MB free"
+    if disk.get("full"):
+        return f"FULL: sends answer disk-full until there is room ({free}); reading works"
+    return f"ok, {free}"
 
 
 def index_health(ix: dict) -> str:

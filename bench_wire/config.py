@@ -166,6 +166,14 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         65536,
         "bytes of an exited session's output kept on disk for bench tail",
     ),
+    (
+        "--disk-reserve",
+        "BENCH_DISK_RESERVE",
+        int,
+        64 << 20,
+        "bytes of free space the journal never takes to preallocate its segments "
+        "(below it they grow with their records)",
+    ),
 ]
 
 

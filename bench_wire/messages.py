@@ -178,6 +178,11 @@ class JobReport(Request, tag="job/report"):
     content: str
 
 
+class JournalAck(Request, tag="journal/ack"):
+    """Acknowledge the journal damage `hello` reports (operator only): it is no longer
+    shown; the journal/damaged events stay in the log."""
+
+
 class DebugFault(Request, tag="debug/fault"):
     """Test-only: arm a fault at a named point (refused unless benchd --test-hooks)."""
 
@@ -270,6 +275,7 @@ AnyRequest = (
     | SessionResize
     | SessionDetach
     | JobReport
+    | JournalAck
     | DebugFault
     | BridgePull
     | BridgeForward
@@ -358,6 +364,16 @@ class BridgeInfo(msgspec.Struct, kw_only=True):
     queued: int = 0
 
 
+class DiskHealth(msgspec.Struct, kw_only=True):
+    """The state dir's filesystem. full: the last write found no room (sends answer
+    disk-full until one succeeds); reserve: free bytes the journal leaves untouched
+    when it preallocates its segments (grown with their records below it)."""
+
+    free: int = 0
+    full: bool = False
+    reserve: int = 0
+
+
 class HelloOk(Response, tag="hello"):
     version: str
     protocol: int
@@ -373,6 +389,12 @@ class HelloOk(Response, tag="hello"):
     verbs: list[str] = []
     node: str = ""
     bridge: BridgeInfo | None = None
+    disk: DiskHealth | None = None
+    journal_damage: list["JournalDamaged"] = []  # found at starts, until acknowledged
+
+
+class JournalAckOk(Response, tag="journal/ack"):
+    acknowledged: int
 
 
 class StopOk(Response, tag="stop"):
@@ -615,6 +637,7 @@ AnyResponse = (
     | TypeOk
     | ReportOk
     | FaultOk
+    | JournalAckOk
     | AttachOk
     | OutputFrame
     | ScreenFrame
@@ -704,6 +727,31 @@ class IndexRebuilt(Event, tag="index/rebuilt"):
 
     reason: str
     messages: int
+
+
+class JournalDamaged(Event, tag="journal/damaged"):
+    """Replay found a damaged stretch of the journal and went on past it. `messages`:
+    the messages it named (handle/mail_id); `lost`: those whose file is on disk nowhere
+    (their only record was the damaged one); `events`: the seqs of the events it named,
+    `in_log`: whether events.jsonl still holds them. Shown by `bench status` until
+    acknowledged (`bench status --ack`)."""
+
+    segment: str
+    offset: int
+    size: int
+    held: str
+    messages: list[str] = []
+    lost: list[str] = []
+    events: list[int] = []
+    in_log: bool = True
+
+
+class DiskLow(Event, tag="disk/low"):
+    """Free space below the reserve (`--disk-reserve`): the journal's segments were not
+    preallocated and grow with their records instead."""
+
+    free: int
+    reserve: int
 
 
 class AgentWoken(Event, tag="agent/woken"):
@@ -834,6 +882,8 @@ AnyEvent = (
     | MailVanished
     | IndexFailed
     | IndexRebuilt
+    | JournalDamaged
+    | DiskLow
     | AgentWoken
     | EnterRetried
     | WakeCapped

@@ -17,7 +17,7 @@ BENCH_TOKEN or its process ancestry); see docs/security.md.
 | attach                                 | yes      | no                      |
 | session/screen (`bench dash`)          | yes      | no                      |
 | session/prune (`bench ps --prune`)     | yes      | no                      |
-| stop, debug/fault                      | yes      | no                      |
+| stop, debug/fault, journal/ack         | yes      | no                      |
 | bridge/pull, forwarded, deliver, report | yes (the bridge runs as the operator) | no |
 | job/report                             | no       | itself (a job's session) |
 
@@ -58,6 +58,7 @@ OPERATOR_ONLY = {
     m.SessionScreen: "watch a session's screen",
     m.SessionPrune: "forget exited sessions",
     m.DebugFault: "inject faults",
+    m.JournalAck: "acknowledge journal damage",
     m.BridgePull: "use the bridge's verbs (the bridge runs as the operator)",
     m.BridgeForward: "use the bridge's verbs (the bridge runs as the operator)",
     m.BridgeDeliver: "use the bridge's verbs (the bridge runs as the operator)",

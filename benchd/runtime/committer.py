@@ -43,7 +43,7 @@ from bench_wire.errors import WireError
 from bench_wire.messages import Event
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
-from benchd.store.journal import Append, Entry, Journal
+from benchd.store.journal import Append, Entry, Journal, Write
 
 MAX_BATCH = 256
 INDEX_COMMIT_S = 0.1  # how long index updates may wait for their commit
@@ -287,6 +287,7 @@ class Committer:
         self.on_lost: Callable | None = None  # told about events record() could not write
         self.batch = Batch()  # the batch being checked (ops' check() claims keys in it)
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
+        self.disk_full = False  # the last batch that wrote nothing met a full disk
 
     def enqueue(self, op: Op) -> None:
         """Queue the op for the next batch; `await op.wait()` for its answer."""
@@ -403,6 +404,10 @@ class Committer:
             self.store.published(records[-1]["seq"])
             # The same events, typed, in the order the store encoded them (encode_batch).
             self._publish(records, [ev for op in published for ev in op.events])
+        if any(type(e) is Write for op in published for e in op.entries):
+            self.disk_full = False  # a file was written: there is room for mail again
+        elif any(op.error is not None and op.error.code == "disk-full" for op in ops):
+            self.disk_full = True  # `bench status` says so until a file gets through
         for op in ops:
             op.finish()
             op.done.set()

@@ -52,7 +52,9 @@ class Mailroom:
         self.index = index
         self.committer = committer
         self.clock = IdClock(index.newest_id())
-        self.boxes: set[str] = set()  # mailboxes known to exist (saves stat calls per send)
+        # Mailboxes this run delivered to (saves stat calls per send); whether a mailbox
+        # is new is asked of the disk.
+        self.boxes: set[str] = set()
         self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
 
     # ------------------------------------------------------------ paths
@@ -212,9 +214,16 @@ class Mailroom:
         meta, body = _parse(path, data)
         retired = False
         if path == inbox and state == UNREAD:
-            retired = await self.committer.submit(
-                RetireOp(self, handle, mail_id, reader, event=True)
-            )
+            try:
+                retired = await self.committer.submit(
+                    RetireOp(self, handle, mail_id, reader, event=True)
+                )
+            except WireError as err:
+                if err.code != "disk-full":
+                    raise
+                # A full disk must not keep anyone from reading their mail: shown, and
+                # left unread (retired: false) until the retirement can be written.
+                retired = False
             if retired:
                 path = read
         elif path == read and state == UNREAD:
@@ -353,11 +362,13 @@ class SendOp(Op):
         mail_id, _ = room.clock.next(ms)
         key = self.key or f"auto-{mail_id}"
         box = room.box(self.to)
-        # Mail to a handle never seen before (no mailbox, no live session) is said so in
-        # the answer: a typo in a handle shows at once. It is still delivered. The
+        # Mail to a handle never seen before (no mailbox on disk, no live session) is
+        # said so in the answer: a typo in a handle shows at once. It is still delivered.
+        # The disk decides, not this run's memory: a restart forgets nothing it made. The
         # operator is no typo: its mailbox is there to be written to, first time or not.
-        new_mailbox = self.to not in room.boxes and not self.live and self.to != OPERATOR
+        new_mailbox = False
         if self.to not in room.boxes:  # a mailbox is made on first delivery
+            new_mailbox = not self.live and self.to != OPERATOR and not os.path.lexists(box)
             for sub in ("inbox", "read", "tmp"):
                 d = os.path.join(box, sub)
                 for path in (box, d):  # never create or deliver through a link

@@ -1,8 +1,8 @@
 """benchd's entry point: options, the lock, recovery, the socket, and the task tree.
 
 Start-up order matters: take the flock (one daemon per BENCH_DIR), open the event log
-(recovering a torn tail), open the index (reconciling it against the files unless the
-seal of a clean stop vouches for it; any SQLite error sets it aside and rebuilds it),
+(recovering a torn tail), open the index (reconciling each mailbox whose message names
+differ from the index's; any SQLite error sets it aside and rebuilds it),
 clean tmp/, then claim the socket path atomically and print one readiness line. Stop:
 refuse new work, end the sessions (their exits logged), log daemon/stopped, commit the
 index and seal it (recovery.py), remove the socket.
@@ -50,15 +50,17 @@ from benchd.runtime.past import PastSession
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
+from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.store import recovery, search, threads
+from benchd.store import recovery, room, search, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
-from benchd.store.journal import Journal, replay
+from benchd.store.journal import Journal
 from benchd.store.outbox import SqliteOutbox
+from benchd.store.replay import replay
 from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -107,24 +109,31 @@ class Daemon:
         self.hub = Hub(self.log)
         self.connections: set[Connection] = set()  # open client connections (idle reaper)
         log_path = os.path.join(bench_dir, "events.jsonl")
+        # The room held for this start, given back before anything else writes.
+        self.room_released = room.release(bench_dir)
         # Before anything reads the files or the log: put back what committed batches
         # did that may not have reached the disk (a crash; nothing after a clean stop).
         self.replayed = replay(bench_dir, log_path)
-        if self.replayed.records:
-            self.log.warning("journal replayed", **self.replayed._asdict())
+        self.start_notices: list = upkeep.replay_events(self.log, self.replayed)
         self.eventlog = EventLog(log_path)
+        # Lines replay took back (a batch never committed) keep their seqs: none is
+        # handed out twice.
+        self.eventlog.last_seq = max(self.eventlog.last_seq, self.replayed.cut_seq)
+        self.eventlog.published_seq = self.eventlog.last_seq
         self.journal = Journal(
             bench_dir,
             lambda: self.eventlog.fd,
             on_checkpoint_error=lambda err: self.log.error(
                 "journal checkpoint failed", error=str(err)
             ),
+            reserve=opts.disk_reserve,
         )
         self.journal.open()
-        self.start_notices: list = []  # index notices from before the committer ran
+        self.start_notices += upkeep.low_events(self.log, self.journal.low)
         self.started = False
         self.clean_stop = False
         self.seal_path = os.path.join(bench_dir, recovery.SEAL)
+        self.damage = upkeep.load_damage(bench_dir, self.log)  # not yet acknowledged
         self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
         self.committer = Committer(
             JournalStore(self.eventlog, self.journal), self.index, self.hub.publish
@@ -238,13 +247,15 @@ class Daemon:
             and recovery.seal_matches(seal, self.index.path)
             and idx.get_meta("last_seq") == str(self.eventlog.last_seq)
         )
-        self.recovered = not trusted and (not idx.fresh or os.path.isdir(mail_root))
-        if trusted:
-            assert seal is not None  # seal_matches() found it
-            # Only mailboxes whose directories changed since the clean stop (mail a
-            # person dropped in, moved or removed) are listed again.
-            changed = recovery.changed_boxes(mail_root, seal["dirs"], idx.handles())
+        sealed = recovery.sealed_names(idx) if trusted else None
+        if sealed is not None:
+            self.recovered = False
+            # The seal vouches for the index file only: the mailboxes whose names differ
+            # from the index's (mail a person dropped in, moved or removed, while the
+            # daemon ran or while it was stopped) are listed again.
+            changed = recovery.changed_boxes(mail_root, sealed)
             return reconcile(mail_root, idx, frozenset(), changed) if changed else []
+        self.recovered = not idx.fresh or os.path.isdir(mail_root)
         if not idx.fresh:
             # Not sealed: check the b-trees too (a crash start lists every mailbox anyway,
             # so this is the same order of work); damage found is a SQLite error -> rebuild.
@@ -302,6 +313,9 @@ class Daemon:
             committer.enqueue(EventOp(ev))
         except WireError:
             pass  # stopping: benchd.log has it
+
+    def disk_health(self) -> m.DiskHealth:
+        return upkeep.disk_health(self.bench_dir, self.committer.disk_full, self.opts.disk_reserve)
 
     # ------------------------------------------------------------ identity
 
@@ -401,12 +415,20 @@ class Daemon:
             self.nursery = nursery
             await nursery.start(self.committer.run)
             self.started = True
-            await self.committer.submit(
-                EventOp(
-                    *start_events,
-                    m.DaemonStarted(pid=self.pid, version=__version__, recovered=self.recovered),
+            try:
+                await self.committer.submit(
+                    EventOp(
+                        *start_events,
+                        m.DaemonStarted(
+                            pid=self.pid, version=__version__, recovered=self.recovered
+                        ),
+                    )
                 )
-            )
+            except WireError as err:
+                # A full disk must not keep anyone from reading their mail: serve anyway
+                # (sends answer disk-full until there is room).
+                self.log.error("start events not logged", error=err.message, code=err.code)
+            self.damage += upkeep.keep_damage(self.bench_dir, self.log, start_events)
             await nursery.start(self.sessions.reactor.run)
             await nursery.start(self.sessions.run)
             await nursery.start(self.jobs.run)
@@ -431,6 +453,11 @@ class Daemon:
                     file=ready_out,
                     flush=True,
                 )
+            # After the ready line and off the loop: neither a start nor a request waits
+            # for its write and flush.
+            await trio.to_thread.run_sync(
+                upkeep.hold_room, self.bench_dir, self.opts.disk_reserve, self.log
+            )
             await self._stop.wait()
             await self._shutdown(listener)
             nursery.cancel_scope.cancel()
@@ -470,7 +497,7 @@ class Daemon:
         # daemon/stopped, and their streams' end frames are sent.
         await self.sessions.stop_all()
         await self.jobs.stop()
-        await self.committer.submit(EventOp(m.DaemonStopped(pid=self.pid)))
+        await self.committer.record(m.DaemonStopped(pid=self.pid))  # a full disk: stop anyway
         await self.committer.drain()
         self.hub.followers.close()
         with trio.move_on_after(2.0):
@@ -523,6 +550,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(line: str) -> None:
+    """One line to stderr; on a disk too full to take it, nothing (`bench up` then says
+    how much room is left)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
@@ -569,15 +605,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     os.ftruncate(lock_fd, 0)
     write_all(lock_fd, f"{os.getpid()}\n".encode())
-    daemon = Daemon(bench_dir, opts)
+    try:
+        daemon = Daemon(bench_dir, opts)
+    except (OSError, sqlite3.Error) as err:
+        _say(f"benchd: cannot start: {upkeep.problem(err)}")
+        return 3
     try:
         trio.run(daemon.run, sys.stdout)
     except KeyboardInterrupt:
         pass
+    except Exception as err:  # noqa: BLE001 - one line, never a traceback
+        daemon.log.error("stopped by an error", error=repr(err))
+        _say(f"benchd: stopped: {upkeep.problem(err)}")
+        return 3
     finally:
         daemon.jobs.outbox.close()
         if daemon.clean_stop:
-            recovery.seal(daemon.index, daemon.seal_path, os.path.join(bench_dir, "mail"))
+            recovery.seal(daemon.index, daemon.seal_path)
         else:
             daemon.index.close()
         daemon.eventlog.close()

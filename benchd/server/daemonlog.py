@@ -6,6 +6,8 @@ import structlog
 
 
 def setup(path: str):
+    # A line the disk refuses (full) is dropped, never printed with a traceback.
+    logging.raiseExceptions = False
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger("benchd")

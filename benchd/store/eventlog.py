@@ -26,7 +26,7 @@ _TAIL = 64 * 1024
 _decoder = msgspec.json.Decoder()
 
 
-def _seq_of(line: bytes) -> int | None:
+def seq_of(line: bytes) -> int | None:
     # The daemon writes every line as {"seq":N,"ts":...}: read the seq from the head of
     # the line without decoding the whole line (tolerating another field order).
     at = line.find(b'"seq":', 0, 64)
@@ -46,6 +46,7 @@ class EventLog:
     def __init__(self, path: str):
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self.newline_owed = False  # a torn last line still needs its newline
         self.last_seq, self.torn = self._recover()
         # The newest seq whose batch is durable and answered. Lines past it may sit in
         # the file while their batch is still being flushed: readers stop before them
@@ -60,9 +61,13 @@ class EventLog:
         tail = os.pread(self.fd, size - start, start)
         torn = not tail.endswith(b"\n")
         if torn:
-            # Keep the fragment as its own (unparseable, skipped) line.
-            os.write(self.fd, b"\n")
-            os.fsync(self.fd)
+            # Keep the fragment as its own (unparseable, skipped) line. On a full disk
+            # the newline goes in front of the next write instead.
+            try:
+                os.write(self.fd, b"\n")
+                os.fsync(self.fd)
+            except OSError:
+                self.newline_owed = True
         last = 0
         for line in reversed(tail.split(b"\n")):
             try:
@@ -80,7 +85,7 @@ class EventLog:
         last = 0
         with open(self.path, "rb") as f:
             for line in f:
-                s = _seq_of(line)
+                s = seq_of(line)
                 if s is not None:
                     last = max(last, s)
         return last
@@ -116,13 +121,14 @@ class EventLog:
         durable); returns the offset they start at and their bytes. Raises OSError,
         leaving no partial write behind."""
         faults.check("eventlog")
-        data = b"".join(lines)
+        data = b"".join([b"\n", *lines] if self.newline_owed else lines)
         before = os.fstat(self.fd).st_size
         try:
             write_all(self.fd, data)
         except OSError:
             self.truncate(before)
             raise
+        self.newline_owed = False
         return before, data
 
     def truncate(self, offset: int) -> None:
@@ -152,7 +158,7 @@ class EventLog:
             if start >= hi:
                 hi = mid
                 continue
-            seq = _seq_of(os.pread(self.fd, 96, start))
+            seq = seq_of(os.pread(self.fd, 96, start))
             if seq is not None and seq <= since:
                 lo = start
             else:

@@ -4,17 +4,21 @@ A batch's whole record goes into one journal record: the message files it create
 (path and exact bytes), the renames it does (inbox/ -> read/), and the exact event-log
 bytes with the log offset they go to. The record's fdatasync is the commit point. The
 files and the log were written before it and the renames are done after it, all
-without a flush of their own: after a crash, `recover` puts every committed record's
-effects back from the journal.
+without a flush of their own: after a crash, the replay (store/replay.py) puts every
+committed record's effects back from the journal.
 
-Records: a 20-byte head (magic, sequence number, payload length, crc32 of the payload)
-and the payload. The sequence numbers run on across segments; a segment's records are
-read from its start while each head is whole, its sequence is the one after the last,
-and its crc matches: the first record that fails (a torn write at a crash, or an older
-record the segment held before it was reused) ends the segment.
+Records: a 32-byte head (magic, sequence number, floor, payload length, crc32 of the
+payload, and a crc32 of the head itself) and the payload. The sequence numbers run on
+across segments. Each record carries its own length and checksums, so a damaged record
+is skipped alone and reading goes on past it (`read_segment`); a segment ends where no
+later record reads (a torn write at a crash, or older records the segment held before
+it was reused, whose sequence numbers are lower). The floor is the oldest sequence
+number not yet checkpointed when the record was written: replay (store/replay.py)
+ignores anything older than the newest floor it reads.
 
 Two segment files, `journal-0` and `journal-1` in the state dir, take turns. Each is
-preallocated with zeros (written and flushed once, when it is made), and records
+preallocated with zeros (written and flushed once, when it is made, unless that would
+leave less free space than the reserve: then it grows with its records), and records
 overwrite it in place: an fdatasync then has only data to write, never the file's new
 size (an append's fdatasync also commits the size through the filesystem's journal).
 When the active segment is full (SEGMENT_BYTES) or its first record is CHECKPOINT_S old,
@@ -37,8 +41,10 @@ from benchd.store import faults
 from benchd.store.fileio import write_all
 from benchd.store.flush import Flusher
 
-MAGIC = b"BJ01"
-_HEAD = struct.Struct("<4sQII")  # magic, seq, payload length, crc32 of the payload
+MAGIC = b"BJ02"
+# magic, seq, floor, payload length, crc32 of the payload; then a crc32 of those bytes
+_HEAD = struct.Struct("<4sQQII")
+HEAD_BYTES = _HEAD.size + 4
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 SEGMENTS = ("journal-0", "journal-1")
@@ -140,139 +146,118 @@ def decode_entries(payload: bytes, root: str) -> list[Entry]:
     return entries
 
 
-def frame(seq: int, payload: bytes) -> bytes:
-    return _HEAD.pack(MAGIC, seq, len(payload), zlib.crc32(payload)) + payload
+def frame(seq: int, payload: bytes, floor: int | None = None) -> bytes:
+    """A record: its head (with a crc of its own) and its payload. `floor`: the oldest
+    sequence number not yet checkpointed when it is written (itself, by default)."""
+    head = _HEAD.pack(
+        MAGIC, seq, seq if floor is None else floor, len(payload), zlib.crc32(payload)
+    )
+    return head + _U32.pack(zlib.crc32(head)) + payload
 
 
-def read_segment(data: bytes) -> list[tuple[int, bytes]]:
-    """The whole, valid records at the start of a segment: [(seq, payload)], ending at
-    the first torn, stale or bad-crc record."""
-    records: list[tuple[int, bytes]] = []
+class Head(NamedTuple):
+    seq: int
+    floor: int
+    length: int
+    crc: int
+
+
+def head_at(data: bytes, pos: int) -> Head | None:
+    """The record head at `pos`, or None where there is none (zeros, a torn or damaged
+    head, an older format)."""
+    if pos < 0 or pos + HEAD_BYTES > len(data) or data[pos : pos + 4] != MAGIC:
+        return None
+    (hcrc,) = _U32.unpack_from(data, pos + _HEAD.size)
+    if zlib.crc32(data[pos : pos + _HEAD.size]) != hcrc:
+        return None
+    _magic, seq, floor, length, crc = _HEAD.unpack_from(data, pos)
+    return Head(seq, floor, length, crc)
+
+
+class Record(NamedTuple):
+    seq: int
+    floor: int
+    offset: int  # in its segment
+    payload: bytes
+
+
+class Bad(NamedTuple):
+    """A damaged stretch of a segment between whole records: a record whose payload
+    fails its crc (its head, and so its seq, intact), or bytes where no head reads."""
+
+    offset: int
+    size: int
+    seq: int | None
+    data: bytes  # the payload as found, or the stretch's bytes
+
+
+def read_segment(data: bytes) -> tuple[list[Record], list[Bad]]:
+    """The records of a segment, in order, and the damaged stretches among them.
+
+    A segment whose first head is all zeros holds nothing (never used, or dropped by a
+    checkpoint). Otherwise records are read from its start; each head carries its own
+    length and crc, so a record whose payload fails its crc is skipped alone. Where no
+    head reads, the rest of the segment is searched for the next whole record with a
+    higher sequence number: found, the stretch before it is damage; not found, the
+    segment ends there (a torn tail, or older records of a reused segment: those have
+    lower sequence numbers)."""
+    good: list[Record] = []
+    bad: list[Bad] = []
+    if not any(data[:HEAD_BYTES]):
+        return good, bad
+    pos, last, n = 0, -1, len(data)
+    while pos + HEAD_BYTES <= n:
+        h = head_at(data, pos)
+        end = pos + HEAD_BYTES + (h.length if h else 0)
+        if h is not None and h.seq > last and end <= n:
+            payload = data[pos + HEAD_BYTES : end]
+            if zlib.crc32(payload) == h.crc:
+                good.append(Record(h.seq, h.floor, pos, payload))
+            else:
+                bad.append(Bad(pos, end - pos, h.seq, payload))
+            pos, last = end, h.seq
+            continue
+        nxt = _next_record(data, pos + 1, last)
+        if nxt is None:
+            break
+        bad.append(Bad(pos, nxt - pos, None, data[pos:nxt]))
+        pos = nxt
+    return good, bad
+
+
+LEGACY_MAGIC = b"BJ01"
+_LEGACY_HEAD = struct.Struct("<4sQII")  # magic, seq, payload length, crc32 of the payload
+
+
+def read_legacy(data: bytes) -> tuple[list[Record], list[Bad]]:
+    """A segment an earlier version wrote (a crash just before an upgrade): its records
+    up to the first that fails, as that version read them."""
+    good: list[Record] = []
     pos, expect = 0, None
-    while pos + _HEAD.size <= len(data):
-        magic, seq, length, crc = _HEAD.unpack_from(data, pos)
-        if magic != MAGIC or (expect is not None and seq != expect):
+    while pos + _LEGACY_HEAD.size <= len(data):
+        magic, seq, length, crc = _LEGACY_HEAD.unpack_from(data, pos)
+        end = pos + _LEGACY_HEAD.size + length
+        if magic != LEGACY_MAGIC or (expect is not None and seq != expect) or end > len(data):
             break
-        end = pos + _HEAD.size + length
-        if end > len(data):
-            break
-        payload = data[pos + _HEAD.size : end]
+        payload = data[pos + _LEGACY_HEAD.size : end]
         if zlib.crc32(payload) != crc:
             break
-        records.append((seq, payload))
+        good.append(Record(seq, 0, pos, payload))
         pos, expect = end, seq + 1
-    return records
+    return good, []
 
 
-# ---------------------------------------------------------------- replay
-
-
-class Replayed(NamedTuple):
-    records: int
-    files: int  # message files written back (missing, or their bytes differed)
-    renames: int  # renames done again
-    log_bytes: int  # event-log bytes written back
-
-
-def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed:
-    """Put back every committed record's effects, in order, then make them durable and
-    drop the segments. Idempotent: a crash part way through replays the same records
-    again, to the same end state."""
-    segments = []
-    for name in SEGMENTS:
-        try:
-            with open(os.path.join(root, name), "rb") as f:
-                head = f.read(_HEAD.size)
-                if head[:4] != MAGIC:
-                    continue  # empty (the usual start): not worth reading the segment
-                recs = read_segment(head + f.read())
-        except FileNotFoundError:
-            continue
-        if recs:
-            segments.append(recs)
-    segments.sort(key=lambda recs: recs[0][0])
-    records = [decode_entries(payload, root) for recs in segments for _seq, payload in recs]
-    if not records:
-        return Replayed(0, 0, 0, 0)
-    files = renames = log_bytes = 0
-    touched = _Touched(root)
-    log_end = None
-    log_fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        for entries in records:
-            for e in entries:
-                if type(e) is Write:
-                    files += _restore(e, root)
-                elif type(e) is Rename:
-                    if os.path.lexists(e.src):
-                        os.makedirs(os.path.dirname(e.dst), 0o700, exist_ok=True)
-                        os.rename(e.src, e.dst)
-                        renames += 1
-                else:
-                    assert type(e) is Append
-                    if os.pread(log_fd, len(e.data), e.offset) != e.data:
-                        write_all(log_fd, e.data, e.offset)
-                        log_bytes += len(e.data)
-                    log_end = e.offset + len(e.data)
-            touched.add(entries)
-        if log_end is not None and os.fstat(log_fd).st_size != log_end:
-            # Lines past the last committed batch belong to a batch that was never
-            # answered: its commit did not reach the journal.
-            os.ftruncate(log_fd, log_end)
-        touched.flush(flusher or Flusher(), [log_fd])
-    finally:
-        os.close(log_fd)
-    for name in SEGMENTS:
-        _drop(os.path.join(root, name))
-    return Replayed(len(records), files, renames, log_bytes)
-
-
-def _restore(e: Write, root: str) -> int:
-    """Make e.path (or e.alt, where a later rename moved it) hold e.data; 1 if written."""
-    for p in (e.path, e.alt):
-        if not p:
-            continue
-        try:
-            with open(p, "rb") as f:
-                if f.read(len(e.data) + 1) == e.data:
-                    return 0
-        except FileNotFoundError:
-            continue
-        except IsADirectoryError:
-            return 0  # not ours to replace
-        _write_file(p, e.data, root)  # there, but torn: rewrite it where it is
-        return 1
-    _write_file(e.path, e.data, root)
-    return 1
-
-
-def _write_file(path: str, data: bytes, root: str) -> None:
-    os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
-    tmp = os.path.join(root, REPLAY_TMP)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        write_all(fd, data, 0)
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
-
-
-def _drop(path: str) -> None:
-    """Make a segment replay nothing: zero its first head (preallocated), or empty it."""
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return
-    try:
-        if os.fstat(fd).st_size >= SEGMENT_BYTES:
-            write_all(fd, bytes(_HEAD.size), 0)
-            os.fdatasync(fd)
-        else:
-            os.ftruncate(fd, 0)
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+def _next_record(data: bytes, start: int, last: int) -> int | None:
+    """Where the next whole record with a seq above `last` starts, from `start` on."""
+    at = data.find(MAGIC, start)
+    while at >= 0:
+        h = head_at(data, at)
+        if h is not None and h.seq > last:
+            end = at + HEAD_BYTES + h.length
+            if end <= len(data) and zlib.crc32(data[at + HEAD_BYTES : end]) == h.crc:
+                return at
+        at = data.find(MAGIC, at + 1)
+    return None
 
 
 class _Touched:
@@ -315,9 +300,18 @@ class _Segment:
         self.pos = 0  # where the next record goes
         self.entries: list[list[Entry]] = []  # its records, for the checkpoint
         self.first_at = 0.0
+        self.base = 0  # the seq of its first record (while it has entries)
         self.preallocated = True  # overwritten in place (else it grows, and is emptied)
         self.checkpoint: threading.Thread | None = None
         self.error: OSError | None = None  # the last checkpoint's failure
+
+
+def _free_bytes(path: str) -> int:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 class Journal:
@@ -333,6 +327,7 @@ class Journal:
         segment_bytes: int = SEGMENT_BYTES,
         checkpoint_s: float = CHECKPOINT_S,
         on_checkpoint_error: Callable[[OSError], None] = lambda err: None,
+        reserve: int = 0,
     ) -> None:
         self.root = root
         self.log_fd = log_fd  # the event log's fd, flushed at each checkpoint
@@ -347,6 +342,8 @@ class Journal:
         # an earlier run can never pass for the next one of this run.
         self.seq = time.time_ns()
         self.checkpoints = 0
+        self.reserve = reserve  # free bytes preallocation never takes
+        self.low: tuple[int, int] | None = None  # (free, reserve) when it gave way
 
     def open(self) -> None:
         """Open both segments, empty (after `replay`), preallocating them if asked."""
@@ -357,6 +354,14 @@ class Journal:
             size = os.fstat(seg.fd).st_size
             seg.preallocated = self.preallocate
             if self.preallocate and size < self.segment_bytes:
+                free = _free_bytes(self.root)
+                if free - (self.segment_bytes - size) < self.reserve:
+                    # Preallocating would eat into the reserve (room for the index, the
+                    # log and the start itself): this segment grows with its records.
+                    self.low = (free, self.reserve)
+                    seg.preallocated = False
+                    size = 1
+            if seg.preallocated and size < self.segment_bytes:
                 try:
                     faults.check("journal-prealloc")
                     write_all(seg.fd, bytes(self.segment_bytes - size), size)
@@ -382,25 +387,30 @@ class Journal:
         """Write the batch's record and make it durable: the commit point. Raises OSError
         (the batch is then not committed)."""
         seg = self.segments[self.active]
-        record = frame(self.seq, encode_entries(entries, self.root))
+        payload = encode_entries(entries, self.root)
         if seg.entries and (
-            seg.pos + len(record) > self.segment_bytes
+            seg.pos + HEAD_BYTES + len(payload) > self.segment_bytes
             or time.monotonic() - seg.first_at > self.checkpoint_s
         ):
             seg = self._switch()
+        # The oldest record not yet checkpointed: replay ignores any record older than
+        # the newest floor it reads (a dropped segment's leftovers, whatever its head).
+        bases = [s.base for s in self.segments if s.entries]
+        record = frame(self.seq, payload, min(bases, default=self.seq))
         try:
             faults.check("journal")
             write_all(seg.fd, record, seg.pos)
             os.fdatasync(seg.fd)
         except OSError:
             try:  # so the record can never be replayed; the next one goes in its place
-                write_all(seg.fd, bytes(_HEAD.size), seg.pos)
+                write_all(seg.fd, bytes(HEAD_BYTES), seg.pos)
                 os.fdatasync(seg.fd)
             except OSError:
                 pass
             raise
         if not seg.entries:
             seg.first_at = time.monotonic()
+            seg.base = self.seq
         seg.entries.append(entries)
         seg.pos += len(record)
         self.seq += 1
@@ -429,7 +439,7 @@ class Journal:
         try:
             touched.flush(self.flusher, [self.log_fd()])
             if seg.preallocated:
-                write_all(seg.fd, bytes(_HEAD.size), 0)
+                write_all(seg.fd, bytes(HEAD_BYTES), 0)
                 os.fdatasync(seg.fd)
             else:
                 os.ftruncate(seg.fd, 0)

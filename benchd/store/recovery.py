@@ -1,56 +1,86 @@
-"""The clean-stop seal: how a start knows it may trust the index without reading mail.
+"""The clean-stop seal, and the check of the files that every sealed start still makes.
 
-A clean stop commits the index, folds its WAL into the file, and writes `index.seal`
-beside it: the file's size and crc32, and the mtime of every mailbox's inbox/ and read/.
-The next start takes the seal (removes it first, so it is trusted at most once) and
-trusts the index only if the file is byte for byte the one that was sealed and the event
-log ends where the index says. Mailboxes whose directories changed since (a file a
-person dropped in, moved or removed) are listed again; the others are not touched.
+A clean stop commits the index, records in it a digest of the message names it holds
+per mailbox directory (inbox/ and read/), folds its WAL into the file, and writes
+`index.seal` beside it: the file's size and crc32. The next start takes the seal
+(removes it first, so it is trusted at most once) and skips SQLite's b-tree check only
+if the file is byte for byte the one that was sealed and the event log ends where the
+index says.
 
-Why this is enough: every change the daemon makes to the index passes through a
-commit, so a file equal to the sealed one holds exactly what was committed at the clean
-stop; damage to any byte (a bad sector, a stray write) changes the crc. A crc32 of the
-file is a sequential read of a few MB (about 25 MB for 100,000 messages), far cheaper
-than opening every message, and cheaper than SQLite's own page-by-page quick_check.
-What the seal cannot see: a directory changed within the same clock tick as the
-daemon's last change before the stop (its mtime would not move), and a message file
-edited in place (reads meet that: bad-mail-file).
+The seal vouches for the index file, never for the mail directories: every sealed start
+lists each mailbox's inbox/ and read/ (names only, from readdir; no file is opened or
+stat'ed) and compares a digest of the names with the one the index recorded of its own
+rows. A mailbox whose names differ is reconciled (only its unknown files are read).
+So a file dropped in, deleted, or moved between inbox/ and read/ is seen whether it
+happened while the daemon ran or while it was stopped, and a seal forged for a stale
+index vouches only for what that index holds: the names still have to match the files.
+
+What the digest cannot see: an edit inside a message file (its name does not change;
+a read shows the file as it is, or answers bad-mail-file), and files the index can
+never hold (not a message, or an invalid name), which make their mailbox be listed
+again at every start.
 """
 
+import hashlib
 import json
 import os
 
 from benchd.store.fileio import write_all
-from benchd.store.index import Index, file_sum
+from benchd.store.index import READ, UNREAD, Index, file_sum
 
 SEAL = "index.seal"
+NAMES = "names"  # the index's meta key: {handle: [inbox digest, read digest]}
+_SUBS = (("inbox", UNREAD), ("read", READ))
 
 
-def box_stamps(mail_root: str) -> dict[str, list[int]]:
-    """{handle: [inbox mtime_ns, read mtime_ns]} of every mailbox (0: missing)."""
-    stamps: dict[str, list[int]] = {}
+def names_digest(ids: list[str]) -> str:
+    """A digest of a set of message ids (order-free: sorted first)."""
+    ids.sort()
+    data = "\n".join(ids).encode("utf-8", "surrogateescape")
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def dir_digests(mail_root: str, handle: str) -> list[str]:
+    """[inbox digest, read digest] of a mailbox as its directories hold it now."""
+    out = []
+    for sub, _state in _SUBS:
+        ids: list[str] = []
+        try:
+            with os.scandir(os.path.join(mail_root, handle, sub)) as it:
+                for entry in it:
+                    # d_type from readdir: no stat. Only regular *.md files are messages.
+                    if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                        ids.append(entry.name[:-3])
+        except OSError:
+            pass  # missing (or not a directory): no names
+        out.append(names_digest(ids))
+    return out
+
+
+def index_digests(index: Index) -> dict[str, list[str]]:
+    """{handle: [inbox digest, read digest]} of what the index holds."""
+    digests = {}
+    for handle in index.handles():
+        by_state: dict[int, list[str]] = {UNREAD: [], READ: []}
+        for mail_id, state in index.ids(handle).items():
+            by_state[state].append(mail_id)
+        digests[handle] = [names_digest(by_state[state]) for _sub, state in _SUBS]
+    return digests
+
+
+def seal(index: Index, seal_path: str) -> bool:
+    """Record the index's names, close it cleanly and write the seal. False (no seal) if
+    anything failed."""
     try:
-        handles = os.listdir(mail_root)
-    except OSError:
-        return stamps
-    for handle in handles:
-        stamps[handle] = [_mtime(os.path.join(mail_root, handle, sub)) for sub in ("inbox", "read")]
-    return stamps
-
-
-def _mtime(path: str) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return 0
-
-
-def seal(index: Index, seal_path: str, mail_root: str) -> bool:
-    """Close the index cleanly and write the seal. False (no seal) if anything failed."""
-    if not index.close_clean():
+        index.set_meta(NAMES, json.dumps(index_digests(index)))
+    except Exception:  # noqa: BLE001 - any failure only costs the next start a full check
+        index.close()
+        return False
+    if not index.flush() or not index.close_clean():
+        index.close()
         return False
     try:
-        data = json.dumps({"sum": file_sum(index.path), "dirs": box_stamps(mail_root)})
+        data = json.dumps({"sum": file_sum(index.path)})
         tmp = seal_path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -81,12 +111,7 @@ def take_seal(seal_path: str) -> dict | None:
         obj = json.loads(raw)
     except ValueError:
         return None
-    ok = (
-        isinstance(obj, dict)
-        and isinstance(obj.get("sum"), str)
-        and isinstance(obj.get("dirs"), dict)
-    )
-    return obj if ok else None
+    return obj if isinstance(obj, dict) and isinstance(obj.get("sum"), str) else None
 
 
 def seal_matches(seal_obj: dict | None, db_path: str) -> bool:
@@ -98,10 +123,26 @@ def seal_matches(seal_obj: dict | None, db_path: str) -> bool:
         return False
 
 
-def changed_boxes(mail_root: str, sealed: dict, indexed: list[str]) -> set[str]:
-    """Mailboxes to list again: their directories' mtimes differ from the sealed ones,
-    or they are new, or the index knows them and they are gone."""
-    now = box_stamps(mail_root)
-    changed = {h for h, st in now.items() if sealed.get(h) != st}
-    changed |= {h for h in set(sealed) | set(indexed) if h not in now}
+def sealed_names(index: Index) -> dict[str, list[str]] | None:
+    """The names the index recorded at its clean stop (None: none, or unreadable)."""
+    raw = index.get_meta(NAMES)
+    try:
+        obj = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def changed_boxes(mail_root: str, sealed: dict[str, list[str]]) -> set[str]:
+    """Mailboxes to reconcile: their names differ from what the index holds, or they are
+    new on disk, or the index knows them and they are gone."""
+    try:
+        on_disk = set(os.listdir(mail_root))
+    except OSError:
+        on_disk = set()
+    empty = [names_digest([])] * len(_SUBS)  # a mailbox the index holds no mail of
+    changed = set()
+    for handle in on_disk | set(sealed):
+        if sealed.get(handle, empty) != dir_digests(mail_root, handle):
+            changed.add(handle)
     return changed

@@ -16,7 +16,9 @@ import os
 import stat
 
 # The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
+from benchd.store.damage import REPORT
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
+from benchd.store.room import ROOM
 
 FILES = (
     "benchd.lock",
@@ -28,6 +30,8 @@ FILES = (
     REPLAY_TMP,
     "outbox.sqlite",
     "presets.json",
+    REPORT,
+    ROOM,
 )
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 BOXES = ("inbox", "read", "tmp")

@@ -251,7 +251,9 @@ def test_a_torn_log_tail_and_staged_leftovers_are_recovered_at_start(make_daemon
     seqs = [e["seq"] for e in log.events]
     assert seqs == sorted(set(seqs)) and seqs[-1] > last
     started = [e for e in log.events if e["kind"] == "daemon/started"]
-    assert started[-1]["seq"] == last + 1 and started[-1]["recovered"] is True
+    # A seq the cut fragment held is never handed out again (a reader may have seen it).
+    first = last + 2 if journal == "replayed" else last + 1
+    assert started[-1]["seq"] == first and started[-1]["recovered"] is True
     # Readers skip the torn line, from the start and from a seq around it.
     assert [e["seq"] for e in d.events()] == seqs
     assert [e["seq"] for e in d.events(since=last)] == [s for s in seqs if s > last]
@@ -285,7 +287,7 @@ def test_writes_lost_with_the_page_cache_are_replayed_from_the_journal(make_daem
     for name in journal.SEGMENTS:
         with open(os.path.join(d.dir, name), "rb") as f:
             records += [
-                journal.decode_entries(p, d.dir) for _s, p in journal.read_segment(f.read())
+                journal.decode_entries(r.payload, d.dir) for r in journal.read_segment(f.read())[0]
             ]
     writes = [e for r in records for e in r if type(e) is journal.Write]
     first_offset = min(e.offset for r in records for e in r if type(e) is journal.Append)

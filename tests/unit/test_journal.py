@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from benchd.store import journal as J
+from benchd.store import replay as R
 from benchd.store.journal import Append, Journal, Rename, Write
 
 
@@ -24,11 +25,16 @@ def _tree(root) -> dict[str, bytes]:
     return out
 
 
+def _records(data: bytes) -> list[tuple[int, bytes]]:
+    good, _bad = J.read_segment(data)
+    return [(r.seq, r.payload) for r in good]
+
+
 def _segments(root) -> list[list[tuple[int, bytes]]]:
     out = []
     for name in J.SEGMENTS:
         with open(os.path.join(root, name), "rb") as f:
-            out.append(J.read_segment(f.read()))
+            out.append(_records(f.read()))
     return out
 
 
@@ -62,33 +68,52 @@ def _three(seq=7) -> bytes:
 
 
 def test_records_are_read_up_to_the_end_of_the_data():
-    recs = J.read_segment(_three() + bytes(100))
+    recs = _records(_three() + bytes(100))
     assert recs == [(7, b"payload 0"), (8, b"payload 1"), (9, b"payload 2")]
 
 
 @pytest.mark.parametrize("cut", [1, 5, 19, 20, 21])
 def test_a_torn_tail_ends_the_segment(cut):
     data = _three()
-    assert [s for s, _ in J.read_segment(data[:-cut])] == [7, 8]
+    assert [s for s, _ in _records(data[:-cut])] == [7, 8]
 
 
-def test_a_bad_crc_ends_the_segment_there():
+def test_a_bad_payload_is_skipped_alone():
     data = bytearray(_three())
     second = len(J.frame(7, b"payload 0"))
-    data[second + J._HEAD.size + 2] ^= 0xFF  # a byte of the second record's payload
-    assert [s for s, _ in J.read_segment(bytes(data))] == [7]
+    data[second + J.HEAD_BYTES + 2] ^= 0xFF  # a byte of the second record's payload
+    good, bad = J.read_segment(bytes(data))
+    assert [r.seq for r in good] == [7, 9]
+    assert [(b.offset, b.seq) for b in bad] == [(second, 8)]
+
+
+@pytest.mark.parametrize("at", [0, 4, 12, 20, 28, 31])
+def test_a_damaged_head_is_skipped_to_the_next_whole_record(at):
+    data = bytearray(_three())
+    second = len(J.frame(7, b"payload 0"))
+    data[second + at] ^= 0x01  # magic, seq, floor, length, crc or the head's own crc
+    good, bad = J.read_segment(bytes(data))
+    assert [r.seq for r in good] == [7, 9]
+    assert len(bad) == 1 and bad[0].offset == second and bad[0].seq is None
+
+
+def test_a_damaged_first_head_still_reads_the_records_after_it():
+    data = bytearray(_three())
+    data[5] ^= 0x01
+    good, bad = J.read_segment(bytes(data))
+    assert [r.seq for r in good] == [8, 9] and bad[0].offset == 0
 
 
 def test_older_records_of_a_reused_segment_are_not_read_as_new():
     old = _three(seq=100)
     new = J.frame(200, b"payload 0")  # same length as the old first record
     data = new + old[len(new) :]
-    assert J.read_segment(data) == [(200, b"payload 0")]
+    assert _records(data) == [(200, b"payload 0")]
 
 
 def test_a_zeroed_head_makes_the_segment_empty():
-    data = bytes(J._HEAD.size) + _three()[J._HEAD.size :]
-    assert J.read_segment(data) == []
+    data = bytes(J.HEAD_BYTES) + _three()[J.HEAD_BYTES :]
+    assert _records(data) == []
 
 
 # ---------------------------------------------------------------- the running journal
@@ -116,7 +141,7 @@ def _deliver(root, log_fd, j, n, name, retire=False):
     tmp = f"{root}/mail/bob/tmp/{name}.md"
     with open(tmp, "wb") as f:
         f.write(data)
-    line = f'{{"seq":{n},"kind":"mail/sent","mail_id":"{name}"}}\n'.encode()
+    line = f'{{"seq":{n},"kind":"mail/sent","mail_id":"{name}","path":"{inbox}"}}\n'.encode()
     offset = os.fstat(log_fd).st_size
     os.write(log_fd, line)
     j.commit([Write(inbox, data, read), Append(offset, line)])
@@ -143,11 +168,11 @@ def test_a_commit_is_one_record_and_replay_puts_back_what_was_lost(state):
         f.truncate(20)
     with open(log, "ab") as f:
         f.write(b'{"seq":6,"kind":"never answered"')
-    got = J.replay(root, log)
+    got = R.replay(root, log)
     assert got.records == 6 and got.files == 3 and got.renames == 1 and got.log_bytes > 0
     assert _tree(root) == want
     assert _segments(root) == [[], []]  # dropped: the next start replays nothing
-    assert J.replay(root, log).records == 0
+    assert R.replay(root, log).records == 0
 
 
 def test_replay_twice_is_replay_once(state, tmp_path):
@@ -164,11 +189,11 @@ def test_replay_twice_is_replay_once(state, tmp_path):
     os.unlink(f"{root}/mail/bob/read/m1.md")
     os.unlink(f"{root}/mail/bob/inbox/m2.md")
     os.truncate(log, 0)
-    J.replay(root, log)
+    R.replay(root, log)
     once = _tree(root)
     for name in J.SEGMENTS:  # as if the replay crashed before it dropped the segments
         shutil.copy(os.path.join(saved, name), root)
-    again = J.replay(root, log)
+    again = R.replay(root, log)
     assert once == want and _tree(root) == once
     assert again.files == 0 and again.renames == 0 and again.log_bytes == 0
     assert not os.path.exists(os.path.join(root, J.REPLAY_TMP))
@@ -177,7 +202,7 @@ def test_replay_twice_is_replay_once(state, tmp_path):
 def test_replay_does_not_duplicate_a_message_a_later_rename_moved(state):
     root, log, log_fd, j = state
     _deliver(root, log_fd, j, 1, "m1", retire=True)
-    J.replay(root, log)
+    R.replay(root, log)
     assert os.listdir(f"{root}/mail/bob/inbox") == []
     assert os.listdir(f"{root}/mail/bob/read") == ["m1.md"]
 
@@ -195,7 +220,7 @@ def test_a_full_segment_switches_and_the_old_one_is_checkpointed(state):
     seg0, seg1 = _segments(root)
     assert seg0 == [] and len(seg1) == 1  # only the record that did not fit is left
     want = _tree(root)
-    assert J.replay(root, log).records == 1
+    assert R.replay(root, log).records == 1
     assert _tree(root) == want
 
 
@@ -215,7 +240,7 @@ def test_a_clean_close_checkpoints_everything(state):
         _deliver(root, log_fd, j, n, f"m{n}")
     assert j.close()
     assert _segments(root) == [[], []]
-    assert J.replay(root, log).records == 0
+    assert R.replay(root, log).records == 0
 
 
 def test_without_preallocation_a_segment_grows_and_is_emptied_at_its_checkpoint(tmp_path):
@@ -231,7 +256,7 @@ def test_without_preallocation_a_segment_grows_and_is_emptied_at_its_checkpoint(
     assert os.path.getsize(f"{root}/journal-0") == j.segments[0].pos > 0
     os.unlink(f"{root}/mail/bob/inbox/m1.md")
     want_body = b"body 1\n"
-    assert J.replay(root, f"{root}/events.jsonl").files == 1
+    assert R.replay(root, f"{root}/events.jsonl").files == 1
     with open(f"{root}/mail/bob/inbox/m1.md", "rb") as f:
         assert f.read().endswith(want_body)
     assert os.path.getsize(f"{root}/journal-0") == 0

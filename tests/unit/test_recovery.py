@@ -1,9 +1,12 @@
-"""benchd.store.recovery: the clean-stop seal on real files."""
+"""benchd.store.recovery: the clean-stop seal and the start's check of the names, on
+real files."""
 
 import os
 
 from benchd.store import recovery
 from benchd.store.index import UNREAD, Index
+
+ID1 = "20261130T045611.123Z-0001"
 
 
 def make(tmp_path):
@@ -11,26 +14,35 @@ def make(tmp_path):
     for h in ("alice", "bob"):
         for sub in ("inbox", "read"):
             (root / h / sub).mkdir(parents=True)
+    (root / "bob" / "inbox" / f"{ID1}.md").write_text("a message")
     i = Index(str(tmp_path / "index.sqlite"))
-    i.add("bob", "20261130T045611.123Z-0001", UNREAD, "operator", "", "d", 1, "k")
+    i.add("bob", ID1, UNREAD, "operator", "", "d", 1, "k")
     assert i.flush()
     return str(root), i
 
 
-def test_a_sealed_index_is_trusted_once(tmp_path):
+def sealed(tmp_path):
     root, i = make(tmp_path)
     seal_path = str(tmp_path / recovery.SEAL)
-    assert recovery.seal(i, seal_path, root)
+    assert recovery.seal(i, seal_path)
     seal = recovery.take_seal(seal_path)
-    assert recovery.seal_matches(seal, i.path)
-    assert recovery.changed_boxes(root, seal["dirs"], ["bob"]) == set()
+    again = Index(i.path)
+    assert recovery.seal_matches(seal, again.path)
+    names = recovery.sealed_names(again)
+    assert names is not None
+    return root, names, seal_path
+
+
+def test_a_sealed_index_is_trusted_once(tmp_path):
+    root, names, seal_path = sealed(tmp_path)
+    assert recovery.changed_boxes(root, names) == set()
     assert recovery.take_seal(seal_path) is None  # taken: a later crash finds none
 
 
 def test_one_changed_byte_breaks_the_seal(tmp_path):
     root, i = make(tmp_path)
     seal_path = str(tmp_path / recovery.SEAL)
-    assert recovery.seal(i, seal_path, root)
+    assert recovery.seal(i, seal_path)
     with open(i.path, "r+b") as f:
         f.seek(os.path.getsize(i.path) - 300)
         b = f.read(1)
@@ -39,19 +51,38 @@ def test_one_changed_byte_breaks_the_seal(tmp_path):
     assert not recovery.seal_matches(recovery.take_seal(seal_path), i.path)
 
 
-def test_changed_new_and_gone_mailboxes_are_listed_again(tmp_path):
-    root, i = make(tmp_path)
-    seal_path = str(tmp_path / recovery.SEAL)
-    assert recovery.seal(i, seal_path, root)
-    seal = recovery.take_seal(seal_path)
-    inbox = os.path.join(root, "alice", "inbox")
-    with open(os.path.join(inbox, "x.md"), "w") as f:
+def test_names_added_removed_or_moved_are_listed_again_whatever_the_mtimes(tmp_path):
+    root, names, _ = sealed(tmp_path)
+    bob_inbox = os.path.join(root, "bob", "inbox")
+    st = os.stat(bob_inbox)
+    os.rename(os.path.join(bob_inbox, f"{ID1}.md"), os.path.join(root, "bob", "read", f"{ID1}.md"))
+    os.utime(bob_inbox, ns=(st.st_atime_ns, st.st_mtime_ns))  # the mtime says nothing
+    with open(os.path.join(root, "alice", "inbox", "20261130T045611.123Z-0002.md"), "w") as f:
         f.write("dropped in")
-    st = os.stat(inbox)
-    os.utime(inbox, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # past any clock tick
     os.makedirs(os.path.join(root, "carol", "inbox"))
-    changed = recovery.changed_boxes(root, seal["dirs"], ["bob", "dave"])
-    assert changed == {"alice", "carol", "dave"}
+    with open(os.path.join(root, "carol", "inbox", "20261130T045611.123Z-0003.md"), "w") as f:
+        f.write("a new mailbox")
+    os.makedirs(os.path.join(root, "erin", "inbox"))  # empty: nothing to list
+    assert recovery.changed_boxes(root, {**names, "dave": names["bob"]}) == {
+        "alice",
+        "bob",
+        "carol",
+        "dave",
+    }
+
+
+def test_only_regular_md_files_are_names(tmp_path):
+    root, names, _ = sealed(tmp_path)
+    os.mkdir(os.path.join(root, "bob", "inbox", "x.md"))  # a directory is no message
+    with open(os.path.join(root, "bob", "read", "notes.txt"), "w") as f:
+        f.write("not mail")
+    assert recovery.changed_boxes(root, names) == set()
+
+
+def test_the_digest_is_of_the_set_of_names():
+    assert recovery.names_digest(["b", "a"]) == recovery.names_digest(["a", "b"])
+    assert recovery.names_digest(["a"]) != recovery.names_digest(["a", "b"])
+    assert recovery.names_digest(["ab"]) != recovery.names_digest(["a", "b"])
 
 
 def test_a_garbled_seal_is_no_seal(tmp_path):

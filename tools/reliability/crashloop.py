@@ -31,6 +31,7 @@ from bench_wire.client import Client
 from tests.reliability.common import ROOT, scan_events, scan_mail
 from tests.support.daemon import UNLIMITED, Benchd, short_tmpdir
 from tests.support.wait import wait_for
+from tools.reliability.flip import flip_random
 
 RECIPIENTS = ("alice", "bob", "carol", "dave", "operator")
 
@@ -55,6 +56,10 @@ class Figures:
     resent: int = 0
     resend_bad: int = 0
     resend_wrote: int = 0
+    flips: int = 0  # committed journal records with a byte flipped (damage mode)
+    damage_events: int = 0  # journal/damaged events logged
+    named_lost: int = 0  # messages those events name as never written
+    seq_reused: int = 0  # seqs that named one event before a restart and another after
     reconnects: int = 0  # sends whose outcome was unknown (connection broke) and were resent
     sender_errors: int = 0
     seconds: float = 0.0
@@ -79,6 +84,10 @@ class Figures:
             f"torn event-log lines: {self.torn_lines} (allowed: {self.rounds})",
             f"seq errors: {self.seq_errors}",
             f"acknowledged without mail/sent: {self.missing_events}",
+            f"journal records damaged (a byte flipped): {self.flips}",
+            f"journal/damaged events: {self.damage_events} "
+            f"(messages named as never written: {self.named_lost})",
+            f"seq reused for another event: {self.seq_reused}",
             f"resent keys: {self.resent} (bad answers {self.resend_bad}, "
             f"files written {self.resend_wrote})",
             f"sends resent after a broken connection: {self.reconnects}",
@@ -89,6 +98,10 @@ class Figures:
             lines.append(f"PROBLEMS ({len(self.problems)}):")
             lines += [f"  - {p}" for p in self.problems[:40]]
         return "\n".join(lines)
+
+
+def _identity(e: dict) -> tuple:
+    return (e.get("kind"), e.get("ts"), e.get("mail_id"), e.get("pid"))
 
 
 def read_acks(path: str) -> tuple[list[dict], list[dict], list[dict]]:
@@ -120,6 +133,7 @@ class CrashLoop:
         recipients=RECIPIENTS,
         body_max: int = 600,
         log=None,
+        damage: bool = False,
     ):
         self.own_dirs = []
         if bench_dir is None:
@@ -139,6 +153,8 @@ class CrashLoop:
         self.procs: list[subprocess.Popen] = []
         self.stop_file = os.path.join(work_dir, "STOP")
         self.figures = Figures(senders=senders)
+        self.damage = damage  # flip a byte of a committed journal record at each kill
+        self.seen: dict[int, tuple] = {}  # seq -> the event it named when first seen
         self.t0 = time.monotonic()
 
     # ------------------------------------------------------------ processes
@@ -208,8 +224,20 @@ class CrashLoop:
         time.sleep(self.rng.uniform(0.0, max_delay))  # load shaping: kill at a random moment
         self.daemon.kill9()
         self.figures.rounds += 1
+        self.remember_seqs()
+        if self.damage:
+            hit = flip_random(self.bench_dir, self.rng)
+            if hit is not None:
+                self.figures.flips += 1
+                self.log(f"round {self.figures.rounds}: flipped {hit}")
         self.daemon.start()
         self.log(f"round {self.figures.rounds}: killed after {self.acked_count()} acks")
+
+    def remember_seqs(self) -> None:
+        """What each seq in the log names now (lines of a batch that never committed may
+        be cut at the next start, but their seqs must never name another event)."""
+        for e in scan_events(self.bench_dir).events:
+            self.seen.setdefault(e["seq"], _identity(e))
 
     def stop_senders(self, timeout: float = 60.0) -> None:
         with open(self.stop_file, "w"):
@@ -338,6 +366,15 @@ class CrashLoop:
                 f.found += 1
 
         log = scan_events(self.bench_dir)
+        for e in log.events:
+            was = self.seen.get(e["seq"])
+            if was is not None and was != _identity(e):
+                f.seq_reused += 1
+                if f.seq_reused <= 5:
+                    P.append(f"seq {e['seq']} named {was} and now {_identity(e)}")
+        for e in log.of_kind("journal/damaged"):
+            f.damage_events += 1
+            f.named_lost += len(e.get("lost", []))
         f.torn_lines = len(log.torn)
         f.seq_errors = len(log.seq_errors)
         if len(log.torn) > f.rounds:

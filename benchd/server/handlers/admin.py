@@ -1,9 +1,9 @@
-"""Handlers for the daemon itself: hello, stop, debug/fault."""
+"""Handlers for the daemon itself: hello, stop, journal/ack, debug/fault."""
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd import __version__
-from benchd.store import faults
+from benchd.store import damage, faults
 
 
 async def hello(d, conn, caller, req: m.Hello) -> None:
@@ -24,8 +24,20 @@ async def hello(d, conn, caller, req: m.Hello) -> None:
             verbs=sorted(m.VERBS),
             node=d.outbound.node,
             bridge=d.outbound.info(),
+            disk=d.disk_health(),
+            journal_damage=d.damage,
         )
     )
+
+
+async def journal_ack(d, conn, caller, req: m.JournalAck) -> None:
+    try:
+        damage.clear(d.bench_dir)
+    except OSError as err:
+        raise WireError("io-error", f"the damage report could not be removed: {err}") from None
+    n, d.damage = len(d.damage), []
+    d.log.info("journal damage acknowledged", reports=n)
+    await conn.send(m.JournalAckOk(id=req.id, acknowledged=n))
 
 
 async def stop(d, conn, caller, req: m.Stop) -> None:
@@ -47,4 +59,5 @@ HANDLERS = {
     m.Hello: hello,
     m.Stop: stop,
     m.DebugFault: debug_fault,
+    m.JournalAck: journal_ack,
 }

@@ -1,0 +1,113 @@
+"""What the daemon says about its own files: journal damage found at start (logged,
+evented, kept for `bench status` until acknowledged), the disk (full, below its
+reserve, the room held for the next start), and the one line that ends a daemon that
+cannot go on."""
+
+import errno
+import os
+import sqlite3
+
+import msgspec
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.store import damage, room
+from benchd.store.replay import Replayed
+
+
+def replay_events(log, replayed: Replayed) -> list[m.Event]:
+    """benchd.log lines for a replay, and a journal/damaged event per damaged stretch."""
+    r = replayed
+    if r.records or r.damage:
+        log.warning(
+            "journal replayed",
+            records=r.records,
+            files=r.files,
+            renames=r.renames,
+            log_bytes=r.log_bytes,
+            damaged=len(r.damage),
+            cut_seq=r.cut_seq,
+        )
+    events: list[m.Event] = []
+    for dmg in r.damage:
+        ev = m.JournalDamaged(
+            segment=dmg.segment,
+            offset=dmg.offset,
+            size=dmg.size,
+            held=dmg.held(),
+            messages=dmg.messages,
+            lost=dmg.lost,
+            events=dmg.events,
+            in_log=dmg.in_log,
+        )
+        log.error("journal damaged", **msgspec.structs.asdict(ev))
+        events.append(ev)
+    return events
+
+
+def low_events(log, low: tuple[int, int] | None) -> list[m.Event]:
+    """A disk/low event (and its log line) when preallocation gave way to the reserve."""
+    if low is None:
+        return []
+    free, reserve = low
+    log.warning("disk below its reserve: journal segments grow", free=free, reserve=reserve)
+    return [m.DiskLow(free=free, reserve=reserve)]
+
+
+def load_damage(bench_dir: str, log) -> list[m.JournalDamaged]:
+    """The journal damage not yet acknowledged."""
+    out = []
+    for item in damage.load(bench_dir):
+        try:
+            out.append(msgspec.convert(item, m.JournalDamaged))
+        except msgspec.ValidationError:
+            log.warning("unreadable journal damage report skipped", item=repr(item))
+    return out
+
+
+def keep_damage(bench_dir: str, log, events: list) -> list[m.JournalDamaged]:
+    """Keep this start's journal/damaged events (their seqs now set) for `bench status`."""
+    found = [e for e in events if isinstance(e, m.JournalDamaged)]
+    if found:
+        try:
+            damage.add(bench_dir, [msgspec.to_builtins(e) for e in found])
+        except OSError as err:
+            log.error("journal damage report not kept", error=str(err))
+    return found
+
+
+def hold_room(bench_dir: str, reserve: int, log) -> None:
+    """Hold room on the disk for the next start (as much as there is, up to a cap)."""
+    want = min(room.ROOM_BYTES, reserve)
+    try:
+        held = room.keep(bench_dir, want)
+    except OSError as err:
+        held = 0
+        log.error("no room held for the next start", error=str(err))
+    if held < want:
+        log.warning("less room held for the next start", held=held, wanted=want)
+
+
+def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
+    try:
+        st = os.statvfs(bench_dir)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = 0
+    return m.DiskHealth(free=free, full=full, reserve=reserve)
+
+
+def problem(err: BaseException) -> str:
+    """One line, with its code, for what ends the daemon (the first error of a group)."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    if isinstance(err, OSError):
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = err.filename or "BENCH_DIR"
+            return f"the disk is full ({where}); free some space [disk-full]"
+        return f"{err} [io-error]"
+    if isinstance(err, WireError):
+        return f"{err.message} [{err.code}]"
+    if isinstance(err, sqlite3.Error):
+        return f"a database could not be used: {err} (is the disk full?) [io-error]"
+    return f"{err!r} [internal]"
