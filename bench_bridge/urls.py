@@ -45,14 +45,26 @@ def token(name: str) -> str:
     return name.replace(".", "~")
 
 
-def subject(node: str, handle: str) -> str:
-    return f"{SUBJECT_ROOT}.{token(node)}.{token(handle)}"
+def subject(to_node: str, from_node: str, handle: str) -> str:
+    """Where mail to `handle@to_node` from `from_node` is published. The origin is in the
+    subject so NATS permissions can bind it: a node's user may publish only on
+    `bench.mail.*.<its name>.>`, and the receiver believes the subject, nothing else."""
+    return f"{SUBJECT_ROOT}.{token(to_node)}.{token(from_node)}.{token(handle)}"
+
+
+def origin_of(subject: str) -> str | None:
+    """The origin node named by a mail subject; None when it is not one."""
+    parts = subject.split(".")
+    if len(parts) != 5 or ".".join(parts[:2]) != SUBJECT_ROOT or not parts[3]:
+        return None
+    return parts[3].replace("~", ".")
 
 
 def consumer(node: str) -> str:
     return f"bench-{token(node)}"
 
 
-def msg_id(sender: str, key: str) -> str:
-    """JetStream's dedup id: a key is unique per sender, so the sender's address with it."""
-    return f"{sender} {key}"
+def msg_id(origin: str, sender: str, key: str, digest: str) -> str:
+    """JetStream's dedup id: a key is unique per sender, and a sender belongs to its
+    origin node; the digest of the message keeps anyone else from claiming the id first."""
+    return f"{origin} {sender} {key} {digest}"
