@@ -118,7 +118,7 @@ class Bridge:
                     ) from None
                 await self.retry(f"connect: {natsside.describe(err)}", backoff)
         await self._check_name()
-        say(f"node {self.node} connected to {self.o.url}")
+        say(f"node {self.node} connected to {urls.shown(self.o.url)}")
 
     def _tls_context(self):
         """The TLS context for --tls-ca/--tls-cert, made once: a bad file is an error of
@@ -145,6 +145,9 @@ class Bridge:
             "reconnect_time_wait": 0.5,
             "connect_timeout": 2,
             "name": f"bench-bridge-{self.node}",
+            # Replies (PubAcks, pulled mail, directory reads) come to inboxes under the
+            # node's own prefix, so NATS can let each node read only its own.
+            "inbox_prefix": urls.inbox_prefix(self.node),
             "error_cb": self._on_error,
             "disconnected_cb": natsside.quiet,
             "reconnected_cb": natsside.quiet,

@@ -60,8 +60,9 @@ def is_name(value: str) -> bool:
 
 
 def key_of(node: str) -> str:
-    """A node's key in the bucket (`.` is a separator in NATS: it becomes `~`)."""
-    return node.replace(".", "~")
+    """A node's key in the bucket: its name (`$KV.BENCH_NODES.<name>`, the subject a
+    node's NATS user is allowed to write)."""
+    return node
 
 
 def encode(node: str, seen_ms: int, handles: list[str], instance: str) -> bytes:

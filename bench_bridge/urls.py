@@ -39,6 +39,15 @@ def check_url(url: str, tls: bool, insecure: bool) -> str:
     return url
 
 
+def shown(url: str) -> str:
+    """The URL as logged: a password in it is replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
 def token(name: str) -> str:
     """A node or handle as one NATS subject token: `.` separates tokens, so it becomes
     `~` (never in a name), which keeps node `a` from matching node `a.b`'s subjects."""
@@ -58,6 +67,10 @@ def origin_of(subject: str) -> str | None:
     if len(parts) != 5 or ".".join(parts[:2]) != SUBJECT_ROOT or not parts[3]:
         return None
     return parts[3].replace("~", ".")
+
+
+def inbox_prefix(node: str) -> str:
+    return f"_INBOX_{token(node)}"
 
 
 def consumer(node: str) -> str:

@@ -10,6 +10,7 @@ import subprocess
 import time
 
 import msgspec
+import pytest
 
 from bench_wire import messages as m
 from tests.conformance.test_bridge import mailbox, wait_for
@@ -17,7 +18,7 @@ from tests.conformance.test_bridge import nats as nats  # noqa: F401 - the fixtu
 from tests.conformance.test_bridge import nodes as nodes  # noqa: F401 - the fixture
 from tests.conformance.test_bridge import pair as pair  # noqa: F401 - the fixture
 from tests.conformance.test_bridge import pytestmark as pytestmark  # noqa: F401 - skip reason
-from tests.nodes import BENCH, Node, wait_known
+from tests.nodes import BENCH, NatsServer, Node, wait_known
 
 
 def _raw(url: str, work):
@@ -272,3 +273,91 @@ def test_mail_older_than_max_age_is_returned_to_its_sender(nats, nodes):  # noqa
 
 def _older_than(ts_ms: int, seconds: float) -> bool:
     return time.time() - ts_ms / 1000 > seconds
+
+
+def _auth_server(users: dict[str, str]) -> NatsServer:
+    from tests.nodes import auth_config
+
+    server = NatsServer()
+    conf = os.path.join(server.store, "nats.conf")
+    with open(conf, "w") as f:
+        f.write(auth_config(users))
+    server.args = ["-c", conf]
+    server.start()
+    return server
+
+
+def _as(server: NatsServer, user: str, password: str) -> str:
+    return f"nats://{user}:{password}@127.0.0.1:{server.port}"
+
+
+def test_per_node_nats_users_bind_the_origin(tmp_path):
+    users = {"node1": "pw-one", "node2": "pw-two"}
+    server = _auth_server(users)
+    n1 = Node("node1", server).start()
+    n2 = Node("node2", server).start()
+    try:
+        for n in (n1, n2):
+            n.nats_url = _as(server, n.name, users[n.name])
+            n.start_bridge()
+        wait_known(n1, n2)
+        n1.send("bob@node2", "as myself")
+        n2.send("alice@node1", "and back")
+        wait_for(lambda: mailbox(n2, "bob") and mailbox(n1, "alice"), 30, "mail both ways")
+        assert "pw-one" not in n1.bridge_output() and "node1:***@" in n1.bridge_output()
+
+        import nats as nats_py
+
+        refused: list[str] = []
+
+        async def forge():
+            async def on_error(err):
+                refused.append(str(err))
+
+            nc = await nats_py.connect(
+                _as(server, "node1", users["node1"]),
+                error_cb=on_error,
+                inbox_prefix="_INBOX_node1",
+            )
+            js = nc.jetstream()
+            mail = m.RemoteMail(
+                mail_id="20261130T000000.000Z-0001",
+                sender="operator@node2",
+                to="bob@node2",
+                key="forged",
+                body="node1 speaking as node2",
+            )
+            # node1 publishing as node2: NATS refuses the subject.
+            with pytest.raises(nats_py.errors.Error):
+                await js.publish("bench.mail.node2.node2.bob", msgspec.json.encode(mail), timeout=3)
+            # node1 writing node2's directory entry: refused too.
+            kv = await js.key_value("BENCH_NODES")
+            with pytest.raises(nats_py.errors.Error):
+                await kv.put("node2", b'{"node":"node2","seen_ms":1}')
+            # node1 reading node2's mail: its consumer cannot be pulled by node1.
+            with pytest.raises(nats_py.errors.Error):
+                await nc.request(
+                    "$JS.API.CONSUMER.MSG.NEXT.BENCH_MAIL.bench-node2", b'{"batch":1}', timeout=3
+                )
+            # As itself, with a header claiming node2: the subject decides, and the
+            # sender's address must name node1, so this one is refused by node2.
+            await js.publish(
+                "bench.mail.node2.node1.bob",
+                msgspec.json.encode(mail),
+                headers={"Bench-Node": "node2"},
+            )
+            await nc.close()
+
+        asyncio.run(forge())
+        assert any("permissions violation" in x.lower() for x in refused), refused
+        wait_for(lambda: "[forged-sender]" in n2.bridge_output(), 30, "the forgery refused")
+        n1.send("bob@node2", "still flowing")
+        wait_for(lambda: len(mailbox(n2, "bob")) == 2, 30, "the next true message")
+        assert sorted(x["from"] for x in mailbox(n2, "bob")) == ["operator@node1"] * 2
+        with open(os.path.join(server.store, "server.log")) as f:
+            log = f.read()
+        assert "bench.mail.node2.node2.bob" in log and "$KV.BENCH_NODES.node2" in log
+    finally:
+        n1.close()
+        n2.close()
+        server.close()
