@@ -361,3 +361,17 @@ def test_per_node_nats_users_bind_the_origin(tmp_path):
         n1.close()
         n2.close()
         server.close()
+
+
+def test_the_documented_nats_configuration_is_the_tested_one():
+    import re
+
+    from tests.nodes import auth_config
+
+    doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "nodes.md")
+    with open(doc) as f:
+        text = f.read()
+    block = text.split('{user: "node1"', 1)[1].split("```", 1)[0]
+    documented = re.findall(r'"([^"]+)"', block)
+    tested = auth_config({"node1": "CHANGE-ME-1"}).split('{user: "node1"', 1)[1]
+    assert set(documented) == set(re.findall(r'"([^"]+)"', tested))
