@@ -787,6 +787,13 @@ class BridgeSkipped(Event, tag="bridge/skipped"):
     reason: str
 
 
+class BridgeForgotten(Event, tag="bridge/forgotten"):
+    """A node left the directory (purged, or not seen for --forget-after): mail to it is
+    refused as unknown-node from now on."""
+
+    node: str
+
+
 class BridgeStopped(Event, tag="bridge/stopped"):
     """The bridge refused to run (e.g. node-name-taken); `bench status` shows it too."""
 
@@ -826,6 +833,7 @@ AnyEvent = (
     | BridgeBounced
     | BridgeSkipped
     | BridgeStopped
+    | BridgeForgotten
 )
 EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -98,10 +98,11 @@ class Directory:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         return now - n.seen_ms <= self.forget_after * 1000
 
-    def update(self, nodes: list[NodeInfo], now_ms: int | None = None) -> None:
+    def update(self, nodes: list[NodeInfo], now_ms: int | None = None) -> list[str]:
         """Replace the directory with what the bridge just read (a node no longer in the
         bucket is forgotten); `seen` is clamped to now. Written atomically only when the
-        set of nodes changed (a heartbeat alone changes only the in-memory times)."""
+        set of nodes changed (a heartbeat alone changes only the in-memory times).
+        Returns the nodes forgotten."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         fresh: dict[str, NodeInfo] = {}
         for n in nodes:
@@ -111,9 +112,11 @@ class Directory:
                 continue
             fresh[n.node] = NodeInfo(node=n.node, seen_ms=min(n.seen_ms, now), handles=n.handles)
         changed = fresh.keys() != self.nodes.keys()
+        forgotten = sorted(self.nodes.keys() - fresh.keys())
         self.nodes = fresh
         if changed:
             self.save()
+        return forgotten
 
     def save(self) -> None:
         tmp = self.path + ".tmp"

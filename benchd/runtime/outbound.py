@@ -231,15 +231,17 @@ class Outbound:
         self._queued.set()
         return res.mail_id
 
-    def bridge_reported(self, req: m.BridgeReport) -> None:
-        """The bridge's heartbeat: whether it is connected, and the nodes it has seen."""
+    def bridge_reported(self, req: m.BridgeReport) -> list[str]:
+        """The bridge's heartbeat: whether it is connected, and the nodes it has seen.
+        Returns the nodes forgotten (gone from the bucket, or quiet too long)."""
         self.bridge_connected = req.connected
         self.bridge_seen_ms = now_ms()
         self.bridge_stale_after = max(1.0, req.stale_after)
         self.bridge_error = req.error
         self.directory.forget_after = max(1.0, req.forget_after)
-        if req.nodes is not None:
-            self.directory.update(req.nodes)
+        if req.nodes is None:
+            return []
+        return self.directory.update(req.nodes)
 
 
 def remote_mail(meta: dict, body: bytes) -> m.RemoteMail:

@@ -131,6 +131,7 @@ def test_poisoned_directory_entries_are_skipped_and_mail_still_crosses(pair, nat
     # A purged node is forgotten, and mail to it refused rather than queued.
     _raw(nats.url, lambda js, _nc: _purge(js, "ghost"))
     wait_for(lambda: "ghost" not in _entries(n1), 30, "ghost to be forgotten")
+    assert [e["node"] for e in n1.d.events(kind="bridge/forgotten")] == ["ghost"]
     r = n1.d.bench("mail", "send", "x@ghost", "-m", "hi")
     assert r.rc == 1 and "[unknown-node]" in r.err
     with open(os.path.join(n1.dir, "nodes.json")) as f:

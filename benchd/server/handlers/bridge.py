@@ -104,7 +104,9 @@ async def bounce(d, conn, caller, req: m.BridgeBounce) -> None:
 
 
 async def report(d, conn, caller, req: m.BridgeReport) -> None:
-    d.outbound.bridge_reported(req)
+    for node in d.outbound.bridge_reported(req):
+        d.log.info("node forgotten", node=node)
+        await d.committer.record(m.BridgeForgotten(node=node))
     for skip in req.skipped[:64]:
         d.log.warning("bridge skipped a directory entry", code=skip.code, reason=skip.message)
         await d.committer.record(m.BridgeSkipped(code=skip.code, reason=skip.message[:500]))
