@@ -11,13 +11,21 @@ Three loops, each on its own daemon connection:
   sender's key, so a redelivery writes nothing), and ack each one only after the
   daemon's answer.
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
-  the others', and report them (and whether NATS is connected) to the daemon.
+  the others' (bench_bridge.directory: untrusted input, checked), and report them (and
+  whether NATS is connected) to the daemon.
 
 At-least-once on both hops plus key-idempotent delivery: every message lands once.
+
+Identity: a message is published on `bench.mail.<to-node>.<from-node>.<handle>`, and the
+receiving bridge takes the origin node from the subject alone (never a header or the
+body); the sender's address must name that node. With one NATS user per node allowed
+to publish only under its own name (docs/nodes.md), a node cannot speak as another.
+
+Refusals come back: a message the far daemon refuses, or one that waited in the stream
+longer than `--max-age`, is returned to its sender as mail from `postmaster@<node>`.
 """
 
 import asyncio
-import json
 import os
 import random
 import sys
@@ -31,11 +39,13 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from bench_bridge import urls
+from bench_bridge import directory, natsside, urls
 from bench_bridge.consumer import Consumer
 from bench_bridge.local import Local
+from bench_bridge.options import Options
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
+from bench_wire.errors import TRANSIENT_CODES as TRANSIENT
 from bench_wire.errors import WireError
 
 _enc = msgspec.json.Encoder()
@@ -43,30 +53,6 @@ _dec = msgspec.json.Decoder(m.RemoteMail)
 DELIVER_MOST = 256  # messages per bridge/deliver
 FRAME_BUDGET = 1536 * 1024  # bytes of encoded mail per bridge/deliver (the frame cap is 2 MiB)
 STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
-TRANSIENT = {"disk-full", "io-error", "shutting-down", "internal", "too-many-connections"}
-
-
-class Options:
-    def __init__(
-        self,
-        bench_dir,
-        url,
-        node=None,
-        creds=None,
-        token=None,
-        tls_ca=None,
-        tls_cert=None,
-        tls_key=None,
-        insecure=False,
-        heartbeat=5.0,
-        ack_wait=30.0,
-        retry_max=30.0,
-    ):
-        self.bench_dir, self.url, self.node = bench_dir, url, node
-        self.creds, self.token, self.tls_ca = creds, token, tls_ca
-        self.tls_cert, self.tls_key = tls_cert, tls_key
-        self.insecure, self.heartbeat, self.ack_wait = insecure, heartbeat, ack_wait
-        self.retry_max = retry_max
 
 
 def say(text: str) -> None:
@@ -95,6 +81,10 @@ class Bridge:
         self.kv: KeyValue | None = None
         self.nodes: list[m.NodeInfo] = []
         self.handles: list[str] = []
+        self.instance = ""
+        self.skipped: dict[str, int] = {}  # key -> revision of an entry reported as skipped
+        self.observed: dict[str, tuple[int, int]] = {}  # key -> (revision, first read ms)
+        self.dropped = 0  # nodes left out for --nodes-max at the last read
         self.reporter: Local | None = None
         self.auth_error: BaseException | None = None
         self.tls = None
@@ -113,21 +103,23 @@ class Bridge:
                 f"{self.node} (start it with benchd --node {self.o.node})",
             )
         self.tls = self._tls_context()
+        self.instance = natsside.instance(hello.bench_dir)
         backoff = Backoff(self.o.retry_max)
         while True:
             try:
                 await self._connect()
                 break
             except (TimeoutError, OSError, NatsError) as err:
-                refused = self.auth_error or (err if _is_auth_error(err) else None)
+                refused = self.auth_error or (err if natsside.is_auth_error(err) else None)
                 if refused is not None:
                     raise WireError(
                         "nats-unreachable",
-                        f"NATS refused the bridge's credentials ({_describe(refused)}); "
+                        f"NATS refused the bridge's credentials ({natsside.describe(refused)}); "
                         "check --creds / --token",
                     ) from None
-                await self.retry(f"connect: {_describe(err)}", backoff)
-        say(f"node {self.node} connected to {self.o.url}")
+                await self.retry(f"connect: {natsside.describe(err)}", backoff)
+        await self._check_name()
+        say(f"node {self.node} connected to {urls.shown(self.o.url)}")
 
     def _tls_context(self):
         """The TLS context for --tls-ca/--tls-cert, made once: a bad file is an error of
@@ -154,9 +146,12 @@ class Bridge:
             "reconnect_time_wait": 0.5,
             "connect_timeout": 2,
             "name": f"bench-bridge-{self.node}",
+            # Replies (PubAcks, pulled mail, directory reads) come to inboxes under the
+            # node's own prefix, so NATS can let each node read only its own.
+            "inbox_prefix": urls.inbox_prefix(self.node),
             "error_cb": self._on_error,
-            "disconnected_cb": _quiet,
-            "reconnected_cb": _quiet,
+            "disconnected_cb": natsside.quiet,
+            "reconnected_cb": natsside.quiet,
         }
         if self.o.creds:
             opts["user_credentials"] = self.o.creds
@@ -168,8 +163,8 @@ class Bridge:
         nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5)
-            await _ensure_stream(js)
-            kv = await _ensure_directory(js)
+            await natsside.ensure_stream(js)
+            kv = await natsside.ensure_directory(js, self.o.limits.forget_s)
         except BaseException:
             await nc.close()
             raise
@@ -177,7 +172,7 @@ class Bridge:
 
     async def _on_error(self, err: BaseException) -> None:
         # nats-py reports an auth failure here and then only "no servers available".
-        if _is_auth_error(err):
+        if natsside.is_auth_error(err):
             self.auth_error = err
 
     async def retry(self, reason: str, backoff: Backoff) -> None:
@@ -202,23 +197,35 @@ class Bridge:
     # ------------------------------------------------------------ run
 
     async def run(self) -> None:
-        await self.start()
+        fatal: WireError | None = None
         try:
+            await self.start()
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self.heartbeat())
                 tg.create_task(self.forward())
                 tg.create_task(self.inbound())
         except* WireError as group:
-            raise group.exceptions[0] from None
+            err = group.exceptions[0]
+            assert isinstance(err, WireError)
+            fatal = err
+            raise err from None
         finally:
-            # Say so at once rather than letting `bench status` find the report stale.
-            assert self.reporter is not None  # start() opened it
-            try:
-                await asyncio.wait_for(self.reporter.call(m.BridgeReport(connected=False)), 2)
-            except (WireError, TimeoutError, asyncio.CancelledError):
-                pass
-            if self.nc is not None:
-                await self.nc.close()
+            await self._stopped(fatal if fatal and fatal.code != "no-daemon" else None)
+
+    async def _stopped(self, err: WireError | None) -> None:
+        """Say so at once rather than letting `bench status` find the report stale; a
+        refusal to run is shown there with its code."""
+        if self.reporter is None:
+            return
+        error = None if err is None else m.ErrorBody(err.code, err.message)
+        try:
+            await asyncio.wait_for(
+                self.reporter.call(m.BridgeReport(connected=False, error=error)), 2
+            )
+        except (WireError, TimeoutError, asyncio.CancelledError):
+            pass
+        if self.nc is not None:
+            await self.nc.close()
 
     async def forward(self) -> None:
         """Publish the queue in order; the forwarded marks go out on their own connection
@@ -243,7 +250,7 @@ class Bridge:
                 try:
                     acks = await asyncio.gather(*(self._publish(x) for x in batch))
                 except (TimeoutError, OSError, NatsError) as err:
-                    await self.retry(f"publish: {_describe(err)}", backoff)
+                    await self.retry(f"publish: {natsside.describe(err)}", backoff)
                     continue  # the same batch again: JetStream drops what it already has
                 backoff.reset()
                 dups = sum(bool(a.duplicate) for a in acks)
@@ -269,12 +276,13 @@ class Bridge:
     async def _publish(self, x: m.RemoteMail):
         handle, node = split_address(x.to, "recipient")  # queued mail names its node
         assert self.js is not None  # connected before any forwarding
+        data = _enc.encode(x)
         return await self.js.publish(
-            urls.subject(node or "", handle),
-            _enc.encode(x),
+            urls.subject(node or "", self.node, handle),
+            data,
             timeout=5.0,
             stream=urls.STREAM,
-            headers={"Nats-Msg-Id": urls.msg_id(x.sender, x.key), "Bench-Node": self.node},
+            headers={"Nats-Msg-Id": urls.msg_id(self.node, x.sender, x.key, natsside.digest(x))},
         )
 
     async def inbound(self) -> None:
@@ -302,18 +310,39 @@ class Bridge:
                 if consumer is not None:
                     await consumer.close()
                     consumer = None
-                await self.retry(f"fetch: {_describe(err)}", backoff)
+                await self.retry(f"fetch: {natsside.describe(err)}", backoff)
 
     async def _deliver(self, local: Local, msgs) -> None:
         groups: list[tuple[str, list, list[m.RemoteMail], int]] = []
+        expired: list[tuple[str, object, m.RemoteMail]] = []
+        known = {n.node for n in self.nodes}
         for msg in msgs:
+            # The origin is the subject's: NATS let only that node's user publish on it.
+            origin = urls.origin_of(msg.subject)
+            if origin is None:
+                say(f"dropped a message on {msg.subject}: not a bench mail subject")
+                await msg.term()
+                continue
             try:
                 mail = _dec.decode(msg.data)
             except msgspec.DecodeError as err:
                 say(f"dropped a message that is not bench mail ({err})")
                 await msg.term()
                 continue
-            origin = (msg.headers or {}).get("Bench-Node", "")
+            if _node_of(mail.sender) != origin:
+                say(
+                    f"dropped a message from {mail.sender!r} published by node {origin}: "
+                    "a node speaks only for its own addresses [forged-sender]"
+                )
+                await msg.term()
+                continue
+            if origin not in known:
+                # A node whose first heartbeat we have not read yet: its entry is due.
+                await msg.nak(delay=self.o.heartbeat)
+                continue
+            if natsside.age_s(msg) > self.o.max_age:
+                expired.append((origin, msg, mail))
+                continue
             size = len(msg.data)
             g = groups[-1] if groups else None
             if g is None or g[0] != origin or g[3] + size > FRAME_BUDGET:
@@ -332,98 +361,146 @@ class Bridge:
                 else:
                     say(f"refused a message for {msg.subject}: {r.error.message} [{r.error.code}]")
                     await msg.term()
+        for origin, msg, mail in expired:
+            await self._expire(local, origin, msg, mail)
+
+    async def _expire(self, local: Local, origin: str, msg, mail: m.RemoteMail) -> None:
+        """Mail that waited in the stream longer than --max-age: returned to its sender."""
+        reason = (
+            f"it waited {natsside.age_s(msg):.0f} s for node {self.node} to take it, longer than "
+            f"the maximum age of {self.o.max_age:g} s"
+        )
+        res = await local.call(
+            m.BridgeBounce(message=mail, origin=origin, error=m.ErrorBody("expired", reason))
+        )
+        if res.error is not None and res.error.code in TRANSIENT:
+            await msg.nak(delay=1.0)
+            return
+        say(f"returned {mail.mail_id} from {mail.sender} to its sender: {reason} [expired]")
+        await msg.term()
 
     async def heartbeat(self) -> None:
+        """Put our entry, read the directory, report it to the daemon at once (so what
+        `bench nodes` shows is as old as the entries, not a beat older), and put again
+        at once when the daemon's live handles changed since the put."""
+        assert self.reporter is not None  # start() opened it
+        self.handles = (await self.reporter.call(m.BridgeReport(connected=True))).handles
         while True:
-            connected = bool(self.nc and self.nc.is_connected)
-            assert self.reporter is not None  # start() opened it
+            put = list(self.handles)
+            nodes: list[m.NodeInfo] | None = None
+            skipped: list[m.ErrorBody] = []
+            try:
+                await self._put(put)
+                nodes, skipped = await self._read_directory()
+                self.nodes = nodes
+            except (TimeoutError, OSError, NatsError):
+                pass  # the forward and inbound loops report NATS trouble
             a = await self.reporter.call(
                 m.BridgeReport(
-                    connected=connected, nodes=self.nodes, stale_after=3 * self.o.heartbeat
+                    connected=bool(self.nc and self.nc.is_connected),
+                    nodes=nodes,
+                    stale_after=3 * self.o.heartbeat,
+                    forget_after=self.o.limits.forget_s,
+                    skipped=skipped,
                 )
             )
             self.handles = a.handles
-            try:
-                entry = {
-                    "node": self.node,
-                    "seen_ms": int(time.time() * 1000),
-                    "handles": self.handles,
-                }
-                assert self.kv is not None  # connected before any heartbeat
-                await self.kv.put(urls.token(self.node), json.dumps(entry).encode())
-                self.nodes = await self._read_directory()
-            except (TimeoutError, OSError, NatsError):
-                pass  # the forward and inbound loops report NATS trouble
-            await asyncio.sleep(self.o.heartbeat)
+            if self.handles != put:
+                continue  # a spawn or an exit: the other nodes hear of it now
+            # Twice per heartbeat: an entry is then at most half a beat old when read, and
+            # read at most half a beat after it was put, so what `bench nodes` shows (a
+            # node's last beat, its live handles) is never more than one beat behind.
+            await asyncio.sleep(self.o.heartbeat / 2)
 
-    async def _read_directory(self) -> list[m.NodeInfo]:
-        out: list[m.NodeInfo] = []
+    async def _put(self, handles: list[str]) -> None:
+        assert self.kv is not None  # connected before any heartbeat
+        now = int(time.time() * 1000)
+        value = directory.encode(self.node, now, handles, self.instance)
+        await self.kv.put(directory.key_of(self.node), value)
+
+    async def _check_name(self) -> None:
+        """Refuse to run when another bridge instance heartbeats under our node name."""
+        assert self.kv is not None  # connected first
+        key = directory.key_of(self.node)
+        try:
+            e = await self.kv.get(key)
+            raw = e.value
+        except (NatsError, TimeoutError):
+            raw = None  # no entry yet (or none readable): the name is free
+        now = int(time.time() * 1000)
+        entry = None
+        if raw is not None:
+            try:
+                entry = directory.decode(key, raw, now, self.o.limits)
+            except directory.Skip:
+                entry = None
+        self._refuse_if_taken(entry, now)
+
+    def _refuse_if_taken(self, entry: "directory.Entry | None", now: int) -> None:
+        fresh = 3 * self.o.heartbeat * 1000
+        other = directory.taken_by(entry, self.instance, now, fresh)
+        if other is not None:
+            raise WireError(
+                "node-name-taken",
+                f"another bridge (instance {other}) is heartbeating as node {self.node}: "
+                "two daemons with one node name would split its mail; give one of them "
+                "another name (benchd --node NAME)",
+            )
+
+    async def _read_directory(self) -> tuple[list[m.NodeInfo], list[m.ErrorBody]]:
+        """The other nodes, and the entries skipped for the first time (each is reported
+        once per revision, not at every beat)."""
         assert self.kv is not None  # connected before the directory is read
         try:
             keys = await self.kv.keys()
         except NotFoundError:
-            return out
+            return [], []
         except NatsError as err:
             if "no keys" in str(err).lower():
-                return out
+                return [], []
             raise
+        entries: list[directory.Entry] = []
+        skipped: list[m.ErrorBody] = []
+        now = int(time.time() * 1000)
+        own = directory.key_of(self.node)
+        for gone in set(self.observed) - set(keys):
+            del self.observed[gone]
         for k in keys:
             try:
                 e = await self.kv.get(k)
-                if e.value is None:
-                    continue  # an entry without a value: no node to list
-                d = json.loads(e.value)
-                out.append(
-                    m.NodeInfo(
-                        node=d["node"],
-                        seen_ms=int(d["seen_ms"]),
-                        handles=list(d.get("handles") or []),
-                    )
-                )
-            except (NatsError, ValueError, KeyError, TypeError):
+            except NotFoundError:
+                continue  # deleted or purged since the listing
+            if e.value is None:
                 continue
-        return out
-
-
-async def _ensure_stream(js) -> None:
-    try:
-        await js.stream_info(urls.STREAM)
-        return
-    except NotFoundError:
-        pass
-    try:
-        await js.add_stream(
-            name=urls.STREAM,
-            subjects=[f"{urls.SUBJECT_ROOT}.>"],
-            retention=api.RetentionPolicy.WORK_QUEUE,
-            storage=api.StorageType.FILE,
-            duplicate_window=120.0,
-        )
-    except NatsError as err:
-        if "already in use" not in str(err):
-            raise
-
-
-async def _ensure_directory(js):
-    try:
-        return await js.key_value(urls.DIRECTORY)
-    except (NotFoundError, NatsError):
-        pass
-    return await js.create_key_value(bucket=urls.DIRECTORY, history=1)
-
-
-async def _quiet(*_args) -> None:
-    """nats-py callbacks: connection trouble is reported by the loops as bridge/retry."""
-
-
-def _describe(err: BaseException) -> str:
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-def _is_auth_error(err: BaseException) -> bool:
-    text = str(err).lower()
-    return "authorization" in text or "authentication" in text
+            # An entry cannot be newer than the first read of its revision: a `seen` in
+            # the future (a clock ahead, or a lie) ages like any other from then on.
+            rev = e.revision or 0
+            at = self.observed.get(k)
+            if at is None or at[0] != rev:
+                at = self.observed[k] = (rev, now)
+            try:
+                entry = directory.decode(k, e.value, at[1], self.o.limits)
+            except directory.Skip as skip:
+                if self.skipped.get(k) != e.revision:
+                    self.skipped[k] = e.revision or 0
+                    say(f"skipped a directory entry: {skip.message} [{skip.code}]")
+                    skipped.append(m.ErrorBody(skip.code, skip.message[:500]))
+                continue
+            self.skipped.pop(k, None)
+            if k == own:
+                self._refuse_if_taken(entry, now)
+                continue
+            entries.append(entry)
+        nodes, dropped = directory.listing(entries, self.node, now, self.o.limits)
+        if dropped and dropped != self.dropped:
+            text = (
+                f"the directory lists {len(nodes) + dropped} nodes, more than the cap of "
+                f"{self.o.limits.nodes_max}; the {dropped} least recently seen were left out"
+            )
+            say(f"{text} [too-many-nodes]")
+            skipped.append(m.ErrorBody("too-many-nodes", text))
+        self.dropped = dropped
+        return nodes, skipped
 
 
 async def _run(opts: Options) -> None:
@@ -459,3 +536,11 @@ def main(opts: Options) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _node_of(address: str) -> str | None:
+    """The node an address names (None for a bare or bad one: never a match)."""
+    try:
+        return split_address(address)[1]
+    except WireError:
+        return None

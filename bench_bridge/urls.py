@@ -39,20 +39,45 @@ def check_url(url: str, tls: bool, insecure: bool) -> str:
     return url
 
 
+def shown(url: str) -> str:
+    """The URL as logged: a password in it is replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
 def token(name: str) -> str:
     """A node or handle as one NATS subject token: `.` separates tokens, so it becomes
     `~` (never in a name), which keeps node `a` from matching node `a.b`'s subjects."""
     return name.replace(".", "~")
 
 
-def subject(node: str, handle: str) -> str:
-    return f"{SUBJECT_ROOT}.{token(node)}.{token(handle)}"
+def subject(to_node: str, from_node: str, handle: str) -> str:
+    """Where mail to `handle@to_node` from `from_node` is published. The origin is in the
+    subject so NATS permissions can bind it: a node's user may publish only on
+    `bench.mail.*.<its name>.>`, and the receiver believes the subject, nothing else."""
+    return f"{SUBJECT_ROOT}.{token(to_node)}.{token(from_node)}.{token(handle)}"
+
+
+def origin_of(subject: str) -> str | None:
+    """The origin node named by a mail subject; None when it is not one."""
+    parts = subject.split(".")
+    if len(parts) != 5 or ".".join(parts[:2]) != SUBJECT_ROOT or not parts[3]:
+        return None
+    return parts[3].replace("~", ".")
+
+
+def inbox_prefix(node: str) -> str:
+    return f"_INBOX_{token(node)}"
 
 
 def consumer(node: str) -> str:
     return f"bench-{token(node)}"
 
 
-def msg_id(sender: str, key: str) -> str:
-    """JetStream's dedup id: a key is unique per sender, so the sender's address with it."""
-    return f"{sender} {key}"
+def msg_id(origin: str, sender: str, key: str, digest: str) -> str:
+    """JetStream's dedup id: a key is unique per sender, and a sender belongs to its
+    origin node; the digest of the message keeps anyone else from claiming the id first."""
+    return f"{origin} {sender} {key} {digest}"

@@ -584,6 +584,9 @@ def _bridge_line(b: dict) -> str:
     state = "bridge connected" if b.get("connected") else "bridge not connected"
     if b.get("seen_ms") is None:
         state = "no bridge"
+    err = b.get("error")
+    if err:
+        state = f"bridge stopped: {err['message']} [{err['code']}]"
     return f"{state}, {b.get('queued', 0)} queued outbound"
 
 
@@ -653,6 +656,29 @@ def daemon(bench_dir, as_json, **kw):
     show_default=True,
     help="seconds before JetStream redelivers a message this bridge did not ack",
 )
+@click.option(
+    "--forget-after",
+    type=float,
+    default=7 * 86400.0,
+    show_default=True,
+    help="seconds after which a node not seen is forgotten (mail to it: unknown-node)",
+)
+@click.option(
+    "--max-age",
+    type=float,
+    default=7 * 86400.0,
+    show_default=True,
+    help="seconds mail may wait in NATS for this node before it is returned to its sender",
+)
+@click.option(
+    "--entry-max", type=int, default=16384, show_default=True, help="bytes of one directory entry"
+)
+@click.option(
+    "--handles-max", type=int, default=512, show_default=True, help="handles in one directory entry"
+)
+@click.option(
+    "--nodes-max", type=int, default=256, show_default=True, help="nodes kept from the directory"
+)
 def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
@@ -662,11 +688,14 @@ def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
         ) from None
-    if heartbeat <= 0 or ack_wait <= 0:
-        raise click.BadParameter("must be positive", param_hint="--heartbeat/--ack-wait")
+    if min(heartbeat, ack_wait, *(connection[k] for k in _BRIDGE_LIMITS)) <= 0:
+        raise click.BadParameter("must be positive", param_hint="/".join(_BRIDGE_FLAGS))
     opts = Options(resolve_dir(bench_dir), heartbeat=heartbeat, ack_wait=ack_wait, **connection)
     sys.exit(bridge_main(opts))
 
+
+_BRIDGE_LIMITS = ("forget_after", "max_age", "entry_max", "handles_max", "nodes_max")
+_BRIDGE_FLAGS = ("--heartbeat", "--ack-wait", *(f"--{k.replace('_', '-')}" for k in _BRIDGE_LIMITS))
 
 bridge.epilog = examples(
     "bench bridge --nats nats://127.0.0.1:4222",

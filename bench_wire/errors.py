@@ -59,6 +59,13 @@ CODES: dict[str, str] = {
     "bad-tls": "The TLS certificate or key files could not be used.",
     "node-mismatch": "The bridge's --node differs from its daemon's node name.",
     "nats-unreachable": "NATS could not be reached or refused the bridge.",
+    "node-name-taken": "Another bridge is already heartbeating under this node name.",
+    "forged-sender": "A node may send only from its own addresses.",
+    "expired": "The message waited longer than the maximum age and was returned.",
+    "bad-entry": "A directory entry is not a node entry (wrong types or name).",
+    "entry-too-large": "A directory entry is larger than the entry cap.",
+    "too-many-handles": "A directory entry lists more handles than the cap.",
+    "too-many-nodes": "The directory holds more nodes than the cap; the least recent were left out.",
     # daemon
     "disk-full": "The disk is full; nothing was written.",
     "io-error": "The disk refused the write; nothing was written.",
@@ -79,6 +86,12 @@ CODES: dict[str, str] = {
     "bad-dir": "BENCH_DIR is a file, or lies under one, or is missing and cannot be made.",
     "bad-stdin": "Standard input is not valid UTF-8.",
 }
+
+# Refusals that say "not now" rather than "never": the bridge asks JetStream to deliver
+# such a message again later instead of returning it to its sender.
+TRANSIENT_CODES = frozenset(
+    {"disk-full", "io-error", "shutting-down", "internal", "too-many-connections"}
+)
 
 # CLI exit codes, as a named table (documented in docs/cli.md).
 EXIT_OK = 0

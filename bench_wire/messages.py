@@ -239,14 +239,30 @@ class BridgeDeliver(Request, tag="bridge/deliver"):
 
 
 class BridgeReport(Request, tag="bridge/report"):
-    """The bridge's heartbeat: connected to NATS or not, the directory it sees, a retry."""
+    """The bridge's heartbeat: connected to NATS or not, the directory it sees, a retry.
+
+    `nodes` is the whole directory as just read (nodes not in it are forgotten), or None
+    when it was not read this time. `skipped` are directory entries refused (once per
+    revision); `error` is why the bridge stopped (e.g. node-name-taken)."""
 
     connected: bool
-    nodes: list[NodeInfo] = []
+    nodes: list[NodeInfo] | None = None
     stale_after: float = 15.0
+    forget_after: float = 7 * 86400.0
+    skipped: list["ErrorBody"] = []
+    error: "ErrorBody | None" = None
     retry: str | None = None
     attempt: int = 0
     delay: float = 0.0
+
+
+class BridgeBounce(Request, tag="bridge/bounce"):
+    """The bridge: return a message that came from `origin` to its sender, from
+    postmaster@<this node>, for `error` (e.g. expired: it waited too long in the stream)."""
+
+    message: RemoteMail
+    origin: str
+    error: "ErrorBody"
 
 
 class NodesRead(Request, tag="bridge/nodes"):
@@ -281,6 +297,7 @@ AnyRequest = (
     | BridgeForward
     | BridgeDeliver
     | BridgeReport
+    | BridgeBounce
     | NodesRead
 )
 
@@ -362,6 +379,7 @@ class BridgeInfo(msgspec.Struct, kw_only=True):
     connected: bool = False
     seen_ms: int | None = None
     queued: int = 0
+    error: ErrorBody | None = None  # why the bridge last stopped, until it runs again
 
 
 class DiskHealth(msgspec.Struct, kw_only=True):
@@ -609,6 +627,11 @@ class DeliverOk(Response, tag="bridge/deliver"):
     results: list[Delivered]
 
 
+class BounceOk(Response, tag="bridge/bounce"):
+    mail_id: str | None = None  # the bounce, queued for the sender's node
+    error: ErrorBody | None = None
+
+
 class BridgeReportOk(Response, tag="bridge/report"):
     node: str
     handles: list[str]
@@ -647,6 +670,7 @@ AnyResponse = (
     | ForwardOk
     | DeliverOk
     | BridgeReportOk
+    | BounceOk
     | NodesOk
 )
 RESPONSE_TYPES = AnyResponse.__args__
@@ -864,6 +888,41 @@ class LimitHit(Event, tag="limit/hit"):
     mailbox: str | None = None  # mailbox-full: the full mailbox
 
 
+class BridgeBounced(Event, tag="bridge/bounced"):
+    """A message was refused on `node` (or waited there too long) and returned to its
+    sender as mail from postmaster@<node>: on the refusing node when the bounce is queued
+    (`mail_id` the original's id), on the sender's when it is delivered (the bounce's)."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    node: str
+    code: str
+    reason: str
+
+
+class BridgeSkipped(Event, tag="bridge/skipped"):
+    """A directory entry the bridge did not use (malformed, over a cap): once per change."""
+
+    code: str
+    reason: str
+
+
+class BridgeForgotten(Event, tag="bridge/forgotten"):
+    """A node left the directory (purged, or not seen for --forget-after): mail to it is
+    refused as unknown-node from now on."""
+
+    node: str
+
+
+class BridgeStopped(Event, tag="bridge/stopped"):
+    """The bridge refused to run (e.g. node-name-taken); `bench status` shows it too."""
+
+    code: str
+    reason: str
+
+
 class BridgeRetry(Event, tag="bridge/retry"):
     """The bridge could not reach NATS (or publish) and will try again after `delay` s."""
 
@@ -898,6 +957,10 @@ AnyEvent = (
     | BridgeDelivered
     | BridgeRetry
     | LimitHit
+    | BridgeBounced
+    | BridgeSkipped
+    | BridgeStopped
+    | BridgeForgotten
 )
 EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

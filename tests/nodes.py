@@ -115,6 +115,7 @@ class Node:
             ],
         )
         self.bridge: subprocess.Popen | None = None
+        self.nats_url = nats.url  # with a user and password when the server wants them
         self.bridge_log = os.path.join(self.dir, "bridge.test.out")
 
     def start(self) -> "Node":
@@ -128,7 +129,7 @@ class Node:
                 BENCH,
                 "bridge",
                 "--nats",
-                self.nats.url,
+                self.nats_url,
                 "--heartbeat",
                 "0.5",
                 "--ack-wait",
@@ -185,3 +186,47 @@ def python() -> str:
 
 def now() -> float:
     return time.monotonic()
+
+
+def auth_config(users: dict[str, str]) -> str:
+    """A nats-server configuration with one user per node (name -> password), each
+    allowed to publish mail only as itself, to write only its own directory entry, and
+    to read only its own mail and inboxes. docs/nodes.md shows the same configuration."""
+    blocks = []
+    for node, password in users.items():
+        pub = [
+            f"bench.mail.*.{node}.*",
+            f"$KV.BENCH_NODES.{node}",
+            "$JS.API.INFO",
+            "$JS.API.STREAM.INFO.BENCH_MAIL",
+            "$JS.API.STREAM.CREATE.BENCH_MAIL",
+            "$JS.API.STREAM.INFO.KV_BENCH_NODES",
+            "$JS.API.STREAM.CREATE.KV_BENCH_NODES",
+            "$JS.API.STREAM.MSG.GET.KV_BENCH_NODES",
+            "$JS.API.DIRECT.GET.KV_BENCH_NODES.>",
+            "$JS.API.CONSUMER.CREATE.KV_BENCH_NODES",
+            "$JS.API.CONSUMER.CREATE.KV_BENCH_NODES.>",
+            "$JS.API.CONSUMER.INFO.KV_BENCH_NODES.>",
+            "$JS.API.CONSUMER.DELETE.KV_BENCH_NODES.>",
+            f"$JS.API.CONSUMER.INFO.BENCH_MAIL.bench-{node}",
+            f"$JS.API.CONSUMER.CREATE.BENCH_MAIL.bench-{node}.bench.mail.{node}.>",
+            f"$JS.API.CONSUMER.MSG.NEXT.BENCH_MAIL.bench-{node}",
+            f"$JS.ACK.BENCH_MAIL.bench-{node}.>",
+        ]
+        allow = ", ".join(f'"{s}"' for s in pub)
+        blocks.append(
+            f'      {{user: "{node}", password: "{password}", permissions: {{\n'
+            f"        publish: {{allow: [{allow}]}},\n"
+            f'        subscribe: {{allow: ["_INBOX_{node}.>"]}}\n'
+            "      }}"
+        )
+    users_text = ",\n".join(blocks)
+    # The listen address and the JetStream store come from NatsServer's command line.
+    return (
+        "accounts {\n"
+        "  BENCH {\n"
+        "    jetstream: enabled\n"
+        f"    users: [\n{users_text}\n    ]\n"
+        "  }\n"
+        "}\n"
+    )

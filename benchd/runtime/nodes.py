@@ -9,6 +9,7 @@ import json
 import os
 import re
 import socket
+import time
 
 import msgspec
 
@@ -19,6 +20,7 @@ from benchd.core.names import is_handle
 
 # Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
 OUTBOUND = "@outbound"
+FORGET_AFTER = 7 * 86400.0  # seconds: a node not seen for this long is forgotten
 
 
 def default_node() -> str:
@@ -48,6 +50,7 @@ class Directory:
         self.path = path
         self.own = own
         self.nodes: dict[str, NodeInfo] = {}
+        self.forget_after = FORGET_AFTER  # the bridge's --forget-after, as it last said
         try:
             with open(path, "rb") as f:
                 entries = json.loads(f.read())
@@ -61,22 +64,36 @@ class Directory:
         except (OSError, ValueError, TypeError):
             pass  # no directory yet (or a damaged one): the bridge refills it
 
-    def knows(self, node: str) -> bool:
-        return node == self.own or node in self.nodes
+    def knows(self, node: str, now_ms: int | None = None) -> bool:
+        """This node, or one seen within `forget_after` (a node gone quieter than that is
+        forgotten: mail to it is refused, not queued for ever)."""
+        if node == self.own:
+            return True
+        n = self.nodes.get(node)
+        if n is None:
+            return False
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return now - n.seen_ms <= self.forget_after * 1000
 
-    def update(self, nodes: list[NodeInfo]) -> None:
-        """Merge what the bridge saw; written atomically only when a node is new or gone
-        quiet (a heartbeat alone changes only the in-memory last-seen time)."""
-        grew = False
+    def update(self, nodes: list[NodeInfo], now_ms: int | None = None) -> list[str]:
+        """Replace the directory with what the bridge just read (a node no longer in the
+        bucket is forgotten); `seen` is clamped to now. Written atomically only when the
+        set of nodes changed (a heartbeat alone changes only the in-memory times).
+        Returns the nodes forgotten."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        fresh: dict[str, NodeInfo] = {}
         for n in nodes:
             if not is_handle(n.node) or n.node == self.own:
                 continue
-            grew |= n.node not in self.nodes
-            old = self.nodes.get(n.node)
-            if old is None or n.seen_ms >= old.seen_ms:
-                self.nodes[n.node] = NodeInfo(node=n.node, seen_ms=n.seen_ms, handles=n.handles)
-        if grew:
+            if now - n.seen_ms > self.forget_after * 1000:
+                continue
+            fresh[n.node] = NodeInfo(node=n.node, seen_ms=min(n.seen_ms, now), handles=n.handles)
+        changed = fresh.keys() != self.nodes.keys()
+        forgotten = sorted(self.nodes.keys() - fresh.keys())
+        self.nodes = fresh
+        if changed:
             self.save()
+        return forgotten
 
     def save(self) -> None:
         tmp = self.path + ".tmp"
@@ -87,4 +104,7 @@ class Directory:
         os.replace(tmp, self.path)
 
     def listing(self) -> list[NodeInfo]:
-        return sorted(self.nodes.values(), key=lambda n: n.node)
+        now = int(time.time() * 1000)
+        return sorted(
+            (n for n in self.nodes.values() if self.knows(n.node, now)), key=lambda n: n.node
+        )

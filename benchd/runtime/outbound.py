@@ -25,7 +25,8 @@ from bench_wire import messages as m
 from bench_wire.addresses import check_address, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
-from benchd.core.names import check_mail_id
+from benchd.core.names import MAIL_ID_RE, check_mail_id
+from benchd.runtime import bounces
 from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
@@ -50,6 +51,7 @@ class Outbound:
         self.bridge_connected = False
         self.bridge_seen_ms: int | None = None
         self.bridge_stale_after = 15.0
+        self.bridge_error: m.ErrorBody | None = None
 
     # ------------------------------------------------------------ status
 
@@ -60,7 +62,10 @@ class Outbound:
         seen = self.bridge_seen_ms
         fresh = seen is not None and now_ms() - seen <= self.bridge_stale_after * 1000
         return m.BridgeInfo(
-            connected=self.bridge_connected and fresh, seen_ms=seen, queued=self.queued()
+            connected=self.bridge_connected and fresh,
+            seen_ms=seen,
+            queued=self.queued(),
+            error=self.bridge_error,
         )
 
     # ------------------------------------------------------------ mail/send to an address
@@ -166,6 +171,11 @@ class Outbound:
             raise WireError("wrong-node", f"{msg.to} is not on this node ({self.node})")
         # Its identity: the id the node it was sent from gave it (bad-id if none).
         check_mail_id(msg.mail_id)
+        if split_address(msg.sender, "sender")[1] != origin:
+            raise WireError(
+                "forged-sender",
+                f"{msg.sender!r} came from node {origin}: a node sends only as itself",
+            )
         sender = remote_sender(msg.sender, origin, self.node)
         reply_to = []
         for a in msg.reply_to:
@@ -186,17 +196,88 @@ class Outbound:
         )
         op.reply_to = reply_to
         op.origin = f"{msg.mail_id}@{origin}"
-        op.also_log = lambda mail_id: [
-            m.BridgeDelivered(mail_id=mail_id, sender=sender, to=handle, key=msg.key, origin=origin)
-        ]
+        op.also_log = lambda mail_id: (
+            [
+                m.BridgeDelivered(
+                    mail_id=mail_id, sender=sender, to=handle, key=msg.key, origin=origin
+                )
+            ]
+            + self._returned(msg, sender, handle, origin)
+        )
         return op
 
-    def bridge_reported(self, req: m.BridgeReport) -> None:
-        """The bridge's heartbeat: whether it is connected, and the nodes it has seen."""
+    def _returned(self, msg: m.RemoteMail, sender: str, handle: str, origin: str) -> list:
+        """bridge/bounced on the sender's node, when a bounce reaches it."""
+        if not bounces.is_bounce(sender):
+            return []
+        code, reason = bounces.parse(msg.body)
+        return [
+            m.BridgeBounced(
+                mail_id=msg.in_reply_to or msg.mail_id,
+                sender=f"{handle}@{self.node}",
+                to=msg.to,
+                key=msg.key,
+                node=origin,
+                code=code,
+                reason=reason,
+            )
+        ]
+
+    async def bounce(self, msg: m.RemoteMail, origin: str, error: m.ErrorBody) -> str | None:
+        """Return a refused message to its sender (queued for its node), from
+        postmaster@<this node>: the bounce's id, or None when nothing is returned (a bounce
+        is never bounced, and a forged sender is not written to)."""
+        if bounces.is_bounce(msg.sender) or error.code == "forged-sender":
+            return None
+        try:
+            handle, node = split_address(msg.sender, "sender")
+        except WireError:
+            return None
+        if node != origin:
+            return None
+        text = bounces.body(
+            self.node, msg.mail_id, msg.to, msg.subject, msg.key, error.code, error.message
+        )
+        # In reply to the original by its identity (its id on its sender's node), as
+        # references between nodes always are (benchd.core.mailrefs).
+        original = f"{msg.mail_id}@{origin}" if MAIL_ID_RE.fullmatch(msg.mail_id) else None
+        op = self.mailroom.make_send(
+            f"{bounces.POSTMASTER}@{self.node}",
+            handle,
+            text,
+            bounces.subject(error.code, msg.subject),
+            bounces.key_for(origin, msg.sender, msg.key),
+            None,
+            original,
+        )
+        op.__class__ = BounceOp
+        op.to, op.address, op.reply_to, op.live = OUTBOUND, msg.sender, [], False
+        op.returned = m.BridgeBounced(
+            mail_id=msg.mail_id,
+            sender=msg.sender,
+            to=msg.to,
+            key=msg.key,
+            node=self.node,
+            code=error.code,
+            reason=error.message[:500],
+        )
+        res: m.SendOk = await self.committer.submit(op)
+        if not res.duplicate:
+            self._remember(op)
+        self._queued.set()
+        return res.mail_id
+
+    def bridge_reported(self, req: m.BridgeReport) -> list[str]:
+        """The bridge's heartbeat: whether it is connected, and the nodes it has seen.
+        Returns the nodes forgotten (gone from the bucket, or quiet too long)."""
         self.bridge_connected = req.connected
         self.bridge_seen_ms = now_ms()
         self.bridge_stale_after = max(1.0, req.stale_after)
-        self.directory.update(req.nodes)
+        self.bridge_error = req.error
+        self.directory.forget_after = max(1.0, req.forget_after)
+        if req.nodes is None:
+            return []
+        return self.directory.update(req.nodes)
 
 
 def remote_mail(meta: dict, body: bytes, own: str) -> m.RemoteMail:
@@ -236,6 +317,17 @@ class QueueOp(SendOp):
                 path=self.final,
             )
         ]
+
+
+class BounceOp(QueueOp):
+    """A bounce into the outbound queue: bridge/queued plus bridge/bounced, one batch."""
+
+    returned: m.BridgeBounced
+
+    def prepare(self, batch) -> None:
+        super().prepare(batch)
+        if self.final is not None:
+            self.events = [*self.events, self.returned]
 
 
 class ForwardOp(RetireOp):

@@ -207,35 +207,43 @@ def test_queued_while_nats_unreachable_shows_in_status_and_retries(nats, nodes):
     assert [x["key"] for x in mailbox(n2, "bob")] == [a["key"]]
 
 
-def test_a_message_from_nats_never_claims_a_local_sender(pair, nats):
+def test_a_message_from_nats_speaks_only_for_its_subjects_node(pair, nats):
     _, n2 = pair
     import msgspec
     import nats as nats_py
 
     from bench_wire import messages as m
 
-    async def forge():
+    async def publish():
         nc = await nats_py.connect(nats.url)
         js = nc.jetstream()
-        for i, sender in enumerate(["operator", "bob@node2", "mallory@node9"]):
+        sends = [
+            # (subject, sender): the origin node is the subject's fourth token
+            ("bench.mail.node2.node1.bob", "operator"),
+            ("bench.mail.node2.node1.bob", "bob@node2"),
+            ("bench.mail.node2.node1.bob", "mallory@node9"),
+            ("bench.mail.node2.bob", "operator@node1"),  # no origin in the subject
+            ("bench.mail.node2.node1.bob", "eve@node1"),  # the one that is true
+        ]
+        for i, (subject, sender) in enumerate(sends):
             mail = m.RemoteMail(
                 mail_id="20261130T000000.000Z-0001",
                 sender=sender,
                 to="bob@node2",
-                key=f"forged-{i}",
-                body=f"forged {i}",
+                key=f"claim-{i}",
+                body=f"claim {i}",
             )
-            await js.publish(
-                "bench.mail.node2.bob", msgspec.json.encode(mail), headers={"Bench-Node": "node2"}
-            )
+            # The header is not believed either: only the subject names the origin.
+            await js.publish(subject, msgspec.json.encode(mail), headers={"Bench-Node": "node9"})
         await nc.close()
 
-    asyncio.run(forge())
-    wait_for(lambda: len(mailbox(n2, "bob")) == 3, 20, "the three forged messages")
-    senders = sorted(x["from"] for x in mailbox(n2, "bob"))
-    # No node, or this node: rewritten to name a remote origin (the header claimed node2,
-    # this node, so it is not trusted either). A remote address is kept as it is.
-    assert senders == ["bob@unknown", "mallory@node9", "operator@unknown"]
+    asyncio.run(publish())
+    wait_for(lambda: mailbox(n2, "bob"), 20, "the true message")
+    # Delivered in stream order: the four before it were refused, not delayed.
+    assert [(x["from"], x["body"]) for x in mailbox(n2, "bob")] == [("eve@node1", "claim 4")]
+    assert [e["origin"] for e in n2.d.events(kind="bridge/delivered")] == ["node1"]
+    out = n2.bridge_output()
+    assert out.count("[forged-sender]") == 3 and "not a bench mail subject" in out
 
 
 def test_bridge_refuses_a_clear_text_url_to_another_host(daemon):

@@ -137,13 +137,14 @@ NOTE_KEYS = {
     "bridge/p99": [
         "samples",
         "latency_p50_ms",
-        "bare_p50_ms",
         "latency_p99_ms",
         "bare_p99_ms",
-        "floor_p50_ms",
+        "local1_p99_ms",
+        "local2_p99_ms",
         "floor_p99_ms",
     ],
     "bridge/sends": ["senders", "messages", "local_sends_16"],
+    "bridge-idle": ["quiet_spells", "idle_timeout_s", "cold_ms", "warm_p50_ms", "warm_max_ms"],
     "rss": [
         "sessions",
         "messages",

@@ -4,7 +4,7 @@ bridge/nodes (`bench nodes`) for anyone. Only the operator may use the bridge's 
 (benchd.core.authority)."""
 
 from bench_wire import messages as m
-from bench_wire.errors import WireError
+from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
 from benchd.core.names import check_mail_id, is_handle
 from benchd.runtime.mailroom import SendOp
@@ -67,20 +67,54 @@ async def deliver(d, conn, caller, req: m.BridgeDeliver) -> None:
         if isinstance(op, SendOp):
             d.committer.enqueue(op)
     results = []
-    for op in ops:
+    for msg, op in zip(req.messages, ops, strict=True):
         if isinstance(op, WireError):
-            results.append(m.Delivered(error=m.ErrorBody(op.code, op.message)))
+            results.append(await _refused(d, msg, origin, op))
             continue
         try:
             res = await op.wait()
             results.append(m.Delivered(mail_id=res.mail_id, duplicate=res.duplicate))
         except WireError as err:
-            results.append(m.Delivered(error=m.ErrorBody(err.code, err.message)))
+            results.append(await _refused(d, msg, origin, err))
     await conn.send(m.DeliverOk(id=req.id, results=results))
 
 
+async def _refused(d, msg: m.RemoteMail, origin: str, err: WireError) -> m.Delivered:
+    """A refusal for good is returned to the sender (a bounce); the answer still names
+    the refusal. When the bounce itself cannot be queued now, the answer is that error,
+    so the bridge has the message delivered again later."""
+    refusal = m.ErrorBody(err.code, err.message)
+    if err.code in TRANSIENT_CODES:
+        return m.Delivered(error=refusal)
+    try:
+        await d.outbound.bounce(msg, origin, refusal)
+    except WireError as trouble:
+        return m.Delivered(error=m.ErrorBody(trouble.code, trouble.message))
+    return m.Delivered(error=refusal)
+
+
+async def bounce(d, conn, caller, req: m.BridgeBounce) -> None:
+    origin = req.origin if is_handle(req.origin) and req.origin != d.outbound.node else "unknown"
+    try:
+        mail_id = await d.outbound.bounce(req.message, origin, req.error)
+    except WireError as err:
+        await conn.send(m.BounceOk(id=req.id, error=m.ErrorBody(err.code, err.message)))
+        return
+    await conn.send(m.BounceOk(id=req.id, mail_id=mail_id))
+
+
 async def report(d, conn, caller, req: m.BridgeReport) -> None:
-    d.outbound.bridge_reported(req)
+    for node in d.outbound.bridge_reported(req):
+        d.log.info("node forgotten", node=node)
+        await d.committer.record(m.BridgeForgotten(node=node))
+    for skip in req.skipped[:64]:
+        d.log.warning("bridge skipped a directory entry", code=skip.code, reason=skip.message)
+        await d.committer.record(m.BridgeSkipped(code=skip.code, reason=skip.message[:500]))
+    if req.error is not None:
+        d.log.error("bridge stopped", code=req.error.code, reason=req.error.message)
+        await d.committer.record(
+            m.BridgeStopped(code=req.error.code, reason=req.error.message[:500])
+        )
     if req.retry is not None:
         await d.committer.record(
             m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)
@@ -105,5 +139,6 @@ HANDLERS = {
     m.BridgeForward: forwarded,
     m.BridgeDeliver: deliver,
     m.BridgeReport: report,
+    m.BridgeBounce: bounce,
     m.NodesRead: nodes,
 }

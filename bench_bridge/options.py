@@ -1,0 +1,40 @@
+"""The bridge's options (the `bench bridge` command line), with their defaults."""
+
+from bench_bridge import directory
+
+MAX_AGE_S = 7 * 86400.0  # mail not taken from the stream within this long is bounced
+
+
+class Options:
+    def __init__(
+        self,
+        bench_dir,
+        url,
+        node=None,
+        creds=None,
+        token=None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        insecure=False,
+        heartbeat=5.0,
+        ack_wait=30.0,
+        retry_max=30.0,
+        forget_after=directory.FORGET_S,
+        max_age=MAX_AGE_S,
+        entry_max=directory.ENTRY_MAX,
+        handles_max=directory.HANDLES_MAX,
+        nodes_max=directory.NODES_MAX,
+    ):
+        self.bench_dir, self.url, self.node = bench_dir, url, node
+        self.creds, self.token, self.tls_ca = creds, token, tls_ca
+        self.tls_cert, self.tls_key = tls_cert, tls_key
+        self.insecure, self.heartbeat, self.ack_wait = insecure, heartbeat, ack_wait
+        self.retry_max = retry_max
+        self.max_age = max_age
+        self.limits = directory.Limits(
+            entry_max=entry_max,
+            handles_max=handles_max,
+            nodes_max=nodes_max,
+            forget_s=forget_after,
+        )
