@@ -211,9 +211,15 @@ class Outbound:
         if not bounces.is_bounce(sender):
             return []
         code, reason = bounces.parse(msg.body)
+        original = msg.mail_id
+        if msg.in_reply_to is not None:
+            try:  # the returned message as this node names it (its own: a bare id)
+                original = mailrefs.received(msg.in_reply_to, origin, self.node)
+            except WireError:
+                pass
         return [
             m.BridgeBounced(
-                mail_id=msg.in_reply_to or msg.mail_id,
+                mail_id=original,
                 sender=f"{handle}@{self.node}",
                 to=msg.to,
                 key=msg.key,
