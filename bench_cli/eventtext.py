@@ -1,8 +1,12 @@
-"""An event as one line of `bench events`: sequence, local time, kind, then its fields.
+"""An event as one line of text, for the two places that show one: `bench events`
+(`format_event`) and the dashboard's events pane (`event_line`).
 
-The fields are the event's own (--json prints them exactly); here a signal is named
-(`signal=SIGHUP`) and the kind may be coloured, as a piece apart from the fields so that
-nothing in them can pass for colour (see `output.write`).
+Both show every field that has a value, and a signal by its name (`signal=SIGHUP`).
+`bench events` prints the event as the log has it: sequence, local date and time, kind,
+then the fields in the log's order, quoted where they have spaces (--json prints them
+exactly); the kind may be coloured, as a piece apart from the fields so that nothing in
+them can pass for colour (see `output.write`). The pane, a narrow column, puts who the
+event is about first and the long ids last.
 """
 
 import re
@@ -10,6 +14,7 @@ import time
 
 from bench_cli import humanize, output
 from bench_wire.client import dumps
+from bench_wire.untrusted import mask
 
 _BARE = re.compile(r"[^\s\"=,]+")
 
@@ -23,10 +28,22 @@ KIND_COLOUR = {
 }
 
 
+def is_signal(k: str, v) -> bool:
+    """Whether a field is a signal number (shown by its name)."""
+    return k == "signal" and isinstance(v, int) and not isinstance(v, bool)
+
+
+def fields(ev: dict, shown: tuple[str, ...], last: tuple[str, ...] = ()) -> list[tuple]:
+    """The event's fields with a value, but for those `shown` already: in the event's
+    order, then those in `last` in that order."""
+    out = [(k, v) for k, v in ev.items() if k not in shown and k not in last and v is not None]
+    return out + [(k, ev[k]) for k in last if ev.get(k) is not None]
+
+
 def field(k: str, v) -> str:
     """A field's value as text: lists comma-joined, words bare, anything with spaces
     quoted, a signal by its name."""
-    if k == "signal" and isinstance(v, int) and not isinstance(v, bool):
+    if is_signal(k, v):
         return humanize.signal_name(v)
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -41,10 +58,39 @@ def format_event(ev: dict, on: bool = False) -> list:
     """The line's pieces for `output.write` (the kind painted when `on`)."""
     t = ev["ts"] / 1000
     ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{ev['ts'] % 1000:03d}"
-    rest = " ".join(
-        f"{k}={field(k, v)}"
-        for k, v in ev.items()
-        if k not in ("seq", "ts", "kind") and v is not None
-    )
+    rest = " ".join(f"{k}={field(k, v)}" for k, v in fields(ev, ("seq", "ts", "kind")))
     kind = output.paint(f"{ev['kind']:<18}", KIND_COLOUR.get(ev["kind"]), on)
     return [f"{ev['seq']:>6}  {ts}  ", kind, f" {rest}"]
+
+
+def clock(ts_ms: int) -> str:
+    """An event's local time of day, as the dashboard shows it."""
+    return time.strftime("%H:%M:%S", time.localtime(ts_ms / 1000))
+
+
+# The fields a pane line shows last, in this order: ids, long and alike from line to
+# line, would push the fields that tell events apart past the pane's edge.
+_LAST = ("session", "mail_id", "key", "path")
+_SHOWN_FIRST = ("seq", "ts", "kind", "from", "to", "handle")
+
+
+def parties(ev: dict) -> str:
+    """Who an event is about: `from -> to` for mail and wakes, else the handle."""
+    to = ev.get("to") or ev.get("handle") or ""
+    if ev.get("from"):
+        return f"{ev['from']} -> {to}"
+    if ev.get("to"):
+        return f"-> {to}"
+    return ev.get("handle") or ""
+
+
+def event_line(ev: dict) -> str:
+    """One line of the dashboard's events pane: seq, time, kind and parties first, then
+    the other fields, the long ids last (fields with no value are left out), every
+    character that may not reach a terminal masked (`bench_wire.untrusted.mask`)."""
+    rest = [
+        f"{k}={humanize.signal_name(v) if is_signal(k, v) else v}"
+        for k, v in fields(ev, _SHOWN_FIRST, _LAST)
+    ]
+    head = f"{ev['seq']} {clock(ev['ts'])} {ev['kind']:<14} {parties(ev)}"
+    return mask(f"{head}  {' '.join(rest)}".rstrip())

@@ -2,7 +2,7 @@
 
 `bench mail send|list|read` and `bench report` run inside agents all day; their cost is
 the interpreter start plus what they import. This module parses exactly the options the
-click definitions in `bench_cli.cli` declare (a test holds the two parsers to the same
+click definitions in `bench_cli.commands` declare (a test holds the two parsers to the same
 answers) and gives up — returning None — on anything else (`--help`, a typo, an unknown
 option), so click handles it and prints its usual usage error.
 """

@@ -51,6 +51,17 @@ def sent(a: dict) -> str:
     return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
 
 
+def bridge_line(b: dict) -> str:
+    """The bridge's state and the outbound queue, as `bench status` and `bench nodes` say it."""
+    state = "bridge connected" if b.get("connected") else "bridge not connected"
+    if b.get("seen_ms") is None:
+        state = "no bridge"
+    err = b.get("error")
+    if err:
+        state = f"bridge stopped: {err['message']} [{err['code']}]"
+    return f"{state}, {b.get('queued', 0)} queued outbound"
+
+
 def size(n: int) -> str:
     """A byte count as people read it: 812 B, 4.2 KiB, 1.5 MiB."""
     if n < 1024:
@@ -137,6 +148,17 @@ def write(text: "str | list[str | Painted]") -> None:
     if not whole.endswith("\n"):
         out.write("\n")
     out.flush()
+
+
+def thread_messages(a: dict, head) -> list[str]:
+    """A mail/thread answer's messages as text, each its header line (`head(msg, to)`:
+    the CLI's for people, `bench mcp`'s for a model), its subject and its body."""
+    parts = []
+    for msg in a.get("messages") or []:
+        # `to` is the address as sent (bob@node2 for mail queued for another node).
+        to = msg.get("to") or msg["handle"]
+        parts.append(f"{head(msg, to)}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
+    return parts
 
 
 def thread_cut(a: dict) -> str:

@@ -8,6 +8,7 @@ who is calling from the session the server runs in, exactly as for the CLI.
 
 import re
 
+from bench_cli import output
 from bench_wire.errors import WireError
 
 # The daemon's subject cap (benchd.runtime.mailroom.SUBJECT_CHARS; a unit test holds them equal).
@@ -293,13 +294,14 @@ def listing_text(a: dict, state: str) -> str:
 
 def thread_text(a: dict) -> str:
     """A mail/thread answer as text: a header line per message, then its body."""
-    parts = []
-    for msg in a.get("messages") or []:
-        to = msg.get("to") or msg["handle"]
-        head = f"{msg['mail_id']}  from {msg['from']} to {to}  {msg['date']}  {msg['state']}"
+
+    def head(msg: dict, to: str) -> str:
+        line = f"{msg['mail_id']}  from {msg['from']} to {to}  {msg['date']}  {msg['state']}"
         if msg.get("in_reply_to"):
-            head += f"  in reply to {msg['in_reply_to']}"
-        parts.append(f"{head}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
+            line += f"  in reply to {msg['in_reply_to']}"
+        return line
+
+    parts = output.thread_messages(a, head)
     more = " (more: the conversation is longer)" if a.get("truncated") else ""
     return "\n".join(parts) + f"{len(parts)} messages{more}"
 

@@ -22,10 +22,11 @@ from textual.widgets import Footer, Static
 from bench_cli import output
 from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
-from bench_cli.dash.model import Board, event_line, printable, threads
+from bench_cli.dash.model import Board, printable, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder
 from bench_cli.dash.rows import Rows
 from bench_cli.dash.source import DaemonGone, Source, retry_delay
+from bench_cli.eventtext import event_line
 from bench_wire.errors import WireError
 
 IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle time)

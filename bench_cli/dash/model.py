@@ -5,10 +5,10 @@ dashboard connects, then every event. The sessions pane is drawn from it, so a r
 changes when an event says so, not when someone polls.
 """
 
-import time
 from dataclasses import dataclass, field
 
 from bench_cli import humanize
+from bench_cli.eventtext import clock
 from bench_wire.untrusted import mask
 
 
@@ -54,10 +54,6 @@ def printable(text: str) -> str:
     terminal (bench_wire.untrusted: controls, bidi, private use) shown as U+FFFD, one for
     one so that a screen's colours stay on their characters (tabs and newlines stay)."""
     return mask(text)
-
-
-def clock(ts_ms: int) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(ts_ms / 1000))
 
 
 @dataclass
@@ -177,35 +173,6 @@ class Board:
                 continue
             out.append(ev)
         return out
-
-
-# The fields an event line shows last, in this order: ids, long and alike from line to
-# line, would push the fields that tell events apart past the pane's edge.
-_LAST = ("session", "mail_id", "key", "path")
-_SHOWN_FIRST = ("seq", "ts", "kind", "from", "to", "handle")
-
-
-def parties(ev: dict) -> str:
-    """Who an event is about: `from -> to` for mail and wakes, else the handle."""
-    to = ev.get("to") or ev.get("handle") or ""
-    if ev.get("from"):
-        return f"{ev['from']} -> {to}"
-    if ev.get("to"):
-        return f"-> {to}"
-    return ev.get("handle") or ""
-
-
-def event_line(ev: dict) -> str:
-    """One line of the events pane: seq, time, kind and parties first, then the other
-    fields, the long ids last (fields with no value are left out)."""
-    fields = [
-        f"{k}={humanize.signal_name(v) if k == 'signal' and isinstance(v, int) else v}"
-        for k, v in ev.items()
-        if k not in _SHOWN_FIRST and k not in _LAST and v is not None
-    ]
-    fields += [f"{k}={ev[k]}" for k in _LAST if ev.get(k) is not None]
-    head = f"{ev['seq']} {clock(ev['ts'])} {ev['kind']:<14} {parties(ev)}"
-    return printable(f"{head}  {' '.join(fields)}".rstrip())
 
 
 def threads(messages: list[dict]) -> list[tuple[int, dict]]:

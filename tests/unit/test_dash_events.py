@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from bench_cli.dash.model import Board, event_line
+from bench_cli.dash.model import Board
 from bench_cli.dash.source import RETRY_FIRST_S, RETRY_LAST_S, retry_delay
+from bench_cli.eventtext import event_line
 
 
 @pytest.fixture(autouse=True)

@@ -2,8 +2,8 @@
 
 import pytest
 
+from bench_cli.commands.mail import since_arg
 from bench_cli.dash.model import Board, threads
-from bench_cli.search import since_arg
 from benchd.store.search import BadQuery, match_expr
 
 

@@ -43,7 +43,8 @@ def test_escaped_text_is_all_safe_and_escaping_again_changes_nothing(text):
 def test_the_dashboard_masks_screens_and_mail_alike():
     pytest.importorskip("rich", reason="the dashboard's screen lines are Rich text")
     from bench_cli.dash.app import screen_lines
-    from bench_cli.dash.model import event_line, printable
+    from bench_cli.dash.model import printable
+    from bench_cli.eventtext import event_line
 
     assert printable("x\u202ey\ue01fz\x1b") == "x\ufffdy\ufffdz\ufffd"
     frame = {"lines": ["ab\u202ecd"], "styles": [[[3, 1, "red", "default", ""]]]}
@@ -79,6 +80,7 @@ def test_command_hints_for_aliases_and_typos():
 
 def test_aliases_name_real_commands():
     from bench_cli import cli
+    from bench_cli.commands.mail import mail
 
     for group, table in hints.ALIASES.items():
         for word, meant in table.items():
@@ -91,7 +93,7 @@ def test_aliases_name_real_commands():
                     break
                 assert w in cmd.commands, (group, word, meant)
                 cmd = cmd.commands[w]
-            assert word not in (cli.cli if not group else cli.mail).commands
+            assert word not in (cli.cli if not group else mail).commands
 
 
 # ---------------------------------------------------------------- humanize

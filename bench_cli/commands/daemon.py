@@ -1,0 +1,337 @@
+"""The daemon's process: `bench up`, `down`, `status` and `daemon` (foreground).
+
+The CLI imports nothing of benchd: `up` and `daemon` run it as a process.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import click
+
+from bench_cli import output
+from bench_cli.context import (
+    DIR_HELP,
+    Ctx,
+    call,
+    common,
+    daemon_argv,
+    daemon_options,
+    done,
+    examples,
+)
+from bench_wire import messages as m
+from bench_wire.config import DAEMON_OPTIONS, option_dest
+from bench_wire.errors import WireError
+from bench_wire.paths import dir_problem, resolve_dir, socket_path
+
+
+def _hello(bench_dir: str | None) -> dict | None:
+    try:
+        return call(bench_dir, m.Hello())
+    except WireError as err:
+        if err.code == "no-daemon":
+            return None
+        raise
+
+
+def _running_options(a: dict) -> dict:
+    """The running daemon's options, as far as its hello tells them (flag -> value)."""
+    r = a["reactor"]
+    known = {
+        "--idle-gate": r.get("idle_gate"),
+        "--paste-settle": r.get("paste_settle"),
+        "--wake-burst": r.get("wake_burst"),
+        "--wake-refill": r.get("wake_refill"),
+        "--enter-retries": r.get("enter_retries"),
+        "--enter-check": r.get("enter_check"),
+        "--retry-base": r.get("retry_base"),
+        "--max-connections": a["caps"].get("connections"),
+        "--max-children": a["caps"].get("max_children"),
+        "--max-depth": a["caps"].get("max_depth"),
+        "--spawn-rate": a["caps"].get("spawn_rate"),
+        "--exited-kept": a["caps"].get("exited_kept"),
+        "--kept-scrollback": a["caps"].get("kept_scrollback_bytes"),
+        "--disk-reserve": (a.get("disk") or {}).get("reserve"),
+    }
+    for flag in (
+        "--send-burst",
+        "--send-rate",
+        "--operator-send-burst",
+        "--operator-send-rate",
+        "--mailbox-messages",
+        "--mailbox-bytes",
+        "--reply-to-max",
+    ):
+        known[flag] = a["caps"].get(option_dest(flag))
+    return {k: v for k, v in known.items() if v is not None}
+
+
+def _differing(a: dict, kw: dict) -> list[str]:
+    """The options given to `up` that the running daemon does not have."""
+    running = _running_options(a)
+    out = []
+    for flag, *_ in DAEMON_OPTIONS:
+        want = kw.get(option_dest(flag))
+        if want is None:
+            continue
+        have = running.get(flag)
+        if have is None or float(have) != float(want):
+            out.append(f"{flag} {want} (running: {'unknown' if have is None else have})")
+    if kw.get("node") and a.get("node") and kw["node"] != a["node"]:
+        out.append(f"--node {kw['node']} (running: {a['node']})")
+    return out
+
+
+@click.command()
+@common
+@daemon_options
+@click.option(
+    "--restart",
+    is_flag=True,
+    help="stop a running daemon first (its sessions end), then start with these options",
+)
+def up(bench_dir, as_json, restart, **kw):
+    """Start benchd detached; return once it answers (no-op if running)."""
+    ctx = Ctx(bench_dir, as_json)
+    d = resolve_dir(bench_dir)
+    socket_path(d)
+    a = _hello(d)
+    if a is not None and restart:
+        call(d, m.Stop())
+        _wait_stopped(d)
+        a = None
+    if a is not None:
+        differ = _differing(a, kw)
+        if differ:
+            raise WireError(
+                "options-differ",
+                f"benchd already runs for {a['bench_dir']} (pid {a['pid']}) with other "
+                f"options: {'; '.join(differ)}. bench up --restart stops it (its sessions "
+                "end) and starts it with these",
+            )
+        done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
+        return
+    # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
+    # in a process of its own: the CLI imports nothing of benchd.
+    problem = dir_problem(d)
+    if problem is not None:
+        raise problem
+    check = subprocess.run(
+        [sys.executable, "-m", "benchd.server.prepare", d], capture_output=True, text=True
+    )
+    if check.returncode != 0:
+        lines = check.stderr.strip().splitlines() or [f"cannot use {d}"]
+        try:  # a directory that cannot be made is a bad-dir, named by its errno
+            os.makedirs(d, 0o700, exist_ok=True)
+        except OSError as err:
+            raise dir_problem(d, err) or WireError("unsafe-dir", lines[-1]) from None
+        raise WireError("unsafe-dir", lines[-1])
+    try:
+        out_fd = os.open(
+            os.path.join(d, "benchd.out"),
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+            0o600,
+        )
+    except OSError as err:
+        why = err.strerror or str(err)
+        raise dir_problem(d, err) or WireError("unsafe-dir", f"cannot use {d}: {why}") from None
+    out_size = os.fstat(out_fd).st_size  # what benchd says from here on is this start's
+    proc = subprocess.Popen(
+        daemon_argv(d, kw),
+        stdin=subprocess.DEVNULL,
+        stdout=out_fd,
+        stderr=out_fd,
+        start_new_session=True,
+    )
+    os.close(out_fd)
+    deadline = time.monotonic() + 20
+    pause = 0.005
+    while time.monotonic() < deadline:
+        a = _hello(d)
+        if a is not None:
+            done(ctx, a, f"benchd started: pid {a['pid']}, {a['bench_dir']}")
+            return
+        # A daemon that lost the race for the lock to a concurrent `bench up` is fine: keep
+        # waiting for the winner to answer (it holds the lock until it has stopped).
+        if proc.poll() is not None and not _lock_held(d):
+            a = _hello(d)
+            if a is not None:
+                done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
+                return
+            said = _new_out(d, out_size)
+            if said:
+                raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {said}")
+            # Not a word in benchd.out: most often a disk too full to write it.
+            free = _free_bytes(d)
+            raise WireError(
+                "disk-full" if free < 64 << 10 else "no-daemon",
+                f"benchd exited ({proc.returncode}) without saying why in {d}/benchd.out; "
+                f"{free:,} bytes are free on its disk",
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+    raise WireError("no-daemon", f"benchd did not answer within 20 s; see {d}/benchd.out")
+
+
+up.epilog = examples(
+    "bench up",
+    "bench up --idle-gate 1.5",
+    "bench up --restart --idle-gate 1.5",
+    "bench up --node node2",
+    "bench up --node node1 --bridge tls://nats.example:4222",
+)
+
+
+def _lock_held(d: str) -> bool:
+    """Whether some daemon holds BENCH_DIR's flock (is starting, serving or stopping)."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _new_out(d: str, since: int) -> str:
+    """The last line benchd wrote to benchd.out past `since` ("" if none)."""
+    try:
+        with open(os.path.join(d, "benchd.out"), "rb") as f:
+            f.seek(since)
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else ""
+    except OSError:
+        return ""
+
+
+def _free_bytes(d: str) -> int:
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
+def _wait_stopped(d: str) -> None:
+    """The daemon holds its flock until it has ended its sessions, logged their exits
+    and daemon/stopped: being able to take the lock means it is done."""
+    import fcntl
+
+    deadline = time.monotonic() + 30
+    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise WireError(
+                        "internal",
+                        f"benchd did not finish stopping within 30 s; see {d}/benchd.log",
+                    ) from None
+                time.sleep(0.02)
+    finally:
+        os.close(fd)
+
+
+@click.command(epilog=examples("bench down"))
+@common
+def down(bench_dir, as_json):
+    """Stop benchd (sessions are ended); no-op if none runs."""
+    ctx = Ctx(bench_dir, as_json)
+    d = resolve_dir(bench_dir)
+    try:
+        a = call(d, m.Stop())
+    except WireError as err:
+        if err.code != "no-daemon":
+            raise
+        # Like `up`, idempotent: the state asked for (no daemon) already holds.
+        done(
+            ctx,
+            {"ok": True, "type": "stop", "running": False, "bench_dir": d},
+            f"no benchd was running for {d}",
+        )
+        return
+    _wait_stopped(d)
+    done(ctx, a, f"benchd stopped ({d})")
+
+
+@click.command(epilog=examples("bench status", "bench status --json", "bench status --ack"))
+@common
+@click.option(
+    "--ack",
+    is_flag=True,
+    help="acknowledge the journal damage shown (operator only): it is no longer shown",
+)
+def status(bench_dir, as_json, ack):
+    """Is benchd running: pid, version, BENCH_DIR, counts, disk, journal damage."""
+    ctx = Ctx(bench_dir, as_json)
+    if ack:
+        call(bench_dir, m.JournalAck())
+    a = call(bench_dir, m.Hello())
+    r, c = a["reactor"], a["caps"]
+    text = (
+        f"benchd {a['version']} running: pid {a['pid']}\n"
+        f"BENCH_DIR {a['bench_dir']}\n"
+        f"you are   {a['caller']}\n"
+        f"sessions  {a['sessions']} live, mailboxes {a['mailboxes']}\n"
+        f"index     {index_health(a.get('index') or {})}\n"
+        f"disk      {disk_health(a.get('disk') or {})}\n"
+        f"reactor   idle gate {r['idle_gate']}s, paste settle {r['paste_settle']}s, "
+        f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
+        f"node      {a.get('node') or '-'}, {output.bridge_line(a.get('bridge') or {})}\n"
+        f"jobs      a session may start {c.get('max_children')} at a time, "
+        f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep"
+    )
+    for dmg in a.get("journal_damage") or []:
+        text += (
+            f"\njournal   DAMAGED at start: {dmg['segment']} offset {dmg['offset']} "
+            f"({dmg['size']} bytes): {dmg['held']} (event seq {dmg['seq']}; "
+            "bench status --ack once seen)"
+        )
+    done(ctx, a, text)
+
+
+def disk_health(disk: dict) -> str:
+    """One line on the state dir's disk: full (sends refused) or its free space."""
+    free = f"{disk.get('free', 0) / 1e6:,.1f} MB free"
+    if disk.get("full"):
+        return f"FULL: sends answer disk-full until there is room ({free}); reading works"
+    return f"ok, {free}"
+
+
+def index_health(ix: dict) -> str:
+    """One line on the mail index: ok, or why not and what waits."""
+    state = ix.get("state", "ok")
+    text = state
+    if state == "retrying":
+        text += (
+            f" ({ix.get('failures', 0)} failed commits; {ix.get('pending', 0)} changes "
+            f"held in memory: {ix.get('error')})"
+        )
+    elif state == "in-memory":
+        text += " (no index file could be used; it is rebuilt from the files at the next start)"
+    if ix.get("rebuilds"):
+        text += f", rebuilt from the files {ix['rebuilds']}x since start"
+    return text
+
+
+@click.command(epilog=examples("bench daemon", "bench daemon --dir /tmp/b --idle-gate 1.5"))
+@click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)
+@click.option("--json", "as_json", is_flag=True, hidden=True)
+@daemon_options
+def daemon(bench_dir, as_json, **kw):
+    """Run benchd in the foreground (for a service manager)."""
+    top = click.get_current_context().find_root().params.get("bench_dir")
+    d = resolve_dir(top if bench_dir is None else bench_dir)
+    argv = daemon_argv(d, kw)
+    os.execv(argv[0], argv)

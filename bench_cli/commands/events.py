@@ -1,0 +1,143 @@
+"""`bench events`: read (and follow) the event log."""
+
+import collections
+import re
+import sys
+import time
+from datetime import datetime
+
+import click
+
+from bench_cli import output
+from bench_cli.context import (
+    ENCODER,
+    colour,
+    common,
+    complete_sessions,
+    examples,
+    with_token,
+)
+from bench_cli.eventtext import format_event
+from bench_wire import messages as m
+from bench_wire.client import Client, check
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h|d)")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def since_ms(text: str, now: float) -> int:
+    """A point in time as `docker logs --since` / `journalctl --since` read it: a duration
+    back from now (30s, 10m, 2h, 1d), or a local date and time (2026-11-30T10:00,
+    2026-11-30 10:00:00, 2026-11-30); ms since the epoch. ValueError otherwise."""
+    hit = _DURATION.fullmatch(text.strip())
+    if hit:
+        return int((now - float(hit.group(1)) * _UNIT_S[hit.group(2)]) * 1000)
+    return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
+
+
+class Since(click.ParamType):
+    name = "TIME"
+
+    def convert(self, value, param, ctx):
+        try:
+            return since_ms(value, time.time())
+        except ValueError:
+            self.fail(
+                f"{value!r} is not a time: give a duration (30s, 10m, 2h, 1d) or a date and "
+                "time (2026-11-30T10:00); --after SEQ takes a sequence number",
+                param,
+                ctx,
+            )
+
+
+@click.command()
+@common
+@click.option("-f", "--follow", is_flag=True, help="keep printing events as they happen")
+@click.option(
+    "--since",
+    "since",
+    type=Since(),
+    help="only events from this time on: 10m, 2h, 2026-11-30T10:00",
+)
+@click.option(
+    "--after",
+    type=click.IntRange(min=0),
+    default=0,
+    help="only events with a sequence number above this",
+)
+@click.option(
+    "--tail",
+    "last",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="only the last N (then live, with -f)",
+)
+@click.option("--kind", help="only this kind (e.g. mail/sent)")
+@click.option(
+    "--session",
+    "who",
+    metavar="NAME",
+    shell_complete=complete_sessions,
+    help="only events of this session (id or handle) or its mailbox",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="at most this many")
+def events(bench_dir, as_json, follow, since, after, last, kind, who, limit):
+    """Read (and follow) the event log."""
+
+    def wanted(ev: dict) -> bool:
+        if since is not None and ev["ts"] < since:
+            return False
+        return who is None or who in (
+            ev.get("session"),
+            ev.get("handle"),
+            ev.get("to"),
+            ev.get("from"),
+        )
+
+    def show(ev: dict) -> None:
+        output.emit_json(ev) if as_json else output.write(format_event(ev, on))
+        sys.stdout.flush()
+
+    on = colour(as_json)
+    shown = 0
+    if last is not None:
+        # The last N: read what is there (keeping N), then follow from where it ended.
+        kept: collections.deque = collections.deque(maxlen=last)
+        for ev in _events(bench_dir, after, kind, False, None):
+            after = ev["seq"]
+            if wanted(ev):
+                kept.append(ev)
+        for ev in kept:
+            show(ev)
+        shown = len(kept)
+        if not follow:
+            return
+    if limit is not None and shown >= limit:
+        return
+    for ev in _events(bench_dir, after, kind, follow, None):
+        if wanted(ev):
+            show(ev)
+            shown += 1
+            if limit is not None and shown >= limit:
+                return
+
+
+events.epilog = examples(
+    "bench events",
+    "bench events -f",
+    "bench events --tail 20 -f",
+    "bench events --since 10m --kind agent/woken",
+    "bench events --after 120",
+    "bench events --session s1a2b3c4d",
+)
+
+
+def _events(bench_dir, after: int, kind, follow: bool, limit):
+    req = with_token(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit, id=1))
+    with Client(bench_dir, timeout=None) as conn:
+        conn.send_raw(ENCODER.encode(req) + b"\n")
+        while True:
+            a = check(conn.recv())
+            if a["type"] == "end":
+                return
+            yield a["event"]

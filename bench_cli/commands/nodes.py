@@ -1,0 +1,127 @@
+"""Mail between nodes: `bench bridge` (the NATS bridge, foreground) and `bench nodes`."""
+
+import sys
+import time
+
+import click
+
+from bench_cli import humanize, output
+from bench_cli.context import Ctx, call, common, done, examples
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from bench_wire.paths import resolve_dir
+
+
+@click.command()
+@common
+@click.option(
+    "--nats",
+    "url",
+    required=True,
+    metavar="URL",
+    envvar="BENCH_NATS_URL",
+    help="the NATS server (nats://HOST:PORT, tls://HOST:PORT)",
+)
+@click.option("--node", help="must match the daemon's node name (a safety check)")
+@click.option(
+    "--creds",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_CREDS",
+    help="NATS credentials file",
+)
+@click.option("--token", envvar="BENCH_NATS_TOKEN", help="NATS auth token")
+@click.option(
+    "--tls-ca",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_TLS_CA",
+    help="CA bundle to verify the server (turns TLS on)",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_TLS_CERT",
+    help="client certificate for TLS",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="BENCH_NATS_TLS_KEY",
+    help="client key for TLS",
+)
+@click.option("--insecure", is_flag=True, help="allow a nats:// URL to another host without TLS")
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="seconds between directory heartbeats",
+)
+@click.option(
+    "--ack-wait",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="seconds before JetStream redelivers a message this bridge did not ack",
+)
+@click.option(
+    "--forget-after",
+    type=float,
+    default=7 * 86400.0,
+    show_default=True,
+    help="seconds after which a node not seen is forgotten (mail to it: unknown-node)",
+)
+@click.option(
+    "--max-age",
+    type=float,
+    default=7 * 86400.0,
+    show_default=True,
+    help="seconds mail may wait in NATS for this node before it is returned to its sender",
+)
+@click.option(
+    "--entry-max", type=int, default=16384, show_default=True, help="bytes of one directory entry"
+)
+@click.option(
+    "--handles-max", type=int, default=512, show_default=True, help="handles in one directory entry"
+)
+@click.option(
+    "--nodes-max", type=int, default=256, show_default=True, help="nodes kept from the directory"
+)
+def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
+    """Carry mail between this node and others over NATS JetStream (foreground)."""
+    try:
+        from bench_bridge.bridge import Options
+        from bench_bridge.bridge import main as bridge_main
+    except ImportError as err:
+        raise WireError(
+            "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
+        ) from None
+    if min(heartbeat, ack_wait, *(connection[k] for k in _BRIDGE_LIMITS)) <= 0:
+        raise click.BadParameter("must be positive", param_hint="/".join(_BRIDGE_FLAGS))
+    opts = Options(resolve_dir(bench_dir), heartbeat=heartbeat, ack_wait=ack_wait, **connection)
+    sys.exit(bridge_main(opts))
+
+
+_BRIDGE_LIMITS = ("forget_after", "max_age", "entry_max", "handles_max", "nodes_max")
+_BRIDGE_FLAGS = ("--heartbeat", "--ack-wait", *(f"--{k.replace('_', '-')}" for k in _BRIDGE_LIMITS))
+
+
+bridge.epilog = examples(
+    "bench bridge --nats nats://127.0.0.1:4222",
+    "bench bridge --nats tls://nats.example:4222 --tls-ca ca.pem",
+)
+
+
+@click.command()
+@common
+def nodes(bench_dir, as_json):
+    """The nodes this node's bridge has seen: last heartbeat and live handles."""
+    ctx = Ctx(bench_dir, as_json)
+    a = call(bench_dir, m.NodesRead())
+    now = time.time() * 1000
+    lines = [f"this node: {a['node']}, {output.bridge_line(a['bridge'])}"]
+    if not a["nodes"]:
+        lines.append("no other nodes seen yet")
+    for n in a["nodes"]:
+        ago = humanize.duration((now - n["seen_ms"]) / 1000)
+        lines.append(f"{n['node']:<24} seen {ago:>4} ago  {' '.join(n['handles']) or '-'}")
+    done(ctx, a, "\n".join(lines))

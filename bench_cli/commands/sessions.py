@@ -1,0 +1,313 @@
+"""Sessions: `bench spawn`, `ps`, `tail`, `attach`, `type`, `kill`, `report` (a job's
+content, on the fast path too), and `dash`, the operator's view of them all."""
+
+import base64
+import os
+import sys
+
+import click
+
+from bench_cli import fastpath, humanize, output
+from bench_cli.context import (
+    DIR_HELP,
+    ENCODER,
+    Ctx,
+    call,
+    colour,
+    common,
+    complete_handles,
+    complete_sessions,
+    done,
+    examples,
+    reply_to_option,
+    with_token,
+)
+from bench_wire import messages as m
+from bench_wire.client import Client, check
+from bench_wire.errors import WireError
+
+
+def _env_pairs(values) -> dict:
+    env = {}
+    for v in values:
+        k, eq, val = v.partition("=")
+        if not eq or not k:
+            raise click.BadParameter(f"{v!r} is not KEY=VALUE", param_hint="--env")
+        env[k] = val
+    return env
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@common
+@click.option("--name", help="the session's handle (default: its session id)")
+@click.option("--cwd", type=click.Path(file_okay=False), help="working directory (default: here)")
+@click.option("--env", "env", multiple=True, metavar="K=V", help="environment entry (repeat)")
+@click.option("--ready", metavar="REGEX", help="screen pattern that must show before a wake")
+@click.option("--rows", type=int, default=40, help="the terminal's rows")
+@click.option("--cols", type=int, default=120, help="the terminal's columns")
+@click.option("--agent", help="an agent preset (claude, codex, pi) for ready pattern and timing")
+@click.option("--mail", "mail_file", type=click.File("r"), help="job: task mail (- for stdin)")
+@click.option("--subject", default="", help="job: the task mail's subject")
+@reply_to_option("job: owed a reply (repeat)")
+@click.option("--key", help="job: the task's stable key (default: job-<session>)")
+@click.argument("argv", nargs=-1, required=True)
+def spawn(
+    bench_dir,
+    as_json,
+    name,
+    cwd,
+    env,
+    ready,
+    rows,
+    cols,
+    agent,
+    mail_file,
+    subject,
+    reply_to,
+    key,
+    argv,
+):
+    """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
+    ctx = Ctx(bench_dir, as_json)
+    job = None
+    if mail_file is not None:
+        job = m.JobMailSpec(
+            body=mail_file.read(), subject=subject, key=key, reply_to=list(reply_to)
+        )
+    elif reply_to or key:
+        raise click.UsageError("--reply-to and --key need --mail (a job's task mail)")
+    req = m.Spawn(
+        argv=list(argv),
+        name=name,
+        cwd=os.path.abspath(cwd or os.getcwd()),
+        env=_env_pairs(env),
+        ready=ready,
+        rows=rows,
+        cols=cols,
+        agent=agent,
+        job=job,
+    )
+    a = call(bench_dir, req)
+    done(ctx, a, f"spawned {a['handle']} (session {a['session']}, pid {a['pid']})")
+
+
+spawn.epilog = examples(
+    "bench spawn --name alice -- claude",
+    "bench spawn --name alice --agent claude -- claude",
+    "bench spawn --name w1 --cwd ~/src/app --env FOO=1 --ready 'standin>' -- python agent.py",
+    "bench spawn --name child --mail TASK.md --reply-to parent -- CMD",
+    "bench spawn --mail TASK.md --name reviewer --reply-to alice --reply-to bob@node2 -- codex",
+)
+
+
+def _exit_text(s: dict) -> str:
+    if s.get("exit") is not None:
+        return str(s["exit"])
+    if s.get("signal") is not None:
+        return humanize.signal_name(s["signal"])
+    return "-"
+
+
+def _state_colour(s: dict) -> str | None:
+    if s["state"] == "running":
+        return "green"
+    return None if s.get("exit") == 0 else "red"
+
+
+@click.command()
+@common
+@click.argument("name", required=False, shell_complete=complete_sessions)
+@click.option(
+    "-a",
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="also the exited sessions the daemon remembers (newest first)",
+)
+@click.option("-q", "--quiet", is_flag=True, help="print handles only, one a line")
+@click.option(
+    "--prune", is_flag=True, help="forget the exited sessions (their mailboxes and events stay)"
+)
+@click.option("--tree", is_flag=True, help="each session under the one that spawned it")
+def ps(bench_dir, as_json, name, show_all, quiet, prune, tree):
+    """List live sessions: handle, session id, pid, state, idle time, exit."""
+    ctx = Ctx(bench_dir, as_json)
+    if prune:
+        a = call(bench_dir, m.SessionPrune())
+        done(ctx, a, f"forgot {a['forgotten']} exited sessions")
+        return
+    a = call(bench_dir, m.SessionList())
+    listed = a["sessions"]
+    live = [s for s in listed if s["state"] == "running"]
+    gone = [s for s in reversed(listed) if s["state"] != "running"]  # newest first
+    if name is not None:
+        # By handle or by id, exited ones included: a handle may have been reused.
+        rows = [s for s in live + gone if name in (s["handle"], s["session"])]
+        if not rows:
+            raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
+    else:
+        rows = live + gone if show_all else live
+    if ctx.json:
+        output.emit_json(dict(a, sessions=rows))
+        return
+    if quiet:
+        if rows:
+            output.write("\n".join(s["handle"] for s in rows))
+        return
+    on = colour(ctx.json)
+    if tree and rows:
+        from bench_cli import tree as tree_view
+
+        output.write(tree_view.render(rows, _exit_text, _state_colour, on))
+        return
+    if not rows:
+        more = sum(1 for s in listed if s["state"] != "running")
+        hint = f" ({more} exited: bench ps -a)" if more else ""
+        output.write("no sessions, live or exited" if show_all else "no live sessions" + hint)
+        return
+    # The state is painted as a piece of its own: nothing in a handle or argv can colour.
+    pieces: list = [
+        f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  EXIT     COMMAND"
+    ]
+    for s in rows:
+        idle = "-" if s.get("idle_ms") is None else humanize.duration(s["idle_ms"] / 1000)
+        pieces += [f"\n{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  "]
+        pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
+        pieces += [f" {idle:>5}  {_exit_text(s):<7}  {' '.join(s.get('argv') or [])}"]
+    output.write(pieces)
+
+
+ps.epilog = examples(
+    "bench ps",
+    "bench ps -a",
+    "bench ps -q",
+    "bench ps --tree -a",
+    "bench ps s1a2b3c4d",
+    "bench ps --prune",
+)
+
+
+@click.command()
+@common
+@click.argument("handle", metavar="NAME", shell_complete=complete_sessions)
+@click.option("-f", "--follow", is_flag=True, help="keep printing live output")
+@click.option("--screen", is_flag=True, help="print the current screen as text instead")
+def tail(bench_dir, as_json, handle, follow, screen):
+    """Print a session's output (by handle or id): the scrollback, then (-f) live."""
+    req = with_token(m.SessionTail(handle=handle, follow=follow, screen=screen, id=1))
+    out = sys.stdout.buffer
+    with Client(bench_dir, timeout=None) as conn:
+        conn.send_raw(ENCODER.encode(req) + b"\n")
+        while True:
+            a = check(conn.recv())
+            if as_json:
+                output.emit_json(a)
+                sys.stdout.flush()
+            elif a["type"] == "output":
+                out.write(base64.b64decode(a["data"]))
+                out.flush()
+            elif a["type"] == "screen":
+                output.write("\n".join(a["lines"]).rstrip("\n"))
+            if a["type"] == "end":
+                return
+
+
+tail.epilog = examples(
+    "bench tail alice",
+    "bench tail alice -f",
+    "bench tail alice --screen",
+    "bench tail s1a2b3c4d          # a past session, by id",
+)
+
+
+@click.command()
+@click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)
+@click.option(
+    "--json", "as_json", is_flag=True, help="errors before the terminal is joined as JSON"
+)
+@click.argument("handle", shell_complete=complete_handles)
+def attach(bench_dir, as_json, handle):
+    """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
+    root = click.get_current_context().find_root().params
+    bench_dir = root.get("bench_dir") if bench_dir is None else bench_dir
+    as_json = as_json or bool(root.get("as_json"))
+    if not os.isatty(0):
+        raise WireError(
+            "usage",
+            "bench attach needs a terminal on standard input; to watch "
+            "use bench tail -f, to write use bench type",
+        )
+    from bench_cli.attach import attach as run_attach
+
+    sys.exit(run_attach(bench_dir, handle, as_json))
+
+
+attach.epilog = examples("bench attach alice")
+
+
+@click.command(name="type")
+@common
+@click.argument("handle", shell_complete=complete_handles)
+@click.argument("text")
+@click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
+def type_(bench_dir, as_json, handle, text, no_enter):
+    """Write TEXT into a session's terminal, then Enter."""
+    ctx = Ctx(bench_dir, as_json)
+    a = call(bench_dir, m.SessionType(handle=handle, text=text, enter=not no_enter))
+    done(ctx, a, f"typed {a['bytes']} bytes into {handle}")
+
+
+type_.epilog = examples('bench type alice "run the tests"', "bench type alice q --no-enter")
+
+
+@click.command()
+@common
+@click.argument("handle", shell_complete=complete_handles)
+@click.option("--cancel", is_flag=True, help="cancel its job: no replies are sent")
+@click.option("--tree", is_flag=True, help="also every session it spawned, children first")
+def kill(bench_dir, as_json, handle, cancel, tree):
+    """End a session: SIGHUP, then SIGTERM, then SIGKILL, 1.5 s apart."""
+    ctx = Ctx(bench_dir, as_json)
+    # A tree ends a level at a time, each level up to 3 grace periods: allow for a deep one.
+    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=120.0)
+    more = len(a.get("ended") or []) - 1
+    also = f" and {more} below it" if more > 0 else ""
+    done(ctx, a, f"ended {a['handle']} (session {a['session']}){also}")
+
+
+kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench kill --tree alice")
+
+
+@click.command()
+@common
+@click.argument("text", required=False)
+def report(bench_dir, as_json, text):
+    """Inside a job: record the content owed to its correspondents (TEXT or -)."""
+    sys.exit(fastpath.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
+
+
+report.epilog = examples(
+    'bench report "Fixed it: the fixture was missing."', 'echo "long report" | bench report -'
+)
+
+
+@click.command()
+@click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
+def dash(bench_dir):
+    """The operator's live dashboard: sessions, screens, mail, events (needs bench[dash])."""
+    # Textual draws on standard error and reads standard input: anything but a terminal
+    # there would get escape codes in a file and an app no one can quit.
+    for fd, name in ((0, "input"), (1, "output"), (2, "error")):
+        if not os.isatty(fd):
+            raise WireError(
+                "usage",
+                f"bench dash needs a terminal, and standard {name} is not one; without "
+                "one use bench ps, bench events -f and bench tail -f",
+            )
+    try:
+        from bench_cli.dash.app import run as run_dash
+    except ImportError as err:
+        raise click.ClickException(
+            f"bench dash needs the dash extra (pip install 'bench[dash]'): {err}"
+        ) from None
+    sys.exit(run_dash(bench_dir))

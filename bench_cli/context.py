@@ -1,0 +1,184 @@
+"""What every click command shares: the context object, the common options, the daemon
+options, and the call/answer helpers.
+
+Commands live in `bench_cli.commands` and import from here (never from `bench_cli.cli`,
+which imports them lazily: no circle).
+"""
+
+import functools
+import os
+import sys
+
+import click
+import msgspec
+
+from bench_cli import output
+from bench_wire import messages as m
+from bench_wire.client import Client, check
+from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
+from bench_wire.errors import WireError
+from bench_wire.paths import resolve_dir
+
+ENCODER = msgspec.json.Encoder()
+
+DIR_HELP = "BENCH_DIR (else $BENCH_DIR, else $XDG_STATE_HOME/bench or ~/.local/state/bench)"
+JSON_HELP = "print the daemon's answer as JSON (one object, or one per line for a stream)"
+
+
+class Ctx:
+    """--dir and --json as one command sees them. The root group stores the ones given
+    before the command (`bench --dir X status`) as the click context's object."""
+
+    def __init__(self, bench_dir: str | None = None, as_json: bool = False):
+        self.dir = bench_dir
+        self.json = as_json
+
+
+# ensure: a command run without the root group's callback (click's own contexts, as
+# `bench help` builds them) still finds a Ctx, with nothing given before the command.
+pass_ctx = click.make_pass_decorator(Ctx, ensure=True)
+
+
+def common(f):
+    """--dir and --json on every command; also accepted before the subcommand
+    (`bench --dir X status`, like `git -C`). After the subcommand wins."""
+
+    @pass_ctx
+    @functools.wraps(f)
+    def merged(top: Ctx, *args, bench_dir=None, as_json=False, **kw):
+        return f(
+            *args,
+            bench_dir=top.dir if bench_dir is None else bench_dir,
+            as_json=bool(as_json or top.json),
+            **kw,
+        )
+
+    merged = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(merged)
+    return click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(merged)
+
+
+def _check_daemon_option(ctx, param, value):
+    if value is not None:
+        problem = option_problem(param.opts[0], value)
+        if problem:
+            raise click.BadParameter(problem)
+    return value
+
+
+def daemon_options(f):
+    for flag, env, typ, default, help_ in reversed(DAEMON_OPTIONS):
+        f = click.option(
+            flag,
+            option_dest(flag),
+            type=typ,
+            default=None,
+            callback=_check_daemon_option,
+            help=f"{help_} (env {env}; default {default})",
+        )(f)
+    f = click.option("--test-hooks", is_flag=True, hidden=True)(f)
+    f = click.option(
+        "--node",
+        help="this node's name for mail between nodes (env BENCH_NODE; default: the hostname)",
+    )(f)
+    return click.option(
+        "--bridge",
+        "bridge_url",
+        metavar="URL",
+        help="also run and supervise a bridge to this NATS URL",
+    )(f)
+
+
+def daemon_argv(bench_dir: str, kw: dict) -> list[str]:
+    argv = [sys.executable, "-m", "benchd.server.app", "--dir", bench_dir]
+    return argv + option_args(kw)
+
+
+def option_args(kw: dict) -> list[str]:
+    argv = []
+    for flag, *_ in DAEMON_OPTIONS:
+        v = kw.get(option_dest(flag))
+        if v is not None:
+            argv += [flag, str(v)]
+    if kw.get("test_hooks"):
+        argv.append("--test-hooks")
+    if kw.get("node"):
+        argv += ["--node", kw["node"]]
+    if kw.get("bridge_url"):
+        argv += ["--bridge", kw["bridge_url"]]
+    return argv
+
+
+def call(bench_dir, req: m.Request, timeout: float | None = 30.0) -> dict:
+    """One request built from the msgspec types; the decoded answer (or WireError)."""
+    with Client(bench_dir, timeout=timeout) as conn:
+        conn.send_raw(ENCODER.encode(with_token(req)) + b"\n")
+        return check(conn.recv())
+
+
+def with_token(req: m.Request) -> m.Request:
+    token = os.environ.get("BENCH_TOKEN")
+    if token and req.token is None:
+        req.token = token
+    return req
+
+
+def done(ctx: Ctx, a: dict, text: str) -> None:
+    output.answer(a, ctx.json, text)
+
+
+def colour(as_json: bool) -> bool:
+    """Colour only on a terminal, never with --json, never when NO_COLOR is set."""
+    return not as_json and not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+
+
+def examples(*lines: str) -> str:
+    """A help epilog of example command lines (\\b keeps click from rewrapping them)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+# ---------------------------------------------------------------- completion
+
+
+def complete_handles(ctx, param, incomplete):
+    """Live handles (and, for mail, the existing mailboxes), asked of the daemon."""
+    from click.shell_completion import CompletionItem
+
+    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
+    names: set[str] = set()
+    try:
+        a = call(bench_dir, m.SessionList(), timeout=2.0)
+        names |= {s["handle"] for s in a["sessions"] if s["state"] == "running"}
+    except (WireError, OSError):
+        pass
+    if param.name in ("to", "handle", "reply_to"):
+        try:
+            names |= set(os.listdir(os.path.join(resolve_dir(bench_dir), "mail")))
+        except (OSError, WireError):
+            pass
+    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+
+
+def reply_to_option(help_: str):
+    """`--reply-to H` (repeatable, handles completed), with its help for this command."""
+    return click.option(
+        "--reply-to",
+        "reply_to",
+        multiple=True,
+        metavar="H",
+        shell_complete=complete_handles,
+        help=help_,
+    )
+
+
+def complete_sessions(ctx, param, incomplete):
+    """Handles of live sessions, and the ids of every session the daemon remembers."""
+    from click.shell_completion import CompletionItem
+
+    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
+    try:
+        a = call(bench_dir, m.SessionList(), timeout=2.0)
+    except (WireError, OSError):
+        return []
+    names = {s["handle"] for s in a["sessions"] if s["state"] == "running"}
+    names |= {s["session"] for s in a["sessions"]}
+    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
