@@ -170,10 +170,12 @@ def check_peer(sock: _socket.socket, path: str) -> None:
 
 
 def broke(err: OSError) -> Disconnected:
+    """A read or write failed: `protocol`, the CLI's exit 4 for a broken connection."""
     return Disconnected("protocol", f"the connection to the daemon broke: {err}")
 
 
 def closed() -> Disconnected:
+    """The daemon closed the connection before the answer came."""
     return Disconnected("protocol", "the daemon closed the connection")
 
 
