@@ -103,7 +103,7 @@ def _relay(conn: Client, stdin: int, stdout: int, wake_r: int, resized: list) ->
             r, c = _size()
             conn.send(request("session/resize", {"rows": r, "cols": c}))
         # Frames already read into the buffer first: select() cannot see them.
-        while b"\n" in conn._buf:
+        while conn.has_answer():
             why = _frame(conn, stdout)
             if why:
                 return why

@@ -3,9 +3,9 @@
 Built on the `mcp` SDK's low-level server (the optional extra `bench[mcp]`), so the
 tool schemas are exactly the hand-written ones and every argument error is bench's own
 (`bad-request` with a sentence). The server is a client of the daemon like the CLI:
-each call opens a connection with `bench_wire.client` in a worker thread (the client is
-blocking; the MCP loop keeps serving meanwhile) and sends BENCH_TOKEN from the
-environment, so the daemon derives the caller exactly as for `bench mail send`.
+each call opens a connection with the asyncio client (`bench_wire.asyncclient`, on the
+loop anyio runs) and sends BENCH_TOKEN from the environment, so the daemon derives the
+caller exactly as for `bench mail send`.
 """
 
 import json
@@ -13,7 +13,6 @@ import logging
 import sys
 
 import anyio
-import anyio.to_thread
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -21,11 +20,16 @@ from mcp.shared.exceptions import MCPError
 from bench_cli import humanize, output
 from bench_mcp import stdio
 from bench_mcp import tools as t
-from bench_wire.client import Client, request
+from bench_wire.asyncclient import AsyncClient
+from bench_wire.client import request
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 
 log = logging.getLogger("bench.mcp")
+
+# Each connect, write and read, as the blocking client's default: a daemon that hangs
+# fails the one tool call instead of leaving the model waiting.
+TIMEOUT_S = 30.0
 
 # A body this small fits in any frame: only a larger one costs a hello to learn the cap.
 SMALL_BODY = 64 * 1024
@@ -56,17 +60,14 @@ _CALLER_CODES = {
 
 
 class Daemon:
-    """The daemon as the tools see it: one request per connection, in a worker thread."""
+    """The daemon as the tools see it: one request per connection."""
 
     def __init__(self, bench_dir: str | None = None):
         self.bench_dir = bench_dir
 
     async def call(self, verb: str, fields: dict) -> dict:
-        return await anyio.to_thread.run_sync(self._call, verb, fields)
-
-    def _call(self, verb: str, fields: dict) -> dict:
-        with Client(self.bench_dir) as conn:
-            return conn.call(request(verb, fields))
+        async with AsyncClient(self.bench_dir, timeout=TIMEOUT_S) as conn:
+            return await conn.call(request(verb, fields))
 
     async def check_body(self, body: str) -> None:
         """Refuse a body over the daemon's cap here, as the CLI does: sent, it would

@@ -1,4 +1,4 @@
-"""The CLI's fast path to the daemon: a blocking AF_UNIX client on C modules only.
+"""The blocking shell of the client protocol: the CLI's fast path, on C modules only.
 
 Why this exists: `bench mail send` runs inside agents many times a session, and its cost
 is the interpreter start plus imports. `socket` pulls in `enum` and `selectors`, `json`
@@ -17,7 +17,8 @@ import _socket
 import os
 import sys
 
-from bench_wire.errors import WireError
+from bench_wire.clientproto import CLOSED, Answer, ClientProtocol, refusal
+from bench_wire.errors import Disconnected, WireError
 from bench_wire.paths import dir_problem, resolve_dir, socket_path
 
 # `typing` would cost the fast path an import: it is imported for the type checker only
@@ -25,6 +26,8 @@ from bench_wire.paths import dir_problem, resolve_dir, socket_path
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from bench_wire.clientproto import Id
 
 
 class _ScanContext:
@@ -98,8 +101,93 @@ def peer_uid(sock: _socket.socket) -> int:
     return int.from_bytes(raw[4:8], sys.byteorder)
 
 
+# ---------------------------------------------------------------- what both shells share
+
+
+class JSONCodec:
+    """The client protocol's codec for plain data: dict requests out, dict answers in,
+    on the C modules above (the fast path's)."""
+
+    def encode(self, req: "dict[str, Any]", rid: int) -> "tuple[Id, bytes]":
+        if "id" not in req:
+            req = {**req, "id": rid}
+        return req["id"], dumps(req).encode("utf-8", "surrogatepass") + b"\n"
+
+    def decode(self, line: bytes) -> "dict[str, Any]":
+        try:
+            obj = loads(line.decode("utf-8"))
+        except ValueError as err:
+            raise ValueError(f"the daemon's answer is not JSON: {err}") from None
+        if not isinstance(obj, dict):
+            raise ValueError("the daemon's answer is not an object")
+        return obj
+
+    def head(self, frame: "dict[str, Any]") -> "tuple[Id, str | None]":
+        kind = frame.get("type")
+        return frame.get("id"), kind if isinstance(kind, str) else None
+
+    def error(self, frame: "dict[str, Any]") -> "tuple[str, str, float | None] | None":
+        if frame.get("ok") is not False:
+            return None
+        err = frame.get("error") or {}
+        return str(err.get("code", "protocol")), str(err.get("message", "")), err.get("retry_after")
+
+
+JSON = JSONCodec()
+
+
+def check(answer: "dict[str, Any]") -> "dict[str, Any]":
+    """The answer, or its refusal raised (for answers read with `Client.recv`)."""
+    parts = JSON.error(answer)
+    if parts is not None:
+        raise refusal(*parts)
+    return answer
+
+
+def unreachable(bench_dir: str, path: str, err: OSError) -> WireError:
+    """Why a connect to the daemon's socket failed, as both shells report it: what is
+    wrong with BENCH_DIR if anything, else no daemon."""
+    if isinstance(err, (FileNotFoundError, ConnectionRefusedError)):
+        why = f"no daemon is running for {bench_dir}: start it with `bench up`"
+    else:
+        why = f"cannot reach the daemon at {path}: {err}"
+    return dir_problem(bench_dir) or Disconnected("no-daemon", why)
+
+
+def check_peer(sock: _socket.socket, path: str) -> None:
+    """Whoever binds the path answers: before anything is sent (a request may carry a
+    session's token, a body), check that the peer runs as us (one getsockopt)."""
+    try:
+        uid = peer_uid(sock)
+    except OSError as err:
+        raise Disconnected("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
+    if uid != os.getuid():
+        raise WireError(
+            "daemon-not-ours",
+            f"the socket {path} is served by a process of uid {uid}, not yours "
+            f"({os.getuid()}): refusing to talk to it; nothing was sent",
+        )
+
+
+def broke(err: OSError) -> Disconnected:
+    """A read or write failed: `protocol`, the CLI's exit 4 for a broken connection."""
+    return Disconnected("protocol", f"the connection to the daemon broke: {err}")
+
+
+def closed() -> Disconnected:
+    """The daemon closed the connection before the answer came."""
+    return Disconnected("protocol", "the daemon closed the connection")
+
+
+# ---------------------------------------------------------------- the blocking shell
+
+
 class Client:
-    """One blocking connection; `call` sends a request and returns the decoded answer."""
+    """One blocking connection; `call` sends a request and returns the decoded answer.
+
+    The framing, the ids and the error mapping are the client protocol's
+    (`bench_wire.clientproto`); this shell only moves its bytes.
+    """
 
     def __init__(self, bench_dir: str | None = None, timeout: float | None = 30.0):
         self.bench_dir = resolve_dir(bench_dir)
@@ -108,34 +196,16 @@ class Client:
         sock.settimeout(timeout)
         try:
             sock.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError) as err:
-            sock.close()
-            raise dir_problem(self.bench_dir) or WireError(
-                "no-daemon",
-                f"no daemon is running for {self.bench_dir}: start it with `bench up`",
-            ) from err
         except OSError as err:
             sock.close()
-            raise dir_problem(self.bench_dir) or WireError(
-                "no-daemon", f"cannot reach the daemon at {path}: {err}"
-            ) from err
-        # Whoever binds the path answers: before sending anything (a request may carry a
-        # session's token, a body), check that the peer runs as us (one getsockopt).
+            raise unreachable(self.bench_dir, path, err) from err
         try:
-            uid = peer_uid(sock)
-        except OSError as err:
+            check_peer(sock, path)
+        except WireError:
             sock.close()
-            raise WireError("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
-        if uid != os.getuid():
-            sock.close()
-            raise WireError(
-                "daemon-not-ours",
-                f"the socket {path} is served by a process of uid {uid}, not yours "
-                f"({os.getuid()}): refusing to talk to it; nothing was sent",
-            )
+            raise
         self.sock = sock
-        self._buf = b""
-        self._next_id = 0
+        self._proto = ClientProtocol(JSON)
 
     def close(self) -> None:
         self.sock.close()
@@ -158,50 +228,44 @@ class Client:
                 answer = None
             if answer is not None:
                 check(answer)
-            raise WireError("protocol", f"the connection to the daemon broke: {err}") from None
+            raise broke(err) from None
 
-    def send(self, req: "dict[str, Any]") -> int:
-        self._next_id += 1
-        req = dict(req)
-        req.setdefault("id", self._next_id)
-        self.send_raw(dumps(req).encode("utf-8", "surrogatepass") + b"\n")
-        rid: int = req["id"]
+    def send(self, req: "dict[str, Any]") -> "Id":
+        """Send a request without waiting; its answers come from `recv`, in order."""
+        rid, line = self._proto.send(req, track=False)
+        self.send_raw(line)
         return rid
 
-    def recv_line(self) -> bytes:
+    def has_answer(self) -> bool:
+        """Whether an answer is already read: select() on `sock` cannot show it."""
+        return self._proto.has_event()
+
+    def _next(self) -> Answer:
         while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
-                return line
+            event = self._proto.next_event()
+            if isinstance(event, Answer):
+                return event
+            if event is CLOSED:
+                raise closed()
             try:
                 chunk = self.sock.recv(1 << 16)
             except OSError as err:
-                raise WireError("protocol", f"the connection to the daemon broke: {err}") from err
-            if not chunk:
-                raise WireError("protocol", "the daemon closed the connection")
-            self._buf += chunk
+                raise broke(err) from err
+            self._proto.receive_data(chunk)
 
     def recv(self) -> "dict[str, Any]":
-        line = self.recv_line()
-        try:
-            obj = loads(line.decode("utf-8"))
-        except ValueError as err:
-            raise WireError("protocol", f"the daemon's answer is not JSON: {err}") from err
-        if not isinstance(obj, dict):
-            raise WireError("protocol", "the daemon's answer is not an object")
-        return obj
+        """The next frame, whichever request it answers; an error frame is returned
+        as it is (`check` raises it)."""
+        frame: dict[str, Any] = self._next().frame
+        return frame
 
     def call(self, req: "dict[str, Any]") -> "dict[str, Any]":
         """Send one request; return the answer, or raise WireError for an error answer."""
-        self.send(req)
-        return check(self.recv())
-
-
-def check(answer: "dict[str, Any]") -> "dict[str, Any]":
-    if answer.get("ok") is False:
-        err = answer.get("error") or {}
-        raise WireError(
-            str(err.get("code", "protocol")), str(err.get("message", "")), err.get("retry_after")
-        )
-    return answer
+        rid, line = self._proto.send(req)
+        self.send_raw(line)
+        while True:
+            answer = self._next()
+            if answer.id == rid or (answer.id is None and answer.error is not None):
+                result: dict[str, Any] = answer.result()
+                return result
+            # Frames for requests sent with `send` and never read: not this one's answer.

@@ -132,3 +132,9 @@ class WireError(Exception):
         self.message = message or CODES.get(code, code)
         self.retry_after = retry_after  # rate-limited: seconds until it would fit
         super().__init__(f"{self.code}: {self.message}")
+
+
+class Disconnected(WireError):
+    """No daemon answers (`no-daemon`), or the connection to it broke (`protocol`):
+    a request in flight may or may not have been carried out, and only a new connection
+    can go on. Both client shells raise it; reconnecting is the caller's choice."""

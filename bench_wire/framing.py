@@ -1,9 +1,14 @@
-"""JSON-lines framing: a bounded, I/O-free line buffer and encoders/decoders made once."""
+"""JSON-lines framing with msgspec: encoders/decoders made once, the request decoder's
+error codes, and the typed codec of the client protocol (`StructCodec`). The line
+buffer itself lives in `bench_wire.lines` (stdlib only, so the CLI's fast path shares it).
+"""
 
 import msgspec
 
 from bench_wire.errors import WireError
-from bench_wire.messages import AnyRequest, Request
+from bench_wire.lines import FrameTooLong as FrameTooLong
+from bench_wire.lines import LineBuffer as LineBuffer
+from bench_wire.messages import AnyRequest, AnyResponse, ErrorResponse, Id, Request, Response
 
 # A frame must hold the largest body JSON-escaped (worst case 6 bytes per byte) plus fields.
 DEFAULT_FRAME_BYTES = 2 * 1024 * 1024
@@ -15,44 +20,6 @@ request_decoder = msgspec.json.Decoder(AnyRequest)
 def encode_line(msg: msgspec.Struct) -> bytes:
     """One message as one `\\n`-terminated line."""
     return encoder.encode(msg) + b"\n"
-
-
-class FrameTooLong(Exception):
-    """A line grew past the cap before its newline arrived."""
-
-
-class LineBuffer:
-    """Splits a byte stream into lines of at most `max_line` bytes (newline excluded).
-
-    Feed it whatever recv() returned; it returns the complete lines. It never holds more
-    than `max_line` bytes of an unfinished line: past that it raises FrameTooLong, and
-    the connection should be answered and closed.
-    """
-
-    def __init__(self, max_line: int = DEFAULT_FRAME_BYTES):
-        self.max_line = max_line
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> list[bytes]:
-        self._buf += data
-        lines: list[bytes] = []
-        start = 0
-        while True:
-            nl = self._buf.find(b"\n", start)
-            if nl < 0:
-                break
-            if nl - start > self.max_line:
-                raise FrameTooLong()
-            lines.append(bytes(self._buf[start:nl]))
-            start = nl + 1
-        del self._buf[:start]
-        if len(self._buf) > self.max_line:
-            raise FrameTooLong()
-        return lines
-
-    @property
-    def pending(self) -> int:
-        return len(self._buf)
 
 
 def _describe_validation(err: msgspec.ValidationError) -> str:
@@ -119,3 +86,33 @@ def request_id_of(line: bytes) -> int | str | None:
                 return None
             return rid
     return None
+
+
+class StructCodec:
+    """The client protocol's codec for typed clients: msgspec request Structs out,
+    `AnyResponse` Structs in (see `bench_wire.clientproto`)."""
+
+    def __init__(self) -> None:
+        self._decoder = msgspec.json.Decoder(AnyResponse)
+
+    def encode(self, req: Request, rid: int) -> tuple[Id, bytes]:
+        if req.id is None:
+            # A copy: the caller's Struct may be sent again, on another connection.
+            req = msgspec.structs.replace(req, id=rid)
+        return req.id, encoder.encode(req) + b"\n"
+
+    def decode(self, line: bytes) -> Response:
+        try:
+            frame: Response = self._decoder.decode(line)
+        except msgspec.DecodeError as err:
+            raise ValueError(f"the daemon's answer did not decode: {err}") from None
+        return frame
+
+    def head(self, frame: Response) -> tuple[Id, str | None]:
+        tag = frame.__struct_config__.tag
+        return frame.id, tag if isinstance(tag, str) else None
+
+    def error(self, frame: Response) -> tuple[str, str, float | None] | None:
+        if not isinstance(frame, ErrorResponse):
+            return None
+        return frame.error.code, frame.error.message, frame.error.retry_after

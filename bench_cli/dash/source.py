@@ -1,16 +1,15 @@
-"""The dashboard's line to the daemon: asyncio over the Unix socket, JSON lines.
+"""The dashboard's line to the daemon: the asyncio client (`bench_wire.asyncclient`).
 
 One short connection per request; one long connection per stream (the event log, a
 session's screen). A session's token is never sent: the dashboard is the operator.
 """
 
-import asyncio
-import json
 import os
 from collections.abc import AsyncIterator
 
-from bench_wire.errors import WireError
-from bench_wire.paths import resolve_dir, socket_path
+from bench_wire.asyncclient import AsyncClient
+from bench_wire.errors import Disconnected
+from bench_wire.paths import resolve_dir
 
 # Between attempts to reach a daemon that is not running: doubling from the first to the
 # last, so a dashboard left open on a stopped daemon wakes only every few seconds, while
@@ -31,61 +30,27 @@ class DaemonGone(Exception):
 class Source:
     def __init__(self, bench_dir: str | None = None):
         self.dir = resolve_dir(bench_dir)
-        self.sock = socket_path(self.dir)
-        self._n = 0
 
-    async def _open(self):
-        try:
-            return await asyncio.open_unix_connection(self.sock, limit=8 * 1024 * 1024)
-        except (FileNotFoundError, ConnectionRefusedError, OSError) as err:
-            raise DaemonGone(str(err)) from None
-
-    def _frame(self, verb: str, fields: dict) -> bytes:
-        self._n += 1
-        req = {"verb": verb, "id": self._n}
-        req.update({k: v for k, v in fields.items() if v is not None})
-        return (json.dumps(req) + "\n").encode()
+    @staticmethod
+    def _request(verb: str, fields: dict) -> dict:
+        return {"verb": verb, **{k: v for k, v in fields.items() if v is not None}}
 
     async def call(self, verb: str, **fields) -> dict:
         """One request, its answer; WireError for a refusal, DaemonGone if none answers."""
-        reader, writer = await self._open()
         try:
-            writer.write(self._frame(verb, fields))
-            await writer.drain()
-            line = await reader.readline()
-        except OSError as err:
-            raise DaemonGone(str(err)) from None
-        finally:
-            writer.close()
-        if not line:
-            raise DaemonGone("the daemon closed the connection")
-        a = json.loads(line)
-        if not a.get("ok"):
-            error = a.get("error") or {}
-            raise WireError(error.get("code", "protocol"), error.get("message"))
-        return a
+            async with AsyncClient(self.dir) as conn:
+                return await conn.call(self._request(verb, fields))
+        except Disconnected as err:
+            raise DaemonGone(err.message) from None
 
     async def stream(self, verb: str, **fields) -> AsyncIterator[dict]:
         """Every frame of a stream until its end frame (DaemonGone if it breaks)."""
-        reader, writer = await self._open()
         try:
-            writer.write(self._frame(verb, fields))
-            await writer.drain()
-            while True:
-                line = await reader.readline()
-                if not line:
-                    raise DaemonGone("the daemon closed the stream")
-                a = json.loads(line)
-                if not a.get("ok"):
-                    err = a.get("error") or {}
-                    raise WireError(err.get("code", "protocol"), err.get("message"))
-                if a["type"] == "end":
-                    return
-                yield a
-        except (ConnectionError, OSError) as err:
-            raise DaemonGone(str(err)) from None
-        finally:
-            writer.close()
+            async with AsyncClient(self.dir) as conn:
+                async for frame in conn.stream(self._request(verb, fields)):
+                    yield frame
+        except Disconnected as err:
+            raise DaemonGone(err.message) from None
 
     def attach_argv(self, handle: str) -> list[str]:
         """`bench attach H` for this BENCH_DIR, by the installed console script."""

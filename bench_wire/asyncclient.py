@@ -1,0 +1,179 @@
+"""The asyncio shell of the client protocol: the dashboard and MCP (the bridge next).
+
+The framing, the ids, the answer matching and the error mapping are the client
+protocol's (`bench_wire.clientproto`); this shell moves its bytes on the running
+asyncio loop with the loop's own socket calls, and connects and checks the peer as the
+blocking shell does (`bench_wire.client`), so every client reports the same failures
+in the same words.
+
+Plain dicts by default (`bench_wire.client.JSON`); a typed client passes
+`codec=bench_wire.framing.StructCodec()` and gets `bench_wire.messages` Structs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bench_wire.client import JSON, broke, check_peer, closed, unreachable
+from bench_wire.clientproto import ANSWER_BYTES, CLOSED, Answer, ClientProtocol
+from bench_wire.errors import Disconnected, WireError
+from bench_wire.paths import resolve_dir, socket_path
+
+if TYPE_CHECKING:
+    from bench_wire.clientproto import Codec, Id
+
+T = TypeVar("T")
+
+RECV_BYTES = 1 << 16
+# After a failed write, how long to look for the answer the daemon may have sent before
+# it closed (too-many-connections, frame-too-long): it says more than "broken pipe".
+LAST_WORDS_S = 1.0
+
+
+class AsyncClient:
+    """One connection to the daemon. `async with AsyncClient(dir) as c: await c.call(r)`.
+
+    Requests on one connection take turns (the daemon answers a connection's requests
+    one at a time anyway), and answers are matched to requests by id: the late answer
+    to a call whose caller was cancelled is dropped, never handed to the next caller.
+    `timeout` bounds each connect, write and read, as the blocking shell's socket
+    timeout does. After `Disconnected` the connection is done: reconnecting (and any
+    backoff) is the caller's business, with a new AsyncClient.
+    """
+
+    def __init__(
+        self,
+        bench_dir: str | None = None,
+        *,
+        codec: Codec = JSON,
+        timeout: float | None = None,
+        max_line: int = ANSWER_BYTES,
+    ):
+        self.bench_dir = resolve_dir(bench_dir)
+        self.path = socket_path(self.bench_dir)
+        self.timeout = timeout
+        self._proto = ClientProtocol(codec, max_line)
+        self._sock: socket.socket | None = None
+        self._turn = asyncio.Lock()
+
+    async def connect(self) -> AsyncClient:
+        """Open the connection (Disconnected `no-daemon` if nothing answers); self."""
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            try:
+                await self._timed(loop.sock_connect(sock, self.path))
+            except OSError as err:
+                raise unreachable(self.bench_dir, self.path, err) from err
+            check_peer(sock, self.path)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        return self
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    async def __aenter__(self) -> AsyncClient:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ requests
+
+    async def call(self, req: Any) -> Any:
+        """Send one request; its answer, or its refusal raised as WireError."""
+        async with self._turn:
+            rid = await self._send(req, stream=False)
+            try:
+                while True:
+                    answer = await self._next()
+                    if self._answers(answer, rid):
+                        return answer.result()
+            finally:
+                self._proto.forget(rid)
+
+    async def stream(self, req: Any) -> AsyncIterator[Any]:
+        """Every frame of a stream up to its end frame (which is not yielded); a refusal
+        raised as WireError. Left early, the connection is closed: the daemon would
+        go on streaming into it."""
+        async with self._turn:
+            rid = await self._send(req, stream=True)
+            finished = False
+            try:
+                while True:
+                    answer = await self._next()
+                    if not self._answers(answer, rid):
+                        continue
+                    frame = answer.result()
+                    if answer.done:
+                        finished = True
+                        return
+                    yield frame
+            finally:
+                if not finished:
+                    self.close()
+
+    @staticmethod
+    def _answers(answer: Answer, rid: Id) -> bool:
+        # The request's own frames, or the connection's error (it ends every request).
+        return answer.id == rid or (answer.id is None and answer.error is not None)
+
+    # ------------------------------------------------------------ bytes
+
+    def _connected(self) -> socket.socket:
+        if self._sock is None:
+            raise Disconnected("no-daemon", f"not connected to the daemon at {self.path}")
+        return self._sock
+
+    async def _timed(self, aw: Awaitable[T]) -> T:
+        if self.timeout is None:
+            return await aw
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await aw
+        except TimeoutError:
+            raise TimeoutError("timed out") from None  # the words of a socket timeout
+
+    async def _send(self, req: Any, stream: bool) -> Id:
+        sock = self._connected()
+        rid, line = self._proto.send(req, stream=stream)
+        try:
+            await self._timed(asyncio.get_running_loop().sock_sendall(sock, line))
+        except OSError as err:
+            self._proto.forget(rid)
+            last = await self._last_words()
+            if last is not None and last.error is not None:
+                raise last.error from None
+            raise broke(err) from None
+        return rid
+
+    async def _last_words(self) -> Answer | None:
+        try:
+            async with asyncio.timeout(LAST_WORDS_S):
+                return await self._next()
+        except (WireError, OSError):  # TimeoutError is an OSError
+            return None
+
+    async def _next(self) -> Answer:
+        loop = asyncio.get_running_loop()
+        sock = self._connected()
+        while True:
+            event = self._proto.next_event()
+            if isinstance(event, Answer):
+                return event
+            if event is CLOSED:
+                raise closed()
+            try:
+                data = await self._timed(loop.sock_recv(sock, RECV_BYTES))
+            except OSError as err:
+                raise broke(err) from None
+            self._proto.receive_data(data)

@@ -1,0 +1,199 @@
+"""The client side of the wire protocol, sans I/O: one state machine for every client.
+
+Like h11's `Connection`, it never touches a socket. A shell (the blocking
+`bench_wire.client.Client`, the asyncio `bench_wire.asyncclient.AsyncClient`) asks it
+to frame a request and writes the bytes it returns, feeds it whatever the socket gave,
+and takes decoded answers out of `next_event()`. So the rules live here once, whatever
+the I/O: how a request gets its id, which request an answer belongs to, where a stream
+ends, how long an answer may grow, and how an error frame becomes a `WireError`.
+
+The wire, as the client sees it: one JSON object per line each way. Each request
+carries an `id` that the daemon echoes in its answers. A plain request has one answer;
+a stream (events, tail, attach, a followed screen) has frames carrying its id up to
+one `end` frame or an error frame. An error frame without an id is the connection's
+own (too-many-connections, idle-timeout, frame-too-long): the daemon closes after it,
+so it ends every request still waiting.
+
+How requests and answers are spelled (plain dicts on C modules for the CLI, msgspec
+Structs for typed clients) is a `Codec`'s business: `bench_wire.client.JSON`,
+`bench_wire.framing.StructCodec`.
+
+Stdlib only, and no `typing` at run time: the CLI's fast path imports this module.
+"""
+
+from bench_wire.errors import WireError
+from bench_wire.lines import FrameTooLong, LineBuffer
+
+# `typing` would cost the fast path an import: it exists for the type checker only
+# (mypy reads TYPE_CHECKING as true), and annotations that name it are strings.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    Id = int | str | None
+
+    class Codec(Protocol):
+        """How one kind of client spells requests and answers."""
+
+        def encode(self, req: Any, rid: int) -> tuple[Id, bytes]:
+            """The request as one newline-terminated line carrying `rid` as its id,
+            unless it carries an id of its own; and the id it goes out with."""
+            ...
+
+        def decode(self, line: bytes) -> Any:
+            """One answer line as a frame; ValueError with a sentence if it is none."""
+            ...
+
+        def head(self, frame: Any) -> tuple[Id, str | None]:
+            """The frame's request id and type (`end` closes a stream)."""
+            ...
+
+        def error(self, frame: Any) -> tuple[str, str, float | None] | None:
+            """An error frame's code, message and retry_after; None for any other."""
+            ...
+
+
+# The longest answer line a client takes. The daemon's own caps bound its answers far
+# below this (a 256 KiB body, 500 listed messages); the cap only keeps a broken or
+# hostile peer from growing the buffer without end.
+ANSWER_BYTES = 64 * 1024 * 1024
+
+
+def refusal(code: str, message: str, retry_after: float | None = None) -> WireError:
+    """The one place an error frame's parts become the WireError every client raises."""
+    return WireError(code or "protocol", message, retry_after)
+
+
+class Answer:
+    """One frame from the daemon, decoded.
+
+    `id` is the request it answers (None: the connection's own error). `error` is the
+    frame mapped to a WireError when it is an error frame. `done` says that no more
+    frames will come for that request: its one answer, a stream's end frame, any error;
+    a frame for no waiting request (sent untracked, or given up) counts as done too.
+    """
+
+    __slots__ = ("id", "frame", "error", "done")
+
+    def __init__(self, rid: "Id", frame: "Any", error: WireError | None, done: bool):
+        self.id = rid
+        self.frame = frame
+        self.error = error
+        self.done = done
+
+    def result(self) -> "Any":
+        """The frame, or the refusal raised."""
+        if self.error is not None:
+            raise self.error
+        return self.frame
+
+    def __repr__(self) -> str:
+        return f"Answer(id={self.id!r}, done={self.done}, error={self.error!r})"
+
+
+class NeedData:
+    """Nothing complete yet: read more from the socket and `receive_data` it."""
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+class Closed:
+    """The daemon closed the connection and every answer it sent has been taken."""
+
+    def __repr__(self) -> str:
+        return "CLOSED"
+
+
+NEED_DATA = NeedData()
+CLOSED = Closed()
+
+
+class ClientProtocol:
+    """One connection's client state: ids handed out, requests waiting, bytes received.
+
+    Not thread-safe and not reentrant: a shell drives it from one task at a time.
+    """
+
+    def __init__(self, codec: "Codec", max_line: int = ANSWER_BYTES):
+        self.codec = codec
+        self.max_line = max_line
+        self._lines = LineBuffer(max_line)
+        self._ready: list[bytes] = []  # whole lines not yet turned into events
+        self._next_id = 0
+        # Requests that expect answers, by id: True for a stream (frames up to `end`).
+        self._waiting: dict[Id, bool] = {}
+        self._eof = False
+        self._broken: WireError | None = None
+
+    # ------------------------------------------------------------ out
+
+    def send(self, req: "Any", *, stream: bool = False, track: bool = True) -> "tuple[Id, bytes]":
+        """Frame one request: its id (the next one, unless it carries its own) and the
+        bytes to write. `track=False` for requests whose answers the shell reads
+        in order without matching (the blocking shell's raw `send`, attach's
+        keystrokes, which are answered only when refused)."""
+        self._next_id += 1
+        rid, line = self.codec.encode(req, self._next_id)
+        if track:
+            self._waiting[rid] = stream
+        return rid, line
+
+    def forget(self, rid: "Id") -> None:
+        """The waiter of `rid` gave up (cancelled): its late answers count as no one's."""
+        self._waiting.pop(rid, None)
+
+    def waiting(self, rid: "Id") -> bool:
+        """Whether `rid` still expects frames."""
+        return rid in self._waiting
+
+    # ------------------------------------------------------------ in
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes read from the socket; b"" means the daemon closed it."""
+        if not data:
+            self._eof = True
+            return
+        if self._broken is not None:
+            return  # the stream lost its framing: nothing after the overlong line counts
+        try:
+            self._ready += self._lines.feed(data)
+        except FrameTooLong as too:
+            self._ready += too.complete  # whole answers before it are still answers
+            self._broken = WireError(
+                "protocol", f"an answer from the daemon is longer than {self.max_line} bytes"
+            )
+
+    def has_event(self) -> bool:
+        """Whether `next_event` would give something other than NEED_DATA: a shell that
+        waits on the socket (select) must take these first, the socket cannot show them."""
+        return bool(self._ready) or self._broken is not None or self._eof
+
+    def next_event(self) -> "Answer | NeedData | Closed":
+        """The next answer, NEED_DATA, or CLOSED. Raises WireError (`protocol`) for a
+        line that does not decode (it is consumed: the next call goes on) and for an
+        overlong answer (for good: the connection cannot be read any further)."""
+        if self._ready:
+            return self._answer(self._ready.pop(0))
+        if self._broken is not None:
+            raise self._broken
+        return CLOSED if self._eof else NEED_DATA
+
+    def _answer(self, line: bytes) -> Answer:
+        try:
+            frame = self.codec.decode(line)
+        except ValueError as err:
+            raise WireError("protocol", str(err)) from None
+        rid, kind = self.codec.head(frame)
+        parts = self.codec.error(frame)
+        error = None if parts is None else refusal(*parts)
+        if rid is None and error is not None:
+            self._waiting.clear()
+            return Answer(rid, frame, error, True)
+        stream = self._waiting.get(rid)
+        if stream is None:
+            return Answer(rid, frame, error, True)
+        done = error is not None or not stream or kind == "end"
+        if done:
+            del self._waiting[rid]
+        return Answer(rid, frame, error, done)
