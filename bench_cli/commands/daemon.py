@@ -181,6 +181,7 @@ up.epilog = examples(
     "bench up --restart --idle-gate 1.5",
     "bench up --node node2",
     "bench up --node node1 --bridge tls://nats.example:4222",
+    "bench up --node node1 --bridge tls://node1:PASSWORD-1@nats.example:4222",
 )
 
 

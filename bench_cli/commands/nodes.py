@@ -108,6 +108,7 @@ _BRIDGE_FLAGS = ("--heartbeat", "--ack-wait", *(f"--{k.replace('_', '-')}" for k
 bridge.epilog = examples(
     "bench bridge --nats nats://127.0.0.1:4222",
     "bench bridge --nats tls://nats.example:4222 --tls-ca ca.pem",
+    "bench bridge --nats tls://node2:PASSWORD-2@nats.example:4222 --tls-ca ca.pem",
 )
 
 

@@ -255,12 +255,22 @@ def test_idle_times_are_right_from_the_first_frame(make_daemon):
     async def go():
         app = Dash(Source(d.dir))
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.connected, "connected")
+            # Connected comes before the history stream is read: wait for the past wake
+            # to reach alice's row, then look at the idle time it shows.
+            await until(
+                pilot,
+                lambda: (
+                    app.connected
+                    and "alice" in app.board.rows
+                    and app.board.rows["alice"].wake.startswith("woken")
+                ),
+                "alice's row with its past wake",
+            )
             line = next(t.plain for t in app.sessions_pane.texts if t.plain.startswith("alice"))
             # the wake (in the history the dashboard reads at start) is not "now"
-            assert app.board.rows["alice"].wake.startswith("woken"), line
-            idle = int(line.split()[3].rstrip("s"))
-            assert idle >= 4, line
+            shown = line.split()[3]
+            unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[shown[-1]]
+            assert int(shown[:-1]) * unit >= 4, line
 
     run(go())
 
