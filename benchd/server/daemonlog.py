@@ -5,7 +5,7 @@ import logging
 import structlog
 
 
-def setup(path: str):
+def setup(path: str) -> structlog.stdlib.BoundLogger:
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger("benchd")
@@ -23,4 +23,5 @@ def setup(path: str):
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    return structlog.get_logger("benchd")
+    log: structlog.stdlib.BoundLogger = structlog.get_logger("benchd")
+    return log

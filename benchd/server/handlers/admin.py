@@ -3,38 +3,42 @@
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd import __version__
+from benchd.core.caller import Caller
+from benchd.server.connection import Connection
+from benchd.server.services import Handlers, Services
 from benchd.store import faults
 
 
-async def hello(d, conn, caller, req: m.Hello) -> None:
+async def hello(svc: Services, conn: Connection, caller: Caller, req: m.Hello) -> None:
+    info = svc.info
     await conn.send(
         m.HelloOk(
             id=req.id,
             version=__version__,
             protocol=m.PROTOCOL_VERSION,
-            pid=d.pid,
-            bench_dir=d.bench_dir,
+            pid=info.pid,
+            bench_dir=info.bench_dir,
             caller=caller.handle,
-            caps=d.caps,
-            reactor=d.reactor_info(),
-            sessions=d.live_session_count(),
-            mailboxes=d.index.mailbox_count(),
-            index=m.IndexHealth(**d.index.health()),
-            test_hooks=d.test_hooks,
+            caps=info.caps,
+            reactor=info.reactor,
+            sessions=svc.roster.live_count(),
+            mailboxes=svc.index.mailbox_count(),
+            index=m.IndexHealth(**svc.index.health()),
+            test_hooks=info.test_hooks,
             verbs=sorted(m.VERBS),
-            node=d.outbound.node,
-            bridge=d.outbound.info(),
+            node=svc.outbound.node,
+            bridge=svc.outbound.info(),
         )
     )
 
 
-async def stop(d, conn, caller, req: m.Stop) -> None:
+async def stop(svc: Services, conn: Connection, caller: Caller, req: m.Stop) -> None:
     await conn.send(m.StopOk(id=req.id))
-    d.request_stop()
+    svc.request_stop()
 
 
-async def debug_fault(d, conn, caller, req: m.DebugFault) -> None:
-    if not d.test_hooks:
+async def debug_fault(svc: Services, conn: Connection, caller: Caller, req: m.DebugFault) -> None:
+    if not svc.info.test_hooks:
         raise WireError("forbidden", "fault injection needs a daemon started with --test-hooks")
     try:
         faults.arm(req.point, req.errno, req.count)
@@ -43,7 +47,7 @@ async def debug_fault(d, conn, caller, req: m.DebugFault) -> None:
     await conn.send(m.FaultOk(id=req.id))
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     m.Hello: hello,
     m.Stop: stop,
     m.DebugFault: debug_fault,
