@@ -71,11 +71,13 @@ Family = Callable[[str], tuple[str, ...]]
 
 
 def _is_self(caller: Caller, name: str) -> bool:
-    return name == caller.handle or name == caller.session.id
+    s = caller.session
+    return name == caller.handle or (s is not None and name == s.id)
 
 
 def _is_descendant(caller: Caller, name: str, family: Family) -> bool:
-    return caller.session.id in family(name)[1:]
+    s = caller.session
+    return s is not None and s.id in family(name)[1:]
 
 
 def _no_family(name: str) -> tuple[str, ...]:

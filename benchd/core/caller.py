@@ -1,6 +1,27 @@
 """Who is speaking to the daemon: a session or the operator (derived, never claimed)."""
 
-from typing import Any
+from typing import Protocol
+
+
+class CallerSession(Protocol):
+    """What is read of a calling session (a benchd.runtime.sessions Session): a protocol,
+    because the pure core does not import the runtime. Read-only, so the session's own
+    mutable attributes satisfy it."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def handle(self) -> str: ...
+
+    @property
+    def live(self) -> bool: ...
+
+    @property
+    def lineage(self) -> tuple[str, ...]: ...
+
+    @property
+    def job(self) -> object: ...
 
 
 class Caller:
@@ -8,9 +29,7 @@ class Caller:
 
     __slots__ = ("handle", "session")
 
-    # `session` is a benchd.runtime Session, or None for the operator: Any, because the
-    # pure core does not import the runtime.
-    def __init__(self, handle: str, session: Any = None):
+    def __init__(self, handle: str, session: CallerSession | None = None):
         self.handle = handle
         self.session = session
 

@@ -6,6 +6,7 @@ nats-py never enter the trio daemon); its output goes to BENCH_DIR/bridge.out.
 import os
 import subprocess
 import sys
+from typing import Any
 
 import trio
 
@@ -20,8 +21,8 @@ async def supervise(
     node: str,
     url: str,
     helper_pids: set[int],
-    log,
-    task_status=trio.TASK_STATUS_IGNORED,
+    log: Any,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """`helper_pids` is the daemon's set of its own children acting for the operator."""
     task_status.started()

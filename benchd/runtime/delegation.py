@@ -8,17 +8,29 @@ counts each child against its spawner until the child's job settles.
 
 import os
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.caller import Caller, CallerSession
 from benchd.core.delegation import DelegationLimits, Quota, Refused, derived_handle
 from benchd.core.names import OPERATOR, check_handle
+from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.sessions import Roster, Session
 
 
 class Delegation:
-    def __init__(self, roster, mailroom, record, log, limits: DelegationLimits):
+    def __init__(
+        self,
+        roster: Roster,
+        mailroom: Mailroom,
+        record: Callable[..., Awaitable[bool]],
+        log: Any,
+        limits: DelegationLimits,
+    ) -> None:
         self.roster = roster
         self.mailroom = mailroom
         self.record = record  # the committer's: logs events
@@ -33,11 +45,12 @@ class Delegation:
             or os.path.isdir(self.mailroom.box(handle))
         )
 
-    async def prepare(self, caller, req: m.Spawn) -> m.Spawn:
+    async def prepare(self, caller: Caller, req: m.Spawn) -> m.Spawn:
         """A session's spawn made ready for `Sessions.reserve`: the limits checked, the
         child's handle chosen (fresh), the reply-to defaulted to the spawner. Raises a
         WireError the caller sees."""
         parent = caller.session
+        assert parent is not None, "only a session's spawn is a delegation"
         assert req.job is not None, "authority lets a session spawn only jobs"
         depth = len(parent.lineage) + 1
         try:
@@ -81,20 +94,21 @@ class Delegation:
             job = msgspec.structs.replace(job, reply_to=[parent.handle])
         return msgspec.structs.replace(req, name=name, job=job)
 
-    def started(self, parent, child) -> None:
+    def started(self, parent: CallerSession, child: Session) -> None:
         """The child is reserved: it counts against its spawner from now on."""
         child.parent = parent.id
         child.parent_handle = parent.handle
         child.lineage = (parent.id, *parent.lineage)
         self.quota.started(parent.id, child.id, time.monotonic())
 
-    def settled(self, child) -> None:
+    def settled(self, child: Session) -> None:
         """The child's job settled (or its spawn failed): it no longer counts."""
         if child.parent is not None:
             self.quota.settled(child.parent, child.id)
         self.quota.forget(child.id)  # its own rate window ends with it
 
-    def delegated(self, child) -> m.JobDelegated:
+    def delegated(self, child: Session) -> m.JobDelegated:
+        assert child.parent is not None and child.parent_handle is not None, "see started()"
         return m.JobDelegated(
             parent=child.parent,
             parent_handle=child.parent_handle,

@@ -22,7 +22,7 @@ Listener = Callable[[Event], None]
 
 
 class Hub:
-    def __init__(self, log=None) -> None:
+    def __init__(self, log: Any = None) -> None:
         self.listeners: list[Listener] = []
         self.followers: Broadcast[Record] = Broadcast()
         self.streams = 0  # follow streams still sending (shutdown waits for their end frames)

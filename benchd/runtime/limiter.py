@@ -10,6 +10,7 @@ is logged and recorded as a `limit/hit` event.
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bench_wire.errors import WireError
 from bench_wire.messages import LimitHit
@@ -24,7 +25,7 @@ class Limiter:
         limits: Limits,
         index: Index,
         committer: Committer,
-        log,
+        log: Any,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.limits = limits

@@ -148,7 +148,7 @@ class Roster:
     exited ones. Sessions fills it; the mailroom, the reactor, the job host and the
     handlers look sessions up in it (so none of them needs the others)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.by_id: dict[str, Session] = {}
         self.live: dict[str, Session] = {}  # handle -> live session
         self.by_token: dict[str, Session] = {}
@@ -360,12 +360,13 @@ class Sessions:
         try:
             s.term = Terminal(argv, cwd, env, rows, cols, self.scrollback_bytes)
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
-            self._forget(s)
+            self.release(s)
             raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
         self.roster.by_leader[s.term.pid] = s
         self.nursery.start_soon(self._run, s)
 
-    def _forget(self, s: Session) -> None:
+    def release(self, s: Session) -> None:
+        """Forget a session in the roster: its handle, token and pty leader are free."""
         if self.roster.live.get(s.handle) is s:
             del self.roster.live[s.handle]
         self.roster.by_token.pop(s.token, None)
@@ -391,7 +392,7 @@ class Sessions:
         assert s.term is not None, "only a launched session settles"
         s.exited_with(code, sig)
         s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
-        self._forget(s)
+        self.release(s)
         self.roster.exited.append(s)
         dropped = []
         while len(self.roster.exited) > self.exited_kept:
@@ -433,6 +434,15 @@ class Sessions:
             await trio.to_thread.run_sync(work)
         except (OSError, ValueError) as err:
             self.log.error("exited session not kept on disk", session=s.id, error=str(err))
+
+    async def prune(self) -> int:
+        """Forget the exited sessions, in memory and on disk (their mailboxes and events
+        stay); returns how many were forgotten."""
+        n = len(self.roster.exited)
+        self.roster.exited.clear()
+        if self.exited_store is not None:
+            await trio.to_thread.run_sync(self.exited_store.prune)
+        return n
 
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
         """SIGHUP, SIGTERM, then SIGKILL to the process group, `grace` seconds apart

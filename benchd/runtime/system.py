@@ -3,12 +3,16 @@
 import os
 import socket
 import struct
+from collections.abc import Iterator
+
+import trio
 
 
-def peer_credentials(sock) -> tuple[int, int, int]:
+def peer_credentials(sock: socket.socket | trio.socket.SocketType) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", raw)
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:
@@ -30,7 +34,7 @@ def process_session_id(pid: int) -> int | None:
         return None
 
 
-def process_ancestors(pid: int, limit: int = 64):
+def process_ancestors(pid: int, limit: int = 64) -> Iterator[int]:
     """The parent, grandparent, ... of a process (from /proc), up to init or `limit`."""
     for _ in range(limit):
         fields = _stat_fields(pid)
@@ -52,7 +56,7 @@ def become_subreaper() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_CHILD_SUBREAPER = 36
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 

@@ -15,11 +15,11 @@ import signal
 import sqlite3
 import sys
 import time
+from typing import Any, TextIO
 
 import trio
 
 from bench_wire import messages as m
-from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from bench_wire.paths import resolve_dir, socket_path
@@ -29,7 +29,7 @@ from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
 from benchd.core.delegation import DelegationLimits
 from benchd.core.limits import Limits
-from benchd.core.names import OPERATOR, IdClock, is_handle
+from benchd.core.names import OPERATOR, IdClock
 from benchd.runtime.committer import Committer, EventOp, JournalStore
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.hub import Hub
@@ -44,22 +44,26 @@ from benchd.runtime.mailroom import (
     clean_staging,
     reconcile,
 )
-from benchd.runtime.nodes import default_node
+from benchd.runtime.mailservice import MailService
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.past import PastSession
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.sessions import Roster, Sessions
+from benchd.runtime.spawning import Spawner
 from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
 from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.store import recovery, room, search, threads
+from benchd.server.options import build_parser, options_problem
+from benchd.server.services import DaemonInfo, Services
+from benchd.store import damage, recovery, room, search, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.journal import Journal
 from benchd.store.outbox import SqliteOutbox
+from benchd.store.queries import MailQueries
 from benchd.store.replay import replay
 from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
@@ -114,7 +118,7 @@ class Daemon:
         # Before anything reads the files or the log: put back what committed batches
         # did that may not have reached the disk (a crash; nothing after a clean stop).
         self.replayed = replay(bench_dir, log_path)
-        self.start_notices: list = upkeep.replay_events(self.log, self.replayed)
+        self.start_notices: list[m.Event] = upkeep.replay_events(self.log, self.replayed)
         self.eventlog = EventLog(log_path)
         # Lines replay took back (a batch never committed) keep their seqs: none is
         # handed out twice.
@@ -206,10 +210,33 @@ class Daemon:
         self.sessions.exited_store = ExitedStore(bench_dir, opts.exited_kept, opts.kept_scrollback)
         for record, output in self.sessions.exited_store.load():
             self.roster.exited.append(PastSession(record, output))
+        self.index_queries = MailQueries(self.index)
+        self.services = Services(
+            info=DaemonInfo(self.pid, bench_dir, self.caps, self.reactor_info(), self.test_hooks),
+            request_stop=self.request_stop,
+            mail=MailService(self.mailroom, self.outbound, self.index, self.index_queries),
+            mailroom=self.mailroom,
+            index=self.index,
+            queries=self.index_queries,
+            roster=self.roster,
+            sessions=self.sessions,
+            spawner=Spawner(
+                self.sessions, self.jobs, self.delegation, self.limiter, self.committer.submit
+            ),
+            jobs=self.jobs,
+            outbound=self.outbound,
+            hub=self.hub,
+            eventlog=self.eventlog,
+            limiter=self.limiter,
+            disk_health=self.disk_health,
+            damage=lambda: self.damage,
+            ack_damage=self.ack_damage,
+            daemon=self,
+        )
 
     # ------------------------------------------------------------ recovery
 
-    def recover(self) -> list:
+    def recover(self) -> list[m.Event]:
         """Bring the index in line with the files; returns events to log at start.
 
         Start never fails because of the index: any SQLite error here sets the file aside
@@ -239,7 +266,7 @@ class Daemon:
         self.mailroom.clock = IdClock(self.index.newest_id())
         return self.start_notices + events
 
-    def _reconcile_at_start(self, mail_root: str) -> list:
+    def _reconcile_at_start(self, mail_root: str) -> list[m.MailSent]:
         idx = self.index
         seal = recovery.take_seal(self.seal_path)  # one start trusts a seal, at most
         trusted = (
@@ -259,7 +286,7 @@ class Daemon:
         if not idx.fresh:
             # Not sealed: check the b-trees too (a crash start lists every mailbox anyway,
             # so this is the same order of work); damage found is a SQLite error -> rebuild.
-            verdict = idx.w.execute("PRAGMA quick_check").fetchone()[0]
+            verdict = idx.quick_check()
             if verdict != "ok":
                 raise sqlite3.DatabaseError(f"quick_check: {verdict}")
         # Mail the log already announced but the index missed (a kill between the log
@@ -278,7 +305,7 @@ class Daemon:
                 raise
             self.log.warning("search tables not checked at start", error=str(err))
 
-    def _logged_since(self, since: int) -> set:
+    def _logged_since(self, since: int) -> set[str]:
         return {
             e.get("mail_id")
             for e in self.eventlog.read_since(since)
@@ -294,7 +321,7 @@ class Daemon:
             messages=len(self.index.pending),
         )
 
-    def _index_notice(self, kind: str, **fields) -> None:
+    def _index_notice(self, kind: str, **fields: Any) -> None:
         """An index failure or rebuild: to benchd.log, and to the event log."""
         if kind == "index/recovered":
             self.log.info("index commits work again", **fields)
@@ -314,6 +341,16 @@ class Daemon:
         except WireError:
             pass  # stopping: benchd.log has it
 
+    def ack_damage(self) -> int:
+        """journal/ack: the damage reports are removed from disk and no longer shown."""
+        try:
+            damage.clear(self.bench_dir)
+        except OSError as err:
+            raise WireError("io-error", f"the damage report could not be removed: {err}") from None
+        n, self.damage = len(self.damage), []
+        self.log.info("journal damage acknowledged", reports=n)
+        return n
+
     def disk_health(self) -> m.DiskHealth:
         return upkeep.disk_health(self.bench_dir, self.committer.disk_full, self.opts.disk_reserve)
 
@@ -321,9 +358,6 @@ class Daemon:
 
     def identify(self, token: str | None, peer_pid: int) -> Caller:
         return self.sessions.identify(token, peer_pid) or Caller(OPERATOR)
-
-    def live_session_count(self) -> int:
-        return self.roster.live_count()
 
     def reactor_info(self) -> m.ReactorSettings:
         o = self.opts
@@ -337,14 +371,14 @@ class Daemon:
             retry_base=o.retry_base,
         )
 
-    async def dispatch(self, conn: Connection, caller: Caller, req) -> None:
+    async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
         if self.stopping and not isinstance(req, m.Hello):
             raise WireError("shutting-down", "the daemon is stopping")
         handler = HANDLERS.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
         authority.check(caller, req, self.roster.family)
-        await handler(self, conn, caller, req)
+        await handler(self.services, conn, caller, req)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -370,7 +404,7 @@ class Daemon:
             # token); one cut off from its session shares one bucket with its kind.
             try:
                 who = self.identify(None, pid)
-                peer = OPERATOR_PEER if who.is_operator else who.session.id
+                peer = OPERATOR_PEER if who.session is None else who.session.id
                 conn._peer_caller = who
             except WireError:
                 peer = "unplaceable"
@@ -401,7 +435,7 @@ class Daemon:
         sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
         return sock, tmp
 
-    async def run(self, ready_out) -> None:
+    async def run(self, ready_out: TextIO | None) -> None:
         start_events = self.recover()
         sock, tmp = self._private_socket()
         await sock.bind(tmp)
@@ -462,7 +496,11 @@ class Daemon:
             await self._shutdown(listener)
             nursery.cancel_scope.cancel()
 
-    async def _serve(self, listener, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _serve(
+        self,
+        listener: trio.SocketListener,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         with self._serve_scope:
             await trio.serve_listeners(self.serve_client, [listener], task_status=task_status)
 
@@ -478,14 +516,14 @@ class Daemon:
                 if since is not None and since <= cutoff:
                     conn.waiting.cancel()
 
-    async def _signals(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _signals(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
             task_status.started()
             async for _ in sigs:
                 self.request_stop()
                 return
 
-    async def _shutdown(self, listener) -> None:
+    async def _shutdown(self, listener: trio.SocketListener) -> None:
         self.stopping = True
         try:
             if os.stat(self.sock_path).st_ino == self.sock_ino:
@@ -514,42 +552,6 @@ class Daemon:
         self.log.info("stopped", pid=self.pid)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="benchd", description="the bench daemon")
-    p.add_argument("--dir", help="BENCH_DIR (else $BENCH_DIR, else the per-user default)")
-    for flag, env, typ, default, help_ in DAEMON_OPTIONS:
-        raw = os.environ.get(env)
-        value = default
-        if raw is not None:
-            try:
-                value = typ(raw)
-            except ValueError:
-                p.error(f"{env}={raw!r} is not a valid {typ.__name__}")
-        p.add_argument(
-            flag,
-            type=typ,
-            default=value,
-            dest=option_dest(flag),
-            help=f"{help_} (env {env}, default {default})",
-        )
-    p.add_argument(
-        "--node",
-        default=os.environ.get("BENCH_NODE") or default_node(),
-        help="this node's name in addresses like bob@NODE (env BENCH_NODE, default: the hostname)",
-    )
-    p.add_argument(
-        "--bridge",
-        metavar="URL",
-        default=None,
-        help="run and supervise `bench bridge --nats URL` (output in bridge.out)",
-    )
-    p.add_argument(
-        "--test-hooks", action="store_true", help="enable the debug/fault verb (tests only)"
-    )
-    p.add_argument("--version", action="version", version=f"benchd {__version__}")
-    return p
-
-
 def _say(line: str) -> None:
     """One line to stderr; on a disk too full to take it, nothing (`bench up` then says
     how much room is left)."""
@@ -561,17 +563,9 @@ def _say(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
-    for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
-        problem = option_problem(flag, getattr(opts, option_dest(flag)))
-        if problem:
-            print(f"benchd: {problem}", file=sys.stderr)
-            return 2
-    if not is_handle(opts.node):
-        print(
-            f"benchd: --node {opts.node!r} is not a node name: use 1-64 characters of "
-            "a-z 0-9 . _ - starting with a letter or digit",
-            file=sys.stderr,
-        )
+    problem = options_problem(opts)
+    if problem:
+        print(f"benchd: {problem}", file=sys.stderr)
         return 2
     # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
     # job tasks); sessions get the umask the daemon was started with back (terminal.py).

@@ -9,22 +9,51 @@ ever blocks itself.
 
 import os
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 import trio
 
+from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.framing import FrameTooLong, LineBuffer, decode_request, request_id_of
-from bench_wire.messages import ErrorBody, ErrorResponse, Request, Response
+from bench_wire.messages import ErrorBody, ErrorResponse, Id, Request, Response
 from benchd.core.caller import Caller
 
+if TYPE_CHECKING:
+    import argparse
+
+    import structlog
+
 _encoder = msgspec.json.Encoder()
+# How a stream run by `Connection.while_present` ended: its frames ran out ("done"),
+# the client closed its end ("gone"), or the client's request ended it ("stopped").
+Ending = Literal["done", "gone", "stopped"]
 RECV_BYTES = 64 * 1024
 YIELD_EVERY = 32  # frames sent without blocking before send() lets other tasks run
 
 
+class Server(Protocol):
+    """What a connection uses of the daemon (benchd.server.app.Daemon): its limits, who a
+    peer is, and the dispatch of a request to its handler."""
+
+    @property
+    def caps(self) -> m.Caps: ...
+
+    @property
+    def opts(self) -> "argparse.Namespace": ...
+
+    @property
+    def log(self) -> "structlog.stdlib.BoundLogger": ...
+
+    def identify(self, token: str | None, peer_pid: int) -> Caller: ...
+
+    async def dispatch(self, conn: "Connection", caller: Caller, req: Request) -> None: ...
+
+
 class Connection:
-    def __init__(self, daemon, stream: trio.SocketStream, peer_pid: int):
+    def __init__(self, daemon: Server, stream: trio.SocketStream, peer_pid: int):
         self.daemon = daemon
         self.stream = stream
         self.peer_pid = peer_pid
@@ -66,7 +95,7 @@ class Connection:
             self._unyielded = 0
             await trio.lowlevel.checkpoint()
 
-    def _write(self, data) -> int:
+    def _write(self, data: bytes | memoryview) -> int:
         fd = self.stream.socket.fileno()
         if fd < 0:
             raise trio.ClosedResourceError("the connection is closed")
@@ -77,7 +106,7 @@ class Connection:
         except OSError as err:  # EPIPE, ECONNRESET: the peer has gone
             raise trio.BrokenResourceError(str(err)) from err
 
-    async def _write_all(self, data) -> None:
+    async def _write_all(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
         while view:
             n = self._write(view)
@@ -86,7 +115,7 @@ class Connection:
             view = view[n:]
 
     async def send_error(
-        self, rid, code: str, message: str, retry_after: float | None = None
+        self, rid: Id, code: str, message: str, retry_after: float | None = None
     ) -> None:
         await self.send(ErrorResponse(id=rid, error=ErrorBody(code, message, retry_after)))
 
@@ -111,7 +140,7 @@ class Connection:
             self.lines.extend(self.buffer.feed(data))
         return self.lines.pop(0)
 
-    async def next_request(self):
+    async def next_request(self) -> Request | None:
         """The next decoded request, None at EOF; bad lines are answered here."""
         while True:
             try:
@@ -131,6 +160,44 @@ class Connection:
                 return decode_request(line)
             except WireError as err:
                 await self.send_error(request_id_of(line), err.code, err.message)
+
+    async def while_present(
+        self,
+        stream: Callable[[], Awaitable[None]],
+        on_request: Callable[[Request], Awaitable[bool]] | None = None,
+    ) -> Ending:
+        """Run `stream` (it sends the frames of a long answer: events -f, tail -f, attach,
+        screen -f) for as long as the client stays, and say how it ended.
+
+        The client is read meanwhile, so its leaving ends the stream at once rather than
+        at the next frame written into a dead socket. With no `on_request` nothing it says
+        is even decoded (a follow stream has no more to hear); with one, each request
+        goes to it (bad lines are answered as always), and True from it ends the stream.
+        """
+        ending: Ending = "done"
+
+        async def watch(scope: trio.CancelScope) -> None:
+            nonlocal ending
+            if on_request is None:
+                while await self.next_line() is not None:
+                    pass
+                ending = "gone"
+            else:
+                while True:
+                    req = await self.next_request()
+                    if req is None:
+                        ending = "gone"
+                        break
+                    if await on_request(req):
+                        ending = "stopped"
+                        break
+            scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch, nursery.cancel_scope)
+            await stream()
+            nursery.cancel_scope.cancel()
+        return ending
 
     def caller(self, req: Request) -> Caller:
         if req.token is not None:

@@ -5,7 +5,7 @@ import logging
 import structlog
 
 
-def setup(path: str):
+def setup(path: str) -> structlog.stdlib.BoundLogger:
     # A line the disk refuses (full) is dropped, never printed with a traceback.
     logging.raiseExceptions = False
     handler = logging.FileHandler(path)
@@ -25,4 +25,5 @@ def setup(path: str):
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    return structlog.get_logger("benchd")
+    log: structlog.stdlib.BoundLogger = structlog.get_logger("benchd")
+    return log

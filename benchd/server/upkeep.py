@@ -8,6 +8,7 @@ import os
 import sqlite3
 
 import msgspec
+import structlog
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
@@ -15,7 +16,7 @@ from benchd.store import damage, room
 from benchd.store.replay import Replayed
 
 
-def replay_events(log, replayed: Replayed) -> list[m.Event]:
+def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list[m.Event]:
     """benchd.log lines for a replay, and a journal/damaged event per damaged stretch."""
     r = replayed
     if r.records or r.damage:
@@ -45,7 +46,7 @@ def replay_events(log, replayed: Replayed) -> list[m.Event]:
     return events
 
 
-def low_events(log, low: tuple[int, int] | None) -> list[m.Event]:
+def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -> list[m.Event]:
     """A disk/low event (and its log line) when preallocation gave way to the reserve."""
     if low is None:
         return []
@@ -54,7 +55,7 @@ def low_events(log, low: tuple[int, int] | None) -> list[m.Event]:
     return [m.DiskLow(free=free, reserve=reserve)]
 
 
-def load_damage(bench_dir: str, log) -> list[m.JournalDamaged]:
+def load_damage(bench_dir: str, log: structlog.stdlib.BoundLogger) -> list[m.JournalDamaged]:
     """The journal damage not yet acknowledged."""
     out = []
     for item in damage.load(bench_dir):
@@ -65,7 +66,9 @@ def load_damage(bench_dir: str, log) -> list[m.JournalDamaged]:
     return out
 
 
-def keep_damage(bench_dir: str, log, events: list) -> list[m.JournalDamaged]:
+def keep_damage(
+    bench_dir: str, log: structlog.stdlib.BoundLogger, events: list[m.Event]
+) -> list[m.JournalDamaged]:
     """Keep this start's journal/damaged events (their seqs now set) for `bench status`."""
     found = [e for e in events if isinstance(e, m.JournalDamaged)]
     if found:
@@ -76,7 +79,7 @@ def keep_damage(bench_dir: str, log, events: list) -> list[m.JournalDamaged]:
     return found
 
 
-def hold_room(bench_dir: str, reserve: int, log) -> None:
+def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -> None:
     """Hold room on the disk for the next start (as much as there is, up to a cap)."""
     want = min(room.ROOM_BYTES, reserve)
     try:

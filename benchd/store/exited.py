@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+from typing import Any
 
 from benchd.store.fileio import write_all
 
@@ -31,7 +32,7 @@ class ExitedStore:
             raise ValueError(f"{sid!r} is not a session id")
         return os.path.join(self.root, sid)
 
-    def save(self, sid: str, record: dict, output: bytes) -> None:
+    def save(self, sid: str, record: dict[str, Any], output: bytes) -> None:
         """Write one exited session (blocking: run it in a worker thread)."""
         os.makedirs(self.root, mode=0o700, exist_ok=True)
         d = self._dir(sid)
@@ -42,7 +43,7 @@ class ExitedStore:
         _fsync_dir(d)
         _fsync_dir(self.root)
 
-    def load(self) -> list[tuple[dict, bytes]]:
+    def load(self) -> list[tuple[dict[str, Any], bytes]]:
         """The newest `kept` exited sessions, oldest first; the rest are removed."""
         try:
             names = [n for n in os.listdir(self.root) if SID_RE.fullmatch(n)]

@@ -8,7 +8,7 @@ nothing armed it is one dict lookup.
 import errno as _errno
 import os
 
-_armed: dict[str, list] = {}
+_armed: dict[str, list[int]] = {}
 
 
 def arm(point: str, err: str, count: int) -> None:

@@ -26,7 +26,7 @@ import time
 import zlib
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, TypeVar
 
 import msgspec
 
@@ -63,6 +63,7 @@ class KeyHit(msgspec.Struct, frozen=True, gc=False):
     state: int
 
 
+T = TypeVar("T")
 _ROW = "SELECT id, sender, subject, date, state, size, key FROM messages "
 _by_id = attrgetter("mail_id")
 
@@ -218,6 +219,16 @@ class Index:
                 raise
             self.recover_now(f"a read failed: {err}")
             return fn()
+
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A read of the database by another store module (search, threads: see
+        benchd.store.queries), under the same rule as the index's own reads."""
+        return self._read(lambda: fn(self.w))
+
+    def quick_check(self) -> str:
+        """SQLite's verdict on the file's b-trees ("ok" when sound): a start that finds no
+        seal of a clean stop asks it before trusting the file."""
+        return str(self.w.execute("PRAGMA quick_check").fetchone()[0])
 
     def _db_row(self, handle: str, mail_id: str) -> MailRow | None:
         row = self.w.execute(_ROW + "WHERE handle=? AND id=?", (handle, mail_id)).fetchone()

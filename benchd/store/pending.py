@@ -2,6 +2,7 @@
 for reads (pure, in memory). The index (benchd/store/index.py) merges it over SQLite."""
 
 import time
+from typing import Any
 
 import msgspec
 
@@ -33,7 +34,7 @@ class Pending:
     """
 
     def __init__(self) -> None:
-        self.ops: list[tuple] = []
+        self.ops: list[tuple[str, tuple[Any, ...]]] = []
         self.rows: dict[tuple[str, str], MailRow | None] = {}
         self.base: dict[tuple[str, str], int | None] = {}
         self.keys: dict[tuple[str, str], tuple[str, str]] = {}

@@ -18,11 +18,15 @@ but they do not (an index made before search existed).
 
 import os
 import sqlite3
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from benchd.core import frontmatter
 from benchd.store.statedir import read_regular
+
+if TYPE_CHECKING:
+    from benchd.store.index import Index
 
 VERSION = "2"  # 2: each link holds its thread's root and its depth
 
@@ -168,7 +172,7 @@ def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
             pass  # an index made before origins were kept: none to remove
 
 
-def ensure(index, mail_root: str) -> int:
+def ensure(index: "Index", mail_root: str) -> int:
     """Create the tables, and index every message the index knows but they do not.
 
     Costs one anti-join when they are complete (every start after the first); reads the
@@ -282,7 +286,7 @@ def search(
         "JOIN messages msg ON msg.handle = l.handle AND msg.id = l.id "
         "WHERE mail_text MATCH ? AND rank MATCH 'bm25(2.0, 1.0)'"
     ]
-    args: list = [expr]
+    args: list[object] = [expr]
     if handle is not None:
         sql.append("AND l.handle = ?")
         args.append(handle)

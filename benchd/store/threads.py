@@ -10,6 +10,7 @@ whatever the thread's depth or size.
 """
 
 import sqlite3
+from collections.abc import Iterable
 
 import msgspec
 
@@ -38,7 +39,7 @@ class Slice(msgspec.Struct, frozen=True):
     below: str | None = None  # the deepest reply chosen (else the first reply)
 
 
-def _links(db: sqlite3.Connection, sql: str, args: tuple) -> list[Link]:
+def _links(db: sqlite3.Connection, sql: str, args: tuple[object, ...]) -> list[Link]:
     return msgspec.convert(db.execute(_COLS + sql, args).fetchall(), list[Link])
 
 
@@ -56,7 +57,7 @@ def thread(db: sqlite3.Connection, mail_id: str, cap: int = THREAD_MAX) -> Slice
     return _neighbourhood(db, mail_id, root, depth, cap)
 
 
-def _oldest_first(links) -> list[Link]:
+def _oldest_first(links: Iterable[Link]) -> list[Link]:
     return sorted(links, key=lambda x: (x.mail_id, x.handle))
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import trio
 
-from bench_wire.messages import ErrorBody, ErrorResponse
+from bench_wire.messages import ErrorBody, ErrorResponse, SessionDetach
 from benchd.server.connection import YIELD_EVERY, Connection
 
 
@@ -98,3 +98,42 @@ def test_a_peer_that_has_gone_reads_as_eof_and_refuses_writes():
     assert first == b'{"verb":"hello","id":7}'
     assert end is None
     assert wrote == "broken"
+
+
+def test_while_present_says_how_a_stream_ended():
+    """The one watcher of a long answer's client: the stream running out is "done", the
+    client closing its end is "gone" (the stream is cancelled), and a request the
+    handler takes as the end is "stopped"."""
+
+    async def main():
+        out = {}
+        ours, theirs = socket.socketpair()
+        conn = _conn(trio.socket.from_stdlib_socket(ours))
+
+        async def short():
+            await conn.send(_frame(1))
+
+        out["done"] = await conn.while_present(short)
+
+        async def forever():
+            await trio.sleep_forever()
+
+        theirs.close()
+        out["gone"] = await conn.while_present(forever)
+
+        ours2, theirs2 = socket.socketpair()
+        conn2 = _conn(trio.socket.from_stdlib_socket(ours2))
+        seen = []
+
+        async def on_request(req):
+            seen.append(type(req).__name__)
+            return isinstance(req, SessionDetach)
+
+        theirs2.sendall(b'{"verb": "hello", "id": 1}\n{"verb": "session/detach", "id": 2}\n')
+        out["stopped"] = await conn2.while_present(forever, on_request)
+        theirs2.close()
+        return out, seen
+
+    out, seen = trio.run(main)
+    assert out == {"done": "done", "gone": "gone", "stopped": "stopped"}
+    assert seen == ["Hello", "SessionDetach"]

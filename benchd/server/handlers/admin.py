@@ -3,50 +3,49 @@
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd import __version__
-from benchd.store import damage, faults
+from benchd.core.caller import Caller
+from benchd.server.connection import Connection
+from benchd.server.services import Handlers, Services
+from benchd.store import faults
 
 
-async def hello(d, conn, caller, req: m.Hello) -> None:
+async def hello(svc: Services, conn: Connection, caller: Caller, req: m.Hello) -> None:
+    info = svc.info
     await conn.send(
         m.HelloOk(
             id=req.id,
             version=__version__,
             protocol=m.PROTOCOL_VERSION,
-            pid=d.pid,
-            bench_dir=d.bench_dir,
+            pid=info.pid,
+            bench_dir=info.bench_dir,
             caller=caller.handle,
-            caps=d.caps,
-            reactor=d.reactor_info(),
-            sessions=d.live_session_count(),
-            mailboxes=d.index.mailbox_count(),
-            index=m.IndexHealth(**d.index.health()),
-            test_hooks=d.test_hooks,
+            caps=info.caps,
+            reactor=info.reactor,
+            sessions=svc.roster.live_count(),
+            mailboxes=svc.index.mailbox_count(),
+            index=m.IndexHealth(**svc.index.health()),
+            test_hooks=info.test_hooks,
             verbs=sorted(m.VERBS),
-            node=d.outbound.node,
-            bridge=d.outbound.info(),
-            disk=d.disk_health(),
-            journal_damage=d.damage,
+            node=svc.outbound.node,
+            bridge=svc.outbound.info(),
+            disk=svc.disk_health(),
+            journal_damage=svc.damage(),
         )
     )
 
 
-async def journal_ack(d, conn, caller, req: m.JournalAck) -> None:
-    try:
-        damage.clear(d.bench_dir)
-    except OSError as err:
-        raise WireError("io-error", f"the damage report could not be removed: {err}") from None
-    n, d.damage = len(d.damage), []
-    d.log.info("journal damage acknowledged", reports=n)
+async def journal_ack(svc: Services, conn: Connection, caller: Caller, req: m.JournalAck) -> None:
+    n = svc.ack_damage()
     await conn.send(m.JournalAckOk(id=req.id, acknowledged=n))
 
 
-async def stop(d, conn, caller, req: m.Stop) -> None:
+async def stop(svc: Services, conn: Connection, caller: Caller, req: m.Stop) -> None:
     await conn.send(m.StopOk(id=req.id))
-    d.request_stop()
+    svc.request_stop()
 
 
-async def debug_fault(d, conn, caller, req: m.DebugFault) -> None:
-    if not d.test_hooks:
+async def debug_fault(svc: Services, conn: Connection, caller: Caller, req: m.DebugFault) -> None:
+    if not svc.info.test_hooks:
         raise WireError("forbidden", "fault injection needs a daemon started with --test-hooks")
     try:
         faults.arm(req.point, req.errno, req.count)
@@ -55,7 +54,7 @@ async def debug_fault(d, conn, caller, req: m.DebugFault) -> None:
     await conn.send(m.FaultOk(id=req.id))
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     m.Hello: hello,
     m.Stop: stop,
     m.DebugFault: debug_fault,

@@ -1,24 +1,27 @@
 """The events verb: the event log from a sequence number, then (follow) live events."""
 
-import trio
-
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.caller import Caller
+from benchd.runtime.broadcast import Subscriber
+from benchd.runtime.hub import Record
+from benchd.server.connection import Connection
+from benchd.server.services import Handlers, Services
 
 
-async def events(d, conn, caller, req: m.EventsRead) -> None:
+async def events(svc: Services, conn: Connection, caller: Caller, req: m.EventsRead) -> None:
     """The log from `since`, then (follow) live events until the client goes away."""
     if req.kind is not None and req.kind not in m.EVENT_KINDS:
         raise WireError("bad-request", f"unknown event kind {req.kind!r}")
     if req.limit is not None and req.limit < 1:
         raise WireError("bad-limit", "limit must be at least 1")
-    follower = d.hub.follow(req.kind) if req.follow else None
+    follower = svc.hub.follow(req.kind) if req.follow else None
     if follower is not None:
-        d.hub.stream_started()
+        svc.hub.stream_started()
     try:
         last = req.since
         sent = 0
-        for record in d.eventlog.read_since(req.since, upto=d.eventlog.published_seq):
+        for record in svc.eventlog.read_since(req.since, upto=svc.eventlog.published_seq):
             if req.kind is None or record.get("kind") == req.kind:
                 await conn.send(m.EventFrame(id=req.id, event=record))
                 sent += 1
@@ -32,18 +35,13 @@ async def events(d, conn, caller, req: m.EventsRead) -> None:
     finally:
         if follower is not None:
             follower.close()
-            d.hub.stream_ended()
+            svc.hub.stream_ended()
 
 
-async def _follow(conn, req, follower, last: int) -> None:
-    async def watch_client(cancel_scope):
-        # The client says nothing more on a follow stream; EOF means it has gone.
-        while await conn.next_line() is not None:
-            pass
-        cancel_scope.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_client, nursery.cancel_scope)
+async def _follow(
+    conn: Connection, req: m.EventsRead, follower: Subscriber[Record], last: int
+) -> None:
+    async def stream() -> None:
         async for record in follower.receive:
             if record["seq"] <= last:
                 continue
@@ -54,7 +52,9 @@ async def _follow(conn, req, follower, last: int) -> None:
             )
         else:
             await conn.send(m.EndFrame(id=req.id, reason="stopped"))
-        nursery.cancel_scope.cancel()
+
+    # The client says nothing more on a follow stream; its leaving ends the stream.
+    await conn.while_present(stream)
 
 
-HANDLERS = {m.EventsRead: events}
+HANDLERS: Handlers = {m.EventsRead: events}

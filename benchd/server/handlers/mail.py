@@ -18,16 +18,18 @@ from msgspec.structs import replace
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, keys, mailrefs
+from benchd.core import keys, mailrefs
+from benchd.core.caller import Caller
 from benchd.core.names import check_handle, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.runtime.nodes import OUTBOUND
+from benchd.server.connection import Connection
+from benchd.server.services import Handlers, Services
 from benchd.store import search, threads
-from benchd.store.index import READ, STATE_NAMES
-from benchd.store.statedir import read_regular
+from benchd.store.index import STATE_NAMES
 
 
-def _mailbox_for(caller, handle: str | None) -> str:
+def _mailbox_for(caller: Caller, handle: str | None) -> str:
     """The mailbox named (default: the caller's own; who may name which: benchd.core.authority)."""
     if handle is None:
         return caller.handle
@@ -39,11 +41,11 @@ def _size(body: str) -> int:
     return len(body.encode("utf-8", "surrogatepass"))  # the mailroom refuses bad text itself
 
 
-async def mail_send(d, conn, caller, req: m.MailSend) -> None:
-    limiter = d.limiter
+async def mail_send(svc: Services, conn: Connection, caller: Caller, req: m.MailSend) -> None:
+    limiter = svc.limiter
     limiter.recipients(caller.handle, len(req.reply_to or ()))
     if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
-        local = d.outbound.local_request(req)
+        local = svc.outbound.local_request(req)
         if local is not None:
             req = local
     if not (isinstance(req.to, str) and "@" in req.to):  # mail for a mailbox here
@@ -53,58 +55,23 @@ async def mail_send(d, conn, caller, req: m.MailSend) -> None:
     if req.key is not None:
         keys.check_client_key(req.key)
     if req.in_reply_to is not None:
-        req = replace(req, in_reply_to=_reference(d, req.in_reply_to))
-    res = await _send(d, caller, req)
+        req = replace(req, in_reply_to=svc.mail.reference(req.in_reply_to))
+    res = await svc.mail.send(caller, req)
     await conn.send(replace(res, id=req.id))
 
 
-async def _send(d, caller, req: m.MailSend) -> m.SendOk:
-    """A send to an address (its key checked, its in-reply-to as this node writes it):
-    local mail, or queued for another node (benchd.runtime.outbound)."""
-    if isinstance(req.to, str) and "@" in req.to:
-        local = d.outbound.local_request(req)
-        if local is None:
-            sent: m.SendOk = await d.outbound.queue(caller, req)
-            return sent
-        req = local
-    return await d.mailroom.send(
-        caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
-    )
-
-
-def _reference(d, ref: str) -> str:
-    """The message an in-reply-to names, as this node writes it: by its identity, so a
-    copy received from another node is named by its origin (benchd.core.mailrefs)."""
-    ref = mailrefs.local(mailrefs.check_ref(ref), d.outbound.node)
-    if "@" in ref:
-        return ref
-    return _query(d, lambda w: search.origin_of(w, ref)) or ref
-
-
-def _local_id(d, ref: object) -> str:
-    """The id here of a message named by its id or by its identity across nodes; a
-    reference to a message this node holds no copy of is no-such-message."""
-    ref = mailrefs.local(mailrefs.check_ref(ref), d.outbound.node)
-    if "@" not in ref:
-        return ref
-    ids = _query(d, lambda w: search.named(w, ref))
-    if not ids:
-        raise WireError("no-such-message", f"no copy of message {ref} is here")
-    return ids[0]
-
-
-async def mail_list(d, conn, caller, req: m.MailList) -> None:
+async def mail_list(svc: Services, conn: Connection, caller: Caller, req: m.MailList) -> None:
     handle = _mailbox_for(caller, req.handle)
-    res = d.mailroom.list(handle, req.state, req.limit, req.cursor)
-    parents = search.parents(d.index.w, handle, [x.mail_id for x in res.messages])
+    res = svc.mailroom.list(handle, req.state, req.limit, req.cursor)
+    parents = svc.queries.parents(handle, [x.mail_id for x in res.messages])
     for x in res.messages:
         x.in_reply_to = parents.get(x.mail_id)
     await conn.send(replace(res, id=req.id))
 
 
-async def mail_read(d, conn, caller, req: m.MailRead) -> None:
+async def mail_read(svc: Services, conn: Connection, caller: Caller, req: m.MailRead) -> None:
     handle = _mailbox_for(caller, req.handle)
-    res = await d.mailroom.read(handle, req.mail_id, caller.handle)
+    res = await svc.mailroom.read(handle, req.mail_id, caller.handle)
     await conn.send(replace(res, id=req.id))
 
 
@@ -128,7 +95,7 @@ def _since(value: str | None) -> str | None:
     raise WireError("bad-since", f"{value!r} is not a UTC time like 2026-11-30T04:56:11Z")
 
 
-async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
+async def mail_search(svc: Services, conn: Connection, caller: Caller, req: m.MailSearch) -> None:
     handle = req.handle
     if handle is not None:
         check_handle(handle)
@@ -139,7 +106,7 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
         # Mail from a handle here is `alice` in a mailbox and `alice@<this node>` in the
         # outbound queue: both spellings match.
         sender, node = split_address(req.sender, "from")
-        own = d.outbound.node
+        own = svc.outbound.node
         senders = [req.sender] if node not in (None, own) else [sender, f"{sender}@{own}"]
     limit = LIST_DEFAULT if req.limit is None else req.limit
     if not 1 <= limit <= LIST_MAX:
@@ -147,9 +114,7 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
     if len(req.query) > 1000:
         raise WireError("bad-query", "the query is longer than 1000 characters")
     try:
-        rows = _query(
-            d, lambda w: search.search(w, req.query, handle, senders, _since(req.since), limit)
-        )
+        rows = svc.queries.search(req.query, handle, senders, _since(req.since), limit)
     except search.BadQuery as err:
         raise WireError("bad-query", str(err)) from None
     hits = [
@@ -161,83 +126,53 @@ async def mail_search(d, conn, caller, req: m.MailSearch) -> None:
             date=r.date,
             state=STATE_NAMES[r.state],
             size=r.size,
-            path=d.mailroom.path(r.handle, r.mail_id, r.state),
+            path=svc.mailroom.path(r.handle, r.mail_id, r.state),
             snippet=r.snippet,
-            to=_recipient(d, r.handle, r.mail_id),
+            to=_recipient(svc, r.handle, r.mail_id),
         )
         for r in rows[:limit]
     ]
     await conn.send(m.SearchOk(id=req.id, hits=hits, truncated=len(rows) > limit))
 
 
-def _recipient(d, handle: str, mail_id: str) -> str:
+def _recipient(svc: Services, handle: str, mail_id: str) -> str:
     """The recipient as addressed: the mailbox's handle, but for mail queued for another
     node the address its file names (read only for those)."""
     if handle != OUTBOUND:
         return handle
-    loaded = _load(d, handle, mail_id)
-    return loaded[0]["to"] if loaded is not None else handle
+    stored = svc.mail.load(handle, mail_id)
+    if stored is None:
+        return handle
+    to: str = stored.meta["to"]
+    return to
 
 
-def _query(d, fn):
-    """A query of the search tables, which are written with the index's commits: commit
-    what is pending first (when its backoff allows), so an answered send is found. A
-    failed read is the index's to handle (set aside and rebuilt, like any read)."""
-    index = d.index
-    if index.pending.ops and index.due(0):
-        index.flush()
-    return index._read(lambda: fn(index.w))
-
-
-def _visible(d, caller, handle: str, sender: str) -> bool:
+def _visible(svc: Services, caller: Caller, handle: str, sender: str) -> bool:
     # A session's own mail to another node is in the outbound queue, from its address.
     return (
         caller.is_operator
         or caller.handle in (handle, sender)
-        or sender == f"{caller.handle}@{d.outbound.node}"
+        or sender == f"{caller.handle}@{svc.outbound.node}"
     )
 
 
-def _load(d, handle: str, mail_id: str) -> tuple[dict, str, str, int] | None:
-    row = d.index.get(handle, mail_id)
-    if row is None:
-        return None
-    path = d.mailroom.path(handle, mail_id, row.state)
-    try:
-        meta, body = frontmatter.parse(read_regular(path))
-    except FileNotFoundError:
-        # Retired between the lookup and the open: it is in read/ now.
-        path = d.mailroom.path(handle, mail_id, READ)
-        try:
-            meta, body = frontmatter.parse(read_regular(path))
-        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
-            return None
-    except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
-        return None
-    return meta, body.decode("utf-8", "replace"), path, row.state
-
-
-async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
-    mail_id = _local_id(d, req.mail_id)
+async def mail_thread(svc: Services, conn: Connection, caller: Caller, req: m.MailThread) -> None:
+    mail_id = svc.mail.local_id(req.mail_id)
     cap = threads.THREAD_MAX if req.limit is None else req.limit
     if not 1 <= cap <= threads.THREAD_MAX:
         raise WireError("bad-limit", f"limit {cap} is outside 1-{threads.THREAD_MAX}")
-    where = [
-        r
-        for r in _query(d, lambda w: search.locate(w, mail_id))
-        if _visible(d, caller, r.handle, r.sender)
-    ]
+    where = [r for r in svc.queries.locate(mail_id) if _visible(svc, caller, r.handle, r.sender)]
     if not where:
         raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
-    part = _query(d, lambda w: threads.thread(w, mail_id, cap))
+    part = svc.queries.thread(mail_id, cap)
     out = []
     for link in part.links:
-        if not _visible(d, caller, link.handle, link.sender):
+        if not _visible(svc, caller, link.handle, link.sender):
             continue
-        loaded = _load(d, link.handle, link.mail_id)
-        if loaded is None:
+        stored = svc.mail.load(link.handle, link.mail_id)
+        if stored is None:
             continue
-        meta, body, path, state = loaded
+        meta = stored.meta
         out.append(
             m.ThreadMessage(
                 mail_id=link.mail_id,
@@ -245,12 +180,12 @@ async def mail_thread(d, conn, caller, req: m.MailThread) -> None:
                 sender=link.sender,
                 subject=meta.get("subject", ""),
                 date=meta["date"],
-                state=STATE_NAMES[state],
-                path=path,
-                body=body,
+                state=STATE_NAMES[stored.state],
+                path=stored.path,
+                body=stored.body,
                 in_reply_to=link.in_reply_to,
                 to=meta["to"],  # the address, for mail queued for another node
-                origin=mailrefs.identity(link.mail_id, meta.get("origin"), d.outbound.node),
+                origin=mailrefs.identity(link.mail_id, meta.get("origin"), svc.mail.node),
             )
         )
     left_out = None
@@ -278,51 +213,41 @@ def reply_subject(subject: str) -> str:
     return subject if subject[:3].lower() == "re:" else ("Re: " + subject if subject else "Re:")
 
 
-async def mail_reply(d, conn, caller, req: m.MailReply) -> None:
-    mail_id = _local_id(d, req.mail_id)
-    where = _query(d, lambda w: search.locate(w, mail_id))
+async def mail_reply(svc: Services, conn: Connection, caller: Caller, req: m.MailReply) -> None:
+    mail_id = svc.mail.local_id(req.mail_id)
+    where = svc.queries.locate(mail_id)
     # A session answers only mail it received; the operator any message.
     mailboxes = [r.handle for r in where if caller.is_operator or r.handle == caller.handle]
-    if not mailboxes and not caller.is_operator and d.index.get(caller.handle, mail_id):
+    if not mailboxes and not caller.is_operator and svc.index.get(caller.handle, mail_id):
         mailboxes = [caller.handle]  # not committed yet (the index is retrying)
     if not mailboxes:
         raise WireError("no-such-message", f"no message {req.mail_id} in your mailbox")
-    loaded = _load(d, mailboxes[0], mail_id)
-    if loaded is None:
+    stored = svc.mail.load(mailboxes[0], mail_id)
+    if stored is None:
         raise WireError("no-such-message", f"message {req.mail_id} could not be read")
-    meta = loaded[0]
+    meta = stored.meta
     # The replies name it by its identity: a copy from another node by its origin.
     parent = meta.get("origin") or mail_id
     # Addresses: a sender or reply-to on another node is answered across the bridge.
     targets = list(dict.fromkeys(meta.get("reply-to") or [meta["from"]]))
     # A message from before the reply-to limit may ask for more replies than it allows.
-    d.limiter.recipients(caller.handle, len(targets))
+    svc.limiter.recipients(caller.handle, len(targets))
     for to in targets:
         if isinstance(to, str) and is_handle(to):  # not handle@node; a bad one fails below
-            d.limiter.mailbox(caller.handle, to, _size(req.body))
-    d.limiter.charge(caller.handle, caller.is_operator, len(targets))
+            svc.limiter.mailbox(caller.handle, to, _size(req.body))
+    svc.limiter.charge(caller.handle, caller.is_operator, len(targets))
     subject = req.subject if req.subject is not None else reply_subject(meta.get("subject", ""))
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
     if req.key is not None:
         keys.check_client_key(req.key)
-    sent = []
-    for to in targets:
-        # With several recipients each send needs its own key (keys are per sender).
-        key = req.key if req.key is None or len(targets) == 1 else keys.recipient_key(req.key, to)
-        reply = m.MailSend(to=to, body=req.body, subject=subject, key=key, in_reply_to=parent)
-        try:
-            sent.append(replace(await _send(d, caller, reply), id=req.id))
-        except WireError as err:
-            if not sent:
-                raise
-            # A later recipient refused (an unknown node, say): say what already went.
-            done = ", ".join(f"{s.to} ({s.mail_id})" for s in sent)
-            raise WireError(err.code, f"{err.message} (the reply to {done} was sent)") from None
-    await conn.send(m.ReplyOk(id=req.id, in_reply_to=parent, sent=sent))
+    sent = await svc.mail.reply(caller, targets, req.body, subject, req.key, parent)
+    await conn.send(
+        m.ReplyOk(id=req.id, in_reply_to=parent, sent=[replace(s, id=req.id) for s in sent])
+    )
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     m.MailSend: mail_send,
     m.MailList: mail_list,
     m.MailRead: mail_read,

@@ -10,118 +10,69 @@ away.
 import base64
 
 import trio
+from msgspec.structs import replace
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.caller import Caller
 from benchd.runtime.broadcast import Subscriber
-from benchd.runtime.committer import EventOp
 from benchd.runtime.replay import replay
 from benchd.runtime.screens import frame
 from benchd.runtime.sessions import OUTPUT_CHUNK, Session
 from benchd.runtime.terminal import check_size
+from benchd.server.connection import Connection
+from benchd.server.services import Handlers, Services
 
 FRAME_S = 0.1
 REPLAY_BYTES = 16384  # the newest output an attaching viewer is shown first
 
 
-async def spawn(d, conn, caller, req: m.Spawn) -> None:
-    jobs, sessions, delegation = d.jobs, d.sessions, d.delegation
-    parent = caller.session  # None: the operator's spawn; else a delegation
-    if parent is not None:
-        req = await delegation.prepare(caller, req)
-    if req.job is not None:
-        d.limiter.recipients(caller.handle, len(req.job.reply_to))  # a reply goes to each
-        jobs.check_spec(req.job, caller)
-    s = sessions.reserve(req)
-    if parent is not None:
-        delegation.started(parent, s)  # no await since prepare: the limits still hold
-    mail_id = None
-    if req.job is not None:
-        # The task is in the child's inbox before the child runs (it may read at once).
-        try:
-            jobs.begin(s, req.job, caller)
-            mail_id = await jobs.deliver_task(s, req.job, caller)
-        except BaseException:
-            sessions._forget(s)
-            delegation.settled(s)
-            if s.job is not None:
-                jobs.abandon(s)  # never started, never told anyone: owes nothing
-            raise
-    try:
-        sessions.launch(s)
-    except WireError:
-        if s.job is not None:
-            s.exited_with(127, None)
-            s.outcome = await jobs.settle(s)  # the job was promised a reply: it failed to start
-        delegation.settled(s)
-        raise
-    events: list[m.Event] = [
-        m.SessionSpawned(
-            session=s.id,
-            handle=s.handle,
-            pid=s.term.pid,
-            argv=s.argv,
-            job=s.job is not None,
-        )
-    ]
-    if parent is not None:
-        events.append(delegation.delegated(s))
-    try:
-        await d.committer.submit(EventOp(*events))
-    except WireError:
-        # Refused means nothing happened: end the child and close its job quietly.
-        s.cancelled = True
-        await sessions.end(s, grace=0.5)
-        raise
-    await conn.send(
-        m.SpawnOk(id=req.id, session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
-    )
+async def spawn(svc: Services, conn: Connection, caller: Caller, req: m.Spawn) -> None:
+    res = await svc.spawner.spawn(caller, req)
+    await conn.send(replace(res, id=req.id))
 
 
-async def session_list(d, conn, caller, req: m.SessionList) -> None:
-    ss = d.roster
+async def session_list(svc: Services, conn: Connection, caller: Caller, req: m.SessionList) -> None:
+    ss = svc.roster
     rows = [s.info() for s in ss.exited] + [s.info() for s in ss.live.values()]
     await conn.send(m.SessionListOk(id=req.id, sessions=rows))
 
 
-async def kill(d, conn, caller, req: m.SessionKill) -> None:
-    s = d.roster.find(req.handle)
+async def kill(svc: Services, conn: Connection, caller: Caller, req: m.SessionKill) -> None:
+    s = svc.roster.find(req.handle)
     order = []
     if req.tree:
         # Children first, a level at a time: each child's job settles (and replies to
         # its parent) while the parent is still there to be woken by it.
-        below = d.roster.descendants(s.id)
+        below = svc.roster.descendants(s.id)
         for depth in sorted({len(c.lineage) for c in below}, reverse=True):
             level = [c for c in below if len(c.lineage) == depth]
             async with trio.open_nursery() as nursery:
                 for c in level:
                     _mark(c, caller, req.cancel)
-                    nursery.start_soon(d.sessions.end, c)
+                    nursery.start_soon(svc.sessions.end, c)
             order += [c.id for c in level]
     _mark(s, caller, req.cancel)
     order.append(s.id)
-    await d.sessions.end(s)
+    await svc.sessions.end(s)
     await conn.send(
         m.KillOk(id=req.id, session=s.id, handle=s.handle, ended=order if req.tree else [])
     )
 
 
-def _mark(s: Session, caller, cancel: bool) -> None:
+def _mark(s: Session, caller: Caller, cancel: bool) -> None:
     s.cancelled = s.cancelled or cancel
     if s.killed_by is None:
         s.killed_by = caller.handle
 
 
-async def prune(d, conn, caller, req: m.SessionPrune) -> None:
-    n = len(d.roster.exited)
-    d.roster.exited.clear()  # their mailboxes and events stay
-    if d.sessions.exited_store is not None:
-        await trio.to_thread.run_sync(d.sessions.exited_store.prune)
-    await conn.send(m.PruneOk(id=req.id, forgotten=n))
+async def prune(svc: Services, conn: Connection, caller: Caller, req: m.SessionPrune) -> None:
+    forgotten = await svc.sessions.prune()
+    await conn.send(m.PruneOk(id=req.id, forgotten=forgotten))
 
 
-async def type_text(d, conn, caller, req: m.SessionType) -> None:
-    s = d.roster.find(req.handle)
+async def type_text(svc: Services, conn: Connection, caller: Caller, req: m.SessionType) -> None:
+    s = svc.roster.find(req.handle)
     data = req.text.encode("utf-8", "surrogateescape")
     if req.enter:
         data += b"\r"
@@ -133,10 +84,12 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-async def tail(d, conn, caller, req: m.SessionTail) -> None:
-    s = d.roster.find(req.handle, live_only=False)
+async def tail(svc: Services, conn: Connection, caller: Caller, req: m.SessionTail) -> None:
+    s = svc.roster.find(req.handle, live_only=False)
+    term = s.term
+    assert term is not None, "Roster.find answers only sessions whose process started"
     if req.screen:
-        lines, row, col = await s.term.render()
+        lines, row, col = await term.render()
         await conn.send(
             m.ScreenFrame(
                 id=req.id, lines=[ln.rstrip() for ln in lines], cursor_row=row, cursor_col=col
@@ -144,9 +97,9 @@ async def tail(d, conn, caller, req: m.SessionTail) -> None:
         )
         await conn.send(m.EndFrame(id=req.id))
         return
-    follower = s.term.followers.subscribe(1024) if req.follow and s.live else None
+    follower = term.followers.subscribe(1024) if req.follow and s.live else None
     try:
-        sb = bytes(s.term.scrollback)
+        sb = bytes(term.scrollback)
         for i in range(0, len(sb), OUTPUT_CHUNK):
             await conn.send(m.OutputFrame(id=req.id, data=_b64(sb[i : i + OUTPUT_CHUNK])))
         if not (req.follow and s.live):
@@ -161,55 +114,54 @@ async def tail(d, conn, caller, req: m.SessionTail) -> None:
             follower.close()
 
 
-async def _pump(conn, rid, s: Session, follower: Subscriber[bytes], inputs: bool) -> None:
+async def _pump(
+    conn: Connection, rid: m.Id, s: Session, follower: Subscriber[bytes], inputs: bool
+) -> None:
     """Output frames to the client until the session ends or the client leaves/detaches."""
-    reason = ["exited"]
+    fell_behind = False
 
-    async def from_client(scope):
-        while True:
-            req = await conn.next_request()
-            if req is None:
-                reason[0] = "gone"
-                break
-            if not inputs:
-                continue
-            if isinstance(req, m.SessionInput):
-                try:
-                    data = base64.b64decode(req.data, validate=True)
-                except ValueError:
-                    await conn.send_error(req.id, "bad-request", "input data is not base64")
-                    continue
-                await s.type_input(data)
-            elif isinstance(req, m.SessionResize):
-                try:
-                    size = check_size(req.rows, req.cols, cap=True)
-                except WireError:
-                    continue  # a window of no size: ignored, as it always was
-                if s.term is not None:
-                    await s.term.resize(*size)
-            elif isinstance(req, m.SessionDetach):
-                reason[0] = "detached"
-                break
-            else:
-                await conn.send_error(
-                    req.id, "bad-request", "only input, resize and detach are valid while attached"
-                )
-        scope.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(from_client, nursery.cancel_scope)
+    async def stream() -> None:
+        nonlocal fell_behind
         async for data in follower.receive:
             await conn.send(m.OutputFrame(id=rid, data=_b64(data)))
-        if reason[0] == "exited" and s.live:
-            reason[0] = "slow-consumer"  # dropped for falling behind (follower.overflowed)
-        nursery.cancel_scope.cancel()
-    if reason[0] != "gone":
-        await conn.send(m.EndFrame(id=rid, reason=reason[0], exit=s.exit))
+        fell_behind = s.live  # dropped for falling behind (follower.overflowed)
+
+    async def from_client(req: m.Request) -> bool:
+        if not inputs:
+            return False
+        if isinstance(req, m.SessionInput):
+            try:
+                data = base64.b64decode(req.data, validate=True)
+            except ValueError:
+                await conn.send_error(req.id, "bad-request", "input data is not base64")
+                return False
+            await s.type_input(data)
+        elif isinstance(req, m.SessionResize):
+            try:
+                size = check_size(req.rows, req.cols, cap=True)
+            except WireError:
+                return False  # a window of no size: ignored, as it always was
+            if s.term is not None:
+                await s.term.resize(*size)
+        elif isinstance(req, m.SessionDetach):
+            return True
+        else:
+            await conn.send_error(
+                req.id, "bad-request", "only input, resize and detach are valid while attached"
+            )
+        return False
+
+    ending = await conn.while_present(stream, from_client)
+    if ending == "gone":
+        return
+    reason = "detached" if ending == "stopped" else "slow-consumer" if fell_behind else "exited"
+    await conn.send(m.EndFrame(id=rid, reason=reason, exit=s.exit))
 
 
-async def attach(d, conn, caller, req: m.SessionAttach) -> None:
-    s = d.roster.find(req.handle)
+async def attach(svc: Services, conn: Connection, caller: Caller, req: m.SessionAttach) -> None:
+    s = svc.roster.find(req.handle)
     term = s.term
+    assert term is not None, "Roster.find answers only sessions whose process started"
     follower = term.followers.subscribe(4096)
     # What came before the follower, at the size it was written for (no await between:
     # every byte is in exactly one of the two).
@@ -238,34 +190,29 @@ async def attach(d, conn, caller, req: m.SessionAttach) -> None:
         s.attached -= 1
         # The last client left: the session goes back to its own size (the next client
         # to attach sets its own).
-        if s.attached == 0 and s.live and (s.term.rows, s.term.cols) != s.size:
+        if s.attached == 0 and s.live and (term.rows, term.cols) != s.size:
             with trio.CancelScope(shield=True):  # also when the client's stream was cut
-                await s.term.resize(*s.size)
+                await term.resize(*s.size)
 
 
-async def not_attached(d, conn, caller, req) -> None:
+async def not_attached(svc: Services, conn: Connection, caller: Caller, req: m.Request) -> None:
     raise WireError("bad-request", "input, resize and detach need an attached session first")
 
 
-async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
-    s = d.roster.find(req.handle, live_only=False)
+async def session_screen(
+    svc: Services, conn: Connection, caller: Caller, req: m.SessionScreen
+) -> None:
+    s = svc.roster.find(req.handle, live_only=False)
     term = s.term
+    assert term is not None, "Roster.find answers only sessions whose process started"
     last = await frame(req.id, term)
     await conn.send(last)
     if not req.follow or not s.live:
         await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit))
         return
-    gone = False
 
-    async def watch_client(scope):
-        nonlocal gone
-        while await conn.next_line() is not None:
-            pass  # nothing more is said on a follow stream; EOF means the client left
-        gone = True
-        scope.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_client, nursery.cancel_scope)
+    async def stream() -> None:
+        nonlocal last
         while s.live and not term.eof:
             changed = term.changed
             await changed.wait()
@@ -278,12 +225,13 @@ async def session_screen(d, conn, caller, req: m.SessionScreen) -> None:
             ):
                 await conn.send(now)
                 last = now
-        nursery.cancel_scope.cancel()
-    if not gone:
+
+    # Nothing more is said on a follow stream: the client's leaving ends it.
+    if await conn.while_present(stream) != "gone":
         await conn.send(m.EndFrame(id=req.id, reason="exited", exit=s.exit))
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     m.Spawn: spawn,
     m.SessionList: session_list,
     m.SessionKill: kill,

@@ -1,0 +1,126 @@
+"""Mail as the handlers ask for it: a send to any address, a message named by id or by
+its identity across nodes, a stored message read back whole, and a reply's fan-out.
+
+The mailroom (local mailboxes), the outbound queue (mail for other nodes) and the
+index's query API each do one part; this service puts them together so a handler
+validates its request, calls one method and answers.
+"""
+
+from typing import Any
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.core import frontmatter, keys, mailrefs
+from benchd.core.caller import Caller
+from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.outbound import Outbound
+from benchd.store.index import Index
+from benchd.store.pending import READ
+from benchd.store.queries import MailQueries
+from benchd.store.statedir import read_regular
+
+
+class StoredMail:
+    """A message read back from its file: its front matter (a dict, as the file format
+    module parses it), its body as text, the path it was read from and its state."""
+
+    __slots__ = ("meta", "body", "path", "state")
+
+    def __init__(self, meta: dict[str, Any], body: str, path: str, state: int) -> None:
+        self.meta = meta
+        self.body = body
+        self.path = path
+        self.state = state
+
+
+class MailService:
+    def __init__(
+        self, mailroom: Mailroom, outbound: Outbound, index: Index, queries: MailQueries
+    ) -> None:
+        self.mailroom = mailroom
+        self.outbound = outbound
+        self.index = index
+        self.queries = queries
+
+    @property
+    def node(self) -> str:
+        """This node's name (addresses like bob@NODE)."""
+        node: str = self.outbound.node
+        return node
+
+    async def send(self, caller: Caller, req: m.MailSend) -> m.SendOk:
+        """A send to an address (its key checked, its in-reply-to as this node writes it):
+        local mail, or queued for another node (benchd.runtime.outbound)."""
+        if isinstance(req.to, str) and "@" in req.to:
+            local = self.outbound.local_request(req)
+            if local is None:
+                return await self.outbound.queue(caller, req)
+            req = local
+        return await self.mailroom.send(
+            caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
+        )
+
+    def reference(self, ref: str) -> str:
+        """The message an in-reply-to names, as this node writes it: by its identity, so a
+        copy received from another node is named by its origin (benchd.core.mailrefs)."""
+        ref = mailrefs.local(mailrefs.check_ref(ref), self.node)
+        if "@" in ref:
+            return ref
+        return self.queries.origin_of(ref) or ref
+
+    def local_id(self, ref: object) -> str:
+        """The id here of a message named by its id or by its identity across nodes; a
+        reference to a message this node holds no copy of is no-such-message."""
+        ref = mailrefs.local(mailrefs.check_ref(ref), self.node)
+        if "@" not in ref:
+            return ref
+        ids = self.queries.named(ref)
+        if not ids:
+            raise WireError("no-such-message", f"no copy of message {ref} is here")
+        return ids[0]
+
+    def load(self, handle: str, mail_id: str) -> StoredMail | None:
+        """A stored message, or None when it is not indexed or cannot be read."""
+        row = self.index.get(handle, mail_id)
+        if row is None:
+            return None
+        path = self.mailroom.path(handle, mail_id, row.state)
+        state = row.state
+        try:
+            meta, body = frontmatter.parse(read_regular(path))
+        except FileNotFoundError:
+            # Retired between the lookup and the open: it is in read/ now.
+            path = self.mailroom.path(handle, mail_id, READ)
+            try:
+                meta, body = frontmatter.parse(read_regular(path))
+            except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+                return None
+        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+            return None
+        return StoredMail(meta, body.decode("utf-8", "replace"), path, state)
+
+    async def reply(
+        self,
+        caller: Caller,
+        targets: list[str],
+        body: str,
+        subject: str,
+        key: str | None,
+        parent: str,
+    ) -> list[m.SendOk]:
+        """One reply to each target, in order (the limits were checked by the caller). A
+        refusal after the first send says which replies already went."""
+        sent: list[m.SendOk] = []
+        for to in targets:
+            # With several recipients each send needs its own key (keys are per sender).
+            each = key if key is None or len(targets) == 1 else keys.recipient_key(key, to)
+            reply = m.MailSend(to=to, body=body, subject=subject, key=each, in_reply_to=parent)
+            try:
+                sent.append(await self.send(caller, reply))
+            except WireError as err:
+                if not sent:
+                    raise
+                # A later recipient refused (an unknown node, say): say what already went.
+                done = ", ".join(f"{s.to} ({s.mail_id})" for s in sent)
+                raise WireError(err.code, f"{err.message} (the reply to {done} was sent)") from None
+        return sent

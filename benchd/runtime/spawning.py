@@ -1,0 +1,92 @@
+"""session/spawn carried out: the session reserved and started, its job made and its task
+delivered, its delegation counted, its events logged, and every step undone when a
+later one fails.
+
+The order is the point: the handle is held before the task is mailed (so the task
+already counts as mail to a live session), and the task is in the child's inbox before
+the child runs (it may read at once). What each failure owes:
+
+- before the process starts (a refused task): the reservation is released, the child
+  no longer counts against its spawner, and the job, which never ran and told no one,
+  is closed with no replies;
+- the process cannot start: the job was promised a reply, so it settles as failed;
+- the spawn events cannot be logged (the daemon is stopping): nothing happened, so the
+  child is ended and its job closed quietly (cancelled).
+"""
+
+from collections.abc import Awaitable, Callable
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.core.caller import Caller
+from benchd.runtime.committer import EventOp
+from benchd.runtime.delegation import Delegation
+from benchd.runtime.jobhost import JobHost
+from benchd.runtime.limiter import Limiter
+from benchd.runtime.sessions import Session, Sessions
+
+
+class Spawner:
+    def __init__(
+        self,
+        sessions: Sessions,
+        jobs: JobHost,
+        delegation: Delegation,
+        limiter: Limiter,
+        submit: Callable[[EventOp], Awaitable[object]],
+    ) -> None:
+        self.sessions = sessions
+        self.jobs = jobs
+        self.delegation = delegation
+        self.limiter = limiter
+        self.submit = submit  # the committer's: durable before it returns, or raises
+
+    async def spawn(self, caller: Caller, req: m.Spawn) -> m.SpawnOk:
+        """Start the session a spawn asks for; its answer, with the request's id unset."""
+        jobs, sessions, delegation = self.jobs, self.sessions, self.delegation
+        parent = caller.session  # None: the operator's spawn; else a delegation
+        if parent is not None:
+            req = await delegation.prepare(caller, req)
+        if req.job is not None:
+            self.limiter.recipients(caller.handle, len(req.job.reply_to))  # a reply goes to each
+            jobs.check_spec(req.job, caller)
+        s = sessions.reserve(req)
+        if parent is not None:
+            delegation.started(parent, s)  # no await since prepare: the limits still hold
+        mail_id = None
+        if req.job is not None:
+            try:
+                jobs.begin(s, req.job, caller)
+                mail_id = await jobs.deliver_task(s, req.job, caller)
+            except BaseException:
+                self._unreserve(s)
+                raise
+        try:
+            sessions.launch(s)
+        except WireError:
+            if s.job is not None:
+                s.exited_with(127, None)
+                s.outcome = await jobs.settle(s)
+            delegation.settled(s)
+            raise
+        assert s.term is not None, "launch() started its terminal"
+        events: list[m.Event] = [
+            m.SessionSpawned(
+                session=s.id, handle=s.handle, pid=s.term.pid, argv=s.argv, job=s.job is not None
+            )
+        ]
+        if parent is not None:
+            events.append(delegation.delegated(s))
+        try:
+            await self.submit(EventOp(*events))
+        except WireError:
+            s.cancelled = True
+            await sessions.end(s, grace=0.5)
+            raise
+        return m.SpawnOk(session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
+
+    def _unreserve(self, s: Session) -> None:
+        self.sessions.release(s)
+        self.delegation.settled(s)
+        if s.job is not None:
+            self.jobs.abandon(s)

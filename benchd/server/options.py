@@ -1,0 +1,60 @@
+"""benchd's command line: every option (flag, environment variable, default), and the
+check that the values make sense together before anything is opened."""
+
+import argparse
+import os
+
+from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
+from benchd import __version__
+from benchd.core.names import is_handle
+from benchd.runtime.nodes import default_node
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchd", description="the bench daemon")
+    p.add_argument("--dir", help="BENCH_DIR (else $BENCH_DIR, else the per-user default)")
+    for flag, env, typ, default, help_ in DAEMON_OPTIONS:
+        raw = os.environ.get(env)
+        value = default
+        if raw is not None:
+            try:
+                value = typ(raw)
+            except ValueError:
+                p.error(f"{env}={raw!r} is not a valid {typ.__name__}")
+        p.add_argument(
+            flag,
+            type=typ,
+            default=value,
+            dest=option_dest(flag),
+            help=f"{help_} (env {env}, default {default})",
+        )
+    p.add_argument(
+        "--node",
+        default=os.environ.get("BENCH_NODE") or default_node(),
+        help="this node's name in addresses like bob@NODE (env BENCH_NODE, default: the hostname)",
+    )
+    p.add_argument(
+        "--bridge",
+        metavar="URL",
+        default=None,
+        help="run and supervise `bench bridge --nats URL` (output in bridge.out)",
+    )
+    p.add_argument(
+        "--test-hooks", action="store_true", help="enable the debug/fault verb (tests only)"
+    )
+    p.add_argument("--version", action="version", version=f"benchd {__version__}")
+    return p
+
+
+def options_problem(opts: argparse.Namespace) -> str | None:
+    """What is wrong with the options as parsed, or None."""
+    for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
+        problem = option_problem(flag, getattr(opts, option_dest(flag)))
+        if problem:
+            return problem
+    if not is_handle(opts.node):
+        return (
+            f"--node {opts.node!r} is not a node name: use 1-64 characters of "
+            "a-z 0-9 . _ - starting with a letter or digit"
+        )
+    return None

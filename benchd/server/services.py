@@ -1,0 +1,75 @@
+"""What a handler is given: the daemon's services as one typed, frozen record, and the
+one signature every handler has.
+
+A handler sees the services it may use and nothing else of the daemon: no committer,
+no raw index connection, no options namespace. `benchd/server/app.py` builds the
+record once, after the services themselves.
+
+The one exception is `daemon`, the whole daemon object, which only the bridge's
+handlers (`handlers/bridge.py`) receive, through an adapter in `handlers/__init__.py`:
+they are being reworked on another branch, and take the services record once that has
+landed; then the field goes.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from bench_wire import messages as m
+from benchd.core.caller import Caller
+from benchd.runtime.hub import Hub
+from benchd.runtime.jobhost import JobHost
+from benchd.runtime.limiter import Limiter
+from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.mailservice import MailService
+from benchd.runtime.outbound import Outbound
+from benchd.runtime.sessions import Roster, Sessions
+from benchd.runtime.spawning import Spawner
+from benchd.server.connection import Connection
+from benchd.store.eventlog import EventLog
+from benchd.store.index import Index
+from benchd.store.queries import MailQueries
+
+if TYPE_CHECKING:
+    from benchd.server.app import Daemon
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonInfo:
+    """What `hello` tells of the daemon itself (fixed for its lifetime)."""
+
+    pid: int
+    bench_dir: str
+    caps: m.Caps
+    reactor: m.ReactorSettings
+    test_hooks: bool  # the debug/fault verb is enabled (tests only)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    info: DaemonInfo
+    request_stop: Callable[[], None]  # a clean stop, as SIGTERM asks for it
+    mail: MailService  # sends to any address, replies, stored messages read back
+    mailroom: Mailroom  # list and read (which retires) of a local mailbox
+    index: Index  # the index's public reads (a row, counts, health)
+    queries: MailQueries  # search, threads and the links between messages
+    roster: Roster  # who is running, live and exited
+    sessions: Sessions  # ending sessions, the exited ones kept on disk
+    spawner: Spawner  # session/spawn, with its rollback
+    jobs: JobHost  # job/report
+    outbound: Outbound  # mail for other nodes, this node's name, the bridge's state
+    hub: Hub  # live events for followers
+    eventlog: EventLog  # the event log's history
+    limiter: Limiter  # the send limits (rate, mailbox caps, reply-to count)
+    disk_health: Callable[[], m.DiskHealth]  # the state dir's disk: full, free, reserve
+    damage: Callable[[], list[m.JournalDamaged]]  # journal damage not yet acknowledged
+    ack_damage: Callable[[], int]  # acknowledge it all (io-error if it cannot); how many
+    daemon: "Daemon"  # the bridge's handlers only (see the module's docstring)
+
+
+R = TypeVar("R", bound=m.Request)
+# Every handler: the services, the connection to answer on, who is asking, and the
+# decoded request (authority.check has already allowed it). It sends its answer(s) on
+# the connection or raises a WireError.
+Handler: TypeAlias = Callable[[Services, Connection, Caller, R], Awaitable[None]]
+Handlers: TypeAlias = dict[type[m.Request], Handler[Any]]
