@@ -124,6 +124,9 @@ class JobMail:
     reply_to: Sequence[Address] = ()
     content: str = ""
     created_at: int = 0
+    # A reply's outcome as its header says it (``completed``/``interrupted``), so the
+    # host names the reply without reading its body; None for a task mail.
+    outcome: str | None = None
 
     def __post_init__(self) -> None:
         _check_key(self.key)
@@ -139,10 +142,13 @@ class JobMail:
         if not isinstance(self.content, str):
             raise JobError("bad-mail", "mail content must be a string.")
         _check_ms(self.created_at, "mail createdAt")
+        if self.outcome is not None and not isinstance(self.outcome, str):
+            raise JobError("bad-mail", "a reply outcome must be a string.")
 
     def to_json(self) -> dict[str, Any]:
-        """The wire form with camelCase keys (``from``, ``replyTo``, ``createdAt``)."""
-        return {
+        """The wire form with camelCase keys (``from``, ``replyTo``, ``createdAt``);
+        ``outcome`` only on a reply."""
+        data = {
             "key": self.key,
             "to": self.to.to_json(),
             "from": self.from_.to_json(),
@@ -150,6 +156,9 @@ class JobMail:
             "content": self.content,
             "createdAt": self.created_at,
         }
+        if self.outcome is not None:
+            data["outcome"] = self.outcome
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> JobMail:
@@ -165,4 +174,5 @@ class JobMail:
             reply_to=[Address.from_json(a) for a in reply_to],
             content=obj.get("content"),  # type: ignore[arg-type]
             created_at=obj.get("createdAt"),  # type: ignore[arg-type]
+            outcome=obj.get("outcome"),
         )

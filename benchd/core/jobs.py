@@ -43,7 +43,7 @@ import enum
 import json
 import re
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard
 
 from benchd.core.frontmatter import scalar
@@ -108,8 +108,11 @@ class Job:
     queue: str
     lane: str
     priority: int
-    payload: dict[str, Any]
+    payload: dict[str, Any]  # never changed once the job is made (its decoding is kept)
     recovery: Any = None
+    # The payload decoded, kept by :func:`decode_agent_job` the first time it succeeds:
+    # a job is decoded when it settles, when it replies and when it is listed.
+    _decoded: DecodedJob | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict, for hosts that persist jobs (recovery must be JSON-able)."""
@@ -180,6 +183,8 @@ def decode_agent_job(job: Job) -> DecodedJob:
     """Parse a job's payload back; any malformation is a ``bad-job`` :class:`JobError`."""
     if not isinstance(job, Job):
         raise JobError("bad-job", f"expected a Job, not {type(job).__name__}.")
+    if job._decoded is not None:
+        return job._decoded
     payload = job.payload
     if not isinstance(payload, Mapping):
         raise JobError("bad-job", "the job payload must be a JSON object.")
@@ -195,7 +200,9 @@ def decode_agent_job(job: Job) -> DecodedJob:
         raise JobError("bad-job", "the job queue and its payload sessionId differ.")
     if mail is not None and mail.to.session_id != session_id:
         raise JobError("bad-job", "the job mail is addressed to another session.")
-    return DecodedJob(session_id=session_id, command_fact_id=fact_id, mail=mail)
+    decoded = DecodedJob(session_id=session_id, command_fact_id=fact_id, mail=mail)
+    object.__setattr__(job, "_decoded", decoded)  # frozen: set once, like a cached property
+    return decoded
 
 
 # --------------------------------------------------------------------------- outcomes, replies
@@ -209,16 +216,20 @@ class Outcome(enum.StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
+    # The spawn failed before the child ran: nothing was started, so nothing is owed.
+    ABANDONED = "abandoned"
 
 
 # A correspondent only needs to know whether the work is done; every other ending reads
-# as "interrupted". Cancellation is deliberate, so it is quiet (None: no replies).
+# as "interrupted". Cancellation is deliberate, so it is quiet (None: no replies), and an
+# abandoned job never ran (its spawner was told the spawn failed).
 _REPLY_OUTCOMES: dict[Outcome, str | None] = {
     Outcome.COMPLETED: "completed",
     Outcome.FAILED: "interrupted",
     Outcome.OUTCOME_UNKNOWN: "interrupted",
     Outcome.INTERRUPTED: "interrupted",
     Outcome.CANCELLED: None,
+    Outcome.ABANDONED: None,
 }
 
 
@@ -278,7 +289,7 @@ def reply_body(
     """
     said = reply_outcome(outcome)
     if said is None:
-        raise JobError("bad-outcome", "a cancelled job sends no replies.")
+        raise JobError("bad-outcome", f"a job {outcome} sends no replies.")
     if not isinstance(content, str):
         raise JobError("bad-content", "reply content must be a string.")
     return (
@@ -491,6 +502,7 @@ class FanOut:
                 reply_to=(),
                 content=body,
                 created_at=now,
+                outcome=said,
             )
             self._outbox.put(key, _pending_row(reply, attempts=0, due=now))
             written += 1

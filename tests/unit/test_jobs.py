@@ -552,6 +552,7 @@ def test_job_from_json_refuses_garbage(data):
         (Outcome.OUTCOME_UNKNOWN, "interrupted"),
         (Outcome.INTERRUPTED, "interrupted"),
         (Outcome.CANCELLED, None),
+        (Outcome.ABANDONED, None),
     ],
 )
 def test_reply_outcome_mapping(outcome, said):
@@ -566,6 +567,7 @@ def test_outcome_values():
         "outcome_unknown",
         "interrupted",
         "cancelled",
+        "abandoned",
     ]
 
 
@@ -682,6 +684,7 @@ def test_fan_out_writes_one_pending_row_per_reply_to():
             reply_to=[],
             content="---\noutcome: completed\nagentId: child\nsessionId: s-child\n---\n\nDone.",
             created_at=t,
+            outcome="completed",  # carried beside the body: the host never parses it back
         )
     assert rig.wakes == [t]  # one wake for the lot, at the earliest due
     assert rig.post.calls == []  # fan_out only writes
@@ -711,9 +714,10 @@ async def test_each_outcome_reaches_every_recipient(outcome, said):
         assert mail.content.endswith("\n---\n\ncontent")
 
 
-async def test_cancelled_job_is_quiet():
+@pytest.mark.parametrize("outcome", [Outcome.CANCELLED, Outcome.ABANDONED])
+async def test_cancelled_or_abandoned_job_is_quiet(outcome):
     rig = Rig()
-    assert rig.fan.fan_out(make_job(n_reply=3), Outcome.CANCELLED, "x") == 0
+    assert rig.fan.fan_out(make_job(n_reply=3), outcome, "x") == 0
     assert rig.outbox.rows == {} and rig.wakes == []
     assert await rig.fan.drain_outbox() == DrainReport()
     assert rig.post.calls == [] and rig.wakes == []
@@ -1257,7 +1261,7 @@ def test_property_every_reply_posted_exactly_once(jobs_spec, script, page_size, 
 
         expected = {}
         for i, (n, outcome) in enumerate(jobs_spec):
-            if outcome is Outcome.CANCELLED:
+            if reply_outcome(outcome) is None:  # cancelled or abandoned: quiet
                 continue
             for r in range(n):
                 expected[reply_key(f"job-{i}", r)] = (i, r)
