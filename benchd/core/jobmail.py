@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchd.core.keys import KEY_MAX, job_key_of
+from benchd.core.keys import KEY_MAX, is_job_key
 
 MAX_ID_LEN = 256
 """Longest agentId, sessionId or commandFactId, in characters."""
@@ -51,14 +51,14 @@ def check_id(value: object, what: str) -> str:
 def _check_key(value: object) -> str:
     if not isinstance(value, str):
         raise JobError("bad-key", f"a mail key must be a string, not {type(value).__name__}.")
-    if 1 <= len(value) <= MAX_KEY_LEN:
-        return value
-    # Reply mails are keyed by their outbox row, which is the caller's key plus a
-    # suffix; accept that derived form so a 256-character task key still gets replies.
-    if value and job_key_of(value) is not None:
+    # The mailroom's rule (benchd.core.keys), so a job never takes a key it would refuse.
+    # Reply mails are keyed by their outbox row, the caller's key plus a suffix: that
+    # derived form is accepted too, so a 256-character task key still gets replies.
+    if is_job_key(value):
         return value
     raise JobError(
-        "bad-key", f"a mail key must be 1 to {MAX_KEY_LEN} characters long, not {len(value)}."
+        "bad-key",
+        f"a mail key must be 1 to {MAX_KEY_LEN} characters long without control characters.",
     )
 
 

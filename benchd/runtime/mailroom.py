@@ -28,8 +28,7 @@ from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
 from benchd.store import faults, mailfile
-from benchd.store.fileio import write_all
-from benchd.store.flush import fsync_dir
+from benchd.store.fileio import fsync_dir, write_all
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
 from benchd.store.journal import Rename, Write
 from benchd.store.statedir import is_real_dir, read_regular
@@ -113,12 +112,14 @@ class Mailroom:
     def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
         """Whether the stored message has this body (a keyed resend). The subject is not
         compared: a retry that leaves it out is still the same message."""
+        path = self.path(handle, mail_id, state)
         try:
-            with open(self.path(handle, mail_id, state), "rb") as f:
-                _meta, stored = frontmatter.parse(f.read())
-        except (OSError, ValueError):
-            return True  # moved meanwhile, or unreadable: the key still names it
-        return stored == body
+            data = mailfile.load(path)
+            stored = None if data is None else frontmatter.parse(data)[1]
+        except (WireError, ValueError):
+            return True  # unreadable: the key still names it
+        # Gone: moved meanwhile, and the key still names it.
+        return stored is None or stored == body
 
     # ------------------------------------------------------------ list
 
