@@ -7,7 +7,7 @@
               wakes a live recipient through the reactor like any other mail
 - schedule_wake -> a trio timer; the due times live in the rows themselves, and every
               start drains at once, so a restart delivers whatever is due
-- now      -> wall clock in ms
+- now      -> the injected clock's wall time in ms (benchd.core.clock)
 
 A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
 exit settles it: exit 0 -> completed; any other exit or a signal -> failed; `bench kill
@@ -25,6 +25,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.jobs import (
     Address,
     AgentWork,
@@ -38,7 +39,7 @@ from benchd.core.jobs import (
 )
 from benchd.core.keys import check_client_key, job_key_of
 from benchd.core.names import split_address
-from benchd.runtime.committer import EventOp, now_ms
+from benchd.runtime.committer import EventOp
 from benchd.store import faults
 from benchd.store.outbox import SqliteOutbox
 
@@ -99,6 +100,7 @@ class JobHost:
         body_bytes: int,
         retry_base: float,
         log,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.outbox = outbox
         self.find_session = find_session  # a live session by handle, or None
@@ -107,11 +109,14 @@ class JobHost:
         self.index = index
         self.body_bytes = body_bytes
         self.log = log
+        # Wall-clock ms: the replies' due times are stored in the outbox and read back by
+        # the next daemon, so a monotonic reading would mean nothing to it.
+        self.clock = clock
         self.fanout = FanOut(
             self.outbox,
             self._post,
             self._schedule_wake,
-            now_ms,
+            clock.wall_ms,
             retry_base_ms=int(retry_base * 1000),
         )
         self._wake_at = math.inf
@@ -150,7 +155,7 @@ class JobHost:
             )
         if self._settling:
             await self._settle_batch()
-        self._schedule_wake(now_ms())
+        self._schedule_wake(self.clock.wall_ms())
 
     # ------------------------------------------------------------ ports
 
@@ -165,7 +170,7 @@ class JobHost:
                 await self._poke.wait()
                 self._poke = trio.Event()
                 continue
-            delay = (self._wake_at - now_ms()) / 1000
+            delay = (self._wake_at - self.clock.wall_ms()) / 1000
             if delay > 0:
                 with trio.move_on_after(delay):
                     await self._poke.wait()
@@ -179,7 +184,7 @@ class JobHost:
                     await self.fanout.drain_outbox()
                 except Exception:  # noqa: BLE001 - e.g. the outbox's disk is full
                     self.log.exception("draining the outbox failed; retrying in 5 s")
-                    self._schedule_wake(now_ms() + 5000)
+                    self._schedule_wake(self.clock.wall_ms() + 5000)
 
     async def stop(self) -> None:
         """At a clean stop: no new timed drains; deliver what the last settlements owe."""
@@ -293,7 +298,7 @@ class JobHost:
                 ),
                 reply_to=tuple(self._address(h) for h in spec.reply_to),
                 content=spec.body,
-                created_at=now_ms(),
+                created_at=self.clock.wall_ms(),
             )
             job = agent_job(AgentWork(session_id=s.id, command_fact_id=f"spawn:{s.id}"), mail)
         except JobError as err:
