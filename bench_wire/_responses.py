@@ -58,6 +58,9 @@ class ReactorSettings(msgspec.Struct, kw_only=True):
     wake_refill: float
     enter_retries: int
     enter_check: float = 0.5
+    # Not the reactor's: the job host's first retry delay of a refused reply. Reported
+    # here with the other timing options (`bench status` shows it); the field stays where
+    # it is, as moving it would change the protocol.
     retry_base: float = 1.0
 
 

@@ -50,10 +50,6 @@ class LineBuffer:
             raise FrameTooLong()
         return lines
 
-    @property
-    def pending(self) -> int:
-        return len(self._buf)
-
 
 def _describe_validation(err: msgspec.ValidationError) -> str:
     return str(err).rstrip(".") + "."

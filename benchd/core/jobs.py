@@ -304,15 +304,14 @@ def reply_body(
 
 class Outbox(Protocol):
     """Durable string rows. ``list`` returns up to ``limit`` rows with keys strictly
-    greater than ``after_key`` (all rows when None), ordered by key ascending."""
+    greater than ``after_key`` (all rows when None), ordered by key ascending. Rows are
+    never deleted: a delivered reply's row becomes its receipt, so a replay finds it."""
 
     def put(self, key: str, value: str) -> None: ...
 
     def read(self, key: str) -> str | None: ...
 
     def list(self, limit: int, after_key: str | None) -> list[tuple[str, str]]: ...
-
-    def delete(self, key: str) -> None: ...
 
 
 class Post(Protocol):
@@ -447,11 +446,6 @@ class FanOut:
         self._pass_earliest: int | None = None
         self._draining = False
         self._rerun = False
-
-    @property
-    def cursor(self) -> str | None:
-        """The key the next drain lists after (None: the next drain starts a pass)."""
-        return self._cursor
 
     def backoff_ms(self, attempts: int) -> int:
         """Delay before the next try after a failure of try number ``attempts`` (0-based)."""
@@ -597,13 +591,3 @@ class FanOut:
             if earliest is not None:
                 self._schedule_wake(earliest)
         return report
-
-    def pending_count(self) -> int:
-        """How many pending (undelivered) replies the outbox holds; reads every row."""
-        count, after = 0, None
-        while True:
-            rows = self._outbox.list(self.page_size, after)
-            count += sum(isinstance(_parse_row(v), _Pending) for _, v in rows)
-            if len(rows) < self.page_size:
-                return count
-            after = rows[-1][0]

@@ -65,7 +65,7 @@ class Reactor:
         self.record = record  # the committer's: logs events
         self.log = log
         self.gate = settings.idle_gate
-        self.settle = settings.paste_settle
+        self.paste_settle = settings.paste_settle  # the wait between a paste and its Enter
         self.burst = settings.wake_burst
         self.refill = settings.wake_refill
         self.enter_retries = settings.enter_retries
@@ -237,7 +237,7 @@ class Reactor:
         try:
             await term.write(data)
             await trio.sleep(
-                session.paste_settle if session.paste_settle is not None else self.settle
+                session.paste_settle if session.paste_settle is not None else self.paste_settle
             )
             # The Enter check compares against this screen: take it once the paste's echo
             # has stopped arriving, or a late echo would pass for the Enter's effect.

@@ -4,7 +4,7 @@ A batch's whole record goes into one journal record: the message files it create
 (path and exact bytes), the renames it does (inbox/ -> read/), and the exact event-log
 bytes with the log offset they go to. The record's fdatasync is the commit point. The
 files and the log were written before it and the renames are done after it, all
-without a flush of their own: after a crash, `recover` puts every committed record's
+without a flush of their own: after a crash, `replay` puts every committed record's
 effects back from the journal.
 
 Records: a 20-byte head (magic, sequence number, payload length, crc32 of the payload)
@@ -322,7 +322,7 @@ class _Segment:
 
 class Journal:
     """The committer's journal (used from one thread at a time; checkpoints run in a
-    thread of their own). `recover()` must run first, before the event log is opened."""
+    thread of their own). `replay()` must run first, before the event log is opened."""
 
     def __init__(
         self,
