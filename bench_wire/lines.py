@@ -46,7 +46,3 @@ class LineBuffer:
         if len(self._buf) > self.max_line:
             raise FrameTooLong(lines)
         return lines
-
-    @property
-    def pending(self) -> int:
-        return len(self._buf)

@@ -12,7 +12,10 @@ Pure bookkeeping (no I/O): `admit` says why a new connection is refused, or None
 counts it; `release` gives it back.
 """
 
-OPERATOR_PEER = "operator"
+from benchd.core.names import OPERATOR
+
+# The operator's peer key is its handle: one name for the operator everywhere.
+OPERATOR_PEER = OPERATOR
 
 
 class Admission:

@@ -42,12 +42,18 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard
 
 from benchd.core.frontmatter import scalar
-from benchd.core.keys import KEY_MAX, job_key_of, reply_key
+from benchd.core.jobmail import MAX_ID_LEN as MAX_ID_LEN
+from benchd.core.jobmail import MAX_KEY_LEN as MAX_KEY_LEN
+from benchd.core.jobmail import Address as Address
+from benchd.core.jobmail import JobError as JobError
+from benchd.core.jobmail import JobMail as JobMail
+from benchd.core.jobmail import check_id, require_mapping
+from benchd.core.keys import reply_key
 
 __all__ = [
     "MAX_ID_LEN",
@@ -72,159 +78,8 @@ __all__ = [
     "reply_outcome",
 ]
 
-MAX_ID_LEN = 256
-"""Longest agentId, sessionId or commandFactId, in characters."""
-
-MAX_KEY_LEN = KEY_MAX
-"""Longest mail key a caller may choose, in characters (derived reply keys may be longer)."""
-
 DEFAULT_LANE = "default"
 DEFAULT_PRIORITY = 0
-
-
-class JobError(ValueError):
-    """A refusal: ``code`` is a stable kebab-case word, ``message`` a human sentence.
-
-    Codes: ``bad-address``, ``bad-id``, ``bad-key``, ``bad-mail``, ``bad-work``,
-    ``mail-mismatch``, ``bad-job``, ``bad-outcome``, ``bad-content``, ``bad-config``.
-    """
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _check_id(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise JobError("bad-id", f"{what} must be a string, not {type(value).__name__}.")
-    if not 1 <= len(value) <= MAX_ID_LEN:
-        raise JobError(
-            "bad-id", f"{what} must be 1 to {MAX_ID_LEN} characters long, not {len(value)}."
-        )
-    return value
-
-
-def _check_key(value: object) -> str:
-    if not isinstance(value, str):
-        raise JobError("bad-key", f"a mail key must be a string, not {type(value).__name__}.")
-    if 1 <= len(value) <= MAX_KEY_LEN:
-        return value
-    # Reply mails are keyed by their outbox row, which is the caller's key plus a
-    # suffix; accept that derived form so a 256-character task key still gets replies.
-    if value and job_key_of(value) is not None:
-        return value
-    raise JobError(
-        "bad-key", f"a mail key must be 1 to {MAX_KEY_LEN} characters long, not {len(value)}."
-    )
-
-
-def _check_ms(value: object, what: str) -> int:
-    # bool is an int subclass; True is not a time.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise JobError("bad-mail", f"{what} must be an integer of milliseconds.")
-    if value < 0:
-        raise JobError("bad-mail", f"{what} must not be negative.")
-    return value
-
-
-def _require_mapping(value: object, code: str, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise JobError(code, f"{what} must be a JSON object, not {type(value).__name__}.")
-    return value
-
-
-# --------------------------------------------------------------------------- addresses, mail
-
-
-@dataclass(frozen=True, slots=True)
-class Address:
-    """An agent address: which agent (handle) in which session."""
-
-    agent_id: str
-    session_id: str
-    kind: str = "agent"
-
-    def __post_init__(self) -> None:
-        if self.kind != "agent":
-            raise JobError("bad-address", f"an address kind must be 'agent', not {self.kind!r}.")
-        _check_id(self.agent_id, "agentId")
-        _check_id(self.session_id, "sessionId")
-
-    def to_json(self) -> dict[str, str]:
-        """The wire form: ``{"kind": "agent", "agentId": ..., "sessionId": ...}``."""
-        return {"kind": self.kind, "agentId": self.agent_id, "sessionId": self.session_id}
-
-    @classmethod
-    def from_json(cls, data: object) -> Address:
-        """Parse the wire form; raises :class:`JobError` on anything else."""
-        obj = _require_mapping(data, "bad-address", "an address")
-        if obj.get("kind") != "agent":
-            raise JobError(
-                "bad-address", f"an address kind must be 'agent', not {obj.get('kind')!r}."
-            )
-        return cls(agent_id=obj.get("agentId"), session_id=obj.get("sessionId"))  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True, slots=True)
-class JobMail:
-    """A mail: the task mail of a job, or a reply built by :class:`FanOut`.
-
-    ``reply_to`` accepts a list or tuple and is stored as a tuple, so mails are
-    immutable and hashable.
-    """
-
-    key: str
-    to: Address
-    from_: Address
-    reply_to: Sequence[Address] = ()
-    content: str = ""
-    created_at: int = 0
-
-    def __post_init__(self) -> None:
-        _check_key(self.key)
-        if not isinstance(self.to, Address):
-            raise JobError("bad-mail", "mail 'to' must be an Address.")
-        if not isinstance(self.from_, Address):
-            raise JobError("bad-mail", "mail 'from' must be an Address.")
-        if not isinstance(self.reply_to, list | tuple):
-            raise JobError("bad-mail", "mail 'replyTo' must be a list of addresses.")
-        if not all(isinstance(a, Address) for a in self.reply_to):
-            raise JobError("bad-mail", "every mail 'replyTo' entry must be an Address.")
-        object.__setattr__(self, "reply_to", tuple(self.reply_to))
-        if not isinstance(self.content, str):
-            raise JobError("bad-mail", "mail content must be a string.")
-        _check_ms(self.created_at, "mail createdAt")
-
-    def to_json(self) -> dict[str, Any]:
-        """The wire form with camelCase keys (``from``, ``replyTo``, ``createdAt``)."""
-        return {
-            "key": self.key,
-            "to": self.to.to_json(),
-            "from": self.from_.to_json(),
-            "replyTo": [a.to_json() for a in self.reply_to],
-            "content": self.content,
-            "createdAt": self.created_at,
-        }
-
-    @classmethod
-    def from_json(cls, data: object) -> JobMail:
-        """Parse the wire form; raises :class:`JobError` on anything else."""
-        obj = _require_mapping(data, "bad-mail", "a mail")
-        reply_to = obj.get("replyTo", [])
-        if not isinstance(reply_to, list):
-            raise JobError("bad-mail", "mail 'replyTo' must be a list of addresses.")
-        return cls(
-            key=obj.get("key"),  # type: ignore[arg-type]
-            to=Address.from_json(obj.get("to")),
-            from_=Address.from_json(obj.get("from")),
-            reply_to=[Address.from_json(a) for a in reply_to],
-            content=obj.get("content"),  # type: ignore[arg-type]
-            created_at=obj.get("createdAt"),  # type: ignore[arg-type]
-        )
 
 
 # --------------------------------------------------------------------------- jobs
@@ -240,8 +95,8 @@ class AgentWork:
 
     def __post_init__(self) -> None:
         try:
-            _check_id(self.session_id, "work sessionId")
-            _check_id(self.command_fact_id, "work commandFactId")
+            check_id(self.session_id, "work sessionId")
+            check_id(self.command_fact_id, "work commandFactId")
         except JobError as exc:
             raise JobError("bad-work", exc.message) from None
 
@@ -253,8 +108,11 @@ class Job:
     queue: str
     lane: str
     priority: int
-    payload: dict[str, Any]
+    payload: dict[str, Any]  # never changed once the job is made (its decoding is kept)
     recovery: Any = None
+    # The payload decoded, kept by :func:`decode_agent_job` the first time it succeeds:
+    # a job is decoded when it settles, when it replies and when it is listed.
+    _decoded: DecodedJob | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict, for hosts that persist jobs (recovery must be JSON-able)."""
@@ -269,7 +127,7 @@ class Job:
     @classmethod
     def from_json(cls, data: object) -> Job:
         """Rebuild a job from :meth:`to_json`; the payload is checked by :func:`decode_agent_job`."""
-        obj = _require_mapping(data, "bad-job", "a job")
+        obj = require_mapping(data, "bad-job", "a job")
         queue, lane, priority = obj.get("queue"), obj.get("lane"), obj.get("priority")
         payload = obj.get("payload")
         if not isinstance(queue, str) or not isinstance(lane, str):
@@ -325,12 +183,14 @@ def decode_agent_job(job: Job) -> DecodedJob:
     """Parse a job's payload back; any malformation is a ``bad-job`` :class:`JobError`."""
     if not isinstance(job, Job):
         raise JobError("bad-job", f"expected a Job, not {type(job).__name__}.")
+    if job._decoded is not None:
+        return job._decoded
     payload = job.payload
     if not isinstance(payload, Mapping):
         raise JobError("bad-job", "the job payload must be a JSON object.")
     try:
-        session_id = _check_id(payload.get("sessionId"), "payload sessionId")
-        fact_id = _check_id(payload.get("commandFactId"), "payload commandFactId")
+        session_id = check_id(payload.get("sessionId"), "payload sessionId")
+        fact_id = check_id(payload.get("commandFactId"), "payload commandFactId")
         raw_mail = payload.get("mail")
         mail = None if raw_mail is None else JobMail.from_json(raw_mail)
     except JobError as exc:
@@ -340,7 +200,9 @@ def decode_agent_job(job: Job) -> DecodedJob:
         raise JobError("bad-job", "the job queue and its payload sessionId differ.")
     if mail is not None and mail.to.session_id != session_id:
         raise JobError("bad-job", "the job mail is addressed to another session.")
-    return DecodedJob(session_id=session_id, command_fact_id=fact_id, mail=mail)
+    decoded = DecodedJob(session_id=session_id, command_fact_id=fact_id, mail=mail)
+    object.__setattr__(job, "_decoded", decoded)  # frozen: set once, like a cached property
+    return decoded
 
 
 # --------------------------------------------------------------------------- outcomes, replies
@@ -354,16 +216,20 @@ class Outcome(enum.StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
+    # The spawn failed before the child ran: nothing was started, so nothing is owed.
+    ABANDONED = "abandoned"
 
 
 # A correspondent only needs to know whether the work is done; every other ending reads
-# as "interrupted". Cancellation is deliberate, so it is quiet (None: no replies).
+# as "interrupted". Cancellation is deliberate, so it is quiet (None: no replies), and an
+# abandoned job never ran (its spawner was told the spawn failed).
 _REPLY_OUTCOMES: dict[Outcome, str | None] = {
     Outcome.COMPLETED: "completed",
     Outcome.FAILED: "interrupted",
     Outcome.OUTCOME_UNKNOWN: "interrupted",
     Outcome.INTERRUPTED: "interrupted",
     Outcome.CANCELLED: None,
+    Outcome.ABANDONED: None,
 }
 
 
@@ -423,12 +289,12 @@ def reply_body(
     """
     said = reply_outcome(outcome)
     if said is None:
-        raise JobError("bad-outcome", "a cancelled job sends no replies.")
+        raise JobError("bad-outcome", f"a job {outcome} sends no replies.")
     if not isinstance(content, str):
         raise JobError("bad-content", "reply content must be a string.")
     return (
-        f"---\noutcome: {said}\nagentId: {scalar(_check_id(agent_id, 'agentId'))}\n"
-        f"sessionId: {scalar(_check_id(session_id, 'sessionId'))}\n"
+        f"---\noutcome: {said}\nagentId: {scalar(check_id(agent_id, 'agentId'))}\n"
+        f"sessionId: {scalar(check_id(session_id, 'sessionId'))}\n"
         f"{_detail_lines(details)}---\n\n{content}"
     )
 
@@ -438,15 +304,14 @@ def reply_body(
 
 class Outbox(Protocol):
     """Durable string rows. ``list`` returns up to ``limit`` rows with keys strictly
-    greater than ``after_key`` (all rows when None), ordered by key ascending."""
+    greater than ``after_key`` (all rows when None), ordered by key ascending. Rows are
+    never deleted: a delivered reply's row becomes its receipt, so a replay finds it."""
 
     def put(self, key: str, value: str) -> None: ...
 
     def read(self, key: str) -> str | None: ...
 
     def list(self, limit: int, after_key: str | None) -> list[tuple[str, str]]: ...
-
-    def delete(self, key: str) -> None: ...
 
 
 class Post(Protocol):
@@ -582,11 +447,6 @@ class FanOut:
         self._draining = False
         self._rerun = False
 
-    @property
-    def cursor(self) -> str | None:
-        """The key the next drain lists after (None: the next drain starts a pass)."""
-        return self._cursor
-
     def backoff_ms(self, attempts: int) -> int:
         """Delay before the next try after a failure of try number ``attempts`` (0-based)."""
         # Cap the exponent first so a long-refused reply never builds a huge integer.
@@ -636,6 +496,7 @@ class FanOut:
                 reply_to=(),
                 content=body,
                 created_at=now,
+                outcome=said,
             )
             self._outbox.put(key, _pending_row(reply, attempts=0, due=now))
             written += 1
@@ -730,13 +591,3 @@ class FanOut:
             if earliest is not None:
                 self._schedule_wake(earliest)
         return report
-
-    def pending_count(self) -> int:
-        """How many pending (undelivered) replies the outbox holds; reads every row."""
-        count, after = 0, None
-        while True:
-            rows = self._outbox.list(self.page_size, after)
-            count += sum(isinstance(_parse_row(v), _Pending) for _, v in rows)
-            if len(rows) < self.page_size:
-                return count
-            after = rows[-1][0]

@@ -54,6 +54,11 @@ def job_key_of(key: str) -> str | None:
     return None
 
 
+def is_job_key(key: str) -> bool:
+    """A key a job's mail may carry: the caller's task key, or one of its reply keys."""
+    return is_key(key) or (check_subject(key) is None and job_key_of(key) is not None)
+
+
 def recipient_key(key: str, to: str) -> str:
     """The key of one of several sends made for one keyed request (one per recipient:
     a handle, or handle@node)."""
@@ -67,8 +72,8 @@ def _is_recipient_key(key: str) -> bool:
 
 def check_key(key: str) -> None:
     """Refuse a key the mailroom must not store: neither a caller's nor a derived one."""
-    if is_key(key):
+    if is_job_key(key):
         return
-    if check_subject(key) is None and (job_key_of(key) is not None or _is_recipient_key(key)):
+    if check_subject(key) is None and _is_recipient_key(key):
         return
     raise WireError("bad-key", _BAD_KEY)

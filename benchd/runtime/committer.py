@@ -96,12 +96,12 @@ class Op:
     entries: tuple[Entry, ...] | list[Entry] = ()
 
     def check(self, ctx: "Committer") -> None:
-        """On the loop, before the batch goes to the worker: lookups in the index.
+        """On the loop, before the batch is staged: lookups in the index.
         Raise WireError to fail the op."""
 
     def prepare(self, batch: "Batch") -> None:
-        """Stage files in tmp/ without a flush (runs in the worker thread), set `events`
-        and `entries`. Raise WireError/OSError to fail the op alone."""
+        """Stage files in tmp/ without a flush (on the loop: see "stage" above), set
+        `events` and `entries`. Raise WireError/OSError to fail the op alone."""
 
     def place(self) -> None:
         """After the commit point: move staged files into place (no flush)."""

@@ -7,7 +7,7 @@
               wakes a live recipient through the reactor like any other mail
 - schedule_wake -> a trio timer; the due times live in the rows themselves, and every
               start drains at once, so a restart delivers whatever is due
-- now      -> wall clock in ms
+- now      -> the injected clock's wall time in ms (benchd.core.clock)
 
 A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
 exit settles it: exit 0 -> completed; any other exit or a signal -> failed; `bench kill
@@ -18,12 +18,14 @@ the old daemon) -> outcome_unknown. The content owed is the last `bench report`.
 import math
 import signal
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.jobs import (
     Address,
     AgentWork,
@@ -37,9 +39,54 @@ from benchd.core.jobs import (
 )
 from benchd.core.keys import check_client_key, job_key_of
 from benchd.core.names import split_address
-from benchd.runtime.committer import EventOp, now_ms
+from benchd.runtime.committer import EventOp
 from benchd.store import faults
 from benchd.store.outbox import SqliteOutbox
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a job's session ended: the reply header fields documented in docs/jobs.md.
+
+    Invariants: `killed_by` is set exactly when `ended` is killed; a session that
+    exited has an `exit_code`; daemon-stopped has neither code nor signal.
+    """
+
+    ended: Literal["exited", "signalled", "killed", "daemon-stopped"]
+    exit_code: int | None = None
+    signal: str | None = None  # the signal's name (SIGTERM), as the header says it
+    killed_by: str | None = None
+
+    def fields(self) -> dict[str, str | int]:
+        """The header fields in their documented order: `ended`, then `exitCode` or
+        `signal`, and `killedBy` when `bench kill` ended it."""
+        out: dict[str, str | int] = {"ended": self.ended}
+        if self.exit_code is not None:
+            out["exitCode"] = self.exit_code
+        if self.signal is not None:
+            out["signal"] = self.signal
+        if self.killed_by is not None:
+            out["killedBy"] = self.killed_by
+        return out
+
+
+@dataclass(slots=True)
+class Settlement:
+    """One job settling, waiting for the batch that writes its replies.
+
+    Invariants: it is in `JobHost._settling` from the moment it is made until a batch
+    takes it; `done` is set exactly once, after that batch's transaction committed or
+    failed (a failed one leaves the job running in the outbox: settled at next start).
+    """
+
+    session: str
+    handle: str
+    job: Job
+    outcome: Outcome
+    content: str  # the reply's body after its header: the last report, or a sentence
+    ending: Ending
+    recovered: bool = False  # found running at start (the previous daemon's job)
+    done: trio.Event = field(default_factory=trio.Event)
 
 
 class JobHost:
@@ -53,6 +100,7 @@ class JobHost:
         body_bytes: int,
         retry_base: float,
         log,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.outbox = outbox
         self.find_session = find_session  # a live session by handle, or None
@@ -61,17 +109,20 @@ class JobHost:
         self.index = index
         self.body_bytes = body_bytes
         self.log = log
+        # Wall-clock ms: the replies' due times are stored in the outbox and read back by
+        # the next daemon, so a monotonic reading would mean nothing to it.
+        self.clock = clock
         self.fanout = FanOut(
             self.outbox,
             self._post,
             self._schedule_wake,
-            now_ms,
+            clock.wall_ms,
             retry_base_ms=int(retry_base * 1000),
         )
         self._wake_at = math.inf
         self._poke = trio.Event()
         self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
-        self._settling: list[tuple] = []  # settlements waiting for the next transaction
+        self._settling: list[Settlement] = []  # waiting for the next transaction
         self._stopping = False
         self.outbound: Any = None  # benchd.runtime.outbound: replies to handle@node go there
 
@@ -88,24 +139,23 @@ class JobHost:
     async def _start(self) -> None:
         # Jobs whose sessions died with the previous daemon: their outcome is unknown.
         for session, handle, job_json, content, _state in self.outbox.running_jobs():
-            details = {"ended": "daemon-stopped"}
+            ending = Ending("daemon-stopped")
             if not content:
-                content = ending_sentence(session, handle, details)
+                content = ending_sentence(session, handle, ending)
             self._settling.append(
-                (
+                Settlement(
                     session,
                     handle,
                     Job.from_json(job_json),
                     Outcome.OUTCOME_UNKNOWN,
                     content,
-                    True,
-                    trio.Event(),
-                    details,
+                    ending,
+                    recovered=True,
                 )
             )
         if self._settling:
             await self._settle_batch()
-        self._schedule_wake(now_ms())
+        self._schedule_wake(self.clock.wall_ms())
 
     # ------------------------------------------------------------ ports
 
@@ -120,7 +170,7 @@ class JobHost:
                 await self._poke.wait()
                 self._poke = trio.Event()
                 continue
-            delay = (self._wake_at - now_ms()) / 1000
+            delay = (self._wake_at - self.clock.wall_ms()) / 1000
             if delay > 0:
                 with trio.move_on_after(delay):
                     await self._poke.wait()
@@ -134,7 +184,7 @@ class JobHost:
                     await self.fanout.drain_outbox()
                 except Exception:  # noqa: BLE001 - e.g. the outbox's disk is full
                     self.log.exception("draining the outbox failed; retrying in 5 s")
-                    self._schedule_wake(now_ms() + 5000)
+                    self._schedule_wake(self.clock.wall_ms() + 5000)
 
     async def stop(self) -> None:
         """At a clean stop: no new timed drains; deliver what the last settlements owe."""
@@ -151,10 +201,9 @@ class JobHost:
     def _post(self, mail: JobMail):
         """The post port. The delivery is queued at once (so a page of replies shares one
         commit); the returned coroutine answers whether it was accepted."""
-        outcome = "reply"
-        for line in mail.content.split("\n", 4)[:4]:
-            if line.startswith("outcome: "):
-                outcome = line[len("outcome: ") :]
+        # Every reply the fan-out writes carries its outcome; a row without one is named
+        # plainly rather than guessed from its body.
+        outcome = mail.outcome or "reply"
         task_key = job_key_of(mail.key) or mail.key
         to = mail.to.agent_id
         subject = f"job {outcome}: {task_key}"[:200]
@@ -249,7 +298,7 @@ class JobHost:
                 ),
                 reply_to=tuple(self._address(h) for h in spec.reply_to),
                 content=spec.body,
-                created_at=now_ms(),
+                created_at=self.clock.wall_ms(),
             )
             job = agent_job(AgentWork(session_id=s.id, command_fact_id=f"spawn:{s.id}"), mail)
         except JobError as err:
@@ -261,7 +310,7 @@ class JobHost:
     def abandon(self, s) -> None:
         """The spawn failed before the child ran: the job is closed with no replies."""
         with self.outbox:
-            self.outbox.mark_settled(s.id, "abandoned")
+            self.outbox.mark_settled(s.id, str(Outcome.ABANDONED))
 
     async def deliver_task(self, s, spec: m.JobMailSpec, caller) -> str:
         """The task mail, from the spawner to the child (it wakes the child when ready)."""
@@ -304,21 +353,18 @@ class JobHost:
             outcome = Outcome.FAILED
         row = self.outbox.job(s.id)
         content = row.content if row else ""
-        details = ending_details(s.exit, s.signal, s.killed_by)
+        ending = ending_of(s.exit, s.signal, s.killed_by)
         if not content:
-            content = ending_sentence(s.id, s.handle, details)
-        await self._settle_job(s.id, s.handle, s.job, outcome, content, details=details)
+            content = ending_sentence(s.id, s.handle, ending)
+        await self._settle_job(Settlement(s.id, s.handle, s.job, outcome, content, ending))
         return str(outcome)
 
-    async def _settle_job(
-        self, session, handle, job: Job, outcome, content, recovered=False, details=None
-    ):
+    async def _settle_job(self, settlement: Settlement) -> None:
         """Settle one job; settlements arriving together share one durable transaction."""
-        done = trio.Event()
-        self._settling.append((session, handle, job, outcome, content, recovered, done, details))
+        self._settling.append(settlement)
         if len(self._settling) == 1:
             self.nursery.start_soon(self._settle_batch)
-        await done.wait()
+        await settlement.done.wait()
 
     async def _settle_batch(self) -> None:
         await trio.lowlevel.checkpoint()  # let the exits that arrive together queue up
@@ -328,47 +374,37 @@ class JobHost:
             # Each job's replies and its settled mark in one transaction: all or nothing
             # (and one fsync for the whole batch).
             with self.outbox:
-                for session, handle, job, outcome, content, recovered, _done, details in batch:
-                    n = self.fanout.fan_out(job, outcome, content, details)
-                    self.outbox.mark_settled(session, str(outcome))
-                    mail = decode_agent_job(job).mail
+                for st in batch:
+                    n = self.fanout.fan_out(st.job, st.outcome, st.content, st.ending.fields())
+                    self.outbox.mark_settled(st.session, str(st.outcome))
+                    mail = decode_agent_job(st.job).mail
                     events.append(
                         m.JobSettled(
-                            session=session,
-                            handle=handle,
+                            session=st.session,
+                            handle=st.handle,
                             key=mail.key if mail else "",
-                            outcome=str(outcome),
+                            outcome=str(st.outcome),
                             replies=n,
-                            recovered=recovered,
+                            recovered=st.recovered,
                         )
                     )
         except Exception:  # noqa: BLE001 - still running in the outbox: settled next start
-            self.log.exception("settling jobs failed", sessions=[b[0] for b in batch])
+            self.log.exception("settling jobs failed", sessions=[st.session for st in batch])
         finally:
             if events:
                 await self.committer.record(*events)
-            for entry in batch:
-                entry[6].set()
+            for st in batch:
+                st.done.set()
 
 
-def ending_details(exit_code: int | None, sig: int | None, killed_by: str | None) -> dict:
-    """The reply header fields that say how a job's session ended (documented in
-    docs/jobs.md): `ended` (exited, signalled, killed, daemon-stopped), then `exitCode` or
-    `signal` (its name), and `killedBy` when `bench kill` ended it."""
-    details: dict = {}
+def ending_of(exit_code: int | None, sig: int | None, killed_by: str | None) -> Ending:
+    """How a job's session ended, from its exit status and who killed it."""
+    name = None if sig is None else _signal_name(sig)
     if killed_by is not None:
-        details["ended"] = "killed"
-    elif exit_code is not None:
-        details["ended"] = "exited"
-    else:
-        details["ended"] = "signalled"
+        return Ending("killed", exit_code, name, killed_by)
     if exit_code is not None:
-        details["exitCode"] = exit_code
-    if sig is not None:
-        details["signal"] = _signal_name(sig)
-    if killed_by is not None:
-        details["killedBy"] = killed_by
-    return details
+        return Ending("exited", exit_code, name)
+    return Ending("signalled", None, name)
 
 
 def _signal_name(sig: int) -> str:
@@ -378,22 +414,21 @@ def _signal_name(sig: int) -> str:
         return f"signal {sig}"
 
 
-def ending_sentence(session: str, handle: str, details: dict) -> str:
+def ending_sentence(session: str, handle: str, ending: Ending) -> str:
     """The body of a reply when the job reported nothing: what happened, and where to
     look."""
-    ended = details.get("ended")
-    if ended == "daemon-stopped":
+    if ending.ended == "daemon-stopped":
         return (
             f"The job reported nothing: the daemon stopped while session {session} "
             f"({handle}) was running, so how it ended is unknown and its scrollback is "
             "gone.\n"
         )
-    if ended == "killed":
-        how = f"was killed by {details.get('killedBy')}"
-    elif "exitCode" in details:
-        how = f"exited with code {details['exitCode']}"
+    if ending.ended == "killed":
+        how = f"was killed by {ending.killed_by}"
+    elif ending.exit_code is not None:
+        how = f"exited with code {ending.exit_code}"
     else:
-        how = f"was ended by {details.get('signal')}"
+        how = f"was ended by {ending.signal}"
     return (
         f"The job reported nothing: session {session} ({handle}) {how}. "
         f"Its scrollback: bench tail {session}\n"

@@ -27,9 +27,8 @@ from bench_wire.messages import (
 from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
-from benchd.store import faults
-from benchd.store.fileio import write_all
-from benchd.store.flush import fsync_dir
+from benchd.store import faults, mailfile
+from benchd.store.fileio import fsync_dir, write_all
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
 from benchd.store.journal import Rename, Write
 from benchd.store.statedir import is_real_dir, read_regular
@@ -115,12 +114,14 @@ class Mailroom:
     def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
         """Whether the stored message has this body (a keyed resend). The subject is not
         compared: a retry that leaves it out is still the same message."""
+        path = self.path(handle, mail_id, state)
         try:
-            with open(self.path(handle, mail_id, state), "rb") as f:
-                _meta, stored = frontmatter.parse(f.read())
-        except (OSError, ValueError):
-            return True  # moved meanwhile, or unreadable: the key still names it
-        return stored == body
+            data = mailfile.load(path)
+            stored = None if data is None else frontmatter.parse(data)[1]
+        except (WireError, ValueError):
+            return True  # unreadable: the key still names it
+        # Gone: moved meanwhile, and the key still names it.
+        return stored is None or stored == body
 
     # ------------------------------------------------------------ list
 
@@ -205,13 +206,13 @@ class Mailroom:
         mail_id, state = row.mail_id, row.state
         inbox, read = self.path(handle, mail_id, UNREAD), self.path(handle, mail_id, READ)
         first, second = (inbox, read) if state == UNREAD else (read, inbox)
-        path, data = first, _load(first)
+        path, data = first, mailfile.load(first)
         if data is None:
-            path, data = second, _load(second)
+            path, data = second, mailfile.load(second)
         if data is None:
             self.vanished(handle, mail_id, first)
             raise _Skip
-        meta, body = _parse(path, data)
+        meta, body = mailfile.parse(path, data)
         retired = False
         if path == inbox and state == UNREAD:
             try:
@@ -276,31 +277,6 @@ class Mailroom:
 
 class _Skip(Exception):
     """This message cannot be shown (its file vanished, or it was read by hand)."""
-
-
-def _load(path: str) -> bytes | None:
-    try:
-        return read_regular(path)  # never through a link, never blocked on a FIFO
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise WireError("bad-mail-file", f"{path} cannot be read: {err.strerror}") from None
-
-
-def _parse(path: str, data: bytes) -> tuple[dict, bytes]:
-    try:
-        meta, body = frontmatter.parse(data)
-    except (frontmatter.BadMailFile, UnicodeDecodeError) as err:
-        raise WireError(
-            "bad-mail-file",
-            f"{path} is not a mail file bench can read ({err}); it was left where it is",
-        ) from None
-    for name in ("from", "to", "date", "key", "subject"):
-        if not isinstance(meta.get(name), str):
-            raise WireError(
-                "bad-mail-file", f"{path}: its {name} is not a string; it was left where it is"
-            )
-    return meta, body
 
 
 class SendOp(Op):
@@ -581,7 +557,7 @@ def reconcile(
             path = os.path.join(root, handle, "read" if state else "inbox", mail_id + ".md")
             try:
                 check_mail_id(mail_id)
-                meta, body = _parse(path, read_regular(path))
+                meta, body = mailfile.parse(path, read_regular(path))
             except (OSError, WireError):
                 continue  # not ours (or not a mail file): left alone, never indexed
             index.add(

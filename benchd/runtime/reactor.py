@@ -14,7 +14,6 @@
 """
 
 import dataclasses
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import wakegate
 from benchd.core.bucket import TokenBucket
+from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.wakeline import digest_line, for_shell, shell_of, wake_line
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
@@ -41,8 +41,8 @@ class Wake:
 class Courier:
     """Per recipient handle: its bucket and the capped mail not yet announced."""
 
-    def __init__(self, burst: int, refill: float):
-        self.bucket = TokenBucket(burst, refill, time.monotonic())
+    def __init__(self, burst: int, refill: float, now: float):
+        self.bucket = TokenBucket(burst, refill, now)
         self.capped: dict[str, str] = {}  # mail id -> path, in arrival order
         self.timer_armed = False
 
@@ -55,13 +55,17 @@ class Reactor:
         record: Callable[..., Awaitable],
         settings: m.ReactorSettings,
         log,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.find_session = find_session  # a live session by handle, or None
+        # Monotonic time for the buckets and the gate; the terminal's last_output and
+        # the session's last_input are monotonic readings of the same system clock.
+        self.clock = clock
         self.mailroom = mailroom
         self.record = record  # the committer's: logs events
         self.log = log
         self.gate = settings.idle_gate
-        self.settle = settings.paste_settle
+        self.paste_settle = settings.paste_settle  # the wait between a paste and its Enter
         self.burst = settings.wake_burst
         self.refill = settings.wake_refill
         self.enter_retries = settings.enter_retries
@@ -78,7 +82,7 @@ class Reactor:
     def courier(self, handle: str) -> Courier:
         c = self.couriers.get(handle)
         if c is None:
-            c = self.couriers[handle] = Courier(self.burst, self.refill)
+            c = self.couriers[handle] = Courier(self.burst, self.refill, self.clock.now())
         return c
 
     # ------------------------------------------------------------ mail/sent
@@ -90,7 +94,7 @@ class Reactor:
         if session is None:
             return
         c = self.courier(session.handle)
-        now = time.monotonic()
+        now = self.clock.now()
         if c.bucket.take(now):
             session.wakes.append(Wake(event.mail_id, event.sender))
             session.poke()
@@ -112,7 +116,7 @@ class Reactor:
     async def _digest_when_refilled(self, handle: str, c: Courier) -> None:
         try:
             while c.capped:
-                now = time.monotonic()
+                now = self.clock.now()
                 await trio.sleep(max(0.0, c.bucket.next_token_at(now) - now))
                 room = self.mailroom
                 unread = [i for i in c.capped if room.is_unread(handle, i)]
@@ -120,7 +124,7 @@ class Reactor:
                 if not unread or session is None:
                     c.capped.clear()
                     return
-                if c.bucket.take(time.monotonic()):
+                if c.bucket.take(self.clock.now()):
                     c.capped.clear()
                     session.wakes.append(Wake(None, None, digest=len(unread)))
                     session.poke()
@@ -161,7 +165,7 @@ class Reactor:
                     continue
                 if path is None:
                     # Read meanwhile: nothing to announce, and the token bought nothing.
-                    self.courier(session.handle).bucket.give_back(time.monotonic())
+                    self.courier(session.handle).bucket.give_back(self.clock.now())
                     continue
                 line = wake_line(wake.sender, path)
             woken = m.AgentWoken(
@@ -177,7 +181,7 @@ class Reactor:
     async def _readiness(self, session) -> wakegate.Readiness:
         """The gate's answer for this session now, looking at the screen only if asked."""
         a = wakegate.Activity(
-            now=time.monotonic(),
+            now=self.clock.now(),
             last_output=session.term.last_output,
             last_input=session.last_input,
         )
@@ -203,7 +207,7 @@ class Reactor:
                 case wakegate.WaitForOutput():
                     await session.term.changed.wait()
                 case wakegate.WaitUntil(at=at):
-                    await trio.sleep(max(0.0, at - time.monotonic()))
+                    await trio.sleep(max(0.0, at - self.clock.now()))
                 case wakegate.WaitForScreen(timeout=timeout):
                     with trio.move_on_after(timeout):
                         await session.term.changed.wait()
@@ -233,7 +237,7 @@ class Reactor:
         try:
             await term.write(data)
             await trio.sleep(
-                session.paste_settle if session.paste_settle is not None else self.settle
+                session.paste_settle if session.paste_settle is not None else self.paste_settle
             )
             # The Enter check compares against this screen: take it once the paste's echo
             # has stopped arriving, or a late echo would pass for the Enter's effect.
@@ -260,14 +264,15 @@ class Reactor:
         finally:
             session.write_lock.release()
 
-    @staticmethod
-    async def _quiet_screen(term, quiet: float = QUIET_S, limit: float = QUIET_LIMIT_S) -> str:
+    async def _quiet_screen(
+        self, term, quiet: float = QUIET_S, limit: float = QUIET_LIMIT_S
+    ) -> str:
         """The screen once no output has arrived for `quiet` seconds (at most `limit`).
         Usually at once: the echo of a paste arrives well within the paste settle."""
         with trio.move_on_after(limit):
             while not term.eof:
                 last = term.last_output
-                idle = quiet if last is None else time.monotonic() - last
+                idle = quiet if last is None else self.clock.now() - last
                 if idle >= quiet:
                     break
                 changed = term.changed

@@ -15,7 +15,7 @@ import re
 import shutil
 from typing import Any
 
-from benchd.store.fileio import write_all
+from benchd.store.fileio import fsync_dir, write_all
 
 DIR = "sessions"
 SID_RE = re.compile(r"s[0-9a-f]{8}")
@@ -40,8 +40,8 @@ class ExitedStore:
         keep = output[-self.scrollback_bytes :] if self.scrollback_bytes else b""
         _write(os.path.join(d, "output"), keep)
         _write(os.path.join(d, "info.json"), json.dumps(record).encode())
-        _fsync_dir(d)
-        _fsync_dir(self.root)
+        fsync_dir(d)
+        fsync_dir(self.root)
 
     def load(self) -> list[tuple[dict[str, Any], bytes]]:
         """The newest `kept` exited sessions, oldest first; the rest are removed."""
@@ -93,11 +93,3 @@ def _write(path: str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,7 +1,8 @@
-"""Writing a whole buffer to a file descriptor.
+"""Small durable-file helpers, each written once.
 
-os.write may write fewer bytes than asked (a signal, a full pipe, a file size limit),
-so every durable writer loops until all is written; this is that loop, once.
+- `write_all`: os.write may write fewer bytes than asked (a signal, a full pipe, a file
+  size limit), so every durable writer loops until all is written; this is that loop.
+- `fsync_dir`: a rename or a new file is durable only once its directory is fsynced.
 """
 
 import os
@@ -18,3 +19,12 @@ def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
     while view:
         n = os.pwrite(fd, view, offset)
         view, offset = view[n:], offset + n
+
+
+def fsync_dir(path: str) -> None:
+    """fsync the directory `path`, so the names made or moved in it survive a crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -84,7 +84,3 @@ def _fdatasync_either(pair: tuple[str, str]) -> None:
             if err.errno != errno.ENOENT:
                 raise
     # Gone from both: removed by hand meanwhile; nothing of ours to make durable.
-
-
-def fsync_dir(path: str) -> None:
-    _sync_path(path, os.fsync, os.O_RDONLY | os.O_DIRECTORY)

@@ -295,10 +295,6 @@ class Index:
         rows.sort(key=_by_id)
         return rows[: limit + 1]
 
-    def oldest_unread(self, handle: str) -> str | None:
-        rows = self.page(handle, UNREAD, None, 1)
-        return rows[0].mail_id if rows else None
-
     def unread_after(self, handle: str, after: str | None, limit: int) -> list[str]:
         return [r.mail_id for r in self.page(handle, UNREAD, after, limit)[:limit]]
 

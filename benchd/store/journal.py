@@ -316,7 +316,7 @@ def _free_bytes(path: str) -> int:
 
 class Journal:
     """The committer's journal (used from one thread at a time; checkpoints run in a
-    thread of their own). `recover()` must run first, before the event log is opened."""
+    thread of their own). `replay()` must run first, before the event log is opened."""
 
     def __init__(
         self,

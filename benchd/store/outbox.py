@@ -49,7 +49,7 @@ def _job_row(row: tuple) -> JobRow:
 
 
 class SqliteOutbox:
-    """The Outbox port (put, read, ordered list, delete) plus the jobs table."""
+    """The Outbox port (put, read, ordered list) plus the jobs table."""
 
     def __init__(self, path: str):
         # Python's default wait for another program's lock (5 s): the outbox is written
@@ -78,9 +78,6 @@ class SqliteOutbox:
                 (after_key, limit),
             )
         return q.fetchall()
-
-    def delete(self, key: str) -> None:
-        self.db.execute("DELETE FROM rows WHERE key=?", (key,))
 
     # ------------------------------------------------------------ transactions
 

@@ -137,15 +137,15 @@ def test_set_state_moves_counts(idx):
     assert idx.ids("bob") == {mid(1): UNREAD, mid(2): READ, mid(3): UNREAD}
 
 
-def test_oldest_unread(idx):
-    assert idx.oldest_unread("bob") is None
+def test_the_oldest_unread_comes_first(idx):
+    assert idx.unread_after("bob", None, 1) == []
     fill(idx, "bob", 3)
-    assert idx.oldest_unread("bob") == mid(1)
+    assert idx.unread_after("bob", None, 1) == [mid(1)]
     idx.set_state("bob", mid(1), READ)
-    assert idx.oldest_unread("bob") == mid(2)
+    assert idx.unread_after("bob", None, 1) == [mid(2)]
     idx.set_state("bob", mid(2), READ)
     idx.set_state("bob", mid(3), READ)
-    assert idx.oldest_unread("bob") is None
+    assert idx.unread_after("bob", None, 1) == []
 
 
 def test_remove(idx):
@@ -171,7 +171,7 @@ def test_reader_sees_writer_commits(idx):
     assert idx.count("bob", UNREAD) == 1  # the reader connection
     fill(idx, "bob", 1, start=2)
     assert idx.count("bob", UNREAD) == 2
-    assert idx.oldest_unread("bob") == mid(1)
+    assert idx.unread_after("bob", None, 1) == [mid(1)]
 
 
 def test_a_damaged_index_is_set_aside_and_rebuilt(tmp_path):
@@ -231,7 +231,7 @@ def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
         # Everything answered is still listed, readable and deduplicated.
         assert i.find_key("operator", "key-bob-3") == KeyHit("bob", mid(3), UNREAD)
         assert i.count("bob", UNREAD) == 2 and i.count("bob", READ) == 1
-        assert i.oldest_unread("bob") == mid(2)
+        assert i.unread_after("bob", None, 1) == [mid(2)]
         assert i.retry_at > 0
     finally:
         other.execute("ROLLBACK")

@@ -76,3 +76,12 @@ def test_a_reply_to_several_recipients_keys_each_send():
     keys.check_key(key)
     refused(keys.check_key, "k" * KEY_MAX + ":Not A Handle")
     refused(keys.check_key, "k" * (KEY_MAX + 1) + ":bob")
+
+
+@pytest.mark.parametrize("key", ["a\nb", "tab\there", "\x7f", "outbox:a\x1fb:reply:0"])
+def test_the_job_core_refuses_what_the_mailroom_refuses(key):
+    # One rule: a job's mail never carries a key its own replies could not be sent with.
+    refused(keys.check_key, key)
+    with pytest.raises(JobError) as exc:
+        make_mail(key=key)
+    assert exc.value.code == "bad-key"

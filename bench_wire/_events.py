@@ -1,0 +1,257 @@
+"""The events (the lines of events.jsonl): the tagged base `Event` (tag field `kind`) and
+each kind's Struct. `bench_wire.messages` re-exports them all and holds the `AnyEvent`
+union; import them from there."""
+
+import msgspec
+
+
+class Event(msgspec.Struct, tag_field="kind", kw_only=True):
+    seq: int = 0
+    ts: int = 0
+
+
+class DaemonStarted(Event, tag="daemon/started"):
+    pid: int
+    version: str
+    recovered: bool = False
+
+
+class DaemonStopped(Event, tag="daemon/stopped"):
+    pid: int
+
+
+class SessionSpawned(Event, tag="session/spawned"):
+    session: str
+    handle: str
+    pid: int
+    argv: list[str]
+    job: bool = False
+
+
+class SessionExited(Event, tag="session/exited"):
+    session: str
+    handle: str
+    pid: int
+    exit: int | None = None
+    signal: int | None = None
+
+
+class MailSent(Event, tag="mail/sent"):
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    path: str
+    key: str
+    live: bool = False
+    recovered: bool = False
+
+
+class MailReadEvent(Event, tag="mail/read"):
+    mail_id: str
+    handle: str
+    reader: str
+    path: str
+
+
+class MailVanished(Event, tag="mail/vanished"):
+    """A message the index listed has no file any more (removed by hand): it was dropped
+    from the index."""
+
+    mail_id: str
+    handle: str
+    path: str
+
+
+class IndexFailed(Event, tag="index/failed"):
+    """The mail index (a cache of the files) could not be written or read. `action`:
+    retry (the changes wait in memory), rebuild, set-aside, in-memory."""
+
+    error: str
+    action: str
+    pending: int = 0
+    failures: int = 0
+
+
+class IndexRebuilt(Event, tag="index/rebuilt"):
+    """The index was refilled from the mail files."""
+
+    reason: str
+    messages: int
+
+
+class JournalDamaged(Event, tag="journal/damaged"):
+    """Replay found a damaged stretch of the journal and went on past it. `messages`:
+    the messages it named (handle/mail_id); `lost`: those whose file is on disk nowhere
+    (their only record was the damaged one); `events`: the seqs of the events it named,
+    `in_log`: whether events.jsonl still holds them. Shown by `bench status` until
+    acknowledged (`bench status --ack`)."""
+
+    segment: str
+    offset: int
+    size: int
+    held: str
+    messages: list[str] = []
+    lost: list[str] = []
+    events: list[int] = []
+    in_log: bool = True
+
+
+class DiskLow(Event, tag="disk/low"):
+    """Free space below the reserve (`--disk-reserve`): the journal's segments were not
+    preallocated and grow with their records instead."""
+
+    free: int
+    reserve: int
+
+
+class AgentWoken(Event, tag="agent/woken"):
+    session: str
+    handle: str
+    mail_id: str | None
+    path: str | None
+    sender: str | None = msgspec.field(default=None, name="from")
+    digest: int = 0
+
+
+class EnterRetried(Event, tag="wake/enter-retried"):
+    """The screen did not change after Enter, so Enter was pressed again (never the text)."""
+
+    session: str
+    handle: str
+    mail_id: str | None
+    attempt: int
+
+
+class WakeCapped(Event, tag="wake/capped"):
+    session: str
+    handle: str
+    mail_id: str
+    path: str
+
+
+class JobSettled(Event, tag="job/settled"):
+    session: str
+    handle: str
+    key: str
+    outcome: str
+    replies: int
+    recovered: bool = False
+
+
+class JobDelegated(Event, tag="job/delegated"):
+    """A session started a job of its own: the parent, the child, who is owed its reply."""
+
+    parent: str
+    parent_handle: str
+    child: str
+    child_handle: str
+    reply_to: list[str]
+    depth: int
+
+
+class JobLimited(Event, tag="job/limited"):
+    """A session's spawn was refused by a delegation limit (children, depth or rate)."""
+
+    session: str
+    handle: str
+    code: str
+    limit: str
+    value: int
+
+
+class JobReported(Event, tag="job/reported"):
+    session: str
+    handle: str
+    bytes: int
+
+
+class OutboxPosted(Event, tag="outbox/posted"):
+    key: str
+    to: str
+    mail_id: str
+
+
+class OutboxRetry(Event, tag="outbox/retry"):
+    key: str
+    to: str
+    reason: str
+
+
+class BridgeQueued(Event, tag="bridge/queued"):
+    """Mail to another node, accepted into the outbound queue (mail/@outbound/inbox)."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    path: str
+
+
+class BridgeForwarded(Event, tag="bridge/forwarded"):
+    """A queued message was acknowledged by JetStream (moved to mail/@outbound/read)."""
+
+    mail_id: str
+    to: str
+    key: str
+
+
+class BridgeDelivered(Event, tag="bridge/delivered"):
+    """A message from another node was delivered here (its mail/sent is in the same batch)."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    origin: str
+
+
+class LimitHit(Event, tag="limit/hit"):
+    """A sender limit refused a request: the first of a run of refusals (docs/limits.md)."""
+
+    code: str  # rate-limited, mailbox-full or too-many-recipients
+    sender: str
+    limit: int  # the limit in force
+    mailbox: str | None = None  # mailbox-full: the full mailbox
+
+
+class BridgeBounced(Event, tag="bridge/bounced"):
+    """A message was refused on `node` (or waited there too long) and returned to its
+    sender as mail from postmaster@<node>: on the refusing node when the bounce is queued
+    (`mail_id` the original's id), on the sender's when it is delivered (the bounce's)."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    node: str
+    code: str
+    reason: str
+
+
+class BridgeSkipped(Event, tag="bridge/skipped"):
+    """A directory entry the bridge did not use (malformed, over a cap): once per change."""
+
+    code: str
+    reason: str
+
+
+class BridgeForgotten(Event, tag="bridge/forgotten"):
+    """A node left the directory (purged, or not seen for --forget-after): mail to it is
+    refused as unknown-node from now on."""
+
+    node: str
+
+
+class BridgeStopped(Event, tag="bridge/stopped"):
+    """The bridge refused to run (e.g. node-name-taken); `bench status` shows it too."""
+
+    code: str
+    reason: str
+
+
+class BridgeRetry(Event, tag="bridge/retry"):
+    """The bridge could not reach NATS (or publish) and will try again after `delay` s."""
+
+    reason: str
+    attempt: int
+    delay: float

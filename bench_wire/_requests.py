@@ -1,0 +1,260 @@
+"""The requests on the wire: the tagged base `Request` (tag field `verb`) and each verb's
+Struct, with the Structs they carry. `bench_wire.messages` re-exports them all and holds
+the `AnyRequest` union; import them from there."""
+
+from typing import Literal
+
+import msgspec
+
+Id = int | str | None
+
+
+class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
+    code: str
+    message: str
+    retry_after: float | None = None  # rate-limited: seconds until the request would fit
+
+
+class Request(msgspec.Struct, tag_field="verb", kw_only=True, omit_defaults=True):
+    id: Id = None
+    # A session's secret (BENCH_TOKEN); absent for the operator. The daemon derives the
+    # caller from it and from the socket's peer credentials, never from a claimed name.
+    token: str | None = None
+
+
+class Hello(Request, tag="hello"):
+    pass
+
+
+class Stop(Request, tag="stop"):
+    pass
+
+
+class MailSend(Request, tag="mail/send"):
+    to: str
+    body: str = ""
+    subject: str = ""
+    key: str | None = None
+    reply_to: list[str] = []
+    in_reply_to: str | None = None
+
+
+class MailList(Request, tag="mail/list"):
+    handle: str | None = None
+    state: Literal["unread", "read", "all"] = "unread"
+    limit: int | None = None
+    cursor: str | None = None
+
+
+class MailRead(Request, tag="mail/read"):
+    handle: str | None = None
+    mail_id: str | None = None
+
+
+class MailSearch(Request, tag="mail/search"):
+    """Full text over subject and body; best matches first, snippets never bodies."""
+
+    query: str
+    handle: str | None = None  # whose mailbox (operator only; a session: its own)
+    # Only mail from this address (`alice` or `alice@node2`).
+    sender: str | None = msgspec.field(default=None, name="from")
+    since: str | None = None  # an ISO-8601 UTC time: only mail sent at or after it
+    limit: int | None = None
+
+
+class MailThread(Request, tag="mail/thread"):
+    """The conversation a message belongs to (linked by in-reply-to), oldest first; one
+    longer than `limit` is cut to the message's neighbourhood (`left_out` in the answer).
+
+    `mail_id`: its id here, or its identity across nodes (<id>@<node>)."""
+
+    mail_id: str
+    limit: int | None = None  # default and maximum: caps.thread_max
+
+
+class MailReply(Request, tag="mail/reply"):
+    """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject.
+
+    Recipients on other nodes (`carol@node2`) are answered across the bridge."""
+
+    mail_id: str
+    body: str = ""
+    subject: str | None = None  # default: "Re: " + the message's subject
+    key: str | None = None
+
+
+class EventsRead(Request, tag="events"):
+    since: int = 0
+    kind: str | None = None
+    follow: bool = False
+    limit: int | None = None
+
+
+class JobMailSpec(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The task mail of a job spawn (`bench spawn --mail FILE --reply-to H`)."""
+
+    body: str
+    subject: str = ""
+    key: str | None = None
+    reply_to: list[str] = []
+
+
+class Spawn(Request, tag="session/spawn"):
+    argv: list[str]
+    name: str | None = None
+    cwd: str | None = None
+    env: dict[str, str] = {}
+    ready: str | None = None
+    rows: int = 40
+    cols: int = 120
+    agent: str | None = None
+    job: JobMailSpec | None = None
+
+
+class SessionList(Request, tag="session/list"):
+    pass
+
+
+class SessionKill(Request, tag="session/kill"):
+    handle: str
+    cancel: bool = False
+    tree: bool = False  # also its descendants, children first
+
+
+class SessionPrune(Request, tag="session/prune"):
+    """Forget exited sessions (their mailboxes stay); operator only."""
+
+
+class SessionType(Request, tag="session/type"):
+    handle: str
+    text: str
+    enter: bool = True
+
+
+class SessionTail(Request, tag="session/tail"):
+    handle: str
+    follow: bool = False
+    screen: bool = False
+
+
+class SessionScreen(Request, tag="session/screen"):
+    """The session's screen now, then (follow) each change, at most ~10 frames a second."""
+
+    handle: str
+    follow: bool = False
+
+
+class SessionAttach(Request, tag="session/attach"):
+    handle: str
+    rows: int | None = None
+    cols: int | None = None
+
+
+class SessionInput(Request, tag="session/input"):
+    """Keystrokes from an attached operator (only valid after session/attach)."""
+
+    data: str  # base64
+
+
+class SessionResize(Request, tag="session/resize"):
+    rows: int
+    cols: int
+
+
+class SessionDetach(Request, tag="session/detach"):
+    pass
+
+
+class JobReport(Request, tag="job/report"):
+    content: str
+
+
+class JournalAck(Request, tag="journal/ack"):
+    """Acknowledge the journal damage `hello` reports (operator only): it is no longer
+    shown; the journal/damaged events stay in the log."""
+
+
+class DebugFault(Request, tag="debug/fault"):
+    """Test-only: arm a fault at a named point (refused unless benchd --test-hooks)."""
+
+    point: Literal["deliver", "eventlog", "journal", "post"]
+    errno: str = "ENOSPC"
+    count: int = 1
+
+
+class RemoteMail(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One message between nodes: what the bridge publishes to NATS and hands the far
+    daemon. Addresses are full (`alice@node1`); the key is the sender's idempotency key."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    body: str = ""
+    subject: str = ""
+    date: str = ""
+    reply_to: list[str] = []
+    in_reply_to: str | None = None
+
+
+class NodeInfo(msgspec.Struct, kw_only=True):
+    """A node of the directory: its name, when its bridge last beat (ms), its live handles."""
+
+    node: str
+    seen_ms: int
+    handles: list[str] = []
+
+
+class BridgePull(Request, tag="bridge/pull"):
+    """The bridge: the oldest messages queued for other nodes (waits up to `wait` s for one)."""
+
+    limit: int = 64
+    wait: float = 0.0
+    # Only messages after this id: the bridge's messages published but not yet marked.
+    after: str | None = None
+
+
+class BridgeForward(Request, tag="bridge/forwarded"):
+    """The bridge: these queued messages were published and acknowledged by JetStream."""
+
+    mail_ids: list[str]
+
+
+class BridgeDeliver(Request, tag="bridge/deliver"):
+    """The bridge: deliver messages that arrived from other nodes into local mailboxes.
+
+    `origin` is the node the message came from, as the bridge saw it."""
+
+    messages: list[RemoteMail]
+    origin: str = ""
+
+
+class BridgeReport(Request, tag="bridge/report"):
+    """The bridge's heartbeat: connected to NATS or not, the directory it sees, a retry.
+
+    `nodes` is the whole directory as just read (nodes not in it are forgotten), or None
+    when it was not read this time. `skipped` are directory entries refused (once per
+    revision); `error` is why the bridge stopped (e.g. node-name-taken)."""
+
+    connected: bool
+    nodes: list[NodeInfo] | None = None
+    stale_after: float = 15.0
+    forget_after: float = 7 * 86400.0
+    skipped: list[ErrorBody] = []
+    error: ErrorBody | None = None
+    retry: str | None = None
+    attempt: int = 0
+    delay: float = 0.0
+
+
+class BridgeBounce(Request, tag="bridge/bounce"):
+    """The bridge: return a message that came from `origin` to its sender, from
+    postmaster@<this node>, for `error` (e.g. expired: it waited too long in the stream)."""
+
+    message: RemoteMail
+    origin: str
+    error: ErrorBody
+
+
+class NodesRead(Request, tag="bridge/nodes"):
+    pass

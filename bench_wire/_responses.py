@@ -1,0 +1,341 @@
+"""The responses on the wire: the tagged base `Response` (tag field `type`), each answer
+and stream frame, and the Structs they carry. `bench_wire.messages` re-exports them all
+and holds the `AnyResponse` union; import them from there."""
+
+from typing import Any, Literal
+
+import msgspec
+
+from bench_wire._events import JournalDamaged
+from bench_wire._requests import ErrorBody, Id, NodeInfo, RemoteMail
+
+
+class Response(msgspec.Struct, tag_field="type", kw_only=True):
+    id: Id = None
+    ok: bool = True
+
+
+class ErrorResponse(Response, tag="error"):
+    ok: bool = False
+    error: ErrorBody = ErrorBody("internal", "")
+
+
+class Caps(msgspec.Struct, kw_only=True):
+    frame_bytes: int
+    body_bytes: int
+    subject_chars: int
+    list_cap: int
+    list_max: int
+    connections: int
+    scrollback_bytes: int
+    # Delegation: what one session may start (benchd.core.delegation).
+    max_children: int = 4
+    max_depth: int = 3
+    spawn_rate: int = 30
+    # Exited sessions remembered on disk: how many, and how much of each one's output.
+    exited_kept: int = 200
+    kept_scrollback_bytes: int = 65536
+    # The sender limits (benchd's options of the same names; docs/limits.md).
+    send_burst: int = 0
+    send_rate: float = 0.0
+    operator_send_burst: int = 0
+    operator_send_rate: float = 0.0
+    mailbox_messages: int = 0
+    mailbox_bytes: int = 0
+    reply_to_max: int = 0
+    thread_max: int = 0
+
+
+class ReactorSettings(msgspec.Struct, kw_only=True):
+    idle_gate: float
+    paste_settle: float
+    wake_burst: int
+    wake_refill: float
+    enter_retries: int
+    enter_check: float = 0.5
+    # Not the reactor's: the job host's first retry delay of a refused reply. Reported
+    # here with the other timing options (`bench status` shows it); the field stays where
+    # it is, as moving it would change the protocol.
+    retry_base: float = 1.0
+
+
+class IndexHealth(msgspec.Struct, kw_only=True):
+    """The mail index's health. state: ok; retrying (commits fail: `pending` changes wait
+    in memory, reads still see them); in-memory (no file could be used; rebuilt from the
+    files at the next start)."""
+
+    state: str = "ok"
+    pending: int = 0
+    failures: int = 0
+    error: str | None = None
+    rebuilds: int = 0
+
+
+class BridgeInfo(msgspec.Struct, kw_only=True):
+    """The bridge as the daemon last heard from it, and the outbound queue."""
+
+    connected: bool = False
+    seen_ms: int | None = None
+    queued: int = 0
+    error: ErrorBody | None = None  # why the bridge last stopped, until it runs again
+
+
+class DiskHealth(msgspec.Struct, kw_only=True):
+    """The state dir's filesystem. full: the last write found no room (sends answer
+    disk-full until one succeeds); reserve: free bytes the journal leaves untouched
+    when it preallocates its segments (grown with their records below it)."""
+
+    free: int = 0
+    full: bool = False
+    reserve: int = 0
+
+
+class HelloOk(Response, tag="hello"):
+    version: str
+    protocol: int
+    pid: int
+    bench_dir: str
+    caller: str
+    caps: Caps
+    reactor: ReactorSettings
+    sessions: int = 0
+    mailboxes: int = 0
+    index: IndexHealth = msgspec.field(default_factory=IndexHealth)
+    test_hooks: bool = False
+    verbs: list[str] = []
+    node: str = ""
+    bridge: BridgeInfo | None = None
+    disk: DiskHealth | None = None
+    journal_damage: list[JournalDamaged] = []  # found at starts, until acknowledged
+
+
+class JournalAckOk(Response, tag="journal/ack"):
+    acknowledged: int
+
+
+class StopOk(Response, tag="stop"):
+    pass
+
+
+class SendOk(Response, tag="mail/send"):
+    mail_id: str
+    path: str
+    to: str
+    key: str
+    live: bool
+    duplicate: bool = False
+    note: str | None = None
+    new_mailbox: bool = False  # no mailbox and no live session had this handle before
+
+
+class MessageMeta(msgspec.Struct, kw_only=True):
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    subject: str
+    date: str
+    state: Literal["unread", "read"]
+    size: int
+    in_reply_to: str | None = None  # the message this one answers (threads)
+
+
+class ListOk(Response, tag="mail/list"):
+    handle: str
+    messages: list[MessageMeta]
+    total: int
+    cap: int
+    truncated: bool
+    cursor: str | None = None
+
+
+class ReadOk(Response, tag="mail/read"):
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    subject: str
+    date: str
+    body: str
+    path: str
+    key: str
+    retired: bool
+    reply_to: list[str] = []
+    in_reply_to: str | None = None
+
+
+class SearchHit(msgspec.Struct, kw_only=True):
+    mail_id: str
+    handle: str  # whose mailbox holds it
+    sender: str = msgspec.field(name="from")
+    subject: str
+    date: str
+    state: Literal["unread", "read"]
+    size: int
+    path: str
+    snippet: str  # a few words of the body around the match, matches in [brackets]
+    to: str = ""  # the recipient as addressed (handle@node for mail to another node)
+
+
+class SearchOk(Response, tag="mail/search"):
+    hits: list[SearchHit]
+    truncated: bool = False
+
+
+class ThreadMessage(msgspec.Struct, kw_only=True):
+    mail_id: str
+    handle: str  # the recipient, whose mailbox holds it
+    sender: str = msgspec.field(name="from")
+    subject: str
+    date: str
+    state: Literal["unread", "read"]
+    path: str
+    body: str
+    in_reply_to: str | None = None  # the message it answers: an id here, or <id>@<node>
+    to: str = ""  # the recipient as addressed (handle@node for mail to another node)
+    # Its identity on every node: <id>@<node>, the id the node it was sent from gave it.
+    origin: str = ""
+
+
+class ThreadLeftOut(msgspec.Struct, kw_only=True):
+    """What a cut thread did not show, and where to ask to see it."""
+
+    ancestors: int  # messages between the root and the oldest ancestor shown
+    replies: bool  # replies (or other branches) beyond those shown
+    above: str | None = None  # `mail thread` of this id shows the messages above
+    below: str | None = None  # `mail thread` of this id shows the replies below
+
+
+class ThreadOk(Response, tag="mail/thread"):
+    mail_id: str
+    messages: list[ThreadMessage]
+    truncated: bool = False
+    cap: int = 0
+    left_out: ThreadLeftOut | None = None
+
+
+class ReplyOk(Response, tag="mail/reply"):
+    """One send per recipient (the message's reply-to addresses, else its sender)."""
+
+    in_reply_to: str  # what the replies' in-reply-to says: the message's identity
+    sent: list[SendOk]
+
+
+class SessionInfo(msgspec.Struct, kw_only=True):
+    session: str
+    handle: str
+    pid: int
+    state: Literal["running", "exited"]
+    idle_ms: int | None
+    exit: int | None = None
+    signal: int | None = None
+    argv: list[str] = []
+    job: bool = False
+    reply_to: list[str] = []  # a job's: the addresses owed a reply when it ends
+    parent: str | None = None  # the session id of the session that spawned it (a job)
+    parent_handle: str | None = None
+    outcome: str | None = None  # a settled job's: completed, failed, cancelled, ...
+
+
+class SpawnOk(Response, tag="session/spawn"):
+    session: str
+    handle: str
+    pid: int
+    mail_id: str | None = None
+
+
+class SessionListOk(Response, tag="session/list"):
+    sessions: list[SessionInfo]
+
+
+class KillOk(Response, tag="session/kill"):
+    session: str
+    handle: str
+    ended: list[str] = []  # with tree: the session ids ended, in order (children first)
+
+
+class PruneOk(Response, tag="session/prune"):
+    forgotten: int
+
+
+class TypeOk(Response, tag="session/type"):
+    session: str
+    bytes: int
+
+
+class ReportOk(Response, tag="job/report"):
+    session: str
+    bytes: int
+
+
+class FaultOk(Response, tag="debug/fault"):
+    pass
+
+
+class AttachOk(Response, tag="session/attach"):
+    session: str
+    handle: str
+    rows: int
+    cols: int
+
+
+class OutputFrame(Response, tag="output"):
+    """A piece of a session's output, base64 (ptys carry bytes, not text)."""
+
+    data: str
+
+
+class ScreenFrame(Response, tag="screen"):
+    """The session's screen as text, as a person would see it now."""
+
+    lines: list[str]
+    cursor_row: int = 0
+    cursor_col: int = 0
+    rows: int = 0  # (session/screen) the model's size
+    cols: int = 0
+    # (session/screen) per line, the non-default runs: [start, length, fg, bg, flags]
+    styles: list[list[list[int | str]]] = []
+
+
+class EventFrame(Response, tag="event"):
+    event: dict[str, Any]
+
+
+class EndFrame(Response, tag="end"):
+    """The last frame of a stream."""
+
+    reason: str = "done"
+    exit: int | None = None
+
+
+class PullOk(Response, tag="bridge/pull"):
+    messages: list[RemoteMail]
+
+
+class ForwardOk(Response, tag="bridge/forwarded"):
+    forwarded: int
+
+
+class Delivered(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The answer for one message of a bridge/deliver, in order: its local id, or an error."""
+
+    mail_id: str | None = None
+    duplicate: bool = False
+    error: ErrorBody | None = None
+
+
+class DeliverOk(Response, tag="bridge/deliver"):
+    results: list[Delivered]
+
+
+class BounceOk(Response, tag="bridge/bounce"):
+    mail_id: str | None = None  # the bounce, queued for the sender's node
+    error: ErrorBody | None = None
+
+
+class BridgeReportOk(Response, tag="bridge/report"):
+    node: str
+    handles: list[str]
+
+
+class NodesOk(Response, tag="bridge/nodes"):
+    node: str
+    nodes: list[NodeInfo]
+    bridge: BridgeInfo

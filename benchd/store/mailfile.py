@@ -1,0 +1,38 @@
+"""Reading one stored mail file: the one reader every mailroom path goes through.
+
+A mail directory is the user's to touch, so a file may be a symlink, a FIFO or a text
+someone edited by hand. The bytes are read with `read_regular` (never through a link,
+never blocked on a FIFO) and the front matter is checked for the fields bench wrote.
+"""
+
+from bench_wire.errors import WireError
+from benchd.core import frontmatter
+from benchd.store.statedir import read_regular
+
+
+def load(path: str) -> bytes | None:
+    """The file's bytes; None when it is gone (moved by a read, or removed by hand)."""
+    try:
+        return read_regular(path)  # never through a link, never blocked on a FIFO
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise WireError("bad-mail-file", f"{path} cannot be read: {err.strerror}") from None
+
+
+def parse(path: str, data: bytes) -> tuple[dict, bytes]:
+    """The front matter and body of a mail file; `bad-mail-file` when it is not one bench
+    can read (the file is left where it is: a person may mean to mend it)."""
+    try:
+        meta, body = frontmatter.parse(data)
+    except (frontmatter.BadMailFile, UnicodeDecodeError) as err:
+        raise WireError(
+            "bad-mail-file",
+            f"{path} is not a mail file bench can read ({err}); it was left where it is",
+        ) from None
+    for name in ("from", "to", "date", "key", "subject"):
+        if not isinstance(meta.get(name), str):
+            raise WireError(
+                "bad-mail-file", f"{path}: its {name} is not a string; it was left where it is"
+            )
+    return meta, body
