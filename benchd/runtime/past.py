@@ -10,6 +10,7 @@ import trio
 
 from bench_wire import messages as m
 from benchd.core.states import SessionState
+from benchd.runtime import vtscreen
 from benchd.runtime.terminal import render_line
 
 
@@ -24,7 +25,7 @@ class PastTerminal:
         self._lock = trio.Lock()
 
     def _screen(self):
-        screen = pyte.Screen(self.cols, self.rows)
+        screen = vtscreen.Screen(self.cols, self.rows)
         pyte.ByteStream(screen).feed(bytes(self.scrollback))
         lines = [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
         return screen, lines

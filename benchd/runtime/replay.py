@@ -15,10 +15,12 @@ import collections
 import pyte
 from wcwidth import wcwidth
 
+from benchd.runtime import vtscreen
+
 HISTORY_LINES = 1000
 
 
-class _Screen(pyte.Screen):
+class _Screen(vtscreen.Screen):
     """A screen that keeps the lines scrolled off its top. (pyte's HistoryScreen does too,
     but wraps every call in hooks for paging: five times slower to feed.)"""
 

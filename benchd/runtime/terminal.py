@@ -25,6 +25,7 @@ import trio
 from wcwidth import wcwidth
 
 from bench_wire.errors import WireError
+from benchd.runtime import vtscreen
 from benchd.runtime.broadcast import Broadcast
 
 SCREEN_BACKLOG = 512 * 1024
@@ -57,7 +58,7 @@ class Terminal:
         self.last_output: float | None = None  # monotonic; None until the first byte
         self.bracketed_paste = False
         self._tail = b""
-        self.screen = pyte.Screen(cols, rows)
+        self.screen = vtscreen.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self._unseen = bytearray()
         self._reset = False  # the emulator is to be reset before the next feed
