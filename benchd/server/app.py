@@ -2,10 +2,10 @@
 
 Start-up order matters: take the flock (one daemon per BENCH_DIR), open the event log
 (recovering a torn tail), open the index (reconciling each mailbox whose message names
-differ from the index's; any SQLite error sets it aside and rebuilds it),
-clean tmp/, then claim the socket path atomically and print one readiness line. Stop:
-refuse new work, end the sessions (their exits logged), log daemon/stopped, commit the
-index and seal it (recovery.py), remove the socket.
+differ from the index's; any SQLite error sets it aside and rebuilds it), clean tmp/,
+then claim the socket path atomically and print one readiness line. Stop: refuse new
+work, end the sessions (their exits logged), log daemon/stopped, commit the index and
+seal it (recovery.py), remove the socket.
 """
 
 import argparse
@@ -54,9 +54,9 @@ from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_cre
 from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.server.options import build_parser, options_problem
+from benchd.server.options import build_parser, options_problem, reactor_settings
 from benchd.server.services import DaemonInfo, Services
-from benchd.store import damage, recovery, room, search, threads
+from benchd.store import recovery, room, search, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.fileio import write_all
@@ -180,7 +180,7 @@ class Daemon:
             self.roster.live_by_handle,
             self.mailroom,
             self.committer.record,
-            self.reactor_info(),
+            reactor_settings(self.opts),
             self.log,
         )
         self.hub.listeners.append(reactor.on_event)
@@ -212,7 +212,9 @@ class Daemon:
             self.roster.exited.append(PastSession(record, output))
         self.index_queries = MailQueries(self.index)
         self.services = Services(
-            info=DaemonInfo(self.pid, bench_dir, self.caps, self.reactor_info(), self.test_hooks),
+            info=DaemonInfo(
+                self.pid, bench_dir, self.caps, reactor_settings(self.opts), self.test_hooks
+            ),
             request_stop=self.request_stop,
             mail=MailService(self.mailroom, self.outbound, self.index, self.index_queries),
             mailroom=self.mailroom,
@@ -306,11 +308,8 @@ class Daemon:
             self.log.warning("search tables not checked at start", error=str(err))
 
     def _logged_since(self, since: int) -> set[str]:
-        return {
-            e.get("mail_id")
-            for e in self.eventlog.read_since(since)
-            if e.get("kind") == "mail/sent"
-        }
+        log = self.eventlog.read_since(since)
+        return {e.get("mail_id") for e in log if e.get("kind") == "mail/sent"}
 
     def _rebuild_index(self) -> None:
         """Refill an empty index from the files (Index.recover_now, while running)."""
@@ -342,13 +341,8 @@ class Daemon:
             pass  # stopping: benchd.log has it
 
     def ack_damage(self) -> int:
-        """journal/ack: the damage reports are removed from disk and no longer shown."""
-        try:
-            damage.clear(self.bench_dir)
-        except OSError as err:
-            raise WireError("io-error", f"the damage report could not be removed: {err}") from None
-        n, self.damage = len(self.damage), []
-        self.log.info("journal damage acknowledged", reports=n)
+        n = upkeep.ack_damage(self.bench_dir, self.log, len(self.damage))
+        self.damage = []
         return n
 
     def disk_health(self) -> m.DiskHealth:
@@ -358,18 +352,6 @@ class Daemon:
 
     def identify(self, token: str | None, peer_pid: int) -> Caller:
         return self.sessions.identify(token, peer_pid) or Caller(OPERATOR)
-
-    def reactor_info(self) -> m.ReactorSettings:
-        o = self.opts
-        return m.ReactorSettings(
-            idle_gate=o.idle_gate,
-            paste_settle=o.paste_settle,
-            wake_burst=o.wake_burst,
-            wake_refill=o.wake_refill,
-            enter_retries=o.enter_retries,
-            enter_check=o.enter_check,
-            retry_base=o.retry_base,
-        )
 
     async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
         if self.stopping and not isinstance(req, m.Hello):
@@ -552,15 +534,6 @@ class Daemon:
         self.log.info("stopped", pid=self.pid)
 
 
-def _say(line: str) -> None:
-    """One line to stderr; on a disk too full to take it, nothing (`bench up` then says
-    how much room is left)."""
-    try:
-        print(line, file=sys.stderr, flush=True)
-    except OSError:
-        pass
-
-
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(argv)
     problem = options_problem(opts)
@@ -602,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         daemon = Daemon(bench_dir, opts)
     except (OSError, sqlite3.Error) as err:
-        _say(f"benchd: cannot start: {upkeep.problem(err)}")
+        upkeep.say(f"benchd: cannot start: {upkeep.problem(err)}")
         return 3
     try:
         trio.run(daemon.run, sys.stdout)
@@ -610,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
         daemon.log.error("stopped by an error", error=repr(err))
-        _say(f"benchd: stopped: {upkeep.problem(err)}")
+        upkeep.say(f"benchd: stopped: {upkeep.problem(err)}")
         return 3
     finally:
         daemon.jobs.outbox.close()

@@ -4,6 +4,7 @@ check that the values make sense together before anything is opened."""
 import argparse
 import os
 
+from bench_wire import messages as m
 from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from benchd import __version__
 from benchd.core.names import is_handle
@@ -58,3 +59,16 @@ def options_problem(opts: argparse.Namespace) -> str | None:
             "a-z 0-9 . _ - starting with a letter or digit"
         )
     return None
+
+
+def reactor_settings(opts: argparse.Namespace) -> m.ReactorSettings:
+    """The wake reactor's settings as hello reports them."""
+    return m.ReactorSettings(
+        idle_gate=opts.idle_gate,
+        paste_settle=opts.paste_settle,
+        wake_burst=opts.wake_burst,
+        wake_refill=opts.wake_refill,
+        enter_retries=opts.enter_retries,
+        enter_check=opts.enter_check,
+        retry_base=opts.retry_base,
+    )

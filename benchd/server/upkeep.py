@@ -6,6 +6,7 @@ cannot go on."""
 import errno
 import os
 import sqlite3
+import sys
 
 import msgspec
 import structlog
@@ -91,6 +92,17 @@ def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -
         log.warning("less room held for the next start", held=held, wanted=want)
 
 
+def ack_damage(bench_dir: str, log: structlog.stdlib.BoundLogger, shown: int) -> int:
+    """journal/ack: the damage reports are removed from disk (and so no longer shown);
+    returns how many there were."""
+    try:
+        damage.clear(bench_dir)
+    except OSError as err:
+        raise WireError("io-error", f"the damage report could not be removed: {err}") from None
+    log.info("journal damage acknowledged", reports=shown)
+    return shown
+
+
 def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
     try:
         st = os.statvfs(bench_dir)
@@ -114,3 +126,12 @@ def problem(err: BaseException) -> str:
     if isinstance(err, sqlite3.Error):
         return f"a database could not be used: {err} (is the disk full?) [io-error]"
     return f"{err!r} [internal]"
+
+
+def say(line: str) -> None:
+    """One line to stderr; on a disk too full to take it, nothing (`bench up` then says
+    how much room is left)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
