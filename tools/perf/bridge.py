@@ -47,7 +47,7 @@ def bridge(ctx: Context) -> list[Result]:
         raise RuntimeError(why)
     n_lat = ctx.size(100, 500)
     n_thr = ctx.size(800, 4000)
-    n_idle = ctx.size(3, 5)
+    n_idle = ctx.size(1, 5)  # each spell waits for the daemons to close idle connections
     nats = NatsServer()
     nats.start()
     # The sender limits are raised out of the way: this measures the path, not them.
