@@ -431,7 +431,10 @@ class Sessions:
                 store.remove(sid)
 
         try:
-            await trio.to_thread.run_sync(work)
+            # Their own two threads: a thousand sessions ending at once must not take
+            # every worker thread from the committer's journal flushes (trio's default
+            # limiter is shared), which made job replies wait behind these writes.
+            await trio.to_thread.run_sync(work, limiter=_KEEP_THREADS)
         except (OSError, ValueError) as err:
             self.log.error("exited session not kept on disk", session=s.id, error=str(err))
 
@@ -464,3 +467,6 @@ class Sessions:
                     continue
                 s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
                 nursery.start_soon(self.end, s)
+
+
+_KEEP_THREADS = trio.CapacityLimiter(2)  # writes of exited sessions (Sessions._keep)
