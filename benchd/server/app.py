@@ -309,7 +309,8 @@ class Daemon:
 
     def _logged_since(self, since: int) -> set[str]:
         log = self.eventlog.read_since(since)
-        return {e.get("mail_id") for e in log if e.get("kind") == "mail/sent"}
+        sent = (e.get("mail_id") for e in log if e.get("kind") == "mail/sent")
+        return {mail_id for mail_id in sent if isinstance(mail_id, str)}
 
     def _rebuild_index(self) -> None:
         """Refill an empty index from the files (Index.recover_now, while running)."""

@@ -24,14 +24,19 @@ import os
 import sqlite3
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import attrgetter
-from typing import Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar
 
 import msgspec
 
 from benchd.store import sqlite
-from benchd.store.pending import READ, UNREAD, MailRow, Pending
+
+# Re-exported: the runtime and the server import the states, rows and Pending from here.
+from benchd.store.pending import READ as READ
+from benchd.store.pending import UNREAD as UNREAD
+from benchd.store.pending import MailRow as MailRow
+from benchd.store.pending import Pending as Pending
 from benchd.store.sqlite import MEMORY
 
 SCHEMA_VERSION = "1"
@@ -55,6 +60,16 @@ CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
 
 
+class Health(TypedDict):
+    """What `Index.health()` says (the fields of bench_wire's IndexHealth)."""
+
+    state: Literal["ok", "retrying", "in-memory"]
+    pending: int
+    failures: int
+    error: str | None
+    rebuilds: int
+
+
 class KeyHit(msgspec.Struct, frozen=True, gc=False):
     """Where an idempotency key's message is."""
 
@@ -70,6 +85,10 @@ _by_id = attrgetter("mail_id")
 
 def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
     return msgspec.convert(cursor.fetchall(), list[MailRow])
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -99,7 +118,7 @@ def file_sum(path: str) -> str:
 
 
 class Index:
-    def __init__(self, path: str, notify: Callable[..., None] | None = None):
+    def __init__(self, path: str, notify: Callable[..., None] | None = None) -> None:
         self.path = path
         self.notify = notify or (lambda kind, **fields: None)
         self.rebuild: Callable[[], None] | None = None  # set by the daemon: refill from files
@@ -209,7 +228,7 @@ class Index:
 
     # ---------------------------------------------------------------- reads
 
-    def _read(self, fn):
+    def _read(self, fn: Callable[[], T]) -> T:
         """A database read; corruption found by it sets the file aside and rebuilds the
         index from the files, then the read runs again on the new one."""
         try:
@@ -260,7 +279,7 @@ class Index:
         return None
 
     def count(self, handle: str, state: int | None) -> int:
-        def db():
+        def db() -> int:
             if state is None:
                 row = self.w.execute(
                     "SELECT sum(n) FROM counts WHERE handle=?", (handle,)
@@ -280,7 +299,7 @@ class Index:
         want = limit + 1 + len(touched)  # pending changes may hide that many rows
         if state is None:
             q = _ROW + "WHERE handle=? AND id>? ORDER BY id LIMIT ?"
-            args: tuple = (handle, after, want)
+            args: tuple[str | int, ...] = (handle, after, want)
         else:
             q = _ROW + "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             args = (handle, state, after, want)
@@ -365,7 +384,18 @@ class Index:
 
     # ---------------------------------------------------------------- changes (pending)
 
-    def add(self, handle, mail_id, state, sender, subject, date, size, key, new=False) -> None:
+    def add(
+        self,
+        handle: str,
+        mail_id: str,
+        state: int,
+        sender: str,
+        subject: str,
+        date: str,
+        size: int,
+        key: str,
+        new: bool = False,
+    ) -> None:
         """Index a message; one it holds already is left as it is (INSERT OR IGNORE).
         `new`: the id was just handed out by the id clock, so it cannot be indexed yet
         (saves a lookup per send)."""
@@ -379,12 +409,20 @@ class Index:
         self.pending.keys.setdefault((sender, key), k)
         self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date, size, key)))
 
-    def add_text(self, handle, mail_id, sender, subject, body, meta) -> None:
+    def add_text(
+        self,
+        handle: str,
+        mail_id: str,
+        sender: str,
+        subject: str,
+        body: bytes | str,
+        meta: Mapping[str, object],
+    ) -> None:
         """What search and threads need of a message (benchd/store/search.py), written with the
         next flush like every other change; a message is searchable once it commits. `meta`:
         its front matter, for the links (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
-        links = (meta.get("in-reply-to"), meta.get("origin"))
+        links = (_text_or_none(meta.get("in-reply-to")), _text_or_none(meta.get("origin")))
         self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, *links)))
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
@@ -549,7 +587,8 @@ class Index:
                 self._rebuilding = False
         self.flush()  # what the rebuild added; a failure here is retried like any other
 
-    def health(self) -> dict:
+    def health(self) -> Health:
+        state: Literal["ok", "retrying", "in-memory"]
         if self.in_memory:
             state = "in-memory"
         elif self.failures:

@@ -5,6 +5,8 @@ someone edited by hand. The bytes are read with `read_regular` (never through a 
 never blocked on a FIFO) and the front matter is checked for the fields bench wrote.
 """
 
+from typing import Any
+
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
 from benchd.store.statedir import read_regular
@@ -20,7 +22,7 @@ def load(path: str) -> bytes | None:
         raise WireError("bad-mail-file", f"{path} cannot be read: {err.strerror}") from None
 
 
-def parse(path: str, data: bytes) -> tuple[dict, bytes]:
+def parse(path: str, data: bytes) -> tuple[dict[str, Any], bytes]:
     """The front matter and body of a mail file; `bad-mail-file` when it is not one bench
     can read (the file is left where it is: a person may mean to mend it)."""
     try:
