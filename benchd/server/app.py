@@ -27,6 +27,7 @@ from benchd import __version__
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
+from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.delegation import DelegationLimits
 from benchd.core.limits import Limits
 from benchd.core.names import OPERATOR, IdClock
@@ -77,6 +78,9 @@ class Daemon:
         self.bench_dir = bench_dir
         self.opts = opts
         self.pid = os.getpid()
+        # The one clock of the timing rules: the index's commit timing, the job host's
+        # reply times and the reactor's wake buckets read it (tests inject their own).
+        self.clock: Clock = SYSTEM_CLOCK
         self.subreaper = become_subreaper()
         self.helper_pids: set[int] = set()  # its own children acting for the operator
         self.test_hooks = bool(opts.test_hooks)
@@ -138,7 +142,9 @@ class Daemon:
         self.clean_stop = False
         self.seal_path = os.path.join(bench_dir, recovery.SEAL)
         self.damage = upkeep.load_damage(bench_dir, self.log)  # not yet acknowledged
-        self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
+        self.index = Index(
+            os.path.join(bench_dir, "index.sqlite"), self._index_notice, clock=self.clock
+        )
         self.committer = Committer(
             JournalStore(self.eventlog, self.journal), self.index, self.hub.publish
         )
@@ -175,6 +181,7 @@ class Daemon:
             self.caps.body_bytes,
             opts.retry_base,
             self.log,
+            clock=self.clock,
         )
         reactor = Reactor(
             self.roster.live_by_handle,
@@ -182,6 +189,7 @@ class Daemon:
             self.committer.record,
             reactor_settings(self.opts),
             self.log,
+            clock=self.clock,
         )
         self.hub.listeners.append(reactor.on_event)
         self.sessions = Sessions(

@@ -22,7 +22,6 @@ through `notify(kind, **fields)` (the daemon logs it and records an event).
 
 import os
 import sqlite3
-import time
 import zlib
 from collections.abc import Callable, Mapping
 from operator import attrgetter
@@ -30,6 +29,7 @@ from typing import Literal, TypedDict, TypeVar
 
 import msgspec
 
+from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.store import sqlite
 
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
@@ -118,14 +118,21 @@ def file_sum(path: str) -> str:
 
 
 class Index:
-    def __init__(self, path: str, notify: Callable[..., None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        notify: Callable[..., None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.path = path
+        # Dates the pending changes and the retry backoff (clock.now(): monotonic).
+        self.clock = clock
         self.notify = notify or (lambda kind, **fields: None)
         self.rebuild: Callable[[], None] | None = None  # set by the daemon: refill from files
         self.pending = Pending()
         self.failures = 0  # consecutive failed flushes
         self.last_error: str | None = None
-        self.retry_at = 0.0  # monotonic time before which no flush is tried
+        self.retry_at = 0.0  # the clock's reading before which no flush is tried
         self.rebuilds = 0
         self.needs_rebuild = False  # a failure persisted: rebuild once the loop can
         self.set_aside_reason: str | None = None
@@ -223,7 +230,7 @@ class Index:
 
     def set_meta(self, k: str, v: str) -> None:
         if not self.pending.ops and not self.pending.meta:
-            self.pending.since = time.monotonic()
+            self.pending.since = self.clock.now()
         self.pending.meta[k] = v
 
     # ---------------------------------------------------------------- reads
@@ -403,7 +410,7 @@ class Index:
             return
         k = (handle, mail_id)
         base = self.pending.base.get(k)
-        self.pending.touch(handle, mail_id, base)
+        self.pending.touch(handle, mail_id, base, self.clock.now())
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
@@ -429,7 +436,7 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None or row.state == state:
             return False
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.clock.now())
         new = self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
         self._counted(handle, row, new)
         self.pending.ops.append(("state", (handle, mail_id, state)))
@@ -439,7 +446,7 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None:
             return
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.clock.now())
         self.pending.rows[(handle, mail_id)] = None
         self._counted(handle, row, None)
         self.pending.ops.append(("remove", (handle, mail_id)))
@@ -457,8 +464,14 @@ class Index:
         p = self.pending
         if not p.ops and not p.meta:
             return False
-        now = time.monotonic()
+        now = self.clock.now()
         return now >= self.retry_at and now - p.since >= age_s
+
+    def flush_in(self, age_s: float) -> float:
+        """Seconds until `due(age_s)` holds for the changes pending now (0: it holds);
+        the committer sleeps that long unless work comes first."""
+        now = self.clock.now()
+        return max(self.retry_at - now, self.pending.since + age_s - now, 0.0)
 
     def flush(self) -> bool:
         """Commit the pending changes in one transaction. True when committed (or nothing
@@ -535,7 +548,7 @@ class Index:
         self.failures += 1
         self.last_error = str(err)
         delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (self.failures - 1))
-        self.retry_at = time.monotonic() + delay
+        self.retry_at = self.clock.now() + delay
         corrupt = isinstance(err, sqlite3.Error) and is_corrupt(err)
         persistent = self.failures >= PERSISTENT_FAILURES
         action = "rebuild" if corrupt or persistent else "retry"
