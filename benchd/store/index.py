@@ -30,6 +30,7 @@ from typing import Literal, TypedDict, TypeVar
 import msgspec
 
 from benchd.core.clock import SYSTEM_CLOCK, Clock
+from benchd.core.frontmatter import FrontMatter
 from benchd.store import sqlite
 
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
@@ -423,13 +424,17 @@ class Index:
         sender: str,
         subject: str,
         body: bytes | str,
-        meta: Mapping[str, object],
+        meta: FrontMatter | Mapping[str, object],
     ) -> None:
         """What search and threads need of a message (benchd/store/search.py), written with the
         next flush like every other change; a message is searchable once it commits. `meta`:
-        its front matter, for the links (in-reply-to, origin)."""
+        its front matter (typed, or the dict mailfile.parse gives), for the links
+        (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
-        links = (_text_or_none(meta.get("in-reply-to")), _text_or_none(meta.get("origin")))
+        if isinstance(meta, FrontMatter):
+            links = (meta.in_reply_to, meta.origin)
+        else:
+            links = (_text_or_none(meta.get("in-reply-to")), _text_or_none(meta.get("origin")))
         self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, *links)))
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
