@@ -20,14 +20,22 @@ without control characters (refused at send). Characters YAML may not hold liter
 (C1 controls, U+FEFF, U+FFFE/U+FFFF) and the line breaks YAML would fold inside quotes
 (NEL, U+2028, U+2029) are written as \\u escapes.
 
+Two readings of a file: `read` gives the typed `FrontMatter` (every field checked:
+strings, reply-to a list of strings), `parse` the fields as a dict keyed by their names
+in the file (what the runtime's mail paths still take; `FrontMatter.to_dict` gives the
+same dict). `render` writes either, to the same bytes.
+
 `quote` is bench's one YAML quoting function: the job core's reply header uses it too,
 through `scalar` (plain where YAML cannot misread the value). Pure: no I/O.
 """
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring  # json.dumps' C string encoder, without dumps' overhead
 from typing import Any
+
+import msgspec
 
 # `origin`: only on a copy received from another node, its identity there
 # (benchd.core.mailrefs).
@@ -77,12 +85,63 @@ def scalar(value: str) -> str:
     return value if plain and value.lower() not in _YAML_WORDS else quote(value)
 
 
-def render(meta: dict[str, Any], body: bytes) -> bytes:
-    """The file's bytes. `meta` holds FIELDS (reply-to a list, in-reply-to and origin
-    optional)."""
+class BadMailFile(ValueError):
+    pass
+
+
+class FrontMatter(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    rename={"sender": "from", "reply_to": "reply-to", "in_reply_to": "in-reply-to"},
+):
+    """A mail file's front matter, typed. Field names are the file's (`from`,
+    `reply-to`, `in-reply-to`) but for the renames; `origin` only on a copy received
+    from another node."""
+
+    id: str
+    sender: str
+    to: str
+    subject: str = ""
+    date: str
+    key: str
+    reply_to: tuple[str, ...] = ()
+    in_reply_to: str | None = None
+    origin: str | None = None
+
+    @classmethod
+    def of(cls, meta: Mapping[str, object]) -> "FrontMatter":
+        """The typed front matter of a dict keyed as in the file (what `parse` returns);
+        BadMailFile when a field is missing, unknown or of the wrong type."""
+        try:
+            return msgspec.convert(meta, cls)
+        except msgspec.ValidationError as err:
+            raise BadMailFile(f"bad front matter: {err}") from None
+
+    def items(self) -> list[tuple[str, str | list[str] | None]]:
+        """(name in the file, value) in FIELDS order; reply-to as a list."""
+        return [
+            ("id", self.id),
+            ("from", self.sender),
+            ("to", self.to),
+            ("subject", self.subject),
+            ("date", self.date),
+            ("key", self.key),
+            ("reply-to", list(self.reply_to)),
+            ("in-reply-to", self.in_reply_to),
+            ("origin", self.origin),
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict `parse` gives for the file `render` writes of this: the fields it
+        writes (no empty reply-to, no None), keyed by their names in the file."""
+        return {name: value for name, value in self.items() if value is not None and value != []}
+
+
+def _render(items: Iterable[tuple[str, object]], body: bytes) -> bytes:
     lines = ["---"]
-    for name in FIELDS:
-        value = meta.get(name)
+    for name, value in items:
         if value is None or (name == "reply-to" and not value):
             continue
         if isinstance(value, list):
@@ -94,8 +153,12 @@ def render(meta: dict[str, Any], body: bytes) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8") + body
 
 
-class BadMailFile(ValueError):
-    pass
+def render(meta: FrontMatter | Mapping[str, Any], body: bytes) -> bytes:
+    """The file's bytes. `meta` is a FrontMatter, or a dict holding FIELDS (reply-to a
+    list, in-reply-to and origin optional): the same fields give the same bytes."""
+    if isinstance(meta, FrontMatter):
+        return _render(meta.items(), body)
+    return _render(((name, meta.get(name)) for name in FIELDS), body)
 
 
 def parse(data: bytes) -> tuple[dict[str, Any], bytes]:
@@ -119,6 +182,13 @@ def parse(data: bytes) -> tuple[dict[str, Any], bytes]:
             raise BadMailFile(f"missing {required}")
     meta.setdefault("subject", "")
     return meta, data[end + 6 :]
+
+
+def read(data: bytes) -> tuple[FrontMatter, bytes]:
+    """(front matter, body) of a file `render` wrote, every field type-checked;
+    BadMailFile if it is not one."""
+    meta, body = parse(data)
+    return FrontMatter.of(meta), body
 
 
 def check_subject(subject: str) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 from benchd.core.keys import KEY_MAX, is_job_key
 
 MAX_ID_LEN = 256
-"""Longest agentId, sessionId or commandFactId, in characters."""
+"""Longest agentId or sessionId, in characters."""
 
 MAX_KEY_LEN = KEY_MAX
 """Longest mail key a caller may choose, in characters (derived reply keys may be longer)."""

@@ -11,9 +11,9 @@ Concepts:
   retries and every reply key derives from it), ``to``, ``from``, a ``replyTo`` list,
   string ``content`` and ``createdAt`` in milliseconds.
 * **Job** -- what :func:`agent_job` returns for the host's job queue: queue = target
-  session id, lane ``default``, priority 0, and a JSON payload that
-  :func:`decode_agent_job` parses back on the executor side. ``recovery`` passes
-  through untouched; this module never looks at it.
+  session id, and a JSON payload that :func:`decode_agent_job` parses back on the
+  executor side. Jobs stored before lane, priority, recovery and commandFactId were
+  dropped still load: those keys are ignored.
 * **Fan-out** -- when a job settles, :meth:`FanOut.fan_out` writes one pending reply
   per replyTo address into the durable *outbox* under ``outbox:<mail key>:reply:<i>``
   and schedules one wake. :meth:`FanOut.drain_outbox` (run on that wake) posts due
@@ -78,25 +78,18 @@ __all__ = [
     "reply_outcome",
 ]
 
-DEFAULT_LANE = "default"
-DEFAULT_PRIORITY = 0
-
-
 # --------------------------------------------------------------------------- jobs
 
 
 @dataclass(frozen=True, slots=True)
 class AgentWork:
-    """Work for a child session. ``recovery`` is opaque: it goes to the job unread."""
+    """Work for a child session: the session that runs it."""
 
     session_id: str
-    command_fact_id: str
-    recovery: Any = None
 
     def __post_init__(self) -> None:
         try:
             check_id(self.session_id, "work sessionId")
-            check_id(self.command_fact_id, "work commandFactId")
         except JobError as exc:
             raise JobError("bad-work", exc.message) from None
 
@@ -106,37 +99,28 @@ class Job:
     """A queued job as the host's queue sees it. Only this module reads ``payload``."""
 
     queue: str
-    lane: str
-    priority: int
     payload: dict[str, Any]  # never changed once the job is made (its decoding is kept)
-    recovery: Any = None
     # The payload decoded, kept by :func:`decode_agent_job` the first time it succeeds:
     # a job is decoded when it settles, when it replies and when it is listed.
     _decoded: DecodedJob | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict, for hosts that persist jobs (recovery must be JSON-able)."""
-        return {
-            "queue": self.queue,
-            "lane": self.lane,
-            "priority": self.priority,
-            "payload": self.payload,
-            "recovery": self.recovery,
-        }
+        """A JSON-able dict, for hosts that persist jobs."""
+        return {"queue": self.queue, "payload": self.payload}
 
     @classmethod
     def from_json(cls, data: object) -> Job:
-        """Rebuild a job from :meth:`to_json`; the payload is checked by :func:`decode_agent_job`."""
+        """Rebuild a job from :meth:`to_json`; the payload is checked by :func:`decode_agent_job`.
+
+        Other keys are ignored: jobs stored by earlier versions also carry ``lane``,
+        ``priority`` and ``recovery``, which nothing read."""
         obj = require_mapping(data, "bad-job", "a job")
-        queue, lane, priority = obj.get("queue"), obj.get("lane"), obj.get("priority")
-        payload = obj.get("payload")
-        if not isinstance(queue, str) or not isinstance(lane, str):
-            raise JobError("bad-job", "a job needs a string queue and lane.")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise JobError("bad-job", "a job priority must be an integer.")
+        queue, payload = obj.get("queue"), obj.get("payload")
+        if not isinstance(queue, str):
+            raise JobError("bad-job", "a job needs a string queue.")
         if not isinstance(payload, dict):
             raise JobError("bad-job", "a job payload must be a JSON object.")
-        return cls(queue, lane, priority, payload, obj.get("recovery"))
+        return cls(queue, payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +128,6 @@ class DecodedJob:
     """The executor's view of a job payload."""
 
     session_id: str
-    command_fact_id: str
     mail: JobMail | None
 
 
@@ -167,16 +150,9 @@ def agent_job(work: AgentWork, mail: JobMail | None = None) -> Job:
         )
     payload = {
         "sessionId": work.session_id,
-        "commandFactId": work.command_fact_id,
         "mail": None if mail is None else mail.to_json(),
     }
-    return Job(
-        queue=work.session_id,
-        lane=DEFAULT_LANE,
-        priority=DEFAULT_PRIORITY,
-        payload=payload,
-        recovery=work.recovery,
-    )
+    return Job(queue=work.session_id, payload=payload)
 
 
 def decode_agent_job(job: Job) -> DecodedJob:
@@ -189,8 +165,8 @@ def decode_agent_job(job: Job) -> DecodedJob:
     if not isinstance(payload, Mapping):
         raise JobError("bad-job", "the job payload must be a JSON object.")
     try:
+        # A payload stored by an earlier version also holds "commandFactId": ignored.
         session_id = check_id(payload.get("sessionId"), "payload sessionId")
-        fact_id = check_id(payload.get("commandFactId"), "payload commandFactId")
         raw_mail = payload.get("mail")
         mail = None if raw_mail is None else JobMail.from_json(raw_mail)
     except JobError as exc:
@@ -200,7 +176,7 @@ def decode_agent_job(job: Job) -> DecodedJob:
         raise JobError("bad-job", "the job queue and its payload sessionId differ.")
     if mail is not None and mail.to.session_id != session_id:
         raise JobError("bad-job", "the job mail is addressed to another session.")
-    decoded = DecodedJob(session_id=session_id, command_fact_id=fact_id, mail=mail)
+    decoded = DecodedJob(session_id=session_id, mail=mail)
     object.__setattr__(job, "_decoded", decoded)  # frozen: set once, like a cached property
     return decoded
 

@@ -319,11 +319,7 @@ class Committer:
             if self.index.pending.ops or self.index.pending.meta:
                 # Index changes not yet committed: commit them once they are
                 # INDEX_COMMIT_S old (and past any retry backoff), unless work comes first.
-                wait = max(
-                    self.index.retry_at - time.monotonic(),
-                    self.index.pending.since + INDEX_COMMIT_S - time.monotonic(),
-                    0.0,
-                )
+                wait = self.index.flush_in(INDEX_COMMIT_S)
                 with trio.move_on_after(wait):
                     await self._wakeup.wait()
                 if not self._wakeup.is_set():

@@ -300,7 +300,7 @@ class JobHost:
                 content=spec.body,
                 created_at=self.clock.wall_ms(),
             )
-            job = agent_job(AgentWork(session_id=s.id, command_fact_id=f"spawn:{s.id}"), mail)
+            job = agent_job(AgentWork(session_id=s.id), mail)
         except JobError as err:
             raise WireError("bad-mail", f"the job could not be made: {err.message}") from None
         with self.outbox:

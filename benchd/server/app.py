@@ -27,6 +27,7 @@ from benchd import __version__
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
+from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.delegation import DelegationLimits
 from benchd.core.limits import Limits
 from benchd.core.names import OPERATOR, IdClock
@@ -78,6 +79,9 @@ class Daemon:
         self.bench_dir = bench_dir
         self.opts = opts
         self.pid = os.getpid()
+        # The one clock of the timing rules: the index's commit timing, the job host's
+        # reply times and the reactor's wake buckets read it (tests inject their own).
+        self.clock: Clock = SYSTEM_CLOCK
         self.subreaper = become_subreaper()
         self.helper_pids: set[int] = set()  # its own children acting for the operator
         self.test_hooks = bool(opts.test_hooks)
@@ -139,7 +143,9 @@ class Daemon:
         self.clean_stop = False
         self.seal_path = os.path.join(bench_dir, recovery.SEAL)
         self.damage = upkeep.load_damage(bench_dir, self.log)  # not yet acknowledged
-        self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
+        self.index = Index(
+            os.path.join(bench_dir, "index.sqlite"), self._index_notice, clock=self.clock
+        )
         self.committer = Committer(
             JournalStore(self.eventlog, self.journal), self.index, self.hub.publish
         )
@@ -178,6 +184,7 @@ class Daemon:
             self.caps.body_bytes,
             opts.retry_base,
             self.log,
+            clock=self.clock,
         )
         reactor = Reactor(
             self.roster.live_by_handle,
@@ -185,6 +192,7 @@ class Daemon:
             self.committer.record,
             reactor_settings(self.opts),
             self.log,
+            clock=self.clock,
         )
         self.hub.listeners.append(reactor.on_event)
         self.sessions = Sessions(
@@ -313,7 +321,8 @@ class Daemon:
 
     def _logged_since(self, since: int) -> set[str]:
         log = self.eventlog.read_since(since)
-        return {e.get("mail_id") for e in log if e.get("kind") == "mail/sent"}
+        sent = (e.get("mail_id") for e in log if e.get("kind") == "mail/sent")
+        return {mail_id for mail_id in sent if isinstance(mail_id, str)}
 
     def _rebuild_index(self) -> None:
         """Refill an empty index from the files (Index.recover_now, while running)."""

@@ -4,19 +4,20 @@ restarts. One JSON object per line, each a journal/damaged event as it was logge
 
 import json
 import os
+from collections.abc import Sequence
 
 from benchd.store.fileio import write_all
 
 REPORT = "journal.damage"
 
 
-def load(root: str) -> list[dict]:
+def load(root: str) -> list[dict[str, object]]:
     try:
         with open(os.path.join(root, REPORT), "rb") as f:
             raw = f.read()
     except OSError:
         return []
-    out = []
+    out: list[dict[str, object]] = []
     for line in raw.split(b"\n"):
         try:
             obj = json.loads(line)
@@ -27,7 +28,7 @@ def load(root: str) -> list[dict]:
     return out
 
 
-def add(root: str, items: list[dict]) -> None:
+def add(root: str, items: Sequence[object]) -> None:
     """Append items durably. Raises OSError (the event log and benchd.log still have
     them)."""
     data = b"".join(json.dumps(i, separators=(",", ":")).encode() + b"\n" for i in items)

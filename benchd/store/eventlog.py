@@ -16,6 +16,8 @@ O(log size), not a scan.
 """
 
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgspec
 
@@ -24,6 +26,10 @@ from benchd.store.fileio import write_all
 
 _TAIL = 64 * 1024
 _decoder = msgspec.json.Decoder()
+
+# A logged event as read back: a JSON object, the shape bench_wire's EventFrame.event
+# carries (each kind's fields differ; the client decodes them).
+Record = dict[str, Any]
 
 
 def seq_of(line: bytes) -> int | None:
@@ -90,7 +96,7 @@ class EventLog:
                     last = max(last, s)
         return last
 
-    def append(self, lines: list[bytes], flush=None) -> None:
+    def append(self, lines: list[bytes], flush: Callable[[], None] | None = None) -> None:
         """Write encoded lines (each ending in a newline) and make them durable: fsync,
         or `flush()` when the caller flushes the log together with other files. The
         daemon no longer calls it (the committer writes with `write` and the journal
@@ -183,7 +189,9 @@ class EventLog:
             pos += len(chunk)
         return size
 
-    def read_since(self, since: int, limit: int | None = None, upto: int | None = None):
+    def read_since(
+        self, since: int, limit: int | None = None, upto: int | None = None
+    ) -> Iterator[Record]:
         """Yield decoded events (dicts) with since < seq <= upto, skipping torn lines."""
         pos = self.offset_of(since) if since > 0 else 0
         n = 0

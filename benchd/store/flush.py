@@ -20,7 +20,13 @@ class Flusher:
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None  # made on first use
 
-    def flush(self, files=(), dirs=(), fds=(), moved: Iterable[tuple[str, str]] = ()) -> None:
+    def flush(
+        self,
+        files: Iterable[str] = (),
+        dirs: Iterable[str] = (),
+        fds: Iterable[int] = (),
+        moved: Iterable[tuple[str, str]] = (),
+    ) -> None:
         """fdatasync each file (by path) and fd, fsync each directory, and for each
         (path, alt) in `moved` fdatasync whichever of the two exists (a message a read
         moved to read/ meanwhile); raises the first OSError once all of them are done."""

@@ -22,16 +22,22 @@ through `notify(kind, **fields)` (the daemon logs it and records an event).
 
 import os
 import sqlite3
-import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import attrgetter
-from typing import Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar
 
 import msgspec
 
+from benchd.core.clock import SYSTEM_CLOCK, Clock
+from benchd.core.frontmatter import FrontMatter
 from benchd.store import sqlite
-from benchd.store.pending import READ, UNREAD, MailRow, Pending
+
+# Re-exported: the runtime and the server import the states, rows and Pending from here.
+from benchd.store.pending import READ as READ
+from benchd.store.pending import UNREAD as UNREAD
+from benchd.store.pending import MailRow as MailRow
+from benchd.store.pending import Pending as Pending
 from benchd.store.sqlite import MEMORY
 
 SCHEMA_VERSION = "1"
@@ -55,6 +61,16 @@ CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
 
 
+class Health(TypedDict):
+    """What `Index.health()` says (the fields of bench_wire's IndexHealth)."""
+
+    state: Literal["ok", "retrying", "in-memory"]
+    pending: int
+    failures: int
+    error: str | None
+    rebuilds: int
+
+
 class KeyHit(msgspec.Struct, frozen=True, gc=False):
     """Where an idempotency key's message is."""
 
@@ -70,6 +86,10 @@ _by_id = attrgetter("mail_id")
 
 def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
     return msgspec.convert(cursor.fetchall(), list[MailRow])
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -99,14 +119,21 @@ def file_sum(path: str) -> str:
 
 
 class Index:
-    def __init__(self, path: str, notify: Callable[..., None] | None = None):
+    def __init__(
+        self,
+        path: str,
+        notify: Callable[..., None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.path = path
+        # Dates the pending changes and the retry backoff (clock.now(): monotonic).
+        self.clock = clock
         self.notify = notify or (lambda kind, **fields: None)
         self.rebuild: Callable[[], None] | None = None  # set by the daemon: refill from files
         self.pending = Pending()
         self.failures = 0  # consecutive failed flushes
         self.last_error: str | None = None
-        self.retry_at = 0.0  # monotonic time before which no flush is tried
+        self.retry_at = 0.0  # the clock's reading before which no flush is tried
         self.rebuilds = 0
         self.needs_rebuild = False  # a failure persisted: rebuild once the loop can
         self.set_aside_reason: str | None = None
@@ -204,12 +231,12 @@ class Index:
 
     def set_meta(self, k: str, v: str) -> None:
         if not self.pending.ops and not self.pending.meta:
-            self.pending.since = time.monotonic()
+            self.pending.since = self.clock.now()
         self.pending.meta[k] = v
 
     # ---------------------------------------------------------------- reads
 
-    def _read(self, fn):
+    def _read(self, fn: Callable[[], T]) -> T:
         """A database read; corruption found by it sets the file aside and rebuilds the
         index from the files, then the read runs again on the new one."""
         try:
@@ -260,7 +287,7 @@ class Index:
         return None
 
     def count(self, handle: str, state: int | None) -> int:
-        def db():
+        def db() -> int:
             if state is None:
                 row = self.w.execute(
                     "SELECT sum(n) FROM counts WHERE handle=?", (handle,)
@@ -280,7 +307,7 @@ class Index:
         want = limit + 1 + len(touched)  # pending changes may hide that many rows
         if state is None:
             q = _ROW + "WHERE handle=? AND id>? ORDER BY id LIMIT ?"
-            args: tuple = (handle, after, want)
+            args: tuple[str | int, ...] = (handle, after, want)
         else:
             q = _ROW + "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             args = (handle, state, after, want)
@@ -365,7 +392,18 @@ class Index:
 
     # ---------------------------------------------------------------- changes (pending)
 
-    def add(self, handle, mail_id, state, sender, subject, date, size, key, new=False) -> None:
+    def add(
+        self,
+        handle: str,
+        mail_id: str,
+        state: int,
+        sender: str,
+        subject: str,
+        date: str,
+        size: int,
+        key: str,
+        new: bool = False,
+    ) -> None:
         """Index a message; one it holds already is left as it is (INSERT OR IGNORE).
         `new`: the id was just handed out by the id clock, so it cannot be indexed yet
         (saves a lookup per send)."""
@@ -373,25 +411,37 @@ class Index:
             return
         k = (handle, mail_id)
         base = self.pending.base.get(k)
-        self.pending.touch(handle, mail_id, base)
+        self.pending.touch(handle, mail_id, base, self.clock.now())
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
         self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date, size, key)))
 
-    def add_text(self, handle, mail_id, sender, subject, body, meta) -> None:
+    def add_text(
+        self,
+        handle: str,
+        mail_id: str,
+        sender: str,
+        subject: str,
+        body: bytes | str,
+        meta: FrontMatter | Mapping[str, object],
+    ) -> None:
         """What search and threads need of a message (benchd/store/search.py), written with the
         next flush like every other change; a message is searchable once it commits. `meta`:
-        its front matter, for the links (in-reply-to, origin)."""
+        its front matter (typed, or the dict mailfile.parse gives), for the links
+        (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
-        links = (meta.get("in-reply-to"), meta.get("origin"))
+        if isinstance(meta, FrontMatter):
+            links = (meta.in_reply_to, meta.origin)
+        else:
+            links = (_text_or_none(meta.get("in-reply-to")), _text_or_none(meta.get("origin")))
         self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, *links)))
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
         row = self.get(handle, mail_id)
         if row is None or row.state == state:
             return False
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.clock.now())
         new = self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
         self._counted(handle, row, new)
         self.pending.ops.append(("state", (handle, mail_id, state)))
@@ -401,7 +451,7 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None:
             return
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row))
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.clock.now())
         self.pending.rows[(handle, mail_id)] = None
         self._counted(handle, row, None)
         self.pending.ops.append(("remove", (handle, mail_id)))
@@ -419,8 +469,14 @@ class Index:
         p = self.pending
         if not p.ops and not p.meta:
             return False
-        now = time.monotonic()
+        now = self.clock.now()
         return now >= self.retry_at and now - p.since >= age_s
+
+    def flush_in(self, age_s: float) -> float:
+        """Seconds until `due(age_s)` holds for the changes pending now (0: it holds);
+        the committer sleeps that long unless work comes first."""
+        now = self.clock.now()
+        return max(self.retry_at - now, self.pending.since + age_s - now, 0.0)
 
     def flush(self) -> bool:
         """Commit the pending changes in one transaction. True when committed (or nothing
@@ -497,7 +553,7 @@ class Index:
         self.failures += 1
         self.last_error = str(err)
         delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (self.failures - 1))
-        self.retry_at = time.monotonic() + delay
+        self.retry_at = self.clock.now() + delay
         corrupt = isinstance(err, sqlite3.Error) and is_corrupt(err)
         persistent = self.failures >= PERSISTENT_FAILURES
         action = "rebuild" if corrupt or persistent else "retry"
@@ -549,7 +605,8 @@ class Index:
                 self._rebuilding = False
         self.flush()  # what the rebuild added; a failure here is retried like any other
 
-    def health(self) -> dict:
+    def health(self) -> Health:
+        state: Literal["ok", "retrying", "in-memory"]
         if self.in_memory:
             state = "in-memory"
         elif self.failures:

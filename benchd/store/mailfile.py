@@ -2,11 +2,16 @@
 
 A mail directory is the user's to touch, so a file may be a symlink, a FIFO or a text
 someone edited by hand. The bytes are read with `read_regular` (never through a link,
-never blocked on a FIFO) and the front matter is checked for the fields bench wrote.
+never blocked on a FIFO) and the front matter is checked for the fields bench wrote:
+`read` gives it typed (`frontmatter.FrontMatter`), `parse` as the dict the runtime's
+mail paths take.
 """
+
+from typing import Any
 
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
+from benchd.core.frontmatter import FrontMatter
 from benchd.store.statedir import read_regular
 
 
@@ -20,19 +25,27 @@ def load(path: str) -> bytes | None:
         raise WireError("bad-mail-file", f"{path} cannot be read: {err.strerror}") from None
 
 
-def parse(path: str, data: bytes) -> tuple[dict, bytes]:
+def _left(path: str, why: str) -> WireError:
+    return WireError("bad-mail-file", f"{path}{why}; it was left where it is")
+
+
+def read(path: str, data: bytes) -> tuple[FrontMatter, bytes]:
     """The front matter and body of a mail file; `bad-mail-file` when it is not one bench
     can read (the file is left where it is: a person may mean to mend it)."""
     try:
         meta, body = frontmatter.parse(data)
     except (frontmatter.BadMailFile, UnicodeDecodeError) as err:
-        raise WireError(
-            "bad-mail-file",
-            f"{path} is not a mail file bench can read ({err}); it was left where it is",
-        ) from None
+        raise _left(path, f" is not a mail file bench can read ({err})") from None
     for name in ("from", "to", "date", "key", "subject"):
         if not isinstance(meta.get(name), str):
-            raise WireError(
-                "bad-mail-file", f"{path}: its {name} is not a string; it was left where it is"
-            )
-    return meta, body
+            raise _left(path, f": its {name} is not a string")
+    try:
+        return FrontMatter.of(meta), body
+    except frontmatter.BadMailFile as err:
+        raise _left(path, f": {err}") from None
+
+
+def parse(path: str, data: bytes) -> tuple[dict[str, Any], bytes]:
+    """`read`, the front matter as a dict keyed by the file's field names."""
+    meta, body = read(path, data)
+    return meta.to_dict(), body

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import builtins
 import json
-from typing import NamedTuple
+from collections.abc import Mapping
+from types import TracebackType
+from typing import NamedTuple, Self
 
 from benchd.core.states import JobState, advance, column, job_state
 from benchd.store import sqlite
@@ -39,19 +41,19 @@ class JobRow(NamedTuple):
 
     session: str
     handle: str
-    job: dict  # the fan-out core's job, as JSON (benchd.core.jobs decodes it)
+    job: dict[str, object]  # the fan-out core's job, as JSON (benchd.core.jobs decodes it)
     content: str  # what the session reported (bench report), "" if nothing
     state: str  # a JobState's column text
 
 
-def _job_row(row: tuple) -> JobRow:
+def _job_row(row: tuple[str, str, str, str, str]) -> JobRow:
     return JobRow(row[0], row[1], json.loads(row[2]), row[3], row[4])
 
 
 class SqliteOutbox:
     """The Outbox port (put, read, ordered list) plus the jobs table."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         # Python's default wait for another program's lock (5 s): the outbox is written
         # rarely, off the hot path, and a settlement had better wait than fail.
         self.db = sqlite.connect(path, busy_ms=5000)
@@ -81,13 +83,18 @@ class SqliteOutbox:
 
     # ------------------------------------------------------------ transactions
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         """A durable transaction (synchronous=FULL): settlements, new jobs, reports."""
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("BEGIN IMMEDIATE")
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         try:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
@@ -95,7 +102,7 @@ class SqliteOutbox:
 
     # ------------------------------------------------------------ jobs
 
-    def add_job(self, session: str, handle: str, job: dict) -> None:
+    def add_job(self, session: str, handle: str, job: Mapping[str, object]) -> None:
         self.db.execute(
             "INSERT INTO jobs(session, handle, job) VALUES (?, ?, ?)",
             (session, handle, json.dumps(job)),

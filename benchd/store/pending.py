@@ -1,7 +1,6 @@
 """The index's in-memory layer: the changes since the last commit, and what they mean
 for reads (pure, in memory). The index (benchd/store/index.py) merges it over SQLite."""
 
-import time
 from typing import Any
 
 import msgspec
@@ -40,14 +39,15 @@ class Pending:
         self.keys: dict[tuple[str, str], tuple[str, str]] = {}
         self.by_handle: dict[str, set[str]] = {}
         self.meta: dict[str, str] = {}
-        self.since = 0.0  # monotonic time of the oldest change
+        self.since = 0.0  # the index clock's reading at the oldest change
 
     def __len__(self) -> int:
         return len(self.ops)
 
-    def touch(self, handle: str, mail_id: str, base: int | None) -> None:
+    def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
+        """Note a change of (handle, mail_id); `now` (the index's clock) dates the first."""
         if not self.ops and not self.meta:
-            self.since = time.monotonic()
+            self.since = now
         self.base.setdefault((handle, mail_id), base)
         self.by_handle.setdefault(handle, set()).add(mail_id)
 

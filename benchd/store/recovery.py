@@ -24,6 +24,7 @@ again at every start.
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 
 from benchd.store.fileio import write_all
 from benchd.store.index import READ, UNREAD, Index, file_sum
@@ -94,7 +95,7 @@ def seal(index: Index, seal_path: str) -> bool:
         return False
 
 
-def take_seal(seal_path: str) -> dict | None:
+def take_seal(seal_path: str) -> dict[str, object] | None:
     """Read and remove the seal (durably: a crash later must not find it again)."""
     try:
         with open(seal_path, "rb") as f:
@@ -114,7 +115,7 @@ def take_seal(seal_path: str) -> dict | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get("sum"), str) else None
 
 
-def seal_matches(seal_obj: dict | None, db_path: str) -> bool:
+def seal_matches(seal_obj: Mapping[str, object] | None, db_path: str) -> bool:
     if seal_obj is None:
         return False
     try:

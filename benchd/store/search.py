@@ -196,18 +196,18 @@ def ensure(index: "Index", mail_root: str) -> int:
                 sub = "read" if state else "inbox"
                 try:
                     path = os.path.join(mail_root, handle, sub, mail_id + ".md")
-                    meta, body = frontmatter.parse(read_regular(path))
+                    meta, body = frontmatter.read(read_regular(path))
                 except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
                     continue  # reconcile drops what it cannot read; so does search
                 add(
                     db,
                     handle,
                     mail_id,
-                    meta["from"],
-                    meta.get("subject", ""),
+                    meta.sender,
+                    meta.subject,
                     body,
-                    meta.get("in-reply-to"),
-                    meta.get("origin"),
+                    meta.in_reply_to,
+                    meta.origin,
                 )
                 added += 1
             index.set_meta("search", VERSION)

@@ -14,6 +14,7 @@ Pure os/stat calls only: `bench up` runs the same check before it writes benchd.
 
 import os
 import stat
+from collections.abc import Callable
 
 # The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
 from benchd.store.damage import REPORT
@@ -127,7 +128,7 @@ def check_state_dir(bench_dir: str) -> None:
                     _check_entry(os.path.join(box, sub), uid, stat.S_ISDIR, "a directory")
 
 
-def _check_entry(path: str, uid: int, is_kind, kind: str) -> bool:
+def _check_entry(path: str, uid: int, is_kind: Callable[[int], bool], kind: str) -> bool:
     """False if absent; raises unless `path` is (without following links) `kind`, ours."""
     try:
         st = os.lstat(path)

@@ -215,3 +215,82 @@ def test_any_scalar_reads_back_as_the_same_string(value):
     assert "\n" not in written
     if written != value:  # quoted: a JSON string too, which is how bench reads it back
         assert json.loads(written) == value
+
+
+# ---------------------------------------------------------------- the typed front matter
+
+FULL = frontmatter.FrontMatter(
+    id=META["id"],
+    sender=META["from"],
+    to=META["to"],
+    subject=META["subject"],
+    date=META["date"],
+    key=META["key"],
+    reply_to=("bob", "carol@node2"),
+    in_reply_to="20261130T045611.123Z-0000",
+    origin="20261130T045610.007Z-0003@node2",
+)
+
+
+def test_the_struct_renders_the_bytes_the_dict_renders():
+    bare = frontmatter.FrontMatter.of(META)
+    assert render(bare, b"hi\n") == render(META, b"hi\n")
+    full = dict(
+        META,
+        **{
+            "reply-to": ["bob", "carol@node2"],
+            "in-reply-to": "20261130T045611.123Z-0000",
+            "origin": "20261130T045610.007Z-0003@node2",
+        },
+    )
+    assert render(FULL, b"x") == render(full, b"x")
+    assert FULL.to_dict() == full
+    assert bare.to_dict() == META  # no empty reply-to, no None
+
+
+def test_read_gives_the_struct_back():
+    for fm in (FULL, frontmatter.FrontMatter.of(META)):
+        data = render(fm, b"body\n---\n")
+        assert frontmatter.read(data) == (fm, b"body\n---\n")
+        assert parse(data) == (fm.to_dict(), b"body\n---\n")
+
+
+def test_a_file_without_a_subject_reads_with_an_empty_one():
+    data = render({k: v for k, v in META.items() if k != "subject"}, b"")
+    assert frontmatter.read(data)[0].subject == ""
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'reply-to: "bob"',  # not a list
+        "reply-to: [1]",
+        'in-reply-to: ["x"]',
+        "origin: 5",
+        "id: 7",
+        "from: null",
+    ],
+)
+def test_read_refuses_fields_of_the_wrong_type(line):
+    name = line.split(":")[0]
+    lines = [f"{k}: {json.dumps(v)}" for k, v in META.items() if k != name] + [line]
+    data = ("---\n" + "\n".join(lines) + "\n---\n\nbody").encode()
+    parse(data)  # the dict reading takes what is JSON
+    with pytest.raises(BadMailFile, match="bad front matter"):
+        frontmatter.read(data)
+
+
+@settings(max_examples=300)
+@given(
+    subject=subjects,
+    body=st.binary(max_size=100),
+    reply_to=st.lists(st.from_regex(r"[a-z0-9][a-z0-9._-]{0,10}", fullmatch=True), max_size=3),
+    origin=st.none() | st.just("20261130T045610.007Z-0003@node2"),
+)
+def test_struct_and_dict_render_alike(subject, body, reply_to, origin):
+    fm = frontmatter.FrontMatter.of(
+        dict(META, subject=subject, **{"reply-to": reply_to, "origin": origin})
+    )
+    data = render(fm, body)
+    assert data == render(fm.to_dict(), body)
+    assert frontmatter.read(data) == (fm, body)

@@ -5,7 +5,16 @@ import sqlite3
 
 import pytest
 
-from benchd.store.index import READ, UNREAD, Index, KeyHit, MailRow
+from benchd.core.clock import TestClock
+from benchd.store.index import (
+    READ,
+    RETRY_FIRST_S,
+    RETRY_MAX_S,
+    UNREAD,
+    Index,
+    KeyHit,
+    MailRow,
+)
 
 
 @pytest.fixture(params=["committed", "pending"])
@@ -243,6 +252,52 @@ def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
     j = Index(p)
     assert j.count("bob", UNREAD) == 2 and j.get("bob", mid(3)) is not None
     j.close()
+
+
+def test_commit_timing_follows_the_injected_clock(tmp_path):
+    """When a flush is due (the changes' age, the retry backoff) is read from the
+    index's clock: a test moves time, nothing sleeps."""
+    clock = TestClock(now=100.0)
+    p = str(tmp_path / "index.sqlite")
+    i = Index(p, clock=clock)
+    assert not i.due(0)  # nothing pending
+    i.add("bob", mid(1), UNREAD, "operator", "s1", "d", 1, "k1")
+    assert i.pending.since == 100.0
+    assert not i.due(1.0) and i.flush_in(1.0) == 1.0
+    clock.advance(0.4)
+    i.set_state("bob", mid(1), READ)  # a later change does not re-date the batch
+    assert i.pending.since == 100.0 and i.flush_in(1.0) == pytest.approx(0.6)
+    clock.advance(0.6)
+    assert i.due(1.0) and i.flush_in(1.0) == 0.0
+    assert i.flush()
+    # A failed flush backs off on the same clock: not due again until the delay passed.
+    other = locker(p)
+    try:
+        i.add("bob", mid(2), UNREAD, "operator", "s2", "d", 2, "k2")
+        assert i.flush() is False
+        assert i.retry_at == pytest.approx(clock.now() + RETRY_FIRST_S)
+        assert not i.due(0) and i.flush_in(0) == pytest.approx(RETRY_FIRST_S)
+        clock.advance(RETRY_FIRST_S)
+        assert i.due(0)
+        assert i.flush() is False  # the second failure doubles the delay
+        assert i.flush_in(0) == pytest.approx(min(RETRY_MAX_S, 2 * RETRY_FIRST_S))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    clock.advance(RETRY_MAX_S)
+    assert i.due(0) and i.flush()
+    assert i.retry_at == 0.0 and not i.due(0)
+    i.close()
+
+
+def test_set_meta_dates_the_pending_changes_by_the_clock(tmp_path):
+    clock = TestClock(now=5.0)
+    i = Index(str(tmp_path / "index.sqlite"), clock=clock)
+    i.set_meta("x", "1")
+    clock.advance(2.0)
+    i.set_meta("y", "2")  # not the oldest change
+    assert i.pending.since == 5.0 and i.due(2.0) and not i.due(2.5)
+    i.close()
 
 
 def test_a_failure_that_persists_asks_for_a_rebuild(tmp_path):

@@ -171,7 +171,7 @@ def make_mail(
 
 def make_job(key: str = "task-1", n_reply: int = 1, to: Address = CHILD) -> Job:
     recipients = [addr(f"p{i}", f"s-p{i}") for i in range(n_reply)]
-    return agent_job(AgentWork(to.session_id, "fact-1"), make_mail(key, recipients, to))
+    return agent_job(AgentWork(to.session_id), make_mail(key, recipients, to))
 
 
 def pending_json(mail: JobMail, attempts: int, due: int) -> str:
@@ -399,60 +399,62 @@ def test_mail_from_json_refuses_non_objects(data):
 
 
 @pytest.mark.parametrize("n, ok", [(0, False), (1, True), (256, True), (257, False)])
-@pytest.mark.parametrize("which", ["session_id", "command_fact_id"])
-def test_work_id_lengths(n, ok, which):
-    ids = {"session_id": "s", "command_fact_id": "f", which: "x" * n}
+def test_work_id_lengths(n, ok):
     if ok:
-        assert getattr(AgentWork(**ids), which) == "x" * n
+        assert AgentWork(session_id="x" * n).session_id == "x" * n
     else:
         with pytest.raises(JobError) as exc:
-            AgentWork(**ids)
+            AgentWork(session_id="x" * n)
         assert exc.value.code == "bad-work"
 
 
 @pytest.mark.parametrize("bad", [None, 1, b"s"])
 def test_work_ids_must_be_strings(bad):
     with pytest.raises(JobError) as exc:
-        AgentWork(session_id=bad, command_fact_id="f")
-    assert exc.value.code == "bad-work"
-    with pytest.raises(JobError) as exc:
-        AgentWork(session_id="s", command_fact_id=bad)
+        AgentWork(session_id=bad)
     assert exc.value.code == "bad-work"
 
 
 def test_agent_job_shape_with_mail():
-    recovery = {"policy": "retry", "max": 3}
     mail = make_mail(reply_to=[addr()])
-    job = agent_job(AgentWork("s-child", "fact-9", recovery), mail)
+    job = agent_job(AgentWork("s-child"), mail)
     assert job.queue == "s-child"
-    assert job.lane == "default"
-    assert job.priority == 0
-    assert job.payload == {
-        "sessionId": "s-child",
-        "commandFactId": "fact-9",
-        "mail": mail.to_json(),
-    }
-    assert job.recovery is recovery  # untouched: the very same object
+    assert job.payload == {"sessionId": "s-child", "mail": mail.to_json()}
+    assert job.to_json() == {"queue": "s-child", "payload": job.payload}
     json.dumps(job.to_json())  # the whole job is JSON-able
 
 
 def test_agent_job_without_mail():
-    job = agent_job(AgentWork("s-1", "f-1"))
-    assert job.payload == {"sessionId": "s-1", "commandFactId": "f-1", "mail": None}
-    assert job.recovery is None
-    assert (job.queue, job.lane, job.priority) == ("s-1", "default", 0)
+    job = agent_job(AgentWork("s-1"))
+    assert job.payload == {"sessionId": "s-1", "mail": None}
+    assert job.queue == "s-1"
 
 
-@pytest.mark.parametrize("recovery", [None, 0, "again", [1, 2], {"a": {"b": None}}])
-def test_recovery_passes_through_untouched(recovery):
-    job = agent_job(AgentWork("s", "f", recovery))
-    assert job.recovery is recovery
+def test_a_job_stored_with_the_dropped_fields_still_loads():
+    """Jobs in an outbox written before lane, priority, recovery and commandFactId were
+    dropped carry them still: they load and decode, the old keys unread."""
+    mail = make_mail(reply_to=[addr()])
+    old = {
+        "queue": "s-child",
+        "lane": "default",
+        "priority": 0,
+        "payload": {
+            "sessionId": "s-child",
+            "commandFactId": "spawn:s-child",
+            "mail": mail.to_json(),
+        },
+        "recovery": {"policy": "retry"},
+    }
+    job = Job.from_json(json.loads(json.dumps(old)))
+    assert job == Job("s-child", old["payload"])
+    assert decode_agent_job(job) == DecodedJob("s-child", mail)
+    assert set(job.to_json()) == {"queue", "payload"}
 
 
 def test_agent_job_refuses_mail_for_another_session():
     mail = make_mail(to=Address("child", "s-other"))
     with pytest.raises(JobError) as exc:
-        agent_job(AgentWork("s-child", "f"), mail)
+        agent_job(AgentWork("s-child"), mail)
     assert exc.value.code == "mail-mismatch"
     assert "s-other" in exc.value.message and "s-child" in exc.value.message
 
@@ -467,16 +469,16 @@ def test_agent_job_refuses_non_work(work):
 @pytest.mark.parametrize("mail", ["mail", {"key": "k"}, 0])
 def test_agent_job_refuses_non_mail(mail):
     with pytest.raises(JobError) as exc:
-        agent_job(AgentWork("s-child", "f"), mail)
+        agent_job(AgentWork("s-child"), mail)
     assert exc.value.code == "bad-mail"
 
 
 def test_decode_round_trip_with_and_without_mail():
     mail = make_mail(reply_to=[addr("p0", "s0"), addr("p1", "s1")])
-    job = agent_job(AgentWork("s-child", "fact-1", {"r": 1}), mail)
-    assert decode_agent_job(job) == DecodedJob("s-child", "fact-1", mail)
-    bare = agent_job(AgentWork("s-child", "fact-2"))
-    assert decode_agent_job(bare) == DecodedJob("s-child", "fact-2", None)
+    job = agent_job(AgentWork("s-child"), mail)
+    assert decode_agent_job(job) == DecodedJob("s-child", mail)
+    bare = agent_job(AgentWork("s-child"))
+    assert decode_agent_job(bare) == DecodedJob("s-child", None)
 
 
 def test_decode_after_a_json_round_trip_of_the_job():
@@ -487,7 +489,7 @@ def test_decode_after_a_json_round_trip_of_the_job():
 
 
 def test_decode_accepts_payload_without_mail_key():
-    job = Job("s", "default", 0, {"sessionId": "s", "commandFactId": "f"})
+    job = Job("s", {"sessionId": "s"})
     assert decode_agent_job(job).mail is None
 
 
@@ -495,14 +497,9 @@ def _garbage_payloads():
     good = make_job().payload
     yield "not-a-dict", "payload"
     yield None, "null"
-    for key in ("sessionId", "commandFactId"):
-        for value in (None, 1, "", "x" * 257):
-            p = dict(good)
-            p[key] = value
-            yield p, f"{key}={value!r:.10}"
-        p = dict(good)
-        del p[key]
-        yield p, f"no {key}"
+    for value in (None, 1, "", "x" * 257):
+        yield {**good, "sessionId": value}, f"sessionId={value!r:.10}"
+    yield {k: v for k, v in good.items() if k != "sessionId"}, "no sessionId"
     for mail in ("mail", 5, [], {}, {**good["mail"], "to": None}, {**good["mail"], "key": ""}):
         yield {**good, "mail": mail}, f"mail={mail!r:.20}"
     other = make_mail(to=Address("child", "s-elsewhere")).to_json()
@@ -514,7 +511,7 @@ def _garbage_payloads():
     "payload", [p for p, _ in _garbage_payloads()], ids=[i for _, i in _garbage_payloads()]
 )
 def test_decode_refuses_garbage_payloads(payload):
-    job = Job(queue="s-child", lane="default", priority=0, payload=payload)
+    job = Job(queue="s-child", payload=payload)
     with pytest.raises(JobError) as exc:
         decode_agent_job(job)
     assert exc.value.code == "bad-job"
@@ -532,9 +529,10 @@ def test_decode_refuses_non_jobs(job):
     [
         None,
         [],
-        {"queue": 1, "lane": "default", "priority": 0, "payload": {}},
-        {"queue": "s", "lane": "default", "priority": True, "payload": {}},
-        {"queue": "s", "lane": "default", "priority": 0, "payload": []},
+        {"queue": 1, "payload": {}},
+        {"payload": {}},
+        {"queue": "s", "payload": []},
+        {"queue": "s", "lane": "default", "priority": 0},
     ],
 )
 def test_job_from_json_refuses_garbage(data):
@@ -728,7 +726,7 @@ async def test_cancelled_or_abandoned_job_is_quiet(outcome):
 @pytest.mark.parametrize("outcome", list(Outcome))
 async def test_job_without_mail_is_quiet(outcome):
     rig = Rig()
-    job = agent_job(AgentWork("s-child", "f"))
+    job = agent_job(AgentWork("s-child"))
     assert rig.fan.fan_out(job, outcome, "x") == 0
     assert rig.outbox.rows == {} and rig.wakes == []
     await rig.fan.drain_outbox()
@@ -748,7 +746,7 @@ def test_mail_without_reply_to_is_quiet():
         (make_job(), Outcome.COMPLETED, None, "bad-content"),
         (make_job(), Outcome.COMPLETED, b"x", "bad-content"),
         (make_job().payload, Outcome.COMPLETED, "x", "bad-job"),
-        (Job("s", "default", 0, {"sessionId": ""}), Outcome.COMPLETED, "x", "bad-job"),
+        (Job("s", {"sessionId": ""}), Outcome.COMPLETED, "x", "bad-job"),
         (make_job(), "cancelled", 5, "bad-content"),  # validated even when quiet
     ],
 )
