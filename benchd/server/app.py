@@ -136,6 +136,7 @@ class Daemon:
                 "journal checkpoint failed", error=str(err)
             ),
             reserve=opts.disk_reserve,
+            clock=self.clock,
         )
         self.journal.open()
         self.start_notices += upkeep.low_events(self.log, self.journal.low)

@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
+from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.store import faults
 from benchd.store.fileio import write_all
 from benchd.store.flush import Flusher
@@ -328,8 +329,10 @@ class Journal:
         checkpoint_s: float = CHECKPOINT_S,
         on_checkpoint_error: Callable[[OSError], None] = lambda err: None,
         reserve: int = 0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.root = root
+        self.clock = clock  # a segment's age, for its checkpoint
         self.log_fd = log_fd  # the event log's fd, flushed at each checkpoint
         self.preallocate = preallocate
         self.segment_bytes = segment_bytes
@@ -390,7 +393,7 @@ class Journal:
         payload = encode_entries(entries, self.root)
         if seg.entries and (
             seg.pos + HEAD_BYTES + len(payload) > self.segment_bytes
-            or time.monotonic() - seg.first_at > self.checkpoint_s
+            or self.clock.now() - seg.first_at > self.checkpoint_s
         ):
             seg = self._switch()
         # The oldest record not yet checkpointed: replay ignores any record older than
@@ -409,7 +412,7 @@ class Journal:
                 pass
             raise
         if not seg.entries:
-            seg.first_at = time.monotonic()
+            seg.first_at = self.clock.now()
             seg.base = self.seq
         seg.entries.append(entries)
         seg.pos += len(record)

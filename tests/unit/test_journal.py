@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from benchd.core.clock import TestClock
 from benchd.store import journal as J
 from benchd.store import replay as R
 from benchd.store.journal import Append, Journal, Rename, Write
@@ -226,9 +227,13 @@ def test_a_full_segment_switches_and_the_old_one_is_checkpointed(state):
 
 def test_an_old_segment_is_checkpointed_once_its_first_record_is_old(state):
     root, log, log_fd, j = state
-    j.checkpoint_s = 0.0
+    j.clock = clock = TestClock()
     _deliver(root, log_fd, j, 1, "m1")
-    _deliver(root, log_fd, j, 2, "m2")  # finds segment 0 too old: goes to segment 1
+    clock.advance(j.checkpoint_s)
+    _deliver(root, log_fd, j, 2, "m2")  # not older than checkpoint_s yet: same segment
+    assert j.active == 0
+    clock.advance(0.001)
+    _deliver(root, log_fd, j, 3, "m3")  # finds segment 0 too old: goes to segment 1
     assert j.active == 1
     j.segments[0].checkpoint.join()
     assert [len(s) for s in _segments(root)] == [0, 1]
