@@ -22,7 +22,6 @@ through `notify(kind, **fields)` (the daemon logs it and records an event).
 
 import os
 import sqlite3
-import zlib
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Literal, TypedDict, TypeVar
@@ -36,9 +35,11 @@ from benchd.store import sqlite
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
 from benchd.store.pending import READ as READ
 from benchd.store.pending import UNREAD as UNREAD
+from benchd.store.pending import KeyHit as KeyHit
 from benchd.store.pending import MailRow as MailRow
 from benchd.store.pending import Pending as Pending
 from benchd.store.sqlite import MEMORY
+from benchd.store.sqlite import is_corrupt as is_corrupt
 
 SCHEMA_VERSION = "1"
 STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
@@ -71,14 +72,6 @@ class Health(TypedDict):
     rebuilds: int
 
 
-class KeyHit(msgspec.Struct, frozen=True, gc=False):
-    """Where an idempotency key's message is."""
-
-    handle: str
-    mail_id: str
-    state: int
-
-
 T = TypeVar("T")
 _ROW = "SELECT id, sender, subject, date, state, size, key FROM messages "
 _by_id = attrgetter("mail_id")
@@ -96,26 +89,6 @@ def connect(path: str) -> sqlite3.Connection:
     # A lock another program holds fails a commit at once (retried later): the loop
     # never waits on it.
     return sqlite.connect(path, busy_ms=0)
-
-
-def is_corrupt(err: sqlite3.Error) -> bool:
-    """A damaged or foreign file, as opposed to a passing condition (busy, full, I/O)."""
-    if not isinstance(err, sqlite3.DatabaseError):
-        return False
-    if isinstance(err, sqlite3.OperationalError):
-        msg = str(err).lower()
-        return "malformed" in msg or "not a database" in msg or "no such table" in msg
-    return True  # DatabaseError proper: malformed image, not a database
-
-
-def file_sum(path: str) -> str:
-    """size:crc32 of a file: the clean-stop seal checks that not a byte changed since."""
-    crc, size = 0, 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
-            size += len(chunk)
-    return f"{size}:{crc:08x}"
 
 
 class Index:

@@ -24,6 +24,14 @@ class MailRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
     key: str
 
 
+class KeyHit(msgspec.Struct, frozen=True, gc=False):
+    """Where an idempotency key's message is."""
+
+    handle: str
+    mail_id: str
+    state: int
+
+
 class Pending:
     """The changes since the last commit, and what they mean for reads (pure, in memory).
 

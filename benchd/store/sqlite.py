@@ -22,3 +22,13 @@ def connect(path: str, busy_ms: int) -> sqlite3.Connection:
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     return db
+
+
+def is_corrupt(err: sqlite3.Error) -> bool:
+    """A damaged or foreign file, as opposed to a passing condition (busy, full, I/O)."""
+    if not isinstance(err, sqlite3.DatabaseError):
+        return False
+    if isinstance(err, sqlite3.OperationalError):
+        msg = str(err).lower()
+        return "malformed" in msg or "not a database" in msg or "no such table" in msg
+    return True  # DatabaseError proper: malformed image, not a database

@@ -14,7 +14,7 @@ import shutil
 import sqlite3
 
 from benchd.core import frontmatter
-from benchd.store.index import file_sum
+from benchd.store.recovery import file_sum
 from tests.reliability.common import scan_events, scan_mail
 from tests.reliability.test_index_failures import box, no_internal_errors, send
 
