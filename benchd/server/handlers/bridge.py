@@ -31,6 +31,9 @@ class Queued(Protocol):
 
 
 async def outcome(op: Queued) -> object:
+    """`await op.wait()`, seen through `Queued`: the committer's `Op.wait` has no
+    annotations yet (benchd.runtime is being typed), and a strict module may not call
+    an unannotated function. Once it has them, call it directly."""
     return await op.wait()
 
 
