@@ -41,10 +41,11 @@ from nats.js.kv import KeyValue
 
 from bench_bridge import directory, natsside, urls
 from bench_bridge.consumer import Consumer
-from bench_bridge.local import Local
+from bench_bridge.local import open_local
 from bench_bridge.options import Options
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
+from bench_wire.asyncclient import KeptClient
 from bench_wire.errors import TRANSIENT_CODES as TRANSIENT
 from bench_wire.errors import WireError
 
@@ -85,7 +86,7 @@ class Bridge:
         self.skipped: dict[str, int] = {}  # key -> revision of an entry reported as skipped
         self.observed: dict[str, tuple[int, int]] = {}  # key -> (revision, first read ms)
         self.dropped = 0  # nodes left out for --nodes-max at the last read
-        self.reporter: Local | None = None
+        self.reporter: KeptClient | None = None
         self.auth_error: BaseException | None = None
         self.tls = None
 
@@ -93,7 +94,7 @@ class Bridge:
 
     async def start(self) -> None:
         urls.check_url(self.o.url, bool(self.o.tls_ca or self.o.tls_cert), self.o.insecure)
-        self.reporter = await Local(self.o.bench_dir).open()
+        self.reporter = await open_local(self.o.bench_dir)
         hello = await self.reporter.call(m.Hello())
         self.node = hello.node
         if self.o.node and self.o.node != self.node:
@@ -231,7 +232,7 @@ class Bridge:
         """Publish the queue in order; the forwarded marks go out on their own connection
         so the next batch is published while the last one's mark is being made durable
         (`after` skips what is published but not yet marked)."""
-        local = await Local(self.o.bench_dir).open()
+        local = await open_local(self.o.bench_dir)
         marks: asyncio.Queue[list[str]] = asyncio.Queue()
         marker = asyncio.create_task(self._mark(marks))
         backoff = Backoff(self.o.retry_max)
@@ -266,7 +267,7 @@ class Bridge:
             marker.cancel()
 
     async def _mark(self, marks: "asyncio.Queue[list[str]]") -> None:
-        local = await Local(self.o.bench_dir).open()
+        local = await open_local(self.o.bench_dir)
         while True:
             ids = await marks.get()
             while not marks.empty():
@@ -286,7 +287,7 @@ class Bridge:
         )
 
     async def inbound(self) -> None:
-        local = await Local(self.o.bench_dir).open()
+        local = await open_local(self.o.bench_dir)
         backoff = Backoff(self.o.retry_max)
         consumer: Consumer | None = None
         while True:
@@ -312,7 +313,7 @@ class Bridge:
                     consumer = None
                 await self.retry(f"fetch: {natsside.describe(err)}", backoff)
 
-    async def _deliver(self, local: Local, msgs) -> None:
+    async def _deliver(self, local: KeptClient, msgs) -> None:
         groups: list[tuple[str, list, list[m.RemoteMail], int]] = []
         expired: list[tuple[str, object, m.RemoteMail]] = []
         known = {n.node for n in self.nodes}
@@ -364,7 +365,7 @@ class Bridge:
         for origin, msg, mail in expired:
             await self._expire(local, origin, msg, mail)
 
-    async def _expire(self, local: Local, origin: str, msg, mail: m.RemoteMail) -> None:
+    async def _expire(self, local: KeptClient, origin: str, msg, mail: m.RemoteMail) -> None:
         """Mail that waited in the stream longer than --max-age: returned to its sender."""
         reason = (
             f"it waited {natsside.age_s(msg):.0f} s for node {self.node} to take it, longer than "

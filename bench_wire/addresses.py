@@ -2,10 +2,12 @@
 
 A handle names a mailbox; a node name follows the same rule; an address is a handle
 (`bob`, on this node) or `handle@node` (`bob@node2`). `split_address` is the one place
-an address is taken apart. Pure: no I/O.
+an address is taken apart; `resolve` is the one place the daemon decides where one
+leads (a mailbox here, or one on a node its bridge has seen). Pure: no I/O.
 """
 
 import re
+from collections.abc import Callable
 from typing import TypeGuard
 
 from bench_wire.errors import WireError
@@ -60,3 +62,29 @@ def check_address(value: object, what: str = "address") -> str:
     """The address itself, once `split_address` found both its parts good."""
     handle, node = split_address(value, what)
     return handle if node is None else f"{handle}@{node}"
+
+
+def unknown_node(node: str) -> WireError:
+    return WireError(
+        "unknown-node",
+        f"no node named {node} has been seen (bench nodes lists the known ones); "
+        "start its bridge, or check the name",
+    )
+
+
+def resolve(
+    value: object,
+    own: str | None,
+    knows: Callable[[str], bool] | None = None,
+    what: str = "address",
+) -> tuple[str, str | None]:
+    """Where an address leads, seen from the node named `own`: (handle, None) for a
+    mailbox here (`bob`, or `bob@<own>`), (handle, node) for one on another node.
+    Checked as `split_address` checks it, and, given `knows` (the daemon's directory),
+    the other node must be one it knows (unknown-node)."""
+    handle, node = split_address(value, what)
+    if node is None or node == own:
+        return handle, None
+    if knows is not None and not knows(node):
+        raise unknown_node(node)
+    return handle, node

@@ -1,4 +1,4 @@
-"""The asyncio shell of the client protocol: the dashboard and MCP (the bridge next).
+"""The asyncio shell of the client protocol: the dashboard, MCP and the bridge.
 
 The framing, the ids, the answer matching and the error mapping are the client
 protocol's (`bench_wire.clientproto`); this shell moves its bytes on the running
@@ -8,6 +8,10 @@ in the same words.
 
 Plain dicts by default (`bench_wire.client.JSON`); a typed client passes
 `codec=bench_wire.framing.StructCodec()` and gets `bench_wire.messages` Structs.
+
+`AsyncClient` is one connection, done after `Disconnected`. `KeptClient` is a
+connection kept for a client's whole life (the bridge's loops): it opens a new one when
+the daemon closed the last (idle) or it broke, and sends the request again.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ RECV_BYTES = 1 << 16
 # After a failed write, how long to look for the answer the daemon may have sent before
 # it closed (too-many-connections, frame-too-long): it says more than "broken pipe".
 LAST_WORDS_S = 1.0
+# KeptClient: how often one call opens a new connection and sends again.
+ATTEMPTS = 3
 
 
 class AsyncClient:
@@ -177,3 +183,93 @@ class AsyncClient:
             except OSError as err:
                 raise broke(err) from None
             self._proto.receive_data(data)
+
+
+def ended_under(err: WireError) -> bool:
+    """Whether `err` says the connection ended under a call rather than the request was
+    refused: the daemon closed it as idle (its id-less `idle-timeout`, said before the
+    request reached it), or it closed or broke without an answer."""
+    return err.code == "idle-timeout" or (isinstance(err, Disconnected) and err.code == "protocol")
+
+
+class KeptClient:
+    """A connection kept for a client's whole life: `await KeptClient(dir).connect()`,
+    then `call` as on an AsyncClient.
+
+    Such a connection may stay quiet for hours, and the daemon closes one that waited
+    `--idle-timeout` seconds for a request; that is no failure of the daemon. So a call
+    that finds its connection ended (`ended_under`) opens a new one and sends the
+    request again, at most ATTEMPTS times. That is right only for requests that are
+    safe to repeat (reads, and writes the daemon takes once whatever the tries, such as
+    the bridge's marks and deliveries by key): one sent when the connection broke may
+    have been carried out. Refusals are raised as they come. Only when no new
+    connection opens is the daemon gone: Disconnected `no-daemon`, as from `connect`.
+    """
+
+    def __init__(
+        self,
+        bench_dir: str | None = None,
+        *,
+        codec: Codec = JSON,
+        timeout: float | None = None,
+        max_line: int = ANSWER_BYTES,
+        attempts: int = ATTEMPTS,
+    ):
+        self.bench_dir = resolve_dir(bench_dir)
+        self.codec = codec
+        self.timeout = timeout
+        self.max_line = max_line
+        self.attempts = attempts
+        self.reconnects = 0  # how often an ended connection was replaced
+        self._opened = False
+        self._conn: AsyncClient | None = None
+        self._turn = asyncio.Lock()
+
+    async def connect(self) -> KeptClient:
+        """Open the first connection (Disconnected `no-daemon` if nothing answers); self."""
+        async with self._turn:
+            await self._open()
+        return self
+
+    async def _open(self) -> AsyncClient:
+        client = AsyncClient(
+            self.bench_dir, codec=self.codec, timeout=self.timeout, max_line=self.max_line
+        )
+        self._conn = await client.connect()
+        if self._opened:
+            self.reconnects += 1
+        self._opened = True
+        return self._conn
+
+    async def call(self, req: Any) -> Any:
+        """Send one request; its answer, or its refusal raised as WireError."""
+        async with self._turn:
+            why: WireError | None = None
+            for _ in range(self.attempts):
+                conn = self._conn
+                if conn is None:
+                    conn = await self._open()
+                try:
+                    return await conn.call(req)
+                except WireError as err:
+                    if not ended_under(err):
+                        raise
+                    why = err
+                    self.close()
+            assert why is not None
+            raise Disconnected(
+                "no-daemon",
+                f"the connection to the daemon ended under a call {self.attempts} times "
+                f"in a row ({why.message})",
+            )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def __aenter__(self) -> KeptClient:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

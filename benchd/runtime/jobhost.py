@@ -24,6 +24,7 @@ from typing import Any, Literal
 import trio
 
 from bench_wire import messages as m
+from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.jobs import (
@@ -38,7 +39,6 @@ from benchd.core.jobs import (
     decode_agent_job,
 )
 from benchd.core.keys import check_client_key, job_key_of
-from benchd.core.names import split_address
 from benchd.runtime.committer import EventOp
 from benchd.store import faults
 from benchd.store.outbox import SqliteOutbox
@@ -255,9 +255,9 @@ class JobHost:
 
     def _local(self, address: str) -> str:
         """`h@<this node>` is the local handle h; anything else is left as it is."""
-        handle, node = split_address(address, "reply-to")
         own = self.outbound.node if self.outbound is not None else None
-        return handle if node is None or node == own else address
+        handle, node = resolve(address, own, None, "reply-to")
+        return handle if node is None else address
 
     def _address(self, handle: str) -> Address:
         handle = self._local(handle)
@@ -269,11 +269,12 @@ class JobHost:
 
     def check_spec(self, spec: m.JobMailSpec, caller) -> None:
         """Refuse a bad job before anything is spawned."""
+        own, knows = None, None
+        if self.outbound is not None:
+            own, knows = self.outbound.node, self.outbound.directory.knows
         for h in spec.reply_to:
-            # Any address the spawner could mail: a handle, or handle@node.
-            _handle, node = split_address(self._local(h), "reply-to")
-            if node is not None and self.outbound is not None:
-                self.outbound.check_known(node)
+            # Any address the spawner could mail: a handle, or handle@<a known node>.
+            resolve(h, own, knows, "reply-to")
         if spec.key is None:
             return
         check_client_key(spec.key)

@@ -22,7 +22,7 @@ import msgspec
 import trio
 
 from bench_wire import messages as m
-from bench_wire.addresses import check_address, split_address
+from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.names import MAIL_ID_RE, check_mail_id
@@ -73,8 +73,8 @@ class Outbound:
     def local_request(self, req: m.MailSend) -> m.MailSend | None:
         """mail/send to an address: the same request to `handle` when it names no node or
         this one (the caller sends it as local mail), else None (queue it: `queue`)."""
-        handle, node = split_address(req.to, "recipient")
-        if node is not None and node != self.node:
+        handle, node = resolve(req.to, self.node, None, "recipient")
+        if node is not None:
             return None
         return msgspec.structs.replace(req, to=handle)
 
@@ -89,14 +89,6 @@ class Outbound:
         res: m.SendOk = await self.committer.submit(op)
         return self.queued_as(op, res)
 
-    def check_known(self, node: str) -> None:
-        if not self.directory.knows(node):
-            raise WireError(
-                "unknown-node",
-                f"no node named {node} has been seen (bench nodes lists the known ones); "
-                "start its bridge, or check the name",
-            )
-
     def make_queue(
         self,
         sender: str,
@@ -110,10 +102,9 @@ class Outbound:
         """The op that queues mail from the local handle `sender` to `address` (a
         handle@node on another node), not yet submitted; also the outbox's port for a
         job's reply to another node."""
-        handle, node = split_address(address, "recipient")
-        if node is None or node == self.node:
+        handle, node = resolve(address, self.node, self.directory.knows, "recipient")
+        if node is None:
             raise WireError("bad-request", f"{address} is not on another node")
-        self.check_known(node)
         qualified = [self.qualify(check_address(a, "reply-to")) for a in reply_to or []]
         # Validated as a send to `handle`, then pointed at the @outbound mailbox.
         op = self.mailroom.make_send(

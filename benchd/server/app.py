@@ -57,7 +57,7 @@ from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
 from benchd.server.options import build_parser, options_problem, reactor_settings
-from benchd.server.services import DaemonInfo, Services
+from benchd.server.services import BridgeDesk, DaemonInfo, Services
 from benchd.store import recovery, room, search, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
@@ -245,7 +245,7 @@ class Daemon:
             disk_health=self.disk_health,
             damage=lambda: self.damage,
             ack_damage=self.ack_damage,
-            daemon=self,
+            bridge=BridgeDesk(self.committer.enqueue, self.committer.record, self.log),
         )
 
     # ------------------------------------------------------------ recovery

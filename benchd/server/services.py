@@ -5,18 +5,20 @@ A handler sees the services it may use and nothing else of the daemon: no commit
 no raw index connection, no options namespace. `benchd/server/app.py` builds the
 record once, after the services themselves.
 
-The one exception is `daemon`, the whole daemon object, which only the bridge's
-handlers (`handlers/bridge.py`) receive, through an adapter in `handlers/__init__.py`:
-they are being reworked on another branch, and take the services record once that has
-landed; then the field goes.
+The bridge's verbs build their own durable work (the marks of forwarded mail, the
+deliveries of inbound mail, in one batch each) and log what the bridge reports: they
+alone get the committer's queue and the daemon's log, narrowed to `BridgeDesk`.
 """
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
+
+import structlog
 
 from bench_wire import messages as m
 from benchd.core.caller import Caller
+from benchd.runtime.committer import Op
 from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.limiter import Limiter
@@ -30,9 +32,6 @@ from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
 from benchd.store.queries import MailQueries
 
-if TYPE_CHECKING:
-    from benchd.server.app import Daemon
-
 
 @dataclass(frozen=True, slots=True)
 class DaemonInfo:
@@ -43,6 +42,18 @@ class DaemonInfo:
     caps: m.Caps
     reactor: m.ReactorSettings
     test_hooks: bool  # the debug/fault verb is enabled (tests only)
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeDesk:
+    """What only the bridge's handlers use (`handlers/bridge.py`), besides the services."""
+
+    # The committer's queue: the op goes into the next batch; `await op.wait()` for its
+    # result. A bridge verb queues all of its ops before it waits, so they commit as one.
+    enqueue: Callable[[Op], None]
+    # The committer's record: events no client waits on; never raises, says if written.
+    record: Callable[[m.Event], Awaitable[bool]]
+    log: structlog.stdlib.BoundLogger  # what the bridge reported: forgotten, skipped, stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +75,7 @@ class Services:
     disk_health: Callable[[], m.DiskHealth]  # the state dir's disk: full, free, reserve
     damage: Callable[[], list[m.JournalDamaged]]  # journal damage not yet acknowledged
     ack_damage: Callable[[], int]  # acknowledge it all (io-error if it cannot); how many
-    daemon: "Daemon"  # the bridge's handlers only (see the module's docstring)
+    bridge: BridgeDesk  # the bridge's handlers only (see the module's docstring)
 
 
 R = TypeVar("R", bound=m.Request)

@@ -15,7 +15,7 @@ import tempfile
 import msgspec
 import pytest
 
-from bench_wire.asyncclient import AsyncClient
+from bench_wire.asyncclient import AsyncClient, KeptClient
 from bench_wire.errors import Disconnected, WireError
 from bench_wire.framing import StructCodec
 from bench_wire.messages import JobReport, ReportOk
@@ -173,3 +173,113 @@ def test_typed_requests_and_answers_with_the_struct_codec(bench_dir):
             return await c.call(JobReport(content="done"))
 
     assert run_with(bench_dir, serve, scenario) == ReportOk(id=1, session="s1", bytes=4)
+
+
+# ---------------------------------------------------------------- KeptClient
+
+
+def test_a_kept_connection_closed_as_idle_is_replaced_and_the_request_sent_again(bench_dir):
+    conns = []
+    idle_closed = asyncio.Event()
+
+    async def serve(reader, writer):
+        conns.append(writer)
+        req = await read_request(reader)
+        writer.write(frame({"id": req["id"], "ok": True, "type": "hello", "n": req["n"]}))
+        if len(conns) == 1:  # the first connection then waits too long for a request
+            body = {"code": "idle-timeout", "message": "closed after 1 s with no request"}
+            writer.write(frame({"id": None, "ok": False, "type": "error", "error": body}))
+            writer.close()
+            await writer.wait_closed()
+            idle_closed.set()
+        await writer.drain()
+
+    async def scenario():
+        async with KeptClient(bench_dir) as c:
+            first = await c.call({"verb": "hello", "n": 1})
+            await idle_closed.wait()
+            second = await c.call({"verb": "hello", "n": 2})
+            return first["n"], second["n"], c.reconnects
+
+    assert run_with(bench_dir, serve, scenario) == (1, 2, 1)
+    assert len(conns) == 2
+
+
+def test_a_kept_connection_that_breaks_under_a_call_sends_it_again_typed(bench_dir):
+    seen = []
+
+    async def serve(reader, writer):
+        req = await read_request(reader)
+        seen.append(req)
+        if len(seen) == 1:
+            writer.close()  # broke before answering: the outcome is unknown
+            return
+        writer.write(msgspec.json.encode(ReportOk(id=req["id"], session="s1", bytes=4)) + b"\n")
+        await writer.drain()
+
+    async def scenario():
+        async with KeptClient(bench_dir, codec=StructCodec()) as c:
+            return await c.call(JobReport(content="done"))
+
+    assert run_with(bench_dir, serve, scenario).session == "s1"
+    assert [r["content"] for r in seen] == ["done", "done"]
+
+
+def test_a_kept_connection_raises_refusals_without_sending_again(bench_dir):
+    conns = []
+
+    async def serve(reader, writer):
+        conns.append(writer)
+        req = await read_request(reader)
+        body = {"code": "shutting-down", "message": "the daemon is stopping"}
+        writer.write(frame({"id": req["id"], "ok": False, "type": "error", "error": body}))
+        await writer.drain()
+
+    async def scenario():
+        async with KeptClient(bench_dir) as c:
+            with pytest.raises(WireError) as info:
+                await c.call({"verb": "hello"})
+            return info.value
+
+    err = run_with(bench_dir, serve, scenario)
+    assert err.code == "shutting-down" and not isinstance(err, Disconnected)
+    assert len(conns) == 1
+
+
+def test_a_kept_connection_whose_daemon_is_gone_is_no_daemon(bench_dir):
+    async def main():
+        async def serve(reader, writer):
+            await read_request(reader)
+            writer.close()
+
+        path = os.path.join(bench_dir, "benchd.sock")
+        server = await asyncio.start_unix_server(serve, path)
+        c = await KeptClient(bench_dir).connect()
+        server.close()  # no new connections: the daemon is gone
+        await server.wait_closed()
+        os.unlink(path)
+        with pytest.raises(Disconnected) as info:
+            await c.call({"verb": "hello"})
+        return info.value
+
+    err = asyncio.run(main())
+    assert err.code == "no-daemon" and "bench up" in err.message
+
+
+def test_a_kept_connection_that_always_breaks_gives_up_as_no_daemon(bench_dir):
+    conns = []
+
+    async def serve(reader, writer):
+        conns.append(writer)
+        await read_request(reader)
+        writer.close()
+
+    async def scenario():
+        async with KeptClient(bench_dir, attempts=3) as c:
+            with pytest.raises(Disconnected) as info:
+                await c.call({"verb": "hello"})
+            return info.value
+
+    err = run_with(bench_dir, serve, scenario)
+    assert err.code == "no-daemon" and "3 times" in err.message
+    assert len(conns) == 3

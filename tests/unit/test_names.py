@@ -241,3 +241,25 @@ def test_split_address_splits_and_validates():
         with pytest.raises(WireError) as err:
             split_address(bad)
         assert err.value.code == code
+
+
+def test_resolve_says_where_an_address_leads_from_this_node():
+    from bench_wire.addresses import resolve
+
+    known = {"node2"}.__contains__
+    assert resolve("bob", "node1", known) == ("bob", None)
+    assert resolve("bob@node1", "node1", known) == ("bob", None)  # this node: a mailbox here
+    assert resolve("bob@node2", "node1", known) == ("bob", "node2")
+    assert resolve("bob@node9", "node1") == ("bob", "node9")  # no directory: not checked
+    with pytest.raises(WireError) as err:
+        resolve("bob@node9", "node1", known, "reply-to")
+    assert err.value.code == "unknown-node"
+    assert err.value.message == (
+        "no node named node9 has been seen (bench nodes lists the known ones); "
+        "start its bridge, or check the name"
+    )
+    # Checked as split_address checks it, naming what it is.
+    for bad, code in (("Bob", "bad-handle"), ("bob@", "bad-node"), ("Bob@node1", "bad-handle")):
+        with pytest.raises(WireError) as err:
+            resolve(bad, "node1", known, "reply-to")
+        assert err.value.code == code and "reply-to" in err.value.message

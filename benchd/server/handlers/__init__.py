@@ -12,26 +12,13 @@ To add a verb: its types in bench_wire.messages, its row in the permission matri
 handler in the module of its area, and an entry in that module's HANDLERS.
 """
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from types import ModuleType
-from typing import Any
 
-from benchd.core.caller import Caller
-from benchd.server.connection import Connection
 from benchd.server.handlers import admin, bridge, events, jobs, mail, sessions
-from benchd.server.services import Handler, Handlers, Services
+from benchd.server.services import Handlers
 
 MODULES = (admin, mail, sessions, jobs, events, bridge)
-# The bridge's handlers still take the daemon object (Services.daemon); they are
-# adapted here, so the registry's every entry has the one signature.
-THROUGH_DAEMON = frozenset({bridge})
-
-
-def _through_daemon(fn: Callable[[Any, Connection, Caller, Any], Awaitable[None]]) -> Handler[Any]:
-    async def handler(svc: Services, conn: Connection, caller: Caller, req: Any) -> None:
-        await fn(svc.daemon, conn, caller, req)
-
-    return handler
 
 
 def registry(modules: Iterable[ModuleType] = MODULES) -> Handlers:
@@ -39,8 +26,6 @@ def registry(modules: Iterable[ModuleType] = MODULES) -> Handlers:
     out: Handlers = {}
     for module in modules:
         table: Handlers = module.HANDLERS
-        if module in THROUGH_DAEMON:
-            table = {t: _through_daemon(fn) for t, fn in table.items()}
         twice = out.keys() & table.keys()
         if twice:
             names = sorted(str(t.__struct_config__.tag) for t in twice)

@@ -1,85 +1,110 @@
 """The bridge's handlers (bench_bridge, a client acting for the operator): pull the
 outbound queue, mark what was forwarded, deliver inbound mail, report its state; and
 bridge/nodes (`bench nodes`) for anyone. Only the operator may use the bridge's verbs
-(benchd.core.authority)."""
+(benchd.core.authority).
+
+Besides the services every handler has, these use `svc.bridge` (the committer's queue,
+its record and the daemon's log): a mark or a delivery queues all of its ops before it
+waits, so one request commits as one batch."""
+
+from typing import Protocol
 
 from bench_wire import messages as m
 from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
+from benchd.core.caller import Caller
 from benchd.core.names import check_mail_id, is_handle
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import OUTBOUND
 from benchd.runtime.outbound import PULL_MAX, ForwardOp
+from benchd.server.connection import Connection
+from benchd.server.services import Handlers, Services
 from benchd.store.index import UNREAD
 
 
-async def pull(d, conn, caller, req: m.BridgePull) -> None:
+class Queued(Protocol):
+    """An op handed to the committer (`svc.bridge.enqueue`)."""
+
+    async def wait(self) -> object:
+        """Its result once its batch is durable, or its refusal raised."""
+        ...
+
+
+async def outcome(op: Queued) -> object:
+    """`await op.wait()`, seen through `Queued`: the committer's `Op.wait` has no
+    annotations yet (benchd.runtime is being typed), and a strict module may not call
+    an unannotated function. Once it has them, call it directly."""
+    return await op.wait()
+
+
+async def pull(svc: Services, conn: Connection, caller: Caller, req: m.BridgePull) -> None:
     if not 1 <= req.limit <= PULL_MAX:
         raise WireError("bad-limit", f"limit {req.limit} is outside 1-{PULL_MAX}")
     if req.after is not None:
         check_mail_id(req.after)
-    rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
+    rows = svc.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
     if not rows and req.wait > 0:
-        await d.outbound.wait_queued(min(req.wait, 60.0))
-        rows = d.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
+        await svc.outbound.wait_queued(min(req.wait, 60.0))
+        rows = svc.index.page(OUTBOUND, UNREAD, req.after, req.limit)[: req.limit]
     out = []
     for row in rows:
-        mail = d.outbound.queued_mail(row.mail_id)
+        mail = svc.outbound.queued_mail(row.mail_id)
         if mail is not None:  # else forwarded meanwhile
             out.append(mail)
     await conn.send(m.PullOk(id=req.id, messages=out))
 
 
-async def forwarded(d, conn, caller, req: m.BridgeForward) -> None:
-    ops = []
+async def forwarded(svc: Services, conn: Connection, caller: Caller, req: m.BridgeForward) -> None:
+    ops: list[ForwardOp] = []
     for mail_id in req.mail_ids:
         check_mail_id(mail_id)
-        row = d.index.get(OUTBOUND, mail_id)
+        row = svc.index.get(OUTBOUND, mail_id)
         if row is None or row.state != UNREAD:
             continue  # already marked (a bridge restarted between publish and mark)
-        op = ForwardOp(d.mailroom, OUTBOUND, mail_id, "", event=False)
+        op = ForwardOp(svc.mailroom, OUTBOUND, mail_id, "", event=False)
         op.key = row.key
         try:
-            mail = d.outbound.queued_mail(mail_id)
+            mail = svc.outbound.queued_mail(mail_id)
         except (OSError, frontmatter.BadMailFile, UnicodeDecodeError, KeyError):
             mail = None  # the event then names no address; the mark is what matters
         op.to = mail.to if mail is not None else ""
         ops.append(op)
     for op in ops:
-        d.committer.enqueue(op)
+        svc.bridge.enqueue(op)
     n = 0
     for op in ops:
-        if await op.wait():
+        if await outcome(op):
             n += 1
-            d.outbound.forgotten(op.mail_id)
+            svc.outbound.forgotten(op.mail_id)
     await conn.send(m.ForwardOk(id=req.id, forwarded=n))
 
 
-async def deliver(d, conn, caller, req: m.BridgeDeliver) -> None:
-    origin = req.origin if is_handle(req.origin) and req.origin != d.outbound.node else "unknown"
+async def deliver(svc: Services, conn: Connection, caller: Caller, req: m.BridgeDeliver) -> None:
+    origin = req.origin if is_handle(req.origin) and req.origin != svc.outbound.node else "unknown"
     ops: list[SendOp | WireError] = []
     for msg in req.messages:
         try:
-            ops.append(d.outbound.inbound_op(msg, origin))
+            ops.append(svc.outbound.inbound_op(msg, origin))
         except WireError as err:
             ops.append(err)
     for op in ops:
         if isinstance(op, SendOp):
-            d.committer.enqueue(op)
-    results = []
+            svc.bridge.enqueue(op)
+    results: list[m.Delivered] = []
     for msg, op in zip(req.messages, ops, strict=True):
         if isinstance(op, WireError):
-            results.append(await _refused(d, msg, origin, op))
+            results.append(await _refused(svc, msg, origin, op))
             continue
         try:
-            res = await op.wait()
+            res = await outcome(op)
+            assert isinstance(res, m.SendOk)
             results.append(m.Delivered(mail_id=res.mail_id, duplicate=res.duplicate))
         except WireError as err:
-            results.append(await _refused(d, msg, origin, err))
+            results.append(await _refused(svc, msg, origin, err))
     await conn.send(m.DeliverOk(id=req.id, results=results))
 
 
-async def _refused(d, msg: m.RemoteMail, origin: str, err: WireError) -> m.Delivered:
+async def _refused(svc: Services, msg: m.RemoteMail, origin: str, err: WireError) -> m.Delivered:
     """A refusal for good is returned to the sender (a bounce); the answer still names
     the refusal. When the bounce itself cannot be queued now, the answer is that error,
     so the bridge has the message delivered again later."""
@@ -87,54 +112,56 @@ async def _refused(d, msg: m.RemoteMail, origin: str, err: WireError) -> m.Deliv
     if err.code in TRANSIENT_CODES:
         return m.Delivered(error=refusal)
     try:
-        await d.outbound.bounce(msg, origin, refusal)
+        await svc.outbound.bounce(msg, origin, refusal)
     except WireError as trouble:
         return m.Delivered(error=m.ErrorBody(trouble.code, trouble.message))
     return m.Delivered(error=refusal)
 
 
-async def bounce(d, conn, caller, req: m.BridgeBounce) -> None:
-    origin = req.origin if is_handle(req.origin) and req.origin != d.outbound.node else "unknown"
+async def bounce(svc: Services, conn: Connection, caller: Caller, req: m.BridgeBounce) -> None:
+    origin = req.origin if is_handle(req.origin) and req.origin != svc.outbound.node else "unknown"
     try:
-        mail_id = await d.outbound.bounce(req.message, origin, req.error)
+        mail_id = await svc.outbound.bounce(req.message, origin, req.error)
     except WireError as err:
         await conn.send(m.BounceOk(id=req.id, error=m.ErrorBody(err.code, err.message)))
         return
     await conn.send(m.BounceOk(id=req.id, mail_id=mail_id))
 
 
-async def report(d, conn, caller, req: m.BridgeReport) -> None:
-    for node in d.outbound.bridge_reported(req):
-        d.log.info("node forgotten", node=node)
-        await d.committer.record(m.BridgeForgotten(node=node))
+async def report(svc: Services, conn: Connection, caller: Caller, req: m.BridgeReport) -> None:
+    for node in svc.outbound.bridge_reported(req):
+        svc.bridge.log.info("node forgotten", node=node)
+        await svc.bridge.record(m.BridgeForgotten(node=node))
     for skip in req.skipped[:64]:
-        d.log.warning("bridge skipped a directory entry", code=skip.code, reason=skip.message)
-        await d.committer.record(m.BridgeSkipped(code=skip.code, reason=skip.message[:500]))
+        svc.bridge.log.warning(
+            "bridge skipped a directory entry", code=skip.code, reason=skip.message
+        )
+        await svc.bridge.record(m.BridgeSkipped(code=skip.code, reason=skip.message[:500]))
     if req.error is not None:
-        d.log.error("bridge stopped", code=req.error.code, reason=req.error.message)
-        await d.committer.record(
+        svc.bridge.log.error("bridge stopped", code=req.error.code, reason=req.error.message)
+        await svc.bridge.record(
             m.BridgeStopped(code=req.error.code, reason=req.error.message[:500])
         )
     if req.retry is not None:
-        await d.committer.record(
+        await svc.bridge.record(
             m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)
         )
-    handles = sorted(d.roster.live)
-    await conn.send(m.BridgeReportOk(id=req.id, node=d.outbound.node, handles=handles))
+    handles = sorted(svc.roster.live)
+    await conn.send(m.BridgeReportOk(id=req.id, node=svc.outbound.node, handles=handles))
 
 
-async def nodes(d, conn, caller, req: m.NodesRead) -> None:
+async def nodes(svc: Services, conn: Connection, caller: Caller, req: m.NodesRead) -> None:
     await conn.send(
         m.NodesOk(
             id=req.id,
-            node=d.outbound.node,
-            nodes=d.outbound.directory.listing(),
-            bridge=d.outbound.info(),
+            node=svc.outbound.node,
+            nodes=svc.outbound.directory.listing(),
+            bridge=svc.outbound.info(),
         )
     )
 
 
-HANDLERS = {
+HANDLERS: Handlers = {
     m.BridgePull: pull,
     m.BridgeForward: forwarded,
     m.BridgeDeliver: deliver,

@@ -16,7 +16,7 @@ import time
 from msgspec.structs import replace
 
 from bench_wire import messages as m
-from bench_wire.addresses import split_address
+from bench_wire.addresses import resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import keys, mailrefs
 from benchd.core.caller import Caller
@@ -44,13 +44,13 @@ def _size(body: str) -> int:
 async def mail_send(svc: Services, conn: Connection, caller: Caller, req: m.MailSend) -> None:
     limiter = svc.limiter
     limiter.recipients(caller.handle, len(req.reply_to or ()))
-    if isinstance(req.to, str) and "@" in req.to:  # handle@node: benchd.runtime.outbound
-        local = svc.outbound.local_request(req)
-        if local is not None:
-            req = local
-    if not (isinstance(req.to, str) and "@" in req.to):  # mail for a mailbox here
-        check_handle(req.to, "recipient")
-        limiter.mailbox(caller.handle, req.to, _size(req.body))
+    # A mailbox here (`bob`, `bob@<this node>`), or one on a node the bridge has seen
+    # (queued for it: benchd.runtime.outbound).
+    handle, node = resolve(req.to, svc.mail.node, svc.outbound.directory.knows, "recipient")
+    if node is None:
+        if req.to != handle:
+            req = replace(req, to=handle)
+        limiter.mailbox(caller.handle, handle, _size(req.body))
     limiter.charge(caller.handle, caller.is_operator)
     if req.key is not None:
         keys.check_client_key(req.key)
