@@ -34,13 +34,14 @@ a commit per send cost about a fifth of the rate.
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import msgspec
 import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import Event
+from benchd.runtime.hub import Record as EventRecord  # an event as its log line holds it
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
 from benchd.store.journal import Append, Entry, Journal, Write
@@ -52,9 +53,6 @@ MAX_BATCH = 256
 INDEX_COMMIT_S = 0.1  # how long index updates may wait for their commit
 _encoder = msgspec.json.Encoder()
 
-# An event as its log line holds it (seq, ts, kind, then the event's own fields): the
-# JSON object msgspec.to_builtins makes of it, whose value types depend on its kind.
-EventRecord = dict[str, Any]
 # What an op answers with once its batch is durable (SendOk for a send, whether a
 # retirement moved the file, None for events only). Covariant: the committer holds ops
 # of every kind as Op[object].
