@@ -65,6 +65,11 @@ def _check_daemon_option(ctx, param, value):
     return value
 
 
+# What @daemon_options passes a command, by option_dest name: an option's value (its
+# DAEMON_OPTIONS type, --node and --bridge a str, --test-hooks a bool), None if not given.
+DaemonOption = int | float | str | bool | None
+
+
 def daemon_options(f):
     for flag, env, typ, default, help_ in reversed(DAEMON_OPTIONS):
         f = click.option(

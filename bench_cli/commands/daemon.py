@@ -14,6 +14,7 @@ from bench_cli import output
 from bench_cli.context import (
     DIR_HELP,
     Ctx,
+    DaemonOption,
     call,
     common,
     daemon_argv,
@@ -92,7 +93,7 @@ def _differing(a: dict, kw: dict) -> list[str]:
     is_flag=True,
     help="stop a running daemon first (its sessions end), then start with these options",
 )
-def up(bench_dir, as_json, restart, **kw):
+def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) -> None:
     """Start benchd detached; return once it answers (no-op if running)."""
     ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
@@ -246,7 +247,7 @@ def _wait_stopped(d: str) -> None:
 
 @click.command(epilog=examples("bench down"))
 @common
-def down(bench_dir, as_json):
+def down(bench_dir: str | None, as_json: bool) -> None:
     """Stop benchd (sessions are ended); no-op if none runs."""
     ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
@@ -273,7 +274,7 @@ def down(bench_dir, as_json):
     is_flag=True,
     help="acknowledge the journal damage shown (operator only): it is no longer shown",
 )
-def status(bench_dir, as_json, ack):
+def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
     """Is benchd running: pid, version, BENCH_DIR, counts, disk, journal damage."""
     ctx = Ctx(bench_dir, as_json)
     if ack:
@@ -330,7 +331,7 @@ def index_health(ix: dict) -> str:
 @click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, hidden=True)
 @daemon_options
-def daemon(bench_dir, as_json, **kw):
+def daemon(bench_dir: str | None, as_json: bool, **kw: DaemonOption) -> None:
     """Run benchd in the foreground (for a service manager)."""
     top = click.get_current_context().find_root().params.get("bench_dir")
     d = resolve_dir(top if bench_dir is None else bench_dir)

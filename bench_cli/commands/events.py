@@ -4,7 +4,9 @@ import collections
 import re
 import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import click
 
@@ -38,7 +40,7 @@ def since_ms(text: str, now: float) -> int:
 class Since(click.ParamType):
     name = "TIME"
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> int:
         try:
             return since_ms(value, time.time())
         except ValueError:
@@ -81,7 +83,17 @@ class Since(click.ParamType):
     help="only events of this session (id or handle) or its mailbox",
 )
 @click.option("--limit", type=click.IntRange(min=1), help="at most this many")
-def events(bench_dir, as_json, follow, since, after, last, kind, who, limit):
+def events(
+    bench_dir: str | None,
+    as_json: bool,
+    follow: bool,
+    since: int | None,
+    after: int,
+    last: int | None,
+    kind: str | None,
+    who: str | None,
+    limit: int | None,
+) -> None:
     """Read (and follow) the event log."""
 
     def wanted(ev: dict) -> bool:
@@ -132,7 +144,9 @@ events.epilog = examples(
 )
 
 
-def _events(bench_dir, after: int, kind, follow: bool, limit):
+def _events(
+    bench_dir: str | None, after: int, kind: str | None, follow: bool, limit: int | None
+) -> Iterator[dict[str, Any]]:
     req = with_token(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit, id=1))
     with Client(bench_dir, timeout=None) as conn:
         conn.send_raw(ENCODER.encode(req) + b"\n")

@@ -26,7 +26,7 @@ from bench_wire.untrusted import escape
 
 
 @click.group(cls=Group)
-def mail():
+def mail() -> None:
     """Send, list and read mail."""
 
 
@@ -38,7 +38,16 @@ def mail():
 @click.option("--key", help="idempotency key: a resend with the same key writes nothing")
 @reply_to_option("where replies go (repeat)")
 @click.option("--in-reply-to", "in_reply_to", metavar="ID", help="the message this answers")
-def mail_send(bench_dir, as_json, to, subject, body, key, reply_to, in_reply_to):
+def mail_send(
+    bench_dir: str | None,
+    as_json: bool,
+    to: str,
+    subject: str | None,
+    body: str | None,
+    key: str | None,
+    reply_to: tuple[str, ...],
+    in_reply_to: str | None,
+) -> None:
     """Send mail to handle TO."""
     sys.exit(
         fastpath.run(
@@ -78,7 +87,14 @@ mail_send.epilog = examples(
     help="whose mailbox (operator only; default: yours)",
 )
 @click.option("--cursor", help="continue after this id (from a truncated listing)")
-def mail_list(bench_dir, as_json, state, limit, handle, cursor):
+def mail_list(
+    bench_dir: str | None,
+    as_json: bool,
+    state: str,
+    limit: int | None,
+    handle: str | None,
+    cursor: str | None,
+) -> None:
     """List mail: metadata only, never bodies."""
     sys.exit(
         fastpath.run(
@@ -111,7 +127,9 @@ mail_list.epilog = examples(
     shell_complete=complete_handles,
     help="whose mailbox (operator only; default: yours)",
 )
-def mail_read(bench_dir, as_json, mail_id, handle):
+def mail_read(
+    bench_dir: str | None, as_json: bool, mail_id: str | None, handle: str | None
+) -> None:
     """Read a message (default: the oldest unread) and retire it to read/."""
     sys.exit(
         fastpath.run(
@@ -168,7 +186,15 @@ def hits_text(a: dict) -> str:
 )
 @click.option("--since", metavar="T", help="only mail sent since T: 2026-11-30T04:56Z, or 2h ago")
 @click.option("--limit", type=int, help="at most this many (default 50, at most 500)")
-def mail_search(bench_dir, as_json, query, handle, sender, since, limit):
+def mail_search(
+    bench_dir: str | None,
+    as_json: bool,
+    query: str,
+    handle: str | None,
+    sender: str | None,
+    since: str | None,
+    limit: int | None,
+) -> None:
     """Search mail: every word of QUERY must occur in subject or body (word* for a prefix)."""
     ctx = Ctx(bench_dir, as_json)
     a = call(
@@ -216,7 +242,7 @@ def thread_text(a: dict) -> str:
     type=click.IntRange(1),
     help="at most this many messages (default and most: the daemon's thread cap, 200)",
 )
-def mail_thread(bench_dir, as_json, mail_id, limit):
+def mail_thread(bench_dir: str | None, as_json: bool, mail_id: str, limit: int | None) -> None:
     """Print the conversation MAIL_ID belongs to, oldest first (nothing is retired).
 
     MAIL_ID is an id here, or a message's id on the node it was sent from with that
@@ -235,7 +261,14 @@ def mail_thread(bench_dir, as_json, mail_id, limit):
 @click.option("-m", "--message", "body", help="the body (else standard input)")
 @click.option("-s", "--subject", help="one line (default: Re: and the message's subject)")
 @click.option("--key", help="idempotency key: a resend with the same key writes nothing")
-def mail_reply(bench_dir, as_json, mail_id, body, subject, key):
+def mail_reply(
+    bench_dir: str | None,
+    as_json: bool,
+    mail_id: str,
+    body: str | None,
+    subject: str | None,
+    key: str | None,
+) -> None:
     """Answer MAIL_ID: to its reply-to addresses (else its sender), with in-reply-to set.
 
     A sender or reply-to on another node (carol@node2) is answered across the bridge."""
@@ -266,7 +299,7 @@ mail_reply.epilog = examples(
     type=click.Choice(["claude", "codex", "pi"]),
     help="print the MCP configuration for this agent, then exit",
 )
-def mcp(bench_dir, print_config):
+def mcp(bench_dir: str | None, print_config: str | None) -> None:
     """Serve the mailroom as MCP tools on stdin/stdout (started by an agent's MCP config)."""
     if print_config:
         from bench_mcp.config import snippet

@@ -86,7 +86,18 @@ from bench_wire.paths import resolve_dir
 @click.option(
     "--nodes-max", type=int, default=256, show_default=True, help="nodes kept from the directory"
 )
-def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
+def bridge(
+    bench_dir: str | None,
+    as_json: bool,
+    heartbeat: float,
+    ack_wait: float,
+    forget_after: float,
+    max_age: float,
+    entry_max: int,
+    handles_max: int,
+    nodes_max: int,
+    **connection: str | bool | None,  # --nats, --node, --creds, --token, --tls-*, --insecure
+) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
         from bench_bridge.bridge import Options
@@ -95,9 +106,19 @@ def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
         ) from None
-    if min(heartbeat, ack_wait, *(connection[k] for k in _BRIDGE_LIMITS)) <= 0:
+    if min(heartbeat, ack_wait, forget_after, max_age, entry_max, handles_max, nodes_max) <= 0:
         raise click.BadParameter("must be positive", param_hint="/".join(_BRIDGE_FLAGS))
-    opts = Options(resolve_dir(bench_dir), heartbeat=heartbeat, ack_wait=ack_wait, **connection)
+    opts = Options(
+        resolve_dir(bench_dir),
+        heartbeat=heartbeat,
+        ack_wait=ack_wait,
+        forget_after=forget_after,
+        max_age=max_age,
+        entry_max=entry_max,
+        handles_max=handles_max,
+        nodes_max=nodes_max,
+        **connection,
+    )
     sys.exit(bridge_main(opts))
 
 
@@ -114,7 +135,7 @@ bridge.epilog = examples(
 
 @click.command()
 @common
-def nodes(bench_dir, as_json):
+def nodes(bench_dir: str | None, as_json: bool) -> None:
     """The nodes this node's bridge has seen: last heartbeat and live handles."""
     ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.NodesRead())

@@ -8,13 +8,13 @@ import sys
 
 import click
 
-from bench_cli.context import Ctx, common, daemon_options, done, examples, option_args
+from bench_cli.context import Ctx, DaemonOption, common, daemon_options, done, examples, option_args
 from bench_cli.group import Group
 from bench_wire.paths import resolve_dir, socket_path
 
 
 @click.group(cls=Group)
-def service():
+def service() -> None:
     """Run benchd as a systemd user service."""
 
 
@@ -62,7 +62,9 @@ def _bench_program() -> str:
 @click.option("--print", "print_only", is_flag=True, help="print the unit; write nothing")
 @click.option("--name", default="bench", metavar="NAME", help=UNIT_HELP)
 @daemon_options
-def service_install(bench_dir, as_json, print_only, name, **kw):
+def service_install(
+    bench_dir: str | None, as_json: bool, print_only: bool, name: str, **kw: DaemonOption
+) -> None:
     """Write a systemd user unit that runs `bench daemon` for BENCH_DIR."""
     if not re.fullmatch(r"[A-Za-z0-9_.@-]+", name):
         raise click.BadParameter("letters, digits and _ . @ - only", param_hint="--name")

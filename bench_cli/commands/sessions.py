@@ -4,6 +4,7 @@ content, on the fast path too), and `dash`, the operator's view of them all."""
 import base64
 import os
 import sys
+from typing import TextIO
 
 import click
 
@@ -27,7 +28,7 @@ from bench_wire.client import Client, check
 from bench_wire.errors import WireError
 
 
-def _env_pairs(values) -> dict:
+def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
     env = {}
     for v in values:
         k, eq, val = v.partition("=")
@@ -52,21 +53,21 @@ def _env_pairs(values) -> dict:
 @click.option("--key", help="job: the task's stable key (default: job-<session>)")
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
-    bench_dir,
-    as_json,
-    name,
-    cwd,
-    env,
-    ready,
-    rows,
-    cols,
-    agent,
-    mail_file,
-    subject,
-    reply_to,
-    key,
-    argv,
-):
+    bench_dir: str | None,
+    as_json: bool,
+    name: str | None,
+    cwd: str | None,
+    env: tuple[str, ...],
+    ready: str | None,
+    rows: int,
+    cols: int,
+    agent: str | None,
+    mail_file: TextIO | None,
+    subject: str,
+    reply_to: tuple[str, ...],
+    key: str | None,
+    argv: tuple[str, ...],
+) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
     ctx = Ctx(bench_dir, as_json)
     job = None
@@ -129,7 +130,15 @@ def _state_colour(s: dict) -> str | None:
     "--prune", is_flag=True, help="forget the exited sessions (their mailboxes and events stay)"
 )
 @click.option("--tree", is_flag=True, help="each session under the one that spawned it")
-def ps(bench_dir, as_json, name, show_all, quiet, prune, tree):
+def ps(
+    bench_dir: str | None,
+    as_json: bool,
+    name: str | None,
+    show_all: bool,
+    quiet: bool,
+    prune: bool,
+    tree: bool,
+) -> None:
     """List live sessions: handle, session id, pid, state, idle time, exit."""
     ctx = Ctx(bench_dir, as_json)
     if prune:
@@ -192,7 +201,7 @@ ps.epilog = examples(
 @click.argument("handle", metavar="NAME", shell_complete=complete_sessions)
 @click.option("-f", "--follow", is_flag=True, help="keep printing live output")
 @click.option("--screen", is_flag=True, help="print the current screen as text instead")
-def tail(bench_dir, as_json, handle, follow, screen):
+def tail(bench_dir: str | None, as_json: bool, handle: str, follow: bool, screen: bool) -> None:
     """Print a session's output (by handle or id): the scrollback, then (-f) live."""
     req = with_token(m.SessionTail(handle=handle, follow=follow, screen=screen, id=1))
     out = sys.stdout.buffer
@@ -226,7 +235,7 @@ tail.epilog = examples(
     "--json", "as_json", is_flag=True, help="errors before the terminal is joined as JSON"
 )
 @click.argument("handle", shell_complete=complete_handles)
-def attach(bench_dir, as_json, handle):
+def attach(bench_dir: str | None, as_json: bool, handle: str) -> None:
     """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
     root = click.get_current_context().find_root().params
     bench_dir = root.get("bench_dir") if bench_dir is None else bench_dir
@@ -250,7 +259,7 @@ attach.epilog = examples("bench attach alice")
 @click.argument("handle", shell_complete=complete_handles)
 @click.argument("text")
 @click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
-def type_(bench_dir, as_json, handle, text, no_enter):
+def type_(bench_dir: str | None, as_json: bool, handle: str, text: str, no_enter: bool) -> None:
     """Write TEXT into a session's terminal, then Enter."""
     ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.SessionType(handle=handle, text=text, enter=not no_enter))
@@ -265,7 +274,7 @@ type_.epilog = examples('bench type alice "run the tests"', "bench type alice q 
 @click.argument("handle", shell_complete=complete_handles)
 @click.option("--cancel", is_flag=True, help="cancel its job: no replies are sent")
 @click.option("--tree", is_flag=True, help="also every session it spawned, children first")
-def kill(bench_dir, as_json, handle, cancel, tree):
+def kill(bench_dir: str | None, as_json: bool, handle: str, cancel: bool, tree: bool) -> None:
     """End a session: SIGHUP, then SIGTERM, then SIGKILL, 1.5 s apart."""
     ctx = Ctx(bench_dir, as_json)
     # A tree ends a level at a time, each level up to 3 grace periods: allow for a deep one.
@@ -281,7 +290,7 @@ kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench k
 @click.command()
 @common
 @click.argument("text", required=False)
-def report(bench_dir, as_json, text):
+def report(bench_dir: str | None, as_json: bool, text: str | None) -> None:
     """Inside a job: record the content owed to its correspondents (TEXT or -)."""
     sys.exit(fastpath.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
 
@@ -293,7 +302,7 @@ report.epilog = examples(
 
 @click.command()
 @click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
-def dash(bench_dir):
+def dash(bench_dir: str | None) -> None:
     """The operator's live dashboard: sessions, screens, mail, events (needs bench[dash])."""
     # Textual draws on standard error and reads standard input: anything but a terminal
     # there would get escape codes in a file and an app no one can quit.

@@ -6,11 +6,11 @@ nats-py never enter the trio daemon); its output goes to BENCH_DIR/bridge.out.
 import os
 import subprocess
 import sys
-from typing import Any
 
 import trio
 
 from bench_wire.errors import EXIT_USAGE
+from benchd.runtime.logs import Log
 
 RESTART_MOST = 30.0
 STEADY = 60.0  # a bridge that ran this long gets a fresh backoff when it exits
@@ -21,7 +21,7 @@ async def supervise(
     node: str,
     url: str,
     helper_pids: set[int],
-    log: Any,
+    log: Log,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """`helper_pids` is the daemon's set of its own children acting for the operator."""

@@ -34,20 +34,30 @@ a commit per send cost about a fifth of the rate.
 
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import msgspec
 import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import Event
+from benchd.runtime.hub import Record as EventRecord  # an event as its log line holds it
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
 from benchd.store.journal import Append, Entry, Journal, Write
 
+if TYPE_CHECKING:  # the mailroom's ops import this module
+    from benchd.runtime.mailroom import SendOp
+
 MAX_BATCH = 256
 INDEX_COMMIT_S = 0.1  # how long index updates may wait for their commit
 _encoder = msgspec.json.Encoder()
+
+# What an op answers with once its batch is durable (SendOk for a send, whether a
+# retirement moved the file, None for events only). Covariant: the committer holds ops
+# of every kind as Op[object].
+R_co = TypeVar("R_co", covariant=True)
+R = TypeVar("R")
 
 
 def now_ms() -> int:
@@ -62,29 +72,30 @@ def os_error_to_wire(err: OSError) -> WireError:
     return WireError("io-error", f"the disk refused the write; nothing was written ({err})")
 
 
-def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, dict]:
+def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord]:
     """One log line and its record: seq, ts, kind first (msgspec alone would put the tag
     first and the base fields last), so lines read well and the log is searchable by
     byte offset."""
     ev.seq, ev.ts = seq, ts
-    fields = msgspec.to_builtins(ev)
-    record = {"seq": seq, "ts": ts, "kind": fields.pop("kind")}
+    fields: EventRecord = msgspec.to_builtins(ev)
+    record: EventRecord = {"seq": seq, "ts": ts, "kind": fields.pop("kind")}
     record.update((k, v) for k, v in fields.items() if k not in ("seq", "ts"))
     return _encoder.encode(record) + b"\n", record
 
 
-class Op:
-    """A unit of durable work. Subclasses override the phases they need."""
+class Op(Generic[R_co]):
+    """A unit of durable work. Subclasses override the phases they need, and set `result`
+    before their batch is done (or fail with `error`)."""
 
     error: WireError | None = None
-    result: object = None
+    result: R_co
     resolved = False  # answered by check() (e.g. a duplicate key): nothing to write
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.done = trio.Event()
 
-    async def wait(self):
+    async def wait(self) -> R_co:
         """The op's result once its batch is durable, or its error raised."""
         await self.done.wait()
         if self.error is not None:
@@ -121,23 +132,25 @@ class Batch:
     moves claimed by earlier ops of the same batch."""
 
     def __init__(self) -> None:
-        self.keys: dict = {}  # (sender, key) -> the op that claimed it
+        # (sender, key) -> the op that claimed it
+        self.keys: dict[tuple[str, str], SendOp] = {}
         self.moves: set[str] = set()  # files a retirement moves
 
 
-class EventOp(Op):
+class EventOp(Op[None]):
     """Only events: e.g. session/spawned, agent/woken."""
 
     def __init__(self, *events: Event):
         super().__init__()
         self.events = list(events)
+        self.result = None
 
 
 class Staged:
     """One batch between its steps: the ops still in it, their event records, and what
     the journal record must hold. `error` is set when the batch as a whole failed."""
 
-    def __init__(self, live: list[Op], records: list[dict], seq: int) -> None:
+    def __init__(self, live: list[Op[object]], records: list[EventRecord], seq: int) -> None:
         self.live = live
         self.records = records
         self.seq = seq  # the last event's seq once committed
@@ -154,7 +167,7 @@ class Store(Protocol):
         """The seq of the last event written."""
         ...
 
-    def stage(self, batch: Batch, ops: list[Op]) -> Staged:
+    def stage(self, batch: Batch, ops: list[Op[object]]) -> Staged:
         """On the loop: stage the ops' files and the batch's log lines, no flush. An op
         that fails here has its error set and is left out of the result."""
         ...
@@ -164,7 +177,7 @@ class Store(Protocol):
         so it touches nothing the loop uses; a failure goes in `staged.error`."""
         ...
 
-    def place(self, staged: Staged) -> tuple[list[Op], list[dict]]:
+    def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
         """On the loop, after commit: the ops that were committed (their files moved into
         place) and their event records; a failed batch is taken back and fails them all."""
         ...
@@ -195,8 +208,8 @@ class JournalStore:
     def close(self) -> bool:
         return self.journal.close()
 
-    def stage(self, batch: Batch, ops: list[Op]) -> Staged:
-        live: list[Op] = []
+    def stage(self, batch: Batch, ops: list[Op[object]]) -> Staged:
+        live: list[Op[object]] = []
         for op in ops:
             try:
                 op.prepare(batch)
@@ -224,7 +237,7 @@ class JournalStore:
         except Exception as err:  # noqa: BLE001 - handed to place(), on the loop
             staged.error = err
 
-    def place(self, staged: Staged) -> tuple[list[Op], list[dict]]:
+    def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
         if staged.error is not None:  # not committed: take it back
             if staged.log_offset is not None:
                 self.eventlog.truncate(staged.log_offset)
@@ -246,10 +259,12 @@ class JournalStore:
         return staged.live, staged.records
 
 
-def encode_batch(ops: list[Op], last_seq: int) -> tuple[list[bytes], list[dict], int]:
+def encode_batch(
+    ops: list[Op[object]], last_seq: int
+) -> tuple[list[bytes], list[EventRecord], int]:
     """The ops' events as log lines and records, numbered after last_seq."""
     lines: list[bytes] = []
-    records: list[dict] = []
+    records: list[EventRecord] = []
     seq = last_seq
     ts = now_ms()
     for op in ops:
@@ -261,7 +276,7 @@ def encode_batch(ops: list[Op], last_seq: int) -> tuple[list[bytes], list[dict],
     return lines, records, seq
 
 
-def fail(op: Op, err: Exception) -> None:
+def fail(op: Op[object], err: Exception) -> None:
     if isinstance(err, WireError):
         op.error = err
     elif isinstance(err, OSError):
@@ -276,27 +291,32 @@ def fail(op: Op, err: Exception) -> None:
 
 class Committer:
     def __init__(
-        self, store: Store, index: Index, publish: Callable[[list[dict], list[Event]], None]
-    ):
+        self,
+        store: Store,
+        index: Index,
+        publish: Callable[[list[EventRecord], list[Event]], None],
+    ) -> None:
         self.store = store
         self.index = index
         self._publish = publish
-        self._pending: list[Op] = []
+        self._pending: list[Op[object]] = []
         self._wakeup = trio.Event()
         self.closed = False
-        self.on_lost: Callable | None = None  # told about events record() could not write
+        self.on_lost: Callable[[tuple[Event, ...], WireError], None] | None = (
+            None  # told about events record() could not write
+        )
         self.batch = Batch()  # the batch being checked (ops' check() claims keys in it)
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
         self.disk_full = False  # the last batch that wrote nothing met a full disk
 
-    def enqueue(self, op: Op) -> None:
+    def enqueue(self, op: Op[object]) -> None:
         """Queue the op for the next batch; `await op.wait()` for its answer."""
         if self.closed:
             raise WireError("shutting-down", "the daemon is stopping")
         self._pending.append(op)
         self._wakeup.set()
 
-    async def submit(self, op: Op):
+    async def submit(self, op: Op[R]) -> R:
         """Queue the op, wait until its batch is durable; return its result or raise."""
         self.enqueue(op)
         return await op.wait()
@@ -313,7 +333,7 @@ class Committer:
                 self.on_lost(events, err)
             return False
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             if self.index.pending.ops or self.index.pending.meta:
@@ -354,7 +374,7 @@ class Committer:
         """After the last drain, at a clean stop: the store flushes what it committed."""
         return self.store.close()
 
-    def _apply_index(self, ops: list[Op]) -> None:
+    def _apply_index(self, ops: list[Op[object]]) -> None:
         # In memory (Index.pending): cannot fail for SQLite's reasons, so what is answered
         # is listed and deduplicated from now on.
         for op in ops:
@@ -362,7 +382,7 @@ class Committer:
                 op.index(self.index)
         self.index.set_meta("last_seq", str(self.store.last_seq))
 
-    async def _commit(self, batch: list[Op]) -> None:
+    async def _commit(self, batch: list[Op[object]]) -> None:
         async with self._committing:
             try:
                 await self._commit_batch(batch)
@@ -372,7 +392,7 @@ class Committer:
                         op.error = op.error or WireError("internal", f"the commit failed: {err!r}")
                         op.done.set()
 
-    async def _commit_batch(self, ops: list[Op]) -> None:
+    async def _commit_batch(self, ops: list[Op[object]]) -> None:
         batch = Batch()
         self.batch = batch  # the ops' check() claims keys in it
         for op in ops:
@@ -382,8 +402,8 @@ class Committer:
                 fail(op, err)
         live = [op for op in ops if op.error is None and not op.resolved]
         if not live:
-            published: list[Op] = []
-            records: list[dict] = []
+            published: list[Op[object]] = []
+            records: list[EventRecord] = []
         else:
             staged = self.store.stage(batch, live)
             if len(staged.live) > 1:

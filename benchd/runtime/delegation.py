@@ -9,7 +9,6 @@ counts each child against its spawner until the child's job settles.
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import msgspec
 
@@ -18,6 +17,7 @@ from bench_wire.errors import WireError
 from benchd.core.caller import Caller, CallerSession
 from benchd.core.delegation import DelegationLimits, Quota, Refused, derived_handle
 from benchd.core.names import OPERATOR, check_handle
+from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.sessions import Roster, Session
 
@@ -28,7 +28,7 @@ class Delegation:
         roster: Roster,
         mailroom: Mailroom,
         record: Callable[..., Awaitable[bool]],
-        log: Any,
+        log: Log,
         limits: DelegationLimits,
     ) -> None:
         self.roster = roster

@@ -14,6 +14,7 @@ import trio
 
 from bench_wire.messages import Event
 from benchd.runtime.broadcast import Broadcast, Subscriber
+from benchd.runtime.logs import Log
 
 FOLLOWER_QUEUE = 4096
 
@@ -22,7 +23,7 @@ Listener = Callable[[Event], None]
 
 
 class Hub:
-    def __init__(self, log: Any = None) -> None:
+    def __init__(self, log: Log | None = None) -> None:
         self.listeners: list[Listener] = []
         self.followers: Broadcast[Record] = Broadcast()
         self.streams = 0  # follow streams still sending (shutdown waits for their end frames)

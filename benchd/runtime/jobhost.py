@@ -17,15 +17,16 @@ the old daemon) -> outcome_unknown. The content owed is the last `bench report`.
 
 import math
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
+from benchd.core.caller import Caller
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.jobs import (
     Address,
@@ -39,9 +40,16 @@ from benchd.core.jobs import (
     decode_agent_job,
 )
 from benchd.core.keys import check_client_key, job_key_of
-from benchd.runtime.committer import EventOp
+from benchd.runtime.committer import Committer, EventOp
+from benchd.runtime.logs import Log
+from benchd.runtime.mailroom import Mailroom, SendOp
+from benchd.runtime.outbound import Outbound, QueueOp
 from benchd.store import faults
+from benchd.store.index import Index
 from benchd.store.outbox import SqliteOutbox
+
+if TYPE_CHECKING:  # sessions imports this module
+    from benchd.runtime.sessions import Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +101,15 @@ class JobHost:
     def __init__(
         self,
         outbox: SqliteOutbox,
-        find_session: Callable[[str], Any],
-        mailroom,
-        committer,
-        index,
+        find_session: Callable[[str], "Session | None"],
+        mailroom: Mailroom,
+        committer: Committer,
+        index: Index,
         body_bytes: int,
         retry_base: float,
-        log,
+        log: Log,
         clock: Clock = SYSTEM_CLOCK,
-    ):
+    ) -> None:
         self.outbox = outbox
         self.find_session = find_session  # a live session by handle, or None
         self.mailroom = mailroom
@@ -124,9 +132,9 @@ class JobHost:
         self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
         self._settling: list[Settlement] = []  # waiting for the next transaction
         self._stopping = False
-        self.outbound: Any = None  # benchd.runtime.outbound: replies to handle@node go there
+        self.outbound: Outbound | None = None  # replies to handle@node go there
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Settle the jobs the previous daemon left running, then drain the outbox when
         replies are due; batched settlements run in this service's nursery."""
         async with trio.open_nursery() as nursery:
@@ -198,7 +206,7 @@ class JobHost:
             except Exception:  # noqa: BLE001 - left in the outbox for the next start
                 self.log.exception("draining the outbox at stop failed")
 
-    def _post(self, mail: JobMail):
+    def _post(self, mail: JobMail) -> Awaitable[bool]:
         """The post port. The delivery is queued at once (so a page of replies shares one
         commit); the returned coroutine answers whether it was accepted."""
         # Every reply the fan-out writes carries its outcome; a row without one is named
@@ -213,7 +221,7 @@ class JobHost:
                 # Another node: queued for the bridge with the outbound queue's guarantees
                 # (durable before accepted; the key makes a repeat a no-op).
                 assert self.outbound is not None, "the daemon wires the outbound queue"
-                op = self.outbound.make_queue(
+                op: SendOp = self.outbound.make_queue(
                     mail.from_.agent_id, to, mail.content, subject, mail.key
                 )
             else:
@@ -231,12 +239,13 @@ class JobHost:
         await self.committer.record(m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
         return False
 
-    async def _answer(self, mail: JobMail, op) -> bool:
+    async def _answer(self, mail: JobMail, op: SendOp) -> bool:
         try:
             res = await op.wait()
         except WireError as err:
             return await self._refused(mail, err)
-        if getattr(op, "address", None) is not None:
+        if isinstance(op, QueueOp):  # to another node: its address is set
+            assert self.outbound is not None, "the daemon wires the outbound queue"
             res = self.outbound.queued_as(op, res)
         if res.to != mail.to.agent_id:
             # The key was taken by other mail (client keys may not start with outbox:,
@@ -267,7 +276,7 @@ class JobHost:
         # The operator and handles without a live session are addressed by handle.
         return Address(agent_id=handle, session_id=live.id if live else handle)
 
-    def check_spec(self, spec: m.JobMailSpec, caller) -> None:
+    def check_spec(self, spec: m.JobMailSpec, caller: Caller) -> None:
         """Refuse a bad job before anything is spawned."""
         own, knows = None, None
         if self.outbound is not None:
@@ -286,7 +295,7 @@ class JobHost:
                 "message; a new job needs a new key",
             )
 
-    def begin(self, s, spec: m.JobMailSpec, caller) -> None:
+    def begin(self, s: "Session", spec: m.JobMailSpec, caller: Caller) -> None:
         """Make the job for a just-spawned session and persist it (no await: the session
         cannot settle before its job exists)."""
         try:
@@ -308,13 +317,14 @@ class JobHost:
             self.outbox.add_job(s.id, s.handle, job.to_json())
         s.job = job
 
-    def abandon(self, s) -> None:
+    def abandon(self, s: "Session") -> None:
         """The spawn failed before the child ran: the job is closed with no replies."""
         with self.outbox:
             self.outbox.mark_settled(s.id, str(Outcome.ABANDONED))
 
-    async def deliver_task(self, s, spec: m.JobMailSpec, caller) -> str:
+    async def deliver_task(self, s: "Session", spec: m.JobMailSpec, caller: Caller) -> str:
         """The task mail, from the spawner to the child (it wakes the child when ready)."""
+        assert s.job is not None, "begin() made the job"
         mail = decode_agent_job(s.job).mail
         assert mail is not None, "a job spawned with a task has its mail"
         res = await self.mailroom.send(
@@ -327,7 +337,7 @@ class JobHost:
         )
         return res.mail_id
 
-    async def report(self, caller, content: str) -> int:
+    async def report(self, caller: Caller, content: str) -> int:
         s = caller.session
         if s is None:
             raise WireError("not-in-session", "bench report works only inside a bench session")
@@ -344,8 +354,9 @@ class JobHost:
         )
         return len(data)
 
-    async def settle(self, s) -> str:
+    async def settle(self, s: "Session") -> str:
         """Settle the job of an exited session; returns its outcome."""
+        assert s.job is not None, "only a job's session is settled here"
         if s.cancelled:
             outcome = Outcome.CANCELLED
         elif s.exit == 0:
@@ -370,7 +381,7 @@ class JobHost:
     async def _settle_batch(self) -> None:
         await trio.lowlevel.checkpoint()  # let the exits that arrive together queue up
         batch, self._settling = self._settling, []
-        events = []
+        events: list[m.Event] = []
         try:
             # Each job's replies and its settled mark in one transaction: all or nothing
             # (and one fsync for the whole batch).

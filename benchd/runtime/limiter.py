@@ -10,12 +10,12 @@ is logged and recorded as a `limit/hit` event.
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from bench_wire.errors import WireError
 from bench_wire.messages import LimitHit
 from benchd.core.limits import Limits, Refusal, SendLimits
 from benchd.runtime.committer import Committer, EventOp
+from benchd.runtime.logs import Log
 from benchd.store.index import Index
 
 
@@ -25,7 +25,7 @@ class Limiter:
         limits: Limits,
         index: Index,
         committer: Committer,
-        log: Any,
+        log: Log,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.limits = limits

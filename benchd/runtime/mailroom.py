@@ -18,6 +18,7 @@ import msgspec
 from bench_wire.addresses import check_address
 from bench_wire.errors import WireError
 from bench_wire.messages import (
+    Event,
     ListOk,
     MailReadEvent,
     MailSent,
@@ -283,13 +284,25 @@ class _Skip(Exception):
     """This message cannot be shown (its file vanished, or it was read by hand)."""
 
 
-class SendOp(Op):
+class SendOp(Op[SendOk]):
     # The front matter's `to` when not the mailbox's handle (the outbound queue's files say
     # `bob@node2`), and `origin` on a copy from another node (benchd.runtime.outbound).
     address: str | None = None
     origin: str | None = None
+    meta: dict[str, Any]  # the front matter written (set by prepare)
 
-    def __init__(self, room, sender, to, subject, body, key, reply_to, in_reply_to, live):
+    def __init__(
+        self,
+        room: "Mailroom",
+        sender: str,
+        to: str,
+        subject: str,
+        body: bytes,
+        key: str | None,
+        reply_to: list[str],
+        in_reply_to: str | None,
+        live: bool,
+    ) -> None:
         super().__init__()
         self.room, self.sender, self.to = room, sender, to
         self.subject, self.body, self.key = subject, body, key
@@ -298,7 +311,7 @@ class SendOp(Op):
         self.final: str | None = None
         self.dup_of: SendOp | None = None
         # More events for the same commit, given the new id (a job reply's outbox/posted).
-        self.also_log: Callable[[str], list] | None = None
+        self.also_log: Callable[[str], list[Event]] | None = None
 
     def check(self, ctx: Committer) -> None:
         room: Mailroom = self.room
@@ -462,7 +475,7 @@ def _key_conflict(key: str) -> WireError:
     )
 
 
-class RetireOp(Op):
+class RetireOp(Op[bool]):
     def __init__(self, room: Mailroom, handle: str, mail_id: str, reader: str, event: bool):
         super().__init__()
         self.room, self.handle, self.mail_id = room, handle, mail_id
@@ -536,7 +549,10 @@ def clean_staging(root: str, skipped: Callable[[str, str], None] = lambda path, 
 
 
 def reconcile(
-    root: str, index: Index, logged: set | frozenset = frozenset(), handles: set[str] | None = None
+    root: str,
+    index: Index,
+    logged: set[str] | frozenset[str] = frozenset(),
+    handles: set[str] | None = None,
 ) -> list[MailSent]:
     """Make the index agree with the files (names listed; only unknown files are read).
 

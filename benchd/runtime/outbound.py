@@ -17,6 +17,7 @@ here records the id its node gave it as `origin`, and the references a message c
 """
 
 import os
+from typing import Any
 
 import msgspec
 import trio
@@ -25,19 +26,22 @@ from bench_wire import messages as m
 from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
+from benchd.core.caller import Caller
 from benchd.core.names import MAIL_ID_RE, check_mail_id
 from benchd.runtime import bounces
-from benchd.runtime.committer import now_ms
-from benchd.runtime.mailroom import RetireOp, SendOp
+from benchd.runtime.committer import Batch, Committer, now_ms
+from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
-from benchd.store.index import UNREAD
+from benchd.store.index import UNREAD, Index
 
 PULL_MAX = 256
 RECENT_MAX = 4096  # queued messages kept in memory for the bridge's pull
 
 
 class Outbound:
-    def __init__(self, bench_dir: str, node: str, index, mailroom, committer):
+    def __init__(
+        self, bench_dir: str, node: str, index: Index, mailroom: Mailroom, committer: Committer
+    ) -> None:
         self.node = node
         self.index = index
         self.mailroom = mailroom
@@ -78,7 +82,7 @@ class Outbound:
             return None
         return msgspec.structs.replace(req, to=handle)
 
-    async def queue(self, caller, req: m.MailSend) -> m.SendOk:
+    async def queue(self, caller: Caller, req: m.MailSend) -> m.SendOk:
         """mail/send to `handle@node` on another node: queued for the bridge; returns
         what the SendOk says."""
         if req.key is not None:
@@ -111,6 +115,7 @@ class Outbound:
             f"{sender}@{self.node}", handle, body, subject, key, None, in_reply_to
         )
         op.__class__ = QueueOp
+        assert isinstance(op, QueueOp)  # for the type checker: it is one now
         op.to, op.address, op.reply_to, op.live = OUTBOUND, address, qualified, False
         return op
 
@@ -197,7 +202,7 @@ class Outbound:
         )
         return op
 
-    def _returned(self, msg: m.RemoteMail, sender: str, handle: str, origin: str) -> list:
+    def _returned(self, msg: m.RemoteMail, sender: str, handle: str, origin: str) -> list[m.Event]:
         """bridge/bounced on the sender's node, when a bounce reaches it."""
         if not bounces.is_bounce(sender):
             return []
@@ -248,6 +253,7 @@ class Outbound:
             original,
         )
         op.__class__ = BounceOp
+        assert isinstance(op, BounceOp)  # for the type checker: it is one now
         op.to, op.address, op.reply_to, op.live = OUTBOUND, msg.sender, [], False
         op.returned = m.BridgeBounced(
             mail_id=msg.mail_id,
@@ -277,7 +283,7 @@ class Outbound:
         return self.directory.update(req.nodes)
 
 
-def remote_mail(meta: dict, body: bytes, own: str) -> m.RemoteMail:
+def remote_mail(meta: dict[str, Any], body: bytes, own: str) -> m.RemoteMail:
     """A queued message (its front matter and body) as the bridge publishes it: its
     reference to the message it answers in full (benchd.core.mailrefs)."""
     in_reply_to = meta.get("in-reply-to")
@@ -300,7 +306,7 @@ class QueueOp(SendOp):
     """A SendOp into the outbound queue: the file says `to: bob@node2` and the event is
     bridge/queued (not mail/sent: no local mailbox received anything, nothing to wake)."""
 
-    def prepare(self, batch) -> None:
+    def prepare(self, batch: Batch) -> None:
         super().prepare(batch)  # the file says `to: <address>` (SendOp.address)
         if self.final is None:
             return
@@ -321,7 +327,7 @@ class BounceOp(QueueOp):
 
     returned: m.BridgeBounced
 
-    def prepare(self, batch) -> None:
+    def prepare(self, batch: Batch) -> None:
         super().prepare(batch)
         if self.final is not None:
             self.events = [*self.events, self.returned]
@@ -333,7 +339,7 @@ class ForwardOp(RetireOp):
     key: str
     to: str
 
-    def prepare(self, batch) -> None:
+    def prepare(self, batch: Batch) -> None:
         super().prepare(batch)
         if self.moving:
             self.events = [m.BridgeForwarded(mail_id=self.mail_id, to=self.to, key=self.key)]

@@ -5,6 +5,9 @@ exited one: its record, and a terminal that is only its kept output (the screen 
 rebuilt from that output when someone asks for it).
 """
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import pyte
 import trio
 
@@ -12,6 +15,14 @@ from bench_wire import messages as m
 from benchd.core.states import SessionState
 from benchd.runtime import vtscreen
 from benchd.runtime.terminal import render_line
+
+if TYPE_CHECKING:  # sessions imports this module
+    from benchd.runtime.sessions import Session
+
+T = TypeVar("T")
+# A settled session's record as benchd.store.exited keeps it: a JSON object (record_of
+# writes it; a record from an older daemon may lack keys, hence the .get()s below).
+Record = dict[str, Any]
 
 
 class PastTerminal:
@@ -24,7 +35,7 @@ class PastTerminal:
         self.eof = True
         self._lock = trio.Lock()
 
-    def _screen(self):
+    def _screen(self) -> tuple[vtscreen.Screen, list[str]]:
         screen = vtscreen.Screen(self.cols, self.rows)
         pyte.ByteStream(screen).feed(bytes(self.scrollback))
         lines = [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
@@ -35,10 +46,10 @@ class PastTerminal:
             screen, lines = await trio.to_thread.run_sync(self._screen)
             return lines, screen.cursor.y, screen.cursor.x
 
-    async def inspect(self, fn):
+    async def inspect(self, fn: Callable[[pyte.Screen, list[str]], T]) -> T:
         async with self._lock:
 
-            def work():
+            def work() -> T:
                 return fn(*self._screen())
 
             return await trio.to_thread.run_sync(work)
@@ -52,13 +63,13 @@ class PastSession:
     cancelled = False
     killed_by = None
 
-    def __init__(self, record: dict, output: bytes):
+    def __init__(self, record: Record, output: bytes):
         self.record = record
         self.id: str = record["session"]
         self.handle: str = record["handle"]
         self.state = SessionState.EXITED
-        self.exit = record.get("exit")
-        self.signal = record.get("signal")
+        self.exit: int | None = record.get("exit")
+        self.signal: int | None = record.get("signal")
         self.parent: str | None = record.get("parent")
         self.parent_handle: str | None = record.get("parent_handle")
         self.lineage: tuple[str, ...] = tuple(record.get("lineage") or ())
@@ -87,7 +98,7 @@ class PastSession:
         )
 
 
-def record_of(s, ended_ms: int) -> dict:
+def record_of(s: "Session", ended_ms: int) -> Record:
     """What is kept on disk of a settled session (a benchd.runtime.sessions Session)."""
     info = s.info()
     return {

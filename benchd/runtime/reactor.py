@@ -15,7 +15,7 @@
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -25,6 +25,12 @@ from benchd.core import wakegate
 from benchd.core.bucket import TokenBucket
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.wakeline import digest_line, for_shell, shell_of, wake_line
+from benchd.runtime.logs import Log
+from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.terminal import Terminal
+
+if TYPE_CHECKING:  # sessions imports this module
+    from benchd.runtime.sessions import Session
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
@@ -32,6 +38,9 @@ QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longe
 
 
 class Wake:
+    """A queued wake: a mail's (mail_id and sender set), or a digest of `digest` unread
+    messages (neither set)."""
+
     __slots__ = ("mail_id", "sender", "digest")
 
     def __init__(self, mail_id: str | None, sender: str | None, digest: int = 0):
@@ -50,13 +59,13 @@ class Courier:
 class Reactor:
     def __init__(
         self,
-        find_session: Callable[[str], Any],
-        mailroom,
-        record: Callable[..., Awaitable],
+        find_session: Callable[[str], "Session | None"],
+        mailroom: Mailroom,
+        record: Callable[[m.Event], Awaitable[bool]],
         settings: m.ReactorSettings,
-        log,
+        log: Log,
         clock: Clock = SYSTEM_CLOCK,
-    ):
+    ) -> None:
         self.find_session = find_session  # a live session by handle, or None
         # Monotonic time for the buckets and the gate; the terminal's last_output and
         # the session's last_input are monotonic readings of the same system clock.
@@ -72,7 +81,7 @@ class Reactor:
         self.enter_check = settings.enter_check
         self.couriers: dict[str, Courier] = {}
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery where capped-wake events and digest timers run."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
@@ -134,7 +143,7 @@ class Reactor:
 
     # ------------------------------------------------------------ the waker
 
-    async def run_session(self, session) -> None:
+    async def run_session(self, session: "Session") -> None:
         """One per live session: deliver its queued wakes, one at a time."""
         try:
             await self._deliver_wakes(session)
@@ -145,7 +154,7 @@ class Reactor:
         except Exception:  # noqa: BLE001 - a reactor bug must not take the daemon down
             self.log.exception("waker failed", session=session.id)
 
-    async def _deliver_wakes(self, session) -> None:
+    async def _deliver_wakes(self, session: "Session") -> None:
         while True:
             while not session.wakes:
                 await session.poked()
@@ -154,6 +163,7 @@ class Reactor:
             if wake.digest:
                 line, path = digest_line(wake.digest), None
             else:
+                assert wake.mail_id is not None and wake.sender is not None, "a mail's wake"
                 try:
                     path = await self.mailroom.retire(session.handle, wake.mail_id)
                 except WireError as err:
@@ -178,11 +188,11 @@ class Reactor:
             )
             await self._type_line(session, for_shell(line, shell_of(session.argv)), woken)
 
-    async def _readiness(self, session) -> wakegate.Readiness:
+    async def _readiness(self, session: "Session") -> wakegate.Readiness:
         """The gate's answer for this session now, looking at the screen only if asked."""
         a = wakegate.Activity(
             now=self.clock.now(),
-            last_output=session.term.last_output,
+            last_output=_term(session).last_output,
             last_input=session.last_input,
         )
         action = wakegate.readiness(self.gate, a)
@@ -191,33 +201,33 @@ class Reactor:
             action = wakegate.readiness(self.gate, a)
         return action
 
-    async def _shows_ready(self, session) -> bool:
+    async def _shows_ready(self, session: "Session") -> bool:
         """The ready pattern, if any, matches the end of the screen: its last non-blank
         lines (READY_LINES of them), right-trimmed."""
         if session.ready is None:
             return True
-        lines = (await session.term.screen_text()).split("\n")[-READY_LINES:]
+        lines = (await _term(session).screen_text()).split("\n")[-READY_LINES:]
         return session.ready.search("\n".join(lines)) is not None
 
-    async def _until_ready(self, session) -> None:
+    async def _until_ready(self, session: "Session") -> None:
         while True:
             match await self._readiness(session):
                 case wakegate.Ready():
                     return
                 case wakegate.WaitForOutput():
-                    await session.term.changed.wait()
+                    await _term(session).changed.wait()
                 case wakegate.WaitUntil(at=at):
                     await trio.sleep(max(0.0, at - self.clock.now()))
                 case wakegate.WaitForScreen(timeout=timeout):
                     with trio.move_on_after(timeout):
-                        await session.term.changed.wait()
+                        await _term(session).changed.wait()
 
-    async def _still_ready(self, session) -> bool:
+    async def _still_ready(self, session: "Session") -> bool:
         return isinstance(await self._readiness(session), wakegate.Ready)
 
-    async def _type_line(self, session, line: str, woken: m.AgentWoken) -> None:
+    async def _type_line(self, session: "Session", line: str, woken: m.AgentWoken) -> None:
         """Paste, settle, Enter (then log the wake); Enter again while the screen stays."""
-        term = session.term
+        term = _term(session)
         data = line.encode("utf-8")
         if term.bracketed_paste:
             data = b"\x1b[200~" + data + b"\x1b[201~"
@@ -265,7 +275,7 @@ class Reactor:
             session.write_lock.release()
 
     async def _quiet_screen(
-        self, term, quiet: float = QUIET_S, limit: float = QUIET_LIMIT_S
+        self, term: Terminal, quiet: float = QUIET_S, limit: float = QUIET_LIMIT_S
     ) -> str:
         """The screen once no output has arrived for `quiet` seconds (at most `limit`).
         Usually at once: the echo of a paste arrives well within the paste settle."""
@@ -281,7 +291,7 @@ class Reactor:
         return await term.screen_text()
 
     @staticmethod
-    async def _screen_changes(term, before: str, wait: float) -> bool:
+    async def _screen_changes(term: Terminal, before: str, wait: float) -> bool:
         with trio.move_on_after(wait):
             while True:
                 changed = term.changed
@@ -289,3 +299,10 @@ class Reactor:
                     return True
                 await changed.wait()
         return await term.screen_text() != before
+
+
+def _term(session: "Session") -> Terminal:
+    """The terminal of a session the reactor serves: one whose process started (its
+    waker is started by Sessions._run, after launch)."""
+    assert session.term is not None, "a waker runs only for a launched session"
+    return session.term

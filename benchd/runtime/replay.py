@@ -11,8 +11,10 @@ them), with the cursor put back where the program left it.
 """
 
 import collections
+from collections.abc import Mapping
 
 import pyte
+from pyte.screens import Char
 from wcwidth import wcwidth
 
 from benchd.runtime import vtscreen
@@ -26,7 +28,9 @@ class _Screen(vtscreen.Screen):
 
     def __init__(self, cols: int, rows: int):
         super().__init__(cols, rows)
-        self.history: collections.deque = collections.deque(maxlen=HISTORY_LINES)
+        self.history: collections.deque[Mapping[int, Char]] = collections.deque(
+            maxlen=HISTORY_LINES
+        )
 
     def index(self) -> None:
         top, bottom = self.margins or (0, self.lines - 1)
@@ -57,10 +61,12 @@ def _colour(name: str, base: int) -> str:
     return ""
 
 
-_SGR_CACHE: dict[tuple, str] = {}
+# A Char's style: everything but its text (fg, bg, bold, italics, ...).
+_Style = tuple[str, str, bool, bool, bool, bool, bool, bool]
+_SGR_CACHE: dict[_Style, str] = {}
 
 
-def _sgr(c) -> str:
+def _sgr(c: Char) -> str:
     key = c[1:]  # a Char is a namedtuple: everything but its text
     sgr = _SGR_CACHE.get(key)
     if sgr is None:
@@ -70,7 +76,7 @@ def _sgr(c) -> str:
     return sgr
 
 
-def _build_sgr(c) -> str:
+def _build_sgr(c: Char) -> str:
     parts = ["0"]
     for on, code in (
         (c.bold, "1"),
@@ -91,7 +97,7 @@ def _build_sgr(c) -> str:
 _PLAIN = "\x1b[0m"
 
 
-def _line(line, cols: int) -> tuple[str, int]:
+def _line(line: Mapping[int, Char], cols: int) -> tuple[str, int]:
     """One model line as text with SGR codes, trailing blanks left out; and its width in
     cells."""
     out: list[str] = []

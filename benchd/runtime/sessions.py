@@ -20,20 +20,27 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Literal, overload
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.caller import Caller
+from benchd.core.jobs import Job
 from benchd.core.names import OPERATOR, check_handle
 from benchd.core.states import SessionState, advance
 from benchd.runtime import presets
-from benchd.runtime.past import record_of
-from benchd.runtime.reactor import Reactor
+from benchd.runtime.logs import Log
+from benchd.runtime.past import PastSession, record_of
+from benchd.runtime.reactor import Reactor, Wake
 from benchd.runtime.system import child_pids, process_ancestors, process_session_id, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
+from benchd.store.exited import ExitedStore
+
+if TYPE_CHECKING:  # these import this module
+    from benchd.runtime.delegation import Delegation
+    from benchd.runtime.jobhost import JobHost
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -44,7 +51,16 @@ OUTPUT_CHUNK = 48 * 1024
 
 
 class Session:
-    def __init__(self, sid, handle, token, argv, term, ready, job):
+    def __init__(
+        self,
+        sid: str,
+        handle: str,
+        token: str,
+        argv: list[str],
+        term: Terminal | None,
+        ready: re.Pattern[str] | None,
+        job: Job | None,
+    ) -> None:
         self.id = sid
         self.handle = handle
         self.token = token
@@ -52,7 +68,7 @@ class Session:
         self.term: Terminal | None = term
         self.ready = ready
         self.job = job  # the jobs.Job of a job spawn, else None
-        self.wakes: collections.deque = collections.deque()
+        self.wakes: collections.deque[Wake] = collections.deque()
         self.last_input = 0.0  # monotonic time of the last operator keystroke
         self.write_lock = trio.Lock()
         self.state = SessionState.RUNNING
@@ -153,7 +169,8 @@ class Roster:
         self.live: dict[str, Session] = {}  # handle -> live session
         self.by_token: dict[str, Session] = {}
         self.by_leader: dict[int, Session] = {}
-        self.exited: collections.deque = collections.deque()
+        # Sessions that exited under this daemon, then those read back from disk.
+        self.exited: collections.deque[Session | PastSession] = collections.deque()
 
     def is_live(self, handle: str) -> bool:
         return handle in self.live
@@ -164,10 +181,16 @@ class Roster:
     def live_count(self) -> int:
         return len(self.live)
 
-    def find(self, name: str, live_only: bool = True) -> Session:
+    @overload
+    def find(self, name: str, live_only: Literal[True] = True) -> "Session": ...
+
+    @overload
+    def find(self, name: str, live_only: bool) -> "Session | PastSession": ...
+
+    def find(self, name: str, live_only: bool = True) -> "Session | PastSession":
         """A session by handle or id: a live one first, else (live_only False) the
         newest exited one with that handle or id."""
-        s = self.live.get(name) or self.by_id.get(name)
+        s: Session | PastSession | None = self.live.get(name) or self.by_id.get(name)
         if s is None and not live_only:
             s = self.lookup(name)
         if s is None or (live_only and not s.live):
@@ -178,7 +201,7 @@ class Roster:
             raise WireError("no-such-session", f"session {name!r} is still starting")
         return s
 
-    def lookup(self, name: str):
+    def lookup(self, name: str) -> "Session | PastSession | None":
         """The session `find(name, live_only=False)` would answer with, or None."""
         s = self.live.get(name) or self.by_id.get(name)
         if s is None:
@@ -193,7 +216,7 @@ class Roster:
         s = self.lookup(name)
         return () if s is None else (s.id, *s.lineage)
 
-    def descendants(self, sid: str) -> list:
+    def descendants(self, sid: str) -> list[Session]:
         """The live sessions below `sid` in the delegation tree, deepest first."""
         found = [s for s in self.live.values() if sid in s.lineage]
         return sorted(found, key=lambda s: -len(s.lineage))
@@ -204,9 +227,9 @@ class Sessions:
         self,
         roster: Roster,
         reactor: Reactor,
-        jobs,
-        record: Callable[..., Awaitable],
-        log,
+        jobs: "JobHost | None",
+        record: Callable[[m.Event], Awaitable[bool]],
+        log: Log,
         bench_dir: str,
         scrollback_bytes: int,
         helper_pids: set[int],
@@ -223,11 +246,11 @@ class Sessions:
         self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
         self.daemon_pid = daemon_pid
         self.subreaper = subreaper
-        self.delegation: Any = None  # benchd.runtime.delegation: counts a spawner's children
-        self.exited_store: Any = None  # benchd.store.exited: exited sessions kept on disk
+        self.delegation: Delegation | None = None  # counts a spawner's children
+        self.exited_store: ExitedStore | None = None  # exited sessions kept on disk
         self.exited_kept = EXITED_KEPT
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the sessions run in, and the orphan reaper."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
@@ -394,7 +417,7 @@ class Sessions:
         s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
         self.release(s)
         self.roster.exited.append(s)
-        dropped = []
+        dropped: list[str] = []
         while len(self.roster.exited) > self.exited_kept:
             dropped.append(self.roster.exited.popleft().id)
         s.term.close()
@@ -425,7 +448,7 @@ class Sessions:
         record = record_of(s, int(time.time() * 1000))
         output = bytes(s.term.scrollback) if s.term is not None else b""
 
-        def work():
+        def work() -> None:
             store.save(s.id, record, output)
             for sid in dropped:
                 store.remove(sid)

@@ -18,6 +18,8 @@ MAX_ROWS x MAX_COLS.
 
 import os
 import time
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import ptyprocess
 import pyte
@@ -27,6 +29,8 @@ from wcwidth import wcwidth
 from bench_wire.errors import WireError
 from benchd.runtime import vtscreen
 from benchd.runtime.broadcast import Broadcast
+
+T = TypeVar("T")
 
 SCREEN_BACKLOG = 512 * 1024
 SCREEN_KEEP = 128 * 1024
@@ -45,12 +49,20 @@ def _session_umask() -> None:
 
 
 class Terminal:
-    def __init__(self, argv, cwd, env, rows, cols, scrollback):
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: str,
+        env: dict[str, str],
+        rows: int,
+        cols: int,
+        scrollback: int,
+    ) -> None:
         self.proc = ptyprocess.PtyProcess.spawn(
             argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=_session_umask
         )
-        self.pid = self.proc.pid
-        self.fd = self.proc.fd
+        self.pid: int = self.proc.pid
+        self.fd: int = self.proc.fd
         os.set_blocking(self.fd, False)
         self.rows, self.cols = rows, cols
         self.scrollback_cap = scrollback
@@ -118,7 +130,7 @@ class Terminal:
                 return list(self._lines), self.screen.cursor.y, self.screen.cursor.x
             return await trio.to_thread.run_sync(self._render, data, reset, None)
 
-    async def inspect(self, fn):
+    async def inspect(self, fn: Callable[[pyte.Screen, list[str]], T]) -> T:
         """The screen brought up to date, then `fn(screen)` run in the worker thread under
         the screen lock, given the screen and its rendered lines: for callers that need
         more than the text (colours, cursor)."""
@@ -126,7 +138,7 @@ class Terminal:
             data, self._unseen = bytes(self._unseen), bytearray()
             reset, self._reset = self._reset, False
 
-            def work():
+            def work() -> T:
                 lines = self._render(data, reset, None)[0]
                 return fn(self.screen, lines)
 
@@ -141,7 +153,9 @@ class Terminal:
             lines.pop()
         return "\n".join(lines)
 
-    def _render(self, data: bytes, reset: bool, size) -> tuple[list[str], int, int]:
+    def _render(
+        self, data: bytes, reset: bool, size: tuple[int, int] | None
+    ) -> tuple[list[str], int, int]:
         """In a worker thread, under the screen lock: feed, resize, render dirty lines."""
         screen = self.screen
         if reset:
@@ -245,7 +259,7 @@ def check_size(rows: int, cols: int, cap: bool = False) -> tuple[int, int]:
     return min(rows, MAX_ROWS), min(cols, MAX_COLS)
 
 
-def render_line(line, columns: int) -> str:
+def render_line(line: Mapping[int, pyte.screens.Char], columns: int) -> str:
     """One screen line as text, as pyte's `display` renders it, but touching only the
     cells that were written (most of a big screen's cells are blank)."""
     if not line:

@@ -50,7 +50,7 @@ class BridgeDesk:
 
     # The committer's queue: the op goes into the next batch; `await op.wait()` for its
     # result. A bridge verb queues all of its ops before it waits, so they commit as one.
-    enqueue: Callable[[Op], None]
+    enqueue: Callable[[Op[object]], None]
     # The committer's record: events no client waits on; never raises, says if written.
     record: Callable[[m.Event], Awaitable[bool]]
     log: structlog.stdlib.BoundLogger  # what the bridge reported: forgotten, skipped, stopped

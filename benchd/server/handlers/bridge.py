@@ -7,8 +7,6 @@ Besides the services every handler has, these use `svc.bridge` (the committer's 
 its record and the daemon's log): a mark or a delivery queues all of its ops before it
 waits, so one request commits as one batch."""
 
-from typing import Protocol
-
 from bench_wire import messages as m
 from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
@@ -20,21 +18,6 @@ from benchd.runtime.outbound import PULL_MAX, ForwardOp
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store.index import UNREAD
-
-
-class Queued(Protocol):
-    """An op handed to the committer (`svc.bridge.enqueue`)."""
-
-    async def wait(self) -> object:
-        """Its result once its batch is durable, or its refusal raised."""
-        ...
-
-
-async def outcome(op: Queued) -> object:
-    """`await op.wait()`, seen through `Queued`: the committer's `Op.wait` has no
-    annotations yet (benchd.runtime is being typed), and a strict module may not call
-    an unannotated function. Once it has them, call it directly."""
-    return await op.wait()
 
 
 async def pull(svc: Services, conn: Connection, caller: Caller, req: m.BridgePull) -> None:
@@ -73,7 +56,7 @@ async def forwarded(svc: Services, conn: Connection, caller: Caller, req: m.Brid
         svc.bridge.enqueue(op)
     n = 0
     for op in ops:
-        if await outcome(op):
+        if await op.wait():
             n += 1
             svc.outbound.forgotten(op.mail_id)
     await conn.send(m.ForwardOk(id=req.id, forwarded=n))
@@ -96,8 +79,7 @@ async def deliver(svc: Services, conn: Connection, caller: Caller, req: m.Bridge
             results.append(await _refused(svc, msg, origin, op))
             continue
         try:
-            res = await outcome(op)
-            assert isinstance(res, m.SendOk)
+            res = await op.wait()
             results.append(m.Delivered(mail_id=res.mail_id, duplicate=res.duplicate))
         except WireError as err:
             results.append(await _refused(svc, msg, origin, err))

@@ -19,7 +19,7 @@ from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.replay import replay
 from benchd.runtime.screens import frame
 from benchd.runtime.sessions import OUTPUT_CHUNK, Session
-from benchd.runtime.terminal import check_size
+from benchd.runtime.terminal import Terminal, check_size
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 
@@ -97,7 +97,9 @@ async def tail(svc: Services, conn: Connection, caller: Caller, req: m.SessionTa
         )
         await conn.send(m.EndFrame(id=req.id))
         return
-    follower = term.followers.subscribe(1024) if req.follow and s.live else None
+    # Only a live session's Terminal has followers (an exited one's is its output only).
+    live = req.follow and s.live
+    follower = term.followers.subscribe(1024) if live and isinstance(term, Terminal) else None
     try:
         sb = bytes(term.scrollback)
         for i in range(0, len(sb), OUTPUT_CHUNK):
@@ -107,7 +109,7 @@ async def tail(svc: Services, conn: Connection, caller: Caller, req: m.SessionTa
                 m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit)
             )
             return
-        assert follower is not None, "following a live session"
+        assert follower is not None and isinstance(s, Session), "following a live session"
         await _pump(conn, req.id, s, follower, inputs=False)
     finally:
         if follower is not None:
@@ -210,6 +212,7 @@ async def session_screen(
     if not req.follow or not s.live:
         await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit))
         return
+    assert isinstance(term, Terminal), "a live session's terminal (not an exited one's output)"
 
     async def stream() -> None:
         nonlocal last
