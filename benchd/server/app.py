@@ -9,7 +9,6 @@ seal it (recovery.py), remove the socket.
 """
 
 import argparse
-import fcntl
 import os
 import signal
 import sqlite3
@@ -22,7 +21,7 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.framing import DEFAULT_FRAME_BYTES
-from bench_wire.paths import resolve_dir, socket_path
+from bench_wire.paths import socket_path
 from benchd import __version__
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
@@ -42,32 +41,30 @@ from benchd.runtime.mailroom import (
     LIST_MAX,
     SUBJECT_CHARS,
     Mailroom,
-    clean_staging,
-    reconcile,
 )
 from benchd.runtime.mailservice import MailService
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.past import PastSession
 from benchd.runtime.reactor import Reactor
+from benchd.runtime.reconcile import clean_staging, reconcile
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.spares import Spares
 from benchd.runtime.spawning import Spawner
-from benchd.runtime.system import become_subreaper, ensure_private_dir, peer_credentials
+from benchd.runtime.system import become_subreaper, peer_credentials
 from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
+from benchd.server.lockdir import take_state_dir
 from benchd.server.options import build_parser, options_problem, reactor_settings
 from benchd.server.services import BridgeDesk, DaemonInfo, Services
 from benchd.store import recovery, room, search, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
-from benchd.store.fileio import write_all
 from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.journal import Journal
 from benchd.store.outbox import SqliteOutbox
 from benchd.store.queries import MailQueries
 from benchd.store.replay import replay
-from benchd.store.statedir import UnsafeStateDir, check_state_dir
 
 SCROLLBACK_BYTES = 1024 * 1024
 
@@ -560,33 +557,10 @@ def main(argv: list[str] | None = None) -> int:
     from benchd.runtime import terminal
 
     terminal.SESSION_UMASK = os.umask(0o077)
-    bench_dir = None
-    try:
-        bench_dir = resolve_dir(opts.dir)
-        socket_path(bench_dir)
-        ensure_private_dir(bench_dir)
-        check_state_dir(bench_dir)
-        lock_fd = os.open(
-            os.path.join(bench_dir, "benchd.lock"),
-            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-        )
-    except WireError as err:
-        print(f"benchd: {err.message}", file=sys.stderr)
-        return 2
-    except UnsafeStateDir as err:
-        print(f"benchd: unsafe BENCH_DIR: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"benchd: cannot use {opts.dir or bench_dir}: {err}", file=sys.stderr)
-        return 2
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"benchd: another benchd already serves {bench_dir}", file=sys.stderr)
-        return 1
-    os.ftruncate(lock_fd, 0)
-    write_all(lock_fd, f"{os.getpid()}\n".encode())
+    taken = take_state_dir(opts.dir)
+    if isinstance(taken, int):
+        return taken  # refused, said in one line
+    bench_dir = taken
     try:
         daemon = Daemon(bench_dir, opts)
     except (OSError, sqlite3.Error) as err:

@@ -5,7 +5,7 @@ import pytest
 
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, mailrefs
-from benchd.runtime.mailroom import reconcile
+from benchd.runtime.reconcile import reconcile
 from benchd.store import search, threads
 from benchd.store.index import UNREAD, Index
 

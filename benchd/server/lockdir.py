@@ -1,0 +1,49 @@
+"""The state directory taken for one daemon: resolved, checked as safe, and locked.
+
+One daemon per directory: the lock is an flock on `benchd.lock` (opened without
+following a link), held for the daemon's life and released by the kernel when it exits,
+however it exits; the file holds the pid for people to read. Every refusal is one line
+on stderr and an exit code (2: unusable, 1: already served).
+"""
+
+import fcntl
+import os
+import sys
+
+from bench_wire.errors import WireError
+from bench_wire.paths import resolve_dir, socket_path
+from benchd.runtime.system import ensure_private_dir
+from benchd.store.fileio import write_all
+from benchd.store.statedir import UnsafeStateDir, check_state_dir
+
+
+def take_state_dir(wanted: str | None) -> str | int:
+    """The state directory, checked and locked; or the exit code after saying why."""
+    bench_dir = None
+    try:
+        bench_dir = resolve_dir(wanted)
+        socket_path(bench_dir)
+        ensure_private_dir(bench_dir)
+        check_state_dir(bench_dir)
+        lock_fd = os.open(
+            os.path.join(bench_dir, "benchd.lock"),
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+    except WireError as err:
+        print(f"benchd: {err.message}", file=sys.stderr)
+        return 2
+    except UnsafeStateDir as err:
+        print(f"benchd: unsafe BENCH_DIR: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"benchd: cannot use {wanted or bench_dir}: {err}", file=sys.stderr)
+        return 2
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"benchd: another benchd already serves {bench_dir}", file=sys.stderr)
+        return 1
+    os.ftruncate(lock_fd, 0)
+    write_all(lock_fd, f"{os.getpid()}\n".encode())
+    return bench_dir  # the fd stays open (and locked) until the process ends
