@@ -28,6 +28,7 @@ from bench_wire.messages import (
     SendOk,
 )
 from benchd.core import frontmatter, keys, mailrefs
+from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
 from benchd.runtime.spares import Spares
@@ -122,8 +123,8 @@ class Mailroom:
         path = self.path(handle, mail_id, state)
         try:
             data = mailfile.load(path)
-            stored = None if data is None else frontmatter.parse(data)[1]
-        except (WireError, ValueError):
+            stored = None if data is None else mailfile.read(path, data)[1]
+        except WireError:
             return True  # unreadable: the key still names it
         # Gone: moved meanwhile, and the key still names it.
         return stored is None or stored == body
@@ -217,7 +218,7 @@ class Mailroom:
         if data is None:
             self.vanished(handle, mail_id, first)
             raise _Skip
-        meta, body = mailfile.parse(path, data)
+        meta, body = mailfile.read(path, data)
         retired = False
         if path == inbox and state == UNREAD:
             try:
@@ -239,16 +240,16 @@ class Mailroom:
                 raise _Skip
         return ReadOk(
             mail_id=mail_id,
-            sender=meta["from"],
-            to=meta["to"],
-            subject=meta.get("subject", ""),
-            date=meta["date"],
+            sender=meta.sender,
+            to=meta.to,
+            subject=meta.subject,
+            date=meta.date,
             body=body.decode("utf-8", "replace"),
             path=path,
-            key=meta["key"],
+            key=meta.key,
             retired=bool(retired),
-            reply_to=meta.get("reply-to") or [],
-            in_reply_to=meta.get("in-reply-to"),
+            reply_to=list(meta.reply_to),
+            in_reply_to=meta.in_reply_to,
         )
 
     def vanished(self, handle: str, mail_id: str, path: str) -> None:
@@ -289,7 +290,7 @@ class SendOp(Op[SendOk]):
     # `bob@node2`), and `origin` on a copy from another node (benchd.runtime.outbound).
     address: str | None = None
     origin: str | None = None
-    meta: dict[str, Any]  # the front matter written (set by prepare)
+    meta: FrontMatter  # the front matter written (set by prepare)
 
     def __init__(
         self,
@@ -376,17 +377,17 @@ class SendOp(Op[SendOk]):
                     # replay, should a crash come first).
                     os.makedirs(d, mode=0o700, exist_ok=True)
             room.boxes.add(self.to)
-        meta = {
-            "id": mail_id,
-            "from": self.sender,
-            "to": self.address or self.to,
-            "subject": self.subject,
-            "date": format_ms(ms),
-            "key": key,
-            "reply-to": self.reply_to,
-            "in-reply-to": self.in_reply_to,
-            "origin": self.origin,
-        }
+        meta = FrontMatter(
+            id=mail_id,
+            sender=self.sender,
+            to=self.address or self.to,
+            subject=self.subject,
+            date=format_ms(ms),
+            key=key,
+            reply_to=tuple(self.reply_to),
+            in_reply_to=self.in_reply_to,
+            origin=self.origin,
+        )
         data = frontmatter.render(meta, self.body)
         self.final = room.path(self.to, mail_id, UNREAD)
         faults.check("deliver")
@@ -453,18 +454,8 @@ class SendOp(Op[SendOk]):
         if self.final is None:
             return
         m = self.meta
-        idx.add(
-            self.to,
-            m["id"],
-            UNREAD,
-            m["from"],
-            m["subject"],
-            m["date"],
-            len(self.body),
-            m["key"],
-            new=True,
-        )
-        idx.add_text(self.to, m["id"], m["from"], m["subject"], self.body, m)
+        idx.add(self.to, m.id, UNREAD, m.sender, m.subject, m.date, len(self.body), m.key, new=True)
+        idx.add_text(self.to, m.id, m.sender, m.subject, self.body, m)
 
 
 def _key_conflict(key: str) -> WireError:

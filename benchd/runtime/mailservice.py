@@ -6,27 +6,27 @@ index's query API each do one part; this service puts them together so a handler
 validates its request, calls one method and answers.
 """
 
-from typing import Any
-
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, keys, mailrefs
+from benchd.core import keys, mailrefs
 from benchd.core.caller import Caller
+from benchd.core.frontmatter import FrontMatter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
+from benchd.store import mailfile
 from benchd.store.index import Index
 from benchd.store.pending import READ
 from benchd.store.queries import MailQueries
-from benchd.store.statedir import read_regular
 
 
 class StoredMail:
-    """A message read back from its file: its front matter (a dict, as the file format
-    module parses it), its body as text, the path it was read from and its state."""
+    """A message read back from its file: its front matter (typed, as
+    benchd.store.mailfile reads it), its body as text, the path it was read from and its
+    state."""
 
     __slots__ = ("meta", "body", "path", "state")
 
-    def __init__(self, meta: dict[str, Any], body: str, path: str, state: int) -> None:
+    def __init__(self, meta: FrontMatter, body: str, path: str, state: int) -> None:
         self.meta = meta
         self.body = body
         self.path = path
@@ -80,22 +80,23 @@ class MailService:
         return ids[0]
 
     def load(self, handle: str, mail_id: str) -> StoredMail | None:
-        """A stored message, or None when it is not indexed or cannot be read."""
+        """A stored message, or None when it is not indexed or cannot be read (gone, or
+        not a mail file bench can read)."""
         row = self.index.get(handle, mail_id)
         if row is None:
             return None
         path = self.mailroom.path(handle, mail_id, row.state)
         state = row.state
         try:
-            meta, body = frontmatter.parse(read_regular(path))
-        except FileNotFoundError:
-            # Retired between the lookup and the open: it is in read/ now.
-            path = self.mailroom.path(handle, mail_id, READ)
-            try:
-                meta, body = frontmatter.parse(read_regular(path))
-            except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+            data = mailfile.load(path)
+            if data is None:
+                # Retired between the lookup and the open: it is in read/ now.
+                path = self.mailroom.path(handle, mail_id, READ)
+                data = mailfile.load(path)
+            if data is None:
                 return None
-        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+            meta, body = mailfile.read(path, data)
+        except WireError:
             return None
         return StoredMail(meta, body.decode("utf-8", "replace"), path, state)
 

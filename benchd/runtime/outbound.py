@@ -17,7 +17,6 @@ here records the id its node gave it as `origin`, and the references a message c
 """
 
 import os
-from typing import Any
 
 import msgspec
 import trio
@@ -27,6 +26,7 @@ from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.caller import Caller
+from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import MAIL_ID_RE, check_mail_id
 from benchd.runtime import bounces
 from benchd.runtime.committer import Batch, Committer, now_ms
@@ -130,7 +130,7 @@ class Outbound:
     def _remember(self, op: "QueueOp") -> None:
         if len(self.recent) >= RECENT_MAX:
             del self.recent[next(iter(self.recent))]
-        self.recent[op.meta["id"]] = remote_mail(op.meta, op.body, self.node)
+        self.recent[op.meta.id] = remote_mail(op.meta, op.body, self.node)
 
     def qualify(self, address: str) -> str:
         """A bare handle names a handle on this node: make it say so, for the far side."""
@@ -152,7 +152,7 @@ class Outbound:
             return mail
         try:
             with open(self.mailroom.path(OUTBOUND, mail_id, UNREAD), "rb") as f:
-                meta, body = frontmatter.parse(f.read())
+                meta, body = frontmatter.read(f.read())
         except FileNotFoundError:
             return None
         return remote_mail(meta, body, self.node)
@@ -283,21 +283,21 @@ class Outbound:
         return self.directory.update(req.nodes)
 
 
-def remote_mail(meta: dict[str, Any], body: bytes, own: str) -> m.RemoteMail:
+def remote_mail(meta: FrontMatter, body: bytes, own: str) -> m.RemoteMail:
     """A queued message (its front matter and body) as the bridge publishes it: its
     reference to the message it answers in full (benchd.core.mailrefs)."""
-    in_reply_to = meta.get("in-reply-to")
+    in_reply_to = meta.in_reply_to
     if in_reply_to is not None:
         in_reply_to = mailrefs.full(in_reply_to, own)
     return m.RemoteMail(
-        mail_id=meta["id"],
-        sender=meta["from"],
-        to=meta["to"],
-        key=meta["key"],
+        mail_id=meta.id,
+        sender=meta.sender,
+        to=meta.to,
+        key=meta.key,
         body=body.decode("utf-8"),
-        subject=meta.get("subject", ""),
-        date=meta["date"],
-        reply_to=meta.get("reply-to") or [],
+        subject=meta.subject,
+        date=meta.date,
+        reply_to=list(meta.reply_to),
         in_reply_to=in_reply_to,
     )
 
@@ -313,10 +313,10 @@ class QueueOp(SendOp):
         meta = self.meta
         self.events = [
             m.BridgeQueued(
-                mail_id=meta["id"],
+                mail_id=meta.id,
                 sender=self.sender,
-                to=meta["to"],
-                key=meta["key"],
+                to=meta.to,
+                key=meta.key,
                 path=self.final,
             )
         ]

@@ -84,29 +84,22 @@ def reconcile(
             path = os.path.join(root, handle, "read" if state else "inbox", mail_id + ".md")
             try:
                 check_mail_id(mail_id)
-                meta, body = mailfile.parse(path, read_regular(path))
+                meta, body = mailfile.read(path, read_regular(path))
             except (OSError, WireError):
                 continue  # not ours (or not a mail file): left alone, never indexed
             index.add(
-                handle,
-                mail_id,
-                state,
-                meta["from"],
-                meta["subject"],
-                meta["date"],
-                len(body),
-                meta["key"],
+                handle, mail_id, state, meta.sender, meta.subject, meta.date, len(body), meta.key
             )
-            index.add_text(handle, mail_id, meta["from"], meta["subject"], body, meta)
+            index.add_text(handle, mail_id, meta.sender, meta.subject, body, meta)
             if mail_id in logged:
                 continue
             recovered.append(
                 MailSent(
                     mail_id=mail_id,
-                    sender=meta["from"],
+                    sender=meta.sender,
                     to=handle,
                     path=path,
-                    key=meta["key"],
+                    key=meta.key,
                     recovered=True,
                 )
             )

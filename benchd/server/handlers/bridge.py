@@ -48,7 +48,7 @@ async def forwarded(svc: Services, conn: Connection, caller: Caller, req: m.Brid
         op.key = row.key
         try:
             mail = svc.outbound.queued_mail(mail_id)
-        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError, KeyError):
+        except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
             mail = None  # the event then names no address; the mark is what matters
         op.to = mail.to if mail is not None else ""
         ops.append(op)

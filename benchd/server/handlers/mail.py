@@ -143,8 +143,7 @@ def _recipient(svc: Services, handle: str, mail_id: str) -> str:
     stored = svc.mail.load(handle, mail_id)
     if stored is None:
         return handle
-    to: str = stored.meta["to"]
-    return to
+    return stored.meta.to
 
 
 def _visible(svc: Services, caller: Caller, handle: str, sender: str) -> bool:
@@ -178,14 +177,14 @@ async def mail_thread(svc: Services, conn: Connection, caller: Caller, req: m.Ma
                 mail_id=link.mail_id,
                 handle=link.handle,
                 sender=link.sender,
-                subject=meta.get("subject", ""),
-                date=meta["date"],
+                subject=meta.subject,
+                date=meta.date,
                 state=STATE_NAMES[stored.state],
                 path=stored.path,
                 body=stored.body,
                 in_reply_to=link.in_reply_to,
-                to=meta["to"],  # the address, for mail queued for another node
-                origin=mailrefs.identity(link.mail_id, meta.get("origin"), svc.mail.node),
+                to=meta.to,  # the address, for mail queued for another node
+                origin=mailrefs.identity(link.mail_id, meta.origin, svc.mail.node),
             )
         )
     left_out = None
@@ -227,16 +226,16 @@ async def mail_reply(svc: Services, conn: Connection, caller: Caller, req: m.Mai
         raise WireError("no-such-message", f"message {req.mail_id} could not be read")
     meta = stored.meta
     # The replies name it by its identity: a copy from another node by its origin.
-    parent = meta.get("origin") or mail_id
+    parent = meta.origin or mail_id
     # Addresses: a sender or reply-to on another node is answered across the bridge.
-    targets = list(dict.fromkeys(meta.get("reply-to") or [meta["from"]]))
+    targets = list(dict.fromkeys(meta.reply_to or (meta.sender,)))
     # A message from before the reply-to limit may ask for more replies than it allows.
     svc.limiter.recipients(caller.handle, len(targets))
     for to in targets:
-        if isinstance(to, str) and is_handle(to):  # not handle@node; a bad one fails below
+        if is_handle(to):  # not handle@node; a bad one fails below
             svc.limiter.mailbox(caller.handle, to, _size(req.body))
     svc.limiter.charge(caller.handle, caller.is_operator, len(targets))
-    subject = req.subject if req.subject is not None else reply_subject(meta.get("subject", ""))
+    subject = req.subject if req.subject is not None else reply_subject(meta.subject)
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
     if req.key is not None:
