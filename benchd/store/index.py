@@ -22,7 +22,7 @@ through `notify(kind, **fields)` (the daemon logs it and records an event).
 
 import os
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Literal, TypedDict, TypeVar
 
@@ -79,10 +79,6 @@ _by_id = attrgetter("mail_id")
 
 def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
     return msgspec.convert(cursor.fetchall(), list[MailRow])
-
-
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def connect(path: str) -> sqlite3.Connection:
@@ -397,17 +393,13 @@ class Index:
         sender: str,
         subject: str,
         body: bytes | str,
-        meta: FrontMatter | Mapping[str, object],
+        meta: FrontMatter,
     ) -> None:
         """What search and threads need of a message (benchd/store/search.py), written with the
         next flush like every other change; a message is searchable once it commits. `meta`:
-        its front matter (typed, or the dict mailfile.parse gives), for the links
-        (in-reply-to, origin)."""
+        its front matter, for the links (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
-        if isinstance(meta, FrontMatter):
-            links = (meta.in_reply_to, meta.origin)
-        else:
-            links = (_text_or_none(meta.get("in-reply-to")), _text_or_none(meta.get("origin")))
+        links = (meta.in_reply_to, meta.origin)
         self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, *links)))
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:

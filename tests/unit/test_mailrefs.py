@@ -5,6 +5,7 @@ import pytest
 
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, mailrefs
+from benchd.core.frontmatter import FrontMatter
 from benchd.runtime.reconcile import reconcile
 from benchd.store import search, threads
 from benchd.store.index import UNREAD, Index
@@ -84,7 +85,8 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
 def test_an_index_without_the_origins_table_still_answers(tmp_path):
     index = Index(str(tmp_path / "index.sqlite"))
     index.add("bob", A, UNREAD, "operator", "", "d", 1, "k")
-    index.add_text("bob", A, "operator", "", b"x", {})
+    meta = FrontMatter(id=A, sender="operator", to="bob", date="d", key="k")
+    index.add_text("bob", A, "operator", "", b"x", meta)
     assert index.flush()
     index.w.execute("DROP TABLE mail_origins")
     assert search.named(index.w, f"{A}@node2") == []
