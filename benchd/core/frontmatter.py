@@ -20,10 +20,12 @@ without control characters (refused at send). Characters YAML may not hold liter
 (C1 controls, U+FEFF, U+FFFE/U+FFFF) and the line breaks YAML would fold inside quotes
 (NEL, U+2028, U+2029) are written as \\u escapes.
 
-Two readings of a file: `read` gives the typed `FrontMatter` (every field checked:
-strings, reply-to a list of strings), `parse` the fields as a dict keyed by their names
-in the file (what the runtime's mail paths still take; `FrontMatter.to_dict` gives the
-same dict). `render` writes either, to the same bytes.
+Inside the daemon a message's front matter is a `FrontMatter` (the mailroom builds one
+to send, and every path reads one back): `read` gives it, every field checked (strings,
+reply-to a list of strings). `parse` is the raw step under it, the fields as a dict
+keyed by their names in the file (`FrontMatter.to_dict` gives the same dict), kept for
+tests and tools that look at a file as written. `render` writes either, to the same
+bytes.
 
 `quote` is bench's one YAML quoting function: the job core's reply header uses it too,
 through `scalar` (plain where YAML cannot misread the value). Pure: no I/O.

@@ -3,8 +3,9 @@
 A mail directory is the user's to touch, so a file may be a symlink, a FIFO or a text
 someone edited by hand. The bytes are read with `read_regular` (never through a link,
 never blocked on a FIFO) and the front matter is checked for the fields bench wrote:
-`read` gives it typed (`frontmatter.FrontMatter`), `parse` as the dict the runtime's
-mail paths take.
+`read` gives it typed (`frontmatter.FrontMatter`), as every mail path in the daemon
+takes it; `parse` gives the same reading as a dict keyed by the file's names (for tests
+and tools, not the runtime).
 """
 
 from typing import Any
