@@ -119,8 +119,10 @@ class Dash(App):
         Binding("f", "filter", "filter", show=False),
     ]
 
-    def __init__(self, source: Source, *, clock=time.monotonic, freeze_gc: bool = False):
-        super().__init__()
+    def __init__(
+        self, source: Source, *, clock=time.monotonic, freeze_gc: bool = False, driver_class=None
+    ):
+        super().__init__(driver_class=driver_class)
         self.freeze_gc = freeze_gc
         self.source = source
         self.clock = clock
@@ -172,11 +174,11 @@ class Dash(App):
                 yield self.events_pane
 
     def on_mount(self) -> None:
-        self.sessions_pane.border_title = "sessions"
-        self.mail_pane.border_title = "mail"
+        self.sessions_pane.set_title("sessions")
+        self.mail_pane.set_title("mail")
         self.sessions_pane.focus()
-        self.screen_pane.border_title = "screen"
-        self.events_pane.border_title = "events"
+        self.screen_pane.set_title("screen")
+        self.events_pane.set_title("events")
         self.set_status()
         self.follow_events()
         self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
@@ -372,10 +374,10 @@ class Dash(App):
         away the last screen stays; the next connection follows again (load_snapshot)."""
         pane = self.screen_pane
         if handle is None:
-            pane.border_title = "screen"
+            pane.set_title("screen")
             pane.set_lines([])
             return
-        pane.border_title = f"screen: {handle}"
+        pane.set_title(f"screen: {handle}")
         try:
             async for frame in self.source.stream("session/screen", handle=handle, follow=True):
                 pane.set_lines(screen_lines(frame))
@@ -421,8 +423,7 @@ class Dash(App):
             self.set_status(getattr(err, "message", str(err)))
             return
         t = self.mail_pane
-        if t.border_title != title:  # a new title repaints the whole pane
-            t.border_title = title
+        t.set_title(title)
         self.mail_rows = []
         table = []
         for i, (depth, msg) in enumerate(rows):
@@ -567,7 +568,7 @@ class Dash(App):
         self.event_filter = (kind, handle)
         log = self.events_pane
         log.lines.clear()
-        log.border_title = "events" + (f" ({q.strip()})" if q.strip() else "")
+        log.set_title("events" + (f" ({q.strip()})" if q.strip() else ""))
         log.lines.extend(event_line(ev) for ev in self.board.filtered(kind, handle)[-300:])
         log.show()
 
@@ -578,5 +579,7 @@ class Dash(App):
 
 
 def run(bench_dir: str | None) -> int:
-    Dash(Source(bench_dir), freeze_gc=True).run()
+    from bench_cli.dash.driver import QuietDriver
+
+    Dash(Source(bench_dir), freeze_gc=True, driver_class=QuietDriver).run()
     return 0

@@ -9,6 +9,9 @@ more per line) and its segments carry the (x, y) offsets Textual's text selectio
 so a pane looks and selects as a Static would.
 """
 
+import functools
+from typing import Self
+
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
@@ -24,6 +27,8 @@ class Lines(Widget):
         self._texts: list[Text] = []
         self._strips: dict[int, Strip] = {}  # y -> the rendered line
         self._strips_for: tuple = ()  # the style and width the strips were rendered for
+        self._title: str | None = None  # as given to set_title
+        self._title_only = False  # set_title at work: a refresh is for the top border row
 
     def set_lines(self, texts: list[Text]) -> None:
         """Show these lines (top first); repaint the rows whose text changed."""
@@ -32,18 +37,40 @@ class Lines(Widget):
         if not width:
             self.refresh()
             return
+        # A changed row is marked from border to border: the terminal is sent whole
+        # pieces of the frame (a row cut inside a pane is cut again, segment by segment).
+        left, width = -self.content_offset.x, self.outer_size.width
         dirty: list[Region] = []
         for y in range(max(len(old), len(texts))):
-            if y < len(old) and y < len(texts) and old[y] == texts[y]:
+            if y < len(old) and y < len(texts) and (old[y] is texts[y] or old[y] == texts[y]):
                 continue
             self._strips.pop(y, None)
             if dirty and dirty[-1].bottom == y:  # extend the run of changed rows
                 last = dirty.pop()
-                dirty.append(Region(0, last.y, width, last.height + 1))
+                dirty.append(Region(left, last.y, width, last.height + 1))
             else:
-                dirty.append(Region(0, y, width, 1))
+                dirty.append(Region(left, y, width, 1))
         if dirty:
             self.refresh(*dirty)
+
+    def set_title(self, title: str) -> None:
+        """A new border title, repainting the top border row alone (setting border_title
+        repaints the whole pane: a mail pane's count changed 17 lines, not one)."""
+        if title == self._title:
+            return
+        self._title = title
+        self._title_only = True
+        try:
+            self.border_title = title
+        finally:
+            self._title_only = False
+
+    def refresh(self, *regions: Region, **kw) -> Self:
+        if self._title_only and not regions and not kw:
+            # Content coordinates: the border row is above the content.
+            top = self.content_offset
+            regions = (Region(-top.x, -top.y, self.outer_size.width, 1),)
+        return super().refresh(*regions, **kw)
 
     @property
     def texts(self) -> list[Text]:
@@ -87,5 +114,7 @@ class Lines(Widget):
         return Strip(segments, x)
 
 
+@functools.lru_cache(maxsize=16384)
 def _offset(x: int, y: int) -> RichStyle:
+    # One per cell position, made once: a line's every segment asks for one.
     return RichStyle.from_meta({"offset": (x, y)})

@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 
 from bench_cli.dash.lines import Lines
+from bench_cli.dash.partial import BandCompositor
 
 
 class EventsPane(Lines):
@@ -53,6 +54,11 @@ class Holder(Vertical):
 
 
 class DashScreen(Screen):
-    """The main screen: covered by the holders, so it is BLANK too."""
+    """The main screen: covered by the holders, so it is BLANK too. Its partial frames
+    render the rows that changed, not the box around them (see partial.py)."""
 
     BLANK = True
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._compositor = BandCompositor()

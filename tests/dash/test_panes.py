@@ -89,3 +89,54 @@ def test_q_and_ctrl_c_quit(keys):
         assert app.return_code == 0
 
     asyncio.run(go())
+
+
+def _cells(update, y: int, x1: int, x2: int) -> list[tuple[int, str, object]]:
+    """The cells a partial update writes on row y between x1 and x2: (x, char, style)."""
+    out = []
+    for (x, strip), end in zip(update.chops[y].items(), update.chop_ends[y], strict=False):
+        if strip is None or end <= x1 or x >= x2:
+            continue
+        lo = max(x, x1)
+        for seg in strip.crop(lo - x, min(end, x2) - x):
+            for ch in seg.text:
+                out.append((lo, ch, seg.style))
+                lo += 1
+    return sorted(out, key=lambda c: c[0])
+
+
+def test_a_partial_frame_draws_the_changed_rows_as_textual_would():
+    """The main screen's compositor renders the bands of rows that changed; what it writes
+    on those rows is what Textual's own compositor writes, cell for cell."""
+    from textual._compositor import Compositor
+
+    async def go():
+        app = Dash(CannedSource(), clock=lambda: 1000.0)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await loaded(pilot)
+            await pilot.pause()
+            screen = app.screen
+            comp = screen._compositor
+            # A session's row (top left), an event line (bottom right), the mail pane's
+            # title and the screen pane: bands on both sides, one above the other.
+            app.board.rows["bob"].unread = 7
+            app.draw_sessions(only="bob")
+            app.events_pane.write("12:00:00  mail/sent  operator -> bob  a test line")
+            app.mail_pane.set_title("mail: a new title")
+            app.screen_pane.set_lines([Text("changed"), Text("screen", style="bold red")])
+            comp.update_widgets(
+                {app.sessions_pane, app.events_pane, app.mail_pane, app.screen_pane}
+            )
+            dirty = set(comp._dirty_regions)
+            assert len({r.y for r in dirty}) >= 4
+            ours = comp.render_partial_update()
+            comp._dirty_regions.update(dirty)
+            theirs = Compositor.render_partial_update(comp)
+            assert ours.spans == theirs.spans
+            for y, x1, x2 in ours.spans:
+                got = _cells(ours, y, x1, x2)
+                assert [c[0] for c in got] == list(range(x1, x2)), f"row {y}: cells missing"
+                assert got == _cells(theirs, y, x1, x2), f"row {y} differs"
+            assert any("a new title" in "".join(c[1] for c in _cells(ours, *s)) for s in ours.spans)
+
+    asyncio.run(go())
