@@ -167,14 +167,6 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "bytes of an exited session's output kept on disk for bench tail",
     ),
     (
-        "--spare-files",
-        "BENCH_SPARE_FILES",
-        int,
-        128,
-        "empty files made ahead of need in spare/, so a send renames one instead of "
-        "allocating an inode while others wait (0: every send makes its own)",
-    ),
-    (
         "--disk-reserve",
         "BENCH_DISK_RESERVE",
         int,

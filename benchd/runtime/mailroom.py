@@ -1,8 +1,7 @@
 """The mailroom: mail/<handle>/inbox|read|tmp, one markdown file per message.
 
 Delivery is Maildir-style and durable before the answer: the message is written into a
-staging file (a spare made ahead, see benchd.runtime.spares, or a new file in the
-mailbox's tmp/ when none is ready), the committer makes the batch's journal record,
+new file in the mailbox's tmp/, the committer makes the batch's journal record,
 which carries the bytes, durable (the commit point, shared by every message in the
 batch: group commit), and the file is renamed into inbox/. Reading retires: the file
 moves to read/. Nothing is ever deleted. The index makes list/read/send O(page)/O(log n); the files stay the
@@ -31,7 +30,6 @@ from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
-from benchd.runtime.spares import Spares
 from benchd.store import faults, mailfile
 from benchd.store.fileio import write_all
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
@@ -60,7 +58,6 @@ class Mailroom:
         # is new is asked of the disk.
         self.boxes: set[str] = set()
         self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
-        self.spares: Spares | None = None  # empty files to write messages into (if set)
 
     # ------------------------------------------------------------ paths
 
@@ -391,17 +388,8 @@ class SendOp(Op[SendOk]):
         data = frontmatter.render(meta, self.body)
         self.final = room.path(self.to, mail_id, UNREAD)
         faults.check("deliver")
-        fd = -1
-        spare = room.spares.take() if room.spares is not None else None
-        if spare is not None:
-            try:  # an empty file made ahead (benchd.store.spares): no inode to allocate now
-                fd = os.open(spare, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                self.tmp = spare
-            except OSError:
-                fd = -1  # gone or replaced by hand: make one as below
-        if fd < 0:
-            self.tmp = os.path.join(box, "tmp", mail_id + ".md")
-            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.tmp = os.path.join(box, "tmp", mail_id + ".md")
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
             write_all(fd, data)
         finally:

@@ -48,7 +48,6 @@ from benchd.runtime.past import PastSession
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.reconcile import clean_staging, reconcile
 from benchd.runtime.sessions import Roster, Sessions
-from benchd.runtime.spares import Spares
 from benchd.runtime.spawning import Spawner
 from benchd.runtime.system import become_subreaper, peer_credentials
 from benchd.server import upkeep
@@ -168,8 +167,6 @@ class Daemon:
         self.mailroom = Mailroom(
             os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
         )
-        self.spares = Spares(bench_dir, opts.spare_files, self.log)
-        self.mailroom.spares = self.spares
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
         self.stopping = False
@@ -257,7 +254,6 @@ class Daemon:
             mail_root,
             lambda path, why: self.log.warning("staging entry skipped", path=path, reason=why),
         )
-        self.spares.adopt()  # a crash may have left one written: adopting empties it
         self.index.rebuild = self._rebuild_index
         try:
             self._ensure_search(mail_root)  # before reconcile, which indexes what it adds
@@ -441,7 +437,6 @@ class Daemon:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             await nursery.start(self.committer.run)
-            await nursery.start(self.spares.run)
             self.started = True
             try:
                 await self.committer.submit(

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from benchd.store.damage import REPORT
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 from benchd.store.room import ROOM
-from benchd.store.spares import SPARE_DIR
 
 FILES = (
     "benchd.lock",
@@ -116,7 +115,6 @@ def check_state_dir(bench_dir: str) -> None:
         suffixes = SQLITE_SUFFIXES if name.endswith(".sqlite") else ("",)
         for suffix in suffixes:
             _check_file(os.path.join(bench_dir, name + suffix), uid)
-    _check_entry(os.path.join(bench_dir, SPARE_DIR), uid, stat.S_ISDIR, "a directory")
     mail = os.path.join(bench_dir, "mail")
     if _check_entry(mail, uid, stat.S_ISDIR, "a directory"):
         with os.scandir(mail) as it:
