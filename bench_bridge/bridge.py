@@ -452,25 +452,29 @@ class Bridge:
         once per revision, not at every beat)."""
         assert self.kv is not None  # connected before the directory is read
         try:
-            keys = await self.kv.keys()
+            listed = await self.kv.keys()
         except NotFoundError:
-            return [], []
+            listed = []
         except NatsError as err:
-            if "no keys" in str(err).lower():
-                return [], []
-            raise
+            if "no keys" not in str(err).lower():
+                raise
+            listed = []
+        # nats-py's listing can come back short (or empty) when its watcher reports the
+        # end before the entries it already holds (nats-io/nats.py#842): the keys read
+        # last time are read again too, and only a get that finds nothing forgets one.
+        keys = list(dict.fromkeys([*listed, *self.observed]))
         entries: list[directory.Entry] = []
         skipped: list[m.ErrorBody] = []
         now = int(time.time() * 1000)
         own = directory.key_of(self.node)
-        for gone in set(self.observed) - set(keys):
-            del self.observed[gone]
         for k in keys:
             try:
                 e = await self.kv.get(k)
             except NotFoundError:
-                continue  # deleted or purged since the listing
+                self.observed.pop(k, None)
+                continue  # deleted or purged (since the listing, or since the last read)
             if e.value is None:
+                self.observed.pop(k, None)
                 continue
             # An entry cannot be newer than the first read of its revision: a `seen` in
             # the future (a clock ahead, or a lie) ages like any other from then on.
