@@ -86,6 +86,13 @@ from bench_wire.paths import resolve_dir
 @click.option(
     "--nodes-max", type=int, default=256, show_default=True, help="nodes kept from the directory"
 )
+@click.option(
+    "--publish-window",
+    type=int,
+    default=1024,
+    show_default=True,
+    help="messages published to NATS and awaiting their PubAck, at most",
+)
 def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
@@ -101,7 +108,14 @@ def bridge(bench_dir, as_json, heartbeat, ack_wait, **connection):
     sys.exit(bridge_main(opts))
 
 
-_BRIDGE_LIMITS = ("forget_after", "max_age", "entry_max", "handles_max", "nodes_max")
+_BRIDGE_LIMITS = (
+    "forget_after",
+    "max_age",
+    "entry_max",
+    "handles_max",
+    "nodes_max",
+    "publish_window",
+)
 _BRIDGE_FLAGS = ("--heartbeat", "--ack-wait", *(f"--{k.replace('_', '-')}" for k in _BRIDGE_LIMITS))
 
 
