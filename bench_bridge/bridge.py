@@ -3,9 +3,11 @@
 Three loops, each on its own daemon connection:
 
 - forward: pull the outbound queue, publish each message to JetStream with
-  `Nats-Msg-Id` (so a republish after a crash is dropped by the stream), and only after
-  every PubAck tell the daemon `bridge/forwarded`. Failures back off and are logged as
-  bridge/retry.
+  `Nats-Msg-Id` (so a republish after a crash is dropped by the stream) without waiting
+  for its PubAck, at most `--publish-window` awaiting theirs (Forwarding), and tell the
+  daemon `bridge/forwarded` for the acknowledged ones, in queue order. Failures back off
+  and are logged as bridge/retry; publishing then starts again after the last
+  acknowledged message.
 - inbound: take what this node's durable consumer pushed to its open pull requests
   (bench_bridge.consumer), hand it to `bridge/deliver` (the daemon delivers with the
   sender's key, so a redelivery writes nothing), and ack each one only after the
@@ -30,6 +32,7 @@ import os
 import random
 import sys
 import time
+from collections import deque
 
 import msgspec
 import nats
@@ -52,6 +55,8 @@ from bench_wire.errors import WireError
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder(m.RemoteMail)
 DELIVER_MOST = 256  # messages per bridge/deliver
+PULL_MOST = 256  # messages per bridge/pull (the daemon's PULL_MAX)
+PUBACK_WAIT_S = 5.0  # a PubAck not back within this long: the spell fails, republish
 FRAME_BUDGET = 1536 * 1024  # bytes of encoded mail per bridge/deliver (the frame cap is 2 MiB)
 STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
 
@@ -163,7 +168,7 @@ class Bridge:
         nc = await nats.connect(**opts)
         nc.options["max_reconnect_attempts"] = -1
         try:
-            js = nc.jetstream(timeout=5)
+            js = nc.jetstream(timeout=5, publish_async_max_pending=self.o.publish_window)
             await natsside.ensure_stream(js)
             kv = await natsside.ensure_directory(js, self.o.limits.forget_s)
         except BaseException:
@@ -229,40 +234,35 @@ class Bridge:
             await self.nc.close()
 
     async def forward(self) -> None:
-        """Publish the queue in order; the forwarded marks go out on their own connection
-        so the next batch is published while the last one's mark is being made durable
-        (`after` skips what is published but not yet marked)."""
+        """Publish the queue in order, a window of PubAcks awaited at once (Forwarding);
+        the forwarded marks go out on their own connection, so publishing goes on while
+        the last ones are being made durable (`after` skips what is published but not
+        yet marked)."""
         local = await open_local(self.o.bench_dir)
         marks: asyncio.Queue[list[str]] = asyncio.Queue()
         marker = asyncio.create_task(self._mark(marks))
         backoff = Backoff(self.o.retry_max)
-        batch: list[m.RemoteMail] = []
-        cursor = None
+        cursor: str | None = None  # the last message acknowledged by JetStream
         try:
             while True:
-                if marker.done():
-                    marker.result()  # the daemon went away: raise it here
-                if not batch:
-                    batch = (
-                        await local.call(m.BridgePull(limit=64, wait=5.0, after=cursor))
-                    ).messages
-                    if not batch:
-                        continue
+                run = Forwarding(self, local, marks, cursor)
                 try:
-                    acks = await asyncio.gather(*(self._publish(x) for x in batch))
-                except (TimeoutError, OSError, NatsError) as err:
+                    async with asyncio.TaskGroup() as tg:
+                        tg.create_task(run.pull())
+                        tg.create_task(run.settle())
+                        tg.create_task(_watch(marker))
+                except ExceptionGroup as group:
+                    err = _first(group)
+                    if not isinstance(err, (TimeoutError, OSError, NatsError)):
+                        raise err from None  # the daemon went away (no-daemon)
+                    cursor = run.cursor
+                    run.abandon()
+                    # A pull may have been cut off before its answer was read: the
+                    # connection is not reused (the next call opens a new one).
+                    local.close()
+                    if run.settled:
+                        backoff.reset()
                     await self.retry(f"publish: {natsside.describe(err)}", backoff)
-                    continue  # the same batch again: JetStream drops what it already has
-                backoff.reset()
-                dups = sum(bool(a.duplicate) for a in acks)
-                if dups:
-                    say(
-                        f"{dups} of {len(batch)} were already in the stream (republished "
-                        "after a restart or a lost PubAck; JetStream kept one copy)"
-                    )
-                cursor = batch[-1].mail_id
-                marks.put_nowait([x.mail_id for x in batch])
-                batch = []
         finally:
             marker.cancel()
 
@@ -274,14 +274,13 @@ class Bridge:
                 ids += marks.get_nowait()
             await local.call(m.BridgeForward(mail_ids=ids))
 
-    async def _publish(self, x: m.RemoteMail):
+    async def _publish_async(self, x: m.RemoteMail) -> "asyncio.Future[api.PubAck]":
+        """Publish without waiting: the future is the PubAck."""
         handle, node = split_address(x.to, "recipient")  # queued mail names its node
         assert self.js is not None  # connected before any forwarding
-        data = _enc.encode(x)
-        return await self.js.publish(
+        return await self.js.publish_async(
             urls.subject(node or "", self.node, handle),
-            data,
-            timeout=5.0,
+            _enc.encode(x),
             stream=urls.STREAM,
             headers={"Nats-Msg-Id": urls.msg_id(self.node, x.sender, x.key, natsside.digest(x))},
         )
@@ -453,25 +452,29 @@ class Bridge:
         once per revision, not at every beat)."""
         assert self.kv is not None  # connected before the directory is read
         try:
-            keys = await self.kv.keys()
+            listed = await self.kv.keys()
         except NotFoundError:
-            return [], []
+            listed = []
         except NatsError as err:
-            if "no keys" in str(err).lower():
-                return [], []
-            raise
+            if "no keys" not in str(err).lower():
+                raise
+            listed = []
+        # nats-py's listing can come back short (or empty) when its watcher reports the
+        # end before the entries it already holds (nats-io/nats.py#842): the keys read
+        # last time are read again too, and only a get that finds nothing forgets one.
+        keys = list(dict.fromkeys([*listed, *self.observed]))
         entries: list[directory.Entry] = []
         skipped: list[m.ErrorBody] = []
         now = int(time.time() * 1000)
         own = directory.key_of(self.node)
-        for gone in set(self.observed) - set(keys):
-            del self.observed[gone]
         for k in keys:
             try:
                 e = await self.kv.get(k)
             except NotFoundError:
-                continue  # deleted or purged since the listing
+                self.observed.pop(k, None)
+                continue  # deleted or purged (since the listing, or since the last read)
             if e.value is None:
+                self.observed.pop(k, None)
                 continue
             # An entry cannot be newer than the first read of its revision: a `seen` in
             # the future (a clock ahead, or a lie) ages like any other from then on.
@@ -537,6 +540,110 @@ def main(opts: Options) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _first(group: BaseException) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+
+
+async def _watch(task: asyncio.Task) -> None:
+    """Raise what `task` raised (the marker: the daemon went away) in a task group."""
+    await asyncio.wait({task})
+    task.result()
+    raise AssertionError("the marker never returns")
+
+
+class Forwarding:
+    """One spell of publishing, until a publish fails: `pull` takes the queue after the
+    cursor and publishes each message at once (in queue order, on one connection, so
+    the stream stores them in that order), at most `--publish-window` awaiting their
+    PubAck; `settle` takes the PubAcks in the same order and has the acknowledged
+    ones marked forwarded. After a failure the next spell starts from the last
+    acknowledged message: JetStream drops what it already has (Nats-Msg-Id)."""
+
+    def __init__(
+        self, bridge: "Bridge", local: KeptClient, marks: "asyncio.Queue[list[str]]", cursor
+    ):
+        self.b, self.local, self.marks = bridge, local, marks
+        self.cursor: str | None = cursor  # acknowledged up to here
+        self.pulled: str | None = cursor  # published up to here
+        self.window: deque[tuple[str, float, asyncio.Future]] = deque()
+        self.room = asyncio.Event()  # set when the window has room
+        self.more = asyncio.Event()  # set when something was published
+        self.room.set()
+        self.settled = 0  # PubAcks taken this spell
+        self.dups = 0
+        self.full = False  # said once per spell of a full window
+
+    async def pull(self) -> None:
+        size = self.b.o.publish_window
+        while True:
+            if len(self.window) >= size:
+                self._full()
+                self.room.clear()
+                await self.room.wait()
+                continue
+            batch = (
+                await self.local.call(
+                    m.BridgePull(
+                        limit=min(PULL_MOST, size - len(self.window)), wait=5.0, after=self.pulled
+                    )
+                )
+            ).messages
+            for x in batch:
+                fut = await self.b._publish_async(x)
+                self.window.append((x.mail_id, time.monotonic(), fut))
+            if batch:
+                self.pulled = batch[-1].mail_id
+                self.more.set()
+
+    def _full(self) -> None:
+        if not self.full:
+            self.full = True
+            say(
+                f"{len(self.window)} messages await their PubAck (--publish-window): "
+                "publishing waits for NATS [publish-window-full]"
+            )
+
+    async def settle(self) -> None:
+        while True:
+            if not self.window:
+                self.more.clear()
+                await self.more.wait()
+                continue
+            mail_id, sent, fut = self.window[0]
+            left = sent + PUBACK_WAIT_S - time.monotonic()
+            if not fut.done():
+                await asyncio.wait_for(asyncio.shield(fut), max(left, 0.0))
+            ids: list[str] = []
+            try:
+                while self.window and self.window[0][2].done():
+                    mail_id, _, fut = self.window[0]
+                    ack = fut.result()  # raises the publish's error
+                    self.window.popleft()
+                    self.dups += bool(ack.duplicate)
+                    ids.append(mail_id)
+                    self.cursor = mail_id
+            finally:
+                if ids:  # what JetStream acknowledged is marked, even when a later one failed
+                    self.settled += len(ids)
+                    self.marks.put_nowait(ids)
+            if self.dups:
+                say(
+                    f"{self.dups} were already in the stream (republished after a restart "
+                    "or a lost PubAck; JetStream kept one copy)"
+                )
+                self.dups = 0
+            self.full = False
+            self.room.set()
+
+    def abandon(self) -> None:
+        """The spell failed: its PubAcks still awaited are given up (republished next)."""
+        for _, _, fut in self.window:
+            fut.cancel()
+        self.window.clear()
 
 
 def _node_of(address: str) -> str | None:

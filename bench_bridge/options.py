@@ -3,6 +3,7 @@
 from bench_bridge import directory
 
 MAX_AGE_S = 7 * 86400.0  # mail not taken from the stream within this long is bounced
+PUBLISH_WINDOW = 1024  # messages published and awaiting their PubAck, at most
 
 
 class Options:
@@ -25,6 +26,7 @@ class Options:
         entry_max=directory.ENTRY_MAX,
         handles_max=directory.HANDLES_MAX,
         nodes_max=directory.NODES_MAX,
+        publish_window=PUBLISH_WINDOW,
     ):
         self.bench_dir, self.url, self.node = bench_dir, url, node
         self.creds, self.token, self.tls_ca = creds, token, tls_ca
@@ -32,6 +34,7 @@ class Options:
         self.insecure, self.heartbeat, self.ack_wait = insecure, heartbeat, ack_wait
         self.retry_max = retry_max
         self.max_age = max_age
+        self.publish_window = publish_window
         self.limits = directory.Limits(
             entry_max=entry_max,
             handles_max=handles_max,

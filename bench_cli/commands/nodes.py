@@ -86,6 +86,13 @@ from bench_wire.paths import resolve_dir
 @click.option(
     "--nodes-max", type=int, default=256, show_default=True, help="nodes kept from the directory"
 )
+@click.option(
+    "--publish-window",
+    type=int,
+    default=1024,
+    show_default=True,
+    help="messages published to NATS and awaiting their PubAck, at most",
+)
 def bridge(
     bench_dir: str | None,
     as_json: bool,
@@ -96,6 +103,7 @@ def bridge(
     entry_max: int,
     handles_max: int,
     nodes_max: int,
+    publish_window: int,
     **connection: str | bool | None,  # --nats, --node, --creds, --token, --tls-*, --insecure
 ) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
@@ -106,7 +114,10 @@ def bridge(
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
         ) from None
-    if min(heartbeat, ack_wait, forget_after, max_age, entry_max, handles_max, nodes_max) <= 0:
+    if (
+        min(heartbeat, ack_wait, forget_after, max_age, entry_max, handles_max, nodes_max) <= 0
+        or publish_window <= 0
+    ):
         raise click.BadParameter("must be positive", param_hint="/".join(_BRIDGE_FLAGS))
     opts = Options(
         resolve_dir(bench_dir),
@@ -117,12 +128,20 @@ def bridge(
         entry_max=entry_max,
         handles_max=handles_max,
         nodes_max=nodes_max,
+        publish_window=publish_window,
         **connection,
     )
     sys.exit(bridge_main(opts))
 
 
-_BRIDGE_LIMITS = ("forget_after", "max_age", "entry_max", "handles_max", "nodes_max")
+_BRIDGE_LIMITS = (
+    "forget_after",
+    "max_age",
+    "entry_max",
+    "handles_max",
+    "nodes_max",
+    "publish_window",
+)
 _BRIDGE_FLAGS = ("--heartbeat", "--ack-wait", *(f"--{k.replace('_', '-')}" for k in _BRIDGE_LIMITS))
 
 
