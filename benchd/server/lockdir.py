@@ -23,19 +23,19 @@ def take_state_dir(wanted: str | None) -> str | int:
     try:
         bench_dir = resolve_dir(wanted)
         socket_path(bench_dir)
-        ensure_private_dir(bench_dir)
-        check_state_dir(bench_dir)
+    except WireError as err:
+        print(f"benchd: {err.message}", file=sys.stderr)
+        return 2
+    problem = directory_problem(bench_dir, wanted or bench_dir)
+    if problem is not None:
+        print(f"benchd: {problem}", file=sys.stderr)
+        return 2
+    try:
         lock_fd = os.open(
             os.path.join(bench_dir, "benchd.lock"),
             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
             0o600,
         )
-    except WireError as err:
-        print(f"benchd: {err.message}", file=sys.stderr)
-        return 2
-    except UnsafeStateDir as err:
-        print(f"benchd: unsafe BENCH_DIR: {err}", file=sys.stderr)
-        return 2
     except OSError as err:
         print(f"benchd: cannot use {wanted or bench_dir}: {err}", file=sys.stderr)
         return 2
@@ -47,3 +47,16 @@ def take_state_dir(wanted: str | None) -> str | int:
     os.ftruncate(lock_fd, 0)
     write_all(lock_fd, f"{os.getpid()}\n".encode())
     return bench_dir  # the fd stays open (and locked) until the process ends
+
+
+def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
+    """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None.
+    The daemon's start and `bench up`'s check (benchd.server.prepare) both ask it."""
+    try:
+        ensure_private_dir(bench_dir)
+        check_state_dir(bench_dir)
+    except UnsafeStateDir as err:
+        return f"unsafe BENCH_DIR: {err}"
+    except OSError as err:
+        return f"cannot use {shown or bench_dir}: {err}"
+    return None

@@ -9,8 +9,7 @@ directory may be used; exit 2 with the reason in one line on stderr when not.
 
 import sys
 
-from benchd.runtime.system import ensure_private_dir
-from benchd.store.statedir import UnsafeStateDir, check_state_dir
+from benchd.server.lockdir import directory_problem
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,15 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m benchd.server.prepare BENCH_DIR", file=sys.stderr)
         return 2
-    bench_dir = args[0]
-    try:
-        ensure_private_dir(bench_dir)
-        check_state_dir(bench_dir)
-    except UnsafeStateDir as err:
-        print(f"unsafe BENCH_DIR: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"cannot use {bench_dir}: {err}", file=sys.stderr)
+    problem = directory_problem(args[0])
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
     return 0
 

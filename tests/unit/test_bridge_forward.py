@@ -1,4 +1,4 @@
-"""The bridge's publishing window (bench_bridge.bridge.Forwarding), with stand-ins for the
+"""The bridge's publishing window (bench_bridge.forwarding.Forwarding), with stand-ins for the
 daemon (the outbound queue) and JetStream (PubAcks answered by the test). The real wiring
 (a real nats-server, its restarts, kill -9 of the bridges) is exercised by
 tests/conformance/test_bridge.py and tests/reliability/test_bridge_kill.py."""
@@ -84,7 +84,7 @@ async def until(b: Bridge, cond, what: str) -> None:
 
 
 def test_the_window_bounds_what_awaits_a_puback_and_marks_follow_the_queue_order():
-    from bench_bridge.bridge import Forwarding
+    from bench_bridge.forwarding import Forwarding
 
     async def go():
         b, q, marks = Bridge(window=8), Queue(20), asyncio.Queue()
@@ -124,7 +124,7 @@ def test_the_window_bounds_what_awaits_a_puback_and_marks_follow_the_queue_order
 def test_a_failed_publish_ends_the_spell_at_the_last_acknowledged_message():
     from nats.errors import TimeoutError as NatsTimeout
 
-    from bench_bridge.bridge import Forwarding
+    from bench_bridge.forwarding import Forwarding
 
     async def go():
         b, q, marks = Bridge(window=4), Queue(6), asyncio.Queue()
@@ -148,10 +148,10 @@ def test_a_failed_publish_ends_the_spell_at_the_last_acknowledged_message():
 
 
 def test_a_puback_that_never_comes_fails_the_spell(monkeypatch):
-    from bench_bridge import bridge
-    from bench_bridge.bridge import Forwarding
+    from bench_bridge import forwarding
+    from bench_bridge.forwarding import Forwarding
 
-    monkeypatch.setattr(bridge, "PUBACK_WAIT_S", 0.05)
+    monkeypatch.setattr(forwarding, "PUBACK_WAIT_S", 0.05)
 
     async def go():
         b, q, marks = Bridge(window=4), Queue(2), asyncio.Queue()
