@@ -14,7 +14,11 @@ Three loops, each on its own daemon connection:
   daemon's answer.
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
   the others' (bench_bridge.directory: untrusted input, checked), and report them (and
-  whether NATS is connected) to the daemon.
+  whether NATS is connected) to the daemon; check the stream's configuration again
+  after a reconnect and every minute (bench_bridge.streams).
+
+A lost NATS connection is said at once (a line, and bridge/disconnected through the
+daemon), whether or not anything is queued; so is its return.
 
 At-least-once on both hops plus key-idempotent delivery: every message lands once.
 
@@ -40,7 +44,8 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from bench_bridge import directory, natsside, urls
+from bench_bridge import directory, natsside, streams, urls
+from bench_bridge.admission import Admission
 from bench_bridge.consumer import Consumer
 from bench_bridge.forwarding import Forwarding
 from bench_bridge.local import open_local
@@ -88,6 +93,11 @@ class Bridge:
         self.reporter: KeptClient | None = None
         self.auth_error: BaseException | None = None
         self.tls = None
+        self.admission = Admission(opts)
+        self.checked = 0.0  # when the streams' configuration was last found right
+        self.recheck = False  # set on a reconnect: check the configuration again
+        self.down_at: float | None = None  # when NATS was lost (monotonic)
+        self.closing = False
 
     # ------------------------------------------------------------ setup
 
@@ -150,8 +160,8 @@ class Bridge:
             # node's own prefix, so NATS can let each node read only its own.
             "inbox_prefix": urls.inbox_prefix(self.node),
             "error_cb": self._on_error,
-            "disconnected_cb": natsside.quiet,
-            "reconnected_cb": natsside.quiet,
+            "disconnected_cb": self._on_disconnected,
+            "reconnected_cb": self._on_reconnected,
         }
         if self.o.creds:
             opts["user_credentials"] = self.o.creds
@@ -163,12 +173,59 @@ class Bridge:
         nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5, publish_async_max_pending=self.o.publish_window)
-            await natsside.ensure_stream(js)
-            kv = await natsside.ensure_directory(js, self.o.limits.forget_s)
+            await self._check_streams(js)
+            kv = await js.key_value(urls.DIRECTORY)
         except BaseException:
+            self.closing = True
             await nc.close()
+            self.closing = False
             raise
         self.nc, self.js, self.kv = nc, js, kv
+        self.down_at = None  # connected: the next loss is news
+
+    async def _check_streams(self, js: JetStreamContext) -> None:
+        """Refuse (stream-misconfigured, stream-missing) a stream or bucket that is not
+        as `bench nodes init` makes it. On a server where this user may (no per-node
+        permissions), a missing one is made with the documented configuration."""
+        await streams.check(
+            js,
+            self.o.max_age,
+            self.o.limits.forget_s,
+            streams.Quotas(forget_after=self.o.limits.forget_s),
+        )
+        self.checked = time.monotonic()
+        self.recheck = False
+
+    async def _on_disconnected(self) -> None:
+        if self.closing or self.down_at is not None:
+            return
+        self.down_at = time.monotonic()
+        say(f"lost the connection to NATS ({urls.shown(self.o.url)}); reconnecting")
+        await self._link("disconnected")
+
+    async def _on_reconnected(self) -> None:
+        down = time.monotonic() - self.down_at if self.down_at is not None else 0.0
+        self.down_at = None
+        self.recheck = True  # the server may be another, or its streams remade
+        say(f"reconnected to NATS after {down:.1f}s")
+        await self._link("reconnected", down)
+
+    async def _link(self, change: str, down_s: float = 0.0) -> None:
+        """Tell the daemon at once (bridge/disconnected, bridge/reconnected, and
+        `bench status`), not at the next heartbeat."""
+        if self.reporter is None:
+            return
+        try:
+            await self.reporter.call(
+                m.BridgeReport(
+                    connected=change == "reconnected",
+                    stale_after=3 * self.o.heartbeat,
+                    link=change,
+                    down_s=round(down_s, 3),
+                )
+            )
+        except WireError:
+            pass  # the daemon is gone: the loops find out and stop
 
     async def _on_error(self, err: BaseException) -> None:
         # nats-py reports an auth failure here and then only "no servers available".
@@ -225,6 +282,7 @@ class Bridge:
         except (WireError, TimeoutError, asyncio.CancelledError):
             pass
         if self.nc is not None:
+            self.closing = True
             await self.nc.close()
 
     async def forward(self) -> None:
@@ -276,7 +334,7 @@ class Bridge:
             urls.subject(node or "", self.node, handle),
             _enc.encode(x),
             stream=urls.STREAM,
-            headers={"Nats-Msg-Id": urls.msg_id(self.node, x.sender, x.key, natsside.digest(x))},
+            headers={"Nats-Msg-Id": natsside.msg_id(self.node, x)},
         )
 
     async def inbound(self) -> None:
@@ -309,6 +367,7 @@ class Bridge:
     async def _deliver(self, local: KeptClient, msgs) -> None:
         groups: list[tuple[str, list, list[m.RemoteMail], int]] = []
         expired: list[tuple[str, object, m.RemoteMail]] = []
+        refused: list[tuple[str, object, m.RemoteMail, m.ErrorBody]] = []
         known = {n.node for n in self.nodes}
         for msg in msgs:
             # The origin is the subject's: NATS let only that node's user publish on it.
@@ -337,6 +396,10 @@ class Bridge:
             if natsside.age_s(msg) > self.o.max_age:
                 expired.append((origin, msg, mail))
                 continue
+            refusal = self.admission.refusal(origin, mail, self.handles)
+            if refusal is not None:
+                refused.append((origin, msg, mail, refusal))
+                continue
             size = len(msg.data)
             g = groups[-1] if groups else None
             if g is None or g[0] != origin or g[3] + size > FRAME_BUDGET:
@@ -356,21 +419,27 @@ class Bridge:
                     say(f"refused a message for {msg.subject}: {r.error.message} [{r.error.code}]")
                     await msg.term()
         for origin, msg, mail in expired:
-            await self._expire(local, origin, msg, mail)
+            reason = (
+                f"it waited {natsside.age_s(msg):.0f} s for node {self.node} to take it, "
+                f"longer than the maximum age of {self.o.max_age:g} s"
+            )
+            await self._return(local, origin, msg, mail, m.ErrorBody("expired", reason))
+        for origin, msg, mail, refusal in refused:
+            await self._return(local, origin, msg, mail, refusal)
 
-    async def _expire(self, local: KeptClient, origin: str, msg, mail: m.RemoteMail) -> None:
-        """Mail that waited in the stream longer than --max-age: returned to its sender."""
-        reason = (
-            f"it waited {natsside.age_s(msg):.0f} s for node {self.node} to take it, longer than "
-            f"the maximum age of {self.o.max_age:g} s"
-        )
-        res = await local.call(
-            m.BridgeBounce(message=mail, origin=origin, error=m.ErrorBody("expired", reason))
-        )
+    async def _return(
+        self, local: KeptClient, origin: str, msg, mail: m.RemoteMail, error: m.ErrorBody
+    ) -> None:
+        """Mail this bridge will not deliver (it waited longer than --max-age, or it is
+        over a cap of bench_bridge.admission): returned to its sender."""
+        res = await local.call(m.BridgeBounce(message=mail, origin=origin, error=error))
         if res.error is not None and res.error.code in TRANSIENT:
             await msg.nak(delay=1.0)
             return
-        say(f"returned {mail.mail_id} from {mail.sender} to its sender: {reason} [expired]")
+        say(
+            f"returned {mail.mail_id} from {mail.sender} to its sender: {error.message} "
+            f"[{error.code}]"
+        )
         await msg.term()
 
     async def heartbeat(self) -> None:
@@ -384,6 +453,9 @@ class Bridge:
             nodes: list[m.NodeInfo] | None = None
             skipped: list[m.ErrorBody] = []
             try:
+                due = time.monotonic() - self.checked > streams.CHECK_EVERY_S
+                if (self.recheck or due) and self.js is not None:
+                    await self._check_streams(self.js)  # raises: the bridge stops
                 await self._put(put)
                 nodes, skipped = await self._read_directory()
                 self.nodes = nodes
@@ -444,18 +516,11 @@ class Bridge:
     async def _read_directory(self) -> tuple[list[m.NodeInfo], list[m.ErrorBody]]:
         """The other nodes, and the entries skipped for the first time (each is reported
         once per revision, not at every beat)."""
-        assert self.kv is not None  # connected before the directory is read
-        try:
-            listed = await self.kv.keys()
-        except NotFoundError:
-            listed = []
-        except NatsError as err:
-            if "no keys" not in str(err).lower():
-                raise
-            listed = []
-        # nats-py's listing can come back short (or empty) when its watcher reports the
-        # end before the entries it already holds (nats-io/nats.py#842): the keys read
-        # last time are read again too, and only a get that finds nothing forgets one.
+        assert self.kv is not None and self.js is not None  # connected first
+        # The keys from the bucket stream's subjects (one request, no consumer): nats-py's
+        # kv.keys() makes a watcher per call that the server keeps for minutes. The keys
+        # read last time are read again too, and only a get that finds nothing forgets one.
+        listed = await natsside.directory_keys(self.js)
         keys = list(dict.fromkeys([*listed, *self.observed]))
         entries: list[directory.Entry] = []
         skipped: list[m.ErrorBody] = []
