@@ -23,7 +23,7 @@ from bench_wire.errors import WireError
 KV_STREAM = f"KV_{urls.DIRECTORY}"
 DUPLICATE_WINDOW_S = 120.0  # JetStream's deduplication by Nats-Msg-Id
 MAIL_MAX_BYTES = 1024**3  # the mail stream's quota (all nodes' mail waiting at once)
-MAIL_MAX_MSG = 2 * 1024 * 1024  # one message, encoded (the daemon's frame cap)
+MAIL_MAX_MSG = 1024 * 1024  # one message, encoded (nats-server's default max_payload)
 MAIL_MAX_AGE_S = 14 * 86400.0  # twice the bridge's --max-age: expired mail is bounced first
 DIRECTORY_MAX_BYTES = 64 * 1024 * 1024
 CHECK_EVERY_S = 60.0  # a running bridge checks the configuration again this often

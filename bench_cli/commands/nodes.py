@@ -225,7 +225,7 @@ nodes.epilog = examples("bench nodes", "bench nodes --json")
 @click.option(
     "--max-msg-size",
     type=int,
-    default=2 * 1024 * 1024,
+    default=1024 * 1024,
     show_default=True,
     help="bytes of one message in the mail stream",
 )
