@@ -15,10 +15,11 @@ Three loops, each on its own daemon connection:
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
   the others' (bench_bridge.directory: untrusted input, checked), and report them (and
   whether NATS is connected) to the daemon; check the stream's configuration again
-  after a reconnect and every minute (bench_bridge.streams).
+  after a reconnect and every minute (bench_bridge.link, bench_bridge.streams).
 
-A lost NATS connection is said at once (a line, and bridge/disconnected through the
-daemon), whether or not anything is queued; so is its return.
+A lost NATS connection is said at once (bench_bridge.link: a line, and
+bridge/disconnected through the daemon), whether or not anything is queued; so is its
+return.
 
 At-least-once on both hops plus key-idempotent delivery: every message lands once.
 
@@ -44,10 +45,11 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from bench_bridge import directory, natsside, streams, urls
+from bench_bridge import directory, natsside, urls
 from bench_bridge.admission import Admission
 from bench_bridge.consumer import Consumer
 from bench_bridge.forwarding import Forwarding
+from bench_bridge.link import Link
 from bench_bridge.local import open_local
 from bench_bridge.options import Options
 from bench_bridge.output import say
@@ -94,10 +96,7 @@ class Bridge:
         self.auth_error: BaseException | None = None
         self.tls = None
         self.admission = Admission(opts)
-        self.checked = 0.0  # when the streams' configuration was last found right
-        self.recheck = False  # set on a reconnect: check the configuration again
-        self.down_at: float | None = None  # when NATS was lost (monotonic)
-        self.closing = False
+        self.link = Link(self)
 
     # ------------------------------------------------------------ setup
 
@@ -160,8 +159,8 @@ class Bridge:
             # node's own prefix, so NATS can let each node read only its own.
             "inbox_prefix": urls.inbox_prefix(self.node),
             "error_cb": self._on_error,
-            "disconnected_cb": self._on_disconnected,
-            "reconnected_cb": self._on_reconnected,
+            "disconnected_cb": self.link.disconnected,
+            "reconnected_cb": self.link.reconnected,
         }
         if self.o.creds:
             opts["user_credentials"] = self.o.creds
@@ -173,59 +172,13 @@ class Bridge:
         nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5, publish_async_max_pending=self.o.publish_window)
-            await self._check_streams(js)
+            await self.link.check_streams(js)
             kv = await js.key_value(urls.DIRECTORY)
         except BaseException:
-            self.closing = True
-            await nc.close()
-            self.closing = False
+            await self.link.close(nc)
             raise
         self.nc, self.js, self.kv = nc, js, kv
-        self.down_at = None  # connected: the next loss is news
-
-    async def _check_streams(self, js: JetStreamContext) -> None:
-        """Refuse (stream-misconfigured, stream-missing) a stream or bucket that is not
-        as `bench nodes init` makes it. On a server where this user may (no per-node
-        permissions), a missing one is made with the documented configuration."""
-        await streams.check(
-            js,
-            self.o.max_age,
-            self.o.limits.forget_s,
-            streams.Quotas(forget_after=self.o.limits.forget_s),
-        )
-        self.checked = time.monotonic()
-        self.recheck = False
-
-    async def _on_disconnected(self) -> None:
-        if self.closing or self.down_at is not None:
-            return
-        self.down_at = time.monotonic()
-        say(f"lost the connection to NATS ({urls.shown(self.o.url)}); reconnecting")
-        await self._link("disconnected")
-
-    async def _on_reconnected(self) -> None:
-        down = time.monotonic() - self.down_at if self.down_at is not None else 0.0
-        self.down_at = None
-        self.recheck = True  # the server may be another, or its streams remade
-        say(f"reconnected to NATS after {down:.1f}s")
-        await self._link("reconnected", down)
-
-    async def _link(self, change: str, down_s: float = 0.0) -> None:
-        """Tell the daemon at once (bridge/disconnected, bridge/reconnected, and
-        `bench status`), not at the next heartbeat."""
-        if self.reporter is None:
-            return
-        try:
-            await self.reporter.call(
-                m.BridgeReport(
-                    connected=change == "reconnected",
-                    stale_after=3 * self.o.heartbeat,
-                    link=change,
-                    down_s=round(down_s, 3),
-                )
-            )
-        except WireError:
-            pass  # the daemon is gone: the loops find out and stop
+        self.link.connected()
 
     async def _on_error(self, err: BaseException) -> None:
         # nats-py reports an auth failure here and then only "no servers available".
@@ -282,8 +235,7 @@ class Bridge:
         except (WireError, TimeoutError, asyncio.CancelledError):
             pass
         if self.nc is not None:
-            self.closing = True
-            await self.nc.close()
+            await self.link.close(self.nc)
 
     async def forward(self) -> None:
         """Publish the queue in order, a window of PubAcks awaited at once (Forwarding);
@@ -453,9 +405,8 @@ class Bridge:
             nodes: list[m.NodeInfo] | None = None
             skipped: list[m.ErrorBody] = []
             try:
-                due = time.monotonic() - self.checked > streams.CHECK_EVERY_S
-                if (self.recheck or due) and self.js is not None:
-                    await self._check_streams(self.js)  # raises: the bridge stops
+                if self.link.check_due() and self.js is not None:
+                    await self.link.check_streams(self.js)  # raises: the bridge stops
                 await self._put(put)
                 nodes, skipped = await self._read_directory()
                 self.nodes = nodes
