@@ -15,11 +15,20 @@ from bench_wire.errors import WireError
 
 
 async def _init(url: str, q: streams.Quotas, creds, token, tls) -> list[str]:
+    refused: list[BaseException] = []
+
+    async def on_error(err: BaseException) -> None:
+        # nats-py's default prints a traceback; an auth failure is said below.
+        if natsside.is_auth_error(err):
+            refused.append(err)
+
     opts: dict = {
         "servers": [url],
         "allow_reconnect": False,
+        "max_reconnect_attempts": 1,
         "connect_timeout": 5,
         "name": "bench-nodes-init",
+        "error_cb": on_error,
     }
     if creds:
         opts["user_credentials"] = creds
@@ -30,8 +39,9 @@ async def _init(url: str, q: streams.Quotas, creds, token, tls) -> list[str]:
     try:
         nc = await nats.connect(**opts)
     except (TimeoutError, OSError, NatsError) as err:
+        why = natsside.describe(refused[0] if refused else err)
         raise WireError(
-            "nats-unreachable", f"could not connect to {urls.shown(url)}: {natsside.describe(err)}"
+            "nats-unreachable", f"could not connect to {urls.shown(url)}: {why}"
         ) from None
     try:
         js = nc.jetstream(timeout=10)
