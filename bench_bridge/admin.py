@@ -10,7 +10,6 @@ import nats
 from nats.errors import Error as NatsError
 
 from bench_bridge import natsside, streams, urls
-from bench_bridge.output import say
 from bench_wire.errors import WireError
 
 
@@ -47,10 +46,14 @@ async def _init(url: str, q: streams.Quotas, creds, token, tls) -> list[str]:
         js = nc.jetstream(timeout=10)
         return await streams.init(js, q)
     except (TimeoutError, NatsError) as err:
+        # A user without the right gets no answer at all (a permissions violation).
+        who = (
+            ": this needs the administrator's user (a node's user may not create or change them)"
+            if isinstance(err, TimeoutError) or "timeout" in type(err).__name__.lower()
+            else ""
+        )
         raise WireError(
-            "nats-refused",
-            f"NATS refused to set up the streams ({natsside.describe(err)}): this needs the "
-            "administrator's user (a node's user may not create or change them)",
+            "nats-refused", f"NATS refused to set up the streams ({natsside.describe(err)}){who}"
         ) from None
     finally:
         await nc.close()
@@ -76,7 +79,4 @@ def run(
                 tls.load_cert_chain(tls_cert, tls_key)
         except (OSError, ValueError) as err:
             raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
-    done = asyncio.run(_init(url, q, creds, token, tls))
-    for line in done:
-        say(line)
-    return done
+    return asyncio.run(_init(url, q, creds, token, tls))

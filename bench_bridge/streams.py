@@ -169,11 +169,14 @@ async def init(js, q: Quotas) -> list[str]:
     for want in (mail_config(q), directory_config(q)):
         assert want.name is not None
         try:
-            await js.stream_info(want.name)
+            found = await js.stream_info(want.name)
         except NotFoundError:
             await js.add_stream(config=want)
             done.append(f"created {want.name}")
             continue
+        # Per-message TTLs cannot be turned off once on (nats-py's own buckets have
+        # them): kept as found; a node can set one only on what it may publish anyway.
+        want.allow_msg_ttl = found.config.allow_msg_ttl
         await js.update_stream(config=want)
         done.append(f"updated {want.name}")
     return done

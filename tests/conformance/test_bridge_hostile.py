@@ -91,9 +91,9 @@ def test_a_node_cannot_make_the_stream_and_the_bridge_waits_for_the_administrato
         # The administrator's step makes both, with quotas; running it again updates.
         r = nodes_init(admin_url(server))
         assert r.returncode == 0, r.stderr
-        assert "created BENCH_MAIL" in r.stderr and "created KV_BENCH_NODES" in r.stderr
+        assert "created BENCH_MAIL" in r.stdout and "created KV_BENCH_NODES" in r.stdout
         r = nodes_init(admin_url(server))
-        assert "updated BENCH_MAIL" in r.stderr, r.stderr
+        assert "updated BENCH_MAIL" in r.stdout, r.stderr
         # A node's user cannot run it.
         r = nodes_init(_as(server, "node1", USERS["node1"]))
         assert r.returncode == 1 and "[nats-refused]" in r.stderr, r.stderr
@@ -154,6 +154,33 @@ def test_a_tampered_stream_is_refused_at_start_and_on_reconnect(nats):
             30,
             "status to say the stream was refused",
         )
+    finally:
+        n1.close()
+
+
+def test_streams_an_older_bridge_made_are_refused_until_init_updates_them(nats):
+    from nats.js import api
+
+    async def old(js, nc, errors):
+        # As bridges made them before `bench nodes init`: no quotas, rollups allowed.
+        await js.add_stream(
+            name="BENCH_MAIL",
+            subjects=["bench.mail.>"],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            storage=api.StorageType.FILE,
+            duplicate_window=120.0,
+        )
+        await js.create_key_value(bucket="BENCH_NODES", history=1, ttl=604800.0)
+
+    _client(nats.url, old)
+    n1 = Node("node1", nats).start()
+    try:
+        r = n1.d.bench("bridge", "--nats", nats.url)
+        assert r.rc == 1 and "[stream-misconfigured]" in r.err and "no quotas" in r.err
+        r = nodes_init(nats.url)
+        assert r.returncode == 0 and "updated KV_BENCH_NODES" in r.stdout, r.stderr
+        n1.start_bridge()
+        assert n1.bridge.poll() is None
     finally:
         n1.close()
 
