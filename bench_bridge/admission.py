@@ -1,8 +1,9 @@
 """What the receiving bridge refuses from another node before its daemon sees it: mail
 with more reply-to addresses than `--reply-to-max`, and mail that would make more new
 mailboxes here than `--new-mailboxes-per-hour` allows that origin node. A refusal is
-returned to the sender as a bounce (`too-many-reply-to`, `new-mailbox-rate`), which the
-daemon records as bridge/bounced. Pure: no I/O.
+returned to the sender as a bounce (`too-many-recipients`, as the daemon's own
+`--reply-to-max` says it; `new-mailbox-rate`), which the daemon records as
+bridge/bounced. Pure: no I/O.
 
 A recipient counts as new when it is not a live handle here and this bridge has not
 delivered to it before (it keeps the last KNOWN_MAX such handles). Each origin node has
@@ -24,6 +25,7 @@ from bench_wire.errors import WireError
 if TYPE_CHECKING:
     from bench_bridge.options import Options
 
+OPERATOR = "operator"
 REPLY_TO_MAX = 16  # reply-to addresses in one message from another node
 NEW_MAILBOXES_PER_HOUR = 120  # per origin node
 KNOWN_MAX = 65536  # handles remembered as delivered to
@@ -42,13 +44,13 @@ class Admission:
         admitted to a new recipient takes one of its origin's tokens."""
         if len(mail.reply_to) > self.reply_to_max:
             return m.ErrorBody(
-                "too-many-reply-to",
+                "too-many-recipients",
                 f"it lists {len(mail.reply_to)} reply-to addresses, more than the cap of "
                 f"{self.reply_to_max} (--reply-to-max)",
             )
         handle = _handle(mail.to)
-        if handle is None or handle in self.known or handle in live:
-            return None
+        if handle is None or handle == OPERATOR or handle in self.known or handle in live:
+            return None  # the operator's mailbox is always there
         tokens = self._tokens(origin)
         if tokens < 1.0:
             return m.ErrorBody(

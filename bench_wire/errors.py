@@ -65,7 +65,6 @@ CODES: dict[str, str] = {
     "stream-misconfigured": "The NATS stream or directory bucket is not configured as bench expects (bench nodes init).",
     "stream-missing": "The NATS stream or directory bucket does not exist (bench nodes init).",
     "nats-refused": "NATS refused to create or update the streams (the administrator's user is needed).",
-    "too-many-reply-to": "The message from another node lists more reply-to addresses than the receiving bridge allows.",
     "new-mailbox-rate": "That node has made more new mailboxes here this hour than the receiving bridge allows.",
     "bad-entry": "A directory entry is not a node entry (wrong types or name).",
     "entry-too-large": "A directory entry is larger than the entry cap.",

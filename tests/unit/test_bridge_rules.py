@@ -31,7 +31,7 @@ def test_the_dedup_id_is_the_nonce_when_the_queue_file_has_one():
 def test_reply_to_cap_and_new_mailboxes_per_origin():
     a = Admission(Options("/nowhere", "nats://127.0.0.1", reply_to_max=2, new_mailboxes_per_hour=2))
     r = a.refusal("node1", _mail(reply_to=["a@node1", "b@node1", "c@node1"]), [])
-    assert r is not None and r.code == "too-many-reply-to"
+    assert r is not None and r.code == "too-many-recipients"
     assert a.refusal("node1", _mail(reply_to=["a@node1", "b@node1"]), []) is None  # bob: new
     assert a.refusal("node1", _mail("carol@node2"), []) is None
     r = a.refusal("node1", _mail("dave@node2"), [])
