@@ -64,3 +64,19 @@ def test_only_the_documented_configuration_is_trusted():
         assert any(words in p for p in streams.problems(bad, want, 0)), change
     short = want.evolve(max_age=3600.0)
     assert any("max_age" in p for p in streams.problems(short, want, 7 * 86400))
+
+
+def test_a_queue_file_written_before_nonces_is_published_under_the_old_id():
+    from benchd.core import frontmatter
+    from benchd.runtime.outbound import remote_mail
+
+    old_file = (
+        b'---\nid: "20261201T000000.000Z-0001"\nfrom: "alice@node1"\nto: "bob@node2"\n'
+        b'date: "2026-12-01T00:00:00.000Z"\nkey: "k"\n---\n\nhi'
+    )
+    meta, body = frontmatter.read(old_file)
+    x = remote_mail(meta, body, "node1")
+    assert x.nonce == "" and natsside.msg_id("node1", x).startswith("node1 alice@node1 k ")
+    new_file = old_file.replace(b'key: "k"\n', b'key: "k"\nnonce: "' + b"cd" * 16 + b'"\n')
+    meta, body = frontmatter.read(new_file)
+    assert natsside.msg_id("node1", remote_mail(meta, body, "node1")) == f"node1 {'cd' * 16}"
