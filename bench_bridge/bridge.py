@@ -14,7 +14,12 @@ Three loops, each on its own daemon connection:
   daemon's answer.
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
   the others' (bench_bridge.directory: untrusted input, checked), and report them (and
-  whether NATS is connected) to the daemon.
+  whether NATS is connected) to the daemon; check the stream's configuration again
+  after a reconnect and every minute (bench_bridge.link, bench_bridge.streams).
+
+A lost NATS connection is said at once (bench_bridge.link: a line, and
+bridge/disconnected through the daemon), whether or not anything is queued; so is its
+return.
 
 At-least-once on both hops plus key-idempotent delivery: every message lands once.
 
@@ -41,8 +46,10 @@ from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from bench_bridge import directory, natsside, urls
+from bench_bridge.admission import Admission
 from bench_bridge.consumer import Consumer
 from bench_bridge.forwarding import Forwarding
+from bench_bridge.link import Link
 from bench_bridge.local import open_local
 from bench_bridge.options import Options
 from bench_bridge.output import say
@@ -88,6 +95,8 @@ class Bridge:
         self.reporter: KeptClient | None = None
         self.auth_error: BaseException | None = None
         self.tls = None
+        self.admission = Admission(opts)
+        self.link = Link(self)
 
     # ------------------------------------------------------------ setup
 
@@ -150,8 +159,8 @@ class Bridge:
             # node's own prefix, so NATS can let each node read only its own.
             "inbox_prefix": urls.inbox_prefix(self.node),
             "error_cb": self._on_error,
-            "disconnected_cb": natsside.quiet,
-            "reconnected_cb": natsside.quiet,
+            "disconnected_cb": self.link.disconnected,
+            "reconnected_cb": self.link.reconnected,
         }
         if self.o.creds:
             opts["user_credentials"] = self.o.creds
@@ -163,12 +172,13 @@ class Bridge:
         nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5, publish_async_max_pending=self.o.publish_window)
-            await natsside.ensure_stream(js)
-            kv = await natsside.ensure_directory(js, self.o.limits.forget_s)
+            await self.link.check_streams(js)
+            kv = await js.key_value(urls.DIRECTORY)
         except BaseException:
-            await nc.close()
+            await self.link.close(nc)
             raise
         self.nc, self.js, self.kv = nc, js, kv
+        self.link.connected()
 
     async def _on_error(self, err: BaseException) -> None:
         # nats-py reports an auth failure here and then only "no servers available".
@@ -225,7 +235,7 @@ class Bridge:
         except (WireError, TimeoutError, asyncio.CancelledError):
             pass
         if self.nc is not None:
-            await self.nc.close()
+            await self.link.close(self.nc)
 
     async def forward(self) -> None:
         """Publish the queue in order, a window of PubAcks awaited at once (Forwarding);
@@ -276,7 +286,7 @@ class Bridge:
             urls.subject(node or "", self.node, handle),
             _enc.encode(x),
             stream=urls.STREAM,
-            headers={"Nats-Msg-Id": urls.msg_id(self.node, x.sender, x.key, natsside.digest(x))},
+            headers={"Nats-Msg-Id": natsside.msg_id(self.node, x)},
         )
 
     async def inbound(self) -> None:
@@ -309,6 +319,7 @@ class Bridge:
     async def _deliver(self, local: KeptClient, msgs) -> None:
         groups: list[tuple[str, list, list[m.RemoteMail], int]] = []
         expired: list[tuple[str, object, m.RemoteMail]] = []
+        refused: list[tuple[str, object, m.RemoteMail, m.ErrorBody]] = []
         known = {n.node for n in self.nodes}
         for msg in msgs:
             # The origin is the subject's: NATS let only that node's user publish on it.
@@ -337,6 +348,10 @@ class Bridge:
             if natsside.age_s(msg) > self.o.max_age:
                 expired.append((origin, msg, mail))
                 continue
+            refusal = self.admission.refusal(origin, mail, self.handles)
+            if refusal is not None:
+                refused.append((origin, msg, mail, refusal))
+                continue
             size = len(msg.data)
             g = groups[-1] if groups else None
             if g is None or g[0] != origin or g[3] + size > FRAME_BUDGET:
@@ -356,21 +371,27 @@ class Bridge:
                     say(f"refused a message for {msg.subject}: {r.error.message} [{r.error.code}]")
                     await msg.term()
         for origin, msg, mail in expired:
-            await self._expire(local, origin, msg, mail)
+            reason = (
+                f"it waited {natsside.age_s(msg):.0f} s for node {self.node} to take it, "
+                f"longer than the maximum age of {self.o.max_age:g} s"
+            )
+            await self._return(local, origin, msg, mail, m.ErrorBody("expired", reason))
+        for origin, msg, mail, refusal in refused:
+            await self._return(local, origin, msg, mail, refusal)
 
-    async def _expire(self, local: KeptClient, origin: str, msg, mail: m.RemoteMail) -> None:
-        """Mail that waited in the stream longer than --max-age: returned to its sender."""
-        reason = (
-            f"it waited {natsside.age_s(msg):.0f} s for node {self.node} to take it, longer than "
-            f"the maximum age of {self.o.max_age:g} s"
-        )
-        res = await local.call(
-            m.BridgeBounce(message=mail, origin=origin, error=m.ErrorBody("expired", reason))
-        )
+    async def _return(
+        self, local: KeptClient, origin: str, msg, mail: m.RemoteMail, error: m.ErrorBody
+    ) -> None:
+        """Mail this bridge will not deliver (it waited longer than --max-age, or it is
+        over a cap of bench_bridge.admission): returned to its sender."""
+        res = await local.call(m.BridgeBounce(message=mail, origin=origin, error=error))
         if res.error is not None and res.error.code in TRANSIENT:
             await msg.nak(delay=1.0)
             return
-        say(f"returned {mail.mail_id} from {mail.sender} to its sender: {reason} [expired]")
+        say(
+            f"returned {mail.mail_id} from {mail.sender} to its sender: {error.message} "
+            f"[{error.code}]"
+        )
         await msg.term()
 
     async def heartbeat(self) -> None:
@@ -384,6 +405,8 @@ class Bridge:
             nodes: list[m.NodeInfo] | None = None
             skipped: list[m.ErrorBody] = []
             try:
+                if self.link.check_due() and self.js is not None:
+                    await self.link.check_streams(self.js)  # raises: the bridge stops
                 await self._put(put)
                 nodes, skipped = await self._read_directory()
                 self.nodes = nodes
@@ -444,18 +467,11 @@ class Bridge:
     async def _read_directory(self) -> tuple[list[m.NodeInfo], list[m.ErrorBody]]:
         """The other nodes, and the entries skipped for the first time (each is reported
         once per revision, not at every beat)."""
-        assert self.kv is not None  # connected before the directory is read
-        try:
-            listed = await self.kv.keys()
-        except NotFoundError:
-            listed = []
-        except NatsError as err:
-            if "no keys" not in str(err).lower():
-                raise
-            listed = []
-        # nats-py's listing can come back short (or empty) when its watcher reports the
-        # end before the entries it already holds (nats-io/nats.py#842): the keys read
-        # last time are read again too, and only a get that finds nothing forgets one.
+        assert self.kv is not None and self.js is not None  # connected first
+        # The keys from the bucket stream's subjects (one request, no consumer): nats-py's
+        # kv.keys() makes a watcher per call that the server keeps for minutes. The keys
+        # read last time are read again too, and only a get that finds nothing forgets one.
+        listed = await natsside.directory_keys(self.js)
         keys = list(dict.fromkeys([*listed, *self.observed]))
         entries: list[directory.Entry] = []
         skipped: list[m.ErrorBody] = []

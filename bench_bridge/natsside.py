@@ -1,5 +1,5 @@
-"""The bridge's NATS-side helpers: making sure the stream and the directory bucket
-exist, the names and ids it publishes under, and reading errors. No daemon I/O here."""
+"""The bridge's NATS-side helpers: listing the directory, the ids it publishes under,
+and reading errors. No daemon I/O here."""
 
 import hashlib
 import os
@@ -7,42 +7,25 @@ import secrets
 import time
 
 from nats.errors import Error as NatsError
-from nats.js import api
 from nats.js.errors import NotFoundError
 
-from bench_bridge import urls
+from bench_bridge import streams, urls
 from bench_wire import messages as m
 
 INSTANCE_FILE = "bridge.id"  # in BENCH_DIR: this node's bridge instance, across restarts
 
 
-async def ensure_stream(js) -> None:
+async def directory_keys(js) -> list[str]:
+    """The directory's keys, from its stream's subjects: one request that leaves no
+    consumer behind (nats-py's kv.keys() makes a watcher the server keeps for minutes,
+    one per read: hundreds per bridge)."""
+    prefix = f"$KV.{urls.DIRECTORY}."
     try:
-        await js.stream_info(urls.STREAM)
-        return
+        info = await js.stream_info(streams.KV_STREAM, subjects_filter=f"{prefix}>")
     except NotFoundError:
-        pass
-    try:
-        await js.add_stream(
-            name=urls.STREAM,
-            subjects=[f"{urls.SUBJECT_ROOT}.>"],
-            retention=api.RetentionPolicy.WORK_QUEUE,
-            storage=api.StorageType.FILE,
-            duplicate_window=120.0,
-        )
-    except NatsError as err:
-        if "already in use" not in str(err):
-            raise
-
-
-async def ensure_directory(js, forget_s: float):
-    try:
-        return await js.key_value(urls.DIRECTORY)
-    except (NotFoundError, NatsError):
-        pass
-    # The bucket's TTL purges the entries of nodes gone quiet, so the directory does not
-    # grow with every name ever used (the readers also leave such nodes out).
-    return await js.create_key_value(bucket=urls.DIRECTORY, history=1, ttl=forget_s)
+        return []
+    subjects = info.state.subjects or {}
+    return [s[len(prefix) :] for s in subjects if s.startswith(prefix)]
 
 
 def instance(bench_dir: str) -> str:
@@ -64,9 +47,20 @@ def instance(bench_dir: str) -> str:
     return made
 
 
+def msg_id(origin: str, x: m.RemoteMail) -> str:
+    """The message's JetStream dedup id: the origin and the 128 random bits drawn when
+    it was queued (kept in its queue file, so a republish after a crash has the same
+    id). Nobody else can know it before it is published, so nobody can publish first
+    under it to have the real message dropped as a duplicate."""
+    if x.nonce:
+        return f"{origin} {x.nonce}"
+    # Queued by a daemon before nonces: the old id (guessable by whoever knows the
+    # message's id and body).
+    return urls.msg_id(origin, x.sender, x.key, digest(x))
+
+
 def digest(x: m.RemoteMail) -> str:
-    """What makes a stream id unguessable: without the message's own id and body, nobody
-    can publish first under its id to have the real one dropped as a duplicate."""
+    """The old ids' digest of the message's own id and body."""
     h = hashlib.sha256(x.mail_id.encode())
     h.update(x.body.encode())
     return h.hexdigest()[:32]
@@ -79,10 +73,6 @@ def age_s(msg) -> float:
     except (AttributeError, ValueError, NatsError):
         return 0.0  # not a JetStream delivery: no age to judge
     return max(0.0, time.time() - stamp)
-
-
-async def quiet(*_args) -> None:
-    """nats-py callbacks: connection trouble is reported by the loops as bridge/retry."""
 
 
 def describe(err: BaseException) -> str:

@@ -1,6 +1,6 @@
 """The bridge's options (the `bench bridge` command line), with their defaults."""
 
-from bench_bridge import directory
+from bench_bridge import admission, directory
 
 MAX_AGE_S = 7 * 86400.0  # mail not taken from the stream within this long is bounced
 PUBLISH_WINDOW = 1024  # messages published and awaiting their PubAck, at most
@@ -27,6 +27,8 @@ class Options:
         handles_max=directory.HANDLES_MAX,
         nodes_max=directory.NODES_MAX,
         publish_window=PUBLISH_WINDOW,
+        reply_to_max=admission.REPLY_TO_MAX,
+        new_mailboxes_per_hour=admission.NEW_MAILBOXES_PER_HOUR,
     ):
         self.bench_dir, self.url, self.node = bench_dir, url, node
         self.creds, self.token, self.tls_ca = creds, token, tls_ca
@@ -35,6 +37,8 @@ class Options:
         self.retry_max = retry_max
         self.max_age = max_age
         self.publish_window = publish_window
+        self.reply_to_max = reply_to_max
+        self.new_mailboxes_per_hour = new_mailboxes_per_hour
         self.limits = directory.Limits(
             entry_max=entry_max,
             handles_max=handles_max,

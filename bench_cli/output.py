@@ -150,6 +150,15 @@ def write(text: "str | list[str | Painted]") -> None:
     out.flush()
 
 
+def shown_state(msg: dict) -> str:
+    """A message's state as people read it: a copy queued for another node (the
+    `@outbound` mailbox) is `queued` until JetStream has it, then `forwarded`; it was
+    never read by anyone here."""
+    if msg.get("handle") == "@outbound":
+        return "forwarded" if msg.get("state") == "read" else "queued"
+    return msg.get("state", "")
+
+
 def thread_messages(a: dict, head) -> list[str]:
     """A mail/thread answer's messages as text, each its header line (`head(msg, to)`:
     the CLI's for people, `bench mcp`'s for a model), its subject and its body."""

@@ -249,6 +249,17 @@ class BridgeStopped(Event, tag="bridge/stopped"):
     reason: str
 
 
+class BridgeDisconnected(Event, tag="bridge/disconnected"):
+    """The bridge lost its NATS connection (it reconnects on its own); mail to other
+    nodes waits in the outbound queue meanwhile."""
+
+
+class BridgeReconnected(Event, tag="bridge/reconnected"):
+    """The bridge has its NATS connection again, after `down_s` seconds."""
+
+    down_s: float = 0.0
+
+
 class BridgeRetry(Event, tag="bridge/retry"):
     """The bridge could not reach NATS (or publish) and will try again after `delay` s."""
 

@@ -195,6 +195,9 @@ class RemoteMail(msgspec.Struct, kw_only=True, omit_defaults=True):
     date: str = ""
     reply_to: list[str] = []
     in_reply_to: str | None = None
+    # 128 random bits drawn when the message was queued and kept with it: its JetStream
+    # dedup id, which no other node can guess (empty for mail queued before nonces).
+    nonce: str = ""
 
 
 class NodeInfo(msgspec.Struct, kw_only=True):
@@ -245,6 +248,10 @@ class BridgeReport(Request, tag="bridge/report"):
     retry: str | None = None
     attempt: int = 0
     delay: float = 0.0
+    # "disconnected" or "reconnected": the NATS connection changed just now (down_s:
+    # how long it was down), said at once rather than at the next heartbeat.
+    link: str | None = None
+    down_s: float = 0.0
 
 
 class BridgeBounce(Request, tag="bridge/bounce"):

@@ -109,6 +109,8 @@ from bench_wire._events import (
     BridgeForwarded as BridgeForwarded,
     BridgeQueued as BridgeQueued,
     BridgeRetry as BridgeRetry,
+    BridgeDisconnected as BridgeDisconnected,
+    BridgeReconnected as BridgeReconnected,
     DaemonStarted as DaemonStarted,
     DaemonStopped as DaemonStopped,
     EnterRetried as EnterRetried,
@@ -234,6 +236,8 @@ AnyEvent = (
     | BridgeSkipped
     | BridgeStopped
     | BridgeForgotten
+    | BridgeDisconnected
+    | BridgeReconnected
 )
 EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -188,32 +188,42 @@ def now() -> float:
     return time.monotonic()
 
 
+ADMIN = ("admin", "CHANGE-ME-ADMIN")  # the administrator's user in auth_config
+
+
+def node_permissions(node: str) -> list[str]:
+    """What one node's NATS user may publish: mail as itself, its own directory entry,
+    reading the stream and the bucket, and its own durable consumer. Nothing that
+    creates, updates, purges or deletes a stream or a message."""
+    return [
+        f"bench.mail.*.{node}.*",
+        f"$KV.BENCH_NODES.{node}",
+        "$JS.API.INFO",
+        "$JS.API.STREAM.INFO.BENCH_MAIL",
+        "$JS.API.STREAM.INFO.KV_BENCH_NODES",
+        "$JS.API.STREAM.MSG.GET.KV_BENCH_NODES",
+        "$JS.API.DIRECT.GET.KV_BENCH_NODES.>",
+        f"$JS.API.CONSUMER.INFO.BENCH_MAIL.bench-{node}",
+        f"$JS.API.CONSUMER.CREATE.BENCH_MAIL.bench-{node}.bench.mail.{node}.>",
+        f"$JS.API.CONSUMER.MSG.NEXT.BENCH_MAIL.bench-{node}",
+        f"$JS.ACK.BENCH_MAIL.bench-{node}.>",
+    ]
+
+
 def auth_config(users: dict[str, str]) -> str:
-    """A nats-server configuration with one user per node (name -> password), each
-    allowed to publish mail only as itself, to write only its own directory entry, and
-    to read only its own mail and inboxes. docs/nodes.md shows the same configuration."""
-    blocks = []
+    """A nats-server configuration with the administrator's user (who runs `bench nodes
+    init`) and one user per node (name -> password), each allowed to publish mail only
+    as itself, to write only its own directory entry, and to read only its own mail and
+    inboxes; the account has JetStream quotas. docs/nodes.md shows the same
+    configuration."""
+    blocks = [
+        f'      {{user: "{ADMIN[0]}", password: "{ADMIN[1]}", permissions: {{\n'
+        '        publish: {allow: ["$JS.API.>"]},\n'
+        '        subscribe: {allow: ["_INBOX.>"]}\n'
+        "      }}"
+    ]
     for node, password in users.items():
-        pub = [
-            f"bench.mail.*.{node}.*",
-            f"$KV.BENCH_NODES.{node}",
-            "$JS.API.INFO",
-            "$JS.API.STREAM.INFO.BENCH_MAIL",
-            "$JS.API.STREAM.CREATE.BENCH_MAIL",
-            "$JS.API.STREAM.INFO.KV_BENCH_NODES",
-            "$JS.API.STREAM.CREATE.KV_BENCH_NODES",
-            "$JS.API.STREAM.MSG.GET.KV_BENCH_NODES",
-            "$JS.API.DIRECT.GET.KV_BENCH_NODES.>",
-            "$JS.API.CONSUMER.CREATE.KV_BENCH_NODES",
-            "$JS.API.CONSUMER.CREATE.KV_BENCH_NODES.>",
-            "$JS.API.CONSUMER.INFO.KV_BENCH_NODES.>",
-            "$JS.API.CONSUMER.DELETE.KV_BENCH_NODES.>",
-            f"$JS.API.CONSUMER.INFO.BENCH_MAIL.bench-{node}",
-            f"$JS.API.CONSUMER.CREATE.BENCH_MAIL.bench-{node}.bench.mail.{node}.>",
-            f"$JS.API.CONSUMER.MSG.NEXT.BENCH_MAIL.bench-{node}",
-            f"$JS.ACK.BENCH_MAIL.bench-{node}.>",
-        ]
-        allow = ", ".join(f'"{s}"' for s in pub)
+        allow = ", ".join(f'"{s}"' for s in node_permissions(node))
         blocks.append(
             f'      {{user: "{node}", password: "{password}", permissions: {{\n'
             f"        publish: {{allow: [{allow}]}},\n"
@@ -225,8 +235,23 @@ def auth_config(users: dict[str, str]) -> str:
     return (
         "accounts {\n"
         "  BENCH {\n"
-        "    jetstream: enabled\n"
+        "    jetstream: {max_mem: 64M, max_file: 2G, max_streams: 2, max_consumers: 1024}\n"
         f"    users: [\n{users_text}\n    ]\n"
         "  }\n"
         "}\n"
+    )
+
+
+def admin_url(server: NatsServer) -> str:
+    return f"nats://{ADMIN[0]}:{ADMIN[1]}@127.0.0.1:{server.port}"
+
+
+def nodes_init(url: str, *args: str) -> subprocess.CompletedProcess:
+    """`bench nodes init` (the administrator's step) against `url`."""
+    return subprocess.run(
+        [BENCH, "nodes", "init", "--nats", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )

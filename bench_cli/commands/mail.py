@@ -168,7 +168,9 @@ def hits_text(a: dict) -> str:
     rows = []
     for h in hits:
         to = h.get("to") or h["handle"]  # handle@node for mail queued for another node
-        rows.append(f"{h['mail_id']}  {to:<12} {h['state']:<6} from {h['from']:<12} {h['subject']}")
+        rows.append(
+            f"{h['mail_id']}  {to:<12} {output.shown_state(h):<6} from {h['from']:<12} {h['subject']}"
+        )
         # A snippet is a piece of someone's body, shown on one line: escaped (as all
         # untrusted text is on a terminal) and here even in a pipe, as it always was.
         rows.append("    " + " ".join(escape(h["snippet"]).split()))
@@ -218,7 +220,7 @@ mail_search.epilog = examples(
 
 
 def thread_head(msg: dict, to: str) -> str:
-    head = f"{msg['mail_id']}  {msg['from']} -> {to}  {msg['date']}  [{msg['state']}]"
+    head = f"{msg['mail_id']}  {msg['from']} -> {to}  {msg['date']}  [{output.shown_state(msg)}]"
     if msg.get("in_reply_to"):
         head += f"  re {msg['in_reply_to']}"
     origin = msg.get("origin") or ""

@@ -41,7 +41,20 @@ import msgspec
 
 # `origin`: only on a copy received from another node, its identity there
 # (benchd.core.mailrefs).
-FIELDS = ("id", "from", "to", "subject", "date", "key", "reply-to", "in-reply-to", "origin")
+# `nonce`: only on mail queued for another node, its dedup id in JetStream (drawn once,
+# so a republish after a crash reuses it).
+FIELDS = (
+    "id",
+    "from",
+    "to",
+    "subject",
+    "date",
+    "key",
+    "reply-to",
+    "in-reply-to",
+    "origin",
+    "nonce",
+)
 
 
 def _yaml_printable(ch: str) -> bool:
@@ -111,6 +124,7 @@ class FrontMatter(
     reply_to: tuple[str, ...] = ()
     in_reply_to: str | None = None
     origin: str | None = None
+    nonce: str | None = None
 
     @classmethod
     def of(cls, meta: Mapping[str, object]) -> "FrontMatter":
@@ -133,6 +147,7 @@ class FrontMatter(
             ("reply-to", list(self.reply_to)),
             ("in-reply-to", self.in_reply_to),
             ("origin", self.origin),
+            ("nonce", self.nonce),
         ]
 
     def to_dict(self) -> dict[str, Any]:

@@ -287,6 +287,7 @@ class SendOp(Op[SendOk]):
     # `bob@node2`), and `origin` on a copy from another node (benchd.runtime.outbound).
     address: str | None = None
     origin: str | None = None
+    nonce: str | None = None  # mail queued for another node: its dedup id there
     meta: FrontMatter  # the front matter written (set by prepare)
 
     def __init__(
@@ -384,6 +385,7 @@ class SendOp(Op[SendOk]):
             reply_to=tuple(self.reply_to),
             in_reply_to=self.in_reply_to,
             origin=self.origin,
+            nonce=self.nonce,
         )
         data = frontmatter.render(meta, self.body)
         self.final = room.path(self.to, mail_id, UNREAD)

@@ -17,6 +17,7 @@ here records the id its node gave it as `origin`, and the references a message c
 """
 
 import os
+import secrets
 
 import msgspec
 import trio
@@ -117,6 +118,7 @@ class Outbound:
         op.__class__ = QueueOp
         assert isinstance(op, QueueOp)  # for the type checker: it is one now
         op.to, op.address, op.reply_to, op.live = OUTBOUND, address, qualified, False
+        op.nonce = secrets.token_hex(16)
         return op
 
     def queued_as(self, op: "QueueOp", res: m.SendOk) -> m.SendOk:
@@ -255,6 +257,7 @@ class Outbound:
         op.__class__ = BounceOp
         assert isinstance(op, BounceOp)  # for the type checker: it is one now
         op.to, op.address, op.reply_to, op.live = OUTBOUND, msg.sender, [], False
+        op.nonce = secrets.token_hex(16)
         op.returned = m.BridgeBounced(
             mail_id=msg.mail_id,
             sender=msg.sender,
@@ -299,6 +302,7 @@ def remote_mail(meta: FrontMatter, body: bytes, own: str) -> m.RemoteMail:
         date=meta.date,
         reply_to=list(meta.reply_to),
         in_reply_to=in_reply_to,
+        nonce=meta.nonce or "",
     )
 
 

@@ -6,6 +6,7 @@ import glob
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -274,6 +275,9 @@ def test_nodes_lists_the_directory(pair):
         20,
         "carol in node2's entry",
     )
+    (far,) = n1.nodes()["nodes"]
+    assert 0 <= far["age_ms"] < 60_000  # an age, as idle_ms is; seen_ms is a time
+    assert abs(far["seen_ms"] + far["age_ms"] - time.time() * 1000) < 60_000
     text = n1.d.bench("nodes").out
     assert "this node: node1, bridge connected" in text
     assert "node2" in text and "carol" in text

@@ -161,6 +161,15 @@ def test_thread_across_nodes_shows_the_whole_conversation_on_both_sides(pair):
     assert f"{a['mail_id']}  operator@node1 -> carol@node2" in text
     assert "@outbound" not in text
     assert f"(sent as {b['mail_id']}@node2)" in text
+    # The copies node1 sent are forwarded (JetStream has them), not read by anyone here.
+    wait_for(
+        lambda: n1.d.bench("mail", "thread", b1["id"]).out.count("[forwarded]") == 2,
+        30,
+        "both copies marked forwarded",
+    )
+    heads = [x for x in n1.d.bench("mail", "thread", b1["id"]).out.splitlines() if " -> " in x]
+    states = [h.split("  [", 1)[1].split("]", 1)[0] for h in heads]
+    assert states[0] == states[2] == "forwarded" and states[1] in ("unread", "read"), states
 
 
 def test_mcp_reply_and_thread_with_addresses(pair, tmp_path):

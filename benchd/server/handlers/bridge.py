@@ -124,6 +124,12 @@ async def report(svc: Services, conn: Connection, caller: Caller, req: m.BridgeR
         await svc.bridge.record(
             m.BridgeStopped(code=req.error.code, reason=req.error.message[:500])
         )
+    if req.link == "disconnected":
+        svc.bridge.log.warning("bridge lost its NATS connection; it reconnects on its own")
+        await svc.bridge.record(m.BridgeDisconnected())
+    elif req.link == "reconnected":
+        svc.bridge.log.info("bridge reconnected to NATS", down_s=req.down_s)
+        await svc.bridge.record(m.BridgeReconnected(down_s=req.down_s))
     if req.retry is not None:
         await svc.bridge.record(
             m.BridgeRetry(reason=req.retry[:500], attempt=req.attempt, delay=req.delay)

@@ -1,0 +1,182 @@
+"""The mail stream and the directory bucket: their one configuration, made by the
+administrator's step (`bench nodes init`), and checked by every bridge.
+
+Whoever shapes the stream decides who reads it: a stream that republishes (or is
+mirrored, or sourced, or has its subjects transformed) hands every node's mail to
+someone else, and a bucket that takes rollup headers lets one node wipe every entry.
+So the nodes' NATS users may not create, update or delete either (docs/nodes.md), an
+administrator's user makes them, and each bridge compares what it finds with what it
+expects, at start, on every reconnect and every CHECK_EVERY_S, and refuses to run
+with a stream that differs (`stream-misconfigured`). No daemon I/O here.
+"""
+
+from dataclasses import dataclass
+
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import api
+from nats.js.errors import NotFoundError
+
+from bench_bridge import directory, urls
+from bench_wire.errors import WireError
+
+KV_STREAM = f"KV_{urls.DIRECTORY}"
+DUPLICATE_WINDOW_S = 120.0  # JetStream's deduplication by Nats-Msg-Id
+MAIL_MAX_BYTES = 1024**3  # the mail stream's quota (all nodes' mail waiting at once)
+MAIL_MAX_MSG = 1024 * 1024  # one message, encoded (nats-server's default max_payload)
+MAIL_MAX_AGE_S = 14 * 86400.0  # twice the bridge's --max-age: expired mail is bounced first
+DIRECTORY_MAX_BYTES = 64 * 1024 * 1024
+CHECK_EVERY_S = 60.0  # a running bridge checks the configuration again this often
+
+
+@dataclass
+class Quotas:
+    """What `bench nodes init` sets; the bridge only requires that quotas exist."""
+
+    max_bytes: int = MAIL_MAX_BYTES
+    max_msg_size: int = MAIL_MAX_MSG
+    max_age: float = MAIL_MAX_AGE_S
+    forget_after: float = directory.FORGET_S
+    directory_max_bytes: int = DIRECTORY_MAX_BYTES
+
+
+def mail_config(q: Quotas) -> api.StreamConfig:
+    # Discard NEW: a full stream refuses the publish (the sender keeps the mail queued
+    # and retries), it never drops waiting mail to make room.
+    return api.StreamConfig(
+        name=urls.STREAM,
+        subjects=[f"{urls.SUBJECT_ROOT}.>"],
+        retention=api.RetentionPolicy.WORK_QUEUE,
+        storage=api.StorageType.FILE,
+        discard=api.DiscardPolicy.NEW,
+        duplicate_window=DUPLICATE_WINDOW_S,
+        max_bytes=q.max_bytes,
+        max_msg_size=q.max_msg_size,
+        max_age=q.max_age,
+        deny_delete=True,
+        deny_purge=True,
+        allow_rollup_hdrs=False,
+    )
+
+
+def directory_config(q: Quotas) -> api.StreamConfig:
+    """The bucket as nats-py's KeyValue reads it (one value per key, direct gets), but
+    with no rollup headers, no purge and no delete: a node can replace only its own
+    entry (its user may publish only on its key), and cannot roll the others up."""
+    return api.StreamConfig(
+        name=KV_STREAM,
+        subjects=[f"$KV.{urls.DIRECTORY}.>"],
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE,
+        discard=api.DiscardPolicy.NEW,
+        duplicate_window=min(DUPLICATE_WINDOW_S, q.forget_after),
+        max_msgs_per_subject=1,
+        max_bytes=q.directory_max_bytes,
+        max_msg_size=directory.ENTRY_MAX,
+        max_age=q.forget_after,
+        allow_direct=True,
+        deny_delete=True,
+        deny_purge=True,
+        allow_rollup_hdrs=False,
+    )
+
+
+def problems(cfg: api.StreamConfig, want: api.StreamConfig, max_age_floor: float) -> list[str]:
+    """How `cfg` (as found) differs from what a bridge may trust; [] when it may."""
+    out = []
+    if list(cfg.subjects or []) != list(want.subjects or []):
+        out.append(f"subjects {cfg.subjects} (expected {want.subjects})")
+    if cfg.republish:
+        out.append("it republishes its messages elsewhere")
+    if cfg.mirror:
+        out.append("it is a mirror")
+    if cfg.sources:
+        out.append("it has sources")
+    if cfg.subject_transform:
+        out.append("it transforms subjects")
+    if cfg.retention != want.retention:
+        out.append(f"retention {cfg.retention} (expected {want.retention})")
+    if cfg.allow_rollup_hdrs:
+        out.append("it allows rollup headers")
+    if not cfg.deny_purge or not cfg.deny_delete:
+        out.append("it allows purge or delete")
+    if cfg.duplicate_window != want.duplicate_window:
+        out.append(f"a dedup window of {cfg.duplicate_window} s (expected {want.duplicate_window})")
+    if (cfg.max_msgs_per_subject or -1) != (want.max_msgs_per_subject or -1):
+        out.append(f"max_msgs_per_subject {cfg.max_msgs_per_subject}")
+    if not (cfg.max_bytes or 0) > 0 or not (cfg.max_msg_size or 0) > 0 or not cfg.max_age:
+        out.append("no quotas (max_bytes, max_msg_size and max_age must be set)")
+    elif cfg.max_age < max_age_floor:
+        out.append(f"max_age {cfg.max_age:g} s, shorter than the {max_age_floor:g} s expected")
+    if cfg.discard != api.DiscardPolicy.NEW:
+        out.append("discard old (a full stream would drop waiting messages)")
+    return out
+
+
+async def check(js, max_age: float, forget_after: float, create: Quotas | None) -> None:
+    """Raise stream-misconfigured when the stream or the bucket is not as expected, and
+    stream-missing when one does not exist and could not be made (`create`: the quotas
+    to make it with, where this user may; None: never make it)."""
+    # The mail stream outlives the bridge's own expiry, so expired mail is bounced
+    # before JetStream drops it.
+    await _check_one(js, mail_config(create or Quotas()), max_age, create)
+    await _check_one(js, directory_config(create or Quotas()), 0.0, create)
+
+
+async def _check_one(js, want: api.StreamConfig, floor: float, create: Quotas | None) -> None:
+    assert want.name is not None  # both configurations are named
+    try:
+        info = await js.stream_info(want.name)
+    except NotFoundError:
+        info = None
+    if info is None:
+        if create is None:
+            raise _missing(want.name, "it does not exist")
+        try:
+            await js.add_stream(config=want)
+            return
+        except (NatsTimeout, TimeoutError, NatsError) as err:
+            try:  # another bridge made it meanwhile?
+                info = await js.stream_info(want.name)
+            except NotFoundError:
+                # Without the right (the documented node users), the request gets no
+                # answer at all.
+                raise _missing(
+                    want.name, f"it does not exist and could not be made ({err})"
+                ) from None
+    bad = problems(info.config, want, floor)
+    if bad:
+        raise WireError(
+            "stream-misconfigured",
+            f"the NATS stream {want.name} is not configured as bench expects ({'; '.join(bad)}): "
+            "refusing to use it, as it could hand mail to someone else or lose it; "
+            "have the administrator run `bench nodes init`",
+        )
+
+
+def _missing(name: str, why: str) -> WireError:
+    return WireError(
+        "stream-missing",
+        f"the NATS stream {name} is not there: {why}; have the administrator run "
+        "`bench nodes init --nats URL` with the administrator's user",
+    )
+
+
+async def init(js, q: Quotas) -> list[str]:
+    """Create or update the stream and the bucket with the documented configuration:
+    what was done, one line each."""
+    done = []
+    for want in (mail_config(q), directory_config(q)):
+        assert want.name is not None
+        try:
+            found = await js.stream_info(want.name)
+        except NotFoundError:
+            await js.add_stream(config=want)
+            done.append(f"created {want.name}")
+            continue
+        # Per-message TTLs cannot be turned off once on (nats-py's own buckets have
+        # them): kept as found; a node can set one only on what it may publish anyway.
+        want.allow_msg_ttl = found.config.allow_msg_ttl
+        await js.update_stream(config=want)
+        done.append(f"updated {want.name}")
+    return done
