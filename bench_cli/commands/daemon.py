@@ -104,18 +104,40 @@ def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) 
         _wait_stopped(d)
         a = None
     if a is not None:
-        differ = _differing(a, kw)
-        if differ:
-            raise WireError(
-                "options-differ",
-                f"benchd already runs for {a['bench_dir']} (pid {a['pid']}) with other "
-                f"options: {'; '.join(differ)}. bench up --restart stops it (its sessions "
-                "end) and starts it with these",
-            )
-        done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
+        _already(ctx, a, kw)
         return
     # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
     # in a process of its own: the CLI imports nothing of benchd.
+    _prepare(d)
+    # One `bench up` at a time starts a daemon for a directory: the others wait on the
+    # directory's start lock, then find the winner answering. No loser ever starts a
+    # daemon that would lose the race for benchd.lock later (and, started after a
+    # `bench down` and the directory's removal, make the directory again and stay).
+    lock_fd = _start_lock(d)
+    try:
+        a = _hello(d)
+        if a is not None:
+            _already(ctx, a, kw)
+            return
+        a = _start(d, kw)
+    finally:
+        os.close(lock_fd)
+    done(ctx, a, f"benchd started: pid {a['pid']}, {a['bench_dir']}")
+
+
+def _already(ctx: Ctx, a: dict, kw: dict) -> None:
+    differ = _differing(a, kw)
+    if differ:
+        raise WireError(
+            "options-differ",
+            f"benchd already runs for {a['bench_dir']} (pid {a['pid']}) with other "
+            f"options: {'; '.join(differ)}. bench up --restart stops it (its sessions "
+            "end) and starts it with these",
+        )
+    done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
+
+
+def _prepare(d: str) -> None:
     problem = dir_problem(d)
     if problem is not None:
         raise problem
@@ -129,6 +151,46 @@ def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) 
         except OSError as err:
             raise dir_problem(d, err) or WireError("unsafe-dir", lines[-1]) from None
         raise WireError("unsafe-dir", lines[-1])
+
+
+START_WAIT = 30.0  # seconds a `bench up` waits for another one's start to finish
+
+
+def _start_lock(d: str) -> int:
+    """An flock on BENCH_DIR itself (not on a file in it: nothing more to make), held
+    while this `bench up` starts a daemon and waits for it to answer. Waits for another
+    `bench up` holding it; the fd is closed on exec, so the daemon does not inherit it."""
+    import fcntl
+
+    deadline = time.monotonic() + START_WAIT
+    pause = 0.005
+    while True:
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as err:
+            raise dir_problem(d, err) or WireError("unsafe-dir", f"cannot use {d}: {err}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                raise WireError(
+                    "no-daemon",
+                    f"another bench up has been starting benchd for {d} for "
+                    f"{START_WAIT:.0f} s and it does not answer; see {d}/benchd.out",
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+            continue
+        if os.fstat(fd).st_nlink == 0:  # removed while we waited: start over, made anew
+            os.close(fd)
+            _prepare(d)
+            continue
+        return fd
+
+
+def _start(d: str, kw: dict) -> dict:
+    """Start benchd for `d` and wait for it to answer: its hello."""
     try:
         out_fd = os.open(
             os.path.join(d, "benchd.out"),
@@ -152,15 +214,14 @@ def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) 
     while time.monotonic() < deadline:
         a = _hello(d)
         if a is not None:
-            done(ctx, a, f"benchd started: pid {a['pid']}, {a['bench_dir']}")
-            return
-        # A daemon that lost the race for the lock to a concurrent `bench up` is fine: keep
-        # waiting for the winner to answer (it holds the lock until it has stopped).
+            return a
+        # A daemon started some other way (`bench daemon`) may hold benchd.lock: ours
+        # then exits, and we wait for that one to answer (it holds the lock until it
+        # has stopped).
         if proc.poll() is not None and not _lock_held(d):
             a = _hello(d)
             if a is not None:
-                done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
-                return
+                return a
             said = _new_out(d, out_size)
             if said:
                 raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {said}")
