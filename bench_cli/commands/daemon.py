@@ -10,7 +10,7 @@ import time
 
 import click
 
-from bench_cli import output
+from bench_cli import output, team
 from bench_cli.context import (
     DIR_HELP,
     Ctx,
@@ -93,19 +93,53 @@ def _differing(a: dict, kw: dict) -> list[str]:
     is_flag=True,
     help="stop a running daemon first (its sessions end), then start with these options",
 )
-def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) -> None:
-    """Start benchd detached; return once it answers (no-op if running)."""
+@click.option(
+    "-f",
+    "--file",
+    "team_file",
+    metavar="FILE",
+    help=f"a team file: its daemon options, then each agent it names that is not running "
+    f"(default: ./{team.DEFAULT_FILE} when it exists)",
+)
+def up(
+    bench_dir: str | None,
+    as_json: bool,
+    restart: bool,
+    team_file: str | None,
+    **kw: DaemonOption,
+) -> None:
+    """Start benchd detached; return once it answers (no-op if running). With a team
+    file, also start the agents it names that are not running (docs/team.md)."""
     ctx = Ctx(bench_dir, as_json)
+    path = team.find_file(team_file)
+    squad = team.load(path) if path is not None else None
+    if squad is not None:  # options on the command line win over the file's
+        for dest, value in squad.daemon.items():
+            if kw.get(dest) is None:
+                kw[dest] = value
     d = resolve_dir(bench_dir)
     socket_path(d)
+    a, text = _up(d, restart, kw)
+    if squad is None:
+        done(ctx, a, text)
+        return
+    results = team.up(d, squad, call)
+    done(
+        ctx,
+        dict(a, team=results, team_file=squad.path),
+        f"{text}\n{team.describe(results, squad.path)}",
+    )
+
+
+def _up(d: str, restart: bool, kw: dict) -> tuple[dict, str]:
+    """The daemon for `d` running, with the options asked for: its hello, and what was done."""
     a = _hello(d)
     if a is not None and restart:
         call(d, m.Stop())
         _wait_stopped(d)
         a = None
     if a is not None:
-        _already(ctx, a, kw)
-        return
+        return a, _already(a, kw)
     # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
     # in a process of its own: the CLI imports nothing of benchd.
     _prepare(d)
@@ -117,15 +151,14 @@ def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) 
     try:
         a = _hello(d)
         if a is not None:
-            _already(ctx, a, kw)
-            return
+            return a, _already(a, kw)
         a = _start(d, kw)
     finally:
         os.close(lock_fd)
-    done(ctx, a, f"benchd started: pid {a['pid']}, {a['bench_dir']}")
+    return a, f"benchd started: pid {a['pid']}, {a['bench_dir']}"
 
 
-def _already(ctx: Ctx, a: dict, kw: dict) -> None:
+def _already(a: dict, kw: dict) -> str:
     differ = _differing(a, kw)
     if differ:
         raise WireError(
@@ -134,7 +167,7 @@ def _already(ctx: Ctx, a: dict, kw: dict) -> None:
             f"options: {'; '.join(differ)}. bench up --restart stops it (its sessions "
             "end) and starts it with these",
         )
-    done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
+    return f"benchd already running: pid {a['pid']}, {a['bench_dir']}"
 
 
 def _prepare(d: str) -> None:
@@ -239,6 +272,7 @@ def _start(d: str, kw: dict) -> dict:
 
 up.epilog = examples(
     "bench up",
+    "bench up -f bench.toml",
     "bench up --idle-gate 1.5",
     "bench up --restart --idle-gate 1.5",
     "bench up --node node2",
@@ -306,10 +340,30 @@ def _wait_stopped(d: str) -> None:
         os.close(fd)
 
 
-@click.command(epilog=examples("bench down"))
+@click.command(epilog=examples("bench down", "bench down -f bench.toml"))
 @common
-def down(bench_dir: str | None, as_json: bool) -> None:
-    """Stop benchd (sessions are ended); no-op if none runs."""
+@click.option(
+    "-f",
+    "--file",
+    "team_file",
+    metavar="FILE",
+    help="end only the agents this team file started; the daemon and the rest stay",
+)
+def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
+    """Stop benchd (sessions are ended); no-op if none runs. With -f, end only the
+    sessions a team file started."""
+    if team_file is not None:
+        ctx = Ctx(bench_dir, as_json)
+        squad = team.load(os.path.abspath(team_file))
+        d = resolve_dir(bench_dir)
+        ended = team.down(d, squad, call)
+        w = max((len(e["name"]) for e in ended), default=0)
+        lines = [
+            f"ended    {e['name']:<{w}}  session {e['session']}, pid {e['pid']}" for e in ended
+        ]
+        text = "\n".join(lines) or f"no running session was started from {team_file}"
+        done(ctx, {"ok": True, "type": "team/down", "ended": ended}, text)
+        return
     ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
     try:
