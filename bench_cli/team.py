@@ -191,8 +191,10 @@ def load(path: str) -> Team:
     except tomllib.TOMLDecodeError as err:
         msg = str(err)
         at = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        line = int(at.group(1)) if at else 1
-        reason = msg[: at.start()].strip() if at else msg
+        end = re.search(r"\(at end of document\)", msg)
+        line = int(at.group(1)) if at else len(src.lines) if end else 1
+        cut = at or end
+        reason = msg[: cut.start()].strip() if cut else msg
         where = src.table_at(line)
         here = src.lines[line - 1] if 0 < line <= len(src.lines) else ""
         key = here.split("=", 1)[0].strip() if "=" in here else ""
