@@ -299,7 +299,7 @@ def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
         line=head,
         argv=argv,
         agent=agent,
-        cwd=os.path.normpath(os.path.join(base, doc.get("cwd", "."))),
+        cwd=os.path.normpath(os.path.join(base, os.path.expanduser(doc.get("cwd", ".")))),
         env=dict(doc.get("env", {})),
         ready=doc.get("ready"),
         rows=doc.get("rows", 40),
