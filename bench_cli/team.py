@@ -345,12 +345,23 @@ def records(bench_dir: str) -> dict[str, dict]:
 
 
 def _write_records(bench_dir: str, recs: dict[str, dict]) -> None:
+    """Replace team.json whole (a fresh O_EXCL file renamed over it: a link planted at
+    either name is never followed). A failure costs only the labels: said on stderr."""
+    import sys
+    import tempfile
+
     path = os.path.join(bench_dir, RECORD)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"sessions": recs}, f)
-    os.replace(tmp, path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".team.", dir=bench_dir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"sessions": recs}, f)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:
+        print(f"bench: warning: cannot record the team in {path}: {err}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- up and down

@@ -206,3 +206,18 @@ def test_the_ring_runs_from_the_example_file(team):
     )
     got = b.ok("mail", "read", listed[0]["mail_id"], "--handle", "operator")
     assert (got["from"], got["body"].strip()) == ("carol", "number 103")
+
+
+def test_a_planted_link_at_the_record_is_not_followed(team, tmp_path):
+    # Another process of the user (a hostile agent) links team.json to a file of yours.
+    b, path = team
+    path.write_text(_three())
+    os.makedirs(b.dir, exist_ok=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    os.symlink(victim, os.path.join(b.dir, "team.json"))
+    a = _up(b, path)
+    assert [x["status"] for x in a["team"]] == ["started"] * 3
+    assert victim.read_text() == "mine"
+    assert not os.path.islink(os.path.join(b.dir, "team.json"))
+    assert all(s.get("team") == str(path) for s in b.ok("ps")["sessions"])
