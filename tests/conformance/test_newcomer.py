@@ -76,3 +76,16 @@ def test_mcp_send_mail_to_a_handle_in_the_wrong_case_gets_a_hint(daemon):
     assert result.is_error
     err = result.structured_content["error"]
     assert err["code"] == "bad-handle" and "(did you mean dan?)" in err["message"], err
+
+
+def test_a_wake_retires_the_mail_as_the_readme_says(daemon):
+    from tests.conftest import spawn_standin
+
+    spawn_standin(daemon, "alice")
+    sent = daemon.ok("mail", "send", "alice", "-m", "wake up")
+    daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
+    assert daemon.bench("mail", "list", "--handle", "alice").out.strip() == (
+        "no unread mail for alice"
+    )
+    listed = daemon.ok("mail", "list", "--handle", "alice", "--state", "all")["messages"]
+    assert [(x["mail_id"], x["state"]) for x in listed] == [(sent["mail_id"], "read")]
