@@ -276,7 +276,7 @@ def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
         except ValueError as err:
             raise bad("command", f"cannot be split like a shell line: {err}") from None
     else:
-        argv = list(command) if command is not None else [agent]
+        argv = list(command) if command is not None else [str(agent)]
     if not argv or not argv[0]:
         raise bad("command", "must not be empty")
     task = doc.get("task")

@@ -1,3 +1,4 @@
+"""bench_cli.hints: what a user probably meant, for an address on another node."""
 
 
 def test_an_address_on_another_node_is_hinted_in_lower_case_or_by_a_known_one():
