@@ -1,7 +1,9 @@
 """An event as one line of text, for the two places that show one: `bench events`
 (`format_event`) and the dashboard's events pane (`event_line`).
 
-Both show every field that has a value, and a signal by its name (`signal=SIGHUP`).
+Both show every field that has a value the same way (`field`): a signal by its name
+(`signal=SIGHUP`), booleans as `true`/`false`, lists comma-joined, text with spaces
+quoted; the proofs' event trails use it too.
 `bench events` prints the event as the log has it: sequence, local date and time, kind,
 then the fields in the log's order, quoted where they have spaces (--json prints them
 exactly); the kind may be coloured, as a piece apart from the fields so that nothing in
@@ -88,9 +90,6 @@ def event_line(ev: dict) -> str:
     """One line of the dashboard's events pane: seq, time, kind and parties first, then
     the other fields, the long ids last (fields with no value are left out), every
     character that may not reach a terminal masked (`bench_wire.untrusted.mask`)."""
-    rest = [
-        f"{k}={humanize.signal_name(v) if is_signal(k, v) else v}"
-        for k, v in fields(ev, _SHOWN_FIRST, _LAST)
-    ]
+    rest = [f"{k}={field(k, v)}" for k, v in fields(ev, _SHOWN_FIRST, _LAST)]
     head = f"{ev['seq']} {clock(ev['ts'])} {ev['kind']:<14} {parties(ev)}"
     return mask(f"{head}  {' '.join(rest)}".rstrip())

@@ -237,8 +237,8 @@ def _call(conn: Client, verb: str, fields: dict, handle: str | None) -> dict:
     try:
         return conn.call(request(verb, fields))
     except WireError as err:
-        if err.code == "bad-handle" and handle and "@" not in handle:
-            err.message += hints.handle(handle, known_handles(conn))
+        if err.code in ("bad-handle", "bad-node") and handle:
+            err.message += hints.address(handle, known_handles(conn))
         raise
 
 

@@ -118,3 +118,23 @@ def handle(word: str, known) -> str:
     """` (did you mean bob?)` for a handle that looks wrong, or "" when nothing is close."""
     close = nearest(word, known)
     return f" (did you mean {close}?)" if close else ""
+
+
+def _handle_like(word: str) -> bool:
+    """Whether `word` has a handle's form (1-64 of a-z 0-9 . _ -, from a letter or digit)."""
+    ok = "abcdefghijklmnopqrstuvwxyz0123456789._-"
+    return 0 < len(word) <= 64 and word[0] not in "._-" and all(c in ok for c in word)
+
+
+def address(word: str, known) -> str:
+    """` (did you mean ...?)` for a recipient refused as written: a local handle as
+    `handle` says; an address on another node (`Carol@node2`) in lower case when that is
+    an address, else the closest known `handle@node` (`known` may hold some)."""
+    if "@" not in word:
+        return handle(word, known)
+    local, _, node = word.partition("@")
+    lowered = f"{local.lower()}@{node.lower()}"
+    if lowered != word and _handle_like(local.lower()) and _handle_like(node.lower()):
+        return f" (did you mean {lowered}?)"
+    close = nearest(word, [k for k in known if "@" in k])
+    return f" (did you mean {close}?)" if close else ""

@@ -84,8 +84,11 @@ def listing(a: dict, state: str, again: str = "") -> str:
             f"{msg['mail_id']:<25}  {msg['state']:<6}  {msg['from']:<{width}}  "
             f"{size(msg['size']):>9}  {msg['subject']}"
         )
-    shown = len(msgs)
-    foot = f"{shown} of {a['total']} {state} for {a['handle']}"
+    shown, total = len(msgs), a["total"]
+    # "3 unread messages for alice", "1 message for alice" (all), "5 of 12 messages ...".
+    kind = ("" if state == "all" else f"{state} ") + ("message" if total == 1 else "messages")
+    foot = f"{shown} of {total} {kind}" if shown != total else f"{total} {kind}"
+    foot += f" for {a['handle']}"
     if a.get("truncated"):
         foot += f"; more: bench mail list{again} --cursor {a['cursor']}"
     return "\n".join(rows + [foot])

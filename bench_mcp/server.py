@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from bench_cli import humanize, output
+from bench_cli import hints, humanize, output
 from bench_mcp import stdio
 from bench_mcp import tools as t
 from bench_wire.asyncclient import AsyncClient
@@ -69,6 +69,24 @@ class Daemon:
         async with AsyncClient(self.bench_dir, timeout=TIMEOUT_S) as conn:
             return await conn.call(request(verb, fields))
 
+    async def known_handles(self) -> set[str]:
+        """Every handle a sender could mean (asked only when an address looks wrong):
+        the sessions the daemon remembers and the mailboxes on disk."""
+        import os
+
+        from bench_wire.paths import resolve_dir
+
+        names = {"operator"}
+        try:
+            names |= {s["handle"] for s in (await self.call("session/list", {}))["sessions"]}
+        except WireError:
+            pass
+        try:
+            names.update(os.listdir(os.path.join(resolve_dir(self.bench_dir), "mail")))
+        except (OSError, WireError):
+            pass
+        return names
+
     async def check_body(self, body: str) -> None:
         """Refuse a body over the daemon's cap here, as the CLI does: sent, it would
         not fit in one frame and the daemon could only say frame-too-long."""
@@ -91,18 +109,24 @@ async def send_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     in_reply_to = a.get("in_reply_to")
     if in_reply_to is not None:
         in_reply_to = t.message_ref(in_reply_to)[1]
-    ans = await d.call(
-        "mail/send",
-        {
-            "to": a["to"],
-            "body": a["body"],
-            "subject": a.get("subject"),
-            "key": a.get("key"),
-            "reply_to": a.get("reply_to") or None,
-            "in_reply_to": in_reply_to,
-        },
-    )
-    return output.sent(ans), t.public(ans)
+    fields = {
+        "to": a["to"],
+        "body": a["body"],
+        "subject": a.get("subject"),
+        "key": a.get("key"),
+        "reply_to": a.get("reply_to") or None,
+        "in_reply_to": in_reply_to,
+    }
+    try:
+        ans = await d.call("mail/send", fields)
+    except WireError as err:  # `Dan`, `Carol@node2`: the address probably meant, as the CLI says
+        if err.code in ("bad-handle", "bad-node"):
+            err.message += hints.address(a["to"], await d.known_handles())
+        raise
+    text = output.sent(ans)
+    if ans.get("new_mailbox"):  # a typo, perhaps
+        text += hints.handle(ans["to"], await d.known_handles())
+    return text, t.public(ans)
 
 
 async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:

@@ -85,7 +85,7 @@ class MailReply(Request, tag="mail/reply"):
 
 class EventsRead(Request, tag="events"):
     since: int = 0
-    kind: str | None = None
+    kind: str | None = None  # a kind (mail/sent) or a prefix of kinds ending in / (job/)
     follow: bool = False
     limit: int | None = None
 

@@ -89,6 +89,7 @@ CODES: dict[str, str] = {
     "unsafe-dir": "BENCH_DIR is not safe to use (another owner, loose modes, or a link).",
     "bad-dir": "BENCH_DIR is a file, or lies under one, or is missing and cannot be made.",
     "bad-stdin": "Standard input is not valid UTF-8.",
+    "bad-team-file": "The team file (bench.toml) is not valid TOML or has a wrong key or value.",
 }
 
 # Refusals that say "not now" rather than "never": the bridge asks JetStream to deliver
@@ -120,6 +121,7 @@ EXIT_CODES = {
     "unsafe-dir": EXIT_USAGE,
     "bad-dir": EXIT_USAGE,
     "bad-stdin": EXIT_USAGE,
+    "bad-team-file": EXIT_USAGE,
 }
 
 

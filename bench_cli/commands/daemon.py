@@ -10,7 +10,7 @@ import time
 
 import click
 
-from bench_cli import output
+from bench_cli import output, team
 from bench_cli.context import (
     DIR_HELP,
     Ctx,
@@ -93,29 +93,84 @@ def _differing(a: dict, kw: dict) -> list[str]:
     is_flag=True,
     help="stop a running daemon first (its sessions end), then start with these options",
 )
-def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) -> None:
-    """Start benchd detached; return once it answers (no-op if running)."""
+@click.option(
+    "-f",
+    "--file",
+    "team_file",
+    metavar="FILE",
+    help=f"a team file: its daemon options, then each agent it names that is not running "
+    f"(default: ./{team.DEFAULT_FILE} when it exists)",
+)
+def up(
+    bench_dir: str | None,
+    as_json: bool,
+    restart: bool,
+    team_file: str | None,
+    **kw: DaemonOption,
+) -> None:
+    """Start benchd detached; return once it answers (no-op if running). With a team
+    file, also start the agents it names that are not running (docs/team.md)."""
     ctx = Ctx(bench_dir, as_json)
+    path = team.find_file(team_file)
+    squad = team.load(path) if path is not None else None
+    if squad is not None:  # options on the command line win over the file's
+        for dest, value in squad.daemon.items():
+            if kw.get(dest) is None:
+                kw[dest] = value
     d = resolve_dir(bench_dir)
     socket_path(d)
+    a, text = _up(d, restart, kw)
+    if squad is None:
+        done(ctx, a, text)
+        return
+    results = team.up(d, squad, call)
+    done(
+        ctx,
+        dict(a, team=results, team_file=squad.path),
+        f"{text}\n{team.describe(results, squad.path)}",
+    )
+
+
+def _up(d: str, restart: bool, kw: dict) -> tuple[dict, str]:
+    """The daemon for `d` running, with the options asked for: its hello, and what was done."""
     a = _hello(d)
     if a is not None and restart:
         call(d, m.Stop())
         _wait_stopped(d)
         a = None
     if a is not None:
-        differ = _differing(a, kw)
-        if differ:
-            raise WireError(
-                "options-differ",
-                f"benchd already runs for {a['bench_dir']} (pid {a['pid']}) with other "
-                f"options: {'; '.join(differ)}. bench up --restart stops it (its sessions "
-                "end) and starts it with these",
-            )
-        done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
-        return
+        return a, _already(a, kw)
     # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
     # in a process of its own: the CLI imports nothing of benchd.
+    _prepare(d)
+    # One `bench up` at a time starts a daemon for a directory: the others wait on the
+    # directory's start lock, then find the winner answering. No loser ever starts a
+    # daemon that would lose the race for benchd.lock later (and, started after a
+    # `bench down` and the directory's removal, make the directory again and stay).
+    lock_fd = _start_lock(d)
+    try:
+        a = _hello(d)
+        if a is not None:
+            return a, _already(a, kw)
+        a = _start(d, kw)
+    finally:
+        os.close(lock_fd)
+    return a, f"benchd started: pid {a['pid']}, {a['bench_dir']}"
+
+
+def _already(a: dict, kw: dict) -> str:
+    differ = _differing(a, kw)
+    if differ:
+        raise WireError(
+            "options-differ",
+            f"benchd already runs for {a['bench_dir']} (pid {a['pid']}) with other "
+            f"options: {'; '.join(differ)}. bench up --restart stops it (its sessions "
+            "end) and starts it with these",
+        )
+    return f"benchd already running: pid {a['pid']}, {a['bench_dir']}"
+
+
+def _prepare(d: str) -> None:
     problem = dir_problem(d)
     if problem is not None:
         raise problem
@@ -129,6 +184,46 @@ def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) 
         except OSError as err:
             raise dir_problem(d, err) or WireError("unsafe-dir", lines[-1]) from None
         raise WireError("unsafe-dir", lines[-1])
+
+
+START_WAIT = 30.0  # seconds a `bench up` waits for another one's start to finish
+
+
+def _start_lock(d: str) -> int:
+    """An flock on BENCH_DIR itself (not on a file in it: nothing more to make), held
+    while this `bench up` starts a daemon and waits for it to answer. Waits for another
+    `bench up` holding it; the fd is closed on exec, so the daemon does not inherit it."""
+    import fcntl
+
+    deadline = time.monotonic() + START_WAIT
+    pause = 0.005
+    while True:
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as err:
+            raise dir_problem(d, err) or WireError("unsafe-dir", f"cannot use {d}: {err}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                raise WireError(
+                    "no-daemon",
+                    f"another bench up has been starting benchd for {d} for "
+                    f"{START_WAIT:.0f} s and it does not answer; see {d}/benchd.out",
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+            continue
+        if os.fstat(fd).st_nlink == 0:  # removed while we waited: start over, made anew
+            os.close(fd)
+            _prepare(d)
+            continue
+        return fd
+
+
+def _start(d: str, kw: dict) -> dict:
+    """Start benchd for `d` and wait for it to answer: its hello."""
     try:
         out_fd = os.open(
             os.path.join(d, "benchd.out"),
@@ -152,15 +247,14 @@ def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) 
     while time.monotonic() < deadline:
         a = _hello(d)
         if a is not None:
-            done(ctx, a, f"benchd started: pid {a['pid']}, {a['bench_dir']}")
-            return
-        # A daemon that lost the race for the lock to a concurrent `bench up` is fine: keep
-        # waiting for the winner to answer (it holds the lock until it has stopped).
+            return a
+        # A daemon started some other way (`bench daemon`) may hold benchd.lock: ours
+        # then exits, and we wait for that one to answer (it holds the lock until it
+        # has stopped).
         if proc.poll() is not None and not _lock_held(d):
             a = _hello(d)
             if a is not None:
-                done(ctx, a, f"benchd already running: pid {a['pid']}, {a['bench_dir']}")
-                return
+                return a
             said = _new_out(d, out_size)
             if said:
                 raise WireError("no-daemon", f"benchd exited ({proc.returncode}): {said}")
@@ -178,6 +272,7 @@ def up(bench_dir: str | None, as_json: bool, restart: bool, **kw: DaemonOption) 
 
 up.epilog = examples(
     "bench up",
+    "bench up -f bench.toml",
     "bench up --idle-gate 1.5",
     "bench up --restart --idle-gate 1.5",
     "bench up --node node2",
@@ -245,10 +340,30 @@ def _wait_stopped(d: str) -> None:
         os.close(fd)
 
 
-@click.command(epilog=examples("bench down"))
+@click.command(epilog=examples("bench down", "bench down -f bench.toml"))
 @common
-def down(bench_dir: str | None, as_json: bool) -> None:
-    """Stop benchd (sessions are ended); no-op if none runs."""
+@click.option(
+    "-f",
+    "--file",
+    "team_file",
+    metavar="FILE",
+    help="end only the agents this team file started; the daemon and the rest stay",
+)
+def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
+    """Stop benchd (sessions are ended); no-op if none runs. With -f, end only the
+    sessions a team file started."""
+    if team_file is not None:
+        ctx = Ctx(bench_dir, as_json)
+        squad = team.load(os.path.abspath(team_file))
+        d = resolve_dir(bench_dir)
+        ended = team.down(d, squad, call)
+        w = max((len(e["name"]) for e in ended), default=0)
+        lines = [
+            f"ended    {e['name']:<{w}}  session {e['session']}, pid {e['pid']}" for e in ended
+        ]
+        text = "\n".join(lines) or f"no running session was started from {team_file}"
+        done(ctx, {"ok": True, "type": "team/down", "ended": ended}, text)
+        return
     ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
     try:

@@ -74,7 +74,7 @@ class Since(click.ParamType):
     metavar="N",
     help="only the last N (then live, with -f)",
 )
-@click.option("--kind", help="only this kind (e.g. mail/sent)")
+@click.option("--kind", help="only this kind (mail/sent) or kind prefix (job/, mail/)")
 @click.option(
     "--session",
     "who",
@@ -139,6 +139,7 @@ events.epilog = examples(
     "bench events -f",
     "bench events --tail 20 -f",
     "bench events --since 10m --kind agent/woken",
+    "bench events --kind job/",
     "bench events --after 120",
     "bench events --session s1a2b3c4d",
 )

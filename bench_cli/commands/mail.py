@@ -165,11 +165,11 @@ def hits_text(a: dict) -> str:
     hits = a.get("hits") or []
     if not hits:
         return "no mail matches"
-    rows = []
+    rows = [f"{'ID':<25}  {'TO':<12} {'STATE':<9} {'FROM':<12} SUBJECT"]
     for h in hits:
         to = h.get("to") or h["handle"]  # handle@node for mail queued for another node
         rows.append(
-            f"{h['mail_id']}  {to:<12} {output.shown_state(h):<6} from {h['from']:<12} {h['subject']}"
+            f"{h['mail_id']:<25}  {to:<12} {output.shown_state(h):<9} {h['from']:<12} {h['subject']}"
         )
         # A snippet is a piece of someone's body, shown on one line: escaped (as all
         # untrusted text is on a terminal) and here even in a pipe, as it always was.

@@ -156,7 +156,16 @@ def ps(
             raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
     else:
         rows = live + gone if show_all else live
+    # Which sessions a team file started (`bench up -f`): a label from team.json.
+    from bench_cli import team
+    from bench_wire.paths import resolve_dir
+
+    started_by = team.labels(resolve_dir(bench_dir))
     if ctx.json:
+        rows = [
+            dict(s, team=started_by[s["session"]]) if s["session"] in started_by else s
+            for s in rows
+        ]
         output.emit_json(dict(a, sessions=rows))
         return
     if quiet:
@@ -175,14 +184,24 @@ def ps(
         output.write("no sessions, live or exited" if show_all else "no live sessions" + hint)
         return
     # The state is painted as a piece of its own: nothing in a handle or argv can colour.
+    # A TEAM column only when some listed session came from a team file: its file's name.
+    teams = {
+        s["session"]: os.path.basename(started_by[s["session"]])
+        for s in rows
+        if s["session"] in started_by
+    }
+    tw = max((len(t) for t in teams.values()), default=0)
+    team_head = f"{'TEAM':<{max(tw, 4)}}  " if teams else ""
     pieces: list = [
-        f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  EXIT     COMMAND"
+        f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  EXIT     "
+        f"{team_head}COMMAND"
     ]
     for s in rows:
         idle = "-" if s.get("idle_ms") is None else humanize.duration(s["idle_ms"] / 1000)
         pieces += [f"\n{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  "]
         pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
-        pieces += [f" {idle:>5}  {_exit_text(s):<7}  {' '.join(s.get('argv') or [])}"]
+        label = f"{teams.get(s['session'], '-'):<{max(tw, 4)}}  " if teams else ""
+        pieces += [f" {idle:>5}  {_exit_text(s):<7}  {label}{' '.join(s.get('argv') or [])}"]
     output.write(pieces)
 
 

@@ -83,6 +83,9 @@ def screen_lines(frame: dict) -> list[Text]:
 
 class Dash(App):
     TITLE = "bench dash"
+    # Textual's command palette (^p) lists Textual's own commands (theme, screenshot),
+    # none of bench's: left out, with its footer hint. The keys are in the help (?).
+    ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: horizontal; }
     #left { width: 45%; min-width: 34; }
@@ -151,8 +154,13 @@ class Dash(App):
     def compose(self) -> ComposeResult:
         # The panes are kept as attributes, not looked up: a worker that finishes while
         # the app closes then updates a detached pane instead of failing a lookup.
+        # In a narrow pane (120 columns and less) the last wake and idle columns go
+        # first, then the job column is cut, then unread goes: handle, state, the job
+        # and pid always show.
         self.sessions_pane = Rows(
-            ["handle", "state", "unread", "idle", "last wake", "job", "pid"], id="sessions"
+            ["handle", "state", "unread", "idle", "last wake", "job", "pid"],
+            narrow=(("last wake", 0), ("idle", 0), ("job", 12), ("unread", 0), ("job", 4)),
+            id="sessions",
         )
         self.mail_pane = Rows(["sent", "st", "from", "subject"], id="mail")
         self.screen_pane = Lines(id="screen")
@@ -346,7 +354,11 @@ class Dash(App):
         while up in self.board.rows:  # a delegated job is drawn under its spawner
             name = "  " + (name if name.startswith(" ") else "└ " + name)
             up = self.board.rows[up].parent
-        return (name, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
+        cells = (name, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
+        if r.state == "running":
+            return cells
+        # An exited session is drawn dimmed (and after the live ones: Board.nested).
+        return tuple(Text(c.plain if isinstance(c, Text) else c, style="dim") for c in cells)
 
     def on_rows_highlighted(self, event: Rows.Highlighted) -> None:
         if event.pane.id == "sessions":

@@ -144,9 +144,10 @@ class Board:
         return True
 
     def nested(self) -> list[tuple[str, int]]:
-        """(handle, depth) with each session under the one that spawned it, by handle."""
+        """(handle, depth) with each session under the one that spawned it; among
+        siblings the live ones first, then the exited ones, each by handle."""
         kids: dict[str | None, list[str]] = {}
-        for h in sorted(self.rows):
+        for h in sorted(self.rows, key=lambda h: (self.rows[h].state != "running", h)):
             parent = self.rows[h].parent
             kids.setdefault(parent if parent in self.rows else None, []).append(h)
         out: list[tuple[str, int]] = []

@@ -36,9 +36,12 @@ class Rows(Lines, can_focus=True):
             super().__init__()
             self.pane, self.key = pane, key
 
-    def __init__(self, columns: list[str], **kw):
+    def __init__(self, columns: list[str], narrow: tuple[tuple[str, int], ...] = (), **kw):
         super().__init__(**kw)
         self.columns = columns
+        # When the pane is too narrow, in this order: (column, 0) leaves it out whole,
+        # (column, N) narrows it down to N (see fit): the columns that matter most stay.
+        self.narrow = tuple((columns.index(c), n) for c, n in narrow)
         self.keys: list[str] = []
         self.cells: list[tuple] = []
         self.cursor = 0
@@ -82,7 +85,8 @@ class Rows(Lines, can_focus=True):
             measured[id(row)] = old_len
             lens.append(old_len[1])
         self._lens = measured
-        widths = tuple(map(max, zip(*lens, strict=True)))  # a cell per column
+        # A width per column (0: left out), fitted to the pane.
+        widths = fit(tuple(map(max, zip(*lens, strict=True))), width, self.narrow)
         old = self._built.get(-1)  # the header row
         if old is not None and old[0] == (widths, width):
             head = old[1]
@@ -110,9 +114,11 @@ class Rows(Lines, can_focus=True):
     def _line(cells, widths, width: int) -> Text:
         t = Text(no_wrap=True, overflow="crop")
         for i, v in enumerate(cells):
+            if not widths[i]:
+                continue
             cell = v.copy() if isinstance(v, Text) else Text(str(v))  # the cells stay as given
             cell.truncate(widths[i], overflow="ellipsis", pad=True)
-            if i:
+            if len(t):
                 t.append("  ")
             t.append(cell)
         t.truncate(width, pad=True)
@@ -148,3 +154,23 @@ class Rows(Lines, can_focus=True):
 
     def on_resize(self) -> None:
         self.show()
+
+
+def fit(widths: tuple, width: int, steps: tuple[tuple[int, int], ...]) -> tuple:
+    """Column widths for a pane `width` wide (two spaces between columns). Each step,
+    until the columns fit, is (column, narrowest): narrowest 0 leaves the column out,
+    any other number narrows the column by what is too much, down to that width."""
+    out = list(widths)
+
+    def total() -> int:
+        shown = [w for w in out if w]
+        return sum(shown) + 2 * (len(shown) - 1)
+
+    for i, narrowest in steps:
+        if total() <= width:
+            break
+        if not narrowest:
+            out[i] = 0
+        elif out[i]:
+            out[i] = max(min(narrowest, out[i]), out[i] - (total() - width))
+    return tuple(out)

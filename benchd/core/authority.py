@@ -98,19 +98,21 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
         return
     what = OPERATOR_ONLY.get(type(req))
     if what is not None:
-        raise WireError("forbidden", f"only the operator may {what}; a session may not")
+        raise WireError("forbidden", f"a session may not {what}: that is the operator's")
     if isinstance(req, (m.MailList, m.MailRead)):
         if req.handle is not None and req.handle != caller.handle:
             raise WireError(
                 "forbidden",
-                f"a session reads only its own mailbox ({caller.handle}), not {req.handle}",
+                f"a session may read only its own mailbox ({caller.handle}), "
+                f"not {req.handle}'s: that is the operator's",
             )
         return
     if isinstance(req, m.MailSearch):
         if req.handle is not None and req.handle != caller.handle:
             raise WireError(
                 "forbidden",
-                f"a session searches only its own mail ({caller.handle}), not {req.handle}",
+                f"a session may search only its own mail ({caller.handle}), "
+                f"not {req.handle}'s: that is the operator's",
             )
         return
     if isinstance(req, m.SessionTail):
@@ -135,13 +137,16 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
         if not _is_self(caller, req.handle):
             raise WireError(
                 "forbidden",
-                "a session may end only itself and the jobs it started (and theirs)",
+                f"a session may end only itself ({caller.handle}) and the jobs it "
+                f"started (and theirs), not {req.handle}: that is the operator's",
             )
         if req.cancel:
             raise WireError(
                 "forbidden",
-                "only the operator may cancel a job; a session may end "
-                "itself (its job then settles with its exit)",
+                "a session may not cancel a job (it may end itself: its job then "
+                "settles with its exit): that is the operator's",
             )
         return
-    raise WireError("forbidden", f"{req.__struct_config__.tag} is the operator's")
+    raise WireError(
+        "forbidden", f"a session may not use {req.__struct_config__.tag}: that is the operator's"
+    )

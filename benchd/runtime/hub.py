@@ -61,7 +61,11 @@ class Hub:
             self.log.exception(what, kind=record.get("kind"))
 
     def follow(self, kind: str | None) -> Subscriber[Record]:
-        """A follower of every record (or of one kind), until it closes or falls behind."""
+        """A follower of every record (or of one kind or kind prefix), until it closes or
+        falls behind."""
         if kind is None:
             return self.followers.subscribe(FOLLOWER_QUEUE)
-        return self.followers.subscribe(FOLLOWER_QUEUE, lambda r: r.get("kind") == kind)
+        # A kind, or a prefix of kinds (`job/`): no kind is a prefix of another.
+        return self.followers.subscribe(
+            FOLLOWER_QUEUE, lambda r: str(r.get("kind")).startswith(kind)
+        )

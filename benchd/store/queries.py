@@ -3,6 +3,10 @@ what the mail handlers ask of it, with no SQL or connection in sight.
 
 Two rules apply, and they live here so no caller repeats them:
 
+- Messages the index holds but could not commit yet (a full disk, a lock held
+  elsewhere) are in its pending layer, not in the search tables: `locate` and `thread`
+  add them (`_uncommitted`), so a message `mail read` returns is found by `mail thread`
+  too, while commits fail.
 - A failed read is the index's to handle (`Index.read`: corruption sets the file aside
   and rebuilds it from the files, then the read runs again).
 - The search tables are written with the index's commits, so a search, a thread or a
@@ -38,11 +42,75 @@ class MailQueries:
 
     def locate(self, mail_id: str) -> list[search.Place]:
         """Where a message is: each mailbox holding a copy (an id names one message)."""
-        return self._committed(lambda w: search.locate(w, mail_id))
+        found = self._committed(lambda w: search.locate(w, mail_id))
+        if found or not self.index.pending.ops:
+            return found
+        held = self._uncommitted().get(mail_id, [])
+        return [search.Place(x.handle, x.in_reply_to, x.sender) for x in held]
 
     def thread(self, mail_id: str, cap: int) -> threads.Slice:
         """The neighbourhood of a message in its thread, at most `cap` messages."""
+        part = self.thread_committed(mail_id, cap)
+        if not self.index.pending.ops:
+            return part
+        return self._with_uncommitted(part, mail_id, cap)
+
+    def thread_committed(self, mail_id: str, cap: int) -> threads.Slice:
         return self._committed(lambda w: threads.thread(w, mail_id, cap))
+
+    def _uncommitted(self) -> dict[str, list[threads.Link]]:
+        """The messages in the pending layer (not committed yet), by id: their links."""
+        rows = self.index.pending.rows
+        out: dict[str, list[threads.Link]] = {}
+        for op, args in self.index.pending.ops:
+            if op != "text":
+                continue
+            handle, mail_id, sender, in_reply_to = args[0], args[1], args[2], args[5]
+            if rows.get((handle, mail_id)) is not None:  # not removed since
+                out.setdefault(mail_id, []).append(
+                    threads.Link(handle, mail_id, sender, in_reply_to)
+                )
+        return out
+
+    def _with_uncommitted(self, part: threads.Slice, mail_id: str, cap: int) -> threads.Slice:
+        """`part` with the uncommitted messages of the thread added: the message itself
+        and its uncommitted ancestors (up to the first committed one, whose committed
+        thread is taken), and the uncommitted replies to any of them. Bounded by `cap`:
+        at most `cap` steps up, and the answer cut to `cap` messages around the message."""
+        held = self._uncommitted()
+        links = {(x.handle, x.mail_id): x for x in part.links}
+        cut = part.cut
+        if held and not any(x.mail_id == mail_id for x in part.links):
+            up: str | None = mail_id
+            for _ in range(cap):
+                if up is None or up not in held:
+                    break
+                for x in held[up]:
+                    links[(x.handle, x.mail_id)] = x
+                up = held[up][0].in_reply_to
+            if up is not None and up not in held:  # committed: its thread from the tables
+                above = self.thread_committed(up, cap)
+                links.update({(x.handle, x.mail_id): x for x in above.links})
+                cut = cut or above.cut
+            elif up is not None:  # more uncommitted ancestors than `cap`
+                cut = True
+        ids = {k[1] for k in links}
+        grew = bool(ids)
+        while grew and len(ids) <= cap:  # uncommitted replies, ring by ring
+            grew = False
+            for rid, copies in held.items():
+                if rid not in ids and copies[0].in_reply_to in ids:
+                    ids.add(rid)
+                    links.update({(x.handle, x.mail_id): x for x in copies})
+                    grew = True
+        if len(links) == len(part.links):
+            return part
+        ordered = sorted(links.values(), key=lambda x: (x.mail_id, x.handle))
+        if len({x.mail_id for x in ordered}) <= cap:
+            return threads.Slice(ordered, cut=cut)
+        at = next((i for i, x in enumerate(ordered) if x.mail_id == mail_id), 0)
+        lo = max(0, min(at - cap // 2, len(ordered) - cap))
+        return threads.Slice(ordered[lo : lo + cap], cut=True)
 
     def search(
         self,

@@ -162,11 +162,11 @@ def test_paging_hint_carries_the_options_that_shaped_the_listing(daemon):
     assert r.rc == 0, r
     foot = r.out.strip().splitlines()[-1]
     assert foot.startswith(
-        "5 of 12 all for pg; more: bench mail list --handle pg --state all --limit 5 --cursor "
+        "5 of 12 messages for pg; more: bench mail list --handle pg --state all --limit 5 --cursor "
     ), foot
     hint = foot.split("more: bench ", 1)[1].split()
     nxt = daemon.bench(*hint)
-    assert nxt.rc == 0 and "5 of 12 all for pg" in nxt.out, nxt  # pg's, not the operator's
+    assert nxt.rc == 0 and "5 of 12 messages for pg" in nxt.out, nxt  # pg's, not the operator's
 
 
 def test_mail_list_has_a_header_human_sizes_and_stays_aligned(daemon):

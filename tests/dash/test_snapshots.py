@@ -113,3 +113,40 @@ def test_the_readme_picture_is_made_from_the_current_snapshot():
     with open(SOURCE) as f:
         recorded = f.read().split()[0]
     assert recorded == svg_digest(), "the snapshot changed: run just dash-screenshot"
+
+
+def _sessions_text(size):
+    import asyncio
+
+    async def go():
+        app = canned_app()
+        async with app.run_test(size=size) as pilot:
+            await loaded(pilot)
+            footer = " ".join(str(w.render()) for w in app.query("FooterKey"))
+            return [t.plain for t in app.sessions_pane.texts], footer
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
+def test_the_sessions_pane_keeps_job_and_pid_and_lists_exited_sessions_last(size):
+    lines, footer = _sessions_text(size)
+    head, rows = lines[0].split(), lines[1:]
+    assert head[:2] == ["handle", "state"] and head[-2:] == ["job", "pid"], lines
+    for line, pid in zip(rows, ("4101", "4102", "4103", "4104"), strict=True):
+        assert line.rstrip().endswith(pid), lines  # the pid whole, never cut
+    assert "job->alice" in rows[2]  # carol's job
+    # the exited session (fixer, exit 0) after every live one
+    assert rows[-1].startswith("fixer") and "exit 0" in rows[-1]
+    assert "palette" not in footer, footer
+
+
+def test_a_narrow_pane_leaves_columns_out_in_order_then_cuts():
+    from bench_cli.dash.rows import fit
+
+    steps = ((4, 0), (3, 0), (5, 12), (2, 0), (5, 4))
+    widths = (6, 7, 6, 4, 14, 27, 4)  # handle state unread idle wake job pid
+    assert fit(widths, 200, steps) == widths
+    assert fit(widths, 70, steps) == (6, 7, 6, 4, 0, 27, 4)
+    assert fit(widths, 52, steps) == (6, 7, 6, 0, 0, 21, 4)
+    assert fit(widths, 34, steps) == (6, 7, 0, 0, 0, 11, 4)

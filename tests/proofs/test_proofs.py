@@ -36,6 +36,22 @@ def test_mail_proof_ring_of_standins():
     assert kinds == ["mail/sent", "agent/woken"] * 3 + ["mail/sent", "mail/read"]
 
 
+def test_mail_proof_from_the_example_team_file():
+    # `just mail-proof --file examples/ring.toml`: the ring started by `bench up -f`.
+    p = run_module("tools.proofs.mail_proof", "--file", "examples/ring.toml")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "collected 'number 103'" in p.stdout
+    assert "mail-proof: ok: 100 -> 103 through alice -> bob -> carol" in p.stdout
+
+
+def test_delegate_proof_trail_shows_values_as_bench_events_does():
+    p = run_module("tools.proofs.delegate_proof")
+    assert p.returncode == 0, p.stdout + p.stderr
+    trail = p.stdout.split("event trail:")[1]
+    assert "=False" not in trail and "=True" not in trail and "=['" not in trail, trail
+    assert "recovered=false" in trail  # job/settled, as `bench events` prints it
+
+
 def test_mail_proof_fails_loudly(tmp_path):
     # A ring that cannot close (a timeout far too short) exits non-zero with a reason.
     p = run_module("tools.proofs.mail_proof", "--timeout", "0.01")

@@ -161,3 +161,32 @@ def test_without_a_family_a_session_has_no_descendants():
     # The default family knows no sessions: nothing below anyone.
     with pytest.raises(WireError):
         authority.check(who("alice"), m.SessionKill(handle="alice.1"))
+
+
+# ------------------------------------------------------------------ one form of refusal
+
+
+@pytest.mark.parametrize(
+    "req",
+    [
+        m.SessionTail(handle="bob"),
+        m.SessionType(handle="bob", text="x"),
+        m.SessionKill(handle="bob"),
+        m.SessionKill(handle="alice", cancel=True),
+        m.MailList(handle="bob"),
+        m.MailSearch(query="x", handle="bob"),
+        m.Stop(),
+        m.SessionPrune(),
+        m.Spawn(argv=["sh"]),
+    ],
+    ids=lambda r: r.__struct_config__.tag,
+)
+def test_every_refusal_has_one_form(req):
+    # "a session may <do> only <what it may>, not <this>: that is the operator's"
+    with pytest.raises(WireError) as got:
+        authority.check(who("alice"), req, family)
+    text = got.value.message
+    assert text.startswith("a session may "), text
+    assert text.endswith(("that is the operator's", "those are the operator's")), text
+    if getattr(req, "handle", None) == "bob":
+        assert "not bob" in text and "(alice)" in text or "jobs it started" in text, text

@@ -35,7 +35,7 @@ def test_an_event_line_names_its_parties_before_its_long_ids():
         "live": True,
     }
     line = event_line(sent)
-    assert line.startswith("41 11:00:00 mail/sent      bob -> alice  live=True mail_id=")
+    assert line.startswith("41 11:00:00 mail/sent      bob -> alice  live=true mail_id=")
     assert line.index("mail_id=") < line.index("key=") < line.index("path=")
     woken = {
         "seq": 42,
@@ -74,6 +74,31 @@ def test_an_event_line_names_its_parties_before_its_long_ids():
         "signal": None,
     }
     assert "signal" not in event_line(exited)
+
+
+def test_the_pane_bench_events_and_the_proof_trail_show_values_alike():
+    # The pane used to print Python values: recovered=False, argv=['sleep', '600'].
+    from bench_cli.eventtext import format_event
+    from tools.proofs.common import timeline
+
+    ev = {
+        "seq": 7,
+        "ts": 1796036400000,
+        "kind": "session/spawned",
+        "handle": "w1",
+        "recovered": False,
+        "job": True,
+        "argv": ["sleep", "600"],
+        "note": "two words",
+        "signal": 1,
+    }
+    pane = event_line(ev)
+    cli = "".join(format_event(ev))
+    trail = timeline([dict(ev, kind="daemon/started")])
+    for want in ("recovered=false", "job=true", "argv=sleep,600", 'note="two words"'):
+        assert want in pane and want in cli and want in trail, want
+    assert "signal=SIGHUP" in pane and "signal=SIGHUP" in cli
+    assert "False" not in pane + trail and "[" not in pane + trail
 
 
 def test_a_past_wake_leaves_the_snapshots_idle_time_alone():

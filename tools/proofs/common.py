@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 
+from bench_cli import eventtext
 from tests.support.daemon import BENCH, BIN
 from tests.support.wait import wait_for as support_wait_for
 
@@ -137,7 +138,10 @@ def timeline(events: list[dict], kinds: set[str] | None = None) -> str:
         elif k in ("session/spawned", "session/exited"):
             what = f"{e['handle']} ({e['session']})"
         else:
-            what = " ".join(f"{a}={b}" for a, b in e.items() if a not in ("seq", "ts", "kind"))
+            what = " ".join(  # as `bench events` and the dashboard show them
+                f"{a}={eventtext.field(a, b)}"
+                for a, b in eventtext.fields(e, ("seq", "ts", "kind"))
+            )
         stamp = f"+{rel:.3f}s"
         out.append(f"  {stamp:>10}  {k:<20} {what}")
     return "\n".join(out)

@@ -10,6 +10,7 @@ reason, on any deviation or timeout. A fresh BENCH_DIR is used and removed after
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -48,8 +49,22 @@ def check_trail(events: list[dict], names: list[str]) -> None:
         raise ProofFailed("the operator's mail/read of the last hop is missing")
 
 
+def spawn_from_file(bench, path: str) -> tuple[list[str], dict]:
+    """`bench up -f FILE`: the daemon (already up) and the file's agents, in its order."""
+    a = bench.run("up", "-f", path)
+    started = [r for r in a["team"] if r["status"] == "started"]
+    if len(started) != len(a["team"]):
+        raise ProofFailed(f"bench up -f {path} did not start every agent: {a['team']}")
+    return [r["name"] for r in started], {r["name"]: r for r in started}
+
+
 def run(
-    agents: str | None, timeout: float, keep: bool, daemon_opts: list[str], via: str = "shell"
+    agents: str | None,
+    timeout: float,
+    keep: bool,
+    daemon_opts: list[str],
+    via: str = "shell",
+    team_file: str | None = None,
 ) -> int:
     real = None
     names = RING
@@ -62,7 +77,12 @@ def run(
         with TempDaemon(*daemon_opts, keep=keep) as bench:
             print(f"BENCH_DIR {bench.dir}")
             try:
-                sessions = spawn_standins(bench, names) if real is None else real.spawn(bench)
+                if team_file is not None:
+                    names, sessions = spawn_from_file(bench, team_file)
+                elif real is None:
+                    sessions = spawn_standins(bench, names)
+                else:
+                    sessions = real.spawn(bench)
                 for name in names:
                     s = sessions[name]
                     print(f"spawned {name:<6} session {s['session']} pid {s['pid']}")
@@ -127,13 +147,21 @@ def main(argv: list[str] | None = None) -> int:
         help="mcp: agents with an MCP client (Claude Code, Codex) answer through "
         "`bench mcp` and have no shell tool; pi keeps its shell",
     )
+    p.add_argument(
+        "--file",
+        metavar="TOML",
+        help="start the ring from a team file (bench up -f), e.g. examples/ring.toml",
+    )
     args = p.parse_args(argv)
+    if args.file and args.agents:
+        p.error("--file and --agents: the file names the agents")
     if args.via == "mcp" and not args.agents:
         p.error("--via mcp needs --agents (the stand-ins have no MCP client)")
     timeout = args.timeout or (240.0 if args.agents else 60.0)
     gate = args.idle_gate or ("1.0" if args.agents else "0.5")
     try:
-        return run(args.agents, timeout, args.keep, ["--idle-gate", gate], args.via)
+        team_file = os.path.abspath(args.file) if args.file else None
+        return run(args.agents, timeout, args.keep, ["--idle-gate", gate], args.via, team_file)
     except ProofFailed as err:
         print(f"\nmail-proof: FAILED: {err}", file=sys.stderr)
         return 1

@@ -11,8 +11,13 @@ from benchd.server.services import Handlers, Services
 
 async def events(svc: Services, conn: Connection, caller: Caller, req: m.EventsRead) -> None:
     """The log from `since`, then (follow) live events until the client goes away."""
-    if req.kind is not None and req.kind not in m.EVENT_KINDS:
-        raise WireError("bad-request", f"unknown event kind {req.kind!r}")
+    if req.kind is not None and not _known(req.kind):
+        prefixes = sorted({k.split("/")[0] + "/" for k in m.EVENT_KINDS})
+        raise WireError(
+            "bad-request",
+            f"unknown event kind {req.kind!r}: give a kind (mail/sent) or a kind prefix "
+            f"ending in / ({', '.join(prefixes)})",
+        )
     if req.limit is not None and req.limit < 1:
         raise WireError("bad-limit", "limit must be at least 1")
     follower = svc.hub.follow(req.kind) if req.follow else None
@@ -22,7 +27,7 @@ async def events(svc: Services, conn: Connection, caller: Caller, req: m.EventsR
         last = req.since
         sent = 0
         for record in svc.eventlog.read_since(req.since, upto=svc.eventlog.published_seq):
-            if req.kind is None or record.get("kind") == req.kind:
+            if req.kind is None or str(record.get("kind")).startswith(req.kind):
                 await conn.send(m.EventFrame(id=req.id, event=record))
                 sent += 1
                 if req.limit is not None and sent >= req.limit:
@@ -55,6 +60,14 @@ async def _follow(
 
     # The client says nothing more on a follow stream; its leaving ends the stream.
     await conn.while_present(stream)
+
+
+def _known(kind: str) -> bool:
+    """A kind, or a prefix of kinds ending in / (`job/`), as the dashboard's filter takes.
+    No kind is a prefix of another, so matching by prefix keeps a whole kind exact."""
+    if kind in m.EVENT_KINDS:
+        return True
+    return kind.endswith("/") and any(k.startswith(kind) for k in m.EVENT_KINDS)
 
 
 HANDLERS: Handlers = {m.EventsRead: events}

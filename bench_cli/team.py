@@ -1,0 +1,468 @@
+"""The team file: `bench up -f bench.toml` starts the daemon and the agents a file names.
+
+    [daemon]                 # `bench up` options, without their dashes
+    idle-gate = 1.5
+
+    [agents.alice]           # the table's name is the session's handle
+    agent = "claude"         # a preset; the command defaults to its name
+    command = ["claude"]     # or one string, split like a shell line
+    cwd = "."                # relative to the file's directory
+    env = { FOO = "1" }
+    task = "Review PR 12"    # the first task, as mail: the session is a job
+    reply-to = ["bob"]       # owed a reply when the job ends
+
+The format and its behaviour are in docs/team.md. Which sessions a file started is
+recorded in $BENCH_DIR/team.json (session id -> file, name and entry), so that `bench up
+-f` again tells "already running" from "changed" and `bench ps` can show where a session
+came from. The record is a label, not an authority: nothing is decided by it but what
+`up` reports and what `down -f` stops.
+"""
+
+import json
+import os
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+
+from bench_wire import messages as m
+from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
+from bench_wire.errors import WireError
+
+DEFAULT_FILE = "bench.toml"
+RECORD = "team.json"
+FILE_MAX = 1 << 20  # a team file larger than 1 MiB is refused, not read
+AGENTS_MAX = 256  # agents one file may name
+
+# key -> (what the value must be, as said in an error)
+AGENT_KEYS = {
+    "command": "a string or a list of strings",
+    "agent": "a string",
+    "cwd": "a string",
+    "env": "a table of strings",
+    "ready": "a string",
+    "rows": "an integer",
+    "cols": "an integer",
+    "task": "a string",
+    "task-file": "a string",
+    "subject": "a string",
+    "reply-to": "a string or a list of strings",
+    "key": "a string",
+    "deadline": "a duration",
+}
+# Keys the format knows that this bench cannot honour yet: refused, never ignored.
+UNSUPPORTED = {"deadline": "bench spawn has no --deadline in this version"}
+
+
+@dataclass
+class Agent:
+    name: str
+    line: int  # of its [agents.NAME] header
+    argv: list[str]
+    agent: str | None = None
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    ready: str | None = None
+    rows: int = 40
+    cols: int = 120
+    task: str | None = None
+    subject: str = ""
+    reply_to: list[str] = field(default_factory=list)
+    key: str | None = None
+
+    def entry(self) -> dict:
+        """What `bench up -f` compares with the recorded entry of a running session."""
+        return {
+            "command": self.argv,
+            "agent": self.agent,
+            "cwd": self.cwd,
+            "env": self.env,
+            "ready": self.ready,
+            "rows": self.rows,
+            "cols": self.cols,
+            "task": self.task,
+            "subject": self.subject,
+            "reply-to": self.reply_to,
+            "key": self.key,
+        }
+
+    def spawn(self) -> m.Spawn:
+        job = None
+        if self.task is not None:
+            job = m.JobMailSpec(
+                body=self.task, subject=self.subject, key=self.key, reply_to=self.reply_to
+            )
+        return m.Spawn(
+            argv=self.argv,
+            name=self.name,
+            cwd=self.cwd,
+            env=self.env,
+            ready=self.ready,
+            rows=self.rows,
+            cols=self.cols,
+            agent=self.agent,
+            job=job,
+        )
+
+
+@dataclass
+class Team:
+    path: str  # absolute
+    daemon: dict  # option_dest name -> value, as @daemon_options passes them
+    agents: list[Agent]
+
+
+# ---------------------------------------------------------------- reading the file
+
+
+class _Source:
+    """The file's text, to find the line a key is on (tomllib gives values, no lines)."""
+
+    def __init__(self, path: str, text: str):
+        self.path = path
+        self.lines = text.splitlines()
+
+    def error(self, line: int, key: str, what: str) -> WireError:
+        return WireError("bad-team-file", f"{self.path}:{line}: {key}: {what}")
+
+    def header(self, table: tuple[str, ...]) -> int:
+        """The line of `[a.b]` (1-based); 0 when the table has no header of its own."""
+        parts = r"\s*\.\s*".join(_key_pattern(p) for p in table)
+        pat = re.compile(rf"^\s*\[\s*{parts}\s*\]")
+        for i, line in enumerate(self.lines):
+            if pat.match(line):
+                return i + 1
+        return 0
+
+    def line_of(self, table: tuple[str, ...], key: str) -> int:
+        """The line `key = ...` is on inside `table` (its header's line, or 1, if not found)."""
+        start = self.header(table) if table else 0
+        pat = re.compile(rf"^\s*{_key_pattern(key)}\s*=")
+        for i in range(start, len(self.lines)):
+            text = self.lines[i]
+            if text.lstrip().startswith("["):
+                break  # the next table
+            if pat.match(text):
+                return i + 1
+        # A dotted key (`agents.alice.cwd = ...`) or an inline table: the key's name.
+        loose = re.compile(rf"(^|[.{{,\s]){_key_pattern(key)}\s*=")
+        for i, text in enumerate(self.lines):
+            if loose.search(text):
+                return i + 1
+        return start or 1
+
+    def table_at(self, line: int) -> str:
+        """The table the given line lies in, as a dotted name ('' at the top)."""
+        for text in reversed(self.lines[: max(line, 1)]):
+            got = re.match(r"^\s*\[+\s*([^\]]+?)\s*\]", text)
+            if got:
+                return got.group(1).replace('"', "").replace(" ", "")
+        return ""
+
+
+def _key_pattern(key: str) -> str:
+    q = re.escape(key)
+    return rf"(?:{q}|\"{q}\"|'{q}')"
+
+
+def find_file(given: str | None) -> str | None:
+    """The team file `bench up` uses: -f's, else ./bench.toml when it exists, else None."""
+    if given is not None:
+        return os.path.abspath(given)
+    return os.path.abspath(DEFAULT_FILE) if os.path.isfile(DEFAULT_FILE) else None
+
+
+def load(path: str) -> Team:
+    """Read and check a team file; every problem is a bad-team-file naming file, line, key."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(FILE_MAX + 1)
+    except OSError as err:
+        raise WireError("bad-team-file", f"cannot read {path}: {err.strerror or err}") from None
+    if len(raw) > FILE_MAX:
+        raise WireError("bad-team-file", f"{path} is larger than {FILE_MAX:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise WireError("bad-team-file", f"{path} is not UTF-8 text ({err.reason})") from None
+    src = _Source(path, text)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        msg = str(err)
+        at = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        end = re.search(r"\(at end of document\)", msg)
+        line = int(at.group(1)) if at else len(src.lines) if end else 1
+        cut = at or end
+        reason = msg[: cut.start()].strip() if cut else msg
+        where = src.table_at(line)
+        here = src.lines[line - 1] if 0 < line <= len(src.lines) else ""
+        key = here.split("=", 1)[0].strip() if "=" in here else ""
+        name = ".".join(p for p in (where, key) if p) or "(top)"
+        col = f", column {at.group(2)}" if at else ""
+        raise src.error(line, name, f"invalid TOML: {reason}{col}") from None
+    for k in doc:
+        if k not in ("daemon", "agents"):
+            raise src.error(
+                src.header((k,)) or src.line_of((), k),
+                k,
+                "unknown key; a team file has [daemon] and [agents.NAME] tables",
+            )
+    daemon = _daemon(src, doc.get("daemon", {}))
+    agents_doc = doc.get("agents", {})
+    if not isinstance(agents_doc, dict):
+        raise src.error(src.line_of((), "agents"), "agents", "must be tables [agents.NAME]")
+    if len(agents_doc) > AGENTS_MAX:
+        raise src.error(1, "agents", f"more than {AGENTS_MAX} agents in one file")
+    base = os.path.dirname(path)
+    agents = [_agent(src, base, name, entry) for name, entry in agents_doc.items()]
+    return Team(path=path, daemon=daemon, agents=agents)
+
+
+def _daemon(src: _Source, doc: object) -> dict:
+    if not isinstance(doc, dict):
+        raise src.error(src.line_of((), "daemon"), "daemon", "must be a table [daemon]")
+    types = {flag: typ for flag, _env, typ, _d, _h in DAEMON_OPTIONS}
+    out: dict = {}
+    for k, v in doc.items():
+        line = src.line_of(("daemon",), k)
+        flag = f"--{k}"
+        if k in ("node", "bridge"):
+            if not isinstance(v, str):
+                raise src.error(line, f"daemon.{k}", f"must be a string, not {_kind(v)}")
+            out["node" if k == "node" else "bridge_url"] = v
+            continue
+        typ = types.get(flag)
+        if typ is None:
+            known = ", ".join(sorted([f[2:] for f in types] + ["node", "bridge"]))
+            raise src.error(line, f"daemon.{k}", f"unknown key; known: {known}")
+        ok = isinstance(v, int) and not isinstance(v, bool)
+        if typ is float:
+            ok = ok or isinstance(v, float)
+        if not ok:
+            want = "an integer" if typ is int else "a number"
+            raise src.error(line, f"daemon.{k}", f"must be {want}, not {_kind(v)}")
+        problem = option_problem(flag, v)
+        if problem:
+            raise src.error(line, f"daemon.{k}", problem)
+        out[option_dest(flag)] = typ(v)
+    return out
+
+
+def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
+    table = ("agents", name)
+    where = f"agents.{name}"
+    head = src.header(table) or src.line_of(("agents",), name)
+    if not isinstance(doc, dict):
+        raise src.error(head, where, f"must be a table [agents.{name}], not {_kind(doc)}")
+
+    def bad(k: str, what: str) -> WireError:
+        return src.error(src.line_of(table, k), f"{where}.{k}", what)
+
+    for k, v in doc.items():
+        if k not in AGENT_KEYS:
+            raise bad(k, f"unknown key; known: {', '.join(AGENT_KEYS)}")
+        if k in UNSUPPORTED:
+            raise bad(k, f"not supported: {UNSUPPORTED[k]}")
+        if not _fits(k, v):
+            raise bad(k, f"must be {AGENT_KEYS[k]}, not {_kind(v)}")
+    command = doc.get("command")
+    agent = doc.get("agent")
+    if command is None and agent is None:
+        raise src.error(head, where, "needs a command (or an agent preset to run by name)")
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as err:
+            raise bad("command", f"cannot be split like a shell line: {err}") from None
+    else:
+        argv = list(command) if command is not None else [str(agent)]
+    if not argv or not argv[0]:
+        raise bad("command", "must not be empty")
+    task = doc.get("task")
+    if "task-file" in doc:
+        if task is not None:
+            raise bad("task-file", "give task or task-file, not both")
+        task_path = os.path.join(base, doc["task-file"])
+        try:
+            with open(task_path, encoding="utf-8") as f:
+                task = f.read()
+        except (OSError, UnicodeDecodeError) as err:
+            raise bad("task-file", f"cannot read {task_path}: {err}") from None
+    reply_to = doc.get("reply-to", [])
+    reply_to = [reply_to] if isinstance(reply_to, str) else list(reply_to)
+    for k in ("reply-to", "subject", "key"):
+        if k in doc and task is None:
+            raise bad(k, "needs a task (the job's first mail)")
+    return Agent(
+        name=name,
+        line=head,
+        argv=argv,
+        agent=agent,
+        cwd=os.path.normpath(os.path.join(base, os.path.expanduser(doc.get("cwd", ".")))),
+        env=dict(doc.get("env", {})),
+        ready=doc.get("ready"),
+        rows=doc.get("rows", 40),
+        cols=doc.get("cols", 120),
+        task=task,
+        subject=doc.get("subject", ""),
+        reply_to=reply_to,
+        key=doc.get("key"),
+    )
+
+
+def _fits(k: str, v: object) -> bool:
+    if k in ("rows", "cols"):
+        return isinstance(v, int) and not isinstance(v, bool)
+    if k == "env":
+        return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+    if k in ("command", "reply-to"):
+        return isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+    if k == "deadline":
+        return True  # refused as unsupported before its type matters
+    return isinstance(v, str)
+
+
+def _kind(v: object) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    names.update({list: "a list", dict: "a table"})
+    return names.get(type(v), type(v).__name__)
+
+
+# ---------------------------------------------------------------- the record
+
+
+def records(bench_dir: str) -> dict[str, dict]:
+    """Session id -> {file, name, entry} for the sessions team files started."""
+    try:
+        fd = os.open(os.path.join(bench_dir, RECORD), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            doc = json.loads(f.read(FILE_MAX))
+        got = doc.get("sessions", {})
+        return {k: v for k, v in got.items() if isinstance(v, dict)}
+    except (OSError, ValueError, AttributeError):
+        return {}  # none yet, or unreadable: nothing is labelled
+
+
+def _write_records(bench_dir: str, recs: dict[str, dict]) -> None:
+    """Replace team.json whole (a fresh O_EXCL file renamed over it: a link planted at
+    either name is never followed). A failure costs only the labels: said on stderr."""
+    import sys
+    import tempfile
+
+    path = os.path.join(bench_dir, RECORD)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".team.", dir=bench_dir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"sessions": recs}, f)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:
+        print(f"bench: warning: cannot record the team in {path}: {err}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- up and down
+
+
+def up(bench_dir: str, team: Team, call) -> list[dict]:
+    """Spawn each agent of `team` not running yet; what was done for each, in file order.
+
+    A running session of the agent's name is left as it is: reported `running`, or
+    `changed` (with the keys that differ) when the file's entry is no longer the one it
+    was started from. `call(bench_dir, request)` is the CLI's request helper."""
+    listed = call(bench_dir, m.SessionList())["sessions"]
+    running = {s["handle"]: s for s in listed if s["state"] == "running"}
+    live_ids = {s["session"] for s in listed if s["state"] == "running"}
+    recs = {k: v for k, v in records(bench_dir).items() if k in live_ids}
+    results = []
+    try:
+        for agent in team.agents:
+            s = running.get(agent.name)
+            if s is None:
+                try:
+                    a = call(bench_dir, agent.spawn())
+                except WireError as err:
+                    if err.code != "handle-taken":
+                        raise WireError(
+                            err.code,
+                            f"{team.path}:{agent.line}: agents.{agent.name}: {err.message}",
+                        ) from None
+                    # Started concurrently (another `bench up -f`): running now.
+                    s = {"session": "?", "pid": 0, "argv": agent.argv}
+                else:
+                    recs[a["session"]] = {
+                        "file": team.path,
+                        "name": agent.name,
+                        "entry": agent.entry(),
+                    }
+                    results.append(_result(agent, "started", a["session"], a["pid"]))
+                    continue
+            rec = recs.get(s["session"])
+            if rec is not None and rec.get("name") == agent.name:
+                want = agent.entry()
+                have = rec.get("entry") or {}
+                changed = [k for k in want if have.get(k) != want[k]]
+                if rec.get("file") != team.path:
+                    changed.insert(0, f"file {rec.get('file')}")
+            else:
+                changed = [] if list(s.get("argv") or []) == agent.argv else ["command"]
+            status = "changed" if changed else "running"
+            r = _result(agent, status, s["session"], s["pid"])
+            r["from_file"] = rec is not None
+            if changed:
+                r["changed"] = changed
+            results.append(r)
+    finally:
+        _write_records(bench_dir, recs)
+    return results
+
+
+def _result(agent: Agent, status: str, session: str, pid: int) -> dict:
+    return {"name": agent.name, "status": status, "session": session, "pid": pid}
+
+
+def describe(results: list[dict], path: str) -> str:
+    """The per-agent lines `bench up -f` prints, like `docker compose up`'s."""
+    width = max((len(r["name"]) for r in results), default=0)
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    out = []
+    for r in results:
+        head = f"{r['status']:<8} {r['name']:<{width}}  session {r['session']}, pid {r['pid']}"
+        if r["status"] == "running" and not r.get("from_file", True):
+            head += " (not started from this file)"
+        if r["status"] == "changed":
+            head += (
+                f": its entry differs ({', '.join(r['changed'])}); left running as it is "
+                f"(bench kill {r['name']}, then bench up -f {shown}, to start it anew)"
+            )
+        out.append(head)
+    return "\n".join(out) if out else f"no agents in {shown}"
+
+
+def down(bench_dir: str, team: Team, call) -> list[dict]:
+    """End the running sessions this file started (its agents' names, by the record)."""
+    listed = call(bench_dir, m.SessionList())["sessions"]
+    live = {s["session"]: s for s in listed if s["state"] == "running"}
+    names = {a.name for a in team.agents}
+    ended = []
+    for sid, rec in records(bench_dir).items():
+        s = live.get(sid)
+        if s is None or rec.get("file") != team.path or rec.get("name") not in names:
+            continue
+        if s["handle"] != rec.get("name"):
+            continue
+        try:
+            call(bench_dir, m.SessionKill(handle=sid))
+        except WireError as err:
+            if err.code != "no-such-session":  # ended meanwhile: what was asked
+                raise
+        ended.append({"name": s["handle"], "session": sid, "pid": s["pid"]})
+    return ended
+
+
+def labels(bench_dir: str) -> dict[str, str]:
+    """Session id -> the team file that started it (for `bench ps`)."""
+    return {sid: str(r.get("file")) for sid, r in records(bench_dir).items() if r.get("file")}
