@@ -14,7 +14,7 @@ from collections.abc import Callable
 from bench_wire.errors import WireError
 from bench_wire.messages import LimitHit
 from benchd.core.limits import Limits, Refusal, SendLimits
-from benchd.runtime.committer import Committer, EventOp
+from benchd.runtime.committer import Batch, Committer, EventOp
 from benchd.runtime.logs import Log
 from benchd.store.index import Index
 
@@ -65,6 +65,17 @@ class Limiter:
         r = self.decide.mailbox(to, unread, unread_bytes, size)
         if r is not None:
             raise self._refuse(r, sender, to)
+
+    def admit(self, sender: str, to: str, size: int, batch: Batch) -> None:
+        """Where the batch commits: refuse a message that would take mailbox `to` past its
+        unread caps, counting what earlier sends of the same batch add; else count it."""
+        added = batch.unread.setdefault(to, [0, 0])
+        unread, unread_bytes = self.index.unread(to)
+        r = self.decide.mailbox(to, unread + added[0], unread_bytes + added[1], size)
+        if r is not None:
+            raise self._refuse(r, sender, to)
+        added[0] += 1
+        added[1] += size
 
     def charge(self, sender: str, operator: bool, n: int = 1) -> None:
         """Spend `n` sends of the sender's bucket, or refuse with rate-limited."""

@@ -58,6 +58,9 @@ class Mailroom:
         # is new is asked of the disk.
         self.boxes: set[str] = set()
         self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
+        # Checks a send against its mailbox's unread caps where its batch commits (the
+        # daemon gives it Limiter.admit): raises mailbox-full. None: uncapped (tests).
+        self.admit: Callable[[str, str, int, Batch], None] | None = None
 
     # ------------------------------------------------------------ paths
 
@@ -287,6 +290,7 @@ class SendOp(Op[SendOk]):
     # `bob@node2`), and `origin` on a copy from another node (benchd.runtime.outbound).
     address: str | None = None
     origin: str | None = None
+    capped = True  # a mailbox's unread caps apply (not to the outbound queue)
     meta: FrontMatter  # the front matter written (set by prepare)
 
     def __init__(
@@ -311,9 +315,18 @@ class SendOp(Op[SendOk]):
         # More events for the same commit, given the new id (a job reply's outbox/posted).
         self.also_log: Callable[[str], list[Event]] | None = None
 
+    def _admit(self, batch: Batch) -> None:
+        # Here, where the batch commits, every send before this one is counted (those of
+        # earlier batches in the index's tally, this batch's in `batch.unread`), so no
+        # number of concurrent sends takes a mailbox past its caps.
+        admit = self.room.admit
+        if self.capped and admit is not None:
+            admit(self.sender, self.to, len(self.body), batch)
+
     def check(self, ctx: Committer) -> None:
         room: Mailroom = self.room
         if self.key is None:
+            self._admit(ctx.batch)
             return
         seen = ctx.batch.keys
         first = seen.get((self.sender, self.key))
@@ -346,6 +359,7 @@ class SendOp(Op[SendOk]):
             self.resolved = True
             return
         seen[(self.sender, self.key)] = self  # a same-key resend now shares this op's fate
+        self._admit(ctx.batch)
 
     def prepare(self, batch: Batch) -> None:
         room: Mailroom = self.room

@@ -167,6 +167,7 @@ class Daemon:
         self.mailroom = Mailroom(
             os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
         )
+        self.mailroom.admit = self.limiter.admit  # the unread caps, where a batch commits
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
         self.stopping = False
