@@ -67,6 +67,15 @@ class Mailroom:
     def box(self, handle: str) -> str:
         return os.path.join(self.root, handle)
 
+    def exists(self, handle: str) -> bool:
+        """Whether mail to `handle` goes to a mailbox already there (or a live session's)."""
+        return (
+            handle in self.boxes
+            or handle == OPERATOR
+            or self.is_live(handle)
+            or os.path.isdir(self.box(handle))
+        )
+
     def path(self, handle: str, mail_id: str, state: int) -> str:
         sub = "read" if state == READ else "inbox"
         return os.path.join(self.root, handle, sub, mail_id + ".md")

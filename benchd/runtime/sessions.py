@@ -87,6 +87,7 @@ class Session:
         self.parent: str | None = None
         self.parent_handle: str | None = None
         self.lineage: tuple[str, ...] = ()
+        self.root_handle: str | None = None  # the handle of its tree's root (a job's)
         self.outcome: str | None = None  # its job's, once settled
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]

@@ -12,9 +12,9 @@ from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
 from benchd.core.caller import Caller
 from benchd.core.names import check_mail_id, is_handle
+from benchd.runtime.bounces import is_bounce
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import OUTBOUND
-from benchd.runtime.bounces import is_bounce
 from benchd.runtime.outbound import PULL_MAX, ForwardOp
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
