@@ -80,7 +80,11 @@ class Quota:
         recent = self._window(parent if root is None else root, now)
         if len(recent) >= lim.per_hour:
             wait = int(recent[0] + WINDOW_S - now) + 1
-            who = parent_handle if root in (None, parent) else f"{parent_handle}'s tree"
+            who = (
+                f"{parent_handle}'s tree"
+                if root in (None, parent)
+                else f"the tree {parent_handle} is in"
+            )
             raise Refused(
                 "rate-limited",
                 f"{who} has spawned {lim.per_hour} jobs in the last hour "

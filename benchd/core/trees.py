@@ -62,6 +62,7 @@ class HourWindow:
         return sum(amount for _, amount in self.slots)
 
     def add(self, now: float, amount: float) -> None:
+        self._trim(now)
         minute = now // SLOT_S
         if self.slots and self.slots[-1][0] == minute:
             self.slots[-1][1] += amount
