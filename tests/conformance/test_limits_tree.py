@@ -8,7 +8,7 @@ never on the clock."""
 import os
 import shlex
 
-from tests.conformance.test_delegation import LONG, Shell, replies, spawn_cmd, task
+from tests.conformance.test_delegation import Shell, replies, spawn_cmd, task
 from tests.conformance.test_jobs import mailbox
 from tests.conftest import assert_refused, wait_for
 
