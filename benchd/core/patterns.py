@@ -38,7 +38,11 @@ class Compiled:
 
     def search(self, text: str) -> object | None:
         """The match in the end of `text`, or None."""
-        return self._re.search(text[-MATCH_CHARS:])
+        tail = text[-MATCH_CHARS:]
+        try:
+            return self._re.search(tail)
+        except UnicodeEncodeError:  # RE2 reads UTF-8: a lone surrogate becomes U+FFFD
+            return self._re.search(tail.encode("utf-8", "replace").decode("utf-8"))
 
 
 def compile_pattern(source: str, what: str = "ready pattern") -> Compiled:

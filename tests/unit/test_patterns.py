@@ -49,3 +49,7 @@ def test_a_long_pattern_is_refused():
 def test_the_presets_patterns_compile():
     for name, preset in BUILTIN.items():
         assert compile_pattern(preset.ready), name
+
+
+def test_text_that_is_no_valid_unicode_is_still_matched():
+    assert compile_pattern("a$").search("x\udc80a") is not None
