@@ -52,8 +52,8 @@ def test_a_churning_tree_is_held_to_its_roots_spawn_budget(make_daemon, tmp_path
 
 
 def test_a_flooding_tree_is_held_to_its_roots_send_bucket(make_daemon, tmp_path):
-    # 30 sends for the whole tree, and one back every 100 s: no refill during the test.
-    d = make_daemon("--send-burst", "30", "--send-rate", "0.01", "--max-children", "8")
+    # 30 sends for the whole tree, and one back every 1,000 s: no refill during the test.
+    d = make_daemon("--send-burst", "30", "--send-rate", "0.001", "--max-children", "8")
     alice = Shell(d, tmp_path, "alice")
     t = task(tmp_path)
     out = tmp_path / "flood"
@@ -154,7 +154,7 @@ def test_sixteen_identical_reply_to_addresses_get_one_copy(daemon, tmp_path):
 
 
 def test_a_refused_request_spends_nothing(make_daemon, tmp_path):
-    d = make_daemon("--tree-bytes", "5000", "--send-burst", "3", "--send-rate", "0.01")
+    d = make_daemon("--tree-bytes", "5000", "--send-burst", "3", "--send-rate", "0.001")
     alice = Shell(d, tmp_path, "alice")
     big = tmp_path / "big.txt"
     big.write_text("b" * 6000)
