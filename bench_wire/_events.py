@@ -172,9 +172,12 @@ class OutboxPosted(Event, tag="outbox/posted"):
 
 
 class OutboxRetry(Event, tag="outbox/retry"):
+    """A job's reply was refused (it waits in the outbox and is tried again later)."""
+
     key: str
     to: str
     reason: str
+    code: str | None = None  # the refusal's code, e.g. mailbox-full
 
 
 class BridgeQueued(Event, tag="bridge/queued"):
@@ -212,6 +215,10 @@ class LimitHit(Event, tag="limit/hit"):
     sender: str
     limit: int  # the limit in force
     mailbox: str | None = None  # mailbox-full: the full mailbox
+    # A budget of a tree of sessions (a session and the jobs below it): the root's
+    # session id, and which budget (sends, spawns, bytes, mailboxes).
+    tree: str | None = None
+    budget: str | None = None
 
 
 class BridgeBounced(Event, tag="bridge/bounced"):

@@ -44,6 +44,10 @@ class Caps(msgspec.Struct, kw_only=True):
     mailbox_bytes: int = 0
     reply_to_max: int = 0
     thread_max: int = 0
+    # Budgets of a tree of sessions an hour (the session's send bucket and --spawn-rate
+    # are the tree's too; docs/limits.md).
+    tree_bytes: int = 0
+    tree_mailboxes: int = 0
 
 
 class ReactorSettings(msgspec.Struct, kw_only=True):

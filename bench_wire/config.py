@@ -80,14 +80,15 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "BENCH_SEND_BURST",
         int,
         200,
-        "sends a session may make at once (its send bucket); more are refused with rate-limited",
+        "sends a tree of sessions (a session and the jobs below it) may make at once (its "
+        "send bucket); more are refused with rate-limited",
     ),
     (
         "--send-rate",
         "BENCH_SEND_RATE",
         float,
         20.0,
-        "sends per second returned to a session's send bucket",
+        "sends per second returned to a tree's send bucket",
     ),
     (
         "--operator-send-burst",
@@ -150,7 +151,23 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "BENCH_SPAWN_RATE",
         int,
         30,
-        "jobs one session may start per hour; more are refused with rate-limited",
+        "jobs one tree of sessions (a session and the jobs below it) may start per hour; "
+        "more are refused with rate-limited",
+    ),
+    (
+        "--tree-bytes",
+        "BENCH_TREE_BYTES",
+        int,
+        64 * 1024 * 1024,
+        "bytes of mail one tree of sessions may send per hour; more are refused with rate-limited",
+    ),
+    (
+        "--tree-mailboxes",
+        "BENCH_TREE_MAILBOXES",
+        int,
+        100,
+        "new mailboxes one tree of sessions may make per hour (mail to a new handle, a job's "
+        "child); more are refused with rate-limited",
     ),
     (
         "--exited-kept",

@@ -43,6 +43,7 @@ CODES: dict[str, str] = {
     # sessions and jobs
     "no-such-session": "No live session has that handle or id.",
     "bad-regex": "The ready pattern is not a valid regular expression.",
+    "bad-pattern": "The pattern needs backreferences or lookaround (patterns run in linear time), or is too long.",
     "spawn-failed": "The command could not be started.",
     "bad-env": "An environment entry is KEY=VALUE with a non-empty KEY.",
     "not-in-session": "That command works only inside a bench session.",

@@ -8,7 +8,9 @@ session:
 * depth (`--max-depth`, default 3, code `too-deep`): how many sessions stand above the
   new child (an operator-spawned session is at depth 0, its child at depth 1, ...);
 * spawns per hour (`--spawn-rate`, default 30, code `rate-limited`): accepted spawns
-  in the last 3600 seconds (a sliding window; refused attempts cost nothing).
+  in the last 3600 seconds (a sliding window; refused attempts cost nothing), counted
+  per tree: every job below a session spawns from the window of the tree's root
+  (benchd.core.trees), so a tree churns no faster than one session may.
 
 A child's handle must be fresh: no live session holds it and no mailbox exists for it.
 Without `--name` it is derived from the spawner's: `alice.1`, `alice.2`, ... the lowest
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from bench_wire.errors import WireError
 
 WINDOW_S = 3600.0
+SWEEP_AT = 1024  # spawn windows kept before those idle for an hour are forgotten
 HANDLE_MAX = 64
 
 
@@ -52,8 +55,11 @@ class Quota:
     def live_children(self, parent: str) -> int:
         return len(self.children.get(parent, ()))
 
-    def check(self, parent: str, parent_handle: str, depth: int, now: float) -> None:
-        """Raise `Refused` when `parent` (whose child would be at `depth`) may not spawn."""
+    def check(
+        self, parent: str, parent_handle: str, depth: int, now: float, root: str | None = None
+    ) -> None:
+        """Raise `Refused` when `parent` (whose child would be at `depth`, in the tree of
+        `root`: by default its own) may not spawn."""
         lim = self.limits
         if depth > lim.depth:
             raise Refused(
@@ -71,26 +77,36 @@ class Quota:
                 "children",
                 lim.children,
             )
-        recent = self._window(parent, now)
+        recent = self._window(parent if root is None else root, now)
         if len(recent) >= lim.per_hour:
             wait = int(recent[0] + WINDOW_S - now) + 1
+            who = (
+                f"{parent_handle}'s tree"
+                if root in (None, parent)
+                else f"the tree {parent_handle} is in"
+            )
             raise Refused(
                 "rate-limited",
-                f"{parent_handle} has spawned {lim.per_hour} jobs in the last hour "
-                f"(--spawn-rate); the next is allowed in {wait} s",
+                f"{who} has spawned {lim.per_hour} jobs in the last hour "
+                f"(--spawn-rate, for a session and every job below it); the next is "
+                f"allowed in {wait} s",
                 "rate",
                 lim.per_hour,
             )
 
-    def _window(self, parent: str, now: float) -> collections.deque[float]:
-        recent = self.spawns.setdefault(parent, collections.deque())
+    def _window(self, key: str, now: float) -> collections.deque[float]:
+        recent = self.spawns.setdefault(key, collections.deque())
         while recent and recent[0] <= now - WINDOW_S:
             recent.popleft()
+        if len(self.spawns) > SWEEP_AT:  # forget the windows idle for an hour
+            for idle in [k for k, v in self.spawns.items() if not v or v[-1] <= now - WINDOW_S]:
+                if idle != key:
+                    del self.spawns[idle]
         return recent
 
-    def started(self, parent: str, child: str, now: float) -> None:
+    def started(self, parent: str, child: str, now: float, root: str | None = None) -> None:
         self.children.setdefault(parent, set()).add(child)
-        self._window(parent, now).append(now)
+        self._window(parent if root is None else root, now).append(now)
 
     def settled(self, parent: str, child: str) -> None:
         kids = self.children.get(parent)

@@ -461,7 +461,11 @@ class FanOut:
         now = self._now()
         body = reply_body(said, task.to.agent_id, task.to.session_id, content, details)
         written = 0
+        seen: set[str] = set()
         for index, recipient in enumerate(task.reply_to):
+            if recipient.agent_id in seen:
+                continue  # the same address listed again: one copy (keys keep their index)
+            seen.add(recipient.agent_id)
             key = reply_key(task.key, index)
             if self._outbox.read(key) is not None:
                 continue

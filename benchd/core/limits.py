@@ -1,10 +1,13 @@
 """Sender limits: what a flood meets and no real agent does. Pure (no I/O, no clock).
 
-Three limits, each a daemon option (`Limits`):
+Limits, each a daemon option (`Limits`):
 
-- a send bucket per sender (`--send-burst` sends at once, `--send-rate` back per
-  second; the operator has its own, larger, pair): refused with `rate-limited` and the
-  seconds until the sends would fit;
+- a send bucket per tree of sessions (`--send-burst` sends at once, `--send-rate` back
+  per second): a session and every job below it draw on the bucket of the tree's root
+  (benchd.core.trees), so delegating multiplies nothing; the operator has its own,
+  larger, pair. Refused with `rate-limited` and the seconds until the sends would fit;
+- per tree, the bytes it may send and the new mailboxes it may make in an hour
+  (`--tree-bytes`, `--tree-mailboxes`; benchd.core.trees): refused with `rate-limited`;
 - a cap per mailbox on what waits unread (`--mailbox-messages`, `--mailbox-bytes`):
   refused with `mailbox-full`. Reading and retiring are never limited, so the owner (or
   the operator) can always empty it;
@@ -20,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from benchd.core.bucket import TokenBucket
+from benchd.core.trees import TreeBudgets, TreeLimits
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class Limits:
     mailbox_messages: int
     mailbox_bytes: int
     reply_to_max: int
+    tree_bytes: int = TreeLimits.bytes_per_hour
+    tree_mailboxes: int = TreeLimits.mailboxes_per_hour
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,8 @@ class Refusal:
     limit: int
     announce: bool  # the first of a run: log it and record an event
     retry_after: float | None = None  # seconds (rate-limited only)
+    tree: str | None = None  # a tree's budget: the root's session id
+    budget: str | None = None  # which: sends, bytes or mailboxes
 
 
 class SendLimits:
@@ -47,6 +55,7 @@ class SendLimits:
         self.limits = limits
         self.buckets: dict[str, TokenBucket] = {}
         self.firing: set[tuple[str, str]] = set()  # (code, sender or mailbox) refusing now
+        self.trees = TreeBudgets(TreeLimits(limits.tree_bytes, limits.tree_mailboxes))
 
     def _bucket(self, sender: str, operator: bool, now: float) -> TokenBucket:
         b = self.buckets.get(sender)
@@ -61,11 +70,18 @@ class SendLimits:
         return b
 
     def _refuse(
-        self, code: str, who: str, message: str, limit: int, retry_after: float | None = None
+        self,
+        code: str,
+        who: str,
+        message: str,
+        limit: int,
+        retry_after: float | None = None,
+        tree: str | None = None,
+        budget: str | None = None,
     ) -> Refusal:
         announce = (code, who) not in self.firing
         self.firing.add((code, who))
-        return Refusal(code, message, limit, announce, retry_after)
+        return Refusal(code, message, limit, announce, retry_after, tree, budget)
 
     def recipients(self, sender: str, n: int) -> Refusal | None:
         """Whether a message may carry `n` reply-to addresses."""
@@ -126,3 +142,61 @@ class SendLimits:
             b.burst,
             retry_after=wait,
         )
+
+    def tree(
+        self,
+        sender: str,
+        root: str,
+        root_handle: str,
+        n: int,
+        size: int,
+        mailboxes: int,
+        now: float,
+    ) -> Refusal | None:
+        """Charge a session's request to its tree (root `root`): `n` sends of the root's
+        bucket, `size` bytes and `mailboxes` new mailboxes of its hourly budgets; all of
+        it or, refused, nothing."""
+        who = f"tree:{root}"
+        # A job draws on the budgets of the session at the top of its tree: say whose.
+        tree = (
+            f"{root_handle}'s tree"
+            if sender == root_handle
+            else (f"{root_handle}'s tree (of which {sender} is a job)")
+        )
+        over = self.trees.over(root, now, size, mailboxes)
+        if over is not None:
+            secs = math.ceil(over.retry_after)
+            what = "bytes of mail" if over.budget == "bytes" else "new mailboxes"
+            option = "--tree-bytes" if over.budget == "bytes" else "--tree-mailboxes"
+            return self._refuse(
+                "rate-limited",
+                f"{who}:{over.budget}",
+                f"{tree} has {'sent' if over.budget == 'bytes' else 'made'} {over.spent:,} "
+                f"{what} in the last hour and this needs "
+                f"{size if over.budget == 'bytes' else mailboxes:,} more; the limit is "
+                f"{over.cap:,} an hour ({option}): nothing was sent; try again in {secs} s",
+                over.cap,
+                retry_after=float(secs),
+                tree=root,
+                budget=over.budget,
+            )
+        b = self._bucket(who, False, now)
+        if n > b.burst or not b.take(now, n):
+            wait: float | None = None
+            if n <= b.burst:
+                wait = math.ceil(b.seconds_until(n, now) * 1000) / 1000
+            again = "" if wait is None else f"; try again in {wait:g} s"
+            return self._refuse(
+                "rate-limited",
+                f"{who}:sends",
+                f"{tree} is sending too fast ({b.burst} sends at once, then "
+                f"{1.0 / b.refill:g} a second, for the whole tree): nothing was sent{again}",
+                b.burst,
+                retry_after=wait,
+                tree=root,
+                budget="sends",
+            )
+        self.trees.spend(root, now, size, mailboxes)
+        for budget in ("sends", "bytes", "mailboxes"):
+            self.firing.discard(("rate-limited", f"{who}:{budget}"))
+        return None

@@ -135,6 +135,9 @@ class Batch:
         # (sender, key) -> the op that claimed it
         self.keys: dict[tuple[str, str], SendOp] = {}
         self.moves: set[str] = set()  # files a retirement moves
+        # mailbox -> [messages, bytes] the batch's sends add unread so far: a mailbox's
+        # caps are checked against the index's tally plus these (benchd.runtime.limiter).
+        self.unread: dict[str, list[int]] = {}
 
 
 class EventOp(Op[None]):

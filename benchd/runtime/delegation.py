@@ -17,6 +17,7 @@ from bench_wire.errors import WireError
 from benchd.core.caller import Caller, CallerSession
 from benchd.core.delegation import DelegationLimits, Quota, Refused, derived_handle
 from benchd.core.names import OPERATOR, check_handle
+from benchd.core.trees import root_of
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.sessions import Roster, Session
@@ -54,7 +55,9 @@ class Delegation:
         assert req.job is not None, "authority lets a session spawn only jobs"
         depth = len(parent.lineage) + 1
         try:
-            self.quota.check(parent.id, parent.handle, depth, time.monotonic())
+            self.quota.check(
+                parent.id, parent.handle, depth, time.monotonic(), root=root_of(parent)
+            )
         except Refused as err:
             self.log.warning(
                 "spawn refused by a delegation limit",
@@ -99,13 +102,14 @@ class Delegation:
         child.parent = parent.id
         child.parent_handle = parent.handle
         child.lineage = (parent.id, *parent.lineage)
-        self.quota.started(parent.id, child.id, time.monotonic())
+        child.root_handle = getattr(parent, "root_handle", None) or parent.handle
+        # Its spawns count against its tree's root, whose window outlives any one job.
+        self.quota.started(parent.id, child.id, time.monotonic(), root=root_of(parent))
 
     def settled(self, child: Session) -> None:
         """The child's job settled (or its spawn failed): it no longer counts."""
         if child.parent is not None:
             self.quota.settled(child.parent, child.id)
-        self.quota.forget(child.id)  # its own rate window ends with it
 
     def delegated(self, child: Session) -> m.JobDelegated:
         assert child.parent is not None and child.parent_handle is not None, "see started()"

@@ -236,7 +236,10 @@ class JobHost:
 
     async def _refused(self, mail: JobMail, err: Exception) -> bool:
         reason = err.message if isinstance(err, WireError) else str(err)
-        await self.committer.record(m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason))
+        code = err.code if isinstance(err, WireError) else None
+        await self.committer.record(
+            m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason, code=code)
+        )
         return False
 
     async def _answer(self, mail: JobMail, op: SendOp) -> bool:

@@ -1,20 +1,24 @@
 """The sender limits at work: benchd.core.limits' decisions, with the clock, the index's
 unread tally, benchd.log and the event log.
 
-The mail handlers ask before a caller's send reaches the mailroom (mail/send, mail/reply,
-and a job's reply-to list at spawn). A job's replies and mail arriving from other nodes
-are not charged here: they are bounded where they began (the job's reply-to list, the
-sending node's own limits). A refusal raises WireError; the first of a run of refusals
-is logged and recorded as a `limit/hit` event.
+The mail handlers ask before a caller's send reaches the mailroom (mail/send, mail/reply),
+and the spawner before a job starts (its task mail is a send, and so is each reply it
+owes: charged then, to the spawner's tree). A session is charged to its tree's budgets
+(benchd.core.trees), the operator to its own bucket. A mailbox's unread caps are checked
+again where each send's batch commits (`admit`), for every send into a mailbox: a job's
+replies and mail from other nodes too. A refusal raises WireError; the first of a run
+of refusals is logged and recorded as a `limit/hit` event.
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from bench_wire.errors import WireError
 from bench_wire.messages import LimitHit
+from benchd.core.caller import Caller
 from benchd.core.limits import Limits, Refusal, SendLimits
-from benchd.runtime.committer import Committer, EventOp
+from benchd.core.trees import root_of
+from benchd.runtime.committer import Batch, Committer, EventOp
 from benchd.runtime.logs import Log
 from benchd.store.index import Index
 
@@ -34,6 +38,10 @@ class Limiter:
         self.committer = committer
         self.log = log
         self.clock = clock
+        # Whether a handle has a mailbox (or a live session): the daemon gives it the
+        # mailroom's `exists`. Mail to a handle without one makes a mailbox, which a
+        # session's tree pays for (--tree-mailboxes).
+        self.mailbox_exists: Callable[[str], bool] = lambda handle: True
 
     def _refuse(self, r: Refusal, sender: str, mailbox: str | None = None) -> WireError:
         if r.announce:
@@ -44,10 +52,21 @@ class Limiter:
                 mailbox=mailbox,
                 limit=r.limit,
                 retry_after=r.retry_after,
+                tree=r.tree,
+                budget=r.budget,
             )
             try:
                 self.committer.enqueue(
-                    EventOp(LimitHit(code=r.code, sender=sender, mailbox=mailbox, limit=r.limit))
+                    EventOp(
+                        LimitHit(
+                            code=r.code,
+                            sender=sender,
+                            mailbox=mailbox,
+                            limit=r.limit,
+                            tree=r.tree,
+                            budget=r.budget,
+                        )
+                    )
                 )
             except WireError:
                 pass  # stopping: benchd.log has it
@@ -66,8 +85,36 @@ class Limiter:
         if r is not None:
             raise self._refuse(r, sender, to)
 
-    def charge(self, sender: str, operator: bool, n: int = 1) -> None:
-        """Spend `n` sends of the sender's bucket, or refuse with rate-limited."""
-        r = self.decide.take(sender, operator, n, self.clock())
+    def admit(self, sender: str, to: str, size: int, batch: Batch) -> None:
+        """Where the batch commits: refuse a message that would take mailbox `to` past its
+        unread caps, counting what earlier sends of the same batch add; else count it."""
+        added = batch.unread.setdefault(to, [0, 0])
+        unread, unread_bytes = self.index.unread(to)
+        r = self.decide.mailbox(to, unread + added[0], unread_bytes + added[1], size)
         if r is not None:
-            raise self._refuse(r, sender)
+            raise self._refuse(r, sender, to)
+        added[0] += 1
+        added[1] += size
+
+    def charge(
+        self,
+        caller: Caller,
+        n: int = 1,
+        size: int = 0,
+        to: Iterable[str] = (),
+        new_boxes: int = 0,
+    ) -> None:
+        """Charge a request of `n` sends, `size` bytes of mail, to the mailboxes `to`: the
+        operator's own bucket, or a session's tree (its root's bucket and its hourly bytes
+        and new mailboxes: benchd.core.trees); `new_boxes` mailboxes more are made for
+        sure (a job's child). Refused with rate-limited, spending nothing."""
+        now = self.clock()
+        s = caller.session
+        if s is None:
+            r = self.decide.take(caller.handle, True, n, now)
+        else:
+            new = new_boxes + sum(1 for h in set(to) if not self.mailbox_exists(h))
+            root_handle = getattr(s, "root_handle", None) or s.handle
+            r = self.decide.tree(caller.handle, root_of(s), root_handle, n, size, new, now)
+        if r is not None:
+            raise self._refuse(r, caller.handle)

@@ -58,11 +58,23 @@ class Mailroom:
         # is new is asked of the disk.
         self.boxes: set[str] = set()
         self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
+        # Checks a send against its mailbox's unread caps where its batch commits (the
+        # daemon gives it Limiter.admit): raises mailbox-full. None: uncapped (tests).
+        self.admit: Callable[[str, str, int, Batch], None] | None = None
 
     # ------------------------------------------------------------ paths
 
     def box(self, handle: str) -> str:
         return os.path.join(self.root, handle)
+
+    def exists(self, handle: str) -> bool:
+        """Whether mail to `handle` goes to a mailbox already there (or a live session's)."""
+        return (
+            handle in self.boxes
+            or handle == OPERATOR
+            or self.is_live(handle)
+            or os.path.isdir(self.box(handle))
+        )
 
     def path(self, handle: str, mail_id: str, state: int) -> str:
         sub = "read" if state == READ else "inbox"
@@ -288,6 +300,7 @@ class SendOp(Op[SendOk]):
     address: str | None = None
     origin: str | None = None
     nonce: str | None = None  # mail queued for another node: its dedup id there
+    capped = True  # a mailbox's unread caps apply (not to the outbound queue)
     meta: FrontMatter  # the front matter written (set by prepare)
 
     def __init__(
@@ -312,9 +325,18 @@ class SendOp(Op[SendOk]):
         # More events for the same commit, given the new id (a job reply's outbox/posted).
         self.also_log: Callable[[str], list[Event]] | None = None
 
+    def _admit(self, batch: Batch) -> None:
+        # Here, where the batch commits, every send before this one is counted (those of
+        # earlier batches in the index's tally, this batch's in `batch.unread`), so no
+        # number of concurrent sends takes a mailbox past its caps.
+        admit = self.room.admit
+        if self.capped and admit is not None:
+            admit(self.sender, self.to, len(self.body), batch)
+
     def check(self, ctx: Committer) -> None:
         room: Mailroom = self.room
         if self.key is None:
+            self._admit(ctx.batch)
             return
         seen = ctx.batch.keys
         first = seen.get((self.sender, self.key))
@@ -347,6 +369,7 @@ class SendOp(Op[SendOk]):
             self.resolved = True
             return
         seen[(self.sender, self.key)] = self  # a same-key resend now shares this op's fate
+        self._admit(ctx.batch)
 
     def prepare(self, batch: Batch) -> None:
         room: Mailroom = self.room

@@ -310,6 +310,8 @@ class QueueOp(SendOp):
     """A SendOp into the outbound queue: the file says `to: bob@node2` and the event is
     bridge/queued (not mail/sent: no local mailbox received anything, nothing to wake)."""
 
+    capped = False  # the queue is no one's mailbox: the receiving node applies its caps
+
     def prepare(self, batch: Batch) -> None:
         super().prepare(batch)  # the file says `to: <address>` (SendOp.address)
         if self.final is None:

@@ -13,7 +13,6 @@ the operator.
 
 import collections
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -29,6 +28,7 @@ from bench_wire.errors import WireError
 from benchd.core.caller import Caller
 from benchd.core.jobs import Job
 from benchd.core.names import OPERATOR, check_handle
+from benchd.core.patterns import Compiled, compile_pattern
 from benchd.core.states import SessionState, advance
 from benchd.runtime import presets
 from benchd.runtime.logs import Log
@@ -58,7 +58,7 @@ class Session:
         token: str,
         argv: list[str],
         term: Terminal | None,
-        ready: re.Pattern[str] | None,
+        ready: Compiled | None,
         job: Job | None,
     ) -> None:
         self.id = sid
@@ -87,6 +87,7 @@ class Session:
         self.parent: str | None = None
         self.parent_handle: str | None = None
         self.lineage: tuple[str, ...] = ()
+        self.root_handle: str | None = None  # the handle of its tree's root (a job's)
         self.outcome: str | None = None  # its job's, once settled
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
@@ -331,12 +332,8 @@ class Sessions:
             preset = presets.find(self.bench_dir, req.agent)
             ready_src = req.ready if req.ready is not None else preset.ready
             settle = preset.paste_settle
-        ready = None
-        if ready_src is not None:
-            try:
-                ready = re.compile(ready_src, re.MULTILINE)
-            except re.error as err:
-                raise WireError("bad-regex", f"ready pattern {ready_src!r}: {err}") from None
+        # RE2: linear in the screen's text, so no pattern can hold the loop.
+        ready = None if ready_src is None else compile_pattern(ready_src)
         cwd = req.cwd or os.getcwd()
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")

@@ -16,9 +16,12 @@ the child runs (it may read at once). What each failure owes:
 
 from collections.abc import Awaitable, Callable
 
+import msgspec
+
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.caller import Caller
+from benchd.core.names import is_handle
 from benchd.runtime.committer import EventOp
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.jobhost import JobHost
@@ -48,8 +51,23 @@ class Spawner:
         if parent is not None:
             req = await delegation.prepare(caller, req)
         if req.job is not None:
-            self.limiter.recipients(caller.handle, len(req.job.reply_to))  # a reply goes to each
-            jobs.check_spec(req.job, caller)
+            req = _one_copy_each(req)
+            job = req.job
+            assert job is not None, "the same spawn, its reply-to list once each"
+            reply_to = job.reply_to
+            self.limiter.recipients(caller.handle, len(reply_to))  # a reply goes to each
+            jobs.check_spec(job, caller)
+            # The task mail is a send, and so is each reply the job owes: charged now, to
+            # the spawner's tree (or the operator), with the child's new mailbox and any
+            # reply-to mailbox the replies would make.
+            local = [h for h in reply_to if is_handle(h) and h != req.name]
+            self.limiter.charge(
+                caller,
+                1 + len(reply_to),
+                len(job.body.encode("utf-8", "surrogatepass")),
+                local,
+                new_boxes=1,
+            )
         s = sessions.reserve(req)
         if parent is not None:
             delegation.started(parent, s)  # no await since prepare: the limits still hold
@@ -90,3 +108,13 @@ class Spawner:
         self.delegation.settled(s)
         if s.job is not None:
             self.jobs.abandon(s)
+
+
+def _one_copy_each(req: m.Spawn) -> m.Spawn:
+    """The job's reply-to list with each address once (a reply goes to each entry: the
+    same address listed again would get another copy)."""
+    assert req.job is not None
+    once = list(dict.fromkeys(req.job.reply_to))
+    if len(once) == len(req.job.reply_to):
+        return req
+    return msgspec.structs.replace(req, job=msgspec.structs.replace(req.job, reply_to=once))

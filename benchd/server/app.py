@@ -104,6 +104,8 @@ class Daemon:
             mailbox_bytes=opts.mailbox_bytes,
             reply_to_max=opts.reply_to_max,
             thread_max=threads.THREAD_MAX,
+            tree_bytes=opts.tree_bytes,
+            tree_mailboxes=opts.tree_mailboxes,
         )
         self.admission = Admission(
             opts.max_connections,
@@ -158,6 +160,8 @@ class Daemon:
                 mailbox_messages=opts.mailbox_messages,
                 mailbox_bytes=opts.mailbox_bytes,
                 reply_to_max=opts.reply_to_max,
+                tree_bytes=opts.tree_bytes,
+                tree_mailboxes=opts.tree_mailboxes,
             ),
             self.index,
             self.committer,
@@ -167,6 +171,8 @@ class Daemon:
         self.mailroom = Mailroom(
             os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
         )
+        self.mailroom.admit = self.limiter.admit  # the unread caps, where a batch commits
+        self.limiter.mailbox_exists = self.mailroom.exists  # a tree pays for new mailboxes
         self._stop = trio.Event()
         self._serve_scope = trio.CancelScope()
         self.stopping = False

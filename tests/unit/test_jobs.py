@@ -1327,3 +1327,15 @@ def test_property_a_full_pass_visits_every_row_once(page_size, keys, kinds):
         assert rig.fan._cursor is None
 
     trio.run(scenario)
+
+
+def test_fan_out_writes_one_reply_per_address_however_often_it_is_listed():
+    rig = Rig()
+    same = [addr("bob", "s-bob")] * 16 + [addr("carol", "s-carol"), addr("bob", "s-bob")]
+    job = agent_job(AgentWork(CHILD.session_id), make_mail("dup", same))
+    assert rig.fan.fan_out(job, Outcome.COMPLETED, "Done.") == 2
+    assert sorted(json.loads(v)["mail"]["to"]["agentId"] for v in rig.outbox.rows.values()) == [
+        "bob",
+        "carol",
+    ]
+    assert rig.fan.fan_out(job, Outcome.COMPLETED, "Done.") == 0  # a replay adds nothing

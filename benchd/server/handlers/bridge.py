@@ -12,6 +12,7 @@ from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
 from benchd.core.caller import Caller
 from benchd.core.names import check_mail_id, is_handle
+from benchd.runtime.bounces import is_bounce
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import OUTBOUND
 from benchd.runtime.outbound import PULL_MAX, ForwardOp
@@ -91,7 +92,9 @@ async def _refused(svc: Services, msg: m.RemoteMail, origin: str, err: WireError
     the refusal. When the bounce itself cannot be queued now, the answer is that error,
     so the bridge has the message delivered again later."""
     refusal = m.ErrorBody(err.code, err.message)
-    if err.code in TRANSIENT_CODES:
+    # A bounce is never bounced: one that meets a full mailbox waits in the stream and is
+    # delivered again later, like a transient failure, rather than being dropped.
+    if err.code in TRANSIENT_CODES or (err.code == "mailbox-full" and is_bounce(msg.sender)):
         return m.Delivered(error=refusal)
     try:
         await svc.outbound.bounce(msg, origin, refusal)

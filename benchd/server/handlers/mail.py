@@ -51,7 +51,7 @@ async def mail_send(svc: Services, conn: Connection, caller: Caller, req: m.Mail
         if req.to != handle:
             req = replace(req, to=handle)
         limiter.mailbox(caller.handle, handle, _size(req.body))
-    limiter.charge(caller.handle, caller.is_operator)
+    limiter.charge(caller, size=_size(req.body), to=() if node is not None else (handle,))
     if req.key is not None:
         keys.check_client_key(req.key)
     if req.in_reply_to is not None:
@@ -234,7 +234,8 @@ async def mail_reply(svc: Services, conn: Connection, caller: Caller, req: m.Mai
     for to in targets:
         if is_handle(to):  # not handle@node; a bad one fails below
             svc.limiter.mailbox(caller.handle, to, _size(req.body))
-    svc.limiter.charge(caller.handle, caller.is_operator, len(targets))
+    local = [to for to in targets if is_handle(to)]
+    svc.limiter.charge(caller, len(targets), _size(req.body) * len(targets), local)
     subject = req.subject if req.subject is not None else reply_subject(meta.subject)
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
