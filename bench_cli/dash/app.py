@@ -346,7 +346,8 @@ class Dash(App):
         while up in self.board.rows:  # a delegated job is drawn under its spawner
             name = "  " + (name if name.startswith(" ") else "└ " + name)
             up = self.board.rows[up].parent
-        return (name, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
+        job = " ".join(x for x in (r.job_text(), r.left_text(now)) if x)
+        return (name, state, unread, r.idle_text(now), r.wake, job, str(r.pid))
 
     def on_rows_highlighted(self, event: Rows.Highlighted) -> None:
         if event.pane.id == "sessions":
