@@ -30,9 +30,10 @@ def current(outcome: str | None, reason: str | None = None) -> tuple[str | None,
     return outcome, reason
 
 
-def upgrade_event(record: dict) -> dict:
+def upgrade_event(record: dict[str, object]) -> dict[str, object]:
     """A `job/settled` record from the log in today's words (others unchanged)."""
     if record.get("kind") != "job/settled" or record.get("outcome") not in _OLD:
         return record
-    outcome, reason = current(record.get("outcome"), record.get("reason"))
+    old, why = record.get("outcome"), record.get("reason")
+    outcome, reason = current(str(old), why if isinstance(why, str) else None)
     return dict(record, outcome=outcome, reason=reason)

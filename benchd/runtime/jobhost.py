@@ -380,7 +380,9 @@ class JobHost:
         with self.outbox:
             if not self.outbox.report(s.id, content):
                 raise WireError("no-job", f"the job of {s.handle} has already settled")
-        s.reported = True  # it has said something: no longer a candidate for a stall
+        live = self.find_session(s.handle)
+        if live is not None and live.id == s.id:
+            live.reported = True  # it has said something: no stall mail is owed for it
         await self.committer.submit(
             EventOp(m.JobReported(session=s.id, handle=s.handle, bytes=len(data)))
         )

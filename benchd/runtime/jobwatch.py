@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # sessions imports this module
     from benchd.runtime.sessions import Session
 
 SCREEN_LINES = 10  # the last screen lines a stall mail quotes
+MIN_STALL = 1.0  # the shortest stall time a spawn may ask for, in seconds (0: never)
 
 
 def _duration_text(seconds: float) -> str:
@@ -81,12 +82,15 @@ class JobWatch:
 
     # ------------------------------------------------------------ at spawn
 
-    def _check(self, value: float | None, flag: str, zero_ok: bool) -> float | None:
+    def _check(self, value: float | None, flag: str, stall: bool) -> float | None:
+        """A deadline is more than 0; a stall time 0 (never) or at least MIN_STALL (a
+        spawner cannot turn its child's blinking into a stream of mail); both at most
+        --max-deadline."""
         if value is None:
             return None
-        low_ok = value >= 0 if zero_ok else value > 0
+        low_ok = (value == 0 or value >= MIN_STALL) if stall else value > 0
         if not (low_ok and math.isfinite(value)) or value > self.max_deadline:
-            low = "0 (never)" if zero_ok else "more than 0"
+            low = f"0 (never) or {MIN_STALL:g}s" if stall else "more than 0"
             raise WireError(
                 "bad-duration",
                 f"{flag} {value:g}s is out of range: give {low} up to the daemon's "
@@ -97,8 +101,8 @@ class JobWatch:
     def prepare(self, s: "Session", req: m.Spawn) -> None:
         """Check a spawn's deadline and stall time and set them on its session (before
         the job is made: the job stores its deadline)."""
-        deadline = self._check(req.deadline, "--deadline", zero_ok=False)
-        stall = self._check(req.stall_after, "--stall-after", zero_ok=True)
+        deadline = self._check(req.deadline, "--deadline", stall=False)
+        stall = self._check(req.stall_after, "--stall-after", stall=True)
         if deadline is not None:
             s.deadline_at = self.clock.now() + deadline
             s.deadline_ms = self.clock.wall_ms() + int(deadline * 1000)

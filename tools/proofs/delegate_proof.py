@@ -124,7 +124,9 @@ def run(real: str | None, timeout: float, keep: bool, gate: str) -> int:
                 if body != "alice.3: outcome interrupted, killedBy alice":
                     raise ProofFailed(f"the interrupted report was {body!r}")
                 check_replies(bench, 3)
-                bench.run("mail", "send", "alice", "-s", "watch-test", "-m", "one stalls, one is late")
+                bench.run(
+                    "mail", "send", "alice", "-s", "watch-test", "-m", "one stalls, one is late"
+                )
                 print("mailed  alice a watch-test")
                 got = operator_mail(bench, "stalled", timeout)
                 body = got["body"].strip()
