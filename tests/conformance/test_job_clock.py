@@ -317,3 +317,23 @@ def test_stall_after_needs_a_job_and_a_good_duration(daemon, tmp_path):
         r = d.bench("spawn", "--json", "--stall-after", value, "--mail", mail, "--", "true")
         assert_refused(r, "bad-duration")
     assert d.ok("ps", "-a")["sessions"] == []
+
+
+def test_stall_mails_are_sends_the_childs_limits_apply(make_daemon, tmp_path):
+    """A spawner that makes its child stall again and again (a hostile tree turning
+    stalls into a stream of mail) meets the child's send bucket: past it, the stall is
+    still recorded, the mail refused and named in the event."""
+    d = make_daemon("--send-burst", "1", "--send-rate", "0.001")
+    script = "stty -echo; while IFS= read -r line; do printf 'got: %s\\n' \"$line\"; done"
+    a = stall_job(d, tmp_path, script)
+    first = d.wait_event("job/stalled", lambda e: e["session"] == a["session"], 30)
+    assert first["mailed"] == ["parent"]
+    since = d.last_seq()
+    d.ok("type", "quiet", "again")
+    d.wait_event("job/active", lambda e: e["session"] == a["session"], 30, since)
+    second = d.wait_event("job/stalled", lambda e: e["session"] == a["session"], 30, since)
+    assert second["mailed"] == [] and second["refused"] == ["parent"]
+    hit = d.wait_event("limit/hit", lambda e: e["sender"] == "quiet", 30)
+    assert hit["code"] == "rate-limited"
+    assert len(stall_mails(d)) == 1
+    d.ok("kill", "quiet")
