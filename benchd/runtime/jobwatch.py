@@ -143,7 +143,7 @@ class JobWatch:
         term = s.term
         assert term is not None, "a launched session has its terminal"
         started = time.monotonic()  # the terminal's clock (its last_output)
-        while True:
+        while not term.eof:  # at eof `changed` stays set: the session is ending anyway
             last = max(term.last_output or started, started)
             if s.stalled_at is None:
                 now = time.monotonic()
