@@ -133,7 +133,8 @@ spawn.epilog = examples(
     "bench spawn --name w1 --cwd ~/src/app --env FOO=1 --ready 'standin>' -- python agent.py",
     "bench spawn --name child --mail TASK.md --reply-to parent -- CMD",
     "bench spawn --mail TASK.md --name reviewer --reply-to alice --reply-to bob@node2 -- codex",
-    "bench spawn --mail TASK.md --deadline 1h --stall-after 15m -- claude",
+    "bench spawn --name w2 --deadline 1h -- python agent.py",
+    "bench spawn --mail TASK.md --deadline 1h --stall-after 15m -- CMD",
 )
 
 
