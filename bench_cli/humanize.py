@@ -19,6 +19,27 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d"
 
 
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """`90s`, `10m`, `1.5h`, `2d` in seconds (the form `duration` prints, and `bench
+    events --since` reads); ValueError with a sentence for anything else."""
+    t = text.strip()
+    unit = t[-1:]
+    try:
+        if unit not in _UNIT_S:
+            raise ValueError(t)
+        value = float(t[:-1])
+        if not 0 <= value < float("inf"):  # also refuses nan
+            raise ValueError(t)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a duration: give a number and a unit, s m h or d (90s, 10m, 1h)"
+        ) from None
+    return value * _UNIT_S[unit]
+
+
 def count(n: int, one: str, many: str | None = None) -> str:
     """`1 match`, `2 matches`, `0 sessions`."""
     return f"{n} {one if n == 1 else (many or one + 's')}"

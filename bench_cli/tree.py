@@ -7,15 +7,19 @@ order.
 """
 
 from bench_cli import output
+from bench_wire import outcomes
 
 
 def job_state(s: dict) -> str:
-    """What the job of a session is doing: -, running, settling, or its outcome."""
+    """What the job of a session is doing: -, running, stalled, settling, or its outcome
+    (bench_wire.outcomes; a record of an earlier version in today's words)."""
     if not s.get("job"):
         return "-"
     if s.get("outcome"):
-        return s["outcome"]
-    return "running" if s["state"] == "running" else "settling"
+        return outcomes.current(s["outcome"])[0] or "-"
+    if s["state"] == "running":
+        return "stalled" if s.get("stalled") else "running"
+    return "settling"
 
 
 def ordered(rows: list[dict]) -> list[tuple[int, bool, list[bool], dict]]:

@@ -130,12 +130,45 @@ class WakeCapped(Event, tag="wake/capped"):
 
 
 class JobSettled(Event, tag="job/settled"):
+    """A job ended: its outcome and reason in the words of bench_wire.outcomes."""
+
     session: str
     handle: str
     key: str
     outcome: str
     replies: int
     recovered: bool = False
+    reason: str | None = None  # why it failed or was interrupted (None: completed, cancelled)
+
+
+class JobDeadline(Event, tag="job/deadline"):
+    """A job's deadline passed: it is being ended (recovered: found at start, already
+    past it, its session gone with the previous daemon)."""
+
+    session: str
+    handle: str
+    key: str
+    deadline_ms: int  # the deadline, wall-clock ms
+    recovered: bool = False
+
+
+class JobStalled(Event, tag="job/stalled"):
+    """A job's child showed no output for its stall-after time and has not reported;
+    one mail went to each reply-to address (mailed; refused: those the mailroom refused)."""
+
+    session: str
+    handle: str
+    idle_ms: int
+    mailed: list[str] = []
+    refused: list[str] = []
+
+
+class JobActive(Event, tag="job/active"):
+    """A stalled job's child showed output again: the stall is over."""
+
+    session: str
+    handle: str
+    stalled_ms: int  # how long the stall lasted, from its job/stalled
 
 
 class JobDelegated(Event, tag="job/delegated"):

@@ -109,6 +109,12 @@ class Spawn(Request, tag="session/spawn"):
     cols: int = 120
     agent: str | None = None
     job: JobMailSpec | None = None
+    # Seconds from the spawn until the session is ended (a job then replies interrupted,
+    # reason deadline); None: no deadline.
+    deadline: float | None = None
+    # A job's stall time in seconds: idle that long without a report mails its reply-to
+    # addresses. None: the daemon's --stall-after; 0: never.
+    stall_after: float | None = None
 
 
 class SessionList(Request, tag="session/list"):

@@ -235,7 +235,10 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     reply_to: list[str] = []  # a job's: the addresses owed a reply when it ends
     parent: str | None = None  # the session id of the session that spawned it (a job)
     parent_handle: str | None = None
-    outcome: str | None = None  # a settled job's: completed, failed, cancelled, ...
+    outcome: str | None = None  # a settled job's: completed, failed, interrupted, cancelled
+    reason: str | None = None  # why it failed or was interrupted (bench_wire.outcomes)
+    deadline_left_ms: int | None = None  # a live session with a deadline: the time left
+    stalled: bool = False  # a live job's child is stalled (idle past stall-after, no report)
 
 
 class SpawnOk(Response, tag="session/spawn"):

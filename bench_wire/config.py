@@ -170,6 +170,21 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "child); more are refused with rate-limited",
     ),
     (
+        "--stall-after",
+        "BENCH_STALL_AFTER",
+        float,
+        600.0,
+        "seconds a job's child may show no output, without a report, before it is stalled "
+        "(0: never)",
+    ),
+    (
+        "--max-deadline",
+        "BENCH_MAX_DEADLINE",
+        float,
+        7 * 86400.0,
+        "the longest --deadline (and per-spawn --stall-after) a spawn may ask for, in seconds",
+    ),
+    (
         "--exited-kept",
         "BENCH_EXITED_KEPT",
         int,
@@ -203,9 +218,13 @@ def option_problem(flag: str, value: float) -> str | None:
     `bench up`, so a bad value is a usage error before any daemon starts)."""
     if value < 0:
         return f"{flag} must not be negative (got {value})"
-    if flag in ("--wake-refill", "--idle-timeout", "--send-rate", "--operator-send-rate") and (
-        value <= 0
-    ):
+    if flag in (
+        "--wake-refill",
+        "--idle-timeout",
+        "--send-rate",
+        "--operator-send-rate",
+        "--max-deadline",
+    ) and (value <= 0):
         return f"{flag} must be positive (got {value})"
     if flag in (
         "--max-connections",

@@ -51,6 +51,7 @@ CODES: dict[str, str] = {
     "bad-mail": "The job mail could not be used.",
     "too-many-children": "The spawning session already has as many unsettled jobs as allowed.",
     "too-deep": "The new job would be deeper in the delegation tree than allowed.",
+    "bad-duration": "A duration is a positive number with a unit (90s, 10m, 1h), at most the daemon's maximum.",
     # nodes and the bridge
     "bad-node": "A node name is 1-64 characters of a-z 0-9 . _ - starting with a letter or digit.",
     "unknown-node": "No node of that name has been seen by this node's bridge.",

@@ -121,6 +121,9 @@ from bench_wire._events import (
     JobLimited as JobLimited,
     JobReported as JobReported,
     JobSettled as JobSettled,
+    JobDeadline as JobDeadline,
+    JobStalled as JobStalled,
+    JobActive as JobActive,
     LimitHit as LimitHit,
     MailReadEvent as MailReadEvent,
     MailSent as MailSent,
@@ -222,6 +225,9 @@ AnyEvent = (
     | EnterRetried
     | WakeCapped
     | JobSettled
+    | JobDeadline
+    | JobStalled
+    | JobActive
     | JobDelegated
     | JobLimited
     | JobReported

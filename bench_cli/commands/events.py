@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from bench_cli import output
+from bench_cli import humanize, output
 from bench_cli.context import (
     ENCODER,
     colour,
@@ -23,17 +23,15 @@ from bench_cli.eventtext import format_event
 from bench_wire import messages as m
 from bench_wire.client import Client, check
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h|d)")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]")
 
 
 def since_ms(text: str, now: float) -> int:
     """A point in time as `docker logs --since` / `journalctl --since` read it: a duration
     back from now (30s, 10m, 2h, 1d), or a local date and time (2026-11-30T10:00,
     2026-11-30 10:00:00, 2026-11-30); ms since the epoch. ValueError otherwise."""
-    hit = _DURATION.fullmatch(text.strip())
-    if hit:
-        return int((now - float(hit.group(1)) * _UNIT_S[hit.group(2)]) * 1000)
+    if _DURATION.fullmatch(text.strip()):
+        return int((now - humanize.parse_duration(text)) * 1000)
     return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
 
 

@@ -23,9 +23,26 @@ from bench_cli.context import (
     reply_to_option,
     with_token,
 )
+from bench_cli.tree import job_state
 from bench_wire import messages as m
 from bench_wire.client import Client, check
 from bench_wire.errors import WireError
+
+
+class Duration(click.ParamType):
+    """90s, 10m, 1h, 2d (humanize.parse_duration): seconds."""
+
+    name = "DURATION"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return humanize.parse_duration(str(value))
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
 
 
 def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
@@ -51,6 +68,18 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--subject", default="", help="job: the task mail's subject")
 @reply_to_option("job: owed a reply (repeat)")
 @click.option("--key", help="job: the task's stable key (default: job-<session>)")
+@click.option(
+    "--deadline",
+    type=Duration(),
+    help="end the session this long after the spawn (90s, 10m, 1h): a job replies "
+    "interrupted, reason deadline",
+)
+@click.option(
+    "--stall-after",
+    type=Duration(),
+    help="job: mail the reply-to addresses when the child shows no output this long "
+    "without a report (default: the daemon's --stall-after; 0s: never)",
+)
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
     bench_dir: str | None,
@@ -66,6 +95,8 @@ def spawn(
     subject: str,
     reply_to: tuple[str, ...],
     key: str | None,
+    deadline: float | None,
+    stall_after: float | None,
     argv: tuple[str, ...],
 ) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
@@ -75,8 +106,10 @@ def spawn(
         job = m.JobMailSpec(
             body=mail_file.read(), subject=subject, key=key, reply_to=list(reply_to)
         )
-    elif reply_to or key:
-        raise click.UsageError("--reply-to and --key need --mail (a job's task mail)")
+    elif reply_to or key or stall_after is not None:
+        raise click.UsageError(
+            "--reply-to, --key and --stall-after need --mail (a job's task mail)"
+        )
     req = m.Spawn(
         argv=list(argv),
         name=name,
@@ -87,6 +120,8 @@ def spawn(
         cols=cols,
         agent=agent,
         job=job,
+        deadline=deadline,
+        stall_after=stall_after,
     )
     a = call(bench_dir, req)
     done(ctx, a, f"spawned {a['handle']} (session {a['session']}, pid {a['pid']})")
@@ -98,6 +133,8 @@ spawn.epilog = examples(
     "bench spawn --name w1 --cwd ~/src/app --env FOO=1 --ready 'standin>' -- python agent.py",
     "bench spawn --name child --mail TASK.md --reply-to parent -- CMD",
     "bench spawn --mail TASK.md --name reviewer --reply-to alice --reply-to bob@node2 -- codex",
+    "bench spawn --name w2 --deadline 1h -- python agent.py",
+    "bench spawn --mail TASK.md --deadline 1h --stall-after 15m -- CMD",
 )
 
 
@@ -193,15 +230,20 @@ def ps(
     tw = max((len(t) for t in teams.values()), default=0)
     team_head = f"{'TEAM':<{max(tw, 4)}}  " if teams else ""
     pieces: list = [
-        f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  EXIT     "
-        f"{team_head}COMMAND"
+        f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  "
+        f"{'JOB':<11} {'LEFT':>5}  EXIT     {team_head}COMMAND"
     ]
     for s in rows:
         idle = "-" if s.get("idle_ms") is None else humanize.duration(s["idle_ms"] / 1000)
+        left = s.get("deadline_left_ms")
+        left_text = "-" if left is None else humanize.duration(left / 1000)
         pieces += [f"\n{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  "]
         pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
         label = f"{teams.get(s['session'], '-'):<{max(tw, 4)}}  " if teams else ""
-        pieces += [f" {idle:>5}  {_exit_text(s):<7}  {label}{' '.join(s.get('argv') or [])}"]
+        pieces += [
+            f" {idle:>5}  {job_state(s):<11} {left_text:>5}  {_exit_text(s):<7}  "
+            f"{label}{' '.join(s.get('argv') or [])}"
+        ]
     output.write(pieces)
 
 

@@ -354,7 +354,8 @@ class Dash(App):
         while up in self.board.rows:  # a delegated job is drawn under its spawner
             name = "  " + (name if name.startswith(" ") else "└ " + name)
             up = self.board.rows[up].parent
-        cells = (name, state, unread, r.idle_text(now), r.wake, r.job_text(), str(r.pid))
+        job = " ".join(x for x in (r.job_text(), r.left_text(now)) if x)
+        cells = (name, state, unread, r.idle_text(now), r.wake, job, str(r.pid))
         if r.state == "running":
             return cells
         # An exited session is drawn dimmed (and after the live ones: Board.nested).

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from bench_cli import humanize
 from bench_cli.eventtext import clock
+from bench_wire import outcomes
 from bench_wire.untrusted import mask
 
 
@@ -28,6 +29,8 @@ class Row:
     exit: int | None = None
     signal: int | None = None
     parent: str | None = None  # the handle of the session that spawned it (a delegated job)
+    stalled: bool = False  # a job's child idle past its stall time without a report
+    deadline_left_ms: int | None = None  # the time left to its deadline, measured at idle_at
 
     def idle_text(self, now: float) -> str:
         if self.state != "running" or self.idle_ms is None:
@@ -39,7 +42,14 @@ class Row:
         if not self.job:
             return ""
         to = ("->" + ",".join(self.reply_to)) if self.reply_to else ""
-        return " ".join(x for x in ("job" + to, self.outcome) if x)
+        stalled = "stalled" if self.stalled and not self.outcome else ""
+        return " ".join(x for x in ("job" + to, self.outcome, stalled) if x)
+
+    def left_text(self, now: float) -> str:
+        """The time left to the session's deadline ("" without one)."""
+        if self.state != "running" or self.deadline_left_ms is None:
+            return ""
+        return "left " + humanize.duration(self.deadline_left_ms / 1000 - (now - self.idle_at))
 
     def exit_text(self) -> str:
         if self.exit is not None:
@@ -80,6 +90,8 @@ class Board:
                 exit=s.get("exit"),
                 signal=s.get("signal"),
                 parent=s.get("parent_handle"),
+                stalled=bool(s.get("stalled")),
+                deadline_left_ms=s.get("deadline_left_ms"),
             )
             if old is not None and old.session == r.session:
                 r.wake, r.outcome = old.wake, old.outcome
@@ -135,7 +147,12 @@ class Board:
         elif kind == "wake/capped":
             r.wake = "capped " + clock(ev["ts"])
         elif kind == "job/settled":
-            r.outcome = ev.get("outcome", "")
+            r.outcome = outcomes.current(ev.get("outcome", ""))[0] or ""
+            r.stalled = False
+        elif kind == "job/stalled" and ev.get("session") == r.session:
+            r.stalled = True
+        elif kind == "job/active" and ev.get("session") == r.session:
+            r.stalled = False
         elif kind == "job/delegated" and ev.get("child") == r.session:
             r.parent = ev.get("parent_handle")
             r.reply_to = list(ev.get("reply_to") or [])

@@ -185,41 +185,41 @@ def decode_agent_job(job: Job) -> DecodedJob:
 
 
 class Outcome(enum.StrEnum):
-    """How a job settled."""
+    """How a job settled: the words of bench_wire.outcomes (one vocabulary everywhere)."""
 
     COMPLETED = "completed"
     FAILED = "failed"
-    OUTCOME_UNKNOWN = "outcome_unknown"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
     # The spawn failed before the child ran: nothing was started, so nothing is owed.
     ABANDONED = "abandoned"
 
 
-# A correspondent only needs to know whether the work is done; every other ending reads
-# as "interrupted". Cancellation is deliberate, so it is quiet (None: no replies), and an
-# abandoned job never ran (its spawner was told the spawn failed).
+# Every ending but two is said to the correspondents in the same word. Cancellation is
+# deliberate, so it is quiet (None: no replies), and an abandoned job never ran (its
+# spawner was told the spawn failed).
 _REPLY_OUTCOMES: dict[Outcome, str | None] = {
     Outcome.COMPLETED: "completed",
-    Outcome.FAILED: "interrupted",
-    Outcome.OUTCOME_UNKNOWN: "interrupted",
+    Outcome.FAILED: "failed",
     Outcome.INTERRUPTED: "interrupted",
     Outcome.CANCELLED: None,
     Outcome.ABANDONED: None,
 }
+# Stored by earlier versions (a job whose daemon died under it): read as interrupted.
+_OLD_OUTCOMES = {"outcome_unknown": Outcome.INTERRUPTED}
 
 
 def _outcome(value: object) -> Outcome:
     try:
         if not isinstance(value, str):
             raise ValueError(value)
-        return Outcome(value)
+        return _OLD_OUTCOMES.get(value) or Outcome(value)
     except ValueError:
         raise JobError("bad-outcome", f"unknown job outcome {value!r}.") from None
 
 
 def reply_outcome(outcome: Outcome | str) -> str | None:
-    """The outcome a reply reports (``completed``/``interrupted``), or None for no reply."""
+    """The outcome a reply reports (the job's own word), or None for no reply."""
     return _REPLY_OUTCOMES[_outcome(outcome)]
 
 

@@ -10,9 +10,13 @@
 - now      -> the injected clock's wall time in ms (benchd.core.clock)
 
 A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
-exit settles it: exit 0 -> completed; any other exit or a signal -> failed; `bench kill
---cancel` -> cancelled (quiet); found running at daemon start (its session died with
-the old daemon) -> outcome_unknown. The content owed is the last `bench report`.
+exit settles it, in the words of bench_wire.outcomes (`outcome_of`): exit 0 ->
+completed; another exit or a signal of its own -> failed (reason exit-code, signal);
+`bench kill` -> interrupted (killed), its deadline -> interrupted (deadline), the daemon
+stopping or found running at daemon start (its session died with the old daemon) ->
+interrupted (daemon-stopped); `bench kill --cancel` -> cancelled (quiet). The content
+owed is the last `bench report`. Replies are in the task's thread: `Re: <its subject>
+(<outcome>)`, in reply to the task mail.
 """
 
 import math
@@ -64,11 +68,14 @@ class Ending:
     exit_code: int | None = None
     signal: str | None = None  # the signal's name (SIGTERM), as the header says it
     killed_by: str | None = None
+    reason: str | None = None  # the outcome's reason (bench_wire.outcomes), if it has one
 
     def fields(self) -> dict[str, str | int]:
-        """The header fields in their documented order: `ended`, then `exitCode` or
-        `signal`, and `killedBy` when `bench kill` ended it."""
-        out: dict[str, str | int] = {"ended": self.ended}
+        """The header fields in their documented order: `reason` (when the outcome has
+        one), `ended`, then `exitCode` or `signal`, and `killedBy` when `bench kill`
+        ended it."""
+        out: dict[str, str | int] = {} if self.reason is None else {"reason": self.reason}
+        out["ended"] = self.ended
         if self.exit_code is not None:
             out["exitCode"] = self.exit_code
         if self.signal is not None:
@@ -145,22 +152,39 @@ class JobHost:
             await trio.sleep_forever()  # settlements may still come after the timer stops
 
     async def _start(self) -> None:
-        # Jobs whose sessions died with the previous daemon: their outcome is unknown.
-        for session, handle, job_json, content, _state in self.outbox.running_jobs():
-            ending = Ending("daemon-stopped")
-            if not content:
-                content = ending_sentence(session, handle, ending)
+        # Jobs whose sessions died with the previous daemon: interrupted, and by their
+        # deadline when it has passed by now (while the daemon was down, or before).
+        now = self.clock.wall_ms()
+        deadlines: list[m.Event] = []
+        for row in self.outbox.running_jobs():
+            job = Job.from_json(row.job)
+            past = row.deadline_ms is not None and row.deadline_ms <= now
+            ending = Ending("daemon-stopped", reason="deadline" if past else "daemon-stopped")
+            if past:
+                mail = decode_agent_job(job).mail
+                deadlines.append(
+                    m.JobDeadline(
+                        session=row.session,
+                        handle=row.handle,
+                        key=mail.key if mail else "",
+                        deadline_ms=row.deadline_ms or 0,
+                        recovered=True,
+                    )
+                )
+            content = row.content or ending_sentence(row.session, row.handle, ending)
             self._settling.append(
                 Settlement(
-                    session,
-                    handle,
-                    Job.from_json(job_json),
-                    Outcome.OUTCOME_UNKNOWN,
+                    row.session,
+                    row.handle,
+                    job,
+                    Outcome.INTERRUPTED,
                     content,
                     ending,
                     recovered=True,
                 )
             )
+        if deadlines:
+            await self.committer.record(*deadlines)
         if self._settling:
             await self._settle_batch()
         self._schedule_wake(self.clock.wall_ms())
@@ -214,19 +238,29 @@ class JobHost:
         outcome = mail.outcome or "reply"
         task_key = job_key_of(mail.key) or mail.key
         to = mail.to.agent_id
-        subject = f"job {outcome}: {task_key}"[:200]
+        # In the task's thread: `Re: <task subject> (<outcome>)`, in reply to the task.
+        # A job made before replies were threaded has no stored subject: its key names it.
+        task_id, task_subject = self.outbox.task_of(task_key)
+        suffix = f" ({outcome})"
+        subject = f"Re: {task_subject or task_key}"[: 200 - len(suffix)] + suffix
         try:
             faults.check("post")
             if "@" in to:
                 # Another node: queued for the bridge with the outbound queue's guarantees
                 # (durable before accepted; the key makes a repeat a no-op).
                 assert self.outbound is not None, "the daemon wires the outbound queue"
+                # (The task's id is this node's; the other node's thread starts here.)
                 op: SendOp = self.outbound.make_queue(
                     mail.from_.agent_id, to, mail.content, subject, mail.key
                 )
             else:
                 op = self.mailroom.make_send(
-                    mail.from_.agent_id, to, mail.content, subject=subject, key=mail.key
+                    mail.from_.agent_id,
+                    to,
+                    mail.content,
+                    subject=subject,
+                    key=mail.key,
+                    in_reply_to=task_id,
                 )
             op.also_log = lambda mail_id: [m.OutboxPosted(key=mail.key, to=to, mail_id=mail_id)]
             self.committer.enqueue(op)
@@ -317,7 +351,7 @@ class JobHost:
         except JobError as err:
             raise WireError("bad-mail", f"the job could not be made: {err.message}") from None
         with self.outbox:
-            self.outbox.add_job(s.id, s.handle, job.to_json())
+            self.outbox.add_job(s.id, s.handle, job.to_json(), s.deadline_ms)
         s.job = job
 
     def abandon(self, s: "Session") -> None:
@@ -330,14 +364,11 @@ class JobHost:
         assert s.job is not None, "begin() made the job"
         mail = decode_agent_job(s.job).mail
         assert mail is not None, "a job spawned with a task has its mail"
+        subject = spec.subject or "task"
         res = await self.mailroom.send(
-            caller.handle,
-            s.handle,
-            spec.body,
-            spec.subject or "task",
-            key=mail.key,
-            reply_to=list(spec.reply_to),
+            caller.handle, s.handle, spec.body, subject, key=mail.key, reply_to=list(spec.reply_to)
         )
+        self.outbox.set_task(s.id, res.mail_id, subject)  # the replies' thread
         return res.mail_id
 
     async def report(self, caller: Caller, content: str) -> int:
@@ -352,6 +383,9 @@ class JobHost:
         with self.outbox:
             if not self.outbox.report(s.id, content):
                 raise WireError("no-job", f"the job of {s.handle} has already settled")
+        live = self.find_session(s.handle)
+        if live is not None and live.id == s.id:
+            live.reported = True  # it has said something: no stall mail is owed for it
         await self.committer.submit(
             EventOp(m.JobReported(session=s.id, handle=s.handle, bytes=len(data)))
         )
@@ -360,18 +394,14 @@ class JobHost:
     async def settle(self, s: "Session") -> str:
         """Settle the job of an exited session; returns its outcome."""
         assert s.job is not None, "only a job's session is settled here"
-        if s.cancelled:
-            outcome = Outcome.CANCELLED
-        elif s.exit == 0:
-            outcome = Outcome.COMPLETED
-        else:
-            outcome = Outcome.FAILED
+        outcome, reason = outcome_of(s.cancelled, s.deadline_hit, s.killed_by, s.exit)
         row = self.outbox.job(s.id)
         content = row.content if row else ""
-        ending = ending_of(s.exit, s.signal, s.killed_by)
+        ending = ending_of(s.exit, s.signal, s.killed_by, reason)
         if not content:
             content = ending_sentence(s.id, s.handle, ending)
         await self._settle_job(Settlement(s.id, s.handle, s.job, outcome, content, ending))
+        s.reason = reason
         return str(outcome)
 
     async def _settle_job(self, settlement: Settlement) -> None:
@@ -401,6 +431,7 @@ class JobHost:
                             outcome=str(st.outcome),
                             replies=n,
                             recovered=st.recovered,
+                            reason=st.ending.reason,
                         )
                     )
         except Exception:  # noqa: BLE001 - still running in the outbox: settled next start
@@ -412,14 +443,35 @@ class JobHost:
                 st.done.set()
 
 
-def ending_of(exit_code: int | None, sig: int | None, killed_by: str | None) -> Ending:
+def outcome_of(
+    cancelled: bool, deadline: bool, killed_by: str | None, exit_code: int | None
+) -> tuple[Outcome, str | None]:
+    """A session's job outcome and its reason (bench_wire.outcomes), first match wins:
+    a cancel, its deadline, `bench kill` (by the daemon stopping: daemon-stopped), a
+    clean exit, then the child's own failure."""
+    if cancelled:
+        return Outcome.CANCELLED, None
+    if deadline:
+        return Outcome.INTERRUPTED, "deadline"
+    if killed_by == "benchd":
+        return Outcome.INTERRUPTED, "daemon-stopped"
+    if killed_by is not None:
+        return Outcome.INTERRUPTED, "killed"
+    if exit_code == 0:
+        return Outcome.COMPLETED, None
+    return Outcome.FAILED, "exit-code" if exit_code is not None else "signal"
+
+
+def ending_of(
+    exit_code: int | None, sig: int | None, killed_by: str | None, reason: str | None = None
+) -> Ending:
     """How a job's session ended, from its exit status and who killed it."""
     name = None if sig is None else _signal_name(sig)
     if killed_by is not None:
-        return Ending("killed", exit_code, name, killed_by)
+        return Ending("killed", exit_code, name, killed_by, reason)
     if exit_code is not None:
-        return Ending("exited", exit_code, name)
-    return Ending("signalled", None, name)
+        return Ending("exited", exit_code, name, reason=reason)
+    return Ending("signalled", None, name, reason=reason)
 
 
 def _signal_name(sig: int) -> str:
@@ -432,13 +484,21 @@ def _signal_name(sig: int) -> str:
 def ending_sentence(session: str, handle: str, ending: Ending) -> str:
     """The body of a reply when the job reported nothing: what happened, and where to
     look."""
+    if ending.reason == "deadline" and ending.ended == "daemon-stopped":
+        return (
+            f"The job reported nothing: its deadline passed while the daemon was down; "
+            f"session {session} ({handle}) had stopped with the previous daemon, and its "
+            "scrollback is gone.\n"
+        )
     if ending.ended == "daemon-stopped":
         return (
             f"The job reported nothing: the daemon stopped while session {session} "
             f"({handle}) was running, so how it ended is unknown and its scrollback is "
             "gone.\n"
         )
-    if ending.ended == "killed":
+    if ending.reason == "deadline":
+        how = f"was ended at its deadline ({ending.signal or 'it exited'})"
+    elif ending.ended == "killed":
         how = f"was killed by {ending.killed_by}"
     elif ending.exit_code is not None:
         how = f"exited with code {ending.exit_code}"

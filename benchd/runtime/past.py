@@ -12,6 +12,7 @@ import pyte
 import trio
 
 from bench_wire import messages as m
+from bench_wire import outcomes
 from benchd.core.states import SessionState
 from benchd.runtime import vtscreen
 from benchd.runtime.terminal import render_line
@@ -73,7 +74,8 @@ class PastSession:
         self.parent: str | None = record.get("parent")
         self.parent_handle: str | None = record.get("parent_handle")
         self.lineage: tuple[str, ...] = tuple(record.get("lineage") or ())
-        self.outcome: str | None = record.get("outcome")
+        # Records of earlier versions may say outcome_unknown: read in today's words.
+        self.outcome, self.reason = outcomes.current(record.get("outcome"), record.get("reason"))
         rows, cols = record.get("size") or (40, 120)
         self.term = PastTerminal(int(record.get("pid") or 0), output, rows, cols)
         self.exited = trio.Event()
@@ -95,6 +97,7 @@ class PastSession:
             parent=self.parent,
             parent_handle=self.parent_handle,
             outcome=self.outcome,
+            reason=self.reason,
         )
 
 
@@ -114,6 +117,7 @@ def record_of(s: "Session", ended_ms: int) -> Record:
         "parent_handle": s.parent_handle,
         "lineage": list(s.lineage),
         "outcome": s.outcome,
+        "reason": s.reason,
         "size": list(s.size),
         "ended_ms": ended_ms,
     }

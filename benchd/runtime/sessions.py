@@ -41,6 +41,7 @@ from benchd.store.exited import ExitedStore
 if TYPE_CHECKING:  # these import this module
     from benchd.runtime.delegation import Delegation
     from benchd.runtime.jobhost import JobHost
+    from benchd.runtime.jobwatch import JobWatch
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -89,6 +90,17 @@ class Session:
         self.lineage: tuple[str, ...] = ()
         self.root_handle: str | None = None  # the handle of its tree's root (a job's)
         self.outcome: str | None = None  # its job's, once settled
+        self.reason: str | None = None  # and its reason (bench_wire.outcomes)
+        # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
+        # the monotonic time the watch sleeps until), whether the deadline ended it, its
+        # stall time (0: never), since when it is stalled (monotonic), and whether it has
+        # run `bench report` (a child that reported owes no stall mail).
+        self.deadline_ms: int | None = None
+        self.deadline_at: float | None = None
+        self.deadline_hit = False
+        self.stall_after = 0.0
+        self.stalled_at: float | None = None
+        self.reported = False
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
 
@@ -137,6 +149,13 @@ class Session:
             parent=self.parent,
             parent_handle=self.parent_handle,
             outcome=self.outcome,
+            reason=self.reason,
+            deadline_left_ms=(
+                None
+                if self.deadline_at is None or not self.live
+                else max(0, int((self.deadline_at - time.monotonic()) * 1000))
+            ),
+            stalled=self.stalled_at is not None and self.live,
         )
 
     def reply_to(self) -> list[str]:
@@ -250,6 +269,7 @@ class Sessions:
         self.delegation: Delegation | None = None  # counts a spawner's children
         self.exited_store: ExitedStore | None = None  # exited sessions kept on disk
         self.exited_kept = EXITED_KEPT
+        self.watch: JobWatch | None = None  # deadlines and stalls (benchd.runtime.jobwatch)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the sessions run in, and the orphan reaper."""
@@ -367,6 +387,8 @@ class Sessions:
         s.paste_settle = settle
         s.size = (req.rows, req.cols)
         s.launch_args = (argv, cwd, env, req.rows, req.cols)
+        if self.watch is not None:
+            self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
         self.roster.by_id[sid] = s
@@ -400,6 +422,8 @@ class Sessions:
             s.cancel_scope = nursery.cancel_scope
             nursery.start_soon(s.term.drain)
             nursery.start_soon(self.reactor.run_session, s)
+            if self.watch is not None:
+                nursery.start_soon(self.watch.run_session, s)
             code, sig = await s.term.wait_exit()
             # Let the last output through (the pty closes once the child's group is gone).
             with trio.move_on_after(0.5):

@@ -34,6 +34,7 @@ from benchd.runtime.committer import Committer, EventOp, JournalStore
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
+from benchd.runtime.jobwatch import JobWatch
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import (
     BODY_BYTES,
@@ -218,6 +219,19 @@ class Daemon:
             DelegationLimits(opts.max_children, opts.max_depth, opts.spawn_rate),
         )
         self.sessions.delegation = self.delegation
+        self.sessions.watch = JobWatch(
+            self.committer.record,
+            self.committer,
+            self.mailroom,
+            self.limiter,
+            self.jobs.outbox,
+            self.sessions.end,
+            self.log,
+            opts.stall_after,
+            opts.max_deadline,
+            clock=self.clock,
+        )
+        self.sessions.watch.outbound = self.outbound
         self.sessions.exited_kept = opts.exited_kept
         self.sessions.exited_store = ExitedStore(bench_dir, opts.exited_kept, opts.kept_scrollback)
         for record, output in self.sessions.exited_store.load():

@@ -14,7 +14,10 @@ and `list(limit, after_key)` is an ordered index scan. synchronous=FULL because,
 unlike the mail index, nothing else on disk can rebuild the rows a settlement writes.
 
 Tables: `rows` (the fan-out core's outbox port: key -> value), `jobs` (a job per
-session: the queued job's JSON, the content reported so far, and whether it settled).
+session: the queued job's JSON, the content reported so far, whether it settled, its
+deadline as a wall-clock time in ms, and its task mail's id and subject, which thread
+the replies). Columns added since the first version are added to an older file when
+it is opened (NULL there: no deadline, no thread).
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ CREATE TABLE IF NOT EXISTS jobs(
   session TEXT PRIMARY KEY, handle TEXT NOT NULL, job TEXT NOT NULL,
   content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running');
 """
+# Columns newer than the table: (name, SQL type), added to an older file on open.
+_ADDED = (("deadline_ms", "INTEGER"), ("task_id", "TEXT"), ("subject", "TEXT"))
+_KEY = "json_extract(job, '$.payload.mail.key')"
 
 
 class JobRow(NamedTuple):
@@ -44,10 +50,14 @@ class JobRow(NamedTuple):
     job: dict[str, object]  # the fan-out core's job, as JSON (benchd.core.jobs decodes it)
     content: str  # what the session reported (bench report), "" if nothing
     state: str  # a JobState's column text
+    deadline_ms: int | None = None  # wall-clock ms when it is ended, if it has a deadline
 
 
-def _job_row(row: tuple[str, str, str, str, str]) -> JobRow:
-    return JobRow(row[0], row[1], json.loads(row[2]), row[3], row[4])
+_COLUMNS = "session, handle, job, content, state, deadline_ms"
+
+
+def _job_row(row: tuple[str, str, str, str, str, int | None]) -> JobRow:
+    return JobRow(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
 
 
 class SqliteOutbox:
@@ -58,6 +68,12 @@ class SqliteOutbox:
         # rarely, off the hot path, and a settlement had better wait than fail.
         self.db = sqlite.connect(path, busy_ms=5000)
         self.db.executescript(_SCHEMA)
+        have = {row[1] for row in self.db.execute("PRAGMA table_info(jobs)")}
+        for name, kind in _ADDED:
+            if name not in have:
+                self.db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+        # Replies find their task's thread by the task's key (and has_job_key asks too).
+        self.db.execute(f"CREATE INDEX IF NOT EXISTS jobs_key ON jobs({_KEY})")
 
     def close(self) -> None:
         self.db.close()
@@ -102,11 +118,31 @@ class SqliteOutbox:
 
     # ------------------------------------------------------------ jobs
 
-    def add_job(self, session: str, handle: str, job: Mapping[str, object]) -> None:
+    def add_job(
+        self,
+        session: str,
+        handle: str,
+        job: Mapping[str, object],
+        deadline_ms: int | None = None,
+    ) -> None:
         self.db.execute(
-            "INSERT INTO jobs(session, handle, job) VALUES (?, ?, ?)",
-            (session, handle, json.dumps(job)),
+            "INSERT INTO jobs(session, handle, job, deadline_ms) VALUES (?, ?, ?, ?)",
+            (session, handle, json.dumps(job), deadline_ms),
         )
+
+    def set_task(self, session: str, task_id: str, subject: str) -> None:
+        """The task mail as delivered: its id and subject (the replies' thread). Not a
+        durable transaction of its own: the settlement's, later, makes it durable."""
+        self.db.execute(
+            "UPDATE jobs SET task_id=?, subject=? WHERE session=?", (task_id, subject, session)
+        )
+
+    def task_of(self, key: str) -> tuple[str | None, str | None]:
+        """(task mail id, subject) of the job whose task has `key`; Nones when unknown."""
+        row = self.db.execute(
+            f"SELECT task_id, subject FROM jobs WHERE {_KEY} = ? LIMIT 1", (key,)
+        ).fetchone()
+        return (row[0], row[1]) if row else (None, None)
 
     def report(self, session: str, content: str) -> bool:
         cur = self.db.execute(
@@ -116,22 +152,18 @@ class SqliteOutbox:
         return cur.rowcount > 0
 
     def job(self, session: str) -> JobRow | None:
-        row = self.db.execute(
-            "SELECT session, handle, job, content, state FROM jobs WHERE session=?", (session,)
-        ).fetchone()
+        row = self.db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE session=?", (session,)).fetchone()
         return None if row is None else _job_row(row)
 
     def has_job_key(self, key: str) -> bool:
-        row = self.db.execute(
-            "SELECT 1 FROM jobs WHERE json_extract(job, '$.payload.mail.key') = ? LIMIT 1", (key,)
-        ).fetchone()
+        row = self.db.execute(f"SELECT 1 FROM jobs WHERE {_KEY} = ? LIMIT 1", (key,)).fetchone()
         return row is not None
 
     def running_jobs(self) -> builtins.list[JobRow]:  # `list` is a method here
         return [
             _job_row(row)
             for row in self.db.execute(
-                "SELECT session, handle, job, content, state FROM jobs WHERE state=?",
+                f"SELECT {_COLUMNS} FROM jobs WHERE state=?",
                 (column(JobState.RUNNING),),
             )
         ]

@@ -80,7 +80,8 @@ LONG = "bench report 'half done'; exec sleep 600"
 
 
 def replies(d, handle: str) -> list[dict]:
-    return [x for x in mailbox(d, handle) if x["meta"]["subject"].startswith("job ")]
+    """A handle's job replies: in their task's thread, `Re: <task subject> (<outcome>)`."""
+    return [x for x in mailbox(d, handle) if x["body"].startswith("---\noutcome: ")]
 
 
 # ------------------------------------------------------------------ spawning
@@ -156,11 +157,12 @@ def test_a_session_kills_and_cancels_its_own_child_and_touches_nothing_else(daem
     k = alice.ok("bench kill --json alice.1")
     assert k["session"] == c1["session"]
     st = d.wait_event("job/settled", lambda e: e["session"] == c1["session"])
-    assert st["outcome"] == "failed"
+    assert st["outcome"] == "interrupted" and st["reason"] == "killed"
     d.wait_event("outbox/posted", lambda e: e["to"] == "alice")
     (reply,) = replies(d, "alice")
     meta = reply["body"].split("---\n")[1]
     assert "outcome: interrupted" in meta and "killedBy: alice" in meta
+    assert "reason: killed" in meta
     # Cancel its own child: no reply at all.
     c2 = alice.ok(spawn_cmd(t, LONG))
     d.wait_event("job/reported", lambda e: e["session"] == c2["session"])
@@ -275,10 +277,10 @@ def test_ps_tree_json_parent_and_kill_tree_children_first(daemon, tmp_path):
     assert exits.index("alice.2") < exits.index("alice")
     for h in ("alice.1.1", "alice.1", "alice.2"):
         st = d.wait_event("job/settled", lambda e, h=h: e["handle"] == h, since=since)
-        assert st["outcome"] == "failed" and st["replies"] == 1
+        assert st["outcome"] == "interrupted" and st["replies"] == 1
     assert d.ok("ps")["sessions"] == []
     tree = d.bench("ps", "--tree", "-a").out
-    assert "└─ alice.1.1" in tree and "failed" in tree
+    assert "└─ alice.1.1" in tree and "interrupted" in tree
 
 
 def test_a_session_ends_its_own_subtree_and_is_told_once(daemon, tmp_path):

@@ -5,7 +5,7 @@ child records what it owes with `bench report`; when it settles every replyTo ha
 one reply from the child, whose body is a small header and then the content:
 
     ---
-    outcome: completed | interrupted
+    outcome: completed | failed | interrupted
     agentId: <child handle>
     sessionId: <child session id>
     ---
@@ -210,26 +210,35 @@ def test_a_live_parent_is_woken_by_its_reply(daemon, tmp_path):
 @pytest.mark.parametrize(
     "script,exit_code,sig,details",
     [
-        ("bench report 'half of it'; exit 3", 3, None, {"ended": "exited", "exitCode": 3}),
+        (
+            "bench report 'half of it'; exit 3",
+            3,
+            None,
+            {"reason": "exit-code", "ended": "exited", "exitCode": 3},
+        ),
         (
             "bench report 'half of it'; kill -9 $$",
             None,
             9,
-            {"ended": "signalled", "signal": "SIGKILL"},
+            {"reason": "signal", "ended": "signalled", "signal": "SIGKILL"},
         ),
     ],
     ids=["exit-3", "signal-9"],
 )
-def test_a_failed_child_replies_interrupted(daemon, tmp_path, script, exit_code, sig, details):
+def test_a_failed_child_replies_failed(daemon, tmp_path, script, exit_code, sig, details):
     a = job(daemon, tmp_path, "child", script)
     ex = daemon.wait_event("session/exited", lambda e: e["handle"] == "child")
     assert ex["exit"] == exit_code and ex["signal"] == sig
     st = settled(daemon, "child")
     assert st["outcome"] == "failed" and st["replies"] == 1
+    assert st["reason"] == details["reason"]
     posted_to(daemon, "parent")
     got = daemon.ok("mail", "read", "--handle", "parent")
-    assert got["body"] == header("interrupted", "child", a["session"], **details) + "half of it"
-    assert "interrupted" in got["subject"] and got["from"] == "child"
+    assert got["body"] == header("failed", "child", a["session"], **details) + "half of it"
+    assert got["subject"] == "Re: task (failed)" and got["from"] == "child"
+    # The same word in ps --json as in the event and the reply.
+    (row,) = [s for s in daemon.ok("ps", "-a")["sessions"] if s["session"] == a["session"]]
+    assert (row["outcome"], row["reason"]) == ("failed", details["reason"])
 
 
 def test_a_plain_kill_is_not_a_cancel_it_replies_interrupted(daemon, tmp_path):
@@ -237,7 +246,7 @@ def test_a_plain_kill_is_not_a_cancel_it_replies_interrupted(daemon, tmp_path):
     daemon.wait_event("job/reported", lambda e: e["handle"] == "child")
     daemon.ok("kill", "child")
     st = settled(daemon, "child")
-    assert st["outcome"] == "failed" and st["replies"] == 1
+    assert st["outcome"] == "interrupted" and st["replies"] == 1 and st["reason"] == "killed"
     posted_to(daemon, "parent")
     (msg,) = mailbox(daemon, "parent")
     assert (
@@ -246,6 +255,7 @@ def test_a_plain_kill_is_not_a_cancel_it_replies_interrupted(daemon, tmp_path):
             "interrupted",
             "child",
             a["session"],
+            reason="killed",
             ended="killed",
             signal="SIGHUP",
             killedBy="operator",
@@ -633,7 +643,7 @@ def test_a_child_cannot_preempt_its_own_reply_with_the_reply_key(daemon, tmp_pat
     posted = posted_to(daemon, "parent")
     barrier(daemon, tmp_path, "owed")
     msgs = mailbox(daemon, "parent")
-    want = header("interrupted", "child", a["session"], ended="exited", exitCode=3)
+    want = header("failed", "child", a["session"], reason="exit-code", ended="exited", exitCode=3)
     want += nothing_reported(a["session"], "child", "exited with code 3")
     assert [m["body"] for m in msgs] == [want], (posted, msgs)
 
@@ -688,7 +698,8 @@ def test_kill9_under_a_running_child_replies_interrupted_after_restart(make_daem
         d.kill9()
         d.start()
         st = settled(d, "child")
-        assert st["outcome"] == "outcome_unknown" and st["recovered"] is True
+        assert st["outcome"] == "interrupted" and st["recovered"] is True
+        assert st["reason"] == "daemon-stopped"
         assert st["replies"] == 2 and st["session"] == a["session"]
         for h in ("parent", "operator"):
             posted_to(d, h)
@@ -697,7 +708,13 @@ def test_kill9_under_a_running_child_replies_interrupted_after_restart(make_daem
             (msg,) = mailbox(d, h)
             assert (
                 msg["body"]
-                == header("interrupted", "child", a["session"], ended="daemon-stopped")
+                == header(
+                    "interrupted",
+                    "child",
+                    a["session"],
+                    reason="daemon-stopped",
+                    ended="daemon-stopped",
+                )
                 + "partial work"
             )
             assert msg["meta"]["from"] == "child"
@@ -737,6 +754,7 @@ def test_a_clean_restart_under_a_running_child_replies_once(make_daemon, tmp_pat
                 "interrupted",
                 "child",
                 a["session"],
+                reason="daemon-stopped",
                 ended="killed",
                 signal="SIGHUP",
                 killedBy="benchd",

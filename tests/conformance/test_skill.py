@@ -95,7 +95,8 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     replies = [
         m
         for m in d.ok("mail", "list", "--handle", "operator")["messages"]
-        if m["subject"].startswith("Re:")
+        # (the job's own reply, in the same thread, says its outcome: not this one)
+        if m["subject"].startswith("Re:") and not m["subject"].endswith("(completed)")
     ]
     assert len(replies) == 1 and replies[0]["from"] == "skiller"
     # Files are the record: both messages are in read/, the inbox is empty.
@@ -108,7 +109,7 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
         lambda: [
             m
             for m in d.ok("mail", "list", "--handle", "operator")["messages"]
-            if m["from"] == "skiller" and m["subject"].startswith("job ")
+            if m["from"] == "skiller" and m["subject"].endswith("(completed)")
         ],
         30,
         "the job's reply",
@@ -177,7 +178,7 @@ def test_a_woken_job_finds_its_task_as_the_skill_says(make_daemon, tmp_path):
         lambda: [
             m
             for m in d.ok("mail", "list", "--handle", "operator")["messages"]
-            if m["from"] == "woken" and m["subject"].startswith("job ")
+            if m["from"] == "woken" and m["subject"].endswith("(completed)")
         ],
         30,
         "the job's reply",

@@ -88,6 +88,10 @@ def test_delegate_proof_alice_delegates_from_her_own_session():
     assert "collected 'alice.3: outcome interrupted, killedBy alice' from alice" in p.stdout
     trail = p.stdout.split("event trail:")[1]
     kinds = [line.split()[1] for line in trail.strip().splitlines() if line.strip().startswith("+")]
-    assert kinds.count("job/delegated") == 3 and kinds.count("job/settled") == 3
-    assert kinds.count("outbox/posted") == 3
+    assert kinds.count("job/delegated") == 5 and kinds.count("job/settled") == 5
+    assert kinds.count("outbox/posted") == 4  # alice.4 was cancelled: it owes no reply
+    # The stall and the deadline, as alice was told them and told the operator.
+    assert kinds.count("job/stalled") == 1 and kinds.count("job/deadline") == 1
+    assert "collected 'alice.4: stalled, no output and no report' from alice" in p.stdout
+    assert "collected 'alice.5: outcome interrupted, reason deadline' from alice" in p.stdout
     assert "delegate-proof: ok" in p.stdout

@@ -74,7 +74,7 @@ def test_the_job_host_stamps_and_schedules_by_its_clock(tmp_path):
     clock = TestClock(wall_ms=1_000_000)
     outbox = SqliteOutbox(str(tmp_path / "outbox.sqlite"))
     host = JobHost(outbox, lambda h: None, None, None, None, 65536, 1.0, None, clock)
-    child = SimpleNamespace(id="s-child", handle="worker", job=None)
+    child = SimpleNamespace(id="s-child", handle="worker", job=None, deadline_ms=None)
     caller = SimpleNamespace(handle="operator", session=None)
     spec = m.JobMailSpec(body="do it", reply_to=["alice"])
     host.begin(child, spec, caller)

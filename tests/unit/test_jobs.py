@@ -548,8 +548,7 @@ def test_job_from_json_refuses_garbage(data):
     "outcome, said",
     [
         (Outcome.COMPLETED, "completed"),
-        (Outcome.FAILED, "interrupted"),
-        (Outcome.OUTCOME_UNKNOWN, "interrupted"),
+        (Outcome.FAILED, "failed"),
         (Outcome.INTERRUPTED, "interrupted"),
         (Outcome.CANCELLED, None),
         (Outcome.ABANDONED, None),
@@ -564,11 +563,15 @@ def test_outcome_values():
     assert [o.value for o in Outcome] == [
         "completed",
         "failed",
-        "outcome_unknown",
         "interrupted",
         "cancelled",
         "abandoned",
     ]
+
+
+def test_an_outcome_stored_by_an_earlier_version_reads_as_interrupted():
+    """Rows and events written before one vocabulary said outcome_unknown."""
+    assert reply_outcome("outcome_unknown") == "interrupted"
 
 
 @pytest.mark.parametrize("bad", ["done", "", None, 0, "COMPLETED"])
@@ -591,10 +594,13 @@ def test_reply_body_exact_text():
     }
 
 
-@pytest.mark.parametrize("outcome", ["failed", "outcome_unknown", "interrupted"])
-def test_reply_body_reports_interrupted(outcome):
+@pytest.mark.parametrize(
+    "outcome, said",
+    [("failed", "failed"), ("outcome_unknown", "interrupted"), ("interrupted", "interrupted")],
+)
+def test_reply_body_says_the_jobs_own_word(outcome, said):
     body = reply_body(outcome, "child", "s-1", "")
-    assert body == "---\noutcome: interrupted\nagentId: child\nsessionId: s-1\n---\n\n"
+    assert body == f"---\noutcome: {said}\nagentId: child\nsessionId: s-1\n---\n\n"
 
 
 def test_reply_body_refuses_cancelled_and_bad_content():
@@ -694,14 +700,14 @@ def test_fan_out_writes_one_pending_row_per_reply_to():
     "outcome, said",
     [
         ("completed", "completed"),
-        ("failed", "interrupted"),
+        ("failed", "failed"),
         ("outcome_unknown", "interrupted"),
         ("interrupted", "interrupted"),
     ],
 )
 async def test_each_outcome_reaches_every_recipient(outcome, said):
     rig = Rig()
-    rig.fan.fan_out(make_job(n_reply=2), Outcome(outcome), "content")
+    rig.fan.fan_out(make_job(n_reply=2), outcome, "content")
     report = await rig.fan.drain_outbox()
     assert report == DrainReport(posted=2)
     assert [m.to.agent_id for m in rig.post.calls] == ["p0", "p1"]

@@ -10,7 +10,7 @@ from bench_wire.messages import Caps
 from tests.support.daemon import ROOT
 
 # Options that tune timing rather than limit anything.
-TIMING = {"--idle-gate", "--paste-settle", "--enter-check", "--retry-base"}
+TIMING = {"--idle-gate", "--paste-settle", "--enter-check", "--retry-base", "--stall-after"}
 # Caps named in the doc by their option instead (the table's option column).
 BY_OPTION = {
     "connections": "--max-connections",

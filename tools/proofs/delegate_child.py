@@ -2,7 +2,9 @@
 
 The task is one line, `add A B`: the child reads it from its own mailbox (`bench mail
 read`), records `A + B = SUM` with `bench report` and exits 0, so its job settles
-`completed`. With `--hang` it reports `working` and then waits to be killed.
+`completed`. With `--hang` it reports `working` and then waits to be killed (or for
+its deadline); with `--stall` it prints `working` without a report and then shows
+nothing more: after its stall time the daemon mails its spawner that it stalled.
 """
 
 import json
@@ -20,6 +22,10 @@ def bench(*args: str) -> dict:
 
 def main(argv: list[str]) -> int:
     task = bench("mail", "read")["body"].strip()
+    if "--stall" in argv:
+        print("working, and soon silent", flush=True)
+        while True:
+            time.sleep(3600)  # no report, no output: a stall
     if "--hang" in argv:
         bench("report", "working on: " + task)
         print("working", flush=True)

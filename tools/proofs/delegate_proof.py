@@ -8,8 +8,13 @@ own shell: two jobs, alice.1 and alice.2, each owing her its reply. Each child r
 task, reports the answer and exits; alice, woken by each reply, combines the two and
 mails the operator `result`. Then the operator mails her a `stop-test`: she starts
 alice.3, waits until it is working, and kills it; the reply says `outcome: interrupted`
-and `killedBy: alice`, and she tells the operator so. The proof checks every mail and
-prints the event trail; it exits non-zero, with the reason, on any deviation.
+and `killedBy: alice`, and she tells the operator so. Last, a `watch-test`: she starts
+alice.4, which goes silent without a report (`--stall-after 2s`), and alice.5, which
+works past its `--deadline 3s`. The daemon mails her that alice.4 stalled (its last
+screen lines, in the task's thread); she tells the operator and cancels it. alice.5 is
+ended at its deadline and its reply says `outcome: interrupted`, `reason: deadline`;
+she tells the operator that too. The proof checks every mail and prints the event
+trail; it exits non-zero, with the reason, on any deviation.
 """
 
 import argparse
@@ -34,6 +39,9 @@ TRAIL = {
     "session/exited",
     "job/settled",
     "outbox/posted",
+    "job/deadline",
+    "job/stalled",
+    "job/active",
 }
 
 
@@ -78,7 +86,7 @@ def replies_to_alice(bench) -> list[tuple[dict, dict]]:
     return [
         (meta, reply_fields(body))
         for meta, body in mails(bench.dir, "alice")
-        if str(meta.get("subject", "")).startswith("job ")
+        if str(meta.get("subject", "")).startswith("Re: ") and "(stalled: " not in meta["subject"]
     ]
 
 
@@ -89,7 +97,9 @@ def run(real: str | None, timeout: float, keep: bool, gate: str) -> int:
 
         agent = RealAlice(real, DELEGATOR)
     try:
-        with TempDaemon("--idle-gate", gate, keep=keep) as bench:
+        # Alice is woken about ten times in a minute: more than the default wake bucket
+        # (6), whose refill (a minute a token) would hold her last wakes back.
+        with TempDaemon("--idle-gate", gate, "--wake-burst", "16", keep=keep) as bench:
             print(f"BENCH_DIR {bench.dir}")
             try:
                 s = spawn_standin(bench) if agent is None else agent.spawn(bench)
@@ -114,6 +124,30 @@ def run(real: str | None, timeout: float, keep: bool, gate: str) -> int:
                 if body != "alice.3: outcome interrupted, killedBy alice":
                     raise ProofFailed(f"the interrupted report was {body!r}")
                 check_replies(bench, 3)
+                bench.run(
+                    "mail", "send", "alice", "-s", "watch-test", "-m", "one stalls, one is late"
+                )
+                print("mailed  alice a watch-test")
+                got = operator_mail(bench, "stalled", timeout)
+                body = got["body"].strip()
+                print(f"collected {body!r} from {got['from']}")
+                if body != "alice.4: stalled, no output and no report":
+                    raise ProofFailed(f"the stall report was {body!r}")
+                got = operator_mail(bench, "deadline", timeout)
+                body = got["body"].strip()
+                print(f"collected {body!r} from {got['from']}")
+                if body != "alice.5: outcome interrupted, reason deadline":
+                    raise ProofFailed(f"the deadline report was {body!r}")
+                check_stall_mail(bench)
+                wait_for(
+                    lambda: any(
+                        e["kind"] == "job/settled" and e["handle"] == "alice.4"
+                        for e in bench.events()
+                    ),
+                    timeout,
+                    "alice.4 cancelled",
+                )
+                check_replies(bench, 4)
                 events = bench.events()
                 check_trail(events)
                 print("\nevent trail:")
@@ -123,7 +157,9 @@ def run(real: str | None, timeout: float, keep: bool, gate: str) -> int:
                 print(
                     "\ndelegate-proof: ok: alice delegated two subtasks from her own session, "
                     "got exactly one completed reply per child, combined them, and was told "
-                    "outcome interrupted, killedBy alice for the child she killed"
+                    "outcome interrupted, killedBy alice for the child she killed; she was "
+                    "mailed that alice.4 stalled and that alice.5 met its deadline, and told "
+                    "the operator both"
                 )
                 return 0
             except ProofFailed:
@@ -140,13 +176,32 @@ def run(real: str | None, timeout: float, keep: bool, gate: str) -> int:
             agent.close()
 
 
+def check_stall_mail(bench) -> None:
+    """One stall mail from alice.4 to alice, in its task's thread, quoting its screen."""
+    stalls = [
+        (meta, body)
+        for meta, body in mails(bench.dir, "alice")
+        if "(stalled: idle " in str(meta.get("subject", ""))
+    ]
+    if len(stalls) != 1:
+        raise ProofFailed(f"alice holds {len(stalls)} stall mails, not 1")
+    meta, body = stalls[0]
+    if meta["from"] != "alice.4" or not meta.get("in-reply-to"):
+        raise ProofFailed(f"the stall mail was from {meta['from']}, in reply to nothing")
+    if "working, and soon silent" not in body:
+        raise ProofFailed(f"the stall mail does not quote alice.4's screen: {body!r}")
+    print(f"alice holds 1 stall mail from alice.4: {meta['subject']!r}")
+
+
 def check_replies(bench, n: int) -> None:
     """Alice holds exactly n replies: alice.1 and alice.2 completed, alice.3 interrupted
-    (killed by alice), one each."""
+    (killed by alice), alice.5 interrupted (its deadline), one each; alice.4, cancelled,
+    owes none."""
     got = replies_to_alice(bench)
-    by = sorted((f["agentId"], f["outcome"], f.get("killedBy")) for _m, f in got)
+    by = sorted((f["agentId"], f["outcome"], f.get("killedBy") or f.get("reason")) for _m, f in got)
     want = [("alice.1", "completed", None), ("alice.2", "completed", None)]
-    want += [("alice.3", "interrupted", "alice")] if n == 3 else []
+    want += [("alice.3", "interrupted", "alice")] if n >= 3 else []
+    want += [("alice.5", "interrupted", "deadline")] if n >= 4 else []
     if by != want:
         raise ProofFailed(f"alice's replies were {by}, not {want}")
     for meta, fields in got:
@@ -158,23 +213,33 @@ def check_replies(bench, n: int) -> None:
 def check_trail(events: list[dict]) -> None:
     delegated = [e for e in events if e["kind"] == "job/delegated"]
     kids = [(e["parent_handle"], e["child_handle"], e["reply_to"]) for e in delegated]
-    want = [("alice", f"alice.{i}", ["alice"]) for i in (1, 2, 3)]
+    want = [("alice", f"alice.{i}", ["alice"]) for i in (1, 2, 3, 4, 5)]
     if kids != want:
         raise ProofFailed(f"job/delegated events were {kids}, not {want}")
     tasks = [
         e
         for e in events
-        if e["kind"] == "mail/sent" and e["to"] in {"alice.1", "alice.2", "alice.3"}
+        if e["kind"] == "mail/sent" and e["to"] in {f"alice.{i}" for i in range(1, 6)}
     ]
-    if [e["from"] for e in tasks] != ["alice"] * 3:
+    if [e["from"] for e in tasks] != ["alice"] * 5:
         raise ProofFailed("a child's task mail was not from alice")
     settled = {e["handle"]: e["outcome"] for e in events if e["kind"] == "job/settled"}
-    want_settled = {"alice.1": "completed", "alice.2": "completed", "alice.3": "failed"}
+    want_settled = {
+        "alice.1": "completed",
+        "alice.2": "completed",
+        "alice.3": "interrupted",
+        "alice.4": "cancelled",
+        "alice.5": "interrupted",
+    }
     if settled != want_settled:
         raise ProofFailed(f"the jobs settled as {settled}, not {want_settled}")
     posted = [e["to"] for e in events if e["kind"] == "outbox/posted"]
-    if posted != ["alice"] * 3:
-        raise ProofFailed(f"replies were posted to {posted}, not alice three times")
+    if posted != ["alice"] * 4:
+        raise ProofFailed(f"replies were posted to {posted}, not alice four times")
+    deadline = [e["handle"] for e in events if e["kind"] == "job/deadline"]
+    stalled = [(e["handle"], e["mailed"]) for e in events if e["kind"] == "job/stalled"]
+    if deadline != ["alice.5"] or stalled != [("alice.4", ["alice"])]:
+        raise ProofFailed(f"job/deadline for {deadline}, job/stalled {stalled}")
 
 
 def main(argv: list[str] | None = None) -> int:

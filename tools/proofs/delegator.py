@@ -9,10 +9,15 @@ with `bench` from inside her own session:
   and no --reply-to (the reply comes back to alice);
 - a `stop-test` from the operator: one child that works until killed; alice waits
   until its screen shows it working (`bench tail CHILD --screen`), then `bench kill`s it;
-- a reply (`job completed: ...`): once both subtasks' replies are in her mailbox, she
-  combines them and mails the operator `result`;
+- a `watch-test` from the operator: two children, one that goes silent without a
+  report (`--stall-after 2s`) and one with a deadline (`--deadline 3s`);
+- a reply (in the task's thread, `Re: subtask (completed)`): once both subtasks'
+  replies are in her mailbox, she combines them and mails the operator `result`;
 - a reply saying `outcome: interrupted`: she tells the operator who was interrupted and
-  by whom (`interrupted`).
+  by whom (`interrupted`), or, with `reason: deadline`, that its deadline ended it
+  (`deadline`);
+- a stall mail (`Re: subtask (stalled: idle 2s)`, from the silent child): she tells the
+  operator (`stalled`) and cancels that child.
 
 Keys make each mail to the operator one message, however often alice is woken.
 """
@@ -55,8 +60,10 @@ def header(body: str) -> tuple[dict, str]:
     return fields, content.strip()
 
 
-def spawn(task: str, *extra: str) -> str:
-    out = bench("spawn", "--mail", "-", "--subject", "subtask", "--", *CHILD, *extra, stdin=task)
+def spawn(task: str, *extra: str, opts: tuple[str, ...] = ()) -> str:
+    out = bench(
+        "spawn", "--mail", "-", "--subject", "subtask", *opts, "--", *CHILD, *extra, stdin=task
+    )
     print(out)
     return out.split()[1]  # "spawned alice.1 (session ..., pid ...)"
 
@@ -66,9 +73,18 @@ def my_replies() -> list[tuple[dict, str]]:
     found = []
     for path in sorted(glob.glob(os.path.join(box, "*", "*.md"))):
         meta, body = parse(path)
-        if meta.get("subject", "").startswith("job "):
+        if is_reply(meta.get("subject", "")):
             found.append(header(body))
     return found
+
+
+def is_stall(subject: str) -> bool:
+    return "(stalled: idle " in subject
+
+
+def is_reply(subject: str) -> bool:
+    """A job's reply, in its task's thread: `Re: subtask (<outcome>)`."""
+    return subject.startswith("Re: ") and not is_stall(subject)
 
 
 def main(path: str) -> int:
@@ -85,8 +101,27 @@ def main(path: str) -> int:
                 raise SystemExit(f"{child} never showed it was working")
             time.sleep(0.1)
         print(bench("kill", child))
-    elif subject.startswith("job "):
+    elif subject == "watch-test":
+        spawn("add 1 1", "--stall", opts=("--stall-after", "2s"))
+        spawn("add 2 2", "--hang", opts=("--deadline", "3s", "--stall-after", "0s"))
+    elif is_stall(subject):
+        who = meta.get("from", "")
+        bench(
+            "mail", "send", "operator", "-s", "stalled", "--key", f"stalled-{who}",
+            "-m", f"{who}: stalled, no output and no report",
+        )  # fmt: skip
+        print(bench("kill", "--cancel", who))
+        print(f"told the operator that {who} stalled, and cancelled it")
+    elif is_reply(subject):
         fields, _ = header(body)
+        if fields.get("reason") == "deadline":
+            who = fields.get("agentId")
+            bench(
+                "mail", "send", "operator", "-s", "deadline", "--key", f"deadline-{who}",
+                "-m", f"{who}: outcome interrupted, reason deadline",
+            )  # fmt: skip
+            print(f"told the operator that {who} met its deadline")
+            return 0
         if fields.get("outcome") == "interrupted":
             who, by = fields.get("agentId"), fields.get("killedBy", "nobody")
             bench(

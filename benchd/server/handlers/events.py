@@ -2,6 +2,7 @@
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from bench_wire.outcomes import upgrade_event
 from benchd.core.caller import Caller
 from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.hub import Record
@@ -28,7 +29,8 @@ async def events(svc: Services, conn: Connection, caller: Caller, req: m.EventsR
         sent = 0
         for record in svc.eventlog.read_since(req.since, upto=svc.eventlog.published_seq):
             if req.kind is None or str(record.get("kind")).startswith(req.kind):
-                await conn.send(m.EventFrame(id=req.id, event=record))
+                # A job/settled of an earlier version in today's words (outcome_unknown).
+                await conn.send(m.EventFrame(id=req.id, event=upgrade_event(record)))
                 sent += 1
                 if req.limit is not None and sent >= req.limit:
                     break

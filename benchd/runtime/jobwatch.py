@@ -1,0 +1,225 @@
+"""A job's clock: its deadline, and the stall of a child that shows no output.
+
+- **Deadline** (`bench spawn --deadline 10m`): when it passes, a `job/deadline` event is
+  recorded and the session is ended as `bench kill` ends one (SIGHUP, SIGTERM, then
+  SIGKILL to its process group, a grace apart); its job settles `interrupted` with
+  reason `deadline`. The deadline is stored with the job (wall-clock ms in the outbox),
+  so a job found at start already past it settles with that reason
+  (benchd.runtime.jobhost).
+- **Stall**: a job's child that has shown no pty output for its stall-after time
+  (`--stall-after`, the daemon's or the spawn's; 0: never) and has not run `bench
+  report` is stalled: a `job/stalled` event, and one mail from the child to each of its
+  reply-to addresses, in the task's thread, saying how long it has been idle with its
+  last screen lines (escaped as all untrusted text is). Once per stall: the next output
+  ends it (`job/active`), and a later stall mails again. Stall mails are sends like any
+  other: the child's send bucket and the recipients' mailbox limits apply, and a
+  refusal is named in the event (`refused`) and the log.
+
+One task per live job session, in the session's own nursery (benchd.runtime.sessions),
+so it ends when the session does.
+"""
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from bench_wire.untrusted import escape
+from benchd.core.clock import SYSTEM_CLOCK, Clock
+from benchd.core.jobs import JobError, decode_agent_job
+from benchd.runtime.committer import Committer
+from benchd.runtime.limiter import Limiter
+from benchd.runtime.logs import Log
+from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.outbound import Outbound
+from benchd.store.outbox import SqliteOutbox
+
+if TYPE_CHECKING:  # sessions imports this module
+    from benchd.runtime.sessions import Session
+
+SCREEN_LINES = 10  # the last screen lines a stall mail quotes
+MIN_STALL = 1.0  # the shortest stall time a spawn may ask for, in seconds (0: never)
+
+
+def _duration_text(seconds: float) -> str:
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m {s % 60}s"
+    return f"{s // 3600}h {s % 3600 // 60}m"
+
+
+class JobWatch:
+    def __init__(
+        self,
+        record: Callable[..., Awaitable[bool]],
+        committer: Committer,
+        mailroom: Mailroom,
+        limiter: Limiter,
+        outbox: SqliteOutbox,
+        end: Callable[["Session"], Awaitable[None]],
+        log: Log,
+        stall_after: float,
+        max_deadline: float,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.record = record  # the committer's: logs events
+        self.committer = committer
+        self.mailroom = mailroom
+        self.limiter = limiter
+        self.outbox = outbox
+        self.end = end  # Sessions.end: HUP, TERM, KILL, a grace apart
+        self.log = log
+        self.stall_after = stall_after  # the daemon's default; 0: never
+        self.max_deadline = max_deadline
+        self.clock = clock
+        self.outbound: Outbound | None = None  # stall mail to handle@node goes there
+
+    # ------------------------------------------------------------ at spawn
+
+    def _check(self, value: float | None, flag: str, stall: bool) -> float | None:
+        """A deadline is more than 0; a stall time 0 (never) or at least MIN_STALL (a
+        spawner cannot turn its child's blinking into a stream of mail); both at most
+        --max-deadline."""
+        if value is None:
+            return None
+        low_ok = (value == 0 or value >= MIN_STALL) if stall else value > 0
+        if not (low_ok and math.isfinite(value)) or value > self.max_deadline:
+            low = f"0 (never) or {MIN_STALL:g}s" if stall else "more than 0"
+            raise WireError(
+                "bad-duration",
+                f"{flag} {value:g}s is out of range: give {low} up to the daemon's "
+                f"--max-deadline ({self.max_deadline:g}s)",
+            )
+        return value
+
+    def prepare(self, s: "Session", req: m.Spawn) -> None:
+        """Check a spawn's deadline and stall time and set them on its session (before
+        the job is made: the job stores its deadline)."""
+        deadline = self._check(req.deadline, "--deadline", stall=False)
+        stall = self._check(req.stall_after, "--stall-after", stall=True)
+        if deadline is not None:
+            s.deadline_at = self.clock.now() + deadline
+            s.deadline_ms = self.clock.wall_ms() + int(deadline * 1000)
+        s.stall_after = self.stall_after if stall is None else stall
+
+    # ------------------------------------------------------------ while it runs
+
+    async def run_session(self, s: "Session") -> None:
+        """Watch one launched session until it ends (the session cancels this task)."""
+        async with trio.open_nursery() as nursery:
+            if s.deadline_at is not None:
+                nursery.start_soon(self._deadline, s)
+            if s.job is not None and s.stall_after > 0:
+                nursery.start_soon(self._stalls, s)
+
+    def _key(self, s: "Session") -> str:
+        try:
+            mail = decode_agent_job(s.job).mail if s.job is not None else None
+        except JobError:
+            mail = None
+        return mail.key if mail is not None else ""
+
+    async def _deadline(self, s: "Session") -> None:
+        assert s.deadline_at is not None, "run_session starts this only with a deadline"
+        await trio.sleep(max(0.0, s.deadline_at - self.clock.now()))
+        if not s.live:
+            return
+        s.deadline_hit = True
+        await self.record(
+            m.JobDeadline(
+                session=s.id, handle=s.handle, key=self._key(s), deadline_ms=s.deadline_ms or 0
+            )
+        )
+        self.log.info("deadline passed: ending the session", session=s.id, handle=s.handle)
+        await self.end(s)
+
+    async def _stalls(self, s: "Session") -> None:
+        term = s.term
+        assert term is not None, "a launched session has its terminal"
+        started = time.monotonic()  # the terminal's clock (its last_output)
+        while not term.eof:  # at eof `changed` stays set: the session is ending anyway
+            last = max(term.last_output or started, started)
+            if s.stalled_at is None:
+                now = time.monotonic()
+                due = last + s.stall_after
+                if s.reported:
+                    return  # it has said what it has; its silence owes no mail
+                if now < due:
+                    with trio.move_on_after(due - now):
+                        await term.changed.wait()
+                    continue
+                s.stalled_at = now
+                await self._stalled(s, now - last)
+            else:
+                await term.changed.wait()
+                if term.eof:
+                    return
+                stalled_ms = int((time.monotonic() - s.stalled_at) * 1000)
+                s.stalled_at = None
+                await self.record(m.JobActive(session=s.id, handle=s.handle, stalled_ms=stalled_ms))
+
+    async def _stalled(self, s: "Session", idle: float) -> None:
+        assert s.term is not None and s.job is not None, "a live job's session"
+        lines, _row, _col = await s.term.render()
+        shown = [line.rstrip() for line in lines]
+        while shown and not shown[-1]:
+            shown.pop()
+        shown = shown[-SCREEN_LINES:]
+        try:
+            mail = decode_agent_job(s.job).mail
+        except JobError:
+            mail = None
+        to = [a.agent_id for a in mail.reply_to] if mail is not None else []
+        task_id, subject = self.outbox.task_of(mail.key) if mail is not None else (None, None)
+        idle_text = _duration_text(idle)
+        body = (
+            f"{s.handle} (session {s.id}) has shown no output for {idle_text} and has not "
+            f"reported (bench report).\n\nIts last {len(shown)} screen lines:\n\n"
+            + "".join(f"    {escape(line)}\n" for line in shown)
+            + f"\nLook: bench tail {s.handle} --screen · nudge: bench type {s.handle} TEXT"
+            f" · end: bench kill {s.handle}\n"
+        )
+        title = f"Re: {subject}" if subject else f"job {s.handle}"
+        suffix = f" (stalled: idle {idle_text})"
+        title = title[: 200 - len(suffix)] + suffix
+        mailed, refused = [], []
+        for address in to:
+            try:
+                await self._send(s.handle, address, body, title, task_id)
+                mailed.append(address)
+            except WireError as err:
+                refused.append(address)
+                self.log.warning("stall mail refused", session=s.id, to=address, code=err.code)
+        await self.record(
+            m.JobStalled(
+                session=s.id,
+                handle=s.handle,
+                idle_ms=int(idle * 1000),
+                mailed=mailed,
+                refused=refused,
+            )
+        )
+
+    async def _send(
+        self, sender: str, to: str, body: str, subject: str, task_id: str | None
+    ) -> None:
+        """One stall mail from the child, charged as its send (limits apply)."""
+        size = len(body.encode("utf-8", "surrogatepass"))
+        own = self.outbound.node if self.outbound is not None else None
+        if own is not None and to.endswith(f"@{own}"):
+            to = to[: -len(own) - 1]
+        if "@" in to:
+            assert self.outbound is not None, "the daemon wires the outbound queue"
+            self.limiter.charge(sender, False)
+            op = self.outbound.make_queue(sender, to, body, subject)
+            await self.committer.submit(op)
+            return
+        self.limiter.mailbox(sender, to, size)
+        self.limiter.charge(sender, False)
+        await self.mailroom.send(sender, to, body, subject, in_reply_to=task_id)
