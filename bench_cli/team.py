@@ -25,6 +25,7 @@ import shlex
 import tomllib
 from dataclasses import dataclass, field
 
+from bench_cli import humanize
 from bench_wire import messages as m
 from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
@@ -49,9 +50,10 @@ AGENT_KEYS = {
     "reply-to": "a string or a list of strings",
     "key": "a string",
     "deadline": "a duration",
+    "stall-after": "a duration",
 }
 # Keys the format knows that this bench cannot honour yet: refused, never ignored.
-UNSUPPORTED = {"deadline": "bench spawn has no --deadline in this version"}
+UNSUPPORTED: dict[str, str] = {}
 
 
 @dataclass
@@ -69,6 +71,8 @@ class Agent:
     subject: str = ""
     reply_to: list[str] = field(default_factory=list)
     key: str | None = None
+    deadline: float | None = None  # seconds, as `bench spawn --deadline`
+    stall_after: float | None = None
 
     def entry(self) -> dict:
         """What `bench up -f` compares with the recorded entry of a running session."""
@@ -84,6 +88,8 @@ class Agent:
             "subject": self.subject,
             "reply-to": self.reply_to,
             "key": self.key,
+            "deadline": self.deadline,
+            "stall-after": self.stall_after,
         }
 
     def spawn(self) -> m.Spawn:
@@ -102,6 +108,8 @@ class Agent:
             cols=self.cols,
             agent=self.agent,
             job=job,
+            deadline=self.deadline,
+            stall_after=self.stall_after,
         )
 
 
@@ -294,6 +302,14 @@ def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
     for k in ("reply-to", "subject", "key"):
         if k in doc and task is None:
             raise bad(k, "needs a task (the job's first mail)")
+    durations: dict[str, float | None] = {}
+    for k in ("deadline", "stall-after"):
+        durations[k] = None
+        if k in doc:
+            try:
+                durations[k] = humanize.parse_duration(doc[k])
+            except ValueError as err:
+                raise bad(k, str(err)) from None
     return Agent(
         name=name,
         line=head,
@@ -308,6 +324,8 @@ def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
         subject=doc.get("subject", ""),
         reply_to=reply_to,
         key=doc.get("key"),
+        deadline=durations["deadline"],
+        stall_after=durations["stall-after"],
     )
 
 
@@ -318,8 +336,6 @@ def _fits(k: str, v: object) -> bool:
         return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
     if k in ("command", "reply-to"):
         return isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
-    if k == "deadline":
-        return True  # refused as unsupported before its type matters
     return isinstance(v, str)
 
 

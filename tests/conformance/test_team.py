@@ -68,12 +68,26 @@ def test_up_from_a_file_starts_three_agents_and_ps_shows_them(team):
         "carol": str(path),
     }
     text = b.bench("ps").out
-    assert text.splitlines()[0].split()[6] == "TEAM"
+    assert text.splitlines()[0].split()[8] == "TEAM"
     assert all("bench.toml" in line for line in text.splitlines()[1:])
     # A session started by hand is not labelled.
     b.ok("spawn", "--name", "dave", "--", sys.executable, STANDIN)
     dave = next(s for s in b.ok("ps")["sessions"] if s["handle"] == "dave")
     assert "team" not in dave
+
+
+def test_a_deadline_in_the_file_reaches_the_job(team):
+    b, path = team
+    path.write_text(
+        "[agents.alice]\n"
+        f"command = [{json.dumps(sys.executable)}, {json.dumps(STANDIN)}]\n"
+        'task = "count to three"\n'
+        'deadline = "1h"\n'
+        'stall-after = "20m"\n'
+    )
+    assert [r["status"] for r in _up(b, path)["team"]] == ["started"]
+    alice = next(s for s in b.ok("ps")["sessions"] if s["handle"] == "alice")
+    assert 0 < alice["deadline_left_ms"] <= 3600 * 1000
 
 
 def test_up_again_starts_nothing_and_says_what_already_runs(team):
@@ -139,10 +153,10 @@ BAD = [
     ("[daemon]\nidle-gate = true\n", 2, "daemon.idle-gate", "must be a number, not a boolean"),
     ("[daemon]\nspeed = 3\n", 2, "daemon.speed", "unknown key"),
     (
-        '[agents.alice]\ncommand = "true"\ndeadline = "10m"\n',
+        '[agents.alice]\ncommand = "true"\ndeadline = "soon"\n',
         3,
         "agents.alice.deadline",
-        "not supported",
+        "is not a duration",
     ),
     ("[agents.alice]\nready = 'x'\n", 1, "agents.alice", "needs a command"),
     (
