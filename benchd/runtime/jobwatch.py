@@ -29,6 +29,7 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
+from benchd.core.caller import Caller
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.jobs import JobError, decode_agent_job
 from benchd.runtime.committer import Committer
@@ -191,7 +192,7 @@ class JobWatch:
         mailed, refused = [], []
         for address in to:
             try:
-                await self._send(s.handle, address, body, title, task_id)
+                await self._send(Caller(s.handle, s), address, body, title, task_id)
                 mailed.append(address)
             except WireError as err:
                 refused.append(address)
@@ -207,19 +208,20 @@ class JobWatch:
         )
 
     async def _send(
-        self, sender: str, to: str, body: str, subject: str, task_id: str | None
+        self, caller: Caller, to: str, body: str, subject: str, task_id: str | None
     ) -> None:
-        """One stall mail from the child, charged as its send (limits apply)."""
+        """One stall mail from the child, charged as its send to its tree (limits apply)."""
+        sender = caller.handle
         size = len(body.encode("utf-8", "surrogatepass"))
         own = self.outbound.node if self.outbound is not None else None
         if own is not None and to.endswith(f"@{own}"):
             to = to[: -len(own) - 1]
         if "@" in to:
             assert self.outbound is not None, "the daemon wires the outbound queue"
-            self.limiter.charge(sender, False)
+            self.limiter.charge(caller, 1, size)
             op = self.outbound.make_queue(sender, to, body, subject)
             await self.committer.submit(op)
             return
         self.limiter.mailbox(sender, to, size)
-        self.limiter.charge(sender, False)
+        self.limiter.charge(caller, 1, size, (to,))
         await self.mailroom.send(sender, to, body, subject, in_reply_to=task_id)
