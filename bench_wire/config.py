@@ -174,6 +174,27 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "bytes of free space the journal never takes to preallocate its segments "
         "(below it they grow with their records)",
     ),
+    (
+        "--session-waits",
+        "BENCH_SESSION_WAITS",
+        int,
+        4,
+        "waits (mail wait, job wait) one caller may have open; more are refused with too-many-waits",
+    ),
+    (
+        "--max-waits",
+        "BENCH_MAX_WAITS",
+        int,
+        256,
+        "waits open at once in all; more are refused with too-many-waits",
+    ),
+    (
+        "--wait-max",
+        "BENCH_WAIT_MAX",
+        float,
+        3600.0,
+        "the longest timeout a wait may ask for, in seconds",
+    ),
 ]
 
 
@@ -186,9 +207,13 @@ def option_problem(flag: str, value: float) -> str | None:
     `bench up`, so a bad value is a usage error before any daemon starts)."""
     if value < 0:
         return f"{flag} must not be negative (got {value})"
-    if flag in ("--wake-refill", "--idle-timeout", "--send-rate", "--operator-send-rate") and (
-        value <= 0
-    ):
+    if flag in (
+        "--wake-refill",
+        "--idle-timeout",
+        "--send-rate",
+        "--operator-send-rate",
+        "--wait-max",
+    ) and (value <= 0):
         return f"{flag} must be positive (got {value})"
     if flag in (
         "--max-connections",
@@ -198,6 +223,8 @@ def option_problem(flag: str, value: float) -> str | None:
         "--operator-send-burst",
         "--mailbox-messages",
         "--mailbox-bytes",
+        "--session-waits",
+        "--max-waits",
     ) and (value < 1):
         return f"{flag} must be at least 1 (got {value})"
     return None
