@@ -133,6 +133,15 @@ class WakeDeferred(Event, tag="wake/deferred"):
     reason: str
 
 
+class WaitOpened(Event, tag="wait/opened"):
+    """A wait began: `handle` waits on `on` (None: on anyone's mail); `job` the session
+    whose job it waits for."""
+
+    handle: str
+    on: str | None = None
+    job: str | None = None
+
+
 class WaitRefused(Event, tag="wait/refused"):
     """A wait was refused: `code` would-deadlock (with the cycle) or too-many-waits."""
 

@@ -143,6 +143,7 @@ from bench_wire._states import (
     StateMark as StateMark,
     StatusOk as StatusOk,
     WaitOk as WaitOk,
+    WaitOpened as WaitOpened,
     WaitRefused as WaitRefused,
     WakeDeferred as WakeDeferred,
 )
@@ -261,6 +262,7 @@ AnyEvent = (
     | BridgeForgotten
     | AgentActive
     | WakeDeferred
+    | WaitOpened
     | WaitRefused
 )
 EVENT_TYPES = AnyEvent.__args__

@@ -98,6 +98,7 @@ class Waits:
         w = Waiter(handle, target, job)
         self.by_handle.setdefault(handle, []).append(w)
         self.count += 1
+        self._log(m.WaitOpened(handle=handle, on=target, job=job))
         return w
 
     def close(self, w: Waiter) -> None:
@@ -109,7 +110,10 @@ class Waits:
                 del self.by_handle[w.handle]
 
     def _refused(self, handle: str, code: str, loop: list[str], limit: int) -> None:
-        ev = m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit)
+        self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit))
+
+    def _log(self, ev: m.Event) -> None:
+        """Logged without holding up the wait (no client waits on its commit)."""
         try:
             trio.lowlevel.spawn_system_task(self.record, ev)
         except RuntimeError:
