@@ -5,8 +5,8 @@ with the cycle named, a wait that closes none accepted; `bench job wait`; the li
 import json
 import subprocess
 
-from tests.conftest import BENCH, assert_refused, spawn_standin
 from tests.conformance.test_jobs import job
+from tests.conftest import BENCH, assert_refused, spawn_standin
 
 
 def token_of(d, handle: str) -> str:
