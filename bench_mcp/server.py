@@ -67,8 +67,9 @@ class Daemon:
     def __init__(self, bench_dir: str | None = None):
         self.bench_dir = bench_dir
 
-    async def call(self, verb: str, fields: dict, timeout: float = TIMEOUT_S) -> dict:
-        async with AsyncClient(self.bench_dir, timeout=timeout) as conn:
+    async def call(self, verb: str, fields: dict, wait_s: float = TIMEOUT_S) -> dict:
+        """One request; `wait_s`: how long its answer may take (a wait's timeout and more)."""
+        async with AsyncClient(self.bench_dir, timeout=wait_s) as conn:
             return await conn.call(request(verb, fields))
 
     async def check_body(self, body: str) -> None:
@@ -195,7 +196,7 @@ async def wait_for_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     if reply_to is not None:
         reply_to = t.message_ref(reply_to)[1]
     fields = {"from": a.get("from"), "reply_to": reply_to, "timeout": timeout}
-    ans = await d.call("mail/wait", fields, timeout=timeout + TIMEOUT_S)
+    ans = await d.call("mail/wait", fields, wait_s=timeout + TIMEOUT_S)
     return output.message(ans), t.public(ans)
 
 

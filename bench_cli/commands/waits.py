@@ -2,6 +2,8 @@
 (added to the mail group by bench_cli.commands.mail) and `bench job wait`."""
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
@@ -12,10 +14,13 @@ from bench_wire import messages as m
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-SLACK_S = 10.0  # the client waits this much longer than the daemon's timeout
+SLACK_S = 10.0
+FC = TypeVar(
+    "FC", bound=Callable[..., object]
+)  # the client waits this much longer than the daemon's timeout
 
 
-def duration(ctx, param, value: str | None) -> float | None:
+def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     """`30`, `30s`, `250ms`, `5m`, `1h` -> seconds."""
     if value is None:
         return None
@@ -25,7 +30,7 @@ def duration(ctx, param, value: str | None) -> float | None:
     return float(found.group(1)) * _UNIT[found.group(2)]
 
 
-def timeout_option(default: str):
+def timeout_option(default: str) -> Callable[[FC], FC]:
     return click.option(
         "--timeout",
         callback=duration,

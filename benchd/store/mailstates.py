@@ -93,7 +93,8 @@ def by_sender(
     db: sqlite3.Connection, sender: str | None, to: str | None, cap: int
 ) -> list[StateRow]:
     """Up to `cap` rows, newest first (ids sort by send time); `sender` None: anyone's."""
-    where, args = [], []  # type: ignore[var-annotated]
+    where: list[str] = []
+    args: list[str] = []
     if sender is not None:
         where.append("sender=?")
         args.append(sender)
