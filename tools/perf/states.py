@@ -121,6 +121,7 @@ def wake_states(ctx: Context) -> list[Result]:
                 "active_p50_ms": median(to_active) if to_active else None,
                 "active_p99_ms": p99(to_active) if to_active else None,
                 "active": len(to_active),
+                "woken_ms": to_woken,
                 "target": f"p99 <= gate + {MARGIN_MS:g} ms",
             },
             ratio_note="p99 / (gate + 50 ms)",
