@@ -195,7 +195,7 @@ async def wait_for_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     reply_to = a.get("reply_to")
     if reply_to is not None:
         reply_to = t.message_ref(reply_to)[1]
-    fields = {"from": a.get("from"), "reply_to": reply_to, "timeout": timeout}
+    fields = {"from": a.get("sent_by"), "reply_to": reply_to, "timeout": timeout}
     ans = await d.call("mail/wait", fields, wait_s=timeout + TIMEOUT_S)
     return output.message(ans), t.public(ans)
 

@@ -198,7 +198,7 @@ TOOLS: dict[str, tuple[str, dict]] = {
         {
             "type": "object",
             "properties": {
-                "from": {"type": "string", "description": f"only mail from {_ADDRESS}"},
+                "sent_by": {"type": "string", "description": f"only mail from {_ADDRESS}"},
                 "reply_to": {"type": "string", "description": f"only a reply to {_ID}"},
                 "timeout_seconds": {
                     "type": "integer",

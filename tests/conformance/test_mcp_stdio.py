@@ -200,6 +200,6 @@ def test_wait_for_mail_over_stdio_returns_what_arrives_and_times_out(daemon, mcp
     st = a["result"]["structuredContent"]
     assert st["state"] == "read" and {"delivered", "read"} <= {x["state"] for x in st["states"]}
     # Waiting on yourself is a cycle: refused at once.
-    a = tool(mcp, 5, "wait_for_mail", {"from": "operator", "timeout_seconds": 60})
+    a = tool(mcp, 5, "wait_for_mail", {"sent_by": "operator", "timeout_seconds": 60})
     assert a["result"]["structuredContent"]["error"]["code"] == "would-deadlock", a
     assert mcp.close() == 0

@@ -2,7 +2,8 @@
 there, read from the delivery states the sender sees (mail/status).
 
 N messages go round-robin to K live stand-in agents. Each is sent once its agent has
-been quiet for the idle gate (the gate counts from the agent's last output), so the
+been quiet for the idle gate (the gate counts from the agent's last output: the daemon's
+idle time for it, from `session/list`), so the
 figure is what bench adds once a wake may land: the paste, its settle, the Enter and
 the commits. send -> woken and send -> active are measured from just before the send
 to the times the daemon recorded (wall ms); the success rate counts the messages that
@@ -41,6 +42,17 @@ def _shows(daemon: Daemon, name: str, text: str) -> bool:
         return any(text in line for line in call(c, "session/screen", handle=name)["lines"])
 
 
+def _quiet(conn, name: str, secs: float) -> None:
+    """Until the agent has printed nothing for `secs` (the daemon's idle time for it)."""
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        s = next(x for x in call(conn, "session/list")["sessions"] if x["handle"] == name)
+        idle = (s.get("idle_ms") or 0) / 1000
+        if idle >= secs:
+            return
+        time.sleep(max(0.01, secs - idle))
+
+
 def _settled(a: dict) -> bool:
     names = {s["state"] for s in a["states"]}
     return "active" in names or "not-woken" in names
@@ -72,7 +84,7 @@ def wake_states(ctx: Context) -> list[Result]:
                 end = time.monotonic() + 30
                 while not _settled(a := _status(conn, prev)) and time.monotonic() < end:
                     time.sleep(0.02)
-            time.sleep(GATE + 0.1)  # quiet past the gate since its last output
+            _quiet(conn, name, GATE + 0.05)  # past the gate since its last output
             t_send = time.time_ns() // 1_000_000
             mail_id = call(conn, "mail/send", to=name, body=f"ping {i}", subject="wake")["mail_id"]
             last[name] = mail_id
