@@ -40,8 +40,9 @@ _decode = msgspec.convert
 
 
 class MailStates:
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, node: str = "") -> None:
         self.index = index
+        self.own = "@" + node  # this node's suffix: `bob@<own>` is kept as `bob`
 
     # ------------------------------------------------------------ from events
 
@@ -54,7 +55,10 @@ class MailStates:
                     cols["nw_reason"], cols["nw_at"] = "no-live-session", ev.ts
                 put(ev.mail_id, cols)
             case m.BridgeQueued():
-                put(ev.mail_id, {"sender": ev.sender, "rcpt": ev.to, "queued": ev.ts})
+                # The queue's copy names its sender with this node (`alice@node1`): the
+                # row keeps the local handle, as the sender asks for its mail by it.
+                sender = ev.sender.removesuffix(self.own)
+                put(ev.mail_id, {"sender": sender, "rcpt": ev.to, "queued": ev.ts})
             case m.AgentWoken(mail_id=str(mail_id)):
                 row = self.index.get_state(mail_id)
                 cols = {"woken": ev.ts}

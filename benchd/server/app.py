@@ -194,7 +194,7 @@ class Daemon:
         self.hub.listeners.append(reactor.on_event)
         # After the reactor: the states of a batch's events join the index's pending
         # changes with the batch's last_seq (benchd.runtime.mailstates).
-        self.mail_states = MailStates(self.index)
+        self.mail_states = MailStates(self.index, opts.node)
         self.hub.listeners.append(self.mail_states.on_event)
         self.waits = Waits(opts.session_waits, opts.max_waits, self.committer.record)
         self.hub.listeners.append(self.waits.on_event)
