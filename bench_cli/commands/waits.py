@@ -86,7 +86,9 @@ def mail_sent(
 
 
 mail_sent.epilog = examples(
-    "bench mail sent", "bench mail sent --to bob --state woken", "bench mail sent --limit 5"
+    "bench mail sent",
+    "bench mail sent --to bob --state woken --limit 5",
+    "bench mail sent --from alice  # the operator: anyone's",
 )
 
 
@@ -149,3 +151,4 @@ def job_wait(bench_dir: str | None, as_json: bool, handle: str, timeout: float) 
 
 
 job_wait.epilog = examples("bench job wait worker --timeout 1h")
+job.epilog = examples("bench job wait worker --timeout 1h")
