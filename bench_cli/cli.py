@@ -34,6 +34,7 @@ COMMANDS = {
     "dash": "bench_cli.commands.sessions:dash",
     "mail": "bench_cli.commands.mail:mail",
     "mcp": "bench_cli.commands.mail:mcp",
+    "job": "bench_cli.commands.waits:job",
     "events": "bench_cli.commands.events:events",
     "bridge": "bench_cli.commands.nodes:bridge",
     "nodes": "bench_cli.commands.nodes:nodes",
@@ -67,6 +68,7 @@ def cli(click_ctx, bench_dir, as_json):
       2    bad command line, whoever found it (click or bench)
       3    no daemon answers on this BENCH_DIR
       4    the daemon's answer could not be understood, or the connection broke
+      6    a wait (mail wait, job wait) ended at its timeout
       130  interrupted with Ctrl-C (nothing is printed)
     """
     # What was given before the command; each command's own --dir/--json win over it.

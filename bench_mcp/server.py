@@ -42,7 +42,9 @@ INSTRUCTIONS = (
     "bench is the mailroom of the agents on this machine. You have a handle (whoami) and "
     "a mailbox. When mail arrives, a line `You have mail from <sender>: <path>` is typed "
     "into your terminal: call read_mail with that path, then answer with reply or "
-    "send_mail. You are always the sender; you can read only your own mailbox."
+    "send_mail. You are always the sender; you can read only your own mailbox. "
+    "mail_status shows what became of mail you sent; wait_for_mail blocks until mail "
+    "arrives (for an agent that cannot be woken through a terminal)."
 )
 
 # Refusals that are the caller's to fix (JSON-RPC invalid params) rather than the
@@ -65,8 +67,9 @@ class Daemon:
     def __init__(self, bench_dir: str | None = None):
         self.bench_dir = bench_dir
 
-    async def call(self, verb: str, fields: dict) -> dict:
-        async with AsyncClient(self.bench_dir, timeout=TIMEOUT_S) as conn:
+    async def call(self, verb: str, fields: dict, wait_s: float = TIMEOUT_S) -> dict:
+        """One request; `wait_s`: how long its answer may take (a wait's timeout and more)."""
+        async with AsyncClient(self.bench_dir, timeout=wait_s) as conn:
             return await conn.call(request(verb, fields))
 
     async def known_handles(self) -> set[str]:
@@ -199,6 +202,28 @@ async def report(d: Daemon, a: dict) -> tuple[str, dict]:
     )
 
 
+async def mail_status(d: Daemon, a: dict) -> tuple[str, dict]:
+    mail_id = t.message_ref(a["id"])[1]
+    ans = await d.call("mail/status", {"mail_id": mail_id})
+    lines = [f"{ans['mail_id']} to {ans['to']}: {ans['state']}"]
+    for s in ans["states"]:
+        extra = ", ".join(
+            f"{k} {s[k]}" for k in ("reason", "until", "by", "reply", "node") if s.get(k)
+        )
+        lines.append(f"  {s['state']} at {s['at']}" + (f" ({extra})" if extra else ""))
+    return escape("\n".join(lines)), t.public(ans)
+
+
+async def wait_for_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+    timeout = float(a.get("timeout_seconds", 60))
+    reply_to = a.get("reply_to")
+    if reply_to is not None:
+        reply_to = t.message_ref(reply_to)[1]
+    fields = {"from": a.get("sent_by"), "reply_to": reply_to, "timeout": timeout}
+    ans = await d.call("mail/wait", fields, wait_s=timeout + TIMEOUT_S)
+    return output.message(ans), t.public(ans)
+
+
 async def whoami(d: Daemon, a: dict) -> tuple[str, dict]:
     hello = await d.call("hello", {})
     unread = (await d.call("mail/list", {"state": "unread", "limit": 1}))["total"]
@@ -228,6 +253,8 @@ HANDLERS = {
     "reply": reply,
     "thread": thread,
     "report": report,
+    "mail_status": mail_status,
+    "wait_for_mail": wait_for_mail,
     "whoami": whoami,
 }
 assert set(HANDLERS) == set(t.TOOLS)

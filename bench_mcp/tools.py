@@ -175,6 +175,41 @@ TOOLS: dict[str, tuple[str, dict]] = {
             "additionalProperties": False,
         },
     ),
+    "mail_status": (
+        "The delivery states of a message you sent, each with its time: delivered (in the "
+        "recipient's mailbox), queued (waiting for another machine), not-woken and why "
+        "(no-live-session, capped, operator-typing, read-first), woken (the notice was "
+        "typed into the recipient's terminal), read (by a read or by the wake), active "
+        "(the recipient's screen changed after the wake: a sign it started, not proof) and "
+        "replied (naming the reply). Nothing changes.",
+        {
+            "type": "object",
+            "properties": {"id": {"type": "string", "description": f"{_ID} you sent"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    ),
+    "wait_for_mail": (
+        "Block until mail arrives in your mailbox (optionally only from one address, or "
+        "only a reply to one message), then read it (marked read) and return it as "
+        "read_mail does. Mail already waiting unread returns at once. Ends with the error "
+        "`timeout` after timeout_seconds. Refused at once with `would-deadlock` when the "
+        "agent you wait on is itself waiting (directly or through others) on you.",
+        {
+            "type": "object",
+            "properties": {
+                "sent_by": {"type": "string", "description": f"only mail from {_ADDRESS}"},
+                "reply_to": {"type": "string", "description": f"only a reply to {_ID}"},
+                "timeout_seconds": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 3600,
+                    "description": "give up after this many seconds (default 60)",
+                },
+            },
+            "additionalProperties": False,
+        },
+    ),
     "whoami": (
         "Who you are to bench: your handle (the address other agents write to), your "
         "session, the state directory, and how many unread messages wait for you.",
@@ -183,7 +218,7 @@ TOOLS: dict[str, tuple[str, dict]] = {
 }
 
 # Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
-READ_ONLY = {"list_mail", "search_mail", "thread", "whoami"}
+READ_ONLY = {"list_mail", "search_mail", "thread", "whoami", "mail_status"}
 
 _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
 

@@ -127,6 +127,7 @@ class WakeCapped(Event, tag="wake/capped"):
     handle: str
     mail_id: str
     path: str
+    until: int | None = None  # wall ms when the recipient's next wake token is due
 
 
 class JobSettled(Event, tag="job/settled"):

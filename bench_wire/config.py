@@ -206,6 +206,27 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "bytes of free space the journal never takes to preallocate its segments "
         "(below it they grow with their records)",
     ),
+    (
+        "--session-waits",
+        "BENCH_SESSION_WAITS",
+        int,
+        4,
+        "waits (mail wait, job wait) one caller may have open; more are refused with too-many-waits",
+    ),
+    (
+        "--max-waits",
+        "BENCH_MAX_WAITS",
+        int,
+        256,
+        "waits open at once in all; more are refused with too-many-waits",
+    ),
+    (
+        "--wait-max",
+        "BENCH_WAIT_MAX",
+        float,
+        3600.0,
+        "the longest timeout a wait may ask for, in seconds",
+    ),
 ]
 
 
@@ -224,6 +245,7 @@ def option_problem(flag: str, value: float) -> str | None:
         "--send-rate",
         "--operator-send-rate",
         "--max-deadline",
+        "--wait-max",
     ) and (value <= 0):
         return f"{flag} must be positive (got {value})"
     if flag in (
@@ -234,6 +256,8 @@ def option_problem(flag: str, value: float) -> str | None:
         "--operator-send-burst",
         "--mailbox-messages",
         "--mailbox-bytes",
+        "--session-waits",
+        "--max-waits",
     ) and (value < 1):
         return f"{flag} must be at least 1 (got {value})"
     return None

@@ -52,6 +52,10 @@ CODES: dict[str, str] = {
     "too-many-children": "The spawning session already has as many unsettled jobs as allowed.",
     "too-deep": "The new job would be deeper in the delegation tree than allowed.",
     "bad-duration": "A duration is a positive number with a unit (90s, 10m, 1h), at most the daemon's maximum.",
+    # waits
+    "timeout": "The wait ended at its timeout before anything matching arrived.",
+    "would-deadlock": "The wait would close a cycle of waits (each waiting on the next); it was refused.",
+    "too-many-waits": "The caller (or the daemon) already has as many waits as allowed.",
     # nodes and the bridge
     "bad-node": "A node name is 1-64 characters of a-z 0-9 . _ - starting with a letter or digit.",
     "unknown-node": "No node of that name has been seen by this node's bridge.",
@@ -108,6 +112,7 @@ EXIT_NO_DAEMON = 3  # nothing answers on the socket
 EXIT_PROTOCOL = 4  # the answer could not be understood, or the connection broke
 EXIT_NOT_OURS = 5  # the socket is served by another user's process: nothing was sent
 
+EXIT_TIMEOUT = 6  # a wait (mail wait, job wait) ended at its timeout
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it; nothing is printed
 
 EXIT_CODES = {
@@ -124,6 +129,7 @@ EXIT_CODES = {
     "bad-dir": EXIT_USAGE,
     "bad-stdin": EXIT_USAGE,
     "bad-team-file": EXIT_USAGE,
+    "timeout": EXIT_TIMEOUT,
 }
 
 

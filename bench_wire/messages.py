@@ -134,6 +134,24 @@ from bench_wire._events import (
     SessionSpawned as SessionSpawned,
     WakeCapped as WakeCapped,
 )
+from bench_wire._states import (
+    NOT_WOKEN_REASONS as NOT_WOKEN_REASONS,
+    STATES as STATES,
+    AgentActive as AgentActive,
+    JobWait as JobWait,
+    JobWaitOk as JobWaitOk,
+    MailSentList as MailSentList,
+    MailStatus as MailStatus,
+    MailWait as MailWait,
+    SentListOk as SentListOk,
+    SentMail as SentMail,
+    StateMark as StateMark,
+    StatusOk as StatusOk,
+    WaitOk as WaitOk,
+    WaitOpened as WaitOpened,
+    WaitRefused as WaitRefused,
+    WakeDeferred as WakeDeferred,
+)
 # isort: on
 
 PROTOCOL_VERSION = 1
@@ -171,6 +189,10 @@ AnyRequest = (
     | BridgeReport
     | BridgeBounce
     | NodesRead
+    | MailSentList
+    | MailStatus
+    | MailWait
+    | JobWait
 )
 
 REQUEST_TYPES: tuple[type[Request], ...] = AnyRequest.__args__
@@ -206,6 +228,10 @@ AnyResponse = (
     | BridgeReportOk
     | BounceOk
     | NodesOk
+    | SentListOk
+    | StatusOk
+    | WaitOk
+    | JobWaitOk
 )
 RESPONSE_TYPES = AnyResponse.__args__
 
@@ -244,6 +270,10 @@ AnyEvent = (
     | BridgeForgotten
     | BridgeDisconnected
     | BridgeReconnected
+    | AgentActive
+    | WakeDeferred
+    | WaitOpened
+    | WaitRefused
 )
 EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -9,6 +9,7 @@ import time
 import click
 
 from bench_cli import fastpath, humanize, output
+from bench_cli.commands import waits
 from bench_cli.context import (
     Ctx,
     call,
@@ -27,7 +28,7 @@ from bench_wire.untrusted import escape
 
 @click.group(cls=Group)
 def mail() -> None:
-    """Send, list and read mail."""
+    """Send, list and read mail; see the states of mail you sent; wait for mail."""
 
 
 @mail.command("send")
@@ -320,3 +321,10 @@ def mcp(bench_dir: str | None, print_config: str | None) -> None:
     if bench_dir is not None:
         resolve_dir(bench_dir)  # an empty --dir is refused now, not at the first tool call
     sys.exit(server.main(bench_dir))
+
+
+# ---------------------------------------------------------------- states and waits
+
+mail.add_command(waits.mail_sent)
+mail.add_command(waits.mail_status)
+mail.add_command(waits.mail_wait)

@@ -81,6 +81,15 @@ def screen_lines(frame: dict) -> list[Text]:
     return out
 
 
+def delivery_text(st: dict) -> str:
+    """A message's delivery states on one line: `woken 05:44:11.448, active ...`."""
+    out = []
+    for x in st["states"]:
+        why = x.get("reason") or x.get("by") or ""
+        out.append(f"{x['state']}{f' ({why})' if why else ''} {x['at'][11:23]}")
+    return ", ".join(out)
+
+
 class Dash(App):
     TITLE = "bench dash"
     # Textual's command palette (^p) lists Textual's own commands (theme, screenshot),
@@ -471,6 +480,11 @@ class Dash(App):
         cut = output.thread_cut(a)
         if cut:
             parts.append(cut)
+        try:  # what became of it, as its sender sees it (bench mail status)
+            st = await self.source.call("mail/status", mail_id=msg["mail_id"])
+            parts.append("delivery: " + delivery_text(st))
+        except (DaemonGone, WireError):
+            pass  # mail from before states were kept, or a daemon without them
         unread = msg["state"] == "unread"
         choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
         if choice == "retire":

@@ -51,6 +51,11 @@ ANYONE = (
     # handlers answer no-such-message for mail a session did not receive (or send).
     m.MailThread,
     m.MailReply,
+    # The handlers show a session only the states of mail it sent, and wait only on
+    # its own mailbox.
+    m.MailSentList,
+    m.MailStatus,
+    m.MailWait,
 )
 OPERATOR_ONLY = {
     m.Stop: "stop the daemon",
@@ -129,6 +134,13 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
                 "forbidden",
                 f"a session may type only into the jobs it started (and theirs), "
                 f"not into {req.handle}: that is the operator's",
+            )
+        return
+    if isinstance(req, m.JobWait):
+        if not _is_descendant(caller, req.session, family):
+            raise WireError(
+                "forbidden",
+                f"a session may wait only on the jobs it started (and theirs), not {req.session}",
             )
         return
     if isinstance(req, m.SessionKill):

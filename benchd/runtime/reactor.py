@@ -109,6 +109,7 @@ class Reactor:
             session.poke()
             return
         c.capped[event.mail_id] = event.path
+        due = c.bucket.next_token_at(now)
         self.nursery.start_soon(
             self.record,
             m.WakeCapped(
@@ -116,6 +117,7 @@ class Reactor:
                 handle=session.handle,
                 mail_id=event.mail_id,
                 path=event.path,
+                until=self.clock.wall_ms() + int(max(0.0, due - now) * 1000),
             ),
         )
         if not c.timer_armed:
@@ -158,7 +160,7 @@ class Reactor:
         while True:
             while not session.wakes:
                 await session.poked()
-            await self._until_ready(session)
+            await self._until_ready(session, session.wakes[0])
             wake = session.wakes.popleft()
             if wake.digest:
                 line, path = digest_line(wake.digest), None
@@ -209,7 +211,7 @@ class Reactor:
         lines = (await _term(session).screen_text()).split("\n")[-READY_LINES:]
         return session.ready.search("\n".join(lines)) is not None
 
-    async def _until_ready(self, session: "Session") -> None:
+    async def _until_ready(self, session: "Session", wake: Wake | None = None) -> None:
         while True:
             match await self._readiness(session):
                 case wakegate.Ready():
@@ -217,10 +219,28 @@ class Reactor:
                 case wakegate.WaitForOutput():
                     await _term(session).changed.wait()
                 case wakegate.WaitUntil(at=at):
+                    if wake is not None and self._typing(session):
+                        await self._deferred(session, wake)
+                        wake = None  # said once per wake
                     await trio.sleep(max(0.0, at - self.clock.now()))
                 case wakegate.WaitForScreen(timeout=timeout):
                     with trio.move_on_after(timeout):
                         await _term(session).changed.wait()
+
+    def _typing(self, session: "Session") -> bool:
+        """The operator typed into the session within the idle gate (what holds the wake)."""
+        last = session.last_input
+        return bool(last) and self.clock.now() - last < self.gate
+
+    async def _deferred(self, session: "Session", wake: Wake) -> None:
+        await self.record(
+            m.WakeDeferred(
+                session=session.id,
+                handle=session.handle,
+                mail_id=wake.mail_id,
+                reason="operator-typing",
+            )
+        )
 
     async def _still_ready(self, session: "Session") -> bool:
         return isinstance(await self._readiness(session), wakegate.Ready)
@@ -260,6 +280,14 @@ class Reactor:
                 changed = term.eof or await self._screen_changes(term, before, action.wait)
                 step = check.seen(changed=changed)
                 if isinstance(step, wakegate.Done):
+                    if not term.eof:
+                        # The screen moved after the wake: evidence (not proof) that the
+                        # agent took the line up; the sender's `active` state.
+                        await self.record(
+                            m.AgentActive(
+                                session=session.id, handle=session.handle, mail_id=woken.mail_id
+                            )
+                        )
                     return
                 await term.write(b"\r")
                 await self.record(

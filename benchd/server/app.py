@@ -44,6 +44,7 @@ from benchd.runtime.mailroom import (
     Mailroom,
 )
 from benchd.runtime.mailservice import MailService
+from benchd.runtime.mailstates import MailStates
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.past import PastSession
 from benchd.runtime.reactor import Reactor
@@ -51,6 +52,7 @@ from benchd.runtime.reconcile import clean_staging, reconcile
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.spawning import Spawner
 from benchd.runtime.system import become_subreaper, peer_credentials
+from benchd.runtime.waits import Waits
 from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
@@ -197,6 +199,12 @@ class Daemon:
             clock=self.clock,
         )
         self.hub.listeners.append(reactor.on_event)
+        # After the reactor: the states of a batch's events join the index's pending
+        # changes with the batch's last_seq (benchd.runtime.mailstates).
+        self.mail_states = MailStates(self.index, opts.node)
+        self.hub.listeners.append(self.mail_states.on_event)
+        self.waits = Waits(opts.session_waits, opts.max_waits, self.committer.record)
+        self.hub.listeners.append(self.waits.on_event)
         self.sessions = Sessions(
             self.roster,
             reactor,
@@ -239,7 +247,12 @@ class Daemon:
         self.index_queries = MailQueries(self.index)
         self.services = Services(
             info=DaemonInfo(
-                self.pid, bench_dir, self.caps, reactor_settings(self.opts), self.test_hooks
+                self.pid,
+                bench_dir,
+                self.caps,
+                reactor_settings(self.opts),
+                self.test_hooks,
+                opts.wait_max,
             ),
             request_stop=self.request_stop,
             mail=MailService(self.mailroom, self.outbound, self.index, self.index_queries),
@@ -260,6 +273,8 @@ class Daemon:
             damage=lambda: self.damage,
             ack_damage=self.ack_damage,
             bridge=BridgeDesk(self.committer.enqueue, self.committer.record, self.log),
+            states=self.mail_states,
+            waits=self.waits,
         )
 
     # ------------------------------------------------------------ recovery
@@ -275,6 +290,9 @@ class Daemon:
             lambda path, why: self.log.warning("staging entry skipped", path=path, reason=why),
         )
         self.index.rebuild = self._rebuild_index
+        # The events whose delivery states the index holds (re-read: a set-aside index
+        # holds none, and reconcile below moves last_seq on).
+        states_seq = 0 if self.index.fresh else int(self.index.get_meta("last_seq") or 0)
         try:
             self._ensure_search(mail_root)  # before reconcile, which indexes what it adds
             events = self._reconcile_at_start(mail_root)
@@ -290,6 +308,9 @@ class Daemon:
                 reason=self.index.set_aside_reason,
                 messages=len(self.index.pending),
             )
+        if self.index.set_aside_reason is not None:
+            states_seq = 0
+        self.mail_states.replay(self.eventlog.read_since(states_seq))
         self.index.flush()  # a failure is retried by the committer, like any other
         self.mailroom.clock = IdClock(self.index.newest_id())
         return self.start_notices + events
@@ -341,6 +362,7 @@ class Daemon:
     def _rebuild_index(self) -> None:
         """Refill an empty index from the files (Index.recover_now, while running)."""
         reconcile(os.path.join(self.bench_dir, "mail"), self.index)
+        self.mail_states.replay(self.eventlog.read_since(0))  # the states went with the file
         self._index_notice(
             "index/rebuilt",
             reason=self.index.set_aside_reason or "",

@@ -24,9 +24,11 @@ from benchd.runtime.jobhost import JobHost
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.mailservice import MailService
+from benchd.runtime.mailstates import MailStates
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.spawning import Spawner
+from benchd.runtime.waits import Waits
 from benchd.server.connection import Connection
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
@@ -42,6 +44,7 @@ class DaemonInfo:
     caps: m.Caps
     reactor: m.ReactorSettings
     test_hooks: bool  # the debug/fault verb is enabled (tests only)
+    wait_max: float = 3600.0  # the longest timeout a wait may ask for (--wait-max)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,8 @@ class Services:
     damage: Callable[[], list[m.JournalDamaged]]  # journal damage not yet acknowledged
     ack_damage: Callable[[], int]  # acknowledge it all (io-error if it cannot); how many
     bridge: BridgeDesk  # the bridge's handlers only (see the module's docstring)
+    states: MailStates  # the delivery states of sent mail
+    waits: Waits  # the open waits (mail wait, job wait) and who waits on whom
 
 
 R = TypeVar("R", bound=m.Request)

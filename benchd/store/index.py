@@ -30,7 +30,7 @@ import msgspec
 
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.frontmatter import FrontMatter
-from benchd.store import sqlite
+from benchd.store import mailstates, sqlite
 
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
 from benchd.store.pending import READ as READ
@@ -47,7 +47,8 @@ PERSISTENT_FAILURES = 8  # consecutive failed flushes after which the file is re
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS messages(
   handle TEXT NOT NULL, id TEXT NOT NULL, state INTEGER NOT NULL,
   sender TEXT NOT NULL, subject TEXT NOT NULL, date TEXT NOT NULL,
@@ -60,6 +61,8 @@ CREATE TABLE IF NOT EXISTS counts(
   PRIMARY KEY (handle, state)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
+    + mailstates.SCHEMA
+)
 
 
 class Health(TypedDict):
@@ -421,6 +424,22 @@ class Index:
         self._counted(handle, row, None)
         self.pending.ops.append(("remove", (handle, mail_id)))
 
+    def put_state(self, mail_id: str, cols: dict[str, object]) -> None:
+        """Set delivery-state columns of a sent message (benchd.store.mailstates), written
+        with the next flush like every other change."""
+        p = self.pending
+        if not p.ops and not p.meta:
+            p.since = self.clock.now()
+        p.states.setdefault(mail_id, {}).update(cols)
+        p.ops.append(("mstate", (mail_id, cols)))
+
+    def get_state(self, mail_id: str) -> mailstates.StateRow | None:
+        row = self._read(lambda: mailstates.get(self.w, mail_id))
+        over = self.pending.states.get(mail_id)
+        if over:
+            row = msgspec.structs.replace(row or mailstates.StateRow(mail_id), **over)
+        return row
+
     def _base_of(self, handle: str, mail_id: str, row: MailRow) -> int | None:
         k = (handle, mail_id)
         if k in self.pending.base:
@@ -487,6 +506,8 @@ class Index:
                     self._bump(handle, state, 1)
             elif kind == "text":
                 search.add(w, *args)
+            elif kind == "mstate":
+                mailstates.write(w, *args)
             else:
                 handle, mail_id = args
                 row = w.execute(

@@ -47,6 +47,8 @@ class Pending:
         self.keys: dict[tuple[str, str], tuple[str, str]] = {}
         self.by_handle: dict[str, set[str]] = {}
         self.meta: dict[str, str] = {}
+        # mail id -> the delivery-state columns set since the commit (benchd.store.mailstates)
+        self.states: dict[str, dict[str, Any]] = {}
         self.since = 0.0  # the index clock's reading at the oldest change
 
     def __len__(self) -> int:

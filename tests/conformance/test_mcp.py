@@ -31,6 +31,8 @@ TOOLS = {
     "thread",
     "report",
     "whoami",
+    "mail_status",
+    "wait_for_mail",
 }
 
 

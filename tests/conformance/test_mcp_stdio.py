@@ -166,3 +166,40 @@ def test_an_oversize_body_is_body_too_large_as_in_the_cli(mcp, daemon):
     r = daemon.bench("mail", "send", "bob", "--json", input=big)
     assert r.rc == 1 and r.json["error"]["code"] == "body-too-large"
     assert mcp.close() == 0
+
+
+def tool(s: Stdio, rid: int, name: str, args: dict) -> dict:
+    return s.call(rid, "tools/call", {"name": name, "arguments": args})
+
+
+def test_wait_for_mail_over_stdio_returns_what_arrives_and_times_out(daemon, mcp):
+    # Nothing comes: the wait ends at its timeout with bench's code.
+    a = tool(mcp, 2, "wait_for_mail", {"timeout_seconds": 1})
+    assert a["result"]["isError"] is True, a
+    assert a["result"]["structuredContent"]["error"]["code"] == "timeout"
+    # Asked first, answered once the mail arrives: the message, read.
+    mcp.send(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "wait_for_mail", "arguments": {"timeout_seconds": 60}},
+            }
+        ).encode()
+    )
+    daemon.wait_event("wait/opened", lambda e: e["handle"] == "operator" and e["on"] is None)
+    sent = daemon.ok("mail", "send", "operator", "-m", "arrived while waiting")
+    a = mcp.answer()
+    assert a["id"] == 3 and a["result"].get("isError") is not True, a
+    got = a["result"]["structuredContent"]
+    assert got["mail_id"] == sent["mail_id"] and got["body"] == "arrived while waiting"
+    assert got["retired"] is True
+    # Its state, as mail_status shows it to its sender (the operator here).
+    a = tool(mcp, 4, "mail_status", {"id": sent["mail_id"]})
+    st = a["result"]["structuredContent"]
+    assert st["state"] == "read" and {"delivered", "read"} <= {x["state"] for x in st["states"]}
+    # Waiting on yourself is a cycle: refused at once.
+    a = tool(mcp, 5, "wait_for_mail", {"sent_by": "operator", "timeout_seconds": 60})
+    assert a["result"]["structuredContent"]["error"]["code"] == "would-deadlock", a
+    assert mcp.close() == 0

@@ -104,6 +104,10 @@ def test_every_fence_runs_and_does_what_the_text_says(make_daemon, tmp_path):
     assert len(os.listdir(os.path.join(box, "read"))) == 2
     assert os.listdir(os.path.join(box, "inbox")) == []
     assert "from:" in output_of("head -n 8")
+    # The sender sees its mail's states; a wait with nothing coming ends at its timeout.
+    states = output_of("bench mail status")
+    assert "delivered" in states and "state:" in states
+    assert "(exit 6)" in output_of("bench mail wait --from operator")
     # The reply owed by the job: the header, then the reported content.
     reply = d.wait_until(
         lambda: [

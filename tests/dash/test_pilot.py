@@ -113,6 +113,8 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             app.query_one("#mail").focus()
             await pilot.press("enter")
             await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the thread")
+            # the message's delivery states, as its sender sees them
+            assert "delivery: delivered" in app.screen.text, app.screen.text
             await pilot.press("escape")
             listed = d.ok("mail", "list", "--handle", "alice")["messages"]
             assert {m["mail_id"] for m in listed} >= {mid}  # still unread

@@ -26,6 +26,8 @@ def test_every_tool_has_a_description_and_an_object_schema():
         "thread",
         "report",
         "whoami",
+        "mail_status",
+        "wait_for_mail",
     }
     for name, (desc, schema) in tools.TOOLS.items():
         assert desc.endswith(".") and len(desc) > 40, name

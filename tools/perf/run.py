@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tools.perf import agents, bridge, dash, fleet, mail, scale, search
+from tools.perf import agents, bridge, dash, fleet, mail, scale, search, states
 from tools.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of docs/performance.md (the table's order).
@@ -24,6 +24,7 @@ BENCHMARKS = {
     "list-scale": scale.list_scale,
     "send-scale": scale.send_scale,
     "wake": agents.wake,
+    "wake-states": states.wake_states,
     "relay": agents.relay,
     "fanout": agents.fanout,
     "restart": scale.restart,
@@ -45,6 +46,7 @@ RUN_ORDER = [
     "rss",
     "send-scale",
     "wake",
+    "wake-states",
     "fanout",
     "relay",
     "search-scale",
@@ -131,6 +133,8 @@ NOTE_KEYS = {
     "list-scale/scan": ["scans"],
     "send-scale": ["sends", "big_p50_ms", "empty_p50_ms"],
     "wake": ["samples", "overhead_p50_ms", "ack_to_submitted_p50_ms", "enter_retries"],
+    "wake-states/woken": ["messages", "agents", "woken_p50_ms", "active_p50_ms", "active_p99_ms"],
+    "wake-states/success": ["woken", "not_woken"],
     "relay": ["sessions", "bytes_each", "reps"],
     "fanout": ["jobs", "rate_by_event_ts", "settle_span_s", "spawn_s", "baseline"],
     "restart": ["restarts", "empty_dir_ready_s", "baseline_runs"],

@@ -1,0 +1,118 @@
+"""The delivery states of one sent message, from what was recorded of it (pure).
+
+A message's facts (benchd.store.mailstates' row: when it was queued, delivered, woken,
+...; and the first reply the thread links name) become the list of states it reached,
+in order, and the one a listing shows. The order of precedence for that one:
+replied > active > read (by a read) > woken > not-woken > delivered > queued. A wake
+retires the mail it announces, so woken mail is also `read` by the wake; the listing
+then says `woken` (or `active`), and `read` is kept for mail its recipient read itself.
+"""
+
+import calendar
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from benchd.core.names import MAIL_ID_RE
+
+RANK = ("queued", "delivered", "not-woken", "woken", "read", "active", "replied")
+
+
+class Facts(Protocol):
+    """What is read of a message's state row (benchd.store.mailstates.StateRow)."""
+
+    @property
+    def queued(self) -> int | None: ...
+    @property
+    def delivered(self) -> int | None: ...
+    @property
+    def woken(self) -> int | None: ...
+    @property
+    def nw_reason(self) -> str | None: ...
+    @property
+    def nw_at(self) -> int | None: ...
+    @property
+    def nw_until(self) -> int | None: ...
+    @property
+    def active(self) -> int | None: ...
+    @property
+    def read_at(self) -> int | None: ...
+    @property
+    def read_by(self) -> str | None: ...
+    @property
+    def reader(self) -> str | None: ...
+    @property
+    def replied_at(self) -> int | None: ...
+    @property
+    def reply(self) -> str | None: ...
+    @property
+    def node(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One state reached, at wall ms `at`, with what it says of itself."""
+
+    state: str
+    at: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def id_ms(mail_id: str) -> int | None:
+    """The send time an id carries (20261130T045611.123Z-0001), in wall ms."""
+    if MAIL_ID_RE.fullmatch(mail_id) is None:
+        return None
+    t = time.strptime(mail_id[:15], "%Y%m%dT%H%M%S")
+    return calendar.timegm(t) * 1000 + int(mail_id[16:19])
+
+
+def marks(f: Facts, reply: str | None = None) -> list[Mark]:
+    """The states reached, in the order of RANK (a local reply's id as `reply`)."""
+    out: list[Mark] = []
+    if f.queued is not None:
+        out.append(Mark("queued", f.queued))
+    if f.delivered is not None:
+        out.append(Mark("delivered", f.delivered, _node(f)))
+    reason, at = f.nw_reason, f.nw_at
+    if reason is None and f.woken is None and f.read_by == "read" and f.read_at is not None:
+        reason, at = "read-first", f.read_at  # read before any wake could be typed
+    if reason is not None and at is not None:
+        extra = {"reason": reason}
+        if reason == "capped" and f.nw_until is not None:
+            extra["until"] = str(f.nw_until)
+        out.append(Mark("not-woken", at, extra))
+    if f.woken is not None:
+        out.append(Mark("woken", f.woken))
+    if f.read_at is not None:
+        extra = {"by": f.read_by or "read"}
+        if f.reader:
+            extra["reader"] = f.reader
+        out.append(Mark("read", f.read_at, extra | _node(f)))
+    if f.active is not None:
+        out.append(Mark("active", f.active))
+    if f.replied_at is not None and f.reply is not None:
+        out.append(Mark("replied", f.replied_at, {"reply": f.reply} | _node(f)))
+    elif reply is not None:
+        at_ms = id_ms(reply)
+        if at_ms is not None:
+            out.append(Mark("replied", at_ms, {"reply": reply}))
+    return out
+
+
+def _node(f: Facts) -> dict[str, str]:
+    return {"node": f.node} if f.node else {}
+
+
+def current(ms: list[Mark]) -> Mark | None:
+    """The state a listing shows (see the module's docstring)."""
+    by = {m.state: m for m in ms}
+    for state in ("replied", "active"):
+        if state in by:
+            return by[state]
+    read = by.get("read")
+    if read is not None and read.extra.get("by") == "read":
+        return read
+    for state in ("woken", "not-woken", "read", "delivered", "queued"):
+        if state in by:
+            return by[state]
+    return None

@@ -1,0 +1,145 @@
+"""Delivery states: kept from the events the daemon commits, read back for their senders.
+
+A hub listener (like the reactor): each committed event that says something about a sent
+message sets columns of its row in the index (benchd.store.mailstates) through the
+index's pending changes, in the same commit as the event's `last_seq`. The hub calls
+listeners right after the committer has applied the batch to the index, with no await
+between, so the row and the seq it covers always commit together; a start replays the
+events logged after the index's `last_seq` (a kill -9 loses at most the index's last
+100 ms, never the log), and a rebuilt index replays the whole log.
+
+The send path pays one row per message, set from its mail/sent; nothing is read back
+for it. Wakes and reads read the row first (the first read or wake is the one kept).
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from bench_wire import messages as m
+from benchd.core import delivery
+from benchd.store import mailstates
+from benchd.store.index import Index
+from benchd.store.mailstates import StateRow
+
+# The kinds that set states (a replay decodes only these).
+KINDS = frozenset(
+    {
+        "mail/sent",
+        "agent/woken",
+        "wake/capped",
+        "wake/deferred",
+        "mail/read",
+        "agent/active",
+        "bridge/queued",
+        "bridge/delivered",
+    }
+)
+_decode = msgspec.convert
+
+
+class MailStates:
+    def __init__(self, index: Index, node: str = "") -> None:
+        self.index = index
+        self.own = "@" + node  # this node's suffix: `bob@<own>` is kept as `bob`
+
+    # ------------------------------------------------------------ from events
+
+    def on_event(self, ev: m.Event) -> None:
+        put = self.index.put_state
+        match ev:
+            case m.MailSent():
+                cols: dict[str, Any] = {"sender": ev.sender, "rcpt": ev.to, "delivered": ev.ts}
+                if not ev.live and not ev.recovered:
+                    cols["nw_reason"], cols["nw_at"] = "no-live-session", ev.ts
+                put(ev.mail_id, cols)
+            case m.BridgeQueued():
+                # The queue's copy names its sender with this node (`alice@node1`): the
+                # row keeps the local handle, as the sender asks for its mail by it.
+                sender = ev.sender.removesuffix(self.own)
+                put(ev.mail_id, {"sender": sender, "rcpt": ev.to, "queued": ev.ts})
+            case m.AgentWoken(mail_id=str(mail_id)):
+                row = self.index.get_state(mail_id)
+                cols = {"woken": ev.ts}
+                if row is None or row.read_at is None:
+                    cols |= {"read_at": ev.ts, "read_by": "wake"}
+                put(mail_id, cols)
+            case m.WakeCapped():
+                put(ev.mail_id, {"nw_reason": "capped", "nw_at": ev.ts, "nw_until": ev.until})
+            case m.WakeDeferred(mail_id=str(mail_id)):
+                row = self.index.get_state(mail_id)
+                if row is None or (row.woken is None and row.nw_reason is None):
+                    put(mail_id, {"nw_reason": ev.reason, "nw_at": ev.ts})
+            case m.MailReadEvent():
+                row = self.index.get_state(ev.mail_id)
+                if row is None or row.read_at is None:
+                    put(ev.mail_id, {"read_at": ev.ts, "read_by": "read", "reader": ev.reader})
+            case m.AgentActive(mail_id=str(mail_id)):
+                row = self.index.get_state(mail_id)
+                if row is None or row.active is None:
+                    put(mail_id, {"active": ev.ts})
+
+    def replay(self, records: Iterable[dict[str, Any]]) -> int:
+        """Apply logged events (records of events.jsonl) the index has not: at start."""
+        n = 0
+        for rec in records:
+            if rec.get("kind") not in KINDS:
+                continue
+            try:
+                ev = _decode(rec, m.AnyEvent)
+            except msgspec.ValidationError:
+                continue  # a line of another version: it only cost its state
+            self.on_event(ev)
+            n += 1
+        return n
+
+    # ------------------------------------------------------------ reads
+
+    def _committed(self) -> None:
+        idx = self.index
+        if idx.pending.states and idx.due(0):
+            idx.flush()  # a failure keeps them pending: get() merges them
+
+    def get(self, mail_id: str) -> StateRow | None:
+        self._committed()
+        return self.index.get_state(mail_id)
+
+    def marks(self, row: StateRow) -> list[delivery.Mark]:
+        reply = self.index.read(lambda w: mailstates.replies(w, [row.id])).get(row.id)
+        return delivery.marks(row, reply)
+
+    def sent(
+        self, sender: str | None, to: str | None, state: str | None, limit: int
+    ) -> tuple[list[tuple[StateRow, delivery.Mark]], bool]:
+        """Sent mail newest first, each with the state a listing shows; True if more.
+        With `state`, rows are read in pages until `limit` match (at most 20 pages)."""
+        self._committed()
+        out: list[tuple[StateRow, delivery.Mark]] = []
+        cap = max(limit * 4, 200) if state else limit + 1
+        rows = self.index.read(lambda w: mailstates.by_sender(w, sender, to, cap))
+        rows = self._with_pending(rows, sender, to)
+        replies = self.index.read(lambda w: mailstates.replies(w, [r.id for r in rows]))
+        for row in rows:
+            mark = delivery.current(delivery.marks(row, replies.get(row.id)))
+            if mark is None or (state is not None and mark.state != state):
+                continue
+            out.append((row, mark))
+        return out[:limit], len(out) > limit or (state is not None and len(rows) >= cap)
+
+    def _with_pending(
+        self, rows: list[StateRow], sender: str | None, to: str | None
+    ) -> list[StateRow]:
+        """Rows merged with changes not committed yet (only while the index cannot commit)."""
+        pending = self.index.pending.states
+        if not pending:
+            return rows
+        byid = {r.id: r for r in rows}
+        for mail_id in pending:
+            row = self.index.get_state(mail_id)
+            if row is None or (sender is not None and row.sender != sender):
+                continue
+            if to is not None and row.rcpt != to:
+                continue
+            byid[mail_id] = row
+        return sorted(byid.values(), key=lambda r: r.id, reverse=True)

@@ -1,0 +1,135 @@
+"""Waits: callers blocked until mail (or a job's settlement) arrives, and the graph of
+who waits on whom, so a wait that would close a cycle is refused before it blocks.
+
+Each wait names at most one address it waits on (its edge): `mail wait --from bob` waits
+on bob; `--reply-to ID` on the message's recipient; `job wait child` on the child (a
+parent waiting on its child is an edge like any other). A wait for anyone's mail has no
+edge: anyone may end it. A new wait from A on B is refused with `would-deadlock` when B
+already waits, through the edges of waits open now, on A; the cycle is named. Addresses
+on other nodes are never waited on here: such an edge ends the walk (the timeout ends a
+cycle through another node).
+
+Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-waits`);
+the walk visits each waiting handle once.
+"""
+
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+
+
+class Waiter:
+    """One open wait: its caller's handle, the handle it waits on (or None), and the
+    arrivals it has been offered (mail ids, or a settled job's outcome)."""
+
+    __slots__ = ("handle", "target", "job", "arrived", "_wakeup")
+
+    def __init__(self, handle: str, target: str | None, job: str | None) -> None:
+        self.handle, self.target, self.job = handle, target, job
+        self.arrived: list[m.MailSent | m.JobSettled] = []
+        self._wakeup = trio.Event()
+
+    def offer(self, ev: m.MailSent | m.JobSettled) -> None:
+        self.arrived.append(ev)
+        self._wakeup.set()
+
+    async def next(self) -> m.MailSent | m.JobSettled:
+        while not self.arrived:
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+        return self.arrived.pop(0)
+
+
+class Waits:
+    def __init__(
+        self, per_caller: int, total: int, record: Callable[[m.Event], Awaitable[bool]]
+    ) -> None:
+        self.per_caller, self.total = per_caller, total
+        self.record = record
+        self.by_handle: dict[str, list[Waiter]] = {}
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def cycle(self, handle: str, target: str | None) -> list[str] | None:
+        """The cycle a wait from `handle` on `target` would close (handles in order,
+        from `handle` back to it), or None. Each waiting handle is visited once."""
+        if target is None:
+            return None
+        parent = {target: handle}
+        todo = [target]
+        while todo:
+            at = todo.pop()
+            if at == handle:
+                chain, node = [handle], parent[handle]
+                while node != handle:
+                    chain.append(node)
+                    node = parent[node]
+                chain.append(handle)
+                return chain[::-1]
+            for w in self.by_handle.get(at, ()):
+                t = w.target
+                if t is not None and t not in parent:
+                    parent[t] = at
+                    todo.append(t)
+        return None
+
+    def open(self, handle: str, target: str | None, job: str | None = None) -> Waiter:
+        """A new wait, or `too-many-waits` / `would-deadlock` (each also an event)."""
+        mine = self.by_handle.get(handle, [])
+        if len(mine) >= self.per_caller or self.count >= self.total:
+            limit = self.per_caller if len(mine) >= self.per_caller else self.total
+            self._refused(handle, "too-many-waits", [], limit)
+            who = "this caller" if len(mine) >= self.per_caller else "the daemon"
+            raise WireError(
+                "too-many-waits", f"{who} already has {limit} waits open (the limit); end one first"
+            )
+        loop = self.cycle(handle, target)
+        if loop is not None:
+            self._refused(handle, "would-deadlock", loop, 0)
+            raise WireError(
+                "would-deadlock",
+                f"{handle} waiting on {target} would close a cycle of waits: " + " -> ".join(loop),
+            )
+        w = Waiter(handle, target, job)
+        self.by_handle.setdefault(handle, []).append(w)
+        self.count += 1
+        self._log(m.WaitOpened(handle=handle, on=target, job=job))
+        return w
+
+    def close(self, w: Waiter) -> None:
+        mine = self.by_handle.get(w.handle)
+        if mine and w in mine:
+            mine.remove(w)
+            self.count -= 1
+            if not mine:
+                del self.by_handle[w.handle]
+
+    def _refused(self, handle: str, code: str, loop: list[str], limit: int) -> None:
+        self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit))
+
+    def _log(self, ev: m.Event) -> None:
+        """Logged without holding up the wait (no client waits on its commit)."""
+        try:
+            trio.lowlevel.spawn_system_task(self.record, ev)
+        except RuntimeError:
+            pass  # no trio run (a unit test): the refusal itself is the answer
+
+    # ------------------------------------------------------------ arrivals (hub listener)
+
+    def on_event(self, ev: m.Event) -> None:
+        if not self.count:
+            return
+        if isinstance(ev, m.MailSent):
+            for w in self.by_handle.get(ev.to, ()):
+                if w.job is None:
+                    w.offer(ev)
+        elif isinstance(ev, m.JobSettled):
+            for waiters in self.by_handle.values():
+                for w in waiters:
+                    if w.job == ev.session:
+                        w.offer(ev)

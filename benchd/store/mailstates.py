@@ -1,0 +1,121 @@
+"""The delivery states of sent mail: one row per message in index.sqlite (`mail_states`).
+
+The row is filled from the events the daemon logs anyway (mail/sent, agent/woken,
+wake/capped, mail/read, ...: benchd.runtime.mailstates) and written with the index's
+other pending changes, in the same transaction as the `last_seq` they belong to, so a
+start after a crash re-applies exactly the events the file missed. Times are wall ms.
+Replies to local mail are not stored here: the thread links (benchd.store.search) name
+them, and a status reads them there.
+"""
+
+import sqlite3
+from typing import Any
+
+import msgspec
+
+COLUMNS = (
+    "id",
+    "sender",
+    "rcpt",
+    "sent",
+    "queued",
+    "delivered",
+    "woken",
+    "nw_reason",
+    "nw_at",
+    "nw_until",
+    "active",
+    "read_at",
+    "read_by",
+    "reader",
+    "replied_at",
+    "reply",
+    "node",
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS mail_states(
+  id TEXT PRIMARY KEY, sender TEXT, rcpt TEXT, sent INTEGER, queued INTEGER,
+  delivered INTEGER, woken INTEGER, nw_reason TEXT, nw_at INTEGER, nw_until INTEGER,
+  active INTEGER, read_at INTEGER, read_by TEXT, reader TEXT, replied_at INTEGER,
+  reply TEXT, node TEXT) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS states_by_sender ON mail_states(sender, id);
+"""
+
+
+class StateRow(msgspec.Struct, array_like=True, gc=False):
+    """A message's row: who sent it to whom, and when it reached each state (None: not)."""
+
+    id: str
+    sender: str | None = None
+    rcpt: str | None = None
+    sent: int | None = None
+    queued: int | None = None
+    delivered: int | None = None
+    woken: int | None = None
+    nw_reason: str | None = None
+    nw_at: int | None = None
+    nw_until: int | None = None
+    active: int | None = None
+    read_at: int | None = None
+    read_by: str | None = None
+    reader: str | None = None
+    replied_at: int | None = None
+    reply: str | None = None
+    node: str | None = None
+
+
+_SELECT = "SELECT " + ", ".join(COLUMNS) + " FROM mail_states "
+
+
+def create(db: sqlite3.Connection) -> None:
+    db.executescript(SCHEMA)
+
+
+def write(db: sqlite3.Connection, mail_id: str, cols: dict[str, Any]) -> None:
+    """Set these columns of a message's row (made if absent)."""
+    names = list(cols)
+    marks = ",".join("?" * (len(names) + 1))
+    sets = ",".join(f"{n}=excluded.{n}" for n in names)
+    db.execute(
+        f"INSERT INTO mail_states(id,{','.join(names)}) VALUES ({marks}) "  # noqa: S608 - names are COLUMNS
+        f"ON CONFLICT(id) DO UPDATE SET {sets}",
+        (mail_id, *cols.values()),
+    )
+
+
+def get(db: sqlite3.Connection, mail_id: str) -> StateRow | None:
+    row = db.execute(_SELECT + "WHERE id=?", (mail_id,)).fetchone()
+    return None if row is None else msgspec.convert(row, StateRow)
+
+
+def by_sender(
+    db: sqlite3.Connection, sender: str | None, to: str | None, cap: int
+) -> list[StateRow]:
+    """Up to `cap` rows, newest first (ids sort by send time); `sender` None: anyone's."""
+    where: list[str] = []
+    args: list[str] = []
+    if sender is not None:
+        where.append("sender=?")
+        args.append(sender)
+    if to is not None:
+        where.append("rcpt=?")
+        args.append(to)
+    q = _SELECT + (("WHERE " + " AND ".join(where)) if where else "") + " ORDER BY id DESC LIMIT ?"
+    rows = db.execute(q, (*args, cap)).fetchall()
+    return msgspec.convert(rows, list[StateRow])
+
+
+def replies(db: sqlite3.Connection, mail_ids: list[str]) -> dict[str, str]:
+    """The first reply (by id) indexed for each of these messages, from the thread links."""
+    out: dict[str, str] = {}
+    for i in range(0, len(mail_ids), 500):
+        chunk = mail_ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for parent, child in db.execute(
+            f"SELECT in_reply_to, min(id) FROM mail_links WHERE in_reply_to IN ({marks}) "  # noqa: S608
+            "GROUP BY in_reply_to",
+            chunk,
+        ):
+            out[parent] = child
+    return out

@@ -1,0 +1,213 @@
+"""Waits through the real CLI: `bench mail wait` returning on arrival (the message read
+and retired) and at its timeout (exit 6, code timeout); cycles of waits refused at once
+with the cycle named, a wait that closes none accepted; `bench job wait`; the limits."""
+
+import json
+import subprocess
+
+from tests.conformance.test_jobs import job
+from tests.conftest import BENCH, assert_refused, spawn_standin
+
+
+def token_of(d, handle: str) -> str:
+    """A session's token, read from its process as any same-user program can."""
+    pid = next(
+        s["pid"] for s in d.call({"verb": "session/list"})["sessions"] if s["handle"] == handle
+    )
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    return env[b"BENCH_TOKEN"].decode()
+
+
+def as_(d, handle: str) -> dict:
+    return {"BENCH_TOKEN": token_of(d, handle)}
+
+
+def background(d, *args: str, env: dict | None = None) -> subprocess.Popen:
+    e = d.env()
+    e.update(env or {})
+    return subprocess.Popen(
+        [BENCH, *args, "--json"], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def finish(p: subprocess.Popen, timeout: float = 60.0) -> tuple[int, dict]:
+    out, _err = p.communicate(timeout=timeout)
+    return p.returncode, json.loads(out)
+
+
+def test_mail_wait_returns_the_mail_that_arrives(daemon):
+    spawn_standin(daemon, "alice")
+    p = background(daemon, "mail", "wait", "--from", "alice", "--timeout", "60s")
+    try:
+        daemon.ok("mail", "send", "operator", "-m", "not from alice")
+        sent = daemon.ok("mail", "send", "operator", "-m", "from alice", env=as_(daemon, "alice"))
+        rc, a = finish(p)
+    finally:
+        p.kill()
+    assert rc == 0, a
+    assert a["mail_id"] == sent["mail_id"] and a["from"] == "alice"
+    assert a["body"] == "from alice" and a["retired"] is True
+    # retired: the other message is still unread, this one is not
+    unread = daemon.ok("mail", "list")["messages"]
+    assert [x["from"] for x in unread] == ["operator"]
+
+
+def test_mail_wait_for_a_reply_to_a_message(daemon):
+    spawn_standin(daemon, "alice")
+    asked = daemon.ok("mail", "send", "alice", "-m", "question")
+    p = background(daemon, "mail", "wait", "--reply-to", asked["mail_id"], "--timeout", "60s")
+    try:
+        daemon.ok("mail", "send", "operator", "-m", "unrelated", env=as_(daemon, "alice"))
+        answer = daemon.ok(
+            "mail",
+            "send",
+            "operator",
+            "--in-reply-to",
+            asked["mail_id"],
+            "-m",
+            "answer",
+            env=as_(daemon, "alice"),
+        )
+        rc, a = finish(p)
+    finally:
+        p.kill()
+    assert rc == 0 and a["mail_id"] == answer["mail_id"], a
+
+
+def test_mail_wait_times_out_with_its_own_exit_status(daemon):
+    r = daemon.bench("mail", "wait", "--timeout", "300ms", "--json")
+    assert_refused(r, "timeout", rc=6)
+    r = daemon.bench("mail", "wait", "--timeout", "300ms")
+    assert r.rc == 6 and "[timeout]" in r.err
+    assert_refused(daemon.bench("mail", "wait", "--timeout", "2h", "--json"), "bad-request")
+    assert daemon.bench("mail", "wait", "--timeout", "soon").rc == 2
+
+
+def test_mail_already_there_ends_the_wait_at_once(daemon):
+    daemon.ok("mail", "send", "operator", "-m", "waiting already")
+    a = daemon.ok("mail", "wait", "--timeout", "30s")
+    assert a["body"] == "waiting already"
+
+
+def refused_once_open(d, waiting: str, args, env, code="would-deadlock") -> dict:
+    """Once `waiting`'s wait is open (its wait/opened event), this wait is refused."""
+    d.wait_event("wait/opened", lambda e: e["handle"] == waiting)
+    r = d.bench(*args, "--timeout", "1s", "--json", env=env)
+    return assert_refused(r, code)
+
+
+def test_a_cycle_of_three_waits_is_refused_naming_it(daemon):
+    for h in ("alice", "bob", "carol"):
+        spawn_standin(daemon, h)
+    waits = [
+        background(
+            daemon, "mail", "wait", "--from", "bob", "--timeout", "2m", env=as_(daemon, "alice")
+        ),
+        background(
+            daemon, "mail", "wait", "--from", "carol", "--timeout", "2m", env=as_(daemon, "bob")
+        ),
+    ]
+    try:
+        for h in ("alice", "bob"):
+            daemon.wait_event("wait/opened", lambda e, h=h: e["handle"] == h)
+        r = daemon.bench(
+            "mail", "wait", "--from", "alice", "--timeout", "1s", "--json", env=as_(daemon, "carol")
+        )
+        err = assert_refused(r, "would-deadlock")
+        assert "carol -> alice -> bob -> carol" in err["message"], err
+        ev = daemon.wait_event("wait/refused", lambda e: e["code"] == "would-deadlock")
+        assert ev["cycle"] == ["carol", "alice", "bob", "carol"]
+        # A wait that closes no cycle is accepted (and here ends at its timeout).
+        r = daemon.bench(
+            "mail",
+            "wait",
+            "--from",
+            "dave",
+            "--timeout",
+            "300ms",
+            "--json",
+            env=as_(daemon, "carol"),
+        )
+        assert_refused(r, "timeout", rc=6)
+        # The cycle broken: carol sends to alice (ending alice's wait? no: alice waits on
+        # bob); bob sends alice her mail and carol sends bob his: both waits end.
+        daemon.ok("mail", "send", "bob", "-m", "for bob", env=as_(daemon, "carol"))
+        daemon.ok("mail", "send", "alice", "-m", "for alice", env=as_(daemon, "bob"))
+        results = [finish(p) for p in waits]
+    finally:
+        for p in waits:
+            p.kill()
+    assert [rc for rc, _ in results] == [0, 0]
+    assert [a["body"] for _, a in results] == ["for alice", "for bob"]
+
+
+def test_a_wait_on_yourself_is_a_cycle(daemon):
+    r = daemon.bench("mail", "wait", "--from", "operator", "--timeout", "1s", "--json")
+    err = assert_refused(r, "would-deadlock")
+    assert "operator -> operator" in err["message"]
+
+
+def test_waits_are_bounded_per_caller(make_daemon):
+    d = make_daemon("--session-waits", "1")
+    first = background(d, "mail", "wait", "--from", "nobody", "--timeout", "2m")
+    try:
+        refused_once_open(d, "operator", ("mail", "wait"), None, code="too-many-waits")
+        d.wait_event("wait/refused", lambda e: e["code"] == "too-many-waits" and e["limit"] == 1)
+    finally:
+        first.kill()
+        first.communicate()
+
+
+def test_job_wait_prints_the_reply_and_a_child_waiting_on_its_parent_is_a_cycle(daemon, tmp_path):
+    out = tmp_path / "child-wait.json"
+    script = (
+        "bench mail read >/dev/null 2>&1;"  # the task (from the operator) out of the way
+        f"bench mail wait --from operator --timeout 2m --json > {out}; bench report 'all done'"
+    )
+    job(daemon, tmp_path, "worker", script, reply_to=("operator",))
+    # The child waits on the operator; the operator waiting on the child closes the cycle.
+    err = refused_once_open(daemon, "worker", ("job", "wait", "worker"), None)
+    assert "operator -> worker -> operator" in err["message"]
+    p = background(daemon, "job", "wait", "worker", "--timeout", "2m")
+    try:
+        # The child's wait ends with this mail; then it reports and exits; the job settles.
+        daemon.ok("mail", "send", "worker", "-m", "go ahead")
+        rc, a = finish(p)
+    finally:
+        p.kill()
+    assert rc == 0, a
+    assert a["outcome"] == "completed" and a["reply"] == "all done"
+    assert json.loads(out.read_text())["body"] == "go ahead"
+    # Settled already: answered at once.
+    again = daemon.ok("job", "wait", "worker", "--timeout", "5s")
+    assert again["outcome"] == "completed"
+
+
+def test_job_wait_refusals(daemon):
+    assert_refused(daemon.bench("job", "wait", "nobody", "--json"), "no-such-session")
+    spawn_standin(daemon, "alice")
+    assert_refused(daemon.bench("job", "wait", "alice", "--json"), "no-job")
+    spawn_standin(daemon, "bob")
+    r = daemon.bench("job", "wait", "bob", "--json", env=as_(daemon, "alice"))
+    assert_refused(r, "forbidden")
+
+
+def test_a_wait_whose_client_leaves_reads_nothing(make_daemon):
+    d = make_daemon("--session-waits", "1")
+    p = background(d, "mail", "wait", "--timeout", "2m")
+    try:
+        # It is open once a second wait hits the limit of one.
+        refused_once_open(d, "operator", ("mail", "wait"), None, code="too-many-waits")
+    finally:
+        p.kill()
+        p.communicate()
+    # Its slot comes back once the daemon sees the client gone ...
+    d.wait_until(
+        lambda: d.bench("mail", "wait", "--timeout", "200ms", "--json").rc == 6,
+        what="the wait's slot freed",
+    )
+    # ... and mail arriving now is read by nobody: it waits unread.
+    sent = d.ok("mail", "send", "operator", "-m", "still unread")
+    listed = d.ok("mail", "list")["messages"]
+    assert [x["mail_id"] for x in listed] == [sent["mail_id"]]
