@@ -10,6 +10,7 @@ import msgspec
 import trio
 
 from bench_wire import messages as m
+from bench_wire import outcomes
 from bench_wire.errors import WireError
 from benchd.core import delivery
 from benchd.core.caller import Caller
@@ -177,7 +178,9 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
             while True:
                 row = svc.jobs.outbox.job(s.id)
                 if row is not None and row.state.startswith("settled"):
-                    settled.append(row.state.partition(":")[2])
+                    # In today's words, whatever version stored it (outcome_unknown).
+                    word, _ = outcomes.current(row.state.partition(":")[2])
+                    settled.append(word or "interrupted")
                     return
                 await waiter.next()
 
