@@ -109,6 +109,8 @@ class Spawn(Request, tag="session/spawn"):
     cols: int = 120
     agent: str | None = None
     job: JobMailSpec | None = None
+    # False: run it outside the sandbox (`bench spawn --no-sandbox`; the operator's only).
+    sandbox: bool = True
 
 
 class SessionList(Request, tag="session/list"):

@@ -44,6 +44,10 @@ class Caps(msgspec.Struct, kw_only=True):
     mailbox_bytes: int = 0
     reply_to_max: int = 0
     thread_max: int = 0
+    # Whether each session runs in a sandbox of its own ("on"/"off"; benchd --isolation),
+    # and when off, why, in one line.
+    isolation: str = "off"
+    isolation_note: str = ""
 
 
 class ReactorSettings(msgspec.Struct, kw_only=True):

@@ -51,6 +51,11 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--subject", default="", help="job: the task mail's subject")
 @reply_to_option("job: owed a reply (repeat)")
 @click.option("--key", help="job: the task's stable key (default: job-<session>)")
+@click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="run it outside the sandbox (the operator only; see benchd --isolation)",
+)
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
     bench_dir: str | None,
@@ -66,6 +71,7 @@ def spawn(
     subject: str,
     reply_to: tuple[str, ...],
     key: str | None,
+    no_sandbox: bool,
     argv: tuple[str, ...],
 ) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
@@ -87,6 +93,7 @@ def spawn(
         cols=cols,
         agent=agent,
         job=job,
+        sandbox=not no_sandbox,
     )
     a = call(bench_dir, req)
     done(ctx, a, f"spawned {a['handle']} (session {a['session']}, pid {a['pid']})")

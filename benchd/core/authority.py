@@ -13,7 +13,7 @@ BENCH_TOKEN or its process ancestry); see docs/security.md.
 | session/tail (also --screen)           | any      | itself, its descendants |
 | session/kill (also --tree)             | any      | itself (no cancel), its descendants (cancel too) |
 | session/type                           | any      | its descendants only    |
-| session/spawn                          | yes      | jobs only (with task mail) |
+| session/spawn                          | yes      | jobs only (with task mail), never --no-sandbox |
 | attach                                 | yes      | no                      |
 | session/screen (`bench dash`)          | yes      | no                      |
 | session/prune (`bench ps --prune`)     | yes      | no                      |
@@ -89,6 +89,11 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
     if caller.is_operator or isinstance(req, ANYONE):
         return
     if isinstance(req, m.Spawn):
+        if not req.sandbox:
+            raise WireError(
+                "forbidden",
+                "only the operator may start a session outside the sandbox (--no-sandbox)",
+            )
         if req.job is None:
             raise WireError(
                 "forbidden",

