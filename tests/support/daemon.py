@@ -66,6 +66,7 @@ class Benchd:
         self.opts = opts
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None
+        self.daemon_env: dict[str, str] = {}  # extra environment for benchd itself
 
     def env(self, **extra) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
@@ -88,7 +89,7 @@ class Benchd:
             cmd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=self.env(),
+            env=self.env(**self.daemon_env),
             text=True,
             cwd=self.cwd,
         )
