@@ -30,12 +30,21 @@ import os
 import shutil
 import subprocess
 import sys
+import termios
 
 from bench_wire.errors import WireError
 
 MODES = ("auto", "required", "off")
 # Run inside the sandbox before the program: its own process group as the terminal's
-# foreground, the signal dispositions Python changed put back, then exec.
+# foreground, then exec. Perl where there is one (it starts in a few milliseconds; the
+# ioctl number is this platform's TIOCSPGRP), else Python (the signal dispositions it
+# changes at start put back before the exec).
+FOREGROUND_PERL = (
+    '$SIG{TTOU} = "IGNORE"; setpgrp(0, 0); '
+    f'ioctl(STDIN, {termios.TIOCSPGRP}, pack("i", getpgrp())); $SIG{{TTOU}} = "DEFAULT"; '
+    "exec { $ARGV[0] } @ARGV; "
+    'print STDERR "bench: cannot run $ARGV[0]: $!\\n"; exit 127;'
+)
 FOREGROUND = """\
 import os, signal, sys
 os.setpgid(0, 0)
@@ -76,6 +85,12 @@ class Sandbox:
         self.bwrap = bwrap
         self.bench_dir = bench_dir
         self.socket = socket
+        perl = shutil.which("perl")
+        self.foreground = (
+            [perl, "-e", FOREGROUND_PERL]
+            if perl is not None
+            else [sys.executable, "-I", "-S", "-c", FOREGROUND]
+        )
 
     def argv(self, argv: list[str], cwd: str, mailbox: str | None) -> list[str]:
         """`argv` run in the sandbox; `mailbox` (a directory in BENCH_DIR) is shown
@@ -94,7 +109,7 @@ class Sandbox:
             wrap += ["--bind", self.socket, self.socket]
         if mailbox is not None:
             wrap += ["--ro-bind", mailbox, mailbox]
-        return [*wrap, "--chdir", cwd, "--", sys.executable, "-I", "-S", "-c", FOREGROUND, *argv]
+        return [*wrap, "--chdir", cwd, "--", *self.foreground, *argv]
 
     def probe(self) -> str | None:
         """Why the sandbox cannot run here, or None when it can (run `true` in it)."""
