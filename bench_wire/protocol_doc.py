@@ -69,7 +69,7 @@ A job's child may end itself (its job settles from its exit and its replies are
 owed); only whoever gave the task (its spawner, or the operator) may cancel a job (no
 replies).
 
-Connections: each is charged when it is accepted to its peer (a session, by ancestry,
+Connections: each is charged when it is accepted to its peer (a session, as placed,
 or the operator). A session may hold `--session-connections` (16), the operator
 `--operator-connections` (128), all peers together `--max-connections` (256), and
 sessions together never more than `--max-connections` minus `--operator-reserve` (32);

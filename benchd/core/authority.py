@@ -2,7 +2,7 @@
 
 Every request passes `check(caller, req)` before its handler runs. The caller is the
 operator (a process of the daemon's user outside every session) or a session (by its
-BENCH_TOKEN or its process ancestry); see docs/security.md.
+BENCH_TOKEN, its sandbox or its process ancestry); see docs/security.md.
 
 | verb                                   | operator | a session               |
 | -------------------------------------- | -------- | ----------------------- |

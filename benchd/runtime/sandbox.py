@@ -145,6 +145,7 @@ def choose(mode: str, bench_dir: str, socket: str) -> tuple[Sandbox | None, str]
         why = problem
     if mode == "required":
         raise WireError(
-            "isolation-unavailable", f"--isolation required, but sessions cannot be sandboxed: {why}"
+            "isolation-unavailable",
+            f"--isolation required, but sessions cannot be sandboxed: {why}",
         )
     return None, f"isolation is unavailable ({why}); sessions are not sandboxed"

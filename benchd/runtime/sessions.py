@@ -412,7 +412,7 @@ class Sessions:
             if s.sandboxed and code is not None and 128 < code <= 128 + 64:
                 # bwrap reports a program killed by signal N as exit 128+N (as a shell
                 # does): say it as the signal, as an unsandboxed session would.
-                code, sig = None, code - 128
+                sig, code = code - 128, None
             # Let the last output through (the pty closes once the child's group is gone).
             with trio.move_on_after(0.5):
                 while not s.term.eof:

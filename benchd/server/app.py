@@ -407,7 +407,9 @@ class Daemon:
             try:
                 session = self.sessions.place(peer)
                 peer_key = OPERATOR_PEER if session is None else session.id
-                conn.placed = Caller(OPERATOR) if session is None else Caller(session.handle, session)
+                conn.placed = (
+                    Caller(OPERATOR) if session is None else Caller(session.handle, session)
+                )
             except WireError as err:  # unplaceable (benchd.runtime.placement)
                 conn.placed, peer_key = err, "unplaceable"  # one bucket for all of them
             conn.sandboxed = session is not None and session.sandboxed

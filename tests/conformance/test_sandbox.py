@@ -74,7 +74,8 @@ def sandboxed(daemon):
 
 
 def _token_of(pid: int) -> str:
-    env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = f.read().split(b"\0")
     return next(kv.split(b"=", 1)[1].decode() for kv in env if kv.startswith(b"BENCH_TOKEN="))
 
 
