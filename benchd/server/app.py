@@ -419,10 +419,7 @@ class Daemon:
                 await conn.send_error(None, "too-many-connections", f"{refused}; try again shortly")
                 return
             try:
-                if session is None:
-                    await conn.serve()
-                else:
-                    await self._serve_while_live(conn, session)
+                await conn.serve_while(None if session is None else session.exited)
             finally:
                 self.admission.release(peer_key)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -434,21 +431,6 @@ class Daemon:
             self.connections.discard(conn)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
-
-    async def _serve_while_live(self, conn: Connection, session: Session) -> None:
-        """Serve a session's connection until the client leaves or the session ends:
-        then it is closed, whatever it was doing (a process that outlives its session
-        keeps nothing of it)."""
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                await session.exited.wait()
-                self.log.info("connection of an ended session closed", pid=conn.peer_pid)
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(watch)
-            await conn.serve()
-            nursery.cancel_scope.cancel()
 
     def _private_socket(self) -> tuple[trio.socket.SocketType, str]:
         """A new socket and the private name it binds first (run() then chmods it and

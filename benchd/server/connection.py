@@ -229,6 +229,24 @@ class Connection:
             raise SessionEnded
         return placed
 
+    async def serve_while(self, ended: trio.Event | None) -> None:
+        """Serve until the client leaves or, for a connection placed as a session, that
+        session ends (`ended`): then it is closed, whatever it was doing, so a process
+        that outlives its session keeps nothing of it."""
+        if ended is None:
+            await self.serve()
+            return
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                await ended.wait()
+                self.daemon.log.info("connection of an ended session closed", pid=self.peer_pid)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            await self.serve()
+            nursery.cancel_scope.cancel()
+
     async def serve(self) -> None:
         log = self.daemon.log
         idle = self.daemon.opts.idle_timeout
