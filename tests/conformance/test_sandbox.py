@@ -180,3 +180,21 @@ def test_auto_without_bwrap_starts_unsandboxed_and_says_so(make_daemon):
     caps = _isolation(d)
     assert caps["isolation"] == "off" and "unavailable" in caps["isolation_note"]
     assert "sandbox   OFF" in d.bench("status").out
+
+
+def test_a_stolen_token_is_refused_inside_a_sandbox(sandboxed, tmp_path):
+    """Were a token to leak (mailed, say), a sandboxed session still cannot use it: its
+    connections are placed by its namespace, and another session's token is not its own."""
+    d = sandboxed
+    victim = d.ok("spawn", "--name", "victim", "--", "sleep", "600")
+    d.ok("mail", "send", "victim", "-m", "the victim's secret")
+    out = tmp_path / "stolen.txt"
+    d.ok(
+        "spawn", "--name", "thief", "--env", f"STOLEN={_token_of(victim['pid'])}",
+        "--env", f"OUT={out}", "--", "sh", "-c",
+        'BENCH_TOKEN=$STOLEN bench mail list > "$OUT.tmp" 2>&1; echo "rc=$?" >> "$OUT.tmp"; '
+        'mv "$OUT.tmp" "$OUT"',
+    )  # fmt: skip
+    text = wait_for(lambda: out.exists() and out.read_text(), 30, "the thief's try")
+    assert "[bad-token]" in text and "rc=0" not in text, text
+    assert "secret" not in text
