@@ -100,8 +100,9 @@ class Sandbox:
             self.bwrap,
             "--unshare-pid",
             "--die-with-parent",
-            "--bind", "/", "/",
-            "--dev-bind", "/dev", "/dev",  # the pty's /dev/pts, /dev/null, ...
+            # The user's view, devices included (the pty's /dev/pts, /dev/null, ...): one
+            # recursive bind, cheaper than / and /dev apiece.
+            "--dev-bind", "/", "/",
             "--proc", "/proc",
             "--tmpfs", d,
         ]  # fmt: skip
