@@ -211,6 +211,7 @@ def test_the_accept_race_never_yields_the_operator(isolated, tmp_path):
         "--", sys.executable, str(script),
     )  # fmt: skip
     tally = json.loads(wait_for(lambda: _read(out), 600, "1,000 races"))
+    print(f"accept race ({'sandboxed' if _on else 'unsandboxed'}): {tally}")
     assert sum(tally.values()) == 1000, tally
     for key, count in tally.items():
         hello, _, listing = key.partition(" ")
