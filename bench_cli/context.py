@@ -82,6 +82,12 @@ def daemon_options(f):
         )(f)
     f = click.option("--test-hooks", is_flag=True, hidden=True)(f)
     f = click.option(
+        "--isolation",
+        type=click.Choice(["auto", "required", "off"]),
+        help="sandbox each session (bwrap): auto, required or off "
+        "(env BENCH_ISOLATION; default auto)",
+    )(f)
+    f = click.option(
         "--node",
         help="this node's name for mail between nodes (env BENCH_NODE; default: the hostname)",
     )(f)
@@ -108,6 +114,8 @@ def option_args(kw: dict) -> list[str]:
         argv.append("--test-hooks")
     if kw.get("node"):
         argv += ["--node", kw["node"]]
+    if kw.get("isolation"):
+        argv += ["--isolation", kw["isolation"]]
     if kw.get("bridge_url"):
         argv += ["--bridge", kw["bridge_url"]]
     return argv

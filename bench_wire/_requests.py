@@ -115,6 +115,8 @@ class Spawn(Request, tag="session/spawn"):
     # A job's stall time in seconds: idle that long without a report mails its reply-to
     # addresses. None: the daemon's --stall-after; 0: never.
     stall_after: float | None = None
+    # False: run it outside the sandbox (`bench spawn --no-sandbox`; the operator's only).
+    sandbox: bool = True
 
 
 class SessionList(Request, tag="session/list"):

@@ -48,6 +48,10 @@ class Caps(msgspec.Struct, kw_only=True):
     # are the tree's too; docs/limits.md).
     tree_bytes: int = 0
     tree_mailboxes: int = 0
+    # Whether each session runs in a sandbox of its own ("on"/"off"; benchd --isolation),
+    # and when off, why, in one line.
+    isolation: str = "off"
+    isolation_note: str = ""
 
 
 class ReactorSettings(msgspec.Struct, kw_only=True):

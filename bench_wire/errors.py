@@ -21,7 +21,7 @@ CODES: dict[str, str] = {
     "forbidden": "That is not allowed for this caller.",
     "bad-token": "The session secret is not valid (forged, or its session has ended).",
     "peer-refused": "Connections are accepted only from the daemon's own user.",
-    "unplaceable": "The process descends from a session that it can no longer be matched to.",
+    "unplaceable": "The connecting process is neither a session nor the operator (it left its session, or it is gone).",
     # mail
     "bad-id": "A message id has the form 20261130T045611.123Z-0001.",
     "no-such-message": "No message with that id is in that mailbox.",
@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "bad-regex": "The ready pattern is not a valid regular expression.",
     "bad-pattern": "The pattern needs backreferences or lookaround (patterns run in linear time), or is too long.",
     "spawn-failed": "The command could not be started.",
+    "isolation-unavailable": "--isolation required, but sessions cannot be sandboxed here (no working bwrap).",
     "bad-env": "An environment entry is KEY=VALUE with a non-empty KEY.",
     "not-in-session": "That command works only inside a bench session.",
     "no-job": "This session is not running a job.",

@@ -31,19 +31,23 @@ usable. Requests on one connection are answered in order.
 `{{"verb": "<verb>", "id": <optional int or string>, "token": <optional>, ...fields}}`.
 `id` is echoed in every frame of the answer. `token` is a session's `BENCH_TOKEN`: the
 daemon derives the caller from it (a forged or stale token is refused with `bad-token`)
-or, without one, from the socket's peer credentials (a process inside a session's pty
-is that session; anyone else of the daemon's uid is `operator`; other uids are refused
-with `peer-refused`). No request carries a sender: the daemon never trusts one.
+or, without one, from the connecting process, placed once when the connection is
+accepted (below; other uids are refused with `peer-refused`). No request carries a
+sender: the daemon never trusts one.
 
 ## Identity and permissions
 
-A process without a valid token is the session whose pty process session it belongs
-to, or whose session leader is among its ancestors. The daemon is the subreaper of
-its sessions' processes, so a process that left its session and whose parents exited
-(a double fork, `setsid -f`) hangs under the daemon: such a process is refused with
-`unplaceable`, never taken for the operator. Every other process of the daemon's uid
-(a terminal, cron, a systemd unit: none of them descends from the daemon) is the
-operator.
+The connecting process is read race-free when the connection is accepted
+(`SO_PEERCRED` and `SO_PEERPIDFD`, else its start time) and placed once: in a sandboxed
+session's PID namespace it is that session; otherwise the first live session leader
+among its ancestors makes it that session. The daemon is the subreaper of its sessions'
+processes, so a process that left its session and whose parents exited (a double fork,
+`setsid -f`) hangs under the daemon: it is `unplaceable`, as is a process that is gone
+or replaced before it is placed; an unplaceable process is never the operator. Every
+other process of the daemon's uid (a terminal, cron, a systemd unit: none of them
+descends from the daemon) is the operator. A connection placed as a session stays that
+session and is closed when the session ends. Whether sessions are sandboxed is
+`hello`'s `caps.isolation` (`on`/`off`, and `isolation_note` says why it is off).
 
 Who may do what (checked in one place, before any handler runs; `forbidden` otherwise):
 
@@ -52,17 +56,20 @@ Who may do what (checked in one place, before any handler runs; `forbidden` othe
 | `hello`, `mail/send`, `events`, `session/list`, `bridge/nodes` | yes | yes |
 | `mail/list`, `mail/read`, `mail/search` | any mailbox (`handle`) | its own mailbox only |
 | `mail/thread`, `mail/reply` | any message | mail it received (a thread: or sent) |
-| `session/tail` (also `screen: true`) | any session | itself only |
-| `session/kill` | any session, `cancel` allowed | itself only, never `cancel` |
-| `session/spawn`, `session/type`, `session/attach`, `session/screen` | yes | no |
-| `session/prune`, `stop`, `debug/fault` | yes | no |
+| `session/spawn` | yes (`sandbox: false` too) | jobs only (with `job`), never `sandbox: false` |
+| `session/tail` (also `screen: true`) | any session | itself and its descendants |
+| `session/type` | any session | its descendants only |
+| `session/kill` (also `tree`) | any session, `cancel` allowed | itself (never `cancel`) and its descendants (`cancel` too) |
+| `session/attach`, `session/screen` | yes | no |
+| `session/prune`, `stop`, `debug/fault`, `journal/ack` | yes | no |
 | `bridge/pull`, `bridge/forwarded`, `bridge/deliver`, `bridge/report` | yes (the bridge runs as the operator) | no |
 | `job/report` | no (`not-in-session`) | itself (a job's session) |
 
 A job's child may end itself (its job settles from its exit and its replies are
-owed); only the operator may cancel a job (no replies).
+owed); only whoever gave the task (its spawner, or the operator) may cancel a job (no
+replies).
 
-Connections: each is charged when it is accepted to its peer (a session, by ancestry,
+Connections: each is charged when it is accepted to its peer (a session, as placed,
 or the operator). A session may hold `--session-connections` (16), the operator
 `--operator-connections` (128), all peers together `--max-connections` (256), and
 sessions together never more than `--max-connections` minus `--operator-reserve` (32);

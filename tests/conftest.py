@@ -36,6 +36,7 @@ def bench_dir():
     d = short_tmpdir()
     yield d
     shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(d + "-files", ignore_errors=True)  # Benchd.scratch
 
 
 @pytest.fixture

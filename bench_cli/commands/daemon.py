@@ -82,6 +82,11 @@ def _differing(a: dict, kw: dict) -> list[str]:
             out.append(f"{flag} {want} (running: {'unknown' if have is None else have})")
     if kw.get("node") and a.get("node") and kw["node"] != a["node"]:
         out.append(f"--node {kw['node']} (running: {a['node']})")
+    running_on = a["caps"].get("isolation") == "on"
+    if kw.get("isolation") == "off" and running_on:
+        out.append("--isolation off (running: on)")
+    if kw.get("isolation") == "required" and not running_on:
+        out.append("--isolation required (running: off)")
     return out
 
 
@@ -407,7 +412,8 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
         f"{r['wake_burst']} wakes per {r['wake_refill']}s refill\n"
         f"node      {a.get('node') or '-'}, {output.bridge_line(a.get('bridge') or {})}\n"
         f"jobs      a session may start {c.get('max_children')} at a time, "
-        f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep"
+        f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep\n"
+        f"sandbox   {isolation_line(c)}"
     )
     for dmg in a.get("journal_damage") or []:
         text += (
@@ -416,6 +422,13 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
             "bench status --ack once seen)"
         )
     done(ctx, a, text)
+
+
+def isolation_line(caps: dict) -> str:
+    """One line on the sessions' sandbox: on, or off and why."""
+    if caps.get("isolation") == "on":
+        return "on: each session in its own PID namespace and BENCH_DIR view (bwrap)"
+    return f"OFF: {caps.get('isolation_note') or 'this daemon does not sandbox sessions'}"
 
 
 def disk_health(disk: dict) -> str:

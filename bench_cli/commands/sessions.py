@@ -80,6 +80,11 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
     help="job: mail the reply-to addresses when the child shows no output this long "
     "without a report (default: the daemon's --stall-after; 0s: never)",
 )
+@click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="run it outside the sandbox (the operator only; see benchd --isolation)",
+)
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
     bench_dir: str | None,
@@ -97,6 +102,7 @@ def spawn(
     key: str | None,
     deadline: float | None,
     stall_after: float | None,
+    no_sandbox: bool,
     argv: tuple[str, ...],
 ) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
@@ -122,6 +128,7 @@ def spawn(
         job=job,
         deadline=deadline,
         stall_after=stall_after,
+        sandbox=not no_sandbox,
     )
     a = call(bench_dir, req)
     done(ctx, a, f"spawned {a['handle']} (session {a['session']}, pid {a['pid']})")

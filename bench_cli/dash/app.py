@@ -146,6 +146,7 @@ class Dash(App):
         self.mail_rows: list[dict] = []
         self.event_filter = ("", "")
         self.status_note = ""
+        self.isolation_off = ""  # why sessions are not sandboxed ("" when they are)
         self.retry_in = 0.0  # while no daemon answers: the wait before the next attempt
         self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
         self.refreshes = 0
@@ -212,6 +213,8 @@ class Dash(App):
             else f"daemon not running: reconnecting, next try in {self.retry_in:g}s "
             f"({self.source.dir})"
         )
+        if self.connected and self.isolation_off:
+            state += f"  |  SANDBOX OFF: {self.isolation_off}"
         text = state + (f"  |  {self.status_note}" if self.status_note else "")
         # Fixed-size panes: layout=False spares a whole-screen layout pass per update.
         self.status_line.update(Text(text, no_wrap=True, overflow="ellipsis"), layout=False)
@@ -278,6 +281,9 @@ class Dash(App):
                 await asyncio.sleep(self.retry_in)
 
     async def load_snapshot(self) -> None:
+        caps = (await self.source.call("hello")).get("caps") or {}
+        off = caps.get("isolation", "off") != "on"
+        self.isolation_off = (caps.get("isolation_note") or "isolation is off") if off else ""
         a = await self.source.call("session/list")
         handles = {s["handle"] for s in a["sessions"]}
         unread = {}

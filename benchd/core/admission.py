@@ -1,6 +1,7 @@
 """Admission: how many connections each peer may hold, so no one can lock out the rest.
 
-A peer is the operator or one session (placed by process ancestry when it connects).
+A peer is the operator, one session, or unplaceable (placed once when it connects;
+benchd.runtime.placement).
 Three limits, each a daemon option:
 
 - `--max-connections` in all;

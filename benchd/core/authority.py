@@ -2,7 +2,7 @@
 
 Every request passes `check(caller, req)` before its handler runs. The caller is the
 operator (a process of the daemon's user outside every session) or a session (by its
-BENCH_TOKEN or its process ancestry); see docs/security.md.
+BENCH_TOKEN, its sandbox or its process ancestry); see docs/security.md.
 
 | verb                                   | operator | a session               |
 | -------------------------------------- | -------- | ----------------------- |
@@ -13,7 +13,7 @@ BENCH_TOKEN or its process ancestry); see docs/security.md.
 | session/tail (also --screen)           | any      | itself, its descendants |
 | session/kill (also --tree)             | any      | itself (no cancel), its descendants (cancel too) |
 | session/type                           | any      | its descendants only    |
-| session/spawn                          | yes      | jobs only (with task mail) |
+| session/spawn                          | yes      | jobs only (with task mail), never --no-sandbox |
 | attach                                 | yes      | no                      |
 | session/screen (`bench dash`)          | yes      | no                      |
 | session/prune (`bench ps --prune`)     | yes      | no                      |
@@ -94,6 +94,11 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
     if caller.is_operator or isinstance(req, ANYONE):
         return
     if isinstance(req, m.Spawn):
+        if not req.sandbox:
+            raise WireError(
+                "forbidden",
+                "only the operator may start a session outside the sandbox (--no-sandbox)",
+            )
         if req.job is None:
             raise WireError(
                 "forbidden",

@@ -5,10 +5,11 @@ gets BENCH_SESSION / BENCH_HANDLE / BENCH_DIR / BENCH_TOKEN in its environment, 
 lives until its child exits: then it settles (exit code or signal, session/exited,
 handle freed, mailbox kept, queued wakes dropped).
 
-Identity: a request carrying a live session's BENCH_TOKEN is that session; a forged
-or stale token is refused. A request without one is that session when the peer process
-belongs to the pty's process session (the child is its session leader), else it is
-the operator.
+Identity: a connection is placed once, when it is accepted, from kernel facts about
+the connecting process (benchd.runtime.placement): a session, the operator, or
+unplaceable. A request carrying a live session's BENCH_TOKEN is that session (where the
+sandbox is off, the token is what a process that left its session can still use); a
+forged or stale token is refused.
 """
 
 import collections
@@ -25,7 +26,6 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.caller import Caller
 from benchd.core.jobs import Job
 from benchd.core.names import OPERATOR, check_handle
 from benchd.core.patterns import Compiled, compile_pattern
@@ -33,8 +33,11 @@ from benchd.core.states import SessionState, advance
 from benchd.runtime import presets
 from benchd.runtime.logs import Log
 from benchd.runtime.past import PastSession, record_of
+from benchd.runtime.peers import Peer
+from benchd.runtime.placement import Placer
 from benchd.runtime.reactor import Reactor, Wake
-from benchd.runtime.system import child_pids, process_ancestors, process_session_id, reap_zombie
+from benchd.runtime.sandbox import Sandbox
+from benchd.runtime.system import child_pids, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
 from benchd.store.exited import ExitedStore
 
@@ -101,6 +104,8 @@ class Session:
         self.stall_after = 0.0
         self.stalled_at: float | None = None
         self.reported = False
+        self.sandboxed = False  # its program runs in a sandbox (benchd.runtime.sandbox)
+        self.ns: int | None = None  # that sandbox's PID namespace (inode), once seen
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
 
@@ -189,6 +194,7 @@ class Roster:
         self.live: dict[str, Session] = {}  # handle -> live session
         self.by_token: dict[str, Session] = {}
         self.by_leader: dict[int, Session] = {}
+        self.by_ns: dict[int, Session] = {}  # a sandboxed session's PID namespace inode
         # Sessions that exited under this daemon, then those read back from disk.
         self.exited: collections.deque[Session | PastSession] = collections.deque()
 
@@ -266,10 +272,12 @@ class Sessions:
         self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
         self.daemon_pid = daemon_pid
         self.subreaper = subreaper
+        self.placer = Placer(roster, helper_pids, daemon_pid)
         self.delegation: Delegation | None = None  # counts a spawner's children
         self.exited_store: ExitedStore | None = None  # exited sessions kept on disk
         self.exited_kept = EXITED_KEPT
         self.watch: JobWatch | None = None  # deadlines and stalls (benchd.runtime.jobwatch)
+        self.sandbox: Sandbox | None = None  # each session's sandbox; None: isolation off
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the sessions run in, and the orphan reaper."""
@@ -281,38 +289,19 @@ class Sessions:
 
     # ------------------------------------------------------------ identity
 
-    def identify(self, token: str | None, peer_pid: int) -> Caller | None:
-        if token is not None:
-            s = self.roster.by_token.get(token)
-            if s is None or not s.live:
-                raise WireError(
-                    "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
-                )
-            return Caller(s.handle, s)
-        sid = process_session_id(peer_pid)
-        s = self.roster.by_leader.get(sid) if sid is not None else None
-        if s is None:
-            # A descendant that left the pty's process session (setsid) is still the
-            # session's: look for the session's leader among its ancestors. The daemon is
-            # the subreaper of its sessions' processes, so one whose parent chain was cut
-            # (double fork, `setsid -f`) hangs under the daemon itself: it belongs to some
-            # session we can no longer name, and it is certainly not the operator.
-            for pid in (peer_pid, *process_ancestors(peer_pid)):
-                if pid in self.helper_pids:
-                    break  # the daemon's own helper (a supervised bridge): the operator's
-                s = self.roster.by_leader.get(pid)
-                if s is not None:
-                    break
-                if pid == self.daemon_pid and self.subreaper:
-                    raise WireError(
-                        "unplaceable",
-                        "this process descends from a bench session but has left it (its "
-                        "parent chain was cut) and has no valid BENCH_TOKEN: it is neither "
-                        "that session nor the operator",
-                    )
-        if s is not None and s.live:
-            return Caller(s.handle, s)
-        return None
+    def by_token(self, token: str) -> Session:
+        """The live session whose BENCH_TOKEN this is; raises `bad-token`."""
+        s = self.roster.by_token.get(token)
+        if s is None or not s.live:
+            raise WireError(
+                "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
+            )
+        return s
+
+    def place(self, peer: Peer) -> Session | None:
+        """The session a connecting process is in, None for the operator; raises
+        `unplaceable` (see benchd.runtime.placement)."""
+        return self.placer.place(peer)
 
     async def reap_orphans(self) -> None:
         """Collect processes that left a session and were re-parented to the daemon (its
@@ -384,6 +373,7 @@ class Sessions:
         if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isfile(argv[0]):
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
         s = Session(sid, handle, token, argv, None, ready, None)
+        s.sandboxed = self.sandbox is not None and req.sandbox
         s.paste_settle = settle
         s.size = (req.rows, req.cols)
         s.launch_args = (argv, cwd, env, req.rows, req.cols)
@@ -400,12 +390,25 @@ class Sessions:
         """Start the reserved session's process in its pty."""
         argv, cwd, env, rows, cols = s.launch_args
         try:
+            if s.sandboxed and self.sandbox is not None:
+                argv = self.sandbox.argv(argv, cwd, self._mailbox(s.handle))
             s.term = Terminal(argv, cwd, env, rows, cols, self.scrollback_bytes)
+            s.term.sandboxed = s.sandboxed
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
             self.release(s)
             raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
         self.roster.by_leader[s.term.pid] = s
         self.nursery.start_soon(self._run, s)
+
+    def _mailbox(self, handle: str) -> str:
+        """The session's mailbox directory, made now if it is new: the sandbox shows it
+        (read-only) from the start, and a bind needs something to bind."""
+        box = os.path.join(self.bench_dir, "mail", handle)
+        for d in (box, *(os.path.join(box, sub) for sub in ("inbox", "read", "tmp"))):
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            if os.path.islink(d) or not os.path.isdir(d):
+                raise OSError(f"{d} is not a real directory (a link?)")
+        return box
 
     def release(self, s: Session) -> None:
         """Forget a session in the roster: its handle, token and pty leader are free."""
@@ -415,6 +418,8 @@ class Sessions:
         self.roster.by_id.pop(s.id, None)
         if s.term is not None:
             self.roster.by_leader.pop(s.term.pid, None)
+        if s.ns is not None and self.roster.by_ns.get(s.ns) is s:
+            del self.roster.by_ns[s.ns]
 
     async def _run(self, s: Session) -> None:
         assert s.term is not None, "launch() started its terminal"
@@ -425,6 +430,10 @@ class Sessions:
             if self.watch is not None:
                 nursery.start_soon(self.watch.run_session, s)
             code, sig = await s.term.wait_exit()
+            if s.sandboxed and code is not None and 128 < code <= 128 + 64:
+                # bwrap reports a program killed by signal N as exit 128+N (as a shell
+                # does): say it as the signal, as an unsandboxed session would.
+                sig, code = code - 128, None
             # Let the last output through (the pty closes once the child's group is gone).
             with trio.move_on_after(0.5):
                 while not s.term.eof:

@@ -1,50 +1,6 @@
 """The OS calls the daemon makes that tests may want to see or that need care."""
 
 import os
-import socket
-import struct
-from collections.abc import Iterator
-
-import trio
-
-
-def peer_credentials(sock: socket.socket | trio.socket.SocketType) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, gid = struct.unpack("3i", raw)
-    return pid, uid, gid
-
-
-def _stat_fields(pid: int) -> list[bytes] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # Field 2 (comm) may hold spaces and parentheses: split after the last ')'.
-    return stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
-
-
-def process_session_id(pid: int) -> int | None:
-    """The session id (setsid) of a process, from /proc; None if it is gone."""
-    fields = _stat_fields(pid)
-    try:
-        return int(fields[3]) if fields else None
-    except (IndexError, ValueError):
-        return None
-
-
-def process_ancestors(pid: int, limit: int = 64) -> Iterator[int]:
-    """The parent, grandparent, ... of a process (from /proc), up to init or `limit`."""
-    for _ in range(limit):
-        fields = _stat_fields(pid)
-        try:
-            pid = int(fields[1]) if fields else 0
-        except (IndexError, ValueError):
-            return
-        if pid <= 1:
-            return
-        yield pid
 
 
 def become_subreaper() -> bool:

@@ -17,6 +17,7 @@ MAX_ROWS x MAX_COLS.
 """
 
 import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
@@ -48,6 +49,15 @@ def _session_umask() -> None:
         os.umask(SESSION_UMASK)
 
 
+def _children(pid: int) -> list[int]:
+    """A process's children (of its main thread; /proc lists the oldest first)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
 class Terminal:
     def __init__(
         self,
@@ -62,6 +72,7 @@ class Terminal:
             argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=_session_umask
         )
         self.pid: int = self.proc.pid
+        self.sandboxed = False  # the child is bwrap running the program (sandbox.py)
         self.fd: int = self.proc.fd
         os.set_blocking(self.fd, False)
         self.rows, self.cols = rows, cols
@@ -224,7 +235,30 @@ class Terminal:
             return None, os.WTERMSIG(status)
         return os.WEXITSTATUS(status), None
 
+    def program_group(self) -> int | None:
+        """A sandboxed session's program's process group (bwrap -> its init -> the
+        program: the init's oldest child); None when it cannot be found."""
+        init = _children(self.pid)
+        program = _children(init[0]) if init else []
+        if not program:
+            return None
+        try:
+            return os.getpgid(program[0])
+        except OSError:
+            return None
+
     def signal_group(self, sig: int) -> None:
+        # In a sandbox the leader is bwrap: any signal but SIGKILL goes to the program's
+        # group (bwrap would die of it and take everything down at once, so a program
+        # that traps SIGHUP could not be asked to leave); SIGKILL to bwrap's ends it all.
+        if self.sandboxed and sig != signal.SIGKILL:
+            pgid = self.program_group()
+            if pgid is not None and pgid != self.pid:
+                try:
+                    os.killpg(pgid, sig)
+                    return
+                except (ProcessLookupError, PermissionError):
+                    pass
         try:
             os.killpg(self.pid, sig)
         except (ProcessLookupError, PermissionError):

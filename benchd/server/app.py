@@ -30,6 +30,7 @@ from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.delegation import DelegationLimits
 from benchd.core.limits import Limits
 from benchd.core.names import OPERATOR, IdClock
+from benchd.runtime import sandbox
 from benchd.runtime.committer import Committer, EventOp, JournalStore
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.hub import Hub
@@ -47,11 +48,12 @@ from benchd.runtime.mailservice import MailService
 from benchd.runtime.mailstates import MailStates
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.past import PastSession
+from benchd.runtime.peers import peer_of
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.reconcile import clean_staging, reconcile
-from benchd.runtime.sessions import Roster, Sessions
+from benchd.runtime.sessions import Roster, Session, Sessions
 from benchd.runtime.spawning import Spawner
-from benchd.runtime.system import become_subreaper, peer_credentials
+from benchd.runtime.system import become_subreaper
 from benchd.runtime.waits import Waits
 from benchd.server import upkeep
 from benchd.server.connection import Connection
@@ -86,6 +88,11 @@ class Daemon:
         self.test_hooks = bool(opts.test_hooks)
         self.sock_path = socket_path(bench_dir)
         self.log = logmod.setup(os.path.join(bench_dir, "benchd.log"))
+        # The sessions' sandbox (None: off or unavailable, and why); `required` without a
+        # working bwrap raises isolation-unavailable here, before anything is opened.
+        self.sandbox, self.isolation_note = sandbox.choose(
+            opts.isolation, bench_dir, self.sock_path
+        )
         self.caps = m.Caps(
             frame_bytes=DEFAULT_FRAME_BYTES,
             body_bytes=BODY_BYTES,
@@ -109,6 +116,8 @@ class Daemon:
             thread_max=threads.THREAD_MAX,
             tree_bytes=opts.tree_bytes,
             tree_mailboxes=opts.tree_mailboxes,
+            isolation="on" if self.sandbox is not None else "off",
+            isolation_note=self.isolation_note,
         )
         self.admission = Admission(
             opts.max_connections,
@@ -217,6 +226,7 @@ class Daemon:
             self.pid,
             self.subreaper,
         )
+        self.sessions.sandbox = self.sandbox
         self.outbound = Outbound(bench_dir, opts.node, self.index, self.mailroom, self.committer)
         self.jobs.outbound = self.outbound  # job replies to handle@node go out through it
         self.delegation = Delegation(
@@ -399,8 +409,9 @@ class Daemon:
 
     # ------------------------------------------------------------ identity
 
-    def identify(self, token: str | None, peer_pid: int) -> Caller:
-        return self.sessions.identify(token, peer_pid) or Caller(OPERATOR)
+    def by_token(self, token: str) -> Caller:
+        s = self.sessions.by_token(token)
+        return Caller(s.handle, s)
 
     async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
         if self.stopping and not isinstance(req, m.Hello):
@@ -418,41 +429,47 @@ class Daemon:
 
     async def serve_client(self, stream: trio.SocketStream) -> None:
         try:
-            pid, uid, _gid = peer_credentials(stream.socket)
+            peer = peer_of(stream.socket)
         except OSError:
             await stream.aclose()
             return
+        pid = peer.pid
         conn = Connection(self, stream, pid)
         self.connections.add(conn)
         try:
-            if uid != os.getuid():
-                self.log.warning("peer refused", uid=uid, pid=pid)
+            if peer.uid != os.getuid():
+                self.log.warning("peer refused", uid=peer.uid, pid=pid)
                 await conn.send_error(
                     None, "peer-refused", "connections are accepted only from the daemon's own user"
                 )
                 return
-            # Charge the connection to a peer by ancestry now (requests may still carry a
-            # token); one cut off from its session shares one bucket with its kind.
+            # Placed once, now: requests may still carry a token, but the peer itself is
+            # never looked up again (a pid outlives nothing it could be trusted for).
+            session: Session | None = None
             try:
-                who = self.identify(None, pid)
-                peer = OPERATOR_PEER if who.session is None else who.session.id
-                conn._peer_caller = who
-            except WireError:
-                peer = "unplaceable"
-            refused = self.admission.admit(peer)
+                session = self.sessions.place(peer)
+                peer_key = OPERATOR_PEER if session is None else session.id
+                conn.placed = (
+                    Caller(OPERATOR) if session is None else Caller(session.handle, session)
+                )
+            except WireError as err:  # unplaceable (benchd.runtime.placement)
+                conn.placed, peer_key = err, "unplaceable"  # one bucket for all of them
+            conn.sandboxed = session is not None and session.sandboxed
+            refused = self.admission.admit(peer_key)
             if refused is not None:
-                self.log.warning("connection refused", peer=peer, pid=pid, reason=refused)
+                self.log.warning("connection refused", peer=peer_key, pid=pid, reason=refused)
                 await conn.send_error(None, "too-many-connections", f"{refused}; try again shortly")
                 return
             try:
-                await conn.serve()
+                await conn.serve_while(None if session is None else session.exited)
             finally:
-                self.admission.release(peer)
+                self.admission.release(peer_key)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure closes only it
             self.log.exception("connection failed", pid=pid)
         finally:
+            peer.close()
             self.connections.discard(conn)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
@@ -512,6 +529,9 @@ class Daemon:
             nursery.start_soon(self._reap_idle)
             await nursery.start(self._serve, listener)
             self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
+            if self.sandbox is None:
+                self.log.warning("sessions not sandboxed", why=self.isolation_note)
+                upkeep.say(f"benchd: {self.isolation_note}")
             if ready_out is not None:
                 print(
                     f"benchd ready pid={self.pid} socket={self.sock_path}",
@@ -600,6 +620,9 @@ def main(argv: list[str] | None = None) -> int:
     bench_dir = taken
     try:
         daemon = Daemon(bench_dir, opts)
+    except WireError as err:  # isolation-unavailable
+        upkeep.say(f"benchd: cannot start: {err.message}")
+        return 2
     except (OSError, sqlite3.Error) as err:
         upkeep.say(f"benchd: cannot start: {upkeep.problem(err)}")
         return 3

@@ -34,6 +34,10 @@ RECV_BYTES = 64 * 1024
 YIELD_EVERY = 32  # frames sent without blocking before send() lets other tasks run
 
 
+class SessionEnded(Exception):
+    """The session this connection was placed as has ended: the connection closes."""
+
+
 class Server(Protocol):
     """What a connection uses of the daemon (benchd.server.app.Daemon): its limits, who a
     peer is, and the dispatch of a request to its handler."""
@@ -47,7 +51,7 @@ class Server(Protocol):
     @property
     def log(self) -> "structlog.stdlib.BoundLogger": ...
 
-    def identify(self, token: str | None, peer_pid: int) -> Caller: ...
+    def by_token(self, token: str) -> Caller: ...
 
     async def dispatch(self, conn: "Connection", caller: Caller, req: Request) -> None: ...
 
@@ -57,11 +61,15 @@ class Connection:
         self.daemon = daemon
         self.stream = stream
         self.peer_pid = peer_pid
+        # Who the peer is, placed once at accept (Daemon.serve_client): a session or the
+        # operator, or the reason it is neither. It never changes for the connection's
+        # life; a connection placed as a session is closed when that session ends.
+        self.placed: Caller | WireError = WireError("unplaceable", "not placed yet")
+        self.sandboxed = False  # placed by its session's PID namespace
         self.buffer = LineBuffer(daemon.caps.frame_bytes)
         self.lines: list[bytes] = []
         self.send_lock = trio.Lock()
         self.closed = False
-        self._peer_caller: Caller | None = None
         self._unyielded = 0  # frames sent since this connection last let others run
         self.waiting = trio.CancelScope()  # the wait for the next request (see serve)
         self.idle_since: float | None = None  # when that wait began (time.monotonic)
@@ -200,14 +208,44 @@ class Connection:
         return ending
 
     def caller(self, req: Request) -> Caller:
+        placed = self.placed
         if req.token is not None:
-            return self.daemon.identify(req.token, self.peer_pid)
-        # The peer process of a connection never changes: derive it once (a /proc walk),
-        # then only check that its session is still live.
-        cached = self._peer_caller
-        if cached is None or (cached.session is not None and not cached.session.live):
-            cached = self._peer_caller = self.daemon.identify(None, self.peer_pid)
-        return cached
+            who = self.daemon.by_token(req.token)
+            if (
+                self.sandboxed
+                and isinstance(placed, Caller)
+                and placed.session is not None
+                and placed.session is not who.session
+            ):
+                raise WireError(
+                    "bad-token",
+                    f"this process runs in session {placed.handle}'s sandbox; "
+                    "another session's BENCH_TOKEN is not its to use",
+                )
+            return who
+        if isinstance(placed, WireError):
+            raise placed
+        if placed.session is not None and not placed.session.live:
+            raise SessionEnded
+        return placed
+
+    async def serve_while(self, ended: trio.Event | None) -> None:
+        """Serve until the client leaves or, for a connection placed as a session, that
+        session ends (`ended`): then it is closed, whatever it was doing, so a process
+        that outlives its session keeps nothing of it."""
+        if ended is None:
+            await self.serve()
+            return
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                await ended.wait()
+                self.daemon.log.info("connection of an ended session closed", pid=self.peer_pid)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            await self.serve()
+            nursery.cancel_scope.cancel()
 
     async def serve(self) -> None:
         log = self.daemon.log
@@ -233,6 +271,9 @@ class Connection:
             try:
                 caller = self.caller(req)
                 await self.daemon.dispatch(self, caller, req)
+            except SessionEnded:
+                log.info("connection of an ended session closed", pid=self.peer_pid)
+                return
             except WireError as err:
                 await self.send_error(req.id, err.code, err.message, err.retry_after)
             except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -9,6 +9,7 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from benchd import __version__
 from benchd.core.names import is_handle
 from benchd.runtime.nodes import default_node
+from benchd.runtime.sandbox import MODES as ISOLATION_MODES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="run and supervise `bench bridge --nats URL` (output in bridge.out)",
     )
     p.add_argument(
+        "--isolation",
+        choices=ISOLATION_MODES,
+        default=os.environ.get("BENCH_ISOLATION") or "auto",
+        help="run each session in a sandbox of its own (bwrap): auto (where the kernel "
+        "allows it), required (refuse to start without), off (env BENCH_ISOLATION, "
+        "default auto)",
+    )
+    p.add_argument(
         "--test-hooks", action="store_true", help="enable the debug/fault verb (tests only)"
     )
     p.add_argument("--version", action="version", version=f"benchd {__version__}")
@@ -53,6 +62,8 @@ def options_problem(opts: argparse.Namespace) -> str | None:
         problem = option_problem(flag, getattr(opts, option_dest(flag)))
         if problem:
             return problem
+    if opts.isolation not in ISOLATION_MODES:
+        return f"--isolation {opts.isolation!r} is not one of {', '.join(ISOLATION_MODES)}"
     if not is_handle(opts.node):
         return (
             f"--node {opts.node!r} is not a node name: use 1-64 characters of "

@@ -18,7 +18,7 @@ def records(path) -> list[dict]:
 
 
 def agent(daemon, name, *extra, ready=READY):
-    rec = os.path.join(daemon.dir, f"{name}.rec")
+    rec = os.path.join(daemon.scratch, f"{name}.rec")
     args = ["spawn", "--name", name]
     if ready:
         args += ["--ready", ready]

@@ -163,6 +163,8 @@ class CannedSource:
     dir = "/tmp/bench-demo"
 
     async def call(self, verb: str, **f) -> dict:
+        if verb == "hello":
+            return {"caps": {"isolation": "on"}}
         if verb == "session/list":
             return {"sessions": SESSIONS}
         if verb == "mail/list":

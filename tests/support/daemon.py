@@ -66,6 +66,15 @@ class Benchd:
         self.opts = opts
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None
+        self.daemon_env: dict[str, str] = {}  # extra environment for benchd itself
+
+    @property
+    def scratch(self) -> str:
+        """A directory beside BENCH_DIR for files a session's program writes: a sandboxed
+        session sees nothing of BENCH_DIR but the socket and its own mailbox."""
+        path = self.dir.rstrip("/") + "-files"
+        os.makedirs(path, exist_ok=True)
+        return path
 
     def env(self, **extra) -> dict:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
@@ -88,7 +97,7 @@ class Benchd:
             cmd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=self.env(),
+            env=self.env(**self.daemon_env),
             text=True,
             cwd=self.cwd,
         )

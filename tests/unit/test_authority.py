@@ -69,6 +69,11 @@ def test_spawn_the_operator_may_start_either():
     assert allowed(OPERATOR, m.Spawn(argv=["true"], job=JOB))
 
 
+def test_spawn_outside_the_sandbox_is_the_operators_only():
+    assert allowed(OPERATOR, m.Spawn(argv=["true"], sandbox=False))
+    assert not allowed(who("alice"), m.Spawn(argv=["true"], job=JOB, sandbox=False))
+
+
 # ------------------------------------------------------------------ session/tail
 
 

