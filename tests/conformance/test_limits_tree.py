@@ -129,7 +129,7 @@ def test_a_jobs_reply_waits_for_room_in_a_full_mailbox(make_daemon, tmp_path):
     assert d.ok("mail", "list", "--handle", "bob")["total"] == 3  # never past the cap
     d.ok("mail", "read", "--handle", "bob")  # room for one
     d.wait_event("outbox/posted", lambda e: e["to"] == "bob", timeout=60)
-    (reply,) = [x for x in mailbox(d, "bob") if x["meta"]["subject"].startswith("job ")]
+    (reply,) = [x for x in mailbox(d, "bob") if x["meta"]["from"] == job["handle"]]
     assert reply["body"].endswith("done")
 
 
