@@ -282,13 +282,23 @@ class Daemon:
             and recovery.seal_matches(seal, self.index.path)
             and idx.get_meta("last_seq") == str(self.eventlog.last_seq)
         )
-        sealed = recovery.sealed_names(idx) if trusted else None
-        if sealed is not None:
+        held = None
+        if trusted:
+            # The seal says the file is the one closed, not that nobody rewrote both:
+            # the index's rows are read and checked against its counts (an edited index
+            # is set aside and rebuilt) and against the directories' names.
+            try:
+                held = recovery.index_digests(idx)
+            except recovery.Edited as err:
+                idx.set_aside(f"edited after its clean stop: {err}")
+                idx.pending = Pending()  # what was queued for the file set aside
+                self._ensure_search(mail_root)  # the new file's tables; refilled below
+        if held is not None:
             self.recovered = False
-            # The seal vouches for the index file only: the mailboxes whose names differ
-            # from the index's (mail a person dropped in, moved or removed, while the
-            # daemon ran or while it was stopped) are listed again.
-            changed = recovery.changed_boxes(mail_root, sealed)
+            # The mailboxes whose names differ from the index's rows (mail a person
+            # dropped in, moved or removed, or rows removed from the index) are listed
+            # again.
+            changed = recovery.changed_boxes(mail_root, held)
             return reconcile(mail_root, idx, frozenset(), changed) if changed else []
         self.recovered = not idx.fresh or os.path.isdir(mail_root)
         if not idx.fresh:
