@@ -36,7 +36,7 @@ import sqlite3
 import zlib
 from collections.abc import Mapping
 
-from benchd.store.fileio import write_all
+from benchd.store.fileio import fsync_dir, replace_file
 from benchd.store.index import READ, UNREAD, Index
 
 SEAL = "index.seal"
@@ -86,7 +86,9 @@ def index_digests(index: Index) -> dict[str, list[str]]:
     a start reads it before anything is pending). Raises Edited when the rows disagree
     with the index's counts or hold a state that is no state."""
 
-    def scan(db: sqlite3.Connection) -> tuple[list[tuple[str, int, str]], set[tuple[str, int, int]]]:
+    def scan(
+        db: sqlite3.Connection,
+    ) -> tuple[list[tuple[str, int, str]], set[tuple[str, int, int]]]:
         # One grouped pass over the (handle, state, id) index, joined in C: no row
         # becomes a Python object.
         rows = db.execute(
@@ -118,15 +120,7 @@ def seal(index: Index, seal_path: str) -> bool:
         index.close()
         return False
     try:
-        data = json.dumps({"sum": file_sum(index.path)})
-        tmp = seal_path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            write_all(fd, data.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, seal_path)
+        replace_file(seal_path, json.dumps({"sum": file_sum(index.path)}).encode())
         return True
     except OSError:
         return False
@@ -138,11 +132,7 @@ def take_seal(seal_path: str) -> dict[str, object] | None:
         with open(seal_path, "rb") as f:
             raw = f.read()
         os.unlink(seal_path)
-        dfd = os.open(os.path.dirname(seal_path) or ".", os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(os.path.dirname(seal_path) or ".")
     except OSError:
         return None
     try:
