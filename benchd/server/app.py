@@ -9,6 +9,7 @@ seal it (recovery.py), remove the socket.
 """
 
 import argparse
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -28,7 +29,6 @@ from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.delegation import DelegationLimits
-from benchd.core.limits import Limits
 from benchd.core.names import OPERATOR, IdClock
 from benchd.runtime.committer import Committer, EventOp, JournalStore
 from benchd.runtime.delegation import Delegation
@@ -54,7 +54,12 @@ from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
 from benchd.server.lockdir import take_state_dir
-from benchd.server.options import build_parser, options_problem, reactor_settings
+from benchd.server.options import (
+    build_parser,
+    options_problem,
+    reactor_settings,
+    send_limits,
+)
 from benchd.server.services import BridgeDesk, DaemonInfo, Services
 from benchd.store import recovery, room, search, threads
 from benchd.store.eventlog import EventLog
@@ -83,6 +88,7 @@ class Daemon:
         self.test_hooks = bool(opts.test_hooks)
         self.sock_path = socket_path(bench_dir)
         self.log = logmod.setup(os.path.join(bench_dir, "benchd.log"))
+        limits = send_limits(opts)
         self.caps = m.Caps(
             frame_bytes=DEFAULT_FRAME_BYTES,
             body_bytes=BODY_BYTES,
@@ -96,13 +102,7 @@ class Daemon:
             spawn_rate=opts.spawn_rate,
             exited_kept=opts.exited_kept,
             kept_scrollback_bytes=opts.kept_scrollback,
-            send_burst=opts.send_burst,
-            send_rate=opts.send_rate,
-            operator_send_burst=opts.operator_send_burst,
-            operator_send_rate=opts.operator_send_rate,
-            mailbox_messages=opts.mailbox_messages,
-            mailbox_bytes=opts.mailbox_bytes,
-            reply_to_max=opts.reply_to_max,
+            **dataclasses.asdict(limits),
             thread_max=threads.THREAD_MAX,
         )
         self.admission = Admission(
@@ -149,20 +149,7 @@ class Daemon:
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
         )
-        self.limiter = Limiter(
-            Limits(
-                send_burst=opts.send_burst,
-                send_rate=opts.send_rate,
-                operator_send_burst=opts.operator_send_burst,
-                operator_send_rate=opts.operator_send_rate,
-                mailbox_messages=opts.mailbox_messages,
-                mailbox_bytes=opts.mailbox_bytes,
-                reply_to_max=opts.reply_to_max,
-            ),
-            self.index,
-            self.committer,
-            self.log,
-        )
+        self.limiter = Limiter(limits, self.index, self.committer, self.log)
         self.roster = Roster()
         self.mailroom = Mailroom(
             os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
