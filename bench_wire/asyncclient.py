@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
 
-from bench_wire.client import JSON, broke, check_peer, closed, unreachable
-from bench_wire.clientproto import ANSWER_BYTES, CLOSED, Answer, ClientProtocol
+from bench_wire.client import JSON, broke, check_peer, unreachable
+from bench_wire.clientproto import ANSWER_BYTES, Answer, ClientProtocol
 from bench_wire.errors import Disconnected, WireError
 from bench_wire.paths import resolve_dir, socket_path
 
@@ -39,7 +39,31 @@ LAST_WORDS_S = 1.0
 ATTEMPTS = 3
 
 
-class AsyncClient:
+class Options(TypedDict, total=False):
+    """An AsyncClient's keyword options (a KeptClient passes them to each connection)."""
+
+    codec: Codec
+    timeout: float | None
+    max_line: int
+
+
+class _Scoped:
+    """`async with client:` connects on entry (the client itself) and closes on exit."""
+
+    async def connect(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient(_Scoped):
     """One connection to the daemon. `async with AsyncClient(dir) as c: await c.call(r)`.
 
     Requests on one connection take turns (the daemon answers a connection's requests
@@ -86,12 +110,6 @@ class AsyncClient:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-
-    async def __aenter__(self) -> AsyncClient:
-        return await self.connect()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
 
     # ------------------------------------------------------------ requests
 
@@ -172,17 +190,13 @@ class AsyncClient:
     async def _next(self) -> Answer:
         loop = asyncio.get_running_loop()
         sock = self._connected()
-        while True:
-            event = self._proto.next_event()
-            if isinstance(event, Answer):
-                return event
-            if event is CLOSED:
-                raise closed()
+        while (answer := self._proto.next_answer()) is None:
             try:
                 data = await self._timed(loop.sock_recv(sock, RECV_BYTES))
             except OSError as err:
                 raise broke(err) from None
             self._proto.receive_data(data)
+        return answer
 
 
 def ended_under(err: WireError) -> bool:
@@ -192,7 +206,7 @@ def ended_under(err: WireError) -> bool:
     return err.code == "idle-timeout" or (isinstance(err, Disconnected) and err.code == "protocol")
 
 
-class KeptClient:
+class KeptClient(_Scoped):
     """A connection kept for a client's whole life: `await KeptClient(dir).connect()`,
     then `call` as on an AsyncClient.
 
@@ -210,15 +224,11 @@ class KeptClient:
         self,
         bench_dir: str | None = None,
         *,
-        codec: Codec = JSON,
-        timeout: float | None = None,
-        max_line: int = ANSWER_BYTES,
         attempts: int = ATTEMPTS,
+        **options: Unpack[Options],
     ):
         self.bench_dir = resolve_dir(bench_dir)
-        self.codec = codec
-        self.timeout = timeout
-        self.max_line = max_line
+        self.options = options  # each connection's: codec, timeout, max_line
         self.attempts = attempts
         self.reconnects = 0  # how often an ended connection was replaced
         self._opened = False
@@ -232,9 +242,7 @@ class KeptClient:
         return self
 
     async def _open(self) -> AsyncClient:
-        client = AsyncClient(
-            self.bench_dir, codec=self.codec, timeout=self.timeout, max_line=self.max_line
-        )
+        client = AsyncClient(self.bench_dir, **self.options)
         self._conn = await client.connect()
         if self._opened:
             self.reconnects += 1
@@ -267,9 +275,3 @@ class KeptClient:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-    async def __aenter__(self) -> KeptClient:
-        return await self.connect()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()

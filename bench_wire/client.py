@@ -17,7 +17,7 @@ import _socket
 import os
 import sys
 
-from bench_wire.clientproto import CLOSED, Answer, ClientProtocol, refusal
+from bench_wire.clientproto import Answer, ClientProtocol, refusal
 from bench_wire.errors import Disconnected, WireError
 from bench_wire.paths import dir_problem, resolve_dir, socket_path
 
@@ -174,11 +174,6 @@ def broke(err: OSError) -> Disconnected:
     return Disconnected("protocol", f"the connection to the daemon broke: {err}")
 
 
-def closed() -> Disconnected:
-    """The daemon closed the connection before the answer came."""
-    return Disconnected("protocol", "the daemon closed the connection")
-
-
 # ---------------------------------------------------------------- the blocking shell
 
 
@@ -241,17 +236,13 @@ class Client:
         return self._proto.has_event()
 
     def _next(self) -> Answer:
-        while True:
-            event = self._proto.next_event()
-            if isinstance(event, Answer):
-                return event
-            if event is CLOSED:
-                raise closed()
+        while (answer := self._proto.next_answer()) is None:
             try:
                 chunk = self.sock.recv(1 << 16)
             except OSError as err:
                 raise broke(err) from err
             self._proto.receive_data(chunk)
+        return answer
 
     def recv(self) -> "dict[str, Any]":
         """The next frame, whichever request it answers; an error frame is returned

@@ -21,7 +21,7 @@ Structs for typed clients) is a `Codec`'s business: `bench_wire.client.JSON`,
 Stdlib only, and no `typing` at run time: the CLI's fast path imports this module.
 """
 
-from bench_wire.errors import WireError
+from bench_wire.errors import Disconnected, WireError
 from bench_wire.lines import FrameTooLong, LineBuffer
 
 # `typing` would cost the fast path an import: it exists for the type checker only
@@ -179,6 +179,15 @@ class ClientProtocol:
             raise self._broken
         return CLOSED if self._eof else NEED_DATA
 
+    def next_answer(self) -> "Answer | None":
+        """The next answer, or None while the socket must be read for it (the shells'
+        read loop); raises what next_event raises, and `closed()` once the daemon closed
+        the connection."""
+        event = self.next_event()
+        if event is CLOSED:
+            raise closed()
+        return event if isinstance(event, Answer) else None
+
     def _answer(self, line: bytes) -> Answer:
         try:
             frame = self.codec.decode(line)
@@ -197,3 +206,8 @@ class ClientProtocol:
         if done:
             del self._waiting[rid]
         return Answer(rid, frame, error, done)
+
+
+def closed() -> Disconnected:
+    """The daemon closed the connection before the answer came."""
+    return Disconnected("protocol", "the daemon closed the connection")

@@ -3,12 +3,17 @@
 The helpers behind them live in tests/support (one daemon class, one wait, one spawn,
 one refusal assertion); they are re-exported here for the tests that import them from
 `tests.conftest`.
+
+At the end of the run (of each xdist worker) no process the run started may still run
+and no BENCH_DIR it made may still exist (tests/support/leaks.py): the run fails and
+names them.
 """
 
 import shutil
 
 import pytest
 
+from tests.support import leaks
 from tests.support.daemon import BENCH, BIN, FAST, ROOT, Benchd, Result, short_tmpdir
 from tests.support.refusal import assert_refused
 from tests.support.spawn import STANDIN, spawn, spawn_standin, standin_argv
@@ -29,6 +34,51 @@ __all__ = [
     "standin_argv",
     "wait_for",
 ]
+
+
+leaks.mark_run()
+_LEFTOVERS = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config):
+    config.stash[_LEFTOVERS] = []
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WorkerLeftovers(config), "bench-leftovers")
+
+
+class _WorkerLeftovers:
+    """The controller's side: what each xdist worker found at its end."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_testnodedown(self, node, error):
+        found = getattr(node, "workeroutput", {}).get("bench_leftovers") or []
+        self.config.stash[_LEFTOVERS] += [f"[{node.gateway.id}] {line}" for line in found]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    found = leaks.leftovers()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reports it
+        workeroutput["bench_leftovers"] = found
+        return
+    session.config.stash[_LEFTOVERS] += found
+    if session.config.stash[_LEFTOVERS]:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    found = config.stash.get(_LEFTOVERS, [])
+    if found:
+        terminalreporter.section("left behind by the tests", sep="=", red=True, bold=True)
+        for line in found:
+            terminalreporter.line(line, red=True)
+        terminalreporter.line(
+            "The run fails: a test must stop what it starts and remove its BENCH_DIR "
+            "(these were ended and removed now).",
+            red=True,
+        )
 
 
 @pytest.fixture

@@ -43,6 +43,7 @@ class NatsServer:
         self.port = free_port()
         self.store = short_tmpdir("nats")
         self.proc: subprocess.Popen | None = None
+        self.started = False  # once: a restart keeps the port
         self.log = open(os.path.join(self.store, "server.log"), "ab")  # noqa: SIM115 - the server's log, open for its lifetime
 
     @property
@@ -50,6 +51,19 @@ class NatsServer:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        # The port was free when picked; a parallel test may take it before the server
+        # binds it. A first start then picks another; a restart keeps its port (clients
+        # hold the URL) and fails if it is gone.
+        for _ in range(5 if self.proc is None and not self.started else 1):
+            if self._start():
+                self.started = True
+                return
+            self.port = free_port()
+        raise AssertionError(f"nats-server did not start: see {self.store}/server.log")
+
+    def _start(self) -> bool:
+        """Start on self.port: True once this server listens on it, False if it exited."""
+        log_from = os.path.getsize(os.path.join(self.store, "server.log"))
         self.proc = subprocess.Popen(
             [
                 NATS_SERVER,
@@ -66,16 +80,20 @@ class NatsServer:
             stderr=self.log,
             stdin=subprocess.DEVNULL,
         )
+        listening = f"Listening for client connections on 127.0.0.1:{self.port}".encode()
 
         def up():
-            assert self.proc.poll() is None, f"nats-server exited: see {self.store}/server.log"
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return True
-            except OSError:
-                return False
+            # Its own log says it listens: a connect could reach another test's server.
+            if self.proc.poll() is not None:
+                return "exited"
+            with open(os.path.join(self.store, "server.log"), "rb") as f:
+                f.seek(log_from)
+                return listening in f.read() and "up"
 
-        wait_for(up, 30, "nats-server to listen")
+        if wait_for(up, 30, "nats-server to listen") == "exited":
+            self.proc = None
+            return False
+        return True
 
     def stop(self, sig=signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.poll() is None:

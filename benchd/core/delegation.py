@@ -130,9 +130,3 @@ def derived_handle(parent: str, taken: Callable[[str], bool]) -> str:
         if not taken(candidate):
             return candidate
         n += 1
-
-
-def is_descendant(lineage: tuple[str, ...], ancestor: str) -> bool:
-    """Whether a session whose spawners (nearest first) are `lineage` descends from the
-    session `ancestor`."""
-    return ancestor in lineage

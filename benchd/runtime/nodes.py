@@ -6,7 +6,6 @@ knows which nodes exist and queues mail for them instead of refusing it).
 """
 
 import json
-import os
 import re
 import socket
 import time
@@ -17,6 +16,7 @@ from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
 from bench_wire.messages import NodeInfo
 from benchd.core.names import is_handle
+from benchd.store.fileio import replace_file
 
 # Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
 OUTBOUND = "@outbound"
@@ -96,12 +96,7 @@ class Directory:
         return forgotten
 
     def save(self) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(msgspec.json.encode(self.listing()))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        replace_file(self.path, msgspec.json.encode(self.listing()))
 
     def listing(self) -> list[NodeInfo]:
         now = int(time.time() * 1000)

@@ -9,6 +9,7 @@ seal it (recovery.py), remove the socket.
 """
 
 import argparse
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -28,7 +29,6 @@ from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.delegation import DelegationLimits
-from benchd.core.limits import Limits
 from benchd.core.names import OPERATOR, IdClock
 from benchd.runtime import sandbox
 from benchd.runtime.committer import Committer, EventOp, JournalStore
@@ -59,7 +59,12 @@ from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
 from benchd.server.lockdir import take_state_dir
-from benchd.server.options import build_parser, options_problem, reactor_settings
+from benchd.server.options import (
+    build_parser,
+    options_problem,
+    reactor_settings,
+    send_limits,
+)
 from benchd.server.services import BridgeDesk, DaemonInfo, Services
 from benchd.store import recovery, room, search, threads
 from benchd.store.eventlog import EventLog
@@ -93,6 +98,7 @@ class Daemon:
         self.sandbox, self.isolation_note = sandbox.choose(
             opts.isolation, bench_dir, self.sock_path
         )
+        limits = send_limits(opts)
         self.caps = m.Caps(
             frame_bytes=DEFAULT_FRAME_BYTES,
             body_bytes=BODY_BYTES,
@@ -106,16 +112,8 @@ class Daemon:
             spawn_rate=opts.spawn_rate,
             exited_kept=opts.exited_kept,
             kept_scrollback_bytes=opts.kept_scrollback,
-            send_burst=opts.send_burst,
-            send_rate=opts.send_rate,
-            operator_send_burst=opts.operator_send_burst,
-            operator_send_rate=opts.operator_send_rate,
-            mailbox_messages=opts.mailbox_messages,
-            mailbox_bytes=opts.mailbox_bytes,
-            reply_to_max=opts.reply_to_max,
+            **dataclasses.asdict(limits),
             thread_max=threads.THREAD_MAX,
-            tree_bytes=opts.tree_bytes,
-            tree_mailboxes=opts.tree_mailboxes,
             isolation="on" if self.sandbox is not None else "off",
             isolation_note=self.isolation_note,
         )
@@ -163,22 +161,7 @@ class Daemon:
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
         )
-        self.limiter = Limiter(
-            Limits(
-                send_burst=opts.send_burst,
-                send_rate=opts.send_rate,
-                operator_send_burst=opts.operator_send_burst,
-                operator_send_rate=opts.operator_send_rate,
-                mailbox_messages=opts.mailbox_messages,
-                mailbox_bytes=opts.mailbox_bytes,
-                reply_to_max=opts.reply_to_max,
-                tree_bytes=opts.tree_bytes,
-                tree_mailboxes=opts.tree_mailboxes,
-            ),
-            self.index,
-            self.committer,
-            self.log,
-        )
+        self.limiter = Limiter(limits, self.index, self.committer, self.log)
         self.roster = Roster()
         self.mailroom = Mailroom(
             os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
@@ -333,13 +316,23 @@ class Daemon:
             and recovery.seal_matches(seal, self.index.path)
             and idx.get_meta("last_seq") == str(self.eventlog.last_seq)
         )
-        sealed = recovery.sealed_names(idx) if trusted else None
-        if sealed is not None:
+        held = None
+        if trusted:
+            # The seal says the file is the one closed, not that nobody rewrote both:
+            # the index's rows are read and checked against its counts (an edited index
+            # is set aside and rebuilt) and against the directories' names.
+            try:
+                held = recovery.index_digests(idx)
+            except recovery.Edited as err:
+                idx.set_aside(f"edited after its clean stop: {err}")
+                idx.pending = Pending()  # what was queued for the file set aside
+                self._ensure_search(mail_root)  # the new file's tables; refilled below
+        if held is not None:
             self.recovered = False
-            # The seal vouches for the index file only: the mailboxes whose names differ
-            # from the index's (mail a person dropped in, moved or removed, while the
-            # daemon ran or while it was stopped) are listed again.
-            changed = recovery.changed_boxes(mail_root, sealed)
+            # The mailboxes whose names differ from the index's rows (mail a person
+            # dropped in, moved or removed, or rows removed from the index) are listed
+            # again.
+            changed = recovery.changed_boxes(mail_root, held)
             return reconcile(mail_root, idx, frozenset(), changed) if changed else []
         self.recovered = not idx.fresh or os.path.isdir(mail_root)
         if not idx.fresh:

@@ -12,12 +12,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
-import msgspec
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from bench_wire.framing import FrameTooLong, LineBuffer, decode_request, request_id_of
+from bench_wire.framing import (
+    FrameTooLong,
+    LineBuffer,
+    decode_request,
+    encode_line,
+    request_id_of,
+)
 from bench_wire.messages import ErrorBody, ErrorResponse, Id, Request, Response
 from benchd.core.caller import Caller
 
@@ -26,7 +31,6 @@ if TYPE_CHECKING:
 
     import structlog
 
-_encoder = msgspec.json.Encoder()
 # How a stream run by `Connection.while_present` ended: its frames ran out ("done"),
 # the client closed its end ("gone"), or the client's request ended it ("stopped").
 Ending = Literal["done", "gone", "stopped"]
@@ -80,7 +84,7 @@ class Connection:
     # daemon's CPU per request under 16 senders.
 
     async def send(self, msg: Response) -> None:
-        data = _encoder.encode(msg) + b"\n"
+        data = encode_line(msg)
         if self.send_lock.locked():  # another task is part-way through a frame
             async with self.send_lock:
                 await self._write_all(data)

@@ -7,6 +7,7 @@ import os
 from bench_wire import messages as m
 from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from benchd import __version__
+from benchd.core.limits import Limits
 from benchd.core.names import is_handle
 from benchd.runtime.nodes import default_node
 from benchd.runtime.sandbox import MODES as ISOLATION_MODES
@@ -70,6 +71,21 @@ def options_problem(opts: argparse.Namespace) -> str | None:
             "a-z 0-9 . _ - starting with a letter or digit"
         )
     return None
+
+
+def send_limits(opts: argparse.Namespace) -> Limits:
+    """The send limits as the limiter applies them (hello's caps report the same)."""
+    return Limits(
+        send_burst=opts.send_burst,
+        send_rate=opts.send_rate,
+        operator_send_burst=opts.operator_send_burst,
+        operator_send_rate=opts.operator_send_rate,
+        mailbox_messages=opts.mailbox_messages,
+        mailbox_bytes=opts.mailbox_bytes,
+        reply_to_max=opts.reply_to_max,
+        tree_bytes=opts.tree_bytes,
+        tree_mailboxes=opts.tree_mailboxes,
+    )
 
 
 def reactor_settings(opts: argparse.Namespace) -> m.ReactorSettings:

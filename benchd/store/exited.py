@@ -15,7 +15,7 @@ import re
 import shutil
 from typing import Any
 
-from benchd.store.fileio import fsync_dir, write_all
+from benchd.store.fileio import fsync_dir, replace_file
 
 DIR = "sessions"
 SID_RE = re.compile(r"s[0-9a-f]{8}")
@@ -38,8 +38,8 @@ class ExitedStore:
         d = self._dir(sid)
         os.makedirs(d, mode=0o700, exist_ok=True)
         keep = output[-self.scrollback_bytes :] if self.scrollback_bytes else b""
-        _write(os.path.join(d, "output"), keep)
-        _write(os.path.join(d, "info.json"), json.dumps(record).encode())
+        replace_file(os.path.join(d, "output"), keep)
+        replace_file(os.path.join(d, "info.json"), json.dumps(record).encode())
         fsync_dir(d)
         fsync_dir(self.root)
 
@@ -82,14 +82,3 @@ class ExitedStore:
         for name in names:
             if SID_RE.fullmatch(name):
                 self.remove(name)
-
-
-def _write(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)

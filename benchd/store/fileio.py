@@ -3,6 +3,8 @@
 - `write_all`: os.write may write fewer bytes than asked (a signal, a full pipe, a file
   size limit), so every durable writer loops until all is written; this is that loop.
 - `fsync_dir`: a rename or a new file is durable only once its directory is fsynced.
+- `replace_file`: a small file rewritten whole (write a temporary, fsync, rename over),
+  so a crash leaves the old file or the new one, never a mix.
 """
 
 import os
@@ -28,3 +30,16 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """Make `path` hold exactly `data` (through `path.tmp`, fsynced, renamed over it). The
+    name is durable once the directory is fsynced (fsync_dir), if the caller needs it."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

@@ -10,6 +10,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from benchd.store.fileio import fsync_dir
+
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -31,7 +33,7 @@ class Flusher:
         (path, alt) in `moved` fdatasync whichever of the two exists (a message a read
         moved to read/ meanwhile); raises the first OSError once all of them are done."""
         jobs: list[tuple[Callable[..., None], object]] = [(_fdatasync_path, p) for p in files]
-        jobs += [(_fsync_path, d) for d in sorted(dirs)]
+        jobs += [(fsync_dir, d) for d in sorted(dirs)]
         jobs += [(os.fdatasync, fd) for fd in fds]
         jobs += [(_fdatasync_either, pair) for pair in moved]
         if len(jobs) <= 1:
@@ -72,10 +74,6 @@ def _sync_path(path: str, sync: Callable[[int], None], flags: int = os.O_RDONLY)
 
 def _fdatasync_path(path: str) -> None:
     _sync_path(path, os.fdatasync)
-
-
-def _fsync_path(path: str) -> None:
-    _sync_path(path, os.fsync)
 
 
 def _fdatasync_either(pair: tuple[str, str]) -> None:

@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.store import faults
-from benchd.store.fileio import write_all
+from benchd.store.fileio import fsync_dir, write_all
 from benchd.store.flush import Flusher
 
 MAGIC = b"BJ02"
@@ -380,11 +380,7 @@ class Journal:
                 os.ftruncate(seg.fd, 0)
                 os.fsync(seg.fd)
         if made:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_dir(self.root)
 
     def commit(self, entries: list[Entry]) -> None:
         """Write the batch's record and make it durable: the commit point. Raises OSError

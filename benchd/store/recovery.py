@@ -1,37 +1,45 @@
 """The clean-stop seal, and the check of the files that every sealed start still makes.
 
-A clean stop commits the index, records in it a digest of the message names it holds
-per mailbox directory (inbox/ and read/), folds its WAL into the file, and writes
-`index.seal` beside it: the file's size and crc32. The next start takes the seal
-(removes it first, so it is trusted at most once) and skips SQLite's b-tree check only
-if the file is byte for byte the one that was sealed and the event log ends where the
-index says.
+A clean stop commits the index, folds its WAL into the file, and writes `index.seal`
+beside it: the file's size and crc32. The next start takes the seal (removes it first,
+so it is trusted at most once) and skips SQLite's b-tree check only if the file is byte
+for byte the one that was sealed and the event log ends where the index says.
 
-The seal vouches for the index file, never for the mail directories: every sealed start
-lists each mailbox's inbox/ and read/ (names only, from readdir; no file is opened or
-stat'ed) and compares a digest of the names with the one the index recorded of its own
-rows. A mailbox whose names differ is reconciled (only its unknown files are read).
-So a file dropped in, deleted, or moved between inbox/ and read/ is seen whether it
-happened while the daemon ran or while it was stopped, and a seal forged for a stale
-index vouches only for what that index holds: the names still have to match the files.
+The seal says only that the file is the one the daemon closed; it is no proof against
+an edit, since whoever can rewrite the index can rewrite the seal beside it. So nothing
+the start trusts is a record the index keeps of itself: every sealed start reads the
+index's own rows (the ids of each mailbox in each state, one grouped query) and
 
-What the digest cannot see: an edit inside a message file (its name does not change;
-a read shows the file as it is, or answers bad-mail-file), and files the index can
-never hold (not a message, or an invalid name), which make their mailbox be listed
-again at every start.
+- checks them against the index's per-mailbox counts (a listing's `total`): rows and
+  counts that disagree mean the file was edited, and it is set aside and rebuilt;
+- lists each mailbox's inbox/ and read/ (names only, from readdir; no file is opened or
+  stat'ed) and compares the names with the rows. A mailbox whose names differ is
+  reconciled (only its unknown files are read).
+
+So a row deleted or added by hand, a file dropped in, deleted, or moved between inbox/
+and read/ is seen whether it happened while the daemon ran or while it was stopped, and
+a seal forged for a stale or edited index vouches only for what the files confirm. Both
+costs are one pass over names (no file read), the order of a directory listing.
+
+What this cannot see (docs/durability.md says it for users): an edit inside a message
+file (its name does not change; a read shows the file as it is, or answers
+bad-mail-file), an edit of a row's other fields that keeps its id and state (its key,
+subject or sender: the files are not read to check them), and files the index can never
+hold (not a message, or an invalid name), which make their mailbox be listed again at
+every start.
 """
 
 import hashlib
 import json
 import os
+import sqlite3
 import zlib
 from collections.abc import Mapping
 
-from benchd.store.fileio import write_all
+from benchd.store.fileio import fsync_dir, replace_file
 from benchd.store.index import READ, UNREAD, Index
 
 SEAL = "index.seal"
-NAMES = "names"  # the index's meta key: {handle: [inbox digest, read digest]}
 _SUBS = (("inbox", UNREAD), ("read", READ))
 
 
@@ -69,38 +77,50 @@ def dir_digests(mail_root: str, handle: str) -> list[str]:
     return out
 
 
+class Edited(Exception):
+    """The index disagrees with itself: edited after its clean stop (set aside, rebuilt)."""
+
+
 def index_digests(index: Index) -> dict[str, list[str]]:
-    """{handle: [inbox digest, read digest]} of what the index holds."""
-    digests = {}
-    for handle in index.handles():
-        by_state: dict[int, list[str]] = {UNREAD: [], READ: []}
-        for mail_id, state in index.ids(handle).items():
-            by_state[state].append(mail_id)
-        digests[handle] = [names_digest(by_state[state]) for _sub, state in _SUBS]
-    return digests
+    """{handle: [inbox digest, read digest]} of the rows the index holds (its database:
+    a start reads it before anything is pending). Raises Edited when the rows disagree
+    with the index's counts or hold a state that is no state."""
+
+    def scan(
+        db: sqlite3.Connection,
+    ) -> tuple[list[tuple[str, int, str]], set[tuple[str, int, int]]]:
+        # One grouped pass over the (handle, state, id) index, joined in C: no row
+        # becomes a Python object.
+        rows = db.execute(
+            "SELECT handle, state, group_concat(id, char(10)) FROM messages GROUP BY handle, state"
+        ).fetchall()
+        counts = db.execute("SELECT handle, state, n FROM counts WHERE n != 0").fetchall()
+        return rows, set(counts)
+
+    rows, counts = index.read(scan)
+    held: dict[str, dict[int, list[str]]] = {}
+    counted = set()
+    for handle, state, joined in rows:
+        if state not in (UNREAD, READ):
+            raise Edited(f"a row of {handle!r} has state {state!r}")
+        ids = joined.split("\n")
+        held.setdefault(handle, {})[state] = ids
+        counted.add((handle, state, len(ids)))
+    if counted != counts:
+        raise Edited(f"its counts disagree with its rows: {sorted(counts ^ counted)[:4]}")
+    return {
+        handle: [names_digest(by_state.get(state, [])) for _sub, state in _SUBS]
+        for handle, by_state in held.items()
+    }
 
 
 def seal(index: Index, seal_path: str) -> bool:
-    """Record the index's names, close it cleanly and write the seal. False (no seal) if
-    anything failed."""
-    try:
-        index.set_meta(NAMES, json.dumps(index_digests(index)))
-    except Exception:  # noqa: BLE001 - any failure only costs the next start a full check
-        index.close()
-        return False
+    """Close the index cleanly and write the seal. False (no seal) if anything failed."""
     if not index.flush() or not index.close_clean():
         index.close()
         return False
     try:
-        data = json.dumps({"sum": file_sum(index.path)})
-        tmp = seal_path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            write_all(fd, data.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, seal_path)
+        replace_file(seal_path, json.dumps({"sum": file_sum(index.path)}).encode())
         return True
     except OSError:
         return False
@@ -112,11 +132,7 @@ def take_seal(seal_path: str) -> dict[str, object] | None:
         with open(seal_path, "rb") as f:
             raw = f.read()
         os.unlink(seal_path)
-        dfd = os.open(os.path.dirname(seal_path) or ".", os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(os.path.dirname(seal_path) or ".")
     except OSError:
         return None
     try:
@@ -135,26 +151,16 @@ def seal_matches(seal_obj: Mapping[str, object] | None, db_path: str) -> bool:
         return False
 
 
-def sealed_names(index: Index) -> dict[str, list[str]] | None:
-    """The names the index recorded at its clean stop (None: none, or unreadable)."""
-    raw = index.get_meta(NAMES)
-    try:
-        obj = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def changed_boxes(mail_root: str, sealed: dict[str, list[str]]) -> set[str]:
-    """Mailboxes to reconcile: their names differ from what the index holds, or they are
-    new on disk, or the index knows them and they are gone."""
+def changed_boxes(mail_root: str, held: dict[str, list[str]]) -> set[str]:
+    """Mailboxes to reconcile: their names differ from what the index holds (`held`, from
+    index_digests), or they are new on disk, or the index knows them and they are gone."""
     try:
         on_disk = set(os.listdir(mail_root))
     except OSError:
         on_disk = set()
     empty = [names_digest([])] * len(_SUBS)  # a mailbox the index holds no mail of
     changed = set()
-    for handle in on_disk | set(sealed):
-        if sealed.get(handle, empty) != dir_digests(mail_root, handle):
+    for handle in on_disk | set(held):
+        if held.get(handle, empty) != dir_digests(mail_root, handle):
             changed.add(handle)
     return changed

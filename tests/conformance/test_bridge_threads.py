@@ -172,6 +172,11 @@ def test_thread_across_nodes_shows_the_whole_conversation_on_both_sides(pair):
     assert states[0] == states[2] == "forwarded" and states[1] in ("unread", "read"), states
 
 
+def moving(messages: list[dict]) -> list[dict]:
+    """Messages without what the bridge changes as it sends them (state, path)."""
+    return [{k: v for k, v in x.items() if k not in ("state", "path")} for x in messages]
+
+
 def test_mcp_reply_and_thread_with_addresses(pair, tmp_path):
     pytest.importorskip("mcp", reason="the MCP SDK (the bench[mcp] extra) is not installed")
     from tests.conformance.test_mcp import ok, session, with_mcp
@@ -196,7 +201,9 @@ def test_mcp_reply_and_thread_with_addresses(pair, tmp_path):
         ("operator@node2", "alice", origin),
         ("alice@node1", "operator@node2", f"{replied['sent'][0]['mail_id']}@node1"),
     ]
-    assert by_origin["messages"] == thread["messages"]
+    # The same thread by either id. The bridge may take the queued reply between the two
+    # calls (inbox/ -> read/ of @outbound): its state and path are not compared.
+    assert moving(by_origin["messages"]) == moving(thread["messages"])
     assert [h["from"] for h in found["hits"]] == ["operator@node2"]
 
     (back,) = one(n2, "operator", "alice's answer on node2")

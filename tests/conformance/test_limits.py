@@ -86,6 +86,19 @@ def test_the_operator_is_rate_limited_with_a_retry_after(make_daemon):
     assert len(lines) == 1 and lines[0]["sender"] == "operator"
 
 
+def test_a_refused_key_costs_no_send_token(make_daemon):
+    d = make_daemon("--operator-send-burst", "2", "--operator-send-rate", "0.01")
+    first = d.ok("mail", "send", "bob", "-m", "to reply to")
+    for _ in range(3):  # a send and a reply with a key no one may choose: checked first
+        r = d.bench("mail", "send", "bob", "-m", "x", "--key", "a\nb", "--json")
+        assert_refused(r, "bad-key", rc=1)
+        a = d.call({"verb": "mail/reply", "mail_id": first["mail_id"], "body": "x", "key": ""})
+        assert a["ok"] is False and a["error"]["code"] == "bad-key", a
+    assert d.ok("mail", "send", "bob", "-m", "the burst's second")["mail_id"]
+    r = d.bench("mail", "send", "bob", "-m", "one too many", "--json")
+    assert_refused(r, "rate-limited", rc=1)
+
+
 def test_a_flood_meets_the_limit_while_other_agents_still_send(make_daemon, tmp_path):
     d = make_daemon("--send-burst", "5", "--send-rate", "0.01")
     flood = in_session(

@@ -122,6 +122,7 @@ All three
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -215,15 +216,22 @@ def ensure_installed(cache_dir: str | Path | None = None, timeout: float = 600.0
             f"or failed); cannot install {', '.join(PACKAGES)} into {cache}"
         )
     cache.mkdir(parents=True, exist_ok=True)
-    try:
-        r = subprocess.run(
-            [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", *PACKAGES],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as e:
-        raise AgentsUnavailable(f"npm install timed out after {timeout:.0f}s") from e
+    # One install at a time into one cache: tests run in parallel workers (and other
+    # runs share the per-user cache), and two npm installs in one prefix fail (ENOTEMPTY).
+    with open(str(cache) + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = installed_bin_dir(cache)  # the install that held the lock made it
+        if found is not None:
+            return found
+        try:
+            r = subprocess.run(
+                [npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund", *PACKAGES],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise AgentsUnavailable(f"npm install timed out after {timeout:.0f}s") from e
     found = installed_bin_dir(cache)
     if r.returncode != 0 or found is None:
         tail = (r.stderr or r.stdout)[-2000:]

@@ -16,7 +16,6 @@ import os
 import random
 import shutil
 import socket
-import tempfile
 
 import pytest
 from hypothesis import given, settings
@@ -27,6 +26,7 @@ from bench_wire.framing import DEFAULT_FRAME_BYTES, decode_request, request_id_o
 from bench_wire.messages import VERBS
 from tests.conftest import FAST, Benchd
 from tests.reliability.common import raw_connect, read_to_eof, recv_lines, tree
+from tests.support.daemon import short_tmpdir
 from tests.support.refusal import assert_refused
 
 FRAMES = 2000
@@ -60,7 +60,7 @@ def test_the_decoder_raises_only_wire_error_however_deep_the_nesting(line):
 
 @pytest.fixture
 def sandbox():
-    parent = tempfile.mkdtemp(prefix="bf", dir="/tmp")
+    parent = short_tmpdir("bf")
     bench_dir, cwd = os.path.join(parent, "d"), os.path.join(parent, "cwd")
     os.mkdir(cwd)
     d = Benchd(bench_dir, list(FAST), cwd=cwd)

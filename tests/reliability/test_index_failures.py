@@ -15,13 +15,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
 from tests.reliability.common import scan_events, scan_mail
+from tests.support.daemon import short_tmpdir
 
 LOCKER = """
 import sqlite3, sys
@@ -134,7 +134,7 @@ def test_a_write_lock_held_by_another_process_takes_back_nothing(make_daemon):
 @pytest.fixture
 def small_fs():
     """A 2 MB tmpfs for BENCH_DIR (we run as root in CI); skipped where mounting fails."""
-    d = tempfile.mkdtemp(prefix="bfs", dir="/tmp")
+    d = short_tmpdir("bfs")
     r = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", d],
         capture_output=True,

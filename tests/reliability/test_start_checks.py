@@ -13,6 +13,8 @@ import os
 import shutil
 import sqlite3
 
+import pytest
+
 from benchd.core import frontmatter
 from benchd.store.recovery import file_sum
 from tests.reliability.common import scan_events, scan_mail
@@ -110,4 +112,43 @@ def test_new_mailbox_is_right_across_a_restart(make_daemon):
     d.restart()
     assert d.ok("mail", "send", "bob", "-m", "again")["new_mailbox"] is False
     assert d.ok("mail", "send", "newcomer", "-m", "hi")["new_mailbox"] is True
+    no_internal_errors(d)
+
+
+def edit_index(d, sql: list[str]) -> None:
+    """What a same-user program can do to a stopped daemon's index: run SQL on it, then
+    write the seal again for the file as it now is, as the daemon would have."""
+    path = os.path.join(d.dir, "index.sqlite")
+    db = sqlite3.connect(path)
+    for statement in sql:
+        db.execute(statement)
+    db.commit()
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    with open(os.path.join(d.dir, "index.seal"), "w") as f:
+        json.dump({"sum": file_sum(path)}, f)
+
+
+@pytest.mark.parametrize("counts", ["left", "kept-in-step"])
+def test_rows_removed_from_a_sealed_index_are_found_again(make_daemon, counts):
+    d = make_daemon()
+    sent = send(d, 2, "edit")
+    d.stop()
+    gone = sent["edit-1"]
+    sql = [f"DELETE FROM messages WHERE id='{gone}'", f"DELETE FROM mail_links WHERE id='{gone}'"]
+    if counts == "kept-in-step":  # the counts edited too: only the files can tell
+        sql.append("UPDATE counts SET n=n-1 WHERE handle='bob' AND state=0")
+    edit_index(d, sql)
+    d.start()
+    listed = d.call({"verb": "mail/list", "handle": "bob", "state": "unread"})
+    assert listed["total"] == 2 and len(listed["messages"]) == 2, listed
+    assert d.ok("mail", "read", gone, "--handle", "bob")["body"] == "edit 1\n"
+    again = d.call({"verb": "mail/send", "to": "bob", "body": "edit 1\n", "key": "edit-1"})
+    assert again["duplicate"] is True and again["mail_id"] == gone, again
+    assert len(scan_mail(d.dir).messages) == 2  # the resend wrote no second file
+    rebuilt = [e for e in scan_events(d.dir).events if e["kind"] == "index/rebuilt"]
+    if counts == "left":  # rows and counts disagree: the whole file is set aside
+        assert rebuilt and "edited after its clean stop" in rebuilt[-1]["reason"], rebuilt
+    d.restart()
+    assert sorted(states(d)) == sorted(sent.values())
     no_internal_errors(d)

@@ -10,9 +10,9 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 from bench_wire.client import Client
+from tests.support import leaks
 from tests.support.wait import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,8 +53,9 @@ class Result:
 
 
 def short_tmpdir(prefix: str = "b") -> str:
-    # pytest's tmp_path can exceed AF_UNIX's 108 bytes; BENCH_DIR must stay short.
-    return tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    # pytest's tmp_path can exceed AF_UNIX's 108 bytes; BENCH_DIR must stay short. The
+    # run checks at its end that each one was removed (tests/support/leaks.py).
+    return leaks.tmpdir(prefix)
 
 
 class Benchd:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import shutil
-import tempfile
 
 import msgspec
 import pytest
@@ -19,11 +18,12 @@ from bench_wire.asyncclient import AsyncClient, KeptClient
 from bench_wire.errors import Disconnected, WireError
 from bench_wire.framing import StructCodec
 from bench_wire.messages import JobReport, ReportOk
+from tests.support.daemon import short_tmpdir
 
 
 @pytest.fixture
 def bench_dir():
-    d = tempfile.mkdtemp(prefix="bac", dir="/tmp")  # short: AF_UNIX paths are small
+    d = short_tmpdir("bac")  # short: AF_UNIX paths are small
     yield d
     shutil.rmtree(d)
 

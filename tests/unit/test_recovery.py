@@ -3,6 +3,8 @@ real files."""
 
 import os
 
+import pytest
+
 from benchd.store import recovery
 from benchd.store.index import UNREAD, Index
 
@@ -28,8 +30,7 @@ def sealed(tmp_path):
     seal = recovery.take_seal(seal_path)
     again = Index(i.path)
     assert recovery.seal_matches(seal, again.path)
-    names = recovery.sealed_names(again)
-    assert names is not None
+    names = recovery.index_digests(again)
     return root, names, seal_path
 
 
@@ -77,6 +78,26 @@ def test_only_regular_md_files_are_names(tmp_path):
     with open(os.path.join(root, "bob", "read", "notes.txt"), "w") as f:
         f.write("not mail")
     assert recovery.changed_boxes(root, names) == set()
+
+
+def test_rows_removed_by_hand_differ_from_the_names_on_disk(tmp_path):
+    root, i = make(tmp_path)
+    assert recovery.changed_boxes(root, recovery.index_digests(i)) == set()
+    # An edit that keeps the counts in step: the rows, not a record, are compared.
+    i.w.execute("DELETE FROM messages WHERE id=?", (ID1,))
+    i.w.execute("UPDATE counts SET n=0")
+    assert recovery.changed_boxes(root, recovery.index_digests(i)) == {"bob"}
+
+
+def test_rows_that_disagree_with_the_counts_are_an_edit(tmp_path):
+    root, i = make(tmp_path)
+    i.w.execute("DELETE FROM messages WHERE id=?", (ID1,))  # the count still says 1
+    with pytest.raises(recovery.Edited, match="counts disagree"):
+        recovery.index_digests(i)
+    root, i = make(tmp_path / "again")
+    i.w.execute("UPDATE messages SET state=7")
+    with pytest.raises(recovery.Edited, match="state 7"):
+        recovery.index_digests(i)
 
 
 def test_the_digest_is_of_the_set_of_names():

@@ -51,9 +51,9 @@ async def mail_send(svc: Services, conn: Connection, caller: Caller, req: m.Mail
         if req.to != handle:
             req = replace(req, to=handle)
         limiter.mailbox(caller.handle, handle, _size(req.body))
-    limiter.charge(caller, size=_size(req.body), to=() if node is not None else (handle,))
-    if req.key is not None:
+    if req.key is not None:  # checked before the charge: a bad request costs no token
         keys.check_client_key(req.key)
+    limiter.charge(caller, size=_size(req.body), to=() if node is not None else (handle,))
     if req.in_reply_to is not None:
         req = replace(req, in_reply_to=svc.mail.reference(req.in_reply_to))
     res = await svc.mail.send(caller, req)
@@ -234,13 +234,13 @@ async def mail_reply(svc: Services, conn: Connection, caller: Caller, req: m.Mai
     for to in targets:
         if is_handle(to):  # not handle@node; a bad one fails below
             svc.limiter.mailbox(caller.handle, to, _size(req.body))
+    if req.key is not None:  # checked before the charge: a bad request costs no token
+        keys.check_client_key(req.key)
     local = [to for to in targets if is_handle(to)]
     svc.limiter.charge(caller, len(targets), _size(req.body) * len(targets), local)
     subject = req.subject if req.subject is not None else reply_subject(meta.subject)
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
-    if req.key is not None:
-        keys.check_client_key(req.key)
     sent = await svc.mail.reply(caller, targets, req.body, subject, req.key, parent)
     await conn.send(
         m.ReplyOk(id=req.id, in_reply_to=parent, sent=[replace(s, id=req.id) for s in sent])

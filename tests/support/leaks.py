@@ -1,0 +1,80 @@
+"""What a test run leaves behind: processes it started that still run, and the
+BENCH_DIRs it made that still exist. tests/conftest.py checks both when the run ends
+(in each xdist worker, for what that worker started) and fails the run naming them.
+
+A process is known as the run's by a token in its environment: every process the run
+starts (benchd, `bench up`'s daemon, nats-server, `bench bridge`, a session's stand-in)
+inherits PYTEST_BENCH_RUN, whose value this process sets at import. The name does not
+start with BENCH_, so the tests' own environments (which drop BENCH_*) keep it. The
+daemon's double fork and setsid do not drop an environment, so a daemon that outlived
+its test with parent 1 is still found. Directories are known because short_tmpdir
+registers each one it makes.
+"""
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+
+RUN_VAR = "PYTEST_BENCH_RUN"
+TOKEN = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+_MARK = f"{RUN_VAR}={TOKEN}".encode()
+_made: list[str] = []
+
+
+def mark_run() -> None:
+    """Give every process started from here on this process's token."""
+    os.environ[RUN_VAR] = TOKEN
+
+
+def tmpdir(prefix: str) -> str:
+    """A short directory in /tmp (AF_UNIX paths are small), checked at the end of the run."""
+    d = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    _made.append(d)
+    return d
+
+
+def _ours() -> dict[int, str]:
+    """pid -> command line of the live processes that carry this process's token."""
+    found = {}
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if _MARK not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue  # a zombie: already ended, its parent has not reaped it yet
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        found[int(name)] = cmd[:200]
+    return found
+
+
+def leftovers(grace: float = 10.0) -> list[str]:
+    """Lines naming each process still running and each directory still there; a process
+    that is just ending gets `grace` seconds. Then ends those processes (SIGKILL, by pid)
+    and removes those directories, so one run's leak does not load the next."""
+    deadline = time.monotonic() + grace
+    procs = _ours()
+    while procs and time.monotonic() < deadline:
+        time.sleep(0.2)
+        procs = _ours()
+    dirs = [d for d in _made if os.path.lexists(d)]
+    lines = [f"process {pid} still running: {cmd}" for pid, cmd in sorted(procs.items())]
+    lines += [f"directory still there: {d}" for d in dirs]
+    for pid in procs:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    return lines
