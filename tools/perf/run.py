@@ -123,7 +123,15 @@ def main(argv=None) -> int:
 
 
 NOTE_KEYS = {
-    "cli-send": ["runs", "bench_p90_ms", "floor_p90_ms", "imports_trio", "modules_imported"],
+    "cli-send": [
+        "fastpath_import_ms",
+        "cpu_ratio",
+        "runs",
+        "bench_p90_ms",
+        "floor_p90_ms",
+        "imports_trio",
+        "modules_imported",
+    ],
     "send-1": ["sends_per_rep", "reps", "latency_p50_ms", "latency_p99_ms"],
     "send-16": ["clients", "sends_per_rep", "reps", "rates", "baseline_rates"],
     "send-noisy": ["sends", "rounds", "p50_ms", "baseline_p50_ms"],
