@@ -11,6 +11,8 @@ floor under it, measured on the same nats-server and the same nodes in the same 
 - bridge/sends: 16 concurrent senders on node1 until the last bridge/delivered on node2,
   against node1's own local rate with 16 senders in the same run (its outbound queue
   accepts mail no faster than that). Target: >= 0.5x.
+- bridge-cpu: the CPU time (user + system) of both daemons and both bridges over the
+  bridge/sends run, per message delivered. Target: <= 1.5 ms.
 - bridge-idle: the first message after a quiet spell longer than the daemons' idle
   timeout (--idle-timeout, short here), against a warm message's latency in the same run
   (both sent on a new connection, as a CLI does), medians of each; every cold sample
@@ -27,6 +29,7 @@ from tools.perf.harness import (
     Context,
     EventStream,
     Result,
+    cpu_seconds,
     median,
     ms,
     now_ns,
@@ -36,6 +39,7 @@ from tools.perf.harness import (
 )
 
 SENDERS = 16
+BRIDGE_CPU_US = 1500.0  # the target: CPU of the four processes per bridged message
 IDLE_TIMEOUT = "2"  # seconds: the daemons' --idle-timeout, so a quiet spell is short
 
 
@@ -63,7 +67,12 @@ def bridge(ctx: Context) -> list[Result]:
         bare.open()
         lat, local1, local2, bare_lat = _latency(n1, n2, n_lat, bare)
         bare.close()  # its loop runs only while sampling: not left to go stale on the server
+        # bridge-cpu: what the throughput run cost the four processes that carry mail
+        # between the nodes (both daemons, both bridges), per message it delivered.
+        pids = [n1.d.proc.pid, n2.d.proc.pid, n1.bridge.pid, n2.bridge.pid]
+        c0 = [cpu_seconds(p) for p in pids]
         rate = _throughput(n1, n2, n_thr)
+        spent = [cpu_seconds(p) - c for p, c in zip(pids, c0, strict=True)]
         local_rate = _local_rate(n1, n_thr)
         warm, cold = _idle(n1, n2, n_idle)
     finally:
@@ -74,6 +83,7 @@ def bridge(ctx: Context) -> list[Result]:
     lp99 = p99(lat)
     floor = p99(bare_lat) + p99(local1) + p99(local2)
     cold_p50, warm_p50 = median(cold), median(warm)
+    per_msg_us = sum(spent) / n_thr * 1e6
     common = {"nats_server": "nats-server -js, loopback, file store in /tmp"}
     return [
         Result(
@@ -114,6 +124,30 @@ def bridge(ctx: Context) -> list[Result]:
                 messages=n_thr,
                 local_sends_16=round(local_rate),
                 baseline="node1's own local sends/s with 16 senders, same run",
+            ),
+        ),
+        Result(
+            "bridge-cpu",
+            "us",
+            per_msg_us,
+            BRIDGE_CPU_US,
+            per_msg_us / BRIDGE_CPU_US,
+            "<=",
+            1.0,
+            ratio_note=f"CPU per bridged message / {BRIDGE_CPU_US:g} us",
+            params=dict(
+                common,
+                per_message_us=round(per_msg_us),
+                messages=n_thr,
+                senders=SENDERS,
+                daemon1_us=round(spent[0] / n_thr * 1e6),
+                daemon2_us=round(spent[1] / n_thr * 1e6),
+                bridge1_us=round(spent[2] / n_thr * 1e6),
+                bridge2_us=round(spent[3] / n_thr * 1e6),
+                stat=(
+                    "user+system (/proc/PID/stat) of both daemons and both bridges over the "
+                    "bridge/sends run, per delivered message"
+                ),
             ),
         ),
         Result(

@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tools.perf import agents, bridge, dash, fleet, mail, scale, search
+from tools.perf import agents, bridge, cpu, dash, fleet, mail, scale, search
 from tools.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of docs/performance.md (the table's order).
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "cli-send": mail.cli_send,
     "send-1": mail.send_1,
     "send-16": mail.send_16,
+    "send-cpu": cpu.send_cpu,
     "send-noisy": mail.send_noisy,
     "list-scale": scale.list_scale,
     "send-scale": scale.send_scale,
@@ -39,6 +40,7 @@ RUN_ORDER = [
     "cli-send",
     "send-1",
     "send-16",
+    "send-cpu",
     "send-noisy",
     "list-scale",
     "restart",
@@ -134,6 +136,8 @@ NOTE_KEYS = {
     ],
     "send-1": ["sends_per_rep", "reps", "latency_p50_ms", "latency_p99_ms"],
     "send-16": ["clients", "sends_per_rep", "reps", "rates", "baseline_rates"],
+    "send-cpu": ["cpu_us_1", "rounds_us_16"],
+    "bridge-cpu": ["daemon1_us", "daemon2_us", "bridge1_us", "bridge2_us", "messages"],
     "send-noisy": ["sends", "rounds", "p50_ms", "baseline_p50_ms"],
     "list-scale": ["big", "small", "calls", "big_p50_ms", "small_p50_ms"],
     "list-scale/scan": ["scans"],
