@@ -26,8 +26,10 @@ from tools.perf.harness import (
     now_ns,
     p99,
     percentile,
+    rounds,
     send_concurrently,
     send_mail,
+    timed_rate,
 )
 
 # ---------------------------------------------------------------- cli-send
@@ -173,40 +175,49 @@ class MaildirBaseline:
 
 
 def send_1(ctx: Context) -> list[Result]:
-    n = ctx.size(300, 2000)
-    reps = ctx.size(3, 5)
+    n_rounds = ctx.size(3, 6)
+    seconds = ctx.size(0.5, 2.0)
     base = MaildirBaseline(ctx)
     d = ctx.tmpdir("s1")
-    rates, base_rates, lat = [], [], []
+    lat: list[int] = []
     with Daemon(d) as daemon:
         conn = daemon.connect()
         for _ in range(50):
             send_mail(conn, "box")
         base.rate(50)
-        for _ in range(reps):
-            base_rates.append(base.rate(n))
-            t_start = now_ns()
-            for _ in range(n):
+
+        def sends(k: int) -> None:
+            for _ in range(k):
                 t0 = now_ns()
                 send_mail(conn, "box")
                 lat.append(now_ns() - t0)
-            rates.append(n / ((now_ns() - t_start) / 1e9))
+
+        def maildir(k: int) -> None:
+            for _ in range(k):
+                base.send()
+
+        r = rounds(
+            n_rounds,
+            lambda: timed_rate(sends, seconds, 20),
+            lambda: timed_rate(maildir, seconds, 20),
+        )
         conn.close()
-    r, b = median(rates), median(base_rates)
     return [
         Result(
             "send-1",
             "sends/s",
-            r,
-            b,
-            r / b,
+            median(r["bench"]),
+            median(r["base"]),
+            r["ratio"],
             ">=",
             1.0,
             params={
-                "sends_per_rep": n,
-                "reps": reps,
+                "rounds": n_rounds,
+                "round_s": seconds,
+                "ratios": r["ratios"],
+                "spread": r["spread"],
                 "warmup": 50,
-                "stat": "median of reps",
+                "stat": "median of per-round ratios (baseline and daemon alternate)",
                 "clients": 1,
                 "latency_p50_ms": ms(median(lat)),
                 "latency_p99_ms": ms(p99(lat)),
@@ -219,49 +230,65 @@ def send_1(ctx: Context) -> list[Result]:
 # ---------------------------------------------------------------- send-16
 
 
-def send16_rates(ctx: Context, clients: int = 16) -> tuple[list[float], list[float], int, int]:
-    """(daemon rates, baseline rates, sends per rep, reps) for `clients` concurrent clients."""
-    per_client = ctx.size(100, 250)
-    reps = ctx.size(3, 5)
-    total = per_client * clients
+def send16_rounds(ctx: Context, clients: int = 16) -> dict:
+    """Rounds of `clients` concurrent senders against the single-threaded Maildir loop,
+    alternating (see harness.rounds); the mailbox's total is checked at the end."""
+    n_rounds = ctx.size(3, 6)
+    seconds = ctx.size(0.5, 2.0)
     base = MaildirBaseline(ctx)
     d = ctx.tmpdir("s16")
-    rates, base_rates = [], []
+    sent = 0
+
+    def sends(k: int) -> int:
+        nonlocal sent
+        sent += k
+        return send_concurrently(d, "box", k, clients)
+
+    def maildir(k: int) -> None:
+        for _ in range(k):
+            base.send()
+
     with Daemon(d) as daemon:
         send_concurrently(d, "box", clients * 10, clients)  # warm-up
         base.rate(50)
-        for _ in range(reps):
-            base_rates.append(base.rate(ctx.size(300, 1000)))
-            rates.append(total / (send_concurrently(d, "box", total, clients) / 1e9))
+        r = rounds(
+            n_rounds,
+            lambda: timed_rate(sends, seconds, clients * 20),
+            lambda: timed_rate(maildir, seconds, 20),
+        )
         conn = daemon.connect()
         got = call(conn, "mail/list", handle="box", limit=1)["total"]
         conn.close()
-        if got != clients * 10 + total * reps:
-            raise RuntimeError(f"the mailbox holds {got} messages, not {total * reps}")
-    return rates, base_rates, total, reps
+        if got != clients * 10 + sent:
+            raise RuntimeError(f"the mailbox holds {got} messages, not {clients * 10 + sent}")
+    r.update(rounds_n=n_rounds, round_s=seconds, sent=sent)
+    return r
 
 
 def send_16(ctx: Context) -> list[Result]:
-    rates, base_rates, total, reps = send16_rates(ctx)
-    r, b = median(rates), median(base_rates)
-    ctx.shared["send-16"] = r
+    r = send16_rounds(ctx)
+    rate = median(r["bench"])
+    ctx.shared["send-16"] = rate
     return [
         Result(
             "send-16",
             "sends/s",
-            r,
-            b,
-            r / b,
+            rate,
+            median(r["base"]),
+            r["ratio"],
             ">=",
             3.0,
             params={
                 "clients": 16,
                 "client_kind": "threads, one persistent connection each",
-                "sends_per_rep": total,
-                "reps": reps,
-                "stat": "median of reps",
-                "rates": [round(x) for x in rates],
-                "baseline_rates": [round(x) for x in base_rates],
+                "rounds": r["rounds_n"],
+                "round_s": r["round_s"],
+                "ratios": r["ratios"],
+                "spread": r["spread"],
+                "sends": r["sent"],
+                "stat": "median of per-round ratios (baseline and daemon alternate)",
+                "rates": [round(x) for x in r["bench"]],
+                "baseline_rates": [round(x) for x in r["base"]],
                 "baseline": "single-threaded mailbox.Maildir.add + fsync(file) + fsync(dir)",
             },
         )

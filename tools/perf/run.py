@@ -88,8 +88,10 @@ def main(argv=None) -> int:
     t_all = time.monotonic()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        for name in [n for n in RUN_ORDER if n in args.names]:
-            print(f"- {name} ...", flush=True)
+        todo = [n for n in RUN_ORDER if n in args.names]
+        for i, name in enumerate(todo, 1):
+            at = time.monotonic() - t_all
+            print(f"- [{i}/{len(todo)}] {name} ... ({at / 60:.1f} min in)", flush=True)
             t0 = time.monotonic()
             try:
                 results[name] = BENCHMARKS[name](ctx)
@@ -134,17 +136,25 @@ NOTE_KEYS = {
         "imports_trio",
         "modules_imported",
     ],
-    "send-1": ["sends_per_rep", "reps", "latency_p50_ms", "latency_p99_ms"],
-    "send-16": ["clients", "sends_per_rep", "reps", "rates", "baseline_rates"],
+    "send-1": ["ratios", "spread", "latency_p50_ms", "latency_p99_ms"],
+    "send-16": ["ratios", "spread", "rates", "baseline_rates"],
     "send-cpu": ["cpu_us_1", "rounds_us_16"],
     "bridge-cpu": ["daemon1_us", "daemon2_us", "bridge1_us", "bridge2_us", "messages"],
     "send-noisy": ["sends", "rounds", "p50_ms", "baseline_p50_ms"],
     "list-scale": ["big", "small", "calls", "big_p50_ms", "small_p50_ms"],
     "list-scale/scan": ["scans"],
-    "send-scale": ["sends", "big_p50_ms", "empty_p50_ms"],
+    "send-scale": ["ratios", "spread", "sends", "big_p50_ms", "empty_p50_ms"],
     "wake": ["samples", "overhead_p50_ms", "ack_to_submitted_p50_ms", "enter_retries"],
     "relay": ["sessions", "bytes_each", "reps"],
-    "fanout": ["jobs", "rate_by_event_ts", "settle_span_s", "spawn_s", "baseline"],
+    "fanout": [
+        "ratios",
+        "spread",
+        "jobs",
+        "rate_by_event_ts",
+        "settle_span_s",
+        "spawn_s",
+        "baseline",
+    ],
     "restart": ["restarts", "empty_dir_ready_s", "baseline_runs"],
     "bridge/p99": [
         "samples",
