@@ -166,7 +166,14 @@ NOTE_KEYS = {
         "floor_p99_ms",
     ],
     "bridge/sends": ["senders", "messages", "local_sends_16"],
-    "bridge-idle": ["quiet_spells", "idle_timeout_s", "cold_ms", "warm_p50_ms", "warm_max_ms"],
+    "bridge-idle": [
+        "quiet_spells",
+        "spells_with_idle_closes",
+        "idle_timeout_s",
+        "cold_ms",
+        "warm_p50_ms",
+        "warm_max_ms",
+    ],
     "rss": [
         "sessions",
         "messages",
