@@ -27,9 +27,9 @@ def per_send_us(daemon: Daemon, total: int, clients: int) -> float:
 
 
 def send_cpu(ctx: Context) -> list[Result]:
-    reps = ctx.size(2, 5)
-    n1 = ctx.size(300, 2000)
-    n16 = ctx.size(1600, 8000)
+    reps = ctx.size(2, 3)
+    n1 = ctx.size(300, 1000)
+    n16 = ctx.size(1600, 4800)
     d = ctx.tmpdir("cpu")
     one, sixteen = [], []
     with Daemon(d) as daemon:
