@@ -265,7 +265,7 @@ def fanout(ctx: Context) -> list[Result]:
     running the harness closes it, so all jobs settle together and the figure is the
     outbox's, not the spawn rate's. Timed from that release to the N-th outbox/posted."""
     n_rounds = ctx.size(2, 4)
-    n = ctx.size(60, 250)  # jobs per round
+    n = ctx.size(100, 250)  # jobs per round
     seconds = ctx.size(0.5, 2.0)
     sd = ctx.tmpdir("fo16")
     runs: list[dict] = []
