@@ -8,7 +8,13 @@ import sys
 
 from bench_wire.client import dumps
 from bench_wire.errors import WireError, exit_code_for
-from bench_wire.untrusted import escape
+
+
+def _escape(text: str) -> str:
+    # Only a terminal needs it: the fast path's answers usually go to a pipe (an agent).
+    from bench_wire.untrusted import escape
+
+    return escape(text)
 
 
 def emit_json(obj: dict) -> None:
@@ -23,7 +29,7 @@ def fail(err: WireError, as_json: bool) -> int:
             body["retry_after"] = err.retry_after
         emit_json({"ok": False, "error": body})
     else:
-        msg = escape(err.message) if sys.stderr.isatty() else err.message
+        msg = _escape(err.message) if sys.stderr.isatty() else err.message
         sys.stderr.write(f"bench: {msg} [{err.code}]\n")
     return exit_code_for(err.code)
 
@@ -138,6 +144,7 @@ def write(text: "str | list[str | Painted]") -> None:
     if isinstance(text, str):
         text = [text]
     parts = []
+    escape = _escape if tty else str
     for piece in text:
         if isinstance(piece, Painted):
             if tty:

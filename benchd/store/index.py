@@ -487,11 +487,16 @@ class Index:
         w = self.w
         w.execute("BEGIN IMMEDIATE")
         faults.check("index")
+        # The counts change once per (handle, state) per commit, not once per message:
+        # a batch of sends to one mailbox is one upsert.
+        bumps: dict[tuple[str, int], int] = {}
         for kind, args in p.ops:
             if kind == "add":
-                w.execute("INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)", args)
-                if w.execute("SELECT changes()").fetchone()[0]:
-                    self._bump(args[0], args[2], 1)
+                if w.execute(
+                    "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)", args
+                ).rowcount:
+                    key = (args[0], args[2])
+                    bumps[key] = bumps.get(key, 0) + 1
             elif kind == "state":
                 handle, mail_id, state = args
                 row = w.execute(
@@ -502,8 +507,8 @@ class Index:
                         "UPDATE messages SET state=? WHERE handle=? AND id=?",
                         (state, handle, mail_id),
                     )
-                    self._bump(handle, row[0], -1)
-                    self._bump(handle, state, 1)
+                    bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
+                    bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
             elif kind == "text":
                 search.add(w, *args)
             elif kind == "mstate":
@@ -515,8 +520,10 @@ class Index:
                 ).fetchone()
                 if row is not None:
                     w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
-                    self._bump(handle, row[0], -1)
+                    bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
                 search.remove(w, handle, mail_id)
+        for (handle, state), d in bumps.items():
+            self._bump(handle, state, d)  # even 0: the row names the mailbox, as before
         for k, v in p.meta.items():
             w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
         w.execute("COMMIT")

@@ -504,6 +504,15 @@ def test_body_cap(daemon):
         refused(daemon, "body-too-large", "mail", "send", "alice", input="é" * (cap // 2) + "a")
 
 
+def test_m_body_both_sides_of_the_skipped_hello(daemon):
+    # Up to 64 KiB a -m body goes without asking the daemon's caps first; above that the
+    # CLI asks (a single argument is at most 128 KiB on Linux). Both arrive whole.
+    for size in (64 * 1024, 100 * 1024):
+        a = daemon.ok("mail", "send", "alice", "-m", "m" * size)
+        _, body = split(a["path"])
+        assert len(body) == size
+
+
 def test_subject_cap(daemon):
     cap = caps(daemon)["subject_chars"]
     assert cap > 0

@@ -5,6 +5,7 @@ start plus its imports. The fast path (bench_cli.fastpath) must not load click, 
 re, socket or typing; no part of the CLI may load the daemon's trio or structlog.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -135,7 +136,7 @@ def test_hot_run_without_a_daemon_stays_lean():
         body = f"""
 sys.argv = ['bench', 'mail', 'send', 'x', '-m', 'y', '--dir', {d!r}]
 from bench_cli import entry
-result = entry.main()
+result = entry.main(leave=False)
 """
         r = probe(body, "-S", env={"PYTHONPATH": ROOT})
         assert r["result"] == "3"  # no daemon
@@ -190,3 +191,92 @@ def test_bench_wire_package_import_is_empty():
         env={"PYTHONPATH": ROOT},
     )
     assert not (r["after"] & HOT_FORBIDDEN), sorted(r["after"] & HOT_FORBIDDEN)
+
+
+# ---------------------------------------------------------------- what a send costs, by structure
+
+# Every module of bench a cold `bench mail send` loads, and the C modules it adds to what
+# the interpreter loads anyway. Each costs a few hundred microseconds on a loaded machine
+# (a directory walk, a read, its top-level code): a new one here is a decision, not a drift.
+SEND_MODULES = {
+    "bench_cli",
+    "bench_cli.entry",
+    "bench_cli.fastpath",
+    "bench_cli.output",
+    "bench_wire",
+    "bench_wire.client",
+    "bench_wire.clientproto",
+    "bench_wire.errors",
+    "bench_wire.lines",
+    "bench_wire.paths",
+}
+SEND_C_MODULES = {"_json", "_socket", "marshal", "time"}
+
+
+def imported(cmd: list[str], env: dict) -> set[str]:
+    """The modules a process imports, from its own -X importtime report."""
+    proc = subprocess.run(
+        cmd,
+        env=dict(env, PYTHONPROFILEIMPORTTIME="1"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {
+        ln.rsplit("|", 1)[-1].strip()
+        for ln in proc.stderr.splitlines()
+        if ln.startswith("import time:") and "|" in ln
+    } - {"imported package"}
+
+
+def test_a_cold_send_loads_exactly_the_allowed_modules(daemon):
+    from tests.support.daemon import BENCH
+
+    env = daemon.env()
+    daemon.ok("mail", "send", "x", "-m", "first")  # a known mailbox: no new-mailbox hint
+    floor = imported([sys.executable, "-c", "pass"], env)
+    sent = imported([BENCH, "mail", "send", "x", "-m", "y"], env)
+    new = sent - floor
+    ours = {n for n in new if n.startswith("bench")}
+    assert ours == SEND_MODULES, (sorted(ours - SEND_MODULES), sorted(SEND_MODULES - ours))
+    assert new - SEND_MODULES <= SEND_C_MODULES, sorted(new - SEND_MODULES)
+
+
+def _import_time_calls(tree: "ast.Module") -> list[str]:
+    """What a module calls while it is imported: top-level code, class bodies, decorators
+    and defaults; not function bodies."""
+    calls: list[str] = []
+
+    def visit(node: "ast.AST") -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                for part in [*getattr(child, "decorator_list", []), *child.args.defaults]:
+                    visit(part)
+                continue
+            if isinstance(child, ast.Call):
+                calls.append(ast.unparse(child.func))
+            visit(child)
+
+    visit(tree)
+    return calls
+
+
+def test_the_send_modules_do_no_work_at_import():
+    # No regex compiled, no msgspec Struct or enum built, no table computed: at import a
+    # send module defines functions and plain classes, and calls only its own classes
+    # and a builtin constructor or two (what its top level needs to exist).
+    cheap = {"set", "frozenset", "dict", "tuple", "_json.make_scanner", "sys.exit", "main"}
+    for name in sorted(SEND_MODULES):
+        path = os.path.join(ROOT, *name.split(".")) + ".py"
+        if not os.path.exists(path):
+            path = os.path.join(ROOT, *name.split("."), "__init__.py")
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        own = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
+        for call in _import_time_calls(tree):
+            assert call in cheap | own, f"{name} calls {call}() at import"
+        for cls in (c for c in tree.body if isinstance(c, ast.ClassDef)):
+            bases = {ast.unparse(b) for b in cls.bases}
+            assert bases <= {"Exception", "WireError", "object"} | own, (name, cls.name, bases)

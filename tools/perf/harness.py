@@ -534,3 +534,38 @@ class Context:
     def cleanup(self) -> None:
         for d in list(self._dirs):
             self.remove(d)
+
+
+# ---------------------------------------------------------------- rounds against a baseline
+
+
+def timed_rate(batch, seconds: float, chunk: int) -> float:
+    """Operations per second: `batch(chunk)` (returning the ns it took, or None to be
+    timed here) again and again until `seconds` have been spent in it."""
+    spent = done = 0
+    while spent < seconds * 1e9:
+        t0 = now_ns()
+        took = batch(chunk)
+        spent += took if took is not None else now_ns() - t0
+        done += chunk
+    return done / (spent / 1e9)
+
+
+def rounds(n: int, bench, base) -> dict:
+    """Run the baseline and bench alternately, `n` rounds of each (`base()` then
+    `bench()`, each returning its figure): a slow spell of the disk or the machine falls
+    on both sides of a round. Returns the per-round figures and ratios (bench/base), and
+    the median ratio with its spread."""
+    bench_v: list[float] = []
+    base_v: list[float] = []
+    for _ in range(n):
+        base_v.append(base())
+        bench_v.append(bench())
+    ratios = [b / a for b, a in zip(bench_v, base_v, strict=True)]
+    return {
+        "ratio": median(ratios),
+        "ratios": [round(r, 3) for r in ratios],
+        "spread": [round(min(ratios), 3), round(max(ratios), 3)],
+        "bench": bench_v,
+        "base": base_v,
+    }

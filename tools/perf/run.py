@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tools.perf import agents, bridge, dash, fleet, mail, scale, search, spawn, states
+from tools.perf import agents, bridge, cpu, dash, fleet, mail, scale, search, spawn, states
 from tools.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of docs/performance.md (the table's order).
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "cli-send": mail.cli_send,
     "send-1": mail.send_1,
     "send-16": mail.send_16,
+    "send-cpu": cpu.send_cpu,
     "send-noisy": mail.send_noisy,
     "list-scale": scale.list_scale,
     "send-scale": scale.send_scale,
@@ -41,6 +42,7 @@ RUN_ORDER = [
     "cli-send",
     "send-1",
     "send-16",
+    "send-cpu",
     "send-noisy",
     "list-scale",
     "restart",
@@ -90,8 +92,10 @@ def main(argv=None) -> int:
     t_all = time.monotonic()
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
-        for name in [n for n in RUN_ORDER if n in args.names]:
-            print(f"- {name} ...", flush=True)
+        todo = [n for n in RUN_ORDER if n in args.names]
+        for i, name in enumerate(todo, 1):
+            at = time.monotonic() - t_all
+            print(f"- [{i}/{len(todo)}] {name} ... ({at / 60:.1f} min in)", flush=True)
             t0 = time.monotonic()
             try:
                 results[name] = BENCHMARKS[name](ctx)
@@ -127,19 +131,37 @@ def main(argv=None) -> int:
 
 
 NOTE_KEYS = {
-    "cli-send": ["runs", "bench_p90_ms", "floor_p90_ms", "imports_trio", "modules_imported"],
+    "cli-send": [
+        "fastpath_import_ms",
+        "cpu_ratio",
+        "runs",
+        "bench_p90_ms",
+        "floor_p90_ms",
+        "imports_trio",
+        "modules_imported",
+    ],
     "spawn": ["samples", "sandboxed_p90_ms", "unsandboxed_p90_ms"],
-    "send-1": ["sends_per_rep", "reps", "latency_p50_ms", "latency_p99_ms"],
-    "send-16": ["clients", "sends_per_rep", "reps", "rates", "baseline_rates"],
+    "send-1": ["ratios", "spread", "latency_p50_ms", "latency_p99_ms"],
+    "send-16": ["ratios", "spread", "rates", "baseline_rates"],
+    "send-cpu": ["cpu_us_1", "rounds_us_16"],
+    "bridge-cpu": ["daemon1_us", "daemon2_us", "bridge1_us", "bridge2_us", "messages"],
     "send-noisy": ["sends", "rounds", "p50_ms", "baseline_p50_ms"],
     "list-scale": ["big", "small", "calls", "big_p50_ms", "small_p50_ms"],
     "list-scale/scan": ["scans"],
-    "send-scale": ["sends", "big_p50_ms", "empty_p50_ms"],
+    "send-scale": ["ratios", "spread", "sends", "big_p50_ms", "empty_p50_ms"],
     "wake": ["samples", "overhead_p50_ms", "ack_to_submitted_p50_ms", "enter_retries"],
     "wake-states/woken": ["messages", "agents", "woken_p50_ms", "active_p50_ms", "active_p99_ms"],
     "wake-states/success": ["woken", "not_woken"],
     "relay": ["sessions", "bytes_each", "reps"],
-    "fanout": ["jobs", "rate_by_event_ts", "settle_span_s", "spawn_s", "baseline"],
+    "fanout": [
+        "ratios",
+        "spread",
+        "jobs",
+        "rate_by_event_ts",
+        "settle_span_s",
+        "spawn_s",
+        "baseline",
+    ],
     "restart": ["restarts", "empty_dir_ready_s", "baseline_runs"],
     "bridge/p99": [
         "samples",
@@ -151,7 +173,14 @@ NOTE_KEYS = {
         "floor_p99_ms",
     ],
     "bridge/sends": ["senders", "messages", "local_sends_16"],
-    "bridge-idle": ["quiet_spells", "idle_timeout_s", "cold_ms", "warm_p50_ms", "warm_max_ms"],
+    "bridge-idle": [
+        "quiet_spells",
+        "spells_with_idle_closes",
+        "idle_timeout_s",
+        "cold_ms",
+        "warm_p50_ms",
+        "warm_max_ms",
+    ],
     "rss": [
         "sessions",
         "messages",
