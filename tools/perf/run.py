@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from tools.perf import agents, bridge, dash, fleet, mail, scale, search, spawn, states
+from tools.perf import agents, bridge, dash, fleet, mail, sandboxed, scale, search, spawn, states
 from tools.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of docs/performance.md (the table's order).
@@ -34,6 +34,7 @@ BENCHMARKS = {
     "dash-idle": dash.dash_idle,
     "fleet": fleet.fleet,
     "spawn": spawn.spawn,
+    "cli-send-sandboxed": sandboxed.cli_send_sandboxed,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
@@ -55,6 +56,7 @@ RUN_ORDER = [
     "fleet",
     "bridge",
     "spawn",
+    "cli-send-sandboxed",
 ]
 
 
@@ -129,6 +131,7 @@ def main(argv=None) -> int:
 NOTE_KEYS = {
     "cli-send": ["runs", "bench_p90_ms", "floor_p90_ms", "imports_trio", "modules_imported"],
     "spawn": ["samples", "sandboxed_p90_ms", "unsandboxed_p90_ms"],
+    "cli-send-sandboxed": ["runs", "bench_p90_ms", "floor_p90_ms", "processes_visible"],
     "send-1": ["sends_per_rep", "reps", "latency_p50_ms", "latency_p99_ms"],
     "send-16": ["clients", "sends_per_rep", "reps", "rates", "baseline_rates"],
     "send-noisy": ["sends", "rounds", "p50_ms", "baseline_p50_ms"],
