@@ -18,6 +18,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 ME = os.path.abspath(__file__)
@@ -87,32 +88,43 @@ def job(role: str, out: str, *args: str) -> dict:
 def churn(out: str, end: str, top: str = "") -> None:
     """Spawn jobs as fast as allowed until END (wall time), each job doing the same. A job
     below the top one leaves once it has started its share, so its parent may start more;
-    the top one also sends to new handles, to make as many mailboxes as it may."""
+    the top one also mails new handles on a second connection, as fast as it goes, to
+    make as many mailboxes as it may."""
     end_t = float(end)
     conn = Raw()
-    spawned, refused, mailboxes, mail_refused = 0, {}, 0, {}
+    spawned, refused = 0, {}
+    boxes = {"made": 0, "refused": {}}
     max_children = conn.ask("hello")["caps"]["max_children"]
-    i = 0
+
+    def new_mailboxes() -> None:
+        mail, i = Raw(), 0
+        while time.time() < end_t:
+            i += 1
+            m = mail.ask("mail/send", to=f"junk-{HANDLE}-{i}", body="x")
+            if code(m) == "ok":
+                boxes["made"] += 1
+            else:
+                tally(boxes["refused"], code(m))
+                time.sleep(0.05)
+
+    if top:
+        mailer = threading.Thread(target=new_mailboxes, daemon=True)
+        mailer.start()
     while time.time() < end_t:
-        i += 1
         a = conn.ask("session/spawn", **job("churn", out, end))
         if code(a) == "ok":
             spawned += 1
         else:
             tally(refused, code(a))
-        if top:
-            m = conn.ask("mail/send", to=f"junk-{HANDLE}-{i}", body="x")
-            if code(m) == "ok":
-                mailboxes += 1
-            else:
-                tally(mail_refused, code(m))
         if not top and spawned >= max_children:
             break
         if code(a) != "ok":
             time.sleep(0.05)
+    if top:
+        mailer.join()
     write(out, f"churn-{HANDLE}.json", {
         "handle": HANDLE, "spawned": spawned, "refused": refused,
-        "mailboxes": mailboxes, "mail_refused": mail_refused,
+        "mailboxes": boxes["made"], "mail_refused": boxes["refused"],
     })  # fmt: skip
 
 
@@ -176,7 +188,7 @@ def snoop(known: list[str]) -> dict:
             found["token_callers"][tok[:8]] = f"error {err}"
     own = os.path.join(BENCH_DIR, "mail", HANDLE) + os.sep
     paths = set(known)
-    for root, dirs, files in os.walk(BENCH_DIR, onerror=lambda e: None):
+    for root, _dirs, files in os.walk(BENCH_DIR, onerror=lambda e: None):
         paths.update(os.path.join(root, n) for n in files)
     for name in ("index.sqlite", "events.jsonl", "benchd.log", "outbox.sqlite", "sessions"):
         paths.add(os.path.join(BENCH_DIR, name))
@@ -306,8 +318,10 @@ def accept_race(n: int) -> dict:
             if os.fork() == 0:
                 try:
                     h = s.ask("hello")
-                    got = (h.get("caller") or code(h)) + " " + code(
-                        s.ask("mail/list", handle="victim")
+                    got = (
+                        (h.get("caller") or code(h))
+                        + " "
+                        + code(s.ask("mail/list", handle="victim"))
                     )
                 except OSError as err:
                     got = "error " + type(err).__name__

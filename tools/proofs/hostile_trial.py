@@ -81,6 +81,13 @@ class Sampler(threading.Thread):
         return statistics.median(self.times) * 1000, max(self.times) * 1000, len(self.times)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def tree_of(sessions: list[dict], root: str) -> list[dict]:
     """The sessions below the session id `root` (its jobs, theirs, ...)."""
     below, ids, grew = [], {root}, True
@@ -205,10 +212,13 @@ class Trial:
             json.dump([start, start + seconds], f)
         os.rename(os.path.join(self.out, "go.tmp"), os.path.join(self.out, "go"))
         sampler = Sampler(self.b.dir, "mail/send", to="opbox", body="the operator's own")
+        pid = operator_call(self.b.dir, "hello")[1]["pid"]
         while time.time() < start:
             time.sleep(0.01)
         sampler.start()
+        cpu0, t0 = cpu_seconds(pid), time.monotonic()
         wait_for(lambda: len(files(self.out, "sent-")) >= flooders, seconds + 60, "the tallies")
+        busy = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
         sampler.stop.set()
         sampler.join()
         sent = files(self.out, "sent-")
@@ -232,6 +242,7 @@ class Trial:
                  f"{med:.1f} / {mx:.1f} ms", "all answered", not sampler.errors)  # fmt: skip
         med, mx, n = idle.figures()
         self.row(f"(b)   the same before the flood ({n} sends)", f"{med:.1f} / {mx:.1f} ms")
+        self.row("(b)   the daemon's CPU during the flood", f"{busy:.0%} of one core")
 
     def _victim_total(self) -> int:
         return operator_call(self.b.dir, "mail/list", handle="victim", limit=1)[1]["total"]
