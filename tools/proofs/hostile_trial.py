@@ -165,7 +165,8 @@ class Trial:
         peak = live_peak(self.b.events(seq0), {s["session"] for s in below})
         boxes = operator_call(self.b.dir, "hello")[1]["mailboxes"] - boxes0
         self.b.run("kill", "churn-root", "--tree")
-        top = files(self.out, "churn-churn-agent")[0]
+        with open(os.path.join(self.out, "churn-churn-agent.json")) as f:
+            top = json.load(f)
         refused = {}
         for t in files(self.out, "churn-"):
             for k, v in t["refused"].items():
