@@ -48,6 +48,11 @@ delegate-proof-real *ARGS:
 bridge-proof *ARGS:
     {{py}} -m tools.proofs.bridge_proof {{ARGS}}
 
+# Attack a fresh daemon from inside its sessions as a prompt-injected agent would; prints the
+# figures, exits 1 if any attack succeeds (about 2 minutes; `--seconds 15` shortens the churn).
+hostile-trial *ARGS:
+    {{py}} -m tools.proofs.hostile_trial {{ARGS}}
+
 # A short end-to-end check of a daemon (starts one if none answers on $BENCH_DIR).
 live-smoke:
     {{py}} -m tools.proofs.live_smoke

@@ -95,3 +95,21 @@ def test_delegate_proof_alice_delegates_from_her_own_session():
     assert "collected 'alice.4: stalled, no output and no report' from alice" in p.stdout
     assert "collected 'alice.5: outcome interrupted, reason deadline' from alice" in p.stdout
     assert "delegate-proof: ok" in p.stdout
+
+
+def test_hostile_trial_every_attack_holds():
+    # `just hostile-trial`, shortened: churn, flood, snoop, escape, race and the pattern
+    # from inside sessions of a sandboxed daemon with the default limits.
+    p = run_module(
+        "tools.proofs.hostile_trial",
+        *("--isolation", "required", "--seconds", "8", "--flood-seconds", "4"),
+        *("--race", "40", "--hold", "2"),
+    )
+    if p.returncode == 2 and "cannot be sandboxed" in p.stderr:
+        pytest.skip(f"the sandbox cannot run here: {p.stderr.strip()}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "hostile-trial: ok: every attack held" in p.stdout
+    rows = {line.split("  ")[0]: line for line in p.stdout.splitlines() if line.startswith("(")}
+    assert "BROKEN" not in p.stdout
+    tokens = rows["(c) other sessions' tokens readable"]
+    assert tokens.split()[5] == "0", tokens

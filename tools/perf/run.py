@@ -12,7 +12,19 @@ import sys
 import time
 import traceback
 
-from tools.perf import agents, bridge, cpu, dash, fleet, mail, scale, search, spawn, states
+from tools.perf import (
+    agents,
+    bridge,
+    cpu,
+    dash,
+    fleet,
+    mail,
+    sandboxed,
+    scale,
+    search,
+    spawn,
+    states,
+)
 from tools.perf.harness import Context, Result, crashed, table, write_json
 
 # name -> function, in the order of docs/performance.md (the table's order).
@@ -35,6 +47,7 @@ BENCHMARKS = {
     "dash-idle": dash.dash_idle,
     "fleet": fleet.fleet,
     "spawn": spawn.spawn,
+    "cli-send-sandboxed": sandboxed.cli_send_sandboxed,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it.
@@ -57,6 +70,7 @@ RUN_ORDER = [
     "fleet",
     "bridge",
     "spawn",
+    "cli-send-sandboxed",
 ]
 
 
@@ -141,6 +155,7 @@ NOTE_KEYS = {
         "modules_imported",
     ],
     "spawn": ["samples", "sandboxed_p90_ms", "unsandboxed_p90_ms"],
+    "cli-send-sandboxed": ["runs", "bench_p90_ms", "floor_p90_ms", "processes_visible"],
     "send-1": ["ratios", "spread", "latency_p50_ms", "latency_p99_ms"],
     "send-16": ["ratios", "spread", "rates", "baseline_rates"],
     "send-cpu": ["cpu_us_1", "rounds_us_16"],

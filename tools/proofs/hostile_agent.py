@@ -1,0 +1,379 @@
+"""The hostile agent of `just hostile-trial`: what runs INSIDE the sessions it attacks from.
+
+Plain Python (the stdlib only) and the `bench` CLI, as a prompt-injected agent has them:
+it talks to the daemon through `bench` or its socket directly, forks, reads /proc and
+walks BENCH_DIR. Every role writes what it saw as JSON into OUT, a scratch directory
+outside BENCH_DIR that the trial (tools/proofs/hostile_trial.py) reads.
+
+    python hostile_agent.py ROLE OUT [ARGS...]
+
+Roles: churn (spawn jobs as fast as allowed, each spawning more), flood (spawn what it
+may, then send as fast as it can), probe (tokens, foreign files, the escaped child, the
+accept race, the `(a+)+$` pattern), escape (the escaped child itself).
+"""
+
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+ME = os.path.abspath(__file__)
+BENCH_DIR = os.environ.get("BENCH_DIR", "")
+SOCK = os.path.join(BENCH_DIR, "benchd.sock")
+HANDLE = os.environ.get("BENCH_HANDLE", "?")
+TOKEN = os.environ.get("BENCH_TOKEN")
+
+
+def write(out: str, name: str, data) -> None:
+    """Atomically, so the trial never reads half a file."""
+    path = os.path.join(out, name)
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.rename(path + ".tmp", path)
+
+
+class Raw:
+    """One connection to the daemon's socket, newline-delimited JSON, no bench code."""
+
+    def __init__(self, token: str | None = TOKEN):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.settimeout(60)
+        self.s.connect(SOCK)
+        self.token = token
+        self.buf = b""
+        self.n = 0
+
+    def ask(self, verb: str, **fields) -> dict:
+        self.n += 1
+        req = {"verb": verb, "id": self.n, **fields}
+        if self.token:
+            req["token"] = self.token
+        self.s.sendall(json.dumps(req).encode() + b"\n")
+        while b"\n" not in self.buf:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                return {"ok": False, "error": {"code": "closed"}}
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.s.close()
+
+
+def code(answer: dict) -> str:
+    return "ok" if answer.get("ok", True) else answer.get("error", {}).get("code", "?")
+
+
+def tally(counts: dict, key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
+def job(role: str, out: str, *args: str) -> dict:
+    """A session/spawn request's fields for a child job running this file as `role`."""
+    return {
+        "argv": [sys.executable, ME, role, out, *args],
+        "cwd": out,
+        "job": {"body": f"{role} task", "subject": role},
+    }
+
+
+# ---------------------------------------------------------------- churn
+
+
+def churn(out: str, end: str, top: str = "") -> None:
+    """Spawn jobs as fast as allowed until END (wall time), each job doing the same. A job
+    below the top one leaves once it has started its share, so its parent may start more;
+    the top one also mails new handles on a second connection, as fast as it goes, to
+    make as many mailboxes as it may."""
+    end_t = float(end)
+    conn = Raw()
+    spawned, refused = 0, {}
+    boxes = {"made": 0, "refused": {}}
+    max_children = conn.ask("hello")["caps"]["max_children"]
+
+    def new_mailboxes() -> None:
+        mail, i = Raw(), 0
+        while time.time() < end_t:
+            i += 1
+            m = mail.ask("mail/send", to=f"junk-{HANDLE}-{i}", body="x")
+            if code(m) == "ok":
+                boxes["made"] += 1
+            else:
+                tally(boxes["refused"], code(m))
+                time.sleep(0.05)
+
+    if top:
+        mailer = threading.Thread(target=new_mailboxes, daemon=True)
+        mailer.start()
+    while time.time() < end_t:
+        a = conn.ask("session/spawn", **job("churn", out, end))
+        if code(a) == "ok":
+            spawned += 1
+        else:
+            tally(refused, code(a))
+        if not top and spawned >= max_children:
+            break
+        if code(a) != "ok":
+            time.sleep(0.05)
+    if top:
+        mailer.join()
+    write(out, f"churn-{HANDLE}.json", {
+        "handle": HANDLE, "spawned": spawned, "refused": refused,
+        "mailboxes": boxes["made"], "mail_refused": boxes["refused"],
+    })  # fmt: skip
+
+
+# ---------------------------------------------------------------- flood
+
+
+def flood(out: str, target: str) -> None:
+    """Spawn as many flooders below itself as it may, say ready, wait for OUT/go, then send
+    to `target` as fast as one connection goes until the window ends; never back off."""
+    conn = Raw()
+    children, refused = 0, {}
+    for _ in range(conn.ask("hello")["caps"]["max_children"]):
+        a = conn.ask("session/spawn", **job("flood", out, target))
+        if code(a) == "ok":
+            children += 1
+        else:
+            tally(refused, code(a))
+    write(out, f"ready-{HANDLE}.json", {"children": children, "refused": refused})
+    go = os.path.join(out, "go")
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    with open(go) as f:
+        start, end = json.load(f)
+    while time.time() < start:
+        time.sleep(0.005)
+    acked, codes, i = 0, {}, 0
+    while time.time() < end:
+        i += 1
+        a = conn.ask("mail/send", to=target, body=f"flood {HANDLE} {i}")
+        if code(a) == "ok":
+            acked += 1
+        else:
+            tally(codes, code(a))
+    write(out, f"sent-{HANDLE}.json", {"acked": acked, "refused": codes})
+    time.sleep(600)  # the trial ends the tree
+
+
+# ---------------------------------------------------------------- probe: (c) snooping
+
+
+def snoop(known: list[str]) -> dict:
+    """Every BENCH_TOKEN in every /proc/*/environ, and every file under BENCH_DIR (and the
+    paths the trial names) opened for reading; what worked is the attack's success."""
+    found: dict = {"pids": 0, "tokens": [], "token_callers": {}, "read": [], "tried": 0}
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        found["pids"] += 1
+        try:
+            with open(path, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"BENCH_TOKEN="):
+                tok = kv.split(b"=", 1)[1].decode()
+                if tok != TOKEN and tok not in found["tokens"]:
+                    found["tokens"].append(tok)
+    for tok in found["tokens"]:  # what a stolen token makes of us
+        try:
+            found["token_callers"][tok[:8]] = Raw(tok).ask("hello").get("caller", "refused")
+        except OSError as err:
+            found["token_callers"][tok[:8]] = f"error {err}"
+    own = os.path.join(BENCH_DIR, "mail", HANDLE) + os.sep
+    paths = set(known)
+    for root, _dirs, files in os.walk(BENCH_DIR, onerror=lambda e: None):
+        paths.update(os.path.join(root, n) for n in files)
+    for name in ("index.sqlite", "events.jsonl", "benchd.log", "outbox.sqlite", "sessions"):
+        paths.add(os.path.join(BENCH_DIR, name))
+    paths.update(os.path.join(BENCH_DIR, "journal", f"{i:08d}.log") for i in range(4))
+    for path in sorted(paths):
+        if path.startswith(own) or path.endswith("benchd.sock"):
+            continue  # its own mail is its own to read
+        found["tried"] += 1
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+            found["read"].append(path)
+        except OSError:
+            pass
+    try:  # and plant something where the daemon would find it
+        with open(os.path.join(BENCH_DIR, "mail", "victim", "inbox", "planted.md"), "w") as f:
+            f.write("planted")
+        found["planted"] = True
+    except OSError:
+        found["planted"] = False
+    found["listing"] = sorted(os.listdir(BENCH_DIR)) if os.path.isdir(BENCH_DIR) else []
+    return found
+
+
+# ---------------------------------------------------------------- probe: (d) escaping
+
+
+def escape(out: str, mode: str) -> None:
+    """The escaped child: connect (placed as this job's session), fork a child that calls
+    setsid (and forks again if `double`), keep the socket, and exit, so the session ends.
+    The child holds OUT/alive-MODE (a FIFO) open while it lives; once told to (OUT/go-MODE)
+    it speaks on the old connection and a new one, without a token."""
+    os.environ.pop("BENCH_TOKEN", None)
+    conn = Raw(token=None)
+    before = conn.ask("hello").get("caller")
+    if os.fork() == 0:
+        os.setsid()
+        if mode == "double" and os.fork() != 0:
+            os._exit(0)
+        alive = os.open(os.path.join(out, f"alive-{mode}"), os.O_WRONLY)  # noqa: F841
+        write(out, f"esc-ready-{mode}.json", {"before": before})
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.path.join(out, f"go-{mode}")):
+            if time.monotonic() > deadline:
+                os._exit(0)
+            time.sleep(0.02)
+        got = {}
+        for name, c in (("old", conn), ("new", None)):
+            try:
+                c = c or Raw(token=None)
+                h = c.ask("hello")
+                got[name] = h.get("caller") or code(h)
+                got[name + "_list"] = code(c.ask("mail/list", handle="victim"))
+            except OSError as err:
+                got[name] = got[name + "_list"] = f"closed ({type(err).__name__})"
+        write(out, f"esc-result-{mode}.json", got)
+        os._exit(0)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(out, f"esc-ready-{mode}.json")):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    os._exit(0)  # the session ends here; the child lives on only outside a sandbox
+
+
+def _eof(fd: int) -> bool:
+    try:
+        return os.read(fd, 1) == b""
+    except BlockingIOError:
+        return False
+
+
+def bench(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bench", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+def escaped_child(out: str, mode: str) -> str:
+    """Start the escape as a job of ours, wait for its session to end, then let the child
+    speak (if it still lives). The outcome in one word or two."""
+    fifo = os.path.join(out, f"alive-{mode}")
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        name = f"esc-{mode}-{HANDLE}"
+        p = bench("spawn", "--name", name, "--mail", "-", "--", sys.executable, ME,
+                  "escape", out, mode, stdin="escape")  # fmt: skip
+        if p.returncode != 0:
+            return f"spawn refused: {p.stderr.strip()}"
+        bench("job", "wait", name, "--timeout", "60s")
+        ready = os.path.join(out, f"esc-ready-{mode}.json")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ready) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not os.path.exists(ready):
+            return "no child"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _eof(reader):
+                return "died with its session"
+            time.sleep(0.05)
+        open(os.path.join(out, f"go-{mode}"), "w").close()
+        result = os.path.join(out, f"esc-result-{mode}.json")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(result) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not os.path.exists(result):
+            return "no answer"
+        with open(result) as f:
+            got = json.load(f)
+        return f"old: {got['old']}/{got['old_list']}; new: {got['new']}/{got['new_list']}"
+    finally:
+        os.close(reader)
+
+
+def accept_race(n: int) -> dict:
+    """Connect, fork, the connecting process exits at once, its child speaks (no token):
+    hello, then another's mailbox. N times; the tally of what the daemon made of it."""
+    os.environ.pop("BENCH_TOKEN", None)
+    counts: dict = {}
+    r, w = os.pipe()
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            s = Raw(token=None)
+            if os.fork() == 0:
+                try:
+                    h = s.ask("hello")
+                    got = (
+                        (h.get("caller") or code(h))
+                        + " "
+                        + code(s.ask("mail/list", handle="victim"))
+                    )
+                except OSError as err:
+                    got = "error " + type(err).__name__
+                os.write(w, got.encode() + b"\n")
+                os._exit(0)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        line = b""
+        while not line.endswith(b"\n"):
+            line += os.read(r, 1)
+        tally(counts, line.decode().strip().replace(HANDLE, "itself"))
+    return counts
+
+
+# ---------------------------------------------------------------- probe: (e) the pattern
+
+
+def pattern(out: str, hold: float) -> dict:
+    """A job whose --ready pattern backtracks exponentially on a backtracking engine, fed
+    the output that makes it; the trial times the operator meanwhile (OUT/pattern-*)."""
+    write(out, "pattern-start.json", {"t": time.time()})
+    name = f"redos-{HANDLE}"
+    t0 = time.monotonic()
+    p = bench("spawn", "--name", name, "--mail", "-", "--ready", "(a+)+$", "--",
+              "sh", "-c", "printf '" + "a" * 40 + "!'; sleep 300", stdin="match this")  # fmt: skip
+    spawn_s = time.monotonic() - t0
+    time.sleep(hold)
+    t0 = time.monotonic()
+    k = bench("kill", name, "--tree")
+    kill_s = time.monotonic() - t0
+    write(out, "pattern-done.json", {"t": time.time()})
+    return {
+        "spawn_rc": p.returncode,
+        "spawn_err": p.stderr.strip(),
+        "spawn_s": spawn_s,
+        "kill_rc": k.returncode,
+        "kill_s": kill_s,
+    }
+
+
+def probe(out: str, race_n: str, hold: str) -> None:
+    with open(os.path.join(out, "known.json")) as f:
+        known = json.load(f)  # paths the trial names: the victim's mail, the state files
+    result = {"handle": HANDLE, "snoop": snoop(known)}
+    result["escape"] = {mode: escaped_child(out, mode) for mode in ("setsid", "double")}
+    result["race"] = accept_race(int(race_n))
+    result["pattern"] = pattern(out, float(hold))
+    write(out, "probe.json", result)
+    time.sleep(600)
+
+
+ROLES = {"churn": churn, "flood": flood, "probe": probe, "escape": escape}
+
+if __name__ == "__main__":
+    ROLES[sys.argv[1]](*sys.argv[2:])
