@@ -283,5 +283,6 @@ def nodes_init(
 
 nodes_init.epilog = examples(
     "bench nodes init --nats nats://admin:ADMIN-PASSWORD@127.0.0.1:4222",
+    "bench nodes init --nats tls://admin:ADMIN-PASSWORD@nats.example:4222 --tls-ca ca.pem",
     "bench nodes init --nats tls://nats.example:4222 --creds admin.creds --max-bytes 10000000000",
 )

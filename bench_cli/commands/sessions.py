@@ -141,6 +141,7 @@ spawn.epilog = examples(
     "bench spawn --name child --mail TASK.md --reply-to parent -- CMD",
     "bench spawn --mail TASK.md --name reviewer --reply-to alice --reply-to bob@node2 -- codex",
     "bench spawn --name w2 --deadline 1h -- python agent.py",
+    "bench spawn --name top --no-sandbox -- htop",
     "bench spawn --mail TASK.md --deadline 1h --stall-after 15m -- CMD",
 )
 

@@ -369,7 +369,9 @@ def readme_examples() -> dict[str, list[str]]:
             words = cmd.split()
             if len(words) < 2 or words[0] != "bench" or "[" in cmd:
                 continue
-            key = " ".join(words[1:3]) if words[1] in ("mail", "service") else words[1]
+            group = words[1] in ("mail", "service", "nodes", "job")
+            sub = len(words) > 2 and not words[2].startswith("-")
+            key = " ".join(words[1:3]) if group and sub else words[1]
             out.setdefault(key, []).append(cmd)
     return out
 

@@ -44,20 +44,28 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
         def screen() -> str:
             return tmux("capture-pane", "-p", "-t", name)
 
-        def bob_row():
-            m = re.search(r"│\s*bob\s+running\s+(\d+)", screen())
+        def bob_unread():
+            # The mail pane's title (the sessions pane at 120 columns gives its unread
+            # column up to keep job and pid); it shows bob's mailbox once bob is selected.
+            m = re.search(r"mail: bob\s+\((\d+) unread", screen())
             return m and int(m[1])
 
         try:
-            d.wait_until(lambda: bob_row() == 0 and "alice" in screen(), 30, "both sessions")
+            d.wait_until(
+                lambda: re.search(r"│\s*bob\s+running", screen()) and "alice" in screen(),
+                30,
+                "both sessions",
+            )
         except AssertionError:
             raise AssertionError(screen()) from None
         tmux("send-keys", "-t", name, "Down")  # select bob: his screen and mailbox follow
-        d.wait_until(lambda: "screen: bob" in screen(), 20, "bob's screen pane")
+        d.wait_until(
+            lambda: "screen: bob" in screen() and bob_unread() == 0, 20, "bob's screen and mail"
+        )
         d.ok("mail", "send", "bob", "-s", "hello", "-m", "ping")
-        d.wait_until(lambda: bob_row() == 1, 20, "bob's unread count at 1")
+        d.wait_until(lambda: bob_unread() == 1, 20, "bob's unread count at 1")
         d.wait_until(lambda: "You have mail from operator" in screen(), 30, "the wake line")
-        d.wait_until(lambda: bob_row() == 0 and "woken" in screen(), 20, "bob woken")
+        d.wait_until(lambda: bob_unread() == 0 and "woken" in screen(), 20, "bob woken")
         # a: the dashboard steps aside for `bench attach bob`; Ctrl-] comes back to it.
         tmux("send-keys", "-t", name, "a")
         d.wait_until(
@@ -66,7 +74,7 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
             "bob's terminal, attached",
         )
         tmux("send-keys", "-t", name, "C-]")
-        d.wait_until(lambda: "sessions" in screen() and bob_row() == 0, 20, "back in the dash")
+        d.wait_until(lambda: "sessions" in screen() and bob_unread() == 0, 20, "back in the dash")
         tmux("send-keys", "-t", name, "C-c")  # ^C quits, as in any terminal program
         d.wait_until(lambda: after.exists() and after.read_text().strip(), 20, "dash quit")
         assert (tmp_path / "rc").read_text().strip() == "0"

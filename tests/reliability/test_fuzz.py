@@ -203,6 +203,10 @@ def json_frame(rng: random.Random) -> bytes:
         obj["argv"] = [f"/nonexistent-{MARK}/bin", "x"]
     if verb in ("events", "session/tail"):
         obj.pop("follow", None)  # a follow stream never ends by itself
+    if verb in ("mail/wait", "job/wait"):
+        # A valid wait blocks until its timeout (minutes by default): keep it short, or
+        # of a wrong type or sign (refused at once).
+        obj["timeout"] = rng.choice([0, 0.01, -1, "x", None])
     if verb == "session/attach":
         obj["handle"] = f"no-such-{rng.randint(0, 9)}"
     if rng.random() < 0.3:
