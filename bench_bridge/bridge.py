@@ -28,6 +28,9 @@ receiving bridge takes the origin node from the subject alone (never a header or
 body); the sender's address must name that node. With one NATS user per node allowed
 to publish only under its own name (docs/nodes.md), a node cannot speak as another.
 
+Receipts go back (bench_bridge.receipts): the origin node hears when its mail was
+delivered here and when it was read here, on this node's own subjects.
+
 Refusals come back: a message the far daemon refuses, or one that waited in the stream
 longer than `--max-age`, is returned to its sender as mail from `postmaster@<node>`.
 """
@@ -45,7 +48,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from bench_bridge import directory, natsside, urls
+from bench_bridge import directory, natsside, receipts, urls
 from bench_bridge.admission import Admission
 from bench_bridge.consumer import Consumer
 from bench_bridge.forwarding import Forwarding
@@ -214,6 +217,7 @@ class Bridge:
                 tg.create_task(self.heartbeat())
                 tg.create_task(self.forward())
                 tg.create_task(self.inbound())
+                tg.create_task(receipts.send(self))
         except* WireError as group:
             err = group.exceptions[0]
             assert isinstance(err, WireError)
@@ -327,6 +331,11 @@ class Bridge:
             if origin is None:
                 say(f"dropped a message on {msg.subject}: not a bench mail subject")
                 await msg.term()
+                continue
+            if urls.is_receipts(msg.subject):
+                # Receipts need no heartbeat first: the daemon checks each against
+                # the mail it sent to that node.
+                await receipts.record(self, local, origin, msg)
                 continue
             try:
                 mail = _dec.decode(msg.data)

@@ -26,6 +26,7 @@ from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.mailservice import MailService
 from benchd.runtime.mailstates import MailStates
 from benchd.runtime.outbound import Outbound
+from benchd.runtime.receipts import Receipts
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.spawning import Spawner
 from benchd.runtime.waits import Waits
@@ -81,6 +82,7 @@ class Services:
     bridge: BridgeDesk  # the bridge's handlers only (see the module's docstring)
     states: MailStates  # the delivery states of sent mail
     waits: Waits  # the open waits (mail wait, job wait) and who waits on whom
+    receipts: Receipts  # receipts for other nodes' mail, for the bridge to send back
 
 
 R = TypeVar("R", bound=m.Request)

@@ -1,5 +1,6 @@
 """The bridge's handlers (bench_bridge, a client acting for the operator): pull the
-outbound queue, mark what was forwarded, deliver inbound mail, report its state; and
+outbound queue, mark what was forwarded, deliver inbound mail, report its state, take
+the receipts for other nodes and record theirs for mail sent from here; and
 bridge/nodes (`bench nodes`) for anyone. Only the operator may use the bridge's verbs
 (benchd.core.authority).
 
@@ -8,11 +9,13 @@ its record and the daemon's log): a mark or a delivery queues all of its ops bef
 waits, so one request commits as one batch."""
 
 from bench_wire import messages as m
+from bench_wire.addresses import split_address
 from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
 from benchd.core.caller import Caller
 from benchd.core.names import check_mail_id, is_handle
 from benchd.runtime.bounces import is_bounce
+from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import OUTBOUND
 from benchd.runtime.outbound import PULL_MAX, ForwardOp
@@ -141,6 +144,80 @@ async def report(svc: Services, conn: Connection, caller: Caller, req: m.BridgeR
     await conn.send(m.BridgeReportOk(id=req.id, node=svc.outbound.node, handles=handles))
 
 
+RECEIPTS_MAX = 256  # receipts in one bridge/receipts or bridge/receipts-pull
+IGNORED_SAID_MAX = 16  # bridge/receipt-ignored events per request (the rest are counted)
+READ_BY = ("read", "wake")
+
+
+async def receipts_pull(
+    svc: Services, conn: Connection, caller: Caller, req: m.BridgeReceiptsPull
+) -> None:
+    if not 1 <= req.limit <= RECEIPTS_MAX:
+        raise WireError("bad-limit", f"limit {req.limit} is outside 1-{RECEIPTS_MAX}")
+    got = await svc.receipts.pull(req.limit, min(max(req.wait, 0.0), 60.0))
+    await conn.send(m.ReceiptsPullOk(id=req.id, receipts=got))
+
+
+async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.BridgeReceipts) -> None:
+    """Receipts from node `origin` (the subject they came on named it): each is recorded
+    only when it speaks of mail sent from here to that node, so no node can mark another
+    node's mail delivered or read; the others are ignored, each said by an event."""
+    if len(req.receipts) > RECEIPTS_MAX:
+        raise WireError(
+            "bad-request", f"{len(req.receipts)} receipts in one request, at most {RECEIPTS_MAX}"
+        )
+    origin = req.origin if is_handle(req.origin) and req.origin != svc.outbound.node else ""
+    recorded = ignored = 0
+    now = now_ms()
+    for r in req.receipts:
+        why = _unrecordable(svc, origin, r)
+        if why is not None:
+            ignored += 1
+            if ignored <= IGNORED_SAID_MAX:
+                code, reason = why
+                await svc.bridge.record(
+                    m.BridgeReceiptIgnored(
+                        node=origin or "unknown", mail_id=r.mail_id[:64], code=code, reason=reason
+                    )
+                )
+            continue
+        row = svc.states.get(r.mail_id)
+        assert row is not None and row.queued is not None  # _unrecordable checked it
+        at = max(row.queued, min(r.at, now))  # no earlier than queued, no later than now
+        by = r.by if r.state == "read" else ""
+        if await svc.bridge.record(
+            m.BridgeReceipt(mail_id=r.mail_id, node=origin, state=r.state, at=at, by=by)
+        ):
+            recorded += 1
+    if ignored > IGNORED_SAID_MAX:
+        svc.bridge.log.warning(
+            "receipts ignored", node=origin or "unknown", ignored=ignored, said=IGNORED_SAID_MAX
+        )
+    await conn.send(m.ReceiptsOk(id=req.id, recorded=recorded, ignored=ignored))
+
+
+def _unrecordable(svc: Services, origin: str, r: m.Receipt) -> tuple[str, str] | None:
+    """Why this receipt from `origin` is not recorded (code, reason), or None."""
+    if not origin:
+        return "bad-receipt", "the receipt names no other node as its origin"
+    if r.state not in ("delivered", "read") or (r.state == "read" and r.by not in READ_BY):
+        return "bad-receipt", f"{r.state!r} (by {r.by!r}) is not a state a receipt tells"
+    try:
+        check_mail_id(r.mail_id)
+    except WireError:
+        return "bad-receipt", "its message id is not one"
+    row = svc.states.get(r.mail_id)
+    if row is None or row.queued is None or not row.rcpt:
+        return "unknown-mail", f"no message {r.mail_id} was sent from here to another node"
+    try:
+        to_node = split_address(row.rcpt)[1]
+    except WireError:
+        to_node = None
+    if to_node != origin:
+        return "wrong-node", f"{r.mail_id} was sent to {row.rcpt}, not to node {origin}"
+    return None
+
+
 async def nodes(svc: Services, conn: Connection, caller: Caller, req: m.NodesRead) -> None:
     await conn.send(
         m.NodesOk(
@@ -158,5 +235,7 @@ HANDLERS: Handlers = {
     m.BridgeDeliver: deliver,
     m.BridgeReport: report,
     m.BridgeBounce: bounce,
+    m.BridgeReceiptsPull: receipts_pull,
+    m.BridgeReceipts: receipts,
     m.NodesRead: nodes,
 }
