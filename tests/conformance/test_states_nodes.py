@@ -32,3 +32,42 @@ def test_queued_then_replied_across_nodes(pair):  # noqa: F811 - the fixture
     assert got["replied"]["reply"] != reply_id  # named by its id on node2, where it landed
     listed = n2.d.ok("mail", "sent", "--to", "alice@node1")["messages"]
     assert [(x["mail_id"], x["state"]) for x in listed] == [(q["mail_id"], "replied")]
+
+
+def _status(node, mail_id: str) -> dict[str, dict]:
+    return {s["state"]: s for s in node.d.ok("mail", "status", mail_id)["states"]}
+
+
+def _until(node, mail_id: str, state: str, what: str) -> dict[str, dict]:
+    def reached():
+        got = _status(node, mail_id)
+        return got if state in got else None
+
+    return wait_for(reached, 30, what)
+
+
+def test_delivered_then_read_come_back_as_receipts(pair):  # noqa: F811 - the fixture
+    n1, n2 = pair
+    q = n1.send("bob@node2", "the deploy is yours", "-s", "deploy")
+    got = _until(n1, q["mail_id"], "delivered", "the delivered receipt on node1")
+    assert got["delivered"]["node"] == "node2"
+    assert "read" not in got  # nobody read it there yet
+    listed = n1.d.ok("mail", "sent", "--to", "bob@node2")["messages"]
+    assert [(x["mail_id"], x["state"]) for x in listed] == [(q["mail_id"], "delivered")]
+
+    (copy,) = one(n2, "bob", "bob's copy")
+    n2.d.ok("mail", "read", "--handle", "bob")
+    got = _until(n1, q["mail_id"], "read", "the read receipt on node1")
+    assert (got["read"]["by"], got["read"]["node"]) == ("read", "node2")
+    assert got["queued"]["at"] <= got["delivered"]["at"] <= got["read"]["at"]
+    (ev,) = [e for e in n1.d.events(kind="bridge/receipt") if e["state"] == "read"]
+    assert (ev["mail_id"], ev["node"], ev["by"]) == (q["mail_id"], "node2", "read")
+    listed = n1.d.ok("mail", "sent", "--state", "read")["messages"]
+    assert [x["mail_id"] for x in listed] == [q["mail_id"]]
+
+    # Durable on the sender's node: its daemon restarted keeps both.
+    n1.kill_bridge()
+    n1.d.stop()
+    n1.d.start()
+    after = _status(n1, q["mail_id"])
+    assert after["delivered"] == got["delivered"] and after["read"] == got["read"]
