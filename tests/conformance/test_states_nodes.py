@@ -60,7 +60,7 @@ def test_delivered_then_read_come_back_as_receipts(pair):  # noqa: F811 - the fi
     got = _until(n1, q["mail_id"], "read", "the read receipt on node1")
     assert (got["read"]["by"], got["read"]["node"]) == ("read", "node2")
     assert got["queued"]["at"] <= got["delivered"]["at"] <= got["read"]["at"]
-    (ev,) = [e for e in n1.d.events(kind="bridge/receipt") if e["state"] == "read"]
+    (ev,) = [e for e in n1.d.events(kind="bridge/receipt") if e.get("state") == "read"]
     assert (ev["mail_id"], ev["node"], ev["by"]) == (q["mail_id"], "node2", "read")
     listed = n1.d.ok("mail", "sent", "--state", "read")["messages"]
     assert [x["mail_id"] for x in listed] == [q["mail_id"]]
@@ -71,3 +71,81 @@ def test_delivered_then_read_come_back_as_receipts(pair):  # noqa: F811 - the fi
     n1.d.start()
     after = _status(n1, q["mail_id"])
     assert after["delivered"] == got["delivered"] and after["read"] == got["read"]
+
+
+def test_a_node_cannot_mark_another_nodes_mail_delivered_or_read():
+    """node3 (its own NATS user, as documented) sends receipts for mail node1 sent to
+    node2: as itself they are ignored on node1 with an event; as node2 NATS refuses
+    them. The state stays `queued` until node2's own receipts come."""
+    import asyncio
+
+    import msgspec
+    import nats as nats_py
+
+    from bench_wire import messages as m
+    from tests.conformance.test_bridge_trust import _as, _auth_server
+    from tests.nodes import Node, wait_known
+
+    users = {"node1": "pw-one", "node2": "pw-two", "node3": "pw-three"}
+    server = _auth_server(users)
+    n1 = Node("node1", server).start()
+    n2 = Node("node2", server).start()
+    try:
+        for n in (n1, n2):
+            n.nats_url = _as(server, n.name, users[n.name])
+            n.start_bridge()
+        wait_known(n1, n2)
+        n2.kill_bridge()  # node2 takes nothing for now: only the forger speaks
+        q = n1.send("bob@node2", "for bob only", "-s", "private")
+        wait_for(lambda: n1.d.events(kind="bridge/forwarded"), 30, "the mail in the stream")
+        refused: list[str] = []
+
+        async def forge():
+            async def on_error(err):
+                refused.append(str(err))
+
+            nc = await nats_py.connect(
+                _as(server, "node3", users["node3"]), error_cb=on_error, inbox_prefix="_INBOX_node3"
+            )
+            js = nc.jetstream()
+            lies = [
+                m.Receipt(mail_id=q["mail_id"], state="delivered", at=1),
+                m.Receipt(mail_id=q["mail_id"], state="read", at=2, by="read"),
+                m.Receipt(mail_id="20261130T000000.000Z-0001", state="read", at=3, by="wake"),
+                m.Receipt(mail_id="../../etc/passwd", state="read", by="read"),
+            ]
+            # As itself: stored, taken by node1's bridge, and ignored by its daemon.
+            await js.publish("bench.mail.node1.node3.@receipts", msgspec.json.encode(lies))
+            # As node2: NATS refuses the subject.
+            with pytest.raises(nats_py.errors.Error):
+                await js.publish(
+                    "bench.mail.node1.node2.@receipts", msgspec.json.encode(lies), timeout=3
+                )
+            await nc.close()
+
+        asyncio.run(forge())
+        assert any("permissions violation" in x.lower() for x in refused), refused
+        ignored = wait_for(
+            lambda: (lambda e: e if len(e) >= 4 else None)(
+                n1.d.events(kind="bridge/receipt-ignored")
+            ),
+            30,
+            "node3's receipts ignored on node1",
+        )
+        assert [(e["node"], e["code"]) for e in ignored] == [
+            ("node3", "wrong-node"),
+            ("node3", "wrong-node"),
+            ("node3", "unknown-mail"),
+            ("node3", "bad-receipt"),
+        ]
+        assert not [e for e in n1.d.events(kind="bridge/receipt") if e["kind"] == "bridge/receipt"]
+        assert list(_status(n1, q["mail_id"])) == ["queued"]
+
+        # node2's bridge back: its own receipt is the one recorded.
+        n2.start_bridge()
+        got = _until(n1, q["mail_id"], "delivered", "node2's own receipt")
+        assert got["delivered"]["node"] == "node2" and "read" not in got
+    finally:
+        n1.close()
+        n2.close()
+        server.close()
