@@ -1,6 +1,6 @@
 """The bridge: a client of its local daemon (Unix socket, bench_wire) and of NATS JetStream.
 
-Three loops, each on its own daemon connection:
+Four loops, each on its own daemon connection:
 
 - forward: pull the outbound queue, publish each message to JetStream with
   `Nats-Msg-Id` (so a republish after a crash is dropped by the stream) without waiting
@@ -12,6 +12,9 @@ Three loops, each on its own daemon connection:
   (bench_bridge.consumer), hand it to `bridge/deliver` (the daemon delivers with the
   sender's key, so a redelivery writes nothing), and ack each one only after the
   daemon's answer.
+- receipts: take the daemon's receipts for other nodes' mail (delivered or read here)
+  and publish them back to those nodes (bench_bridge.receipts); receipts that arrive
+  with the inbound mail are handed to the daemon, which records those about its mail.
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
   the others' (bench_bridge.directory: untrusted input, checked), and report them (and
   whether NATS is connected) to the daemon; check the stream's configuration again

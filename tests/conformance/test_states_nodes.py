@@ -1,7 +1,8 @@
 """Delivery states of mail to another node, as its sender sees them: `queued` when it
-is accepted for the other node, and `replied` when the answer comes back (its
-in-reply-to names the message by its id here). Two real daemons with real bridges over
-a real nats-server."""
+is accepted for the other node, `delivered` and `read` from the receipts that node's
+bridge sends back (only that node may speak of it), and `replied` when the answer
+comes back (its in-reply-to names the message by its id here). Two real daemons with
+real bridges over a real nats-server."""
 
 import pytest
 
