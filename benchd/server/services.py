@@ -56,7 +56,7 @@ class BridgeDesk:
     # result. A bridge verb queues all of its ops before it waits, so they commit as one.
     enqueue: Callable[[Op[object]], None]
     # The committer's record: events no client waits on; never raises, says if written.
-    record: Callable[[m.Event], Awaitable[bool]]
+    record: Callable[..., Awaitable[bool]]  # record(*events)
     log: structlog.stdlib.BoundLogger  # what the bridge reported: forgotten, skipped, stopped
 
 

@@ -7,7 +7,7 @@ real bridges over a real nats-server."""
 import pytest
 
 from tests.conformance.test_bridge_threads import one, pair  # noqa: F401 - the fixture
-from tests.conftest import wait_for
+from tests.conftest import spawn_standin, wait_for
 from tests.nodes import have_bridge
 
 pytestmark = pytest.mark.skipif(have_bridge() is not None, reason=str(have_bridge()))
@@ -72,6 +72,31 @@ def test_delivered_then_read_come_back_as_receipts(pair):  # noqa: F811 - the fi
     n1.d.start()
     after = _status(n1, q["mail_id"])
     assert after["delivered"] == got["delivered"] and after["read"] == got["read"]
+
+
+def test_a_wake_there_is_woken_and_read_by_the_wake_here(pair):  # noqa: F811 - the fixture
+    n1, n2 = pair
+    spawn_standin(n2.d, "carol")
+    q = n1.send("carol@node2", "wake up over there")
+    got = _until(n1, q["mail_id"], "read", "the read receipt of the wake")
+    assert (got["read"]["by"], got["read"]["node"]) == ("wake", "node2")
+    assert got["woken"]["at"] == got["read"]["at"] and "not-woken" not in got
+    assert n1.d.ok("mail", "status", q["mail_id"])["state"] == "woken"
+
+
+def test_a_read_after_the_receiving_daemon_restarted_is_still_reported(pair):  # noqa: F811
+    n1, n2 = pair
+    q = n1.send("dave@node2", "read me later")
+    _until(n1, q["mail_id"], "delivered", "the delivered receipt")
+    one(n2, "dave", "dave's copy")
+    # node2's daemon forgets what it delivered; the copy's file still names its origin.
+    n2.kill_bridge()
+    n2.d.stop()
+    n2.d.start()
+    n2.start_bridge()
+    n2.d.ok("mail", "read", "--handle", "dave")
+    got = _until(n1, q["mail_id"], "read", "the read receipt after node2's restart")
+    assert (got["read"]["by"], got["read"]["node"]) == ("read", "node2")
 
 
 def test_a_node_cannot_mark_another_nodes_mail_delivered_or_read():

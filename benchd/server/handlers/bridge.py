@@ -167,15 +167,16 @@ async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.Bridg
             "bad-request", f"{len(req.receipts)} receipts in one request, at most {RECEIPTS_MAX}"
         )
     origin = req.origin if is_handle(req.origin) and req.origin != svc.outbound.node else ""
-    recorded = ignored = 0
+    ignored = 0
     now = now_ms()
+    events: list[m.Event] = []
     for r in req.receipts:
         why = _unrecordable(svc, origin, r)
         if why is not None:
             ignored += 1
             if ignored <= IGNORED_SAID_MAX:
                 code, reason = why
-                await svc.bridge.record(
+                events.append(
                     m.BridgeReceiptIgnored(
                         node=origin or "unknown", mail_id=r.mail_id[:64], code=code, reason=reason
                     )
@@ -185,10 +186,12 @@ async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.Bridg
         assert row is not None and row.queued is not None  # _unrecordable checked it
         at = max(row.queued, min(r.at, now))  # no earlier than queued, no later than now
         by = r.by if r.state == "read" else ""
-        if await svc.bridge.record(
-            m.BridgeReceipt(mail_id=r.mail_id, node=origin, state=r.state, at=at, by=by)
-        ):
-            recorded += 1
+        events.append(m.BridgeReceipt(mail_id=r.mail_id, node=origin, state=r.state, at=at, by=by))
+    # One batch for the whole message; not written (disk trouble): the bridge gets it
+    # again from the stream later.
+    if events and not await svc.bridge.record(*events):
+        raise WireError("io-error", "the receipts could not be logged; try again")
+    recorded = sum(isinstance(e, m.BridgeReceipt) for e in events)
     if ignored > IGNORED_SAID_MAX:
         svc.bridge.log.warning(
             "receipts ignored", node=origin or "unknown", ignored=ignored, said=IGNORED_SAID_MAX
