@@ -20,6 +20,8 @@ import trio
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
+from benchd.core.names import format_ms
+from benchd.runtime.committer import now_ms
 from benchd.runtime.logs import Log
 from benchd.store import mailfile
 from benchd.store.index import Index
@@ -37,6 +39,11 @@ class Receipts:
         self.known: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._more = trio.Event()
         self.dropped = 0
+        # Ids sort by time: a copy delivered since this start is in `known` (unless
+        # evicted), so only older ids are looked up in their file (a read of local
+        # mail costs nothing more). A wall clock stepped back costs a lookup at most.
+        self.since = format_ms(now_ms()).replace("-", "").replace(":", "")
+        self.evicted = False
 
     def on_event(self, ev: m.Event) -> None:
         match ev:
@@ -44,6 +51,7 @@ class Receipts:
                 self.known[ev.mail_id] = (ev.origin, origin_id)
                 while len(self.known) > KNOWN_MAX:
                     self.known.popitem(last=False)
+                    self.evicted = True
                 self._put(m.Receipt(mail_id=origin_id, state="delivered", at=ev.ts, node=ev.origin))
             case m.MailReadEvent():
                 self._read(ev.mail_id, ev.ts, "read", ev.path)
@@ -52,7 +60,7 @@ class Receipts:
 
     def _read(self, mail_id: str, ts: int, by: str, path: str | None) -> None:
         where = self.known.pop(mail_id, None)
-        if where is None:
+        if where is None and (self.evicted or mail_id < self.since):
             where = self._origin(mail_id, path)
         if where is not None:
             self._put(m.Receipt(mail_id=where[1], state="read", at=ts, by=by, node=where[0]))
