@@ -13,7 +13,7 @@ from bench_wire.addresses import split_address
 from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
 from benchd.core.caller import Caller
-from benchd.core.names import check_mail_id, is_handle
+from benchd.core.names import MAIL_ID_RE, check_mail_id, is_handle
 from benchd.runtime.bounces import is_bounce
 from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import SendOp
@@ -22,6 +22,7 @@ from benchd.runtime.outbound import PULL_MAX, ForwardOp
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store.index import UNREAD
+from benchd.store.mailstates import StateRow
 
 
 async def pull(svc: Services, conn: Connection, caller: Caller, req: m.BridgePull) -> None:
@@ -117,14 +118,16 @@ async def bounce(svc: Services, conn: Connection, caller: Caller, req: m.BridgeB
 
 
 async def report(svc: Services, conn: Connection, caller: Caller, req: m.BridgeReport) -> None:
-    for node in svc.outbound.bridge_reported(req):
-        svc.bridge.log.info("node forgotten", node=node)
-        await svc.bridge.record(m.BridgeForgotten(node=node))
+    # The skipped entries are logged before the directory changes, so whoever sees the
+    # new directory (`bench nodes`) also finds why an entry is missing from it.
     for skip in req.skipped[:64]:
         svc.bridge.log.warning(
             "bridge skipped a directory entry", code=skip.code, reason=skip.message
         )
         await svc.bridge.record(m.BridgeSkipped(code=skip.code, reason=skip.message[:500]))
+    for node in svc.outbound.bridge_reported(req):
+        svc.bridge.log.info("node forgotten", node=node)
+        await svc.bridge.record(m.BridgeForgotten(node=node))
     if req.error is not None:
         svc.bridge.log.error("bridge stopped", code=req.error.code, reason=req.error.message)
         await svc.bridge.record(
@@ -171,7 +174,8 @@ async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.Bridg
     now = now_ms()
     events: list[m.Event] = []
     for r in req.receipts:
-        why = _unrecordable(svc, origin, r)
+        row = svc.index.get_state(r.mail_id) if MAIL_ID_RE.fullmatch(r.mail_id) else None
+        why = _unrecordable(origin, r, row)
         if why is not None:
             ignored += 1
             if ignored <= IGNORED_SAID_MAX:
@@ -182,7 +186,6 @@ async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.Bridg
                     )
                 )
             continue
-        row = svc.states.get(r.mail_id)
         assert row is not None and row.queued is not None  # _unrecordable checked it
         at = max(row.queued, min(r.at, now))  # no earlier than queued, no later than now
         by = r.by if r.state == "read" else ""
@@ -199,17 +202,16 @@ async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.Bridg
     await conn.send(m.ReceiptsOk(id=req.id, recorded=recorded, ignored=ignored))
 
 
-def _unrecordable(svc: Services, origin: str, r: m.Receipt) -> tuple[str, str] | None:
-    """Why this receipt from `origin` is not recorded (code, reason), or None."""
+def _unrecordable(origin: str, r: m.Receipt, row: StateRow | None) -> tuple[str, str] | None:
+    """Why this receipt from `origin` is not recorded (code, reason), or None; `row` is
+    the state row of the message it names (pending changes included: no commit here)."""
     if not origin:
         return "bad-receipt", "the receipt names no other node as its origin"
     if r.state not in ("delivered", "read") or (r.state == "read" and r.by not in READ_BY):
-        return "bad-receipt", f"{r.state!r} (by {r.by!r}) is not a state a receipt tells"
-    try:
-        check_mail_id(r.mail_id)
-    except WireError:
+        said = f"{r.state[:32]!r} (by {r.by[:32]!r})"  # the other node's words: kept short
+        return "bad-receipt", f"{said} is not a state a receipt tells"
+    if MAIL_ID_RE.fullmatch(r.mail_id) is None:
         return "bad-receipt", "its message id is not one"
-    row = svc.states.get(r.mail_id)
     if row is None or row.queued is None or not row.rcpt:
         return "unknown-mail", f"no message {r.mail_id} was sent from here to another node"
     try:
