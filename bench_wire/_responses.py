@@ -346,7 +346,7 @@ class ReceiptsPullOk(Response, tag="bridge/receipts-pull"):
 
 
 class ReceiptsOk(Response, tag="bridge/receipts"):
-    recorded: int  # receipts that named a message sent from here to that node
+    recorded: int  # new states of messages sent from here to that node (repeats: not)
     ignored: int  # receipts about no such message (each said by bridge/receipt-ignored)
 
 

@@ -187,6 +187,8 @@ async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.Bridg
                 )
             continue
         assert row is not None and row.queued is not None  # _unrecordable checked it
+        if (row.delivered if r.state == "delivered" else row.read_at) is not None:
+            continue  # said before (a redelivery, or a node repeating itself): no new event
         at = max(row.queued, min(r.at, now))  # no earlier than queued, no later than now
         by = r.by if r.state == "read" else ""
         events.append(m.BridgeReceipt(mail_id=r.mail_id, node=origin, state=r.state, at=at, by=by))
