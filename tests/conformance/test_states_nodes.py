@@ -175,3 +175,52 @@ def test_a_node_cannot_mark_another_nodes_mail_delivered_or_read():
         n1.close()
         n2.close()
         server.close()
+
+
+def test_receipts_from_the_right_node_are_clamped_and_bounded(pair):  # noqa: F811
+    """node2 may speak of mail sent to it, within bounds: times clamped between queued
+    and arrival, a state it cannot tell ignored, garbage and oversized batches dropped
+    by the bridge with a line. (No per-node users here: the raw publish stands for
+    node2's bridge.)"""
+    import asyncio
+    import time
+
+    import msgspec
+    import nats as nats_py
+
+    from bench_wire import messages as m
+
+    n1, n2 = pair
+    n2.kill_bridge()
+    q = n1.send("bob@node2", "clamp me")
+    wait_for(lambda: n1.d.events(kind="bridge/forwarded"), 30, "the mail in the stream")
+    ten_years = 10 * 365 * 86400 * 1000
+    subject = "bench.mail.node1.node2.@receipts"
+
+    async def speak():
+        nc = await nats_py.connect(n1.nats_url)
+        js = nc.jetstream()
+        await js.publish(subject, b"not json")
+        many = [m.Receipt(mail_id=q["mail_id"], state="delivered")] * 257
+        await js.publish(subject, msgspec.json.encode(many))
+        said = [
+            m.Receipt(
+                mail_id=q["mail_id"], state="delivered", at=int(time.time() * 1000) + ten_years
+            ),
+            m.Receipt(mail_id=q["mail_id"], state="read", at=5, by="telepathy"),
+            m.Receipt(mail_id=q["mail_id"], state="read", at=5, by="read"),
+        ]
+        await js.publish(subject, msgspec.json.encode(said))
+        await nc.close()
+
+    asyncio.run(speak())
+    got = _until(n1, q["mail_id"], "read", "node2's receipts")
+    assert got["read"]["at"] == got["queued"]["at"]  # 5 ms after 1970: clamped to queued
+    assert got["queued"]["at"] <= got["delivered"]["at"]
+    events = [e for e in n1.d.events(kind="bridge/receipt") if e["kind"] == "bridge/receipt"]
+    (delivered,) = [e for e in events if e["state"] == "delivered"]
+    assert delivered["at"] <= int(time.time() * 1000)  # not ten years ahead
+    (bad,) = n1.d.events(kind="bridge/receipt-ignored")
+    assert (bad["node"], bad["code"]) == ("node2", "bad-receipt") and "telepathy" in bad["reason"]
+    out = n1.bridge_output()
+    assert "not receipts" in out and "257 receipts in one message" in out
