@@ -10,6 +10,10 @@ delivered to it before (it keeps the last KNOWN_MAX such handles). Each origin n
 its own budget, a token bucket refilled at the hourly rate with a burst of the same
 size, so one node making up handles cannot fill this node's disk with mailboxes, and
 cannot spend another node's budget.
+
+Receipts (what became of this node's mail there) are bounded the same way, per origin
+node: at most RECEIPTS_MAX in one message and `--receipts-per-minute` a minute; more
+are dropped (a line in bridge.out), which leaves the state where it was.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ if TYPE_CHECKING:
 OPERATOR = "operator"
 REPLY_TO_MAX = 16  # reply-to addresses in one message from another node
 NEW_MAILBOXES_PER_HOUR = 120  # per origin node
+RECEIPTS_PER_MINUTE = 6000  # receipts taken from one origin node per minute
+RECEIPTS_MAX = 256  # receipts in one NATS message
 KNOWN_MAX = 65536  # handles remembered as delivered to
 ORIGINS_MAX = 4096  # origin nodes with a bucket (the directory holds at most --nodes-max)
 
@@ -38,6 +44,9 @@ class Admission:
         self.rate = opts.new_mailboxes_per_hour
         self.known: OrderedDict[str, None] = OrderedDict()
         self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
+        self.receipt_rate = opts.receipts_per_minute
+        self.receipt_buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self.receipts_told: dict[str, float] = {}
 
     def refusal(self, origin: str, mail: m.RemoteMail, live: list[str]) -> m.ErrorBody | None:
         """Why this message is refused, or None to hand it to the daemon. A message
@@ -61,6 +70,38 @@ class Admission:
         self.buckets[origin] = (tokens - 1.0, time.monotonic())
         self._remember(handle)  # its mailbox is made by this delivery
         return None
+
+    def receipts_refusal(self, origin: str, n: int) -> str | None:
+        """Why a message of `n` receipts from `origin` is dropped, or None to take it
+        (taking `n` of that origin's receipt tokens). Receipts are best-effort: a dropped
+        one leaves its message's state where it was, never a wrong one."""
+        if not 1 <= n <= RECEIPTS_MAX:
+            return f"{n} receipts in one message (1-{RECEIPTS_MAX}) [bad-receipt]"
+        now = time.monotonic()
+        rate = float(self.receipt_rate)
+        tokens, at = self.receipt_buckets.get(origin, (rate, now))
+        tokens = min(rate, tokens + (now - at) * rate / 60.0)
+        self.receipt_buckets[origin] = (tokens, now)
+        self.receipt_buckets.move_to_end(origin)
+        while len(self.receipt_buckets) > ORIGINS_MAX:
+            self.receipt_buckets.popitem(last=False)
+        if tokens < n:
+            return (
+                f"node {origin} sent more than {self.receipt_rate} receipts in a minute "
+                "(--receipts-per-minute) [receipt-rate]"
+            )
+        self.receipt_buckets[origin] = (tokens - n, now)
+        return None
+
+    def receipts_said(self, origin: str) -> bool:
+        """True at most once a minute per origin: whether to say a drop in bridge.out."""
+        now = time.monotonic()
+        if now - self.receipts_told.get(origin, -60.0) < 60.0:
+            return False
+        self.receipts_told[origin] = now
+        if len(self.receipts_told) > ORIGINS_MAX:
+            self.receipts_told.clear()
+        return True
 
     def _remember(self, handle: str) -> None:
         self.known[handle] = None

@@ -1,6 +1,6 @@
 """The bridge: a client of its local daemon (Unix socket, bench_wire) and of NATS JetStream.
 
-Three loops, each on its own daemon connection:
+Four loops, each on its own daemon connection:
 
 - forward: pull the outbound queue, publish each message to JetStream with
   `Nats-Msg-Id` (so a republish after a crash is dropped by the stream) without waiting
@@ -12,6 +12,9 @@ Three loops, each on its own daemon connection:
   (bench_bridge.consumer), hand it to `bridge/deliver` (the daemon delivers with the
   sender's key, so a redelivery writes nothing), and ack each one only after the
   daemon's answer.
+- receipts: take the daemon's receipts for other nodes' mail (delivered or read here)
+  and publish them back to those nodes (bench_bridge.receipts); receipts that arrive
+  with the inbound mail are handed to the daemon, which records those about its mail.
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
   the others' (bench_bridge.directory: untrusted input, checked), and report them (and
   whether NATS is connected) to the daemon; check the stream's configuration again
@@ -27,6 +30,9 @@ Identity: a message is published on `bench.mail.<to-node>.<from-node>.<handle>`,
 receiving bridge takes the origin node from the subject alone (never a header or the
 body); the sender's address must name that node. With one NATS user per node allowed
 to publish only under its own name (docs/nodes.md), a node cannot speak as another.
+
+Receipts go back (bench_bridge.receipts): the origin node hears when its mail was
+delivered here and when it was read here, on this node's own subjects.
 
 Refusals come back: a message the far daemon refuses, or one that waited in the stream
 longer than `--max-age`, is returned to its sender as mail from `postmaster@<node>`.
@@ -45,7 +51,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from bench_bridge import directory, natsside, urls
+from bench_bridge import directory, natsside, receipts, urls
 from bench_bridge.admission import Admission
 from bench_bridge.consumer import Consumer
 from bench_bridge.forwarding import Forwarding
@@ -214,6 +220,7 @@ class Bridge:
                 tg.create_task(self.heartbeat())
                 tg.create_task(self.forward())
                 tg.create_task(self.inbound())
+                tg.create_task(receipts.send(self))
         except* WireError as group:
             err = group.exceptions[0]
             assert isinstance(err, WireError)
@@ -327,6 +334,11 @@ class Bridge:
             if origin is None:
                 say(f"dropped a message on {msg.subject}: not a bench mail subject")
                 await msg.term()
+                continue
+            if urls.is_receipts(msg.subject):
+                # Receipts need no heartbeat first: the daemon checks each against
+                # the mail it sent to that node.
+                await receipts.record(self, local, origin, msg)
                 continue
             try:
                 mail = _dec.decode(msg.data)

@@ -29,6 +29,7 @@ class Options:
         publish_window=PUBLISH_WINDOW,
         reply_to_max=admission.REPLY_TO_MAX,
         new_mailboxes_per_hour=admission.NEW_MAILBOXES_PER_HOUR,
+        receipts_per_minute=admission.RECEIPTS_PER_MINUTE,
     ):
         self.bench_dir, self.url, self.node = bench_dir, url, node
         self.creds, self.token, self.tls_ca = creds, token, tls_ca
@@ -39,6 +40,7 @@ class Options:
         self.publish_window = publish_window
         self.reply_to_max = reply_to_max
         self.new_mailboxes_per_hour = new_mailboxes_per_hour
+        self.receipts_per_minute = receipts_per_minute
         self.limits = directory.Limits(
             entry_max=entry_max,
             handles_max=handles_max,

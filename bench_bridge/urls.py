@@ -61,6 +61,21 @@ def subject(to_node: str, from_node: str, handle: str) -> str:
     return f"{SUBJECT_ROOT}.{token(to_node)}.{token(from_node)}.{token(handle)}"
 
 
+# The last token of a subject that carries receipts, not mail: never a handle (a handle
+# has no `@`), so no mailbox can be addressed by it, and it is under the sender's own
+# `bench.mail.*.<node>.*`: receipts need no permission that mail does not have.
+RECEIPTS = "@receipts"
+
+
+def receipt_subject(to_node: str, from_node: str) -> str:
+    """Where `from_node` sends receipts for mail `to_node` sent it."""
+    return f"{SUBJECT_ROOT}.{token(to_node)}.{token(from_node)}.{RECEIPTS}"
+
+
+def is_receipts(subject: str) -> bool:
+    return subject.rpartition(".")[2] == RECEIPTS
+
+
 def origin_of(subject: str) -> str | None:
     """The origin node named by a mail subject; None when it is not one."""
     parts = subject.split(".")

@@ -240,6 +240,30 @@ class BridgeDelivered(Event, tag="bridge/delivered"):
     to: str
     key: str
     origin: str
+    origin_id: str = ""  # the message's id on its origin node (where receipts go back)
+
+
+class BridgeReceipt(Event, tag="bridge/receipt"):
+    """Node `node` said what became of mail sent from here to it: `delivered` into the
+    recipient's inbox there, or `read` there (`by` a read or a wake). `at` is its time
+    (wall ms, no earlier than the message was queued, no later than the receipt came)."""
+
+    mail_id: str
+    node: str
+    state: str
+    at: int
+    by: str = ""
+
+
+class BridgeReceiptIgnored(Event, tag="bridge/receipt-ignored"):
+    """A receipt from node `node` was not recorded: `code` unknown-mail (no message
+    with that id was sent from here), wrong-node (it was sent to another node) or
+    bad-receipt (malformed)."""
+
+    node: str
+    mail_id: str
+    code: str
+    reason: str
 
 
 class LimitHit(Event, tag="limit/hit"):

@@ -271,5 +271,34 @@ class BridgeBounce(Request, tag="bridge/bounce"):
     error: ErrorBody
 
 
+class Receipt(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What became of a message on the node it was sent to, sent back to its node:
+    `delivered` (in the recipient's inbox) or `read` (retired there, `by` a read or a
+    wake). `mail_id` is the message's id on its sender's node (its identity); `at` the
+    receiving node's wall ms. `node` is the node the receipt goes to (bridge/receipts-pull
+    only; on NATS the subject names both ends)."""
+
+    mail_id: str
+    state: str
+    at: int = 0
+    by: str = ""
+    node: str = ""
+
+
+class BridgeReceiptsPull(Request, tag="bridge/receipts-pull"):
+    """The bridge: receipts for other nodes' mail delivered or read here, to send back
+    (waits up to `wait` s for one). What is pulled is the bridge's to send."""
+
+    limit: int = 256
+    wait: float = 0.0
+
+
+class BridgeReceipts(Request, tag="bridge/receipts"):
+    """The bridge: receipts that came from node `origin` for mail sent from here."""
+
+    receipts: list[Receipt]
+    origin: str
+
+
 class NodesRead(Request, tag="bridge/nodes"):
     pass

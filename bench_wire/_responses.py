@@ -7,7 +7,7 @@ from typing import Any, Literal
 import msgspec
 
 from bench_wire._events import JournalDamaged
-from bench_wire._requests import ErrorBody, Id, NodeInfo, RemoteMail
+from bench_wire._requests import ErrorBody, Id, NodeInfo, Receipt, RemoteMail
 
 
 class Response(msgspec.Struct, tag_field="type", kw_only=True):
@@ -339,6 +339,15 @@ class DeliverOk(Response, tag="bridge/deliver"):
 class BounceOk(Response, tag="bridge/bounce"):
     mail_id: str | None = None  # the bounce, queued for the sender's node
     error: ErrorBody | None = None
+
+
+class ReceiptsPullOk(Response, tag="bridge/receipts-pull"):
+    receipts: list[Receipt]
+
+
+class ReceiptsOk(Response, tag="bridge/receipts"):
+    recorded: int  # new states of messages sent from here to that node (repeats: not)
+    ignored: int  # receipts about no such message (each said by bridge/receipt-ignored)
 
 
 class BridgeReportOk(Response, tag="bridge/report"):

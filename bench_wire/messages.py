@@ -26,6 +26,9 @@ from bench_wire._requests import (
     BridgeForward as BridgeForward,
     BridgePull as BridgePull,
     BridgeReport as BridgeReport,
+    BridgeReceipts as BridgeReceipts,
+    BridgeReceiptsPull as BridgeReceiptsPull,
+    Receipt as Receipt,
     DebugFault as DebugFault,
     EventsRead as EventsRead,
     Hello as Hello,
@@ -59,6 +62,8 @@ from bench_wire._responses import (
     DiskHealth as DiskHealth,
     JournalAckOk as JournalAckOk,
     BounceOk as BounceOk,
+    ReceiptsPullOk as ReceiptsPullOk,
+    ReceiptsOk as ReceiptsOk,
     AttachOk as AttachOk,
     BridgeInfo as BridgeInfo,
     BridgeReportOk as BridgeReportOk,
@@ -106,6 +111,8 @@ from bench_wire._events import (
     BridgeStopped as BridgeStopped,
     AgentWoken as AgentWoken,
     BridgeDelivered as BridgeDelivered,
+    BridgeReceipt as BridgeReceipt,
+    BridgeReceiptIgnored as BridgeReceiptIgnored,
     BridgeForwarded as BridgeForwarded,
     BridgeQueued as BridgeQueued,
     BridgeRetry as BridgeRetry,
@@ -188,6 +195,8 @@ AnyRequest = (
     | BridgeDeliver
     | BridgeReport
     | BridgeBounce
+    | BridgeReceiptsPull
+    | BridgeReceipts
     | NodesRead
     | MailSentList
     | MailStatus
@@ -227,6 +236,8 @@ AnyResponse = (
     | DeliverOk
     | BridgeReportOk
     | BounceOk
+    | ReceiptsPullOk
+    | ReceiptsOk
     | NodesOk
     | SentListOk
     | StatusOk
@@ -274,6 +285,8 @@ AnyEvent = (
     | WakeDeferred
     | WaitOpened
     | WaitRefused
+    | BridgeReceipt
+    | BridgeReceiptIgnored
 )
 EVENT_TYPES = AnyEvent.__args__
 EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -123,6 +123,13 @@ _CONNECTION = [
     show_default=True,
     help="new mailboxes one other node may make here per hour (more: bounced)",
 )
+@click.option(
+    "--receipts-per-minute",
+    type=int,
+    default=6000,
+    show_default=True,
+    help="receipts one other node may send here per minute (more: dropped)",
+)
 def bridge(
     bench_dir: str | None,
     as_json: bool,
@@ -136,6 +143,7 @@ def bridge(
     publish_window: int,
     reply_to_max: int,
     new_mailboxes_per_hour: int,
+    receipts_per_minute: int,
     **connection: str | bool | None,  # --nats, --node, --creds, --token, --tls-*, --insecure
 ) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
@@ -148,7 +156,7 @@ def bridge(
         ) from None
     if (
         min(heartbeat, ack_wait, forget_after, max_age, entry_max, handles_max, nodes_max) <= 0
-        or min(publish_window, reply_to_max, new_mailboxes_per_hour) <= 0
+        or min(publish_window, reply_to_max, new_mailboxes_per_hour, receipts_per_minute) <= 0
     ):
         raise click.BadParameter("must be positive", param_hint="/".join(_BRIDGE_FLAGS))
     opts = Options(
@@ -163,6 +171,7 @@ def bridge(
         publish_window=publish_window,
         reply_to_max=reply_to_max,
         new_mailboxes_per_hour=new_mailboxes_per_hour,
+        receipts_per_minute=receipts_per_minute,
         **connection,
     )
     sys.exit(bridge_main(opts))
@@ -177,6 +186,7 @@ _BRIDGE_LIMITS = (
     "publish_window",
     "reply_to_max",
     "new_mailboxes_per_hour",
+    "receipts_per_minute",
 )
 _BRIDGE_FLAGS = ("--heartbeat", "--ack-wait", *(f"--{k.replace('_', '-')}" for k in _BRIDGE_LIMITS))
 

@@ -18,7 +18,7 @@ BENCH_TOKEN, its sandbox or its process ancestry); see docs/security.md.
 | session/screen (`bench dash`)          | yes      | no                      |
 | session/prune (`bench ps --prune`)     | yes      | no                      |
 | stop, debug/fault, journal/ack         | yes      | no                      |
-| bridge/pull, forwarded, deliver, report, bounce | yes (the bridge runs as the operator) | no |
+| bridge/pull, forwarded, deliver, report, bounce, receipts-pull, receipts | yes (the bridge runs as the operator) | no |
 | job/report                             | no       | itself (a job's session) |
 
 A session may not cancel its own job: cancelling owes the job's correspondents nothing,
@@ -69,6 +69,8 @@ OPERATOR_ONLY = {
     m.BridgeDeliver: "use the bridge's verbs (the bridge runs as the operator)",
     m.BridgeReport: "use the bridge's verbs (the bridge runs as the operator)",
     m.BridgeBounce: "use the bridge's verbs (the bridge runs as the operator)",
+    m.BridgeReceiptsPull: "use the bridge's verbs (the bridge runs as the operator)",
+    m.BridgeReceipts: "use the bridge's verbs (the bridge runs as the operator)",
 }
 
 

@@ -34,6 +34,7 @@ KINDS = frozenset(
         "agent/active",
         "bridge/queued",
         "bridge/delivered",
+        "bridge/receipt",
     }
 )
 _decode = msgspec.convert
@@ -75,6 +76,17 @@ class MailStates:
                 row = self.index.get_state(ev.mail_id)
                 if row is None or row.read_at is None:
                     put(ev.mail_id, {"read_at": ev.ts, "read_by": "read", "reader": ev.reader})
+            case m.BridgeReceipt():
+                # What the node it was sent to said (checked by handlers/bridge.receipts:
+                # only that node speaks of it). The first of each is kept.
+                row = self.index.get_state(ev.mail_id)
+                if ev.state == "delivered" and (row is None or row.delivered is None):
+                    put(ev.mail_id, {"delivered": ev.at, "node": ev.node})
+                elif ev.state == "read" and (row is None or row.read_at is None):
+                    cols = {"read_at": ev.at, "read_by": ev.by or "read", "node": ev.node}
+                    if ev.by == "wake" and (row is None or row.woken is None):
+                        cols["woken"] = ev.at  # the wake line was typed there
+                    put(ev.mail_id, cols)
             case m.AgentActive(mail_id=str(mail_id)):
                 row = self.index.get_state(mail_id)
                 if row is None or row.active is None:

@@ -197,7 +197,12 @@ class Outbound:
         op.also_log = lambda mail_id: (
             [
                 m.BridgeDelivered(
-                    mail_id=mail_id, sender=sender, to=handle, key=msg.key, origin=origin
+                    mail_id=mail_id,
+                    sender=sender,
+                    to=handle,
+                    key=msg.key,
+                    origin=origin,
+                    origin_id=msg.mail_id,
                 )
             ]
             + self._returned(msg, sender, handle, origin)

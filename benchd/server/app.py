@@ -50,6 +50,7 @@ from benchd.runtime.outbound import Outbound
 from benchd.runtime.past import PastSession
 from benchd.runtime.peers import peer_of
 from benchd.runtime.reactor import Reactor
+from benchd.runtime.receipts import Receipts
 from benchd.runtime.reconcile import clean_staging, reconcile
 from benchd.runtime.sessions import Roster, Session, Sessions
 from benchd.runtime.spawning import Spawner
@@ -195,6 +196,9 @@ class Daemon:
         # changes with the batch's last_seq (benchd.runtime.mailstates).
         self.mail_states = MailStates(self.index, opts.node)
         self.hub.listeners.append(self.mail_states.on_event)
+        # Receipts for mail from other nodes, for the bridge to send back to them.
+        self.receipts = Receipts(self.index, opts.node, self.log)
+        self.hub.listeners.append(self.receipts.on_event)
         self.waits = Waits(opts.session_waits, opts.max_waits, self.committer.record)
         self.hub.listeners.append(self.waits.on_event)
         self.sessions = Sessions(
@@ -268,6 +272,7 @@ class Daemon:
             bridge=BridgeDesk(self.committer.enqueue, self.committer.record, self.log),
             states=self.mail_states,
             waits=self.waits,
+            receipts=self.receipts,
         )
 
     # ------------------------------------------------------------ recovery

@@ -26,6 +26,7 @@ from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.mailservice import MailService
 from benchd.runtime.mailstates import MailStates
 from benchd.runtime.outbound import Outbound
+from benchd.runtime.receipts import Receipts
 from benchd.runtime.sessions import Roster, Sessions
 from benchd.runtime.spawning import Spawner
 from benchd.runtime.waits import Waits
@@ -55,7 +56,7 @@ class BridgeDesk:
     # result. A bridge verb queues all of its ops before it waits, so they commit as one.
     enqueue: Callable[[Op[object]], None]
     # The committer's record: events no client waits on; never raises, says if written.
-    record: Callable[[m.Event], Awaitable[bool]]
+    record: Callable[..., Awaitable[bool]]  # record(*events)
     log: structlog.stdlib.BoundLogger  # what the bridge reported: forgotten, skipped, stopped
 
 
@@ -81,6 +82,7 @@ class Services:
     bridge: BridgeDesk  # the bridge's handlers only (see the module's docstring)
     states: MailStates  # the delivery states of sent mail
     waits: Waits  # the open waits (mail wait, job wait) and who waits on whom
+    receipts: Receipts  # receipts for other nodes' mail, for the bridge to send back
 
 
 R = TypeVar("R", bound=m.Request)

@@ -80,3 +80,21 @@ def test_a_queue_file_written_before_nonces_is_published_under_the_old_id():
     new_file = old_file.replace(b'key: "k"\n', b'key: "k"\nnonce: "' + b"cd" * 16 + b'"\n')
     meta, body = frontmatter.read(new_file)
     assert natsside.msg_id("node1", remote_mail(meta, body, "node1")) == f"node1 {'cd' * 16}"
+
+
+def test_receipts_are_bounded_per_message_and_per_origin_a_minute():
+    from bench_bridge import urls
+
+    a = Admission(Options("/nowhere", "nats://127.0.0.1", receipts_per_minute=300))
+    assert a.receipts_refusal("node2", 0) is not None  # an empty message is malformed
+    assert "[bad-receipt]" in (a.receipts_refusal("node2", 257) or "")
+    assert a.receipts_refusal("node2", 256) is None
+    assert "[receipt-rate]" in (a.receipts_refusal("node2", 100) or "")
+    assert a.receipts_refusal("node2", 44) is None  # what is left of the minute's 300
+    assert a.receipts_refusal("node3", 256) is None  # another origin has its own budget
+    assert a.receipts_said("node2") and not a.receipts_said("node2")  # once a minute
+    # Receipts travel under the sender's own subjects, on a token no handle can be.
+    s = urls.receipt_subject("node1", "node.2")
+    assert s == "bench.mail.node1.node~2.@receipts"
+    assert urls.is_receipts(s) and urls.origin_of(s) == "node.2"
+    assert not urls.is_receipts(urls.subject("node1", "node2", "bob"))

@@ -1,5 +1,6 @@
 """The bridge's handlers (bench_bridge, a client acting for the operator): pull the
-outbound queue, mark what was forwarded, deliver inbound mail, report its state; and
+outbound queue, mark what was forwarded, deliver inbound mail, report its state, take
+the receipts for other nodes and record theirs for mail sent from here; and
 bridge/nodes (`bench nodes`) for anyone. Only the operator may use the bridge's verbs
 (benchd.core.authority).
 
@@ -8,17 +9,20 @@ its record and the daemon's log): a mark or a delivery queues all of its ops bef
 waits, so one request commits as one batch."""
 
 from bench_wire import messages as m
+from bench_wire.addresses import split_address
 from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
 from benchd.core.caller import Caller
-from benchd.core.names import check_mail_id, is_handle
+from benchd.core.names import MAIL_ID_RE, check_mail_id, is_handle
 from benchd.runtime.bounces import is_bounce
+from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import OUTBOUND
 from benchd.runtime.outbound import PULL_MAX, ForwardOp
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store.index import UNREAD
+from benchd.store.mailstates import StateRow
 
 
 async def pull(svc: Services, conn: Connection, caller: Caller, req: m.BridgePull) -> None:
@@ -114,14 +118,16 @@ async def bounce(svc: Services, conn: Connection, caller: Caller, req: m.BridgeB
 
 
 async def report(svc: Services, conn: Connection, caller: Caller, req: m.BridgeReport) -> None:
-    for node in svc.outbound.bridge_reported(req):
-        svc.bridge.log.info("node forgotten", node=node)
-        await svc.bridge.record(m.BridgeForgotten(node=node))
+    # The skipped entries are logged before the directory changes, so whoever sees the
+    # new directory (`bench nodes`) also finds why an entry is missing from it.
     for skip in req.skipped[:64]:
         svc.bridge.log.warning(
             "bridge skipped a directory entry", code=skip.code, reason=skip.message
         )
         await svc.bridge.record(m.BridgeSkipped(code=skip.code, reason=skip.message[:500]))
+    for node in svc.outbound.bridge_reported(req):
+        svc.bridge.log.info("node forgotten", node=node)
+        await svc.bridge.record(m.BridgeForgotten(node=node))
     if req.error is not None:
         svc.bridge.log.error("bridge stopped", code=req.error.code, reason=req.error.message)
         await svc.bridge.record(
@@ -141,6 +147,84 @@ async def report(svc: Services, conn: Connection, caller: Caller, req: m.BridgeR
     await conn.send(m.BridgeReportOk(id=req.id, node=svc.outbound.node, handles=handles))
 
 
+RECEIPTS_MAX = 256  # receipts in one bridge/receipts or bridge/receipts-pull
+IGNORED_SAID_MAX = 16  # bridge/receipt-ignored events per request (the rest are counted)
+READ_BY = ("read", "wake")
+
+
+async def receipts_pull(
+    svc: Services, conn: Connection, caller: Caller, req: m.BridgeReceiptsPull
+) -> None:
+    if not 1 <= req.limit <= RECEIPTS_MAX:
+        raise WireError("bad-limit", f"limit {req.limit} is outside 1-{RECEIPTS_MAX}")
+    got = await svc.receipts.pull(req.limit, min(max(req.wait, 0.0), 60.0))
+    await conn.send(m.ReceiptsPullOk(id=req.id, receipts=got))
+
+
+async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.BridgeReceipts) -> None:
+    """Receipts from node `origin` (the subject they came on named it): each is recorded
+    only when it speaks of mail sent from here to that node, so no node can mark another
+    node's mail delivered or read; the others are ignored, each said by an event."""
+    if len(req.receipts) > RECEIPTS_MAX:
+        raise WireError(
+            "bad-request", f"{len(req.receipts)} receipts in one request, at most {RECEIPTS_MAX}"
+        )
+    origin = req.origin if is_handle(req.origin) and req.origin != svc.outbound.node else ""
+    ignored = 0
+    now = now_ms()
+    events: list[m.Event] = []
+    for r in req.receipts:
+        row = svc.index.get_state(r.mail_id) if MAIL_ID_RE.fullmatch(r.mail_id) else None
+        why = _unrecordable(origin, r, row)
+        if why is not None:
+            ignored += 1
+            if ignored <= IGNORED_SAID_MAX:
+                code, reason = why
+                events.append(
+                    m.BridgeReceiptIgnored(
+                        node=origin or "unknown", mail_id=r.mail_id[:64], code=code, reason=reason
+                    )
+                )
+            continue
+        assert row is not None and row.queued is not None  # _unrecordable checked it
+        if (row.delivered if r.state == "delivered" else row.read_at) is not None:
+            continue  # said before (a redelivery, or a node repeating itself): no new event
+        at = max(row.queued, min(r.at, now))  # no earlier than queued, no later than now
+        by = r.by if r.state == "read" else ""
+        events.append(m.BridgeReceipt(mail_id=r.mail_id, node=origin, state=r.state, at=at, by=by))
+    # One batch for the whole message; not written (disk trouble): the bridge gets it
+    # again from the stream later.
+    if events and not await svc.bridge.record(*events):
+        raise WireError("io-error", "the receipts could not be logged; try again")
+    recorded = sum(isinstance(e, m.BridgeReceipt) for e in events)
+    if ignored > IGNORED_SAID_MAX:
+        svc.bridge.log.warning(
+            "receipts ignored", node=origin or "unknown", ignored=ignored, said=IGNORED_SAID_MAX
+        )
+    await conn.send(m.ReceiptsOk(id=req.id, recorded=recorded, ignored=ignored))
+
+
+def _unrecordable(origin: str, r: m.Receipt, row: StateRow | None) -> tuple[str, str] | None:
+    """Why this receipt from `origin` is not recorded (code, reason), or None; `row` is
+    the state row of the message it names (pending changes included: no commit here)."""
+    if not origin:
+        return "bad-receipt", "the receipt names no other node as its origin"
+    if r.state not in ("delivered", "read") or (r.state == "read" and r.by not in READ_BY):
+        said = f"{r.state[:32]!r} (by {r.by[:32]!r})"  # the other node's words: kept short
+        return "bad-receipt", f"{said} is not a state a receipt tells"
+    if MAIL_ID_RE.fullmatch(r.mail_id) is None:
+        return "bad-receipt", "its message id is not one"
+    if row is None or row.queued is None or not row.rcpt:
+        return "unknown-mail", f"no message {r.mail_id} was sent from here to another node"
+    try:
+        to_node = split_address(row.rcpt)[1]
+    except WireError:
+        to_node = None
+    if to_node != origin:
+        return "wrong-node", f"{r.mail_id} was sent to {row.rcpt}, not to node {origin}"
+    return None
+
+
 async def nodes(svc: Services, conn: Connection, caller: Caller, req: m.NodesRead) -> None:
     await conn.send(
         m.NodesOk(
@@ -158,5 +242,7 @@ HANDLERS: Handlers = {
     m.BridgeDeliver: deliver,
     m.BridgeReport: report,
     m.BridgeBounce: bounce,
+    m.BridgeReceiptsPull: receipts_pull,
+    m.BridgeReceipts: receipts,
     m.NodesRead: nodes,
 }
