@@ -4,6 +4,7 @@ umask travels in it to each Terminal (no module global is patched)."""
 
 import dataclasses
 import os
+import pathlib
 
 import pytest
 import trio
@@ -82,3 +83,13 @@ def test_a_session_starts_with_the_umask_it_is_given(tmp_path, umask, shown):
         return bytes(term.scrollback)
 
     assert shown in trio.run(run)
+
+
+def test_only_the_command_line_module_knows_argparse():
+    """Nothing past `main` sees the parser's Namespace: in benchd only the module that
+    builds the parser names argparse."""
+    root = pathlib.Path(__file__).resolve().parents[2] / "benchd"
+    naming = sorted(
+        str(path.relative_to(root)) for path in root.rglob("*.py") if "argparse" in path.read_text()
+    )
+    assert naming == ["server/options.py"]
