@@ -261,6 +261,7 @@ class Sessions:
         helper_pids: set[int],
         daemon_pid: int,
         subreaper: bool,
+        session_umask: int | None = None,
     ):
         self.roster = roster
         self.reactor = reactor
@@ -272,6 +273,7 @@ class Sessions:
         self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
         self.daemon_pid = daemon_pid
         self.subreaper = subreaper
+        self.session_umask = session_umask  # each program's umask (benchd's own is 077)
         self.placer = Placer(roster, helper_pids, daemon_pid)
         self.delegation: Delegation | None = None  # counts a spawner's children
         self.exited_store: ExitedStore | None = None  # exited sessions kept on disk
@@ -392,7 +394,9 @@ class Sessions:
         try:
             if s.sandboxed and self.sandbox is not None:
                 argv = self.sandbox.argv(argv, cwd, self._mailbox(s.handle))
-            s.term = Terminal(argv, cwd, env, rows, cols, self.scrollback_bytes)
+            s.term = Terminal(
+                argv, cwd, env, rows, cols, self.scrollback_bytes, umask=self.session_umask
+            )
             s.term.sandboxed = s.sandboxed
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
             self.release(s)

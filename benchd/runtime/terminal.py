@@ -16,6 +16,7 @@ dirty since the last render are turned into text again. Sizes are capped at
 MAX_ROWS x MAX_COLS.
 """
 
+import functools
 import os
 import signal
 import time
@@ -39,14 +40,6 @@ MAX_ROWS = 500
 MAX_COLS = 1000
 PASTE_ON = b"\x1b[?2004h"
 PASTE_OFF = b"\x1b[?2004l"
-# The umask a session's program starts with: the one benchd was started with (benchd
-# itself runs with 077), so agents create files as they would outside bench.
-SESSION_UMASK: int | None = None
-
-
-def _session_umask() -> None:
-    if SESSION_UMASK is not None:
-        os.umask(SESSION_UMASK)
 
 
 def _children(pid: int) -> list[int]:
@@ -67,9 +60,14 @@ class Terminal:
         rows: int,
         cols: int,
         scrollback: int,
+        umask: int | None = None,
     ) -> None:
+        # `umask`: the one the program starts with (the daemon's config gives the umask
+        # benchd was started with; benchd itself runs with 077), so agents create files
+        # as they would outside bench. None: the daemon's own.
+        preexec = None if umask is None else functools.partial(os.umask, umask)
         self.proc = ptyprocess.PtyProcess.spawn(
-            argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=_session_umask
+            argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=preexec
         )
         self.pid: int = self.proc.pid
         self.sandboxed = False  # the child is bwrap running the program (sandbox.py)

@@ -8,7 +8,6 @@ work, end the sessions (their exits logged), log daemon/stopped, commit the inde
 seal it (recovery.py), remove the socket.
 """
 
-import argparse
 import dataclasses
 import os
 import signal
@@ -57,11 +56,13 @@ from benchd.runtime.spawning import Spawner
 from benchd.runtime.system import become_subreaper
 from benchd.runtime.waits import Waits
 from benchd.server import upkeep
+from benchd.server.config import DaemonConfig
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
 from benchd.server.lockdir import take_state_dir
 from benchd.server.options import (
     build_parser,
+    daemon_config,
     options_problem,
     reactor_settings,
     send_limits,
@@ -80,49 +81,49 @@ SCROLLBACK_BYTES = 1024 * 1024
 
 
 class Daemon:
-    def __init__(self, bench_dir: str, opts: argparse.Namespace):
+    def __init__(self, bench_dir: str, config: DaemonConfig):
         from benchd.server import daemonlog as logmod
 
         self.bench_dir = bench_dir
-        self.opts = opts
+        self.config = config
         self.pid = os.getpid()
         # The one clock of the timing rules: the index's commit timing, the job host's
         # reply times and the reactor's wake buckets read it (tests inject their own).
         self.clock: Clock = SYSTEM_CLOCK
         self.subreaper = become_subreaper()
         self.helper_pids: set[int] = set()  # its own children acting for the operator
-        self.test_hooks = bool(opts.test_hooks)
+        self.test_hooks = config.test_hooks
         self.sock_path = socket_path(bench_dir)
         self.log = logmod.setup(os.path.join(bench_dir, "benchd.log"))
         # The sessions' sandbox (None: off or unavailable, and why); `required` without a
         # working bwrap raises isolation-unavailable here, before anything is opened.
         self.sandbox, self.isolation_note = sandbox.choose(
-            opts.isolation, bench_dir, self.sock_path
+            config.isolation, bench_dir, self.sock_path
         )
-        limits = send_limits(opts)
+        limits = send_limits(config)
         self.caps = m.Caps(
             frame_bytes=DEFAULT_FRAME_BYTES,
             body_bytes=BODY_BYTES,
             subject_chars=SUBJECT_CHARS,
             list_cap=LIST_DEFAULT,
             list_max=LIST_MAX,
-            connections=opts.max_connections,
+            connections=config.max_connections,
             scrollback_bytes=SCROLLBACK_BYTES,
-            max_children=opts.max_children,
-            max_depth=opts.max_depth,
-            spawn_rate=opts.spawn_rate,
-            exited_kept=opts.exited_kept,
-            kept_scrollback_bytes=opts.kept_scrollback,
+            max_children=config.max_children,
+            max_depth=config.max_depth,
+            spawn_rate=config.spawn_rate,
+            exited_kept=config.exited_kept,
+            kept_scrollback_bytes=config.kept_scrollback,
             **dataclasses.asdict(limits),
             thread_max=threads.THREAD_MAX,
             isolation="on" if self.sandbox is not None else "off",
             isolation_note=self.isolation_note,
         )
         self.admission = Admission(
-            opts.max_connections,
-            opts.session_connections,
-            opts.operator_connections,
-            opts.operator_reserve,
+            config.max_connections,
+            config.session_connections,
+            config.operator_connections,
+            config.operator_reserve,
         )
         self.hub = Hub(self.log)
         self.connections: set[Connection] = set()  # open client connections (idle reaper)
@@ -144,7 +145,7 @@ class Daemon:
             on_checkpoint_error=lambda err: self.log.error(
                 "journal checkpoint failed", error=str(err)
             ),
-            reserve=opts.disk_reserve,
+            reserve=config.disk_reserve,
             clock=self.clock,
         )
         self.journal.open()
@@ -179,7 +180,7 @@ class Daemon:
             self.committer,
             self.index,
             self.caps.body_bytes,
-            opts.retry_base,
+            config.retry_base,
             self.log,
             clock=self.clock,
         )
@@ -187,19 +188,19 @@ class Daemon:
             self.roster.live_by_handle,
             self.mailroom,
             self.committer.record,
-            reactor_settings(self.opts),
+            reactor_settings(self.config),
             self.log,
             clock=self.clock,
         )
         self.hub.listeners.append(reactor.on_event)
         # After the reactor: the states of a batch's events join the index's pending
         # changes with the batch's last_seq (benchd.runtime.mailstates).
-        self.mail_states = MailStates(self.index, opts.node)
+        self.mail_states = MailStates(self.index, config.node)
         self.hub.listeners.append(self.mail_states.on_event)
         # Receipts for mail from other nodes, for the bridge to send back to them.
-        self.receipts = Receipts(self.index, opts.node, self.log)
+        self.receipts = Receipts(self.index, config.node, self.log)
         self.hub.listeners.append(self.receipts.on_event)
-        self.waits = Waits(opts.session_waits, opts.max_waits, self.committer.record)
+        self.waits = Waits(config.session_waits, config.max_waits, self.committer.record)
         self.hub.listeners.append(self.waits.on_event)
         self.sessions = Sessions(
             self.roster,
@@ -212,16 +213,17 @@ class Daemon:
             self.helper_pids,
             self.pid,
             self.subreaper,
+            session_umask=config.session_umask,
         )
         self.sessions.sandbox = self.sandbox
-        self.outbound = Outbound(bench_dir, opts.node, self.index, self.mailroom, self.committer)
+        self.outbound = Outbound(bench_dir, config.node, self.index, self.mailroom, self.committer)
         self.jobs.outbound = self.outbound  # job replies to handle@node go out through it
         self.delegation = Delegation(
             self.roster,
             self.mailroom,
             self.committer.record,
             self.log,
-            DelegationLimits(opts.max_children, opts.max_depth, opts.spawn_rate),
+            DelegationLimits(config.max_children, config.max_depth, config.spawn_rate),
         )
         self.sessions.delegation = self.delegation
         self.sessions.watch = JobWatch(
@@ -232,13 +234,15 @@ class Daemon:
             self.jobs.outbox,
             self.sessions.end,
             self.log,
-            opts.stall_after,
-            opts.max_deadline,
+            config.stall_after,
+            config.max_deadline,
             clock=self.clock,
         )
         self.sessions.watch.outbound = self.outbound
-        self.sessions.exited_kept = opts.exited_kept
-        self.sessions.exited_store = ExitedStore(bench_dir, opts.exited_kept, opts.kept_scrollback)
+        self.sessions.exited_kept = config.exited_kept
+        self.sessions.exited_store = ExitedStore(
+            bench_dir, config.exited_kept, config.kept_scrollback
+        )
         for record, output in self.sessions.exited_store.load():
             self.roster.exited.append(PastSession(record, output))
         self.index_queries = MailQueries(self.index)
@@ -247,9 +251,9 @@ class Daemon:
                 self.pid,
                 bench_dir,
                 self.caps,
-                reactor_settings(self.opts),
+                reactor_settings(self.config),
                 self.test_hooks,
-                opts.wait_max,
+                config.wait_max,
             ),
             request_stop=self.request_stop,
             mail=MailService(self.mailroom, self.outbound, self.index, self.index_queries),
@@ -403,7 +407,9 @@ class Daemon:
         return n
 
     def disk_health(self) -> m.DiskHealth:
-        return upkeep.disk_health(self.bench_dir, self.committer.disk_full, self.opts.disk_reserve)
+        return upkeep.disk_health(
+            self.bench_dir, self.committer.disk_full, self.config.disk_reserve
+        )
 
     # ------------------------------------------------------------ identity
 
@@ -512,14 +518,14 @@ class Daemon:
             await nursery.start(self.sessions.reactor.run)
             await nursery.start(self.sessions.run)
             await nursery.start(self.jobs.run)
-            if self.opts.bridge:
+            if self.config.bridge:
                 from benchd.runtime.bridgehost import supervise
 
                 await nursery.start(
                     supervise,
                     self.bench_dir,
                     self.outbound.node,
-                    self.opts.bridge,
+                    self.config.bridge,
                     self.helper_pids,
                     self.log,
                 )
@@ -539,7 +545,7 @@ class Daemon:
             # After the ready line and off the loop: neither a start nor a request waits
             # for its write and flush.
             await trio.to_thread.run_sync(
-                upkeep.hold_room, self.bench_dir, self.opts.disk_reserve, self.log
+                upkeep.hold_room, self.bench_dir, self.config.disk_reserve, self.log
             )
             await self._stop.wait()
             await self._shutdown(listener)
@@ -556,7 +562,7 @@ class Daemon:
     async def _reap_idle(self) -> None:
         """Close connections that waited `--idle-timeout` seconds for a request: checked a
         few times per timeout, so one closes at most a tenth of it late."""
-        idle = self.opts.idle_timeout
+        idle = self.config.idle_timeout
         while True:
             await trio.sleep(min(max(idle / 10, 0.05), 5.0))
             cutoff = time.monotonic() - idle
@@ -602,22 +608,21 @@ class Daemon:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = build_parser().parse_args(argv)
-    problem = options_problem(opts)
+    # The one place the parser's Namespace is seen: everything after reads the config.
+    # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
+    # job tasks); sessions get the umask the daemon was started with back (the config's
+    # session_umask, handed to each Terminal).
+    config = daemon_config(build_parser().parse_args(argv), session_umask=os.umask(0o077))
+    problem = options_problem(config)
     if problem:
         print(f"benchd: {problem}", file=sys.stderr)
         return 2
-    # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
-    # job tasks); sessions get the umask the daemon was started with back (terminal.py).
-    from benchd.runtime import terminal
-
-    terminal.SESSION_UMASK = os.umask(0o077)
-    taken = take_state_dir(opts.dir)
+    taken = take_state_dir(config.dir)
     if isinstance(taken, int):
         return taken  # refused, said in one line
     bench_dir = taken
     try:
-        daemon = Daemon(bench_dir, opts)
+        daemon = Daemon(bench_dir, config)
     except WireError as err:  # isolation-unavailable
         upkeep.say(f"benchd: cannot start: {err.message}")
         return 2

@@ -25,10 +25,9 @@ from bench_wire.framing import (
 )
 from bench_wire.messages import ErrorBody, ErrorResponse, Id, Request, Response
 from benchd.core.caller import Caller
+from benchd.server.config import DaemonConfig
 
 if TYPE_CHECKING:
-    import argparse
-
     import structlog
 
 # How a stream run by `Connection.while_present` ended: its frames ran out ("done"),
@@ -50,7 +49,7 @@ class Server(Protocol):
     def caps(self) -> m.Caps: ...
 
     @property
-    def opts(self) -> "argparse.Namespace": ...
+    def config(self) -> DaemonConfig: ...
 
     @property
     def log(self) -> "structlog.stdlib.BoundLogger": ...
@@ -253,7 +252,7 @@ class Connection:
 
     async def serve(self) -> None:
         log = self.daemon.log
-        idle = self.daemon.opts.idle_timeout
+        idle = self.daemon.config.idle_timeout
         while True:
             # Only the wait between requests is timed: a request in flight or an open
             # stream (events -f, tail -f, attach) is never idle. The daemon's idle reaper

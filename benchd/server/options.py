@@ -1,5 +1,6 @@
-"""benchd's command line: every option (flag, environment variable, default), and the
-check that the values make sense together before anything is opened."""
+"""benchd's command line: every option (flag, environment variable, default), the typed
+configuration built from it once (`daemon_config`), and the check that the values make
+sense together before anything is opened."""
 
 import argparse
 import os
@@ -11,6 +12,7 @@ from benchd.core.limits import Limits
 from benchd.core.names import is_handle
 from benchd.runtime.nodes import default_node
 from benchd.runtime.sandbox import MODES as ISOLATION_MODES
+from benchd.server.config import DaemonConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,45 +59,51 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def options_problem(opts: argparse.Namespace) -> str | None:
+def daemon_config(opts: argparse.Namespace, session_umask: int | None = None) -> DaemonConfig:
+    """The parsed options as the daemon's typed configuration: every option is a field of
+    the same name (an option without one fails here, at once, with a TypeError)."""
+    return DaemonConfig(**vars(opts), session_umask=session_umask)
+
+
+def options_problem(config: DaemonConfig) -> str | None:
     """What is wrong with the options as parsed, or None."""
     for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
-        problem = option_problem(flag, getattr(opts, option_dest(flag)))
+        problem = option_problem(flag, getattr(config, option_dest(flag)))
         if problem:
             return problem
-    if opts.isolation not in ISOLATION_MODES:
-        return f"--isolation {opts.isolation!r} is not one of {', '.join(ISOLATION_MODES)}"
-    if not is_handle(opts.node):
+    if config.isolation not in ISOLATION_MODES:
+        return f"--isolation {config.isolation!r} is not one of {', '.join(ISOLATION_MODES)}"
+    if not is_handle(config.node):
         return (
-            f"--node {opts.node!r} is not a node name: use 1-64 characters of "
+            f"--node {config.node!r} is not a node name: use 1-64 characters of "
             "a-z 0-9 . _ - starting with a letter or digit"
         )
     return None
 
 
-def send_limits(opts: argparse.Namespace) -> Limits:
+def send_limits(config: DaemonConfig) -> Limits:
     """The send limits as the limiter applies them (hello's caps report the same)."""
     return Limits(
-        send_burst=opts.send_burst,
-        send_rate=opts.send_rate,
-        operator_send_burst=opts.operator_send_burst,
-        operator_send_rate=opts.operator_send_rate,
-        mailbox_messages=opts.mailbox_messages,
-        mailbox_bytes=opts.mailbox_bytes,
-        reply_to_max=opts.reply_to_max,
-        tree_bytes=opts.tree_bytes,
-        tree_mailboxes=opts.tree_mailboxes,
+        send_burst=config.send_burst,
+        send_rate=config.send_rate,
+        operator_send_burst=config.operator_send_burst,
+        operator_send_rate=config.operator_send_rate,
+        mailbox_messages=config.mailbox_messages,
+        mailbox_bytes=config.mailbox_bytes,
+        reply_to_max=config.reply_to_max,
+        tree_bytes=config.tree_bytes,
+        tree_mailboxes=config.tree_mailboxes,
     )
 
 
-def reactor_settings(opts: argparse.Namespace) -> m.ReactorSettings:
+def reactor_settings(config: DaemonConfig) -> m.ReactorSettings:
     """The wake reactor's settings as hello reports them."""
     return m.ReactorSettings(
-        idle_gate=opts.idle_gate,
-        paste_settle=opts.paste_settle,
-        wake_burst=opts.wake_burst,
-        wake_refill=opts.wake_refill,
-        enter_retries=opts.enter_retries,
-        enter_check=opts.enter_check,
-        retry_base=opts.retry_base,
+        idle_gate=config.idle_gate,
+        paste_settle=config.paste_settle,
+        wake_burst=config.wake_burst,
+        wake_refill=config.wake_refill,
+        enter_retries=config.enter_retries,
+        enter_check=config.enter_check,
+        retry_base=config.retry_base,
     )

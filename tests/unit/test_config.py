@@ -1,0 +1,95 @@
+"""benchd's typed configuration (benchd/server/config.py): every option of the parser is
+a field of `DaemonConfig` with the same default, the value is frozen, and the session
+umask travels in it to each Terminal (no module global is patched)."""
+
+import dataclasses
+import os
+import pathlib
+
+import pytest
+import trio
+
+from bench_wire.config import DAEMON_OPTIONS, option_dest
+from benchd.runtime.terminal import Terminal
+from benchd.server.config import DaemonConfig
+from benchd.server.options import build_parser, daemon_config, options_problem
+
+# Not options of the parser: main reads it (the umask benchd was started with).
+NOT_OPTIONS = {"session_umask"}
+
+
+def _option_dests() -> set[str]:
+    return {
+        action.dest for action in build_parser()._actions if action.dest not in ("help", "version")
+    }
+
+
+def test_every_option_of_the_parser_is_a_config_field():
+    fields = {f.name for f in dataclasses.fields(DaemonConfig)}
+    missing = _option_dests() - fields
+    assert not missing, f"options without a DaemonConfig field: {sorted(missing)}"
+    # ... and no field is left over from an option that is gone.
+    assert fields - NOT_OPTIONS == _option_dests()
+
+
+def test_the_shared_options_have_the_parser_defaults():
+    config = DaemonConfig()
+    for flag, _env, typ, default, _help in DAEMON_OPTIONS:
+        value = getattr(config, option_dest(flag))
+        assert value == default and type(value) is typ, flag
+
+
+def test_the_parsed_options_become_the_config(monkeypatch):
+    for _flag, env, *_ in DAEMON_OPTIONS:
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.delenv("BENCH_ISOLATION", raising=False)
+    args = ["--dir", "/tmp/x", "--node", "n1", "--send-rate", "7.5", "--max-children", "9"]
+    config = daemon_config(build_parser().parse_args(args), session_umask=0o022)
+    assert config.dir == "/tmp/x" and config.node == "n1"
+    assert config.send_rate == 7.5 and config.max_children == 9
+    assert config.isolation == "auto" and config.test_hooks is False
+    assert config.session_umask == 0o022
+    assert options_problem(config) is None
+    bad = dataclasses.replace(config, send_rate=0.0)
+    assert options_problem(bad) == "--send-rate must be positive (got 0.0)"
+
+
+def test_an_option_without_a_field_fails_at_once():
+    ns = build_parser().parse_args([])
+    ns.forgotten_option = 1
+    with pytest.raises(TypeError):
+        daemon_config(ns)
+
+
+def test_the_config_is_frozen():
+    config = DaemonConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.send_rate = 1.0  # type: ignore[misc]
+    with pytest.raises((AttributeError, TypeError)):
+        config.new_field = 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("umask, shown", [(0o027, b"0027"), (0o002, b"0002")])
+def test_a_session_starts_with_the_umask_it_is_given(tmp_path, umask, shown):
+    async def run() -> bytes:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        term = Terminal(["sh", "-c", "umask"], str(tmp_path), env, 24, 80, 4096, umask=umask)
+        try:
+            with trio.fail_after(30):
+                await term.drain()
+                await term.wait_exit()
+        finally:
+            term.close()
+        return bytes(term.scrollback)
+
+    assert shown in trio.run(run)
+
+
+def test_only_the_command_line_module_knows_argparse():
+    """Nothing past `main` sees the parser's Namespace: in benchd only the module that
+    builds the parser names argparse."""
+    root = pathlib.Path(__file__).resolve().parents[2] / "benchd"
+    naming = sorted(
+        str(path.relative_to(root)) for path in root.rglob("*.py") if "argparse" in path.read_text()
+    )
+    assert naming == ["server/options.py"]
