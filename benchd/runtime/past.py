@@ -6,7 +6,7 @@ rebuilt from that output when someone asks for it).
 """
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import pyte
 import trio
@@ -17,12 +17,9 @@ from benchd.core.states import SessionState
 from benchd.runtime import vtscreen
 from benchd.runtime.terminal import render_line
 
-if TYPE_CHECKING:  # sessions imports this module
-    from benchd.runtime.sessions import Session
-
 T = TypeVar("T")
-# A settled session's record as benchd.store.exited keeps it: a JSON object (record_of
-# writes it; a record from an older daemon may lack keys, hence the .get()s below).
+# A settled session's record as benchd.store.exited keeps it: a JSON object (Session.record
+# in benchd.runtime.roster writes it; a record from an older daemon may lack keys, hence the .get()s below).
 Record = dict[str, Any]
 
 
@@ -99,25 +96,3 @@ class PastSession:
             outcome=self.outcome,
             reason=self.reason,
         )
-
-
-def record_of(s: "Session", ended_ms: int) -> Record:
-    """What is kept on disk of a settled session (a benchd.runtime.sessions Session)."""
-    info = s.info()
-    return {
-        "session": s.id,
-        "handle": s.handle,
-        "pid": info.pid,
-        "exit": s.exit,
-        "signal": s.signal,
-        "argv": list(s.argv),
-        "job": s.job is not None,
-        "reply_to": info.reply_to,
-        "parent": s.parent,
-        "parent_handle": s.parent_handle,
-        "lineage": list(s.lineage),
-        "outcome": s.outcome,
-        "reason": s.reason,
-        "size": list(s.size),
-        "ended_ms": ended_ms,
-    }

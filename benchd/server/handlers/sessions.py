@@ -17,8 +17,9 @@ from bench_wire.errors import WireError
 from benchd.core.caller import Caller
 from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.replay import replay
+from benchd.runtime.roster import Session
 from benchd.runtime.screens import frame
-from benchd.runtime.sessions import OUTPUT_CHUNK, Session
+from benchd.runtime.sessions import OUTPUT_CHUNK
 from benchd.runtime.terminal import Terminal, check_size
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
