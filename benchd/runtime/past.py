@@ -13,7 +13,6 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire import outcomes
-from benchd.core.states import SessionState
 from benchd.runtime import vtscreen
 from benchd.runtime.terminal import render_line
 
@@ -54,18 +53,15 @@ class PastTerminal:
 
 
 class PastSession:
-    """An exited session known only from its record on disk."""
-
-    live = False
-    job = None
-    cancelled = False
-    killed_by = None
+    """An exited session known only from its record on disk: its own type, not a
+    `Session` (benchd.runtime.roster) in disguise. It has what `bench ps -a`, `tail` and
+    `tail --screen` read of an exited session (its id, handle, ending, lineage and kept
+    output) and nothing of a running one (no job, no wakes, no followers)."""
 
     def __init__(self, record: Record, output: bytes):
         self.record = record
         self.id: str = record["session"]
         self.handle: str = record["handle"]
-        self.state = SessionState.EXITED
         self.exit: int | None = record.get("exit")
         self.signal: int | None = record.get("signal")
         self.parent: str | None = record.get("parent")
@@ -75,8 +71,10 @@ class PastSession:
         self.outcome, self.reason = outcomes.current(record.get("outcome"), record.get("reason"))
         rows, cols = record.get("size") or (40, 120)
         self.term = PastTerminal(int(record.get("pid") or 0), output, rows, cols)
-        self.exited = trio.Event()
-        self.exited.set()
+
+    @property
+    def live(self) -> bool:
+        return False  # it ran under an earlier daemon and has ended
 
     def info(self) -> m.SessionInfo:
         r = self.record

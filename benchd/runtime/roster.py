@@ -9,7 +9,9 @@ runtime has no import circle (tests/unit/test_cycles.py).
 """
 
 import collections
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Literal, overload
 
 import trio
@@ -91,6 +93,29 @@ class Session:
     def exited_with(self, code: int | None, sig: int | None) -> None:
         self.state = advance(self.state, SessionState.EXITED)
         self.exit, self.signal = code, sig
+
+    def mark_killed(self, by: str, cancel: bool) -> None:
+        """`bench kill` by `by` is ending it (with `cancel`, its job's task is withdrawn):
+        the first to kill it is the one its job's ending names."""
+        self.cancelled = self.cancelled or cancel
+        if self.killed_by is None:
+            self.killed_by = by
+
+    @contextlib.asynccontextmanager
+    async def viewed(self) -> AsyncIterator[None]:
+        """One client attached for as long as the block runs. When the last one leaves, the
+        session goes back to its own size (the next client to attach sets its own), also
+        when the client's stream was cut."""
+        self.attached += 1
+        try:
+            yield
+        finally:
+            self.attached -= 1
+            term = self.term
+            back = self.attached == 0 and self.live and term is not None
+            if back and term is not None and (term.rows, term.cols) != self.size:
+                with trio.CancelScope(shield=True):
+                    await term.resize(*self.size)
 
     def poke(self) -> None:
         self._poke.set()

@@ -300,6 +300,27 @@ class Sessions:
             await trio.to_thread.run_sync(self.exited_store.prune)
         return n
 
+    async def kill(self, s: Session, by: str, cancel: bool, tree: bool) -> list[str]:
+        """`bench kill`: end `s`, marked as killed by `by` (and its job cancelled with
+        `cancel`); with `tree`, every live session below it first. Returns the ids of the
+        sessions ended, in the order they were asked to end."""
+        order = []
+        if tree:
+            # Children first, a level at a time: each child's job settles (and replies to
+            # its parent) while the parent is still there to be woken by it.
+            below = self.roster.descendants(s.id)
+            for depth in sorted({len(c.lineage) for c in below}, reverse=True):
+                level = [c for c in below if len(c.lineage) == depth]
+                async with trio.open_nursery() as nursery:
+                    for c in level:
+                        c.mark_killed(by, cancel)
+                        nursery.start_soon(self.end, c)
+                order += [c.id for c in level]
+        s.mark_killed(by, cancel)
+        order.append(s.id)
+        await self.end(s)
+        return order
+
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
         """SIGHUP, SIGTERM, then SIGKILL to the process group, `grace` seconds apart
         while it has not exited; returns once settled."""
