@@ -4,8 +4,8 @@ leader or PID namespace.
 
 Here, below everything that acts on sessions (benchd.runtime.sessions starts and ends
 them; the reactor, the job host, the job watch, delegation and placement read and
-update them), so each of those imports this module and none imports another: the
-runtime has no import circle (tests/unit/test_cycles.py).
+update them): they import this module and it imports none of them, so the runtime has
+no import circle (tests/unit/test_cycles.py).
 """
 
 import collections
@@ -26,7 +26,7 @@ from benchd.runtime.terminal import Terminal
 
 
 class Wake:
-    """A queued wake: a mail's (mail_id and sender set), or a digest of `digest` unread
+    """A wake the reactor (benchd.runtime.reactor) queued on a session: a mail's (mail_id and sender set), or a digest of `digest` unread
     messages (neither set)."""
 
     __slots__ = ("mail_id", "sender", "digest")
@@ -36,6 +36,8 @@ class Wake:
 
 
 class Session:
+    """A session this daemon started (one read back from disk is a past.PastSession)."""
+
     def __init__(
         self,
         sid: str,
