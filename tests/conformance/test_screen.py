@@ -75,9 +75,7 @@ def test_a_past_sessions_screen_and_output_followed_end_at_once(daemon):
     """A session from an earlier daemon is a past session: its kept output and screen
     are answered, and a follow of either ends at once (nothing of it runs any more)."""
     d = daemon
-    a = d.call(
-        {"verb": "session/spawn", "name": "gone", "argv": ["sh", "-c", "echo from-before"]}
-    )
+    a = d.call({"verb": "session/spawn", "name": "gone", "argv": ["sh", "-c", "echo from-before"]})
     assert a["ok"] is True, a
     d.wait_event("session/exited", lambda e: e["session"] == a["session"])
     d.restart()
