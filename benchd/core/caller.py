@@ -4,7 +4,7 @@ from typing import Protocol
 
 
 class CallerSession(Protocol):
-    """What is read of a calling session (a benchd.runtime.sessions Session): a protocol,
+    """What is read of a calling session (a benchd.runtime.roster Session): a protocol,
     because the pure core does not import the runtime. Read-only, so the session's own
     mutable attributes satisfy it."""
 

@@ -26,7 +26,7 @@ SWEEP_AT = 1024  # trees with a window before those idle for an hour are forgott
 
 
 class TreeMember(Protocol):
-    """What is read of a session to find its tree (a benchd.runtime.sessions Session)."""
+    """What is read of a session to find its tree (a benchd.runtime.roster Session)."""
 
     @property
     def id(self) -> str: ...

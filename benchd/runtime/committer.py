@@ -32,7 +32,7 @@ a commit per send cost about a fifth of the rate.
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import msgspec
 import trio
@@ -43,9 +43,6 @@ from benchd.runtime.hub import Record as EventRecord  # an event as its log line
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
 from benchd.store.journal import Append, Entry, Journal, Write
-
-if TYPE_CHECKING:  # the mailroom's ops import this module
-    from benchd.runtime.mailroom import SendOp
 
 MAX_BATCH = 256
 INDEX_COMMIT_S = 0.1  # how long index updates may wait for their commit
@@ -130,8 +127,9 @@ class Batch:
     moves claimed by earlier ops of the same batch."""
 
     def __init__(self) -> None:
-        # (sender, key) -> the op that claimed it
-        self.keys: dict[tuple[str, str], SendOp] = {}
+        # (sender, key) -> the op that claimed it (a send: benchd.runtime.mailroom's
+        # SendOp, which narrows it; the committer knows ops only as Op)
+        self.keys: dict[tuple[str, str], Op[object]] = {}
         self.moves: set[str] = set()  # files a retirement moves
         # mailbox -> [messages, bytes] the batch's sends add unread so far: a mailbox's
         # caps are checked against the index's tally plus these (benchd.runtime.limiter).

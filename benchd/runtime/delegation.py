@@ -20,7 +20,7 @@ from benchd.core.names import OPERATOR, check_handle
 from benchd.core.trees import root_of
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
-from benchd.runtime.sessions import Roster, Session
+from benchd.runtime.roster import Roster, Session
 
 
 class Delegation:

@@ -23,7 +23,7 @@ import math
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import trio
 
@@ -48,12 +48,10 @@ from benchd.runtime.committer import Committer, EventOp
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom, SendOp
 from benchd.runtime.outbound import Outbound, QueueOp
+from benchd.runtime.roster import Session
 from benchd.store import faults
 from benchd.store.index import Index
 from benchd.store.outbox import SqliteOutbox
-
-if TYPE_CHECKING:  # sessions imports this module
-    from benchd.runtime.sessions import Session
 
 
 @dataclass(frozen=True, slots=True)

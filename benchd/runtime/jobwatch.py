@@ -22,7 +22,6 @@ so it ends when the session does.
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -37,10 +36,8 @@ from benchd.runtime.limiter import Limiter
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
+from benchd.runtime.roster import Session
 from benchd.store.outbox import SqliteOutbox
-
-if TYPE_CHECKING:  # sessions imports this module
-    from benchd.runtime.sessions import Session
 
 SCREEN_LINES = 10  # the last screen lines a stall mail quotes
 MIN_STALL = 1.0  # the shortest stall time a spawn may ask for, in seconds (0: never)

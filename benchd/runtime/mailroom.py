@@ -340,7 +340,7 @@ class SendOp(Op[SendOk]):
             return
         seen = ctx.batch.keys
         first = seen.get((self.sender, self.key))
-        if first is not None:
+        if isinstance(first, SendOp):  # only sends claim keys
             # The same key earlier in this batch: this answer is that op's answer
             # (or its failure), settled in finish() once the batch is done.
             if (first.to, first.body) != (self.to, self.body):

@@ -6,23 +6,19 @@ rebuilt from that output when someone asks for it).
 """
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import pyte
 import trio
 
 from bench_wire import messages as m
 from bench_wire import outcomes
-from benchd.core.states import SessionState
 from benchd.runtime import vtscreen
 from benchd.runtime.terminal import render_line
 
-if TYPE_CHECKING:  # sessions imports this module
-    from benchd.runtime.sessions import Session
-
 T = TypeVar("T")
-# A settled session's record as benchd.store.exited keeps it: a JSON object (record_of
-# writes it; a record from an older daemon may lack keys, hence the .get()s below).
+# A settled session's record as benchd.store.exited keeps it: a JSON object (Session.record
+# in benchd.runtime.roster writes it; a record from an older daemon may lack keys, hence the .get()s below).
 Record = dict[str, Any]
 
 
@@ -57,18 +53,15 @@ class PastTerminal:
 
 
 class PastSession:
-    """An exited session known only from its record on disk."""
-
-    live = False
-    job = None
-    cancelled = False
-    killed_by = None
+    """An exited session known only from its record on disk: its own type, not a
+    `Session` (benchd.runtime.roster) in disguise. It has what `bench ps -a`, `tail` and
+    `tail --screen` read of an exited session (its id, handle, ending, lineage and kept
+    output) and nothing of a running one (no job, no wakes, no followers)."""
 
     def __init__(self, record: Record, output: bytes):
         self.record = record
         self.id: str = record["session"]
         self.handle: str = record["handle"]
-        self.state = SessionState.EXITED
         self.exit: int | None = record.get("exit")
         self.signal: int | None = record.get("signal")
         self.parent: str | None = record.get("parent")
@@ -78,8 +71,10 @@ class PastSession:
         self.outcome, self.reason = outcomes.current(record.get("outcome"), record.get("reason"))
         rows, cols = record.get("size") or (40, 120)
         self.term = PastTerminal(int(record.get("pid") or 0), output, rows, cols)
-        self.exited = trio.Event()
-        self.exited.set()
+
+    @property
+    def live(self) -> bool:
+        return False  # it ran under an earlier daemon and has ended
 
     def info(self) -> m.SessionInfo:
         r = self.record
@@ -99,25 +94,3 @@ class PastSession:
             outcome=self.outcome,
             reason=self.reason,
         )
-
-
-def record_of(s: "Session", ended_ms: int) -> Record:
-    """What is kept on disk of a settled session (a benchd.runtime.sessions Session)."""
-    info = s.info()
-    return {
-        "session": s.id,
-        "handle": s.handle,
-        "pid": info.pid,
-        "exit": s.exit,
-        "signal": s.signal,
-        "argv": list(s.argv),
-        "job": s.job is not None,
-        "reply_to": info.reply_to,
-        "parent": s.parent,
-        "parent_handle": s.parent_handle,
-        "lineage": list(s.lineage),
-        "outcome": s.outcome,
-        "reason": s.reason,
-        "size": list(s.size),
-        "ended_ms": ended_ms,
-    }

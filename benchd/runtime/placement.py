@@ -18,13 +18,9 @@ In order:
    or a peer that is gone, is `unplaceable`, never the operator.
 """
 
-from typing import TYPE_CHECKING
-
 from bench_wire.errors import WireError
 from benchd.runtime.peers import PPID, SESSION, START, Peer, pid_namespace, stat_fields
-
-if TYPE_CHECKING:
-    from benchd.runtime.sessions import Roster, Session
+from benchd.runtime.roster import Roster, Session
 
 WALK_LIMIT = 64  # parents read before giving up (unplaceable)
 ATTEMPTS = 3  # walks tried when a parent changes under us

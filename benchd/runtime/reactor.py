@@ -15,7 +15,6 @@
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -27,24 +26,12 @@ from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.wakeline import digest_line, for_shell, shell_of, wake_line
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.roster import Session, Wake
 from benchd.runtime.terminal import Terminal
-
-if TYPE_CHECKING:  # sessions imports this module
-    from benchd.runtime.sessions import Session
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
 QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longer
-
-
-class Wake:
-    """A queued wake: a mail's (mail_id and sender set), or a digest of `digest` unread
-    messages (neither set)."""
-
-    __slots__ = ("mail_id", "sender", "digest")
-
-    def __init__(self, mail_id: str | None, sender: str | None, digest: int = 0):
-        self.mail_id, self.sender, self.digest = mail_id, sender, digest
 
 
 class Courier:

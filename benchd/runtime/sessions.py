@@ -12,7 +12,6 @@ sandbox is off, the token is what a process that left its session can still use)
 forged or stale token is refused.
 """
 
-import collections
 import os
 import secrets
 import shutil
@@ -20,31 +19,26 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, overload
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.jobs import Job
 from benchd.core.names import OPERATOR, check_handle
-from benchd.core.patterns import Compiled, compile_pattern
-from benchd.core.states import SessionState, advance
+from benchd.core.patterns import compile_pattern
 from benchd.runtime import presets
+from benchd.runtime.delegation import Delegation
+from benchd.runtime.jobhost import JobHost
+from benchd.runtime.jobwatch import JobWatch
 from benchd.runtime.logs import Log
-from benchd.runtime.past import PastSession, record_of
 from benchd.runtime.peers import Peer
 from benchd.runtime.placement import Placer
-from benchd.runtime.reactor import Reactor, Wake
+from benchd.runtime.reactor import Reactor
+from benchd.runtime.roster import Roster, Session
 from benchd.runtime.sandbox import Sandbox
 from benchd.runtime.system import child_pids, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
 from benchd.store.exited import ExitedStore
-
-if TYPE_CHECKING:  # these import this module
-    from benchd.runtime.delegation import Delegation
-    from benchd.runtime.jobhost import JobHost
-    from benchd.runtime.jobwatch import JobWatch
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -54,206 +48,12 @@ EXITED_KEPT = 200
 OUTPUT_CHUNK = 48 * 1024
 
 
-class Session:
-    def __init__(
-        self,
-        sid: str,
-        handle: str,
-        token: str,
-        argv: list[str],
-        term: Terminal | None,
-        ready: Compiled | None,
-        job: Job | None,
-    ) -> None:
-        self.id = sid
-        self.handle = handle
-        self.token = token
-        self.argv = argv
-        self.term: Terminal | None = term
-        self.ready = ready
-        self.job = job  # the jobs.Job of a job spawn, else None
-        self.wakes: collections.deque[Wake] = collections.deque()
-        self.last_input = 0.0  # monotonic time of the last operator keystroke
-        self.write_lock = trio.Lock()
-        self.state = SessionState.RUNNING
-        self.exit: int | None = None
-        self.signal: int | None = None
-        self.exited = trio.Event()
-        self.cancelled = False
-        self.killed_by: str | None = None  # who ran `bench kill` on it, if anyone
-        self.size: tuple[int, int] = (40, 120)  # its own size, restored when detached
-        self.attached = 0  # clients attached now
-        self._poke = trio.Event()
-        self.cancel_scope: trio.CancelScope | None = None
-        self.paste_settle: float | None = None  # a preset's, else the daemon's
-        # Delegation: the session that spawned it (a job a session started), and all its
-        # spawners' ids, nearest first (benchd.core.delegation).
-        self.parent: str | None = None
-        self.parent_handle: str | None = None
-        self.lineage: tuple[str, ...] = ()
-        self.root_handle: str | None = None  # the handle of its tree's root (a job's)
-        self.outcome: str | None = None  # its job's, once settled
-        self.reason: str | None = None  # and its reason (bench_wire.outcomes)
-        # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
-        # the monotonic time the watch sleeps until), whether the deadline ended it, its
-        # stall time (0: never), since when it is stalled (monotonic), and whether it has
-        # run `bench report` (a child that reported owes no stall mail).
-        self.deadline_ms: int | None = None
-        self.deadline_at: float | None = None
-        self.deadline_hit = False
-        self.stall_after = 0.0
-        self.stalled_at: float | None = None
-        self.reported = False
-        self.sandboxed = False  # its program runs in a sandbox (benchd.runtime.sandbox)
-        self.ns: int | None = None  # that sandbox's PID namespace (inode), once seen
-        # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
-        self.launch_args: tuple[list[str], str, dict[str, str], int, int]
-
-    def exited_with(self, code: int | None, sig: int | None) -> None:
-        self.state = advance(self.state, SessionState.EXITED)
-        self.exit, self.signal = code, sig
-
-    def poke(self) -> None:
-        self._poke.set()
-
-    async def poked(self) -> None:
-        await self._poke.wait()
-        self._poke = trio.Event()
-
-    @property
-    def live(self) -> bool:
-        return self.state is SessionState.RUNNING
-
-    def info(self) -> m.SessionInfo:
-        if self.term is None:  # reserved, its process not started yet
-            return m.SessionInfo(
-                session=self.id,
-                handle=self.handle,
-                pid=0,
-                state=SessionState.RUNNING.value,
-                idle_ms=None,
-                argv=self.argv,
-                job=self.job is not None,
-                parent=self.parent,
-                parent_handle=self.parent_handle,
-            )
-        idle = None
-        if self.live and self.term.last_output is not None:
-            idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
-        return m.SessionInfo(
-            session=self.id,
-            handle=self.handle,
-            pid=self.term.pid,
-            state=self.state.value,
-            idle_ms=idle,
-            exit=self.exit,
-            signal=self.signal,
-            argv=self.argv,
-            job=self.job is not None,
-            reply_to=self.reply_to(),
-            parent=self.parent,
-            parent_handle=self.parent_handle,
-            outcome=self.outcome,
-            reason=self.reason,
-            deadline_left_ms=(
-                None
-                if self.deadline_at is None or not self.live
-                else max(0, int((self.deadline_at - time.monotonic()) * 1000))
-            ),
-            stalled=self.stalled_at is not None and self.live,
-        )
-
-    def reply_to(self) -> list[str]:
-        """A job's reply-to addresses (for `bench ps --json` and the dashboard)."""
-        if self.job is None:
-            return []
-        from benchd.core.jobs import JobError, decode_agent_job
-
-        try:
-            mail = decode_agent_job(self.job).mail
-        except JobError:
-            return []
-        return [a.agent_id for a in mail.reply_to] if mail is not None else []
-
-    async def type_input(self, data: bytes) -> None:
-        """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""
-        self.last_input = time.monotonic()
-        assert self.term is not None, "input reaches only a launched session"
-        async with self.write_lock:
-            await self.term.write(data)
-        self.last_input = time.monotonic()
-
-
-class Roster:
-    """Who is running: the sessions by id, handle, token and pty leader, and the last
-    exited ones. Sessions fills it; the mailroom, the reactor, the job host and the
-    handlers look sessions up in it (so none of them needs the others)."""
-
-    def __init__(self) -> None:
-        self.by_id: dict[str, Session] = {}
-        self.live: dict[str, Session] = {}  # handle -> live session
-        self.by_token: dict[str, Session] = {}
-        self.by_leader: dict[int, Session] = {}
-        self.by_ns: dict[int, Session] = {}  # a sandboxed session's PID namespace inode
-        # Sessions that exited under this daemon, then those read back from disk.
-        self.exited: collections.deque[Session | PastSession] = collections.deque()
-
-    def is_live(self, handle: str) -> bool:
-        return handle in self.live
-
-    def live_by_handle(self, handle: str) -> Session | None:
-        return self.live.get(handle)
-
-    def live_count(self) -> int:
-        return len(self.live)
-
-    @overload
-    def find(self, name: str, live_only: Literal[True] = True) -> "Session": ...
-
-    @overload
-    def find(self, name: str, live_only: bool) -> "Session | PastSession": ...
-
-    def find(self, name: str, live_only: bool = True) -> "Session | PastSession":
-        """A session by handle or id: a live one first, else (live_only False) the
-        newest exited one with that handle or id."""
-        s: Session | PastSession | None = self.live.get(name) or self.by_id.get(name)
-        if s is None and not live_only:
-            s = self.lookup(name)
-        if s is None or (live_only and not s.live):
-            if live_only:
-                raise WireError("no-such-session", f"no live session is called {name!r}")
-            raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
-        if s.term is None:
-            raise WireError("no-such-session", f"session {name!r} is still starting")
-        return s
-
-    def lookup(self, name: str) -> "Session | PastSession | None":
-        """The session `find(name, live_only=False)` would answer with, or None."""
-        s = self.live.get(name) or self.by_id.get(name)
-        if s is None:
-            for old in reversed(self.exited):
-                if name in (old.handle, old.id):
-                    return old
-        return s
-
-    def family(self, name: str) -> tuple[str, ...]:
-        """The id of the session `name` designates, then its spawners' ids, nearest
-        first; () when there is none (what benchd.core.authority decides with)."""
-        s = self.lookup(name)
-        return () if s is None else (s.id, *s.lineage)
-
-    def descendants(self, sid: str) -> list[Session]:
-        """The live sessions below `sid` in the delegation tree, deepest first."""
-        found = [s for s in self.live.values() if sid in s.lineage]
-        return sorted(found, key=lambda s: -len(s.lineage))
-
-
 class Sessions:
     def __init__(
         self,
         roster: Roster,
         reactor: Reactor,
-        jobs: "JobHost | None",
+        jobs: JobHost | None,
         record: Callable[[m.Event], Awaitable[bool]],
         log: Log,
         bench_dir: str,
@@ -479,7 +279,7 @@ class Sessions:
         store = self.exited_store
         if store is None:
             return
-        record = record_of(s, int(time.time() * 1000))
+        record = s.record(int(time.time() * 1000))
         output = bytes(s.term.scrollback) if s.term is not None else b""
 
         def work() -> None:
@@ -503,6 +303,27 @@ class Sessions:
         if self.exited_store is not None:
             await trio.to_thread.run_sync(self.exited_store.prune)
         return n
+
+    async def kill(self, s: Session, by: str, cancel: bool, tree: bool) -> list[str]:
+        """`bench kill`: end `s`, marked as killed by `by` (and its job cancelled with
+        `cancel`); with `tree`, every live session below it first. Returns the ids of the
+        sessions ended, in the order they were asked to end."""
+        order = []
+        if tree:
+            # Children first, a level at a time: each child's job settles (and replies to
+            # its parent) while the parent is still there to be woken by it.
+            below = self.roster.descendants(s.id)
+            for depth in sorted({len(c.lineage) for c in below}, reverse=True):
+                level = [c for c in below if len(c.lineage) == depth]
+                async with trio.open_nursery() as nursery:
+                    for c in level:
+                        c.mark_killed(by, cancel)
+                        nursery.start_soon(self.end, c)
+                order += [c.id for c in level]
+        s.mark_killed(by, cancel)
+        order.append(s.id)
+        await self.end(s)
+        return order
 
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
         """SIGHUP, SIGTERM, then SIGKILL to the process group, `grace` seconds apart

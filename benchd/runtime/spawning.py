@@ -26,7 +26,8 @@ from benchd.runtime.committer import EventOp
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.limiter import Limiter
-from benchd.runtime.sessions import Session, Sessions
+from benchd.runtime.roster import Session
+from benchd.runtime.sessions import Sessions
 
 
 class Spawner:

@@ -51,7 +51,8 @@ from benchd.runtime.peers import peer_of
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.receipts import Receipts
 from benchd.runtime.reconcile import clean_staging, reconcile
-from benchd.runtime.sessions import Roster, Session, Sessions
+from benchd.runtime.roster import Roster, Session
+from benchd.runtime.sessions import Sessions
 from benchd.runtime.spawning import Spawner
 from benchd.runtime.system import become_subreaper
 from benchd.runtime.waits import Waits

@@ -27,7 +27,8 @@ from benchd.runtime.mailservice import MailService
 from benchd.runtime.mailstates import MailStates
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.receipts import Receipts
-from benchd.runtime.sessions import Roster, Sessions
+from benchd.runtime.roster import Roster
+from benchd.runtime.sessions import Sessions
 from benchd.runtime.spawning import Spawner
 from benchd.runtime.waits import Waits
 from benchd.server.connection import Connection

@@ -18,15 +18,25 @@ but they do not (an index made before search existed).
 
 import os
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgspec
 
 from benchd.core import frontmatter
 from benchd.store.statedir import read_regular
 
-if TYPE_CHECKING:
-    from benchd.store.index import Index
+
+class Indexed(Protocol):
+    """What `ensure` needs of the index (benchd/store/index.py's `Index`): its writer and
+    its meta keys. A protocol here, so the index may import search and not the reverse."""
+
+    @property
+    def w(self) -> sqlite3.Connection: ...
+
+    def get_meta(self, k: str) -> str | None: ...
+
+    def set_meta(self, k: str, v: str) -> None: ...
+
 
 VERSION = "2"  # 2: each link holds its thread's root and its depth
 
@@ -172,7 +182,7 @@ def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
             pass  # an index made before origins were kept: none to remove
 
 
-def ensure(index: "Index", mail_root: str) -> int:
+def ensure(index: Indexed, mail_root: str) -> int:
     """Create the tables, and index every message the index knows but they do not.
 
     Costs one anti-join when they are complete (every start after the first); reads the

@@ -71,6 +71,28 @@ def test_screen_follow_sends_changes_and_ends_with_the_session(daemon):
         assert f["reason"] == "exited"
 
 
+def test_a_past_sessions_screen_and_output_followed_end_at_once(daemon):
+    """A session from an earlier daemon is a past session: its kept output and screen
+    are answered, and a follow of either ends at once (nothing of it runs any more)."""
+    d = daemon
+    a = d.call({"verb": "session/spawn", "name": "gone", "argv": ["sh", "-c", "echo from-before"]})
+    assert a["ok"] is True, a
+    d.wait_event("session/exited", lambda e: e["session"] == a["session"])
+    d.restart()
+    with d.connect() as c:
+        c.send({"verb": "session/screen", "handle": a["session"], "follow": True, "id": 3})
+        f, end = c.recv(), c.recv()
+    assert f["type"] == "screen" and any("from-before" in ln for ln in f["lines"]), f
+    assert end["type"] == "end" and end["reason"] == "exited" and end["exit"] == 0, end
+    with d.connect() as c:
+        c.send({"verb": "session/tail", "handle": "gone", "follow": True, "id": 4})
+        frames = []
+        while not frames or frames[-1]["type"] != "end":
+            frames.append(c.recv())
+    assert frames[-1]["reason"] == "exited", frames
+    assert {f["type"] for f in frames[:-1]} == {"output"}, frames
+
+
 def test_screen_is_operator_only_and_checks_handles(daemon, tmp_path):
     d = daemon
     spawn_red(d)

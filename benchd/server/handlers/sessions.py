@@ -17,9 +17,10 @@ from bench_wire.errors import WireError
 from benchd.core.caller import Caller
 from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.replay import replay
+from benchd.runtime.roster import Session
 from benchd.runtime.screens import frame
-from benchd.runtime.sessions import OUTPUT_CHUNK, Session
-from benchd.runtime.terminal import Terminal, check_size
+from benchd.runtime.sessions import OUTPUT_CHUNK
+from benchd.runtime.terminal import check_size
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 
@@ -40,30 +41,10 @@ async def session_list(svc: Services, conn: Connection, caller: Caller, req: m.S
 
 async def kill(svc: Services, conn: Connection, caller: Caller, req: m.SessionKill) -> None:
     s = svc.roster.find(req.handle)
-    order = []
-    if req.tree:
-        # Children first, a level at a time: each child's job settles (and replies to
-        # its parent) while the parent is still there to be woken by it.
-        below = svc.roster.descendants(s.id)
-        for depth in sorted({len(c.lineage) for c in below}, reverse=True):
-            level = [c for c in below if len(c.lineage) == depth]
-            async with trio.open_nursery() as nursery:
-                for c in level:
-                    _mark(c, caller, req.cancel)
-                    nursery.start_soon(svc.sessions.end, c)
-            order += [c.id for c in level]
-    _mark(s, caller, req.cancel)
-    order.append(s.id)
-    await svc.sessions.end(s)
+    order = await svc.sessions.kill(s, caller.handle, req.cancel, req.tree)
     await conn.send(
         m.KillOk(id=req.id, session=s.id, handle=s.handle, ended=order if req.tree else [])
     )
-
-
-def _mark(s: Session, caller: Caller, cancel: bool) -> None:
-    s.cancelled = s.cancelled or cancel
-    if s.killed_by is None:
-        s.killed_by = caller.handle
 
 
 async def prune(svc: Services, conn: Connection, caller: Caller, req: m.SessionPrune) -> None:
@@ -97,9 +78,9 @@ async def tail(svc: Services, conn: Connection, caller: Caller, req: m.SessionTa
         )
         await conn.send(m.EndFrame(id=req.id))
         return
-    # Only a live session's Terminal has followers (an exited one's is its output only).
-    live = req.follow and s.live
-    follower = term.followers.subscribe(1024) if live and isinstance(term, Terminal) else None
+    # Only a live session has followers (a past one's terminal is its kept output only).
+    live = s if req.follow and isinstance(s, Session) and s.live else None
+    follower = live.term.followers.subscribe(1024) if live and live.term else None
     try:
         sb = bytes(term.scrollback)
         for i in range(0, len(sb), OUTPUT_CHUNK):
@@ -109,8 +90,8 @@ async def tail(svc: Services, conn: Connection, caller: Caller, req: m.SessionTa
                 m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit)
             )
             return
-        assert follower is not None and isinstance(s, Session), "following a live session"
-        await _pump(conn, req.id, s, follower, inputs=False)
+        assert follower is not None and live is not None, "following a live session"
+        await _pump(conn, req.id, live, follower, inputs=False)
     finally:
         if follower is not None:
             follower.close()
@@ -170,31 +151,25 @@ async def attach(svc: Services, conn: Connection, caller: Caller, req: m.Session
     recent = bytes(term.scrollback[-REPLAY_BYTES:])
     cut = len(term.scrollback) > len(recent)
     written_at = (term.rows, term.cols)
-    s.attached += 1
-    try:
-        size = check_size(req.rows, req.cols, cap=True) if req.rows and req.cols else None
-        viewer_cols = size[1] if size else written_at[1]
-        picture = (
-            await trio.to_thread.run_sync(replay, recent, *written_at, viewer_cols, cut)
-            if recent
-            else b""
-        )
-        if size is not None:
-            await term.resize(*size)
-        await conn.send(
-            m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=term.rows, cols=term.cols)
-        )
-        if picture:
-            await conn.send(m.OutputFrame(id=req.id, data=_b64(picture)))
-        await _pump(conn, req.id, s, follower, inputs=True)
-    finally:
-        follower.close()
-        s.attached -= 1
-        # The last client left: the session goes back to its own size (the next client
-        # to attach sets its own).
-        if s.attached == 0 and s.live and (term.rows, term.cols) != s.size:
-            with trio.CancelScope(shield=True):  # also when the client's stream was cut
-                await term.resize(*s.size)
+    async with s.viewed():  # counted as attached; its own size back when the last leaves
+        try:
+            size = check_size(req.rows, req.cols, cap=True) if req.rows and req.cols else None
+            viewer_cols = size[1] if size else written_at[1]
+            picture = (
+                await trio.to_thread.run_sync(replay, recent, *written_at, viewer_cols, cut)
+                if recent
+                else b""
+            )
+            if size is not None:
+                await term.resize(*size)
+            await conn.send(
+                m.AttachOk(id=req.id, session=s.id, handle=s.handle, rows=term.rows, cols=term.cols)
+            )
+            if picture:
+                await conn.send(m.OutputFrame(id=req.id, data=_b64(picture)))
+            await _pump(conn, req.id, s, follower, inputs=True)
+        finally:
+            follower.close()
 
 
 async def not_attached(svc: Services, conn: Connection, caller: Caller, req: m.Request) -> None:
@@ -209,10 +184,12 @@ async def session_screen(
     assert term is not None, "Roster.find answers only sessions whose process started"
     last = await frame(req.id, term)
     await conn.send(last)
-    if not req.follow or not s.live:
+    # Only a live session's screen changes (a past one's is its kept output).
+    live = s.term if req.follow and isinstance(s, Session) and s.live else None
+    if live is None:
         await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit))
         return
-    assert isinstance(term, Terminal), "a live session's terminal (not an exited one's output)"
+    term = live
 
     async def stream() -> None:
         nonlocal last

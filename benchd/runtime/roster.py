@@ -1,0 +1,275 @@
+"""The sessions as the rest of the runtime sees them: a `Session` (its identity, state,
+terminal and queue of wakes), and the `Roster` that finds one by handle, id, token, pty
+leader or PID namespace.
+
+Here, below everything that acts on sessions (benchd.runtime.sessions starts and ends
+them; the reactor, the job host, the job watch, delegation and placement read and
+update them): they import this module and it imports none of them, so the runtime has
+no import circle (tests/unit/test_cycles.py).
+"""
+
+import collections
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Literal, overload
+
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from benchd.core.jobs import Job
+from benchd.core.patterns import Compiled
+from benchd.core.states import SessionState, advance
+from benchd.runtime.past import PastSession, Record
+from benchd.runtime.terminal import Terminal
+
+
+class Wake:
+    """A wake the reactor (benchd.runtime.reactor) queued on a session: a mail's (mail_id and sender set), or a digest of `digest` unread
+    messages (neither set)."""
+
+    __slots__ = ("mail_id", "sender", "digest")
+
+    def __init__(self, mail_id: str | None, sender: str | None, digest: int = 0):
+        self.mail_id, self.sender, self.digest = mail_id, sender, digest
+
+
+class Session:
+    """A session this daemon started (one read back from disk is a past.PastSession)."""
+
+    def __init__(
+        self,
+        sid: str,
+        handle: str,
+        token: str,
+        argv: list[str],
+        term: Terminal | None,
+        ready: Compiled | None,
+        job: Job | None,
+    ) -> None:
+        self.id = sid
+        self.handle = handle
+        self.token = token
+        self.argv = argv
+        self.term: Terminal | None = term
+        self.ready = ready
+        self.job = job  # the jobs.Job of a job spawn, else None
+        self.wakes: collections.deque[Wake] = collections.deque()
+        self.last_input = 0.0  # monotonic time of the last operator keystroke
+        self.write_lock = trio.Lock()
+        self.state = SessionState.RUNNING
+        self.exit: int | None = None
+        self.signal: int | None = None
+        self.exited = trio.Event()
+        self.cancelled = False
+        self.killed_by: str | None = None  # who ran `bench kill` on it, if anyone
+        self.size: tuple[int, int] = (40, 120)  # its own size, restored when detached
+        self.attached = 0  # clients attached now
+        self._poke = trio.Event()
+        self.cancel_scope: trio.CancelScope | None = None
+        self.paste_settle: float | None = None  # a preset's, else the daemon's
+        # Delegation: the session that spawned it (a job a session started), and all its
+        # spawners' ids, nearest first (benchd.core.delegation).
+        self.parent: str | None = None
+        self.parent_handle: str | None = None
+        self.lineage: tuple[str, ...] = ()
+        self.root_handle: str | None = None  # the handle of its tree's root (a job's)
+        self.outcome: str | None = None  # its job's, once settled
+        self.reason: str | None = None  # and its reason (bench_wire.outcomes)
+        # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
+        # the monotonic time the watch sleeps until), whether the deadline ended it, its
+        # stall time (0: never), since when it is stalled (monotonic), and whether it has
+        # run `bench report` (a child that reported owes no stall mail).
+        self.deadline_ms: int | None = None
+        self.deadline_at: float | None = None
+        self.deadline_hit = False
+        self.stall_after = 0.0
+        self.stalled_at: float | None = None
+        self.reported = False
+        self.sandboxed = False  # its program runs in a sandbox (benchd.runtime.sandbox)
+        self.ns: int | None = None  # that sandbox's PID namespace (inode), once seen
+        # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
+        self.launch_args: tuple[list[str], str, dict[str, str], int, int]
+
+    def exited_with(self, code: int | None, sig: int | None) -> None:
+        self.state = advance(self.state, SessionState.EXITED)
+        self.exit, self.signal = code, sig
+
+    def mark_killed(self, by: str, cancel: bool) -> None:
+        """`bench kill` by `by` is ending it (with `cancel`, its job's task is withdrawn):
+        the first to kill it is the one its job's ending names."""
+        self.cancelled = self.cancelled or cancel
+        if self.killed_by is None:
+            self.killed_by = by
+
+    @contextlib.asynccontextmanager
+    async def viewed(self) -> AsyncIterator[None]:
+        """One client attached for as long as the block runs. When the last one leaves, the
+        session goes back to its own size (the next client to attach sets its own), also
+        when the client's stream was cut."""
+        self.attached += 1
+        try:
+            yield
+        finally:
+            self.attached -= 1
+            term = self.term
+            back = self.attached == 0 and self.live and term is not None
+            if back and term is not None and (term.rows, term.cols) != self.size:
+                with trio.CancelScope(shield=True):
+                    await term.resize(*self.size)
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    async def poked(self) -> None:
+        await self._poke.wait()
+        self._poke = trio.Event()
+
+    @property
+    def live(self) -> bool:
+        return self.state is SessionState.RUNNING
+
+    def info(self) -> m.SessionInfo:
+        if self.term is None:  # reserved, its process not started yet
+            return m.SessionInfo(
+                session=self.id,
+                handle=self.handle,
+                pid=0,
+                state=SessionState.RUNNING.value,
+                idle_ms=None,
+                argv=self.argv,
+                job=self.job is not None,
+                parent=self.parent,
+                parent_handle=self.parent_handle,
+            )
+        idle = None
+        if self.live and self.term.last_output is not None:
+            idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
+        return m.SessionInfo(
+            session=self.id,
+            handle=self.handle,
+            pid=self.term.pid,
+            state=self.state.value,
+            idle_ms=idle,
+            exit=self.exit,
+            signal=self.signal,
+            argv=self.argv,
+            job=self.job is not None,
+            reply_to=self.reply_to(),
+            parent=self.parent,
+            parent_handle=self.parent_handle,
+            outcome=self.outcome,
+            reason=self.reason,
+            deadline_left_ms=(
+                None
+                if self.deadline_at is None or not self.live
+                else max(0, int((self.deadline_at - time.monotonic()) * 1000))
+            ),
+            stalled=self.stalled_at is not None and self.live,
+        )
+
+    def reply_to(self) -> list[str]:
+        """A job's reply-to addresses (for `bench ps --json` and the dashboard)."""
+        if self.job is None:
+            return []
+        from benchd.core.jobs import JobError, decode_agent_job
+
+        try:
+            mail = decode_agent_job(self.job).mail
+        except JobError:
+            return []
+        return [a.agent_id for a in mail.reply_to] if mail is not None else []
+
+    def record(self, ended_ms: int) -> Record:
+        """What is kept on disk of it once settled (read back as a past.PastSession)."""
+        info = self.info()
+        return {
+            "session": self.id,
+            "handle": self.handle,
+            "pid": info.pid,
+            "exit": self.exit,
+            "signal": self.signal,
+            "argv": list(self.argv),
+            "job": self.job is not None,
+            "reply_to": info.reply_to,
+            "parent": self.parent,
+            "parent_handle": self.parent_handle,
+            "lineage": list(self.lineage),
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "size": list(self.size),
+            "ended_ms": ended_ms,
+        }
+
+    async def type_input(self, data: bytes) -> None:
+        """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""
+        self.last_input = time.monotonic()
+        assert self.term is not None, "input reaches only a launched session"
+        async with self.write_lock:
+            await self.term.write(data)
+        self.last_input = time.monotonic()
+
+
+class Roster:
+    """Who is running: the sessions by id, handle, token and pty leader, and the last
+    exited ones. Sessions fills it; the mailroom, the reactor, the job host and the
+    handlers look sessions up in it (so none of them needs the others)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Session] = {}
+        self.live: dict[str, Session] = {}  # handle -> live session
+        self.by_token: dict[str, Session] = {}
+        self.by_leader: dict[int, Session] = {}
+        self.by_ns: dict[int, Session] = {}  # a sandboxed session's PID namespace inode
+        # Sessions that exited under this daemon, then those read back from disk.
+        self.exited: collections.deque[Session | PastSession] = collections.deque()
+
+    def is_live(self, handle: str) -> bool:
+        return handle in self.live
+
+    def live_by_handle(self, handle: str) -> Session | None:
+        return self.live.get(handle)
+
+    def live_count(self) -> int:
+        return len(self.live)
+
+    @overload
+    def find(self, name: str, live_only: Literal[True] = True) -> "Session": ...
+
+    @overload
+    def find(self, name: str, live_only: bool) -> "Session | PastSession": ...
+
+    def find(self, name: str, live_only: bool = True) -> "Session | PastSession":
+        """A session by handle or id: a live one first, else (live_only False) the
+        newest exited one with that handle or id."""
+        s: Session | PastSession | None = self.live.get(name) or self.by_id.get(name)
+        if s is None and not live_only:
+            s = self.lookup(name)
+        if s is None or (live_only and not s.live):
+            if live_only:
+                raise WireError("no-such-session", f"no live session is called {name!r}")
+            raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
+        if s.term is None:
+            raise WireError("no-such-session", f"session {name!r} is still starting")
+        return s
+
+    def lookup(self, name: str) -> "Session | PastSession | None":
+        """The session `find(name, live_only=False)` would answer with, or None."""
+        s = self.live.get(name) or self.by_id.get(name)
+        if s is None:
+            for old in reversed(self.exited):
+                if name in (old.handle, old.id):
+                    return old
+        return s
+
+    def family(self, name: str) -> tuple[str, ...]:
+        """The id of the session `name` designates, then its spawners' ids, nearest
+        first; () when there is none (what benchd.core.authority decides with)."""
+        s = self.lookup(name)
+        return () if s is None else (s.id, *s.lineage)
+
+    def descendants(self, sid: str) -> list[Session]:
+        """The live sessions below `sid` in the delegation tree, deepest first."""
+        found = [s for s in self.live.values() if sid in s.lineage]
+        return sorted(found, key=lambda s: -len(s.lineage))
