@@ -242,7 +242,7 @@ def write_fake_bench(path: Path, log: Path, exit_code: int = 0) -> Path:
 
 def write_mail(path: Path, body: str) -> Path:
     path.write_text(
-        f"---\nid: 20240101-7\nfrom: alice\nto: bob\nsent: 2024-01-01T00:00:00Z\n---\n\n{body}\n"
+        f'---\nid: "20240101-7"\nfrom: alice\nto: bob\nsent: 2024-01-01T00:00:00Z\n---\n\n{body}\n'
     )
     return path
 
@@ -261,7 +261,7 @@ def test_ring_sends_next_number_with_bench_on_path(spawn, tmp_path):
     term.send(b"\r")
     term.expect(b"sent number 101 to carol\r\n" + PROMPT)
     assert [json.loads(line) for line in log.read_text().splitlines()] == [
-        ["mail", "send", "carol", "-m", "number 101"]
+        ["mail", "send", "carol", "--in-reply-to", "20240101-7", "-m", "number 101"]
     ]
     assert [e["line"] for e in records(record)] == [f"You have mail from alice: {mail}"]
 
@@ -279,7 +279,9 @@ def test_ring_failure_does_not_crash(spawn, tmp_path):
     term.expect(PROMPT)
     term.send(b"still here\r")
     term.expect(b"ok: still here\r\n" + PROMPT)
-    assert json.loads(log.read_text()) == ["mail", "send", "carol", "-m", "number 8"]
+    assert json.loads(log.read_text()) == [
+        "mail", "send", "carol", "--in-reply-to", "20240101-7", "-m", "number 8"
+    ]
 
 
 def test_work_seconds_prints_working_before_prompt(spawn):
