@@ -39,12 +39,13 @@ def ring_states(stdout: str) -> list[tuple[str, str, set[str]]]:
     return out
 
 
-def assert_ring_states(stdout: str) -> None:
+def assert_ring_states(stdout: str, names: tuple[str, ...] = ("alice", "bob", "carol")) -> None:
     """Each hop but the last was woken, retired by its wake and ends replied, naming the
     next hop; the last, to the operator, ends read by the operator's read."""
     states = ring_states(stdout)
     ids = [line.split()[-1] for line in stdout.splitlines() if " mail/sent " in line]
-    hops = ["operator -> alice", "alice -> bob", "bob -> carol", "carol -> operator"]
+    chain = ["operator", *names, "operator"]
+    hops = [f"{a} -> {b}" for a, b in zip(chain, chain[1:], strict=False)]
     assert [h for h, _, _ in states] == hops, stdout
     for (hop, shown, reached), reply in zip(states[:-1], ids[1:], strict=True):
         assert shown == "replied", (hop, stdout)
@@ -86,6 +87,10 @@ def test_delegate_proof_trail_shows_values_as_bench_events_does():
     trail = p.stdout.split("event trail:")[1]
     assert "=False" not in trail and "=True" not in trail and "=['" not in trail, trail
     assert "recovered=false" in trail  # job/settled, as `bench events` prints it
+    # Each task alice mailed a child ends replied: the child's reply names it.
+    states = p.stdout.split("delivery states (bench mail status")[1]
+    heads = [line.split() for line in states.splitlines() if " -> alice." in line]
+    assert [(h[2], h[-1]) for h in heads] == [(f"alice.{i}", "replied") for i in range(1, 6)]
 
 
 def test_mail_proof_fails_loudly(tmp_path):
