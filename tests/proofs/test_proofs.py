@@ -26,12 +26,12 @@ def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.C
 
 def ring_states(stdout: str) -> list[tuple[str, str, set[str]]]:
     """(hop, state shown now, states reached) per message of the proof's states section."""
-    section = stdout.split("delivery states (bench mail status")[1].split("mail-proof: ok")[0]
+    section = stdout.split("delivery states (bench mail status")[1]
     out: list[tuple[str, str, set[str]]] = []
     for line in section.splitlines()[1:]:
         words = line.split()
-        if not words:
-            continue
+        if not words:  # the section ends at its first empty line
+            break
         if words[0].startswith("+"):  # `+0.380s  woken ...`: a state of the message above
             out[-1][2].add(" ".join(words[1:]))
         else:  # `alice -> bob  ID  replied`

@@ -266,6 +266,18 @@ def test_ring_sends_next_number_with_bench_on_path(spawn, tmp_path):
     assert [e["line"] for e in records(record)] == [f"You have mail from alice: {mail}"]
 
 
+def test_ring_sends_no_in_reply_to_for_a_mail_without_an_id(spawn, tmp_path):
+    # A file without front matter has no id to answer: the number still goes on.
+    log = tmp_path / "bench-argv.jsonl"
+    bench = write_fake_bench(tmp_path / "fakebench", log)
+    mail = tmp_path / "plain.md"
+    mail.write_text("number 41\n")
+    term = spawn("--ring", "carol", "--bench", str(bench))
+    term.send(paste(f"You have mail from alice: {mail}") + b"\r")
+    term.expect(b"sent number 42 to carol\r\n" + PROMPT)
+    assert json.loads(log.read_text()) == ["mail", "send", "carol", "-m", "number 42"]
+
+
 def test_ring_failure_does_not_crash(spawn, tmp_path):
     log = tmp_path / "bench-argv.jsonl"
     bench = write_fake_bench(tmp_path / "fakebench", log, exit_code=3)
@@ -280,7 +292,13 @@ def test_ring_failure_does_not_crash(spawn, tmp_path):
     term.send(b"still here\r")
     term.expect(b"ok: still here\r\n" + PROMPT)
     assert json.loads(log.read_text()) == [
-        "mail", "send", "carol", "--in-reply-to", "20240101-7", "-m", "number 8"
+        "mail",
+        "send",
+        "carol",
+        "--in-reply-to",
+        "20240101-7",
+        "-m",
+        "number 8",
     ]
 
 

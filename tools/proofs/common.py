@@ -169,7 +169,9 @@ def states_text(statuses: list[dict], t0_ms: int) -> str:
         # in time order, as the trail above (`bench mail status` lists them by rank)
         for s in sorted(a["states"], key=lambda s: _utc_ms(s["at"])):
             extra = ", ".join(
-                f"{k} {s[k]}" for k in ("reason", "until", "by", "reader", "reply", "node") if s.get(k)
+                f"{k} {s[k]}"
+                for k in ("reason", "until", "by", "reader", "reply", "node")
+                if s.get(k)
             )
             stamp = f"+{(_utc_ms(s['at']) - t0_ms) / 1000:.3f}s"
             out.append(f"    {stamp:>10}  {s['state']:<10} {extra}".rstrip())
