@@ -30,7 +30,7 @@ def ring_states(stdout: str) -> list[tuple[str, str, set[str]]]:
     out: list[tuple[str, str, set[str]]] = []
     for line in section.splitlines()[1:]:
         words = line.split()
-        if not words:  # the section ends at its first empty line
+        if not words or not line.startswith("  "):  # the section's lines are indented
             break
         if words[0].startswith("+"):  # `+0.380s  woken ...`: a state of the message above
             out[-1][2].add(" ".join(words[1:]))
