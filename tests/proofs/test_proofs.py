@@ -24,11 +24,47 @@ def run_module(module: str, *args: str, env: dict | None = None) -> subprocess.C
     )
 
 
+def ring_states(stdout: str) -> list[tuple[str, str, set[str]]]:
+    """(hop, state shown now, states reached) per message of the proof's states section."""
+    section = stdout.split("delivery states (bench mail status")[1]
+    out: list[tuple[str, str, set[str]]] = []
+    for line in section.splitlines()[1:]:
+        words = line.split()
+        if not words or not line.startswith("  "):  # the section's lines are indented
+            break
+        if words[0].startswith("+"):  # `+0.380s  woken ...`: a state of the message above
+            out[-1][2].add(" ".join(words[1:]))
+        else:  # `alice -> bob  ID  replied`
+            out.append((" ".join(words[:3]), words[-1], set()))
+    return out
+
+
+def assert_ring_states(stdout: str, names: tuple[str, ...] = ("alice", "bob", "carol")) -> None:
+    """Each hop but the last was woken, retired by its wake and ends replied, naming the
+    next hop; the last, to the operator, ends read by the operator's read."""
+    states = ring_states(stdout)
+    ids = [line.split()[-1] for line in stdout.splitlines() if " mail/sent " in line]
+    chain = ["operator", *names, "operator"]
+    hops = [f"{a} -> {b}" for a, b in zip(chain, chain[1:], strict=False)]
+    assert [h for h, _, _ in states] == hops, stdout
+    for (hop, shown, reached), reply in zip(states[:-1], ids[1:], strict=True):
+        assert shown == "replied", (hop, stdout)
+        assert {"delivered", "woken", "read by wake", f"replied reply {reply}"} <= reached, (
+            hop,
+            stdout,
+        )
+    hop, shown, reached = states[-1]
+    assert shown == "read", stdout
+    assert "read by read, reader operator" in reached, stdout
+    assert "not-woken reason no-live-session" in reached, stdout
+
+
 def test_mail_proof_ring_of_standins():
     p = run_module("tools.proofs.mail_proof")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103'" in p.stdout
-    trail = p.stdout.split("event trail:")[1]
+    assert_ring_states(p.stdout)
+    trail = p.stdout.split("event trail:")[1].split("delivery states")[0]
     kinds = [line.split()[1] for line in trail.strip().splitlines() if line.strip().startswith("+")]
     # An Enter retried (a slow machine: the stand-in had not redrawn within the check)
     # is shown in the trail and is fine; the ring itself must be exact.
@@ -42,6 +78,7 @@ def test_mail_proof_from_the_example_team_file():
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103'" in p.stdout
     assert "mail-proof: ok: 100 -> 103 through alice -> bob -> carol" in p.stdout
+    assert_ring_states(p.stdout)
 
 
 def test_delegate_proof_trail_shows_values_as_bench_events_does():
@@ -50,6 +87,10 @@ def test_delegate_proof_trail_shows_values_as_bench_events_does():
     trail = p.stdout.split("event trail:")[1]
     assert "=False" not in trail and "=True" not in trail and "=['" not in trail, trail
     assert "recovered=false" in trail  # job/settled, as `bench events` prints it
+    # Each task alice mailed a child ends replied: the child's reply names it.
+    states = p.stdout.split("delivery states (bench mail status")[1]
+    heads = [line.split() for line in states.splitlines() if " -> alice." in line]
+    assert [(h[2], h[-1]) for h in heads] == [(f"alice.{i}", "replied") for i in range(1, 6)]
 
 
 def test_mail_proof_fails_loudly(tmp_path):

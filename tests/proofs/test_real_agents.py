@@ -6,7 +6,7 @@ test is skipped and says why; with it, it must pass.
 
 import pytest
 
-from tests.proofs.test_proofs import run_module
+from tests.proofs.test_proofs import assert_ring_states, run_module
 from tests.real_agents import agents as realagents
 
 pytestmark = pytest.mark.slow  # real Claude Code, Codex and pi TUIs
@@ -21,6 +21,9 @@ def test_ring_through_real_agents():
     p = run_module("tools.proofs.mail_proof", "--agents", "claude,codex,pi")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from pi" in p.stdout
+    # Each agent answered the mail that woke it (in-reply-to): every hop but the last
+    # ends replied, naming the next.
+    assert_ring_states(p.stdout, ("claude", "codex", "pi"))
     for kind in ("claude", "codex", "pi"):
         assert f"{kind} woken:" in p.stdout
         assert f"--- {kind}'s final screen ---" in p.stdout
@@ -37,6 +40,7 @@ def test_ring_through_real_agents_via_mcp():
     p = run_module("tools.proofs.mail_proof", "--agents", "claude,codex,pi", "--via", "mcp")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "collected 'number 103' from pi" in p.stdout
+    assert_ring_states(p.stdout, ("claude", "codex", "pi"))
     for kind in ("claude", "codex"):
         assert f"{kind} connected to bench mcp" in p.stdout
         assert (

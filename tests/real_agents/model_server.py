@@ -19,14 +19,17 @@ Every answer is decided from the request alone:
   shell tool → exactly one shell tool call, in the agent's own tool shape (the tool
   name and its command argument are read from the tool definitions in the request),
   whose command reads PATH, takes the first integer of the body after the front
-  matter, adds one and runs ``bench mail send NEXT -m "number N+1"``. NEXT is
+  matter, adds one and runs ``bench mail send NEXT --in-reply-to ID -m "number N+1"`` (ID:
+  the file name of PATH without ``.md``, the mail's id, so each hop replies to the mail
+  that woke it). NEXT is
   ``ring[recipient]`` where the recipient is read from the path
   (``.../mail/<recipient>/(read|inbox)/<id>.md``), else ``ring["*"]`` if given; with
   neither, a short text instead of a tool call;
 - if the request offers bench's MCP tools (``mcp__bench__read_mail`` and
   ``..._send_mail``), the wake is answered through them instead, in two calls:
   ``read_mail {"id": PATH}``, then, on its result, ``send_mail {"to": NEXT, "body":
-  "number N+1"}`` where NEXT is ``ring[<the result's to: header>]``; the send's result
+  "number N+1", "in_reply_to": ID}`` where NEXT is ``ring[<the result's to: header>]``
+  and ID the result's id; the send's result
   gets the final text;
 - anything else (titles, greetings, ...) → a short text.
 
@@ -94,9 +97,11 @@ def mail_command(path: str, next_handle: str) -> str:
         '$0 == "---" && ++c == 2 { f = 1 }'
     )
     qpath = shlex.quote(path)
+    name = path.rsplit("/", 1)[-1]
+    reply = f"--in-reply-to {shlex.quote(name[:-3])} " if name.endswith(".md") else ""
     return (
         f"n=$(awk {shlex.quote(prog)} {qpath}) && "
-        f'[ -n "$n" ] && bench mail send {shlex.quote(next_handle)} -m "number $n"'
+        f'[ -n "$n" ] && bench mail send {shlex.quote(next_handle)} {reply}-m "number $n"'
     )
 
 
@@ -290,11 +295,12 @@ def mail_tools(body: dict) -> dict[str, str] | None:
 
 
 MAIL_HEADER_RE = re.compile(r"^to:\s+(\S+)", re.M)
+MAIL_ID_HEADER_RE = re.compile(r"^id:\s+(\S+)", re.M)
 
 
-def after_read_mail(text: str, ring: dict[str, str]) -> tuple[str, int] | None:
-    """(next handle, N+1) from a read_mail result: the message's recipient and the first
-    number of its body.
+def after_read_mail(text: str, ring: dict[str, str]) -> tuple[str, int, str | None] | None:
+    """(next handle, N+1, id) from a read_mail result: the message's recipient, the first
+    number of its body and its id (to answer it with in_reply_to).
 
     Claude Code hands the model the tool's structured content (JSON with ``to`` and
     ``body``); Codex the same JSON after a preamble (``Wall time: ...\nOutput:\n{...}``);
@@ -307,14 +313,18 @@ def after_read_mail(text: str, ring: dict[str, str]) -> tuple[str, int] | None:
         msg = None
     if isinstance(msg, dict) and "to" in msg and "body" in msg:
         to, mail_body = str(msg["to"]), str(msg["body"])
+        mail_id = str(msg["mail_id"]) if msg.get("mail_id") else None
     else:
         m = MAIL_HEADER_RE.search(text)
         if m is None:
             return None
-        to, mail_body = m.group(1), text.partition("\n\n")[2]
+        head, _, mail_body = text.partition("\n\n")
+        to = m.group(1)
+        found = MAIL_ID_HEADER_RE.search(head)
+        mail_id = found.group(1) if found else None
     n = re.search(r"[0-9]+", mail_body)
     nxt = ring.get(to) or ring.get("*")
-    return (nxt, int(n.group(0)) + 1) if nxt and n else None
+    return (nxt, int(n.group(0)) + 1, mail_id) if nxt and n else None
 
 
 def decide(turn: Turn, body: dict, ring: dict[str, str], answer: Any = None) -> Decision:
@@ -327,10 +337,11 @@ def decide(turn: Turn, body: dict, ring: dict[str, str], answer: Any = None) -> 
             step = after_read_mail(turn.text, ring)
             if step is None:
                 return Decision(text=f"I cannot tell whom to write from: {turn.text[:80]!r}")
-            nxt, n = step
-            return Decision(
-                tool=mcp["send_mail"], args={"to": nxt, "body": f"number {n}", "subject": "ring"}
-            )
+            nxt, n, mail_id = step
+            args = {"to": nxt, "body": f"number {n}", "subject": "ring"}
+            if mail_id is not None:
+                args["in_reply_to"] = mail_id
+            return Decision(tool=mcp["send_mail"], args=args)
         return Decision(text=FINAL_TEXT)
     if turn.kind != "user":
         return Decision(text=SMALLTALK_TEXT)

@@ -18,8 +18,9 @@ pty under benchd. It behaves enough like the real thing for wakes to be tested e
 * On submit it prints ``\\r\\n``, appends ``{"t", "line", "pasted"}`` as a JSON line to
   ``--record FILE``, then either rings (``You have mail from X: PATH``, surrounding whitespace
   and newlines ignored, with ``--ring NEXT``:
-  reads the first integer N in the mail body and runs ``bench mail send NEXT -m "number N+1"``,
-  printing ``sent number N+1 to NEXT`` or ``ring error: ...``), or with ``--on-mail CMD``
+  reads the first integer N in the mail body and runs ``bench mail send NEXT --in-reply-to ID
+  -m "number N+1"`` (ID: the ``id`` of the mail's front matter, left out when it has none, so
+  each hop is a reply to the mail that woke it), printing ``sent number N+1 to NEXT`` or ``ring error: ...``), or with ``--on-mail CMD``
   runs ``CMD PATH`` (CMD split like a shell line) and prints its output, as an agent's
   shell tool would; otherwise it prints ``ok: <line>``; with
   ``--work-seconds S`` it prints ``working...`` every 50 ms for S seconds; then a new prompt.
@@ -103,6 +104,26 @@ def mail_body(text: str) -> str:
         if lines[i].strip() == "---":
             return "".join(lines[i + 1 :])
     return ""
+
+
+def mail_id(text: str) -> str | None:
+    """The ``id`` field of a mail file's front matter, None when it has none."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    for line in lines[1:]:
+        if line.strip() == "---":
+            return None
+        key, sep, value = line.partition(":")
+        value = value.strip()
+        if sep and key.strip() == "id" and value:
+            if value.startswith('"'):  # bench writes its fields as JSON strings
+                try:
+                    return str(json.loads(value))
+                except ValueError:
+                    return None
+            return value
+    return None
 
 
 def _normalize_paste(text: str) -> str:
@@ -289,6 +310,9 @@ class Agent:
             self.write("ring error: no bench on PATH\r\n")
             return
         cmd = [bench, "mail", "send", target, "-m", f"number {number}"]
+        answered = mail_id(text)
+        if answered is not None:  # a reply to the mail it got: `in-reply-to` links the hops
+            cmd[4:4] = ["--in-reply-to", answered]
         try:
             proc = subprocess.run(
                 cmd,

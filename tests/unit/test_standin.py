@@ -242,7 +242,7 @@ def write_fake_bench(path: Path, log: Path, exit_code: int = 0) -> Path:
 
 def write_mail(path: Path, body: str) -> Path:
     path.write_text(
-        f"---\nid: 20240101-7\nfrom: alice\nto: bob\nsent: 2024-01-01T00:00:00Z\n---\n\n{body}\n"
+        f'---\nid: "20240101-7"\nfrom: alice\nto: bob\nsent: 2024-01-01T00:00:00Z\n---\n\n{body}\n'
     )
     return path
 
@@ -261,9 +261,21 @@ def test_ring_sends_next_number_with_bench_on_path(spawn, tmp_path):
     term.send(b"\r")
     term.expect(b"sent number 101 to carol\r\n" + PROMPT)
     assert [json.loads(line) for line in log.read_text().splitlines()] == [
-        ["mail", "send", "carol", "-m", "number 101"]
+        ["mail", "send", "carol", "--in-reply-to", "20240101-7", "-m", "number 101"]
     ]
     assert [e["line"] for e in records(record)] == [f"You have mail from alice: {mail}"]
+
+
+def test_ring_sends_no_in_reply_to_for_a_mail_without_an_id(spawn, tmp_path):
+    # A file without front matter has no id to answer: the number still goes on.
+    log = tmp_path / "bench-argv.jsonl"
+    bench = write_fake_bench(tmp_path / "fakebench", log)
+    mail = tmp_path / "plain.md"
+    mail.write_text("number 41\n")
+    term = spawn("--ring", "carol", "--bench", str(bench))
+    term.send(paste(f"You have mail from alice: {mail}") + b"\r")
+    term.expect(b"sent number 42 to carol\r\n" + PROMPT)
+    assert json.loads(log.read_text()) == ["mail", "send", "carol", "-m", "number 42"]
 
 
 def test_ring_failure_does_not_crash(spawn, tmp_path):
@@ -279,7 +291,15 @@ def test_ring_failure_does_not_crash(spawn, tmp_path):
     term.expect(PROMPT)
     term.send(b"still here\r")
     term.expect(b"ok: still here\r\n" + PROMPT)
-    assert json.loads(log.read_text()) == ["mail", "send", "carol", "-m", "number 8"]
+    assert json.loads(log.read_text()) == [
+        "mail",
+        "send",
+        "carol",
+        "--in-reply-to",
+        "20240101-7",
+        "-m",
+        "number 8",
+    ]
 
 
 def test_work_seconds_prints_working_before_prompt(spawn):

@@ -1,5 +1,6 @@
 """What the proofs share: running the real `bench` CLI, a temporary daemon, the timeline."""
 
+import datetime
 import json
 import os
 import shutil
@@ -145,3 +146,38 @@ def timeline(events: list[dict], kinds: set[str] | None = None) -> str:
         stamp = f"+{rel:.3f}s"
         out.append(f"  {stamp:>10}  {k:<20} {what}")
     return "\n".join(out)
+
+
+def mail_states(bench: Bench, mail_ids: list[str]) -> list[dict]:
+    """`bench mail status` of each message, as the operator (who may see all) sees it."""
+    return [bench.run("mail", "status", mail_id) for mail_id in mail_ids]
+
+
+def _utc_ms(at: str) -> int:
+    """A state's time (`2026-12-02T06:49:59.123Z`) as milliseconds since the epoch."""
+    when = datetime.datetime.fromisoformat(at.replace("Z", "+00:00"))
+    return round(when.timestamp() * 1000)
+
+
+def states_text(statuses: list[dict], t0_ms: int) -> str:
+    """Each message's delivery states, its times relative to t0_ms (the trail's first
+    event, so the two line up): a head line `FROM -> TO  ID  STATE` (the state shown now),
+    then one line a state reached."""
+    out = []
+    for a in statuses:
+        out.append(f"  {a['from'] + ' -> ' + a['to']:<20} {a['mail_id']}  {a['state']}")
+        # in time order, as the trail above (`bench mail status` lists them by rank)
+        for s in sorted(a["states"], key=lambda s: _utc_ms(s["at"])):
+            extra = ", ".join(
+                f"{k} {s[k]}"
+                for k in ("reason", "until", "by", "reader", "reply", "node")
+                if s.get(k)
+            )
+            stamp = f"+{(_utc_ms(s['at']) - t0_ms) / 1000:.3f}s"
+            out.append(f"    {stamp:>10}  {s['state']:<10} {extra}".rstrip())
+    return "\n".join(out)
+
+
+def state_of(status: dict, state: str) -> dict | None:
+    """The mark of `state` in a `bench mail status` answer, None when it was not reached."""
+    return next((s for s in status["states"] if s["state"] == state), None)

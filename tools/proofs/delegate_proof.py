@@ -25,7 +25,14 @@ import time
 
 import yaml
 
-from tools.proofs.common import ProofFailed, TempDaemon, timeline, wait_for
+from tools.proofs.common import (
+    ProofFailed,
+    TempDaemon,
+    mail_states,
+    states_text,
+    timeline,
+    wait_for,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DELEGATOR = [sys.executable, os.path.join(HERE, "delegator.py")]
@@ -152,6 +159,9 @@ def run(real: str | None, timeout: float, keep: bool, gate: str) -> int:
                 check_trail(events)
                 print("\nevent trail:")
                 print(timeline(events, TRAIL))
+                print("\ndelivery states (bench mail status, as the operator sees them):")
+                shown = [e for e in events if e["kind"] in TRAIL]
+                print(states_text(mail_states(bench, trail_mail(events)), shown[0]["ts"]))
                 if agent is not None:
                     agent.print_screen(bench)
                 print(
@@ -174,6 +184,16 @@ def run(real: str | None, timeout: float, keep: bool, gate: str) -> int:
     finally:
         if agent is not None:
             agent.close()
+
+
+def trail_mail(events: list[dict]) -> list[str]:
+    """The ids of the messages in the trail, in order: the tasks, reports and the jobs'
+    replies (sent, or posted from a job's outbox), each once."""
+    ids: list[str] = []
+    for e in events:
+        if e["kind"] in ("mail/sent", "outbox/posted") and e["mail_id"] not in ids:
+            ids.append(e["mail_id"])
+    return ids
 
 
 def check_stall_mail(bench) -> None:

@@ -5,8 +5,12 @@ TUI agent of the tests, started exactly as a real agent would be; `--agents
 claude,codex,pi` uses the real CLIs against a scripted model). The operator seeds
 `number 100` to the first; each agent, woken by the reactor, reads the path in its wake
 line, adds one and mails the next; the last mails the operator, and the proof collects
-103 with `bench mail read`. It prints the event trail and exits non-zero, with the
-reason, on any deviation or timeout. A fresh BENCH_DIR is used and removed afterwards.
+103 with `bench mail read`. Each hop is sent in reply to the mail that woke the agent
+(`--in-reply-to`), so the ring is one thread. It prints the event trail, then each
+message's delivery states as the operator sees them (`bench mail status`): every hop but
+the last was woken and ends `replied`, naming the next hop; the last ends `read` by the
+operator's read. It exits non-zero, with the reason, on any deviation or timeout. A fresh
+BENCH_DIR is used and removed afterwards.
 """
 
 import argparse
@@ -14,7 +18,16 @@ import os
 import sys
 import time
 
-from tools.proofs.common import ProofFailed, TempDaemon, standin_ring_args, timeline, wait_for
+from tools.proofs.common import (
+    ProofFailed,
+    TempDaemon,
+    mail_states,
+    standin_ring_args,
+    state_of,
+    states_text,
+    timeline,
+    wait_for,
+)
 
 RING = ["alice", "bob", "carol"]
 SEED = 100
@@ -47,6 +60,26 @@ def check_trail(events: list[dict], names: list[str]) -> None:
     reads = [e for e in events if e["kind"] == "mail/read" and e["handle"] == "operator"]
     if not reads or reads[-1]["mail_id"] != sent[-1]["mail_id"]:
         raise ProofFailed("the operator's mail/read of the last hop is missing")
+
+
+def check_states(statuses: list[dict]) -> None:
+    """Each hop but the last: woken (or read) and `replied`, naming the next hop; the
+    last, to the operator: `read`, by the operator's read."""
+    for a, nxt in zip(statuses, statuses[1:], strict=False):
+        hop = f"{a['from']} -> {a['to']} ({a['mail_id']})"
+        if state_of(a, "woken") is None and state_of(a, "read") is None:
+            raise ProofFailed(f"{hop} was neither woken nor read: {a['states']}")
+        replied = state_of(a, "replied")
+        if a["state"] != "replied" or replied is None:
+            raise ProofFailed(f"{hop} ends {a['state']}, not replied")
+        if replied.get("reply") != nxt["mail_id"]:
+            raise ProofFailed(f"{hop} was answered by {replied.get('reply')}, not {nxt['mail_id']}")
+    last = statuses[-1]
+    read = state_of(last, "read")
+    if read is None or read.get("by") != "read" or read.get("reader") not in (None, "operator"):
+        raise ProofFailed(
+            f"the last hop ({last['mail_id']}) ends {last['state']}, not read by the operator"
+        )
 
 
 def spawn_from_file(bench, path: str) -> tuple[list[str], dict]:
@@ -111,6 +144,11 @@ def run(
                         events, {"mail/sent", "agent/woken", "wake/enter-retried", "mail/read"}
                     )
                 )
+                ring = [e for e in events if e["kind"] == "mail/sent"]
+                statuses = mail_states(bench, [e["mail_id"] for e in ring])
+                print("\ndelivery states (bench mail status, as the operator sees them):")
+                print(states_text(statuses, ring[0]["ts"]))  # the trail's first event
+                check_states(statuses)
                 if real is not None:
                     real.check_mcp()
                     real.print_screens(bench)
