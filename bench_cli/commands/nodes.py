@@ -172,7 +172,9 @@ def bridge(
         reply_to_max=reply_to_max,
         new_mailboxes_per_hour=new_mailboxes_per_hour,
         receipts_per_minute=receipts_per_minute,
-        **connection,
+        # click gives the connection options as one dict of str | bool | None; each has
+        # its own type in Options (as in admin.run below).
+        **connection,  # type: ignore[arg-type]
     )
     sys.exit(bridge_main(opts))
 
