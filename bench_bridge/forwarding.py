@@ -30,7 +30,8 @@ class Forwarding:
     ones marked forwarded. After a failure the next spell starts from the last
     acknowledged message: JetStream drops what it already has (Nats-Msg-Id)."""
 
-    def __init__(self, bridge: Bridge, local: KeptClient, marks: asyncio.Queue[list[str]], cursor: str | None
+    def __init__(
+        self, bridge: Bridge, local: KeptClient, marks: asyncio.Queue[list[str]], cursor: str | None
     ) -> None:
         self.b, self.local, self.marks = bridge, local, marks
         self.cursor: str | None = cursor  # acknowledged up to here

@@ -7,6 +7,7 @@ who is calling from the session the server runs in, exactly as for the CLI.
 """
 
 import re
+from typing import Any
 
 from bench_cli import output
 from bench_wire.errors import WireError
@@ -18,9 +19,13 @@ _HANDLE = "a handle: 1-64 characters of a-z 0-9 . _ -, starting with a letter or
 _ADDRESS = f"an address: {_HANDLE}; or handle@node for an agent on another machine (bob@node2)"
 _ID = "a message id such as 20261130T045611.123Z-0001"
 
+# A JSON object: a tool's schema, its checked arguments, a daemon answer. The daemon's
+# own types check every request it takes; here the fields are read and passed on.
+Json = dict[str, Any]
+
 # name -> (description, JSON schema of the arguments). Written for a model: what the
 # tool does, what it changes, and what comes back.
-TOOLS: dict[str, tuple[str, dict]] = {
+TOOLS: dict[str, tuple[str, Json]] = {
     "send_mail": (
         "Send mail to another agent, or to `operator` (the person at the keyboard), by "
         "handle, or by handle@node to an agent on another machine (it is queued and "
@@ -223,7 +228,7 @@ READ_ONLY = {"list_mail", "search_mail", "thread", "whoami", "mail_status"}
 _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
 
 
-def check_args(tool: str, args: dict | None) -> dict:
+def check_args(tool: str, args: Json | None) -> Json:
     """The call's arguments checked against the tool's schema; WireError bad-request else.
 
     A lone string where a list of handles is expected is taken as a list of one (models
@@ -243,7 +248,7 @@ def check_args(tool: str, args: dict | None) -> dict:
     for name in schema.get("required", []):
         if args.get(name) is None:
             raise WireError("bad-request", f"{tool} needs the argument {name!r}")
-    out = {}
+    out: Json = {}
     for name, value in args.items():
         if value is None:
             continue  # a model's explicit null means "not given"
@@ -295,7 +300,7 @@ def message_ref(value: str) -> tuple[str | None, str]:
     return m.group(1), m.group(2)
 
 
-def reply_recipients(msg: dict) -> list[str]:
+def reply_recipients(msg: Json) -> list[str]:
     """Where a reply to `msg` (a mail/read answer) goes: its reply-to, else its sender."""
     seen: list[str] = []
     for h in msg.get("reply_to") or [msg["from"]]:
@@ -313,7 +318,7 @@ def reply_subject(subject: str) -> str:
     return out[:SUBJECT_CHARS]
 
 
-def listing_text(a: dict, state: str) -> str:
+def listing_text(a: Json, state: str) -> str:
     """A mail/list answer as short text: one line per message, then what is left."""
     rows = [
         f"{m['mail_id']}  {m['state']:<6}  from {m['from']:<16}  {m['size']:>7} bytes  "
@@ -327,10 +332,10 @@ def listing_text(a: dict, state: str) -> str:
     return "\n".join(rows + [foot])
 
 
-def thread_text(a: dict) -> str:
+def thread_text(a: Json) -> str:
     """A mail/thread answer as text: a header line per message, then its body."""
 
-    def head(msg: dict, to: str) -> str:
+    def head(msg: Json, to: str) -> str:
         line = f"{msg['mail_id']}  from {msg['from']} to {to}  {msg['date']}  {msg['state']}"
         if msg.get("in_reply_to"):
             line += f"  in reply to {msg['in_reply_to']}"
@@ -341,7 +346,7 @@ def thread_text(a: dict) -> str:
     return "\n".join(parts) + f"{len(parts)} messages{more}"
 
 
-def public(answer: dict) -> dict:
+def public(answer: Json) -> Json:
     """A daemon answer as a tool's structured content: without the frame's id/type/ok."""
     return {k: v for k, v in answer.items() if k not in ("id", "type", "ok")}
 

@@ -148,8 +148,8 @@ def bridge(
 ) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
-        from bench_bridge.bridge import Options
         from bench_bridge.bridge import main as bridge_main
+        from bench_bridge.options import Options
     except ImportError as err:
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
