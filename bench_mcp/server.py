@@ -11,6 +11,7 @@ caller exactly as for `bench mail send`.
 import json
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -115,7 +116,7 @@ class Daemon:
 # ---------------------------------------------------------------- tools
 
 
-async def send_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def send_mail(d: Daemon, a: t.SendMailArgs) -> tuple[str, t.Json]:
     await d.check_body(a["body"])
     in_reply_to = a.get("in_reply_to")
     if in_reply_to is not None:
@@ -140,7 +141,7 @@ async def send_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return text, t.public(ans)
 
 
-async def list_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def list_mail(d: Daemon, a: t.ListMailArgs) -> tuple[str, t.Json]:
     state = a.get("state", "unread")
     ans = await d.call(
         "mail/list", {"state": state, "limit": a.get("limit"), "cursor": a.get("cursor")}
@@ -148,7 +149,7 @@ async def list_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return t.listing_text(ans, state), t.public(ans)
 
 
-async def search_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def search_mail(d: Daemon, a: t.SearchMailArgs) -> tuple[str, t.Json]:
     ans = await d.call(
         "mail/search", {"query": a["query"], "from": a.get("sent_by"), "limit": a.get("limit")}
     )
@@ -162,13 +163,13 @@ async def search_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return escape("\n".join(lines)), t.public(ans)
 
 
-async def read_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def read_mail(d: Daemon, a: t.ReadMailArgs) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"]) if "id" in a else (None, None)
     ans = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
     return output.message(ans), t.public(ans)
 
 
-async def reply(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def reply(d: Daemon, a: t.ReplyArgs) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"])
     await d.check_body(a["body"])
     msg = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
@@ -194,14 +195,14 @@ async def reply(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return text, {"in_reply_to": msg["mail_id"], "sent": sent}
 
 
-async def thread(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def thread(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     # A wake line's path names the caller's own mailbox: the id is what the daemon needs.
     mail_id = t.message_ref(a["id"])[1]
     ans = await d.call("mail/thread", {"mail_id": mail_id})
     return escape(t.thread_text(ans)), t.public(ans)
 
 
-async def report(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def report(d: Daemon, a: t.ReportArgs) -> tuple[str, t.Json]:
     ans = await d.call("job/report", {"content": a["content"]})
     return (
         f"reported {ans['bytes']} bytes for session {ans['session']}; it is mailed to "
@@ -210,7 +211,7 @@ async def report(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     )
 
 
-async def mail_status(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def mail_status(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     mail_id = t.message_ref(a["id"])[1]
     ans = await d.call("mail/status", {"mail_id": mail_id})
     lines = [f"{ans['mail_id']} to {ans['to']}: {ans['state']}"]
@@ -222,7 +223,7 @@ async def mail_status(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return escape("\n".join(lines)), t.public(ans)
 
 
-async def wait_for_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def wait_for_mail(d: Daemon, a: t.WaitArgs) -> tuple[str, t.Json]:
     timeout = float(a.get("timeout_seconds", 60))
     reply_to = a.get("reply_to")
     if reply_to is not None:
@@ -232,7 +233,7 @@ async def wait_for_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return output.message(ans), t.public(ans)
 
 
-async def whoami(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+async def whoami(d: Daemon, a: t.NoArgs) -> tuple[str, t.Json]:
     hello = await d.call("hello", {})
     unread = (await d.call("mail/list", {"state": "unread", "limit": 1}))["total"]
     me = hello["caller"]
@@ -253,7 +254,11 @@ async def whoami(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return f"{who}; BENCH_DIR {hello['bench_dir']}; {unread} unread.", info
 
 
-HANDLERS = {
+# Each handler takes its own tool's arguments (a TypedDict of bench_mcp.tools.ARGS),
+# which check_args has made of the call's JSON: the one place they are checked.
+Handler = Callable[[Daemon, Any], Awaitable[tuple[str, t.Json]]]
+
+HANDLERS: dict[str, Handler] = {
     "send_mail": send_mail,
     "list_mail": list_mail,
     "read_mail": read_mail,

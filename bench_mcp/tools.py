@@ -7,7 +7,7 @@ who is calling from the session the server runs in, exactly as for the CLI.
 """
 
 import re
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from bench_cli import output
 from bench_wire.errors import WireError
@@ -220,6 +220,72 @@ TOOLS: dict[str, tuple[str, Json]] = {
         "session, the state directory, and how many unread messages wait for you.",
         {"type": "object", "properties": {}, "additionalProperties": False},
     ),
+}
+
+
+# Each tool's arguments as check_args returns them (its schema's properties, with the
+# types the schema gives; a test holds the two equal).
+class SendMailArgs(TypedDict, total=False):
+    to: Required[str]
+    body: Required[str]
+    subject: str
+    key: str
+    reply_to: list[str]
+    in_reply_to: str
+
+
+class ListMailArgs(TypedDict, total=False):
+    state: str
+    limit: int
+    cursor: str
+
+
+class ReadMailArgs(TypedDict, total=False):
+    id: str
+
+
+class ReplyArgs(TypedDict):
+    id: str
+    body: str
+
+
+class ReportArgs(TypedDict):
+    content: str
+
+
+class SearchMailArgs(TypedDict, total=False):
+    query: Required[str]
+    sent_by: str
+    limit: int
+
+
+class MessageArgs(TypedDict):
+    """thread and mail_status: one message."""
+
+    id: str
+
+
+class WaitArgs(TypedDict, total=False):
+    sent_by: str
+    reply_to: str
+    timeout_seconds: int
+
+
+class NoArgs(TypedDict):
+    pass
+
+
+ARGS: dict[str, type] = {
+    "send_mail": SendMailArgs,
+    "list_mail": ListMailArgs,
+    "read_mail": ReadMailArgs,
+    "reply": ReplyArgs,
+    "report": ReportArgs,
+    "search_mail": SearchMailArgs,
+    "thread": MessageArgs,
+    "mail_status": MessageArgs,
+    "wait_for_mail": WaitArgs,
+    "whoami": NoArgs,
 }
 
 # Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
