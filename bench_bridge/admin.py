@@ -13,7 +13,9 @@ from bench_bridge import natsside, streams, urls
 from bench_wire.errors import WireError
 
 
-async def _init(url: str, q: streams.Quotas, creds, token, tls) -> list[str]:
+async def _init(
+    url: str, q: streams.Quotas, creds: str | None, token: str | None, tls: ssl.SSLContext | None
+) -> list[str]:
     refused: list[BaseException] = []
 
     async def on_error(err: BaseException) -> None:
@@ -21,8 +23,8 @@ async def _init(url: str, q: streams.Quotas, creds, token, tls) -> list[str]:
         if natsside.is_auth_error(err):
             refused.append(err)
 
-    opts: dict = {
-        "servers": [url],
+    # nats.connect takes the servers typed and the rest as untyped keywords.
+    opts: dict[str, object] = {
         "allow_reconnect": False,
         "max_reconnect_attempts": 1,
         "connect_timeout": 5,
@@ -36,7 +38,7 @@ async def _init(url: str, q: streams.Quotas, creds, token, tls) -> list[str]:
     if tls is not None:
         opts["tls"] = tls
     try:
-        nc = await nats.connect(**opts)
+        nc = await nats.connect([url], **opts)
     except (TimeoutError, OSError, NatsError) as err:
         why = natsside.describe(refused[0] if refused else err)
         raise WireError(

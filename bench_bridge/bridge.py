@@ -41,11 +41,13 @@ longer than `--max-age`, is returned to its sender as mail from `postmaster@<nod
 import asyncio
 import os
 import random
+import ssl
 import time
 
 import msgspec
 import nats
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
@@ -79,7 +81,7 @@ class Backoff:
 
     def next(self) -> float:
         self.attempt += 1
-        return min(self.most, 0.1 * 2 ** min(self.attempt - 1, 10)) * random.uniform(0.8, 1.2)
+        return min(self.most, 0.1 * 2.0 ** min(self.attempt - 1, 10)) * random.uniform(0.8, 1.2)
 
     def reset(self) -> None:
         self.attempt = 0
@@ -100,7 +102,7 @@ class Bridge:
         self.dropped = 0  # nodes left out for --nodes-max at the last read
         self.reporter: KeptClient | None = None
         self.auth_error: BaseException | None = None
-        self.tls = None
+        self.tls: ssl.SSLContext | None = None
         self.admission = Admission(opts)
         self.link = Link(self)
 
@@ -136,13 +138,11 @@ class Bridge:
         await self._check_name()
         say(f"node {self.node} connected to {urls.shown(self.o.url)}")
 
-    def _tls_context(self):
+    def _tls_context(self) -> ssl.SSLContext | None:
         """The TLS context for --tls-ca/--tls-cert, made once: a bad file is an error of
         the command line, not something to retry."""
         if not (self.o.tls_ca or self.o.tls_cert):
             return None
-        import ssl
-
         try:
             ctx = ssl.create_default_context(cafile=self.o.tls_ca)
             if self.o.tls_cert:
@@ -152,8 +152,8 @@ class Bridge:
         return ctx
 
     async def _connect(self) -> None:
-        opts: dict = {
-            "servers": [self.o.url],
+        # nats.connect takes the servers typed and the rest as untyped keywords.
+        opts: dict[str, object] = {
             "allow_reconnect": True,
             # Bounded for the first connect (so this loop can back off and log
             # bridge/retry); once connected, nats-py reconnects for ever.
@@ -174,7 +174,7 @@ class Bridge:
             opts["token"] = self.o.token
         if self.tls is not None:
             opts["tls"] = self.tls
-        nc = await nats.connect(**opts)
+        nc = await nats.connect([self.o.url], **opts)
         nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5, publish_async_max_pending=self.o.publish_window)
@@ -323,10 +323,10 @@ class Bridge:
                     consumer = None
                 await self.retry(f"fetch: {natsside.describe(err)}", backoff)
 
-    async def _deliver(self, local: KeptClient, msgs) -> None:
-        groups: list[tuple[str, list, list[m.RemoteMail], int]] = []
-        expired: list[tuple[str, object, m.RemoteMail]] = []
-        refused: list[tuple[str, object, m.RemoteMail, m.ErrorBody]] = []
+    async def _deliver(self, local: KeptClient, msgs: list[Msg]) -> None:
+        groups: list[tuple[str, list[Msg], list[m.RemoteMail], int]] = []
+        expired: list[tuple[str, Msg, m.RemoteMail]] = []
+        refused: list[tuple[str, Msg, m.RemoteMail, m.ErrorBody]] = []
         known = {n.node for n in self.nodes}
         for msg in msgs:
             # The origin is the subject's: NATS let only that node's user publish on it.
@@ -392,7 +392,7 @@ class Bridge:
             await self._return(local, origin, msg, mail, refusal)
 
     async def _return(
-        self, local: KeptClient, origin: str, msg, mail: m.RemoteMail, error: m.ErrorBody
+        self, local: KeptClient, origin: str, msg: Msg, mail: m.RemoteMail, error: m.ErrorBody
     ) -> None:
         """Mail this bridge will not deliver (it waited longer than --max-age, or it is
         over a cap of bench_bridge.admission): returned to its sender."""
@@ -570,7 +570,7 @@ def _first(group: BaseException) -> BaseException:
     return group
 
 
-async def _watch(task: asyncio.Task) -> None:
+async def _watch(task: asyncio.Task[None]) -> None:
     """Raise what `task` raised (the marker: the daemon went away) in a task group."""
     await asyncio.wait({task})
     task.result()

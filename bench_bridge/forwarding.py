@@ -9,6 +9,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from nats.js import api
+
 from bench_bridge.output import say
 from bench_wire import messages as m
 from bench_wire.asyncclient import KeptClient
@@ -28,11 +30,13 @@ class Forwarding:
     ones marked forwarded. After a failure the next spell starts from the last
     acknowledged message: JetStream drops what it already has (Nats-Msg-Id)."""
 
-    def __init__(self, bridge: Bridge, local: KeptClient, marks: asyncio.Queue[list[str]], cursor):
+    def __init__(
+        self, bridge: Bridge, local: KeptClient, marks: asyncio.Queue[list[str]], cursor: str | None
+    ) -> None:
         self.b, self.local, self.marks = bridge, local, marks
         self.cursor: str | None = cursor  # acknowledged up to here
         self.pulled: str | None = cursor  # published up to here
-        self.window: deque[tuple[str, float, asyncio.Future]] = deque()
+        self.window: deque[tuple[str, float, asyncio.Future[api.PubAck]]] = deque()
         self.room = asyncio.Event()  # set when the window has room
         self.more = asyncio.Event()  # set when something was published
         self.room.set()

@@ -6,7 +6,9 @@ import os
 import secrets
 import time
 
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from bench_bridge import streams, urls
@@ -15,7 +17,7 @@ from bench_wire import messages as m
 INSTANCE_FILE = "bridge.id"  # in BENCH_DIR: this node's bridge instance, across restarts
 
 
-async def directory_keys(js) -> list[str]:
+async def directory_keys(js: JetStreamContext) -> list[str]:
     """The directory's keys, from its stream's subjects: one request that leaves no
     consumer behind (nats-py's kv.keys() makes a watcher the server keeps for minutes,
     one per read: hundreds per bridge)."""
@@ -66,7 +68,7 @@ def digest(x: m.RemoteMail) -> str:
     return h.hexdigest()[:32]
 
 
-def age_s(msg) -> float:
+def age_s(msg: Msg) -> float:
     """How long the message has been in the stream (its stored time)."""
     try:
         stamp = msg.metadata.timestamp.timestamp()

@@ -32,7 +32,10 @@ from bench_wire import messages as m
 from bench_wire.errors import TRANSIENT_CODES, WireError
 
 if TYPE_CHECKING:  # bridge.py imports this module
+    from nats.aio.msg import Msg
+
     from bench_bridge.bridge import Bridge
+    from bench_wire.asyncclient import KeptClient
 
 HELD_MAX = 8192  # receipts pulled from the daemon and not yet published
 _enc = msgspec.json.Encoder()
@@ -77,7 +80,7 @@ async def _publish(bridge: Bridge, node: str, batch: list[m.Receipt]) -> None:
     )
 
 
-async def record(bridge: Bridge, local, origin: str, msg) -> None:
+async def record(bridge: Bridge, local: KeptClient, origin: str, msg: Msg) -> None:
     """A receipts message from `origin` (the subject's node): to the daemon, then acked.
     Malformed, oversized or over the origin's rate: dropped (term), with a line."""
     try:

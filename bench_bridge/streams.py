@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js import api
+from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
 from bench_bridge import directory, urls
@@ -113,7 +113,9 @@ def problems(cfg: api.StreamConfig, want: api.StreamConfig, max_age_floor: float
     return out
 
 
-async def check(js, max_age: float, forget_after: float, create: Quotas | None) -> None:
+async def check(
+    js: JetStreamContext, max_age: float, forget_after: float, create: Quotas | None
+) -> None:
     """Raise stream-misconfigured when the stream or the bucket is not as expected, and
     stream-missing when one does not exist and could not be made (`create`: the quotas
     to make it with, where this user may; None: never make it)."""
@@ -123,7 +125,9 @@ async def check(js, max_age: float, forget_after: float, create: Quotas | None) 
     await _check_one(js, directory_config(create or Quotas()), 0.0, create)
 
 
-async def _check_one(js, want: api.StreamConfig, floor: float, create: Quotas | None) -> None:
+async def _check_one(
+    js: JetStreamContext, want: api.StreamConfig, floor: float, create: Quotas | None
+) -> None:
     assert want.name is not None  # both configurations are named
     try:
         info = await js.stream_info(want.name)
@@ -162,7 +166,7 @@ def _missing(name: str, why: str) -> WireError:
     )
 
 
-async def init(js, q: Quotas) -> list[str]:
+async def init(js: JetStreamContext, q: Quotas) -> list[str]:
     """Create or update the stream and the bucket with the documented configuration:
     what was done, one line each."""
     done = []

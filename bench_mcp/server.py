@@ -11,9 +11,12 @@ caller exactly as for `bench mail send`.
 import json
 import logging
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
@@ -26,6 +29,11 @@ from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 
 log = logging.getLogger("bench.mcp")
+
+# The server's lifespan state: the SDK's default lifespan (an empty dict); the handlers
+# use none of it.
+Lifespan = dict[str, Any]
+Ctx = ServerRequestContext[Lifespan]
 
 # Each connect, write and read, as the blocking client's default: a daemon that hangs
 # fails the one tool call instead of leaving the model waiting.
@@ -67,10 +75,11 @@ class Daemon:
     def __init__(self, bench_dir: str | None = None):
         self.bench_dir = bench_dir
 
-    async def call(self, verb: str, fields: dict, wait_s: float = TIMEOUT_S) -> dict:
+    async def call(self, verb: str, fields: t.Json, wait_s: float = TIMEOUT_S) -> t.Json:
         """One request; `wait_s`: how long its answer may take (a wait's timeout and more)."""
         async with AsyncClient(self.bench_dir, timeout=wait_s) as conn:
-            return await conn.call(request(verb, fields))
+            answer: t.Json = await conn.call(request(verb, fields))
+            return answer
 
     async def known_handles(self) -> set[str]:
         """Every handle a sender could mean (asked only when an address looks wrong):
@@ -107,7 +116,7 @@ class Daemon:
 # ---------------------------------------------------------------- tools
 
 
-async def send_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+async def send_mail(d: Daemon, a: t.SendMailArgs) -> tuple[str, t.Json]:
     await d.check_body(a["body"])
     in_reply_to = a.get("in_reply_to")
     if in_reply_to is not None:
@@ -132,7 +141,7 @@ async def send_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     return text, t.public(ans)
 
 
-async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+async def list_mail(d: Daemon, a: t.ListMailArgs) -> tuple[str, t.Json]:
     state = a.get("state", "unread")
     ans = await d.call(
         "mail/list", {"state": state, "limit": a.get("limit"), "cursor": a.get("cursor")}
@@ -140,7 +149,7 @@ async def list_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     return t.listing_text(ans, state), t.public(ans)
 
 
-async def search_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+async def search_mail(d: Daemon, a: t.SearchMailArgs) -> tuple[str, t.Json]:
     ans = await d.call(
         "mail/search", {"query": a["query"], "from": a.get("sent_by"), "limit": a.get("limit")}
     )
@@ -154,17 +163,17 @@ async def search_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     return escape("\n".join(lines)), t.public(ans)
 
 
-async def read_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+async def read_mail(d: Daemon, a: t.ReadMailArgs) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"]) if "id" in a else (None, None)
     ans = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
     return output.message(ans), t.public(ans)
 
 
-async def reply(d: Daemon, a: dict) -> tuple[str, dict]:
+async def reply(d: Daemon, a: t.ReplyArgs) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"])
     await d.check_body(a["body"])
     msg = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
-    sent: list[dict] = []
+    sent: list[t.Json] = []
     for to in t.reply_recipients(msg):
         try:
             ans = await d.call(
@@ -186,14 +195,14 @@ async def reply(d: Daemon, a: dict) -> tuple[str, dict]:
     return text, {"in_reply_to": msg["mail_id"], "sent": sent}
 
 
-async def thread(d: Daemon, a: dict) -> tuple[str, dict]:
+async def thread(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     # A wake line's path names the caller's own mailbox: the id is what the daemon needs.
     mail_id = t.message_ref(a["id"])[1]
     ans = await d.call("mail/thread", {"mail_id": mail_id})
     return escape(t.thread_text(ans)), t.public(ans)
 
 
-async def report(d: Daemon, a: dict) -> tuple[str, dict]:
+async def report(d: Daemon, a: t.ReportArgs) -> tuple[str, t.Json]:
     ans = await d.call("job/report", {"content": a["content"]})
     return (
         f"reported {ans['bytes']} bytes for session {ans['session']}; it is mailed to "
@@ -202,7 +211,7 @@ async def report(d: Daemon, a: dict) -> tuple[str, dict]:
     )
 
 
-async def mail_status(d: Daemon, a: dict) -> tuple[str, dict]:
+async def mail_status(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     mail_id = t.message_ref(a["id"])[1]
     ans = await d.call("mail/status", {"mail_id": mail_id})
     lines = [f"{ans['mail_id']} to {ans['to']}: {ans['state']}"]
@@ -214,7 +223,7 @@ async def mail_status(d: Daemon, a: dict) -> tuple[str, dict]:
     return escape("\n".join(lines)), t.public(ans)
 
 
-async def wait_for_mail(d: Daemon, a: dict) -> tuple[str, dict]:
+async def wait_for_mail(d: Daemon, a: t.WaitArgs) -> tuple[str, t.Json]:
     timeout = float(a.get("timeout_seconds", 60))
     reply_to = a.get("reply_to")
     if reply_to is not None:
@@ -224,7 +233,7 @@ async def wait_for_mail(d: Daemon, a: dict) -> tuple[str, dict]:
     return output.message(ans), t.public(ans)
 
 
-async def whoami(d: Daemon, a: dict) -> tuple[str, dict]:
+async def whoami(d: Daemon, a: t.NoArgs) -> tuple[str, t.Json]:
     hello = await d.call("hello", {})
     unread = (await d.call("mail/list", {"state": "unread", "limit": 1}))["total"]
     me = hello["caller"]
@@ -245,7 +254,11 @@ async def whoami(d: Daemon, a: dict) -> tuple[str, dict]:
     return f"{who}; BENCH_DIR {hello['bench_dir']}; {unread} unread.", info
 
 
-HANDLERS = {
+# Each handler takes its own tool's arguments (a TypedDict of bench_mcp.tools.ARGS),
+# which check_args has made of the call's JSON: the one place they are checked.
+Handler = Callable[[Daemon, Any], Awaitable[tuple[str, t.Json]]]
+
+HANDLERS: dict[str, Handler] = {
     "send_mail": send_mail,
     "list_mail": list_mail,
     "read_mail": read_mail,
@@ -268,7 +281,7 @@ def error_result(err: WireError) -> types.CallToolResult:
     )
 
 
-async def call_tool(d: Daemon, name: str, args: dict | None) -> types.CallToolResult:
+async def call_tool(d: Daemon, name: str, args: t.Json | None) -> types.CallToolResult:
     """One tool call: checked arguments, the daemon's answer, or bench's error."""
     try:
         checked = t.check_args(name, args)
@@ -345,10 +358,12 @@ PROMPTS = [
 # ---------------------------------------------------------------- wiring
 
 
-def build(bench_dir: str | None = None) -> Server:
+def build(bench_dir: str | None = None) -> Server[Lifespan]:
     d = Daemon(bench_dir)
 
-    async def on_list_tools(ctx, params) -> types.ListToolsResult:
+    async def on_list_tools(
+        ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(
             tools=[
                 types.Tool(
@@ -361,22 +376,32 @@ def build(bench_dir: str | None = None) -> Server:
             ]
         )
 
-    async def on_call_tool(ctx, params) -> types.CallToolResult:
+    async def on_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await call_tool(d, params.name, params.arguments)
 
-    async def on_list_resources(ctx, params) -> types.ListResourcesResult:
+    async def on_list_resources(
+        ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=RESOURCES)
 
-    async def on_list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
+    async def on_list_resource_templates(
+        ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
 
-    async def on_read_resource(ctx, params) -> types.ReadResourceResult:
+    async def on_read_resource(
+        ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
         return types.ReadResourceResult(contents=[await read_resource(d, str(params.uri))])
 
-    async def on_list_prompts(ctx, params) -> types.ListPromptsResult:
+    async def on_list_prompts(
+        ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=PROMPTS)
 
-    async def on_get_prompt(ctx, params) -> types.GetPromptResult:
+    async def on_get_prompt(
+        ctx: Ctx, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
         if params.name != "wake":
             raise MCPError(
                 code=types.INVALID_PARAMS,

@@ -21,6 +21,7 @@ from typing import BinaryIO
 import anyio
 import anyio.to_thread
 import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
@@ -81,7 +82,12 @@ def _release(wire_in: int, wire_out: int) -> None:
 
 
 @asynccontextmanager
-async def transport() -> AsyncIterator[tuple]:
+async def transport() -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
     """(read stream, write stream) for `Server.run`, over this process's stdin/stdout."""
     reader, writer, wire_in, wire_out = _claim()
     lock = anyio.Lock()  # the server's answers and the parse errors share one stdout

@@ -7,6 +7,7 @@ who is calling from the session the server runs in, exactly as for the CLI.
 """
 
 import re
+from typing import Any, Required, TypedDict
 
 from bench_cli import output
 from bench_wire.errors import WireError
@@ -18,9 +19,13 @@ _HANDLE = "a handle: 1-64 characters of a-z 0-9 . _ -, starting with a letter or
 _ADDRESS = f"an address: {_HANDLE}; or handle@node for an agent on another machine (bob@node2)"
 _ID = "a message id such as 20261130T045611.123Z-0001"
 
+# A JSON object: a tool's schema, its checked arguments, a daemon answer. The daemon's
+# own types check every request it takes; here the fields are read and passed on.
+Json = dict[str, Any]
+
 # name -> (description, JSON schema of the arguments). Written for a model: what the
 # tool does, what it changes, and what comes back.
-TOOLS: dict[str, tuple[str, dict]] = {
+TOOLS: dict[str, tuple[str, Json]] = {
     "send_mail": (
         "Send mail to another agent, or to `operator` (the person at the keyboard), by "
         "handle, or by handle@node to an agent on another machine (it is queued and "
@@ -217,13 +222,79 @@ TOOLS: dict[str, tuple[str, dict]] = {
     ),
 }
 
+
+# Each tool's arguments as check_args returns them (its schema's properties, with the
+# types the schema gives; a test holds the two equal).
+class SendMailArgs(TypedDict, total=False):
+    to: Required[str]
+    body: Required[str]
+    subject: str
+    key: str
+    reply_to: list[str]
+    in_reply_to: str
+
+
+class ListMailArgs(TypedDict, total=False):
+    state: str
+    limit: int
+    cursor: str
+
+
+class ReadMailArgs(TypedDict, total=False):
+    id: str
+
+
+class ReplyArgs(TypedDict):
+    id: str
+    body: str
+
+
+class ReportArgs(TypedDict):
+    content: str
+
+
+class SearchMailArgs(TypedDict, total=False):
+    query: Required[str]
+    sent_by: str
+    limit: int
+
+
+class MessageArgs(TypedDict):
+    """thread and mail_status: one message."""
+
+    id: str
+
+
+class WaitArgs(TypedDict, total=False):
+    sent_by: str
+    reply_to: str
+    timeout_seconds: int
+
+
+class NoArgs(TypedDict):
+    pass
+
+
+ARGS: dict[str, type] = {
+    "send_mail": SendMailArgs,
+    "list_mail": ListMailArgs,
+    "read_mail": ReadMailArgs,
+    "reply": ReplyArgs,
+    "report": ReportArgs,
+    "search_mail": SearchMailArgs,
+    "thread": MessageArgs,
+    "mail_status": MessageArgs,
+    "wait_for_mail": WaitArgs,
+    "whoami": NoArgs,
+}
+
 # Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
 READ_ONLY = {"list_mail", "search_mail", "thread", "whoami", "mail_status"}
 
 _JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
 
 
-def check_args(tool: str, args: dict | None) -> dict:
+def check_args(tool: str, args: Json | None) -> Json:
     """The call's arguments checked against the tool's schema; WireError bad-request else.
 
     A lone string where a list of handles is expected is taken as a list of one (models
@@ -243,7 +314,7 @@ def check_args(tool: str, args: dict | None) -> dict:
     for name in schema.get("required", []):
         if args.get(name) is None:
             raise WireError("bad-request", f"{tool} needs the argument {name!r}")
-    out = {}
+    out: Json = {}
     for name, value in args.items():
         if value is None:
             continue  # a model's explicit null means "not given"
@@ -295,7 +366,7 @@ def message_ref(value: str) -> tuple[str | None, str]:
     return m.group(1), m.group(2)
 
 
-def reply_recipients(msg: dict) -> list[str]:
+def reply_recipients(msg: Json) -> list[str]:
     """Where a reply to `msg` (a mail/read answer) goes: its reply-to, else its sender."""
     seen: list[str] = []
     for h in msg.get("reply_to") or [msg["from"]]:
@@ -313,7 +384,7 @@ def reply_subject(subject: str) -> str:
     return out[:SUBJECT_CHARS]
 
 
-def listing_text(a: dict, state: str) -> str:
+def listing_text(a: Json, state: str) -> str:
     """A mail/list answer as short text: one line per message, then what is left."""
     rows = [
         f"{m['mail_id']}  {m['state']:<6}  from {m['from']:<16}  {m['size']:>7} bytes  "
@@ -327,10 +398,10 @@ def listing_text(a: dict, state: str) -> str:
     return "\n".join(rows + [foot])
 
 
-def thread_text(a: dict) -> str:
+def thread_text(a: Json) -> str:
     """A mail/thread answer as text: a header line per message, then its body."""
 
-    def head(msg: dict, to: str) -> str:
+    def head(msg: Json, to: str) -> str:
         line = f"{msg['mail_id']}  from {msg['from']} to {to}  {msg['date']}  {msg['state']}"
         if msg.get("in_reply_to"):
             line += f"  in reply to {msg['in_reply_to']}"
@@ -341,7 +412,7 @@ def thread_text(a: dict) -> str:
     return "\n".join(parts) + f"{len(parts)} messages{more}"
 
 
-def public(answer: dict) -> dict:
+def public(answer: Json) -> Json:
     """A daemon answer as a tool's structured content: without the frame's id/type/ok."""
     return {k: v for k, v in answer.items() if k not in ("id", "type", "ok")}
 

@@ -148,8 +148,8 @@ def bridge(
 ) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
-        from bench_bridge.bridge import Options
         from bench_bridge.bridge import main as bridge_main
+        from bench_bridge.options import Options
     except ImportError as err:
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
@@ -172,7 +172,9 @@ def bridge(
         reply_to_max=reply_to_max,
         new_mailboxes_per_hour=new_mailboxes_per_hour,
         receipts_per_minute=receipts_per_minute,
-        **connection,
+        # click gives the connection options as one dict of str | bool | None; each has
+        # its own type in Options (as in admin.run below).
+        **connection,  # type: ignore[arg-type]
     )
     sys.exit(bridge_main(opts))
 

@@ -2,6 +2,7 @@
 
 import json
 import tomllib
+import typing
 
 import pytest
 
@@ -36,6 +37,19 @@ def test_every_tool_has_a_description_and_an_object_schema():
             assert spec["type"] in ("string", "integer", "array"), (name, prop)
             assert spec.get("description"), (name, prop)
         assert set(schema.get("required", [])) <= set(schema["properties"])
+
+
+def test_each_tools_argument_types_are_its_schema():
+    """The TypedDict a handler is typed with names exactly the schema's properties, the
+    required ones required, each with the schema's type."""
+    python = {"string": str, "integer": int, "array": list[str]}
+    assert set(tools.ARGS) == set(tools.TOOLS)
+    for name, (_, schema) in tools.TOOLS.items():
+        args = tools.ARGS[name]
+        assert typing.get_type_hints(args) == {
+            prop: python[spec["type"]] for prop, spec in schema["properties"].items()
+        }, name
+        assert args.__required_keys__ == set(schema.get("required", [])), name
 
 
 def test_check_args_accepts_what_the_schema_allows():
