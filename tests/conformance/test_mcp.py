@@ -348,6 +348,7 @@ def test_tool_calls_on_a_busy_daemon(daemon, tmp_path):
     """Eight CLI-speed senders keep the daemon's committer busy while twenty concurrent
     MCP calls send: every call is answered, and each message is delivered exactly once."""
     from bench_wire.client import Client, request
+    from bench_wire.errors import WireError
 
     alice = session(daemon, tmp_path, "alice")
     stop = threading.Event()
@@ -357,8 +358,13 @@ def test_tool_calls_on_a_busy_daemon(daemon, tmp_path):
         sent = 0
         with Client(daemon.dir) as conn:
             while not stop.is_set():
-                conn.call(request("mail/send", {"to": f"load{n}", "body": "x" * 200}))
-                sent += 1
+                try:
+                    conn.call(request("mail/send", {"to": f"load{n}", "body": "x" * 200}))
+                    sent += 1
+                except WireError as err:
+                    # The operator's limits may answer a fast loop: still load.
+                    if err.code not in ("rate-limited", "mailbox-full"):
+                        raise
         counts.append(sent)
 
     threads = [threading.Thread(target=load, args=(n,)) for n in range(8)]
