@@ -250,7 +250,8 @@ def notes(rows: list[Result]) -> None:
     if shared:
         print(
             f"  note: {shared['shared_dir']}; filled through the daemon by "
-            f"{shared.get('fill_clients', 32)} concurrent clients in {shared['fill_s']} s ({shared['fill_rate']} sends/s)"
+            f"{shared.get('fill_clients', 32)} concurrent clients "
+            f"({shared.get('fill_processes', 1)} processes) in {shared['fill_s']} s ({shared['fill_rate']} sends/s)"
         )
 
 

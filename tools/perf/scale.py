@@ -60,7 +60,8 @@ class Seed:
             "list-scale, restart, rss, search-scale, send-scale (own daemon each)",
             "fill_s": round(self.fill_ns / 1e9, 1),
             "fill_rate": round(self.rate),
-            "fill_clients": f"{FILL_CLIENTS} ({FILL_PROCS} processes)",
+            "fill_clients": FILL_CLIENTS,
+            "fill_processes": FILL_PROCS,
         }
 
 
