@@ -57,7 +57,7 @@ hostile-trial *ARGS:
 live-smoke:
     {{py}} -m tools.proofs.live_smoke
 
-# All benchmarks, with their targets (docs/performance.md; about 10 minutes).
+# All benchmarks, with their targets (docs/performance.md; under 15 minutes).
 bench:
     {{py}} -m tools.perf.run
 

@@ -397,17 +397,23 @@ def _fanout_once(ctx: Context, n: int) -> dict:
 
 
 def wait_open(pids: list[int], path: str, timeout: float) -> None:
-    """Until every process has `path` open (then closing our end releases them all)."""
-    pending = set(pids)
+    """Until as many processes as there are jobs have `path` open (then closing our end
+    releases them all). A job's program runs sandboxed by default, below bwrap in a pid
+    namespace of its own, so the pid spawn answers is not the process that opens the
+    FIFO: every process is looked at, and the ones holding it are counted."""
+    holding: set[int] = set()
+    me = os.getpid()  # holds it too: the writer end that keeps the readers' opens from blocking
 
     def all_open() -> bool:
-        for pid in list(pending):
-            fd_dir = f"/proc/{pid}/fd"
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in holding or int(entry) == me:
+                continue
+            fd_dir = f"/proc/{entry}/fd"
             try:
                 if any(os.readlink(os.path.join(fd_dir, fd)) == path for fd in os.listdir(fd_dir)):
-                    pending.discard(pid)
+                    holding.add(int(entry))
             except OSError:
-                pass  # still starting (or gone: then the poll times out)
-        return not pending
+                pass  # gone, or not ours to look at
+        return len(holding) >= len(pids)
 
     poll(all_open, timeout, f"the jobs to open {path}", 0.05)

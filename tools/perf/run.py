@@ -50,7 +50,7 @@ BENCHMARKS = {
     "cli-send-sandboxed": sandboxed.cli_send_sandboxed,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
-# shared filled directory, so it runs after the others that use it.
+# shared filled directory, so it runs after the others that use it (search-scale too).
 RUN_ORDER = [
     "cli-send",
     "send-1",
@@ -60,12 +60,12 @@ RUN_ORDER = [
     "list-scale",
     "restart",
     "rss",
+    "search-scale",
     "send-scale",
     "wake",
     "wake-states",
     "fanout",
     "relay",
-    "search-scale",
     "dash-idle",
     "fleet",
     "bridge",
@@ -120,7 +120,10 @@ def main(argv=None) -> int:
             for r in results[name]:
                 status = "CRASHED" if r.error else ("pass" if r.passed else "MISS")
                 ratio = "" if r.ratio is None else f" ratio {r.ratio:.3g}x"
-                print(f"  {r.name}: {status}{ratio} ({took[name]:.1f} s)", flush=True)
+                print(
+                    f"  {r.name}: {status}{ratio} ({took[name]:.1f} s = {took[name] / 60:.1f} min)",
+                    flush=True,
+                )
     finally:
         ctx.cleanup()
     rows = [r for name in BENCHMARKS if name in results for r in results[name]]
@@ -209,7 +212,6 @@ NOTE_KEYS = {
         "big_p50_ms",
         "small_p50_ms",
         "common_word_p99_ms",
-        "rebuild_from_files_s",
     ],
     "search-scale/grep": ["grep_runs"],
     "dash-idle": ["sessions", "window_s", "events"],
@@ -247,8 +249,9 @@ def notes(rows: list[Result]) -> None:
             shared = r.params
     if shared:
         print(
-            f"  note: {shared['shared_dir']}; filled through the daemon by 32 concurrent "
-            f"clients in {shared['fill_s']} s ({shared['fill_rate']} sends/s)"
+            f"  note: {shared['shared_dir']}; filled through the daemon by "
+            f"{shared.get('fill_clients', 32)} concurrent clients "
+            f"({shared.get('fill_processes', 1)} processes) in {shared['fill_s']} s ({shared['fill_rate']} sends/s)"
         )
 
 

@@ -1,10 +1,11 @@
 """list-scale, send-scale, restart and rss: behaviour with a big mailbox on disk.
 
 Filling 100,000 messages through the daemon is the expensive part, so it is done once per
-run (`Seed`): one BENCH_DIR, mailbox `box`, filled by concurrent clients through a daemon
-that is then stopped cleanly. list-scale, restart and rss each start their own daemon on
-that directory without sending to it; send-scale, which adds messages, runs after them
-(run.py orders it so). Each benchmark still has its own daemon process.
+run (`Seed`): one BENCH_DIR, mailbox `box`, filled with tools/perf/corpus.py's messages by
+concurrent client processes through a daemon that is then stopped cleanly. list-scale,
+restart, rss and search-scale (tools/perf/search.py) each start their own daemon on that
+directory without sending to it; send-scale, which adds messages, runs after them (run.py
+orders it so). Each benchmark still has its own daemon process.
 """
 
 import json
@@ -12,6 +13,7 @@ import os
 import subprocess
 import time
 
+from tools.perf.fill import fill
 from tools.perf.harness import (
     PY,
     Context,
@@ -22,14 +24,15 @@ from tools.perf.harness import (
     ms,
     now_ns,
     p99,
-    send_concurrently,
     send_mail,
 )
 
 RSS_SETTLE_S = 0.5  # seconds for the daemon's memory to settle after the spawns
 
 HANDLE = "box"
-FILL_CLIENTS = 32
+FILL_PROCS = 4  # client processes; see tools/perf/fill.py
+FILL_THREADS = 8  # clients (threads, one connection each) per process
+FILL_CLIENTS = FILL_PROCS * FILL_THREADS
 
 
 class Seed:
@@ -38,9 +41,12 @@ class Seed:
     def __init__(self, ctx: Context):
         self.n = ctx.size(10_000, 100_000)
         self.dir = ctx.tmpdir("big")
-        ctx.log(f"  filling {self.dir} with {self.n:,} messages ({FILL_CLIENTS} clients)...")
+        ctx.log(
+            f"  filling {self.dir} with {self.n:,} messages ({FILL_PROCS} processes of "
+            f"{FILL_THREADS} clients)..."
+        )
         with Daemon(self.dir):
-            self.fill_ns = send_concurrently(self.dir, HANDLE, self.n, FILL_CLIENTS)
+            self.fill_ns = fill(self.dir, HANDLE, self.n, FILL_PROCS, FILL_THREADS)
         self.inbox = os.path.join(self.dir, "mail", HANDLE, "inbox")
         on_disk = len(os.listdir(self.inbox))
         if on_disk != self.n:
@@ -51,9 +57,11 @@ class Seed:
     def note(self) -> dict:
         return {
             "shared_dir": f"one BENCH_DIR filled once with {self.n} messages, reused by "
-            "list-scale, restart, rss, send-scale (own daemon each)",
+            "list-scale, restart, rss, search-scale, send-scale (own daemon each)",
             "fill_s": round(self.fill_ns / 1e9, 1),
             "fill_rate": round(self.rate),
+            "fill_clients": FILL_CLIENTS,
+            "fill_processes": FILL_PROCS,
         }
 
 
@@ -68,7 +76,7 @@ def filled(ctx: Context, tag: str, n: int) -> str:
     d = ctx.tmpdir(tag)
     with Daemon(d):
         if n:
-            send_concurrently(d, HANDLE, n, 16)
+            fill(d, HANDLE, n, 1, 16)
     return d
 
 

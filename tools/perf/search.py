@@ -1,8 +1,9 @@
 """search-scale: full-text mail/search (one word, limit 20) over 100,000 vs 1,000 messages.
 
-Each corpus is written straight into mail/box/inbox as message files (the daemon's own
-format), then a daemon starts on it: with no index it rebuilds the index and the search
-tables from the files, which is also what this benchmark's rebuild figure reports.
+The 100,000 are the mailbox list-scale, restart and rss use too (scale.Seed), filled
+through the daemon from tools/perf/corpus.py's messages; the 1,000 are the corpus of
+1,000 filled the same way into a fresh BENCH_DIR. Both indexes were built as mail
+arrived, as a live daemon builds them.
 
 Bodies are 40 words drawn from a vocabulary of 2,000; on top, each of 20 "needle" words is
 planted in exactly 10 messages of each corpus. The timed queries cycle through the needle
@@ -12,58 +13,11 @@ N). A vocabulary word (about 2% of the messages) is timed too and reported as a 
 The baseline is `grep -rl WORD mail/` over the 100,000 files (warm cache).
 """
 
-import os
-import random
 import subprocess
-import time
 
-from benchd.core import frontmatter
-from benchd.core.names import format_ms
+from tools.perf.corpus import NEEDLES, PER_NEEDLE, VOCAB
 from tools.perf.harness import Context, Daemon, Result, call, median, ms, now_ns, p99
-
-HANDLE = "box"
-NEEDLES = [f"needle{i:02d}" for i in range(20)]
-PER_NEEDLE = 10
-VOCAB = [f"w{i:04d}x" for i in range(2000)]
-
-
-def write_corpus(d: str, n: int, seed: int = 7) -> None:
-    """n message files in mail/box/inbox, as a daemon would have delivered them."""
-    rnd = random.Random(seed)
-    inbox = os.path.join(d, "mail", HANDLE, "inbox")
-    for sub in ("inbox", "read", "tmp"):
-        os.makedirs(os.path.join(d, "mail", HANDLE, sub), mode=0o700, exist_ok=True)
-    planted: dict[int, list[str]] = {}
-    for word in NEEDLES:
-        for i in rnd.sample(range(n), PER_NEEDLE):
-            planted.setdefault(i, []).append(word)
-    base = int(time.time() * 1000) - n
-    for i in range(n):
-        words = rnd.choices(VOCAB, k=40) + planted.get(i, [])
-        rnd.shuffle(words)
-        ms_ = base + i
-        mail_id = (
-            time.strftime("%Y%m%dT%H%M%S", time.gmtime(ms_ // 1000)) + f".{ms_ % 1000:03d}Z-0001"
-        )
-        meta = {
-            "id": mail_id,
-            "from": f"s{i % 50}",
-            "to": HANDLE,
-            "subject": " ".join(rnd.choices(VOCAB, k=4)),
-            "date": format_ms(ms_),
-            "key": f"auto-{mail_id}",
-        }
-        with open(os.path.join(inbox, mail_id + ".md"), "wb") as f:
-            f.write(frontmatter.render(meta, " ".join(words).encode()))
-
-
-def corpus(ctx: Context, tag: str, n: int) -> tuple[str, float]:
-    d = ctx.tmpdir(tag)
-    write_corpus(d, n)
-    t0 = now_ns()
-    with Daemon(d):  # first start: the index and the search tables rebuilt from the files
-        pass
-    return d, (now_ns() - t0) / 1e9
+from tools.perf.scale import HANDLE, filled, seed
 
 
 def timed(conn, words: list[str], rounds: int, expect: int | None) -> list[int]:
@@ -79,9 +33,9 @@ def timed(conn, words: list[str], rounds: int, expect: int | None) -> list[int]:
 
 
 def search_scale(ctx: Context) -> list[Result]:
-    n_big = ctx.size(20_000, 100_000)
-    big, rebuild_s = corpus(ctx, "q100k", n_big)
-    small, _ = corpus(ctx, "q1k", 1000)
+    seeded = seed(ctx)
+    n_big, big = seeded.n, seeded.dir
+    small = filled(ctx, "q1k", 1000)
     rounds = ctx.size(10, 50)
     with Daemon(big) as d_big, Daemon(small) as d_small:
         cb, cs = d_big.connect(), d_small.connect()
@@ -116,7 +70,7 @@ def search_scale(ctx: Context) -> list[Result]:
         "small_p50_ms": ms(median(lat_small)),
         "common_word_p99_ms": ms(p99(common_big)),
         "common_word": "a vocabulary word in ~2% of messages, 20 hits returned",
-        "rebuild_from_files_s": round(rebuild_s, 1),
+        **seeded.note(),
     }
     return [
         Result("search-scale", "ms", ms(pb), ms(ps), pb / ps, "<=", 2.0, params=params),
