@@ -73,12 +73,5 @@ def run(
 ) -> list[str]:
     """Create or update both streams; what was done, one line each (or WireError)."""
     urls.check_url(url, bool(tls_ca or tls_cert), insecure)
-    tls = None
-    if tls_ca or tls_cert:
-        try:
-            tls = ssl.create_default_context(cafile=tls_ca)
-            if tls_cert:
-                tls.load_cert_chain(tls_cert, tls_key)
-        except (OSError, ValueError) as err:
-            raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
+    tls = urls.tls_context(tls_ca, tls_cert, tls_key)
     return asyncio.run(_init(url, q, creds, token, tls))

@@ -139,17 +139,7 @@ class Bridge:
         say(f"node {self.node} connected to {urls.shown(self.o.url)}")
 
     def _tls_context(self) -> ssl.SSLContext | None:
-        """The TLS context for --tls-ca/--tls-cert, made once: a bad file is an error of
-        the command line, not something to retry."""
-        if not (self.o.tls_ca or self.o.tls_cert):
-            return None
-        try:
-            ctx = ssl.create_default_context(cafile=self.o.tls_ca)
-            if self.o.tls_cert:
-                ctx.load_cert_chain(self.o.tls_cert, self.o.tls_key)
-        except (OSError, ValueError) as err:
-            raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
-        return ctx
+        return urls.tls_context(self.o.tls_ca, self.o.tls_cert, self.o.tls_key)
 
     async def _connect(self) -> None:
         # nats.connect takes the servers typed and the rest as untyped keywords.

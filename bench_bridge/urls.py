@@ -5,6 +5,7 @@ unless TLS is configured (`tls://`, or `--tls-ca`) or the user says `--insecure`
 """
 
 import ipaddress
+import ssl
 from urllib.parse import urlsplit
 
 from bench_wire.errors import WireError
@@ -96,3 +97,17 @@ def msg_id(origin: str, sender: str, key: str, digest: str) -> str:
     """JetStream's dedup id: a key is unique per sender, and a sender belongs to its
     origin node; the digest of the message keeps anyone else from claiming the id first."""
     return f"{origin} {sender} {key} {digest}"
+
+
+def tls_context(ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """The TLS context for --tls-ca/--tls-cert (None without either), made once: a bad
+    file is an error of the command line (bad-tls), not something to retry."""
+    if not (ca or cert):
+        return None
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+        if cert:
+            ctx.load_cert_chain(cert, key)
+    except (OSError, ValueError) as err:
+        raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
+    return ctx

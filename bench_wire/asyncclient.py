@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
 
@@ -47,14 +48,14 @@ class Options(TypedDict, total=False):
     max_line: int
 
 
-class _Scoped:
+class _Scoped(ABC):
     """`async with client:` connects on entry (the client itself) and closes on exit."""
 
-    async def connect(self) -> Self:
-        raise NotImplementedError
+    @abstractmethod
+    async def connect(self) -> Self: ...
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
     async def __aenter__(self) -> Self:
         return await self.connect()
