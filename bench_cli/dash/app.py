@@ -264,8 +264,13 @@ class Dash(App):
             box = self.mailbox()
             if box in (ev.get("to"), ev.get("handle")):
                 self.reload_mail()
-        if ev["kind"] == "session/spawned" and self.selected is None:
-            self.select(ev["handle"])
+        if ev["kind"] == "session/spawned":
+            if self.selected is None:
+                self.select(ev["handle"])
+            elif ev["handle"] == self.selected:
+                # A new session under the followed name (after a restart, or a respawn):
+                # the old one's screen stream has ended, follow the new one.
+                self.follow_screen(ev["handle"])
         self.shown_at[ev["seq"]] = time.time()
         if len(self.shown_at) > 1000:
             self.shown_at.pop(next(iter(self.shown_at)))

@@ -219,9 +219,11 @@ def test_a_session_of_the_same_name_after_a_restart_is_followed_again(make_daemo
             await loop.run_in_executor(None, d.bench, "down")
             await until(pilot, lambda: not app.connected, "the daemon seen gone")
             await loop.run_in_executor(None, d.start)
+            # Reconnected first: the new daemon lists the old alice as exited, so the
+            # dash follows her ended screen until the new alice's spawn event comes.
+            await until(pilot, lambda: app.connected, "reconnected", 30)
             argv = ("bash", "-c", "echo the second alice; exec sleep 600")
             await loop.run_in_executor(None, lambda: spawn(d, *argv, name="alice"))
-            await until(pilot, lambda: app.connected, "reconnected", 30)
             await until(
                 pilot, lambda: "the second alice" in screen_of(app), "the new alice's screen"
             )
