@@ -36,6 +36,7 @@ T = TypeVar("T")
 
 SCREEN_BACKLOG = 512 * 1024
 SCREEN_KEEP = 128 * 1024
+DRAIN_BATCH = 64 * 1024  # bytes read per wake-up at most, so one busy pty cannot hog the loop
 MAX_ROWS = 500
 MAX_COLS = 1000
 PASTE_ON = b"\x1b[?2004h"
@@ -98,15 +99,28 @@ class Terminal:
                 await trio.lowlevel.wait_readable(self.fd)
             except (trio.ClosedResourceError, OSError):
                 break
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                continue
-            except OSError:
+            # Read what the pty holds now, not one read per wake-up: the kernel hands a
+            # pty's output over at most 4 KiB a read, and a program printing fast would
+            # otherwise cost a pass of the scheduler (and a broadcast) per 4 KiB.
+            chunks: list[bytes] = []
+            size, ended = 0, False
+            while size < DRAIN_BATCH:
+                try:
+                    data = os.read(self.fd, 65536)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    ended = True
+                    break
+                if not data:
+                    ended = True
+                    break
+                chunks.append(data)
+                size += len(data)
+            if chunks:
+                self._took(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            if ended:
                 break
-            if not data:
-                break
-            self._took(data)
         self.eof = True
         self.changed.set()
 

@@ -15,12 +15,12 @@ from tools.perf.harness import (
     BENCH,
     BODY,
     PY,
-    ROOT,
     Context,
     Daemon,
     Result,
     call,
     clean_env,
+    compile_product,
     median,
     ms,
     now_ns,
@@ -35,28 +35,11 @@ from tools.perf.harness import (
 # ---------------------------------------------------------------- cli-send
 
 
-def compile_cli() -> None:
-    """As installed: pip compiles the package at install time, so a send reads bytecode.
-    An editable checkout under PYTHONDONTWRITEBYTECODE would compile the fast path's
-    modules from source at every start instead (about 15 ms more) and measure that."""
-    subprocess.run(
-        [
-            PY,
-            "-m",
-            "compileall",
-            "-q",
-            *(os.path.join(ROOT, p) for p in ("bench_cli", "bench_wire")),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-
-
 def cli_send(ctx: Context) -> list[Result]:
     runs = ctx.size(20, 60)
     warm = 5
     d = ctx.tmpdir("cli")
-    compile_cli()
+    compile_product()
     with Daemon(d):
         env = clean_env(d)
         bench_cmd = [BENCH, "mail", "send", "x", "-m", "y"]

@@ -12,7 +12,6 @@ import json
 import os
 
 from bench_wire.errors import WireError
-from tools.perf import mail
 from tools.perf.harness import (
     BENCH,
     PY,
@@ -20,6 +19,7 @@ from tools.perf.harness import (
     Daemon,
     Result,
     call,
+    compile_product,
     median,
     ms,
     percentile,
@@ -58,7 +58,7 @@ os.rename(out + ".tmp", out)
 
 
 def cli_send_sandboxed(ctx: Context) -> list[Result]:
-    mail.compile_cli()  # bytecode, as an installed bench reads it (see cli-send)
+    compile_product()  # bytecode, as an installed bench reads it
     runs = ctx.size(20, 60)
     warm = 5
     d = ctx.tmpdir("cs")
