@@ -46,7 +46,7 @@ class _WakingEvent(threading.Event):
 class QuietDriver(LinuxDriver):
     def __init__(
         self,
-        app: App[Any],  # any app's driver, whatever its result type
+        app: App[Any],  # an app of any result type (App's type argument is invariant)
         *,
         debug: bool = False,
         mouse: bool = True,
