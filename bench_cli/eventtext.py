@@ -13,10 +13,16 @@ event is about first and the long ids last.
 
 import re
 import time
+from typing import Any
 
 from bench_cli import humanize, output
 from bench_wire.client import dumps
 from bench_wire.untrusted import mask
+
+# An event as the wire carries it (EventFrame.event): a JSON object of any of the
+# event kinds (bench_wire's Event Structs), read here by field name. `Any` is that
+# boundary: a field's value is whatever JSON the kind holds.
+Event = dict[str, Any]
 
 _BARE = re.compile(r"[^\s\"=,]+")
 
@@ -30,22 +36,19 @@ KIND_COLOUR = {
 }
 
 
-def is_signal(k: str, v) -> bool:
-    """Whether a field is a signal number (shown by its name)."""
-    return k == "signal" and isinstance(v, int) and not isinstance(v, bool)
-
-
-def fields(ev: dict, shown: tuple[str, ...], last: tuple[str, ...] = ()) -> list[tuple]:
+def fields(
+    ev: Event, shown: tuple[str, ...], last: tuple[str, ...] = ()
+) -> list[tuple[str, object]]:
     """The event's fields with a value, but for those `shown` already: in the event's
     order, then those in `last` in that order."""
     out = [(k, v) for k, v in ev.items() if k not in shown and k not in last and v is not None]
     return out + [(k, ev[k]) for k in last if ev.get(k) is not None]
 
 
-def field(k: str, v) -> str:
+def field(k: str, v: object) -> str:
     """A field's value as text: lists comma-joined, words bare, anything with spaces
     quoted, a signal by its name."""
-    if is_signal(k, v):
+    if k == "signal" and isinstance(v, int) and not isinstance(v, bool):  # a signal number
         return humanize.signal_name(v)
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -56,7 +59,7 @@ def field(k: str, v) -> str:
     return str(v)
 
 
-def format_event(ev: dict, on: bool = False) -> list:
+def format_event(ev: Event, on: bool = False) -> list[str | output.Painted]:
     """The line's pieces for `output.write` (the kind painted when `on`)."""
     t = ev["ts"] / 1000
     ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{ev['ts'] % 1000:03d}"
@@ -76,7 +79,7 @@ _LAST = ("session", "mail_id", "key", "path")
 _SHOWN_FIRST = ("seq", "ts", "kind", "from", "to", "handle")
 
 
-def parties(ev: dict) -> str:
+def parties(ev: Event) -> str:
     """Who an event is about: `from -> to` for mail and wakes, else the handle."""
     to = ev.get("to") or ev.get("handle") or ""
     if ev.get("from"):
@@ -86,7 +89,7 @@ def parties(ev: dict) -> str:
     return ev.get("handle") or ""
 
 
-def event_line(ev: dict) -> str:
+def event_line(ev: Event) -> str:
     """One line of the dashboard's events pane: seq, time, kind and parties first, then
     the other fields, the long ids last (fields with no value are left out), every
     character that may not reach a terminal masked (`bench_wire.untrusted.mask`)."""

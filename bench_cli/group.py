@@ -5,6 +5,7 @@ import each command's module only when that command is asked for."""
 import importlib
 import sys
 from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 import click
 
@@ -13,7 +14,7 @@ from bench_wire.errors import EXIT_INTERRUPTED, WireError
 
 
 class Group(click.Group):
-    def format_commands(self, ctx, formatter):
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list with each summary whole (click cuts them to fit a line)."""
         rows = []
         for name in self.list_commands(ctx):
@@ -24,7 +25,9 @@ class Group(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def resolve_command(self, ctx, args):
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         try:
             return super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand:
@@ -34,7 +37,7 @@ class Group(click.Group):
             msg = f"No such command {args[0]!r}. Did you mean {meant}?"
             raise click.UsageError(msg, ctx) from None
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:  # what the command returns
         try:
             return super().invoke(ctx)
         except WireError as err:
@@ -51,7 +54,7 @@ class LazyCommands(MutableMapping[str, click.Command]):
     anything, so listing names (hints, completion of names) stays cheap, and anything
     that walks `group.commands` (the help, tests) still sees every command."""
 
-    def __init__(self, lazy: dict[str, str]):
+    def __init__(self, lazy: dict[str, str]) -> None:
         self.lazy = dict(lazy)
         self.loaded: dict[str, click.Command] = {}
 
@@ -87,11 +90,17 @@ class LazyGroup(Group):
     "module:function"): `bench status` imports bench_cli.commands.daemon and no other
     command module."""
 
-    def __init__(self, name: str | None = None, *, lazy_subcommands: dict[str, str], **kwargs):
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        lazy_subcommands: dict[str, str],
+        **kwargs: Any,  # click.Group's own keyword arguments, passed on
+    ) -> None:
         super().__init__(name, commands=LazyCommands(lazy_subcommands), **kwargs)
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)  # sorted, as click lists a group's commands
 
-    def get_command(self, ctx, cmd_name):
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self.commands.get(cmd_name)

@@ -5,6 +5,12 @@ Pure and import-free (no difflib): the handle hint runs on the fast path of
 `bench mail send` and `bench mail list`, though only when something was wrong.
 """
 
+# Not typing.TYPE_CHECKING: typing is outside the fast path's import budget. The type
+# checker takes any name TYPE_CHECKING as true; at run time the import never happens.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 # The words people bring from git, docker and tmux (and their own typos of ours), by the
 # group they were typed in: what bench calls that. Only words that are not bench commands.
 ALIASES: dict[tuple[str, ...], dict[str, str]] = {
@@ -82,18 +88,18 @@ def distance(a: str, b: str) -> int:
     return prev[-1]
 
 
-def nearest(word: str, choices) -> str | None:
+def nearest(word: str, choices: "Iterable[str]") -> str | None:
     """The one other choice `word` most likely meant: the same but for case first, else the
     closest within a third of its length (at least one edit); None when nothing is close
     or two are equally close."""
-    choices = sorted(set(choices) - {word})
-    folded = [c for c in choices if c.lower() == word.lower()]
+    others = sorted(set(choices) - {word})
+    folded = [c for c in others if c.lower() == word.lower()]
     if len(folded) == 1:
         return folded[0]
     limit = max(1, len(word) // 3)
     best: list[str] = []
     best_d = limit + 1
-    for c in choices:
+    for c in others:
         d = distance(word.lower(), c.lower())
         if d < best_d:
             best, best_d = [c], d
@@ -102,7 +108,7 @@ def nearest(word: str, choices) -> str | None:
     return best[0] if len(best) == 1 else None
 
 
-def command(group: tuple[str, ...], word: str, commands) -> str | None:
+def command(group: tuple[str, ...], word: str, commands: "Iterable[str]") -> str | None:
     """`bench ...` for an unknown command `word` typed in `group` (() for the top level,
     ("mail",) for `bench mail`), or None."""
     alias = ALIASES.get(group, {}).get(word) or ALIASES.get(group, {}).get(word.lower())
@@ -114,7 +120,7 @@ def command(group: tuple[str, ...], word: str, commands) -> str | None:
     return None
 
 
-def handle(word: str, known) -> str:
+def handle(word: str, known: "Iterable[str]") -> str:
     """` (did you mean bob?)` for a handle that looks wrong, or "" when nothing is close."""
     close = nearest(word, known)
     return f" (did you mean {close}?)" if close else ""
@@ -126,7 +132,7 @@ def _handle_like(word: str) -> bool:
     return 0 < len(word) <= 64 and word[0] not in "._-" and all(c in ok for c in word)
 
 
-def address(word: str, known) -> str:
+def address(word: str, known: "Iterable[str]") -> str:
     """` (did you mean ...?)` for a recipient refused as written: a local handle as
     `handle` says; an address on another node (`Carol@node2`) in lower case when that is
     an address, else the closest known `handle@node` (`known` may hold some)."""

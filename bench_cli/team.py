@@ -23,7 +23,9 @@ import os
 import re
 import shlex
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
 
 from bench_cli import humanize
 from bench_wire import messages as m
@@ -55,6 +57,53 @@ AGENT_KEYS = {
 # Keys the format knows that this bench cannot honour yet: refused, never ignored.
 UNSUPPORTED: dict[str, str] = {}
 
+# An agent's entry as recorded in team.json: its keys are the file's (with dashes).
+Entry = TypedDict(
+    "Entry",
+    {
+        "command": list[str],
+        "agent": str | None,
+        "cwd": str,
+        "env": dict[str, str],
+        "ready": str | None,
+        "rows": int,
+        "cols": int,
+        "task": str | None,
+        "subject": str,
+        "reply-to": list[str],
+        "key": str | None,
+        "deadline": float | None,
+        "stall-after": float | None,
+    },
+)
+
+# The [daemon] table: option_dest name -> value, as @daemon_options passes them (an
+# option's number; node and bridge_url a string).
+DaemonValues = dict[str, int | float | str]
+
+# The CLI's request helper (bench_cli.context.call): the daemon's answer as the blocking
+# client decodes it, a JSON object read by field name (`Any` is that boundary).
+Call = Callable[[str, m.Request], dict[str, Any]]
+
+
+class Result(TypedDict):
+    """What `bench up -f` did for one agent."""
+
+    name: str
+    status: str  # started, running or changed
+    session: str
+    pid: int
+    from_file: NotRequired[bool]  # running or changed: whether this file started it
+    changed: NotRequired[list[str]]  # changed: the keys (or the file) that differ
+
+
+class Ended(TypedDict):
+    """A session `bench down -f` ended."""
+
+    name: str
+    session: str
+    pid: int
+
 
 @dataclass
 class Agent:
@@ -74,7 +123,7 @@ class Agent:
     deadline: float | None = None  # seconds, as `bench spawn --deadline`
     stall_after: float | None = None
 
-    def entry(self) -> dict:
+    def entry(self) -> Entry:
         """What `bench up -f` compares with the recorded entry of a running session."""
         return {
             "command": self.argv,
@@ -116,7 +165,7 @@ class Agent:
 @dataclass
 class Team:
     path: str  # absolute
-    daemon: dict  # option_dest name -> value, as @daemon_options passes them
+    daemon: DaemonValues
     agents: list[Agent]
 
 
@@ -126,7 +175,7 @@ class Team:
 class _Source:
     """The file's text, to find the line a key is on (tomllib gives values, no lines)."""
 
-    def __init__(self, path: str, text: str):
+    def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.lines = text.splitlines()
 
@@ -227,11 +276,11 @@ def load(path: str) -> Team:
     return Team(path=path, daemon=daemon, agents=agents)
 
 
-def _daemon(src: _Source, doc: object) -> dict:
+def _daemon(src: _Source, doc: object) -> DaemonValues:
     if not isinstance(doc, dict):
         raise src.error(src.line_of((), "daemon"), "daemon", "must be a table [daemon]")
     types = {flag: typ for flag, _env, typ, _d, _h in DAEMON_OPTIONS}
-    out: dict = {}
+    out: DaemonValues = {}
     for k, v in doc.items():
         line = src.line_of(("daemon",), k)
         flag = f"--{k}"
@@ -348,8 +397,9 @@ def _kind(v: object) -> str:
 # ---------------------------------------------------------------- the record
 
 
-def records(bench_dir: str) -> dict[str, dict]:
-    """Session id -> {file, name, entry} for the sessions team files started."""
+def records(bench_dir: str) -> dict[str, dict[str, object]]:
+    """Session id -> {file, name, entry} for the sessions team files started. Read from a
+    file any process of the user may have written: each field is checked where used."""
     try:
         fd = os.open(os.path.join(bench_dir, RECORD), os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as f:
@@ -360,7 +410,7 @@ def records(bench_dir: str) -> dict[str, dict]:
         return {}  # none yet, or unreadable: nothing is labelled
 
 
-def _write_records(bench_dir: str, recs: dict[str, dict]) -> None:
+def _write_records(bench_dir: str, recs: dict[str, dict[str, object]]) -> None:
     """Replace team.json whole (a fresh O_EXCL file renamed over it: a link planted at
     either name is never followed). A failure costs only the labels: said on stderr."""
     import sys
@@ -383,7 +433,7 @@ def _write_records(bench_dir: str, recs: dict[str, dict]) -> None:
 # ---------------------------------------------------------------- up and down
 
 
-def up(bench_dir: str, team: Team, call) -> list[dict]:
+def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
     """Spawn each agent of `team` not running yet; what was done for each, in file order.
 
     A running session of the agent's name is left as it is: reported `running`, or
@@ -393,7 +443,7 @@ def up(bench_dir: str, team: Team, call) -> list[dict]:
     running = {s["handle"]: s for s in listed if s["state"] == "running"}
     live_ids = {s["session"] for s in listed if s["state"] == "running"}
     recs = {k: v for k, v in records(bench_dir).items() if k in live_ids}
-    results = []
+    results: list[Result] = []
     try:
         for agent in team.agents:
             s = running.get(agent.name)
@@ -418,8 +468,9 @@ def up(bench_dir: str, team: Team, call) -> list[dict]:
                     continue
             rec = recs.get(s["session"])
             if rec is not None and rec.get("name") == agent.name:
-                want = agent.entry()
-                have = rec.get("entry") or {}
+                want: Mapping[str, object] = agent.entry()
+                have = rec.get("entry")
+                have = have if isinstance(have, dict) else {}
                 changed = [k for k in want if have.get(k) != want[k]]
                 if rec.get("file") != team.path:
                     changed.insert(0, f"file {rec.get('file')}")
@@ -436,11 +487,11 @@ def up(bench_dir: str, team: Team, call) -> list[dict]:
     return results
 
 
-def _result(agent: Agent, status: str, session: str, pid: int) -> dict:
+def _result(agent: Agent, status: str, session: str, pid: int) -> Result:
     return {"name": agent.name, "status": status, "session": session, "pid": pid}
 
 
-def describe(results: list[dict], path: str) -> str:
+def describe(results: list[Result], path: str) -> str:
     """The per-agent lines `bench up -f` prints, like `docker compose up`'s."""
     width = max((len(r["name"]) for r in results), default=0)
     shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
@@ -458,12 +509,12 @@ def describe(results: list[dict], path: str) -> str:
     return "\n".join(out) if out else f"no agents in {shown}"
 
 
-def down(bench_dir: str, team: Team, call) -> list[dict]:
+def down(bench_dir: str, team: Team, call: Call) -> list[Ended]:
     """End the running sessions this file started (its agents' names, by the record)."""
     listed = call(bench_dir, m.SessionList())["sessions"]
     live = {s["session"]: s for s in listed if s["state"] == "running"}
     names = {a.name for a in team.agents}
-    ended = []
+    ended: list[Ended] = []
     for sid, rec in records(bench_dir).items():
         s = live.get(sid)
         if s is None or rec.get("file") != team.path or rec.get("name") not in names:

@@ -6,11 +6,18 @@ not asked for with -a, or pruned), are roots. Children follow their parent in sp
 order.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from bench_cli import output
 from bench_wire import outcomes
 
+# A session as `bench ps` has it: a row of the session/list answer (bench_wire's
+# SessionInfo), a JSON object as the blocking client decodes it; `Any` is that boundary.
+Row = dict[str, Any]
 
-def job_state(s: dict) -> str:
+
+def job_state(s: Row) -> str:
     """What the job of a session is doing: -, running, stalled, settling, or its outcome
     (bench_wire.outcomes; a record of an earlier version in today's words)."""
     if not s.get("job"):
@@ -22,14 +29,14 @@ def job_state(s: dict) -> str:
     return "settling"
 
 
-def ordered(rows: list[dict]) -> list[tuple[int, bool, list[bool], dict]]:
+def ordered(rows: list[Row]) -> list[tuple[int, bool, list[bool], Row]]:
     """(depth, last among its siblings, which ancestors were last, row) in tree order."""
     ids = {s["session"] for s in rows}
-    children: dict[str | None, list[dict]] = {}
+    children: dict[str | None, list[Row]] = {}
     for s in rows:
         parent = s.get("parent") if s.get("parent") in ids else None
         children.setdefault(parent, []).append(s)
-    out: list[tuple[int, bool, list[bool], dict]] = []
+    out: list[tuple[int, bool, list[bool], Row]] = []
 
     def walk(parent: str | None, depth: int, lasts: list[bool]) -> None:
         kids = children.get(parent, [])
@@ -42,10 +49,15 @@ def ordered(rows: list[dict]) -> list[tuple[int, bool, list[bool], dict]]:
     return out
 
 
-def render(rows: list[dict], exit_text, state_colour, on: bool) -> list:
+def render(
+    rows: list[Row],
+    exit_text: Callable[[Row], str],
+    state_colour: Callable[[Row], str | None],
+    on: bool,
+) -> list[str | output.Painted]:
     """The tree as pieces for `output.write`: the state painted as a piece of its own, so
     nothing in a handle or argv can colour."""
-    pieces: list = [
+    pieces: list[str | output.Painted] = [
         f"{'HANDLE':<28} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'JOB':<11} EXIT     COMMAND"
     ]
     for depth, last, lasts, s in ordered(rows):

@@ -7,18 +7,18 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import click
 
 from bench_cli import output, team
+from bench_cli.commands import common, daemon_options
 from bench_cli.context import (
     DIR_HELP,
     Ctx,
     DaemonOption,
     call,
-    common,
     daemon_argv,
-    daemon_options,
     done,
     examples,
 )
@@ -27,8 +27,15 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest
 from bench_wire.errors import WireError
 from bench_wire.paths import dir_problem, resolve_dir, socket_path
 
+# The daemon's answer (here its hello, bench_wire's HelloOk), or an object in one, as
+# the blocking client decodes it: a JSON object read by field name. `Any` is that
+# boundary.
+Answer = dict[str, Any]
+# The daemon options given to a command, by option_dest name (see @daemon_options).
+Options = dict[str, DaemonOption]
 
-def _hello(bench_dir: str | None) -> dict | None:
+
+def _hello(bench_dir: str | None) -> Answer | None:
     try:
         return call(bench_dir, m.Hello())
     except WireError as err:
@@ -37,7 +44,7 @@ def _hello(bench_dir: str | None) -> dict | None:
         raise
 
 
-def _running_options(a: dict) -> dict:
+def _running_options(a: Answer) -> dict[str, float]:
     """The running daemon's options, as far as its hello tells them (flag -> value)."""
     r = a["reactor"]
     known = {
@@ -69,7 +76,7 @@ def _running_options(a: dict) -> dict:
     return {k: v for k, v in known.items() if v is not None}
 
 
-def _differing(a: dict, kw: dict) -> list[str]:
+def _differing(a: Answer, kw: Options) -> list[str]:
     """The options given to `up` that the running daemon does not have."""
     running = _running_options(a)
     out = []
@@ -136,7 +143,7 @@ def up(
     )
 
 
-def _up(d: str, restart: bool, kw: dict) -> tuple[dict, str]:
+def _up(d: str, restart: bool, kw: Options) -> tuple[Answer, str]:
     """The daemon for `d` running, with the options asked for: its hello, and what was done."""
     a = _hello(d)
     if a is not None and restart:
@@ -163,7 +170,7 @@ def _up(d: str, restart: bool, kw: dict) -> tuple[dict, str]:
     return a, f"benchd started: pid {a['pid']}, {a['bench_dir']}"
 
 
-def _already(a: dict, kw: dict) -> str:
+def _already(a: Answer, kw: Options) -> str:
     differ = _differing(a, kw)
     if differ:
         raise WireError(
@@ -227,7 +234,7 @@ def _start_lock(d: str) -> int:
         return fd
 
 
-def _start(d: str, kw: dict) -> dict:
+def _start(d: str, kw: Options) -> Answer:
     """Start benchd for `d` and wait for it to answer: its hello."""
     try:
         out_fd = os.open(
@@ -424,14 +431,14 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
     done(ctx, a, text)
 
 
-def isolation_line(caps: dict) -> str:
+def isolation_line(caps: Answer) -> str:
     """One line on the sessions' sandbox: on, or off and why."""
     if caps.get("isolation") == "on":
         return "on: each session in its own PID namespace and BENCH_DIR view (bwrap)"
     return f"OFF: {caps.get('isolation_note') or 'this daemon does not sandbox sessions'}"
 
 
-def disk_health(disk: dict) -> str:
+def disk_health(disk: Answer) -> str:
     """One line on the state dir's disk: full (sends refused) or its free space."""
     free = f"{disk.get('free', 0) / 1e6:,.1f} MB free"
     if disk.get("full"):
@@ -439,9 +446,9 @@ def disk_health(disk: dict) -> str:
     return f"ok, {free}"
 
 
-def index_health(ix: dict) -> str:
+def index_health(ix: Answer) -> str:
     """One line on the mail index: ok, or why not and what waits."""
-    state = ix.get("state", "ok")
+    state: str = ix.get("state", "ok")
     text = state
     if state == "retrying":
         text += (

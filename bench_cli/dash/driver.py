@@ -16,11 +16,13 @@ import os
 import selectors
 import threading
 from codecs import getincrementaldecoder
+from typing import Any
 
 from textual._loop import loop_last
 from textual._parser import ParseError
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
+from textual.app import App
 from textual.drivers.linux_driver import LinuxDriver
 
 POLL_S = 0.1  # Textual's own wait: used if the parser's timeout cannot be read
@@ -42,8 +44,15 @@ class _WakingEvent(threading.Event):
 
 
 class QuietDriver(LinuxDriver):
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(
+        self,
+        app: App[Any],  # an app of any result type (App's type argument is invariant)
+        *,
+        debug: bool = False,
+        mouse: bool = True,
+        size: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(app, debug=debug, mouse=mouse, size=size)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -76,7 +85,7 @@ class QuietDriver(LinuxDriver):
                 return POLL_S
             return None if due is None else max(0.0, due - get_time())
 
-        def process(events, final: bool = False) -> None:
+        def process(events: list[tuple[selectors.SelectorKey, int]], final: bool = False) -> None:
             for last, (key, mask) in loop_last(events):
                 if key.fd != fileno:
                     try:

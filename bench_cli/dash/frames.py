@@ -3,7 +3,7 @@ its colours, and a message's delivery states on one line."""
 
 from rich.text import Text
 
-from bench_cli.dash.model import printable
+from bench_cli.dash.model import Answer, printable
 
 _PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
 
@@ -19,7 +19,7 @@ def colour(name: str) -> str | None:
     return name
 
 
-def screen_lines(frame: dict) -> list[Text]:
+def screen_lines(frame: Answer) -> list[Text]:
     """A screen frame as Rich text, one per row, with the colours the daemon's model keeps
     (trailing blank rows left out)."""
     lines = frame["lines"]
@@ -51,7 +51,7 @@ def screen_lines(frame: dict) -> list[Text]:
     return out
 
 
-def delivery_text(st: dict) -> str:
+def delivery_text(st: Answer) -> str:
     """A message's delivery states on one line: `woken 05:44:11.448, active ...`."""
     out = []
     for x in st["states"]:

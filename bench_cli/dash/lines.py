@@ -10,7 +10,7 @@ so a pane looks and selects as a Static would.
 """
 
 import functools
-from typing import Self
+from typing import Self, TypedDict, Unpack
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -21,12 +21,22 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 
+class WidgetOptions(TypedDict, total=False):
+    """The keywords a pane passes on to Textual's Widget."""
+
+    name: str | None
+    id: str | None
+    classes: str | None
+    disabled: bool
+
+
 class Lines(Widget):
-    def __init__(self, **kw):
+    def __init__(self, **kw: Unpack[WidgetOptions]) -> None:
         super().__init__(**kw)
         self._texts: list[Text] = []
         self._strips: dict[int, Strip] = {}  # y -> the rendered line
-        self._strips_for: tuple = ()  # the style and width the strips were rendered for
+        # the style and width the strips were rendered for (None: not yet rendered)
+        self._strips_for: tuple[RichStyle, int] | None = None
         self._title: str | None = None  # as given to set_title
         self._title_only = False  # set_title at work: a refresh is for the top border row
 
@@ -65,7 +75,7 @@ class Lines(Widget):
         finally:
             self._title_only = False
 
-    def refresh(self, *regions: Region, **kw) -> Self:
+    def refresh(self, *regions: Region, **kw: bool) -> Self:  # repaint, layout, recompose
         if self._title_only and not regions and not kw:
             # Content coordinates: the border row is above the content.
             top = self.content_offset
@@ -91,7 +101,7 @@ class Lines(Widget):
             if y < len(self._texts):
                 strip = self._render_text(self._texts[y], style, y)
             else:  # below the text: blank, as a Static draws it
-                strip = Strip.blank(self._strips_for[1], style)
+                strip = Strip.blank(self.size.width, style)
             self._strips[y] = strip
         return strip
 

@@ -5,6 +5,8 @@ columns inside); a longer prompt wraps instead of being cut (`.dialog Label` in 
 app's CSS), and each says which keys answer it.
 """
 
+from typing import TypedDict
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -55,7 +57,15 @@ class Confirm(ModalScreen[bool]):
         self.dismiss(False)
 
 
-class Compose(ModalScreen[dict | None]):
+class Draft(TypedDict):
+    """A message the operator wrote in Compose: the recipient as typed (stripped)."""
+
+    to: str
+    subject: str
+    body: str
+
+
+class Compose(ModalScreen[Draft | None]):
     """A message from the operator: to, subject, body (Enter moves on; Enter on the body sends)."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
@@ -75,11 +85,11 @@ class Compose(ModalScreen[dict | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "body":
             self.dismiss(
-                {
-                    "to": self.query_one("#to", Input).value.strip(),
-                    "subject": self.query_one("#subject", Input).value,
-                    "body": event.value,
-                }
+                Draft(
+                    to=self.query_one("#to", Input).value.strip(),
+                    subject=self.query_one("#subject", Input).value,
+                    body=event.value,
+                )
             )
         else:
             self.focus_next()

@@ -6,11 +6,17 @@ changes when an event says so, not when someone polls.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench_cli import humanize
-from bench_cli.eventtext import clock
+from bench_cli.eventtext import Event, clock
 from bench_wire import outcomes
 from bench_wire.untrusted import mask
+
+# An answer, or an object in one, as the dashboard's source decodes it: a JSON object,
+# read by field name (a session row: bench_wire's SessionInfo; a message: MessageMeta;
+# a screen: ScreenFrame). `Any` is that boundary.
+Answer = dict[str, Any]
 
 
 @dataclass
@@ -70,10 +76,10 @@ def printable(text: str) -> str:
 class Board:
     rows: dict[str, Row] = field(default_factory=dict)
     last_seq: int = 0
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     keep: int = 2000  # events kept for the events pane
 
-    def load(self, sessions: list[dict], unread: dict[str, int], now: float) -> None:
+    def load(self, sessions: list[Answer], unread: dict[str, int], now: float) -> None:
         """The snapshot: live and recently exited sessions, unread counts by handle."""
         rows: dict[str, Row] = {}
         for s in sessions:
@@ -103,7 +109,7 @@ class Board:
                 rows[h].unread = n
         self.rows = rows
 
-    def apply(self, ev: dict, now: float, count: bool = True) -> bool:
+    def apply(self, ev: Event, now: float, count: bool = True) -> bool:
         """Take one event; True when the sessions pane should be redrawn.
 
         With count=False (history from before the snapshot, whose counts already include
@@ -181,7 +187,7 @@ class Board:
         r = self.rows.get(handle)
         return r.unread if r is not None else 0
 
-    def filtered(self, kind: str = "", handle: str = "") -> list[dict]:
+    def filtered(self, kind: str = "", handle: str = "") -> list[Event]:
         """The kept events whose kind starts with `kind` and that name `handle`."""
         out = []
         for ev in self.events:
@@ -193,13 +199,13 @@ class Board:
         return out
 
 
-def threads(messages: list[dict]) -> list[tuple[int, dict]]:
+def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
     """A listing's messages as threads: (depth, message), each reply under its parent.
 
     Roots (no parent in the listing) in send order; replies in send order beneath them.
     """
     by_id = {m["mail_id"]: m for m in messages}
-    children: dict[str, list[dict]] = {}
+    children: dict[str, list[Answer]] = {}
     roots = []
     for m in sorted(messages, key=lambda m: m["mail_id"]):
         parent = m.get("in_reply_to")
@@ -207,10 +213,10 @@ def threads(messages: list[dict]) -> list[tuple[int, dict]]:
             children.setdefault(parent, []).append(m)
         else:
             roots.append(m)
-    out: list[tuple[int, dict]] = []
+    out: list[tuple[int, Answer]] = []
     seen: set[str] = set()
 
-    def walk(m: dict, depth: int) -> None:
+    def walk(m: Answer, depth: int) -> None:
         if m["mail_id"] in seen:
             return
         seen.add(m["mail_id"])

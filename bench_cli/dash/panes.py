@@ -5,12 +5,13 @@ newest lines that fit without the layout pass a growing log would cost.
 """
 
 import collections
+from typing import Unpack
 
 from rich.text import Text
 from textual.containers import Vertical
 from textual.screen import Screen
 
-from bench_cli.dash.lines import Lines
+from bench_cli.dash.lines import Lines, WidgetOptions
 from bench_cli.dash.partial import BandCompositor
 
 
@@ -18,7 +19,7 @@ class EventsPane(Lines):
     """The newest event lines that fit, bottom-aligned. Not a RichLog: a RichLog's every
     write changes its virtual size, which costs a layout pass of the whole screen."""
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Unpack[WidgetOptions]) -> None:
         super().__init__(**kw)
         self.lines: collections.deque[str] = collections.deque(maxlen=300)
 
@@ -53,12 +54,14 @@ class Holder(Vertical):
     BLANK = True
 
 
-class DashScreen(Screen):
+class DashScreen(Screen[None]):  # None: it is never dismissed with a result
     """The main screen: covered by the holders, so it is BLANK too. Its partial frames
     render the rows that changed, not the box around them (see partial.py)."""
 
     BLANK = True
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
+    def __init__(
+        self, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
+        super().__init__(name, id, classes)
         self._compositor = BandCompositor()

@@ -23,7 +23,7 @@ from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.strip import Strip
 
-_NONE: dict = {}  # a row no span is on (never written to)
+_NONE: dict[int, Strip | None] = {}  # a row no span is on (never written to)
 
 
 class BandCompositor(Compositor):

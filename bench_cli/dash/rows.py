@@ -8,11 +8,22 @@ changed (see lines.py); it never asks for a layout pass. Keys: up/down (k/j are 
 arrows), Home/End, PageUp/PageDown, Enter; a click selects a row.
 """
 
+from collections.abc import Sequence
+from typing import Unpack
+
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.message import Message
 
-from bench_cli.dash.lines import Lines
+from bench_cli.dash.lines import Lines, WidgetOptions
+
+Cell = str | Text
+Cells = tuple[Cell, ...]  # a row: one cell per column
+Widths = tuple[int, ...]  # a width per column (0: left out)
+# What a line was built from: the header's (widths, pane width), a row's
+# (cells, widths, pane width, cursor mark).
+_Made = tuple[Widths, int] | tuple[Cells, Widths, int, str]
 
 
 class Rows(Lines, can_focus=True):
@@ -27,31 +38,36 @@ class Rows(Lines, can_focus=True):
     ]
 
     class Highlighted(Message):
-        def __init__(self, pane: "Rows", key: str):
+        def __init__(self, pane: "Rows", key: str) -> None:
             super().__init__()
             self.pane, self.key = pane, key
 
     class Chosen(Message):
-        def __init__(self, pane: "Rows", key: str):
+        def __init__(self, pane: "Rows", key: str) -> None:
             super().__init__()
             self.pane, self.key = pane, key
 
-    def __init__(self, columns: list[str], narrow: tuple[tuple[str, int], ...] = (), **kw):
+    def __init__(
+        self,
+        columns: list[str],
+        narrow: tuple[tuple[str, int], ...] = (),
+        **kw: Unpack[WidgetOptions],
+    ) -> None:
         super().__init__(**kw)
         self.columns = columns
         # When the pane is too narrow, in this order: (column, 0) leaves it out whole,
         # (column, N) narrows it down to N (see fit): the columns that matter most stay.
         self.narrow = tuple((columns.index(c), n) for c, n in narrow)
         self.keys: list[str] = []
-        self.cells: list[tuple] = []
+        self.cells: list[Cells] = []
         self.cursor = 0
         self.top = 0  # the first row shown
         # row (-1: the header) -> (what its line was built from, the line)
-        self._built: dict[int, tuple[tuple, Text]] = {}
+        self._built: dict[int, tuple[_Made, Text]] = {}
         # id(cells) -> (those cells, their lengths): kept while the row's cells are kept
-        self._lens: dict[int, tuple[tuple, tuple]] = {}
+        self._lens: dict[int, tuple[Cells, Widths]] = {}
 
-    def set_rows(self, rows: list[tuple[str, tuple]], keep_key: bool = True) -> None:
+    def set_rows(self, rows: Sequence[tuple[str, Cells]], keep_key: bool = True) -> None:
         """Replace the rows: (key, cells); the cursor stays on the same key if it can."""
         old = self.keys[self.cursor] if self.keys and keep_key else None
         self.keys = [k for k, _ in rows]
@@ -77,7 +93,7 @@ class Rows(Lines, can_focus=True):
         # row's cell lengths are measured again only when its cells are a new tuple (an
         # event gives one row new cells; the others are the same objects).
         lens = [tuple(len(c) for c in self.columns)]
-        measured: dict[int, tuple[tuple, tuple]] = {}
+        measured: dict[int, tuple[Cells, Widths]] = {}
         for row in self.cells:
             old_len = self._lens.get(id(row))
             if old_len is None or old_len[0] is not row:
@@ -94,10 +110,10 @@ class Rows(Lines, can_focus=True):
             head = self._line(self.columns, widths, width)
             head.stylize("bold")
         out = [head]
-        built: dict[int, tuple[tuple, Text]] = {-1: ((widths, width), head)}
+        built: dict[int, tuple[_Made, Text]] = {-1: ((widths, width), head)}
         for i in range(self.top, min(len(self.cells), self.top + body)):
             mark = ("reverse" if self.has_focus else "underline") if i == self.cursor else ""
-            key = (self.cells[i], widths, width, mark)
+            key: _Made = (self.cells[i], widths, width, mark)
             old = self._built.get(i)
             if old is not None and old[0] == key:
                 line = old[1]
@@ -111,7 +127,7 @@ class Rows(Lines, can_focus=True):
         self.set_lines(out)
 
     @staticmethod
-    def _line(cells, widths, width: int) -> Text:
+    def _line(cells: Sequence[Cell], widths: Widths, width: int) -> Text:
         t = Text(no_wrap=True, overflow="crop")
         for i, v in enumerate(cells):
             if not widths[i]:
@@ -137,7 +153,7 @@ class Rows(Lines, can_focus=True):
         if self.keys:
             self.post_message(self.Chosen(self, self.keys[self.cursor]))
 
-    def on_click(self, event) -> None:
+    def on_click(self, event: events.Click) -> None:
         i = self.top + event.y - 1  # the first line is the header
         if 0 <= i < len(self.keys):
             self.cursor = i
@@ -156,7 +172,7 @@ class Rows(Lines, can_focus=True):
         self.show()
 
 
-def fit(widths: tuple, width: int, steps: tuple[tuple[int, int], ...]) -> tuple:
+def fit(widths: Widths, width: int, steps: tuple[tuple[int, int], ...]) -> Widths:
     """Column widths for a pane `width` wide (two spaces between columns). Each step,
     until the columns fit, is (column, narrowest): narrowest 0 leaves the column out,
     any other number narrows the column by what is too much, down to that width."""

@@ -235,3 +235,24 @@ def test_a_planted_link_at_the_record_is_not_followed(team, tmp_path):
     assert victim.read_text() == "mine"
     assert not os.path.islink(os.path.join(b.dir, "team.json"))
     assert all(s.get("team") == str(path) for s in b.ok("ps")["sessions"])
+
+
+def test_a_record_whose_entry_is_not_a_table_is_reported_changed(team):
+    # Another process of the user rewrites team.json: an entry that is a list, not a
+    # table. `bench up -f` again says each agent changed (nothing to compare with), and
+    # starts or replaces nothing; no traceback.
+    b, path = team
+    path.write_text(_three())
+    first = {r["name"]: r for r in _up(b, path)["team"]}
+    record = os.path.join(b.dir, "team.json")
+    with open(record) as f:
+        doc = json.load(f)
+    for rec in doc["sessions"].values():
+        rec["entry"] = ["not", "a", "table"]
+    with open(record, "w") as f:
+        json.dump(doc, f)
+    again = {x["name"]: x for x in _up(b, path)["team"]}
+    assert {n: (x["status"], x["session"]) for n, x in again.items()} == {
+        n: ("changed", x["session"]) for n, x in first.items()
+    }
+    assert "command" in again["alice"]["changed"]
