@@ -13,9 +13,7 @@ from bench_bridge import natsside, streams, urls
 from bench_wire.errors import WireError
 
 
-async def _init(
-    url: str, q: streams.Quotas, creds: str | None, token: str | None, tls: ssl.SSLContext | None
-) -> list[str]:
+async def _init(conn: urls.Connection, q: streams.Quotas, tls: ssl.SSLContext | None) -> list[str]:
     refused: list[BaseException] = []
 
     async def on_error(err: BaseException) -> None:
@@ -30,19 +28,14 @@ async def _init(
         "connect_timeout": 5,
         "name": "bench-nodes-init",
         "error_cb": on_error,
+        **conn.auth(tls),
     }
-    if creds:
-        opts["user_credentials"] = creds
-    if token:
-        opts["token"] = token
-    if tls is not None:
-        opts["tls"] = tls
     try:
-        nc = await nats.connect([url], **opts)
+        nc = await nats.connect([conn.url], **opts)
     except (TimeoutError, OSError, NatsError) as err:
         why = natsside.describe(refused[0] if refused else err)
         raise WireError(
-            "nats-unreachable", f"could not connect to {urls.shown(url)}: {why}"
+            "nats-unreachable", f"could not connect to {urls.shown(conn.url)}: {why}"
         ) from None
     try:
         js = nc.jetstream(timeout=10)
@@ -61,17 +54,7 @@ async def _init(
         await nc.close()
 
 
-def run(
-    url: str,
-    q: streams.Quotas,
-    creds: str | None = None,
-    token: str | None = None,
-    tls_ca: str | None = None,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-    insecure: bool = False,
-) -> list[str]:
+def run(conn: urls.Connection, q: streams.Quotas) -> list[str]:
     """Create or update both streams; what was done, one line each (or WireError)."""
-    urls.check_url(url, bool(tls_ca or tls_cert), insecure)
-    tls = urls.tls_context(tls_ca, tls_cert, tls_key)
-    return asyncio.run(_init(url, q, creds, token, tls))
+    conn.check()
+    return asyncio.run(_init(conn, q, conn.tls()))

@@ -109,7 +109,7 @@ class Bridge:
     # ------------------------------------------------------------ setup
 
     async def start(self) -> None:
-        urls.check_url(self.o.url, bool(self.o.tls_ca or self.o.tls_cert), self.o.insecure)
+        self.o.conn.check()
         self.reporter = await open_local(self.o.bench_dir)
         hello = await self.reporter.call(m.Hello())
         self.node = hello.node
@@ -119,7 +119,7 @@ class Bridge:
                 f"--node {self.o.node} but the daemon on {hello.bench_dir} is node "
                 f"{self.node} (start it with benchd --node {self.o.node})",
             )
-        self.tls = self._tls_context()
+        self.tls = self.o.conn.tls()
         self.instance = natsside.instance(hello.bench_dir)
         backoff = Backoff(self.o.retry_max)
         while True:
@@ -138,9 +138,6 @@ class Bridge:
         await self._check_name()
         say(f"node {self.node} connected to {urls.shown(self.o.url)}")
 
-    def _tls_context(self) -> ssl.SSLContext | None:
-        return urls.tls_context(self.o.tls_ca, self.o.tls_cert, self.o.tls_key)
-
     async def _connect(self) -> None:
         # nats.connect takes the servers typed and the rest as untyped keywords.
         opts: dict[str, object] = {
@@ -157,13 +154,8 @@ class Bridge:
             "error_cb": self._on_error,
             "disconnected_cb": self.link.disconnected,
             "reconnected_cb": self.link.reconnected,
+            **self.o.conn.auth(self.tls),
         }
-        if self.o.creds:
-            opts["user_credentials"] = self.o.creds
-        if self.o.token:
-            opts["token"] = self.o.token
-        if self.tls is not None:
-            opts["tls"] = self.tls
         nc = await nats.connect([self.o.url], **opts)
         nc.options["max_reconnect_attempts"] = -1
         try:

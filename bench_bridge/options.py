@@ -1,6 +1,7 @@
 """The bridge's options (the `bench bridge` command line), with their defaults."""
 
 from bench_bridge import admission, directory
+from bench_bridge.urls import Connection
 
 MAX_AGE_S = 7 * 86400.0  # mail not taken from the stream within this long is bounced
 PUBLISH_WINDOW = 1024  # messages published and awaiting their PubAck, at most
@@ -10,14 +11,8 @@ class Options:
     def __init__(
         self,
         bench_dir: str,
-        url: str,
+        conn: Connection,
         node: str | None = None,
-        creds: str | None = None,
-        token: str | None = None,
-        tls_ca: str | None = None,
-        tls_cert: str | None = None,
-        tls_key: str | None = None,
-        insecure: bool = False,
         heartbeat: float = 5.0,
         ack_wait: float = 30.0,
         retry_max: float = 30.0,
@@ -31,10 +26,9 @@ class Options:
         new_mailboxes_per_hour: int = admission.NEW_MAILBOXES_PER_HOUR,
         receipts_per_minute: int = admission.RECEIPTS_PER_MINUTE,
     ) -> None:
-        self.bench_dir, self.url, self.node = bench_dir, url, node
-        self.creds, self.token, self.tls_ca = creds, token, tls_ca
-        self.tls_cert, self.tls_key = tls_cert, tls_key
-        self.insecure, self.heartbeat, self.ack_wait = insecure, heartbeat, ack_wait
+        self.bench_dir, self.conn, self.node = bench_dir, conn, node
+        self.url = conn.url
+        self.heartbeat, self.ack_wait = heartbeat, ack_wait
         self.retry_max = retry_max
         self.max_age = max_age
         self.publish_window = publish_window

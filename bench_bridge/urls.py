@@ -6,6 +6,7 @@ unless TLS is configured (`tls://`, or `--tls-ca`) or the user says `--insecure`
 
 import ipaddress
 import ssl
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from bench_wire.errors import WireError
@@ -111,3 +112,35 @@ def tls_context(ca: str | None, cert: str | None, key: str | None) -> ssl.SSLCon
     except (OSError, ValueError) as err:
         raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
     return ctx
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach NATS: the URL and the credentials (`--nats`, `--creds`, `--token`,
+    `--tls-*`, `--insecure`), the same for `bench bridge` and `bench nodes init`."""
+
+    url: str
+    creds: str | None = None
+    token: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    insecure: bool = False
+
+    def check(self) -> None:
+        """bad-url / insecure-url (check_url) for this URL and its TLS."""
+        check_url(self.url, bool(self.tls_ca or self.tls_cert), self.insecure)
+
+    def tls(self) -> ssl.SSLContext | None:
+        return tls_context(self.tls_ca, self.tls_cert, self.tls_key)
+
+    def auth(self, tls: ssl.SSLContext | None) -> dict[str, object]:
+        """nats.connect's keywords for the credentials and TLS (the rest is the caller's)."""
+        opts: dict[str, object] = {}
+        if self.creds:
+            opts["user_credentials"] = self.creds
+        if self.token:
+            opts["token"] = self.token
+        if tls is not None:
+            opts["tls"] = tls
+        return opts

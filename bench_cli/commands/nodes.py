@@ -1,8 +1,10 @@
 """Mail between nodes: `bench bridge` (the NATS bridge, foreground) and `bench nodes`."""
 
+import functools
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,12 +16,35 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.paths import resolve_dir
 
+if TYPE_CHECKING:
+    from bench_bridge.urls import Connection
+
 
 def connection(f: Callable[..., None]) -> Callable[..., None]:
-    """The NATS connection's options, the same for `bench bridge` and `bench nodes init`."""
+    """The NATS connection's options, the same for `bench bridge` and `bench nodes init`,
+    handed to the command as one `conn` (bench_bridge.urls.Connection)."""
+
+    @functools.wraps(f)
+    def with_conn(
+        *args: object,
+        url: str,
+        creds: str | None,
+        token: str | None,
+        tls_ca: str | None,
+        tls_cert: str | None,
+        tls_key: str | None,
+        insecure: bool,
+        **kwargs: object,
+    ) -> None:
+        from bench_bridge.urls import Connection  # stdlib only: no extra needed to parse
+
+        conn = Connection(url, creds, token, tls_ca, tls_cert, tls_key, insecure)
+        f(*args, conn=conn, **kwargs)
+
+    command: Callable[..., None] = with_conn
     for option in reversed(_CONNECTION):
-        f = option(f)
-    return f
+        command = option(command)
+    return command
 
 
 _CONNECTION = [
@@ -145,7 +170,8 @@ def bridge(
     reply_to_max: int,
     new_mailboxes_per_hour: int,
     receipts_per_minute: int,
-    **connection: str | bool | None,  # --nats, --node, --creds, --token, --tls-*, --insecure
+    node: str | None,
+    conn: "Connection",
 ) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
@@ -162,6 +188,8 @@ def bridge(
         raise click.BadParameter("must be positive", param_hint="/".join(_BRIDGE_FLAGS))
     opts = Options(
         resolve_dir(bench_dir),
+        conn,
+        node=node,
         heartbeat=heartbeat,
         ack_wait=ack_wait,
         forget_after=forget_after,
@@ -173,9 +201,6 @@ def bridge(
         reply_to_max=reply_to_max,
         new_mailboxes_per_hour=new_mailboxes_per_hour,
         receipts_per_minute=receipts_per_minute,
-        # click gives the connection options as one dict of str | bool | None; each has
-        # its own type in Options (as in admin.run below).
-        **connection,  # type: ignore[arg-type]
     )
     sys.exit(bridge_main(opts))
 
@@ -271,7 +296,7 @@ def nodes_init(
     max_age: float,
     forget_after: float,
     directory_max_bytes: int,
-    **connection: str | bool | None,
+    conn: "Connection",
 ) -> None:
     """Create (or restore) the mail stream and the node directory in NATS, with quotas:
     the administrator's step, run with the administrator's NATS user."""
@@ -290,7 +315,7 @@ def nodes_init(
         forget_after=forget_after,
         directory_max_bytes=directory_max_bytes,
     )
-    lines = admin.run(q=q, **connection)  # type: ignore[arg-type]
+    lines = admin.run(conn, q)
     done(Ctx(bench_dir, as_json), {"done": lines}, "\n".join(lines))
 
 

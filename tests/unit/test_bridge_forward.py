@@ -50,8 +50,9 @@ class Bridge:
 
     def __init__(self, window: int):
         from bench_bridge.options import Options
+        from bench_bridge.urls import Connection
 
-        self.o = Options("/nonexistent", "nats://127.0.0.1:4222", publish_window=window)
+        self.o = Options("/nonexistent", Connection("nats://127.0.0.1:4222"), publish_window=window)
         self.published: list[tuple[str, asyncio.Future]] = []
         self.changed = asyncio.Event()
 
