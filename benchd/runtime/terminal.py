@@ -19,7 +19,6 @@ MAX_ROWS x MAX_COLS.
 import functools
 import os
 import signal
-import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -111,7 +110,7 @@ class Terminal:
         self.changed.set()
 
     def _took(self, data: bytes) -> None:
-        self.last_output = time.monotonic()
+        self.last_output = trio.current_time()  # drain()'s task: trio's clock
         sb = self.scrollback
         sb += data
         if len(sb) > self.scrollback_cap:
