@@ -168,8 +168,9 @@ class Store(Protocol):
         ...
 
     def commit(self, staged: Staged) -> None:
-        """The commit point: make the staged batch durable. May run in a worker thread,
-        so it touches nothing the loop uses; a failure goes in `staged.error`."""
+        """The commit point: make the staged batch durable; a failure goes in
+        `staged.error`. On the loop: the journal dates its segments by trio's clock, which
+        a worker thread cannot read (benchd.core.clock)."""
         ...
 
     def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:

@@ -77,8 +77,8 @@ class Session:
         self.outcome: str | None = None  # its job's, once settled
         self.reason: str | None = None  # and its reason (bench_wire.outcomes)
         # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
-        # the monotonic time the watch sleeps until), whether the deadline ended it, its
-        # stall time (0: never), since when it is stalled (monotonic), and whether it has
+        # trio's time the watch sleeps until), whether the deadline ended it, its
+        # stall time (0: never), since when it is stalled (trio's clock), and whether it has
         # run `bench report` (a child that reported owes no stall mail).
         self.deadline_ms: int | None = None
         self.deadline_at: float | None = None

@@ -75,7 +75,7 @@ class Terminal:
         self.rows, self.cols = rows, cols
         self.scrollback_cap = scrollback
         self.scrollback = bytearray()
-        self.last_output: float | None = None  # monotonic; None until the first byte
+        self.last_output: float | None = None  # trio's clock; None until the first byte
         self.bracketed_paste = False
         self._tail = b""
         self.screen = vtscreen.Screen(cols, rows)

@@ -140,6 +140,8 @@ def test_the_idle_gate_waits_on_the_clock_the_terminal_stamps(tmp_path):
                 nursery.cancel_scope.cancel()
         finally:
             term.signal_group(signal.SIGKILL)
+            with trio.move_on_after(30):
+                await term.wait_exit()  # reaped: no process left behind
             term.close()
 
     trio.run(run, clock=clock)
