@@ -2,10 +2,11 @@
 `trio.testing.MockClock` drives a rule's readings and its sleeps together; times kept
 on disk come from the injected wall clock (benchd.core.clock).
 
-The MockClock tests run the daemon's own objects (a reactor, a mail index, a real pty)
-and move time by hand: a one-hour idle gate passes without an hour of waiting, and
-nothing moves until the test jumps."""
+The MockClock tests run the daemon's own objects (the reactor, a mail index, a job's
+watch, a real pty) and move time by hand: a one-hour idle gate, a ten-minute stall and
+an hour's deadline pass without waiting for them."""
 
+import collections
 import json
 import os
 import signal
@@ -17,9 +18,10 @@ import trio.testing
 
 from bench_wire import messages as m
 from benchd.core.clock import SYSTEM_WALL
-from benchd.core.jobs import Outcome
+from benchd.core.jobs import Job, Outcome
 from benchd.core.wakeline import digest_line
 from benchd.runtime.jobhost import JobHost
+from benchd.runtime.jobwatch import JobWatch
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Session, Wake
@@ -147,6 +149,80 @@ def test_the_idle_gate_waits_on_the_clock_the_terminal_stamps(tmp_path):
     trio.run(run, clock=clock)
     [ev] = [e for e in recorded if isinstance(e, m.AgentWoken)]
     assert (ev.handle, ev.digest) == ("bob", 2)
+
+
+class _Log:
+    def info(self, event, **kw):
+        pass
+
+    warning = error = exception = info
+
+
+def test_a_jobs_stall_and_deadline_follow_trio_time(tmp_path):
+    """A job's watch on a real pty: its stall time (10 minutes) and its deadline (an
+    hour) are read and slept on trio's clock, as the terminal stamps its output, so the
+    MockClock's jumps decide when each fires, and output the child prints ends the
+    stall."""
+    # rate 1 (real time flows too) keeps the fail_after guards working; the jumps leave
+    # a margin of seconds that real time alone could not cover.
+    clock = trio.testing.MockClock(rate=1.0)
+    recorded: list[m.Event] = []
+    seen: collections.defaultdict[str, trio.Event] = collections.defaultdict(trio.Event)
+    ended: list[str] = []
+
+    async def record(ev):
+        recorded.append(ev)
+        seen[type(ev).__name__].set()
+        return True
+
+    async def end(s):
+        ended.append(s.id)
+        seen["ended"].set()
+
+    async def until(what):
+        with trio.fail_after(60):
+            await seen[what].wait()
+
+    async def run():
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm"}
+        term = Terminal(["sh", "-c", "echo working; exec cat"], str(tmp_path), env, 24, 80, 65536)
+        job = Job.from_json({"queue": "s-1", "payload": {"sessionId": "s-1"}})  # no task mail
+        s = Session("s-1", "worker", "tok", ["agent"], term, None, job)
+        watch = JobWatch(record, None, None, None, None, end, _Log(), 600.0, 86400.0, SYSTEM_WALL)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(term.drain)
+                with trio.fail_after(60):
+                    while b"working" not in term.scrollback:
+                        await term.changed.wait()
+                watch.prepare(s, m.Spawn(argv=["agent"], deadline=3600.0))
+                assert s.deadline_at == pytest.approx(trio.current_time() + 3600.0, abs=1.0)
+                nursery.start_soon(watch.run_session, s)
+                await trio.testing.wait_all_tasks_blocked()
+                clock.jump(570.0)
+                await trio.testing.wait_all_tasks_blocked()
+                assert recorded == [] and s.stalled_at is None  # quiet, not yet stalled
+                clock.jump(30.0)
+                await until("JobStalled")
+                [stalled] = recorded
+                assert stalled.idle_ms >= 600_000 and stalled.mailed == []
+                clock.jump(60.0)
+                await term.write(b"x")  # the child shows output again (the pty echoes)
+                await until("JobActive")
+                assert 60_000 <= recorded[-1].stalled_ms < 120_000
+                assert not ended
+                clock.jump(3600.0)  # past the deadline, an hour after prepare
+                await until("JobDeadline")
+                await until("ended")
+                assert ended == ["s-1"]
+                nursery.cancel_scope.cancel()
+        finally:
+            term.signal_group(signal.SIGKILL)
+            with trio.move_on_after(30):
+                await term.wait_exit()  # reaped: no process left behind
+            term.close()
+
+    trio.run(run, clock=clock)
 
 
 def test_the_job_host_stamps_and_schedules_by_its_wall_clock(tmp_path):
