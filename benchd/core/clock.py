@@ -1,64 +1,40 @@
-"""The daemon's clock, injected: every timing rule reads time from a `Clock`, so a test
-can drive time instead of waiting for it (trio's `SystemClock` and `MockClock` are the
-model).
+"""The daemon's time: one monotonic clock, trio's, and one wall clock, injected.
 
-Two readings, because they answer different questions:
+- **Monotonic time** (intervals inside one run: wake buckets, the idle gate, quiet
+  times, the delegation quota, deadlines and stalls, the idle reaper, the index's
+  commit timing, the journal's checkpoint age) is trio's: `trio.current_time()`, read
+  in the trio task that acts on it. The daemon sleeps on that same clock, so a reading
+  and a sleep always agree, and a test that runs the daemon's objects under
+  `trio.testing.MockClock` drives every timing rule and every sleep together. A reading
+  means nothing outside its run (trio's clock has an arbitrary origin): nothing
+  monotonic is written to disk. The store's sync objects (the index, the journal) take
+  the reading as a callable, `trio.current_time` unless a test gives its own.
+- **Wall time** (what is written to disk or shown to people and read back by another
+  process: event times, mail ids, a reply's due time, a deadline's time, a node's last
+  heartbeat, an exited session's end) comes from one `WallClock`, made by the daemon
+  and passed to the services that stamp times.
 
-- `now()`: monotonic seconds, for intervals inside one process (wake buckets, quiet
-  times). Never jumps when the wall clock is set.
-- `wall_ms()`: the wall clock in milliseconds, for times written to disk that a later
-  daemon reads back (a reply's due time in the job outbox): a monotonic reading means
-  nothing to another process.
-
-Sleeping is not the clock's job: the daemon sleeps with trio, whose own clock a test
-may replace (`trio.testing.MockClock`).
+This module is the one place in benchd that reads the system's clocks;
+tests/unit/test_clock_reads.py fails if `time.time()`, `time.monotonic()` or their
+kind appear anywhere else in benchd. (The kernel's boot clock that pins a peer's
+process, benchd.runtime.peers, is a process identity, not a time bench keeps.)
 """
 
 import time
 from typing import Protocol
 
 
-class Clock(Protocol):
-    def now(self) -> float:
-        """Monotonic seconds (an arbitrary origin)."""
-        ...
-
+class WallClock(Protocol):
     def wall_ms(self) -> int:
         """Milliseconds since the Unix epoch."""
         ...
 
 
-class SystemClock:
-    """The real clock: `time.monotonic` and `time.time_ns`."""
-
-    def now(self) -> float:
-        return time.monotonic()
+class SystemWallClock:
+    """The real wall clock (`time.time_ns`)."""
 
     def wall_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
 
-class TestClock:
-    """A clock that moves only when told: `advance(seconds)` moves both readings
-    together, as real time would."""
-
-    __test__ = False  # pytest: a helper, not a test class
-
-    def __init__(self, now: float = 0.0, wall_ms: int = 1_700_000_000_000) -> None:
-        self._now = now
-        self._wall_ms = wall_ms
-
-    def now(self) -> float:
-        return self._now
-
-    def wall_ms(self) -> int:
-        return self._wall_ms
-
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("a clock does not go back")
-        self._now += seconds
-        self._wall_ms += round(seconds * 1000)
-
-
-SYSTEM_CLOCK: Clock = SystemClock()
+SYSTEM_WALL: WallClock = SystemWallClock()

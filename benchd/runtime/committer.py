@@ -30,7 +30,6 @@ per batch: every commit writes WAL pages, and in a micro-benchmark of the lone-s
 a commit per send cost about a fifth of the rate.
 """
 
-import time
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
@@ -39,6 +38,7 @@ import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import Event
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.runtime.hub import Record as EventRecord  # an event as its log line holds it
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
@@ -53,10 +53,6 @@ _encoder = msgspec.json.Encoder()
 # of every kind as Op[object].
 R_co = TypeVar("R_co", covariant=True)
 R = TypeVar("R")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def os_error_to_wire(err: OSError) -> WireError:
@@ -172,8 +168,9 @@ class Store(Protocol):
         ...
 
     def commit(self, staged: Staged) -> None:
-        """The commit point: make the staged batch durable. May run in a worker thread,
-        so it touches nothing the loop uses; a failure goes in `staged.error`."""
+        """The commit point: make the staged batch durable; a failure goes in
+        `staged.error`. On the loop: the journal dates its segments by trio's clock, which
+        a worker thread cannot read (benchd.core.clock)."""
         ...
 
     def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
@@ -193,9 +190,10 @@ class Store(Protocol):
 class JournalStore:
     """The real store: the event log and the write-ahead journal (see the module doc)."""
 
-    def __init__(self, eventlog: EventLog, journal: Journal) -> None:
+    def __init__(self, eventlog: EventLog, journal: Journal, wall: WallClock = SYSTEM_WALL) -> None:
         self.eventlog = eventlog
         self.journal = journal
+        self.wall = wall  # dates the events (their `ts`)
 
     @property
     def last_seq(self) -> int:
@@ -215,7 +213,7 @@ class JournalStore:
                 live.append(op)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
-        lines, records, seq = encode_batch(live, self.eventlog.last_seq)
+        lines, records, seq = encode_batch(live, self.eventlog.last_seq, self.wall.wall_ms())
         staged = Staged(live, records, seq)
         staged.entries = [e for op in live for e in op.entries]
         if lines:
@@ -259,13 +257,12 @@ class JournalStore:
 
 
 def encode_batch(
-    ops: list[Op[object]], last_seq: int
+    ops: list[Op[object]], last_seq: int, ts: int
 ) -> tuple[list[bytes], list[EventRecord], int]:
-    """The ops' events as log lines and records, numbered after last_seq."""
+    """The ops' events as log lines and records, numbered after last_seq, dated `ts`."""
     lines: list[bytes] = []
     records: list[EventRecord] = []
     seq = last_seq
-    ts = now_ms()
     for op in ops:
         for ev in op.events:
             seq += 1

@@ -7,10 +7,10 @@ counts each child against its spawner until the child's job settles.
 """
 
 import os
-import time
 from collections.abc import Awaitable, Callable
 
 import msgspec
+import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
@@ -56,7 +56,7 @@ class Delegation:
         depth = len(parent.lineage) + 1
         try:
             self.quota.check(
-                parent.id, parent.handle, depth, time.monotonic(), root=root_of(parent)
+                parent.id, parent.handle, depth, trio.current_time(), root=root_of(parent)
             )
         except Refused as err:
             self.log.warning(
@@ -104,7 +104,7 @@ class Delegation:
         child.lineage = (parent.id, *parent.lineage)
         child.root_handle = getattr(parent, "root_handle", None) or parent.handle
         # Its spawns count against its tree's root, whose window outlives any one job.
-        self.quota.started(parent.id, child.id, time.monotonic(), root=root_of(parent))
+        self.quota.started(parent.id, child.id, trio.current_time(), root=root_of(parent))
 
     def settled(self, child: Session) -> None:
         """The child's job settled (or its spawn failed): it no longer counts."""

@@ -7,7 +7,7 @@
               wakes a live recipient through the reactor like any other mail
 - schedule_wake -> a trio timer; the due times live in the rows themselves, and every
               start drains at once, so a restart delivers whatever is due
-- now      -> the injected clock's wall time in ms (benchd.core.clock)
+- now      -> the injected wall clock's time in ms (benchd.core.clock)
 
 A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
 exit settles it, in the words of bench_wire.outcomes (`outcome_of`): exit 0 ->
@@ -31,7 +31,7 @@ from bench_wire import messages as m
 from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
 from benchd.core.caller import Caller
-from benchd.core.clock import SYSTEM_CLOCK, Clock
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.jobs import (
     Address,
     AgentWork,
@@ -113,7 +113,7 @@ class JobHost:
         body_bytes: int,
         retry_base: float,
         log: Log,
-        clock: Clock = SYSTEM_CLOCK,
+        wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.outbox = outbox
         self.find_session = find_session  # a live session by handle, or None
@@ -124,12 +124,12 @@ class JobHost:
         self.log = log
         # Wall-clock ms: the replies' due times are stored in the outbox and read back by
         # the next daemon, so a monotonic reading would mean nothing to it.
-        self.clock = clock
+        self.wall = wall
         self.fanout = FanOut(
             self.outbox,
             self._post,
             self._schedule_wake,
-            clock.wall_ms,
+            wall.wall_ms,
             retry_base_ms=int(retry_base * 1000),
         )
         self._wake_at = math.inf
@@ -152,7 +152,7 @@ class JobHost:
     async def _start(self) -> None:
         # Jobs whose sessions died with the previous daemon: interrupted, and by their
         # deadline when it has passed by now (while the daemon was down, or before).
-        now = self.clock.wall_ms()
+        now = self.wall.wall_ms()
         deadlines: list[m.Event] = []
         for row in self.outbox.running_jobs():
             job = Job.from_json(row.job)
@@ -185,7 +185,7 @@ class JobHost:
             await self.committer.record(*deadlines)
         if self._settling:
             await self._settle_batch()
-        self._schedule_wake(self.clock.wall_ms())
+        self._schedule_wake(self.wall.wall_ms())
 
     # ------------------------------------------------------------ ports
 
@@ -200,7 +200,7 @@ class JobHost:
                 await self._poke.wait()
                 self._poke = trio.Event()
                 continue
-            delay = (self._wake_at - self.clock.wall_ms()) / 1000
+            delay = (self._wake_at - self.wall.wall_ms()) / 1000
             if delay > 0:
                 with trio.move_on_after(delay):
                     await self._poke.wait()
@@ -214,7 +214,7 @@ class JobHost:
                     await self.fanout.drain_outbox()
                 except Exception:  # noqa: BLE001 - e.g. the outbox's disk is full
                     self.log.exception("draining the outbox failed; retrying in 5 s")
-                    self._schedule_wake(self.clock.wall_ms() + 5000)
+                    self._schedule_wake(self.wall.wall_ms() + 5000)
 
     async def stop(self) -> None:
         """At a clean stop: no new timed drains; deliver what the last settlements owe."""
@@ -343,7 +343,7 @@ class JobHost:
                 ),
                 reply_to=tuple(self._address(h) for h in spec.reply_to),
                 content=spec.body,
-                created_at=self.clock.wall_ms(),
+                created_at=self.wall.wall_ms(),
             )
             job = agent_job(AgentWork(session_id=s.id), mail)
         except JobError as err:

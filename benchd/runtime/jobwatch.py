@@ -20,7 +20,6 @@ so it ends when the session does.
 """
 
 import math
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -29,7 +28,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.caller import Caller
-from benchd.core.clock import SYSTEM_CLOCK, Clock
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.jobs import JobError, decode_agent_job
 from benchd.runtime.committer import Committer
 from benchd.runtime.limiter import Limiter
@@ -64,7 +63,7 @@ class JobWatch:
         log: Log,
         stall_after: float,
         max_deadline: float,
-        clock: Clock = SYSTEM_CLOCK,
+        wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.record = record  # the committer's: logs events
         self.committer = committer
@@ -75,7 +74,7 @@ class JobWatch:
         self.log = log
         self.stall_after = stall_after  # the daemon's default; 0: never
         self.max_deadline = max_deadline
-        self.clock = clock
+        self.wall = wall  # a deadline's time, stored with the job
         self.outbound: Outbound | None = None  # stall mail to handle@node goes there
 
     # ------------------------------------------------------------ at spawn
@@ -102,8 +101,8 @@ class JobWatch:
         deadline = self._check(req.deadline, "--deadline", stall=False)
         stall = self._check(req.stall_after, "--stall-after", stall=True)
         if deadline is not None:
-            s.deadline_at = self.clock.now() + deadline
-            s.deadline_ms = self.clock.wall_ms() + int(deadline * 1000)
+            s.deadline_at = trio.current_time() + deadline
+            s.deadline_ms = self.wall.wall_ms() + int(deadline * 1000)
         s.stall_after = self.stall_after if stall is None else stall
 
     # ------------------------------------------------------------ while it runs
@@ -125,7 +124,7 @@ class JobWatch:
 
     async def _deadline(self, s: "Session") -> None:
         assert s.deadline_at is not None, "run_session starts this only with a deadline"
-        await trio.sleep(max(0.0, s.deadline_at - self.clock.now()))
+        await trio.sleep_until(s.deadline_at)
         if not s.live:
             return
         s.deadline_hit = True
@@ -140,11 +139,11 @@ class JobWatch:
     async def _stalls(self, s: "Session") -> None:
         term = s.term
         assert term is not None, "a launched session has its terminal"
-        started = time.monotonic()  # the terminal's clock (its last_output)
+        started = trio.current_time()  # the terminal's clock (its last_output)
         while not term.eof:  # at eof `changed` stays set: the session is ending anyway
             last = max(term.last_output or started, started)
             if s.stalled_at is None:
-                now = time.monotonic()
+                now = trio.current_time()
                 due = last + s.stall_after
                 if s.reported:
                     return  # it has said what it has; its silence owes no mail
@@ -158,7 +157,7 @@ class JobWatch:
                 await term.changed.wait()
                 if term.eof:
                     return
-                stalled_ms = int((time.monotonic() - s.stalled_at) * 1000)
+                stalled_ms = int((trio.current_time() - s.stalled_at) * 1000)
                 s.stalled_at = None
                 await self.record(m.JobActive(session=s.id, handle=s.handle, stalled_ms=stalled_ms))
 

@@ -10,8 +10,9 @@ replies and mail from other nodes too. A refusal raises WireError; the first of 
 of refusals is logged and recorded as a `limit/hit` event.
 """
 
-import time
 from collections.abc import Callable, Iterable
+
+import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import LimitHit
@@ -30,14 +31,12 @@ class Limiter:
         index: Index,
         committer: Committer,
         log: Log,
-        clock: Callable[[], float] = time.monotonic,
     ):
         self.limits = limits
         self.decide = SendLimits(limits)
         self.index = index
         self.committer = committer
         self.log = log
-        self.clock = clock
         # Whether a handle has a mailbox (or a live session): the daemon gives it the
         # mailroom's `exists`. Mail to a handle without one makes a mailbox, which a
         # session's tree pays for (--tree-mailboxes).
@@ -108,7 +107,7 @@ class Limiter:
         operator's own bucket, or a session's tree (its root's bucket and its hourly bytes
         and new mailboxes: benchd.core.trees); `new_boxes` mailboxes more are made for
         sure (a job's child). Refused with rate-limited, spending nothing."""
-        now = self.clock()
+        now = trio.current_time()  # the buckets' time: trio's clock
         s = caller.session
         if s is None:
             r = self.decide.take(caller.handle, True, n, now)

@@ -27,9 +27,10 @@ from bench_wire.messages import (
     SendOk,
 )
 from benchd.core import frontmatter, keys, mailrefs
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
-from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
+from benchd.runtime.committer import Batch, Committer, EventOp, Op
 from benchd.store import faults, mailfile
 from benchd.store.fileio import write_all
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
@@ -49,11 +50,13 @@ class Mailroom:
         index: Index,
         committer: Committer,
         is_live: Callable[[str], bool] = lambda handle: False,
+        wall: WallClock = SYSTEM_WALL,
     ):
         self.root = root  # BENCH_DIR/mail
         self.index = index
         self.committer = committer
-        self.clock = IdClock(index.newest_id())
+        self.wall = wall  # a new message's time, in its id and its Date
+        self.clock = IdClock(index.newest_id())  # ids from those times, strictly rising
         # Mailboxes this run delivered to (saves stat calls per send); whether a mailbox
         # is new is asked of the disk.
         self.boxes: set[str] = set()
@@ -373,7 +376,7 @@ class SendOp(Op[SendOk]):
 
     def prepare(self, batch: Batch) -> None:
         room: Mailroom = self.room
-        ms = now_ms()
+        ms = room.wall.wall_ms()
         mail_id, _ = room.clock.next(ms)
         key = self.key or f"auto-{mail_id}"
         box = room.box(self.to)

@@ -8,13 +8,13 @@ knows which nodes exist and queues mail for them instead of refusing it).
 import json
 import re
 import socket
-import time
 
 import msgspec
 
 from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
 from bench_wire.messages import NodeInfo
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.names import is_handle
 from benchd.store.fileio import replace_file
 
@@ -46,8 +46,9 @@ def remote_sender(sender: str, origin: str, own: str) -> str:
 class Directory:
     """The nodes seen by this node's bridge: name -> (last heartbeat ms, live handles)."""
 
-    def __init__(self, path: str, own: str):
+    def __init__(self, path: str, own: str, wall: WallClock = SYSTEM_WALL):
         self.path = path
+        self.wall = wall  # heartbeats are epoch ms: "seen within forget_after" is wall time
         self.own = own
         self.nodes: dict[str, NodeInfo] = {}
         self.forget_after = FORGET_AFTER  # the bridge's --forget-after, as it last said
@@ -72,7 +73,7 @@ class Directory:
         n = self.nodes.get(node)
         if n is None:
             return False
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.wall.wall_ms() if now_ms is None else now_ms
         return now - n.seen_ms <= self.forget_after * 1000
 
     def update(self, nodes: list[NodeInfo], now_ms: int | None = None) -> list[str]:
@@ -80,7 +81,7 @@ class Directory:
         bucket is forgotten); `seen` is clamped to now. Written atomically only when the
         set of nodes changed (a heartbeat alone changes only the in-memory times).
         Returns the nodes forgotten."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.wall.wall_ms() if now_ms is None else now_ms
         fresh: dict[str, NodeInfo] = {}
         for n in nodes:
             if not is_handle(n.node) or n.node == self.own:
@@ -99,7 +100,7 @@ class Directory:
         replace_file(self.path, msgspec.json.encode(self.listing()))
 
     def listing(self) -> list[NodeInfo]:
-        now = int(time.time() * 1000)
+        now = self.wall.wall_ms()
         return sorted(
             (n for n in self.nodes.values() if self.knows(n.node, now)), key=lambda n: n.node
         )

@@ -27,10 +27,11 @@ from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
 from benchd.core.caller import Caller
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import MAIL_ID_RE, check_mail_id
 from benchd.runtime import bounces
-from benchd.runtime.committer import Batch, Committer, now_ms
+from benchd.runtime.committer import Batch, Committer
 from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD, Index
@@ -41,13 +42,20 @@ RECENT_MAX = 4096  # queued messages kept in memory for the bridge's pull
 
 class Outbound:
     def __init__(
-        self, bench_dir: str, node: str, index: Index, mailroom: Mailroom, committer: Committer
+        self,
+        bench_dir: str,
+        node: str,
+        index: Index,
+        mailroom: Mailroom,
+        committer: Committer,
+        wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.node = node
+        self.wall = wall  # the bridge's last heartbeat, the directory's and receipts' times
         self.index = index
         self.mailroom = mailroom
         self.committer = committer
-        self.directory = Directory(os.path.join(bench_dir, "nodes.json"), node)
+        self.directory = Directory(os.path.join(bench_dir, "nodes.json"), node, wall)
         self._queued = trio.Event()  # set when mail is queued; replaced after each wait
         # What the bridge will pull, kept from the commit until it is marked forwarded,
         # so neither bridge/pull nor bridge/forwarded reads the file back. Bounded: the
@@ -65,7 +73,7 @@ class Outbound:
 
     def info(self) -> m.BridgeInfo:
         seen = self.bridge_seen_ms
-        fresh = seen is not None and now_ms() - seen <= self.bridge_stale_after * 1000
+        fresh = seen is not None and self.wall.wall_ms() - seen <= self.bridge_stale_after * 1000
         return m.BridgeInfo(
             connected=self.bridge_connected and fresh,
             seen_ms=seen,
@@ -282,7 +290,7 @@ class Outbound:
         """The bridge's heartbeat: whether it is connected, and the nodes it has seen.
         Returns the nodes forgotten (gone from the bucket, or quiet too long)."""
         self.bridge_connected = req.connected
-        self.bridge_seen_ms = now_ms()
+        self.bridge_seen_ms = self.wall.wall_ms()
         self.bridge_stale_after = max(1.0, req.stale_after)
         self.bridge_error = req.error
         self.directory.forget_after = max(1.0, req.forget_after)

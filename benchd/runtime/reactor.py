@@ -22,7 +22,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import wakegate
 from benchd.core.bucket import TokenBucket
-from benchd.core.clock import SYSTEM_CLOCK, Clock
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.wakeline import digest_line, for_shell, shell_of, wake_line
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
@@ -51,12 +51,14 @@ class Reactor:
         record: Callable[[m.Event], Awaitable[bool]],
         settings: m.ReactorSettings,
         log: Log,
-        clock: Clock = SYSTEM_CLOCK,
+        wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.find_session = find_session  # a live session by handle, or None
-        # Monotonic time for the buckets and the gate; the terminal's last_output and
-        # the session's last_input are monotonic readings of the same system clock.
-        self.clock = clock
+        # The buckets and the gate read trio's clock (trio.current_time), as the
+        # terminal's last_output and the session's last_input do, and as trio.sleep
+        # waits: one clock (benchd.core.clock). The wall clock only dates a capped
+        # wake's `until`.
+        self.wall = wall
         self.mailroom = mailroom
         self.record = record  # the committer's: logs events
         self.log = log
@@ -78,7 +80,7 @@ class Reactor:
     def courier(self, handle: str) -> Courier:
         c = self.couriers.get(handle)
         if c is None:
-            c = self.couriers[handle] = Courier(self.burst, self.refill, self.clock.now())
+            c = self.couriers[handle] = Courier(self.burst, self.refill, trio.current_time())
         return c
 
     # ------------------------------------------------------------ mail/sent
@@ -90,7 +92,7 @@ class Reactor:
         if session is None:
             return
         c = self.courier(session.handle)
-        now = self.clock.now()
+        now = trio.current_time()
         if c.bucket.take(now):
             session.wakes.append(Wake(event.mail_id, event.sender))
             session.poke()
@@ -104,7 +106,7 @@ class Reactor:
                 handle=session.handle,
                 mail_id=event.mail_id,
                 path=event.path,
-                until=self.clock.wall_ms() + int(max(0.0, due - now) * 1000),
+                until=self.wall.wall_ms() + int(max(0.0, due - now) * 1000),
             ),
         )
         if not c.timer_armed:
@@ -114,7 +116,7 @@ class Reactor:
     async def _digest_when_refilled(self, handle: str, c: Courier) -> None:
         try:
             while c.capped:
-                now = self.clock.now()
+                now = trio.current_time()
                 await trio.sleep(max(0.0, c.bucket.next_token_at(now) - now))
                 room = self.mailroom
                 unread = [i for i in c.capped if room.is_unread(handle, i)]
@@ -122,7 +124,7 @@ class Reactor:
                 if not unread or session is None:
                     c.capped.clear()
                     return
-                if c.bucket.take(self.clock.now()):
+                if c.bucket.take(trio.current_time()):
                     c.capped.clear()
                     session.wakes.append(Wake(None, None, digest=len(unread)))
                     session.poke()
@@ -164,7 +166,7 @@ class Reactor:
                     continue
                 if path is None:
                     # Read meanwhile: nothing to announce, and the token bought nothing.
-                    self.courier(session.handle).bucket.give_back(self.clock.now())
+                    self.courier(session.handle).bucket.give_back(trio.current_time())
                     continue
                 line = wake_line(wake.sender, path)
             woken = m.AgentWoken(
@@ -180,7 +182,7 @@ class Reactor:
     async def _readiness(self, session: "Session") -> wakegate.Readiness:
         """The gate's answer for this session now, looking at the screen only if asked."""
         a = wakegate.Activity(
-            now=self.clock.now(),
+            now=trio.current_time(),
             last_output=_term(session).last_output,
             last_input=session.last_input,
         )
@@ -209,7 +211,7 @@ class Reactor:
                     if wake is not None and self._typing(session):
                         await self._deferred(session, wake)
                         wake = None  # said once per wake
-                    await trio.sleep(max(0.0, at - self.clock.now()))
+                    await trio.sleep(max(0.0, at - trio.current_time()))
                 case wakegate.WaitForScreen(timeout=timeout):
                     with trio.move_on_after(timeout):
                         await _term(session).changed.wait()
@@ -217,7 +219,7 @@ class Reactor:
     def _typing(self, session: "Session") -> bool:
         """The operator typed into the session within the idle gate (what holds the wake)."""
         last = session.last_input
-        return bool(last) and self.clock.now() - last < self.gate
+        return bool(last) and trio.current_time() - last < self.gate
 
     async def _deferred(self, session: "Session", wake: Wake) -> None:
         await self.record(
@@ -297,7 +299,7 @@ class Reactor:
         with trio.move_on_after(limit):
             while not term.eof:
                 last = term.last_output
-                idle = quiet if last is None else self.clock.now() - last
+                idle = quiet if last is None else trio.current_time() - last
                 if idle >= quiet:
                     break
                 changed = term.changed

@@ -20,8 +20,8 @@ import trio
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.names import format_ms
-from benchd.runtime.committer import now_ms
 from benchd.runtime.logs import Log
 from benchd.store import mailfile
 from benchd.store.index import Index
@@ -31,7 +31,7 @@ KNOWN_MAX = 65536  # delivered copies remembered (local id -> origin node, origi
 
 
 class Receipts:
-    def __init__(self, index: Index, node: str, log: Log) -> None:
+    def __init__(self, index: Index, node: str, log: Log, wall: WallClock = SYSTEM_WALL) -> None:
         self.index = index
         self.node = node
         self.log = log
@@ -42,7 +42,7 @@ class Receipts:
         # Ids sort by time: a copy delivered since this start is in `known` (unless
         # evicted), so only older ids are looked up in their file (a read of local
         # mail costs nothing more). A wall clock stepped back costs a lookup at most.
-        self.since = format_ms(now_ms()).replace("-", "").replace(":", "")
+        self.since = format_ms(wall.wall_ms()).replace("-", "").replace(":", "")
         self.evicted = False
 
     def on_event(self, ev: m.Event) -> None:

@@ -10,7 +10,6 @@ no import circle (tests/unit/test_cycles.py).
 
 import collections
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from typing import Literal, overload
 
@@ -56,7 +55,7 @@ class Session:
         self.ready = ready
         self.job = job  # the jobs.Job of a job spawn, else None
         self.wakes: collections.deque[Wake] = collections.deque()
-        self.last_input = 0.0  # monotonic time of the last operator keystroke
+        self.last_input = 0.0  # trio's clock at the last operator keystroke
         self.write_lock = trio.Lock()
         self.state = SessionState.RUNNING
         self.exit: int | None = None
@@ -78,8 +77,8 @@ class Session:
         self.outcome: str | None = None  # its job's, once settled
         self.reason: str | None = None  # and its reason (bench_wire.outcomes)
         # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
-        # the monotonic time the watch sleeps until), whether the deadline ended it, its
-        # stall time (0: never), since when it is stalled (monotonic), and whether it has
+        # trio's time the watch sleeps until), whether the deadline ended it, its
+        # stall time (0: never), since when it is stalled (trio's clock), and whether it has
         # run `bench report` (a child that reported owes no stall mail).
         self.deadline_ms: int | None = None
         self.deadline_at: float | None = None
@@ -145,7 +144,7 @@ class Session:
             )
         idle = None
         if self.live and self.term.last_output is not None:
-            idle = int((time.monotonic() - max(self.term.last_output, self.last_input)) * 1000)
+            idle = int((trio.current_time() - max(self.term.last_output, self.last_input)) * 1000)
         return m.SessionInfo(
             session=self.id,
             handle=self.handle,
@@ -164,7 +163,7 @@ class Session:
             deadline_left_ms=(
                 None
                 if self.deadline_at is None or not self.live
-                else max(0, int((self.deadline_at - time.monotonic()) * 1000))
+                else max(0, int((self.deadline_at - trio.current_time()) * 1000))
             ),
             stalled=self.stalled_at is not None and self.live,
         )
@@ -204,11 +203,11 @@ class Session:
 
     async def type_input(self, data: bytes) -> None:
         """Operator input: serialised with wakes, and it holds wakes back (idle gate)."""
-        self.last_input = time.monotonic()
+        self.last_input = trio.current_time()
         assert self.term is not None, "input reaches only a launched session"
         async with self.write_lock:
             await self.term.write(data)
-        self.last_input = time.monotonic()
+        self.last_input = trio.current_time()
 
 
 class Roster:

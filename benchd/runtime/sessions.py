@@ -17,13 +17,13 @@ import secrets
 import shutil
 import signal
 import sys
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.names import OPERATOR, check_handle
 from benchd.core.patterns import compile_pattern
 from benchd.runtime import presets
@@ -62,7 +62,9 @@ class Sessions:
         daemon_pid: int,
         subreaper: bool,
         session_umask: int | None = None,
+        wall: WallClock = SYSTEM_WALL,
     ):
+        self.wall = wall  # an exited session's end, kept on disk
         self.roster = roster
         self.reactor = reactor
         self.jobs = jobs  # the job host (benchd.runtime.jobhost): settles a job's session
@@ -279,7 +281,7 @@ class Sessions:
         store = self.exited_store
         if store is None:
             return
-        record = s.record(int(time.time() * 1000))
+        record = s.record(self.wall.wall_ms())
         output = bytes(s.term.scrollback) if s.term is not None else b""
 
         def work() -> None:

@@ -19,7 +19,6 @@ MAX_ROWS x MAX_COLS.
 import functools
 import os
 import signal
-import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -77,7 +76,7 @@ class Terminal:
         self.rows, self.cols = rows, cols
         self.scrollback_cap = scrollback
         self.scrollback = bytearray()
-        self.last_output: float | None = None  # monotonic; None until the first byte
+        self.last_output: float | None = None  # trio's clock; None until the first byte
         self.bracketed_paste = False
         self._tail = b""
         self.screen = vtscreen.Screen(cols, rows)
@@ -125,7 +124,7 @@ class Terminal:
         self.changed.set()
 
     def _took(self, data: bytes) -> None:
-        self.last_output = time.monotonic()
+        self.last_output = trio.current_time()  # drain()'s task: trio's clock
         sb = self.scrollback
         sb += data
         if len(sb) > self.scrollback_cap:

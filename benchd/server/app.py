@@ -13,7 +13,6 @@ import os
 import signal
 import sqlite3
 import sys
-import time
 from typing import Any, TextIO
 
 import trio
@@ -26,7 +25,7 @@ from benchd import __version__
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Admission
 from benchd.core.caller import Caller
-from benchd.core.clock import SYSTEM_CLOCK, Clock
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.delegation import DelegationLimits
 from benchd.core.names import OPERATOR, IdClock
 from benchd.runtime import sandbox
@@ -88,9 +87,9 @@ class Daemon:
         self.bench_dir = bench_dir
         self.config = config
         self.pid = os.getpid()
-        # The one clock of the timing rules: the index's commit timing, the job host's
-        # reply times and the reactor's wake buckets read it (tests inject their own).
-        self.clock: Clock = SYSTEM_CLOCK
+        # The one wall clock: every time written to disk or shown (benchd.core.clock);
+        # the timing rules read trio's clock, which the daemon sleeps on.
+        self.wall: WallClock = SYSTEM_WALL
         self.subreaper = become_subreaper()
         self.helper_pids: set[int] = set()  # its own children acting for the operator
         self.test_hooks = config.test_hooks
@@ -147,7 +146,7 @@ class Daemon:
                 "journal checkpoint failed", error=str(err)
             ),
             reserve=config.disk_reserve,
-            clock=self.clock,
+            wall=self.wall,
         )
         self.journal.open()
         self.start_notices += upkeep.low_events(self.log, self.journal.low)
@@ -155,11 +154,9 @@ class Daemon:
         self.clean_stop = False
         self.seal_path = os.path.join(bench_dir, recovery.SEAL)
         self.damage = upkeep.load_damage(bench_dir, self.log)  # not yet acknowledged
-        self.index = Index(
-            os.path.join(bench_dir, "index.sqlite"), self._index_notice, clock=self.clock
-        )
+        self.index = Index(os.path.join(bench_dir, "index.sqlite"), self._index_notice)
         self.committer = Committer(
-            JournalStore(self.eventlog, self.journal), self.index, self.hub.publish
+            JournalStore(self.eventlog, self.journal, self.wall), self.index, self.hub.publish
         )
         self.committer.on_lost = lambda events, err: self.log.error(
             "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
@@ -167,7 +164,11 @@ class Daemon:
         self.limiter = Limiter(limits, self.index, self.committer, self.log)
         self.roster = Roster()
         self.mailroom = Mailroom(
-            os.path.join(bench_dir, "mail"), self.index, self.committer, self.roster.is_live
+            os.path.join(bench_dir, "mail"),
+            self.index,
+            self.committer,
+            self.roster.is_live,
+            wall=self.wall,
         )
         self.mailroom.admit = self.limiter.admit  # the unread caps, where a batch commits
         self.limiter.mailbox_exists = self.mailroom.exists  # a tree pays for new mailboxes
@@ -183,7 +184,7 @@ class Daemon:
             self.caps.body_bytes,
             config.retry_base,
             self.log,
-            clock=self.clock,
+            wall=self.wall,
         )
         reactor = Reactor(
             self.roster.live_by_handle,
@@ -191,7 +192,7 @@ class Daemon:
             self.committer.record,
             reactor_settings(self.config),
             self.log,
-            clock=self.clock,
+            wall=self.wall,
         )
         self.hub.listeners.append(reactor.on_event)
         # After the reactor: the states of a batch's events join the index's pending
@@ -199,7 +200,7 @@ class Daemon:
         self.mail_states = MailStates(self.index, config.node)
         self.hub.listeners.append(self.mail_states.on_event)
         # Receipts for mail from other nodes, for the bridge to send back to them.
-        self.receipts = Receipts(self.index, config.node, self.log)
+        self.receipts = Receipts(self.index, config.node, self.log, self.wall)
         self.hub.listeners.append(self.receipts.on_event)
         self.waits = Waits(config.session_waits, config.max_waits, self.committer.record)
         self.hub.listeners.append(self.waits.on_event)
@@ -215,9 +216,12 @@ class Daemon:
             self.pid,
             self.subreaper,
             session_umask=config.session_umask,
+            wall=self.wall,
         )
         self.sessions.sandbox = self.sandbox
-        self.outbound = Outbound(bench_dir, config.node, self.index, self.mailroom, self.committer)
+        self.outbound = Outbound(
+            bench_dir, config.node, self.index, self.mailroom, self.committer, self.wall
+        )
         self.jobs.outbound = self.outbound  # job replies to handle@node go out through it
         self.delegation = Delegation(
             self.roster,
@@ -237,7 +241,7 @@ class Daemon:
             self.log,
             config.stall_after,
             config.max_deadline,
-            clock=self.clock,
+            wall=self.wall,
         )
         self.sessions.watch.outbound = self.outbound
         self.sessions.exited_kept = config.exited_kept
@@ -566,7 +570,7 @@ class Daemon:
         idle = self.config.idle_timeout
         while True:
             await trio.sleep(min(max(idle / 10, 0.05), 5.0))
-            cutoff = time.monotonic() - idle
+            cutoff = trio.current_time() - idle
             for conn in list(self.connections):
                 since = conn.idle_since
                 if since is not None and since <= cutoff:

@@ -8,7 +8,6 @@ ever blocks itself.
 """
 
 import os
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -75,7 +74,7 @@ class Connection:
         self.closed = False
         self._unyielded = 0  # frames sent since this connection last let others run
         self.waiting = trio.CancelScope()  # the wait for the next request (see serve)
-        self.idle_since: float | None = None  # when that wait began (time.monotonic)
+        self.idle_since: float | None = None  # when that wait began (trio.current_time)
 
     # The socket is read and written with os.read/os.write on its fd, waiting through
     # trio.lowlevel only when it would block: trio's stream layer costs a checkpoint, a
@@ -259,7 +258,7 @@ class Connection:
             # (Daemon._reap_idle) cancels `self.waiting` once `idle_since` is too old: one
             # timer for all connections instead of a deadline set and cleared per request.
             with trio.CancelScope() as self.waiting:
-                self.idle_since = time.monotonic()
+                self.idle_since = trio.current_time()
                 req = await self.next_request()
             self.idle_since = None
             if self.waiting.cancelled_caught:

@@ -27,8 +27,8 @@ from operator import attrgetter
 from typing import Literal, TypedDict, TypeVar
 
 import msgspec
+import trio
 
-from benchd.core.clock import SYSTEM_CLOCK, Clock
 from benchd.core.frontmatter import FrontMatter
 from benchd.store import mailstates, sqlite
 
@@ -95,11 +95,12 @@ class Index:
         self,
         path: str,
         notify: Callable[..., None] | None = None,
-        clock: Clock = SYSTEM_CLOCK,
+        now: Callable[[], float] = trio.current_time,
     ) -> None:
         self.path = path
-        # Dates the pending changes and the retry backoff (clock.now(): monotonic).
-        self.clock = clock
+        # Dates the pending changes and the retry backoff: trio's clock, as the committer
+        # that sleeps until they are due (benchd.core.clock).
+        self.now = now
         self.notify = notify or (lambda kind, **fields: None)
         self.rebuild: Callable[[], None] | None = None  # set by the daemon: refill from files
         self.pending = Pending()
@@ -203,7 +204,7 @@ class Index:
 
     def set_meta(self, k: str, v: str) -> None:
         if not self.pending.ops and not self.pending.meta:
-            self.pending.since = self.clock.now()
+            self.pending.since = self.now()
         self.pending.meta[k] = v
 
     # ---------------------------------------------------------------- reads
@@ -383,7 +384,7 @@ class Index:
             return
         k = (handle, mail_id)
         base = self.pending.base.get(k)
-        self.pending.touch(handle, mail_id, base, self.clock.now())
+        self.pending.touch(handle, mail_id, base, self.now())
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
@@ -409,7 +410,7 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None or row.state == state:
             return False
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.clock.now())
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
         new = self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
         self._counted(handle, row, new)
         self.pending.ops.append(("state", (handle, mail_id, state)))
@@ -419,7 +420,7 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None:
             return
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.clock.now())
+        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
         self.pending.rows[(handle, mail_id)] = None
         self._counted(handle, row, None)
         self.pending.ops.append(("remove", (handle, mail_id)))
@@ -429,7 +430,7 @@ class Index:
         with the next flush like every other change."""
         p = self.pending
         if not p.ops and not p.meta:
-            p.since = self.clock.now()
+            p.since = self.now()
         p.states.setdefault(mail_id, {}).update(cols)
         p.ops.append(("mstate", (mail_id, cols)))
 
@@ -453,13 +454,13 @@ class Index:
         p = self.pending
         if not p.ops and not p.meta:
             return False
-        now = self.clock.now()
+        now = self.now()
         return now >= self.retry_at and now - p.since >= age_s
 
     def flush_in(self, age_s: float) -> float:
         """Seconds until `due(age_s)` holds for the changes pending now (0: it holds);
         the committer sleeps that long unless work comes first."""
-        now = self.clock.now()
+        now = self.now()
         return max(self.retry_at - now, self.pending.since + age_s - now, 0.0)
 
     def flush(self) -> bool:
@@ -546,7 +547,7 @@ class Index:
         self.failures += 1
         self.last_error = str(err)
         delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (self.failures - 1))
-        self.retry_at = self.clock.now() + delay
+        self.retry_at = self.now() + delay
         corrupt = isinstance(err, sqlite3.Error) and is_corrupt(err)
         persistent = self.failures >= PERSISTENT_FAILURES
         action = "rebuild" if corrupt or persistent else "retry"

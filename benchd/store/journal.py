@@ -32,12 +32,13 @@ import errno
 import os
 import struct
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
-from benchd.core.clock import SYSTEM_CLOCK, Clock
+import trio
+
+from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.store import faults
 from benchd.store.fileio import fsync_dir, write_all
 from benchd.store.flush import Flusher
@@ -329,10 +330,12 @@ class Journal:
         checkpoint_s: float = CHECKPOINT_S,
         on_checkpoint_error: Callable[[OSError], None] = lambda err: None,
         reserve: int = 0,
-        clock: Clock = SYSTEM_CLOCK,
+        now: Callable[[], float] = trio.current_time,
+        wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.root = root
-        self.clock = clock  # a segment's age, for its checkpoint
+        # A segment's age, for its checkpoint: trio's clock, read by commit() on the loop.
+        self.now = now
         self.log_fd = log_fd  # the event log's fd, flushed at each checkpoint
         self.preallocate = preallocate
         self.segment_bytes = segment_bytes
@@ -343,7 +346,7 @@ class Journal:
         self.active = 0
         # Sequence numbers start from the clock, so a record left in a reused segment by
         # an earlier run can never pass for the next one of this run.
-        self.seq = time.time_ns()
+        self.seq = wall.wall_ms() * 1_000_000  # in ns: a record a run commits adds 1
         self.checkpoints = 0
         self.reserve = reserve  # free bytes preallocation never takes
         self.low: tuple[int, int] | None = None  # (free, reserve) when it gave way
@@ -389,7 +392,7 @@ class Journal:
         payload = encode_entries(entries, self.root)
         if seg.entries and (
             seg.pos + HEAD_BYTES + len(payload) > self.segment_bytes
-            or self.clock.now() - seg.first_at > self.checkpoint_s
+            or self.now() - seg.first_at > self.checkpoint_s
         ):
             seg = self._switch()
         # The oldest record not yet checkpointed: replay ignores any record older than
@@ -408,7 +411,7 @@ class Journal:
                 pass
             raise
         if not seg.entries:
-            seg.first_at = self.clock.now()
+            seg.first_at = self.now()
             seg.base = self.seq
         seg.entries.append(entries)
         seg.pos += len(record)

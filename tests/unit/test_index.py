@@ -5,7 +5,6 @@ import sqlite3
 
 import pytest
 
-from benchd.core.clock import TestClock
 from benchd.store.index import (
     READ,
     RETRY_FIRST_S,
@@ -15,13 +14,14 @@ from benchd.store.index import (
     KeyHit,
     MailRow,
 )
+from tests.support.clock import TestClock, still
 
 
 @pytest.fixture(params=["committed", "pending"])
 def idx(request, tmp_path):
     """Each test twice: changes committed to SQLite after each step, and changes left in
     the pending layer (reads must merge it over the database to the same answers)."""
-    i = Index(str(tmp_path / "index.sqlite"))
+    i = Index(str(tmp_path / "index.sqlite"), now=still)
     i.commit_each = request.param == "committed"
     yield i
     i.close()
@@ -56,13 +56,13 @@ def fill(idx: Index, handle: str, n: int, start: int = 1) -> list[str]:
 
 def test_fresh_then_reopened(tmp_path):
     p = str(tmp_path / "i.sqlite")
-    a = Index(p)
+    a = Index(p, now=still)
     assert a.fresh
     assert a.get_meta("schema") == "1"
     a.set_meta("last_seq", "7")
     fill(a, "bob", 2)
     a.close()
-    b = Index(p)
+    b = Index(p, now=still)
     assert not b.fresh
     assert b.get_meta("last_seq") == "7"
     assert b.count("bob", UNREAD) == 2
@@ -188,7 +188,7 @@ def test_a_damaged_index_is_set_aside_and_rebuilt(tmp_path):
     p = str(tmp_path / "index.sqlite")
     with open(p, "wb") as f:
         f.write(b"this is not a database, it is garbage " * 200)
-    i = Index(p)
+    i = Index(p, now=still)
     try:
         assert i.fresh
         assert os.path.exists(p + ".damaged")
@@ -205,7 +205,7 @@ def test_a_foreign_schema_version_is_set_aside(tmp_path):
     db.execute("INSERT INTO meta VALUES ('schema', '999')")
     db.commit()
     db.close()
-    i = Index(p)
+    i = Index(p, now=still)
     try:
         assert i.fresh
         assert i.get_meta("schema") == "1"
@@ -227,7 +227,7 @@ def locker(path: str) -> sqlite3.Connection:
 def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
     p = str(tmp_path / "index.sqlite")
     notes = []
-    i = Index(p, lambda kind, **f: notes.append((kind, f)))
+    i = Index(p, lambda kind, **f: notes.append((kind, f)), now=still)
     fill(i, "bob", 2)
     assert i.flush()
     other = locker(p)
@@ -249,7 +249,7 @@ def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
     assert i.flush()
     assert i.health() == {"state": "ok", "pending": 0, "failures": 0, "error": None, "rebuilds": 0}
     i.close()
-    j = Index(p)
+    j = Index(p, now=still)
     assert j.count("bob", UNREAD) == 2 and j.get("bob", mid(3)) is not None
     j.close()
 
@@ -259,7 +259,7 @@ def test_commit_timing_follows_the_injected_clock(tmp_path):
     index's clock: a test moves time, nothing sleeps."""
     clock = TestClock(now=100.0)
     p = str(tmp_path / "index.sqlite")
-    i = Index(p, clock=clock)
+    i = Index(p, now=clock.now)
     assert not i.due(0)  # nothing pending
     i.add("bob", mid(1), UNREAD, "operator", "s1", "d", 1, "k1")
     assert i.pending.since == 100.0
@@ -292,7 +292,7 @@ def test_commit_timing_follows_the_injected_clock(tmp_path):
 
 def test_set_meta_dates_the_pending_changes_by_the_clock(tmp_path):
     clock = TestClock(now=5.0)
-    i = Index(str(tmp_path / "index.sqlite"), clock=clock)
+    i = Index(str(tmp_path / "index.sqlite"), now=clock.now)
     i.set_meta("x", "1")
     clock.advance(2.0)
     i.set_meta("y", "2")  # not the oldest change
@@ -302,7 +302,7 @@ def test_set_meta_dates_the_pending_changes_by_the_clock(tmp_path):
 
 def test_a_failure_that_persists_asks_for_a_rebuild(tmp_path):
     p = str(tmp_path / "index.sqlite")
-    i = Index(p)
+    i = Index(p, now=still)
     other = locker(p)
     try:
         i.add("bob", mid(1), UNREAD, "operator", "", "d", 0, "k")
@@ -320,7 +320,7 @@ def test_a_failure_that_persists_asks_for_a_rebuild(tmp_path):
 def test_recover_now_sets_the_file_aside_and_refills_it(tmp_path):
     p = str(tmp_path / "index.sqlite")
     notes = []
-    i = Index(p, lambda kind, **f: notes.append(kind))
+    i = Index(p, lambda kind, **f: notes.append(kind), now=still)
     fill(i, "bob", 3)
     assert i.flush()
     i.rebuild = lambda: fill(i, "bob", 2)  # what the files hold now
@@ -334,11 +334,11 @@ def test_recover_now_sets_the_file_aside_and_refills_it(tmp_path):
 
 def test_corruption_found_by_a_read_rebuilds_instead_of_failing(tmp_path):
     p = str(tmp_path / "index.sqlite")
-    i = Index(p)
+    i = Index(p, now=still)
     fill(i, "bob", 400)
     assert i.flush()
     i.close()
-    j = Index(p)
+    j = Index(p, now=still)
     j.commit_each = True
     assert not j.fresh
     j.rebuild = lambda: fill(j, "bob", 1)
@@ -361,7 +361,7 @@ def test_no_file_at_all_falls_back_to_memory(tmp_path):
     # root too), so no new file can take its place.
     os.makedirs(p + ".damaged/x")
     notes = []
-    i = Index(p, lambda kind, **f: notes.append(f))
+    i = Index(p, lambda kind, **f: notes.append(f), now=still)
     assert i.health()["state"] == "in-memory"
     assert "in memory" in notes[-1]["error"]
     fill(i, "bob", 1)
@@ -371,7 +371,10 @@ def test_no_file_at_all_falls_back_to_memory(tmp_path):
 
 def test_pending_changes_over_committed_rows_list_like_the_database(tmp_path):
     # Pages, counts and cursors agree whether a change is committed or still pending.
-    a, b = Index(str(tmp_path / "a.sqlite")), Index(str(tmp_path / "b.sqlite"))
+    a, b = (
+        Index(str(tmp_path / "a.sqlite"), now=still),
+        Index(str(tmp_path / "b.sqlite"), now=still),
+    )
     for i in (a, b):
         fill(i, "bob", 30)
         i.commit_each = False
@@ -396,7 +399,7 @@ def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
     # kept in memory rather than rebuilt from the files again and again.
     p = str(tmp_path / "index.sqlite")
     notes = []
-    i = Index(p, lambda kind, **f: notes.append(f.get("action")))
+    i = Index(p, lambda kind, **f: notes.append(f.get("action")), now=still)
     i.rebuild = lambda: i.add("bob", mid(1), UNREAD, "operator", "", "d", 0, "k")
     i.recover_now("first")
     assert not i.in_memory and not i.pending  # the rebuilt file committed

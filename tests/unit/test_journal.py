@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from benchd.core.clock import TestClock
 from benchd.store import journal as J
 from benchd.store import replay as R
 from benchd.store.journal import Append, Journal, Rename, Write
+from tests.support.clock import TestClock, still
 
 
 def _tree(root) -> dict[str, bytes]:
@@ -128,7 +128,7 @@ def state(tmp_path):
         os.makedirs(f"{root}/mail/bob/{sub}")
     log = f"{root}/events.jsonl"
     log_fd = os.open(log, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-    j = Journal(root, lambda: log_fd, segment_bytes=64 * 1024)
+    j = Journal(root, lambda: log_fd, segment_bytes=64 * 1024, now=still)
     j.open()
     yield root, log, log_fd, j
     j.close()
@@ -227,7 +227,7 @@ def test_a_full_segment_switches_and_the_old_one_is_checkpointed(state):
 
 def test_an_old_segment_is_checkpointed_once_its_first_record_is_old(state):
     root, log, log_fd, j = state
-    j.clock = clock = TestClock()
+    j.now = (clock := TestClock()).now
     _deliver(root, log_fd, j, 1, "m1")
     clock.advance(j.checkpoint_s)
     _deliver(root, log_fd, j, 2, "m2")  # not older than checkpoint_s yet: same segment
@@ -254,7 +254,7 @@ def test_without_preallocation_a_segment_grows_and_is_emptied_at_its_checkpoint(
     os.makedirs(f"{root}/mail/bob/read")
     os.makedirs(f"{root}/mail/bob/tmp")
     log_fd = os.open(f"{root}/events.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-    j = Journal(root, lambda: log_fd, preallocate=False, segment_bytes=64 * 1024)
+    j = Journal(root, lambda: log_fd, preallocate=False, segment_bytes=64 * 1024, now=still)
     j.open()
     assert os.path.getsize(f"{root}/journal-0") == 0
     _deliver(root, log_fd, j, 1, "m1")
@@ -290,7 +290,7 @@ def test_a_disk_too_full_to_preallocate_still_opens_and_commits(tmp_path):
     os.makedirs(f"{root}/mail/bob/tmp")
     os.makedirs(f"{root}/mail/bob/inbox")
     log_fd = os.open(f"{root}/events.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-    j = Journal(root, lambda: log_fd)
+    j = Journal(root, lambda: log_fd, now=still)
     from benchd.store import faults
 
     faults.arm("journal-prealloc", "ENOSPC", 2)

@@ -11,6 +11,7 @@ import pytest
 from benchd.store import journal as J
 from benchd.store.eventlog import EventLog
 from benchd.store.replay import replay
+from tests.support.clock import TestClock, still
 from tests.unit.test_journal import _deliver, _tree
 
 
@@ -22,7 +23,7 @@ def state(tmp_path):
         os.makedirs(f"{root}/mail/bob/{sub}")
     log = f"{root}/events.jsonl"
     log_fd = os.open(log, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-    j = J.Journal(root, lambda: log_fd, segment_bytes=64 * 1024)
+    j = J.Journal(root, lambda: log_fd, segment_bytes=64 * 1024, now=still)
     j.open()
     yield root, log, log_fd, j
     j.close()
@@ -126,12 +127,12 @@ def test_leftovers_of_a_checkpointed_segment_are_never_replayed(state):
     """Records older than the newest floor were checkpointed: even if a damaged first
     head lets them be read, they are not put back."""
     root, log, log_fd, j = state
+    j.now = (clock := TestClock()).now
     ids = [f"20261130T045611.123Z-{n:04d}" for n in range(5)]
     _deliver(root, log_fd, j, 1, ids[1])
     _deliver(root, log_fd, j, 2, ids[2])
-    j.checkpoint_s = 0.0
+    clock.advance(j.checkpoint_s + 1)
     _deliver(root, log_fd, j, 3, ids[3])  # segment 0 is too old: this goes to segment 1
-    j.checkpoint_s = 30.0
     j.segments[0].checkpoint.join()  # segment 0 dropped: its first head zeroed
     _deliver(root, log_fd, j, 4, ids[4])  # its floor: segment 1's first record
     with open(os.path.join(root, "journal-0"), "r+b") as f:

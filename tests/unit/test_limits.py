@@ -5,6 +5,7 @@ import pytest
 
 from benchd.core.limits import Limits, SendLimits
 from benchd.store.index import READ, UNREAD, Index
+from tests.support.clock import still
 
 LIMITS = Limits(
     send_burst=3,
@@ -82,7 +83,7 @@ def test_reply_to_addresses_up_to_the_limit():
 
 
 def test_the_unread_tally_follows_every_change_and_survives_a_flush(tmp_path):
-    idx = Index(str(tmp_path / "index.sqlite"))
+    idx = Index(str(tmp_path / "index.sqlite"), now=still)
     date = "2026-11-30T04:56:11.123Z"
     for k in range(1, 4):
         idx.add("bob", f"20261130T045611.123Z-000{k}", UNREAD, "al", "s", date, 10 * k, f"k{k}")
@@ -95,7 +96,7 @@ def test_the_unread_tally_follows_every_change_and_survives_a_flush(tmp_path):
     idx.remove("bob", "20261130T045611.123Z-0002")
     assert idx.unread("bob") == (2, 35)
     assert idx.flush()
-    fresh = Index(str(tmp_path / "index.sqlite"))
+    fresh = Index(str(tmp_path / "index.sqlite"), now=still)
     assert fresh.unread("bob") == idx.unread("bob") == (2, 35)
     assert fresh.unread("nobody") == (0, 0)
     assert "nobody" not in fresh._unread  # names without mail are not remembered

@@ -9,6 +9,7 @@ from benchd.core.frontmatter import FrontMatter
 from benchd.runtime.reconcile import reconcile
 from benchd.store import search, threads
 from benchd.store.index import UNREAD, Index
+from tests.support.clock import still
 
 A = "20261130T045611.123Z-0001"
 B = "20261130T045612.000Z-0002"
@@ -66,7 +67,7 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
         "alice",
         {"id": answer, "from": "operator@node2", "in-reply-to": reply, "origin": f"{B}@node2"},
     )
-    index = Index(str(tmp_path / "index.sqlite"))
+    index = Index(str(tmp_path / "index.sqlite"), now=still)
     reconcile(str(root), index)  # the index rebuilt from the files alone
     assert index.flush()
     for start in (copy, reply, answer):
@@ -83,7 +84,7 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
 
 
 def test_an_index_without_the_origins_table_still_answers(tmp_path):
-    index = Index(str(tmp_path / "index.sqlite"))
+    index = Index(str(tmp_path / "index.sqlite"), now=still)
     index.add("bob", A, UNREAD, "operator", "", "d", 1, "k")
     meta = FrontMatter(id=A, sender="operator", to="bob", date="d", key="k")
     index.add_text("bob", A, "operator", "", b"x", meta)

@@ -7,6 +7,7 @@ import pytest
 
 from benchd.store import recovery
 from benchd.store.index import UNREAD, Index
+from tests.support.clock import still
 
 ID1 = "20261130T045611.123Z-0001"
 
@@ -17,7 +18,7 @@ def make(tmp_path):
         for sub in ("inbox", "read"):
             (root / h / sub).mkdir(parents=True)
     (root / "bob" / "inbox" / f"{ID1}.md").write_text("a message")
-    i = Index(str(tmp_path / "index.sqlite"))
+    i = Index(str(tmp_path / "index.sqlite"), now=still)
     i.add("bob", ID1, UNREAD, "operator", "", "d", 1, "k")
     assert i.flush()
     return str(root), i
@@ -28,7 +29,7 @@ def sealed(tmp_path):
     seal_path = str(tmp_path / recovery.SEAL)
     assert recovery.seal(i, seal_path)
     seal = recovery.take_seal(seal_path)
-    again = Index(i.path)
+    again = Index(i.path, now=still)
     assert recovery.seal_matches(seal, again.path)
     names = recovery.index_digests(again)
     return root, names, seal_path

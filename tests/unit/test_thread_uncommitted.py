@@ -10,6 +10,7 @@ import sqlite3
 from benchd.core.frontmatter import FrontMatter
 from benchd.store.index import UNREAD, Index
 from benchd.store.queries import MailQueries
+from tests.support.clock import still
 
 
 def mid(n: int) -> str:
@@ -33,7 +34,7 @@ def send(i: Index, n: int, to: str, sender: str, parent: int | None = None) -> s
 
 def test_a_thread_with_uncommitted_messages_is_found_whole(tmp_path):
     p = str(tmp_path / "index.sqlite")
-    i = Index(p)
+    i = Index(p, now=still)
     q = MailQueries(i)
     send(i, 1, "bob", "alice")  # committed: the thread's root
     send(i, 2, "alice", "bob", parent=1)

@@ -15,7 +15,6 @@ from benchd.core import frontmatter
 from benchd.core.caller import Caller
 from benchd.core.names import MAIL_ID_RE, check_mail_id, is_handle
 from benchd.runtime.bounces import is_bounce
-from benchd.runtime.committer import now_ms
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import OUTBOUND
 from benchd.runtime.outbound import PULL_MAX, ForwardOp
@@ -171,7 +170,7 @@ async def receipts(svc: Services, conn: Connection, caller: Caller, req: m.Bridg
         )
     origin = req.origin if is_handle(req.origin) and req.origin != svc.outbound.node else ""
     ignored = 0
-    now = now_ms()
+    now = svc.outbound.wall.wall_ms()
     events: list[m.Event] = []
     for r in req.receipts:
         row = svc.index.get_state(r.mail_id) if MAIL_ID_RE.fullmatch(r.mail_id) else None
