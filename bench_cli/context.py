@@ -1,5 +1,5 @@
 """What every click command shares: the context object, the common options, the daemon
-options, and the call/answer helpers.
+options, and the typed client (`connect`, `ask`, `call`) with its answer helpers.
 
 Commands live in `bench_cli.commands` and import from here (never from `bench_cli.cli`,
 which imports them lazily: no circle).
@@ -8,18 +8,21 @@ which imports them lazily: no circle).
 import functools
 import os
 import sys
+from typing import Any, TypeVar
 
 import click
 import msgspec
 
 from bench_cli import output
 from bench_wire import messages as m
-from bench_wire.client import Client, check
+from bench_wire.client import Client
 from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
+from bench_wire.framing import StructCodec
 from bench_wire.paths import resolve_dir
 
 ENCODER = msgspec.json.Encoder()
+R = TypeVar("R", bound=m.Response)
 
 DIR_HELP = "BENCH_DIR (else $BENCH_DIR, else $XDG_STATE_HOME/bench or ~/.local/state/bench)"
 JSON_HELP = "print the daemon's answer as JSON (one object, or one per line for a stream)"
@@ -121,22 +124,41 @@ def option_args(kw: dict) -> list[str]:
     return argv
 
 
-def call(bench_dir, req: m.Request, timeout: float | None = 30.0) -> dict:
-    """One request built from the msgspec types; the decoded answer (or WireError)."""
-    with Client(bench_dir, timeout=timeout) as conn:
-        conn.send_raw(ENCODER.encode(with_token(req)) + b"\n")
-        return check(conn.recv())
+def connect(bench_dir: str | None, timeout: float | None = 30.0) -> Client:
+    """A connection of the typed client: `bench_wire.messages` requests out (with the
+    caller's BENCH_TOKEN), each answer of its request's own answer type in; `stream()`
+    for the verbs that answer with frames up to an end."""
+    return Client(bench_dir, timeout=timeout, codec=StructCodec(os.environ.get("BENCH_TOKEN")))
 
 
-def with_token(req: m.Request) -> m.Request:
-    token = os.environ.get("BENCH_TOKEN")
-    if token and req.token is None:
-        req.token = token
-    return req
+def ask(bench_dir: str | None, req: m.Request[R], timeout: float | None = 30.0) -> R:
+    """One request on a connection of its own; its typed answer (or WireError)."""
+    with connect(bench_dir, timeout) as conn:
+        return conn.call(req)
 
 
-def done(ctx: Ctx, a: dict, text: str) -> None:
-    output.answer(a, ctx.json, text)
+def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) -> dict[str, Any]:
+    """`ask`, with the answer as plain data (its wire names: `from`), for code that
+    formats an answer by key or adds to it (`bench status`, `up`, `nodes`, the team
+    file)."""
+    plain: dict[str, Any] = msgspec.to_builtins(ask(bench_dir, req, timeout))
+    return plain
+
+
+def emit(a: msgspec.Struct | dict[str, Any]) -> None:
+    """An answer as one line of JSON (`--json`), typed or plain."""
+    if isinstance(a, msgspec.Struct):
+        sys.stdout.write(ENCODER.encode(a).decode() + "\n")
+    else:
+        output.emit_json(a)
+
+
+def done(ctx: Ctx, a: msgspec.Struct | dict[str, Any], text: str) -> None:
+    """The answer as JSON with --json, else the human text."""
+    if ctx.json:
+        emit(a)
+    else:
+        output.write(text)
 
 
 def colour(as_json: bool) -> bool:
@@ -159,8 +181,8 @@ def complete_handles(ctx, param, incomplete):
     bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
     names: set[str] = set()
     try:
-        a = call(bench_dir, m.SessionList(), timeout=2.0)
-        names |= {s["handle"] for s in a["sessions"] if s["state"] == "running"}
+        a = ask(bench_dir, m.SessionList(), timeout=2.0)
+        names |= {s.handle for s in a.sessions if s.state == "running"}
     except (WireError, OSError):
         pass
     if param.name in ("to", "handle", "reply_to"):
@@ -189,9 +211,9 @@ def complete_sessions(ctx, param, incomplete):
 
     bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
     try:
-        a = call(bench_dir, m.SessionList(), timeout=2.0)
+        a = ask(bench_dir, m.SessionList(), timeout=2.0)
     except (WireError, OSError):
         return []
-    names = {s["handle"] for s in a["sessions"] if s["state"] == "running"}
-    names |= {s["session"] for s in a["sessions"]}
+    names = {s.handle for s in a.sessions if s.state == "running"}
+    names |= {s.session for s in a.sessions}
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]

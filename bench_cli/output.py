@@ -9,6 +9,14 @@ import sys
 from bench_wire.client import dumps
 from bench_wire.errors import WireError, exit_code_for
 
+# The typed answers are the type checker's business here: this module is on the fast
+# path (`bench mail send`), which imports neither msgspec nor typing.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from bench_wire import messages as m
+
 
 def _escape(text: str) -> str:
     # Only a terminal needs it: the fast path's answers usually go to a pipe (an agent).
@@ -160,44 +168,44 @@ def write(text: "str | list[str | Painted]") -> None:
     out.flush()
 
 
-def shown_state(msg: dict) -> str:
+def shown_state(handle: str, state: str) -> str:
     """A message's state as people read it: a copy queued for another node (the
     `@outbound` mailbox) is `queued` until JetStream has it, then `forwarded`; it was
     never read by anyone here."""
-    if msg.get("handle") == "@outbound":
-        return "forwarded" if msg.get("state") == "read" else "queued"
-    return msg.get("state", "")
+    if handle == "@outbound":
+        return "forwarded" if state == "read" else "queued"
+    return state
 
 
-def thread_messages(a: dict, head) -> list[str]:
+def thread_messages(a: "m.ThreadOk", head: "Callable[[m.ThreadMessage, str], str]") -> list[str]:
     """A mail/thread answer's messages as text, each its header line (`head(msg, to)`:
     the CLI's for people, `bench mcp`'s for a model), its subject and its body."""
     parts = []
-    for msg in a.get("messages") or []:
+    for msg in a.messages:
         # `to` is the address as sent (bob@node2 for mail queued for another node).
-        to = msg.get("to") or msg["handle"]
-        parts.append(f"{head(msg, to)}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
+        to = msg.to or msg.handle
+        parts.append(f"{head(msg, to)}\nsubject: {msg.subject}\n\n{msg.body.rstrip()}\n")
     return parts
 
 
-def thread_cut(a: dict) -> str:
+def thread_cut(a: "m.ThreadOk") -> str:
     """What a cut thread left out, and the commands that show it."""
-    left = a.get("left_out")
-    if not a.get("truncated") or not left:
+    left = a.left_out
+    if not a.truncated or left is None:
         return ""
     lines = [
-        f"(cut: the thread has more than {a.get('cap')} messages; shown: "
-        f"{len(a.get('messages') or [])} around {a['mail_id']}, with the root)"
+        f"(cut: the thread has more than {a.cap} messages; shown: "
+        f"{len(a.messages)} around {a.mail_id}, with the root)"
     ]
-    if left.get("ancestors"):
-        n = left["ancestors"]
+    if left.ancestors:
+        n = left.ancestors
         lines.append(f"  left out: {n} earlier message{'' if n == 1 else 's'} above")
-    if left.get("replies"):
+    if left.replies:
         lines.append("  left out: later replies below")
-    if not left.get("ancestors") and not left.get("replies"):
+    if not left.ancestors and not left.replies:
         lines.append("  left out: messages in other branches of the thread")
-    if left.get("above"):
-        lines.append(f"  see earlier: bench mail thread {left['above']}")
-    if left.get("below"):
-        lines.append(f"  see later:   bench mail thread {left['below']}")
+    if left.above:
+        lines.append(f"  see earlier: bench mail thread {left.above}")
+    if left.below:
+        lines.append(f"  see later:   bench mail thread {left.below}")
     return "\n".join(lines)

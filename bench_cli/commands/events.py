@@ -12,16 +12,14 @@ import click
 
 from bench_cli import humanize, output
 from bench_cli.context import (
-    ENCODER,
     colour,
     common,
     complete_sessions,
+    connect,
     examples,
-    with_token,
 )
 from bench_cli.eventtext import format_event
 from bench_wire import messages as m
-from bench_wire.client import Client, check
 
 _DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]")
 
@@ -146,11 +144,7 @@ events.epilog = examples(
 def _events(
     bench_dir: str | None, after: int, kind: str | None, follow: bool, limit: int | None
 ) -> Iterator[dict[str, Any]]:
-    req = with_token(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit, id=1))
-    with Client(bench_dir, timeout=None) as conn:
-        conn.send_raw(ENCODER.encode(req) + b"\n")
-        while True:
-            a = check(conn.recv())
-            if a["type"] == "end":
-                return
-            yield a["event"]
+    """The log's records after `after` (then, with follow, live), up to the stream's end."""
+    with connect(bench_dir, timeout=None) as conn:
+        for frame in conn.stream(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit)):
+            yield frame.event
