@@ -5,6 +5,11 @@ the interpreter start plus what they import. This module parses exactly the opti
 click definitions in `bench_cli.commands` declare (a test holds the two parsers to the same
 answers) and gives up — returning None — on anything else (`--help`, a typo, an unknown
 option), so click handles it and prints its usual usage error.
+
+Its requests are plain dicts written by bench_wire's hand-written JSON encoder
+(`bench_wire.client.request` and `dumps`), not msgspec Structs: msgspec and typing cost
+more than the rest of a send. tests/unit/test_client.py holds the bytes it writes to the
+msgspec request types, field for field.
 """
 
 import os
@@ -12,6 +17,7 @@ import stat  # loaded by os already
 import sys
 
 from bench_cli import output
+from bench_wire import verbs
 from bench_wire.client import Client, request
 from bench_wire.errors import EXIT_OK, WireError
 
@@ -197,7 +203,7 @@ SURE_SUBJECT_CHARS = 200
 
 
 def _caps(conn: Client) -> tuple[int, int]:
-    caps = conn.call(request("hello", {}))["caps"]
+    caps = conn.call(request(verbs.HELLO, {}))["caps"]
     return caps["body_bytes"], caps["subject_chars"]
 
 
@@ -240,7 +246,7 @@ def mail_send(conn: Client, o: dict, as_json: bool) -> int:
         "reply_to": o.get("reply_to") or None,
         "in_reply_to": o.get("in_reply_to"),
     }
-    a = _call(conn, "mail/send", fields, o["to"])
+    a = _call(conn, verbs.MAIL_SEND, fields, o["to"])
     text = output.sent(a)
     if a.get("new_mailbox"):  # a typo, perhaps: the handle it was probably meant for
         from bench_cli import hints  # only when something looks wrong
@@ -266,7 +272,7 @@ def known_handles(conn: Client) -> set[str]:
     mailboxes on disk (asked only when a handle looks wrong, never on a plain send)."""
     names = {"operator"}
     try:
-        names |= {s["handle"] for s in conn.call(request("session/list", {}))["sessions"]}
+        names |= {s["handle"] for s in conn.call(request(verbs.SESSION_LIST, {}))["sessions"]}
     except WireError:
         pass
     names.update(_mailboxes(conn.bench_dir))
@@ -288,7 +294,7 @@ def mail_list(conn: Client, o: dict, as_json: bool) -> int:
         "limit": o.get("limit"),
         "cursor": o.get("cursor"),
     }
-    a = _call(conn, "mail/list", fields, o.get("handle"))
+    a = _call(conn, verbs.MAIL_LIST, fields, o.get("handle"))
     # The next page's command carries every option that shaped this one.
     again = f" --handle {o['handle']}" if o.get("handle") else ""
     if state != "unread":
@@ -309,7 +315,7 @@ def mail_list(conn: Client, o: dict, as_json: bool) -> int:
 
 def mail_read(conn: Client, o: dict, as_json: bool) -> int:
     fields = {"handle": o.get("handle"), "mail_id": o.get("mail_id")}
-    a = _call(conn, "mail/read", fields, o.get("handle"))
+    a = _call(conn, verbs.MAIL_READ, fields, o.get("handle"))
     return _answer(a, as_json, output.message(a))
 
 
@@ -321,7 +327,7 @@ def report(conn: Client, o: dict, as_json: bool) -> int:
         text = _utf8(sys.stdin.buffer.read(), "standard input")
         if not text:
             raise WireError("usage", "standard input was empty: give the report as TEXT")
-    a = conn.call(request("job/report", {"content": text}))
+    a = conn.call(request(verbs.JOB_REPORT, {"content": text}))
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 
 
