@@ -555,7 +555,12 @@ def _defaults(t: type) -> dict:
             SEND_OK,
             m.MailSend(to="bob", body="hi\n", subject="s", reply_to=["a", "b"], key="k"),
         ),
-        (("mail", "send"), {"to": "bob", "body": "", "reply_to": []}, SEND_OK, m.MailSend(to="bob")),
+        (
+            ("mail", "send"),
+            {"to": "bob", "body": "", "reply_to": []},
+            SEND_OK,
+            m.MailSend(to="bob"),
+        ),
         (("mail", "list"), {"state": "unread"}, LIST_OK, m.MailList()),
         (
             ("mail", "list"),
