@@ -13,6 +13,7 @@ import signal
 import sys
 import termios
 import tty
+from types import FrameType
 
 from bench_cli import output
 from bench_cli.context import connect
@@ -62,7 +63,7 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     old_wakeup = signal.set_wakeup_fd(wake_w)
     resized: list[int] = []
 
-    def on_stop(signum, frame):
+    def on_stop(signum: int, frame: FrameType | None) -> None:
         raise _Stop()
 
     old = {

@@ -8,7 +8,8 @@ which imports them lazily: no circle).
 import functools
 import os
 import sys
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 import msgspec
@@ -20,6 +21,9 @@ from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import StructCodec
 from bench_wire.paths import resolve_dir
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 ENCODER = msgspec.json.Encoder()
 R = TypeVar("R", bound=m.Response)
@@ -42,13 +46,17 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx, ensure=True)
 
 
-def common(f):
+# A command's callback, as click's decorators take and give it.
+Callback = Callable[..., Any]
+
+
+def common(f: Callback) -> Callback:
     """--dir and --json on every command; also accepted before the subcommand
     (`bench --dir X status`, like `git -C`). After the subcommand wins."""
 
-    @pass_ctx
-    @functools.wraps(f)
-    def merged(top: Ctx, *args, bench_dir=None, as_json=False, **kw):
+    def merged(
+        top: Ctx, *args: Any, bench_dir: str | None = None, as_json: bool = False, **kw: Any
+    ) -> Any:
         return f(
             *args,
             bench_dir=top.dir if bench_dir is None else bench_dir,
@@ -56,11 +64,13 @@ def common(f):
             **kw,
         )
 
-    merged = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(merged)
-    return click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(merged)
+    # wraps: click takes the command's name and help from f.
+    cmd: Callback = pass_ctx(cast(Callback, functools.wraps(f)(merged)))
+    cmd = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(cmd)
+    return click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(cmd)
 
 
-def _check_daemon_option(ctx, param, value):
+def _check_daemon_option(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if value is not None:
         problem = option_problem(param.opts[0], value)
         if problem:
@@ -73,7 +83,7 @@ def _check_daemon_option(ctx, param, value):
 DaemonOption = int | float | str | bool | None
 
 
-def daemon_options(f):
+def daemon_options(f: Callback) -> Callback:
     for flag, env, typ, default, help_ in reversed(DAEMON_OPTIONS):
         f = click.option(
             flag,
@@ -102,13 +112,13 @@ def daemon_options(f):
     )(f)
 
 
-def daemon_argv(bench_dir: str, kw: dict) -> list[str]:
+def daemon_argv(bench_dir: str, kw: Mapping[str, DaemonOption]) -> list[str]:
     argv = [sys.executable, "-m", "benchd.server.app", "--dir", bench_dir]
     return argv + option_args(kw)
 
 
-def option_args(kw: dict) -> list[str]:
-    argv = []
+def option_args(kw: Mapping[str, DaemonOption]) -> list[str]:
+    argv: list[str] = []
     for flag, *_ in DAEMON_OPTIONS:
         v = kw.get(option_dest(flag))
         if v is not None:
@@ -116,11 +126,11 @@ def option_args(kw: dict) -> list[str]:
     if kw.get("test_hooks"):
         argv.append("--test-hooks")
     if kw.get("node"):
-        argv += ["--node", kw["node"]]
+        argv += ["--node", str(kw["node"])]
     if kw.get("isolation"):
-        argv += ["--isolation", kw["isolation"]]
+        argv += ["--isolation", str(kw["isolation"])]
     if kw.get("bridge_url"):
-        argv += ["--bridge", kw["bridge_url"]]
+        argv += ["--bridge", str(kw["bridge_url"])]
     return argv
 
 
@@ -174,7 +184,9 @@ def examples(*lines: str) -> str:
 # ---------------------------------------------------------------- completion
 
 
-def complete_handles(ctx, param, incomplete):
+def complete_handles(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> "list[CompletionItem]":
     """Live handles (and, for mail, the existing mailboxes), asked of the daemon."""
     from click.shell_completion import CompletionItem
 
@@ -193,7 +205,7 @@ def complete_handles(ctx, param, incomplete):
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
 
 
-def reply_to_option(help_: str):
+def reply_to_option(help_: str) -> Callable[[Callback], Callback]:
     """`--reply-to H` (repeatable, handles completed), with its help for this command."""
     return click.option(
         "--reply-to",
@@ -205,7 +217,9 @@ def reply_to_option(help_: str):
     )
 
 
-def complete_sessions(ctx, param, incomplete):
+def complete_sessions(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> "list[CompletionItem]":
     """Handles of live sessions, and the ids of every session the daemon remembers."""
     from click.shell_completion import CompletionItem
 

@@ -21,6 +21,15 @@ from bench_wire import verbs
 from bench_wire.client import Client, request
 from bench_wire.errors import EXIT_OK, WireError
 
+# `typing` would cost the fast path an import: the type checker's alone (mypy reads
+# TYPE_CHECKING as true), and annotations that name it are strings.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    Json = dict[str, Any]  # a request's options, an answer: plain data
+    Command = tuple[str, ...]  # ("mail", "send")
+
 # command -> (options taking a value, flags, options that repeat, positional names)
 SPECS = {
     ("mail", "send"): (
@@ -65,11 +74,11 @@ SPECS = {
 }
 
 
-def parse(argv: list[str]) -> tuple[tuple, dict] | None:
+def parse(argv: list[str]) -> "tuple[Command, Json] | None":
     """(command, options) for a fast-path command line, or None to let click handle it."""
     # --dir and --json may also come before the command (`bench --dir X mail send ...`);
     # given both ways, the one after the command wins, as in click.
-    before: dict = {}
+    before: Json = {}
     while argv:
         if argv[0] == "--json":
             before["json"], argv = True, argv[1:]
@@ -85,7 +94,7 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
     else:
         return None
     valued, flags, repeats, positional = SPECS[cmd]
-    opts: dict = {name: [] for name in repeats}
+    opts: Json = {name: [] for name in repeats}
     pos: list[str] = []
     args = argv[len(cmd) :]
     i = 0
@@ -140,7 +149,7 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
     return cmd, opts
 
 
-def run(cmd: tuple, opts: dict) -> int:
+def run(cmd: "Command", opts: "Json") -> int:
     as_json = bool(opts.get("json"))
     try:
         with Client(opts.get("dir")) as conn:
@@ -151,7 +160,7 @@ def run(cmd: tuple, opts: dict) -> int:
         return 130
 
 
-def _answer(a: dict, as_json: bool, text: str) -> int:
+def _answer(a: "Json", as_json: bool, text: str) -> int:
     output.answer(a, as_json, text)
     return EXIT_OK
 
@@ -207,7 +216,7 @@ def _caps(conn: Client) -> tuple[int, int]:
     return caps["body_bytes"], caps["subject_chars"]
 
 
-def mail_send(conn: Client, o: dict, as_json: bool) -> int:
+def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
     # The caps come from the daemon itself (one round trip on the same connection), so a
     # body is refused here, in the user's terms, before it is read whole or sent.
     body = o.get("body")
@@ -255,7 +264,7 @@ def mail_send(conn: Client, o: dict, as_json: bool) -> int:
     return _answer(a, as_json, text)
 
 
-def _call(conn: Client, verb: str, fields: dict, handle: str | None) -> dict:
+def _call(conn: Client, verb: str, fields: "Json", handle: str | None) -> "Json":
     """conn.call, with the handle probably meant added to a bad-handle refusal."""
     try:
         return conn.call(request(verb, fields))
@@ -286,7 +295,7 @@ def _mailboxes(bench_dir: str) -> list[str]:
         return []
 
 
-def mail_list(conn: Client, o: dict, as_json: bool) -> int:
+def mail_list(conn: Client, o: "Json", as_json: bool) -> int:
     state = o.get("state") or "unread"
     fields = {
         "handle": o.get("handle"),
@@ -313,13 +322,13 @@ def mail_list(conn: Client, o: dict, as_json: bool) -> int:
     return _answer(a, as_json, text)
 
 
-def mail_read(conn: Client, o: dict, as_json: bool) -> int:
+def mail_read(conn: Client, o: "Json", as_json: bool) -> int:
     fields = {"handle": o.get("handle"), "mail_id": o.get("mail_id")}
     a = _call(conn, verbs.MAIL_READ, fields, o.get("handle"))
     return _answer(a, as_json, output.message(a))
 
 
-def report(conn: Client, o: dict, as_json: bool) -> int:
+def report(conn: Client, o: "Json", as_json: bool) -> int:
     text = o.get("text")
     if text is None or text == "-":
         if text is None and (sys.stdin is None or sys.stdin.isatty()):

@@ -14,8 +14,11 @@ from bench_wire.errors import WireError, exit_code_for
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from bench_wire import messages as m
+
+    Json = dict[str, Any]  # an answer as plain data (the fast path's)
 
 
 def _escape(text: str) -> str:
@@ -25,14 +28,14 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def emit_json(obj: dict) -> None:
+def emit_json(obj: "Json") -> None:
     sys.stdout.write(dumps(obj) + "\n")
 
 
 def fail(err: WireError, as_json: bool) -> int:
     """Print an error (stderr, or JSON on stdout) and return the exit code."""
     if as_json:
-        body: dict = {"code": err.code, "message": err.message}
+        body: Json = {"code": err.code, "message": err.message}
         if err.retry_after is not None:
             body["retry_after"] = err.retry_after
         emit_json({"ok": False, "error": body})
@@ -42,7 +45,7 @@ def fail(err: WireError, as_json: bool) -> int:
     return exit_code_for(err.code)
 
 
-def answer(a: dict, as_json: bool, text: str) -> None:
+def answer(a: "Json", as_json: bool, text: str) -> None:
     """The daemon's answer as JSON, or the human text."""
     if as_json:
         emit_json(a)
@@ -50,7 +53,7 @@ def answer(a: dict, as_json: bool, text: str) -> None:
         write(text)
 
 
-def sent(a: dict) -> str:
+def sent(a: "Json") -> str:
     if a.get("duplicate"):
         return f"already sent as {a['mail_id']} to {a['to']} (same key): {a['path']}"
     note = a.get("note") or ""
@@ -65,7 +68,7 @@ def sent(a: dict) -> str:
     return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
 
 
-def bridge_line(b: dict) -> str:
+def bridge_line(b: "Json") -> str:
     """The bridge's state and the outbound queue, as `bench status` and `bench nodes` say it."""
     state = "bridge connected" if b.get("connected") else "bridge not connected"
     if b.get("seen_ms") is None:
@@ -85,7 +88,7 @@ def size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB"
 
 
-def listing(a: dict, state: str, again: str = "") -> str:
+def listing(a: "Json", state: str, again: str = "") -> str:
     """A mailbox page: a header row, one row per message, and a footer. `again` is the
     options that shaped this listing, repeated in the next page's command."""
     msgs = a.get("messages") or []
@@ -108,7 +111,7 @@ def listing(a: dict, state: str, again: str = "") -> str:
     return "\n".join(rows + [foot])
 
 
-def message(a: dict) -> str:
+def message(a: "Json") -> str:
     head = [
         f"id:      {a['mail_id']}",
         f"from:    {a['from']}",
@@ -119,7 +122,7 @@ def message(a: dict) -> str:
     ]
     if a.get("reply_to"):
         head.append("reply-to: " + ", ".join(a["reply_to"]))
-    return "\n".join(head) + "\n\n" + a["body"]
+    return "\n".join(head) + "\n\n" + str(a["body"])
 
 
 class Painted:
@@ -151,7 +154,7 @@ def write(text: "str | list[str | Painted]") -> None:
     tty = out.isatty()
     if isinstance(text, str):
         text = [text]
-    parts = []
+    parts: list[str] = []
     escape = _escape if tty else str
     for piece in text:
         if isinstance(piece, Painted):

@@ -92,7 +92,7 @@ def events(
 ) -> None:
     """Read (and follow) the event log."""
 
-    def wanted(ev: dict) -> bool:
+    def wanted(ev: dict[str, Any]) -> bool:
         if since is not None and ev["ts"] < since:
             return False
         return who is None or who in (
@@ -102,7 +102,7 @@ def events(
             ev.get("from"),
         )
 
-    def show(ev: dict) -> None:
+    def show(ev: dict[str, Any]) -> None:
         output.emit_json(ev) if as_json else output.write(format_event(ev, on))
         sys.stdout.flush()
 
@@ -110,7 +110,7 @@ def events(
     shown = 0
     if last is not None:
         # The last N: read what is there (keeping N), then follow from where it ended.
-        kept: collections.deque = collections.deque(maxlen=last)
+        kept: collections.deque[dict[str, Any]] = collections.deque(maxlen=last)
         for ev in _events(bench_dir, after, kind, False, None):
             after = ev["seq"]
             if wanted(ev):

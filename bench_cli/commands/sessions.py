@@ -4,7 +4,7 @@ content, on the fast path too), and `dash`, the operator's view of them all."""
 import base64
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 import msgspec
@@ -146,7 +146,7 @@ spawn.epilog = examples(
 )
 
 
-def _exit_text(s: dict) -> str:
+def _exit_text(s: dict[str, Any]) -> str:
     if s.get("exit") is not None:
         return str(s["exit"])
     if s.get("signal") is not None:
@@ -154,7 +154,7 @@ def _exit_text(s: dict) -> str:
     return "-"
 
 
-def _state_colour(s: dict) -> str | None:
+def _state_colour(s: dict[str, Any]) -> str | None:
     if s["state"] == "running":
         return "green"
     return None if s.get("exit") == 0 else "red"
@@ -237,7 +237,7 @@ def ps(
     }
     tw = max((len(t) for t in teams.values()), default=0)
     team_head = f"{'TEAM':<{max(tw, 4)}}  " if teams else ""
-    pieces: list = [
+    pieces: list[str | output.Painted] = [
         f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  "
         f"{'JOB':<11} {'LEFT':>5}  EXIT     {team_head}COMMAND"
     ]

@@ -10,13 +10,15 @@ import asyncio
 import gc
 import subprocess
 import time
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -24,7 +26,7 @@ from bench_cli import output
 from bench_cli.dash.frames import delivery_text, screen_lines
 from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
-from bench_cli.dash.model import Board, printable, threads
+from bench_cli.dash.model import Board, Row, printable, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder
 from bench_cli.dash.rows import Rows
 from bench_cli.dash.source import DaemonGone, Source, retry_delay
@@ -33,6 +35,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 
 R = TypeVar("R", bound=m.Response)
+Cells = tuple[str | Text, ...]  # a row of the sessions pane
 
 IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle time)
 MAIL_PAGE = 200
@@ -42,7 +45,7 @@ UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread
 RECENT_EVENTS = 200  # the events before the dashboard started that its panes show
 
 
-class Dash(App):
+class Dash(App[None]):
     TITLE = "bench dash"
     # Textual's command palette (^p) lists Textual's own commands (theme, screenshot),
     # none of bench's: left out, with its footer hint. The keys are in the help (?).
@@ -84,7 +87,12 @@ class Dash(App):
     ]
 
     def __init__(
-        self, source: Source, *, clock=time.monotonic, freeze_gc: bool = False, driver_class=None
+        self,
+        source: Source,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        freeze_gc: bool = False,
+        driver_class: type[Driver] | None = None,
     ):
         super().__init__(driver_class=driver_class)
         self.freeze_gc = freeze_gc
@@ -95,7 +103,7 @@ class Dash(App):
         self.selected: str | None = None  # the session followed in the screen pane
         self.mailbox_mode = "session"  # or "operator"
         self.search_query: str | None = None
-        self.mail_rows: list[dict] = []
+        self.mail_rows: list[dict[str, Any]] = []
         self.event_filter = ("", "")
         self.status_note = ""
         self.isolation_off = ""  # why sessions are not sandboxed ("" when they are)
@@ -106,11 +114,11 @@ class Dash(App):
         # IDLE_REFRESH_S): an event redraws only the rows it changed, not every row's
         # idle time, so between refreshes the column shows the idle times of that moment.
         self.idle_now = clock()
-        self._cells: dict[str, tuple] = {}  # handle -> its row in the sessions pane
+        self._cells: dict[str, Cells] = {}  # handle -> its row in the sessions pane
 
     # ------------------------------------------------------------ layout
 
-    def get_default_screen(self) -> Screen:
+    def get_default_screen(self) -> Screen[Any]:
         return DashScreen(id="_default")
 
     def compose(self) -> ComposeResult:
@@ -242,7 +250,7 @@ class Dash(App):
         await self.load_mail()
         return hello.last_seq
 
-    def take_event(self, ev: dict, apply: bool = True) -> None:
+    def take_event(self, ev: dict[str, Any], apply: bool = True) -> None:
         changed = self.board.apply(ev, self.clock(), count=apply)
         kind, handle = self.event_filter
         if (not kind or ev["kind"].startswith(kind)) and (
@@ -304,7 +312,7 @@ class Dash(App):
         nested = self.board.nested()
         self.sessions_pane.set_rows([(h, self._cells[h]) for h, _ in nested])
 
-    def _row_cells(self, r, now: float) -> tuple:
+    def _row_cells(self, r: Row, now: float) -> Cells:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
         state = r.exit_text() if self.connected else "?"
         name, up = r.handle, r.parent
@@ -411,7 +419,7 @@ class Dash(App):
             self.show_thread(self.mail_rows[i])
 
     @work(exclusive=True, group="thread")
-    async def show_thread(self, msg: dict) -> None:
+    async def show_thread(self, msg: dict[str, Any]) -> None:
         try:
             a = await self.source.call(m.MailThread(mail_id=msg["mail_id"]))
         except (DaemonGone, WireError) as err:

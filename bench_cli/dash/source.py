@@ -25,7 +25,7 @@ RETRY_LAST_S = 4.0
 
 def retry_delay(failures: int) -> float:
     """Seconds to wait after `failures` attempts in a row found no daemon (0: the first)."""
-    return min(RETRY_LAST_S, RETRY_FIRST_S * 2 ** min(failures, 16))
+    return min(RETRY_LAST_S, RETRY_FIRST_S * 2.0 ** min(failures, 16))
 
 
 class DaemonGone(Exception):
