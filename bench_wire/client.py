@@ -320,7 +320,8 @@ class Stream(Generic[F]):
     `end` is the end frame once the stream ended (its `reason`: done, exited, detached,
     ...). `pending()` says whether a frame is already read (select() on the socket
     cannot show it), for a shell that waits on the socket and other files at once
-    (`bench attach`).
+    (`bench attach`). A caller that stops before the end closes the connection: the
+    daemon would go on streaming into it, and its frames would come before any answer.
     """
 
     def __init__(self, conn: Client, rid: "Id"):
