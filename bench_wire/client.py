@@ -321,7 +321,7 @@ class Stream(Generic[F]):
     ...). `pending()` says whether a frame is already read (select() on the socket
     cannot show it), for a shell that waits on the socket and other files at once
     (`bench attach`). A caller that stops before the end closes the connection: the
-    daemon would go on streaming into it, and its frames would come before any answer.
+    daemon would go on streaming into it (a follow stream ends only when it closes).
     """
 
     def __init__(self, conn: Client, rid: "Id"):
