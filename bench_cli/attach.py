@@ -13,9 +13,12 @@ import signal
 import sys
 import termios
 import tty
+from types import FrameType
 
 from bench_cli import output
-from bench_wire.client import Client, check, request
+from bench_cli.context import connect
+from bench_wire import messages as m
+from bench_wire.client import Client, Stream
 from bench_wire.errors import EXIT_OK, EXIT_PROTOCOL, WireError
 from bench_wire.untrusted import escape
 
@@ -40,15 +43,17 @@ def _b64(data: bytes) -> str:
 
 def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     try:
-        conn = Client(bench_dir, timeout=None)
+        conn = connect(bench_dir, timeout=None)
     except WireError as err:
         return output.fail(err, as_json)
     rows, cols = _size()
     try:
-        conn.send(request("session/attach", {"handle": handle, "rows": rows, "cols": cols}))
-        check(conn.recv())
-    except WireError as err:
+        frames = conn.stream(m.SessionAttach(handle=handle, rows=rows, cols=cols))
+        next(frames)  # AttachOk: joined (a refusal is raised)
+    except (WireError, StopIteration) as err:
         conn.close()
+        if isinstance(err, StopIteration):  # ended before it began: the session is gone
+            err = WireError("protocol", "the daemon ended the attach before it began")
         return output.fail(err, as_json)
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     saved = termios.tcgetattr(stdin) if os.isatty(stdin) else None
@@ -58,7 +63,7 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     old_wakeup = signal.set_wakeup_fd(wake_w)
     resized: list[int] = []
 
-    def on_stop(signum, frame):
+    def on_stop(signum: int, frame: FrameType | None) -> None:
         raise _Stop()
 
     old = {
@@ -74,7 +79,7 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
         # handlers are in place (a test, or a user, may act on seeing it).
         sys.stderr.write(f"[attached to {escape(handle)}; detach with Ctrl-]]\r\n")
         sys.stderr.flush()
-        reason = _relay(conn, stdin, stdout, wake_r, resized)
+        reason = _relay(conn, frames, stdin, stdout, wake_r, resized)
     except _Stop:
         reason = "stopped by a signal"
     except WireError as err:
@@ -94,17 +99,24 @@ def attach(bench_dir: str | None, handle: str, as_json: bool = False) -> int:
     return code
 
 
-def _relay(conn: Client, stdin: int, stdout: int, wake_r: int, resized: list) -> str:
+def _relay(
+    conn: Client,
+    frames: Stream[m.AttachOk | m.OutputFrame],
+    stdin: int,
+    stdout: int,
+    wake_r: int,
+    resized: list[int],
+) -> str:
     """Keystrokes to the session, output to the terminal; returns why it ended."""
     sock = conn.sock.fileno()  # select() on plain fds: one type in the list
     while True:
         if resized:
             resized.clear()
             r, c = _size()
-            conn.send(request("session/resize", {"rows": r, "cols": c}))
+            conn.send(m.SessionResize(rows=r, cols=c))
         # Frames already read into the buffer first: select() cannot see them.
-        while conn.has_answer():
-            why = _frame(conn, stdout)
+        while frames.pending():
+            why = _frame(frames, stdout)
             if why:
                 return why
         ready, _, _ = select.select([stdin, sock, wake_r], [], [])
@@ -113,25 +125,26 @@ def _relay(conn: Client, stdin: int, stdout: int, wake_r: int, resized: list) ->
         if stdin in ready:
             data = os.read(stdin, 4096)
             if not data:
-                conn.send(request("session/detach", {}))
+                conn.send(m.SessionDetach())
                 return "detached"
             if DETACH in data:
                 before = data.split(DETACH, 1)[0]
                 if before:
-                    conn.send(request("session/input", {"data": _b64(before)}))
-                conn.send(request("session/detach", {}))
+                    conn.send(m.SessionInput(data=_b64(before)))
+                conn.send(m.SessionDetach())
                 return "detached"
-            conn.send(request("session/input", {"data": _b64(data)}))
+            conn.send(m.SessionInput(data=_b64(data)))
         if sock in ready:
-            why = _frame(conn, stdout)
+            why = _frame(frames, stdout)
             if why:
                 return why
 
 
-def _frame(conn: Client, stdout: int) -> str | None:
-    a = check(conn.recv())
-    if a.get("type") == "output":
-        os.write(stdout, base64.b64decode(a["data"]))
-    elif a.get("type") == "end":
-        return f"session {a.get('reason', 'ended')}"
+def _frame(frames: Stream[m.AttachOk | m.OutputFrame], stdout: int) -> str | None:
+    """The next frame of the attach to the terminal; why it ended, at its end."""
+    frame = next(frames, None)
+    if frame is None:
+        return f"session {frames.end.reason if frames.end is not None else 'ended'}"
+    if isinstance(frame, m.OutputFrame):
+        os.write(stdout, base64.b64decode(frame.data))
     return None

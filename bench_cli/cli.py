@@ -55,7 +55,7 @@ COMMANDS = {
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.version_option(package_name="bench", prog_name="bench")
 @click.pass_context
-def cli(click_ctx, bench_dir, as_json):
+def cli(click_ctx: click.Context, bench_dir: str | None, as_json: bool) -> None:
     """bench: mail and wakes for AI coding agents side by side on one machine.
 
     --dir and --json go before or after the command. `bench help COMMAND` shows a
@@ -77,7 +77,7 @@ def cli(click_ctx, bench_dir, as_json):
 
 @cli.command(name="help")
 @click.argument("command", nargs=-1)
-def help_(command):
+def help_(command: tuple[str, ...]) -> None:
     """Show help for bench or for a COMMAND (e.g. bench help mail send)."""
     here = click.Context(cli, info_name="bench", **cli.context_settings)
     target: click.Command = cli
@@ -94,12 +94,13 @@ def help_(command):
 
 @cli.command()
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-def completion(shell):
+def completion(shell: str) -> None:
     """Print the completion script for SHELL (handles complete live)."""
     from click.shell_completion import get_completion_class
 
-    comp = get_completion_class(shell)(cli, {}, "bench", "_BENCH_COMPLETE")
-    click.echo(comp.source())
+    comp_class = get_completion_class(shell)
+    assert comp_class is not None, "click.Choice admits only the shells click completes"
+    click.echo(comp_class(cli, {}, "bench", "_BENCH_COMPLETE").source())
 
 
 completion.epilog = examples(

@@ -1,5 +1,5 @@
 """What every click command shares: the context object, the common options, the daemon
-options, and the call/answer helpers.
+options, and the typed client (`connect`, `ask`, `call`) with its answer helpers.
 
 Commands live in `bench_cli.commands` and import from here (never from `bench_cli.cli`,
 which imports them lazily: no circle).
@@ -8,18 +8,25 @@ which imports them lazily: no circle).
 import functools
 import os
 import sys
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 import msgspec
 
 from bench_cli import output
 from bench_wire import messages as m
-from bench_wire.client import Client, check
+from bench_wire.client import Client
 from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
+from bench_wire.framing import StructCodec
 from bench_wire.paths import resolve_dir
 
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
 ENCODER = msgspec.json.Encoder()
+R = TypeVar("R", bound=m.Response)
 
 DIR_HELP = "BENCH_DIR (else $BENCH_DIR, else $XDG_STATE_HOME/bench or ~/.local/state/bench)"
 JSON_HELP = "print the daemon's answer as JSON (one object, or one per line for a stream)"
@@ -39,13 +46,17 @@ class Ctx:
 pass_ctx = click.make_pass_decorator(Ctx, ensure=True)
 
 
-def common(f):
+# A command's callback, as click's decorators take and give it.
+Callback = Callable[..., Any]
+
+
+def common(f: Callback) -> Callback:
     """--dir and --json on every command; also accepted before the subcommand
     (`bench --dir X status`, like `git -C`). After the subcommand wins."""
 
-    @pass_ctx
-    @functools.wraps(f)
-    def merged(top: Ctx, *args, bench_dir=None, as_json=False, **kw):
+    def merged(
+        top: Ctx, *args: Any, bench_dir: str | None = None, as_json: bool = False, **kw: Any
+    ) -> Any:
         return f(
             *args,
             bench_dir=top.dir if bench_dir is None else bench_dir,
@@ -53,11 +64,13 @@ def common(f):
             **kw,
         )
 
-    merged = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(merged)
-    return click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(merged)
+    # wraps: click takes the command's name and help from f.
+    cmd: Callback = pass_ctx(cast(Callback, functools.wraps(f)(merged)))
+    cmd = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(cmd)
+    return click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(cmd)
 
 
-def _check_daemon_option(ctx, param, value):
+def _check_daemon_option(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     if value is not None:
         problem = option_problem(param.opts[0], value)
         if problem:
@@ -70,7 +83,7 @@ def _check_daemon_option(ctx, param, value):
 DaemonOption = int | float | str | bool | None
 
 
-def daemon_options(f):
+def daemon_options(f: Callback) -> Callback:
     for flag, env, typ, default, help_ in reversed(DAEMON_OPTIONS):
         f = click.option(
             flag,
@@ -99,13 +112,13 @@ def daemon_options(f):
     )(f)
 
 
-def daemon_argv(bench_dir: str, kw: dict) -> list[str]:
+def daemon_argv(bench_dir: str, kw: Mapping[str, DaemonOption]) -> list[str]:
     argv = [sys.executable, "-m", "benchd.server.app", "--dir", bench_dir]
     return argv + option_args(kw)
 
 
-def option_args(kw: dict) -> list[str]:
-    argv = []
+def option_args(kw: Mapping[str, DaemonOption]) -> list[str]:
+    argv: list[str] = []
     for flag, *_ in DAEMON_OPTIONS:
         v = kw.get(option_dest(flag))
         if v is not None:
@@ -113,30 +126,49 @@ def option_args(kw: dict) -> list[str]:
     if kw.get("test_hooks"):
         argv.append("--test-hooks")
     if kw.get("node"):
-        argv += ["--node", kw["node"]]
+        argv += ["--node", str(kw["node"])]
     if kw.get("isolation"):
-        argv += ["--isolation", kw["isolation"]]
+        argv += ["--isolation", str(kw["isolation"])]
     if kw.get("bridge_url"):
-        argv += ["--bridge", kw["bridge_url"]]
+        argv += ["--bridge", str(kw["bridge_url"])]
     return argv
 
 
-def call(bench_dir, req: m.Request, timeout: float | None = 30.0) -> dict:
-    """One request built from the msgspec types; the decoded answer (or WireError)."""
-    with Client(bench_dir, timeout=timeout) as conn:
-        conn.send_raw(ENCODER.encode(with_token(req)) + b"\n")
-        return check(conn.recv())
+def connect(bench_dir: str | None, timeout: float | None = 30.0) -> Client:
+    """A connection of the typed client: `bench_wire.messages` requests out (with the
+    caller's BENCH_TOKEN), each answer of its request's own answer type in; `stream()`
+    for the verbs that answer with frames up to an end."""
+    return Client(bench_dir, timeout=timeout, codec=StructCodec(os.environ.get("BENCH_TOKEN")))
 
 
-def with_token(req: m.Request) -> m.Request:
-    token = os.environ.get("BENCH_TOKEN")
-    if token and req.token is None:
-        req.token = token
-    return req
+def ask(bench_dir: str | None, req: m.Request[R], timeout: float | None = 30.0) -> R:
+    """One request on a connection of its own; its typed answer (or WireError)."""
+    with connect(bench_dir, timeout) as conn:
+        return conn.call(req)
 
 
-def done(ctx: Ctx, a: dict, text: str) -> None:
-    output.answer(a, ctx.json, text)
+def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) -> dict[str, Any]:
+    """`ask`, with the answer as plain data (its wire names: `from`), for code that
+    formats an answer by key or adds to it (`bench status`, `up`, `nodes`, the team
+    file)."""
+    plain: dict[str, Any] = msgspec.to_builtins(ask(bench_dir, req, timeout))
+    return plain
+
+
+def emit(a: msgspec.Struct | dict[str, Any]) -> None:
+    """An answer as one line of JSON (`--json`), typed or plain."""
+    if isinstance(a, msgspec.Struct):
+        sys.stdout.write(ENCODER.encode(a).decode() + "\n")
+    else:
+        output.emit_json(a)
+
+
+def done(ctx: Ctx, a: msgspec.Struct | dict[str, Any], text: str) -> None:
+    """The answer as JSON with --json, else the human text."""
+    if ctx.json:
+        emit(a)
+    else:
+        output.write(text)
 
 
 def colour(as_json: bool) -> bool:
@@ -152,15 +184,17 @@ def examples(*lines: str) -> str:
 # ---------------------------------------------------------------- completion
 
 
-def complete_handles(ctx, param, incomplete):
+def complete_handles(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> "list[CompletionItem]":
     """Live handles (and, for mail, the existing mailboxes), asked of the daemon."""
     from click.shell_completion import CompletionItem
 
     bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
     names: set[str] = set()
     try:
-        a = call(bench_dir, m.SessionList(), timeout=2.0)
-        names |= {s["handle"] for s in a["sessions"] if s["state"] == "running"}
+        a = ask(bench_dir, m.SessionList(), timeout=2.0)
+        names |= {s.handle for s in a.sessions if s.state == "running"}
     except (WireError, OSError):
         pass
     if param.name in ("to", "handle", "reply_to"):
@@ -171,7 +205,7 @@ def complete_handles(ctx, param, incomplete):
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
 
 
-def reply_to_option(help_: str):
+def reply_to_option(help_: str) -> Callable[[Callback], Callback]:
     """`--reply-to H` (repeatable, handles completed), with its help for this command."""
     return click.option(
         "--reply-to",
@@ -183,15 +217,17 @@ def reply_to_option(help_: str):
     )
 
 
-def complete_sessions(ctx, param, incomplete):
+def complete_sessions(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> "list[CompletionItem]":
     """Handles of live sessions, and the ids of every session the daemon remembers."""
     from click.shell_completion import CompletionItem
 
     bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
     try:
-        a = call(bench_dir, m.SessionList(), timeout=2.0)
+        a = ask(bench_dir, m.SessionList(), timeout=2.0)
     except (WireError, OSError):
         return []
-    names = {s["handle"] for s in a["sessions"] if s["state"] == "running"}
-    names |= {s["session"] for s in a["sessions"]}
+    names = {s.handle for s in a.sessions if s.state == "running"}
+    names |= {s.session for s in a.sessions}
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]

@@ -5,6 +5,11 @@ the interpreter start plus what they import. This module parses exactly the opti
 click definitions in `bench_cli.commands` declare (a test holds the two parsers to the same
 answers) and gives up — returning None — on anything else (`--help`, a typo, an unknown
 option), so click handles it and prints its usual usage error.
+
+Its requests are plain dicts written by bench_wire's hand-written JSON encoder
+(`bench_wire.client.request` and `dumps`), not msgspec Structs: msgspec and typing cost
+more than the rest of a send. tests/unit/test_client.py holds the bytes it writes to the
+msgspec request types, field for field.
 """
 
 import os
@@ -12,8 +17,18 @@ import stat  # loaded by os already
 import sys
 
 from bench_cli import output
+from bench_wire import verbs
 from bench_wire.client import Client, request
 from bench_wire.errors import EXIT_OK, WireError
+
+# `typing` would cost the fast path an import: the type checker's alone (mypy reads
+# TYPE_CHECKING as true), and annotations that name it are strings.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    Json = dict[str, Any]  # a request's options, an answer: plain data
+    Command = tuple[str, ...]  # ("mail", "send")
 
 # command -> (options taking a value, flags, options that repeat, positional names)
 SPECS = {
@@ -59,11 +74,11 @@ SPECS = {
 }
 
 
-def parse(argv: list[str]) -> tuple[tuple, dict] | None:
+def parse(argv: list[str]) -> "tuple[Command, Json] | None":
     """(command, options) for a fast-path command line, or None to let click handle it."""
     # --dir and --json may also come before the command (`bench --dir X mail send ...`);
     # given both ways, the one after the command wins, as in click.
-    before: dict = {}
+    before: Json = {}
     while argv:
         if argv[0] == "--json":
             before["json"], argv = True, argv[1:]
@@ -79,7 +94,7 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
     else:
         return None
     valued, flags, repeats, positional = SPECS[cmd]
-    opts: dict = {name: [] for name in repeats}
+    opts: Json = {name: [] for name in repeats}
     pos: list[str] = []
     args = argv[len(cmd) :]
     i = 0
@@ -134,7 +149,7 @@ def parse(argv: list[str]) -> tuple[tuple, dict] | None:
     return cmd, opts
 
 
-def run(cmd: tuple, opts: dict) -> int:
+def run(cmd: "Command", opts: "Json") -> int:
     as_json = bool(opts.get("json"))
     try:
         with Client(opts.get("dir")) as conn:
@@ -145,7 +160,7 @@ def run(cmd: tuple, opts: dict) -> int:
         return 130
 
 
-def _answer(a: dict, as_json: bool, text: str) -> int:
+def _answer(a: "Json", as_json: bool, text: str) -> int:
     output.answer(a, as_json, text)
     return EXIT_OK
 
@@ -197,11 +212,11 @@ SURE_SUBJECT_CHARS = 200
 
 
 def _caps(conn: Client) -> tuple[int, int]:
-    caps = conn.call(request("hello", {}))["caps"]
+    caps = conn.call(request(verbs.HELLO, {}))["caps"]
     return caps["body_bytes"], caps["subject_chars"]
 
 
-def mail_send(conn: Client, o: dict, as_json: bool) -> int:
+def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
     # The caps come from the daemon itself (one round trip on the same connection), so a
     # body is refused here, in the user's terms, before it is read whole or sent.
     body = o.get("body")
@@ -240,7 +255,7 @@ def mail_send(conn: Client, o: dict, as_json: bool) -> int:
         "reply_to": o.get("reply_to") or None,
         "in_reply_to": o.get("in_reply_to"),
     }
-    a = _call(conn, "mail/send", fields, o["to"])
+    a = _call(conn, verbs.MAIL_SEND, fields, o["to"])
     text = output.sent(a)
     if a.get("new_mailbox"):  # a typo, perhaps: the handle it was probably meant for
         from bench_cli import hints  # only when something looks wrong
@@ -249,7 +264,7 @@ def mail_send(conn: Client, o: dict, as_json: bool) -> int:
     return _answer(a, as_json, text)
 
 
-def _call(conn: Client, verb: str, fields: dict, handle: str | None) -> dict:
+def _call(conn: Client, verb: str, fields: "Json", handle: str | None) -> "Json":
     """conn.call, with the handle probably meant added to a bad-handle refusal."""
     try:
         return conn.call(request(verb, fields))
@@ -266,7 +281,7 @@ def known_handles(conn: Client) -> set[str]:
     mailboxes on disk (asked only when a handle looks wrong, never on a plain send)."""
     names = {"operator"}
     try:
-        names |= {s["handle"] for s in conn.call(request("session/list", {}))["sessions"]}
+        names |= {s["handle"] for s in conn.call(request(verbs.SESSION_LIST, {}))["sessions"]}
     except WireError:
         pass
     names.update(_mailboxes(conn.bench_dir))
@@ -280,7 +295,7 @@ def _mailboxes(bench_dir: str) -> list[str]:
         return []
 
 
-def mail_list(conn: Client, o: dict, as_json: bool) -> int:
+def mail_list(conn: Client, o: "Json", as_json: bool) -> int:
     state = o.get("state") or "unread"
     fields = {
         "handle": o.get("handle"),
@@ -288,7 +303,7 @@ def mail_list(conn: Client, o: dict, as_json: bool) -> int:
         "limit": o.get("limit"),
         "cursor": o.get("cursor"),
     }
-    a = _call(conn, "mail/list", fields, o.get("handle"))
+    a = _call(conn, verbs.MAIL_LIST, fields, o.get("handle"))
     # The next page's command carries every option that shaped this one.
     again = f" --handle {o['handle']}" if o.get("handle") else ""
     if state != "unread":
@@ -307,13 +322,13 @@ def mail_list(conn: Client, o: dict, as_json: bool) -> int:
     return _answer(a, as_json, text)
 
 
-def mail_read(conn: Client, o: dict, as_json: bool) -> int:
+def mail_read(conn: Client, o: "Json", as_json: bool) -> int:
     fields = {"handle": o.get("handle"), "mail_id": o.get("mail_id")}
-    a = _call(conn, "mail/read", fields, o.get("handle"))
+    a = _call(conn, verbs.MAIL_READ, fields, o.get("handle"))
     return _answer(a, as_json, output.message(a))
 
 
-def report(conn: Client, o: dict, as_json: bool) -> int:
+def report(conn: Client, o: "Json", as_json: bool) -> int:
     text = o.get("text")
     if text is None or text == "-":
         if text is None and (sys.stdin is None or sys.stdin.isatty()):
@@ -321,7 +336,7 @@ def report(conn: Client, o: dict, as_json: bool) -> int:
         text = _utf8(sys.stdin.buffer.read(), "standard input")
         if not text:
             raise WireError("usage", "standard input was empty: give the report as TEXT")
-    a = conn.call(request("job/report", {"content": text}))
+    a = conn.call(request(verbs.JOB_REPORT, {"content": text}))
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 
 

@@ -9,6 +9,17 @@ import sys
 from bench_wire.client import dumps
 from bench_wire.errors import WireError, exit_code_for
 
+# The typed answers are the type checker's business here: this module is on the fast
+# path (`bench mail send`), which imports neither msgspec nor typing.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from bench_wire import messages as m
+
+    Json = dict[str, Any]  # an answer as plain data (the fast path's)
+
 
 def _escape(text: str) -> str:
     # Only a terminal needs it: the fast path's answers usually go to a pipe (an agent).
@@ -17,14 +28,14 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def emit_json(obj: dict) -> None:
+def emit_json(obj: "Json") -> None:
     sys.stdout.write(dumps(obj) + "\n")
 
 
 def fail(err: WireError, as_json: bool) -> int:
     """Print an error (stderr, or JSON on stdout) and return the exit code."""
     if as_json:
-        body: dict = {"code": err.code, "message": err.message}
+        body: Json = {"code": err.code, "message": err.message}
         if err.retry_after is not None:
             body["retry_after"] = err.retry_after
         emit_json({"ok": False, "error": body})
@@ -34,7 +45,7 @@ def fail(err: WireError, as_json: bool) -> int:
     return exit_code_for(err.code)
 
 
-def answer(a: dict, as_json: bool, text: str) -> None:
+def answer(a: "Json", as_json: bool, text: str) -> None:
     """The daemon's answer as JSON, or the human text."""
     if as_json:
         emit_json(a)
@@ -42,7 +53,7 @@ def answer(a: dict, as_json: bool, text: str) -> None:
         write(text)
 
 
-def sent(a: dict) -> str:
+def sent(a: "Json") -> str:
     if a.get("duplicate"):
         return f"already sent as {a['mail_id']} to {a['to']} (same key): {a['path']}"
     note = a.get("note") or ""
@@ -57,7 +68,7 @@ def sent(a: dict) -> str:
     return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
 
 
-def bridge_line(b: dict) -> str:
+def bridge_line(b: "Json") -> str:
     """The bridge's state and the outbound queue, as `bench status` and `bench nodes` say it."""
     state = "bridge connected" if b.get("connected") else "bridge not connected"
     if b.get("seen_ms") is None:
@@ -77,7 +88,7 @@ def size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB"
 
 
-def listing(a: dict, state: str, again: str = "") -> str:
+def listing(a: "Json", state: str, again: str = "") -> str:
     """A mailbox page: a header row, one row per message, and a footer. `again` is the
     options that shaped this listing, repeated in the next page's command."""
     msgs = a.get("messages") or []
@@ -100,7 +111,7 @@ def listing(a: dict, state: str, again: str = "") -> str:
     return "\n".join(rows + [foot])
 
 
-def message(a: dict) -> str:
+def message(a: "Json") -> str:
     head = [
         f"id:      {a['mail_id']}",
         f"from:    {a['from']}",
@@ -111,7 +122,7 @@ def message(a: dict) -> str:
     ]
     if a.get("reply_to"):
         head.append("reply-to: " + ", ".join(a["reply_to"]))
-    return "\n".join(head) + "\n\n" + a["body"]
+    return "\n".join(head) + "\n\n" + str(a["body"])
 
 
 class Painted:
@@ -143,7 +154,7 @@ def write(text: "str | list[str | Painted]") -> None:
     tty = out.isatty()
     if isinstance(text, str):
         text = [text]
-    parts = []
+    parts: list[str] = []
     escape = _escape if tty else str
     for piece in text:
         if isinstance(piece, Painted):
@@ -160,44 +171,44 @@ def write(text: "str | list[str | Painted]") -> None:
     out.flush()
 
 
-def shown_state(msg: dict) -> str:
+def shown_state(handle: str, state: str) -> str:
     """A message's state as people read it: a copy queued for another node (the
     `@outbound` mailbox) is `queued` until JetStream has it, then `forwarded`; it was
     never read by anyone here."""
-    if msg.get("handle") == "@outbound":
-        return "forwarded" if msg.get("state") == "read" else "queued"
-    return msg.get("state", "")
+    if handle == "@outbound":
+        return "forwarded" if state == "read" else "queued"
+    return state
 
 
-def thread_messages(a: dict, head) -> list[str]:
+def thread_messages(a: "m.ThreadOk", head: "Callable[[m.ThreadMessage, str], str]") -> list[str]:
     """A mail/thread answer's messages as text, each its header line (`head(msg, to)`:
     the CLI's for people, `bench mcp`'s for a model), its subject and its body."""
     parts = []
-    for msg in a.get("messages") or []:
+    for msg in a.messages:
         # `to` is the address as sent (bob@node2 for mail queued for another node).
-        to = msg.get("to") or msg["handle"]
-        parts.append(f"{head(msg, to)}\nsubject: {msg['subject']}\n\n{msg['body'].rstrip()}\n")
+        to = msg.to or msg.handle
+        parts.append(f"{head(msg, to)}\nsubject: {msg.subject}\n\n{msg.body.rstrip()}\n")
     return parts
 
 
-def thread_cut(a: dict) -> str:
+def thread_cut(a: "m.ThreadOk") -> str:
     """What a cut thread left out, and the commands that show it."""
-    left = a.get("left_out")
-    if not a.get("truncated") or not left:
+    left = a.left_out
+    if not a.truncated or left is None:
         return ""
     lines = [
-        f"(cut: the thread has more than {a.get('cap')} messages; shown: "
-        f"{len(a.get('messages') or [])} around {a['mail_id']}, with the root)"
+        f"(cut: the thread has more than {a.cap} messages; shown: "
+        f"{len(a.messages)} around {a.mail_id}, with the root)"
     ]
-    if left.get("ancestors"):
-        n = left["ancestors"]
+    if left.ancestors:
+        n = left.ancestors
         lines.append(f"  left out: {n} earlier message{'' if n == 1 else 's'} above")
-    if left.get("replies"):
+    if left.replies:
         lines.append("  left out: later replies below")
-    if not left.get("ancestors") and not left.get("replies"):
+    if not left.ancestors and not left.replies:
         lines.append("  left out: messages in other branches of the thread")
-    if left.get("above"):
-        lines.append(f"  see earlier: bench mail thread {left['above']}")
-    if left.get("below"):
-        lines.append(f"  see later:   bench mail thread {left['below']}")
+    if left.above:
+        lines.append(f"  see earlier: bench mail thread {left.above}")
+    if left.below:
+        lines.append(f"  see later:   bench mail thread {left.below}")
     return "\n".join(lines)

@@ -10,12 +10,14 @@ caller exactly as for `bench mail send`.
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import mcp_types as types
+import msgspec
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -23,9 +25,10 @@ from mcp.shared.exceptions import MCPError
 from bench_cli import hints, humanize, output
 from bench_mcp import stdio
 from bench_mcp import tools as t
+from bench_wire import messages as m
 from bench_wire.asyncclient import AsyncClient
-from bench_wire.client import request
 from bench_wire.errors import WireError
+from bench_wire.framing import StructCodec
 from bench_wire.untrusted import escape
 
 log = logging.getLogger("bench.mcp")
@@ -34,6 +37,8 @@ log = logging.getLogger("bench.mcp")
 # use none of it.
 Lifespan = dict[str, Any]
 Ctx = ServerRequestContext[Lifespan]
+R = TypeVar("R", bound=m.Response)
+MailState = Literal["unread", "read", "all"]
 
 # Each connect, write and read, as the blocking client's default: a daemon that hangs
 # fails the one tool call instead of leaving the model waiting.
@@ -75,22 +80,21 @@ class Daemon:
     def __init__(self, bench_dir: str | None = None):
         self.bench_dir = bench_dir
 
-    async def call(self, verb: str, fields: t.Json, wait_s: float = TIMEOUT_S) -> t.Json:
-        """One request; `wait_s`: how long its answer may take (a wait's timeout and more)."""
-        async with AsyncClient(self.bench_dir, timeout=wait_s) as conn:
-            answer: t.Json = await conn.call(request(verb, fields))
-            return answer
+    async def call(self, req: m.Request[R], wait_s: float = TIMEOUT_S) -> R:
+        """One request, its typed answer; `wait_s`: how long the answer may take (a wait's
+        timeout and more). The session's BENCH_TOKEN goes with it."""
+        codec = StructCodec(os.environ.get("BENCH_TOKEN"))
+        async with AsyncClient(self.bench_dir, timeout=wait_s, codec=codec) as conn:
+            return await conn.call(req)
 
     async def known_handles(self) -> set[str]:
         """Every handle a sender could mean (asked only when an address looks wrong):
         the sessions the daemon remembers and the mailboxes on disk."""
-        import os
-
         from bench_wire.paths import resolve_dir
 
         names = {"operator"}
         try:
-            names |= {s["handle"] for s in (await self.call("session/list", {}))["sessions"]}
+            names |= {s.handle for s in (await self.call(m.SessionList())).sessions}
         except WireError:
             pass
         try:
@@ -105,12 +109,19 @@ class Daemon:
         size = len(body.encode("utf-8", "surrogatepass"))
         if size <= SMALL_BODY:
             return  # within every cap a daemon has: its own check is enough
-        cap = (await self.call("hello", {}))["caps"]["body_bytes"]
+        cap = (await self.call(m.Hello())).caps.body_bytes
         if size > cap:
             raise WireError(
                 "body-too-large",
                 f"the body is {size:,} bytes; the daemon's cap is {cap:,} bytes: nothing was sent",
             )
+
+
+def plain(answer: m.Response) -> t.Json:
+    """A typed answer as plain data (its wire names: `from`), for the formatters the
+    fast path shares (`bench_cli.output`) and a tool's structured content."""
+    data: t.Json = msgspec.to_builtins(answer)
+    return data
 
 
 # ---------------------------------------------------------------- tools
@@ -121,69 +132,69 @@ async def send_mail(d: Daemon, a: t.SendMailArgs) -> tuple[str, t.Json]:
     in_reply_to = a.get("in_reply_to")
     if in_reply_to is not None:
         in_reply_to = t.message_ref(in_reply_to)[1]
-    fields = {
-        "to": a["to"],
-        "body": a["body"],
-        "subject": a.get("subject"),
-        "key": a.get("key"),
-        "reply_to": a.get("reply_to") or None,
-        "in_reply_to": in_reply_to,
-    }
+    req = m.MailSend(
+        to=a["to"],
+        body=a["body"],
+        subject=a.get("subject") or "",
+        key=a.get("key"),
+        reply_to=list(a.get("reply_to") or []),
+        in_reply_to=in_reply_to,
+    )
     try:
-        ans = await d.call("mail/send", fields)
+        sent = await d.call(req)
     except WireError as err:  # `Dan`, `Carol@node2`: the address probably meant, as the CLI says
         if err.code in ("bad-handle", "bad-node"):
             err.message += hints.address(a["to"], await d.known_handles())
         raise
+    ans = plain(sent)
     text = output.sent(ans)
-    if ans.get("new_mailbox"):  # a typo, perhaps
-        text += hints.handle(ans["to"], await d.known_handles())
+    if sent.new_mailbox:  # a typo, perhaps
+        text += hints.handle(sent.to, await d.known_handles())
     return text, t.public(ans)
 
 
 async def list_mail(d: Daemon, a: t.ListMailArgs) -> tuple[str, t.Json]:
     state = a.get("state", "unread")
-    ans = await d.call(
-        "mail/list", {"state": state, "limit": a.get("limit"), "cursor": a.get("cursor")}
-    )
+    # check_args has held it to the schema's enum: unread, read or all.
+    req = m.MailList(state=cast(MailState, state), limit=a.get("limit"), cursor=a.get("cursor"))
+    ans = plain(await d.call(req))
     return t.listing_text(ans, state), t.public(ans)
 
 
 async def search_mail(d: Daemon, a: t.SearchMailArgs) -> tuple[str, t.Json]:
-    ans = await d.call(
-        "mail/search", {"query": a["query"], "from": a.get("sent_by"), "limit": a.get("limit")}
+    found = await d.call(
+        m.MailSearch(query=a["query"], sender=a.get("sent_by"), limit=a.get("limit"))
     )
-    hits = ans.get("hits", [])
     lines = [
-        f"{h['mail_id']}  from {h['from']}  {h['state']}  {h['subject']}\n    {h['snippet']}"
-        for h in hits
+        f"{h.mail_id}  from {h.sender}  {h.state}  {h.subject}\n    {h.snippet}" for h in found.hits
     ]
-    more = " (more: raise limit)" if ans.get("truncated") else ""
-    lines.append(humanize.count(len(hits), "match", "matches") + more)
-    return escape("\n".join(lines)), t.public(ans)
+    more = " (more: raise limit)" if found.truncated else ""
+    lines.append(humanize.count(len(found.hits), "match", "matches") + more)
+    return escape("\n".join(lines)), t.public(plain(found))
 
 
 async def read_mail(d: Daemon, a: t.ReadMailArgs) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"]) if "id" in a else (None, None)
-    ans = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
+    ans = plain(await d.call(m.MailRead(handle=handle, mail_id=mail_id)))
     return output.message(ans), t.public(ans)
 
 
 async def reply(d: Daemon, a: t.ReplyArgs) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"])
     await d.check_body(a["body"])
-    msg = await d.call("mail/read", {"handle": handle, "mail_id": mail_id})
+    msg = plain(await d.call(m.MailRead(handle=handle, mail_id=mail_id)))
     sent: list[t.Json] = []
     for to in t.reply_recipients(msg):
         try:
-            ans = await d.call(
-                "mail/send",
-                {
-                    "to": to,
-                    "body": a["body"],
-                    "subject": t.reply_subject(msg["subject"]),
-                    "in_reply_to": msg["mail_id"],
-                },
+            ans = plain(
+                await d.call(
+                    m.MailSend(
+                        to=to,
+                        body=a["body"],
+                        subject=t.reply_subject(msg["subject"]),
+                        in_reply_to=msg["mail_id"],
+                    )
+                )
             )
         except WireError as err:
             if not sent:
@@ -198,29 +209,29 @@ async def reply(d: Daemon, a: t.ReplyArgs) -> tuple[str, t.Json]:
 async def thread(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     # A wake line's path names the caller's own mailbox: the id is what the daemon needs.
     mail_id = t.message_ref(a["id"])[1]
-    ans = await d.call("mail/thread", {"mail_id": mail_id})
-    return escape(t.thread_text(ans)), t.public(ans)
+    ans = await d.call(m.MailThread(mail_id=mail_id))
+    return escape(t.thread_text(ans)), t.public(plain(ans))
 
 
 async def report(d: Daemon, a: t.ReportArgs) -> tuple[str, t.Json]:
-    ans = await d.call("job/report", {"content": a["content"]})
+    ans = await d.call(m.JobReport(content=a["content"]))
     return (
-        f"reported {ans['bytes']} bytes for session {ans['session']}; it is mailed to "
+        f"reported {ans.bytes} bytes for session {ans.session}; it is mailed to "
         "the job's reply-to handles when this session ends",
-        t.public(ans),
+        t.public(plain(ans)),
     )
 
 
 async def mail_status(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     mail_id = t.message_ref(a["id"])[1]
-    ans = await d.call("mail/status", {"mail_id": mail_id})
-    lines = [f"{ans['mail_id']} to {ans['to']}: {ans['state']}"]
-    for s in ans["states"]:
+    ans = await d.call(m.MailStatus(mail_id=mail_id))
+    lines = [f"{ans.mail_id} to {ans.to}: {ans.state}"]
+    for s in ans.states:
         extra = ", ".join(
-            f"{k} {s[k]}" for k in ("reason", "until", "by", "reply", "node") if s.get(k)
+            f"{k} {v}" for k in ("reason", "until", "by", "reply", "node") if (v := getattr(s, k))
         )
-        lines.append(f"  {s['state']} at {s['at']}" + (f" ({extra})" if extra else ""))
-    return escape("\n".join(lines)), t.public(ans)
+        lines.append(f"  {s.state} at {s.at}" + (f" ({extra})" if extra else ""))
+    return escape("\n".join(lines)), t.public(plain(ans))
 
 
 async def wait_for_mail(d: Daemon, a: t.WaitArgs) -> tuple[str, t.Json]:
@@ -228,30 +239,28 @@ async def wait_for_mail(d: Daemon, a: t.WaitArgs) -> tuple[str, t.Json]:
     reply_to = a.get("reply_to")
     if reply_to is not None:
         reply_to = t.message_ref(reply_to)[1]
-    fields = {"from": a.get("sent_by"), "reply_to": reply_to, "timeout": timeout}
-    ans = await d.call("mail/wait", fields, wait_s=timeout + TIMEOUT_S)
+    req = m.MailWait(sender=a.get("sent_by"), reply_to=reply_to, timeout=timeout)
+    ans = plain(await d.call(req, wait_s=timeout + TIMEOUT_S))
     return output.message(ans), t.public(ans)
 
 
 async def whoami(d: Daemon, a: t.NoArgs) -> tuple[str, t.Json]:
-    hello = await d.call("hello", {})
-    unread = (await d.call("mail/list", {"state": "unread", "limit": 1}))["total"]
-    me = hello["caller"]
+    hello = await d.call(m.Hello())
+    unread = (await d.call(m.MailList(state="unread", limit=1))).total
+    me = hello.caller
     session = None
     if me != "operator":  # the daemon's word, not the environment's: the live session's id
-        live = (await d.call("session/list", {}))["sessions"]
-        session = next(
-            (x["session"] for x in live if x["handle"] == me and x["state"] == "running"), None
-        )
+        live = (await d.call(m.SessionList())).sessions
+        session = next((x.session for x in live if x.handle == me and x.state == "running"), None)
     info = {
         "handle": me,
         "session": session,
-        "bench_dir": hello["bench_dir"],
+        "bench_dir": hello.bench_dir,
         "unread": unread,
-        "daemon": {"pid": hello["pid"], "version": hello["version"]},
+        "daemon": {"pid": hello.pid, "version": hello.version},
     }
     who = f"You are {me}" + (f" (session {session})" if session else "")
-    return f"{who}; BENCH_DIR {hello['bench_dir']}; {unread} unread.", info
+    return f"{who}; BENCH_DIR {hello.bench_dir}; {unread} unread.", info
 
 
 # Each handler takes its own tool's arguments (a TypedDict of bench_mcp.tools.ARGS),
@@ -306,9 +315,9 @@ async def call_tool(d: Daemon, name: str, args: t.Json | None) -> types.CallTool
 async def read_resource(d: Daemon, uri: str) -> types.TextResourceContents:
     try:
         if uri == INBOX_URI:
-            ans = await d.call("mail/list", {"state": "unread"})
+            listed = plain(await d.call(m.MailList(state="unread")))
             return types.TextResourceContents(
-                uri=uri, mime_type="application/json", text=json.dumps(t.public(ans))
+                uri=uri, mime_type="application/json", text=json.dumps(t.public(listed))
             )
         mail_id = uri[len(MESSAGE_PREFIX) :] if uri.startswith(MESSAGE_PREFIX) else ""
         if not mail_id or "/" in mail_id:
@@ -316,9 +325,9 @@ async def read_resource(d: Daemon, uri: str) -> types.TextResourceContents:
                 "bad-request",
                 f"there is no resource {uri!r}: bench has {INBOX_URI} and {MESSAGE_PREFIX}<id>",
             )
-        ans = await d.call("mail/read", {"mail_id": mail_id})
+        msg = plain(await d.call(m.MailRead(mail_id=mail_id)))
         return types.TextResourceContents(
-            uri=uri, mime_type="text/markdown", text=output.message(ans)
+            uri=uri, mime_type="text/markdown", text=output.message(msg)
         )
     except WireError as err:
         code = types.INVALID_PARAMS if err.code in _CALLER_CODES else types.INTERNAL_ERROR

@@ -11,6 +11,7 @@ from typing import Any, Required, TypedDict
 
 from bench_cli import output
 from bench_wire.errors import WireError
+from bench_wire.messages import ThreadMessage, ThreadOk
 
 # The daemon's subject cap (benchd.runtime.mailroom.SUBJECT_CHARS; a unit test holds them equal).
 SUBJECT_CHARS = 200
@@ -398,17 +399,17 @@ def listing_text(a: Json, state: str) -> str:
     return "\n".join(rows + [foot])
 
 
-def thread_text(a: Json) -> str:
+def thread_text(a: ThreadOk) -> str:
     """A mail/thread answer as text: a header line per message, then its body."""
 
-    def head(msg: Json, to: str) -> str:
-        line = f"{msg['mail_id']}  from {msg['from']} to {to}  {msg['date']}  {msg['state']}"
-        if msg.get("in_reply_to"):
-            line += f"  in reply to {msg['in_reply_to']}"
+    def head(msg: ThreadMessage, to: str) -> str:
+        line = f"{msg.mail_id}  from {msg.sender} to {to}  {msg.date}  {msg.state}"
+        if msg.in_reply_to:
+            line += f"  in reply to {msg.in_reply_to}"
         return line
 
     parts = output.thread_messages(a, head)
-    more = " (more: the conversation is longer)" if a.get("truncated") else ""
+    more = " (more: the conversation is longer)" if a.truncated else ""
     return "\n".join(parts) + f"{len(parts)} messages{more}"
 
 

@@ -1,10 +1,59 @@
 """The requests on the wire: the tagged base `Request` (tag field `verb`) and each verb's
 Struct, with the Structs they carry. `bench_wire.messages` re-exports them all and holds
-the `AnyRequest` union; import them from there."""
+the `AnyRequest` union; import them from there.
 
-from typing import Literal
+Each request names its answer as its type parameter: `Hello(Request["HelloOk"])` is
+answered with a `HelloOk`, a stream (`EventsRead`) with frames of that type up to its
+end frame. The clients' `call` and `stream` are typed by it, and `messages.ANSWERS` reads
+it at run time to check every answer (the answer types live in `_responses`, which
+imports this module: hence the names in quotes).
+"""
+
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 import msgspec
+
+from bench_wire import verbs
+
+if TYPE_CHECKING:
+    # A default (PEP 696) lets `Request` stand alone for "any request": Request[Response].
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    from bench_wire._responses import (  # noqa: F401  (named in quotes below)
+        AttachOk,
+        BounceOk,
+        BridgeReportOk,
+        DeliverOk,
+        EventFrame,
+        FaultOk,
+        ForwardOk,
+        HelloOk,
+        JournalAckOk,
+        KillOk,
+        ListOk,
+        NodesOk,
+        OutputFrame,
+        PruneOk,
+        PullOk,
+        ReadOk,
+        ReceiptsOk,
+        ReceiptsPullOk,
+        ReplyOk,
+        ReportOk,
+        Response,
+        ScreenFrame,
+        SearchOk,
+        SendOk,
+        SessionListOk,
+        SpawnOk,
+        StopOk,
+        ThreadOk,
+        TypeOk,
+    )
+
+    Answer = DefaultedTypeVar("Answer", bound="Response", default="Response", covariant=True)
+else:
+    Answer = TypeVar("Answer", covariant=True)
 
 Id = int | str | None
 
@@ -15,22 +64,22 @@ class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
     retry_after: float | None = None  # rate-limited: seconds until the request would fit
 
 
-class Request(msgspec.Struct, tag_field="verb", kw_only=True, omit_defaults=True):
+class Request(msgspec.Struct, Generic[Answer], tag_field="verb", kw_only=True, omit_defaults=True):
     id: Id = None
     # A session's secret (BENCH_TOKEN); absent for the operator. The daemon derives the
     # caller from it and from the socket's peer credentials, never from a claimed name.
     token: str | None = None
 
 
-class Hello(Request, tag="hello"):
+class Hello(Request["HelloOk"], tag=verbs.HELLO):
     pass
 
 
-class Stop(Request, tag="stop"):
+class Stop(Request["StopOk"], tag=verbs.STOP):
     pass
 
 
-class MailSend(Request, tag="mail/send"):
+class MailSend(Request["SendOk"], tag=verbs.MAIL_SEND):
     to: str
     body: str = ""
     subject: str = ""
@@ -39,19 +88,19 @@ class MailSend(Request, tag="mail/send"):
     in_reply_to: str | None = None
 
 
-class MailList(Request, tag="mail/list"):
+class MailList(Request["ListOk"], tag=verbs.MAIL_LIST):
     handle: str | None = None
     state: Literal["unread", "read", "all"] = "unread"
     limit: int | None = None
     cursor: str | None = None
 
 
-class MailRead(Request, tag="mail/read"):
+class MailRead(Request["ReadOk"], tag=verbs.MAIL_READ):
     handle: str | None = None
     mail_id: str | None = None
 
 
-class MailSearch(Request, tag="mail/search"):
+class MailSearch(Request["SearchOk"], tag=verbs.MAIL_SEARCH):
     """Full text over subject and body; best matches first, snippets never bodies."""
 
     query: str
@@ -62,7 +111,7 @@ class MailSearch(Request, tag="mail/search"):
     limit: int | None = None
 
 
-class MailThread(Request, tag="mail/thread"):
+class MailThread(Request["ThreadOk"], tag=verbs.MAIL_THREAD):
     """The conversation a message belongs to (linked by in-reply-to), oldest first; one
     longer than `limit` is cut to the message's neighbourhood (`left_out` in the answer).
 
@@ -72,7 +121,7 @@ class MailThread(Request, tag="mail/thread"):
     limit: int | None = None  # default and maximum: caps.thread_max
 
 
-class MailReply(Request, tag="mail/reply"):
+class MailReply(Request["ReplyOk"], tag=verbs.MAIL_REPLY):
     """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject.
 
     Recipients on other nodes (`carol@node2`) are answered across the bridge."""
@@ -83,7 +132,7 @@ class MailReply(Request, tag="mail/reply"):
     key: str | None = None
 
 
-class EventsRead(Request, tag="events"):
+class EventsRead(Request["EventFrame"], tag=verbs.EVENTS):
     since: int = 0
     kind: str | None = None  # a kind (mail/sent) or a prefix of kinds ending in / (job/)
     follow: bool = False
@@ -99,7 +148,7 @@ class JobMailSpec(msgspec.Struct, kw_only=True, omit_defaults=True):
     reply_to: list[str] = []
 
 
-class Spawn(Request, tag="session/spawn"):
+class Spawn(Request["SpawnOk"], tag=verbs.SESSION_SPAWN):
     argv: list[str]
     name: str | None = None
     cwd: str | None = None
@@ -119,70 +168,70 @@ class Spawn(Request, tag="session/spawn"):
     sandbox: bool = True
 
 
-class SessionList(Request, tag="session/list"):
+class SessionList(Request["SessionListOk"], tag=verbs.SESSION_LIST):
     pass
 
 
-class SessionKill(Request, tag="session/kill"):
+class SessionKill(Request["KillOk"], tag=verbs.SESSION_KILL):
     handle: str
     cancel: bool = False
     tree: bool = False  # also its descendants, children first
 
 
-class SessionPrune(Request, tag="session/prune"):
+class SessionPrune(Request["PruneOk"], tag=verbs.SESSION_PRUNE):
     """Forget exited sessions (their mailboxes stay); operator only."""
 
 
-class SessionType(Request, tag="session/type"):
+class SessionType(Request["TypeOk"], tag=verbs.SESSION_TYPE):
     handle: str
     text: str
     enter: bool = True
 
 
-class SessionTail(Request, tag="session/tail"):
+class SessionTail(Request["OutputFrame | ScreenFrame"], tag=verbs.SESSION_TAIL):
     handle: str
     follow: bool = False
     screen: bool = False
 
 
-class SessionScreen(Request, tag="session/screen"):
+class SessionScreen(Request["ScreenFrame"], tag=verbs.SESSION_SCREEN):
     """The session's screen now, then (follow) each change, at most ~10 frames a second."""
 
     handle: str
     follow: bool = False
 
 
-class SessionAttach(Request, tag="session/attach"):
+class SessionAttach(Request["AttachOk | OutputFrame"], tag=verbs.SESSION_ATTACH):
     handle: str
     rows: int | None = None
     cols: int | None = None
 
 
-class SessionInput(Request, tag="session/input"):
+class SessionInput(Request["Response"], tag=verbs.SESSION_INPUT):
     """Keystrokes from an attached operator (only valid after session/attach)."""
 
     data: str  # base64
 
 
-class SessionResize(Request, tag="session/resize"):
+class SessionResize(Request["Response"], tag=verbs.SESSION_RESIZE):
     rows: int
     cols: int
 
 
-class SessionDetach(Request, tag="session/detach"):
+class SessionDetach(Request["Response"], tag=verbs.SESSION_DETACH):
     pass
 
 
-class JobReport(Request, tag="job/report"):
+class JobReport(Request["ReportOk"], tag=verbs.JOB_REPORT):
     content: str
 
 
-class JournalAck(Request, tag="journal/ack"):
+class JournalAck(Request["JournalAckOk"], tag=verbs.JOURNAL_ACK):
     """Acknowledge the journal damage `hello` reports (operator only): it is no longer
     shown; the journal/damaged events stay in the log."""
 
 
-class DebugFault(Request, tag="debug/fault"):
+class DebugFault(Request["FaultOk"], tag=verbs.DEBUG_FAULT):
     """Test-only: arm a fault at a named point (refused unless benchd --test-hooks)."""
 
     point: Literal["deliver", "eventlog", "journal", "post"]
@@ -216,7 +265,7 @@ class NodeInfo(msgspec.Struct, kw_only=True):
     handles: list[str] = []
 
 
-class BridgePull(Request, tag="bridge/pull"):
+class BridgePull(Request["PullOk"], tag=verbs.BRIDGE_PULL):
     """The bridge: the oldest messages queued for other nodes (waits up to `wait` s for one)."""
 
     limit: int = 64
@@ -225,13 +274,13 @@ class BridgePull(Request, tag="bridge/pull"):
     after: str | None = None
 
 
-class BridgeForward(Request, tag="bridge/forwarded"):
+class BridgeForward(Request["ForwardOk"], tag=verbs.BRIDGE_FORWARDED):
     """The bridge: these queued messages were published and acknowledged by JetStream."""
 
     mail_ids: list[str]
 
 
-class BridgeDeliver(Request, tag="bridge/deliver"):
+class BridgeDeliver(Request["DeliverOk"], tag=verbs.BRIDGE_DELIVER):
     """The bridge: deliver messages that arrived from other nodes into local mailboxes.
 
     `origin` is the node the message came from, as the bridge saw it."""
@@ -240,7 +289,7 @@ class BridgeDeliver(Request, tag="bridge/deliver"):
     origin: str = ""
 
 
-class BridgeReport(Request, tag="bridge/report"):
+class BridgeReport(Request["BridgeReportOk"], tag=verbs.BRIDGE_REPORT):
     """The bridge's heartbeat: connected to NATS or not, the directory it sees, a retry.
 
     `nodes` is the whole directory as just read (nodes not in it are forgotten), or None
@@ -262,7 +311,7 @@ class BridgeReport(Request, tag="bridge/report"):
     down_s: float = 0.0
 
 
-class BridgeBounce(Request, tag="bridge/bounce"):
+class BridgeBounce(Request["BounceOk"], tag=verbs.BRIDGE_BOUNCE):
     """The bridge: return a message that came from `origin` to its sender, from
     postmaster@<this node>, for `error` (e.g. expired: it waited too long in the stream)."""
 
@@ -285,7 +334,7 @@ class Receipt(msgspec.Struct, kw_only=True, omit_defaults=True):
     node: str = ""
 
 
-class BridgeReceiptsPull(Request, tag="bridge/receipts-pull"):
+class BridgeReceiptsPull(Request["ReceiptsPullOk"], tag=verbs.BRIDGE_RECEIPTS_PULL):
     """The bridge: receipts for other nodes' mail delivered or read here, to send back
     (waits up to `wait` s for one). What is pulled is the bridge's to send."""
 
@@ -293,12 +342,12 @@ class BridgeReceiptsPull(Request, tag="bridge/receipts-pull"):
     wait: float = 0.0
 
 
-class BridgeReceipts(Request, tag="bridge/receipts"):
+class BridgeReceipts(Request["ReceiptsOk"], tag=verbs.BRIDGE_RECEIPTS):
     """The bridge: receipts that came from node `origin` for mail sent from here."""
 
     receipts: list[Receipt]
     origin: str
 
 
-class NodesRead(Request, tag="bridge/nodes"):
+class NodesRead(Request["NodesOk"], tag=verbs.BRIDGE_NODES):
     pass

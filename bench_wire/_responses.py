@@ -115,6 +115,9 @@ class HelloOk(Response, tag="hello"):
     bridge: BridgeInfo | None = None
     disk: DiskHealth | None = None
     journal_damage: list[JournalDamaged] = []  # found at starts, until acknowledged
+    # The event log's newest seq answered so far: `events` with since=last_seq - N reads
+    # the last N events (the dashboard's recent past). 0 from daemons before it.
+    last_seq: int = 0
 
 
 class JournalAckOk(Response, tag="journal/ack"):

@@ -5,6 +5,7 @@ them all and holds the unions; import them from there."""
 
 import msgspec
 
+from bench_wire import verbs
 from bench_wire._events import Event
 from bench_wire._requests import Request
 from bench_wire._responses import ReadOk, Response
@@ -26,7 +27,7 @@ NOT_WOKEN_REASONS = ("no-live-session", "capped", "operator-typing", "read-first
 # ---------------------------------------------------------------- requests
 
 
-class MailSentList(Request, tag="mail/sent-list"):
+class MailSentList(Request["SentListOk"], tag=verbs.MAIL_SENT_LIST):
     """The caller's sent mail with its state, newest first. `sender`: whose (operator only;
     a session sees the mail it sent)."""
 
@@ -36,13 +37,13 @@ class MailSentList(Request, tag="mail/sent-list"):
     sender: str | None = msgspec.field(default=None, name="from")
 
 
-class MailStatus(Request, tag="mail/status"):
+class MailStatus(Request["StatusOk"], tag=verbs.MAIL_STATUS):
     """One message's states with their times (its sender, or the operator)."""
 
     mail_id: str
 
 
-class MailWait(Request, tag="mail/wait"):
+class MailWait(Request["WaitOk"], tag=verbs.MAIL_WAIT):
     """Block until mail that matches arrives in the caller's mailbox, then read it (which
     retires it), or answer `timeout` after `timeout` seconds. `sender`: only mail from
     this address; `reply_to`: only a reply to this message (in-reply-to naming it)."""
@@ -52,7 +53,7 @@ class MailWait(Request, tag="mail/wait"):
     timeout: float = 300.0
 
 
-class JobWait(Request, tag="job/wait"):
+class JobWait(Request["JobWaitOk"], tag=verbs.JOB_WAIT):
     """Block until the job of a session (by handle or id) settles; answer its outcome and
     its reply, or `timeout`."""
 

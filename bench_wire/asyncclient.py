@@ -7,7 +7,8 @@ blocking shell does (`bench_wire.client`), so every client reports the same fail
 in the same words.
 
 Plain dicts by default (`bench_wire.client.JSON`); a typed client passes
-`codec=bench_wire.framing.StructCodec()` and gets `bench_wire.messages` Structs.
+`codec=bench_wire.framing.StructCodec()` and gets `bench_wire.messages` Structs, each
+answer of its request's own answer type (`call(m.Hello())` is a `HelloOk`).
 
 `AsyncClient` is one connection, done after `Disconnected`. `KeptClient` is a
 connection kept for a client's whole life (the bridge's loops): it opens a new one when
@@ -20,7 +21,7 @@ import asyncio
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack, overload
 
 from bench_wire.client import JSON, broke, check_peer, unreachable
 from bench_wire.clientproto import ANSWER_BYTES, Answer, ClientProtocol
@@ -29,8 +30,10 @@ from bench_wire.paths import resolve_dir, socket_path
 
 if TYPE_CHECKING:
     from bench_wire.clientproto import Codec, Id
+    from bench_wire.messages import Request, Response
 
 T = TypeVar("T")
+R = TypeVar("R", bound="Response")
 
 RECV_BYTES = 1 << 16
 # After a failed write, how long to look for the answer the daemon may have sent before
@@ -114,6 +117,10 @@ class AsyncClient(_Scoped):
 
     # ------------------------------------------------------------ requests
 
+    @overload
+    async def call(self, req: Request[R]) -> R: ...
+    @overload
+    async def call(self, req: dict[str, Any]) -> dict[str, Any]: ...
     async def call(self, req: Any) -> Any:
         """Send one request; its answer, or its refusal raised as WireError."""
         async with self._turn:
@@ -121,22 +128,29 @@ class AsyncClient(_Scoped):
             try:
                 while True:
                     answer = await self._next()
-                    if self._answers(answer, rid):
+                    if answer.belongs(rid):
                         return answer.result()
             finally:
                 self._proto.forget(rid)
 
-    async def stream(self, req: Any) -> AsyncIterator[Any]:
+    @overload
+    def stream(self, req: Request[R]) -> AsyncIterator[R]: ...
+    @overload
+    def stream(self, req: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
+    def stream(self, req: Any) -> AsyncIterator[Any]:
         """Every frame of a stream up to its end frame (which is not yielded); a refusal
         raised as WireError. Left early, the connection is closed: the daemon would
         go on streaming into it."""
+        return self._stream(req)
+
+    async def _stream(self, req: Any) -> AsyncIterator[Any]:
         async with self._turn:
             rid = await self._send(req, stream=True)
             finished = False
             try:
                 while True:
                     answer = await self._next()
-                    if not self._answers(answer, rid):
+                    if not answer.belongs(rid):
                         continue
                     frame = answer.result()
                     if answer.done:
@@ -146,11 +160,6 @@ class AsyncClient(_Scoped):
             finally:
                 if not finished:
                     self.close()
-
-    @staticmethod
-    def _answers(answer: Answer, rid: Id) -> bool:
-        # The request's own frames, or the connection's error (it ends every request).
-        return answer.id == rid or (answer.id is None and answer.error is not None)
 
     # ------------------------------------------------------------ bytes
 
@@ -250,6 +259,10 @@ class KeptClient(_Scoped):
         self._opened = True
         return self._conn
 
+    @overload
+    async def call(self, req: Request[R]) -> R: ...
+    @overload
+    async def call(self, req: dict[str, Any]) -> dict[str, Any]: ...
     async def call(self, req: Any) -> Any:
         """Send one request; its answer, or its refusal raised as WireError."""
         async with self._turn:

@@ -17,6 +17,7 @@ import _socket
 import os
 import sys
 
+from bench_wire import verbs
 from bench_wire.clientproto import Answer, ClientProtocol, refusal
 from bench_wire.errors import Disconnected, WireError
 from bench_wire.paths import dir_problem, resolve_dir, socket_path
@@ -25,9 +26,24 @@ from bench_wire.paths import dir_problem, resolve_dir, socket_path
 # (mypy reads TYPE_CHECKING as true), and annotations that name it are strings.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Generic, TypeVar, overload
 
-    from bench_wire.clientproto import Id
+    from bench_wire.clientproto import Codec, Id
+    from bench_wire.messages import Request, Response
+
+    R = TypeVar("R", bound=Response)
+    F = TypeVar("F")
+else:
+    F = None
+
+    def overload(f):  # the type checker's alone: the last definition is the one that runs
+        return f
+
+    class Generic:
+        """The type checker's alone: `Stream[F]` at run time is `Stream`."""
+
+        def __class_getitem__(cls, item):
+            return cls
 
 
 class _ScanContext:
@@ -132,6 +148,15 @@ class JSONCodec:
         err = frame.get("error") or {}
         return str(err.get("code", "protocol")), str(err.get("message", "")), err.get("retry_after")
 
+    def streams(self, req: "dict[str, Any]") -> bool:
+        return req.get("verb") in verbs.STREAMS
+
+    def expects(self, req: "dict[str, Any]") -> None:
+        return None  # plain data: any answer is taken as it comes
+
+    def fits(self, frame: "dict[str, Any]", expected: None) -> bool:
+        return True
+
 
 JSON = JSONCodec()
 
@@ -178,13 +203,22 @@ def broke(err: OSError) -> Disconnected:
 
 
 class Client:
-    """One blocking connection; `call` sends a request and returns the decoded answer.
+    """One blocking connection: `call` sends a request and returns its answer, `stream`
+    yields a stream's frames up to its end.
 
-    The framing, the ids and the error mapping are the client protocol's
-    (`bench_wire.clientproto`); this shell only moves its bytes.
+    The framing, the ids, the answer matching and the error mapping are the client
+    protocol's (`bench_wire.clientproto`); this shell only moves its bytes. With the
+    default codec (`JSON`, the fast path's) requests and answers are plain dicts; with
+    `bench_wire.framing.StructCodec` they are `bench_wire.messages` Structs, each
+    answer of its request's own answer type.
     """
 
-    def __init__(self, bench_dir: str | None = None, timeout: float | None = 30.0):
+    def __init__(
+        self,
+        bench_dir: str | None = None,
+        timeout: float | None = 30.0,
+        codec: "Codec" = JSON,
+    ):
         self.bench_dir = resolve_dir(bench_dir)
         path = socket_path(self.bench_dir)
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -200,7 +234,7 @@ class Client:
             sock.close()
             raise
         self.sock = sock
-        self._proto = ClientProtocol(JSON)
+        self._proto = ClientProtocol(codec)
 
     def close(self) -> None:
         self.sock.close()
@@ -218,15 +252,16 @@ class Client:
             # The daemon may have answered before closing (e.g. frame-too-long): say that.
             try:
                 self.sock.settimeout(1.0)
-                answer = self.recv()
+                answer = self._next()
             except (WireError, OSError):
                 answer = None
             if answer is not None:
-                check(answer)
+                answer.result()
             raise broke(err) from None
 
-    def send(self, req: "dict[str, Any]") -> "Id":
-        """Send a request without waiting; its answers come from `recv`, in order."""
+    def send(self, req: "Any") -> "Id":
+        """Send a request without waiting or tracking it: answered only when refused
+        (attach's keystrokes), its refusals come from `recv`, in order."""
         rid, line = self._proto.send(req, track=False)
         self.send_raw(line)
         return rid
@@ -244,19 +279,70 @@ class Client:
             self._proto.receive_data(chunk)
         return answer
 
-    def recv(self) -> "dict[str, Any]":
-        """The next frame, whichever request it answers; an error frame is returned
-        as it is (`check` raises it)."""
-        frame: dict[str, Any] = self._next().frame
-        return frame
-
-    def call(self, req: "dict[str, Any]") -> "dict[str, Any]":
-        """Send one request; return the answer, or raise WireError for an error answer."""
-        rid, line = self._proto.send(req)
-        self.send_raw(line)
+    def _answer(self, rid: "Id") -> Answer:
+        """The next frame for request `rid` (the connection's own error included)."""
         while True:
             answer = self._next()
-            if answer.id == rid or (answer.id is None and answer.error is not None):
-                result: dict[str, Any] = answer.result()
-                return result
-            # Frames for requests sent with `send` and never read: not this one's answer.
+            if answer.belongs(rid):
+                return answer
+
+    def recv(self) -> "Any":
+        """The next frame, whichever request it answers; an error frame is returned
+        as it is (`check` raises a plain one)."""
+        return self._next().frame
+
+    @overload
+    def call(self, req: "Request[R]") -> "R": ...
+    @overload
+    def call(self, req: "dict[str, Any]") -> "dict[str, Any]": ...  # noqa: F811
+    def call(self, req: "Any") -> "Any":  # noqa: F811 (overloads: the type checker's)
+        """Send one request; return the answer, or raise WireError for an error answer."""
+        rid, line = self._proto.send(req, stream=False)
+        self.send_raw(line)
+        return self._answer(rid).result()
+
+    @overload
+    def stream(self, req: "Request[R]") -> "Stream[R]": ...
+    @overload
+    def stream(self, req: "dict[str, Any]") -> "Stream[dict[str, Any]]": ...  # noqa: F811
+    def stream(self, req: "Any") -> "Stream[Any]":  # noqa: F811
+        """Send a stream's request (events, tail, screen, attach) and return its frames:
+        iterate them; iteration ends cleanly at the stream's end frame (kept as
+        `Stream.end`), and a refusal is raised as WireError."""
+        rid, line = self._proto.send(req, stream=True)
+        self.send_raw(line)
+        return Stream(self, rid)
+
+
+class Stream(Generic[F]):
+    """The frames of one stream on a blocking connection, in order, up to its end.
+
+    `end` is the end frame once the stream ended (its `reason`: done, exited, detached,
+    ...). `pending()` says whether a frame is already read (select() on the socket
+    cannot show it), for a shell that waits on the socket and other files at once
+    (`bench attach`). A caller that stops before the end closes the connection: the
+    daemon would go on streaming into it (a follow stream ends only when it closes).
+    """
+
+    def __init__(self, conn: Client, rid: "Id"):
+        self._conn = conn
+        self.id = rid
+        self.end: Any = None
+        self.ended = False
+
+    def __iter__(self) -> "Stream[F]":
+        return self
+
+    def __next__(self) -> "F":
+        if self.ended:
+            raise StopIteration
+        answer = self._conn._answer(self.id)
+        if answer.done:
+            self.ended = True
+            self.end = answer.result()  # a refusal is raised here
+            raise StopIteration
+        frame: F = answer.frame
+        return frame
+
+    def pending(self) -> bool:
+        return self._conn.has_answer()

@@ -5,7 +5,8 @@ Like h11's `Connection`, it never touches a socket. A shell (the blocking
 to frame a request and writes the bytes it returns, feeds it whatever the socket gave,
 and takes decoded answers out of `next_event()`. So the rules live here once, whatever
 the I/O: how a request gets its id, which request an answer belongs to, where a stream
-ends, how long an answer may grow, and how an error frame becomes a `WireError`.
+ends, how long an answer may grow, how an error frame becomes a `WireError`, and that
+an answer is of the request's own answer type (a typed codec's: `HelloOk` for `Hello`).
 
 The wire, as the client sees it: one JSON object per line each way. Each request
 carries an `id` that the daemon echoes in its answers. A plain request has one answer;
@@ -52,6 +53,18 @@ if TYPE_CHECKING:
             """An error frame's code, message and retry_after; None for any other."""
             ...
 
+        def streams(self, req: Any) -> bool:
+            """Whether `req` is answered with frames up to an end frame."""
+            ...
+
+        def expects(self, req: Any) -> Any:
+            """What answers `req` may be (handed back to `fits`); None: anything."""
+            ...
+
+        def fits(self, frame: Any, expected: Any) -> bool:
+            """Whether `frame` (no error, no end frame) is an answer `expects` allowed."""
+            ...
+
 
 # The longest answer line a client takes. The daemon's own caps bound its answers far
 # below this (a 256 KiB body, 500 listed messages); the cap only keeps a broken or
@@ -87,6 +100,12 @@ class Answer:
             raise self.error
         return self.frame
 
+    def belongs(self, rid: "Id") -> bool:
+        """Whether this frame answers request `rid`: the request's own frames, or the
+        connection's own error (no id), which ends every request. The one matching rule
+        of every shell: other frames are for requests sent untracked or given up."""
+        return self.id == rid or (self.id is None and self.error is not None)
+
     def __repr__(self) -> str:
         return f"Answer(id={self.id!r}, done={self.done}, error={self.error!r})"
 
@@ -121,22 +140,28 @@ class ClientProtocol:
         self._lines = LineBuffer(max_line)
         self._ready: list[bytes] = []  # whole lines not yet turned into events
         self._next_id = 0
-        # Requests that expect answers, by id: True for a stream (frames up to `end`).
-        self._waiting: dict[Id, bool] = {}
+        # Requests that expect answers, by id: whether it is a stream (frames up to
+        # `end`), and what its answers may be (the codec's `expects`).
+        self._waiting: dict[Id, tuple[bool, Any]] = {}
         self._eof = False
         self._broken: WireError | None = None
 
     # ------------------------------------------------------------ out
 
-    def send(self, req: "Any", *, stream: bool = False, track: bool = True) -> "tuple[Id, bytes]":
+    def send(
+        self, req: "Any", *, stream: bool | None = None, track: bool = True
+    ) -> "tuple[Id, bytes]":
         """Frame one request: its id (the next one, unless it carries its own) and the
-        bytes to write. `track=False` for requests whose answers the shell reads
-        in order without matching (the blocking shell's raw `send`, attach's
-        keystrokes, which are answered only when refused)."""
+        bytes to write. Whether it is a stream is the request's (its verb) unless
+        `stream` says. `track=False` for requests whose answers the shell reads in
+        order without matching (the blocking shell's raw `send`, attach's keystrokes,
+        which are answered only when refused)."""
         self._next_id += 1
         rid, line = self.codec.encode(req, self._next_id)
         if track:
-            self._waiting[rid] = stream
+            if stream is None:
+                stream = self.codec.streams(req)
+            self._waiting[rid] = (stream, self.codec.expects(req))
         return rid, line
 
     def forget(self, rid: "Id") -> None:
@@ -199,10 +224,16 @@ class ClientProtocol:
         if rid is None and error is not None:
             self._waiting.clear()
             return Answer(rid, frame, error, True)
-        stream = self._waiting.get(rid)
-        if stream is None:
+        waiting = self._waiting.get(rid)
+        if waiting is None:
             return Answer(rid, frame, error, True)
-        done = error is not None or not stream or kind == "end"
+        stream, expected = waiting
+        end = stream and kind == "end"
+        if error is None and not end and not self.codec.fits(frame, expected):
+            error = WireError(
+                "protocol", f"the daemon answered with a frame of type {kind!r}, not the answer"
+            )
+        done = error is not None or not stream or end
         if done:
             del self._waiting[rid]
         return Answer(rid, frame, error, done)

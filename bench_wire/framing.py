@@ -5,10 +5,19 @@ buffer itself lives in `bench_wire.lines` (stdlib only, so the CLI's fast path s
 
 import msgspec
 
+from bench_wire import verbs
 from bench_wire.errors import WireError
 from bench_wire.lines import FrameTooLong as FrameTooLong
 from bench_wire.lines import LineBuffer as LineBuffer
-from bench_wire.messages import AnyRequest, AnyResponse, ErrorResponse, Id, Request, Response
+from bench_wire.messages import (
+    ANSWERS,
+    AnyRequest,
+    AnyResponse,
+    ErrorResponse,
+    Id,
+    Request,
+    Response,
+)
 
 # A frame must hold the largest body JSON-escaped (worst case 6 bytes per byte) plus fields.
 DEFAULT_FRAME_BYTES = 2 * 1024 * 1024
@@ -90,16 +99,33 @@ def request_id_of(line: bytes) -> int | str | None:
 
 class StructCodec:
     """The client protocol's codec for typed clients: msgspec request Structs out,
-    `AnyResponse` Structs in (see `bench_wire.clientproto`)."""
+    `AnyResponse` Structs in, each answer checked against its request's own answer
+    types (`messages.ANSWERS`; see `bench_wire.clientproto`).
 
-    def __init__(self) -> None:
+    `token`: a session's BENCH_TOKEN, sent with every request that carries none of its
+    own (the CLI's and MCP's; the dashboard and the bridge are the operator's, and
+    send none)."""
+
+    def __init__(self, token: str | None = None) -> None:
         self._decoder = msgspec.json.Decoder(AnyResponse)
+        self.token = token or None
 
     def encode(self, req: Request, rid: int) -> tuple[Id, bytes]:
-        if req.id is None:
+        if req.id is None or (req.token is None and self.token is not None):
             # A copy: the caller's Struct may be sent again, on another connection.
-            req = msgspec.structs.replace(req, id=rid)
+            req = msgspec.structs.replace(
+                req, id=rid if req.id is None else req.id, token=req.token or self.token
+            )
         return req.id, encoder.encode(req) + b"\n"
+
+    def streams(self, req: Request) -> bool:
+        return req.__struct_config__.tag in verbs.STREAMS
+
+    def expects(self, req: Request) -> tuple[type[Response], ...]:
+        return ANSWERS[type(req)]
+
+    def fits(self, frame: Response, expected: tuple[type[Response], ...]) -> bool:
+        return isinstance(frame, expected)
 
     def decode(self, line: bytes) -> Response:
         try:

@@ -12,7 +12,7 @@
 New fields always get defaults, so older peers keep decoding.
 """
 
-from typing import cast
+from typing import cast, get_args
 
 # The types live in three modules by kind; every name is re-exported here (`X as X`: an
 # explicit re-export), so `from bench_wire import messages as m; m.X` stays the one way
@@ -245,6 +245,21 @@ AnyResponse = (
     | JobWaitOk
 )
 RESPONSE_TYPES = AnyResponse.__args__
+
+
+def _answer_types(t: type[Request]) -> tuple[type[Response], ...]:
+    # Each request's type parameter names its answer types (`Request["A | B"]`).
+    (ref,) = get_args(t.__orig_bases__[0])  # type: ignore[attr-defined]
+    names = ref.__forward_arg__.split("|")
+    found: tuple[type[Response], ...] = tuple(globals()[n.strip()] for n in names)
+    return found
+
+
+# Request type -> the answer types its frames may have (besides an error frame and, for a
+# stream, its end frame): the typed client checks every answer against it.
+ANSWERS: dict[type[Request], tuple[type[Response], ...]] = {
+    t: _answer_types(t) for t in REQUEST_TYPES
+}
 
 AnyEvent = (
     DaemonStarted

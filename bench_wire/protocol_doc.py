@@ -9,6 +9,7 @@ import json
 import msgspec
 
 from bench_wire import messages as m
+from bench_wire import verbs
 from bench_wire.errors import CODES, EXIT_CODES
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 
@@ -85,7 +86,9 @@ socket's peer credentials and refuses a server that does not run as its own uid
 
 `{{"type": "<type>", "id": <same>, "ok": true, ...fields}}` or
 `{{"type": "error", "id": <same>, "ok": false, "error": {{"code": "<kebab-case>",
-"message": "<a sentence>"}}}}`. `type` names the answer (for most verbs, the verb).
+"message": "<a sentence>"}}}}`. `type` names the answer (for most verbs, the verb);
+each request below says which answers it gets, and bench's clients refuse an answer of
+another type as a `protocol` error rather than read it as something it is not.
 
 ## Streams
 
@@ -144,6 +147,8 @@ def _schema_section(title: str, types: tuple[type[msgspec.Struct], ...], key: st
         doc = (t.__doc__ or "").strip()
         if doc and not doc.startswith(t.__name__ + "("):
             out.append(f"\n{doc}\n")
+        if issubclass(t, m.Request):
+            out.append(f"\n{_answered_with(t)}\n")
         out.append("\n```json\n" + json.dumps(schema, indent=2, sort_keys=True) + "\n```\n")
     shared = sorted(set(components) - {t.__name__ for t in types})
     if shared:
@@ -155,6 +160,17 @@ def _schema_section(title: str, types: tuple[type[msgspec.Struct], ...], key: st
                 + "\n```\n"
             )
     return "".join(out)
+
+
+def _answered_with(t: type[m.Request]) -> str:
+    """What a request is answered with, from its type parameter (`messages.ANSWERS`)."""
+    if m.ANSWERS[t] == (m.Response,):  # no answer of its own
+        return "Answered only when refused (an `error` frame)."
+    tags = [a.__struct_config__.tag for a in m.ANSWERS[t]]
+    names = " or ".join(f"`{tag}`" for tag in tags)
+    if t.__struct_config__.tag in verbs.STREAMS:
+        return f"Answered with {names} frames up to one `end` frame."
+    return f"Answered with `{tags[0]}`." if len(tags) == 1 else f"Answered with {names}."
 
 
 def render() -> str:

@@ -12,16 +12,14 @@ import click
 
 from bench_cli import humanize, output
 from bench_cli.context import (
-    ENCODER,
     colour,
     common,
     complete_sessions,
+    connect,
     examples,
-    with_token,
 )
 from bench_cli.eventtext import format_event
 from bench_wire import messages as m
-from bench_wire.client import Client, check
 
 _DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]")
 
@@ -94,7 +92,7 @@ def events(
 ) -> None:
     """Read (and follow) the event log."""
 
-    def wanted(ev: dict) -> bool:
+    def wanted(ev: dict[str, Any]) -> bool:
         if since is not None and ev["ts"] < since:
             return False
         return who is None or who in (
@@ -104,7 +102,7 @@ def events(
             ev.get("from"),
         )
 
-    def show(ev: dict) -> None:
+    def show(ev: dict[str, Any]) -> None:
         output.emit_json(ev) if as_json else output.write(format_event(ev, on))
         sys.stdout.flush()
 
@@ -112,7 +110,7 @@ def events(
     shown = 0
     if last is not None:
         # The last N: read what is there (keeping N), then follow from where it ended.
-        kept: collections.deque = collections.deque(maxlen=last)
+        kept: collections.deque[dict[str, Any]] = collections.deque(maxlen=last)
         for ev in _events(bench_dir, after, kind, False, None):
             after = ev["seq"]
             if wanted(ev):
@@ -146,11 +144,7 @@ events.epilog = examples(
 def _events(
     bench_dir: str | None, after: int, kind: str | None, follow: bool, limit: int | None
 ) -> Iterator[dict[str, Any]]:
-    req = with_token(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit, id=1))
-    with Client(bench_dir, timeout=None) as conn:
-        conn.send_raw(ENCODER.encode(req) + b"\n")
-        while True:
-            a = check(conn.recv())
-            if a["type"] == "end":
-                return
-            yield a["event"]
+    """The log's records after `after` (then, with follow, live), up to the stream's end."""
+    with connect(bench_dir, timeout=None) as conn:
+        for frame in conn.stream(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit)):
+            yield frame.event

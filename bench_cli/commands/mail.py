@@ -7,12 +7,13 @@ import sys
 import time
 
 import click
+import msgspec
 
 from bench_cli import fastpath, humanize, output
 from bench_cli.commands import waits
 from bench_cli.context import (
     Ctx,
-    call,
+    ask,
     common,
     complete_handles,
     done,
@@ -162,21 +163,19 @@ def since_arg(value: str | None, now: float | None = None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
-def hits_text(a: dict) -> str:
-    hits = a.get("hits") or []
-    if not hits:
+def hits_text(a: m.SearchOk) -> str:
+    if not a.hits:
         return "no mail matches"
     rows = [f"{'ID':<25}  {'TO':<12} {'STATE':<9} {'FROM':<12} SUBJECT"]
-    for h in hits:
-        to = h.get("to") or h["handle"]  # handle@node for mail queued for another node
-        rows.append(
-            f"{h['mail_id']:<25}  {to:<12} {output.shown_state(h):<9} {h['from']:<12} {h['subject']}"
-        )
+    for h in a.hits:
+        to = h.to or h.handle  # handle@node for mail queued for another node
+        state = output.shown_state(h.handle, h.state)
+        rows.append(f"{h.mail_id:<25}  {to:<12} {state:<9} {h.sender:<12} {h.subject}")
         # A snippet is a piece of someone's body, shown on one line: escaped (as all
         # untrusted text is on a terminal) and here even in a pipe, as it always was.
-        rows.append("    " + " ".join(escape(h["snippet"]).split()))
-    more = " (more: raise --limit)" if a.get("truncated") else ""
-    foot = humanize.count(len(hits), "match", "matches") + more
+        rows.append("    " + " ".join(escape(h.snippet).split()))
+    more = " (more: raise --limit)" if a.truncated else ""
+    foot = humanize.count(len(a.hits), "match", "matches") + more
     return "\n".join(rows + [foot])
 
 
@@ -200,7 +199,7 @@ def mail_search(
 ) -> None:
     """Search mail: every word of QUERY must occur in subject or body (word* for a prefix)."""
     ctx = Ctx(bench_dir, as_json)
-    a = call(
+    a = ask(
         bench_dir,
         m.MailSearch(
             query=query, handle=handle, sender=sender, since=since_arg(since), limit=limit
@@ -220,17 +219,17 @@ mail_search.epilog = examples(
 # ---------------------------------------------------------------- threads
 
 
-def thread_head(msg: dict, to: str) -> str:
-    head = f"{msg['mail_id']}  {msg['from']} -> {to}  {msg['date']}  [{output.shown_state(msg)}]"
-    if msg.get("in_reply_to"):
-        head += f"  re {msg['in_reply_to']}"
-    origin = msg.get("origin") or ""
-    if origin and not origin.startswith(msg["mail_id"] + "@"):
-        head += f"  (sent as {origin})"  # a copy from another node: its id there
+def thread_head(msg: m.ThreadMessage, to: str) -> str:
+    state = output.shown_state(msg.handle, msg.state)
+    head = f"{msg.mail_id}  {msg.sender} -> {to}  {msg.date}  [{state}]"
+    if msg.in_reply_to:
+        head += f"  re {msg.in_reply_to}"
+    if msg.origin and not msg.origin.startswith(msg.mail_id + "@"):
+        head += f"  (sent as {msg.origin})"  # a copy from another node: its id there
     return head
 
 
-def thread_text(a: dict) -> str:
+def thread_text(a: m.ThreadOk) -> str:
     parts = output.thread_messages(a, thread_head)
     text = "\n".join(parts) if parts else "no messages"
     cut = output.thread_cut(a)
@@ -254,7 +253,7 @@ def mail_thread(bench_dir: str | None, as_json: bool, mail_id: str, limit: int |
     neighbourhood: the root, the nearest messages above it and the nearest replies below;
     the output says what was left out and which command shows it."""
     ctx = Ctx(bench_dir, as_json)
-    a = call(bench_dir, m.MailThread(mail_id=mail_id, limit=limit))
+    a = ask(bench_dir, m.MailThread(mail_id=mail_id, limit=limit))
     done(ctx, a, thread_text(a))
 
 
@@ -280,8 +279,8 @@ def mail_reply(
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give the body with -m BODY or on standard input")
         body = sys.stdin.read()
-    a = call(bench_dir, m.MailReply(mail_id=mail_id, body=body, subject=subject, key=key))
-    done(ctx, a, "\n".join(output.sent(s) for s in a["sent"]))
+    a = ask(bench_dir, m.MailReply(mail_id=mail_id, body=body, subject=subject, key=key))
+    done(ctx, a, "\n".join(output.sent(msgspec.to_builtins(s)) for s in a.sent))
 
 
 mail_thread.epilog = examples("bench mail thread 20261130T045611.123Z-0001")

@@ -4,28 +4,28 @@ content, on the fast path too), and `dash`, the operator's view of them all."""
 import base64
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
+import msgspec
 
 from bench_cli import fastpath, humanize, output
 from bench_cli.context import (
     DIR_HELP,
-    ENCODER,
     Ctx,
-    call,
+    ask,
     colour,
     common,
     complete_handles,
     complete_sessions,
+    connect,
     done,
+    emit,
     examples,
     reply_to_option,
-    with_token,
 )
 from bench_cli.tree import job_state
 from bench_wire import messages as m
-from bench_wire.client import Client, check
 from bench_wire.errors import WireError
 
 
@@ -130,8 +130,8 @@ def spawn(
         stall_after=stall_after,
         sandbox=not no_sandbox,
     )
-    a = call(bench_dir, req)
-    done(ctx, a, f"spawned {a['handle']} (session {a['session']}, pid {a['pid']})")
+    a = ask(bench_dir, req)
+    done(ctx, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")
 
 
 spawn.epilog = examples(
@@ -146,7 +146,7 @@ spawn.epilog = examples(
 )
 
 
-def _exit_text(s: dict) -> str:
+def _exit_text(s: dict[str, Any]) -> str:
     if s.get("exit") is not None:
         return str(s["exit"])
     if s.get("signal") is not None:
@@ -154,7 +154,7 @@ def _exit_text(s: dict) -> str:
     return "-"
 
 
-def _state_colour(s: dict) -> str | None:
+def _state_colour(s: dict[str, Any]) -> str | None:
     if s["state"] == "running":
         return "green"
     return None if s.get("exit") == 0 else "red"
@@ -187,10 +187,10 @@ def ps(
     """List live sessions: handle, session id, pid, state, idle time, exit."""
     ctx = Ctx(bench_dir, as_json)
     if prune:
-        a = call(bench_dir, m.SessionPrune())
-        done(ctx, a, f"forgot {a['forgotten']} exited sessions")
+        pruned = ask(bench_dir, m.SessionPrune())
+        done(ctx, pruned, f"forgot {pruned.forgotten} exited sessions")
         return
-    a = call(bench_dir, m.SessionList())
+    a = msgspec.to_builtins(ask(bench_dir, m.SessionList()))
     listed = a["sessions"]
     live = [s for s in listed if s["state"] == "running"]
     gone = [s for s in reversed(listed) if s["state"] != "running"]  # newest first
@@ -237,7 +237,7 @@ def ps(
     }
     tw = max((len(t) for t in teams.values()), default=0)
     team_head = f"{'TEAM':<{max(tw, 4)}}  " if teams else ""
-    pieces: list = [
+    pieces: list[str | output.Painted] = [
         f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  "
         f"{'JOB':<11} {'LEFT':>5}  EXIT     {team_head}COMMAND"
     ]
@@ -272,22 +272,20 @@ ps.epilog = examples(
 @click.option("--screen", is_flag=True, help="print the current screen as text instead")
 def tail(bench_dir: str | None, as_json: bool, handle: str, follow: bool, screen: bool) -> None:
     """Print a session's output (by handle or id): the scrollback, then (-f) live."""
-    req = with_token(m.SessionTail(handle=handle, follow=follow, screen=screen, id=1))
     out = sys.stdout.buffer
-    with Client(bench_dir, timeout=None) as conn:
-        conn.send_raw(ENCODER.encode(req) + b"\n")
-        while True:
-            a = check(conn.recv())
+    with connect(bench_dir, timeout=None) as conn:
+        frames = conn.stream(m.SessionTail(handle=handle, follow=follow, screen=screen))
+        for a in frames:
             if as_json:
-                output.emit_json(a)
+                emit(a)
                 sys.stdout.flush()
-            elif a["type"] == "output":
-                out.write(base64.b64decode(a["data"]))
+            elif isinstance(a, m.OutputFrame):
+                out.write(base64.b64decode(a.data))
                 out.flush()
-            elif a["type"] == "screen":
-                output.write("\n".join(a["lines"]).rstrip("\n"))
-            if a["type"] == "end":
-                return
+            else:
+                output.write("\n".join(a.lines).rstrip("\n"))
+        if as_json and frames.end is not None:
+            emit(frames.end)  # --json shows every frame, the end frame too
 
 
 tail.epilog = examples(
@@ -331,8 +329,8 @@ attach.epilog = examples("bench attach alice")
 def type_(bench_dir: str | None, as_json: bool, handle: str, text: str, no_enter: bool) -> None:
     """Write TEXT into a session's terminal, then Enter."""
     ctx = Ctx(bench_dir, as_json)
-    a = call(bench_dir, m.SessionType(handle=handle, text=text, enter=not no_enter))
-    done(ctx, a, f"typed {a['bytes']} bytes into {handle}")
+    a = ask(bench_dir, m.SessionType(handle=handle, text=text, enter=not no_enter))
+    done(ctx, a, f"typed {a.bytes} bytes into {handle}")
 
 
 type_.epilog = examples('bench type alice "run the tests"', "bench type alice q --no-enter")
@@ -347,10 +345,10 @@ def kill(bench_dir: str | None, as_json: bool, handle: str, cancel: bool, tree: 
     """End a session: SIGHUP, then SIGTERM, then SIGKILL, 1.5 s apart."""
     ctx = Ctx(bench_dir, as_json)
     # A tree ends a level at a time, each level up to 3 grace periods: allow for a deep one.
-    a = call(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=120.0)
-    more = len(a.get("ended") or []) - 1
+    a = ask(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=120.0)
+    more = len(a.ended) - 1
     also = f" and {more} below it" if more > 0 else ""
-    done(ctx, a, f"ended {a['handle']} (session {a['session']}){also}")
+    done(ctx, a, f"ended {a.handle} (session {a.session}){also}")
 
 
 kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench kill --tree alice")

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import click
+import msgspec
 
 from bench_cli import output
-from bench_cli.context import Ctx, call, common, complete_handles, complete_sessions, done, examples
+from bench_cli.context import Ctx, ask, common, complete_handles, complete_sessions, done, examples
 from bench_cli.group import Group
 from bench_wire import messages as m
 
@@ -40,29 +41,29 @@ def timeout_option(default: str) -> Callable[[FC], FC]:
     )
 
 
-def sent_text(a: dict) -> str:
-    rows = a["messages"]
-    if not rows:
-        return f"no sent mail from {a['from']}"
+def sent_text(a: m.SentListOk) -> str:
+    if not a.messages:
+        return f"no sent mail from {a.sender}"
     lines = []
-    for r in rows:
-        state = r["state"] + (f" ({r['reason']})" if r.get("reason") else "")
-        lines.append(f"{r['mail_id']}  {r['to']:<16} {state:<28} {r['at']}")
-    if a.get("truncated"):
+    for r in a.messages:
+        state = r.state + (f" ({r.reason})" if r.reason else "")
+        lines.append(f"{r.mail_id}  {r.to:<16} {state:<28} {r.at}")
+    if a.truncated:
         lines.append("(more: raise --limit)")
     return "\n".join(lines)
 
 
-def status_text(a: dict) -> str:
-    head = [f"id:    {a['mail_id']}", f"from:  {a['from']}", f"to:    {a['to']}"]
-    head.append(f"state: {a['state']}")
+# What `mail status` says of a state besides its name and time, in this order.
+MARK_DETAILS = ("reason", "until", "by", "reader", "reply", "node")
+
+
+def status_text(a: m.StatusOk) -> str:
+    head = [f"id:    {a.mail_id}", f"from:  {a.sender}", f"to:    {a.to}"]
+    head.append(f"state: {a.state}")
     lines = []
-    for s in a["states"]:
-        extra = []
-        for k in ("reason", "until", "by", "reader", "reply", "node"):
-            if s.get(k):
-                extra.append(f"{k} {s[k]}")
-        lines.append(f"  {s['state']:<10} {s['at']}" + ("  " + ", ".join(extra) if extra else ""))
+    for s in a.states:
+        extra = [f"{k} {v}" for k in MARK_DETAILS if (v := getattr(s, k))]
+        lines.append(f"  {s.state:<10} {s.at}" + ("  " + ", ".join(extra) if extra else ""))
     return "\n".join(head) + "\n" + "\n".join(lines)
 
 
@@ -81,7 +82,7 @@ def mail_sent(
     sender: str | None,
 ) -> None:
     """List the mail you sent with its delivery state, newest first."""
-    a = call(bench_dir, m.MailSentList(to=to, state=state, limit=limit, sender=sender))
+    a = ask(bench_dir, m.MailSentList(to=to, state=state, limit=limit, sender=sender))
     done(Ctx(bench_dir, as_json), a, sent_text(a))
 
 
@@ -97,7 +98,7 @@ mail_sent.epilog = examples(
 @click.argument("mail_id", metavar="ID")
 def mail_status(bench_dir: str | None, as_json: bool, mail_id: str) -> None:
     """Show one message's delivery states with their times."""
-    a = call(bench_dir, m.MailStatus(mail_id=mail_id))
+    a = ask(bench_dir, m.MailStatus(mail_id=mail_id))
     done(Ctx(bench_dir, as_json), a, status_text(a))
 
 
@@ -121,8 +122,8 @@ def mail_wait(
     At the timeout: exit 6 with the code `timeout`. A wait that would close a cycle of
     waits (you wait on bob while bob waits on you) is refused at once: would-deadlock."""
     req = m.MailWait(sender=sender, reply_to=reply_to, timeout=timeout)
-    a = call(bench_dir, req, timeout=timeout + SLACK_S)
-    done(Ctx(bench_dir, as_json), a, output.message(a))
+    a = ask(bench_dir, req, timeout=timeout + SLACK_S)
+    done(Ctx(bench_dir, as_json), a, output.message(msgspec.to_builtins(a)))
 
 
 mail_wait.epilog = examples(
@@ -145,8 +146,8 @@ def job_wait(bench_dir: str | None, as_json: bool, handle: str, timeout: float) 
 
     The reply is the job's last `bench report` (or how its session ended); the reply
     mail itself is delivered as usual. At the timeout: exit 6, code timeout."""
-    a = call(bench_dir, m.JobWait(session=handle, timeout=timeout), timeout=timeout + SLACK_S)
-    text = f"job {a['handle']} ({a['session']}) {a['outcome']}\n\n{a['reply']}"
+    a = ask(bench_dir, m.JobWait(session=handle, timeout=timeout), timeout=timeout + SLACK_S)
+    text = f"job {a.handle} ({a.session}) {a.outcome}\n\n{a.reply}"
     done(Ctx(bench_dir, as_json), a, text)
 
 

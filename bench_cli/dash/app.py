@@ -8,14 +8,17 @@ when a mailbox is chosen and when an event says its mail changed.
 
 import asyncio
 import gc
-import os
 import subprocess
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import msgspec
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -23,21 +26,26 @@ from bench_cli import output
 from bench_cli.dash.frames import delivery_text, screen_lines
 from bench_cli.dash.lines import Lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
-from bench_cli.dash.model import Board, printable, threads
+from bench_cli.dash.model import Board, Row, printable, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder
 from bench_cli.dash.rows import Rows
 from bench_cli.dash.source import DaemonGone, Source, retry_delay
 from bench_cli.eventtext import event_line
+from bench_wire import messages as m
 from bench_wire.errors import WireError
+
+R = TypeVar("R", bound=m.Response)
+Cells = tuple[str | Text, ...]  # a row of the sessions pane
 
 IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle time)
 MAIL_PAGE = 200
 TYPE_KEYS = "Enter: type it   Escape: cancel"
 SEARCH_KEYS = "Enter: search (the results take the focus)   Escape: cancel"
 UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread counts
+RECENT_EVENTS = 200  # the events before the dashboard started that its panes show
 
 
-class Dash(App):
+class Dash(App[None]):
     TITLE = "bench dash"
     # Textual's command palette (^p) lists Textual's own commands (theme, screenshot),
     # none of bench's: left out, with its footer hint. The keys are in the help (?).
@@ -79,7 +87,12 @@ class Dash(App):
     ]
 
     def __init__(
-        self, source: Source, *, clock=time.monotonic, freeze_gc: bool = False, driver_class=None
+        self,
+        source: Source,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        freeze_gc: bool = False,
+        driver_class: type[Driver] | None = None,
     ):
         super().__init__(driver_class=driver_class)
         self.freeze_gc = freeze_gc
@@ -90,7 +103,7 @@ class Dash(App):
         self.selected: str | None = None  # the session followed in the screen pane
         self.mailbox_mode = "session"  # or "operator"
         self.search_query: str | None = None
-        self.mail_rows: list[dict] = []
+        self.mail_rows: list[dict[str, Any]] = []
         self.event_filter = ("", "")
         self.status_note = ""
         self.isolation_off = ""  # why sessions are not sandboxed ("" when they are)
@@ -101,11 +114,11 @@ class Dash(App):
         # IDLE_REFRESH_S): an event redraws only the rows it changed, not every row's
         # idle time, so between refreshes the column shows the idle times of that moment.
         self.idle_now = clock()
-        self._cells: dict[str, tuple] = {}  # handle -> its row in the sessions pane
+        self._cells: dict[str, Cells] = {}  # handle -> its row in the sessions pane
 
     # ------------------------------------------------------------ layout
 
-    def get_default_screen(self) -> Screen:
+    def get_default_screen(self) -> Screen[Any]:
         return DashScreen(id="_default")
 
     def compose(self) -> ComposeResult:
@@ -168,39 +181,21 @@ class Dash(App):
 
     # ------------------------------------------------------------ the event stream
 
-    def _last_seq_on_disk(self) -> int:
-        """The log's last seq, from its tail (the events pane starts with what came before)."""
-        try:
-            with open(os.path.join(self.source.dir, "events.jsonl"), "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 65536))
-                lines = f.read().splitlines()
-        except OSError:
-            return 0
-        import json
-
-        for line in reversed(lines):
-            try:
-                return int(json.loads(line)["seq"])
-            except (ValueError, KeyError, TypeError):
-                continue
-        return 0
-
     @work(exclusive=True, group="events")
     async def follow_events(self) -> None:
         first = True
         failures = 0  # attempts in a row that found no daemon
         while True:
             try:
-                await self.load_snapshot()
+                last_seq = await self.load_snapshot()
                 self.connected = True
                 if first:
                     # The recent past, for the events pane and the last-wake column; the
                     # snapshot's counts already include what these events did. (An event
                     # between the two is missed or counted twice until the next refresh.)
-                    since = max(0, self._last_seq_on_disk() - 200)
-                    async for frame in self.source.stream("events", since=since):
-                        self.take_event(frame["event"], apply=False)
+                    since = max(0, last_seq - RECENT_EVENTS)
+                    async for frame in self.source.stream(m.EventsRead(since=since)):
+                        self.take_event(frame.event, apply=False)
                     self.draw_sessions()
                     first = False
                     # The app's ~50,000 long-lived objects (DOM, styles, caches) leave the
@@ -214,8 +209,8 @@ class Dash(App):
                 self.connected = True
                 failures = 0
                 self.set_status("")
-                async for frame in self.source.stream("events", since=since, follow=True):
-                    self.take_event(frame["event"])
+                async for frame in self.source.stream(m.EventsRead(since=since, follow=True)):
+                    self.take_event(frame.event)
                 raise DaemonGone("the event stream ended")
             except (DaemonGone, WireError) as err:
                 self.retry_in = retry_delay(failures)
@@ -227,17 +222,20 @@ class Dash(App):
                 self.set_status(note)
                 await asyncio.sleep(self.retry_in)
 
-    async def load_snapshot(self) -> None:
-        caps = (await self.source.call("hello")).get("caps") or {}
-        off = caps.get("isolation", "off") != "on"
-        self.isolation_off = (caps.get("isolation_note") or "isolation is off") if off else ""
-        a = await self.source.call("session/list")
-        handles = {s["handle"] for s in a["sessions"]}
+    async def load_snapshot(self) -> int:
+        """The sessions, their unread counts and the mail pane, from the daemon; the
+        event log's newest seq (the events after it are the stream's)."""
+        hello = await self.source.call(m.Hello())
+        caps = hello.caps
+        off = caps.isolation != "on"
+        self.isolation_off = (caps.isolation_note or "isolation is off") if off else ""
+        a = await self.source.call(m.SessionList())
+        handles = {s.handle for s in a.sessions}
         unread = {}
         for h in handles:
-            unread[h] = (await self.source.call("mail/list", handle=h, limit=1))["total"]
+            unread[h] = (await self.source.call(m.MailList(handle=h, limit=1))).total
         self.idle_now = self.clock()
-        self.board.load(a["sessions"], unread, self.idle_now)
+        self.board.load(msgspec.to_builtins(a.sessions), unread, self.idle_now)
         self.draw_sessions()
         # A new connection may be to a new daemon: a selected session it does not know is
         # gone with the old one, and the screen stream ended with the old connection.
@@ -250,8 +248,9 @@ class Dash(App):
         elif self.selected is not None:
             self.follow_screen(self.selected)
         await self.load_mail()
+        return hello.last_seq
 
-    def take_event(self, ev: dict, apply: bool = True) -> None:
+    def take_event(self, ev: dict[str, Any], apply: bool = True) -> None:
         changed = self.board.apply(ev, self.clock(), count=apply)
         kind, handle = self.event_filter
         if (not kind or ev["kind"].startswith(kind)) and (
@@ -281,23 +280,22 @@ class Dash(App):
             return
         self.refreshes += 1
         try:
-            a = await self.source.call("session/list")
+            a = await self.source.call(m.SessionList())
             unread = {}
-            for s in a["sessions"]:
+            for s in a.sessions:
                 # Unread counts follow the events; re-read them now and then only, in
                 # case an event was missed or double counted across a reconnect.
-                if s["state"] == "running" and self.refreshes % UNREAD_EVERY == 0:
-                    unread[s["handle"]] = (
-                        await self.source.call("mail/list", handle=s["handle"], limit=1)
-                    )["total"]
+                if s.state == "running" and self.refreshes % UNREAD_EVERY == 0:
+                    listed = await self.source.call(m.MailList(handle=s.handle, limit=1))
+                    unread[s.handle] = listed.total
         except (DaemonGone, WireError):
             return
         now = self.idle_now = self.clock()
-        for s in a["sessions"]:
-            r = self.board.rows.get(s["handle"])
-            if r is not None and r.session == s["session"]:
-                r.idle_ms, r.idle_at = s.get("idle_ms"), now
-                r.reply_to = list(s.get("reply_to") or [])
+        for s in a.sessions:
+            r = self.board.rows.get(s.handle)
+            if r is not None and r.session == s.session:
+                r.idle_ms, r.idle_at = s.idle_ms, now
+                r.reply_to = list(s.reply_to)
                 r.unread = unread.get(r.handle, r.unread)
         self.draw_sessions()
 
@@ -314,7 +312,7 @@ class Dash(App):
         nested = self.board.nested()
         self.sessions_pane.set_rows([(h, self._cells[h]) for h, _ in nested])
 
-    def _row_cells(self, r, now: float) -> tuple:
+    def _row_cells(self, r: Row, now: float) -> Cells:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
         state = r.exit_text() if self.connected else "?"
         name, up = r.handle, r.parent
@@ -359,8 +357,8 @@ class Dash(App):
             return
         pane.set_title(f"screen: {handle}")
         try:
-            async for frame in self.source.stream("session/screen", handle=handle, follow=True):
-                pane.set_lines(screen_lines(frame))
+            async for frame in self.source.stream(m.SessionScreen(handle=handle, follow=True)):
+                pane.set_lines(screen_lines(msgspec.to_builtins(frame)))
             # the session ended: its last screen stays
         except WireError as err:
             pane.set_lines([Text(printable(f"{handle}: {err.message}"))])
@@ -382,23 +380,22 @@ class Dash(App):
         box = self.mailbox()
         try:
             if self.search_query is not None:
-                a = await self.source.call("mail/search", query=self.search_query, limit=100)
-                rows = [(0, m) for m in a["hits"]]
+                found = await self.source.call(m.MailSearch(query=self.search_query, limit=100))
+                rows = [(0, hit) for hit in msgspec.to_builtins(found.hits)]
                 title = f"search: {self.search_query}  ({len(rows)}; Escape: back)"
             else:
                 # Listings go oldest first: page to the end and keep the newest MAIL_PAGE.
-                a = await self.source.call("mail/list", handle=box, state="all", limit=500)
-                msgs = a["messages"]
-                while a.get("truncated") and a.get("cursor"):
-                    a = await self.source.call(
-                        "mail/list", handle=box, state="all", limit=500, cursor=a["cursor"]
-                    )
-                    msgs = (msgs + a["messages"])[-MAIL_PAGE:]
+                page = m.MailList(handle=box, state="all", limit=500)
+                a = await self.source.call(page)
+                msgs = a.messages
+                while a.truncated and a.cursor:
+                    a = await self.source.call(msgspec.structs.replace(page, cursor=a.cursor))
+                    msgs = (msgs + a.messages)[-MAIL_PAGE:]
                 msgs = msgs[-MAIL_PAGE:]
-                rows = threads(msgs)
-                unread = sum(m["state"] == "unread" for _, m in rows)
-                shown = f"newest {len(msgs)} of " if len(msgs) < a["total"] else ""
-                title = f"mail: {box}  ({unread} unread; {shown}{a['total']})"
+                rows = threads(msgspec.to_builtins(msgs))
+                unread = sum(msg["state"] == "unread" for _, msg in rows)
+                shown = f"newest {len(msgs)} of " if len(msgs) < a.total else ""
+                title = f"mail: {box}  ({unread} unread; {shown}{a.total})"
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return
@@ -422,44 +419,44 @@ class Dash(App):
             self.show_thread(self.mail_rows[i])
 
     @work(exclusive=True, group="thread")
-    async def show_thread(self, msg: dict) -> None:
+    async def show_thread(self, msg: dict[str, Any]) -> None:
         try:
-            a = await self.source.call("mail/thread", mail_id=msg["mail_id"])
+            a = await self.source.call(m.MailThread(mail_id=msg["mail_id"]))
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return
         parts = []
-        for x in a["messages"]:
-            mark = ">> " if x["mail_id"] == msg["mail_id"] else ""
+        for x in a.messages:
+            mark = ">> " if x.mail_id == msg["mail_id"] else ""
             parts.append(
-                f"{mark}{x['mail_id']}  {x['from']} -> {x['handle']}  [{x['state']}]\n"
-                f"subject: {x['subject']}\n\n{x['body'].rstrip()}\n"
+                f"{mark}{x.mail_id}  {x.sender} -> {x.handle}  [{x.state}]\n"
+                f"subject: {x.subject}\n\n{x.body.rstrip()}\n"
             )
         cut = output.thread_cut(a)
         if cut:
             parts.append(cut)
         try:  # what became of it, as its sender sees it (bench mail status)
-            st = await self.source.call("mail/status", mail_id=msg["mail_id"])
-            parts.append("delivery: " + delivery_text(st))
+            st = await self.source.call(m.MailStatus(mail_id=msg["mail_id"]))
+            parts.append("delivery: " + delivery_text(msgspec.to_builtins(st)))
         except (DaemonGone, WireError):
             pass  # mail from before states were kept, or a daemon without them
         unread = msg["state"] == "unread"
         choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
         if choice == "retire":
             await self.act(
-                "mail/read",
+                m.MailRead(handle=msg["handle"], mail_id=msg["mail_id"]),
                 f"retired {msg['mail_id']}",
-                handle=msg["handle"],
-                mail_id=msg["mail_id"],
             )
             await self.load_mail()
 
     # ------------------------------------------------------------ actions
 
-    async def act(self, verb: str, done: str, **fields) -> dict | None:
+    async def act(self, req: m.Request[R], done: str) -> R | None:
+        """An operator's action: its answer, or None with why it failed on the status line."""
         try:
-            a = await self.source.call(verb, **fields)
+            a = await self.source.call(req)
         except (DaemonGone, WireError) as err:
+            verb = req.__struct_config__.tag
             self.set_status(f"{verb}: {getattr(err, 'message', err)}")
             return None
         self.set_status(done)
@@ -491,17 +488,16 @@ class Dash(App):
             Ask(f"Type a line into {h} (Enter is pressed after it)", keys=TYPE_KEYS)
         )
         if line is not None:
-            await self.act("session/type", f"typed into {h}", handle=h, text=line)
+            await self.act(m.SessionType(handle=h, text=line), f"typed into {h}")
 
     @work(group="actions")
     async def action_mail(self) -> None:
         msg = await self.push_screen_wait(Compose(self.selected or ""))
         if msg and msg["to"]:
-            a = await self.act(
-                "mail/send", "", to=msg["to"], subject=msg["subject"], body=msg["body"]
-            )
+            req = m.MailSend(to=msg["to"], subject=msg["subject"], body=msg["body"])
+            a = await self.act(req, "")
             if a is not None:
-                self.set_status(f"sent {a['mail_id']} to {a['to']}")
+                self.set_status(f"sent {a.mail_id} to {a.to}")
 
     @work(group="actions")
     async def action_kill(self) -> None:
@@ -509,7 +505,7 @@ class Dash(App):
         if h is None:
             return
         if await self.push_screen_wait(Confirm(f"Kill session {h}?")):
-            await self.act("session/kill", f"killed {h}", handle=h)
+            await self.act(m.SessionKill(handle=h), f"killed {h}")
 
     @work(group="actions")
     async def action_search(self) -> None:

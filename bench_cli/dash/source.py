@@ -6,10 +6,15 @@ session's screen). A session's token is never sent: the dashboard is the operato
 
 import os
 from collections.abc import AsyncIterator
+from typing import TypeVar
 
+from bench_wire import messages as m
 from bench_wire.asyncclient import AsyncClient
 from bench_wire.errors import Disconnected
+from bench_wire.framing import StructCodec
 from bench_wire.paths import resolve_dir
+
+R = TypeVar("R", bound=m.Response)
 
 # Between attempts to reach a daemon that is not running: doubling from the first to the
 # last, so a dashboard left open on a stopped daemon wakes only every few seconds, while
@@ -20,7 +25,7 @@ RETRY_LAST_S = 4.0
 
 def retry_delay(failures: int) -> float:
     """Seconds to wait after `failures` attempts in a row found no daemon (0: the first)."""
-    return min(RETRY_LAST_S, RETRY_FIRST_S * 2 ** min(failures, 16))
+    return min(RETRY_LAST_S, RETRY_FIRST_S * 2.0 ** min(failures, 16))
 
 
 class DaemonGone(Exception):
@@ -28,26 +33,28 @@ class DaemonGone(Exception):
 
 
 class Source:
+    """The daemon of one BENCH_DIR, as the dashboard asks it: `bench_wire.messages`
+    requests, each answer of its request's own type (`bench_wire.framing.StructCodec`)."""
+
     def __init__(self, bench_dir: str | None = None):
         self.dir = resolve_dir(bench_dir)
 
-    @staticmethod
-    def _request(verb: str, fields: dict) -> dict:
-        return {"verb": verb, **{k: v for k, v in fields.items() if v is not None}}
+    def _client(self) -> AsyncClient:
+        return AsyncClient(self.dir, codec=StructCodec())
 
-    async def call(self, verb: str, **fields) -> dict:
+    async def call(self, req: m.Request[R]) -> R:
         """One request, its answer; WireError for a refusal, DaemonGone if none answers."""
         try:
-            async with AsyncClient(self.dir) as conn:
-                return await conn.call(self._request(verb, fields))
+            async with self._client() as conn:
+                return await conn.call(req)
         except Disconnected as err:
             raise DaemonGone(err.message) from None
 
-    async def stream(self, verb: str, **fields) -> AsyncIterator[dict]:
+    async def stream(self, req: m.Request[R]) -> AsyncIterator[R]:
         """Every frame of a stream until its end frame (DaemonGone if it breaks)."""
         try:
-            async with AsyncClient(self.dir) as conn:
-                async for frame in conn.stream(self._request(verb, fields)):
+            async with self._client() as conn:
+                async for frame in conn.stream(req):
                     yield frame
         except Disconnected as err:
             raise DaemonGone(err.message) from None

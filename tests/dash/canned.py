@@ -6,6 +6,9 @@ test_pilot.py run the same app against a real daemon, so the wiring is tested fo
 
 import asyncio
 
+import msgspec
+
+from bench_wire import messages as m
 from bench_wire.errors import WireError
 
 T0 = 1796036400000  # 2026-12-01T11:00:00Z, in ms
@@ -159,36 +162,79 @@ def _screen(handle: str) -> dict:
     }
 
 
+def _hello() -> m.HelloOk:
+    caps = m.Caps(
+        frame_bytes=1 << 21,
+        body_bytes=1 << 18,
+        subject_chars=200,
+        list_cap=50,
+        list_max=500,
+        connections=256,
+        scrollback_bytes=1 << 20,
+        isolation="on",
+    )
+    reactor = m.ReactorSettings(
+        idle_gate=2.0, paste_settle=0.2, wake_burst=6, wake_refill=60.0, enter_retries=3
+    )
+    return m.HelloOk(
+        version="0.1.0",
+        protocol=m.PROTOCOL_VERSION,
+        pid=4000,
+        bench_dir=CannedSource.dir,
+        caller="operator",
+        caps=caps,
+        reactor=reactor,
+        last_seq=EVENTS[-1]["seq"],
+    )
+
+
 class CannedSource:
+    """The dashboard's Source, answering from the tables above with the typed answers
+    the real one gets."""
+
     dir = "/tmp/bench-demo"
 
-    async def call(self, verb: str, **f) -> dict:
-        if verb == "hello":
-            return {"caps": {"isolation": "on"}}
-        if verb == "session/list":
-            return {"sessions": SESSIONS}
-        if verb == "mail/list":
-            msgs = MAIL.get(f.get("handle"), [])
-            if f.get("limit") == 1:
-                return {"messages": msgs[:1], "total": UNREAD.get(f.get("handle"), 0)}
-            return {"messages": msgs, "total": len(msgs)}
-        if verb == "mail/thread":
+    async def call(self, req: m.Request) -> m.Response:
+        if isinstance(req, m.Hello):
+            return _hello()
+        if isinstance(req, m.SessionList):
+            return msgspec.convert({"sessions": SESSIONS}, m.SessionListOk)
+        if isinstance(req, m.MailList):
+            msgs = MAIL.get(req.handle or "", [])
+            total = UNREAD.get(req.handle or "", 0) if req.limit == 1 else len(msgs)
+            shown = msgs[:1] if req.limit == 1 else msgs
+            return msgspec.convert(
+                {
+                    "handle": req.handle,
+                    "messages": shown,
+                    "total": total,
+                    "cap": 50,
+                    "truncated": False,
+                },
+                m.ListOk,
+            )
+        if isinstance(req, m.MailThread):
             thread = [
-                dict(m, handle="alice", body=f"body of {m['subject']}\nsecond line")
-                for m in MAIL["alice"]
-                if f["mail_id"] in (m["mail_id"], m["in_reply_to"]) or m["mail_id"] == f["mail_id"]
+                dict(
+                    x,
+                    handle="alice",
+                    path="",
+                    body=f"body of {x['subject']}\nsecond line",
+                )
+                for x in MAIL["alice"]
+                if req.mail_id in (x["mail_id"], x["in_reply_to"])
             ]
-            return {"messages": thread}
-        raise WireError("unknown-verb", verb)
+            return msgspec.convert({"mail_id": req.mail_id, "messages": thread}, m.ThreadOk)
+        raise WireError("unknown-verb", req.__struct_config__.tag)
 
-    async def stream(self, verb: str, **f):
-        if verb == "events":
-            if not f.get("follow"):
+    async def stream(self, req: m.Request):
+        if isinstance(req, m.EventsRead):
+            if not req.follow:
                 for ev in EVENTS:
-                    yield {"type": "event", "event": ev}
+                    yield m.EventFrame(event=ev)
                 return
-        elif verb == "session/screen":
-            yield _screen(f["handle"])
+        elif isinstance(req, m.SessionScreen):
+            yield msgspec.convert(_screen(req.handle), m.ScreenFrame)
         await asyncio.Event().wait()  # a follow stream stays open
 
     def attach_argv(self, handle: str) -> list[str]:

@@ -298,3 +298,37 @@ def test_a_big_mailbox_shows_its_newest_messages(make_daemon):
             assert "newest 200 of 620" in str(app.query_one("#mail").border_title)
 
     run(go())
+
+
+def test_the_recent_past_comes_through_the_socket_not_the_log_file(make_daemon):
+    # The events before the dashboard started fill its events pane from the daemon's
+    # `events` stream, the 200 up to hello's last_seq, even when the log file itself is
+    # out of the dashboard's reach: only the daemon, which holds it open, reads it.
+    import os
+
+    from bench_wire import messages as m
+    from bench_wire.client import Client
+    from bench_wire.framing import StructCodec
+
+    d = make_daemon()
+    with Client(d.dir, codec=StructCodec()) as conn:
+        for i in range(210):
+            conn.call(m.MailSend(to="bob", subject=f"before {i}", body="x"))
+        last = conn.call(m.Hello()).last_seq
+    log = os.path.join(d.dir, "events.jsonl")
+    os.chmod(log, 0)
+    try:
+
+        async def go():
+            app = Dash(Source(d.dir))
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, lambda: app.connected, "connected")
+                seqs = lambda: [e["seq"] for e in app.board.events]  # noqa: E731
+                await until(pilot, lambda: last in seqs(), "the events up to the start")
+                assert seqs() == list(range(last - 199, last + 1))
+                d.ok("mail", "send", "bob", "-s", "after", "-m", "x")
+                await until(pilot, lambda: seqs()[-1] > last, "the send after it started")
+
+        run(go())
+    finally:
+        os.chmod(log, 0o600)

@@ -530,3 +530,60 @@ UNUSUAL = [
 @pytest.mark.parametrize("argv", UNUSUAL, ids=lambda a: " ".join(a) or "<empty>")
 def test_hot_parse_declines_anything_unusual(argv):
     assert fastpath.parse(argv) is None
+
+
+# ---------------------------------------------------------------- the fast path's bytes
+
+
+def _defaults(t: type) -> dict:
+    info = msgspec.inspect.type_info(t)
+    return {
+        f.encode_name: f.default for f in info.fields if f.default is not msgspec.inspect.NODEFAULT
+    } | {
+        f.encode_name: f.default_factory()
+        for f in info.fields
+        if f.default_factory is not msgspec.inspect.NODEFAULT
+    }
+
+
+@pytest.mark.parametrize(
+    "cmd, opts, answer, want",
+    [
+        (
+            ("mail", "send"),
+            {"to": "bob", "body": "hi\n", "subject": "s", "reply_to": ["a", "b"], "key": "k"},
+            SEND_OK,
+            m.MailSend(to="bob", body="hi\n", subject="s", reply_to=["a", "b"], key="k"),
+        ),
+        (
+            ("mail", "send"),
+            {"to": "bob", "body": "", "reply_to": []},
+            SEND_OK,
+            m.MailSend(to="bob"),
+        ),
+        (("mail", "list"), {"state": "unread"}, LIST_OK, m.MailList()),
+        (
+            ("mail", "list"),
+            {"handle": "bob", "state": "all", "limit": 5, "cursor": "c"},
+            LIST_OK,
+            m.MailList(handle="bob", state="all", limit=5, cursor="c"),
+        ),
+        (("mail", "read"), {"mail_id": "x"}, READ_OK, m.MailRead(mail_id="x")),
+        (("report",), {"text": "done"}, REPORT_OK, m.JobReport(content="done")),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_fast_path_bytes_are_the_msgspec_request(cmd, opts, answer, want):
+    # The hand-written encoder's bytes decode with the request's own msgspec type into
+    # the Struct, and say what msgspec's encoding of that Struct says: the same fields
+    # with the same values, the only extra ones holding the field's default.
+    want = msgspec.structs.replace(want, id=1)
+    fast = wire(run_hot(cmd, opts, answer))
+    assert msgspec.json.decode(fast, type=type(want)) == want
+    typed = msgspec.json.decode(msgspec.json.encode(want))
+    plain = json.loads(fast)
+    assert {k: plain.get(k) for k in typed} == typed
+    defaults = _defaults(type(want))
+    assert {k: v for k, v in plain.items() if k not in typed} == {
+        k: defaults[k] for k in plain if k not in typed
+    }

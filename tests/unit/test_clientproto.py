@@ -307,3 +307,77 @@ def test_struct_codec_refuses_what_is_no_response():
     with pytest.raises(WireError) as info:
         p.next_event()
     assert info.value.code == "protocol" and "did not decode" in info.value.message
+
+
+# ---------------------------------------------------------------- each request's own answer
+
+
+def test_every_request_names_answer_types_that_decode():
+    # The type parameter of each request is its answer; a plain answer's tag is the verb.
+    streams_or_untyped = {
+        m.EventsRead,
+        m.SessionTail,
+        m.SessionScreen,
+        m.SessionAttach,
+        m.SessionInput,
+        m.SessionResize,
+        m.SessionDetach,
+    }
+    for req, answers in m.ANSWERS.items():
+        assert answers and all(issubclass(a, m.Response) for a in answers), req
+        if req not in streams_or_untyped:
+            (answer,) = answers
+            assert answer.__struct_config__.tag == req.__struct_config__.tag, req
+        assert set(answers) <= set(m.RESPONSE_TYPES) | {m.Response}, req
+
+
+def test_a_typed_answer_of_another_type_is_a_protocol_error():
+    p = ClientProtocol(StructCodec())
+    rid, _ = p.send(m.Hello())
+    # A well-formed answer, but to another verb: never handed out as a HelloOk.
+    wrong = m.ListOk(id=rid, handle="bob", total=0, cap=50, truncated=False, messages=[])
+    p.receive_data(msgspec.json.encode(wrong) + b"\n")
+    answer = p.next_event()
+    assert isinstance(answer, Answer) and answer.done
+    with pytest.raises(WireError) as info:
+        answer.result()
+    assert info.value.code == "protocol" and "mail/list" in info.value.message
+    assert not p.waiting(rid)
+
+
+def test_a_plain_request_answered_with_an_end_frame_is_a_protocol_error():
+    p = ClientProtocol(StructCodec())
+    rid, _ = p.send(m.SessionList())
+    p.receive_data(msgspec.json.encode(m.EndFrame(id=rid)) + b"\n")
+    answer = p.next_event()
+    assert isinstance(answer, Answer) and answer.error is not None and answer.done
+
+
+def test_streams_are_known_by_verb_for_both_codecs():
+    for codec, req in ((JSON, {"verb": "events"}), (StructCodec(), m.EventsRead())):
+        p = ClientProtocol(codec)
+        rid, _ = p.send(req)
+        p.receive_data(line({"id": rid, "ok": True, "type": "event", "event": {"seq": 1}}))
+        first = p.next_event()
+        assert isinstance(first, Answer) and not first.done and p.waiting(rid)
+        p.receive_data(line({"id": rid, "ok": True, "type": "end", "reason": "done"}))
+        end = p.next_event()
+        assert isinstance(end, Answer) and end.done and not p.waiting(rid)
+
+
+def test_belongs_is_the_one_matching_rule():
+    p = ClientProtocol(JSON)
+    rid, _ = p.send({"verb": "hello"})
+    p.receive_data(ok(rid + 7) + ok(rid) + error(None, "idle-timeout", "bye"))
+    other, own, conn_error = events(p)[:3]
+    assert not other.belongs(rid) and own.belongs(rid) and conn_error.belongs(rid)
+
+
+def test_the_struct_codec_adds_the_token_to_requests_without_one():
+    codec = StructCodec(token="tok")
+    _, data = codec.encode(m.Hello(), 1)
+    assert msgspec.json.decode(data) == {"verb": "hello", "id": 1, "token": "tok"}
+    _, data = codec.encode(m.Hello(id=5, token="own"), 2)
+    assert msgspec.json.decode(data) == {"verb": "hello", "id": 5, "token": "own"}
+    _, data = StructCodec().encode(m.Hello(), 3)
+    assert msgspec.json.decode(data) == {"verb": "hello", "id": 3}

@@ -209,6 +209,9 @@ SEND_MODULES = {
     "bench_wire.errors",
     "bench_wire.lines",
     "bench_wire.paths",
+    # Every verb named once (the request Structs take their tags from it): 35 string
+    # constants, about 0.1 ms, so that no verb is spelled outside bench_wire.
+    "bench_wire.verbs",
 }
 SEND_C_MODULES = {"_json", "_socket", "marshal", "time"}
 
@@ -255,6 +258,10 @@ def _import_time_calls(tree: "ast.Module") -> list[str]:
                 for part in [*getattr(child, "decorator_list", []), *child.args.defaults]:
                     visit(part)
                 continue
+            if isinstance(child, ast.If) and ast.unparse(child.test) == "TYPE_CHECKING":
+                for part in child.orelse:  # the type checker's branch never runs
+                    visit(part)
+                continue
             if isinstance(child, ast.Call):
                 calls.append(ast.unparse(child.func))
             visit(child)
@@ -274,9 +281,10 @@ def test_the_send_modules_do_no_work_at_import():
             path = os.path.join(ROOT, *name.split("."), "__init__.py")
         with open(path) as f:
             tree = ast.parse(f.read())
-        own = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
+        own = {c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
         for call in _import_time_calls(tree):
             assert call in cheap | own, f"{name} calls {call}() at import"
         for cls in (c for c in tree.body if isinstance(c, ast.ClassDef)):
-            bases = {ast.unparse(b) for b in cls.bases}
+            # `Stream[F]`: a class of its own, subscripted for the type checker only.
+            bases = {ast.unparse(b.value if isinstance(b, ast.Subscript) else b) for b in cls.bases}
             assert bases <= {"Exception", "WireError", "object"} | own, (name, cls.name, bases)

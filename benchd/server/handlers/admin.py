@@ -30,6 +30,7 @@ async def hello(svc: Services, conn: Connection, caller: Caller, req: m.Hello) -
             bridge=svc.outbound.info(),
             disk=svc.disk_health(),
             journal_damage=svc.damage(),
+            last_seq=svc.eventlog.published_seq,
         )
     )
 

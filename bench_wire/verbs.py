@@ -1,0 +1,46 @@
+"""Every verb of the wire protocol, named once (stdlib only: the CLI's fast path uses it).
+
+The request Structs take their tags from here (`bench_wire._requests`,
+`bench_wire._states`), and the fast path's hand-written requests their `verb`; no
+other package spells a verb (tests/unit/test_verbs.py scans them). `STREAMS` are the
+verbs answered with frames up to one `end` frame rather than with one answer.
+"""
+
+HELLO = "hello"
+STOP = "stop"
+MAIL_SEND = "mail/send"
+MAIL_LIST = "mail/list"
+MAIL_READ = "mail/read"
+MAIL_SEARCH = "mail/search"
+MAIL_THREAD = "mail/thread"
+MAIL_REPLY = "mail/reply"
+MAIL_SENT_LIST = "mail/sent-list"
+MAIL_STATUS = "mail/status"
+MAIL_WAIT = "mail/wait"
+EVENTS = "events"
+SESSION_SPAWN = "session/spawn"
+SESSION_LIST = "session/list"
+SESSION_KILL = "session/kill"
+SESSION_PRUNE = "session/prune"
+SESSION_TYPE = "session/type"
+SESSION_TAIL = "session/tail"
+SESSION_SCREEN = "session/screen"
+SESSION_ATTACH = "session/attach"
+SESSION_INPUT = "session/input"
+SESSION_RESIZE = "session/resize"
+SESSION_DETACH = "session/detach"
+JOB_REPORT = "job/report"
+JOB_WAIT = "job/wait"
+JOURNAL_ACK = "journal/ack"
+DEBUG_FAULT = "debug/fault"
+BRIDGE_PULL = "bridge/pull"
+BRIDGE_FORWARDED = "bridge/forwarded"
+BRIDGE_DELIVER = "bridge/deliver"
+BRIDGE_REPORT = "bridge/report"
+BRIDGE_BOUNCE = "bridge/bounce"
+BRIDGE_RECEIPTS_PULL = "bridge/receipts-pull"
+BRIDGE_RECEIPTS = "bridge/receipts"
+BRIDGE_NODES = "bridge/nodes"
+
+# Answered with frames carrying the request's id up to one `end` frame (or an error).
+STREAMS = frozenset({EVENTS, SESSION_TAIL, SESSION_SCREEN, SESSION_ATTACH})
