@@ -23,8 +23,8 @@ lint:
     {{py}} -m ruff check .
     {{py}} -m ruff format --check .
 
-# Type check with mypy (strict on bench_wire, all of benchd, bench_mcp, bench_bridge and the
-# bench_cli modules listed there; the CLI's commands fully annotated; settings in pyproject.toml).
+# Type check with mypy (strict on every product package: bench_wire, benchd, bench_cli,
+# bench_mcp, bench_bridge; settings in pyproject.toml).
 typecheck:
     {{py}} -m mypy
 

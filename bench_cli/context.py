@@ -48,9 +48,12 @@ pass_ctx = click.make_pass_decorator(Ctx, ensure=True)
 
 # A command's callback, as click's decorators take and give it.
 Callback = Callable[..., Any]
+# What an option decorator hands back: the callback it was given, options attached (as
+# click's own `click.option` does), so the command keeps its own signature's types.
+F = TypeVar("F", bound=Callback)
 
 
-def common(f: Callback) -> Callback:
+def common(f: F) -> F:
     """--dir and --json on every command; also accepted before the subcommand
     (`bench --dir X status`, like `git -C`). After the subcommand wins."""
 
@@ -67,7 +70,7 @@ def common(f: Callback) -> Callback:
     # wraps: click takes the command's name and help from f.
     cmd: Callback = pass_ctx(cast(Callback, functools.wraps(f)(merged)))
     cmd = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(cmd)
-    return click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(cmd)
+    return cast(F, click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(cmd))
 
 
 def _check_daemon_option(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -83,7 +86,7 @@ def _check_daemon_option(ctx: click.Context, param: click.Parameter, value: Any)
 DaemonOption = int | float | str | bool | None
 
 
-def daemon_options(f: Callback) -> Callback:
+def daemon_options(f: F) -> F:
     for flag, env, typ, default, help_ in reversed(DAEMON_OPTIONS):
         f = click.option(
             flag,
@@ -231,3 +234,12 @@ def complete_sessions(
     names = {s.handle for s in a.sessions if s.state == "running"}
     names |= {s.session for s in a.sessions}
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+
+
+# click's ParamType is generic in its stubs (the converted value's type) but only
+# subscriptable at run time from click 8.2 on; bench accepts click 8.1.
+if TYPE_CHECKING:
+    IntParam = click.ParamType[int]
+    FloatParam = click.ParamType[float]
+else:
+    IntParam = FloatParam = click.ParamType

@@ -12,13 +12,14 @@ from typing import Any
 import click
 
 from bench_cli import output, team
-from bench_cli.commands import common, daemon_options
 from bench_cli.context import (
     DIR_HELP,
     Ctx,
     DaemonOption,
     call,
+    common,
     daemon_argv,
+    daemon_options,
     done,
     examples,
 )

@@ -12,6 +12,7 @@ import click
 
 from bench_cli import humanize, output
 from bench_cli.context import (
+    IntParam,
     colour,
     common,
     complete_sessions,
@@ -33,7 +34,7 @@ def since_ms(text: str, now: float) -> int:
     return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
 
 
-class Since(click.ParamType):
+class Since(IntParam):
     name = "TIME"
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> int:

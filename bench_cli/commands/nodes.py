@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bench_cli import humanize, output
-from bench_cli.commands import common
-from bench_cli.context import Ctx, call, done, examples
+from bench_cli.context import Ctx, call, common, done, examples
 from bench_cli.group import Group
 from bench_wire import messages as m
 from bench_wire.errors import WireError

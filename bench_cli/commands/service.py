@@ -8,8 +8,7 @@ import sys
 
 import click
 
-from bench_cli.commands import common, daemon_options
-from bench_cli.context import Ctx, DaemonOption, done, examples, option_args
+from bench_cli.context import Ctx, DaemonOption, common, daemon_options, done, examples, option_args
 from bench_cli.group import Group
 from bench_wire.paths import resolve_dir, socket_path
 

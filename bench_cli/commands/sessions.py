@@ -13,6 +13,7 @@ from bench_cli import fastpath, humanize, output
 from bench_cli.context import (
     DIR_HELP,
     Ctx,
+    FloatParam,
     ask,
     colour,
     common,
@@ -29,7 +30,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 
 
-class Duration(click.ParamType):
+class Duration(FloatParam):
     """90s, 10m, 1h, 2d (humanize.parse_duration): seconds."""
 
     name = "DURATION"
