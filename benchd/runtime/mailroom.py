@@ -69,23 +69,21 @@ class Mailroom:
         root: str,
         index: Index,
         committer: Committer,
-        is_live: Callable[[str], bool] = lambda handle: False,
-        *,
-        mailboxes: Mailboxes | None = None,
+        mailboxes: Mailboxes,
+        ids: IdClock,
         admit: Callable[[str, str, int, Batch], None] | None = None,
-        ids: IdClock | None = None,
     ):
         self.root = root  # BENCH_DIR/mail
         self.index = index
         self.committer = committer
         # Hands out mail ids; the daemon's start-up resumes it after the newest id the
         # index holds once recovery has listed every file (IdClock.resume).
-        self.clock = ids if ids is not None else IdClock(index.newest_id())
-        self.mailboxes = mailboxes if mailboxes is not None else Mailboxes(root, is_live)
+        self.clock = ids
+        self.mailboxes = mailboxes
         # Mailboxes this run delivered to (saves stat calls per send); whether a mailbox
         # is new is asked of the disk.
-        self.boxes = self.mailboxes.made
-        self.is_live = self.mailboxes.is_live
+        self.boxes = mailboxes.made
+        self.is_live = mailboxes.is_live  # whether a handle has a live session
         # Checks a send against its mailbox's unread caps where its batch commits (the
         # daemon gives it Limiter.admit): raises mailbox-full. None: uncapped (tests).
         self.admit = admit

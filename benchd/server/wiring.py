@@ -169,10 +169,8 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     # batch commits (the mailroom's admit).
     limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists)
     ids = IdClock()
-    mailroom = Mailroom(
-        mail_root, index, committer, mailboxes=mailboxes, admit=limiter.admit, ids=ids
-    )
-    outbound = Outbound(o.bench_dir, config.node, index, mailroom, committer, o.directory)
+    mailroom = Mailroom(mail_root, index, committer, mailboxes, ids, admit=limiter.admit)
+    outbound = Outbound(config.node, index, mailroom, committer, o.directory)
     jobs = JobHost(
         o.outbox,
         roster.live_by_handle,
