@@ -159,6 +159,9 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     """Steps 3a-3h: what the services are built from, and the start's notices so far.
     Raises WireError when isolation is required and unavailable, OSError or
     sqlite3.Error when a file cannot be had."""
+    # The one clock of the timing rules: the index's commit timing, the journal's
+    # checkpoints, the job host's reply times and the reactor's wake buckets read it.
+    clock = SYSTEM_CLOCK
     subreaper = become_subreaper()
     log = daemonlog.setup(os.path.join(bench_dir, "benchd.log"))
     notices = Notices(log)
@@ -177,7 +180,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         lambda: eventlog.fd,
         on_checkpoint_error=lambda err: log.error("journal checkpoint failed", error=str(err)),
         reserve=config.disk_reserve,
-        clock=SYSTEM_CLOCK,
+        clock=clock,
     )
     journal.open()
     notices.add(upkeep.low_events(log, journal.low))
@@ -186,7 +189,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     index = Index(
         os.path.join(bench_dir, "index.sqlite"),
         notices.index,
-        clock=SYSTEM_CLOCK,
+        clock=clock,
         rebuild=RefillIndex(mail_root, eventlog, config.node, notices),
     )
     exited_store = ExitedStore(bench_dir, config.exited_kept, config.kept_scrollback)
@@ -195,7 +198,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         pid=os.getpid(),
         subreaper=subreaper,
         log=log,
-        clock=SYSTEM_CLOCK,
+        clock=clock,
         sandbox=chosen,
         isolation_note=isolation_note,
         eventlog=eventlog,
