@@ -163,9 +163,10 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     # checkpoints, the job host's reply times and the reactor's wake buckets read it.
     clock = SYSTEM_CLOCK
     subreaper = become_subreaper()
+    sock_path = socket_path(bench_dir)  # socket-path-too-long, before any file is made
     log = daemonlog.setup(os.path.join(bench_dir, "benchd.log"))
     notices = Notices(log)
-    chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, socket_path(bench_dir))
+    chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, sock_path)
     room.release(bench_dir)
     log_path = os.path.join(bench_dir, "events.jsonl")
     replayed = replay(bench_dir, log_path)
