@@ -61,6 +61,13 @@ class IdClock:
             self._ms = _id_ms(last)
             self._n = int(last.rsplit("-", 1)[1])
 
+    def resume(self, last: str | None) -> None:
+        """Go on after `last` (the newest id on disk, known once the start-up has listed
+        every file) unless this clock is past it already."""
+        if last and (_id_ms(last), int(last.rsplit("-", 1)[1])) > (self._ms, self._n):
+            self._ms = _id_ms(last)
+            self._n = int(last.rsplit("-", 1)[1])
+
     def next(self, now_ms: int) -> tuple[str, int]:
         if now_ms > self._ms:
             self._ms, self._n = now_ms, 1

@@ -291,6 +291,8 @@ class Committer:
         store: Store,
         index: Index,
         publish: Callable[[list[EventRecord], list[Event]], None],
+        *,
+        on_lost: Callable[[tuple[Event, ...], WireError], None] | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -298,9 +300,7 @@ class Committer:
         self._pending: list[Op[object]] = []
         self._wakeup = trio.Event()
         self.closed = False
-        self.on_lost: Callable[[tuple[Event, ...], WireError], None] | None = (
-            None  # told about events record() could not write
-        )
+        self.on_lost = on_lost  # told about events record() could not write
         self.batch = Batch()  # the batch being checked (ops' check() claims keys in it)
         self._committing = trio.Lock()  # held while a batch commits; drain() waits on it
         self.disk_full = False  # the last batch that wrote nothing met a full disk

@@ -114,6 +114,7 @@ class JobHost:
         retry_base: float,
         log: Log,
         wall: WallClock = SYSTEM_WALL,
+        outbound: Outbound | None = None,
     ) -> None:
         self.outbox = outbox
         self.find_session = find_session  # a live session by handle, or None
@@ -137,7 +138,7 @@ class JobHost:
         self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
         self._settling: list[Settlement] = []  # waiting for the next transaction
         self._stopping = False
-        self.outbound: Outbound | None = None  # replies to handle@node go there
+        self.outbound = outbound  # replies to handle@node go there
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Settle the jobs the previous daemon left running, then drain the outbox when
@@ -246,7 +247,7 @@ class JobHost:
             if "@" in to:
                 # Another node: queued for the bridge with the outbound queue's guarantees
                 # (durable before accepted; the key makes a repeat a no-op).
-                assert self.outbound is not None, "the daemon wires the outbound queue"
+                assert self.outbound is not None, "the daemon builds it with the outbound queue"
                 # (The task's id is this node's; the other node's thread starts here.)
                 op: SendOp = self.outbound.make_queue(
                     mail.from_.agent_id, to, mail.content, subject, mail.key
@@ -280,7 +281,7 @@ class JobHost:
         except WireError as err:
             return await self._refused(mail, err)
         if isinstance(op, QueueOp):  # to another node: its address is set
-            assert self.outbound is not None, "the daemon wires the outbound queue"
+            assert self.outbound is not None, "the daemon builds it with the outbound queue"
             res = self.outbound.queued_as(op, res)
         if res.to != mail.to.agent_id:
             # The key was taken by other mail (client keys may not start with outbox:,

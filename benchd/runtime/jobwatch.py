@@ -64,18 +64,19 @@ class JobWatch:
         stall_after: float,
         max_deadline: float,
         wall: WallClock = SYSTEM_WALL,
+        outbound: Outbound | None = None,
     ) -> None:
         self.record = record  # the committer's: logs events
         self.committer = committer
         self.mailroom = mailroom
         self.limiter = limiter
         self.outbox = outbox
-        self.end = end  # Sessions.end: HUP, TERM, KILL, a grace apart
+        self.end = end  # sessions.end_session: HUP, TERM, KILL, a grace apart
         self.log = log
         self.stall_after = stall_after  # the daemon's default; 0: never
         self.max_deadline = max_deadline
         self.wall = wall  # a deadline's time, stored with the job
-        self.outbound: Outbound | None = None  # stall mail to handle@node goes there
+        self.outbound = outbound  # stall mail to handle@node goes there
 
     # ------------------------------------------------------------ at spawn
 

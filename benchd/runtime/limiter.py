@@ -31,16 +31,17 @@ class Limiter:
         index: Index,
         committer: Committer,
         log: Log,
+        mailbox_exists: Callable[[str], bool] = lambda handle: True,
     ):
         self.limits = limits
         self.decide = SendLimits(limits)
         self.index = index
         self.committer = committer
         self.log = log
-        # Whether a handle has a mailbox (or a live session): the daemon gives it the
-        # mailroom's `exists`. Mail to a handle without one makes a mailbox, which a
+        # Whether a handle has a mailbox (or a live session): the daemon gives it
+        # `Mailboxes.exists`. Mail to a handle without one makes a mailbox, which a
         # session's tree pays for (--tree-mailboxes).
-        self.mailbox_exists: Callable[[str], bool] = lambda handle: True
+        self.mailbox_exists = mailbox_exists
 
     def _refuse(self, r: Refusal, sender: str, mailbox: str | None = None) -> WireError:
         if r.announce:

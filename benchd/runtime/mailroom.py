@@ -43,27 +43,54 @@ LIST_DEFAULT = 50
 LIST_MAX = 500
 
 
+class Mailboxes:
+    """Which handles have a mailbox: the ones this run delivered to (saves a stat call
+    per send), the operator's, a live session's, or a directory on disk. Shared by the
+    mailroom (which adds to it on first delivery) and the limiter (a session's tree pays
+    for each mailbox its mail makes), so neither needs the other to be built."""
+
+    def __init__(self, root: str, is_live: Callable[[str], bool] = lambda handle: False):
+        self.root = root  # BENCH_DIR/mail
+        self.made: set[str] = set()  # delivered to by this run
+        self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
+
+    def exists(self, handle: str) -> bool:
+        """Whether mail to `handle` goes to a mailbox already there (or a live session's)."""
+        return (
+            handle in self.made
+            or handle == OPERATOR
+            or self.is_live(handle)
+            or os.path.isdir(os.path.join(self.root, handle))
+        )
+
+
 class Mailroom:
     def __init__(
         self,
         root: str,
         index: Index,
         committer: Committer,
-        is_live: Callable[[str], bool] = lambda handle: False,
+        mailboxes: Mailboxes,
+        ids: IdClock,
+        admit: Callable[[str, str, int, Batch], None] | None = None,
         wall: WallClock = SYSTEM_WALL,
     ):
         self.root = root  # BENCH_DIR/mail
         self.index = index
         self.committer = committer
         self.wall = wall  # a new message's time, in its id and its Date
-        self.clock = IdClock(index.newest_id())  # ids from those times, strictly rising
+        # Hands out mail ids from those times, strictly rising; the daemon's start-up
+        # resumes it after the newest id the index holds once recovery has listed every
+        # file (IdClock.resume).
+        self.clock = ids
+        self.mailboxes = mailboxes
         # Mailboxes this run delivered to (saves stat calls per send); whether a mailbox
         # is new is asked of the disk.
-        self.boxes: set[str] = set()
-        self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
+        self.boxes = mailboxes.made
+        self.is_live = mailboxes.is_live  # whether a handle has a live session
         # Checks a send against its mailbox's unread caps where its batch commits (the
         # daemon gives it Limiter.admit): raises mailbox-full. None: uncapped (tests).
-        self.admit: Callable[[str, str, int, Batch], None] | None = None
+        self.admit = admit
 
     # ------------------------------------------------------------ paths
 
@@ -72,12 +99,7 @@ class Mailroom:
 
     def exists(self, handle: str) -> bool:
         """Whether mail to `handle` goes to a mailbox already there (or a live session's)."""
-        return (
-            handle in self.boxes
-            or handle == OPERATOR
-            or self.is_live(handle)
-            or os.path.isdir(self.box(handle))
-        )
+        return self.mailboxes.exists(handle)
 
     def path(self, handle: str, mail_id: str, state: int) -> str:
         sub = "read" if state == READ else "inbox"

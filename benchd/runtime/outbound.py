@@ -16,7 +16,6 @@ here records the id its node gave it as `origin`, and the references a message c
 (`in-reply-to`) are written in full on the wire and as this node writes them here.
 """
 
-import os
 import secrets
 
 import msgspec
@@ -43,11 +42,11 @@ RECENT_MAX = 4096  # queued messages kept in memory for the bridge's pull
 class Outbound:
     def __init__(
         self,
-        bench_dir: str,
         node: str,
         index: Index,
         mailroom: Mailroom,
         committer: Committer,
+        directory: Directory,
         wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.node = node
@@ -55,7 +54,7 @@ class Outbound:
         self.index = index
         self.mailroom = mailroom
         self.committer = committer
-        self.directory = Directory(os.path.join(bench_dir, "nodes.json"), node, wall)
+        self.directory = directory  # the nodes seen (nodes.json, read by the start-up)
         self._queued = trio.Event()  # set when mail is queued; replaced after each wait
         # What the bridge will pull, kept from the commit until it is marked forwarded,
         # so neither bridge/pull nor bridge/forwarded reads the file back. Bounded: the

@@ -1,7 +1,7 @@
 """The mailroom at start: staging a crash left is cleared, and the index is made to
 agree with the files (the files are the record; the index is their cache).
 
-Both run before the daemon serves anyone: recovery in benchd.server.app calls them.
+Both run before the daemon serves anyone: recovery in benchd.server.startup calls them.
 """
 
 import os

@@ -63,6 +63,12 @@ class Sessions:
         subreaper: bool,
         session_umask: int | None = None,
         wall: WallClock = SYSTEM_WALL,
+        *,
+        delegation: Delegation | None = None,
+        watch: JobWatch | None = None,
+        exited_store: ExitedStore | None = None,
+        exited_kept: int = EXITED_KEPT,
+        sandbox: Sandbox | None = None,
     ):
         self.wall = wall  # an exited session's end, kept on disk
         self.roster = roster
@@ -77,11 +83,11 @@ class Sessions:
         self.subreaper = subreaper
         self.session_umask = session_umask  # each program's umask (benchd's own is 077)
         self.placer = Placer(roster, helper_pids, daemon_pid)
-        self.delegation: Delegation | None = None  # counts a spawner's children
-        self.exited_store: ExitedStore | None = None  # exited sessions kept on disk
-        self.exited_kept = EXITED_KEPT
-        self.watch: JobWatch | None = None  # deadlines and stalls (benchd.runtime.jobwatch)
-        self.sandbox: Sandbox | None = None  # each session's sandbox; None: isolation off
+        self.delegation = delegation  # counts a spawner's children
+        self.exited_store = exited_store  # exited sessions kept on disk
+        self.exited_kept = exited_kept
+        self.watch = watch  # deadlines and stalls (benchd.runtime.jobwatch)
+        self.sandbox = sandbox  # each session's sandbox; None: isolation off
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the sessions run in, and the orphan reaper."""
@@ -328,17 +334,8 @@ class Sessions:
         return order
 
     async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
-        """SIGHUP, SIGTERM, then SIGKILL to the process group, `grace` seconds apart
-        while it has not exited; returns once settled."""
-        if not s.live or s.term is None:
-            return
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            s.term.signal_group(sig)
-            with trio.move_on_after(grace):
-                await s.exited.wait()
-                return
-        s.term.signal_group(signal.SIGKILL)
-        await s.exited.wait()
+        """SIGHUP, SIGTERM, then SIGKILL to the process group (`end_session`)."""
+        await end_session(s, grace)
 
     async def stop_all(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -347,6 +344,21 @@ class Sessions:
                     continue
                 s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
                 nursery.start_soon(self.end, s)
+
+
+async def end_session(s: Session, grace: float = KILL_GRACE) -> None:
+    """SIGHUP, SIGTERM, then SIGKILL to the process group, `grace` seconds apart
+    while it has not exited; returns once settled. A function of the session alone, so
+    the job watch (which Sessions is built with) is given it without Sessions."""
+    if not s.live or s.term is None:
+        return
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        s.term.signal_group(sig)
+        with trio.move_on_after(grace):
+            await s.exited.wait()
+            return
+    s.term.signal_group(signal.SIGKILL)
+    await s.exited.wait()
 
 
 _KEEP_THREADS = trio.CapacityLimiter(2)  # writes of exited sessions (Sessions._keep)

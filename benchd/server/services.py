@@ -2,7 +2,7 @@
 one signature every handler has.
 
 A handler sees the services it may use and nothing else of the daemon: no committer,
-no raw index connection, no options namespace. `benchd/server/app.py` builds the
+no raw index connection, no options namespace. `benchd/server/wiring.py` builds the
 record once, after the services themselves.
 
 The bridge's verbs build their own durable work (the marks of forwarded mail, the

@@ -80,6 +80,31 @@ def keep_damage(
     return found
 
 
+class Damage:
+    """The journal damage not yet acknowledged: what earlier starts found (read by the
+    start-up with `load_damage`), then this start's, kept once logged; `bench status`
+    shows it until `bench status --ack`."""
+
+    def __init__(
+        self, bench_dir: str, log: structlog.stdlib.BoundLogger, found: list[m.JournalDamaged]
+    ) -> None:
+        self.bench_dir = bench_dir
+        self.log = log
+        self.found = found
+
+    def shown(self) -> list[m.JournalDamaged]:
+        return self.found
+
+    def keep(self, events: list[m.Event]) -> None:
+        """This start's journal/damaged events, logged (their seqs set): kept on disk."""
+        self.found += keep_damage(self.bench_dir, self.log, events)
+
+    def ack(self) -> int:
+        n = ack_damage(self.bench_dir, self.log, len(self.found))
+        self.found = []
+        return n
+
+
 def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -> None:
     """Hold room on the disk for the next start (as much as there is, up to a cap)."""
     want = min(room.ROOM_BYTES, reserve)

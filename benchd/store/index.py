@@ -14,7 +14,7 @@ Two layers, both used only on the event loop:
   another process, a full disk or an I/O error leave `pending` as it is and the flush
   is retried later (the caller backs off); the loop never waits on a lock. Corruption
   (or a failure that persists) sets the file aside and rebuilds the index from the
-  files (`rebuild`, given by the daemon).
+  files (`rebuild`, which the daemon's start-up opens it with).
 
 Health (`health()`) says which of these holds; every failure and rebuild is reported
 through `notify(kind, **fields)` (the daemon logs it and records an event).
@@ -96,13 +96,16 @@ class Index:
         path: str,
         notify: Callable[..., None] | None = None,
         now: Callable[[], float] = trio.current_time,
+        rebuild: "Callable[[Index], None] | None" = None,
     ) -> None:
         self.path = path
         # Dates the pending changes and the retry backoff: trio's clock, as the committer
         # that sleeps until they are due (benchd.core.clock).
         self.now = now
         self.notify = notify or (lambda kind, **fields: None)
-        self.rebuild: Callable[[], None] | None = None  # set by the daemon: refill from files
+        # Refills a new, empty index from the files (the daemon's start-up gives it);
+        # None: a rebuilt index stays empty (tests).
+        self.rebuild = rebuild
         self.pending = Pending()
         self.failures = 0  # consecutive failed flushes
         self.last_error: str | None = None
@@ -585,7 +588,7 @@ class Index:
         if self.rebuild is not None:
             self._rebuilding = True
             try:
-                self.rebuild()
+                self.rebuild(self)
             except sqlite3.Error as err:
                 # Even the new file failed while refilling: refill a database in memory.
                 self.w.close()
@@ -594,7 +597,7 @@ class Index:
                 self.pending = Pending()
                 self._unread.clear()
                 self.notify("index/failed", error=str(err), action="in-memory")
-                self.rebuild()
+                self.rebuild(self)
             finally:
                 self._rebuilding = False
         self.flush()  # what the rebuild added; a failure here is retried like any other

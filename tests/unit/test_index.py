@@ -323,7 +323,7 @@ def test_recover_now_sets_the_file_aside_and_refills_it(tmp_path):
     i = Index(p, lambda kind, **f: notes.append(kind), now=still)
     fill(i, "bob", 3)
     assert i.flush()
-    i.rebuild = lambda: fill(i, "bob", 2)  # what the files hold now
+    i.rebuild = lambda idx: fill(idx, "bob", 2)  # what the files hold now
     i.recover_now("test")
     assert os.path.exists(p + ".damaged")
     assert i.count("bob", None) == 2 and i.rebuilds == 1
@@ -341,7 +341,7 @@ def test_corruption_found_by_a_read_rebuilds_instead_of_failing(tmp_path):
     j = Index(p, now=still)
     j.commit_each = True
     assert not j.fresh
-    j.rebuild = lambda: fill(j, "bob", 1)
+    j.rebuild = lambda idx: fill(idx, "bob", 1)
     size = os.path.getsize(p)
     with open(p, "r+b") as f:  # damaged under the open index: every page but the first
         for off in range(4096, size, 4096):
@@ -400,7 +400,7 @@ def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
     p = str(tmp_path / "index.sqlite")
     notes = []
     i = Index(p, lambda kind, **f: notes.append(f.get("action")), now=still)
-    i.rebuild = lambda: i.add("bob", mid(1), UNREAD, "operator", "", "d", 0, "k")
+    i.rebuild = lambda idx: idx.add("bob", mid(1), UNREAD, "operator", "", "d", 0, "k")
     i.recover_now("first")
     assert not i.in_memory and not i.pending  # the rebuilt file committed
     i.recover_now("second")  # a commit succeeded in between: a file again

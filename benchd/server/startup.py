@@ -1,0 +1,384 @@
+"""Start-up: how benchd comes back from whatever the last run left, in order.
+
+The files are the record (mail/, events.jsonl); the journal holds what a batch did
+until the disk has it; the index is a cache of the files. A start may follow a clean
+stop, a kill -9 at any instruction, a full disk or a person's edits, and ends serving
+either way. `benchd.server.app.main` runs these steps in this order; each names the
+module that does the work.
+
+1. Options. `main` parses them once into a `DaemonConfig`; benchd sets its umask to
+   077 and keeps the old one as the config's `session_umask` (each session's).
+2. The lock (`server/lockdir.take_state_dir`): the state directory is made or checked
+   and flocked; a second daemon for it is refused. Everything below holds the lock.
+3. `open_state`, before any service exists:
+   a. the process: subreaper (orphans come back to benchd), benchd.log, the sandbox
+      (`--isolation required` without bwrap refuses here, before a file is opened);
+   b. the room held for this start is given back (`store/room`), before anything
+      else writes;
+   c. journal replay (`store/replay`): what committed batches did that may not have
+      reached the disk (files, renames, event-log bytes) is done again; the log's
+      uncommitted tail is cut; damaged stretches become journal/damaged notices
+      (`server/upkeep.replay_events`);
+   d. the event log opened (`store/eventlog`: a torn last line is kept as its own
+      line); its last seq is never below the seqs replay cut, so none is reused;
+   e. the journal opened empty (`store/journal`), preallocated unless that would eat
+      the disk's reserve (a disk/low notice);
+   f. the journal damage earlier starts found and nobody acknowledged
+      (`store/damage`, through `server/upkeep.Damage`);
+   g. the index opened (`store/index`): a file SQLite cannot open is set aside and a
+      new one made (an index/rebuilt notice); it is given `RefillIndex` to refill
+      itself from the files whenever it is set aside while running;
+   h. the job outbox, the nodes seen (nodes.json), the exited sessions kept.
+4. `build` (`server/wiring`): every service, from the config and what 3 opened. No I/O.
+5. `recover`, on trio's loop but before the socket exists, so no one sees a half state:
+   a. staging entries left by a crash are removed (`runtime/reconcile.clean_staging`);
+   b. the search tables are made or filled for mail indexed before they existed
+      (`store/search.ensure`);
+   c. the index is checked (`store/recovery`): a clean stop's seal is taken (trusted
+      once); if it matches the file and the log's last seq, the index's rows are
+      checked against its counts and each mailbox's names, and only mailboxes whose
+      names differ are listed again. Without a seal SQLite checks its b-trees and every
+      mailbox is reconciled (`runtime/reconcile`), mail the log already announced
+      getting no second mail/sent. Any SQLite error sets the file aside and the index
+      is refilled from the files;
+   d. the delivery states are replayed from the event log after the index's last seq
+      (all of it after a rebuild: `runtime/mailstates`), the index committed, and the
+      mailroom's id clock resumed after the newest id on disk.
+6. The socket (`claim_socket`): bound at a private name, made 0600, renamed over the
+   real path (whatever was there is stale: we hold the lock).
+7. `start_services`, in order: the committer runs, and from then on the daemon's own
+   notices go into batches (`Notices.live`); the first batch holds every notice of
+   the start (replay, disk/low, index), the mail/sent of recovered mail and
+   daemon/started; this start's damage is kept for `bench status`; the reactor; the
+   sessions (with the orphan reaper); the job host, which first settles the jobs the
+   previous daemon left running (interrupted, or past their deadline: `runtime/
+   jobhost`) and drains the outbox; the bridge when asked for.
+8. Then `Daemon.run` takes signals, reaps idle connections, serves, prints the one
+   readiness line, and holds room on the disk for the next start (`server/upkeep`).
+9. Stop (`Daemon._shutdown`): refuse new work, end the sessions, log daemon/stopped,
+   checkpoint the journal; then `close`: the outbox closed, and the index sealed
+   (`store/recovery.seal`) if nothing of it is pending, else closed unsealed, so the
+   next start checks it in full.
+"""
+
+import os
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+import trio
+
+from bench_wire import messages as m
+from bench_wire.errors import WireError
+from bench_wire.paths import socket_path
+from benchd import __version__
+from benchd.core.clock import SYSTEM_WALL
+from benchd.runtime import sandbox
+from benchd.runtime.committer import EventOp, Op
+from benchd.runtime.mailstates import MailStates
+from benchd.runtime.nodes import Directory
+from benchd.runtime.past import PastSession
+from benchd.runtime.reconcile import clean_staging, reconcile
+from benchd.runtime.system import become_subreaper
+from benchd.server import daemonlog, upkeep
+from benchd.server.config import DaemonConfig
+from benchd.server.wiring import Opened, Wired
+from benchd.store import recovery, room, search
+from benchd.store.eventlog import EventLog
+from benchd.store.exited import ExitedStore
+from benchd.store.index import Index, Pending, is_corrupt
+from benchd.store.journal import Journal
+from benchd.store.outbox import SqliteOutbox
+from benchd.store.replay import replay
+
+
+class Notices:
+    """What the daemon says about itself while it starts and runs (journal replay and
+    damage, a disk below its reserve, index failures and rebuilds): each is logged to
+    benchd.log at once; its event is held for the start's first batch until the
+    committer runs (`live`), then queued to the committer as it comes."""
+
+    def __init__(self, log: structlog.stdlib.BoundLogger) -> None:
+        self.log = log
+        self.held: list[m.Event] = []
+        self._enqueue: Callable[[Op[object]], None] | None = None  # the committer's, once it runs
+
+    def add(self, events: list[m.Event]) -> None:
+        if self._enqueue is None:
+            self.held += events
+            return
+        try:
+            self._enqueue(EventOp(*events))
+        except WireError:
+            pass  # stopping: benchd.log has it
+
+    def live(self, enqueue: Callable[[Op[object]], None]) -> list[m.Event]:
+        """The committer runs: what was held (for the first batch), and from now on
+        every notice goes to the committer."""
+        held, self.held = self.held, []
+        self._enqueue = enqueue
+        return held
+
+    def index(self, kind: str, **fields: Any) -> None:
+        """The index's `notify`: a failure or rebuild, to benchd.log and the event log."""
+        if kind == "index/recovered":
+            self.log.info("index commits work again", **fields)
+            return
+        if kind == "index/failed":
+            self.log.error(kind, **fields)
+            ev: m.Event = m.IndexFailed(**fields)
+        else:
+            self.log.warning(kind, **fields)
+            ev = m.IndexRebuilt(**fields)
+        self.add([ev])
+
+
+class RefillIndex:
+    """Refill an empty index from the files (Index.recover_now, while running): the
+    mail, then the delivery states from the whole log (they went with the file)."""
+
+    def __init__(self, mail_root: str, eventlog: EventLog, node: str, notices: Notices):
+        self.mail_root = mail_root
+        self.eventlog = eventlog
+        self.node = node
+        self.notices = notices
+
+    def __call__(self, index: Index) -> None:
+        reconcile(self.mail_root, index)
+        MailStates(index, self.node).replay(self.eventlog.read_since(0))
+        self.notices.index(
+            "index/rebuilt", reason=index.set_aside_reason or "", messages=len(index.pending)
+        )
+
+
+# ---------------------------------------------------------------- 3. open_state
+
+
+def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
+    """Steps 3a-3h: what the services are built from, and the start's notices so far.
+    Raises WireError when isolation is required and unavailable, OSError or
+    sqlite3.Error when a file cannot be had."""
+    # The one wall clock: every time written to disk or shown (benchd.core.clock); the
+    # timing rules read trio's clock, which the daemon sleeps on.
+    wall = SYSTEM_WALL
+    subreaper = become_subreaper()
+    sock_path = socket_path(bench_dir)  # socket-path-too-long, before any file is made
+    log = daemonlog.setup(os.path.join(bench_dir, "benchd.log"))
+    notices = Notices(log)
+    chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, sock_path)
+    room.release(bench_dir)
+    log_path = os.path.join(bench_dir, "events.jsonl")
+    replayed = replay(bench_dir, log_path)
+    notices.add(upkeep.replay_events(log, replayed))
+    eventlog = EventLog(log_path)
+    # Lines replay took back (a batch never committed) keep their seqs: none is handed
+    # out twice.
+    eventlog.last_seq = max(eventlog.last_seq, replayed.cut_seq)
+    eventlog.published_seq = eventlog.last_seq
+    journal = Journal(
+        bench_dir,
+        lambda: eventlog.fd,
+        on_checkpoint_error=lambda err: log.error("journal checkpoint failed", error=str(err)),
+        reserve=config.disk_reserve,
+        wall=wall,
+    )
+    journal.open()
+    notices.add(upkeep.low_events(log, journal.low))
+    damage = upkeep.Damage(bench_dir, log, upkeep.load_damage(bench_dir, log))
+    mail_root = os.path.join(bench_dir, "mail")
+    index = Index(
+        os.path.join(bench_dir, "index.sqlite"),
+        notices.index,
+        rebuild=RefillIndex(mail_root, eventlog, config.node, notices),
+    )
+    exited_store = ExitedStore(bench_dir, config.exited_kept, config.kept_scrollback)
+    opened = Opened(
+        bench_dir=bench_dir,
+        pid=os.getpid(),
+        subreaper=subreaper,
+        log=log,
+        wall=wall,
+        sandbox=chosen,
+        isolation_note=isolation_note,
+        eventlog=eventlog,
+        journal=journal,
+        index=index,
+        outbox=SqliteOutbox(os.path.join(bench_dir, "outbox.sqlite")),
+        directory=Directory(os.path.join(bench_dir, "nodes.json"), config.node, wall),
+        exited_store=exited_store,
+        past=tuple(PastSession(record, output) for record, output in exited_store.load()),
+        damage=damage,
+    )
+    return opened, notices
+
+
+# ---------------------------------------------------------------- 5. recover
+
+
+def recover(opened: Opened, wired: Wired, notices: Notices) -> tuple[list[m.Event], bool]:
+    """Steps 5a-5d: bring the index in line with the files. Returns the mail/sent events
+    of recovered mail, and whether this start recovered from anything (no clean stop).
+
+    Start never fails because of the index: any SQLite error here sets the file aside
+    and refills a new one from the files."""
+    index, eventlog = opened.index, opened.eventlog
+    log = opened.log
+    mail_root = os.path.join(opened.bench_dir, "mail")
+    clean_staging(
+        mail_root,
+        lambda path, why: log.warning("staging entry skipped", path=path, reason=why),
+    )
+    # The events whose delivery states the index holds (re-read: a set-aside index
+    # holds none, and reconcile below moves last_seq on).
+    states_seq = 0 if index.fresh else int(index.get_meta("last_seq") or 0)
+    try:
+        _ensure_search(index, mail_root, log)  # before reconcile, which indexes what it adds
+        events, recovered = _reconcile_at_start(opened, mail_root)
+    except sqlite3.Error as err:
+        index.set_aside(f"unreadable at start: {err}")
+        index.pending = Pending()
+        recovered = True
+        events = reconcile(mail_root, index, _logged_since(eventlog, 0))
+    if index.set_aside_reason is not None:  # at open or just now
+        index.rebuilds += 1
+        notices.index("index/rebuilt", reason=index.set_aside_reason, messages=len(index.pending))
+        states_seq = 0
+    wired.mail_states.replay(eventlog.read_since(states_seq))
+    index.flush()  # a failure is retried by the committer, like any other
+    wired.ids.resume(index.newest_id())
+    return list(events), recovered
+
+
+def _reconcile_at_start(opened: Opened, mail_root: str) -> tuple[list[m.MailSent], bool]:
+    idx = opened.index
+    seal = recovery.take_seal(os.path.join(opened.bench_dir, recovery.SEAL))  # trusted once
+    trusted = (
+        not idx.fresh
+        and recovery.seal_matches(seal, idx.path)
+        and idx.get_meta("last_seq") == str(opened.eventlog.last_seq)
+    )
+    held = None
+    if trusted:
+        # The seal says the file is the one closed, not that nobody rewrote both: the
+        # index's rows are read and checked against its counts (an edited index is set
+        # aside and rebuilt) and against the directories' names.
+        try:
+            held = recovery.index_digests(idx)
+        except recovery.Edited as err:
+            idx.set_aside(f"edited after its clean stop: {err}")
+            idx.pending = Pending()  # what was queued for the file set aside
+            _ensure_search(idx, mail_root, opened.log)  # the new file's tables; refilled below
+    if held is not None:
+        # The mailboxes whose names differ from the index's rows (mail a person dropped
+        # in, moved or removed, or rows removed from the index) are listed again.
+        changed = recovery.changed_boxes(mail_root, held)
+        return (reconcile(mail_root, idx, frozenset(), changed) if changed else []), False
+    recovered = not idx.fresh or os.path.isdir(mail_root)
+    if not idx.fresh:
+        # Not sealed: check the b-trees too (a crash start lists every mailbox anyway,
+        # so this is the same order of work); damage found is a SQLite error -> rebuild.
+        verdict = idx.quick_check()
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+    # Mail the log already announced but the index missed (a kill between the log
+    # append and the index commit) needs no second, "recovered" mail/sent.
+    since = int(idx.get_meta("last_seq") or 0)
+    return reconcile(mail_root, idx, _logged_since(opened.eventlog, since)), recovered
+
+
+def _ensure_search(index: Index, mail_root: str, log: Any) -> None:
+    """The search tables, filled for messages indexed before search existed. A lock or
+    a full disk only postpones this to the next start (new mail is added to them as it
+    is indexed); damage is an index error like any other: set aside, rebuilt."""
+    try:
+        search.ensure(index, mail_root)
+    except sqlite3.Error as err:
+        if is_corrupt(err):
+            raise
+        log.warning("search tables not checked at start", error=str(err))
+
+
+def _logged_since(eventlog: EventLog, since: int) -> set[str]:
+    sent = (e.get("mail_id") for e in eventlog.read_since(since) if e.get("kind") == "mail/sent")
+    return {mail_id for mail_id in sent if isinstance(mail_id, str)}
+
+
+# ---------------------------------------------------------------- 6. the socket
+
+
+def _private_socket(bench_dir: str, pid: int) -> tuple[trio.socket.SocketType, str]:
+    """A new socket and the private name it binds first."""
+    tmp = os.path.join(bench_dir, f".s{pid}")
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    return trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM), tmp
+
+
+async def claim_socket(bench_dir: str, pid: int, path: str) -> tuple[trio.SocketListener, int]:
+    """Bind a new socket at a private name, make it 0600 and rename it over `path`
+    (claiming the path atomically); returns its listener and the inode it has."""
+    sock, tmp = _private_socket(bench_dir, pid)
+    await sock.bind(tmp)
+    os.chmod(tmp, 0o600)
+    sock.listen(128)
+    # We hold the lock, so whatever is at the real path is stale: replace it.
+    os.rename(tmp, path)
+    return trio.SocketListener(sock), os.stat(path).st_ino
+
+
+# ---------------------------------------------------------------- 7. start_services
+
+
+async def start_services(
+    nursery: trio.Nursery,
+    config: DaemonConfig,
+    opened: Opened,
+    wired: Wired,
+    notices: Notices,
+    recovered_mail: list[m.Event],
+    recovered: bool,
+) -> None:
+    """Step 7: the committer, the start's first batch, then the services in order."""
+    committer = wired.committer
+    await nursery.start(committer.run)
+    start_events = notices.live(committer.enqueue) + recovered_mail
+    op: Op[object] = EventOp(
+        *start_events,
+        m.DaemonStarted(pid=opened.pid, version=__version__, recovered=recovered),
+    )
+    try:
+        await committer.submit(op)
+    except WireError as err:
+        # A full disk must not keep anyone from reading their mail: serve anyway (sends
+        # answer disk-full until there is room).
+        opened.log.error("start events not logged", error=err.message, code=err.code)
+    opened.damage.keep(start_events)
+    await nursery.start(wired.reactor.run)
+    await nursery.start(wired.sessions.run)
+    await nursery.start(wired.jobs.run)
+    if config.bridge:
+        from benchd.runtime.bridgehost import supervise
+
+        await nursery.start(
+            supervise,
+            opened.bench_dir,
+            wired.outbound.node,
+            config.bridge,
+            wired.helper_pids,
+            opened.log,
+        )
+
+
+# ---------------------------------------------------------------- 9. close
+
+
+def close(opened: Opened, clean_stop: bool) -> None:
+    """After the loop: the outbox closed; the index sealed after a clean stop (the next
+    start trusts it once), else closed unsealed; the event log closed."""
+    opened.outbox.close()
+    if clean_stop:
+        recovery.seal(opened.index, os.path.join(opened.bench_dir, recovery.SEAL))
+    else:
+        opened.index.close()
+    opened.eventlog.close()

@@ -1,0 +1,300 @@
+"""The daemon's services, built: `build(config, opened) -> Wired`.
+
+Pure wiring. Every service gets what it uses as constructor arguments, built after
+what it uses; nothing here opens, reads or writes a file, runs a program, starts a
+task or asks the process anything. What needs the disk or the process is done by the
+start-up (benchd/server/startup.py) before `build`, and handed in as `Opened`: the
+event log, the journal, the index and the outbox opened, the nodes seen read, the
+exited sessions' store, the journal damage not yet acknowledged, the sandbox chosen,
+the daemon's log. tests/unit/test_wiring.py builds from a fresh directory and checks
+that `build` touches nothing.
+
+The one link made after a service is built is a subscription: the committer publishes
+each batch to the hub, and the hub's listeners (the reactor, the delivery states, the
+receipts, the waits) record events through the committer, so they subscribe to the
+hub once they exist. The order of subscription is the order they hear an event.
+"""
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+import trio
+
+from bench_wire import messages as m
+from bench_wire.framing import DEFAULT_FRAME_BYTES
+from benchd.core.admission import Admission
+from benchd.core.clock import WallClock
+from benchd.core.delegation import DelegationLimits
+from benchd.core.names import IdClock
+from benchd.runtime.committer import Committer, JournalStore
+from benchd.runtime.delegation import Delegation
+from benchd.runtime.hub import Hub
+from benchd.runtime.jobhost import JobHost
+from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.limiter import Limiter
+from benchd.runtime.mailroom import (
+    BODY_BYTES,
+    LIST_DEFAULT,
+    LIST_MAX,
+    SUBJECT_CHARS,
+    Mailboxes,
+    Mailroom,
+)
+from benchd.runtime.mailservice import MailService
+from benchd.runtime.mailstates import MailStates
+from benchd.runtime.nodes import Directory
+from benchd.runtime.outbound import Outbound
+from benchd.runtime.past import PastSession
+from benchd.runtime.reactor import Reactor
+from benchd.runtime.receipts import Receipts
+from benchd.runtime.roster import Roster
+from benchd.runtime.sandbox import Sandbox
+from benchd.runtime.sessions import Sessions, end_session
+from benchd.runtime.spawning import Spawner
+from benchd.runtime.waits import Waits
+from benchd.server import upkeep
+from benchd.server.config import DaemonConfig
+from benchd.server.options import reactor_settings, send_limits
+from benchd.server.services import BridgeDesk, DaemonInfo, Services
+from benchd.store import threads
+from benchd.store.eventlog import EventLog
+from benchd.store.exited import ExitedStore
+from benchd.store.index import Index
+from benchd.store.journal import Journal
+from benchd.store.outbox import SqliteOutbox
+from benchd.store.queries import MailQueries
+
+SCROLLBACK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What the start-up opened, read or learned before the services are built."""
+
+    bench_dir: str  # the state directory, taken and locked
+    pid: int
+    subreaper: bool  # orphans of sessions are re-parented to the daemon
+    log: structlog.stdlib.BoundLogger  # benchd.log
+    wall: WallClock  # the one wall clock (times written to disk or shown)
+    sandbox: Sandbox | None  # each session's sandbox; None: isolation off or unavailable
+    isolation_note: str  # why there is none
+    eventlog: EventLog
+    journal: Journal
+    index: Index
+    outbox: SqliteOutbox  # the job host's
+    directory: Directory  # the nodes seen (nodes.json)
+    exited_store: ExitedStore  # exited sessions kept on disk
+    past: tuple[PastSession, ...]  # the ones it kept, read back, oldest first
+    damage: upkeep.Damage  # journal damage not yet acknowledged
+
+
+@dataclass(frozen=True, slots=True)
+class Wired:
+    """Every service, built once; `services` is what handlers see of them."""
+
+    caps: m.Caps
+    admission: Admission
+    stop: trio.Event  # set to stop cleanly (SIGTERM, daemon/stop)
+    helper_pids: set[int]  # the daemon's own children acting for the operator
+    hub: Hub
+    committer: Committer
+    limiter: Limiter
+    roster: Roster
+    mailroom: Mailroom
+    ids: IdClock  # the mailroom's ids, resumed by the start-up after recovery
+    jobs: JobHost
+    reactor: Reactor
+    mail_states: MailStates
+    receipts: Receipts
+    waits: Waits
+    outbound: Outbound
+    delegation: Delegation
+    sessions: Sessions
+    services: Services
+
+
+def caps(config: DaemonConfig, sandboxed: bool, isolation_note: str) -> m.Caps:
+    """What `hello` says of the daemon's limits."""
+    return m.Caps(
+        frame_bytes=DEFAULT_FRAME_BYTES,
+        body_bytes=BODY_BYTES,
+        subject_chars=SUBJECT_CHARS,
+        list_cap=LIST_DEFAULT,
+        list_max=LIST_MAX,
+        connections=config.max_connections,
+        scrollback_bytes=SCROLLBACK_BYTES,
+        max_children=config.max_children,
+        max_depth=config.max_depth,
+        spawn_rate=config.spawn_rate,
+        exited_kept=config.exited_kept,
+        kept_scrollback_bytes=config.kept_scrollback,
+        **dataclasses.asdict(send_limits(config)),
+        thread_max=threads.THREAD_MAX,
+        isolation="on" if sandboxed else "off",
+        isolation_note=isolation_note,
+    )
+
+
+def build(config: DaemonConfig, opened: Opened) -> Wired:
+    """Build every service from the config and what the start-up opened; no I/O."""
+    o = opened
+    log, index, wall = o.log, o.index, o.wall
+    limits = send_limits(config)
+    the_caps = caps(config, o.sandbox is not None, o.isolation_note)
+    admission = Admission(
+        config.max_connections,
+        config.session_connections,
+        config.operator_connections,
+        config.operator_reserve,
+    )
+    stop = trio.Event()
+    helper_pids: set[int] = set()
+    hub = Hub(log)
+    committer = Committer(
+        JournalStore(o.eventlog, o.journal, wall),
+        index,
+        hub.publish,
+        on_lost=lambda events, err: log.error(
+            "events not logged", kinds=[type(e).__name__ for e in events], error=err.message
+        ),
+    )
+    roster = Roster()
+    roster.exited.extend(o.past)  # `bench ps` shows the sessions earlier runs kept
+    mail_root = os.path.join(o.bench_dir, "mail")
+    mailboxes = Mailboxes(mail_root, roster.is_live)
+    # A tree pays for the mailboxes its mail makes; the unread caps are checked where a
+    # batch commits (the mailroom's admit).
+    limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists)
+    ids = IdClock()
+    mailroom = Mailroom(
+        mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall
+    )
+    outbound = Outbound(config.node, index, mailroom, committer, o.directory, wall)
+    jobs = JobHost(
+        o.outbox,
+        roster.live_by_handle,
+        mailroom,
+        committer,
+        index,
+        the_caps.body_bytes,
+        config.retry_base,
+        log,
+        wall=wall,
+        outbound=outbound,  # job replies to handle@node go out through it
+    )
+    reactor = Reactor(
+        roster.live_by_handle,
+        mailroom,
+        committer.record,
+        reactor_settings(config),
+        log,
+        wall=wall,
+    )
+    mail_states = MailStates(index, config.node)
+    receipts = Receipts(index, config.node, log, wall)  # other nodes' mail, for the bridge
+    waits = Waits(config.session_waits, config.max_waits, committer.record)
+    # The reactor first; then the states of a batch's events join the index's pending
+    # changes with the batch's last_seq (benchd.runtime.mailstates).
+    for listener in (reactor.on_event, mail_states.on_event, receipts.on_event, waits.on_event):
+        hub.listeners.append(listener)
+    delegation = Delegation(
+        roster,
+        mailroom,
+        committer.record,
+        log,
+        DelegationLimits(config.max_children, config.max_depth, config.spawn_rate),
+    )
+    watch = JobWatch(
+        committer.record,
+        committer,
+        mailroom,
+        limiter,
+        o.outbox,
+        end_session,
+        log,
+        config.stall_after,
+        config.max_deadline,
+        wall=wall,
+        outbound=outbound,  # stall mail to handle@node goes out through it
+    )
+    sessions = Sessions(
+        roster,
+        reactor,
+        jobs,
+        committer.record,
+        log,
+        o.bench_dir,
+        SCROLLBACK_BYTES,
+        helper_pids,
+        o.pid,
+        o.subreaper,
+        session_umask=config.session_umask,
+        delegation=delegation,
+        watch=watch,
+        exited_store=o.exited_store,
+        exited_kept=config.exited_kept,
+        sandbox=o.sandbox,
+        wall=wall,
+    )
+    queries = MailQueries(index)
+    services = Services(
+        info=DaemonInfo(
+            o.pid,
+            o.bench_dir,
+            the_caps,
+            reactor_settings(config),
+            config.test_hooks,
+            config.wait_max,
+        ),
+        request_stop=stop.set,
+        mail=MailService(mailroom, outbound, index, queries),
+        mailroom=mailroom,
+        index=index,
+        queries=queries,
+        roster=roster,
+        sessions=sessions,
+        spawner=Spawner(sessions, jobs, delegation, limiter, committer.submit),
+        jobs=jobs,
+        outbound=outbound,
+        hub=hub,
+        eventlog=o.eventlog,
+        limiter=limiter,
+        disk_health=_disk_health(o.bench_dir, committer, config.disk_reserve),
+        damage=o.damage.shown,
+        ack_damage=o.damage.ack,
+        bridge=BridgeDesk(committer.enqueue, committer.record, log),
+        states=mail_states,
+        waits=waits,
+        receipts=receipts,
+    )
+    return Wired(
+        caps=the_caps,
+        admission=admission,
+        stop=stop,
+        helper_pids=helper_pids,
+        hub=hub,
+        committer=committer,
+        limiter=limiter,
+        roster=roster,
+        mailroom=mailroom,
+        ids=ids,
+        jobs=jobs,
+        reactor=reactor,
+        mail_states=mail_states,
+        receipts=receipts,
+        waits=waits,
+        outbound=outbound,
+        delegation=delegation,
+        sessions=sessions,
+        services=services,
+    )
+
+
+def _disk_health(bench_dir: str, committer: Committer, reserve: int) -> Callable[[], m.DiskHealth]:
+    def health() -> m.DiskHealth:
+        return upkeep.disk_health(bench_dir, committer.disk_full, reserve)
+
+    return health
