@@ -12,7 +12,6 @@ import os
 import signal
 import sqlite3
 import sys
-import time
 from typing import TextIO
 
 import trio

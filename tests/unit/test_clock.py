@@ -19,10 +19,11 @@ import trio.testing
 from bench_wire import messages as m
 from benchd.core.clock import SYSTEM_WALL
 from benchd.core.jobs import Job, Outcome
+from benchd.core.names import IdClock
 from benchd.core.wakeline import digest_line
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
-from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.mailroom import Mailboxes, Mailroom
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Session, Wake
 from benchd.runtime.terminal import Terminal
@@ -69,7 +70,8 @@ def test_the_wake_bucket_and_its_digest_timer_follow_trio_time(tmp_path):
 
     async def run():
         index = Index(str(tmp_path / "index.sqlite"))
-        room = Mailroom(str(tmp_path / "mail"), index, None)
+        mail_root = str(tmp_path / "mail")
+        room = Mailroom(mail_root, index, None, Mailboxes(mail_root), IdClock())
         for n in (2, 3):  # the capped mail, unread in bob's mailbox
             index.add("bob", f"m{n}", UNREAD, "alice", "hi", "date", 10, f"k{n}", new=True)
         bob = Session("s-1", "bob", "tok", ["agent"], None, None, None)
