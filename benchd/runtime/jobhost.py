@@ -156,7 +156,13 @@ class JobHost:
         now = self.clock.wall_ms()
         deadlines: list[m.Event] = []
         for row in self.outbox.running_jobs():
-            job = Job.from_json(row.job)
+            try:
+                job = Job.from_json(row.job)
+            except JobError as err:
+                # Not a job this daemon wrote (edited by hand?): left in the outbox, as
+                # it is, and said; the other jobs are settled.
+                self.log.error("a stored job does not load", session=row.session, error=err.message)
+                continue
             past = row.deadline_ms is not None and row.deadline_ms <= now
             ending = Ending("daemon-stopped", reason="deadline" if past else "daemon-stopped")
             if past:

@@ -25,8 +25,8 @@ from bench_wire.messages import (
 )
 from benchd.core import frontmatter, keys, mailrefs, sends
 from benchd.core.frontmatter import FrontMatter
-from benchd.core.sends import Retire, Send
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
+from benchd.core.sends import Retire, Send
 from benchd.runtime.committer import Batch, Committer, EventOp, Op, now_ms
 from benchd.store import faults, mailfile
 from benchd.store.fileio import write_all

@@ -35,9 +35,9 @@ from benchd.store import mailstates, sqlite
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
 from benchd.store.pending import READ as READ
 from benchd.store.pending import UNREAD as UNREAD
+from benchd.store.pending import AddText, Insert, Remove, SetColumns, SetState
 from benchd.store.pending import KeyHit as KeyHit
 from benchd.store.pending import MailRow as MailRow
-from benchd.store.pending import AddText, Insert, Remove, SetColumns, SetState
 from benchd.store.pending import Pending as Pending
 from benchd.store.sqlite import MEMORY
 from benchd.store.sqlite import is_corrupt as is_corrupt
