@@ -1,7 +1,7 @@
 """What a durable mail operation does, as frozen values: one kind per operation, and
 what each kind writes and logs (pure: no I/O).
 
-A send is checked once (`benchd.runtime.mailroom.Mailroom.make_send`) and from then on
+A send is checked once (`benchd.runtime.mailroom.Mailroom.check_send`) and from then on
 is a value that nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it.
 A change of kind makes a new value from the old one's fields (`Queue.of`), so what an
 op will write is fixed when it is made:

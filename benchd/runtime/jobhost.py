@@ -259,7 +259,7 @@ class JobHost:
                     mail.from_.agent_id, to, mail.content, subject, mail.key, outbox_reply=True
                 )
             else:
-                op = self.mailroom.make_send(
+                send = self.mailroom.check_send(
                     mail.from_.agent_id,
                     to,
                     mail.content,
@@ -268,6 +268,7 @@ class JobHost:
                     in_reply_to=task_id,
                     outbox_reply=True,  # outbox/posted in the same commit
                 )
+                op = SendOp(self.mailroom, send)
             self.committer.enqueue(op)
         except (WireError, OSError) as err:
             return self._refused(mail, err)

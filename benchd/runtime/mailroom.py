@@ -84,12 +84,8 @@ class Mailroom:
         """Deliver one message (`check_send`'s arguments); the answer once it is durable
         (or a WireError). The mailroom answers with the wire's types, their `id` unset:
         the handler that sends one sets it."""
-        sent: SendOk = await self.committer.submit(self.make_send(*args, **kwargs))
+        sent: SendOk = await self.committer.submit(SendOp(self, self.check_send(*args, **kwargs)))
         return sent
-
-    def make_send(self, *args: Any, **kwargs: Any) -> "SendOp":
-        """The op of a local send (`check_send`'s arguments), not yet queued."""
-        return SendOp(self, self.check_send(*args, **kwargs))
 
     def check_send(
         self,
