@@ -65,7 +65,6 @@ __all__ = [
     "Address",
     "AgentPayload",
     "AgentWork",
-    "DecodedJob",
     "DrainReport",
     "FanOut",
     "Job",
@@ -116,10 +115,6 @@ class AgentPayload(msgspec.Struct, frozen=True, rename="camel"):
             "sessionId": self.session_id,
             "mail": None if self.mail is None else self.mail.to_json(),
         }
-
-
-# What decode_agent_job returns: the payload itself (its name before payloads were typed).
-DecodedJob = AgentPayload
 
 
 class Job(msgspec.Struct, frozen=True):
@@ -183,7 +178,7 @@ def agent_job(work: AgentWork, mail: JobMail | None = None) -> Job:
     return Job(queue=work.session_id, payload=AgentPayload(work.session_id, mail))
 
 
-def decode_agent_job(job: Job) -> DecodedJob:
+def decode_agent_job(job: Job) -> AgentPayload:
     """A job's payload (decoded when the job was made or read back)."""
     if not isinstance(job, Job):
         raise JobError("bad-job", f"expected a Job, not {_kind(job)}.")

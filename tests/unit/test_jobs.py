@@ -19,7 +19,6 @@ from benchd.core.jobs import (
     Address,
     AgentPayload,
     AgentWork,
-    DecodedJob,
     DrainReport,
     FanOut,
     Job,
@@ -452,7 +451,7 @@ def test_a_job_stored_with_the_dropped_fields_still_loads():
     }
     job = Job.from_json(json.loads(json.dumps(old)))
     assert job == Job("s-child", AgentPayload("s-child", mail))
-    assert decode_agent_job(job) == DecodedJob("s-child", mail)
+    assert decode_agent_job(job) == AgentPayload("s-child", mail)
     assert set(job.to_json()) == {"queue", "payload"}
 
 
@@ -481,9 +480,9 @@ def test_agent_job_refuses_non_mail(mail):
 def test_decode_round_trip_with_and_without_mail():
     mail = make_mail(reply_to=[addr("p0", "s0"), addr("p1", "s1")])
     job = agent_job(AgentWork("s-child"), mail)
-    assert decode_agent_job(job) == DecodedJob("s-child", mail)
+    assert decode_agent_job(job) == AgentPayload("s-child", mail)
     bare = agent_job(AgentWork("s-child"))
-    assert decode_agent_job(bare) == DecodedJob("s-child", None)
+    assert decode_agent_job(bare) == AgentPayload("s-child", None)
 
 
 def test_decode_after_a_json_round_trip_of_the_job():
