@@ -8,14 +8,17 @@ built, so a value of either type is always valid.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import msgspec
 
 from benchd.core.keys import KEY_MAX, is_job_key
 
 MAX_ID_LEN = 256
 """Longest agentId or sessionId, in characters."""
+
+T = TypeVar("T")
 
 MAX_KEY_LEN = KEY_MAX
 """Longest mail key a caller may choose, in characters (derived reply keys may be longer)."""
@@ -81,23 +84,38 @@ def require_mapping(value: object, code: str, what: str) -> Mapping[str, Any]:
 # --------------------------------------------------------------------------- addresses, mail
 
 
-@dataclass(frozen=True, slots=True)
-class Address:
-    """An agent address: which agent (handle) in which session."""
+def decode_json(data: object, typ: type[T], code: str, what: str) -> T:
+    """`data` (parsed JSON) as a `typ`, decoded by msgspec; a refusal names what was
+    wrong: the value's own check's code when it made one, else `code`."""
+    obj = require_mapping(data, code, what)
+    try:
+        return msgspec.convert(obj, typ)
+    except msgspec.ValidationError as err:
+        cause = err.__cause__
+        if isinstance(cause, JobError):  # a value's own check (__post_init__)
+            raise JobError(cause.code, cause.message) from None
+        raise JobError(code, f"{what} is not valid: {err}.") from None
+
+
+class Address(msgspec.Struct, frozen=True, rename="camel", tag_field="kind", tag="agent"):
+    """An agent address: which agent (handle) in which session. Its JSON form names its
+    kind (``"kind": "agent"``, the only kind there is)."""
 
     agent_id: str
     session_id: str
-    kind: str = "agent"
 
     def __post_init__(self) -> None:
-        if self.kind != "agent":
-            raise JobError("bad-address", f"an address kind must be 'agent', not {self.kind!r}.")
         check_id(self.agent_id, "agentId")
         check_id(self.session_id, "sessionId")
 
+    @property
+    def kind(self) -> str:
+        return "agent"
+
     def to_json(self) -> dict[str, str]:
         """The wire form: ``{"kind": "agent", "agentId": ..., "sessionId": ...}``."""
-        return {"kind": self.kind, "agentId": self.agent_id, "sessionId": self.session_id}
+        data: dict[str, str] = msgspec.to_builtins(self)
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> Address:
@@ -107,38 +125,39 @@ class Address:
             raise JobError(
                 "bad-address", f"an address kind must be 'agent', not {obj.get('kind')!r}."
             )
-        return cls(agent_id=obj.get("agentId"), session_id=obj.get("sessionId"))  # type: ignore[arg-type]
+        # Anything else wrong with an address is in its ids.
+        return decode_json(obj, cls, "bad-id", "an address")
 
 
-@dataclass(frozen=True, slots=True)
-class JobMail:
+class JobMail(msgspec.Struct, frozen=True, rename="camel"):
     """A mail: the task mail of a job, or a reply built by :class:`FanOut`.
 
-    ``reply_to`` accepts a list or tuple and is stored as a tuple, so mails are
-    immutable and hashable.
+    Immutable and hashable (``reply_to`` is a tuple). Its JSON form has camelCase keys
+    (``from``, ``replyTo``, ``createdAt``) and ``outcome`` only on a reply.
     """
 
     key: str
     to: Address
-    from_: Address
-    reply_to: Sequence[Address] = ()
-    content: str = ""
-    created_at: int = 0
+    from_: Address = msgspec.field(name="from")
+    reply_to: tuple[Address, ...]
+    content: str
+    created_at: int
     # A reply's outcome as its header says it (``completed``/``interrupted``), so the
     # host names the reply without reading its body; None for a task mail.
     outcome: str | None = None
 
     def __post_init__(self) -> None:
+        # msgspec checks the types of what it decodes; a value built in code is checked
+        # here as well, so a JobMail of either origin is valid.
         _check_key(self.key)
         if not isinstance(self.to, Address):
             raise JobError("bad-mail", "mail 'to' must be an Address.")
         if not isinstance(self.from_, Address):
             raise JobError("bad-mail", "mail 'from' must be an Address.")
-        if not isinstance(self.reply_to, list | tuple):
-            raise JobError("bad-mail", "mail 'replyTo' must be a list of addresses.")
+        if not isinstance(self.reply_to, tuple):
+            raise JobError("bad-mail", "mail 'replyTo' must be a tuple of addresses.")
         if not all(isinstance(a, Address) for a in self.reply_to):
             raise JobError("bad-mail", "every mail 'replyTo' entry must be an Address.")
-        object.__setattr__(self, "reply_to", tuple(self.reply_to))
         if not isinstance(self.content, str):
             raise JobError("bad-mail", "mail content must be a string.")
         _check_ms(self.created_at, "mail createdAt")
@@ -148,31 +167,13 @@ class JobMail:
     def to_json(self) -> dict[str, Any]:
         """The wire form with camelCase keys (``from``, ``replyTo``, ``createdAt``);
         ``outcome`` only on a reply."""
-        data = {
-            "key": self.key,
-            "to": self.to.to_json(),
-            "from": self.from_.to_json(),
-            "replyTo": [a.to_json() for a in self.reply_to],
-            "content": self.content,
-            "createdAt": self.created_at,
-        }
-        if self.outcome is not None:
-            data["outcome"] = self.outcome
+        data: dict[str, Any] = msgspec.to_builtins(self)
+        data["replyTo"] = list(data["replyTo"])  # JSON's shape: a list (as it was stored)
+        if self.outcome is None:
+            del data["outcome"]
         return data
 
     @classmethod
     def from_json(cls, data: object) -> JobMail:
         """Parse the wire form; raises :class:`JobError` on anything else."""
-        obj = require_mapping(data, "bad-mail", "a mail")
-        reply_to = obj.get("replyTo", [])
-        if not isinstance(reply_to, list):
-            raise JobError("bad-mail", "mail 'replyTo' must be a list of addresses.")
-        return cls(
-            key=obj.get("key"),  # type: ignore[arg-type]
-            to=Address.from_json(obj.get("to")),
-            from_=Address.from_json(obj.get("from")),
-            reply_to=[Address.from_json(a) for a in reply_to],
-            content=obj.get("content"),  # type: ignore[arg-type]
-            created_at=obj.get("createdAt"),  # type: ignore[arg-type]
-            outcome=obj.get("outcome"),
-        )
+        return decode_json(data, cls, "bad-mail", "a mail")

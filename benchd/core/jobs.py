@@ -11,9 +11,11 @@ Concepts:
   retries and every reply key derives from it), ``to``, ``from``, a ``replyTo`` list,
   string ``content`` and ``createdAt`` in milliseconds.
 * **Job** -- what :func:`agent_job` returns for the host's job queue: queue = target
-  session id, and a JSON payload that :func:`decode_agent_job` parses back on the
-  executor side. Jobs stored before lane, priority, recovery and commandFactId were
-  dropped still load: those keys are ignored.
+  session id, and its payload, an :class:`AgentPayload` Struct (the session and the
+  task mail), decoded once when the job is made or read back (:meth:`Job.from_json`).
+  The stored form is ``{"queue", "payload": {"sessionId", "mail"}}``; jobs stored
+  before lane, priority, recovery and commandFactId were dropped still load: those
+  keys are ignored.
 * **Fan-out** -- when a job settles, :meth:`FanOut.fan_out` writes one pending reply
   per replyTo address into the durable *outbox* under ``outbox:<mail key>:reply:<i>``
   and schedules one wake. :meth:`FanOut.drain_outbox` (run on that wake) posts due
@@ -43,8 +45,10 @@ import enum
 import json
 import re
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
+
+import msgspec
 
 from benchd.core.frontmatter import scalar
 from benchd.core.jobmail import MAX_ID_LEN as MAX_ID_LEN
@@ -52,15 +56,15 @@ from benchd.core.jobmail import MAX_KEY_LEN as MAX_KEY_LEN
 from benchd.core.jobmail import Address as Address
 from benchd.core.jobmail import JobError as JobError
 from benchd.core.jobmail import JobMail as JobMail
-from benchd.core.jobmail import check_id, require_mapping
+from benchd.core.jobmail import check_id, decode_json
 from benchd.core.keys import reply_key
 
 __all__ = [
     "MAX_ID_LEN",
     "MAX_KEY_LEN",
     "Address",
+    "AgentPayload",
     "AgentWork",
-    "DecodedJob",
     "DrainReport",
     "FanOut",
     "Job",
@@ -94,41 +98,64 @@ class AgentWork:
             raise JobError("bad-work", exc.message) from None
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    """A queued job as the host's queue sees it. Only this module reads ``payload``."""
+class AgentPayload(msgspec.Struct, frozen=True, rename="camel"):
+    """A job's payload, decoded: the session that runs it and its task mail (None: a
+    job without one). Its JSON form: ``{"sessionId": ..., "mail": <mail> | null}``."""
 
-    queue: str
-    payload: dict[str, Any]  # never changed once the job is made (its decoding is kept)
-    # The payload decoded, kept by :func:`decode_agent_job` the first time it succeeds:
-    # a job is decoded when it settles, when it replies and when it is listed.
-    _decoded: DecodedJob | None = field(default=None, init=False, repr=False, compare=False)
+    session_id: str
+    mail: JobMail | None = None
+
+    def __post_init__(self) -> None:
+        check_id(self.session_id, "payload sessionId")
+        if self.mail is not None and not isinstance(self.mail, JobMail):
+            raise JobError("bad-mail", f"mail must be a JobMail or None, not {_kind(self.mail)}.")
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict, for hosts that persist jobs."""
-        return {"queue": self.queue, "payload": self.payload}
+        return {
+            "sessionId": self.session_id,
+            "mail": None if self.mail is None else self.mail.to_json(),
+        }
+
+
+class Job(msgspec.Struct, frozen=True):
+    """A queued job as the host's queue sees it: its queue (the session that runs it)
+    and its payload, decoded once, when the job is made (:func:`agent_job`) or read
+    back (:meth:`from_json`). A job whose queue and payload disagree is not made."""
+
+    queue: str
+    payload: AgentPayload
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.payload, AgentPayload):
+            raise JobError(
+                "bad-job", f"a job payload must be an AgentPayload, not {_kind(self.payload)}."
+            )
+        session_id, mail = self.payload.session_id, self.payload.mail
+        # The queue is the session; a payload that disagrees with either was not made here.
+        if self.queue != session_id:
+            raise JobError("bad-job", "the job queue and its payload sessionId differ.")
+        if mail is not None and mail.to.session_id != session_id:
+            raise JobError("bad-job", "the job mail is addressed to another session.")
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict, for hosts that persist jobs (the outbox stores it as is)."""
+        return {"queue": self.queue, "payload": self.payload.to_json()}
 
     @classmethod
     def from_json(cls, data: object) -> Job:
-        """Rebuild a job from :meth:`to_json`; the payload is checked by :func:`decode_agent_job`.
+        """Rebuild a job from :meth:`to_json`, checked; any malformation is ``bad-job``.
 
         Other keys are ignored: jobs stored by earlier versions also carry ``lane``,
-        ``priority`` and ``recovery``, which nothing read."""
-        obj = require_mapping(data, "bad-job", "a job")
-        queue, payload = obj.get("queue"), obj.get("payload")
-        if not isinstance(queue, str):
-            raise JobError("bad-job", "a job needs a string queue.")
-        if not isinstance(payload, dict):
-            raise JobError("bad-job", "a job payload must be a JSON object.")
-        return cls(queue, payload)
+        ``priority`` and ``recovery`` (and their payloads ``commandFactId``), which
+        nothing read."""
+        try:
+            return decode_json(data, cls, "bad-job", "a job")
+        except JobError as exc:
+            raise JobError("bad-job", exc.message) from None
 
 
-@dataclass(frozen=True, slots=True)
-class DecodedJob:
-    """The executor's view of a job payload."""
-
-    session_id: str
-    mail: JobMail | None
+def _kind(value: object) -> str:
+    return type(value).__name__
 
 
 def agent_job(work: AgentWork, mail: JobMail | None = None) -> Job:
@@ -139,46 +166,23 @@ def agent_job(work: AgentWork, mail: JobMail | None = None) -> Job:
     that runs the work (``mail-mismatch`` otherwise).
     """
     if not isinstance(work, AgentWork):
-        raise JobError("bad-work", f"work must be an AgentWork, not {type(work).__name__}.")
+        raise JobError("bad-work", f"work must be an AgentWork, not {_kind(work)}.")
     if mail is not None and not isinstance(mail, JobMail):
-        raise JobError("bad-mail", f"mail must be a JobMail or None, not {type(mail).__name__}.")
+        raise JobError("bad-mail", f"mail must be a JobMail or None, not {_kind(mail)}.")
     if mail is not None and mail.to.session_id != work.session_id:
         raise JobError(
             "mail-mismatch",
             f"the mail is addressed to session {mail.to.session_id!r} "
             f"but the work runs in session {work.session_id!r}.",
         )
-    payload = {
-        "sessionId": work.session_id,
-        "mail": None if mail is None else mail.to_json(),
-    }
-    return Job(queue=work.session_id, payload=payload)
+    return Job(queue=work.session_id, payload=AgentPayload(work.session_id, mail))
 
 
-def decode_agent_job(job: Job) -> DecodedJob:
-    """Parse a job's payload back; any malformation is a ``bad-job`` :class:`JobError`."""
+def decode_agent_job(job: Job) -> AgentPayload:
+    """A job's payload (decoded when the job was made or read back)."""
     if not isinstance(job, Job):
-        raise JobError("bad-job", f"expected a Job, not {type(job).__name__}.")
-    if job._decoded is not None:
-        return job._decoded
-    payload = job.payload
-    if not isinstance(payload, Mapping):
-        raise JobError("bad-job", "the job payload must be a JSON object.")
-    try:
-        # A payload stored by an earlier version also holds "commandFactId": ignored.
-        session_id = check_id(payload.get("sessionId"), "payload sessionId")
-        raw_mail = payload.get("mail")
-        mail = None if raw_mail is None else JobMail.from_json(raw_mail)
-    except JobError as exc:
-        raise JobError("bad-job", exc.message) from None
-    # The queue is the session; a payload that disagrees with either was not made here.
-    if job.queue != session_id:
-        raise JobError("bad-job", "the job queue and its payload sessionId differ.")
-    if mail is not None and mail.to.session_id != session_id:
-        raise JobError("bad-job", "the job mail is addressed to another session.")
-    decoded = DecodedJob(session_id=session_id, mail=mail)
-    object.__setattr__(job, "_decoded", decoded)  # frozen: set once, like a cached property
-    return decoded
+        raise JobError("bad-job", f"expected a Job, not {_kind(job)}.")
+    return job.payload
 
 
 # --------------------------------------------------------------------------- outcomes, replies

@@ -332,7 +332,7 @@ class Committer:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
-            if self.index.pending.ops or self.index.pending.meta:
+            if self.index.pending.changes or self.index.pending.meta:
                 # Index changes not yet committed: commit them once they are
                 # INDEX_COMMIT_S old (and past any retry backoff), unless work comes first.
                 wait = self.index.flush_in(INDEX_COMMIT_S)

@@ -17,19 +17,17 @@ import msgspec
 from bench_wire.addresses import check_address
 from bench_wire.errors import WireError
 from bench_wire.messages import (
-    Event,
     ListOk,
-    MailReadEvent,
-    MailSent,
     MailVanished,
     MessageMeta,
     ReadOk,
     SendOk,
 )
-from benchd.core import frontmatter, keys, mailrefs
+from benchd.core import frontmatter, keys, mailrefs, sends
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
+from benchd.core.sends import Retire, Send
 from benchd.runtime.committer import Batch, Committer, EventOp, Op
 from benchd.store import faults, mailfile
 from benchd.store.fileio import write_all
@@ -108,13 +106,13 @@ class Mailroom:
     # ------------------------------------------------------------ send
 
     async def send(self, *args: Any, **kwargs: Any) -> SendOk:
-        """Deliver one message (`make_send`'s arguments); the answer once it is durable
+        """Deliver one message (`check_send`'s arguments); the answer once it is durable
         (or a WireError). The mailroom answers with the wire's types, their `id` unset:
         the handler that sends one sets it."""
-        sent: SendOk = await self.committer.submit(self.make_send(*args, **kwargs))
+        sent: SendOk = await self.committer.submit(SendOp(self, self.check_send(*args, **kwargs)))
         return sent
 
-    def make_send(
+    def check_send(
         self,
         sender: str,
         to: str,
@@ -123,8 +121,11 @@ class Mailroom:
         key: str | None = None,
         reply_to: list[str] | None = None,
         in_reply_to: str | None = None,
-    ) -> "SendOp":
-        """Validate a send and make its op (not yet queued)."""
+        *,
+        outbox_reply: bool = False,
+    ) -> Send:
+        """Validate a send: what it will write, as a value (benchd.core.sends).
+        `outbox_reply`: a job's reply, which logs outbox/posted in the same commit."""
         check_handle(to, "recipient")
         for h in reply_to or []:
             check_address(h, "reply-to")  # a handle, or handle@node on another node
@@ -148,8 +149,17 @@ class Mailroom:
             )
         if key is not None:
             keys.check_key(key)  # a caller's key, or one derived from it (a job's reply)
-        live = self.is_live(to)
-        return SendOp(self, sender, to, subject, data, key, list(reply_to or []), in_reply_to, live)
+        return Send(
+            sender=sender,
+            to=to,
+            subject=subject,
+            body=data,
+            key=key,
+            reply_to=tuple(reply_to or ()),
+            in_reply_to=in_reply_to,
+            live=self.is_live(to),
+            outbox_reply=outbox_reply,
+        )
 
     def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
         """Whether the stored message has this body (a keyed resend). The subject is not
@@ -257,7 +267,7 @@ class Mailroom:
         if path == inbox and state == UNREAD:
             try:
                 retired = await self.committer.submit(
-                    RetireOp(self, handle, mail_id, reader, event=True)
+                    RetireOp(self, Retire(handle, mail_id, reader, event=True))
                 )
             except WireError as err:
                 if err.code != "disk-full":
@@ -300,7 +310,7 @@ class Mailroom:
         row = self.index.get(handle, mail_id)
         if row is None or row.state != UNREAD:
             return None
-        moved = await self.committer.submit(RetireOp(self, handle, mail_id, "", event=False))
+        moved = await self.committer.submit(RetireOp(self, Retire(handle, mail_id)))
         if moved:
             return self.path(handle, mail_id, READ)
         inbox = self.path(handle, mail_id, UNREAD)
@@ -320,95 +330,79 @@ class _Skip(Exception):
 
 
 class SendOp(Op[SendOk]):
-    # The front matter's `to` when not the mailbox's handle (the outbound queue's files say
-    # `bob@node2`), and `origin` on a copy from another node (benchd.runtime.outbound).
-    address: str | None = None
-    origin: str | None = None
-    nonce: str | None = None  # mail queued for another node: its dedup id there
-    capped = True  # a mailbox's unread caps apply (not to the outbound queue)
+    """Runs a send of any kind (`spec`, a frozen benchd.core.sends.Send): what it
+    writes and logs is the spec's; what this holds is the run (staged file, answer)."""
+
     meta: FrontMatter  # the front matter written (set by prepare)
 
-    def __init__(
-        self,
-        room: "Mailroom",
-        sender: str,
-        to: str,
-        subject: str,
-        body: bytes,
-        key: str | None,
-        reply_to: list[str],
-        in_reply_to: str | None,
-        live: bool,
-    ) -> None:
+    def __init__(self, room: "Mailroom", spec: Send) -> None:
         super().__init__()
-        self.room, self.sender, self.to = room, sender, to
-        self.subject, self.body, self.key = subject, body, key
-        self.reply_to, self.in_reply_to, self.live = reply_to, in_reply_to, live
+        self.room, self.spec = room, spec
         self.tmp: str | None = None
         self.final: str | None = None
         self.dup_of: SendOp | None = None
-        # More events for the same commit, given the new id (a job reply's outbox/posted).
-        self.also_log: Callable[[str], list[Event]] | None = None
 
     def _admit(self, batch: Batch) -> None:
         # Here, where the batch commits, every send before this one is counted (those of
         # earlier batches in the index's tally, this batch's in `batch.unread`), so no
         # number of concurrent sends takes a mailbox past its caps.
         admit = self.room.admit
-        if self.capped and admit is not None:
-            admit(self.sender, self.to, len(self.body), batch)
+        if self.spec.capped and admit is not None:
+            admit(self.spec.sender, self.spec.to, len(self.spec.body), batch)
 
     def check(self, ctx: Committer) -> None:
         room: Mailroom = self.room
-        if self.key is None:
+        spec = self.spec
+        if spec.key is None:
             self._admit(ctx.batch)
             return
         seen = ctx.batch.keys
-        first = seen.get((self.sender, self.key))
+        first = seen.get((spec.sender, spec.key))
         if isinstance(first, SendOp):  # only sends claim keys
             # The same key earlier in this batch: this answer is that op's answer
             # (or its failure), settled in finish() once the batch is done.
-            if (first.to, first.body) != (self.to, self.body):
-                raise _key_conflict(self.key)
+            if (first.spec.to, first.spec.body) != (spec.to, spec.body):
+                raise _key_conflict(spec.key)
             self.dup_of = first
             self.resolved = True
             return
-        hit = ctx.index.find_key(self.sender, self.key)
+        hit = ctx.index.find_key(spec.sender, spec.key)
         if hit is not None:
             # A key names one message, as in payment APIs: a resend must be the same
             # message (read back only on a key hit, so an ordinary send costs nothing).
-            if hit.handle != self.to or not room.same_body(
-                hit.handle, hit.mail_id, hit.state, self.body
+            if hit.handle != spec.to or not room.same_body(
+                hit.handle, hit.mail_id, hit.state, spec.body
             ):
-                raise _key_conflict(self.key)
+                raise _key_conflict(spec.key)
             live = room.is_live(hit.handle)
             self.result = SendOk(
                 mail_id=hit.mail_id,
                 path=room.path(hit.handle, hit.mail_id, hit.state),
                 to=hit.handle,
-                key=self.key,
+                key=spec.key,
                 live=live,
                 duplicate=True,
                 note=None if live else "no-live-session",
             )
             self.resolved = True
             return
-        seen[(self.sender, self.key)] = self  # a same-key resend now shares this op's fate
+        seen[(spec.sender, spec.key)] = self  # a same-key resend now shares this op's fate
         self._admit(ctx.batch)
 
     def prepare(self, batch: Batch) -> None:
         room: Mailroom = self.room
+        spec = self.spec
         ms = room.wall.wall_ms()
         mail_id, _ = room.clock.next(ms)
-        key = self.key or f"auto-{mail_id}"
-        box = room.box(self.to)
+        key = spec.key or f"auto-{mail_id}"
+        box = room.box(spec.to)
         # Mail to a handle never seen before (no mailbox on disk, no live session) is
         # said so in the answer: a typo in a handle shows at once. It is still delivered.
         # The disk decides, not this run's memory: a restart forgets nothing it made. The
         # operator is no typo: its mailbox is there to be written to, first time or not.
         new_mailbox = False
-        if self.to not in room.boxes:  # a mailbox is made on first delivery
-            new_mailbox = not self.live and self.to != OPERATOR and not os.path.lexists(box)
+        if spec.to not in room.boxes:  # a mailbox is made on first delivery
+            new_mailbox = not spec.live and spec.to != OPERATOR and not os.path.lexists(box)
             for sub in ("inbox", "read", "tmp"):
                 d = os.path.join(box, sub)
                 for path in (box, d):  # never create or deliver through a link
@@ -422,21 +416,10 @@ class SendOp(Op[SendOk]):
                     # Made durable by the journal's checkpoint (and made again by its
                     # replay, should a crash come first).
                     os.makedirs(d, mode=0o700, exist_ok=True)
-            room.boxes.add(self.to)
-        meta = FrontMatter(
-            id=mail_id,
-            sender=self.sender,
-            to=self.address or self.to,
-            subject=self.subject,
-            date=format_ms(ms),
-            key=key,
-            reply_to=tuple(self.reply_to),
-            in_reply_to=self.in_reply_to,
-            origin=self.origin,
-            nonce=self.nonce,
-        )
-        data = frontmatter.render(meta, self.body)
-        self.final = room.path(self.to, mail_id, UNREAD)
+            room.boxes.add(spec.to)
+        meta = sends.front_matter(spec, mail_id, key, format_ms(ms))
+        data = frontmatter.render(meta, spec.body)
+        self.final = room.path(spec.to, mail_id, UNREAD)
         faults.check("deliver")
         self.tmp = os.path.join(box, "tmp", mail_id + ".md")
         fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -445,27 +428,16 @@ class SendOp(Op[SendOk]):
         finally:
             os.close(fd)
         # No flush: the batch's journal record carries the bytes (the commit point).
-        self.entries = (Write(self.final, data, room.path(self.to, mail_id, READ)),)
+        self.entries = (Write(self.final, data, room.path(spec.to, mail_id, READ)),)
         self.meta = meta
-        self.events = [
-            MailSent(
-                mail_id=mail_id,
-                sender=self.sender,
-                to=self.to,
-                path=self.final,
-                key=key,
-                live=self.live,
-            )
-        ]
-        if self.also_log is not None:
-            self.events += self.also_log(mail_id)
+        self.events = sends.sent_events(spec, meta, self.final)
         self.result = SendOk(
             mail_id=mail_id,
             path=self.final,
-            to=self.to,
+            to=spec.to,
             key=key,
-            live=self.live,
-            note=None if self.live else "no-live-session",
+            live=spec.live,
+            note=None if spec.live else "no-live-session",
             new_mailbox=new_mailbox,
         )
 
@@ -492,8 +464,9 @@ class SendOp(Op[SendOk]):
         if self.final is None:
             return
         m = self.meta
-        idx.add(self.to, m.id, UNREAD, m.sender, m.subject, m.date, len(self.body), m.key, new=True)
-        idx.add_text(self.to, m.id, m.sender, m.subject, self.body, m)
+        body = self.spec.body
+        idx.add(self.spec.to, m.id, UNREAD, m.sender, m.subject, m.date, len(body), m.key, new=True)
+        idx.add_text(self.spec.to, m.id, m.sender, m.subject, body, m)
 
 
 def _key_conflict(key: str) -> WireError:
@@ -505,40 +478,42 @@ def _key_conflict(key: str) -> WireError:
 
 
 class RetireOp(Op[bool]):
-    def __init__(self, room: Mailroom, handle: str, mail_id: str, reader: str, event: bool):
+    """Runs a retirement (`spec`: benchd.core.sends.Retire, or Forward)."""
+
+    def __init__(self, room: Mailroom, spec: Retire):
         super().__init__()
-        self.room, self.handle, self.mail_id = room, handle, mail_id
-        self.reader, self.event = reader, event
+        self.room, self.spec = room, spec
         self.result = False
 
     moving = False
 
+    @property
+    def mail_id(self) -> str:
+        return self.spec.mail_id
+
     def prepare(self, batch: Batch) -> None:
-        src = self.room.path(self.handle, self.mail_id, UNREAD)
+        spec = self.spec
+        src = self.room.path(spec.handle, spec.mail_id, UNREAD)
         # Retired earlier in this same batch, or gone: nothing to do.
         if src in batch.moves or not os.path.exists(src):
             return
         batch.moves.add(src)
-        dst = self.room.path(self.handle, self.mail_id, READ)
+        dst = self.room.path(spec.handle, spec.mail_id, READ)
         self.moving = True
         self.entries = (Rename(src, dst),)
-        if self.event:
-            self.events = [
-                MailReadEvent(
-                    mail_id=self.mail_id, handle=self.handle, reader=self.reader, path=dst
-                )
-            ]
+        self.events = sends.retired_events(spec, dst)
 
     def place(self) -> None:
         if not self.moving:
             return
-        src = self.room.path(self.handle, self.mail_id, UNREAD)
+        spec = self.spec
+        src = self.room.path(spec.handle, spec.mail_id, UNREAD)
         try:
-            os.rename(src, self.room.path(self.handle, self.mail_id, READ))
+            os.rename(src, self.room.path(spec.handle, spec.mail_id, READ))
         except FileNotFoundError:
             return  # moved by hand since prepare; the index finds it where it is
         self.result = True
 
     def index(self, idx: Index) -> None:
         if self.result:
-            idx.set_state(self.handle, self.mail_id, READ)
+            idx.set_state(self.spec.handle, self.spec.mail_id, READ)

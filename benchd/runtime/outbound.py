@@ -29,8 +29,9 @@ from benchd.core.caller import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import MAIL_ID_RE, check_mail_id
+from benchd.core.sends import Bounce, Deliver, Forward, Queue
 from benchd.runtime import bounces
-from benchd.runtime.committer import Batch, Committer
+from benchd.runtime.committer import Committer
 from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD, Index
@@ -110,36 +111,49 @@ class Outbound:
         key: str | None = None,
         reply_to: list[str] | None = None,
         in_reply_to: str | None = None,
-    ) -> "QueueOp":
+        *,
+        outbox_reply: bool = False,
+    ) -> SendOp:
         """The op that queues mail from the local handle `sender` to `address` (a
-        handle@node on another node), not yet submitted; also the outbox's port for a
-        job's reply to another node."""
+        handle@node on another node), not yet submitted (its spec a `Queue`); also the
+        outbox's port for a job's reply to another node (`outbox_reply`)."""
         handle, node = resolve(address, self.node, self.directory.knows, "recipient")
         if node is None:
             raise WireError("bad-request", f"{address} is not on another node")
-        qualified = [self.qualify(check_address(a, "reply-to")) for a in reply_to or []]
-        # Validated as a send to `handle`, then pointed at the @outbound mailbox.
-        op = self.mailroom.make_send(
-            f"{sender}@{self.node}", handle, body, subject, key, None, in_reply_to
+        qualified = tuple(self.qualify(check_address(a, "reply-to")) for a in reply_to or [])
+        # Checked as a send to `handle`, then made a send into the @outbound mailbox.
+        send = self.mailroom.check_send(
+            f"{sender}@{self.node}",
+            handle,
+            body,
+            subject,
+            key,
+            None,
+            in_reply_to,
+            outbox_reply=outbox_reply,
         )
-        op.__class__ = QueueOp
-        assert isinstance(op, QueueOp)  # for the type checker: it is one now
-        op.to, op.address, op.reply_to, op.live = OUTBOUND, address, qualified, False
-        op.nonce = secrets.token_hex(16)
-        return op
+        spec = Queue.of(
+            send,
+            mailbox=OUTBOUND,
+            address=address,
+            reply_to=qualified,
+            nonce=secrets.token_hex(16),
+        )
+        return SendOp(self.mailroom, spec)
 
-    def queued_as(self, op: "QueueOp", res: m.SendOk) -> m.SendOk:
+    def queued_as(self, op: SendOp, res: m.SendOk) -> m.SendOk:
         """After the queue op committed: hand it to the bridge; the answer as a send."""
         if not res.duplicate:
             self._remember(op)
         self._queued.set()
-        node = split_address(op.address)[1] or "" if op.address else ""
-        return msgspec.structs.replace(res, to=op.address, live=False, note=f"queued-for-{node}")
+        address = op.spec.address
+        node = split_address(address)[1] or ""
+        return msgspec.structs.replace(res, to=address, live=False, note=f"queued-for-{node}")
 
-    def _remember(self, op: "QueueOp") -> None:
+    def _remember(self, op: SendOp) -> None:
         if len(self.recent) >= RECENT_MAX:
             del self.recent[next(iter(self.recent))]
-        self.recent[op.meta.id] = remote_mail(op.meta, op.body, self.node)
+        self.recent[op.meta.id] = remote_mail(op.meta, op.spec.body, self.node)
 
     def qualify(self, address: str) -> str:
         """A bare handle names a handle on this node: make it say so, for the far side."""
@@ -196,30 +210,24 @@ class Outbound:
                 in_reply_to = mailrefs.received(msg.in_reply_to, origin, self.node)
             except WireError:
                 pass  # a bad reference is dropped, like a bad reply-to: the message lands
-        op = self.mailroom.make_send(
+        send = self.mailroom.check_send(
             sender, handle, msg.body, msg.subject, msg.key, None, in_reply_to
         )
-        op.reply_to = reply_to
-        op.origin = f"{msg.mail_id}@{origin}"
-        op.also_log = lambda mail_id: (
-            [
-                m.BridgeDelivered(
-                    mail_id=mail_id,
-                    sender=sender,
-                    to=handle,
-                    key=msg.key,
-                    origin=origin,
-                    origin_id=msg.mail_id,
-                )
-            ]
-            + self._returned(msg, sender, handle, origin)
+        spec = Deliver.of(
+            send,
+            reply_to=tuple(reply_to),
+            origin_node=origin,
+            origin_id=msg.mail_id,
+            bounced=self._returned(msg, sender, handle, origin),
         )
-        return op
+        return SendOp(self.mailroom, spec)
 
-    def _returned(self, msg: m.RemoteMail, sender: str, handle: str, origin: str) -> list[m.Event]:
+    def _returned(
+        self, msg: m.RemoteMail, sender: str, handle: str, origin: str
+    ) -> m.BridgeBounced | None:
         """bridge/bounced on the sender's node, when a bounce reaches it."""
         if not bounces.is_bounce(sender):
-            return []
+            return None
         code, reason = bounces.parse(msg.body)
         original = msg.mail_id
         if msg.in_reply_to is not None:
@@ -227,17 +235,15 @@ class Outbound:
                 original = mailrefs.received(msg.in_reply_to, origin, self.node)
             except WireError:
                 pass
-        return [
-            m.BridgeBounced(
-                mail_id=original,
-                sender=f"{handle}@{self.node}",
-                to=msg.to,
-                key=msg.key,
-                node=origin,
-                code=code,
-                reason=reason,
-            )
-        ]
+        return m.BridgeBounced(
+            mail_id=original,
+            sender=f"{handle}@{self.node}",
+            to=msg.to,
+            key=msg.key,
+            node=origin,
+            code=code,
+            reason=reason,
+        )
 
     async def bounce(self, msg: m.RemoteMail, origin: str, error: m.ErrorBody) -> str | None:
         """Return a refused message to its sender (queued for its node), from
@@ -257,7 +263,7 @@ class Outbound:
         # In reply to the original by its identity (its id on its sender's node), as
         # references between nodes always are (benchd.core.mailrefs).
         original = f"{msg.mail_id}@{origin}" if MAIL_ID_RE.fullmatch(msg.mail_id) else None
-        op = self.mailroom.make_send(
+        send = self.mailroom.check_send(
             f"{bounces.POSTMASTER}@{self.node}",
             handle,
             text,
@@ -266,11 +272,10 @@ class Outbound:
             None,
             original,
         )
-        op.__class__ = BounceOp
-        assert isinstance(op, BounceOp)  # for the type checker: it is one now
-        op.to, op.address, op.reply_to, op.live = OUTBOUND, msg.sender, [], False
-        op.nonce = secrets.token_hex(16)
-        op.returned = m.BridgeBounced(
+        queued = Queue.of(
+            send, mailbox=OUTBOUND, address=msg.sender, reply_to=(), nonce=secrets.token_hex(16)
+        )
+        returned = m.BridgeBounced(
             mail_id=msg.mail_id,
             sender=msg.sender,
             to=msg.to,
@@ -279,6 +284,7 @@ class Outbound:
             code=error.code,
             reason=error.message[:500],
         )
+        op = SendOp(self.mailroom, Bounce.returning(queued, returned))
         res: m.SendOk = await self.committer.submit(op)
         if not res.duplicate:
             self._remember(op)
@@ -318,46 +324,6 @@ def remote_mail(meta: FrontMatter, body: bytes, own: str) -> m.RemoteMail:
     )
 
 
-class QueueOp(SendOp):
-    """A SendOp into the outbound queue: the file says `to: bob@node2` and the event is
-    bridge/queued (not mail/sent: no local mailbox received anything, nothing to wake)."""
-
-    capped = False  # the queue is no one's mailbox: the receiving node applies its caps
-
-    def prepare(self, batch: Batch) -> None:
-        super().prepare(batch)  # the file says `to: <address>` (SendOp.address)
-        if self.final is None:
-            return
-        meta = self.meta
-        self.events = [
-            m.BridgeQueued(
-                mail_id=meta.id,
-                sender=self.sender,
-                to=meta.to,
-                key=meta.key,
-                path=self.final,
-            )
-        ]
-
-
-class BounceOp(QueueOp):
-    """A bounce into the outbound queue: bridge/queued plus bridge/bounced, one batch."""
-
-    returned: m.BridgeBounced
-
-    def prepare(self, batch: Batch) -> None:
-        super().prepare(batch)
-        if self.final is not None:
-            self.events = [*self.events, self.returned]
-
-
-class ForwardOp(RetireOp):
-    """Marks a queued message forwarded (inbox/ -> read/ of @outbound): bridge/forwarded."""
-
-    key: str
-    to: str
-
-    def prepare(self, batch: Batch) -> None:
-        super().prepare(batch)
-        if self.moving:
-            self.events = [m.BridgeForwarded(mail_id=self.mail_id, to=self.to, key=self.key)]
+def forward_op(room: Mailroom, mail_id: str, key: str, to: str) -> RetireOp:
+    """The op that marks a queued message forwarded (inbox/ -> read/ of @outbound)."""
+    return RetireOp(room, Forward(OUTBOUND, mail_id, key=key, to=to))

@@ -169,9 +169,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     # batch commits (the mailroom's admit).
     limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists)
     ids = IdClock()
-    mailroom = Mailroom(
-        mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall
-    )
+    mailroom = Mailroom(mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall)
     outbound = Outbound(config.node, index, mailroom, committer, o.directory, wall)
     jobs = JobHost(
         o.outbox,

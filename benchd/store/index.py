@@ -24,7 +24,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Literal, TypedDict, TypeVar
+from typing import Literal, TypedDict, TypeVar, assert_never
 
 import msgspec
 import trio
@@ -35,6 +35,7 @@ from benchd.store import mailstates, sqlite
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
 from benchd.store.pending import READ as READ
 from benchd.store.pending import UNREAD as UNREAD
+from benchd.store.pending import AddText, Insert, Remove, SetColumns, SetState
 from benchd.store.pending import KeyHit as KeyHit
 from benchd.store.pending import MailRow as MailRow
 from benchd.store.pending import Pending as Pending
@@ -206,7 +207,7 @@ class Index:
         return self._read(lambda: self._db_meta(k))
 
     def set_meta(self, k: str, v: str) -> None:
-        if not self.pending.ops and not self.pending.meta:
+        if not self.pending.changes and not self.pending.meta:
             self.pending.since = self.now()
         self.pending.meta[k] = v
 
@@ -391,7 +392,9 @@ class Index:
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
-        self.pending.ops.append(("add", (handle, mail_id, state, sender, subject, date, size, key)))
+        self.pending.changes.append(
+            Insert(handle, mail_id, state, sender, subject, date, size, key)
+        )
 
     def add_text(
         self,
@@ -406,8 +409,9 @@ class Index:
         next flush like every other change; a message is searchable once it commits. `meta`:
         its front matter, for the links (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
-        links = (meta.in_reply_to, meta.origin)
-        self.pending.ops.append(("text", (handle, mail_id, sender, subject, body, *links)))
+        self.pending.changes.append(
+            AddText(handle, mail_id, sender, subject, body, meta.in_reply_to, meta.origin)
+        )
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
         row = self.get(handle, mail_id)
@@ -416,7 +420,7 @@ class Index:
         self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
         new = self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
         self._counted(handle, row, new)
-        self.pending.ops.append(("state", (handle, mail_id, state)))
+        self.pending.changes.append(SetState(handle, mail_id, state))
         return True
 
     def remove(self, handle: str, mail_id: str) -> None:
@@ -426,16 +430,16 @@ class Index:
         self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
         self.pending.rows[(handle, mail_id)] = None
         self._counted(handle, row, None)
-        self.pending.ops.append(("remove", (handle, mail_id)))
+        self.pending.changes.append(Remove(handle, mail_id))
 
     def put_state(self, mail_id: str, cols: dict[str, object]) -> None:
         """Set delivery-state columns of a sent message (benchd.store.mailstates), written
         with the next flush like every other change."""
         p = self.pending
-        if not p.ops and not p.meta:
+        if not p.changes and not p.meta:
             p.since = self.now()
         p.states.setdefault(mail_id, {}).update(cols)
-        p.ops.append(("mstate", (mail_id, cols)))
+        p.changes.append(SetColumns(mail_id, cols))
 
     def get_state(self, mail_id: str) -> mailstates.StateRow | None:
         row = self._read(lambda: mailstates.get(self.w, mail_id))
@@ -455,7 +459,7 @@ class Index:
     def due(self, age_s: float) -> bool:
         """Whether a flush should be tried now: changes older than age_s, past backoff."""
         p = self.pending
-        if not p.ops and not p.meta:
+        if not p.changes and not p.meta:
             return False
         now = self.now()
         return now >= self.retry_at and now - p.since >= age_s
@@ -470,7 +474,7 @@ class Index:
         """Commit the pending changes in one transaction. True when committed (or nothing
         to do); on failure pending is kept, the failure reported, a retry scheduled."""
         p = self.pending
-        if not p.ops and not p.meta:
+        if not p.changes and not p.meta:
             return True
         try:
             self._write(p)
@@ -494,38 +498,39 @@ class Index:
         # The counts change once per (handle, state) per commit, not once per message:
         # a batch of sends to one mailbox is one upsert.
         bumps: dict[tuple[str, int], int] = {}
-        for kind, args in p.ops:
-            if kind == "add":
-                if w.execute(
-                    "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)", args
-                ).rowcount:
-                    key = (args[0], args[2])
-                    bumps[key] = bumps.get(key, 0) + 1
-            elif kind == "state":
-                handle, mail_id, state = args
-                row = w.execute(
-                    "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
-                ).fetchone()
-                if row is not None and row[0] != state:
-                    w.execute(
-                        "UPDATE messages SET state=? WHERE handle=? AND id=?",
-                        (state, handle, mail_id),
-                    )
-                    bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
-                    bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
-            elif kind == "text":
-                search.add(w, *args)
-            elif kind == "mstate":
-                mailstates.write(w, *args)
-            else:
-                handle, mail_id = args
-                row = w.execute(
-                    "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
-                ).fetchone()
-                if row is not None:
-                    w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
-                    bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
-                search.remove(w, handle, mail_id)
+        for change in p.changes:
+            match change:
+                case Insert(handle, _, state):
+                    if w.execute(
+                        "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)",
+                        msgspec.structs.astuple(change),
+                    ).rowcount:
+                        bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
+                case SetState(handle, mail_id, state):
+                    row = w.execute(
+                        "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
+                    ).fetchone()
+                    if row is not None and row[0] != state:
+                        w.execute(
+                            "UPDATE messages SET state=? WHERE handle=? AND id=?",
+                            (state, handle, mail_id),
+                        )
+                        bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
+                        bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
+                case AddText():
+                    search.add(w, *msgspec.structs.astuple(change))
+                case SetColumns(mail_id, cols):
+                    mailstates.write(w, mail_id, cols)
+                case Remove(handle, mail_id):
+                    row = w.execute(
+                        "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
+                    ).fetchone()
+                    if row is not None:
+                        w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
+                        bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
+                    search.remove(w, handle, mail_id)
+                case _:
+                    assert_never(change)
         for (handle, state), d in bumps.items():
             self._bump(handle, state, d)  # even 0: the row names the mailbox, as before
         for k, v in p.meta.items():

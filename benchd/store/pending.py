@@ -32,6 +32,60 @@ class KeyHit(msgspec.Struct, frozen=True, gc=False):
     state: int
 
 
+# The index's changes, one small frozen value per kind: what `Index._write` writes to
+# SQLite at the next flush (and `store/queries.py` reads for uncommitted threads).
+
+
+class Insert(msgspec.Struct, frozen=True, gc=False):
+    """A message indexed (INSERT OR IGNORE: one already there is left as it is)."""
+
+    handle: str
+    mail_id: str
+    state: int
+    sender: str
+    subject: str
+    date: str
+    size: int
+    key: str
+
+
+class AddText(msgspec.Struct, frozen=True, gc=False):
+    """What search and threads need of a message (benchd/store/search.py)."""
+
+    handle: str
+    mail_id: str
+    sender: str
+    subject: str
+    body: bytes | str
+    in_reply_to: str | None
+    origin: str | None
+
+
+class SetState(msgspec.Struct, frozen=True, gc=False):
+    """A message moved between unread and read."""
+
+    handle: str
+    mail_id: str
+    state: int
+
+
+class SetColumns(msgspec.Struct, frozen=True, gc=False):
+    """Delivery-state columns of a sent message set (benchd/store/mailstates.py)."""
+
+    mail_id: str
+    cols: dict[str, Any]
+
+
+class Remove(msgspec.Struct, frozen=True, gc=False):
+    """A message dropped from the index (its file is gone)."""
+
+    handle: str
+    mail_id: str
+
+
+Change = Insert | AddText | SetState | SetColumns | Remove
+
+
 class Pending:
     """The changes since the last commit, and what they mean for reads (pure, in memory).
 
@@ -41,7 +95,7 @@ class Pending:
     """
 
     def __init__(self) -> None:
-        self.ops: list[tuple[str, tuple[Any, ...]]] = []
+        self.changes: list[Change] = []
         self.rows: dict[tuple[str, str], MailRow | None] = {}
         self.base: dict[tuple[str, str], int | None] = {}
         self.keys: dict[tuple[str, str], tuple[str, str]] = {}
@@ -52,11 +106,11 @@ class Pending:
         self.since = 0.0  # the index clock's reading at the oldest change
 
     def __len__(self) -> int:
-        return len(self.ops)
+        return len(self.changes)
 
     def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
         """Note a change of (handle, mail_id); `now` (the index's clock) dates the first."""
-        if not self.ops and not self.meta:
+        if not self.changes and not self.meta:
             self.since = now
         self.base.setdefault((handle, mail_id), base)
         self.by_handle.setdefault(handle, set()).add(mail_id)

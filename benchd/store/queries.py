@@ -18,10 +18,11 @@ Two rules apply, and they live here so no caller repeats them:
 
 import sqlite3
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, assert_never
 
 from benchd.store import search, threads
 from benchd.store.index import Index
+from benchd.store.pending import AddText, Insert, Remove, SetColumns, SetState
 
 T = TypeVar("T")
 
@@ -32,7 +33,7 @@ class MailQueries:
 
     def _committed(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         index = self.index
-        if index.pending.ops and index.due(0):
+        if index.pending.changes and index.due(0):
             index.flush()
         return index.read(fn)
 
@@ -43,7 +44,7 @@ class MailQueries:
     def locate(self, mail_id: str) -> list[search.Place]:
         """Where a message is: each mailbox holding a copy (an id names one message)."""
         found = self._committed(lambda w: search.locate(w, mail_id))
-        if found or not self.index.pending.ops:
+        if found or not self.index.pending.changes:
             return found
         held = self._uncommitted().get(mail_id, [])
         return [search.Place(x.handle, x.in_reply_to, x.sender) for x in held]
@@ -51,7 +52,7 @@ class MailQueries:
     def thread(self, mail_id: str, cap: int) -> threads.Slice:
         """The neighbourhood of a message in its thread, at most `cap` messages."""
         part = self.thread_committed(mail_id, cap)
-        if not self.index.pending.ops:
+        if not self.index.pending.changes:
             return part
         return self._with_uncommitted(part, mail_id, cap)
 
@@ -62,14 +63,17 @@ class MailQueries:
         """The messages in the pending layer (not committed yet), by id: their links."""
         rows = self.index.pending.rows
         out: dict[str, list[threads.Link]] = {}
-        for op, args in self.index.pending.ops:
-            if op != "text":
-                continue
-            handle, mail_id, sender, in_reply_to = args[0], args[1], args[2], args[5]
-            if rows.get((handle, mail_id)) is not None:  # not removed since
-                out.setdefault(mail_id, []).append(
-                    threads.Link(handle, mail_id, sender, in_reply_to)
-                )
+        for change in self.index.pending.changes:
+            match change:
+                case AddText(handle, mail_id, sender, _, _, in_reply_to):
+                    if rows.get((handle, mail_id)) is not None:  # not removed since
+                        out.setdefault(mail_id, []).append(
+                            threads.Link(handle, mail_id, sender, in_reply_to)
+                        )
+                case Insert() | SetState() | SetColumns() | Remove():
+                    pass  # no links
+                case _:
+                    assert_never(change)
         return out
 
     def _with_uncommitted(self, part: threads.Slice, mail_id: str, cap: int) -> threads.Slice:

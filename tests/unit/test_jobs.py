@@ -17,8 +17,8 @@ from benchd.core.jobs import (
     MAX_ID_LEN,
     MAX_KEY_LEN,
     Address,
+    AgentPayload,
     AgentWork,
-    DecodedJob,
     DrainReport,
     FanOut,
     Job,
@@ -163,7 +163,7 @@ def make_mail(
         key=key,
         to=to,
         from_=addr("operator", "s-op"),
-        reply_to=reply_to,
+        reply_to=tuple(reply_to),
         content="Fix the failing test.",
         created_at=1_700_000_000_000,
     )
@@ -234,9 +234,8 @@ def test_address_ids_must_be_strings(bad):
 
 @pytest.mark.parametrize("kind", ["human", "Agent", "", None, "subagent"])
 def test_address_kind_must_be_agent(kind):
-    with pytest.raises(JobError) as exc:
-        Address("a", "s", kind=kind)
-    assert exc.value.code == "bad-address"
+    # An Address is always an agent's (its kind is no constructor argument); a stored
+    # one of another kind is refused.
     with pytest.raises(JobError) as exc:
         Address.from_json({"kind": kind, "agentId": "a", "sessionId": "s"})
     assert exc.value.code == "bad-address"
@@ -294,11 +293,15 @@ def test_mail_json_round_trip_and_keys():
     assert JobMail.from_json(json.loads(json.dumps(data))) == mail
 
 
-def test_mail_reply_to_is_stored_as_a_tuple():
+def test_mail_reply_to_is_a_tuple():
     mail = make_mail(reply_to=[addr()])
     assert mail.reply_to == (addr(),)
-    assert mail == make_mail(reply_to=(addr(),))  # type: ignore[arg-type]
     hash(mail)
+    with pytest.raises(JobError) as exc:  # a list would make the mail mutable
+        JobMail(key="k", to=CHILD, from_=addr(), reply_to=[addr()], content="", created_at=0)  # type: ignore[arg-type]
+    assert exc.value.code == "bad-mail"
+    # Its JSON form is a list, read back as a tuple.
+    assert JobMail.from_json(mail.to_json()).reply_to == (addr(),)
 
 
 @pytest.mark.parametrize("n, ok", [(0, False), (1, True), (256, True), (257, False)])
@@ -357,7 +360,7 @@ def test_mail_refuses_bad_fields(field, value):
         "key": "k",
         "to": CHILD,
         "from_": addr(),
-        "reply_to": [],
+        "reply_to": (),
         "content": "",
         "created_at": 0,
         field: value,
@@ -419,14 +422,15 @@ def test_agent_job_shape_with_mail():
     mail = make_mail(reply_to=[addr()])
     job = agent_job(AgentWork("s-child"), mail)
     assert job.queue == "s-child"
-    assert job.payload == {"sessionId": "s-child", "mail": mail.to_json()}
-    assert job.to_json() == {"queue": "s-child", "payload": job.payload}
+    assert job.payload == AgentPayload("s-child", mail)
+    assert job.payload.to_json() == {"sessionId": "s-child", "mail": mail.to_json()}
+    assert job.to_json() == {"queue": "s-child", "payload": job.payload.to_json()}
     json.dumps(job.to_json())  # the whole job is JSON-able
 
 
 def test_agent_job_without_mail():
     job = agent_job(AgentWork("s-1"))
-    assert job.payload == {"sessionId": "s-1", "mail": None}
+    assert job.payload.to_json() == {"sessionId": "s-1", "mail": None}
     assert job.queue == "s-1"
 
 
@@ -446,8 +450,8 @@ def test_a_job_stored_with_the_dropped_fields_still_loads():
         "recovery": {"policy": "retry"},
     }
     job = Job.from_json(json.loads(json.dumps(old)))
-    assert job == Job("s-child", old["payload"])
-    assert decode_agent_job(job) == DecodedJob("s-child", mail)
+    assert job == Job("s-child", AgentPayload("s-child", mail))
+    assert decode_agent_job(job) == AgentPayload("s-child", mail)
     assert set(job.to_json()) == {"queue", "payload"}
 
 
@@ -476,9 +480,9 @@ def test_agent_job_refuses_non_mail(mail):
 def test_decode_round_trip_with_and_without_mail():
     mail = make_mail(reply_to=[addr("p0", "s0"), addr("p1", "s1")])
     job = agent_job(AgentWork("s-child"), mail)
-    assert decode_agent_job(job) == DecodedJob("s-child", mail)
+    assert decode_agent_job(job) == AgentPayload("s-child", mail)
     bare = agent_job(AgentWork("s-child"))
-    assert decode_agent_job(bare) == DecodedJob("s-child", None)
+    assert decode_agent_job(bare) == AgentPayload("s-child", None)
 
 
 def test_decode_after_a_json_round_trip_of_the_job():
@@ -489,12 +493,12 @@ def test_decode_after_a_json_round_trip_of_the_job():
 
 
 def test_decode_accepts_payload_without_mail_key():
-    job = Job("s", {"sessionId": "s"})
+    job = Job.from_json({"queue": "s", "payload": {"sessionId": "s"}})
     assert decode_agent_job(job).mail is None
 
 
 def _garbage_payloads():
-    good = make_job().payload
+    good = make_job().payload.to_json()
     yield "not-a-dict", "payload"
     yield None, "null"
     for value in (None, 1, "", "x" * 257):
@@ -510,10 +514,10 @@ def _garbage_payloads():
 @pytest.mark.parametrize(
     "payload", [p for p, _ in _garbage_payloads()], ids=[i for _, i in _garbage_payloads()]
 )
-def test_decode_refuses_garbage_payloads(payload):
-    job = Job(queue="s-child", payload=payload)
+def test_a_job_with_a_garbage_payload_is_refused_as_it_loads(payload):
+    # Decoded once, as it loads: a job that does not decode is never made.
     with pytest.raises(JobError) as exc:
-        decode_agent_job(job)
+        Job.from_json({"queue": "s-child", "payload": payload})
     assert exc.value.code == "bad-job"
 
 
@@ -687,7 +691,7 @@ def test_fan_out_writes_one_pending_row_per_reply_to():
             key=key,
             to=addr(f"p{i}", f"s-p{i}"),
             from_=task.to,
-            reply_to=[],
+            reply_to=(),
             content="---\noutcome: completed\nagentId: child\nsessionId: s-child\n---\n\nDone.",
             created_at=t,
             outcome="completed",  # carried beside the body: the host never parses it back
@@ -752,7 +756,7 @@ def test_mail_without_reply_to_is_quiet():
         (make_job(), Outcome.COMPLETED, None, "bad-content"),
         (make_job(), Outcome.COMPLETED, b"x", "bad-content"),
         (make_job().payload, Outcome.COMPLETED, "x", "bad-job"),
-        (Job("s", {"sessionId": ""}), Outcome.COMPLETED, "x", "bad-job"),
+        (make_job().to_json(), Outcome.COMPLETED, "x", "bad-job"),  # not yet decoded
         (make_job(), "cancelled", 5, "bad-content"),  # validated even when quiet
     ],
 )
@@ -1308,7 +1312,7 @@ def test_property_a_full_pass_visits_every_row_once(page_size, keys, kinds):
             kind = kinds.choice(["pending", "pending", "receipt", "garbage", "later"])
             if kind in ("pending", "later"):
                 due = t if kind == "pending" else t + 10_000
-                mail = JobMail(key, addr(), CHILD, [], "c", 0)
+                mail = JobMail(key, addr(), CHILD, (), "c", 0)
                 rig.outbox.put(key, pending_json(mail, 0, due))
             elif kind == "receipt":
                 rig.outbox.put(key, '{"receipt":1,"at":1}')

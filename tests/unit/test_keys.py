@@ -12,7 +12,7 @@ from benchd.core.keys import KEY_MAX
 def make_mail(key: str) -> JobMail:
     """A job's mail with this key (the job core checks keys when a mail is made)."""
     who = Address("bob", "s-bob")
-    return JobMail(key=key, to=who, from_=who, reply_to=[who], content="x", created_at=1)
+    return JobMail(key=key, to=who, from_=who, reply_to=(who,), content="x", created_at=1)
 
 
 def refused(fn, key: str) -> str:

@@ -45,7 +45,7 @@ def test_a_thread_with_uncommitted_messages_is_found_whole(tmp_path):
         send(i, 3, "bob", "alice", parent=2)  # uncommitted reply to a committed one
         send(i, 4, "alice", "bob", parent=3)  # and a reply to that
         send(i, 5, "carol", "operator")  # another thread, uncommitted
-        assert i.flush() is False and i.pending.ops
+        assert i.flush() is False and i.pending.changes
         assert [(x.handle, x.sender) for x in q.locate(mid(3))] == [("bob", "alice")]
         for asked in (1, 2, 3, 4):
             got = [x.mail_id for x in q.thread(mid(asked), 200).links]

@@ -15,9 +15,9 @@ from benchd.core import frontmatter
 from benchd.core.caller import Caller
 from benchd.core.names import MAIL_ID_RE, check_mail_id, is_handle
 from benchd.runtime.bounces import is_bounce
-from benchd.runtime.mailroom import SendOp
+from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND
-from benchd.runtime.outbound import PULL_MAX, ForwardOp
+from benchd.runtime.outbound import PULL_MAX, forward_op
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store.index import UNREAD
@@ -42,20 +42,18 @@ async def pull(svc: Services, conn: Connection, caller: Caller, req: m.BridgePul
 
 
 async def forwarded(svc: Services, conn: Connection, caller: Caller, req: m.BridgeForward) -> None:
-    ops: list[ForwardOp] = []
+    ops: list[RetireOp] = []
     for mail_id in req.mail_ids:
         check_mail_id(mail_id)
         row = svc.index.get(OUTBOUND, mail_id)
         if row is None or row.state != UNREAD:
             continue  # already marked (a bridge restarted between publish and mark)
-        op = ForwardOp(svc.mailroom, OUTBOUND, mail_id, "", event=False)
-        op.key = row.key
         try:
             mail = svc.outbound.queued_mail(mail_id)
         except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
             mail = None  # the event then names no address; the mark is what matters
-        op.to = mail.to if mail is not None else ""
-        ops.append(op)
+        to = mail.to if mail is not None else ""
+        ops.append(forward_op(svc.mailroom, mail_id, row.key, to))
     for op in ops:
         svc.bridge.enqueue(op)
     n = 0

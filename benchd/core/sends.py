@@ -1,0 +1,210 @@
+"""What a durable mail operation does, as frozen values: one kind per operation, and
+what each kind writes and logs (pure: no I/O).
+
+A send is checked once (`benchd.runtime.mailroom.Mailroom.check_send`) and from then on
+is a value that nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it.
+A change of kind makes a new value from the old one's fields (`Queue.of`), so what an
+op will write is fixed when it is made:
+
+- `Send`     local mail: logs mail/sent.
+- `Deliver`  mail from another node, delivered here: mail/sent, bridge/delivered (and
+             bridge/bounced when it is a bounce coming home).
+- `Queue`    mail for another node, into the outbound queue: bridge/queued (no local
+             mailbox received anything, nothing to wake).
+- `Bounce`   a refused message returned to its sender's node: bridge/queued and
+             bridge/bounced.
+- `Retire`   a message moved inbox/ -> read/: mail/read when `event`.
+- `Forward`  a queued message marked forwarded: bridge/forwarded.
+
+A job's reply (`outbox_reply`) also logs outbox/posted in the same commit, so its
+receipt and its delivery are one record.
+"""
+
+from typing import Self
+
+import msgspec
+
+from bench_wire import messages as m
+from benchd.core.frontmatter import FrontMatter
+
+
+class Send(msgspec.Struct, frozen=True, kw_only=True):
+    """Local mail from `sender` to the mailbox `to`, checked."""
+
+    sender: str
+    to: str  # the mailbox it lands in
+    subject: str
+    body: bytes
+    key: str | None  # the caller's; None: the op makes `auto-<id>`
+    reply_to: tuple[str, ...] = ()
+    in_reply_to: str | None = None
+    live: bool = False  # `to` has a live session (its mail wakes it)
+    outbox_reply: bool = False  # a job's reply: outbox/posted in the same commit
+
+    @property
+    def capped(self) -> bool:
+        """Whether the mailbox's unread caps apply (not to the outbound queue: the
+        receiving node applies its own)."""
+        return True
+
+    @property
+    def address(self) -> str:
+        """Who the message is to, as its front matter and outbox/posted say."""
+        return self.to
+
+
+class Deliver(Send, frozen=True, kw_only=True):
+    """Mail received from node `origin_node`, where its id is `origin_id`."""
+
+    origin_node: str
+    origin_id: str
+    # bridge/bounced on the sender's node, when the message is a bounce coming home
+    # (logged as a copy: a logged event is stamped with its seq).
+    bounced: m.BridgeBounced | None = None
+
+    @classmethod
+    def of(
+        cls,
+        send: Send,
+        *,
+        reply_to: tuple[str, ...],
+        origin_node: str,
+        origin_id: str,
+        bounced: m.BridgeBounced | None,
+    ) -> Self:
+        """A send checked as local mail, received from another node."""
+        fields = msgspec.structs.asdict(send)
+        fields.update(reply_to=reply_to)
+        return cls(**fields, origin_node=origin_node, origin_id=origin_id, bounced=bounced)
+
+
+class Queue(Send, frozen=True, kw_only=True):
+    """Mail for `address` on another node, in the outbound queue's mailbox `to`."""
+
+    queued_for: str  # handle@node
+    nonce: str  # its dedup id on the far side
+
+    @classmethod
+    def of(
+        cls, send: Send, *, mailbox: str, address: str, reply_to: tuple[str, ...], nonce: str
+    ) -> Self:
+        """A send checked as one to the handle, pointed at the outbound queue."""
+        fields = msgspec.structs.asdict(send)
+        fields.update(to=mailbox, reply_to=reply_to, live=False)
+        return cls(**fields, queued_for=address, nonce=nonce)
+
+    @property
+    def capped(self) -> bool:
+        return False
+
+    @property
+    def address(self) -> str:
+        return self.queued_for
+
+
+class Bounce(Queue, frozen=True, kw_only=True):
+    """A bounce into the outbound queue; `returned` is logged with it (as a copy)."""
+
+    returned: m.BridgeBounced
+
+    @classmethod
+    def returning(cls, queued: Queue, returned: m.BridgeBounced) -> "Bounce":
+        return cls(**msgspec.structs.asdict(queued), returned=returned)
+
+
+def front_matter(spec: Send, mail_id: str, key: str, date: str) -> FrontMatter:
+    """The file's front matter for a send given its id."""
+    to: str
+    origin: str | None
+    nonce: str | None
+    match spec:
+        case Queue():
+            to, origin, nonce = spec.queued_for, None, spec.nonce
+        case Deliver():
+            to, origin, nonce = spec.to, f"{spec.origin_id}@{spec.origin_node}", None
+        case _:
+            to, origin, nonce = spec.to, None, None
+    return FrontMatter(
+        id=mail_id,
+        sender=spec.sender,
+        to=to,
+        subject=spec.subject,
+        date=date,
+        key=key,
+        reply_to=spec.reply_to,
+        in_reply_to=spec.in_reply_to,
+        origin=origin,
+        nonce=nonce,
+    )
+
+
+def sent_events(spec: Send, meta: FrontMatter, path: str) -> list[m.Event]:
+    """What a committed send logs (its front matter `meta`, its file at `path`)."""
+    events: list[m.Event]
+    match spec:
+        case Bounce():
+            events = [_queued(spec, meta, path), msgspec.structs.replace(spec.returned)]
+        case Queue():
+            events = [_queued(spec, meta, path)]
+        case Deliver():
+            events = [
+                _sent(spec, meta, path),
+                m.BridgeDelivered(
+                    mail_id=meta.id,
+                    sender=spec.sender,
+                    to=spec.to,
+                    key=spec.key or "",  # always given: the sender's key
+                    origin=spec.origin_node,
+                    origin_id=spec.origin_id,
+                ),
+            ]
+            if spec.bounced is not None:
+                events.append(msgspec.structs.replace(spec.bounced))
+        case _:
+            events = [_sent(spec, meta, path)]
+    if spec.outbox_reply:
+        assert spec.key is not None, "a job's reply is keyed by its outbox row"
+        events.append(m.OutboxPosted(key=spec.key, to=spec.address, mail_id=meta.id))
+    return events
+
+
+def _sent(spec: Send, meta: FrontMatter, path: str) -> m.Event:
+    return m.MailSent(
+        mail_id=meta.id, sender=spec.sender, to=spec.to, path=path, key=meta.key, live=spec.live
+    )
+
+
+def _queued(spec: Queue, meta: FrontMatter, path: str) -> m.Event:
+    return m.BridgeQueued(mail_id=meta.id, sender=spec.sender, to=meta.to, key=meta.key, path=path)
+
+
+class Retire(msgspec.Struct, frozen=True):
+    """Move a message of `handle`'s from inbox/ to read/; mail/read by `reader` when
+    `event` (a wake's retirement logs nothing of its own)."""
+
+    handle: str
+    mail_id: str
+    reader: str = ""
+    event: bool = False
+
+
+class Forward(Retire, frozen=True, kw_only=True):
+    """Mark a queued message forwarded (inbox/ -> read/ of the outbound queue)."""
+
+    key: str
+    to: str  # the address it was sent to ("" when its file could not be read)
+
+
+def retired_events(spec: Retire, dst: str) -> list[m.Event]:
+    """What a retirement that moved its file to `dst` logs."""
+    match spec:
+        case Forward():
+            return [m.BridgeForwarded(mail_id=spec.mail_id, to=spec.to, key=spec.key)]
+        case Retire(event=True):
+            return [
+                m.MailReadEvent(
+                    mail_id=spec.mail_id, handle=spec.handle, reader=spec.reader, path=dst
+                )
+            ]
+        case _:
+            return []
