@@ -423,7 +423,7 @@ def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
 def test_pending_changes_are_typed_values_in_order(tmp_path):
     from benchd.store.pending import Insert, Remove, SetColumns, SetState
 
-    i = Index(str(tmp_path / "index.sqlite"))
+    i = Index(str(tmp_path / "index.sqlite"), now=still)
     fill(i, "bob", 1)  # flushed (a bare Index has no `commit_each`)
     i.add("bob", mid(2), UNREAD, "operator", "s", "d", 3, "k2")
     i.set_state("bob", mid(2), READ)
@@ -441,7 +441,7 @@ def test_pending_changes_are_typed_values_in_order(tmp_path):
 
 
 def test_a_change_of_no_known_kind_fails_the_flush_loudly(tmp_path):
-    i = Index(str(tmp_path / "index.sqlite"))
+    i = Index(str(tmp_path / "index.sqlite"), now=still)
     i.pending.changes.append(("remove", ("bob", mid(1))))  # type: ignore[arg-type]  # the old form
     with pytest.raises(AssertionError):
         i.flush()

@@ -16,6 +16,7 @@ import trio
 from bench_wire import messages as m
 from benchd.core.clock import SYSTEM_WALL
 from benchd.runtime.committer import EventOp, Op
+from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import Directory
 from benchd.server import upkeep
 from benchd.server.config import DaemonConfig
@@ -185,7 +186,7 @@ def test_the_index_refills_itself_from_the_files_when_set_aside(tmp_path):
         async def send() -> None:
             async with trio.open_nursery() as nursery:
                 await nursery.start(w.committer.run)
-                op = w.mailroom.make_send("operator", "bob", "body", "hi")
+                op = SendOp(w.mailroom, w.mailroom.check_send("operator", "bob", "body", "hi"))
                 await w.committer.submit(op)
                 nursery.cancel_scope.cancel()
             # In the run: the index reads trio's clock (its commit timing).
