@@ -10,7 +10,7 @@ Two layers, both used only on the event loop:
   not fail, so an answered send is listed, readable and deduplicated from the moment it
   is answered, whatever SQLite does afterwards. Reads merge it over the database.
 - the database (WAL, synchronous=NORMAL, busy_timeout=0): `flush()` writes `pending` in
-  one transaction and forgets it only once the commit succeeded. A busy lock held by
+  one transaction (benchd.store.indexdb) and forgets it only once the commit succeeded. A busy lock held by
   another process, a full disk or an I/O error leave `pending` as it is and the flush
   is retried later (the caller backs off); the loop never waits on a lock. Corruption
   (or a failure that persists) sets the file aside and rebuilds the index from the
@@ -24,13 +24,13 @@ import os
 import sqlite3
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Literal, TypedDict, TypeVar, assert_never
+from typing import Literal, TypedDict, TypeVar
 
 import msgspec
 import trio
 
 from benchd.core.frontmatter import FrontMatter
-from benchd.store import mailstates, sqlite
+from benchd.store import indexdb, mailstates, sqlite
 
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
 from benchd.store.pending import READ as READ
@@ -42,28 +42,11 @@ from benchd.store.pending import Pending as Pending
 from benchd.store.sqlite import MEMORY
 from benchd.store.sqlite import is_corrupt as is_corrupt
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = indexdb.SCHEMA_VERSION
 STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
 PERSISTENT_FAILURES = 8  # consecutive failed flushes after which the file is rebuilt
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
-
-_SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS messages(
-  handle TEXT NOT NULL, id TEXT NOT NULL, state INTEGER NOT NULL,
-  sender TEXT NOT NULL, subject TEXT NOT NULL, date TEXT NOT NULL,
-  size INTEGER NOT NULL, key TEXT NOT NULL,
-  PRIMARY KEY (handle, id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS by_state ON messages(handle, state, id);
-CREATE INDEX IF NOT EXISTS by_key ON messages(sender, key);
-CREATE TABLE IF NOT EXISTS counts(
-  handle TEXT NOT NULL, state INTEGER NOT NULL, n INTEGER NOT NULL,
-  PRIMARY KEY (handle, state)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
-"""
-    + mailstates.SCHEMA
-)
 
 
 class Health(TypedDict):
@@ -137,7 +120,7 @@ class Index:
         self.fresh = not os.path.exists(self.path)
         try:
             self._w = connect(self.path)
-            self.w.executescript(_SCHEMA)
+            self.w.executescript(indexdb.SCHEMA)
             schema = self._db_meta("schema")
             if schema not in (None, SCHEMA_VERSION):
                 raise sqlite3.DatabaseError(f"schema version {schema}, not {SCHEMA_VERSION}")
@@ -163,12 +146,12 @@ class Index:
                 if os.path.exists(self.path + suffix):
                     os.replace(self.path + suffix, self.path + suffix + ".damaged")
             self._w = connect(self.path)
-            self.w.executescript(_SCHEMA)
+            self.w.executescript(indexdb.SCHEMA)
             self.w.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         except (sqlite3.Error, OSError) as err:
             reason = f"{reason}; a new file failed too ({err}): the index is in memory"
             self._w = connect(MEMORY)
-            self.w.executescript(_SCHEMA)
+            self.w.executescript(indexdb.SCHEMA)
         self.fresh = True
         self.notify("index/failed", error=reason, action="set-aside")
 
@@ -477,7 +460,7 @@ class Index:
         if not p.changes and not p.meta:
             return True
         try:
-            self._write(p)
+            indexdb.write(self.w, p)
         except sqlite3.Error as err:
             self._rollback()
             self._flush_failed(err)
@@ -488,61 +471,6 @@ class Index:
             self.notify("index/recovered", failures=self.failures)
         self.failures, self.last_error, self.retry_at = 0, None, 0.0
         return True
-
-    def _write(self, p: Pending) -> None:
-        from benchd.store import faults, search
-
-        w = self.w
-        w.execute("BEGIN IMMEDIATE")
-        faults.check("index")
-        # The counts change once per (handle, state) per commit, not once per message:
-        # a batch of sends to one mailbox is one upsert.
-        bumps: dict[tuple[str, int], int] = {}
-        for change in p.changes:
-            match change:
-                case Insert(handle, _, state):
-                    if w.execute(
-                        "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)",
-                        msgspec.structs.astuple(change),
-                    ).rowcount:
-                        bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
-                case SetState(handle, mail_id, state):
-                    row = w.execute(
-                        "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
-                    ).fetchone()
-                    if row is not None and row[0] != state:
-                        w.execute(
-                            "UPDATE messages SET state=? WHERE handle=? AND id=?",
-                            (state, handle, mail_id),
-                        )
-                        bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
-                        bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
-                case AddText():
-                    search.add(w, *msgspec.structs.astuple(change))
-                case SetColumns(mail_id, cols):
-                    mailstates.write(w, mail_id, cols)
-                case Remove(handle, mail_id):
-                    row = w.execute(
-                        "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
-                    ).fetchone()
-                    if row is not None:
-                        w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
-                        bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
-                    search.remove(w, handle, mail_id)
-                case _:
-                    assert_never(change)
-        for (handle, state), d in bumps.items():
-            self._bump(handle, state, d)  # even 0: the row names the mailbox, as before
-        for k, v in p.meta.items():
-            w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
-        w.execute("COMMIT")
-
-    def _bump(self, handle: str, state: int, d: int) -> None:
-        self.w.execute(
-            "INSERT INTO counts(handle, state, n) VALUES (?,?,?) "
-            "ON CONFLICT(handle, state) DO UPDATE SET n = n + excluded.n",
-            (handle, state, d),
-        )
 
     def _rollback(self) -> None:
         try:
@@ -580,7 +508,7 @@ class Index:
         if self._rebuilt_unproven:
             self.close()
             self._w = connect(MEMORY)
-            self.w.executescript(_SCHEMA)
+            self.w.executescript(indexdb.SCHEMA)
             self.set_aside_reason = reason
             self.notify("index/failed", error=reason, action="in-memory")
         else:
@@ -598,7 +526,7 @@ class Index:
                 # Even the new file failed while refilling: refill a database in memory.
                 self.w.close()
                 self._w = connect(MEMORY)
-                self.w.executescript(_SCHEMA)
+                self.w.executescript(indexdb.SCHEMA)
                 self.pending = Pending()
                 self._unread.clear()
                 self.notify("index/failed", error=str(err), action="in-memory")
