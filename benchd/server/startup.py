@@ -264,7 +264,7 @@ def _reconcile_at_start(opened: Opened, mail_root: str) -> tuple[list[m.MailSent
         # index's rows are read and checked against its counts (an edited index is set
         # aside and rebuilt) and against the directories' names.
         try:
-            held = recovery.index_digests(idx)
+            held = recovery.index_names(idx)
         except recovery.Edited as err:
             idx.set_aside(f"edited after its clean stop: {err}")
             idx.pending = Pending()  # what was queued for the file set aside

@@ -31,7 +31,7 @@ def sealed(tmp_path):
     seal = recovery.take_seal(seal_path)
     again = Index(i.path, now=still)
     assert recovery.seal_matches(seal, again.path)
-    names = recovery.index_digests(again)
+    names = recovery.index_names(again)
     return root, names, seal_path
 
 
@@ -83,28 +83,30 @@ def test_only_regular_md_files_are_names(tmp_path):
 
 def test_rows_removed_by_hand_differ_from_the_names_on_disk(tmp_path):
     root, i = make(tmp_path)
-    assert recovery.changed_boxes(root, recovery.index_digests(i)) == set()
+    assert recovery.changed_boxes(root, recovery.index_names(i)) == set()
     # An edit that keeps the counts in step: the rows, not a record, are compared.
     i.w.execute("DELETE FROM messages WHERE id=?", (ID1,))
     i.w.execute("UPDATE counts SET n=0")
-    assert recovery.changed_boxes(root, recovery.index_digests(i)) == {"bob"}
+    assert recovery.changed_boxes(root, recovery.index_names(i)) == {"bob"}
 
 
 def test_rows_that_disagree_with_the_counts_are_an_edit(tmp_path):
     root, i = make(tmp_path)
     i.w.execute("DELETE FROM messages WHERE id=?", (ID1,))  # the count still says 1
     with pytest.raises(recovery.Edited, match="counts disagree"):
-        recovery.index_digests(i)
+        recovery.index_names(i)
     root, i = make(tmp_path / "again")
     i.w.execute("UPDATE messages SET state=7")
     with pytest.raises(recovery.Edited, match="state 7"):
-        recovery.index_digests(i)
+        recovery.index_names(i)
 
 
-def test_the_digest_is_of_the_set_of_names():
-    assert recovery.names_digest(["b", "a"]) == recovery.names_digest(["a", "b"])
-    assert recovery.names_digest(["a"]) != recovery.names_digest(["a", "b"])
-    assert recovery.names_digest(["ab"]) != recovery.names_digest(["a", "b"])
+def test_a_message_file_beside_a_directory_named_like_one_is_seen(tmp_path):
+    root, names, _ = sealed(tmp_path)
+    os.mkdir(os.path.join(root, "bob", "inbox", "x.md"))  # no message
+    with open(os.path.join(root, "bob", "inbox", "20261130T045611.123Z-0009.md"), "w") as f:
+        f.write("dropped in")
+    assert recovery.changed_boxes(root, names) == {"bob"}
 
 
 def test_a_garbled_seal_is_no_seal(tmp_path):
