@@ -182,21 +182,24 @@ async def session_screen(
     s = svc.roster.find(req.handle, live_only=False)
     term = s.term
     assert term is not None, "Roster.find answers only sessions whose process started"
-    last = await frame(req.id, term)
-    await conn.send(last)
     # Only a live session's screen changes (a past one's is its kept output).
     live = s.term if req.follow and isinstance(s, Session) and s.live else None
+    # Taken before each render: output that arrives while a frame is rendered or sent
+    # sets this event, so it is drawn next (taken after, it would wait for more output).
+    changed = live.changed if live is not None else trio.Event()
+    last = await frame(req.id, term)
+    await conn.send(last)
     if live is None:
         await conn.send(m.EndFrame(id=req.id, reason="done" if s.live else "exited", exit=s.exit))
         return
     term = live
 
     async def stream() -> None:
-        nonlocal last
+        nonlocal last, changed
         while s.live and not term.eof:
-            changed = term.changed
             await changed.wait()
             await trio.sleep(FRAME_S)  # let a burst of output settle into one frame
+            changed = term.changed
             now = await frame(req.id, term)
             if (
                 now.lines != last.lines
