@@ -155,7 +155,10 @@ class JobWatch:
                 s.stalled_at = now
                 await self._stalled(s, now - last)
             else:
-                await term.changed.wait()
+                # Output since the stall began (it may have come while the stall mail was
+                # sent) ends it now; else the next output does.
+                if (term.last_output or started) <= s.stalled_at:
+                    await term.changed.wait()
                 if term.eof:
                     return
                 stalled_ms = int((trio.current_time() - s.stalled_at) * 1000)

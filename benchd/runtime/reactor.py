@@ -202,11 +202,14 @@ class Reactor:
 
     async def _until_ready(self, session: "Session", wake: Wake | None = None) -> None:
         while True:
+            # Taken before the screen is read: output that arrives while it is rendered
+            # (a prompt drawn just then) sets this event, so the gate looks again.
+            changed = _term(session).changed
             match await self._readiness(session):
                 case wakegate.Ready():
                     return
                 case wakegate.WaitForOutput():
-                    await _term(session).changed.wait()
+                    await changed.wait()
                 case wakegate.WaitUntil(at=at):
                     if wake is not None and self._typing(session):
                         await self._deferred(session, wake)
@@ -214,7 +217,7 @@ class Reactor:
                     await trio.sleep(max(0.0, at - trio.current_time()))
                 case wakegate.WaitForScreen(timeout=timeout):
                     with trio.move_on_after(timeout):
-                        await _term(session).changed.wait()
+                        await changed.wait()
 
     def _typing(self, session: "Session") -> bool:
         """The operator typed into the session within the idle gate (what holds the wake)."""
