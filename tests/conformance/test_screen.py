@@ -105,3 +105,25 @@ def test_screen_is_operator_only_and_checks_handles(daemon, tmp_path):
     assert_refused(a, "no-such-session")
     a = d.call({"verb": "session/screen", "handle": "../x"})
     assert_refused(a, "bad-handle", "no-such-session")
+
+
+def test_a_line_printed_while_the_first_frame_is_drawn_is_followed(daemon):
+    """A program that prints one line and then only sleeps: the line may arrive while the
+    follow's first frame is rendered and sent. It must still reach the follower (the
+    daemon takes the output event before it renders, never after)."""
+    d = daemon
+    for i in range(12):
+        name = f"once{i}"
+        argv = ["sh", "-c", f"echo line-{i}; exec sleep 600"]
+        with d.connect() as c:  # the follow asked at once, while the line is on its way
+            c.send({"verb": "session/spawn", "name": name, "argv": argv, "id": 1})
+            c.send({"verb": "session/screen", "handle": name, "follow": True, "id": 2})
+            seen = None
+            deadline = time.monotonic() + 20
+            while seen is None or not any(f"line-{i}" in ln for ln in seen["lines"]):
+                assert time.monotonic() < deadline, (i, seen)
+                f = c.recv()  # the client's 30 s socket timeout bounds a frame that never comes
+                if f.get("id") == 2:
+                    assert f["type"] == "screen", f
+                    seen = f
+        assert d.call({"verb": "session/kill", "handle": name})["ok"]
