@@ -136,7 +136,7 @@ class Bridge:
                     ) from None
                 await self.retry(f"connect: {natsside.describe(err)}", backoff)
         await self._check_name()
-        say(f"node {self.node} connected to {urls.shown(self.o.url)}")
+        say(f"node {self.node} connected to {urls.shown(self.o.conn.url)}")
 
     async def _connect(self) -> None:
         # nats.connect takes the servers typed and the rest as untyped keywords.
@@ -156,7 +156,7 @@ class Bridge:
             "reconnected_cb": self.link.reconnected,
             **self.o.conn.auth(self.tls),
         }
-        nc = await nats.connect([self.o.url], **opts)
+        nc = await nats.connect([self.o.conn.url], **opts)
         nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5, publish_async_max_pending=self.o.publish_window)

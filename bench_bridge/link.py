@@ -64,7 +64,7 @@ class Link:
         if self.closing or self.down_at is not None:
             return
         self.down_at = time.monotonic()
-        say(f"lost the connection to NATS ({urls.shown(self.b.o.url)}); reconnecting")
+        say(f"lost the connection to NATS ({urls.shown(self.b.o.conn.url)}); reconnecting")
         await self._report("disconnected")
 
     async def reconnected(self) -> None:

@@ -27,7 +27,6 @@ class Options:
         receipts_per_minute: int = admission.RECEIPTS_PER_MINUTE,
     ) -> None:
         self.bench_dir, self.conn, self.node = bench_dir, conn, node
-        self.url = conn.url
         self.heartbeat, self.ack_wait = heartbeat, ack_wait
         self.retry_max = retry_max
         self.max_age = max_age

@@ -49,19 +49,9 @@ class Daemon:
         self.opened = opened
         self.wired = wired
         self.notices = notices
-        self.bench_dir = opened.bench_dir
-        self.pid = opened.pid
+        # What each connection reads of its daemon (server/connection.py).
         self.log = opened.log
         self.caps = wired.caps
-        self.admission = wired.admission
-        self.sessions = wired.sessions
-        self.roster = wired.roster
-        self.committer = wired.committer
-        self.hub = wired.hub
-        self.jobs = wired.jobs
-        self.index = opened.index
-        self.eventlog = opened.eventlog
-        self.services = wired.services
         self.sock_path = socket_path(opened.bench_dir)
         self.sock_ino = 0
         self.connections: set[Connection] = set()  # open client connections (idle reaper)
@@ -73,7 +63,7 @@ class Daemon:
     # ------------------------------------------------------------ identity
 
     def by_token(self, token: str) -> Caller:
-        s = self.sessions.by_token(token)
+        s = self.wired.sessions.by_token(token)
         return Caller(s.handle, s)
 
     async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
@@ -82,8 +72,8 @@ class Daemon:
         handler = HANDLERS.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
-        authority.check(caller, req, self.roster.family)
-        await handler(self.services, conn, caller, req)
+        authority.check(caller, req, self.wired.roster.family)
+        await handler(self.wired.services, conn, caller, req)
 
     def request_stop(self) -> None:
         self.wired.stop.set()
@@ -110,7 +100,7 @@ class Daemon:
             # never looked up again (a pid outlives nothing it could be trusted for).
             session: Session | None = None
             try:
-                session = self.sessions.place(peer)
+                session = self.wired.sessions.place(peer)
                 peer_key = OPERATOR_PEER if session is None else session.id
                 conn.placed = (
                     Caller(OPERATOR) if session is None else Caller(session.handle, session)
@@ -118,7 +108,7 @@ class Daemon:
             except WireError as err:  # unplaceable (benchd.runtime.placement)
                 conn.placed, peer_key = err, "unplaceable"  # one bucket for all of them
             conn.sandboxed = session is not None and session.sandboxed
-            refused = self.admission.admit(peer_key)
+            refused = self.wired.admission.admit(peer_key)
             if refused is not None:
                 self.log.warning("connection refused", peer=peer_key, pid=pid, reason=refused)
                 await conn.send_error(None, "too-many-connections", f"{refused}; try again shortly")
@@ -126,7 +116,7 @@ class Daemon:
             try:
                 await conn.serve_while(None if session is None else session.exited)
             finally:
-                self.admission.release(peer_key)
+                self.wired.admission.release(peer_key)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure closes only it
@@ -141,7 +131,7 @@ class Daemon:
         """Steps 5-8 of the start-up (benchd/server/startup.py), then serve until stopped."""
         recovered_mail, self.recovered = startup.recover(self.opened, self.wired, self.notices)
         listener, self.sock_ino = await startup.claim_socket(
-            self.bench_dir, self.pid, self.sock_path
+            self.opened.bench_dir, self.opened.pid, self.sock_path
         )
         async with trio.open_nursery() as nursery:
             await startup.start_services(
@@ -156,20 +146,22 @@ class Daemon:
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
             nursery.start_soon(self._reap_idle)
             await nursery.start(self._serve, listener)
-            self.log.info("ready", pid=self.pid, socket=self.sock_path, recovered=self.recovered)
+            self.log.info(
+                "ready", pid=self.opened.pid, socket=self.sock_path, recovered=self.recovered
+            )
             if self.opened.sandbox is None:
                 self.log.warning("sessions not sandboxed", why=self.opened.isolation_note)
                 upkeep.say(f"benchd: {self.opened.isolation_note}")
             if ready_out is not None:
                 print(
-                    f"benchd ready pid={self.pid} socket={self.sock_path}",
+                    f"benchd ready pid={self.opened.pid} socket={self.sock_path}",
                     file=ready_out,
                     flush=True,
                 )
             # After the ready line and off the loop: neither a start nor a request waits
             # for its write and flush.
             await trio.to_thread.run_sync(
-                upkeep.hold_room, self.bench_dir, self.config.disk_reserve, self.log
+                upkeep.hold_room, self.opened.bench_dir, self.config.disk_reserve, self.log
             )
             await self.wired.stop.wait()
             await self._shutdown(listener)
@@ -212,23 +204,25 @@ class Daemon:
         # Connections stay up (new requests get shutting-down; the socket path is gone
         # so no one new arrives) until followers have seen the sessions end and
         # daemon/stopped, and their streams' end frames are sent.
-        await self.sessions.stop_all()
-        await self.jobs.stop()
-        await self.committer.record(m.DaemonStopped(pid=self.pid))  # a full disk: stop anyway
-        await self.committer.drain()
-        self.hub.followers.close()
+        await self.wired.sessions.stop_all()
+        await self.wired.jobs.stop()
+        await self.wired.committer.record(
+            m.DaemonStopped(pid=self.opened.pid)
+        )  # a full disk: stop anyway
+        await self.wired.committer.drain()
+        self.wired.hub.followers.close()
         with trio.move_on_after(2.0):
-            await self.hub.streams_ended()
+            await self.wired.hub.streams_ended()
         self._serve_scope.cancel()
-        self.committer.closed = True
-        self.index.set_meta("last_seq", str(self.eventlog.last_seq))
-        await self.committer.drain()  # what came in meanwhile, and the index's commit
+        self.wired.committer.closed = True
+        self.opened.index.set_meta("last_seq", str(self.opened.eventlog.last_seq))
+        await self.wired.committer.drain()  # what came in meanwhile, and the index's commit
         # The journal's checkpoint: a clean restart replays nothing.
-        journal_ok = self.committer.close()
+        journal_ok = self.wired.committer.close()
         if not journal_ok:
             self.log.error("journal not checkpointed at stop; the next start replays it")
-        self.clean_stop = not self.index.pending  # sealed in main() once the index is closed
-        self.log.info("stopped", pid=self.pid)
+        self.clean_stop = not self.opened.index.pending  # sealed in main() once the index is closed
+        self.log.info("stopped", pid=self.opened.pid)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,6 @@ from tools.perf.harness import (
     Result,
     call,
     clean_env,
-    compile_product,
     median,
     ms,
     now_ns,
@@ -39,7 +38,6 @@ def cli_send(ctx: Context) -> list[Result]:
     runs = ctx.size(20, 60)
     warm = 5
     d = ctx.tmpdir("cli")
-    compile_product()
     with Daemon(d):
         env = clean_env(d)
         bench_cmd = [BENCH, "mail", "send", "x", "-m", "y"]

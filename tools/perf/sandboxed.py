@@ -19,7 +19,6 @@ from tools.perf.harness import (
     Daemon,
     Result,
     call,
-    compile_product,
     median,
     ms,
     percentile,
@@ -58,7 +57,6 @@ os.rename(out + ".tmp", out)
 
 
 def cli_send_sandboxed(ctx: Context) -> list[Result]:
-    compile_product()  # bytecode, as an installed bench reads it
     runs = ctx.size(20, 60)
     warm = 5
     d = ctx.tmpdir("cs")
