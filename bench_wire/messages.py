@@ -19,7 +19,6 @@ from typing import cast, get_args
 # in. isort would split each `as` import into a statement of its own.
 # isort: off
 from bench_wire._requests import (
-    ErrorBody as ErrorBody,
     JournalAck as JournalAck,
     BridgeBounce as BridgeBounce,
     BridgeDeliver as BridgeDeliver,
@@ -28,11 +27,9 @@ from bench_wire._requests import (
     BridgeReport as BridgeReport,
     BridgeReceipts as BridgeReceipts,
     BridgeReceiptsPull as BridgeReceiptsPull,
-    Receipt as Receipt,
     DebugFault as DebugFault,
     EventsRead as EventsRead,
     Hello as Hello,
-    Id as Id,
     JobMailSpec as JobMailSpec,
     JobReport as JobReport,
     MailList as MailList,
@@ -41,9 +38,7 @@ from bench_wire._requests import (
     MailSearch as MailSearch,
     MailSend as MailSend,
     MailThread as MailThread,
-    NodeInfo as NodeInfo,
     NodesRead as NodesRead,
-    RemoteMail as RemoteMail,
     Request as Request,
     SessionAttach as SessionAttach,
     SessionDetach as SessionDetach,
@@ -59,6 +54,11 @@ from bench_wire._requests import (
     Stop as Stop,
 )
 from bench_wire._responses import (
+    Id as Id,
+    RemoteMail as RemoteMail,
+    Receipt as Receipt,
+    NodeInfo as NodeInfo,
+    ErrorBody as ErrorBody,
     DiskHealth as DiskHealth,
     JournalAckOk as JournalAckOk,
     BounceOk as BounceOk,
