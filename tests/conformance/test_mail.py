@@ -503,7 +503,7 @@ def test_body_cap(shared, who):
 
 
 def test_m_body_both_sides_of_the_skipped_hello(shared, who):
-    # Up to 64 KiB a -m body goes without asking the shared's caps first; above that the
+    # Up to 64 KiB a -m body goes without asking the daemon's caps first; above that the
     # CLI asks (a single argument is at most 128 KiB on Linux). Both arrive whole.
     for size in (64 * 1024, 100 * 1024):
         a = shared.ok("mail", "send", who, "-m", "m" * size)
