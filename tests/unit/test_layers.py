@@ -7,10 +7,8 @@
   (core <- store <- runtime <- server), and the core does no I/O at all.
 - No module reaches into another package's private names (`from x.y import _z`, or
   `y._z` through an imported module).
-- No import circle anywhere in the product: no module imports, however indirectly,
-  a module that imports it (a circle forces names in quotes, imports inside functions
-  and an order of first imports that nobody can see; it also says two modules are one
-  concept split in two).
+- No import circle anywhere in the product: tests/unit/test_cycles.py, on the same
+  reading of the imports.
 
 Read from the source with `ast` (nothing is imported), so a new module is checked the
 moment it exists. Every import counts: at the top, inside a function, relative
@@ -159,65 +157,6 @@ def private_reaches(tree: ast.AST, package: str, known: dict[str, str]) -> list[
     return out
 
 
-def import_graph(sources: dict[str, str], inits: set[str] | None = None) -> dict[str, set[str]]:
-    """Module -> the modules of `sources` (name -> code) it imports; `inits` names the
-    packages' `__init__` modules (their relative imports start at themselves). An
-    imported name that is not a module counts as its module (`from a.b import f` is
-    `a.b`)."""
-    graph: dict[str, set[str]] = {name: set() for name in sources}
-    for name, code in sources.items():
-        package = name if name in (inits or set()) else name.rpartition(".")[0]
-        for mod in imports(ast.parse(code), package):
-            while mod and mod not in sources:
-                mod = mod.rpartition(".")[0]
-            if mod and mod != name:
-                graph[name].add(mod)
-    return graph
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected parts of more than one module (Tarjan's, without
-    recursion): each is a set of modules that all import each other, indirectly."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, edges = work[-1]
-            w = next(edges, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(graph[w]))))
-                elif w in on_stack:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                part = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    part.append(w)
-                    if w == v:
-                        break
-                if len(part) > 1:
-                    found.append(sorted(part))
-    return found
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -272,27 +211,6 @@ def test_no_module_reaches_into_another_packages_private_names():
         if (found := private_reaches(ast.parse(path.read_text()), package_of(path), known))
     }
     assert breaches == {}
-
-
-def test_no_import_circle_anywhere_in_the_product():
-    """Every import counts, as above: at the top, inside a function, under
-    TYPE_CHECKING, relative or by name."""
-    found = all_modules()
-    inits = {n for n, p in found.items() if p.name == "__init__.py"}
-    graph = import_graph({n: p.read_text() for n, p in found.items()}, inits)
-    assert circles(graph) == []
-
-
-def test_the_circle_check_finds_a_circle_through_a_function_level_import():
-    sources = {
-        "pkg.a": "from pkg import b\n",
-        "pkg.b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.c import C\n",
-        "pkg.c": "def f():\n    from . import a\n",
-        "pkg.d": "from pkg.a import x\n",  # imports into the circle, is not in it
-        "pkg.e": "import pkg.e\n",  # itself: not a circle
-    }
-    assert circles(import_graph(sources)) == [["pkg.a", "pkg.b", "pkg.c"]]
-    assert circles(import_graph({"pkg.a": "from pkg import b\n", "pkg.b": ""})) == []
 
 
 def test_the_import_check_sees_every_kind_of_import():
