@@ -16,18 +16,12 @@ node: at most RECEIPTS_MAX in one message and `--receipts-per-minute` a minute; 
 are dropped (a line in bridge.out), which leaves the state where it was.
 """
 
-from __future__ import annotations
-
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
 
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
-
-if TYPE_CHECKING:
-    from bench_bridge.options import Options
 
 OPERATOR = "operator"
 REPLY_TO_MAX = 16  # reply-to addresses in one message from another node
@@ -39,12 +33,17 @@ ORIGINS_MAX = 4096  # origin nodes with a bucket (the directory holds at most --
 
 
 class Admission:
-    def __init__(self, opts: Options):
-        self.reply_to_max = opts.reply_to_max
-        self.rate = opts.new_mailboxes_per_hour
+    def __init__(
+        self,
+        reply_to_max: int = REPLY_TO_MAX,
+        new_mailboxes_per_hour: int = NEW_MAILBOXES_PER_HOUR,
+        receipts_per_minute: int = RECEIPTS_PER_MINUTE,
+    ):
+        self.reply_to_max = reply_to_max
+        self.rate = new_mailboxes_per_hour
         self.known: OrderedDict[str, None] = OrderedDict()
         self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
-        self.receipt_rate = opts.receipts_per_minute
+        self.receipt_rate = receipts_per_minute
         self.receipt_buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
         self.receipts_told: dict[str, float] = {}
 

@@ -40,7 +40,6 @@ longer than `--max-age`, is returned to its sender as mail from `postmaster@<nod
 
 import asyncio
 import os
-import random
 import ssl
 import time
 
@@ -58,9 +57,9 @@ from bench_bridge.admission import Admission
 from bench_bridge.consumer import Consumer
 from bench_bridge.forwarding import Forwarding
 from bench_bridge.link import Link
-from bench_bridge.local import open_local
+from bench_bridge.local import open_local, say
+from bench_bridge.natsside import Backoff
 from bench_bridge.options import Options
-from bench_bridge.output import say
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.asyncclient import KeptClient
@@ -72,19 +71,6 @@ _dec = msgspec.json.Decoder(m.RemoteMail)
 DELIVER_MOST = 256  # messages per bridge/deliver
 FRAME_BUDGET = 1536 * 1024  # bytes of encoded mail per bridge/deliver (the frame cap is 2 MiB)
 STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
-
-
-class Backoff:
-    def __init__(self, most: float):
-        self.attempt = 0
-        self.most = most
-
-    def next(self) -> float:
-        self.attempt += 1
-        return min(self.most, 0.1 * 2.0 ** min(self.attempt - 1, 10)) * random.uniform(0.8, 1.2)
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class Bridge:
@@ -103,8 +89,10 @@ class Bridge:
         self.reporter: KeptClient | None = None
         self.auth_error: BaseException | None = None
         self.tls: ssl.SSLContext | None = None
-        self.admission = Admission(opts)
-        self.link = Link(self)
+        self.admission = Admission(
+            opts.reply_to_max, opts.new_mailboxes_per_hour, opts.receipts_per_minute
+        )
+        self.link = Link(opts, self._tell)
 
     # ------------------------------------------------------------ setup
 
@@ -173,6 +161,15 @@ class Bridge:
         if natsside.is_auth_error(err):
             self.auth_error = err
 
+    async def _tell(self, report: m.BridgeReport) -> None:
+        """A report now, not at the next heartbeat (Link: the connection lost or back)."""
+        if self.reporter is None:
+            return
+        try:
+            await self.reporter.call(report)
+        except WireError:
+            pass  # the daemon is gone: the loops find out and stop
+
     async def retry(self, reason: str, backoff: Backoff) -> None:
         delay = backoff.next()
         say(f"{reason}; retrying in {delay:.1f}s")
@@ -202,7 +199,8 @@ class Bridge:
                 tg.create_task(self.heartbeat())
                 tg.create_task(self.forward())
                 tg.create_task(self.inbound())
-                tg.create_task(receipts.send(self))
+                assert self.js is not None  # start() connected
+                tg.create_task(receipts.send(self.o, self.js, self.node, self.retry))
         except* WireError as group:
             err = group.exceptions[0]
             assert isinstance(err, WireError)
@@ -238,7 +236,7 @@ class Bridge:
         cursor: str | None = None  # the last message acknowledged by JetStream
         try:
             while True:
-                run = Forwarding(self, local, marks, cursor)
+                run = Forwarding(self._publish_async, self.o.publish_window, local, marks, cursor)
                 try:
                     async with asyncio.TaskGroup() as tg:
                         tg.create_task(run.pull())
@@ -320,7 +318,7 @@ class Bridge:
             if urls.is_receipts(msg.subject):
                 # Receipts need no heartbeat first: the daemon checks each against
                 # the mail it sent to that node.
-                await receipts.record(self, local, origin, msg)
+                await receipts.record(self.admission, local, origin, msg)
                 continue
             try:
                 mail = _dec.decode(msg.data)

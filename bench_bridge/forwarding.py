@@ -2,21 +2,19 @@
 `--publish-window` messages awaiting their PubAck, the acknowledged ones marked
 forwarded (benchd marks them read in `@outbound`)."""
 
-from __future__ import annotations
-
 import asyncio
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 from nats.js import api
 
-from bench_bridge.output import say
+from bench_bridge.local import say
 from bench_wire import messages as m
 from bench_wire.asyncclient import KeptClient
 
-if TYPE_CHECKING:  # bridge.py imports this module
-    from bench_bridge.bridge import Bridge
+# Publish one message without waiting for its PubAck: the future is the PubAck.
+Publish = Callable[[m.RemoteMail], Awaitable["asyncio.Future[api.PubAck]"]]
 
 PULL_MOST = 256  # messages per bridge/pull (the daemon's PULL_MAX)
 PUBACK_WAIT_S = 5.0  # a PubAck not back within this long: the spell fails, republish
@@ -31,9 +29,15 @@ class Forwarding:
     acknowledged message: JetStream drops what it already has (Nats-Msg-Id)."""
 
     def __init__(
-        self, bridge: Bridge, local: KeptClient, marks: asyncio.Queue[list[str]], cursor: str | None
+        self,
+        publish: Publish,
+        window: int,
+        local: KeptClient,
+        marks: "asyncio.Queue[list[str]]",
+        cursor: str | None,
     ) -> None:
-        self.b, self.local, self.marks = bridge, local, marks
+        self.publish, self.size = publish, window  # --publish-window
+        self.local, self.marks = local, marks
         self.cursor: str | None = cursor  # acknowledged up to here
         self.pulled: str | None = cursor  # published up to here
         self.window: deque[tuple[str, float, asyncio.Future[api.PubAck]]] = deque()
@@ -45,7 +49,7 @@ class Forwarding:
         self.full = False  # said once per spell of a full window
 
     async def pull(self) -> None:
-        size = self.b.o.publish_window
+        size = self.size
         while True:
             if len(self.window) >= size:
                 self._full()
@@ -60,7 +64,7 @@ class Forwarding:
                 )
             ).messages
             for x in batch:
-                fut = await self.b._publish_async(x)
+                fut = await self.publish(x)
                 self.window.append((x.mail_id, time.monotonic(), fut))
             if batch:
                 self.pulled = batch[-1].mail_id

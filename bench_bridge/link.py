@@ -10,26 +10,24 @@ bridge connects, after every reconnect (the server may be another, or its stream
 remade) and every CHECK_EVERY_S; a difference stops the bridge (stream-misconfigured).
 """
 
-from __future__ import annotations
-
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
 
 from bench_bridge import streams, urls
-from bench_bridge.output import say
+from bench_bridge.local import say
+from bench_bridge.options import Options
 from bench_wire import messages as m
-from bench_wire.errors import WireError
 
-if TYPE_CHECKING:  # bridge.py imports this module
-    from nats.aio.client import Client as NatsClient
-    from nats.js import JetStreamContext
-
-    from bench_bridge.bridge import Bridge
+# Tell the daemon a report now (a no-op before the bridge has its connection).
+Tell = Callable[[m.BridgeReport], Awaitable[None]]
 
 
 class Link:
-    def __init__(self, bridge: Bridge):
-        self.b = bridge
+    def __init__(self, opts: Options, tell: Tell):
+        self.o, self.tell = opts, tell
         self.checked = 0.0  # when the configuration was last found right (monotonic)
         self.recheck = False  # set on a reconnect
         self.down_at: float | None = None  # when the connection was lost (monotonic)
@@ -39,7 +37,7 @@ class Link:
         """Raise stream-misconfigured or stream-missing (bench_bridge.streams). On a
         server where this user may (no per-node permissions), a missing stream is made
         with the documented configuration."""
-        o = self.b.o
+        o = self.o
         await streams.check(
             js, o.max_age, o.limits.forget_s, streams.Quotas(forget_after=o.limits.forget_s)
         )
@@ -64,7 +62,7 @@ class Link:
         if self.closing or self.down_at is not None:
             return
         self.down_at = time.monotonic()
-        say(f"lost the connection to NATS ({urls.shown(self.b.o.conn.url)}); reconnecting")
+        say(f"lost the connection to NATS ({urls.shown(self.o.conn.url)}); reconnecting")
         await self._report("disconnected")
 
     async def reconnected(self) -> None:
@@ -76,16 +74,11 @@ class Link:
 
     async def _report(self, change: str, down_s: float = 0.0) -> None:
         """Tell the daemon now, not at the next heartbeat."""
-        if self.b.reporter is None:
-            return
-        try:
-            await self.b.reporter.call(
-                m.BridgeReport(
-                    connected=change == "reconnected",
-                    stale_after=3 * self.b.o.heartbeat,
-                    link=change,
-                    down_s=round(down_s, 3),
-                )
+        await self.tell(
+            m.BridgeReport(
+                connected=change == "reconnected",
+                stale_after=3 * self.o.heartbeat,
+                link=change,
+                down_s=round(down_s, 3),
             )
-        except WireError:
-            pass  # the daemon is gone: the loops find out and stop
+        )

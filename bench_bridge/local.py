@@ -1,4 +1,6 @@
-"""The bridge's connections to its local daemon: bench_wire's asyncio shell, typed.
+"""The bridge's own host: the lines it says, and its connections to its local daemon.
+
+`say` writes one line on stderr (bridge.out when the daemon runs the bridge).
 
 The bridge keeps its connections for its whole life, and some stay quiet for hours
 (no inbound mail, nothing to mark). The daemon closes a connection that waited
@@ -13,8 +15,14 @@ The framing, the answer matching and the error frames are bench_wire's
 (`bench_wire.clientproto`), as for every other client.
 """
 
+import sys
+
 from bench_wire.asyncclient import KeptClient
 from bench_wire.framing import StructCodec
+
+
+def say(text: str) -> None:
+    print(f"bench bridge: {text}", file=sys.stderr, flush=True)
 
 
 async def open_local(bench_dir: str) -> KeptClient:

@@ -1,8 +1,9 @@
 """The bridge's NATS-side helpers: listing the directory, the ids it publishes under,
-and reading errors. No daemon I/O here."""
+reading errors, and the back-off between attempts. No daemon I/O here."""
 
 import hashlib
 import os
+import random
 import secrets
 import time
 
@@ -15,6 +16,21 @@ from bench_bridge import streams, urls
 from bench_wire import messages as m
 
 INSTANCE_FILE = "bridge.id"  # in BENCH_DIR: this node's bridge instance, across restarts
+
+
+class Backoff:
+    """The wait before the next attempt: doubling from 0.1 s up to `most`, jittered."""
+
+    def __init__(self, most: float):
+        self.attempt = 0
+        self.most = most
+
+    def next(self) -> float:
+        self.attempt += 1
+        return min(self.most, 0.1 * 2.0 ** min(self.attempt - 1, 10)) * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self.attempt = 0
 
 
 async def directory_keys(js: JetStreamContext) -> list[str]:

@@ -16,39 +16,36 @@ Best-effort: receipts waiting to be published are held in memory (at most HELD_M
 a receipt lost to a restart leaves its message's state where it was.
 """
 
-from __future__ import annotations
-
 import secrets
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 import msgspec
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
 
 from bench_bridge import natsside, urls
-from bench_bridge.admission import RECEIPTS_MAX
-from bench_bridge.local import open_local
-from bench_bridge.output import say
+from bench_bridge.admission import RECEIPTS_MAX, Admission
+from bench_bridge.local import open_local, say
+from bench_bridge.natsside import Backoff
+from bench_bridge.options import Options
 from bench_wire import messages as m
+from bench_wire.asyncclient import KeptClient
 from bench_wire.errors import TRANSIENT_CODES, WireError
 
-if TYPE_CHECKING:  # bridge.py imports this module
-    from nats.aio.msg import Msg
-
-    from bench_bridge.bridge import Bridge
-    from bench_wire.asyncclient import KeptClient
-
+# Say a failure, report it to the daemon and wait the back-off (Bridge.retry).
+Retry = Callable[[str, Backoff], Awaitable[None]]
 HELD_MAX = 8192  # receipts pulled from the daemon and not yet published
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder(list[m.Receipt])
 
 
-async def send(bridge: Bridge) -> None:
-    """Pull the daemon's receipts and publish them to their nodes, for ever."""
-    from bench_bridge.bridge import Backoff  # bridge.py imports this module
-
-    local = await open_local(bridge.o.bench_dir)
+async def send(opts: Options, js: JetStreamContext, node: str, retry: Retry) -> None:
+    """Pull the daemon's receipts and publish them to their nodes (from this `node`),
+    for ever."""
+    local = await open_local(opts.bench_dir)
     held: list[m.Receipt] = []
-    backoff = Backoff(bridge.o.retry_max)
+    backoff = Backoff(opts.retry_max)
     while True:
         if len(held) < HELD_MAX:
             wait = 0.0 if held else 5.0
@@ -59,28 +56,27 @@ async def send(bridge: Bridge) -> None:
             del held[: len(held) - HELD_MAX]
         try:
             while held:
-                node = held[0].node
-                batch = [r for r in held if r.node == node][:RECEIPTS_MAX]
-                await _publish(bridge, node, batch)
+                to = held[0].node
+                batch = [r for r in held if r.node == to][:RECEIPTS_MAX]
+                await _publish(js, node, to, batch)
                 sent = {id(r) for r in batch}
                 held = [r for r in held if id(r) not in sent]
             backoff.reset()
         except (TimeoutError, OSError, NatsError) as err:
-            await bridge.retry(f"receipts: {natsside.describe(err)}", backoff)
+            await retry(f"receipts: {natsside.describe(err)}", backoff)
 
 
-async def _publish(bridge: Bridge, node: str, batch: list[m.Receipt]) -> None:
-    assert bridge.js is not None  # connected before any loop runs
+async def _publish(js: JetStreamContext, node: str, to: str, batch: list[m.Receipt]) -> None:
     payload = _enc.encode([msgspec.structs.replace(r, node="") for r in batch])
-    await bridge.js.publish(
-        urls.receipt_subject(node, bridge.node),
+    await js.publish(
+        urls.receipt_subject(to, node),
         payload,
         stream=urls.STREAM,
-        headers={"Nats-Msg-Id": f"{bridge.node} receipts {secrets.token_hex(16)}"},
+        headers={"Nats-Msg-Id": f"{node} receipts {secrets.token_hex(16)}"},
     )
 
 
-async def record(bridge: Bridge, local: KeptClient, origin: str, msg: Msg) -> None:
+async def record(admission: Admission, local: KeptClient, origin: str, msg: Msg) -> None:
     """A receipts message from `origin` (the subject's node): to the daemon, then acked.
     Malformed, oversized or over the origin's rate: dropped (term), with a line."""
     try:
@@ -89,9 +85,9 @@ async def record(bridge: Bridge, local: KeptClient, origin: str, msg: Msg) -> No
         say(f"dropped receipts from node {origin} that are not receipts ({err}) [bad-receipt]")
         await msg.term()
         return
-    refusal = bridge.admission.receipts_refusal(origin, len(receipts))
+    refusal = admission.receipts_refusal(origin, len(receipts))
     if refusal is not None:
-        if bridge.admission.receipts_said(origin):
+        if admission.receipts_said(origin):
             say(f"dropped receipts from node {origin}: {refusal}")
         await msg.term()
         return

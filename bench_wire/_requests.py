@@ -5,8 +5,9 @@ the `AnyRequest` union; import them from there.
 Each request names its answer as its type parameter: `Hello(Request["HelloOk"])` is
 answered with a `HelloOk`, a stream (`EventsRead`) with frames of that type up to its
 end frame. The clients' `call` and `stream` are typed by it, and `messages.ANSWERS` reads
-it at run time to check every answer (the answer types live in `_responses`, which
-imports this module: hence the names in quotes).
+it at run time to check every answer (by the names in quotes). The Structs both sides
+carry (an error's body, mail between nodes, a node's entry, a receipt) live with the
+answers in `_responses`, below this module.
 """
 
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 import msgspec
 
 from bench_wire import verbs
+from bench_wire._responses import ErrorBody, Id, NodeInfo, Receipt, RemoteMail
 
 if TYPE_CHECKING:
     # A default (PEP 696) lets `Request` stand alone for "any request": Request[Response].
@@ -54,14 +56,6 @@ if TYPE_CHECKING:
     Answer = DefaultedTypeVar("Answer", bound="Response", default="Response", covariant=True)
 else:
     Answer = TypeVar("Answer", covariant=True)
-
-Id = int | str | None
-
-
-class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
-    code: str
-    message: str
-    retry_after: float | None = None  # rate-limited: seconds until the request would fit
 
 
 class Request(msgspec.Struct, Generic[Answer], tag_field="verb", kw_only=True, omit_defaults=True):
@@ -239,32 +233,6 @@ class DebugFault(Request["FaultOk"], tag=verbs.DEBUG_FAULT):
     count: int = 1
 
 
-class RemoteMail(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One message between nodes: what the bridge publishes to NATS and hands the far
-    daemon. Addresses are full (`alice@node1`); the key is the sender's idempotency key."""
-
-    mail_id: str
-    sender: str = msgspec.field(name="from")
-    to: str
-    key: str
-    body: str = ""
-    subject: str = ""
-    date: str = ""
-    reply_to: list[str] = []
-    in_reply_to: str | None = None
-    # 128 random bits drawn when the message was queued and kept with it: its JetStream
-    # dedup id, which no other node can guess (empty for mail queued before nonces).
-    nonce: str = ""
-
-
-class NodeInfo(msgspec.Struct, kw_only=True):
-    """A node of the directory: its name, when its bridge last beat (ms), its live handles."""
-
-    node: str
-    seen_ms: int
-    handles: list[str] = []
-
-
 class BridgePull(Request["PullOk"], tag=verbs.BRIDGE_PULL):
     """The bridge: the oldest messages queued for other nodes (waits up to `wait` s for one)."""
 
@@ -318,20 +286,6 @@ class BridgeBounce(Request["BounceOk"], tag=verbs.BRIDGE_BOUNCE):
     message: RemoteMail
     origin: str
     error: ErrorBody
-
-
-class Receipt(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What became of a message on the node it was sent to, sent back to its node:
-    `delivered` (in the recipient's inbox) or `read` (retired there, `by` a read or a
-    wake). `mail_id` is the message's id on its sender's node (its identity); `at` the
-    receiving node's wall ms. `node` is the node the receipt goes to (bridge/receipts-pull
-    only; on NATS the subject names both ends)."""
-
-    mail_id: str
-    state: str
-    at: int = 0
-    by: str = ""
-    node: str = ""
 
 
 class BridgeReceiptsPull(Request["ReceiptsPullOk"], tag=verbs.BRIDGE_RECEIPTS_PULL):

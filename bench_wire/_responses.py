@@ -1,13 +1,62 @@
 """The responses on the wire: the tagged base `Response` (tag field `type`), each answer
-and stream frame, and the Structs they carry. `bench_wire.messages` re-exports them all
-and holds the `AnyResponse` union; import them from there."""
+and stream frame, and the Structs they carry, some of which requests carry too (an
+error's body, mail between nodes, a node's entry, a receipt: `_requests` imports them
+from here). `bench_wire.messages` re-exports them all and holds the `AnyResponse`
+union; import them from there."""
 
 from typing import Any, Literal
 
 import msgspec
 
 from bench_wire._events import JournalDamaged
-from bench_wire._requests import ErrorBody, Id, NodeInfo, Receipt, RemoteMail
+
+Id = int | str | None
+
+
+class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
+    code: str
+    message: str
+    retry_after: float | None = None  # rate-limited: seconds until the request would fit
+
+
+class RemoteMail(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One message between nodes: what the bridge publishes to NATS and hands the far
+    daemon. Addresses are full (`alice@node1`); the key is the sender's idempotency key."""
+
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    key: str
+    body: str = ""
+    subject: str = ""
+    date: str = ""
+    reply_to: list[str] = []
+    in_reply_to: str | None = None
+    # 128 random bits drawn when the message was queued and kept with it: its JetStream
+    # dedup id, which no other node can guess (empty for mail queued before nonces).
+    nonce: str = ""
+
+
+class NodeInfo(msgspec.Struct, kw_only=True):
+    """A node of the directory: its name, when its bridge last beat (ms), its live handles."""
+
+    node: str
+    seen_ms: int
+    handles: list[str] = []
+
+
+class Receipt(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What became of a message on the node it was sent to, sent back to its node:
+    `delivered` (in the recipient's inbox) or `read` (retired there, `by` a read or a
+    wake). `mail_id` is the message's id on its sender's node (its identity); `at` the
+    receiving node's wall ms. `node` is the node the receipt goes to (bridge/receipts-pull
+    only; on NATS the subject names both ends)."""
+
+    mail_id: str
+    state: str
+    at: int = 0
+    by: str = ""
+    node: str = ""
 
 
 class Response(msgspec.Struct, tag_field="type", kw_only=True):

@@ -23,7 +23,7 @@ from bench_wire.messages import (
 DEFAULT_FRAME_BYTES = 2 * 1024 * 1024
 
 encoder = msgspec.json.Encoder()
-request_decoder = msgspec.json.Decoder(AnyRequest)
+request_decoder: msgspec.json.Decoder[Request] = msgspec.json.Decoder(AnyRequest)
 
 
 def encode_line(msg: msgspec.Struct) -> bytes:
@@ -107,7 +107,7 @@ class StructCodec:
     send none)."""
 
     def __init__(self, token: str | None = None) -> None:
-        self._decoder = msgspec.json.Decoder(AnyResponse)
+        self._decoder: msgspec.json.Decoder[Response] = msgspec.json.Decoder(AnyResponse)
         self.token = token or None
 
     def encode(self, req: Request, rid: int) -> tuple[Id, bytes]:

@@ -12,239 +12,48 @@
 New fields always get defaults, so older peers keep decoding.
 """
 
-from typing import cast, get_args
+import functools
+import operator
+from typing import Any, cast, get_args
 
-# The types live in three modules by kind; every name is re-exported here (`X as X`: an
-# explicit re-export), so `from bench_wire import messages as m; m.X` stays the one way
-# in. isort would split each `as` import into a statement of its own.
-# isort: off
-from bench_wire._requests import (
-    ErrorBody as ErrorBody,
-    JournalAck as JournalAck,
-    BridgeBounce as BridgeBounce,
-    BridgeDeliver as BridgeDeliver,
-    BridgeForward as BridgeForward,
-    BridgePull as BridgePull,
-    BridgeReport as BridgeReport,
-    BridgeReceipts as BridgeReceipts,
-    BridgeReceiptsPull as BridgeReceiptsPull,
-    Receipt as Receipt,
-    DebugFault as DebugFault,
-    EventsRead as EventsRead,
-    Hello as Hello,
-    Id as Id,
-    JobMailSpec as JobMailSpec,
-    JobReport as JobReport,
-    MailList as MailList,
-    MailRead as MailRead,
-    MailReply as MailReply,
-    MailSearch as MailSearch,
-    MailSend as MailSend,
-    MailThread as MailThread,
-    NodeInfo as NodeInfo,
-    NodesRead as NodesRead,
-    RemoteMail as RemoteMail,
-    Request as Request,
-    SessionAttach as SessionAttach,
-    SessionDetach as SessionDetach,
-    SessionInput as SessionInput,
-    SessionKill as SessionKill,
-    SessionList as SessionList,
-    SessionPrune as SessionPrune,
-    SessionResize as SessionResize,
-    SessionScreen as SessionScreen,
-    SessionTail as SessionTail,
-    SessionType as SessionType,
-    Spawn as Spawn,
-    Stop as Stop,
-)
-from bench_wire._responses import (
-    DiskHealth as DiskHealth,
-    JournalAckOk as JournalAckOk,
-    BounceOk as BounceOk,
-    ReceiptsPullOk as ReceiptsPullOk,
-    ReceiptsOk as ReceiptsOk,
-    AttachOk as AttachOk,
-    BridgeInfo as BridgeInfo,
-    BridgeReportOk as BridgeReportOk,
-    Caps as Caps,
-    DeliverOk as DeliverOk,
-    Delivered as Delivered,
-    EndFrame as EndFrame,
-    ErrorResponse as ErrorResponse,
-    EventFrame as EventFrame,
-    FaultOk as FaultOk,
-    ForwardOk as ForwardOk,
-    HelloOk as HelloOk,
-    IndexHealth as IndexHealth,
-    KillOk as KillOk,
-    ListOk as ListOk,
-    MessageMeta as MessageMeta,
-    NodesOk as NodesOk,
-    OutputFrame as OutputFrame,
-    PruneOk as PruneOk,
-    PullOk as PullOk,
-    ReactorSettings as ReactorSettings,
-    ReadOk as ReadOk,
-    ReplyOk as ReplyOk,
-    ReportOk as ReportOk,
-    Response as Response,
-    ScreenFrame as ScreenFrame,
-    SearchHit as SearchHit,
-    SearchOk as SearchOk,
-    SendOk as SendOk,
-    SessionInfo as SessionInfo,
-    SessionListOk as SessionListOk,
-    SpawnOk as SpawnOk,
-    StopOk as StopOk,
-    ThreadLeftOut as ThreadLeftOut,
-    ThreadMessage as ThreadMessage,
-    ThreadOk as ThreadOk,
-    TypeOk as TypeOk,
-)
-from bench_wire._events import (
-    JournalDamaged as JournalDamaged,
-    DiskLow as DiskLow,
-    BridgeBounced as BridgeBounced,
-    BridgeSkipped as BridgeSkipped,
-    BridgeForgotten as BridgeForgotten,
-    BridgeStopped as BridgeStopped,
-    AgentWoken as AgentWoken,
-    BridgeDelivered as BridgeDelivered,
-    BridgeReceipt as BridgeReceipt,
-    BridgeReceiptIgnored as BridgeReceiptIgnored,
-    BridgeForwarded as BridgeForwarded,
-    BridgeQueued as BridgeQueued,
-    BridgeRetry as BridgeRetry,
-    BridgeDisconnected as BridgeDisconnected,
-    BridgeReconnected as BridgeReconnected,
-    DaemonStarted as DaemonStarted,
-    DaemonStopped as DaemonStopped,
-    EnterRetried as EnterRetried,
-    Event as Event,
-    IndexFailed as IndexFailed,
-    IndexRebuilt as IndexRebuilt,
-    JobDelegated as JobDelegated,
-    JobLimited as JobLimited,
-    JobReported as JobReported,
-    JobSettled as JobSettled,
-    JobDeadline as JobDeadline,
-    JobStalled as JobStalled,
-    JobActive as JobActive,
-    LimitHit as LimitHit,
-    MailReadEvent as MailReadEvent,
-    MailSent as MailSent,
-    MailVanished as MailVanished,
-    OutboxPosted as OutboxPosted,
-    OutboxRetry as OutboxRetry,
-    SessionExited as SessionExited,
-    SessionSpawned as SessionSpawned,
-    WakeCapped as WakeCapped,
-)
-from bench_wire._states import (
-    NOT_WOKEN_REASONS as NOT_WOKEN_REASONS,
-    STATES as STATES,
-    AgentActive as AgentActive,
-    JobWait as JobWait,
-    JobWaitOk as JobWaitOk,
-    MailSentList as MailSentList,
-    MailStatus as MailStatus,
-    MailWait as MailWait,
-    SentListOk as SentListOk,
-    SentMail as SentMail,
-    StateMark as StateMark,
-    StatusOk as StatusOk,
-    WaitOk as WaitOk,
-    WaitOpened as WaitOpened,
-    WaitRefused as WaitRefused,
-    WakeDeferred as WakeDeferred,
-)
-# isort: on
+# The types live in four modules by kind, each named once, where it is defined: every
+# public name of those modules is re-exported here, so `from bench_wire import messages
+# as m; m.X` stays the one way in, and each kind's members are found as the subclasses
+# of its base (Request, Response, Event), in the order they are defined.
+from bench_wire._events import *  # noqa: F403
+from bench_wire._events import Event
+from bench_wire._requests import *  # noqa: F403
+from bench_wire._requests import Request
+from bench_wire._responses import *  # noqa: F403
+from bench_wire._responses import Response
+from bench_wire._states import *  # noqa: F403
 
 PROTOCOL_VERSION = 1
 
-# Each union lists every type of its kind: the decoders, the verb table and
-# docs/protocol.md are all made from them.
 
-AnyRequest = (
-    Hello
-    | Stop
-    | MailSend
-    | MailList
-    | MailRead
-    | MailSearch
-    | MailThread
-    | MailReply
-    | EventsRead
-    | Spawn
-    | SessionList
-    | SessionKill
-    | SessionPrune
-    | SessionType
-    | SessionTail
-    | SessionScreen
-    | SessionAttach
-    | SessionInput
-    | SessionResize
-    | SessionDetach
-    | JobReport
-    | JournalAck
-    | DebugFault
-    | BridgePull
-    | BridgeForward
-    | BridgeDeliver
-    | BridgeReport
-    | BridgeBounce
-    | BridgeReceiptsPull
-    | BridgeReceipts
-    | NodesRead
-    | MailSentList
-    | MailStatus
-    | MailWait
-    | JobWait
-)
+def _members(base: type) -> tuple[type, ...]:
+    """The subclasses of `base` (theirs too), in the order they were defined: the
+    decoders, the verb table and docs/protocol.md are all made from them."""
+    found: list[type] = []
+    sub: type
+    for sub in base.__subclasses__():
+        found += [sub, *_members(sub)]
+    return tuple(found)
 
-REQUEST_TYPES: tuple[type[Request], ...] = AnyRequest.__args__
+
+def _union(types: tuple[type, ...]) -> Any:
+    """`A | B | ...` of the types, for a decoder (msgspec takes a union of tagged Structs)."""
+    return functools.reduce(operator.or_, types)
+
+
+REQUEST_TYPES = cast(tuple[type[Request], ...], _members(Request))
+RESPONSE_TYPES = cast(tuple[type[Response], ...], _members(Response))
+EVENT_TYPES = cast(tuple[type[Event], ...], _members(Event))
+AnyRequest = _union(REQUEST_TYPES)
+AnyResponse = _union(RESPONSE_TYPES)
+AnyEvent = _union(EVENT_TYPES)
 # Every request type has a string tag (its verb).
 VERBS: dict[str, type[Request]] = {cast(str, t.__struct_config__.tag): t for t in REQUEST_TYPES}
-
-AnyResponse = (
-    ErrorResponse
-    | HelloOk
-    | StopOk
-    | SendOk
-    | ListOk
-    | ReadOk
-    | SearchOk
-    | ThreadOk
-    | ReplyOk
-    | SpawnOk
-    | SessionListOk
-    | KillOk
-    | PruneOk
-    | TypeOk
-    | ReportOk
-    | FaultOk
-    | JournalAckOk
-    | AttachOk
-    | OutputFrame
-    | ScreenFrame
-    | EventFrame
-    | EndFrame
-    | PullOk
-    | ForwardOk
-    | DeliverOk
-    | BridgeReportOk
-    | BounceOk
-    | ReceiptsPullOk
-    | ReceiptsOk
-    | NodesOk
-    | SentListOk
-    | StatusOk
-    | WaitOk
-    | JobWaitOk
-)
-RESPONSE_TYPES = AnyResponse.__args__
 
 
 def _answer_types(t: type[Request]) -> tuple[type[Response], ...]:
@@ -261,47 +70,4 @@ ANSWERS: dict[type[Request], tuple[type[Response], ...]] = {
     t: _answer_types(t) for t in REQUEST_TYPES
 }
 
-AnyEvent = (
-    DaemonStarted
-    | DaemonStopped
-    | SessionSpawned
-    | SessionExited
-    | MailSent
-    | MailReadEvent
-    | MailVanished
-    | IndexFailed
-    | IndexRebuilt
-    | JournalDamaged
-    | DiskLow
-    | AgentWoken
-    | EnterRetried
-    | WakeCapped
-    | JobSettled
-    | JobDeadline
-    | JobStalled
-    | JobActive
-    | JobDelegated
-    | JobLimited
-    | JobReported
-    | OutboxPosted
-    | OutboxRetry
-    | BridgeQueued
-    | BridgeForwarded
-    | BridgeDelivered
-    | BridgeRetry
-    | LimitHit
-    | BridgeBounced
-    | BridgeSkipped
-    | BridgeStopped
-    | BridgeForgotten
-    | BridgeDisconnected
-    | BridgeReconnected
-    | AgentActive
-    | WakeDeferred
-    | WaitOpened
-    | WaitRefused
-    | BridgeReceipt
-    | BridgeReceiptIgnored
-)
-EVENT_TYPES = AnyEvent.__args__
-EVENT_KINDS = tuple(t.__struct_config__.tag for t in EVENT_TYPES)
+EVENT_KINDS: tuple[str, ...] = tuple(cast(str, t.__struct_config__.tag) for t in EVENT_TYPES)

@@ -1,5 +1,10 @@
 """Shared fixtures: a real benchd process in a short temporary BENCH_DIR, and the real CLI.
 
+`daemon` is a fresh benchd for one test. `shared` is one benchd for all the tests of a
+module that need no fresh directory: each reads only what it sent, to handles of its
+own (`who`), and may not restart it, change its options or count what the whole
+daemon holds. A start costs more than most tests (a second on a loaded machine).
+
 The helpers behind them live in tests/support (one daemon class, one wait, one spawn,
 one refusal assertion); they are re-exported here for the tests that import them from
 `tests.conftest`.
@@ -9,6 +14,7 @@ and no BENCH_DIR it made may still exist (tests/support/leaks.py): the run fails
 names them.
 """
 
+import itertools
 import shutil
 
 import pytest
@@ -109,3 +115,27 @@ def make_daemon(bench_dir):
 @pytest.fixture
 def daemon(make_daemon) -> Benchd:
     return make_daemon()
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One benchd (with the fast timings) for the module's tests that share it."""
+    d = short_tmpdir()
+    b = Benchd(d, list(FAST))
+    try:
+        b.start()
+        yield b
+    finally:
+        if b.proc is not None:
+            b.stop()
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(d + "-files", ignore_errors=True)
+
+
+_HANDLES = itertools.count(1)
+
+
+@pytest.fixture
+def who() -> str:
+    """A handle no other test of this run uses (for mail in the `shared` daemon)."""
+    return f"u{next(_HANDLES)}"

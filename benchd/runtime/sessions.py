@@ -297,8 +297,8 @@ class Sessions:
 
         try:
             # Their own two threads: a thousand sessions ending at once must not take
-            # every worker thread from the committer's journal flushes (trio's default
-            # limiter is shared), which made job replies wait behind these writes.
+            # every worker thread of trio's default limiter from the journal's
+            # checkpoints and the screens' renders, which share it.
             await trio.to_thread.run_sync(work, limiter=_KEEP_THREADS)
         except (OSError, ValueError) as err:
             self.log.error("exited session not kept on disk", session=s.id, error=str(err))

@@ -13,12 +13,13 @@ Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-wai
 the walk visits each waiting handle once.
 """
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.runtime.committer import EventOp, Op
 
 
 class Waiter:
@@ -44,11 +45,9 @@ class Waiter:
 
 
 class Waits:
-    def __init__(
-        self, per_caller: int, total: int, record: Callable[[m.Event], Awaitable[bool]]
-    ) -> None:
+    def __init__(self, per_caller: int, total: int, enqueue: Callable[[Op[object]], None]) -> None:
         self.per_caller, self.total = per_caller, total
-        self.record = record
+        self.enqueue = enqueue  # the committer's
         self.by_handle: dict[str, list[Waiter]] = {}
         self.count = 0
 
@@ -113,11 +112,12 @@ class Waits:
         self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit))
 
     def _log(self, ev: m.Event) -> None:
-        """Logged without holding up the wait (no client waits on its commit)."""
+        """Queued for the committer's next batch, like every event, without holding up
+        the wait (no client waits on its commit)."""
         try:
-            trio.lowlevel.spawn_system_task(self.record, ev)
-        except RuntimeError:
-            pass  # no trio run (a unit test): the refusal itself is the answer
+            self.enqueue(EventOp(ev))
+        except WireError:
+            pass  # stopping: the refusal itself is the answer
 
     # ------------------------------------------------------------ arrivals (hub listener)
 

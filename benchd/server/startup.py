@@ -46,7 +46,8 @@ module that does the work.
       mailroom's id clock resumed after the newest id on disk.
 6. The socket (`claim_socket`): bound at a private name, made 0600, renamed over the
    real path (whatever was there is stale: we hold the lock).
-7. `start_services`, in order: the committer runs, and from then on the daemon's own
+7. `start_services`, in order: the journal's checkpoints get their nursery (each runs
+   in a worker thread from then on); the committer runs, and from then on the daemon's own
    notices go into batches (`Notices.live`); the first batch holds every notice of
    the start (replay, disk/low, index), the mail/sent of recovered mail and
    daemon/started; this start's damage is kept for `bench status`; the reactor; the
@@ -339,7 +340,9 @@ async def start_services(
     recovered_mail: list[m.Event],
     recovered: bool,
 ) -> None:
-    """Step 7: the committer, the start's first batch, then the services in order."""
+    """Step 7: the journal's checkpoints, the committer, the start's first batch, then
+    the services in order."""
+    await nursery.start(opened.journal.run)
     committer = wired.committer
     await nursery.start(committer.run)
     start_events = notices.live(committer.enqueue) + recovered_mail

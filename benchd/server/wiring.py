@@ -193,7 +193,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     )
     mail_states = MailStates(index, config.node)
     receipts = Receipts(index, config.node, log, wall)  # other nodes' mail, for the bridge
-    waits = Waits(config.session_waits, config.max_waits, committer.record)
+    waits = Waits(config.session_waits, config.max_waits, committer.enqueue)
     # The reactor first; then the states of a batch's events join the index's pending
     # changes with the batch's last_seq (benchd.runtime.mailstates).
     for listener in (reactor.on_event, mail_states.on_event, receipts.on_event, waits.on_event):

@@ -22,10 +22,14 @@ leave less free space than the reserve: then it grows with its records), and rec
 overwrite it in place: an fdatasync then has only data to write, never the file's new
 size (an append's fdatasync also commits the size through the filesystem's journal).
 When the active segment is full (SEGMENT_BYTES) or its first record is CHECKPOINT_S old,
-the other segment becomes the active one, and a worker thread checkpoints the old one:
-it flushes everything the old segment's records touched (fdatasync of each file, fsync
-of each directory, fdatasync of the log), then drops the segment by zeroing its first
-head. A clean stop checkpoints both, so the next start replays nothing.
+the other segment becomes the active one, and the old one is checkpointed in a worker
+thread (`trio.to_thread`, in the nursery of `Journal.run`, which the daemon holds): it
+flushes everything the old segment's records touched (fdatasync of each file, fsync of
+each directory, fdatasync of the log), then drops the segment by zeroing its first
+head. The daemon's nursery then waits for a checkpoint under way (a worker thread is
+never abandoned), and a checkpoint that raises stops the daemon like any failing task
+rather than dying unseen in a thread nobody joins. A clean stop checkpoints both, so
+the next start replays nothing.
 """
 
 import errno
@@ -304,7 +308,10 @@ class _Segment:
         self.first_at = 0.0
         self.base = 0  # the seq of its first record (while it has entries)
         self.preallocated = True  # overwritten in place (else it grows, and is emptied)
-        self.checkpoint: threading.Thread | None = None
+        # Clear while a worker thread checkpoints it; the thread sets it when done, so
+        # the loop can wait for it without the loop's help (a rare, short wait).
+        self.idle = threading.Event()
+        self.idle.set()
         self.error: OSError | None = None  # the last checkpoint's failure
 
 
@@ -318,7 +325,8 @@ def _free_bytes(path: str) -> int:
 
 class Journal:
     """The committer's journal (used from one thread at a time; checkpoints run in a
-    thread of their own). `replay()` must run first, before the event log is opened."""
+    worker thread while `run` runs, else in place). `replay()` must run first, before
+    the event log is opened."""
 
     def __init__(
         self,
@@ -350,6 +358,19 @@ class Journal:
         self.checkpoints = 0
         self.reserve = reserve  # free bytes preallocation never takes
         self.low: tuple[int, int] | None = None  # (free, reserve) when it gave way
+        self._nursery: trio.Nursery | None = None  # run()'s, while it runs
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Where the checkpoints run (each in a worker thread), for as long as the
+        daemon's nursery holds this task. Cancelled, it still waits for a checkpoint
+        under way; after it, checkpoints are done in place (the stop's, in `close`)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
 
     def open(self) -> None:
         """Open both segments, empty (after `replay`), preallocating them if asked."""
@@ -420,21 +441,43 @@ class Journal:
     def _switch(self) -> _Segment:
         old = self.segments[self.active]
         new = self.segments[1 - self.active]
-        if new.checkpoint is not None:
-            new.checkpoint.join()  # still flushing what it held: wait (rare: a segment fills
-            new.checkpoint = None  # in far longer than its checkpoint takes)
+        # Still flushing what it held: wait (rare: a segment fills in far longer than its
+        # checkpoint takes).
+        new.idle.wait()
         if new.entries:
             self._checkpoint(new)  # its last checkpoint failed: once more, here
             if new.error is not None:
                 raise new.error
         self.active = 1 - self.active
-        old.checkpoint = threading.Thread(
-            target=self._checkpoint, args=(old,), name="checkpoint", daemon=True
-        )
-        old.checkpoint.start()
+        if self._nursery is None:  # not running (a tool, the start, the stop): here
+            self._checkpoint(old)
+        else:
+            old.idle.clear()
+            self._nursery.start_soon(self._checkpoint_off_the_loop, old)
         return new
 
+    async def _checkpoint_off_the_loop(self, seg: _Segment) -> None:
+        # Shielded: a checkpoint started is finished even while the daemon stops (a
+        # cancelled one would leave the segment held, and `close` waiting for it).
+        with trio.CancelScope(shield=True):
+            err = await trio.to_thread.run_sync(self._flush_then_idle, seg)
+        if err is not None:
+            self.on_checkpoint_error(err)  # on the loop, like every other report
+
+    def _flush_then_idle(self, seg: _Segment) -> OSError | None:
+        try:
+            return self._flush(seg)
+        finally:
+            seg.idle.set()
+
     def _checkpoint(self, seg: _Segment) -> None:
+        err = self._flush(seg)
+        if err is not None:
+            self.on_checkpoint_error(err)
+
+    def _flush(self, seg: _Segment) -> OSError | None:
+        """Flush what the segment's records touched, then drop it (in a worker thread
+        or in place). The failure, if any, is kept in `seg.error` and returned."""
         touched = _Touched(self.root)
         for entries in seg.entries:
             touched.add(entries)
@@ -448,21 +491,19 @@ class Journal:
                 os.fsync(seg.fd)
         except OSError as err:
             seg.error = err
-            self.on_checkpoint_error(err)
-            return
+            return err
         seg.error = None
         seg.entries = []
         seg.pos = 0
         self.checkpoints += 1
+        return None
 
     def close(self) -> bool:
         """A clean stop: checkpoint everything, so the next start replays nothing.
         False if a checkpoint failed (the next start replays; nothing is lost)."""
         ok = True
         for seg in self.segments:
-            if seg.checkpoint is not None:
-                seg.checkpoint.join()
-                seg.checkpoint = None
+            seg.idle.wait()
         for seg in self.segments:
             if seg.entries:
                 self._checkpoint(seg)

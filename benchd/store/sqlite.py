@@ -2,8 +2,8 @@
 
 - isolation_level=None: each caller says BEGIN itself, so a transaction is exactly
   what it writes and never opened behind its back;
-- check_same_thread=False: the committer's worker threads may use the connection (one
-  at a time: the daemon never shares it concurrently);
+- check_same_thread=False: sqlite3's own check is off; the daemon uses each connection
+  from its event loop's thread only (the committer has no worker thread);
 - WAL with synchronous=NORMAL: a commit is an append to the WAL with no fsync; what must
   survive a power cut is made durable otherwise (the index is rebuilt from the mail
   files; the outbox raises synchronous to FULL around its durable transactions);

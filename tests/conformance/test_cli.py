@@ -165,14 +165,14 @@ def test_help_lists_dir_and_json_everywhere():
 # ---------------------------------------------------------------- errors
 
 
-def test_refusal_json_and_human(daemon):
-    r = daemon.bench("mail", "send", "Bad/Handle", "-m", "x", "--json")
+def test_refusal_json_and_human(shared):
+    r = shared.bench("mail", "send", "Bad/Handle", "-m", "x", "--json")
     assert r.rc == 1
     a = json.loads(r.out)
     assert_refused(a, "bad-handle")
     assert isinstance(a["error"]["message"], str) and a["error"]["message"]
     assert "Traceback" not in r.err
-    r = daemon.bench("mail", "send", "Bad/Handle", "-m", "x")
+    r = shared.bench("mail", "send", "Bad/Handle", "-m", "x")
     assert r.rc == 1 and r.out == ""
     assert len(r.err.strip().splitlines()) == 1 and "bad-handle" in r.err
     assert "Traceback" not in r.err
@@ -195,12 +195,12 @@ def test_refusal_json_and_human(daemon):
     ],
     ids=" ".join,
 )
-def test_bad_usage_exit_2_without_traceback(daemon, argv):
-    r = daemon.bench(*argv)
+def test_bad_usage_exit_2_without_traceback(shared, argv):
+    r = shared.bench(*argv)
     assert r.rc == 2, r
     assert "Traceback" not in r.err
     assert r.err.strip()
-    assert daemon.ok("mail", "list", "--handle", "x")["total"] == 0  # nothing was sent
+    assert shared.ok("mail", "list", "--handle", "x")["total"] == 0  # nothing was sent
 
 
 # ---------------------------------------------------------------- socket path too long
@@ -307,62 +307,62 @@ def test_down_without_daemon_is_a_no_op_like_up(nodaemon):
 # ---------------------------------------------------------------- mail commands, human output
 
 
-def test_send_body_from_stdin(daemon):
-    r = daemon.bench("mail", "send", "bob", "-s", "piped", input="from\nstdin\n")
+def test_send_body_from_stdin(shared, who):
+    r = shared.bench("mail", "send", who, "-s", "piped", input="from\nstdin\n")
     assert r.rc == 0, r
-    got = daemon.ok("mail", "read", "--handle", "bob")
+    got = shared.ok("mail", "read", "--handle", who)
     assert got["body"] == "from\nstdin\n" and got["subject"] == "piped"
 
 
-def test_send_empty_stdin_is_refused_but_an_explicit_empty_body_is_not(daemon):
+def test_send_empty_stdin_is_refused_but_an_explicit_empty_body_is_not(shared, who):
     # An agent's shell often has an empty, non-tty stdin: sending nothing by accident is
     # refused; an empty body must be asked for with -m ''.
-    r = daemon.bench("mail", "send", "bob", input="")
+    r = shared.bench("mail", "send", who, input="")
     assert r.rc == 2 and "standard input was empty" in r.err and "Traceback" not in r.err
-    assert not os.path.exists(os.path.join(daemon.dir, "mail", "bob"))
-    assert daemon.ok("mail", "send", "bob", "-m", "")["duplicate"] is False
-    assert daemon.ok("mail", "read", "--handle", "bob")["body"] == ""
+    assert not os.path.exists(os.path.join(shared.dir, "mail", who))
+    assert shared.ok("mail", "send", who, "-m", "")["duplicate"] is False
+    assert shared.ok("mail", "read", "--handle", who)["body"] == ""
 
 
-def test_human_outputs_mention_id_and_path(daemon):
-    r = daemon.bench("mail", "send", "bob", "-s", "subj", "-m", "hello")
+def test_human_outputs_mention_id_and_path(shared, who):
+    r = shared.bench("mail", "send", who, "-s", "subj", "-m", "hello")
     assert r.rc == 0
-    a = daemon.ok("mail", "list", "--handle", "bob")
+    a = shared.ok("mail", "list", "--handle", who)
     mail_id = a["messages"][0]["mail_id"]
-    path = os.path.join(daemon.dir, "mail", "bob", "inbox", mail_id + ".md")
+    path = os.path.join(shared.dir, "mail", who, "inbox", mail_id + ".md")
     assert mail_id in r.out and path in r.out
     assert "no live session" in r.out
-    dup_key = daemon.bench("mail", "send", "bob", "-m", "x", "--key", "k1")
-    dup = daemon.bench("mail", "send", "bob", "-m", "x", "--key", "k1")
+    dup_key = shared.bench("mail", "send", who, "-m", "x", "--key", f"{who}-k1")
+    dup = shared.bench("mail", "send", who, "-m", "x", "--key", f"{who}-k1")
     assert dup.rc == 0 and "already" in dup.out
     assert dup_key.out.split()[1] in dup.out  # the first id
-    lst = daemon.bench("mail", "list", "--handle", "bob")
+    lst = shared.bench("mail", "list", "--handle", who)
     assert lst.rc == 0 and mail_id in lst.out and "subj" in lst.out
-    rd = daemon.bench("mail", "read", mail_id, "--handle", "bob")
+    rd = shared.bench("mail", "read", mail_id, "--handle", who)
     assert rd.rc == 0
     assert mail_id in rd.out and "hello" in rd.out
-    assert os.path.join(daemon.dir, "mail", "bob", "read", mail_id + ".md") in rd.out
-    st = daemon.bench("status")
-    assert st.rc == 0 and daemon.dir in st.out and str(daemon.proc.pid) in st.out
-    empty = daemon.bench("mail", "list", "--handle", "nobody")
-    assert empty.rc == 0 and "nobody" in empty.out
+    assert os.path.join(shared.dir, "mail", who, "read", mail_id + ".md") in rd.out
+    st = shared.bench("status")
+    assert st.rc == 0 and shared.dir in st.out and str(shared.proc.pid) in st.out
+    empty = shared.bench("mail", "list", "--handle", f"{who}n")
+    assert empty.rc == 0 and f"{who}n" in empty.out
 
 
-def test_json_answers_carry_the_contract_fields(daemon):
-    s = daemon.ok("mail", "send", "bob", "-s", "x", "-m", "y")
+def test_json_answers_carry_the_contract_fields(shared, who):
+    s = shared.ok("mail", "send", who, "-s", "x", "-m", "y")
     assert {"mail_id", "path", "to", "live", "duplicate"} <= set(s)
-    lst = daemon.ok("mail", "list", "--handle", "bob")
+    lst = shared.ok("mail", "list", "--handle", who)
     assert {"messages", "total", "cap", "truncated"} <= set(lst)
     assert {"mail_id", "from", "subject", "date", "state"} <= set(lst["messages"][0])
-    rd = daemon.ok("mail", "read", "--handle", "bob")
+    rd = shared.ok("mail", "read", "--handle", who)
     assert {"mail_id", "from", "to", "subject", "date", "body", "path"} <= set(rd)
-    ps = daemon.ok("ps")
+    ps = shared.ok("ps")
     assert ps["sessions"] == []
-    st = daemon.ok("status")
+    st = shared.ok("status")
     assert {"version", "pid", "bench_dir", "caps"} <= set(st)
 
 
-def test_bench_dir_from_env_and_flag_agree(daemon):
-    a = daemon.ok("status")
-    b = run(BENCH, "status", "--dir", daemon.dir, "--json", env_dir="/nonexistent/elsewhere")
+def test_bench_dir_from_env_and_flag_agree(shared):
+    a = shared.ok("status")
+    b = run(BENCH, "status", "--dir", shared.dir, "--json", env_dir="/nonexistent/elsewhere")
     assert b.returncode == 0 and json.loads(b.stdout)["pid"] == a["pid"]

@@ -34,9 +34,9 @@ def finish(p) -> tuple[int, bytes]:
 # ---------------------------------------------------------------- exit codes
 
 
-def test_usage_errors_exit_2_whoever_finds_them(daemon, make_daemon):
+def test_usage_errors_exit_2_whoever_finds_them(shared, make_daemon):
     # click's: an unknown option
-    r = daemon.bench("ps", "--bogus")
+    r = shared.bench("ps", "--bogus")
     assert r.rc == 2 and "No such option" in r.err, r
     # bench's: a daemon option out of range, before any daemon starts
     other = make_daemon(start=False)
@@ -44,15 +44,15 @@ def test_usage_errors_exit_2_whoever_finds_them(daemon, make_daemon):
     assert r.rc == 2 and "--idle-gate must not be negative" in r.err, r
     assert not os.path.exists(other.dir + "x")
     # bench's: an event time it cannot read
-    r = daemon.bench("events", "--since", "yesterday-ish")
+    r = shared.bench("events", "--since", "yesterday-ish")
     assert r.rc == 2 and "--after SEQ" in r.err, r
 
 
-def test_a_missing_body_on_a_terminal_is_a_usage_error(daemon):
-    p = in_pty(daemon, "mail", "send", "bob")
+def test_a_missing_body_on_a_terminal_is_a_usage_error(shared, who):
+    p = in_pty(shared, "mail", "send", who)
     rc, out = finish(p)
     assert rc == 2 and b"give the body with -m BODY" in out and b"[usage]" in out, out
-    assert not os.path.exists(os.path.join(daemon.dir, "mail", "bob"))
+    assert not os.path.exists(os.path.join(shared.dir, "mail", who))
 
 
 def test_attach_without_a_terminal_is_refused_with_2(daemon):
@@ -85,20 +85,20 @@ def test_ctrl_c_exits_130_and_prints_nothing(daemon, argv):
     assert err == b"", err  # no "Aborted!", no traceback
 
 
-def test_refused_is_1_and_no_daemon_is_3(daemon, make_daemon):
-    r = daemon.bench("kill", "nobody-here")
+def test_refused_is_1_and_no_daemon_is_3(shared, make_daemon):
+    r = shared.bench("kill", "nobody-here")
     assert r.rc == 1 and "[no-such-session]" in r.err, r
     nod = make_daemon(start=False)
     r = nod.bench("status", "--dir", nod.dir + "-none")
     assert r.rc == 3 and "bench up" in r.err, r
 
 
-def test_up_with_other_options_says_which_and_offers_restart(daemon):
-    r = daemon.bench("up", "--idle-gate", "1.5", "--wake-burst", "6")
+def test_up_with_other_options_says_which_and_offers_restart(shared):
+    r = shared.bench("up", "--idle-gate", "1.5", "--wake-burst", "6")
     assert r.rc == 1 and "[options-differ]" in r.err, r
     assert "--idle-gate 1.5 (running: 0.3)" in r.err and "--wake-burst" not in r.err, r
     assert "bench up --restart" in r.err
-    same = daemon.bench("up", "--idle-gate", "0.3")
+    same = shared.bench("up", "--idle-gate", "0.3")
     assert same.rc == 0 and "already running" in same.out, same
 
 
@@ -131,42 +131,43 @@ def test_up_restart_applies_the_new_options():
 # ---------------------------------------------------------------- global options
 
 
-def test_dir_and_json_before_the_subcommand(daemon):
+def test_dir_and_json_before_the_subcommand(shared, who):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
     for argv in (
-        ["--dir", daemon.dir, "--json", "status"],
-        ["--json", "--dir", daemon.dir, "mail", "send", "bob", "-m", "hi"],
-        ["--dir", daemon.dir, "mail", "list", "--handle", "bob", "--json"],
+        ["--dir", shared.dir, "--json", "status"],
+        ["--json", "--dir", shared.dir, "mail", "send", who, "-m", "hi"],
+        ["--dir", shared.dir, "mail", "list", "--handle", who, "--json"],
     ):
         r = subprocess.run([BENCH, *argv], env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, (argv, r)
         assert json.loads(r.stdout)["ok"] is True
     # After the subcommand wins.
     r = subprocess.run(
-        [BENCH, "--dir", "/nonexistent/b", "status", "--dir", daemon.dir],
+        [BENCH, "--dir", "/nonexistent/b", "status", "--dir", shared.dir],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert r.returncode == 0 and daemon.dir in r.stdout, r
+    assert r.returncode == 0 and shared.dir in r.stdout, r
 
 
 # ---------------------------------------------------------------- mail list
 
 
-def test_paging_hint_carries_the_options_that_shaped_the_listing(daemon):
+def test_paging_hint_carries_the_options_that_shaped_the_listing(shared, who):
     for i in range(12):
-        daemon.ok("mail", "send", "pg", "-m", f"m{i}")
-    r = daemon.bench("mail", "list", "--handle", "pg", "--limit", "5", "--state", "all")
+        shared.ok("mail", "send", who, "-m", f"m{i}")
+    r = shared.bench("mail", "list", "--handle", who, "--limit", "5", "--state", "all")
     assert r.rc == 0, r
     foot = r.out.strip().splitlines()[-1]
     assert foot.startswith(
-        "5 of 12 messages for pg; more: bench mail list --handle pg --state all --limit 5 --cursor "
+        f"5 of 12 messages for {who}; more: bench mail list --handle {who} --state all "
+        "--limit 5 --cursor "
     ), foot
     hint = foot.split("more: bench ", 1)[1].split()
-    nxt = daemon.bench(*hint)
-    assert nxt.rc == 0 and "5 of 12 messages for pg" in nxt.out, nxt  # pg's, not the operator's
+    nxt = shared.bench(*hint)
+    assert nxt.rc == 0 and f"5 of 12 messages for {who}" in nxt.out, nxt  # not the operator's
 
 
 def test_mail_list_has_a_header_human_sizes_and_stays_aligned(daemon):

@@ -90,28 +90,28 @@ def test_an_open_bench_dir_is_tightened(bench_dir, own_daemons):
     assert mode(bench_dir) == 0o700
 
 
-def test_second_daemon_on_the_same_dir_refused(daemon):
-    first = daemon.ok("status")
+def test_second_daemon_on_the_same_dir_refused(shared, who):
+    first = shared.ok("status")
     proc = subprocess.run(
-        [sys.executable, "-m", "benchd.server.app", "--dir", daemon.dir],
+        [sys.executable, "-m", "benchd.server.app", "--dir", shared.dir],
         capture_output=True,
         text=True,
         timeout=30,
-        env=daemon.env(),
+        env=shared.env(),
     )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     msg = proc.stderr.strip()
-    assert len(msg.splitlines()) == 1 and daemon.dir in msg and "benchd" in msg
-    assert daemon.proc.poll() is None
-    again = daemon.ok("status")
-    assert again["pid"] == first["pid"] == daemon.proc.pid
-    daemon.ok("mail", "send", "bob", "-m", "still serving")
+    assert len(msg.splitlines()) == 1 and shared.dir in msg and "benchd" in msg
+    assert shared.proc.poll() is None
+    again = shared.ok("status")
+    assert again["pid"] == first["pid"] == shared.proc.pid
+    shared.ok("mail", "send", who, "-m", "still serving")
 
 
-def test_bench_up_on_a_running_dir_is_a_no_op(daemon):
-    a = daemon.ok("up")
-    assert a["pid"] == daemon.proc.pid
+def test_bench_up_on_a_running_dir_is_a_no_op(shared):
+    a = shared.ok("up")
+    assert a["pid"] == shared.proc.pid
 
 
 def test_stale_regular_file_at_socket_path_replaced(make_daemon, bench_dir):
@@ -144,14 +144,14 @@ def test_stale_socket_after_kill9_replaced(daemon):
     assert daemon.ok("status")["pid"] == daemon.proc.pid
 
 
-def test_benchd_log_exists(daemon):
-    daemon.ok("mail", "send", "bob", "-m", "x")
-    path = os.path.join(daemon.dir, "benchd.log")
+def test_benchd_log_exists(shared, who):
+    shared.ok("mail", "send", who, "-m", "x")
+    path = os.path.join(shared.dir, "benchd.log")
     assert os.path.isfile(path)
     with open(path) as f:
         text = f.read()
     assert text.strip()
-    assert str(daemon.proc.pid) in text
+    assert str(shared.proc.pid) in text
 
 
 # ---------------------------------------------------------------- event log
@@ -181,11 +181,11 @@ def test_event_log_lines(daemon):
     assert events[-1]["pid"] == pid
 
 
-def test_events_logged_before_the_answer(daemon):
-    a = daemon.ok("mail", "send", "bob", "-m", "x")
+def test_events_logged_before_the_answer(shared, who):
+    a = shared.ok("mail", "send", who, "-m", "x")
     # The answer is back: the fact is already in the file (no waiting).
     assert any(
-        e.get("mail_id") == a["mail_id"] and e["kind"] == "mail/sent" for e in parsed_log(daemon)
+        e.get("mail_id") == a["mail_id"] and e["kind"] == "mail/sent" for e in parsed_log(shared)
     )
 
 

@@ -93,7 +93,7 @@ def session(daemon, tmp_path, name: str, *spawn_args: str) -> dict:
 # ------------------------------------------------------------------ what is offered
 
 
-def test_tools_resources_and_the_wake_prompt_are_listed(daemon):
+def test_tools_resources_and_the_wake_prompt_are_listed(shared):
     async def scenario(c):
         tools = (await c.list_tools()).tools
         res = (await c.list_resources()).resources
@@ -104,7 +104,7 @@ def test_tools_resources_and_the_wake_prompt_are_listed(daemon):
         )
         return tools, res, tpl, prompts, prompt
 
-    tools, res, tpl, prompts, prompt = with_mcp(daemon.dir, scenario)
+    tools, res, tpl, prompts, prompt = with_mcp(shared.dir, scenario)
     assert {t.name for t in tools} == TOOLS
     for t in tools:
         assert len(t.description) > 40, t.name
@@ -333,12 +333,12 @@ def test_no_daemon_is_an_error_not_a_crash(bench_dir):
     assert with_mcp(bench_dir, scenario) == ("no-daemon", "no-daemon", len(TOOLS))
 
 
-def test_a_forged_token_is_refused(daemon):
+def test_a_forged_token_is_refused(shared, who):
     async def scenario(c):
-        return refused(await c.call_tool("send_mail", {"to": "bob", "body": "x"}))
+        return refused(await c.call_tool("send_mail", {"to": who, "body": "x"}))
 
-    assert with_mcp(daemon.dir, scenario, "forged-token") == "bad-token"
-    assert daemon.ok("mail", "list", "--handle", "bob", "--state", "all")["total"] == 0
+    assert with_mcp(shared.dir, scenario, "forged-token") == "bad-token"
+    assert shared.ok("mail", "list", "--handle", who, "--state", "all")["total"] == 0
 
 
 # ------------------------------------------------------------------ a busy daemon
@@ -434,12 +434,12 @@ def test_the_connection_limit_is_a_clear_error(make_daemon):
 # ------------------------------------------------------------------ the command
 
 
-def test_print_config_snippets_are_valid_files(daemon):
+def test_print_config_snippets_are_valid_files(shared):
     import tomllib
 
-    claude = daemon.bench("mcp", "--print-config", "claude")
-    codex = daemon.bench("mcp", "--print-config", "codex")
-    pi = daemon.bench("mcp", "--print-config", "pi")
+    claude = shared.bench("mcp", "--print-config", "claude")
+    codex = shared.bench("mcp", "--print-config", "codex")
+    pi = shared.bench("mcp", "--print-config", "pi")
     assert claude.rc == codex.rc == pi.rc == 0
     cfg = json.loads(claude.out)["mcpServers"]["bench"]
     assert cfg["command"] == "bench" and cfg["args"] == ["mcp"]
@@ -447,15 +447,15 @@ def test_print_config_snippets_are_valid_files(daemon):
     toml = tomllib.loads(codex.out)["mcp_servers"]["bench"]
     assert toml["args"] == ["mcp"] and {"BENCH_DIR", "BENCH_TOKEN"} <= set(toml["env_vars"])
     assert "no MCP client" in pi.err and json.loads(pi.out)["mcpServers"]["bench"]
-    bad = daemon.bench("mcp", "--print-config", "aider")
+    bad = shared.bench("mcp", "--print-config", "aider")
     assert bad.rc == 2 and "aider" in bad.err
 
 
-def test_without_the_sdk_bench_mcp_says_how_to_install_it(daemon, tmp_path):
+def test_without_the_sdk_bench_mcp_says_how_to_install_it(shared, tmp_path):
     # A stand-in `mcp` package that fails to import, first on the path.
     (tmp_path / "mcp").mkdir()
     (tmp_path / "mcp" / "__init__.py").write_text("raise ImportError('absent', name='mcp')\n")
-    r = daemon.bench("mcp", env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    r = shared.bench("mcp", env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
     assert r.rc == 2, r
     assert "pip install 'bench[mcp]'" in r.err and "[mcp-missing]" in r.err
     assert "Traceback" not in r.err

@@ -73,14 +73,14 @@ def alive(daemon) -> dict:
 # ---------------------------------------------------------------- hello
 
 
-def test_hello(daemon):
-    with Raw(daemon) as c:
+def test_hello(shared):
+    with Raw(shared) as c:
         a = c.call({"verb": "hello", "id": 1})
     assert a["ok"] is True and a["id"] == 1
     assert isinstance(a["version"], str) and a["version"]
     assert a["protocol"] == PROTOCOL_VERSION
-    assert a["pid"] == daemon.proc.pid
-    assert os.path.realpath(a["bench_dir"]) == os.path.realpath(daemon.dir)
+    assert a["pid"] == shared.proc.pid
+    assert os.path.realpath(a["bench_dir"]) == os.path.realpath(shared.dir)
     caps = a["caps"]
     assert caps["list_cap"] == 50 and caps["list_max"] == 500
     for k in ("frame_bytes", "body_bytes", "subject_chars"):
@@ -90,8 +90,8 @@ def test_hello(daemon):
     assert a["caller"] == "operator"
 
 
-def test_hello_without_id_and_with_string_id(daemon):
-    with Raw(daemon) as c:
+def test_hello_without_id_and_with_string_id(shared):
+    with Raw(shared) as c:
         a = c.call({"verb": "hello"})
         assert a["ok"] is True and a.get("id") is None
         a = c.call({"verb": "hello", "id": "req-é"})
@@ -126,8 +126,8 @@ BAD = [
 
 
 @pytest.mark.parametrize("line, code, rid", BAD, ids=[repr(b[0])[:40] for b in BAD])
-def test_bad_line_gets_precise_error_and_connection_stays_usable(daemon, line, code, rid):
-    with Raw(daemon) as c:
+def test_bad_line_gets_precise_error_and_connection_stays_usable(shared, line, code, rid):
+    with Raw(shared) as c:
         c.send(line + b"\n")
         a = c.recv()
         assert a["ok"] is False, a
@@ -139,39 +139,39 @@ def test_bad_line_gets_precise_error_and_connection_stays_usable(daemon, line, c
             assert a.get("id") is None
         h = c.call({"verb": "hello", "id": 99})
         assert h["ok"] is True and h["type"] == "hello" and h["id"] == 99
-    alive(daemon)
+    alive(shared)
 
 
-def test_all_bad_lines_on_one_connection(daemon):
-    with Raw(daemon) as c:
+def test_all_bad_lines_on_one_connection(shared):
+    with Raw(shared) as c:
         c.send(b"".join(line + b"\n" for line, _, _ in BAD) + b'{"verb":"hello","id":"end"}\n')
         codes = [c.recv()["error"]["code"] for _ in BAD]
         assert codes == [code for _, code, _ in BAD]
         assert c.recv()["id"] == "end"
 
 
-def test_unknown_event_kind_is_refused(daemon):
-    with Raw(daemon) as c:
+def test_unknown_event_kind_is_refused(shared):
+    with Raw(shared) as c:
         a = c.call({"verb": "events", "kind": "no/such", "id": 1})
         assert_refused(a, "bad-request")
         assert a["id"] == 1, a
         assert c.call({"verb": "hello"})["ok"] is True
 
 
-def test_line_longer_than_the_frame_cap_closes_the_connection(daemon):
-    cap = alive(daemon)["caps"]["frame_bytes"]
-    with Raw(daemon, timeout=60) as c:
+def test_line_longer_than_the_frame_cap_closes_the_connection(shared):
+    cap = alive(shared)["caps"]["frame_bytes"]
+    with Raw(shared, timeout=60) as c:
         c.send(b"x" * (cap + 1))
         a = c.recv()
         assert_refused(a, "frame-too-long")
         assert str(cap) in a["error"]["message"]
         assert c.eof()
-    alive(daemon)
+    alive(shared)
 
 
-def test_line_longer_than_the_cap_with_newline(daemon):
-    cap = alive(daemon)["caps"]["frame_bytes"]
-    with Raw(daemon, timeout=60) as c:
+def test_line_longer_than_the_cap_with_newline(shared):
+    cap = alive(shared)["caps"]["frame_bytes"]
+    with Raw(shared, timeout=60) as c:
         try:
             c.send(b'{"verb":"hello","pad":"' + b"y" * cap + b'"}\n')
         except (BrokenPipeError, ConnectionResetError):
@@ -179,15 +179,15 @@ def test_line_longer_than_the_cap_with_newline(daemon):
         a = c.recv()
         assert_refused(a, "frame-too-long")
         assert c.eof()
-    alive(daemon)
+    alive(shared)
 
 
-def test_line_of_exactly_the_frame_cap_is_served(daemon):
-    cap = alive(daemon)["caps"]["frame_bytes"]
+def test_line_of_exactly_the_frame_cap_is_served(shared):
+    cap = alive(shared)["caps"]["frame_bytes"]
     head, tail = b'{"verb":"hello","id":"big","pad":"', b'"}'
     line = head + b"z" * (cap - len(head) - len(tail)) + tail
     assert len(line) == cap
-    with Raw(daemon, timeout=60) as c:
+    with Raw(shared, timeout=60) as c:
         c.send(line + b"\n")
         a = c.recv()
         assert a["ok"] is True and a["id"] == "big"
@@ -229,18 +229,18 @@ def test_silent_and_stuck_clients_do_not_block_others(daemon):
     alive(daemon)
 
 
-def test_fifty_pipelined_requests_answered_in_order(daemon):
+def test_fifty_pipelined_requests_answered_in_order(shared, who):
     reqs = []
     for i in range(1, 51):
         if i % 5 == 0:
-            reqs.append({"verb": "mail/send", "to": "bob", "body": f"n{i}", "id": i})
+            reqs.append({"verb": "mail/send", "to": who, "body": f"n{i}", "id": i})
         elif i % 5 == 1:
-            reqs.append({"verb": "mail/list", "handle": "bob", "id": i})
+            reqs.append({"verb": "mail/list", "handle": who, "id": i})
         elif i % 5 == 2:
             reqs.append({"verb": "nope", "id": i})
         else:
             reqs.append({"verb": "hello", "id": i})
-    with Raw(daemon) as c:
+    with Raw(shared) as c:
         c.send(b"".join(json.dumps(r).encode() + b"\n" for r in reqs))
         answers = [c.recv() for _ in reqs]
     assert [a["id"] for a in answers] == list(range(1, 51))
@@ -345,43 +345,43 @@ def test_events_cli_after_and_kind(daemon):
     assert human.rc == 0 and "mail/sent" in human.out and "daemon/started" in human.out
 
 
-def test_follower_going_away_is_harmless(daemon):
+def test_follower_going_away_is_harmless(shared, who):
     for _ in range(3):
-        f = Raw(daemon)
+        f = Raw(shared)
         f.send(b'{"verb":"events","follow":true}\n')
         assert f.recv()["type"] == "event"
         f.close()
-    daemon.ok("mail", "send", "bob", "-m", "after followers left")
-    alive(daemon)
+    shared.ok("mail", "send", who, "-m", "after followers left")
+    alive(shared)
 
 
-def test_still_alive_after_abuse(daemon):
+def test_still_alive_after_abuse(shared):
     for line, _, _ in BAD:
-        with Raw(daemon) as c:
+        with Raw(shared) as c:
             c.send(line + b"\n")
             c.recv()
-    with Raw(daemon) as c:
+    with Raw(shared) as c:
         c.send(b"\x00" * 1000 + b"\n" + b"\xff" * 1000 + b"\n")
         assert c.recv()["ok"] is False
         assert c.recv()["ok"] is False
     for _ in range(20):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(os.path.join(daemon.dir, "benchd.sock"))
+        s.connect(os.path.join(shared.dir, "benchd.sock"))
         s.send(b'{"verb":"mail/send","to":"bob"')
         s.close()  # gone mid-line
-    a = alive(daemon)
-    assert a["pid"] == daemon.proc.pid
+    a = alive(shared)
+    assert a["pid"] == shared.proc.pid
 
 
 # ---------------------------------------------------------------- limits
 
 
-def test_largest_body_fully_escaped_fits_in_a_frame(daemon):
-    caps = alive(daemon)["caps"]
+def test_largest_body_fully_escaped_fits_in_a_frame(shared, who):
+    caps = alive(shared)["caps"]
     body = "\x01" * caps["body_bytes"]  # 6 bytes each once JSON-escaped
-    line = json.dumps({"verb": "mail/send", "to": "bob", "body": body, "id": 1}).encode()
+    line = json.dumps({"verb": "mail/send", "to": who, "body": body, "id": 1}).encode()
     assert len(line) <= caps["frame_bytes"]
-    with Raw(daemon, timeout=60) as c:
+    with Raw(shared, timeout=60) as c:
         c.send(line + b"\n")
         a = c.recv()
     assert a["ok"] is True, a
@@ -415,8 +415,8 @@ def test_connection_cap(make_daemon):
         b.close()
 
 
-def test_events_limit_must_be_positive(daemon):
-    with Raw(daemon) as c:
+def test_events_limit_must_be_positive(shared):
+    with Raw(shared) as c:
         a = c.call({"verb": "events", "limit": 0, "id": 1})
         assert_refused(a, "bad-limit")
         assert c.call({"verb": "hello"})["ok"] is True

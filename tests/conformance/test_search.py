@@ -82,8 +82,8 @@ def test_filters_handle_from_since_limit(daemon):
     assert len(a["hits"]) == 1 and a["truncated"] is True
 
 
-def test_bad_input_gets_codes_not_tracebacks(daemon):
-    d = daemon
+def test_bad_input_gets_codes_not_tracebacks(shared):
+    d = shared
     for args, code in [
         (("***",), "bad-query"),
         (("x", "--limit", "0"), "bad-limit"),
@@ -155,14 +155,14 @@ def test_a_rebuilt_index_still_searches(daemon):
 # ------------------------------------------------------------------ threads
 
 
-def test_thread_links_replies_across_mailboxes_oldest_first(daemon):
-    d = daemon
-    first = d.ok("mail", "send", "alice", "-s", "question", "-m", "what is 6x7?")["mail_id"]
+def test_thread_links_replies_across_mailboxes_oldest_first(shared, who):
+    d = shared
+    first = d.ok("mail", "send", who, "-s", "question", "-m", "what is 6x7?")["mail_id"]
     answer = d.ok(
         "mail", "send", "operator", "-s", "Re: question", "-m", "42", "--in-reply-to", first
     )["mail_id"]
-    thanks = d.ok("mail", "send", "alice", "-m", "thanks", "--in-reply-to", answer)["mail_id"]
-    d.ok("mail", "send", "alice", "-m", "unrelated")
+    thanks = d.ok("mail", "send", who, "-m", "thanks", "--in-reply-to", answer)["mail_id"]
+    d.ok("mail", "send", who, "-m", "unrelated")
     for start in (first, answer, thanks):
         a = d.ok("mail", "thread", start)
         assert [x["mail_id"] for x in a["messages"]] == [first, answer, thanks], start
@@ -175,8 +175,8 @@ def test_thread_links_replies_across_mailboxes_oldest_first(daemon):
     assert text.rc == 0 and text.out.index("what is 6x7?") < text.out.index("thanks")
 
 
-def test_reply_goes_to_the_sender_with_re_subject_and_in_reply_to(daemon):
-    d = daemon
+def test_reply_goes_to_the_sender_with_re_subject_and_in_reply_to(shared):
+    d = shared
     orig = d.ok("mail", "send", "operator", "-s", "status?", "-m", "how is it going")["mail_id"]
     a = d.ok("mail", "reply", orig, "-m", "fine")
     (sent,) = a["sent"]
@@ -188,14 +188,14 @@ def test_reply_goes_to_the_sender_with_re_subject_and_in_reply_to(daemon):
     assert d.ok("mail", "read", b["sent"][0]["mail_id"])["subject"] == "Re: status?"
 
 
-def test_reply_honours_reply_to(daemon):
-    d = daemon
+def test_reply_honours_reply_to(shared, who):
+    d = shared
     orig = d.ok(
         "mail", "send", "operator", "-m", "job done", "--reply-to", "carol", "--reply-to", "dave"
     )["mail_id"]
-    a = d.ok("mail", "reply", orig, "-m", "noted", "--key", "ack-1")
+    a = d.ok("mail", "reply", orig, "-m", "noted", "--key", f"{who}-ack")
     assert sorted(s["to"] for s in a["sent"]) == ["carol", "dave"]
-    again = d.ok("mail", "reply", orig, "-m", "noted", "--key", "ack-1")
+    again = d.ok("mail", "reply", orig, "-m", "noted", "--key", f"{who}-ack")
     assert all(s["duplicate"] for s in again["sent"])
 
 
@@ -222,8 +222,8 @@ def test_a_session_threads_and_replies_only_within_its_own_mail(daemon, tmp_path
     assert [x["from"] for x in own["messages"]] == ["operator", "alice"]
 
 
-def test_thread_and_reply_bad_ids(daemon):
-    d = daemon
+def test_thread_and_reply_bad_ids(shared):
+    d = shared
     for verb in ("thread", "reply"):
         extra = ["-m", "x"] if verb == "reply" else []
         r = d.bench("mail", verb, "../../etc/passwd", *extra, "--json")

@@ -46,13 +46,10 @@ class Queue:
 
 
 class Bridge:
-    """What Forwarding uses of the Bridge: its options and publish_async."""
+    """What Forwarding uses of the Bridge: its publish window and publish_async."""
 
     def __init__(self, window: int):
-        from bench_bridge.options import Options
-        from bench_bridge.urls import Connection
-
-        self.o = Options("/nonexistent", Connection("nats://127.0.0.1:4222"), publish_window=window)
+        self.window = window
         self.published: list[tuple[str, asyncio.Future]] = []
         self.changed = asyncio.Event()
 
@@ -89,7 +86,7 @@ def test_the_window_bounds_what_awaits_a_puback_and_marks_follow_the_queue_order
 
     async def go():
         b, q, marks = Bridge(window=8), Queue(20), asyncio.Queue()
-        run = Forwarding(b, q, marks, None)
+        run = Forwarding(b._publish_async, b.window, q, marks, None)
         tasks = [asyncio.create_task(run.pull()), asyncio.create_task(run.settle())]
         await until(b, lambda: len(b.published) == 8, "a window's worth published")
         await quiesce()
@@ -129,7 +126,7 @@ def test_a_failed_publish_ends_the_spell_at_the_last_acknowledged_message():
 
     async def go():
         b, q, marks = Bridge(window=4), Queue(6), asyncio.Queue()
-        run = Forwarding(b, q, marks, None)
+        run = Forwarding(b._publish_async, b.window, q, marks, None)
         settle = asyncio.create_task(run.settle())
         pull = asyncio.create_task(run.pull())
         await until(b, lambda: len(b.published) == 4, "the window published")
@@ -156,7 +153,7 @@ def test_a_puback_that_never_comes_fails_the_spell(monkeypatch):
 
     async def go():
         b, q, marks = Bridge(window=4), Queue(2), asyncio.Queue()
-        run = Forwarding(b, q, marks, None)
+        run = Forwarding(b._publish_async, b.window, q, marks, None)
         pull = asyncio.create_task(run.pull())
         await until(b, lambda: len(b.published) == 2, "both published")
         with pytest.raises(TimeoutError):

@@ -9,8 +9,6 @@ from nats.js import api  # noqa: E402
 
 from bench_bridge import natsside, streams  # noqa: E402
 from bench_bridge.admission import Admission  # noqa: E402
-from bench_bridge.options import Options  # noqa: E402
-from bench_bridge.urls import Connection  # noqa: E402
 from bench_wire import messages as m  # noqa: E402
 
 
@@ -30,11 +28,7 @@ def test_the_dedup_id_is_the_nonce_when_the_queue_file_has_one():
 
 
 def test_reply_to_cap_and_new_mailboxes_per_origin():
-    a = Admission(
-        Options(
-            "/nowhere", Connection("nats://127.0.0.1"), reply_to_max=2, new_mailboxes_per_hour=2
-        )
-    )
+    a = Admission(reply_to_max=2, new_mailboxes_per_hour=2)
     r = a.refusal("node1", _mail(reply_to=["a@node1", "b@node1", "c@node1"]), [])
     assert r is not None and r.code == "too-many-recipients"
     assert a.refusal("node1", _mail(reply_to=["a@node1", "b@node1"]), []) is None  # bob: new
@@ -90,7 +84,7 @@ def test_a_queue_file_written_before_nonces_is_published_under_the_old_id():
 def test_receipts_are_bounded_per_message_and_per_origin_a_minute():
     from bench_bridge import urls
 
-    a = Admission(Options("/nowhere", Connection("nats://127.0.0.1"), receipts_per_minute=300))
+    a = Admission(receipts_per_minute=300)
     assert a.receipts_refusal("node2", 0) is not None  # an empty message is malformed
     assert "[bad-receipt]" in (a.receipts_refusal("node2", 257) or "")
     assert a.receipts_refusal("node2", 256) is None

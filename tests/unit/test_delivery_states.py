@@ -3,6 +3,7 @@ the graph of waits (benchd.runtime.waits): cycles found and named, limits held."
 
 import pytest
 
+from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import delivery
 from benchd.runtime.waits import Waits
@@ -58,12 +59,12 @@ def test_id_ms_reads_the_send_time_of_an_id():
     assert delivery.id_ms("nope") is None
 
 
-async def _record(ev):
-    return True
+def _enqueue(op):
+    pass  # what a wait logs: test_waits_log_through_the_committer_and_a_stop_drops_it
 
 
 def test_a_cycle_of_three_is_found_and_named():
-    w = Waits(4, 16, _record)
+    w = Waits(4, 16, _enqueue)
     w.open("alice", "bob")
     w.open("bob", "carol")
     with pytest.raises(WireError) as err:
@@ -74,7 +75,7 @@ def test_a_cycle_of_three_is_found_and_named():
 
 
 def test_waits_that_close_no_cycle_are_accepted():
-    w = Waits(4, 16, _record)
+    w = Waits(4, 16, _enqueue)
     w.open("alice", "bob")
     w.open("bob", "carol")
     w.open("carol", None)  # anyone's mail: no edge
@@ -84,7 +85,7 @@ def test_waits_that_close_no_cycle_are_accepted():
 
 
 def test_waiting_on_yourself_is_a_cycle_and_a_closed_wait_frees_its_edge():
-    w = Waits(4, 16, _record)
+    w = Waits(4, 16, _enqueue)
     with pytest.raises(WireError):
         w.open("alice", "alice")
     first = w.open("alice", "bob")
@@ -95,7 +96,7 @@ def test_waiting_on_yourself_is_a_cycle_and_a_closed_wait_frees_its_edge():
 
 
 def test_waits_are_bounded_per_caller_and_in_all():
-    w = Waits(2, 3, _record)
+    w = Waits(2, 3, _enqueue)
     w.open("alice", None)
     w.open("alice", None)
     with pytest.raises(WireError) as err:
@@ -107,8 +108,26 @@ def test_waits_are_bounded_per_caller_and_in_all():
     assert err.value.code == "too-many-waits" and "the daemon" in err.value.message
 
 
+def test_waits_log_through_the_committer_and_a_stop_drops_it():
+    ops = []
+    w = Waits(4, 16, ops.append)
+    w.open("alice", "bob")
+    with pytest.raises(WireError):
+        w.open("bob", "alice")
+    logged = [ev for op in ops for ev in op.events]
+    assert [type(ev) for ev in logged] == [m.WaitOpened, m.WaitRefused]
+    assert logged[1].cycle == ["bob", "alice", "bob"]
+
+    def stopping(op):
+        raise WireError("shutting-down", "the daemon is stopping")
+
+    w = Waits(4, 16, stopping)
+    w.open("alice", None)  # the wait opens all the same
+    assert len(w) == 1
+
+
 def test_the_walk_visits_each_waiting_handle_once():
-    w = Waits(1, 10_000, _record)
+    w = Waits(1, 10_000, _enqueue)
     # a long chain h0 -> h1 -> ... -> h999: closing it is found, and fast
     for i in range(999):
         w.open(f"h{i}", f"h{i + 1}")

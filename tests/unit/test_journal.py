@@ -3,10 +3,13 @@
 Real files in a temporary state dir; a "crash" is the state the files are left in.
 """
 
+import errno
 import os
 import shutil
+import threading
 
 import pytest
+import trio
 
 from benchd.store import journal as J
 from benchd.store import replay as R
@@ -208,16 +211,23 @@ def test_replay_does_not_duplicate_a_message_a_later_rename_moved(state):
     assert os.listdir(f"{root}/mail/bob/read") == ["m1.md"]
 
 
-def test_a_full_segment_switches_and_the_old_one_is_checkpointed(state):
+async def test_a_full_segment_switches_and_the_old_one_is_checkpointed_off_the_loop(state):
+    """The old segment is checkpointed in a worker thread of the journal's nursery, and
+    a nursery cancelled meanwhile (a stop) still waits for that checkpoint."""
     root, log, log_fd, j = state
-    n = 0
-    while j.active == 0:
-        n += 1
-        _deliver(root, log_fd, j, n, f"m{n:04d}")
+    loop, threads = threading.get_ident(), []
+    flush = j._flush
+    j._flush = lambda seg: (threads.append(threading.get_ident()), flush(seg))[1]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        n = 0
+        while j.active == 0:
+            n += 1
+            _deliver(root, log_fd, j, n, f"m{n:04d}")
+        nursery.cancel_scope.cancel()
     old = j.segments[0]
-    assert old.checkpoint is not None
-    old.checkpoint.join()
     assert j.checkpoints == 1 and old.error is None and old.entries == []
+    assert threads and loop not in threads
     seg0, seg1 = _segments(root)
     assert seg0 == [] and len(seg1) == 1  # only the record that did not fit is left
     want = _tree(root)
@@ -225,7 +235,26 @@ def test_a_full_segment_switches_and_the_old_one_is_checkpointed(state):
     assert _tree(root) == want
 
 
+async def test_a_checkpoint_that_fails_in_its_thread_is_reported_on_the_loop(state):
+    root, log, log_fd, j = state
+    loop, reported = threading.get_ident(), []
+    j.on_checkpoint_error = lambda err: reported.append((threading.get_ident(), err.errno))
+    j.now = (clock := TestClock()).now
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        _deliver(root, log_fd, j, 1, "m1")
+        j.log_fd = lambda: 1 << 20  # no such fd: the log's flush fails (EBADF)
+        clock.advance(j.checkpoint_s + 1)
+        _deliver(root, log_fd, j, 2, "m2")  # segment 0 too old: switch, checkpoint fails
+        nursery.cancel_scope.cancel()
+    assert reported == [(loop, errno.EBADF)]
+    assert j.segments[0].error is not None and len(j.segments[0].entries) == 1  # kept
+    j.log_fd = lambda: log_fd
+    assert j.close()  # checkpointed at the stop after all
+
+
 def test_an_old_segment_is_checkpointed_once_its_first_record_is_old(state):
+    """Outside a running daemon (no `run`), the checkpoint is done in place."""
     root, log, log_fd, j = state
     j.now = (clock := TestClock()).now
     _deliver(root, log_fd, j, 1, "m1")
@@ -235,7 +264,6 @@ def test_an_old_segment_is_checkpointed_once_its_first_record_is_old(state):
     clock.advance(0.001)
     _deliver(root, log_fd, j, 3, "m3")  # finds segment 0 too old: goes to segment 1
     assert j.active == 1
-    j.segments[0].checkpoint.join()
     assert [len(s) for s in _segments(root)] == [0, 1]
 
 

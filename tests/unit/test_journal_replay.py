@@ -133,7 +133,7 @@ def test_leftovers_of_a_checkpointed_segment_are_never_replayed(state):
     _deliver(root, log_fd, j, 2, ids[2])
     clock.advance(j.checkpoint_s + 1)
     _deliver(root, log_fd, j, 3, ids[3])  # segment 0 is too old: this goes to segment 1
-    j.segments[0].checkpoint.join()  # segment 0 dropped: its first head zeroed
+    assert j.checkpoints == 1  # in place (no `run`): segment 0 dropped, its head zeroed
     _deliver(root, log_fd, j, 4, ids[4])  # its floor: segment 1's first record
     with open(os.path.join(root, "journal-0"), "r+b") as f:
         f.write(b"\x01")  # a stray byte in the zeroed head: the scan reads record 2

@@ -7,6 +7,8 @@
   (core <- store <- runtime <- server), and the core does no I/O at all.
 - No module reaches into another package's private names (`from x.y import _z`, or
   `y._z` through an imported module).
+- No import circle anywhere in the product: tests/unit/test_cycles.py, on the same
+  reading of the imports.
 
 Read from the source with `ast` (nothing is imported), so a new module is checked the
 moment it exists. Every import counts: at the top, inside a function, relative
