@@ -371,7 +371,6 @@ def test_every_file_is_0600_and_every_directory_0700(bench_dir):
             seen.add(name)
     assert {
         "index.sqlite",
-        "outbox.sqlite",
         "benchd.log",
         "benchd.out",
         "events.jsonl",
