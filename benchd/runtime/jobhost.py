@@ -330,7 +330,11 @@ class JobHost:
             if self._stopping:
                 return
             async with self._drain_lock:
-                await self._drain()
+                try:
+                    await self._drain()
+                except Exception:  # noqa: BLE001 - never the daemon's end; tried again
+                    self.log.exception("sending the replies owed failed; again in 5 s")
+                    self._schedule_wake(self.wall.wall_ms() + 5000)
 
     async def _drain(self) -> bool:
         """Send one page of the replies due, each job's with its record, in one batch;

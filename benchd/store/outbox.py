@@ -118,15 +118,20 @@ class JobFiles:
 def migrate(bench_dir: str, files: JobFiles) -> list[tuple[str, str]]:
     """Move `outbox.sqlite`'s jobs and owed replies into job records (see the module
     doc), before `files` reads open/; returns the (session, why) of job rows that do not
-    load, which stay behind in the migrated file. Nothing to do without such a file."""
+    load, which stay behind in the migrated file (or the file's own, when SQLite cannot
+    read it: then it stays where it is). Nothing to do without such a file."""
     path = os.path.join(bench_dir, OLD)
     if not os.path.exists(path):
         return []
-    db = sqlite3.connect(path)
     try:
-        records, bad = _read_old(db)
-    finally:
-        db.close()  # the last connection: SQLite folds its WAL back and removes it
+        db = sqlite3.connect(path)
+        try:
+            records, bad = _read_old(db)
+        finally:
+            db.close()  # the last connection: SQLite folds its WAL back and removes it
+    except sqlite3.Error as err:
+        # Damaged: the start goes on without it (said at every start, left in place).
+        return [(OLD, f"the old outbox cannot be read: {err}")]
     written = False
     for record in records:
         session = record.job.session

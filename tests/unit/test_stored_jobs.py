@@ -121,3 +121,11 @@ def test_a_record_written_since_is_never_overwritten_by_the_old_file(tmp_path):
         f.write(newer)
     shutil.copy(FIXTURE, tmp_path / OLD)
     assert JobFiles(root).open["s-run"].content == "all done"
+
+
+def test_an_old_outbox_sqlite_cannot_read_is_said_and_left(tmp_path):
+    (tmp_path / OLD).write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    files = JobFiles(str(tmp_path))
+    ((where, why),) = files.bad
+    assert where == OLD and "cannot be read" in why
+    assert (tmp_path / OLD).exists() and files.open == {}
