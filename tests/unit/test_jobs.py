@@ -25,6 +25,7 @@ from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
 from benchd.store.journal import SEGMENTS, Journal, Rename, Write, decode_entries, read_segment
 from benchd.store.outbox import JobFiles
+from benchd.store.replay import replay
 from tests.support.clock import TestClock
 
 
@@ -226,8 +227,9 @@ class _Child:
         self.reason: str | None = None
 
 
-def run(state, scenario, refuse=None) -> Rig:
-    """Start the rig's committer and job host in `state`, run `scenario`, stop cleanly."""
+def run(state, scenario, refuse=None, *, crash: bool = False) -> Rig:
+    """Start the rig's committer and job host in `state`, run `scenario`, stop cleanly
+    (`crash`: stop as a kill -9 would, the journal not checkpointed)."""
 
     async def main() -> Rig:
         rig = Rig(str(state), TestClock(wall_ms=1_000_000), refuse)
@@ -238,7 +240,13 @@ def run(state, scenario, refuse=None) -> Rig:
                 await scenario(rig)
                 nursery.cancel_scope.cancel()
         finally:
-            await rig.close()
+            if crash:
+                for seg in rig.journal.segments:
+                    os.close(seg.fd)
+                rig.index.close()
+                rig.eventlog.close()
+            else:
+                await rig.close()
         return rig
 
     return trio.run(main)
@@ -392,3 +400,25 @@ def test_a_record_that_does_not_load_is_left_and_said(tmp_path):
     rig = run(tmp_path, idle)
     assert rig.log.said == ["a stored job does not load"]
     assert (tmp_path / "jobs" / "open" / "s-bad.json").exists()
+
+
+def test_a_settlement_lost_with_the_page_cache_comes_back_whole_from_the_journal(tmp_path):
+    """A kill -9 keeps the page cache; a power cut does not. Undo every file the
+    settlement's commit wrote (its record, its replies): the journal's replay puts all
+    of them back, as one."""
+
+    async def scenario(rig):
+        child = await spawn(rig, "s-1", "child", ["p0", "p1"], "task-1")
+        await rig.host.settle(child)
+
+    run(tmp_path, scenario, crash=True)
+    done = tmp_path / "jobs" / "done" / "s-1.json"
+    want = {p: p.read_bytes() for p in [done, *(tmp_path / "mail").glob("p*/inbox/*.md")]}
+    assert len(want) == 3
+    for path in want:
+        path.unlink()
+    replay(str(tmp_path), str(tmp_path / "events.jsonl"))
+    assert {p: p.read_bytes() for p in want} == want
+    assert not (tmp_path / "jobs" / "open" / "s-1.json").exists()
+    record = JobFiles(str(tmp_path)).job("s-1")
+    assert record is not None and not record.owing and record.outcome == "completed"
