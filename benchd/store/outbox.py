@@ -29,6 +29,7 @@ crashed start are kept as they are, the rest are written.
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,8 +56,9 @@ class JobFiles:
         self.root = os.path.join(bench_dir, "jobs")
         for sub in ("open", "done", "tmp"):
             os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
-        for name in os.listdir(self.dir("tmp")):  # staged, never committed
-            os.unlink(os.path.join(self.dir("tmp"), name))
+        for entry in os.scandir(self.dir("tmp")):  # staged, never committed
+            if entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)  # anything else is not ours: left alone
         self.open: dict[str, JobRecord] = {}  # session -> record
         self.keys: dict[str, str] = {}  # task key -> session, of the open records
         # session -> its record as the batch being committed leaves it (benchd.runtime.
@@ -67,8 +69,7 @@ class JobFiles:
         for name in sorted(os.listdir(self.dir("open"))):
             path = os.path.join(self.dir("open"), name)
             try:
-                with open(path, "rb") as f:
-                    record = _decode(f.read())
+                record = _decode(_read(path))
             except (OSError, msgspec.DecodeError) as err:
                 self.bad.append((name, str(err)))  # left where it is, and said
                 continue
@@ -98,9 +99,8 @@ class JobFiles:
         if record is not None:
             return record
         try:
-            with open(self.path("done", session), "rb") as f:
-                return _decode(f.read())
-        except (OSError, msgspec.DecodeError, ValueError):
+            return _decode(_read(self.path("done", session)))
+        except (OSError, msgspec.DecodeError):
             return None
 
     def task_of(self, key: str) -> tuple[str | None, str | None]:
@@ -110,6 +110,19 @@ class JobFiles:
 
     def has_key(self, key: str) -> bool:
         return key in self.keys
+
+
+def _read(path: str) -> bytes:
+    """A record file's bytes; OSError for anything but a regular file (a FIFO someone
+    put there must not block the start, a link is not followed)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- the move from SQLite

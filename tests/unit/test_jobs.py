@@ -422,3 +422,21 @@ def test_a_settlement_lost_with_the_page_cache_comes_back_whole_from_the_journal
     assert not (tmp_path / "jobs" / "open" / "s-1.json").exists()
     record = JobFiles(str(tmp_path)).job("s-1")
     assert record is not None and not record.owing and record.outcome == "completed"
+
+
+def test_what_is_not_a_record_file_never_blocks_or_stops_a_start(tmp_path):
+    """A FIFO, a directory or a link where a record goes (anyone running as the user can
+    make one): said and left; a FIFO is never opened for a blocking read."""
+    opened, staging = tmp_path / "jobs" / "open", tmp_path / "jobs" / "tmp"
+    os.makedirs(opened)
+    os.makedirs(staging / "a-dir")
+    os.mkfifo(opened / "s-fifo.json")
+    os.mkdir(opened / "s-dir.json")
+    os.symlink("/etc/passwd", opened / "s-link.json")
+    files = JobFiles(str(tmp_path))
+    assert sorted(where for where, _why in files.bad) == [
+        "s-dir.json",
+        "s-fifo.json",
+        "s-link.json",
+    ]
+    assert files.open == {} and (staging / "a-dir").is_dir()
