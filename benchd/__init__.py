@@ -1,14 +1,14 @@
-"""benchd: the bench daemon (mailroom, event log, sessions, wake reactor, job outbox).
+"""benchd: the bench daemon (mailroom, event log, sessions, wake reactor, jobs).
 
 Four layers; a module imports only from its own layer and the layers above it in this
 list (and from `bench_wire`, the types it shares with the CLI):
 
 - `benchd.core`: pure logic, no I/O: handles and ids, key rules, front matter, the token bucket,
-  the job fan-out core, the wake gate, the permission matrix, connection admission.
+  what a job owes, the wake gate, the permission matrix, connection admission.
   No trio, no sockets, no files: tested in-process (`tests/unit/test_layers.py` holds
   the rule).
 - `benchd.store`: what lives on disk: the event log, the mail index and its search
-  tables, the job outbox, start-up recovery, the state directory's checks, the SQLite
+  tables, the jobs' records, start-up recovery, the state directory's checks, the SQLite
   and file-writing helpers, test faults.
 - `benchd.runtime`: the running parts, on trio: the committer (durable writes), the
   mailroom, the hub and its bounded broadcast, terminals and sessions, the wake reactor, the job host, the

@@ -1,13 +1,14 @@
-"""Jobs wired into the daemon: the fan-out core (benchd.core.jobs) on real, durable ports.
+"""Jobs wired into the daemon, on the mailroom's own parts (docs/jobs.md).
 
-- outbox   -> SqliteOutbox (BENCH_DIR/outbox.sqlite)
-- post     -> delivery into the recipient's mailbox through the mailroom, keyed by the
-              reply key and sent as the child, so a repeat after a crash is a duplicate
-              the mailroom recognises, never a second message; the mail/sent event
-              wakes a live recipient through the reactor like any other mail
-- schedule_wake -> a trio timer; the due times live in the rows themselves, and every
-              start drains at once, so a restart delivers whatever is due
-- now      -> the injected wall clock's time in ms (benchd.core.clock)
+A job's record (`benchd.core.jobs.JobRecord`) is a file the committer writes like a
+message (`benchd.store.outbox`), and a reply is the mailroom's own keyed send, from
+the child, key `outbox:<task key>:reply:<index>`. A `JobOp` is one change of a record
+together with the sends it makes, committed as one: the spawn's record and its task
+mail; a settlement and its replies; a drain's retries and their receipts. So a reply
+is delivered in the very journal record that says it was, and a replay after a crash
+neither loses nor repeats one; should a record ever be written again from an older
+state (a start that met a crash mid-move), the reply key makes the mailroom answer
+`duplicate` and write nothing.
 
 A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
 exit settles it, in the words of bench_wire.outcomes (`outcome_of`): exit 0 ->
@@ -16,43 +17,44 @@ completed; another exit or a signal of its own -> failed (reason exit-code, sign
 stopping or found running at daemon start (its session died with the old daemon) ->
 interrupted (daemon-stopped); `bench kill --cancel` -> cancelled (quiet). The content
 owed is the last `bench report`. Replies are in the task's thread: `Re: <its subject>
-(<outcome>)`, in reply to the task mail.
+(<outcome>)`, in reply to the task mail. A refused reply (a full mailbox, a disk error)
+stays owed in the record and is tried again with backoff (`--retry-base`, doubling, at
+most 5 minutes); a timer drains what is due, PAGE replies per batch, and every start
+drains at once.
 """
 
+import itertools
 import math
+import os
 import signal
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
 import trio
 
 from bench_wire import messages as m
 from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
-from benchd.core.caller import Caller
+from benchd.core import jobs
+from benchd.core.caller import Caller, CallerSession
 from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.jobs import (
-    Address,
-    AgentWork,
-    FanOut,
-    Job,
-    JobError,
-    JobMail,
-    Outcome,
-    agent_job,
-    decode_agent_job,
-)
-from benchd.core.keys import check_client_key, job_key_of
+from benchd.core.jobs import Job, JobRecord, Outcome
+from benchd.core.keys import check_client_key
 from benchd.core.sends import Queue
-from benchd.runtime.committer import Committer, EventOp
+from benchd.runtime.committer import Batch, Committer, Op, fail
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom, SendOp
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
 from benchd.store import faults
+from benchd.store.fileio import write_all
 from benchd.store.index import Index
-from benchd.store.outbox import SqliteOutbox
+from benchd.store.journal import Rename, Write
+from benchd.store.outbox import JobFiles, encode
+
+PAGE = 64  # replies sent per JobOp, and so per batch of a drain
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,29 +86,145 @@ class Ending:
         return out
 
 
-@dataclass(slots=True)
-class Settlement:
-    """One job settling, waiting for the batch that writes its replies.
+Change = Callable[[JobRecord | None], JobRecord]
 
-    Invariants: it is in `JobHost._settling` from the moment it is made until a batch
-    takes it; `done` is set exactly once, after that batch's transaction committed or
-    failed (a failed one leaves the job running in the outbox: settled at next start).
-    """
 
-    session: str
-    handle: str
-    job: Job
-    outcome: Outcome
-    content: str  # the reply's body after its header: the last report, or a sentence
-    ending: Ending
-    recovered: bool = False  # found running at start (the previous daemon's job)
-    done: trio.Event = field(default_factory=trio.Event)
+class JobOp(Op[JobRecord]):
+    """One change of a job's record, with the sends it makes, committed as one.
+
+    The change is applied when the batch is staged, to the record as the ops before it
+    left it (so a report and a settlement in one batch both count), and the replies then
+    due are sent in the same batch (at most `limit`). `task` is the
+    spawn's task mail: the record is made only if it is sent. Its answer: the record."""
+
+    def __init__(
+        self,
+        host: "JobHost",
+        session: str,
+        change: Change,
+        *,
+        limit: int = PAGE,
+        task: SendOp | None = None,
+        events: Callable[[JobRecord], list[m.Event]] = lambda record: [],
+    ) -> None:
+        super().__init__()
+        self.host, self.session, self.change = host, session, change
+        self.limit, self.task, self.make_events = limit, task, events
+        self.sends: list[SendOp] = []
+        self.record: JobRecord | None = None
+        self.tmp: str | None = None
+
+    def _try(self, op: SendOp, batch: Batch) -> bool:
+        """Check and stage one send as the committer would; False: it was refused."""
+        try:
+            op.check(self.host.committer)
+            if not op.resolved:
+                op.prepare(batch)
+            return True
+        except Exception as err:  # noqa: BLE001 - its refusal, said in the op's error
+            fail(op, err)
+            return False
+
+    def prepare(self, batch: Batch) -> None:
+        host, files = self.host, self.host.files
+        record = self.change(host.job(self.session))
+        if self.task is not None:
+            if not self._try(self.task, batch):
+                assert self.task.error is not None, "a refused send has its error"
+                raise self.task.error
+            sent = self.task.result
+            record = msgspec.structs.replace(record, task_id=sent.mail_id)
+        now = host.wall.wall_ms()
+        events: list[m.Event] = []
+        accepted: dict[int, bool] = {}
+        for reply in jobs.due(record, now)[: self.limit]:
+            key = record.reply_key(reply)
+            try:
+                op = host.reply_op(record, reply)
+            except (WireError, OSError) as err:
+                events.append(_retry(key, reply.to, err))
+                accepted[reply.index] = False
+                continue
+            ok = self._try(op, batch)
+            if ok and op.resolved and op.dup_of is None:
+                # Delivered before (a record written again from an older state): the
+                # mailroom knew the key, and wrote nothing.
+                events.append(m.OutboxPosted(key=key, to=reply.to, mail_id=op.result.mail_id))
+            elif not ok:
+                assert op.error is not None, "a refused send has its error"
+                events.append(_retry(key, reply.to, op.error))
+            accepted[reply.index] = ok
+            self.sends.append(op)
+        record = jobs.attempted(record, accepted, now, host.retry_base_ms)
+        data = encode(record)
+        # Its own name: two changes of one job may be staged in one batch.
+        self.tmp = files.path("tmp", f"{self.session}.{next(host.staged_names)}")
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        opened, done = files.path("open", self.session), files.path("done", self.session)
+        staged = [op for op in [self.task, *self.sends] if op is not None and op.error is None]
+        self.entries = [e for op in staged for e in op.entries] + [Write(opened, data, done)]
+        if not record.owing:
+            self.entries.append(Rename(opened, done))
+        self.events = [*self.make_events(record), *(e for op in staged for e in op.events)]
+        self.events += events
+        self.record = files.staged[self.session] = record
+
+    def _ops(self) -> list[SendOp]:
+        return [op for op in [self.task, *self.sends] if op is not None]
+
+    def place(self) -> None:
+        assert self.record is not None and self.tmp is not None, "prepare() staged it"
+        files = self.host.files
+        files.remember(self.record)
+        if files.staged.get(self.session) is self.record:
+            del files.staged[self.session]
+        self.result = self.record
+        for op in self._ops():
+            if op.error is None and not op.resolved:
+                op.place()
+        opened = files.path("open", self.session)
+        os.rename(self.tmp, opened)
+        self.tmp = None
+        if not self.record.owing:
+            os.rename(opened, files.path("done", self.session))
+
+    def index(self, idx: Index) -> None:
+        for op in self._ops():
+            if op.error is None and not op.resolved:
+                op.index(idx)
+
+    def discard(self) -> None:
+        staged = self.host.files.staged
+        if self.record is not None and staged.get(self.session) is self.record:
+            del staged[self.session]
+        for op in self._ops():
+            op.discard()
+        if self.tmp is not None and os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+    def finish(self) -> None:
+        for op in self._ops():
+            op.finish()
+        if self.error is None and self.host.outbound is not None:
+            for op in self._ops():
+                if isinstance(op.spec, Queue) and op.error is None:
+                    self.host.outbound.queued_as(op, op.result)  # the bridge is told
+
+
+def _retry(key: str, to: str, err: Exception) -> m.OutboxRetry:
+    if isinstance(err, WireError):
+        return m.OutboxRetry(key=key, to=to, reason=err.message, code=err.code)
+    return m.OutboxRetry(key=key, to=to, reason=str(err))
 
 
 class JobHost:
     def __init__(
         self,
-        outbox: SqliteOutbox,
+        files: JobFiles,
         find_session: Callable[[str], "Session | None"],
         mailroom: Mailroom,
         committer: Committer,
@@ -117,87 +235,81 @@ class JobHost:
         wall: WallClock = SYSTEM_WALL,
         outbound: Outbound | None = None,
     ) -> None:
-        self.outbox = outbox
+        self.files = files
         self.find_session = find_session  # a live session by handle, or None
         self.mailroom = mailroom
         self.committer = committer
         self.index = index
         self.body_bytes = body_bytes
         self.log = log
-        # Wall-clock ms: the replies' due times are stored in the outbox and read back by
-        # the next daemon, so a monotonic reading would mean nothing to it.
+        # Wall-clock ms: the replies' due times are stored in the records and read back
+        # by the next daemon, so a monotonic reading would mean nothing to it.
         self.wall = wall
-        self.fanout = FanOut(
-            self.outbox,
-            self._post,
-            self._schedule_wake,
-            wall.wall_ms,
-            retry_base_ms=int(retry_base * 1000),
-        )
+        self.retry_base_ms = max(1, int(retry_base * 1000))
+        self.outbound = outbound  # replies to handle@node go there
         self._wake_at = math.inf
         self._poke = trio.Event()
         self._drain_lock = trio.Lock()  # one drain at a time; stop() waits for it
-        self._settling: list[Settlement] = []  # waiting for the next transaction
         self._stopping = False
-        self.outbound = outbound  # replies to handle@node go there
+        self.staged_names = itertools.count()  # a JobOp stages its record under one
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Settle the jobs the previous daemon left running, then drain the outbox when
-        replies are due; batched settlements run in this service's nursery."""
+        """Settle the jobs the previous daemon left running, then drain what is owed
+        whenever it is due."""
         async with trio.open_nursery() as nursery:
-            self.nursery = nursery
             await self._start()
             nursery.start_soon(self._timer)
             task_status.started()
-            await trio.sleep_forever()  # settlements may still come after the timer stops
 
     async def _start(self) -> None:
+        for where, why in self.files.bad:
+            # Not a job this daemon wrote (edited by hand?): left as it is, and said;
+            # the other jobs are settled.
+            self.log.error("a stored job does not load", session=where, error=why)
         # Jobs whose sessions died with the previous daemon: interrupted, and by their
         # deadline when it has passed by now (while the daemon was down, or before).
         now = self.wall.wall_ms()
         deadlines: list[m.Event] = []
-        for row in self.outbox.running_jobs():
-            try:
-                job = Job.from_json(row.job)
-            except JobError as err:
-                # Not a job this daemon wrote (edited by hand?): left in the outbox, as
-                # it is, and said; the other jobs are settled.
-                self.log.error("a stored job does not load", session=row.session, error=err.message)
+        ops: list[JobOp] = []
+        for record in list(self.files.open.values()):
+            if not record.running:
                 continue
-            past = row.deadline_ms is not None and row.deadline_ms <= now
+            job = record.job
+            past = job.deadline_ms is not None and job.deadline_ms <= now
             ending = Ending("daemon-stopped", reason="deadline" if past else "daemon-stopped")
             if past:
-                mail = decode_agent_job(job).mail
                 deadlines.append(
                     m.JobDeadline(
-                        session=row.session,
-                        handle=row.handle,
-                        key=mail.key if mail else "",
-                        deadline_ms=row.deadline_ms or 0,
+                        session=job.session,
+                        handle=job.handle,
+                        key=job.key,
+                        deadline_ms=job.deadline_ms or 0,
                         recovered=True,
                     )
                 )
-            content = row.content or ending_sentence(row.session, row.handle, ending)
-            self._settling.append(
-                Settlement(
-                    row.session,
-                    row.handle,
-                    job,
-                    Outcome.INTERRUPTED,
-                    content,
-                    ending,
-                    recovered=True,
-                )
-            )
+            content = record.content or ending_sentence(job.session, job.handle, ending)
+            ops.append(self.settle_op(job, Outcome.INTERRUPTED, content, ending, True))
         if deadlines:
             await self.committer.record(*deadlines)
-        if self._settling:
-            await self._settle_batch()
+        for op in ops:
+            self.committer.enqueue(op)
+        for op in ops:
+            try:
+                self._owed(await op.wait())
+            except WireError as err:  # still running on disk: settled at the next start
+                self.log.error("settling a job failed", session=op.session, error=err.message)
         self._schedule_wake(self.wall.wall_ms())
 
-    # ------------------------------------------------------------ ports
+    # ------------------------------------------------------------ the drain
 
-    def _schedule_wake(self, at_ms: int) -> None:
+    def _owed(self, record: JobRecord) -> None:
+        """Wake the drain for the replies a settlement left owed (refused, or past a
+        page)."""
+        for r in record.replies:
+            if not r.delivered:
+                self._schedule_wake(r.due)
+
+    def _schedule_wake(self, at_ms: float) -> None:
         if at_ms < self._wake_at:
             self._wake_at = at_ms
             self._poke.set()
@@ -219,90 +331,82 @@ class JobHost:
                 return
             async with self._drain_lock:
                 try:
-                    await self.fanout.drain_outbox()
-                except Exception:  # noqa: BLE001 - e.g. the outbox's disk is full
-                    self.log.exception("draining the outbox failed; retrying in 5 s")
+                    await self._drain()
+                except Exception:  # noqa: BLE001 - never the daemon's end; tried again
+                    self.log.exception("sending the replies owed failed; again in 5 s")
                     self._schedule_wake(self.wall.wall_ms() + 5000)
 
+    async def _drain(self) -> bool:
+        """Send one page of the replies due, each job's with its record, in one batch;
+        wake again for the rest. True when more was due than a page."""
+        now = self.wall.wall_ms()
+        page: list[JobOp] = []
+        room, earliest = PAGE, math.inf
+        for session, record in sorted(self.files.open.items(), key=lambda kv: kv[1].job.key):
+            owed = [r for r in record.replies if not r.delivered]
+            ready = [r for r in owed if r.due <= now]
+            later = [r.due for r in owed if r.due > now]
+            earliest = min([earliest, *later])
+            if ready and room <= 0:
+                earliest = now  # more than a page was due: at once, on a fresh wake
+                continue
+            if ready:
+                page.append(JobOp(self, session, _same, limit=min(room, len(ready))))
+                room -= len(ready)
+        try:
+            for op in page:
+                self.committer.enqueue(op)
+        except WireError:  # stopping: what is owed is drained at the next start
+            return False
+        for op in page:
+            try:
+                await op.wait()
+            except WireError as err:  # e.g. the disk is full: the record is unchanged
+                self.log.warning(
+                    "a job's replies were not sent", session=op.session, error=err.message
+                )
+                earliest = min(earliest, now + 5000)
+        for op in page:
+            for r in op.record.replies if op.record is not None else ():
+                if not r.delivered:
+                    earliest = min(earliest, r.due)
+        self._schedule_wake(earliest)
+        return earliest <= now
+
     async def stop(self) -> None:
-        """At a clean stop: no new timed drains; deliver what the last settlements owe."""
+        """At a clean stop: no new timed drains; send what is due now."""
         self._stopping = True
         async with self._drain_lock:
-            try:
-                for _ in range(64):  # bounded: replies left over are drained at next start
-                    report = await self.fanout.drain_outbox()
-                    if not report.more:
-                        break
-            except Exception:  # noqa: BLE001 - left in the outbox for the next start
-                self.log.exception("draining the outbox at stop failed")
+            for _ in range(64):  # bounded: replies left over are drained at next start
+                if not await self._drain():
+                    break
 
-    def _post(self, mail: JobMail) -> Awaitable[bool]:
-        """The post port. The delivery is queued at once (so a page of replies shares one
-        commit); the returned coroutine answers whether it was accepted."""
-        # Every reply the fan-out writes carries its outcome; a row without one is named
-        # plainly rather than guessed from its body.
-        outcome = mail.outcome or "reply"
-        task_key = job_key_of(mail.key) or mail.key
-        to = mail.to.agent_id
-        # In the task's thread: `Re: <task subject> (<outcome>)`, in reply to the task.
-        # A job made before replies were threaded has no stored subject: its key names it.
-        task_id, task_subject = self.outbox.task_of(task_key)
-        suffix = f" ({outcome})"
-        subject = f"Re: {task_subject or task_key}"[: 200 - len(suffix)] + suffix
-        try:
-            faults.check("post")
-            if "@" in to:
-                # Another node: queued for the bridge with the outbound queue's guarantees
-                # (durable before accepted; the key makes a repeat a no-op).
-                assert self.outbound is not None, "the daemon builds it with the outbound queue"
-                # (The task's id is this node's; the other node's thread starts here.)
-                op = self.outbound.make_queue(
-                    mail.from_.agent_id, to, mail.content, subject, mail.key, outbox_reply=True
-                )
-            else:
-                send = self.mailroom.check_send(
-                    mail.from_.agent_id,
-                    to,
-                    mail.content,
-                    subject=subject,
-                    key=mail.key,
-                    in_reply_to=task_id,
-                    outbox_reply=True,  # outbox/posted in the same commit
-                )
-                op = SendOp(self.mailroom, send)
-            self.committer.enqueue(op)
-        except (WireError, OSError) as err:
-            return self._refused(mail, err)
-        return self._answer(mail, op)
-
-    async def _refused(self, mail: JobMail, err: Exception) -> bool:
-        reason = err.message if isinstance(err, WireError) else str(err)
-        code = err.code if isinstance(err, WireError) else None
-        await self.committer.record(
-            m.OutboxRetry(key=mail.key, to=mail.to.agent_id, reason=reason, code=code)
+    def reply_op(self, record: JobRecord, reply: jobs.Reply) -> SendOp:
+        """The send of one reply: from the child, keyed, in the task's thread."""
+        job = record.job
+        assert record.outcome is not None, "only a settled job replies"
+        subject = jobs.reply_subject(record.subject, job.key, record.outcome)
+        key = record.reply_key(reply)
+        faults.check("post")
+        to = self._local(reply.to)
+        if "@" in to:
+            # Another node: queued for the bridge with the outbound queue's guarantees
+            # (durable before accepted; the key makes a repeat a no-op). The task's id
+            # is this node's; the other node's thread starts here.
+            assert self.outbound is not None, "the daemon builds it with the outbound queue"
+            return self.outbound.make_queue(
+                job.handle, to, record.body, subject, key, outbox_reply=True
+            )
+        send = self.mailroom.check_send(
+            job.handle,
+            to,
+            record.body,
+            subject=subject,
+            key=key,
+            in_reply_to=record.task_id,
+            outbox_reply=True,  # outbox/posted in the same commit
         )
-        return False
-
-    async def _answer(self, mail: JobMail, op: SendOp) -> bool:
-        try:
-            res = await op.wait()
-        except WireError as err:
-            return await self._refused(mail, err)
-        if isinstance(op.spec, Queue):  # to another node: the bridge is told
-            assert self.outbound is not None, "the daemon wires the outbound queue"
-            res = self.outbound.queued_as(op, res)
-        if res.to != mail.to.agent_id:
-            # The key was taken by other mail (client keys may not start with outbox:,
-            # so this is a bug, not a user error): never count it as this reply.
-            return await self._refused(
-                mail, WireError("internal", "the reply key names other mail")
-            )
-        if res.duplicate:
-            # Delivered before a crash, its receipt lost: the mailroom knew the key.
-            await self.committer.record(
-                m.OutboxPosted(key=mail.key, to=mail.to.agent_id, mail_id=res.mail_id)
-            )
-        return True
+        return SendOp(self.mailroom, send)
 
     # ------------------------------------------------------------ jobs
 
@@ -312,13 +416,9 @@ class JobHost:
         handle, node = resolve(address, own, None, "reply-to")
         return handle if node is None else address
 
-    def _address(self, handle: str) -> Address:
-        handle = self._local(handle)
-        if "@" in handle:
-            return Address(agent_id=handle, session_id=handle)  # on another node
-        live = self.find_session(handle)
-        # The operator and handles without a live session are addressed by handle.
-        return Address(agent_id=handle, session_id=live.id if live else handle)
+    def job(self, session: str) -> JobRecord | None:
+        """A job's record (a session that ran no job has none)."""
+        return self.files.staged.get(session) or self.files.job(session)
 
     def check_spec(self, spec: m.JobMailSpec, caller: Caller) -> None:
         """Refuse a bad job before anything is spawned."""
@@ -332,7 +432,7 @@ class JobHost:
             return
         check_client_key(spec.key)
         # A key names one request: reusing it would hand back the old task and replies.
-        if self.outbox.has_job_key(spec.key) or self.index.find_key(caller.handle, spec.key):
+        if self.files.has_key(spec.key) or self.index.find_key(caller.handle, spec.key):
             raise WireError(
                 "key-used",
                 f"the key {spec.key!r} already names another job or "
@@ -340,43 +440,51 @@ class JobHost:
             )
 
     def begin(self, s: "Session", spec: m.JobMailSpec, caller: Caller) -> None:
-        """Make the job for a just-spawned session and persist it (no await: the session
-        cannot settle before its job exists)."""
-        try:
-            mail = JobMail(
-                key=spec.key or f"job-{s.id}",
-                to=Address(agent_id=s.handle, session_id=s.id),
-                from_=Address(
-                    agent_id=caller.handle,
-                    session_id=caller.session.id if caller.session else caller.handle,
-                ),
-                reply_to=tuple(self._address(h) for h in spec.reply_to),
-                content=spec.body,
-                created_at=self.wall.wall_ms(),
-            )
-            job = agent_job(AgentWork(session_id=s.id), mail)
-        except JobError as err:
-            raise WireError("bad-mail", f"the job could not be made: {err.message}") from None
-        with self.outbox:
-            self.outbox.add_job(s.id, s.handle, job.to_json(), s.deadline_ms)
-        s.job = job
+        """The job of a just-spawned session (made durable with its task mail)."""
+        s.job = Job(
+            session=s.id,
+            handle=s.handle,
+            key=spec.key or f"job-{s.id}",
+            sender=caller.handle,
+            reply_to=tuple(spec.reply_to),
+            deadline_ms=s.deadline_ms,
+        )
 
     def abandon(self, s: "Session") -> None:
         """The spawn failed before the child ran: the job is closed with no replies."""
-        with self.outbox:
-            self.outbox.mark_settled(s.id, str(Outcome.ABANDONED))
+        if s.job is not None and self.job(s.id) is not None:
+            op = self.settle_op(s.job, Outcome.ABANDONED, "", None, False, event=False)
+            try:
+                self.committer.enqueue(op)
+            except WireError:
+                pass  # stopping: the next start settles it (interrupted)
 
     async def deliver_task(self, s: "Session", spec: m.JobMailSpec, caller: Caller) -> str:
-        """The task mail, from the spawner to the child (it wakes the child when ready)."""
-        assert s.job is not None, "begin() made the job"
-        mail = decode_agent_job(s.job).mail
-        assert mail is not None, "a job spawned with a task has its mail"
+        """The task mail, from the spawner to the child (it wakes the child when ready),
+        committed with the job's record: the job exists once its task was sent."""
+        job = s.job
+        assert job is not None, "begin() made the job"
         subject = spec.subject or "task"
-        res = await self.mailroom.send(
-            caller.handle, s.handle, spec.body, subject, key=mail.key, reply_to=list(spec.reply_to)
+        task = SendOp(
+            self.mailroom,
+            self.mailroom.check_send(
+                caller.handle,
+                s.handle,
+                spec.body,
+                subject,
+                key=job.key,
+                reply_to=list(spec.reply_to),
+            ),
         )
-        self.outbox.set_task(s.id, res.mail_id, subject)  # the replies' thread
-        return res.mail_id
+        self.files.keys.setdefault(job.key, s.id)  # taken while it commits
+        try:
+            await self.committer.submit(
+                JobOp(self, s.id, lambda _: JobRecord(job=job, subject=subject), task=task)
+            )
+        finally:
+            if self.files.open.get(s.id) is None and self.files.keys.get(job.key) == s.id:
+                del self.files.keys[job.key]
+        return task.result.mail_id
 
     async def report(self, caller: Caller, content: str) -> int:
         s = caller.session
@@ -387,67 +495,88 @@ class JobHost:
         data = content.encode("utf-8", "surrogatepass")
         if len(data) > self.body_bytes - 512:
             raise WireError("body-too-large", "the report is larger than the body cap")
-        with self.outbox:
-            if not self.outbox.report(s.id, content):
-                raise WireError("no-job", f"the job of {s.handle} has already settled")
+
+        await self.committer.submit(self.report_op(s, content, len(data)))
         live = self.find_session(s.handle)
         if live is not None and live.id == s.id:
             live.reported = True  # it has said something: no stall mail is owed for it
-        await self.committer.submit(
-            EventOp(m.JobReported(session=s.id, handle=s.handle, bytes=len(data)))
-        )
         return len(data)
 
+    def report_op(self, s: CallerSession, content: str, size: int) -> JobOp:
+        """The op that keeps a report (`size` bytes) as the content a running job owes."""
+
+        def reported(record: JobRecord | None) -> JobRecord:
+            if record is None or not record.running:
+                raise WireError("no-job", f"the job of {s.handle} has already settled")
+            return msgspec.structs.replace(record, content=content)
+
+        def events(_record: JobRecord) -> list[m.Event]:
+            return [m.JobReported(session=s.id, handle=s.handle, bytes=size)]
+
+        return JobOp(self, s.id, reported, limit=0, events=events)
+
     async def settle(self, s: "Session") -> str:
-        """Settle the job of an exited session; returns its outcome."""
+        """Settle the job of an exited session, its replies sent with it; its outcome."""
         assert s.job is not None, "only a job's session is settled here"
         outcome, reason = outcome_of(s.cancelled, s.deadline_hit, s.killed_by, s.exit)
-        row = self.outbox.job(s.id)
-        content = row.content if row else ""
         ending = ending_of(s.exit, s.signal, s.killed_by, reason)
-        if not content:
-            content = ending_sentence(s.id, s.handle, ending)
-        await self._settle_job(Settlement(s.id, s.handle, s.job, outcome, content, ending))
+        op = self.settle_op(s.job, outcome, "", ending, False)
+        try:
+            self._owed(await self.committer.submit(op))
+        except WireError as err:  # still running on disk: settled at the next start
+            self.log.error("settling a job failed", session=s.id, error=err.message)
         s.reason = reason
         return str(outcome)
 
-    async def _settle_job(self, settlement: Settlement) -> None:
-        """Settle one job; settlements arriving together share one durable transaction."""
-        self._settling.append(settlement)
-        if len(self._settling) == 1:
-            self.nursery.start_soon(self._settle_batch)
-        await settlement.done.wait()
+    def settle_op(
+        self,
+        job: Job,
+        outcome: Outcome,
+        content: str,
+        ending: Ending | None,
+        recovered: bool,
+        *,
+        event: bool = True,
+    ) -> JobOp:
+        """The op that settles `job` (its replies sent with it, at most a page). `content`:
+        what the replies say, else the last report, else how the session ended."""
+        now = self.wall.wall_ms()
+        details = ending.fields() if ending is not None else {}
+        again = False
 
-    async def _settle_batch(self) -> None:
-        await trio.lowlevel.checkpoint()  # let the exits that arrive together queue up
-        batch, self._settling = self._settling, []
-        events: list[m.Event] = []
-        try:
-            # Each job's replies and its settled mark in one transaction: all or nothing
-            # (and one fsync for the whole batch).
-            with self.outbox:
-                for st in batch:
-                    n = self.fanout.fan_out(st.job, st.outcome, st.content, st.ending.fields())
-                    self.outbox.mark_settled(st.session, str(st.outcome))
-                    mail = decode_agent_job(st.job).mail
-                    events.append(
-                        m.JobSettled(
-                            session=st.session,
-                            handle=st.handle,
-                            key=mail.key if mail else "",
-                            outcome=str(st.outcome),
-                            replies=n,
-                            recovered=st.recovered,
-                            reason=st.ending.reason,
-                        )
-                    )
-        except Exception:  # noqa: BLE001 - still running in the outbox: settled next start
-            self.log.exception("settling jobs failed", sessions=[st.session for st in batch])
-        finally:
-            if events:
-                await self.committer.record(*events)
-            for st in batch:
-                st.done.set()
+        def settled(record: JobRecord | None) -> JobRecord:
+            nonlocal again
+            record = record or JobRecord(job=job)
+            if not record.running:
+                again = True
+                return record  # settled already: a settlement is never made twice
+            said = content or record.content
+            if not said and ending is not None:
+                said = ending_sentence(job.session, job.handle, ending)
+            return jobs.settle(record, outcome, said, details, now)
+
+        def events(record: JobRecord) -> list[m.Event]:
+            if not event or again:
+                return []
+            return [
+                m.JobSettled(
+                    session=job.session,
+                    handle=job.handle,
+                    key=job.key,
+                    outcome=str(outcome),
+                    replies=len(record.replies),
+                    recovered=recovered,
+                    reason=ending.reason if ending is not None else None,
+                )
+            ]
+
+        return JobOp(self, job.session, settled, events=events)
+
+
+def _same(record: JobRecord | None) -> JobRecord:
+    if record is None or not record.owing:
+        raise WireError("no-job", "the job's replies were all delivered")
+    return record
 
 
 def outcome_of(

@@ -3,7 +3,7 @@
 - **Deadline** (`bench spawn --deadline 10m`): when it passes, a `job/deadline` event is
   recorded and the session is ended as `bench kill` ends one (SIGHUP, SIGTERM, then
   SIGKILL to its process group, a grace apart); its job settles `interrupted` with
-  reason `deadline`. The deadline is stored with the job (wall-clock ms in the outbox),
+  reason `deadline`. The deadline is stored with the job (wall-clock ms in its record),
   so a job found at start already past it settles with that reason
   (benchd.runtime.jobhost).
 - **Stall**: a job's child that has shown no pty output for its stall-after time
@@ -29,14 +29,13 @@ from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.caller import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.jobs import JobError, decode_agent_job
 from benchd.runtime.committer import Committer
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
-from benchd.store.outbox import SqliteOutbox
+from benchd.store.outbox import JobFiles
 
 SCREEN_LINES = 10  # the last screen lines a stall mail quotes
 MIN_STALL = 1.0  # the shortest stall time a spawn may ask for, in seconds (0: never)
@@ -58,7 +57,7 @@ class JobWatch:
         committer: Committer,
         mailroom: Mailroom,
         limiter: Limiter,
-        outbox: SqliteOutbox,
+        jobs: JobFiles,
         end: Callable[["Session"], Awaitable[None]],
         log: Log,
         stall_after: float,
@@ -70,7 +69,7 @@ class JobWatch:
         self.committer = committer
         self.mailroom = mailroom
         self.limiter = limiter
-        self.outbox = outbox
+        self.jobs = jobs  # the job records: a stall mail is in its task's thread
         self.end = end  # sessions.end_session: HUP, TERM, KILL, a grace apart
         self.log = log
         self.stall_after = stall_after  # the daemon's default; 0: never
@@ -117,11 +116,7 @@ class JobWatch:
                 nursery.start_soon(self._stalls, s)
 
     def _key(self, s: "Session") -> str:
-        try:
-            mail = decode_agent_job(s.job).mail if s.job is not None else None
-        except JobError:
-            mail = None
-        return mail.key if mail is not None else ""
+        return s.job.key if s.job is not None else ""
 
     async def _deadline(self, s: "Session") -> None:
         assert s.deadline_at is not None, "run_session starts this only with a deadline"
@@ -172,12 +167,8 @@ class JobWatch:
         while shown and not shown[-1]:
             shown.pop()
         shown = shown[-SCREEN_LINES:]
-        try:
-            mail = decode_agent_job(s.job).mail
-        except JobError:
-            mail = None
-        to = [a.agent_id for a in mail.reply_to] if mail is not None else []
-        task_id, subject = self.outbox.task_of(mail.key) if mail is not None else (None, None)
+        to = list(s.job.reply_to)
+        task_id, subject = self.jobs.task_of(s.job.key)
         idle_text = _duration_text(idle)
         body = (
             f"{s.handle} (session {s.id}) has shown no output for {idle_text} and has not "

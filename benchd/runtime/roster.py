@@ -172,13 +172,7 @@ class Session:
         """A job's reply-to addresses (for `bench ps --json` and the dashboard)."""
         if self.job is None:
             return []
-        from benchd.core.jobs import JobError, decode_agent_job
-
-        try:
-            mail = decode_agent_job(self.job).mail
-        except JobError:
-            return []
-        return [a.agent_id for a in mail.reply_to] if mail is not None else []
+        return list(self.job.reply_to)
 
     def record(self, ended_ms: int) -> Record:
         """What is kept on disk of it once settled (read back as a past.PastSession)."""

@@ -28,7 +28,8 @@ module that does the work.
    g. the index opened (`store/index`): a file SQLite cannot open is set aside and a
       new one made (an index/rebuilt notice); it is given `RefillIndex` to refill
       itself from the files whenever it is set aside while running;
-   h. the job outbox, the nodes seen (nodes.json), the exited sessions kept.
+   h. the job records (`store/outbox`: an outbox.sqlite of an earlier version is
+      moved into them first), the nodes seen (nodes.json), the exited sessions kept.
 4. `build` (`server/wiring`): every service, from the config and what 3 opened. No I/O.
 5. `recover`, on trio's loop but before the socket exists, so no one sees a half state:
    a. staging entries left by a crash are removed (`runtime/reconcile.clean_staging`);
@@ -53,11 +54,11 @@ module that does the work.
    daemon/started; this start's damage is kept for `bench status`; the reactor; the
    sessions (with the orphan reaper); the job host, which first settles the jobs the
    previous daemon left running (interrupted, or past their deadline: `runtime/
-   jobhost`) and drains the outbox; the bridge when asked for.
+   jobhost`) and sends the replies still owed; the bridge when asked for.
 8. Then `Daemon.run` takes signals, reaps idle connections, serves, prints the one
    readiness line, and holds room on the disk for the next start (`server/upkeep`).
 9. Stop (`Daemon._shutdown`): refuse new work, end the sessions, log daemon/stopped,
-   checkpoint the journal; then `close`: the outbox closed, and the index sealed
+   checkpoint the journal; then `close`: the index sealed
    (`store/recovery.seal`) if nothing of it is pending, else closed unsealed, so the
    next start checks it in full.
 """
@@ -90,7 +91,7 @@ from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.journal import Journal
-from benchd.store.outbox import SqliteOutbox
+from benchd.store.outbox import JobFiles
 from benchd.store.replay import replay
 
 
@@ -205,7 +206,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         eventlog=eventlog,
         journal=journal,
         index=index,
-        outbox=SqliteOutbox(os.path.join(bench_dir, "outbox.sqlite")),
+        jobs=JobFiles(bench_dir),
         directory=Directory(os.path.join(bench_dir, "nodes.json"), config.node, wall),
         exited_store=exited_store,
         past=tuple(PastSession(record, output) for record, output in exited_store.load()),
@@ -377,9 +378,8 @@ async def start_services(
 
 
 def close(opened: Opened, clean_stop: bool) -> None:
-    """After the loop: the outbox closed; the index sealed after a clean stop (the next
+    """After the loop: the index sealed after a clean stop (the next
     start trusts it once), else closed unsealed; the event log closed."""
-    opened.outbox.close()
     if clean_stop:
         recovery.seal(opened.index, os.path.join(opened.bench_dir, recovery.SEAL))
     else:

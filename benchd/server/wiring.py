@@ -4,7 +4,7 @@ Pure wiring. Every service gets what it uses as constructor arguments, built aft
 what it uses; nothing here opens, reads or writes a file, runs a program, starts a
 task or asks the process anything. What needs the disk or the process is done by the
 start-up (benchd/server/startup.py) before `build`, and handed in as `Opened`: the
-event log, the journal, the index and the outbox opened, the nodes seen read, the
+event log, the journal, the index and the job records opened, the nodes seen read, the
 exited sessions' store, the journal damage not yet acknowledged, the sandbox chosen,
 the daemon's log. tests/unit/test_wiring.py builds from a fresh directory and checks
 that `build` touches nothing.
@@ -64,7 +64,7 @@ from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.index import Index
 from benchd.store.journal import Journal
-from benchd.store.outbox import SqliteOutbox
+from benchd.store.outbox import JobFiles
 from benchd.store.queries import MailQueries
 
 SCROLLBACK_BYTES = 1024 * 1024
@@ -84,7 +84,7 @@ class Opened:
     eventlog: EventLog
     journal: Journal
     index: Index
-    outbox: SqliteOutbox  # the job host's
+    jobs: JobFiles  # the job host's records
     directory: Directory  # the nodes seen (nodes.json)
     exited_store: ExitedStore  # exited sessions kept on disk
     past: tuple[PastSession, ...]  # the ones it kept, read back, oldest first
@@ -172,7 +172,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     mailroom = Mailroom(mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall)
     outbound = Outbound(config.node, index, mailroom, committer, o.directory, wall)
     jobs = JobHost(
-        o.outbox,
+        o.jobs,
         roster.live_by_handle,
         mailroom,
         committer,
@@ -210,7 +210,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         committer,
         mailroom,
         limiter,
-        o.outbox,
+        o.jobs,
         end_session,
         log,
         config.stall_after,

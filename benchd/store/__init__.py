@@ -1,1 +1,1 @@
-"""What lives on disk: event log, index, outbox, recovery (see benchd/__init__.py)."""
+"""What lives on disk: event log, index, job records, recovery (see benchd/__init__.py)."""

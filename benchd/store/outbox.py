@@ -1,178 +1,258 @@
-"""The durable outbox: SQLite (WAL, synchronous=FULL) in BENCH_DIR/outbox.sqlite.
+"""Jobs on disk: one file per job, in the same store as mail; and the move of the
+outbox an earlier version kept in SQLite into it.
 
-Durability per write: settlements (the replies owed and the job's settled mark) and new
-jobs commit with synchronous=FULL, in one transaction each. The drain's own writes
-(receipts, retry times) commit with synchronous=NORMAL: losing one to a power cut only
-means a reply is posted again, and the mailroom recognises its key and writes nothing.
-WAL keeps the order: a later FULL commit makes every earlier one durable too.
+    BENCH_DIR/jobs/open/<session>.json   a job that runs, or still owes a reply
+    BENCH_DIR/jobs/done/<session>.json   a job that owes nothing more
+    BENCH_DIR/jobs/tmp/<session>.json    a record staged before its rename
 
-Why SQLite and not files: a settlement writes one row per replyTo address and marks
-the job settled, and those must land together (a crash must not leave the job
-settled with half its replies written, nor replies written for a job that will be
-settled again with other content). One transaction gives that with a single fsync,
-and `list(limit, after_key)` is an ordered index scan. synchronous=FULL because,
-unlike the mail index, nothing else on disk can rebuild the rows a settlement writes.
+A record (`benchd.core.jobs.JobRecord`, JSON) is written only by the committer, like a
+message: staged in tmp/, its bytes in the batch's journal record (the commit point),
+then renamed into open/, and from open/ to done/ once it owes nothing (a journal
+`Write` with done/ as its other place, then a `Rename`, exactly as a message moves
+from inbox/ to read/). So a job's settlement, the replies it sends and their receipts
+are one journal record, and the replay after a crash puts all of them back together.
 
-Tables: `rows` (the fan-out core's outbox port: key -> value), `jobs` (a job per
-session: the queued job's JSON, the content reported so far, whether it settled, its
-deadline as a wall-clock time in ms, and its task mail's id and subject, which thread
-the replies). Columns added since the first version are added to an older file when
-it is opened (NULL there: no deadline, no thread).
+Only open/ is read at start (running jobs, and replies still owed): what a start reads
+grows with the work outstanding, not with every job ever run. A done record is read
+when someone asks about its job (`bench job wait`).
+
+The outbox before (f84c24b and earlier): `outbox.sqlite`, a `jobs` table (a row per
+job: its JSON in camelCase, the report, `running` or `settled:<outcome>`) and a `rows`
+table (a pending reply's whole mail, or a receipt, under its reply key). `migrate`
+moves it here at the first start: every job becomes a record (written only where
+none exists, each staged, fsynced and renamed), and only then is the file renamed
+`outbox.sqlite.migrated` (kept, never read again). A crash part way through leaves
+the file in place, and the next start does the same again: records written by the
+crashed start are kept as they are, the rest are written.
 """
 
-from __future__ import annotations
-
-import builtins
 import json
-from collections.abc import Mapping
-from types import TracebackType
-from typing import NamedTuple, Self
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from typing import Any
 
-from benchd.core.states import JobState, advance, column, job_state
-from benchd.store import sqlite
+import msgspec
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS rows(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS jobs(
-  session TEXT PRIMARY KEY, handle TEXT NOT NULL, job TEXT NOT NULL,
-  content TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'running');
-"""
-# Columns newer than the table: (name, SQL type), added to an older file on open.
-_ADDED = (("deadline_ms", "INTEGER"), ("task_id", "TEXT"), ("subject", "TEXT"))
-_KEY = "json_extract(job, '$.payload.mail.key')"
+from benchd.core.jobs import Job, JobRecord, Reply
+from benchd.core.keys import job_key_of
+from benchd.store.fileio import fsync_dir, write_all
 
-
-class JobRow(NamedTuple):
-    """A job as the jobs table holds it."""
-
-    session: str
-    handle: str
-    job: dict[str, object]  # the fan-out core's job, as JSON (benchd.core.jobs decodes it)
-    content: str  # what the session reported (bench report), "" if nothing
-    state: str  # a JobState's column text
-    deadline_ms: int | None = None  # wall-clock ms when it is ended, if it has a deadline
+OLD = "outbox.sqlite"
+MIGRATED = "outbox.sqlite.migrated"
+_decode = msgspec.json.Decoder(JobRecord).decode
+_encode = msgspec.json.Encoder().encode
 
 
-_COLUMNS = "session, handle, job, content, state, deadline_ms"
+def encode(record: JobRecord) -> bytes:
+    return _encode(record) + b"\n"
 
 
-def _job_row(row: tuple[str, str, str, str, str, int | None]) -> JobRow:
-    return JobRow(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5])
+class JobFiles:
+    """The job records: the open ones in memory (as on disk), the done ones on disk."""
 
+    def __init__(self, bench_dir: str) -> None:
+        self.root = os.path.join(bench_dir, "jobs")
+        for sub in ("open", "done", "tmp"):
+            os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
+        for entry in os.scandir(self.dir("tmp")):  # staged, never committed
+            if entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)  # anything else is not ours: left alone
+        self.open: dict[str, JobRecord] = {}  # session -> record
+        self.keys: dict[str, str] = {}  # task key -> session, of the open records
+        # session -> its record as the batch being committed leaves it (benchd.runtime.
+        # jobhost.JobOp): the next change in the same batch starts from it
+        self.staged: dict[str, JobRecord] = {}
+        # (where, why) of jobs that do not load: said at start, left where they are
+        self.bad: list[tuple[str, str]] = migrate(bench_dir, self)
+        for name in sorted(os.listdir(self.dir("open"))):
+            path = os.path.join(self.dir("open"), name)
+            try:
+                record = _decode(_read(path))
+            except (OSError, msgspec.DecodeError) as err:
+                self.bad.append((name, str(err)))  # left where it is, and said
+                continue
+            if name != f"{record.job.session}.json":
+                self.bad.append((name, "its session is not its name"))
+                continue
+            self.remember(record)
 
-class SqliteOutbox:
-    """The Outbox port (put, read, ordered list) plus the jobs table."""
+    def dir(self, sub: str) -> str:
+        return os.path.join(self.root, sub)
 
-    def __init__(self, path: str) -> None:
-        # Python's default wait for another program's lock (5 s): the outbox is written
-        # rarely, off the hot path, and a settlement had better wait than fail.
-        self.db = sqlite.connect(path, busy_ms=5000)
-        self.db.executescript(_SCHEMA)
-        have = {row[1] for row in self.db.execute("PRAGMA table_info(jobs)")}
-        for name, kind in _ADDED:
-            if name not in have:
-                self.db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
-        # Replies find their task's thread by the task's key (and has_job_key asks too).
-        self.db.execute(f"CREATE INDEX IF NOT EXISTS jobs_key ON jobs({_KEY})")
+    def path(self, sub: str, session: str) -> str:
+        return os.path.join(self.root, sub, f"{session}.json")
 
-    def close(self) -> None:
-        self.db.close()
+    def remember(self, record: JobRecord) -> None:
+        """A record as committed: kept in memory while it owes something."""
+        session = record.job.session
+        if record.owing:
+            self.open[session] = record
+            self.keys[record.job.key] = session
+        elif self.open.pop(session, None) is not None:
+            self.keys.pop(record.job.key, None)
 
-    # ------------------------------------------------------------ the Outbox port
-
-    def put(self, key: str, value: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO rows(key, value) VALUES (?, ?)", (key, value))
-
-    def read(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM rows WHERE key=?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def list(self, limit: int, after_key: str | None) -> list[tuple[str, str]]:
-        if after_key is None:
-            q = self.db.execute("SELECT key, value FROM rows ORDER BY key LIMIT ?", (limit,))
-        else:
-            q = self.db.execute(
-                "SELECT key, value FROM rows WHERE key > ? ORDER BY key LIMIT ?",
-                (after_key, limit),
-            )
-        return q.fetchall()
-
-    # ------------------------------------------------------------ transactions
-
-    def __enter__(self) -> Self:
-        """A durable transaction (synchronous=FULL): settlements, new jobs, reports."""
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.execute("BEGIN IMMEDIATE")
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def job(self, session: str) -> JobRecord | None:
+        """A job's record, open or done; None when `session` ran no job."""
+        record = self.open.get(session)
+        if record is not None:
+            return record
         try:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-        finally:
-            self.db.execute("PRAGMA synchronous=NORMAL")
-
-    # ------------------------------------------------------------ jobs
-
-    def add_job(
-        self,
-        session: str,
-        handle: str,
-        job: Mapping[str, object],
-        deadline_ms: int | None = None,
-    ) -> None:
-        self.db.execute(
-            "INSERT INTO jobs(session, handle, job, deadline_ms) VALUES (?, ?, ?, ?)",
-            (session, handle, json.dumps(job), deadline_ms),
-        )
-
-    def set_task(self, session: str, task_id: str, subject: str) -> None:
-        """The task mail as delivered: its id and subject (the replies' thread). Not a
-        durable transaction of its own: the settlement's, later, makes it durable."""
-        self.db.execute(
-            "UPDATE jobs SET task_id=?, subject=? WHERE session=?", (task_id, subject, session)
-        )
+            return _decode(_read(self.path("done", session)))
+        except (OSError, msgspec.DecodeError):
+            return None
 
     def task_of(self, key: str) -> tuple[str | None, str | None]:
-        """(task mail id, subject) of the job whose task has `key`; Nones when unknown."""
-        row = self.db.execute(
-            f"SELECT task_id, subject FROM jobs WHERE {_KEY} = ? LIMIT 1", (key,)
-        ).fetchone()
-        return (row[0], row[1]) if row else (None, None)
+        """(task mail id, subject) of the open job whose task has `key`."""
+        record = self.open.get(self.keys.get(key, ""))
+        return (record.task_id, record.subject) if record else (None, None)
 
-    def report(self, session: str, content: str) -> bool:
-        cur = self.db.execute(
-            "UPDATE jobs SET content=? WHERE session=? AND state=?",
-            (content, session, column(JobState.RUNNING)),
-        )
-        return cur.rowcount > 0
+    def has_key(self, key: str) -> bool:
+        return key in self.keys
 
-    def job(self, session: str) -> JobRow | None:
-        row = self.db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE session=?", (session,)).fetchone()
-        return None if row is None else _job_row(row)
 
-    def has_job_key(self, key: str) -> bool:
-        row = self.db.execute(f"SELECT 1 FROM jobs WHERE {_KEY} = ? LIMIT 1", (key,)).fetchone()
-        return row is not None
+def _read(path: str) -> bytes:
+    """A record file's bytes; OSError for anything but a regular file (a FIFO someone
+    put there must not block the start, a link is not followed)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
-    def running_jobs(self) -> builtins.list[JobRow]:  # `list` is a method here
-        return [
-            _job_row(row)
-            for row in self.db.execute(
-                f"SELECT {_COLUMNS} FROM jobs WHERE state=?",
-                (column(JobState.RUNNING),),
+
+# ---------------------------------------------------------------- the move from SQLite
+
+
+def migrate(bench_dir: str, files: JobFiles) -> list[tuple[str, str]]:
+    """Move `outbox.sqlite`'s jobs and owed replies into job records (see the module
+    doc), before `files` reads open/; returns the (session, why) of job rows that do not
+    load, which stay behind in the migrated file (or the file's own, when SQLite cannot
+    read it: then it stays where it is). Nothing to do without such a file."""
+    path = os.path.join(bench_dir, OLD)
+    if not os.path.exists(path):
+        return []
+    try:
+        db = sqlite3.connect(path)
+        try:
+            records, bad = _read_old(db)
+        finally:
+            db.close()  # the last connection: SQLite folds its WAL back and removes it
+    except sqlite3.Error as err:
+        # Damaged: the start goes on without it (said at every start, left in place).
+        return [(OLD, f"the old outbox cannot be read: {err}")]
+    written = False
+    for record in records:
+        session = record.job.session
+        if any(os.path.exists(files.path(sub, session)) for sub in ("open", "done")):
+            continue  # written by a start that crashed after it (or since): kept
+        _write_durably(files, record)
+        written = True
+    if written:
+        fsync_dir(files.dir("open"))
+        fsync_dir(files.dir("done"))
+    os.rename(path, os.path.join(bench_dir, MIGRATED))
+    fsync_dir(bench_dir)
+    return bad
+
+
+def _write_durably(files: JobFiles, record: JobRecord) -> None:
+    tmp = files.path("tmp", record.job.session)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        write_all(fd, encode(record))
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, files.path("open" if record.owing else "done", record.job.session))
+
+
+def _read_old(db: sqlite3.Connection) -> tuple[list[JobRecord], list[tuple[str, str]]]:
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    rows: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # task key -> (index, row)
+    if "rows" in tables:
+        for key, value in db.execute("SELECT key, value FROM rows ORDER BY key"):
+            task_key, index = job_key_of(key), key.rpartition(":")[2]
+            parsed = _json(value)
+            if task_key is not None and index.isdecimal() and isinstance(parsed, dict):
+                rows.setdefault(task_key, []).append((int(index), parsed))
+    records: list[JobRecord] = []
+    bad: list[tuple[str, str]] = []
+    if "jobs" not in tables:
+        return records, bad
+    have = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
+    cols = ["session", "handle", "job", "content", "state"]
+    cols += [c for c in ("deadline_ms", "task_id", "subject") if c in have]
+    for values in db.execute(f"SELECT {', '.join(cols)} FROM jobs ORDER BY session"):
+        row = dict(zip(cols, values, strict=True))
+        try:
+            records.append(_old_job(row, rows))
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            bad.append((str(row["session"]), f"{type(err).__name__}: {err}"))
+    return records, bad
+
+
+def _json(text: object) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _old_job(row: dict[str, Any], rows: dict[str, list[tuple[int, dict[str, Any]]]]) -> JobRecord:
+    """One row of the old jobs table (its job in camelCase JSON) and its reply rows."""
+    payload = _json(row["job"])["payload"]
+    mail = payload["mail"]
+    session = payload["sessionId"]
+    if not isinstance(session, str) or session != row["session"] or not isinstance(mail, dict):
+        raise ValueError("the job's payload does not name its session and task mail")
+    reply_to = tuple(str(a["agentId"]) for a in mail["replyTo"])
+    job = Job(
+        session=session,
+        handle=str(row["handle"]),
+        key=str(mail["key"]),
+        sender=str(mail["from"]["agentId"]),
+        reply_to=reply_to,
+        deadline_ms=row.get("deadline_ms"),
+    )
+    state = str(row["state"])
+    outcome = state.partition(":")[2] if state.startswith("settled") else None
+    if outcome == "outcome_unknown":
+        outcome = "interrupted"  # an earlier version's word for it
+    replies, body = [], ""
+    for index, value in _owed(rows.get(job.key, []), outcome):
+        if "receipt" in value:
+            replies.append(Reply(index=index, to=reply_to[index], delivered=True))
+            continue
+        reply_mail = value["mail"]
+        body = body or str(reply_mail["content"])
+        replies.append(
+            Reply(
+                index=index,
+                to=str(reply_mail["to"]["agentId"]),
+                attempts=int(value["attempts"]),
+                due=int(value["due"]),
             )
-        ]
-
-    def mark_settled(self, session: str, outcome: str) -> None:
-        row = self.db.execute("SELECT state FROM jobs WHERE session=?", (session,)).fetchone()
-        if row is not None:  # a settled job never settles again (IllegalTransition)
-            advance(job_state(row[0]), JobState.SETTLED)
-        self.db.execute(
-            "UPDATE jobs SET state=? WHERE session=?",
-            (column(JobState.SETTLED, outcome), session),
         )
+    return JobRecord(
+        job=job,
+        content=str(row["content"] or ""),
+        task_id=row.get("task_id"),
+        subject=row.get("subject"),
+        outcome=outcome,
+        body=body,
+        replies=tuple(replies),
+    )
+
+
+def _owed(
+    rows: list[tuple[int, dict[str, Any]]], outcome: str | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A settled job's reply rows, by index (a running job's are none of its own)."""
+    if outcome is None:
+        return
+    yield from sorted(rows, key=lambda r: r[0])

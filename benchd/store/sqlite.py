@@ -1,4 +1,4 @@
-"""Opening bench's SQLite files (the mail index, the job outbox): the settings in one place.
+"""Opening bench's SQLite file (the mail index): the settings in one place.
 
 - isolation_level=None: each caller says BEGIN itself, so a transaction is exactly
   what it writes and never opened behind its back;
@@ -6,7 +6,7 @@
   from its event loop's thread only (the committer has no worker thread);
 - WAL with synchronous=NORMAL: a commit is an append to the WAL with no fsync; what must
   survive a power cut is made durable otherwise (the index is rebuilt from the mail
-  files; the outbox raises synchronous to FULL around its durable transactions);
+  files);
 - the busy timeout: how long a lock another program holds is waited for.
 """
 

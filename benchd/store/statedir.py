@@ -29,7 +29,7 @@ FILES = (
     "index.sqlite",
     *SEGMENTS,
     REPLAY_TMP,
-    "outbox.sqlite",
+    "outbox.sqlite",  # an earlier version's job outbox, until it is moved into jobs/
     "presets.json",
     REPORT,
     ROOM,
@@ -115,6 +115,10 @@ def check_state_dir(bench_dir: str) -> None:
         suffixes = SQLITE_SUFFIXES if name.endswith(".sqlite") else ("",)
         for suffix in suffixes:
             _check_file(os.path.join(bench_dir, name + suffix), uid)
+    jobs = os.path.join(bench_dir, "jobs")  # the job records (benchd.store.outbox)
+    if _check_entry(jobs, uid, stat.S_ISDIR, "a directory"):
+        for sub in ("open", "done", "tmp"):
+            _check_entry(os.path.join(jobs, sub), uid, stat.S_ISDIR, "a directory")
     mail = os.path.join(bench_dir, "mail")
     if _check_entry(mail, uid, stat.S_ISDIR, "a directory"):
         with os.scandir(mail) as it:

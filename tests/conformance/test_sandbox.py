@@ -35,7 +35,7 @@ for path in glob.glob(f"{d}/mail/victim/*/*"):
         found["foreign_mail"].append(open(path).read())
     except OSError:
         pass
-for name in ("index.sqlite", "events.jsonl", "benchd.log", "outbox.sqlite", "journal"):
+for name in ("index.sqlite", "events.jsonl", "benchd.log", "jobs", "journal"):
     if os.path.exists(os.path.join(d, name)):
         found["state_files"].append(name)
 found["listing"] = sorted(os.listdir(d))

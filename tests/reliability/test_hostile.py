@@ -159,10 +159,12 @@ def test_a_state_dir_of_another_user_is_refused_and_its_links_not_followed(foe, 
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.mark.parametrize("where", ["benchd.lock", "benchd.log", "index.sqlite", "mail/x/tmp"])
+@pytest.mark.parametrize(
+    "where", ["benchd.lock", "benchd.log", "index.sqlite", "mail/x/tmp", "jobs/tmp", "jobs/done"]
+)
 def test_links_in_our_own_state_dir_refuse_the_start(victim, bench_dir, where):
     precious, keep = victim
-    target = keep if where.endswith("tmp") else precious
+    target = keep if where.endswith(("tmp", "done")) else precious
     path = os.path.join(bench_dir, where)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     os.symlink(target, path)
@@ -371,7 +373,6 @@ def test_every_file_is_0600_and_every_directory_0700(bench_dir):
             seen.add(name)
     assert {
         "index.sqlite",
-        "outbox.sqlite",
         "benchd.log",
         "benchd.out",
         "events.jsonl",

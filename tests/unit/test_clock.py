@@ -7,7 +7,6 @@ watch, a real pty) and move time by hand: a one-hour idle gate, a ten-minute sta
 an hour's deadline pass without waiting for them."""
 
 import collections
-import json
 import os
 import signal
 from types import SimpleNamespace
@@ -18,7 +17,7 @@ import trio.testing
 
 from bench_wire import messages as m
 from benchd.core.clock import SYSTEM_WALL
-from benchd.core.jobs import Job, Outcome
+from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.names import IdClock
 from benchd.core.wakeline import digest_line
 from benchd.runtime.jobhost import JobHost
@@ -28,7 +27,7 @@ from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Session, Wake
 from benchd.runtime.terminal import Terminal
 from benchd.store.index import UNREAD, Index
-from benchd.store.outbox import SqliteOutbox
+from benchd.store.outbox import JobFiles
 from tests.support.clock import TestClock
 
 
@@ -188,9 +187,10 @@ def test_a_jobs_stall_and_deadline_follow_trio_time(tmp_path):
     async def run():
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm"}
         term = Terminal(["sh", "-c", "echo working; exec cat"], str(tmp_path), env, 24, 80, 65536)
-        job = Job.from_json({"queue": "s-1", "payload": {"sessionId": "s-1"}})  # no task mail
+        job = Job(session="s-1", handle="worker", key="k", sender="operator", reply_to=())
         s = Session("s-1", "worker", "tok", ["agent"], term, None, job)
-        watch = JobWatch(record, None, None, None, None, end, _Log(), 600.0, 86400.0, SYSTEM_WALL)
+        files = JobFiles(str(tmp_path))  # the job's record: no task, so no thread
+        watch = JobWatch(record, None, None, None, files, end, _Log(), 600.0, 86400.0, SYSTEM_WALL)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(term.drain)
@@ -229,16 +229,13 @@ def test_a_jobs_stall_and_deadline_follow_trio_time(tmp_path):
 
 def test_the_job_host_stamps_and_schedules_by_its_wall_clock(tmp_path):
     clock = TestClock(wall_ms=1_000_000)
-    outbox = SqliteOutbox(str(tmp_path / "outbox.sqlite"))
-    host = JobHost(outbox, lambda h: None, None, None, None, 65536, 1.0, None, clock)
+    host = JobHost(
+        JobFiles(str(tmp_path)), lambda h: None, None, None, None, 65536, 1.0, None, clock
+    )
     child = SimpleNamespace(id="s-child", handle="worker", job=None, deadline_ms=None)
     caller = SimpleNamespace(handle="operator", session=None)
-    spec = m.JobMailSpec(body="do it", reply_to=["alice"])
-    host.begin(child, spec, caller)
-    task = json.loads(json.dumps(child.job.to_json()))["payload"]["mail"]
-    assert task["createdAt"] == 1_000_000
+    host.begin(child, m.JobMailSpec(body="do it", reply_to=["alice"]), caller)
     clock.advance(60)
-    assert host.fanout.fan_out(child.job, Outcome.COMPLETED, "done") == 1
-    [(_key, row)] = outbox.list(10, None)
-    assert json.loads(row)["due"] == 1_060_000
-    outbox.close()
+    op = host.settle_op(child.job, Outcome.COMPLETED, "done", None, False)
+    (reply,) = op.change(JobRecord(job=child.job)).replies
+    assert reply.due == 1_060_000  # stored, and read back by the next daemon: wall ms

@@ -47,20 +47,3 @@ def test_the_outbox_column_keeps_its_strings():
 
 def test_the_wire_sees_the_old_strings():
     assert SessionState.RUNNING == "running" and SessionState.EXITED.value == "exited"
-
-
-def test_the_outbox_refuses_to_settle_a_job_twice(tmp_path):
-    from benchd.store.outbox import SqliteOutbox
-
-    outbox = SqliteOutbox(str(tmp_path / "outbox.sqlite"))
-    try:
-        with outbox:
-            outbox.add_job("s1", "worker", {"payload": {}})
-        with outbox:
-            outbox.mark_settled("s1", "completed")
-        assert outbox.job("s1").state == "settled:completed"
-        with pytest.raises(IllegalTransition), outbox:
-            outbox.mark_settled("s1", "failed")
-        assert outbox.job("s1").state == "settled:completed"
-    finally:
-        outbox.close()

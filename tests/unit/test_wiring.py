@@ -26,7 +26,7 @@ from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.index import Index
 from benchd.store.journal import Journal
-from benchd.store.outbox import SqliteOutbox
+from benchd.store.outbox import JobFiles
 
 # What counts as I/O here: files and directories, databases, sockets, programs.
 _IO = ("open", "os.", "shutil.", "sqlite3.", "socket.", "subprocess.", "pty.", "fcntl.")
@@ -77,7 +77,7 @@ def _opened(state: str, bench_dir: str, config: DaemonConfig) -> Opened:
         eventlog=eventlog,
         journal=journal,
         index=index,
-        outbox=SqliteOutbox(os.path.join(state, "outbox.sqlite")),
+        jobs=JobFiles(state),
         directory=Directory(os.path.join(state, "nodes.json"), config.node),
         exited_store=exited,
         past=(),
@@ -86,7 +86,6 @@ def _opened(state: str, bench_dir: str, config: DaemonConfig) -> Opened:
 
 
 def _close(o: Opened) -> None:
-    o.outbox.close()
     o.index.close()
     o.eventlog.close()
     o.journal.close()
@@ -133,12 +132,12 @@ def test_every_service_is_built_with_its_collaborators(tmp_path):
         # Mail to other nodes: the job host's replies and the watch's stall mail.
         assert w.jobs.outbound is w.outbound
         assert w.outbound.directory is opened.directory
-        assert w.jobs.outbox is opened.outbox
+        assert w.jobs.files is opened.jobs
         # The sessions: delegation, deadlines and stalls, exited sessions, the umask.
         s = w.sessions
         assert s.delegation is w.delegation and s.reactor is w.reactor and s.jobs is w.jobs
         assert s.watch is not None and s.watch.outbound is w.outbound
-        assert s.watch.limiter is w.limiter and s.watch.outbox is opened.outbox
+        assert s.watch.limiter is w.limiter and s.watch.jobs is opened.jobs
         assert s.exited_store is opened.exited_store and s.exited_kept == 7
         assert s.sandbox is None and s.session_umask == 0o022
         # The committer writes through the opened stores and tells the log what it lost.

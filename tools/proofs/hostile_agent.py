@@ -190,7 +190,7 @@ def snoop(known: list[str]) -> dict:
     paths = set(known)
     for root, _dirs, files in os.walk(BENCH_DIR, onerror=lambda e: None):
         paths.update(os.path.join(root, n) for n in files)
-    for name in ("index.sqlite", "events.jsonl", "benchd.log", "outbox.sqlite", "sessions"):
+    for name in ("index.sqlite", "events.jsonl", "benchd.log", "jobs", "sessions"):
         paths.add(os.path.join(BENCH_DIR, name))
     paths.update(os.path.join(BENCH_DIR, "journal", f"{i:08d}.log") for i in range(4))
     for path in sorted(paths):

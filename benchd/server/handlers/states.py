@@ -167,8 +167,7 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
     s = svc.roster.lookup(req.session)
     if s is None:
         raise WireError("no-such-session", f"no session, live or exited, is called {req.session!r}")
-    row = svc.jobs.outbox.job(s.id)
-    if row is None:
+    if svc.jobs.job(s.id) is None:
         raise WireError("no-job", f"session {s.handle} ({s.id}) is not a job")
     waiter = svc.waits.open(caller.handle, s.handle, job=s.id)
     settled: list[str] = []
@@ -176,10 +175,10 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
     async def wait() -> None:
         with trio.move_on_after(timeout):
             while True:
-                row = svc.jobs.outbox.job(s.id)
-                if row is not None and row.state.startswith("settled"):
+                record = svc.jobs.job(s.id)
+                if record is not None and record.outcome is not None:
                     # In today's words, whatever version stored it (outcome_unknown).
-                    word, _ = outcomes.current(row.state.partition(":")[2])
+                    word, _ = outcomes.current(record.outcome)
                     settled.append(word or "interrupted")
                     return
                 await waiter.next()
@@ -192,8 +191,8 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
         return
     if not settled:
         raise WireError("timeout", f"the job of {s.handle} did not settle within {timeout:g} s")
-    row = svc.jobs.outbox.job(s.id)
-    content = row.content if row is not None else ""
+    record = svc.jobs.job(s.id)
+    content = record.content if record is not None else ""
     if not content:
         content = f"the job of {s.handle} settled {settled[0]} without a report"
     await conn.send(
