@@ -22,6 +22,7 @@ import fcntl
 import glob
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -522,11 +523,19 @@ def tty(out: str, mode: str, path: str, seconds: str = "0", text: str = "") -> N
     end = time.monotonic() + float(seconds)
     try:
         if mode == "read":
-            while time.monotonic() < end:
-                try:
+            # Blocking reads, as the victim's shell does: each line goes to one reader.
+            os.set_blocking(fd, True)
+
+            def over(*_):
+                raise TimeoutError
+
+            signal.signal(signal.SIGALRM, over)
+            signal.setitimer(signal.ITIMER_REAL, float(seconds))
+            try:
+                while True:
                     got["stolen"] += os.read(fd, 4096).decode(errors="replace")
-                except BlockingIOError:
-                    time.sleep(0.002)
+            except TimeoutError:
+                pass
         elif mode in ("write", "prompt"):
             os.write(fd, text.encode())
             got["done"] = 1
