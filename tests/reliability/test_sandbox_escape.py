@@ -301,6 +301,9 @@ def test_the_sessions_own_terminal_works_inside(boxes):
          "os.ttyname(0)); pid, fd = pty.fork(); pid or os.execlp('echo', 'echo', "
          "'from-a-new-pty'); print(os.read(fd, 100))\"")  # fmt: skip
     wait_for(lambda: shown(d, "own", "from-a-new-pty"), 30, "a pty of its own")
+    if shutil.which("script"):  # util-linux's, as agents' shell tools use it
+        d.ok("type", "own", "script -qc 'echo script-on-$(tty)' /dev/null")
+        wait_for(lambda: shown(d, "own", "script-on-/dev/pts/0"), 30, "script's own pty")
     screen = d.bench("tail", "own", "--screen").out
     assert "/dev/console" in screen and "is-a-tty" in screen and "ttyname /dev/console" in screen
     assert re.search(r"^ptmx\s*$", screen, re.M), screen  # its own devpts: no one else's
