@@ -11,7 +11,10 @@ In order:
    bridge) makes it the operator; reaching the daemon itself makes it `unplaceable`
    (it descends from a session it has left: the daemon is the subreaper of its
    sessions' processes, so a cut parent chain ends at the daemon, never at init);
-   reaching init without any of these makes it the operator.
+   reaching init without any of these makes it the operator, but only for a process
+   in the daemon's own PID namespace: one in any other namespace (another daemon's
+   session, a container) that reaches no session of ours is `unplaceable`, never the
+   operator, whatever its ancestry says.
 3. Each parent read is checked against its child's start time (a parent cannot start
    after its child: a reused pid can), and the whole walk is trusted only if the peer
    is still the process that connected afterwards. A walk that cannot be read steadily,
@@ -78,6 +81,7 @@ class Placer:
                 return s
             # A namespace of no session's (one nested inside a session's): its ancestry,
             # which the daemon reads in its own namespace, still leads to the session.
+        foreign = ns != self.own_ns  # None (gone) counts as foreign: never the operator
         if pid == self.daemon_pid:
             return None
         fields = stat_fields(pid)
@@ -88,7 +92,7 @@ class Placer:
             return s  # the common case: a process in the session's pty
         cur, cur_start = pid, int(fields[START])
         for _ in range(WALK_LIMIT):
-            if cur in self.helper_pids:
+            if cur in self.helper_pids and not foreign:
                 return None
             s = self.roster.by_leader.get(cur)
             if s is not None:
@@ -101,6 +105,13 @@ class Placer:
                 )
             ppid = int(fields[PPID])
             if ppid == 0:
+                if foreign:
+                    # Another daemon's sandbox (or any namespace we did not make): its
+                    # processes cannot leave it, and its ancestry, read in our
+                    # namespace, says nothing about who started it there.
+                    raise unplaceable(
+                        "is in a PID namespace other than the daemon's and of no session"
+                    )
                 return None  # init: a process of the user's, outside every session
             parent = stat_fields(ppid)
             if parent is None or int(parent[START]) > cur_start:

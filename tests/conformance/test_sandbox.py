@@ -198,3 +198,50 @@ def test_a_stolen_token_is_refused_inside_a_sandbox(sandboxed, tmp_path):
     text = wait_for(lambda: out.exists() and out.read_text(), 30, "the thief's try")
     assert "[bad-token]" in text and "rc=0" not in text, text
     assert "secret" not in text
+
+
+def _without_user_namespaces(argv: list[str]) -> list[str]:
+    """`argv` where no new user namespace may be made (bwrap --disable-userns), as in a
+    container whose profile forbids them; skips where even that cannot be set up."""
+    from benchd.runtime.sandbox import find_bwrap
+
+    bwrap = find_bwrap()
+    if bwrap is None:
+        pytest.skip("no bwrap to make a place without user namespaces")
+    outer = [bwrap, "--unshare-user", "--disable-userns", "--die-with-parent", "--bind", "/", "/",
+             "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--"]  # fmt: skip
+    if subprocess.run([*outer, "true"], capture_output=True).returncode != 0:
+        pytest.skip("bwrap cannot make a user namespace here to forbid the nested ones in")
+    return [*outer, *argv]
+
+
+def test_required_without_user_namespaces_refuses_to_start(bench_dir):
+    """The sandbox needs a user namespace (no capabilities for root): where none can be
+    made, `required` refuses to start, naming why."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
+    argv = [sys.executable, "-m", "benchd.server.app", "--dir", bench_dir,
+            "--isolation", "required"]  # fmt: skip
+    r = subprocess.run(_without_user_namespaces(argv), capture_output=True, text=True,
+                       env=env, timeout=60)  # fmt: skip
+    assert r.returncode == 2, r
+    assert "cannot be sandboxed" in r.stderr and "namespace" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_auto_without_user_namespaces_says_why_it_runs_unsandboxed(bench_dir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
+    argv = [sys.executable, "-m", "benchd.server.app", "--dir", bench_dir,
+            "--isolation", "auto"]  # fmt: skip
+    proc = subprocess.Popen(_without_user_namespaces(argv), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("benchd ready")
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=30)
+    # The start's one line says that and why (the CLI outside cannot ask: the daemon
+    # cannot read its namespace from in there, so it is never the operator).
+    lines = [line for line in err.splitlines() if "not sandboxed" in line]
+    assert len(lines) == 1, err
+    assert "unavailable" in lines[0] and "namespace" in lines[0], lines

@@ -140,7 +140,8 @@ def test_delegate_proof_alice_delegates_from_her_own_session():
 
 def test_hostile_trial_every_attack_holds():
     # `just hostile-trial`, shortened: churn, flood, snoop, escape, race and the pattern
-    # from inside sessions of a sandboxed daemon with the default limits.
+    # from inside sessions of a sandboxed daemon with the default limits; then the
+    # sandbox's own attacks (f) and a second daemon's socket (g).
     p = run_module(
         "tools.proofs.hostile_trial",
         *("--isolation", "required", "--seconds", "8", "--flood-seconds", "4"),

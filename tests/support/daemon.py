@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 from bench_wire.client import Client
 from tests.support import leaks
@@ -68,6 +69,9 @@ class Benchd:
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None
         self.daemon_env: dict[str, str] = {}  # extra environment for benchd itself
+        # How a command of the daemon's user is started (tests/support/otheruser.py
+        # runs them as another user).
+        self.wrap: Callable[[list[str]], list[str]] = list
 
     @property
     def scratch(self) -> str:
@@ -95,7 +99,7 @@ class Benchd:
             *self.opts,
         ]
         self.proc = subprocess.Popen(
-            cmd,
+            self.wrap(cmd),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=self.env(**self.daemon_env),
@@ -143,7 +147,7 @@ class Benchd:
         if env:
             e.update(env)
         proc = subprocess.run(
-            [BENCH, *args],
+            self.wrap([BENCH, *args]),
             input=input,
             capture_output=True,
             text=True,

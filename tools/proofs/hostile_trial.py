@@ -20,11 +20,19 @@ sessions (tools/proofs/hostile_agent.py):
       speaks, --race (200) times. Counted: what the daemon took each for.
   (e) a job's `--ready '(a+)+$'` fed forty a's and a `!`: the operator's hello latency
       while it runs, and the time to end it.
+  (f) the sandbox itself (tools/proofs/hostile_sandbox.py): capabilities, unmounting
+      what hides BENCH_DIR and /proc, a cgroup release_agent, a process left outside
+      the session's PID namespace after its deadline; and another session's terminal
+      (/dev/pts/N): TIOCSTI, its input, its screen, its wakes, its ready prompt, its
+      stall, its modes.
+  (g) a second daemon of the same user beside it: a session of each speaks to the
+      other's socket.
 
 It prints a table of figures, each against the limit it must stay within, and exits 1
 if any attack succeeds: a token or a foreign file read, a file planted, an escaped
 child or a raced connection taken for the operator (or reading the victim's mail), a
-limit exceeded, or the operator's hello slower than --latency-limit during (e).
+limit exceeded, the operator's hello slower than --latency-limit during (e), or any
+attack of (f) or (g) that worked.
 """
 
 import argparse
@@ -40,6 +48,7 @@ import time
 
 from bench_wire.client import Client, request
 from tools.proofs.common import ProofFailed, TempDaemon, wait_for
+from tools.proofs.hostile_sandbox import SandboxAttacks
 
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_agent.py")
 PY = sys.executable
@@ -364,6 +373,14 @@ def main(argv=None) -> int:
                 step()
             print("- (c) snoop, (d) escape and race, (e) pattern ...", flush=True)
             trial.probe(secret["path"])
+            attacks = SandboxAttacks(trial)
+            for name, step in (
+                ("(f) as root", attacks.root),
+                ("(f) terminals", attacks.terminals),
+                ("(g) another daemon", lambda: attacks.other_daemon(args.isolation)),
+            ):
+                print(f"- {name} ...", flush=True)
+                step()
             rows = trial.rows
     except ProofFailed as err:
         print(f"hostile-trial: FAILED: {err}", file=sys.stderr)
