@@ -144,9 +144,12 @@ class WaitOpened(Event, tag="wait/opened"):
 
 
 class WaitRefused(Event, tag="wait/refused"):
-    """A wait was refused: `code` would-deadlock (with the cycle) or too-many-waits."""
+    """A wait was refused: `code` would-deadlock (with the cycle) or too-many-waits. One
+    line per flood of the same code and caller, with the count of refusals it stands for
+    (docs/limits.md)."""
 
     handle: str
     code: str
     cycle: list[str] = []
     limit: int = 0
+    count: int = 1

@@ -76,6 +76,22 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "connections of --max-connections that sessions may never take (kept for the operator)",
     ),
     (
+        "--tree-connections",
+        "BENCH_TREE_CONNECTIONS",
+        int,
+        64,
+        "concurrent connections one tree of sessions (a session and the jobs below it) may "
+        "hold; more are refused with too-many-connections",
+    ),
+    (
+        "--flood-interval",
+        "BENCH_FLOOD_INTERVAL",
+        float,
+        60.0,
+        "seconds between two logged lines (limit/hit, wait/refused, job/limited) of one "
+        "flood of refusals from one source; the refusals between are counted",
+    ),
+    (
         "--send-burst",
         "BENCH_SEND_BURST",
         int,
@@ -246,12 +262,14 @@ def option_problem(flag: str, value: float) -> str | None:
         "--operator-send-rate",
         "--max-deadline",
         "--wait-max",
+        "--flood-interval",
     ) and (value <= 0):
         return f"{flag} must be positive (got {value})"
     if flag in (
         "--max-connections",
         "--session-connections",
         "--operator-connections",
+        "--tree-connections",
         "--send-burst",
         "--operator-send-burst",
         "--mailbox-messages",

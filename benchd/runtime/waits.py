@@ -10,7 +10,9 @@ on other nodes are never waited on here: such an edge ends the walk (the timeout
 cycle through another node).
 
 Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-waits`);
-the walk visits each waiting handle once.
+the walk visits each waiting handle once. A refusal is answered every time and logged
+(`wait/refused`) as one line per flood of its code and caller (benchd.core.floods),
+so a loop of refused waits costs the event log a line a minute, not one per wait.
 """
 
 from collections.abc import Awaitable, Callable
@@ -19,6 +21,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.floods import Floods
 
 
 class Waiter:
@@ -45,10 +48,15 @@ class Waiter:
 
 class Waits:
     def __init__(
-        self, per_caller: int, total: int, record: Callable[[m.Event], Awaitable[bool]]
+        self,
+        per_caller: int,
+        total: int,
+        record: Callable[[m.Event], Awaitable[bool]],
+        floods: Floods | None = None,
     ) -> None:
         self.per_caller, self.total = per_caller, total
         self.record = record
+        self.floods = Floods() if floods is None else floods  # the daemon's one
         self.by_handle: dict[str, list[Waiter]] = {}
         self.count = 0
 
@@ -110,7 +118,13 @@ class Waits:
                 del self.by_handle[w.handle]
 
     def _refused(self, handle: str, code: str, loop: list[str], limit: int) -> None:
-        self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit))
+        try:
+            now = trio.current_time()
+        except RuntimeError:
+            now = 0.0  # no trio run (a unit test)
+        count = self.floods.refused((code, handle), now)
+        if count:
+            self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit, count=count))
 
     def _log(self, ev: m.Event) -> None:
         """Logged without holding up the wait (no client waits on its commit)."""

@@ -34,6 +34,8 @@ class DaemonConfig:
     session_connections: int = 16
     operator_connections: int = 128
     operator_reserve: int = 32
+    tree_connections: int = 64
+    flood_interval: float = 60.0
     send_burst: int = 200
     send_rate: float = 20.0
     operator_send_burst: int = 2000
