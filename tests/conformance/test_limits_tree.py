@@ -203,7 +203,9 @@ def test_one_tree_cannot_take_every_connection(make_daemon, tmp_path):
     codes = [c for o in outs for c in json.loads(o.read_text())["codes"]]
     # alice's shell holds none while idle; her two `bench spawn` calls ended.
     assert codes.count("ok") == 20, codes
-    assert set(codes) == {"ok", "too-many-connections"}, codes
+    # The rest refused: the error line, or a broken pipe when the daemon's refusal and
+    # close came before the hello was written.
+    assert set(codes) <= {"ok", "too-many-connections", "oserror:32"}, codes
     ev = d.wait_event("limit/hit", lambda e: e.get("budget") == "connections:tree")
     assert ev["code"] == "too-many-connections" and ev["limit"] == 20
     assert ev["tree"] == alice.info["session"]
