@@ -104,6 +104,16 @@ class DiskLow(Event, tag="disk/low"):
     reserve: int
 
 
+class LogRotated(Event, tag="log/rotated"):
+    """The event log reached its bound (`--event-log-bytes`, `bound`): events.jsonl became
+    events.1.jsonl and this is the new file's first line. The events up to `dropped`
+    (0: none) went with the file before; readers see from `kept_from` on."""
+
+    dropped: int
+    kept_from: int
+    bound: int
+
+
 class AgentWoken(Event, tag="agent/woken"):
     session: str
     handle: str

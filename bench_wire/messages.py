@@ -132,6 +132,7 @@ from bench_wire._events import (
     JobStalled as JobStalled,
     JobActive as JobActive,
     LimitHit as LimitHit,
+    LogRotated as LogRotated,
     MailReadEvent as MailReadEvent,
     MailSent as MailSent,
     MailVanished as MailVanished,
@@ -273,6 +274,7 @@ AnyEvent = (
     | IndexRebuilt
     | JournalDamaged
     | DiskLow
+    | LogRotated
     | AgentWoken
     | EnterRetried
     | WakeCapped

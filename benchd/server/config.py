@@ -54,6 +54,7 @@ class DaemonConfig:
     exited_kept: int = 200
     kept_scrollback: int = 65536
     disk_reserve: int = 67108864
+    event_log_bytes: int = 134217728
     session_waits: int = 4
     max_waits: int = 256
     wait_max: float = 3600.0
