@@ -136,11 +136,13 @@ class WakeDeferred(Event, tag="wake/deferred"):
 
 class WaitOpened(Event, tag="wait/opened"):
     """A wait began: `handle` waits on `on` (None: on anyone's mail); `job` the session
-    whose job it waits for."""
+    whose job it waits for. One line per flood of the same wait (a loop of short waits),
+    with the count of waits it stands for (docs/limits.md)."""
 
     handle: str
     on: str | None = None
     job: str | None = None
+    count: int = 1
 
 
 class WaitRefused(Event, tag="wait/refused"):

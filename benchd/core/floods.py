@@ -10,8 +10,11 @@ So one source costs the logs at most one line per `every` seconds however fast i
 loops (60 a hour at the default 60 s), and the counts add up to what was refused,
 except the refusals after a source's last line (until its next one).
 
+The opening of a wait (`wait/opened`) is written down the same way: a caller can loop
+on it as fast as on a refusal (a wait of 1 ms, again and again).
+
 A source is whatever the caller names: (code, sender), (code, mailbox), a tree's
-budget. At most `sources` are remembered; past that the one logged longest ago is
+budget, a wait's caller and target. At most `sources` are remembered; past that the one logged longest ago is
 forgotten (its next refusal is logged at once: forgetting never hides one).
 """
 
@@ -26,8 +29,9 @@ class Floods:
         # in the order of their last lines (oldest first), re-inserted on each line.
         self.seen: dict[Hashable, list[float]] = {}
 
-    def refused(self, source: Hashable, now: float) -> int:
-        """One refusal from `source`: the count to log it with, or 0 (counted only)."""
+    def count(self, source: Hashable, now: float) -> int:
+        """One more refusal (or other loopable event) from `source`: the count to log it
+        with, or 0 (counted only)."""
         got = self.seen.get(source)
         if got is not None and now - got[0] < self.every:
             got[1] += 1

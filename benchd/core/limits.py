@@ -91,7 +91,7 @@ class SendLimits:
         tree: str | None = None,
         budget: str | None = None,
     ) -> Refusal:
-        count = self.floods.refused((code, who), now)
+        count = self.floods.count((code, who), now)
         return Refusal(code, message, limit, count, retry_after, tree, budget)
 
     def recipients(self, sender: str, n: int, now: float) -> Refusal | None:

@@ -62,7 +62,7 @@ class Delegation:
                 parent.id, parent.handle, depth, trio.current_time(), root=root_of(parent)
             )
         except Refused as err:
-            count = self.floods.refused((err.code, parent.id), trio.current_time())
+            count = self.floods.count((err.code, parent.id), trio.current_time())
             if not count:
                 raise  # answered; written down with its flood's next line
             self.log.warning(

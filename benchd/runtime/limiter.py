@@ -86,7 +86,7 @@ class Limiter:
     def refused(self, hit: LimitHit) -> None:
         """Another budget's refusal (the caller answers it): written down as one line per
         flood of its code, sender and budget."""
-        count = self.floods.refused((hit.code, hit.sender, hit.budget), trio.current_time())
+        count = self.floods.count((hit.code, hit.sender, hit.budget), trio.current_time())
         if count:
             self.write_down(msgspec.structs.replace(hit, count=count))
 

@@ -12,7 +12,8 @@ cycle through another node).
 Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-waits`);
 the walk visits each waiting handle once. A refusal is answered every time and logged
 (`wait/refused`) as one line per flood of its code and caller (benchd.core.floods),
-so a loop of refused waits costs the event log a line a minute, not one per wait.
+so a loop of refused waits costs the event log a line a minute, not one per wait; so
+is the opening of a wait (`wait/opened`, per caller and target).
 """
 
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,13 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.floods import Floods
+
+
+def _now() -> float:
+    try:
+        return trio.current_time()
+    except RuntimeError:
+        return 0.0  # no trio run (a unit test)
 
 
 class Waiter:
@@ -106,7 +114,11 @@ class Waits:
         w = Waiter(handle, target, job)
         self.by_handle.setdefault(handle, []).append(w)
         self.count += 1
-        self._log(m.WaitOpened(handle=handle, on=target, job=job))
+        # Written down as one line per flood of the same wait (a loop of short waits),
+        # like a refusal.
+        count = self.floods.count(("wait/opened", handle, target, job), _now())
+        if count:
+            self._log(m.WaitOpened(handle=handle, on=target, job=job, count=count))
         return w
 
     def close(self, w: Waiter) -> None:
@@ -118,11 +130,7 @@ class Waits:
                 del self.by_handle[w.handle]
 
     def _refused(self, handle: str, code: str, loop: list[str], limit: int) -> None:
-        try:
-            now = trio.current_time()
-        except RuntimeError:
-            now = 0.0  # no trio run (a unit test)
-        count = self.floods.refused((code, handle), now)
+        count = self.floods.count((code, handle), _now())
         if count:
             self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit, count=count))
 

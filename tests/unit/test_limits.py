@@ -78,9 +78,9 @@ def test_one_line_per_flood_and_source_with_its_count():
 
 def test_floods_forget_the_oldest_source_past_their_cap():
     f = Floods(every=60.0, sources=2)
-    assert [f.refused(k, 0.0) for k in ("a", "b", "a", "b")] == [1, 1, 0, 0]
-    assert f.refused("c", 1.0) == 1  # "a" (logged longest ago) is forgotten
-    assert f.refused("a", 2.0) == 1  # so its next refusal is written down at once
+    assert [f.count(k, 0.0) for k in ("a", "b", "a", "b")] == [1, 1, 0, 0]
+    assert f.count("c", 1.0) == 1  # "a" (logged longest ago) is forgotten
+    assert f.count("a", 2.0) == 1  # so its next refusal is written down at once
     assert len(f.seen) == 2
 
 
