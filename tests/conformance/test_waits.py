@@ -263,6 +263,7 @@ def test_a_loop_of_refused_waits_costs_the_event_log_a_line_a_minute(daemon, tmp
     assert len(opened) == 1 and opened[0]["on"] == "nobody", opened
     # Everything the session caused: its spawn, its exit, the one refusal line.
     grew = os.path.getsize(log) - before
+    print(f"the loop: {codes}; events.jsonl grew {grew} bytes")  # the trial's figures
     assert grew < 4096, f"events.jsonl grew {grew} bytes for {codes} refusals"
 
 
