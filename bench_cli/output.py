@@ -65,6 +65,8 @@ def sent(a: "Json") -> str:
             f"  (new-mailbox: nothing was sent to {a['to']} before and no live session "
             "holds it: is the handle right? It waits in the inbox)"
         )
+    if a.get("not_a_reply"):
+        tail += f"  (not-a-reply: {a['not_a_reply']})"
     return f"sent {a['mail_id']} to {a['to']}: {a['path']}{tail}"
 
 

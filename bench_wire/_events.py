@@ -104,6 +104,16 @@ class DiskLow(Event, tag="disk/low"):
     reserve: int
 
 
+class LogRotated(Event, tag="log/rotated"):
+    """The event log reached its bound (`--event-log-bytes`, `bound`): events.jsonl became
+    events.1.jsonl and this is the new file's first line. The events up to `dropped`
+    (0: none) went with the file before; readers see from `kept_from` on."""
+
+    dropped: int
+    kept_from: int
+    bound: int
+
+
 class AgentWoken(Event, tag="agent/woken"):
     session: str
     handle: str
@@ -184,13 +194,15 @@ class JobDelegated(Event, tag="job/delegated"):
 
 
 class JobLimited(Event, tag="job/limited"):
-    """A session's spawn was refused by a delegation limit (children, depth or rate)."""
+    """A session's spawn was refused by a delegation limit (children, depth or rate):
+    one line per flood, with the count of refusals it stands for (docs/limits.md)."""
 
     session: str
     handle: str
     code: str
     limit: str
     value: int
+    count: int = 1
 
 
 class JobReported(Event, tag="job/reported"):
@@ -267,16 +279,19 @@ class BridgeReceiptIgnored(Event, tag="bridge/receipt-ignored"):
 
 
 class LimitHit(Event, tag="limit/hit"):
-    """A sender limit refused a request: the first of a run of refusals (docs/limits.md)."""
+    """A limit refused a request: one line per flood of refusals of the same code and
+    sender (or mailbox, or tree budget), at most one per --flood-interval seconds, with
+    the count of refusals it stands for (docs/limits.md)."""
 
-    code: str  # rate-limited, mailbox-full or too-many-recipients
+    code: str  # rate-limited, mailbox-full, too-many-recipients or too-many-connections
     sender: str
     limit: int  # the limit in force
     mailbox: str | None = None  # mailbox-full: the full mailbox
     # A budget of a tree of sessions (a session and the jobs below it): the root's
-    # session id, and which budget (sends, spawns, bytes, mailboxes).
+    # session id, and which budget (sends, spawns, bytes, mailboxes, connections).
     tree: str | None = None
     budget: str | None = None
+    count: int = 1  # the refusals this line stands for: since the source's last line
 
 
 class BridgeBounced(Event, tag="bridge/bounced"):

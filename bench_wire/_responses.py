@@ -97,6 +97,7 @@ class Caps(msgspec.Struct, kw_only=True):
     # are the tree's too; docs/limits.md).
     tree_bytes: int = 0
     tree_mailboxes: int = 0
+    tree_connections: int = 0  # concurrent connections of one tree (--tree-connections)
     # Whether each session runs in a sandbox of its own ("on"/"off"; benchd --isolation),
     # and when off, why, in one line.
     isolation: str = "off"
@@ -186,6 +187,10 @@ class SendOk(Response, tag="mail/send"):
     duplicate: bool = False
     note: str | None = None
     new_mailbox: bool = False  # no mailbox and no live session had this handle before
+    # Its in-reply-to names a message the sender did not receive: it is delivered as mail
+    # but is no reply to it (that message is not marked replied, no wait for its reply
+    # ends). The sentence says so; None when it is a reply, or names none.
+    not_a_reply: str | None = None
 
 
 class MessageMeta(msgspec.Struct, kw_only=True):

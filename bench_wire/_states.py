@@ -136,17 +136,22 @@ class WakeDeferred(Event, tag="wake/deferred"):
 
 class WaitOpened(Event, tag="wait/opened"):
     """A wait began: `handle` waits on `on` (None: on anyone's mail); `job` the session
-    whose job it waits for."""
+    whose job it waits for. One line per flood of the same wait (a loop of short waits),
+    with the count of waits it stands for (docs/limits.md)."""
 
     handle: str
     on: str | None = None
     job: str | None = None
+    count: int = 1
 
 
 class WaitRefused(Event, tag="wait/refused"):
-    """A wait was refused: `code` would-deadlock (with the cycle) or too-many-waits."""
+    """A wait was refused: `code` would-deadlock (with the cycle) or too-many-waits. One
+    line per flood of the same code and caller, with the count of refusals it stands for
+    (docs/limits.md)."""
 
     handle: str
     code: str
     cycle: list[str] = []
     limit: int = 0
+    count: int = 1

@@ -76,6 +76,22 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "connections of --max-connections that sessions may never take (kept for the operator)",
     ),
     (
+        "--tree-connections",
+        "BENCH_TREE_CONNECTIONS",
+        int,
+        64,
+        "concurrent connections one tree of sessions (a session and the jobs below it) may "
+        "hold; more are refused with too-many-connections",
+    ),
+    (
+        "--flood-interval",
+        "BENCH_FLOOD_INTERVAL",
+        float,
+        60.0,
+        "seconds between two logged lines (limit/hit, wait/refused, job/limited) of one "
+        "flood of refusals from one source; the refusals between are counted",
+    ),
+    (
         "--send-burst",
         "BENCH_SEND_BURST",
         int,
@@ -207,6 +223,14 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         "(below it they grow with their records)",
     ),
     (
+        "--event-log-bytes",
+        "BENCH_EVENT_LOG_BYTES",
+        int,
+        128 << 20,
+        "bytes events.jsonl may hold before it is rotated to events.1.jsonl (the one before "
+        "is dropped): the log takes at most about twice this on disk",
+    ),
+    (
         "--session-waits",
         "BENCH_SESSION_WAITS",
         int,
@@ -234,11 +258,16 @@ def option_dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
+EVENT_LOG_MIN = 64 * 1024  # a smaller bound would rotate the log at nearly every batch
+
+
 def option_problem(flag: str, value: float) -> str | None:
     """Why a daemon option's value is refused, or None (checked by benchd and by
     `bench up`, so a bad value is a usage error before any daemon starts)."""
     if value < 0:
         return f"{flag} must not be negative (got {value})"
+    if flag == "--event-log-bytes" and value < EVENT_LOG_MIN:
+        return f"{flag} must be at least {EVENT_LOG_MIN} (got {value})"
     if flag in (
         "--wake-refill",
         "--idle-timeout",
@@ -246,12 +275,14 @@ def option_problem(flag: str, value: float) -> str | None:
         "--operator-send-rate",
         "--max-deadline",
         "--wait-max",
+        "--flood-interval",
     ) and (value <= 0):
         return f"{flag} must be positive (got {value})"
     if flag in (
         "--max-connections",
         "--session-connections",
         "--operator-connections",
+        "--tree-connections",
         "--send-burst",
         "--operator-send-burst",
         "--mailbox-messages",

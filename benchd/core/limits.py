@@ -14,15 +14,18 @@ Limits, each a daemon option (`Limits`):
 - at most `--reply-to-max` reply-to addresses on one message: refused with
   `too-many-recipients`. That also bounds a reply's fan-out, which goes to them.
 
-A refusal says whether it is news (`announce`): the first of a run of refusals for the
-same sender (or mailbox) is logged and evented, the rest are not, until a send of that
-sender (or to that mailbox) succeeds again. A flood thus costs the event log one line.
+A refusal says whether it is written down (`count`, benchd.core.floods): the first of a
+flood of refusals of the same code and sender (or mailbox, or tree budget) is logged and
+evented at once, the rest only counted, one line per `--flood-interval` seconds at most,
+with the count of refusals it stands for. A flood thus costs the event log one line a
+minute (by default), however fast it loops.
 """
 
 import math
 from dataclasses import dataclass
 
 from benchd.core.bucket import TokenBucket
+from benchd.core.floods import Floods
 from benchd.core.trees import TreeBudgets, TreeLimits
 
 
@@ -44,17 +47,25 @@ class Refusal:
     code: str  # rate-limited, mailbox-full or too-many-recipients
     message: str
     limit: int
-    announce: bool  # the first of a run: log it and record an event
+    # Refusals this one stands for in the logs (benchd.core.floods): 0, only counted;
+    # else log it and record an event with this count.
+    count: int
     retry_after: float | None = None  # seconds (rate-limited only)
     tree: str | None = None  # a tree's budget: the root's session id
     budget: str | None = None  # which: sends, bytes or mailboxes
 
+    @property
+    def announce(self) -> bool:
+        return self.count > 0
+
 
 class SendLimits:
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: Limits, floods: Floods | None = None):
         self.limits = limits
         self.buckets: dict[str, TokenBucket] = {}
-        self.firing: set[tuple[str, str]] = set()  # (code, sender or mailbox) refusing now
+        # Which refusals are written down: the daemon's one Floods, shared with the
+        # other refusals (waits, spawns, connections).
+        self.floods = Floods() if floods is None else floods
         self.trees = TreeBudgets(TreeLimits(limits.tree_bytes, limits.tree_mailboxes))
 
     def _bucket(self, sender: str, operator: bool, now: float) -> TokenBucket:
@@ -75,19 +86,18 @@ class SendLimits:
         who: str,
         message: str,
         limit: int,
+        now: float,
         retry_after: float | None = None,
         tree: str | None = None,
         budget: str | None = None,
     ) -> Refusal:
-        announce = (code, who) not in self.firing
-        self.firing.add((code, who))
-        return Refusal(code, message, limit, announce, retry_after, tree, budget)
+        count = self.floods.count((code, who), now)
+        return Refusal(code, message, limit, count, retry_after, tree, budget)
 
-    def recipients(self, sender: str, n: int) -> Refusal | None:
+    def recipients(self, sender: str, n: int, now: float) -> Refusal | None:
         """Whether a message may carry `n` reply-to addresses."""
         cap = self.limits.reply_to_max
         if n <= cap:
-            self.firing.discard(("too-many-recipients", sender))
             return None
         return self._refuse(
             "too-many-recipients",
@@ -95,9 +105,12 @@ class SendLimits:
             f"the message has {n} reply-to addresses; the limit is {cap} "
             "(a reply goes to each of them): nothing was sent",
             cap,
+            now,
         )
 
-    def mailbox(self, to: str, unread: int, unread_bytes: int, size: int) -> Refusal | None:
+    def mailbox(
+        self, to: str, unread: int, unread_bytes: int, size: int, now: float
+    ) -> Refusal | None:
         """Whether one more unread message of `size` bytes fits in mailbox `to`."""
         lim = self.limits
         if unread + 1 > lim.mailbox_messages:
@@ -107,7 +120,6 @@ class SendLimits:
             what, cap = f"{unread_bytes:,} bytes of unread mail", lim.mailbox_bytes
             unit = "bytes"
         else:
-            self.firing.discard(("mailbox-full", to))
             return None
         return self._refuse(
             "mailbox-full",
@@ -115,6 +127,7 @@ class SendLimits:
             f"{to}'s mailbox holds {what}; its limit is {cap:,} {unit} unread: nothing "
             f"was sent (it takes mail again once {to} reads some)",
             cap,
+            now,
         )
 
     def take(self, sender: str, operator: bool, n: int, now: float) -> Refusal | None:
@@ -127,10 +140,10 @@ class SendLimits:
                 f"{n} sends at once is more than the {b.burst} a sender may make at once: "
                 "nothing was sent",
                 b.burst,
+                now,
                 retry_after=None,
             )
         if b.take(now, n):
-            self.firing.discard(("rate-limited", sender))
             return None
         wait = math.ceil(b.seconds_until(n, now) * 1000) / 1000  # never too early
         rate = 1.0 / b.refill
@@ -140,6 +153,7 @@ class SendLimits:
             f"{sender} is sending too fast ({b.burst} sends at once, then {rate:g} a "
             f"second): nothing was sent; try again in {wait:g} s",
             b.burst,
+            now,
             retry_after=wait,
         )
 
@@ -176,6 +190,7 @@ class SendLimits:
                 f"{size if over.budget == 'bytes' else mailboxes:,} more; the limit is "
                 f"{over.cap:,} an hour ({option}): nothing was sent; try again in {secs} s",
                 over.cap,
+                now,
                 retry_after=float(secs),
                 tree=root,
                 budget=over.budget,
@@ -192,11 +207,10 @@ class SendLimits:
                 f"{tree} is sending too fast ({b.burst} sends at once, then "
                 f"{1.0 / b.refill:g} a second, for the whole tree): nothing was sent{again}",
                 b.burst,
+                now,
                 retry_after=wait,
                 tree=root,
                 budget="sends",
             )
         self.trees.spend(root, now, size, mailboxes)
-        for budget in ("sends", "bytes", "mailboxes"):
-            self.firing.discard(("rate-limited", f"{who}:{budget}"))
         return None

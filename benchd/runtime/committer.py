@@ -37,7 +37,7 @@ import msgspec
 import trio
 
 from bench_wire.errors import WireError
-from bench_wire.messages import Event
+from bench_wire.messages import Event, LogRotated
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.runtime.hub import Record as EventRecord  # an event as its log line holds it
 from benchd.store.eventlog import EventLog
@@ -213,6 +213,10 @@ class JournalStore:
                 live.append(op)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
+        if live and self.eventlog.due():
+            rotated = self._rotate()
+            if rotated is not None:
+                live.insert(0, rotated)  # the new file's first line; nobody waits on it
         lines, records, seq = encode_batch(live, self.eventlog.last_seq, self.wall.wall_ms())
         staged = Staged(live, records, seq)
         staged.entries = [e for op in live for e in op.entries]
@@ -225,6 +229,20 @@ class JournalStore:
             staged.log_offset = offset
             staged.entries.append(Append(offset, data))
         return staged
+
+    def _rotate(self) -> EventOp | None:
+        """The event log is at its bound: checkpoint the journal (so no record names an
+        offset in the log), rotate, and say so with a log/rotated event. On a failure
+        the log grows on and the next batch tries again."""
+        if not self.journal.checkpoint_now():
+            return None
+        try:
+            dropped, kept_from = self.eventlog.rotate()
+        except OSError:
+            return None
+        return EventOp(
+            LogRotated(dropped=dropped, kept_from=kept_from, bound=self.eventlog.max_bytes)
+        )
 
     def commit(self, staged: Staged) -> None:
         if staged.error is not None or not staged.entries:

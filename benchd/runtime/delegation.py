@@ -2,7 +2,7 @@
 
 The rules and the limits are decided in benchd.core.delegation; this service supplies
 what they need (who is live, which mailboxes exist, the clock), logs and records a
-limit that fires (`job/limited`), records `job/delegated` for each child started, and
+limit that fires (`job/limited`: one line per flood, benchd.core.floods), records `job/delegated` for each child started, and
 counts each child against its spawner until the child's job settles.
 """
 
@@ -16,6 +16,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.caller import Caller, CallerSession
 from benchd.core.delegation import DelegationLimits, Quota, Refused, derived_handle
+from benchd.core.floods import Floods
 from benchd.core.names import OPERATOR, check_handle
 from benchd.core.trees import root_of
 from benchd.runtime.logs import Log
@@ -31,12 +32,14 @@ class Delegation:
         record: Callable[..., Awaitable[bool]],
         log: Log,
         limits: DelegationLimits,
+        floods: Floods | None = None,
     ) -> None:
         self.roster = roster
         self.mailroom = mailroom
         self.record = record  # the committer's: logs events
         self.log = log
         self.quota = Quota(limits)
+        self.floods = Floods() if floods is None else floods  # the daemon's one
 
     def _taken(self, handle: str) -> bool:
         """Held by a live session, or a mailbox exists for it (mail may be waiting)."""
@@ -59,6 +62,9 @@ class Delegation:
                 parent.id, parent.handle, depth, trio.current_time(), root=root_of(parent)
             )
         except Refused as err:
+            count = self.floods.count((err.code, parent.id), trio.current_time())
+            if not count:
+                raise  # answered; written down with its flood's next line
             self.log.warning(
                 "spawn refused by a delegation limit",
                 session=parent.id,
@@ -66,6 +72,7 @@ class Delegation:
                 code=err.code,
                 limit=err.limit,
                 value=err.value,
+                count=count,
             )
             await self.record(
                 m.JobLimited(
@@ -74,6 +81,7 @@ class Delegation:
                     code=err.code,
                     limit=err.limit,
                     value=err.value,
+                    count=count,
                 )
             )
             raise

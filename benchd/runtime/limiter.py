@@ -6,17 +6,21 @@ and the spawner before a job starts (its task mail is a send, and so is each rep
 owes: charged then, to the spawner's tree). A session is charged to its tree's budgets
 (benchd.core.trees), the operator to its own bucket. A mailbox's unread caps are checked
 again where each send's batch commits (`admit`), for every send into a mailbox: a job's
-replies and mail from other nodes too. A refusal raises WireError; the first of a run
-of refusals is logged and recorded as a `limit/hit` event.
+replies and mail from other nodes too. A refusal raises WireError; one line per flood
+and source (benchd.core.floods) is logged and recorded as a `limit/hit` event, with the
+count of refusals it stands for. `refused` does the same for the daemon's other
+budgets (connections per tree).
 """
 
 from collections.abc import Callable, Iterable
 
+import msgspec
 import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import LimitHit
 from benchd.core.caller import Caller
+from benchd.core.floods import Floods
 from benchd.core.limits import Limits, Refusal, SendLimits
 from benchd.core.trees import root_of
 from benchd.runtime.committer import Batch, Committer, EventOp
@@ -32,9 +36,11 @@ class Limiter:
         committer: Committer,
         log: Log,
         mailbox_exists: Callable[[str], bool] = lambda handle: True,
+        floods: Floods | None = None,
     ):
         self.limits = limits
-        self.decide = SendLimits(limits)
+        self.decide = SendLimits(limits, floods)
+        self.floods = self.decide.floods
         self.index = index
         self.committer = committer
         self.log = log
@@ -45,43 +51,55 @@ class Limiter:
 
     def _refuse(self, r: Refusal, sender: str, mailbox: str | None = None) -> WireError:
         if r.announce:
-            self.log.warning(
-                "limit hit",
-                code=r.code,
-                sender=sender,
-                mailbox=mailbox,
-                limit=r.limit,
-                retry_after=r.retry_after,
-                tree=r.tree,
-                budget=r.budget,
+            self.write_down(
+                LimitHit(
+                    code=r.code,
+                    sender=sender,
+                    mailbox=mailbox,
+                    limit=r.limit,
+                    tree=r.tree,
+                    budget=r.budget,
+                    count=r.count,
+                ),
+                r.retry_after,
             )
-            try:
-                self.committer.enqueue(
-                    EventOp(
-                        LimitHit(
-                            code=r.code,
-                            sender=sender,
-                            mailbox=mailbox,
-                            limit=r.limit,
-                            tree=r.tree,
-                            budget=r.budget,
-                        )
-                    )
-                )
-            except WireError:
-                pass  # stopping: benchd.log has it
         return WireError(r.code, r.message, r.retry_after)
+
+    def write_down(self, hit: LimitHit, retry_after: float | None = None) -> None:
+        """One line of a flood: to benchd.log and, as a limit/hit event, the event log."""
+        self.log.warning(
+            "limit hit",
+            code=hit.code,
+            sender=hit.sender,
+            mailbox=hit.mailbox,
+            limit=hit.limit,
+            retry_after=retry_after,
+            tree=hit.tree,
+            budget=hit.budget,
+            count=hit.count,
+        )
+        try:
+            self.committer.enqueue(EventOp(hit))
+        except WireError:
+            pass  # stopping: benchd.log has it
+
+    def refused(self, hit: LimitHit) -> None:
+        """Another budget's refusal (the caller answers it): written down as one line per
+        flood of its code, sender and budget."""
+        count = self.floods.count((hit.code, hit.sender, hit.budget), trio.current_time())
+        if count:
+            self.write_down(msgspec.structs.replace(hit, count=count))
 
     def recipients(self, sender: str, n: int) -> None:
         """Refuse a message (or a job) with more reply-to addresses than the limit."""
-        r = self.decide.recipients(sender, n)
+        r = self.decide.recipients(sender, n, trio.current_time())
         if r is not None:
             raise self._refuse(r, sender)
 
     def mailbox(self, sender: str, to: str, size: int) -> None:
         """Refuse a message that would take mailbox `to` past its unread limits."""
         unread, unread_bytes = self.index.unread(to)
-        r = self.decide.mailbox(to, unread, unread_bytes, size)
+        r = self.decide.mailbox(to, unread, unread_bytes, size, trio.current_time())
         if r is not None:
             raise self._refuse(r, sender, to)
 
@@ -90,7 +108,8 @@ class Limiter:
         unread caps, counting what earlier sends of the same batch add; else count it."""
         added = batch.unread.setdefault(to, [0, 0])
         unread, unread_bytes = self.index.unread(to)
-        r = self.decide.mailbox(to, unread + added[0], unread_bytes + added[1], size)
+        now = trio.current_time()
+        r = self.decide.mailbox(to, unread + added[0], unread_bytes + added[1], size, now)
         if r is not None:
             raise self._refuse(r, sender, to)
         added[0] += 1

@@ -68,6 +68,21 @@ class MailService:
             return ref
         return self.queries.origin_of(ref) or ref
 
+    def recipient(self, handle: str, ref: str) -> str | None:
+        """Whose reply answers the message `ref` names (as `reference` writes it): its
+        recipient, from its delivery-state row; `handle` itself when `handle` holds a
+        copy of it. None: no such message is known here. Only that recipient's reply
+        makes a message `replied` and ends a `mail wait --reply-to` (docs/cli.md)."""
+        ids = [ref] if "@" not in ref else self.queries.named(ref)
+        rcpts: list[str] = []
+        for mail_id in ids:
+            if self.index.get(handle, mail_id) is not None:
+                return handle
+            row = self.index.get_state(mail_id)
+            if row is not None and row.rcpt:
+                rcpts.append(row.rcpt)
+        return rcpts[0] if rcpts else None
+
     def local_id(self, ref: object) -> str:
         """The id here of a message named by its id or by its identity across nodes; a
         reference to a message this node holds no copy of is no-such-message."""

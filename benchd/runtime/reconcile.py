@@ -5,7 +5,7 @@ Both run before the daemon serves anyone: recovery in benchd.server.startup call
 """
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from bench_wire.errors import WireError
 from bench_wire.messages import MailSent
@@ -49,7 +49,7 @@ def clean_staging(root: str, skipped: Callable[[str, str], None] = lambda path, 
 def reconcile(
     root: str,
     index: Index,
-    logged: set[str] | frozenset[str] = frozenset(),
+    logged: Container[str] = frozenset(),
     handles: set[str] | None = None,
 ) -> list[MailSent]:
     """Make the index agree with the files (names listed; only unknown files are read).

@@ -10,7 +10,10 @@ on other nodes are never waited on here: such an edge ends the walk (the timeout
 cycle through another node).
 
 Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-waits`);
-the walk visits each waiting handle once.
+the walk visits each waiting handle once. A refusal is answered every time and logged
+(`wait/refused`) as one line per flood of its code and caller (benchd.core.floods),
+so a loop of refused waits costs the event log a line a minute, not one per wait; so
+is the opening of a wait (`wait/opened`, per caller and target).
 """
 
 from collections.abc import Callable
@@ -19,7 +22,15 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.floods import Floods
 from benchd.runtime.committer import EventOp, Op
+
+
+def _now() -> float:
+    try:
+        return trio.current_time()
+    except RuntimeError:
+        return 0.0  # no trio run (a unit test)
 
 
 class Waiter:
@@ -45,9 +56,16 @@ class Waiter:
 
 
 class Waits:
-    def __init__(self, per_caller: int, total: int, enqueue: Callable[[Op[object]], None]) -> None:
+    def __init__(
+        self,
+        per_caller: int,
+        total: int,
+        enqueue: Callable[[Op[object]], None],
+        floods: Floods | None = None,
+    ) -> None:
         self.per_caller, self.total = per_caller, total
         self.enqueue = enqueue  # the committer's
+        self.floods = Floods() if floods is None else floods  # the daemon's one
         self.by_handle: dict[str, list[Waiter]] = {}
         self.count = 0
 
@@ -97,7 +115,11 @@ class Waits:
         w = Waiter(handle, target, job)
         self.by_handle.setdefault(handle, []).append(w)
         self.count += 1
-        self._log(m.WaitOpened(handle=handle, on=target, job=job))
+        # Written down as one line per flood of the same wait (a loop of short waits),
+        # like a refusal.
+        count = self.floods.count(("wait/opened", handle, target, job), _now())
+        if count:
+            self._log(m.WaitOpened(handle=handle, on=target, job=job, count=count))
         return w
 
     def close(self, w: Waiter) -> None:
@@ -109,7 +131,9 @@ class Waits:
                 del self.by_handle[w.handle]
 
     def _refused(self, handle: str, code: str, loop: list[str], limit: int) -> None:
-        self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit))
+        count = self.floods.count((code, handle), _now())
+        if count:
+            self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit, count=count))
 
     def _log(self, ev: m.Event) -> None:
         """Queued for the committer's next batch, like every event, without holding up

@@ -20,9 +20,10 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.paths import socket_path
 from benchd.core import authority
-from benchd.core.admission import OPERATOR_PEER
+from benchd.core.admission import OPERATOR_PEER, Refused
 from benchd.core.caller import Caller
 from benchd.core.names import OPERATOR
+from benchd.core.trees import root_of
 from benchd.runtime.peers import peer_of
 from benchd.runtime.roster import Session
 from benchd.server import startup, upkeep
@@ -108,15 +109,17 @@ class Daemon:
             except WireError as err:  # unplaceable (benchd.runtime.placement)
                 conn.placed, peer_key = err, "unplaceable"  # one bucket for all of them
             conn.sandboxed = session is not None and session.sandboxed
-            refused = self.wired.admission.admit(peer_key)
+            # A session's connections count against its tree's too (--tree-connections).
+            tree = None if session is None else root_of(session)
+            refused = self.wired.admission.admit(peer_key, tree)
             if refused is not None:
-                self.log.warning("connection refused", peer=peer_key, pid=pid, reason=refused)
+                self._refused(conn.placed, refused, tree)
                 await conn.send_error(None, "too-many-connections", f"{refused}; try again shortly")
                 return
             try:
                 await conn.serve_while(None if session is None else session.exited)
             finally:
-                self.wired.admission.release(peer_key)
+                self.wired.admission.release(peer_key, tree)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except Exception:  # noqa: BLE001 - one connection's failure closes only it
@@ -126,6 +129,20 @@ class Daemon:
             self.connections.discard(conn)
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    def _refused(self, placed: Caller | WireError | None, why: Refused, tree: str | None) -> None:
+        """A connection refused: written down (benchd.log, limit/hit) as one line per flood
+        of its budget and peer, like every refusal a caller can loop on."""
+        who = placed.handle if isinstance(placed, Caller) else "unplaceable"
+        self.wired.limiter.refused(
+            m.LimitHit(
+                code="too-many-connections",
+                sender=who,
+                limit=why.limit,
+                tree=tree,
+                budget=f"connections:{why.budget}",
+            )
+        )
 
     async def run(self, ready_out: TextIO | None) -> None:
         """Steps 5-8 of the start-up (benchd/server/startup.py), then serve until stopped."""

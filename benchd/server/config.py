@@ -34,6 +34,8 @@ class DaemonConfig:
     session_connections: int = 16
     operator_connections: int = 128
     operator_reserve: int = 32
+    tree_connections: int = 64
+    flood_interval: float = 60.0
     send_burst: int = 200
     send_rate: float = 20.0
     operator_send_burst: int = 2000
@@ -52,6 +54,7 @@ class DaemonConfig:
     exited_kept: int = 200
     kept_scrollback: int = 65536
     disk_reserve: int = 67108864
+    event_log_bytes: int = 134217728
     session_waits: int = 4
     max_waits: int = 256
     wait_max: float = 3600.0

@@ -75,6 +75,7 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.paths import socket_path
 from benchd import __version__
+from benchd.core import delivery
 from benchd.core.clock import SYSTEM_WALL
 from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
@@ -173,7 +174,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     log_path = os.path.join(bench_dir, "events.jsonl")
     replayed = replay(bench_dir, log_path)
     notices.add(upkeep.replay_events(log, replayed))
-    eventlog = EventLog(log_path)
+    eventlog = EventLog(log_path, config.event_log_bytes)
     # Lines replay took back (a batch never committed) keep their seqs: none is handed
     # out twice.
     eventlog.last_seq = max(eventlog.last_seq, replayed.cut_seq)
@@ -301,9 +302,34 @@ def _ensure_search(index: Index, mail_root: str, log: Any) -> None:
         log.warning("search tables not checked at start", error=str(err))
 
 
-def _logged_since(eventlog: EventLog, since: int) -> set[str]:
-    sent = (e.get("mail_id") for e in eventlog.read_since(since) if e.get("kind") == "mail/sent")
-    return {mail_id for mail_id in sent if isinstance(mail_id, str)}
+class Logged:
+    """The mail the event log announced after a seq: the ids of its mail/sent events,
+    and, where the log's history from that seq was dropped by its rotation
+    (benchd.store.eventlog), all mail sent before its first kept event (ids carry their
+    send time): announced then, in the file that went. Such mail gets no second,
+    "recovered" mail/sent when an index is rebuilt."""
+
+    def __init__(self, eventlog: EventLog, since: int) -> None:
+        self.ids: set[str] = set()
+        self.before = 0  # wall ms: mail sent earlier was announced in dropped history
+        first = True
+        for e in eventlog.read_since(since):
+            if first and e["seq"] > since + 1 and isinstance(e.get("ts"), int):
+                self.before = e["ts"]
+            first = False
+            mail_id = e.get("mail_id")
+            if e.get("kind") == "mail/sent" and isinstance(mail_id, str):
+                self.ids.add(mail_id)
+
+    def __contains__(self, mail_id: object) -> bool:
+        if mail_id in self.ids:
+            return True
+        sent = delivery.id_ms(mail_id) if isinstance(mail_id, str) else None
+        return sent is not None and sent < self.before
+
+
+def _logged_since(eventlog: EventLog, since: int) -> Logged:
+    return Logged(eventlog, since)
 
 
 # ---------------------------------------------------------------- 6. the socket

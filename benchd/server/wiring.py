@@ -28,6 +28,7 @@ from bench_wire.framing import DEFAULT_FRAME_BYTES
 from benchd.core.admission import Admission
 from benchd.core.clock import WallClock
 from benchd.core.delegation import DelegationLimits
+from benchd.core.floods import Floods
 from benchd.core.names import IdClock
 from benchd.runtime.committer import Committer, JournalStore
 from benchd.runtime.delegation import Delegation
@@ -125,6 +126,7 @@ def caps(config: DaemonConfig, sandboxed: bool, isolation_note: str) -> m.Caps:
         list_cap=LIST_DEFAULT,
         list_max=LIST_MAX,
         connections=config.max_connections,
+        tree_connections=config.tree_connections,
         scrollback_bytes=SCROLLBACK_BYTES,
         max_children=config.max_children,
         max_depth=config.max_depth,
@@ -149,7 +151,11 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         config.session_connections,
         config.operator_connections,
         config.operator_reserve,
+        config.tree_connections,
     )
+    # Every refusal a caller can loop on is written down as one line per flood and
+    # source: one Floods for the limiter, the waits and delegation (benchd.core.floods).
+    floods = Floods(config.flood_interval)
     stop = trio.Event()
     helper_pids: set[int] = set()
     hub = Hub(log)
@@ -167,7 +173,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     mailboxes = Mailboxes(mail_root, roster.is_live)
     # A tree pays for the mailboxes its mail makes; the unread caps are checked where a
     # batch commits (the mailroom's admit).
-    limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists)
+    limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists, floods=floods)
     ids = IdClock()
     mailroom = Mailroom(mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall)
     outbound = Outbound(config.node, index, mailroom, committer, o.directory, wall)
@@ -193,7 +199,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     )
     mail_states = MailStates(index, config.node)
     receipts = Receipts(index, config.node, log, wall)  # other nodes' mail, for the bridge
-    waits = Waits(config.session_waits, config.max_waits, committer.enqueue)
+    waits = Waits(config.session_waits, config.max_waits, committer.enqueue, floods)
     # The reactor first; then the states of a batch's events join the index's pending
     # changes with the batch's last_seq (benchd.runtime.mailstates).
     for listener in (reactor.on_event, mail_states.on_event, receipts.on_event, waits.on_event):
@@ -204,6 +210,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         committer.record,
         log,
         DelegationLimits(config.max_children, config.max_depth, config.spawn_rate),
+        floods,
     )
     watch = JobWatch(
         committer.record,

@@ -13,16 +13,25 @@ hand): at open we read only the tail to find the last seq, and if the file does 
 in a newline we add one, so the torn fragment stays a line of its own that readers skip. Reading from a seq searches the
 file by byte offset (seq is near the start of every line), so `--since` costs
 O(log size), not a scan.
+
+Bounded (`--event-log-bytes`): once events.jsonl holds that many bytes, the committer
+checkpoints the journal (so no journal record names an offset in it any more) and the
+log is rotated: events.jsonl becomes events.1.jsonl, replacing the one before (whose
+events are dropped), and a new events.jsonl begins with a `log/rotated` event. So the
+log never holds much more than twice the bound on disk. Readers read both files, in
+order: `bench events --since`, the delivery states a start replays (the index's own
+last seq is seconds old), the bridge's followers. What is dropped is only the oldest
+file's history: the mail itself, its files and its index rows are not events.
 """
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
 from benchd.store import faults
-from benchd.store.fileio import write_all
+from benchd.store.fileio import fsync_dir, write_all
 
 _TAIL = 64 * 1024
 _decoder = msgspec.json.Decoder()
@@ -48,12 +57,24 @@ def seq_of(line: bytes) -> int | None:
     return int(line[start:end])
 
 
+def previous(path: str) -> str:
+    """The rotated file beside the log (events.jsonl -> events.1.jsonl)."""
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.1{ext}"
+
+
 class EventLog:
-    def __init__(self, path: str):
+    def __init__(self, path: str, max_bytes: int = 0):
         self.path = path
+        self.prev_path = previous(path)
+        self.max_bytes = max_bytes  # rotate once the file holds this much (0: never)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.newline_owed = False  # a torn last line still needs its newline
         self.last_seq, self.torn = self._recover()
+        if self.last_seq == 0:
+            # A rotation's new file with nothing in it yet (a crash right after it): the
+            # seqs go on from the rotated file's.
+            self.last_seq = _last_seq_of(self.prev_path)
         # The newest seq whose batch is durable and answered. Lines past it may sit in
         # the file while their batch is still being flushed: readers stop before them
         # (the live stream delivers them once the batch is done).
@@ -88,13 +109,36 @@ class EventLog:
         return last, torn
 
     def _scan_last_seq(self) -> int:
-        last = 0
-        with open(self.path, "rb") as f:
-            for line in f:
-                s = seq_of(line)
-                if s is not None:
-                    last = max(last, s)
-        return last
+        return _scan_last_seq(self.path)
+
+    # ------------------------------------------------------------ rotation
+
+    def due(self) -> bool:
+        """Whether the log holds its bound (`--event-log-bytes`) and should rotate."""
+        return self.max_bytes > 0 and os.fstat(self.fd).st_size >= self.max_bytes
+
+    def rotate(self) -> tuple[int, int]:
+        """events.jsonl becomes events.1.jsonl (the one before is dropped) and a new,
+        empty events.jsonl is opened. Only when no journal record names an offset in
+        the log (the committer checkpoints first). Returns the last seq dropped (0:
+        none) and the first seq still readable. Raises OSError, changing nothing."""
+        dropped = _last_seq_of(self.prev_path) if os.path.exists(self.prev_path) else 0
+        os.fdatasync(self.fd)
+        fd = os.open(self.path + ".new", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        try:
+            os.replace(self.path, self.prev_path)
+        except OSError:
+            os.close(fd)
+            os.unlink(self.path + ".new")
+            raise
+        # Between the two renames a crash leaves no events.jsonl: the next start makes an
+        # empty one and goes on from events.1.jsonl's last seq (above).
+        os.replace(self.path + ".new", self.path)
+        fsync_dir(os.path.dirname(self.path) or ".")
+        old, self.fd = self.fd, fd
+        os.close(old)
+        self.newline_owed = False
+        return dropped, _first_seq_of(self.prev_path) or self.last_seq + 1
 
     def append(self, lines: list[bytes], flush: Callable[[], None] | None = None) -> None:
         """Write encoded lines (each ending in a newline) and make them durable: fsync,
@@ -156,61 +200,133 @@ class EventLog:
         Returns a lower bound: the reader skips lines with seq <= since, so erring early
         costs a short scan, never an event. A torn line (no seq) counts as "maybe after".
         """
-        size = os.fstat(self.fd).st_size
-        lo, hi = 0, size
-        while hi - lo > 4096:
-            mid = (lo + hi) // 2
-            start = self._line_start(mid, size)
-            if start >= hi:
-                hi = mid
-                continue
-            seq = seq_of(os.pread(self.fd, 96, start))
-            if seq is not None and seq <= since:
-                lo = start
-            else:
-                hi = start
-        return lo
-
-    def _line_start(self, pos: int, size: int) -> int:
-        if pos <= 0:
-            return 0
-        if pos >= size:
-            return size
-        if os.pread(self.fd, 1, pos - 1) == b"\n":
-            return pos
-        return self._next_line(pos, size)
-
-    def _next_line(self, pos: int, size: int) -> int:
-        while pos < size:
-            chunk = os.pread(self.fd, 4096, pos)
-            nl = chunk.find(b"\n")
-            if nl >= 0:
-                return pos + nl + 1
-            pos += len(chunk)
-        return size
+        return _offset_of(self.fd, since)
 
     def read_since(
         self, since: int, limit: int | None = None, upto: int | None = None
     ) -> Iterator[Record]:
-        """Yield decoded events (dicts) with since < seq <= upto, skipping torn lines."""
-        pos = self.offset_of(since) if since > 0 else 0
+        """Yield decoded events (dicts) with since < seq <= upto, skipping torn lines:
+        from the rotated file first when `since` reaches back into it."""
         n = 0
+        first = _first_seq_of(self.path)
+        if (first is None or since + 1 < first) and os.path.exists(self.prev_path):
+            try:
+                f = open(self.prev_path, "rb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                pass  # rotated away meanwhile: its events are gone
+            else:
+                with f:
+                    for obj in _read(f, since, upto):
+                        yield obj
+                        since = obj["seq"]
+                        n += 1
+                        if limit is not None and n >= limit:
+                            return
         with open(self.path, "rb") as f:
-            f.seek(pos)
-            for line in f:
-                if not line.endswith(b"\n"):
-                    break  # an append in flight; the follower gets it live
-                try:
-                    obj = _decoder.decode(line)
-                except msgspec.DecodeError:
-                    continue
-                if not isinstance(obj, dict) or not isinstance(obj.get("seq"), int):
-                    continue
-                if obj["seq"] <= since:
-                    continue
-                if upto is not None and obj["seq"] > upto:
-                    return
+            for obj in _read(f, since, upto):
                 yield obj
                 n += 1
                 if limit is not None and n >= limit:
                     return
+
+
+def _read(f: BinaryIO, since: int, upto: int | None) -> Iterator[Record]:
+    """The events of one file with since < seq <= upto, skipping torn lines."""
+    f.seek(_offset_of(f.fileno(), since) if since > 0 else 0)
+    for line in f:
+        if not line.endswith(b"\n"):
+            return  # an append in flight; the follower gets it live
+        try:
+            obj = _decoder.decode(line)
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("seq"), int):
+            continue
+        if obj["seq"] <= since:
+            continue
+        if upto is not None and obj["seq"] > upto:
+            return
+        yield obj
+
+
+def _offset_of(fd: int, since: int) -> int:
+    size = os.fstat(fd).st_size
+    lo, hi = 0, size
+    while hi - lo > 4096:
+        mid = (lo + hi) // 2
+        start = _line_start(fd, mid, size)
+        if start >= hi:
+            hi = mid
+            continue
+        seq = seq_of(os.pread(fd, 96, start))
+        if seq is not None and seq <= since:
+            lo = start
+        else:
+            hi = start
+    return lo
+
+
+def _line_start(fd: int, pos: int, size: int) -> int:
+    if pos <= 0:
+        return 0
+    if pos >= size:
+        return size
+    if os.pread(fd, 1, pos - 1) == b"\n":
+        return pos
+    return _next_line(fd, pos, size)
+
+
+def _next_line(fd: int, pos: int, size: int) -> int:
+    while pos < size:
+        chunk = os.pread(fd, 4096, pos)
+        nl = chunk.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1
+        pos += len(chunk)
+    return size
+
+
+def _first_seq_of(path: str) -> int | None:
+    """The seq of a file's first line that has one (None: none, or no file)."""
+    try:
+        with open(path, "rb") as f:
+            for _ in range(16):  # a torn fragment or two at most before a whole line
+                line = f.readline()
+                if not line:
+                    return None
+                s = seq_of(line)
+                if s is not None:
+                    return s
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def _last_seq_of(path: str) -> int:
+    """The last seq of a file, read from its tail (0: none, or no file)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size - _TAIL)
+            f.seek(start)
+            tail = f.read()
+    except FileNotFoundError:
+        return 0
+    for line in reversed(tail.split(b"\n")):
+        s = seq_of(line + b"\n") if line else None
+        if s is not None:
+            return s
+    return _scan_last_seq(path) if start > 0 else 0
+
+
+def _scan_last_seq(path: str) -> int:
+    last = 0
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                s = seq_of(line)
+                if s is not None:
+                    last = max(last, s)
+    except FileNotFoundError:
+        return 0
+    return last

@@ -498,6 +498,20 @@ class Journal:
         self.checkpoints += 1
         return None
 
+    def checkpoint_now(self) -> bool:
+        """Checkpoint every record now, on the caller's thread, and go on with the same
+        segments: afterwards no record names a file or a log offset, so the event log
+        may be rotated (benchd.store.eventlog). False if a checkpoint failed (the
+        records stay; nothing is lost)."""
+        for seg in self.segments:
+            seg.idle.wait()  # a checkpoint under way in a worker thread finishes first
+        ok = True
+        for seg in self.segments:
+            if seg.entries:
+                self._checkpoint(seg)
+                ok = ok and seg.error is None
+        return ok
+
     def close(self) -> bool:
         """A clean stop: checkpoint everything, so the next start replays nothing.
         False if a checkpoint failed (the next start replays; nothing is lost)."""

@@ -5,7 +5,8 @@ wake/capped, mail/read, ...: benchd.runtime.mailstates) and written with the ind
 other pending changes, in the same transaction as the `last_seq` they belong to, so a
 start after a crash re-applies exactly the events the file missed. Times are wall ms.
 Replies to local mail are not stored here: the thread links (benchd.store.search) name
-them, and a status reads them there.
+them, and a status reads them there: only a reply whose sender is the message's
+recipient counts (`replies`).
 """
 
 import sqlite3
@@ -107,14 +108,18 @@ def by_sender(
 
 
 def replies(db: sqlite3.Connection, mail_ids: list[str]) -> dict[str, str]:
-    """The first reply (by id) indexed for each of these messages, from the thread links."""
+    """The first reply (by id) indexed for each of these messages, from the thread links,
+    counting only a reply from the message's own recipient (its row's `rcpt`): anyone
+    may write an in-reply-to, and a stranger's answer makes nothing `replied`."""
     out: dict[str, str] = {}
     for i in range(0, len(mail_ids), 500):
         chunk = mail_ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
         for parent, child in db.execute(
-            f"SELECT in_reply_to, min(id) FROM mail_links WHERE in_reply_to IN ({marks}) "  # noqa: S608
-            "GROUP BY in_reply_to",
+            "SELECT l.in_reply_to, min(l.id) FROM mail_links l "  # noqa: S608 - marks only
+            "JOIN mail_states s ON s.id = l.in_reply_to "
+            f"WHERE l.in_reply_to IN ({marks}) AND l.sender = s.rcpt "
+            "GROUP BY l.in_reply_to",
             chunk,
         ):
             out[parent] = child

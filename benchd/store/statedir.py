@@ -26,6 +26,8 @@ FILES = (
     "benchd.log",
     "benchd.out",
     "events.jsonl",
+    "events.1.jsonl",  # the rotated log (benchd.store.eventlog)
+    "events.jsonl.new",  # a rotation's new log, before its rename
     "index.sqlite",
     *SEGMENTS,
     REPLAY_TMP,

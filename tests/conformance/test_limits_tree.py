@@ -167,3 +167,52 @@ def test_a_refused_request_spends_nothing(make_daemon, tmp_path):
         d.call({"verb": "mail/send", "to": "x", "body": "y", "reply_to": ["a"] * 99}),
         "too-many-recipients",
     )
+
+
+HOLD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support", "holdconns.py")
+
+
+def test_one_tree_cannot_take_every_connection(make_daemon, tmp_path):
+    """Finding 13 of the trial: a tree of sessions held 224 of 256 connections and
+    another session's sends were refused. A tree (alice and two jobs of hers) tries to
+    hold 48 connections where sessions may hold 40 in all: it gets its budget of 20,
+    and another session (bob) and the operator still connect and send."""
+    import json
+    import sys
+
+    d = make_daemon(
+        "--max-connections",
+        "48",
+        "--operator-reserve",
+        "8",
+        "--session-connections",
+        "16",
+        "--tree-connections",
+        "20",
+        "--flood-interval",
+        "3600",
+    )
+    assert d.call({"verb": "hello"})["caps"]["tree_connections"] == 20
+    alice = Shell(d, tmp_path, "alice")
+    t = task(tmp_path)
+    outs = [tmp_path / f"hold-{i}.json" for i in range(3)]
+    for out in outs[:2]:
+        alice.ok(spawn_cmd(t, f"exec {shlex.quote(sys.executable)} {HOLD} 16 {out}"))
+    alice.run(f"({shlex.quote(sys.executable)} {HOLD} 16 {outs[2]} &)")
+    wait_for(lambda: all(o.exists() for o in outs), 60, "the tree's connections")
+    codes = [c for o in outs for c in json.loads(o.read_text())["codes"]]
+    # alice's shell holds none while idle; her two `bench spawn` calls ended.
+    assert codes.count("ok") == 20, codes
+    # The rest refused: the error line, or a broken pipe when the daemon's refusal and
+    # close came before the hello was written.
+    assert set(codes) <= {"ok", "too-many-connections", "oserror:32"}, codes
+    ev = d.wait_event("limit/hit", lambda e: e.get("budget") == "connections:tree")
+    assert ev["code"] == "too-many-connections" and ev["limit"] == 20
+    assert ev["tree"] == alice.info["session"]
+    # One line for the flood of 28 refusals (one source: the tree's budget, per handle).
+    lines = [e for e in d.events(kind="limit/hit") if e.get("budget") == "connections:tree"]
+    assert len(lines) <= 3, lines
+    # Another tree and the operator are not shut out.
+    bob = Shell(d, tmp_path, "bob")
+    assert bob.ok("bench mail send operator -m 'still here' --json")["to"] == "operator"
+    d.ok("mail", "send", "bob", "-m", "and so is the operator")

@@ -3,6 +3,7 @@ stand-in agents, who may see which, and states kept across a restart and a kill 
 
 import os
 
+from tests.conformance.test_waits import as_
 from tests.conftest import assert_refused, spawn_standin
 
 
@@ -44,7 +45,9 @@ def test_woken_then_active_then_replied(daemon, tmp_path):
     assert got["read"]["by"] == "wake"
     assert "not-woken" not in got
     # bob answers: the original says replied, naming the reply
-    reply = daemon.ok("mail", "send", "operator", "--in-reply-to", mail_id, "-m", "done")
+    reply = daemon.ok(
+        "mail", "send", "operator", "--in-reply-to", mail_id, "-m", "done", env=as_(daemon, "bob")
+    )
     a = daemon.wait_until(
         lambda: (x := status(daemon, mail_id))["state"] == "replied" and x,
         what="the replied state",

@@ -7,6 +7,7 @@ real bridges over a real nats-server."""
 import pytest
 
 from tests.conformance.test_bridge_threads import one, pair  # noqa: F401 - the fixture
+from tests.conformance.test_waits import as_
 from tests.conftest import spawn_standin, wait_for
 from tests.nodes import have_bridge
 
@@ -15,13 +16,21 @@ pytestmark = pytest.mark.skipif(have_bridge() is not None, reason=str(have_bridg
 
 def test_queued_then_replied_across_nodes(pair):  # noqa: F811 - the fixture
     n1, n2 = pair
+    spawn_standin(n1.d, "alice")
     q = n2.send("alice@node1", "is the build green?", "-s", "build")
     a = n2.d.ok("mail", "status", q["mail_id"])
     assert a["to"] == "alice@node1" and a["states"][0]["state"] == "queued"
     (copy,) = one(n1, "alice", "alice's copy")
-    r = n1.d.ok("mail", "reply", copy["id"], "-m", "green")
+    # node1's operator answering in alice's stead is no reply from the recipient: the
+    # message stays as it is (only alice@node1 answers it).
+    stranger = n1.d.ok("mail", "reply", copy["id"], "-m", "not alice")
+    assert "did not receive" in stranger["sent"][0]["not_a_reply"]
+    one(n2, "operator", "the operator's answer on node2")
+    r = n1.d.ok("mail", "reply", copy["id"], "-m", "green", env=as_(n1.d, "alice"))
+    assert r["sent"][0].get("not_a_reply") is None
     reply_id = r["sent"][0]["mail_id"]
-    one(n2, "operator", "the reply on node2")
+    mine = one(n2, "operator", "the reply on node2", n=2)
+    assert [x["from"] for x in mine] == ["operator@node1", "alice@node1"]
 
     def replied():
         x = n2.d.ok("mail", "status", q["mail_id"])
@@ -31,6 +40,7 @@ def test_queued_then_replied_across_nodes(pair):  # noqa: F811 - the fixture
     got = {s["state"]: s for s in a["states"]}
     assert set(got) >= {"queued", "replied"}
     assert got["replied"]["reply"] != reply_id  # named by its id on node2, where it landed
+    assert got["replied"]["reply"] == mine[1]["id"]  # alice's, not the operator's
     listed = n2.d.ok("mail", "sent", "--to", "alice@node1")["messages"]
     assert [(x["mail_id"], x["state"]) for x in listed] == [(q["mail_id"], "replied")]
 

@@ -3,10 +3,11 @@ and retired) and at its timeout (exit 6, code timeout); cycles of waits refused 
 with the cycle named, a wait that closes none accepted; `bench job wait`; the limits."""
 
 import json
+import os
 import subprocess
 
 from tests.conformance.test_jobs import job
-from tests.conftest import BENCH, assert_refused, spawn_standin
+from tests.conftest import BENCH, assert_refused, spawn_standin, wait_for
 
 
 def token_of(d, handle: str) -> str:
@@ -211,3 +212,147 @@ def test_a_wait_whose_client_leaves_reads_nothing(make_daemon):
     sent = d.ok("mail", "send", "operator", "-m", "still unread")
     listed = d.ok("mail", "list")["messages"]
     assert [x["mail_id"] for x in listed] == [sent["mail_id"]]
+
+
+LOOP = r"""
+import json, os, socket, sys, time
+me, seconds, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(os.path.join(os.environ["BENCH_DIR"], "benchd.sock"))
+f = s.makefile("rb")
+codes, end, i = {}, time.monotonic() + seconds, 0
+waits = [{"from": me, "timeout": 1}, {"from": "nobody", "timeout": 0.001}]
+while time.monotonic() < end:
+    i += 1
+    # A wait on itself (refused), then a wait of 1 ms (opened, then timeout): again.
+    req = {"verb": "mail/wait", "id": i, **waits[i % 2]}
+    s.sendall(json.dumps(req).encode() + b"\n")
+    a = json.loads(f.readline())
+    code = "ok" if a.get("ok") else a["error"]["code"]
+    codes[code] = codes.get(code, 0) + 1
+with open(out + ".tmp", "w") as g:
+    json.dump(codes, g)
+os.replace(out + ".tmp", out)
+"""
+
+
+def test_a_loop_of_refused_waits_costs_the_event_log_a_line_a_minute(daemon, tmp_path):
+    """Finding 11 of the trial: a session looping `mail wait --from <itself>` (raw, as
+    fast as the daemon answers) wrote one wait/refused event per refusal: 334,376
+    events and 41 MiB in 20 s. Now the flood is one line (with its count) per
+    --flood-interval (60 s): the event log grows by a few hundred bytes. The loop
+    alternates with a wait of 1 ms (one wait/opened each before), which neither
+    restarts the refusals' line nor floods the log itself."""
+    import sys
+
+    script, out = tmp_path / "loop.py", tmp_path / "loop.json"
+    script.write_text(LOOP)
+    log = os.path.join(daemon.dir, "events.jsonl")
+    before = os.path.getsize(log)
+    daemon.ok(
+        "spawn", "--name", "looper", "--", sys.executable, str(script), "looper", "5", str(out)
+    )
+    wait_for(lambda: out.exists(), 90, "the looper's refusals")
+    codes = json.loads(out.read_text())
+    assert set(codes) == {"would-deadlock", "timeout"}, codes
+    assert min(codes.values()) >= 100, codes
+    lines = [e for e in daemon.events(kind="wait/refused") if e["handle"] == "looper"]
+    assert len(lines) == 1, len(lines)
+    assert lines[0]["cycle"] == ["looper", "looper"] and lines[0]["count"] == 1
+    opened = [e for e in daemon.events(kind="wait/opened") if e["handle"] == "looper"]
+    assert len(opened) == 1 and opened[0]["on"] == "nobody", opened
+    # Everything the session caused: its spawn, its exit, the one refusal line.
+    grew = os.path.getsize(log) - before
+    print(f"the loop: {codes}; events.jsonl grew {grew} bytes")  # the trial's figures
+    assert grew < 4096, f"events.jsonl grew {grew} bytes for {codes} refusals"
+
+
+def test_only_the_recipients_reply_makes_mail_replied_and_ends_the_wait(daemon):
+    """Finding 12 of the trial: a stranger mailed itself with in-reply-to set to
+    another's message id: the message became `replied` and its sender's `mail wait
+    --reply-to` ended on the stranger's mail. Now only its recipient answers it; the
+    stranger's mail is delivered, and its answer says it is not a reply."""
+    for h in ("alice", "mallory"):
+        spawn_standin(daemon, h)
+    asked = daemon.ok("mail", "send", "alice", "-m", "question")
+    p = background(daemon, "mail", "wait", "--reply-to", asked["mail_id"], "--timeout", "60s")
+    try:
+        daemon.wait_event("wait/opened", lambda e: e["handle"] == "operator" and e["on"] == "alice")
+        # The stranger's "reply": to itself, and to the waiting sender.
+        fake = [
+            daemon.ok(
+                "mail",
+                "send",
+                to,
+                "--in-reply-to",
+                asked["mail_id"],
+                "-m",
+                "fake answer",
+                env=as_(daemon, "mallory"),
+            )
+            for to in ("mallory", "operator")
+        ]
+        for a in fake:
+            assert "mallory did not receive" in a["not_a_reply"], a
+        text = daemon.bench(
+            "mail",
+            "send",
+            "mallory",
+            "--in-reply-to",
+            asked["mail_id"],
+            "-m",
+            "again",
+            env=as_(daemon, "mallory"),
+        )
+        assert text.rc == 0 and "not-a-reply" in text.out, text
+        assert daemon.ok("mail", "status", asked["mail_id"])["state"] != "replied"
+        assert p.poll() is None  # the wait goes on
+        # The stranger's mail to the operator was delivered (as mail, not as the reply).
+        unread = daemon.ok("mail", "list")["messages"]
+        assert [x["mail_id"] for x in unread] == [fake[1]["mail_id"]]
+        # The recipient's reply ends it.
+        answer = daemon.ok(
+            "mail",
+            "send",
+            "operator",
+            "--in-reply-to",
+            asked["mail_id"],
+            "-m",
+            "real answer",
+            env=as_(daemon, "alice"),
+        )
+        assert "not_a_reply" not in answer or answer["not_a_reply"] is None
+        rc, a = finish(p)
+    finally:
+        p.kill()
+    assert rc == 0 and a["mail_id"] == answer["mail_id"], a
+    st = daemon.ok("mail", "status", asked["mail_id"])
+    assert st["state"] == "replied", st
+    assert {s["state"]: s for s in st["states"]}["replied"]["reply"] == answer["mail_id"]
+
+
+def test_waiting_for_a_reply_to_mail_you_received_is_a_cycle(daemon):
+    """Finding 16 of the trial: `mail wait --reply-to` on a message the waiter received
+    waits for its own reply (only a recipient answers a message): refused at once as
+    would-deadlock, the cycle named, as `mail wait --from <itself>` is."""
+    spawn_standin(daemon, "alice")
+    got = daemon.ok("mail", "send", "alice", "-m", "for alice")
+    r = daemon.bench(
+        "mail",
+        "wait",
+        "--reply-to",
+        got["mail_id"],
+        "--timeout",
+        "30s",
+        "--json",
+        env=as_(daemon, "alice"),
+    )
+    err = assert_refused(r, "would-deadlock")
+    assert "alice -> alice" in err["message"], err
+    ev = daemon.wait_event("wait/refused", lambda e: e["handle"] == "alice")
+    assert ev["code"] == "would-deadlock" and ev["cycle"] == ["alice", "alice"]
+    # A message nobody here knows is no message to wait for.
+    r = daemon.bench(
+        "mail", "wait", "--reply-to", "20261130T045611.123Z-0001", "--timeout", "1s", "--json"
+    )
+    assert_refused(r, "no-such-message")

@@ -283,3 +283,41 @@ def test_long_lines_and_a_torn_line_ending_the_log(path, fragment):
     # seq digits are cut short as the log's last line.
     build(path, 50, [50], [fragment], pad=lambda s: 5000 + s)
     check_all_since(path, 50)
+
+
+def test_rotation_keeps_the_file_before_and_reads_across_it(path):
+    log = EventLog(path, max_bytes=64 * 1024)
+    seq = 0
+    for _ in range(3):
+        batch = list(range(seq + 1, seq + 301))
+        append(log, batch, pad=lambda s: 300)
+        seq = batch[-1]
+        assert log.due()
+        dropped, kept_from = log.rotate()
+        assert not log.due() and os.path.getsize(path) == 0
+    # Three rotations: the first two files are gone, the third is events.1.jsonl.
+    assert (dropped, kept_from) == (600, 601)
+    append(log, [901, 902])
+    assert [e["seq"] for e in log.read_since(0)] == [*range(601, 901), 901, 902]
+    assert [e["seq"] for e in log.read_since(899)] == [900, 901, 902]
+    assert [e["seq"] for e in log.read_since(900)] == [901, 902]
+    assert [e["seq"] for e in log.read_since(0, limit=2)] == [601, 602]
+    assert [e["seq"] for e in log.read_since(700, upto=702)] == [701, 702]
+    log.close()
+    # A start right after a rotation (an empty events.jsonl) goes on from the seqs of
+    # the rotated file; so does one where the crash came between the two renames.
+    log = EventLog(path)
+    assert log.last_seq == 902
+    log.rotate()
+    log.close()
+    os.unlink(path)
+    log = EventLog(path)
+    assert log.last_seq == 902 and [e["seq"] for e in log.read_since(0)][-1] == 902
+    log.close()
+
+
+def test_no_bound_never_rotates(path):
+    log = EventLog(path)
+    append(log, list(range(1, 400)), pad=lambda s: 300)
+    assert not log.due()
+    log.close()

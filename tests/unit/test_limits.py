@@ -3,6 +3,7 @@ and the index's unread tally they read (benchd.store.index.Index.unread)."""
 
 import pytest
 
+from benchd.core.floods import Floods
 from benchd.core.limits import Limits, SendLimits
 from benchd.store.index import READ, UNREAD, Index
 from tests.support.clock import still
@@ -50,18 +51,37 @@ def test_several_sends_at_once_are_taken_whole_or_not_at_all():
     assert too_many is not None and too_many.retry_after is None  # never fits
 
 
-def test_only_the_first_refusal_of_a_run_is_announced():
+def test_one_line_per_flood_and_source_with_its_count():
     s = SendLimits(LIMITS)
     for _ in range(3):
         s.take("al", False, 1, 0.0)
     first, second = s.take("al", False, 1, 0.0), s.take("al", False, 1, 0.0)
-    assert first is not None and first.announce
-    assert second is not None and not second.announce
-    assert s.take("al", False, 1, 10.0) is None  # a send gets through: the run is over
+    assert first is not None and first.announce and first.count == 1
+    assert second is not None and not second.announce and second.count == 0
+    # A send that gets through does not start a new line: alternating a send and a
+    # refusal is a flood too (one line per --flood-interval, 60 s here).
+    assert s.take("al", False, 1, 10.0) is None
     for _ in range(2):
         s.take("al", False, 1, 10.0)
-    again = s.take("al", False, 1, 10.0)
-    assert again is not None and again.announce
+    quiet = s.take("al", False, 1, 10.0)
+    assert quiet is not None and not quiet.announce
+    # Another source is its own flood.
+    other = s.recipients("bo", 3, 10.0)
+    assert other is not None and other.count == 1
+    # A minute after the first line, the next refusal is written down with the count of
+    # those it stands for: the two quiet ones and itself.
+    for _ in range(3):
+        s.take("al", False, 1, 61.0)
+    again = s.take("al", False, 1, 61.0)
+    assert again is not None and again.announce and again.count == 3
+
+
+def test_floods_forget_the_oldest_source_past_their_cap():
+    f = Floods(every=60.0, sources=2)
+    assert [f.count(k, 0.0) for k in ("a", "b", "a", "b")] == [1, 1, 0, 0]
+    assert f.count("c", 1.0) == 1  # "a" (logged longest ago) is forgotten
+    assert f.count("a", 2.0) == 1  # so its next refusal is written down at once
+    assert len(f.seen) == 2
 
 
 @pytest.mark.parametrize(
@@ -69,7 +89,7 @@ def test_only_the_first_refusal_of_a_run_is_announced():
     [(3, 0, 1, False), (4, 0, 1, True), (0, 60, 40, False), (0, 60, 41, True)],
 )
 def test_a_mailbox_takes_mail_up_to_its_unread_limits(unread, unread_bytes, size, refused):
-    r = SendLimits(LIMITS).mailbox("bob", unread, unread_bytes, size)
+    r = SendLimits(LIMITS).mailbox("bob", unread, unread_bytes, size, 0.0)
     assert (r is not None) == refused
     if r is not None:
         assert r.code == "mailbox-full" and "bob" in r.message
@@ -77,8 +97,8 @@ def test_a_mailbox_takes_mail_up_to_its_unread_limits(unread, unread_bytes, size
 
 def test_reply_to_addresses_up_to_the_limit():
     s = SendLimits(LIMITS)
-    assert s.recipients("al", 2) is None
-    r = s.recipients("al", 3)
+    assert s.recipients("al", 2, 0.0) is None
+    r = s.recipients("al", 3, 0.0)
     assert r is not None and r.code == "too-many-recipients" and r.limit == 2
 
 

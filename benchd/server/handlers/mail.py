@@ -57,7 +57,22 @@ async def mail_send(svc: Services, conn: Connection, caller: Caller, req: m.Mail
     if req.in_reply_to is not None:
         req = replace(req, in_reply_to=svc.mail.reference(req.in_reply_to))
     res = await svc.mail.send(caller, req)
+    if req.in_reply_to is not None:
+        res = replace(res, not_a_reply=not_a_reply(svc, caller, req.in_reply_to))
     await conn.send(replace(res, id=req.id))
+
+
+def not_a_reply(svc: Services, caller: Caller, parent: str) -> str | None:
+    """Why mail whose in-reply-to names `parent` is no reply to it, or None: only the
+    message's recipient answers it (anyone may write an in-reply-to)."""
+    rcpt = svc.mail.recipient(caller.handle, parent)
+    if rcpt == caller.handle:
+        return None
+    whose = f"its recipient ({rcpt})" if rcpt else "its recipient (unknown here)"
+    return (
+        f"{caller.handle} did not receive {parent}: this is delivered as mail, not as its "
+        f"reply ({parent} is not marked replied; only {whose} answers it)"
+    )
 
 
 async def mail_list(svc: Services, conn: Connection, caller: Caller, req: m.MailList) -> None:
@@ -242,6 +257,9 @@ async def mail_reply(svc: Services, conn: Connection, caller: Caller, req: m.Mai
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
     sent = await svc.mail.reply(caller, targets, req.body, subject, req.key, parent)
+    why = not_a_reply(svc, caller, parent)  # the operator answering another's mail
+    if why is not None:
+        sent = [replace(s, not_a_reply=why) for s in sent]
     await conn.send(
         m.ReplyOk(id=req.id, in_reply_to=parent, sent=[replace(s, id=req.id) for s in sent])
     )

@@ -3,7 +3,7 @@
 Who sees what: a session sees the states of the mail it sent (another's is
 `no-such-message`, as if absent); the operator sees every message's. A wait reads
 mail only from the caller's own mailbox; a session waits only on its own jobs (and
-theirs). A wait's client that leaves ends the wait: nothing is read for nobody.
+theirs). A wait for a reply ends only on a reply from the message's recipient. A wait's client that leaves ends the wait: nothing is read for nobody.
 """
 
 import msgspec
@@ -120,18 +120,23 @@ async def mail_wait(svc: Services, conn: Connection, caller: Caller, req: m.Mail
     handle = caller.handle
     sender = None if req.sender is None else _local(svc, req.sender)
     parent = None if req.reply_to is None else svc.mail.reference(req.reply_to)
-    target = sender
-    if target is None and parent is not None:
-        row = svc.states.get(parent)
-        if row is not None and row.sender == handle:
-            target = row.rcpt  # a reply is awaited from the message's recipient
+    # Only the message's recipient answers it: a reply is awaited from them, whoever
+    # waits (its sender, or anyone it was told to reply to). A recipient waiting for a
+    # reply to mail it received waits on itself: a cycle, refused below.
+    replier = None if parent is None else svc.mail.recipient(handle, parent)
+    if parent is not None and replier is None:
+        raise WireError("no-such-message", f"no message {req.reply_to} is known here")
+    replier = None if replier is None else _local(svc, replier)
+    target = sender if sender is not None else replier
     waiter = svc.waits.open(handle, target)
     found: list[str] = []
 
     def matches(from_: str, in_reply_to: str | None) -> bool:
         if sender is not None and _local(svc, from_) != sender:
             return False
-        return parent is None or _answers(in_reply_to, parent)
+        if parent is None:
+            return True
+        return _local(svc, from_) == replier and _answers(in_reply_to, parent)
 
     async def wait() -> None:
         # Registered first, then the mail already there looked through: nothing that
