@@ -93,6 +93,7 @@ from bench_wire._responses import (
     SearchHit as SearchHit,
     SearchOk as SearchOk,
     SendOk as SendOk,
+    Launch as Launch,
     SessionInfo as SessionInfo,
     SessionListOk as SessionListOk,
     SpawnOk as SpawnOk,

@@ -11,14 +11,18 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire import outcomes
+from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
 from benchd.core import delivery
 from benchd.core.caller import Caller
+from benchd.core.jobs import Job, JobError, decode_agent_job
+from benchd.core.keys import reply_key
 from benchd.core.names import check_mail_id, format_ms
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store import mailfile
 from benchd.store.index import UNREAD
+from benchd.store.outbox import JobRow
 
 SENT_DEFAULT, SENT_MAX = 50, 500
 SCAN_MAX = 500  # unread messages a new mail wait looks through for one already there
@@ -36,6 +40,15 @@ def _mark(mk: delivery.Mark) -> m.StateMark:
         reply=x.get("reply"),
         node=x.get("node"),
     )
+
+
+def _subject(svc: Services, rcpt: str | None, mail_id: str) -> str:
+    """A sent message's subject, from its recipient's row in the index ("" when that is
+    on another node, or gone)."""
+    if not rcpt or "@" in rcpt:
+        return ""
+    row = svc.index.get(rcpt, mail_id)
+    return row.subject if row is not None else ""
 
 
 def _local(svc: Services, address: str) -> str:
@@ -67,6 +80,7 @@ async def mail_sent_list(
             state=mk.state,
             at=format_ms(mk.at),
             reason=mk.extra.get("reason"),
+            subject=_subject(svc, row.rcpt, row.id),
         )
         for row, mk in rows
     ]
@@ -95,7 +109,11 @@ async def mail_status(svc: Services, conn: Connection, caller: Caller, req: m.Ma
 def _timeout(svc: Services, value: float) -> float:
     cap = svc.info.wait_max
     if not 0 < value <= cap:
-        raise WireError("bad-request", f"a wait's timeout is more than 0 and at most {cap:g} s")
+        raise WireError(
+            "bad-duration",
+            f"a wait's timeout is more than 0 and at most {seconds_text(cap)} "
+            f"(got {seconds_text(value)})",
+        )
     return value
 
 
@@ -195,10 +213,38 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
     row = svc.jobs.outbox.job(s.id)
     content = row.content if row is not None else ""
     if not content:
-        content = f"the job of {s.handle} settled {settled[0]} without a report"
+        content = f"(no report: {s.handle} ended without one)"
     await conn.send(
-        m.JobWaitOk(id=req.id, session=s.id, handle=s.handle, outcome=settled[0], reply=content)
+        m.JobWaitOk(
+            id=req.id,
+            session=s.id,
+            handle=s.handle,
+            outcome=settled[0],
+            reply=content,
+            reason=s.reason,
+            path=_reply_path(svc, s.handle, row, caller.handle),
+        )
     )
+
+
+def _reply_path(svc: Services, sender: str, row: JobRow | None, waiter: str) -> str | None:
+    """Where the job's reply to `waiter` lies in its mailbox (None: the waiter is owed
+    none, or it is not delivered yet: replies are sent from the outbox in batches)."""
+    if row is None:
+        return None
+    try:
+        mail = decode_agent_job(Job.from_json(row.job)).mail
+    except JobError:
+        return None
+    if mail is None:
+        return None
+    for index, to in enumerate(mail.reply_to):
+        if to.agent_id != waiter:
+            continue
+        hit = svc.index.find_key(sender, reply_key(mail.key, index))
+        if hit is not None and hit.handle == waiter:
+            return svc.mailroom.path(hit.handle, hit.mail_id, hit.state)
+    return None
 
 
 HANDLERS: Handlers = {
