@@ -53,3 +53,14 @@ def test_durations_are_shown_as_durations():
         "45s",
         "1.5s",
     ]
+
+
+def test_docs_cli_lists_every_range():
+    import pathlib
+
+    from bench_wire.config import value_text
+
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    for flag, (low, high, unit) in BOUNDS.items():
+        row = f"| `{flag}` | {value_text(low, unit)} | {value_text(high, unit)} |"
+        assert row in text, row
