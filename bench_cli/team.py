@@ -29,7 +29,7 @@ from typing import Any, NotRequired, TypedDict
 
 from bench_cli import hints, humanize
 from bench_wire import messages as m
-from bench_wire.addresses import is_handle
+from bench_wire.addresses import is_address, is_handle
 from bench_wire.config import BOUNDS, DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 
@@ -434,6 +434,11 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
     for k in ("reply-to", "subject", "key"):
         if k in doc and task is None:
             raise bad(k, "needs a task (the job's first mail)")
+    for address in reply_to:
+        if not is_address(address):
+            meant = address.lower() if is_address(address.lower()) else None
+            tip = f" (did you mean {meant}?)" if meant else ""
+            raise bad("reply-to", f"{address!r} is not an address (bob, or bob@node2){tip}")
     durations: dict[str, float | None] = {}
     longest = BOUNDS["--max-deadline"][1]  # no daemon takes a longer one
     for k in ("deadline", "stall-after"):
@@ -468,12 +473,15 @@ def read_task_file(base: str, given: str) -> str:
     in a project cannot send someone's mailbox, journal or events as a task). The file
     is opened first and its path checked as the kernel opened it (/proc/self/fd), so a
     link swapped in meanwhile is seen; ValueError with a sentence when it may not be."""
+    import stat
+
     home = os.path.realpath(base)
     try:
         fd = os.open(os.path.join(base, os.path.expanduser(given)), os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as err:
-        raise ValueError(f"cannot read {given}: {err.strerror or err}") from None
-    with os.fdopen(fd, "rb") as f:
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the name
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ValueError(f"cannot read {given!r}: {why}") from None
+    try:
         try:
             real = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
@@ -487,11 +495,21 @@ def read_task_file(base: str, given: str) -> str:
         where = _bench_dir_above(real)
         if where is not None:
             raise ValueError(f"{named} is inside the BENCH_DIR {where}: never a task")
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{given} is not a regular file")
-        raw = f.read(FILE_MAX + 1)
+            raise ValueError(f"{named} is not a regular file")
+        chunks: list[bytes] = []
+        left = FILE_MAX + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        raw = b"".join(chunks)
+    except OSError as err:
+        raise ValueError(f"cannot read {given!r}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
     if len(raw) > FILE_MAX:
         raise ValueError(f"{given} is larger than {FILE_MAX:,} bytes")
     try:

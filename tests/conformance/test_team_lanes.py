@@ -128,6 +128,11 @@ WHOLE = [
     ('[agents.a]\ncommand = "true"\ncwd = "no/such/dir"\n', "agents.a.cwd", "not a directory"),
     ('[agents.a]\nagent = "claudee"\n', "agents.a.agent", "(did you mean claude?)"),
     ("[daemon]\nidel-gate = 1.5\n", "daemon.idel-gate", "(did you mean idle-gate?)"),
+    (
+        '[agents.a]\ncommand = "true"\ntask = "t"\nreply-to = ["Bob"]\n',
+        "agents.a.reply-to",
+        "(did you mean bob?)",
+    ),
 ]
 
 
