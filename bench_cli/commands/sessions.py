@@ -3,6 +3,7 @@ content, on the fast path too), and `dash`, the operator's view of them all."""
 
 import base64
 import os
+import shlex
 import sys
 from typing import Any, TextIO
 
@@ -25,6 +26,7 @@ from bench_cli.context import (
     examples,
     reply_to_option,
 )
+from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_cli.tree import job_state
 from bench_wire import messages as m
 from bench_wire.errors import WireError
@@ -62,8 +64,10 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--cwd", type=click.Path(file_okay=False), help="working directory (default: here)")
 @click.option("--env", "env", multiple=True, metavar="K=V", help="environment entry (repeat)")
 @click.option("--ready", metavar="REGEX", help="screen pattern that must show before a wake")
-@click.option("--rows", type=int, default=40, help="the terminal's rows")
-@click.option("--cols", type=int, default=120, help="the terminal's columns")
+@click.option("--rows", type=click.IntRange(1, ROWS_MAX), default=40, help="the terminal's rows")
+@click.option(
+    "--cols", type=click.IntRange(1, COLS_MAX), default=120, help="the terminal's columns"
+)
 @click.option("--agent", help="an agent preset (claude, codex, pi) for ready pattern and timing")
 @click.option("--mail", "mail_file", type=click.File("r"), help="job: task mail (- for stdin)")
 @click.option("--subject", default="", help="job: the task mail's subject")
@@ -439,8 +443,13 @@ def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, .
     a = ask(d, req)
     if rec is not None:  # still its team's: `bench ps` and `bench up -f` know it
         team.relabel(d, s.session, a.session)
-    note = " (its job's task is not sent again)" if s.job else ""
-    done(ctx, a, f"restarted {a.handle}: session {a.session}, pid {a.pid}{note}")
+    note = "\n(its job's task is not sent again)" if s.job else ""
+    done(
+        ctx,
+        a,
+        f"restarted {a.handle}: session {a.session}, pid {a.pid}, in {launch.cwd}: "
+        f"{shlex.join(launch.argv)}{note}",
+    )
 
 
 restart.epilog = examples(
