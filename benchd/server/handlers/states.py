@@ -175,7 +175,7 @@ async def mail_wait(svc: Services, conn: Connection, caller: Caller, req: m.Mail
     if ending != "done":
         return  # the client left: nothing is read
     if not found:
-        raise WireError("timeout", f"no matching mail arrived within {timeout:g} s")
+        raise WireError("timeout", f"no matching mail arrived within {seconds_text(timeout)}")
     res = await svc.mailroom.read(handle, found[0], handle)
     await conn.send(m.WaitOk(**msgspec.structs.asdict(res) | {"id": req.id}))
 
@@ -209,7 +209,9 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
     if ending != "done":
         return
     if not settled:
-        raise WireError("timeout", f"the job of {s.handle} did not settle within {timeout:g} s")
+        raise WireError(
+            "timeout", f"the job of {s.handle} did not settle within {seconds_text(timeout)}"
+        )
     row = svc.jobs.outbox.job(s.id)
     content = row.content if row is not None else ""
     if not content:
