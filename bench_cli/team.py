@@ -312,8 +312,8 @@ def preset_names(bench_dir: str | None) -> set[str]:
     if bench_dir is None:
         return names
     try:
-        fd = os.open(os.path.join(bench_dir, "presets.json"), os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
+        # As benchd opens it (a link is followed there too): only names are taken.
+        with open(os.path.join(bench_dir, "presets.json"), "rb") as f:
             doc = json.loads(f.read(FILE_MAX))
         if isinstance(doc, dict):
             names |= {k for k in doc if isinstance(k, str)}

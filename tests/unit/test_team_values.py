@@ -73,3 +73,19 @@ def test_tables_of_every_shape(tmp_path):
         "x = " + "[" * 3000 + "]" * 3000 + "\n",
     ]:
         _try(tmp_path, text)
+
+
+def test_the_cli_knows_the_daemons_presets_and_sizes():
+    # The CLI imports nothing of benchd: its copies of these are checked here.
+    from benchd.runtime import presets, terminal
+
+    assert set(team.BUILTIN_PRESETS) == set(presets.BUILTIN)
+    assert (team.ROWS_MAX, team.COLS_MAX) == (terminal.MAX_ROWS, terminal.MAX_COLS)
+
+
+def test_presets_json_names_count_as_presets(tmp_path):
+    (tmp_path / "presets.json").write_text('{"aider": {"ready": "^> $"}}')
+    assert team.preset_names(str(tmp_path)) == {"claude", "codex", "pi", "aider"}
+    assert team.preset_problem("aidr", team.preset_names(str(tmp_path))).endswith(
+        "(did you mean aider?)"
+    )
