@@ -112,13 +112,6 @@ def spawn(
 ) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
     ctx = Ctx(bench_dir, as_json)
-    if agent is not None:  # a preset's name checked here too, for its did-you-mean
-        from bench_cli import team
-        from bench_wire.paths import resolve_dir
-
-        problem = team.preset_problem(agent, team.preset_names(resolve_dir(bench_dir)))
-        if problem:
-            raise WireError("bad-request", problem)
     job = None
     if mail_file is not None:
         job = m.JobMailSpec(
@@ -142,7 +135,17 @@ def spawn(
         stall_after=stall_after,
         sandbox=not no_sandbox,
     )
-    a = ask(bench_dir, req)
+    try:
+        a = ask(bench_dir, req)
+    except WireError as err:
+        if agent is not None and err.message.startswith("no agent preset"):
+            # The daemon knows the presets (a session may not see presets.json): the
+            # one probably meant, among those this side can name.
+            from bench_cli import hints, team
+            from bench_wire.paths import resolve_dir
+
+            err.message += hints.handle(agent, team.preset_names(resolve_dir(bench_dir)))
+        raise
     done(ctx, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")
 
 
