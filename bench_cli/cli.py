@@ -126,12 +126,30 @@ def usage_sentence(err: click.ClickException) -> str:
         said = err.format_message().strip().rstrip(".")
         said = said[:1].lower() + said[1:]
     ctx = getattr(err, "ctx", None)
-    command = ctx.command_path.split(" ", 1)[1:] if ctx is not None else []
+    command = ctx.command_path.split(" ", 1)[1:] if ctx is not None else _typed_command()
     if command and command[0] != "help":
         said += f"; see bench help {command[0]}"
     elif isinstance(err, click.UsageError) and "bench help" not in said:
         said += "; see bench help"
     return said
+
+
+def _typed_command() -> list[str]:
+    """The command typed (`mail send`), for an error click raised without its context
+    (an option missing its value): the leading words that name bench commands."""
+    words: list[str] = []
+    group: click.Command = cli
+    argv = iter(sys.argv[1:])
+    for word in argv:
+        if not words and word.startswith("-"):  # bench's own --json, --dir PATH
+            if word == "--dir":
+                next(argv, None)
+            continue
+        if not isinstance(group, click.Group) or word not in group.commands:
+            break
+        words.append(word)
+        group = group.commands[word]
+    return [" ".join(words)] if words else []
 
 
 def run() -> int:

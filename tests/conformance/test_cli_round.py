@@ -24,6 +24,7 @@ ONE_LINE = re.compile(r"^bench: [^\n]+ \[[a-z-]+\]\n$")
         (["spawn", "--deadline", "5", "--", "true"], "'5' is not a duration"),
         (["spawn", "--env", "NOEQUALS", "--", "true"], "'NOEQUALS' is not KEY=VALUE"),
         (["mail", "wait", "--timeout", "0s"], "'0s' is not a duration"),
+        (["mail", "send", "bob", "-m"], "'-m' requires an argument; see bench help mail send"),
     ],
     ids=lambda x: x if isinstance(x, str) else " ".join(x),
 )
