@@ -134,6 +134,12 @@ def usage_sentence(err: click.ClickException) -> str:
     return said
 
 
+# A group run without its command (click 8.2 on; 8.1 prints the help and exits 0).
+NO_ARGS: tuple[type[click.ClickException], ...] = tuple(
+    c for c in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if c is not None
+)
+
+
 def _typed_command() -> list[str]:
     """The command typed (`mail send`), for an error click raised without its context
     (an option missing its value): the leading words that name bench commands."""
@@ -164,6 +170,9 @@ def run() -> int:
     except click.exceptions.Exit as e:
         return e.exit_code
     except click.ClickException as err:
+        if isinstance(err, NO_ARGS):  # `bench`, `bench mail`: the help, as click shows it
+            err.show()
+            return err.exit_code
         return output.fail(WireError("usage", usage_sentence(err)), "--json" in sys.argv)
     except (KeyboardInterrupt, click.Abort):
         return EXIT_INTERRUPTED

@@ -35,6 +35,13 @@ def test_parser_errors_are_one_line_with_a_code(daemon, argv, said):
     assert "see bench help " in r.err, r
 
 
+def test_a_group_without_its_command_shows_its_help(daemon):
+    for argv in ([], ["mail"]):
+        r = daemon.bench(*argv)
+        assert r.err.startswith(f"Usage: bench {' '.join(argv)}".rstrip()), r
+        assert "Commands:" in r.err and not r.err.startswith("bench: "), r
+
+
 def test_values_out_of_range_exit_2_whoever_finds_them(daemon):
     for argv, code in [
         (["mail", "list", "--limit", "0"], "bad-limit"),  # the daemon finds it
