@@ -10,12 +10,14 @@ The fast-path agent commands (mail send/list/read, report) are declared in
 declines; both paths run the same functions in `bench_cli.fastpath`.
 """
 
+import sys
+
 import click
 
-from bench_cli import hints
+from bench_cli import hints, output
 from bench_cli.context import DIR_HELP, JSON_HELP, Ctx, examples
 from bench_cli.group import LazyGroup
-from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK
+from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
 
 # Each command, by name, and where it is: "module:function". The help lists them sorted
 # by name, as click lists any group's commands.
@@ -31,6 +33,7 @@ COMMANDS = {
     "type": "bench_cli.commands.sessions:type_",
     "kill": "bench_cli.commands.sessions:kill",
     "report": "bench_cli.commands.sessions:report",
+    "restart": "bench_cli.commands.sessions:restart",
     "dash": "bench_cli.commands.sessions:dash",
     "mail": "bench_cli.commands.mail:mail",
     "mcp": "bench_cli.commands.mail:mcp",
@@ -68,6 +71,7 @@ def cli(click_ctx: click.Context, bench_dir: str | None, as_json: bool) -> None:
       2    bad command line, whoever found it (click or bench)
       3    no daemon answers on this BENCH_DIR
       4    the daemon's answer could not be understood, or the connection broke
+      5    the socket is served by another user's process: nothing was sent
       6    a wait (mail wait, job wait) ended at its timeout
       130  interrupted with Ctrl-C (nothing is printed)
     """
@@ -85,8 +89,8 @@ def help_(command: tuple[str, ...]) -> None:
         sub = target.get_command(here, name) if isinstance(target, click.Group) else None
         if sub is None:
             meant = hints.command(tuple(command[:-1]), name, getattr(target, "commands", {}))
-            tip = f" Did you mean {meant}?" if meant else ""
-            raise click.UsageError(f"no such command: {' '.join(command)} (see bench help).{tip}")
+            tip = f" (did you mean {meant}?)" if meant else " (see bench help)"
+            raise click.UsageError(f"no such command: {' '.join(command)}{tip}")
         here = click.Context(sub, info_name=name, parent=here)
         target = sub
     click.echo(here.get_help())
@@ -110,11 +114,68 @@ completion.epilog = examples(
 )
 
 
+def usage_sentence(err: click.ClickException) -> str:
+    """A command-line error as bench words every error: one sentence, its hint in
+    parentheses, and where to read more (`bench help mail send`); never click's four
+    lines of Usage, Try, a blank and Error."""
+    if isinstance(err, click.NoSuchOption):
+        said = f"no such option: {err.option_name}"
+        if err.possibilities:
+            said += f" (did you mean {' or '.join(sorted(err.possibilities))}?)"
+    else:
+        said = err.format_message().strip().rstrip(".")
+        said = said[:1].lower() + said[1:]
+    ctx = getattr(err, "ctx", None)
+    command = ctx.command_path.split(" ", 1)[1:] if ctx is not None else _typed_command()
+    if command and command[0] != "help":
+        said += f"; see bench help {command[0]}"
+    elif isinstance(err, click.UsageError) and "bench help" not in said:
+        said += "; see bench help"
+    return said
+
+
+# A group run without its command (click 8.2 on; 8.1 prints the help and exits 0).
+NO_ARGS: tuple[type[click.ClickException], ...] = tuple(
+    c for c in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if c is not None
+)
+
+
+def _typed_command() -> list[str]:
+    """The command typed (`mail send`), for an error click raised without its context
+    (an option missing its value): the leading words that name bench commands."""
+    words: list[str] = []
+    group: click.Command = cli
+    argv = iter(sys.argv[1:])
+    for word in argv:
+        if not words and word.startswith("-"):  # bench's own --json, --dir PATH
+            if word == "--dir":
+                next(argv, None)
+            continue
+        if not isinstance(group, click.Group) or word not in group.commands:
+            break
+        words.append(word)
+        group = group.commands[word]
+    return [" ".join(words)] if words else []
+
+
 def run() -> int:
+    """bench with click, every error printed as `bench: <sentence> [<code>]` (or as
+    JSON with --json), its exit code from the code's table (docs/cli.md)."""
     try:
-        cli.main(prog_name="bench", standalone_mode=True)
+        # standalone_mode=False: click raises its errors to here instead of printing
+        # them its own way, and gives back the code a command exited with.
+        code = cli.main(prog_name="bench", standalone_mode=False)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except KeyboardInterrupt:
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as err:
+        if isinstance(err, NO_ARGS):  # `bench`, `bench mail`: the help, as click shows it
+            err.show()
+            return err.exit_code
+        return output.fail(WireError("usage", usage_sentence(err)), "--json" in sys.argv)
+    except (KeyboardInterrupt, click.Abort):
         return EXIT_INTERRUPTED
-    return EXIT_OK
+    except BrokenPipeError:
+        return EXIT_OK  # the reader went away (`bench ps | head`): nothing more to say
+    return code if isinstance(code, int) else EXIT_OK

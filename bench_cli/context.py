@@ -161,7 +161,8 @@ def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) ->
 def emit(a: msgspec.Struct | dict[str, Any]) -> None:
     """An answer as one line of JSON (`--json`), typed or plain."""
     if isinstance(a, msgspec.Struct):
-        sys.stdout.write(ENCODER.encode(a).decode() + "\n")
+        plain = output.without_request_id(msgspec.to_builtins(a))
+        sys.stdout.write(ENCODER.encode(plain).decode() + "\n")
     else:
         output.emit_json(a)
 

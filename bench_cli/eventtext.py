@@ -36,20 +36,49 @@ KIND_COLOUR = {
 }
 
 
+# Fields that hold a wall-clock time in ms since the epoch: shown as a local time.
+TIME_FIELDS = ("until", "deadline_ms", "at")
+# Fields whose value, in an event of this kind, means "not this": left out like an
+# empty one (a would-deadlock refusal carries the too-many-waits limit's 0).
+UNSET = {("wait/refused", "limit"): 0}
+
+
+def _has_value(kind: object, k: str, v: object) -> bool:
+    if v is None or v == "" or v == [] or v == {}:
+        return False
+    unset = UNSET.get((str(kind), k))
+    return unset is None or unset != v
+
+
 def fields(
     ev: Event, shown: tuple[str, ...], last: tuple[str, ...] = ()
 ) -> list[tuple[str, object]]:
-    """The event's fields with a value, but for those `shown` already: in the event's
-    order, then those in `last` in that order."""
-    out = [(k, v) for k, v in ev.items() if k not in shown and k not in last and v is not None]
-    return out + [(k, ev[k]) for k in last if ev.get(k) is not None]
+    """The event's fields with a value (none, "", an empty list or a kind's unset value
+    are left out), but for those `shown` already: in the event's order, then those in
+    `last` in that order."""
+    kind = ev.get("kind")
+    out = [
+        (k, v) for k, v in ev.items() if k not in shown and k not in last and _has_value(kind, k, v)
+    ]
+    return out + [(k, ev[k]) for k in last if _has_value(kind, k, ev.get(k))]
+
+
+def label(k: str) -> str:
+    """A field's name in text: its unit is in its value (`deadline=…`, `idle=42s`)."""
+    return k[:-3] if k.endswith("_ms") else k
 
 
 def field(k: str, v: object) -> str:
     """A field's value as text: lists comma-joined, words bare, anything with spaces
-    quoted, a signal by its name."""
-    if k == "signal" and isinstance(v, int) and not isinstance(v, bool):  # a signal number
-        return humanize.signal_name(v)
+    quoted, a signal by its name, a time as a local time, milliseconds as a duration."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if k == "signal":  # a signal number
+            return humanize.signal_name(v)
+        if k in TIME_FIELDS:
+            t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(v / 1000))
+            return f"{t}.{v % 1000:03d}"
+        if k.endswith("_ms"):
+            return humanize.exact(v / 1000) if v else "0s"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list):
@@ -63,7 +92,7 @@ def format_event(ev: Event, on: bool = False) -> list[str | output.Painted]:
     """The line's pieces for `output.write` (the kind painted when `on`)."""
     t = ev["ts"] / 1000
     ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) + f".{ev['ts'] % 1000:03d}"
-    rest = " ".join(f"{k}={field(k, v)}" for k, v in fields(ev, ("seq", "ts", "kind")))
+    rest = " ".join(f"{label(k)}={field(k, v)}" for k, v in fields(ev, ("seq", "ts", "kind")))
     kind = output.paint(f"{ev['kind']:<18}", KIND_COLOUR.get(ev["kind"]), on)
     return [f"{ev['seq']:>6}  {ts}  ", kind, f" {rest}"]
 
@@ -93,6 +122,6 @@ def event_line(ev: Event) -> str:
     """One line of the dashboard's events pane: seq, time, kind and parties first, then
     the other fields, the long ids last (fields with no value are left out), every
     character that may not reach a terminal masked (`bench_wire.untrusted.mask`)."""
-    rest = [f"{k}={field(k, v)}" for k, v in fields(ev, _SHOWN_FIRST, _LAST)]
+    rest = [f"{label(k)}={field(k, v)}" for k, v in fields(ev, _SHOWN_FIRST, _LAST)]
     head = f"{ev['seq']} {clock(ev['ts'])} {ev['kind']:<14} {parties(ev)}"
     return mask(f"{head}  {' '.join(rest)}".rstrip())

@@ -255,7 +255,7 @@ def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
         "reply_to": o.get("reply_to") or None,
         "in_reply_to": o.get("in_reply_to"),
     }
-    a = _call(conn, verbs.MAIL_SEND, fields, o["to"])
+    a = _call(conn, verbs.MAIL_SEND, fields, o["to"], *(o.get("reply_to") or ()))
     text = output.sent(a)
     if a.get("new_mailbox"):  # a typo, perhaps: the handle it was probably meant for
         from bench_cli import hints  # only when something looks wrong
@@ -264,15 +264,18 @@ def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
     return _answer(a, as_json, text)
 
 
-def _call(conn: Client, verb: str, fields: "Json", handle: str | None) -> "Json":
-    """conn.call, with the handle probably meant added to a bad-handle refusal."""
+def _call(conn: Client, verb: str, fields: "Json", handle: str | None, *more: str) -> "Json":
+    """conn.call, with the handle probably meant added to a bad-handle refusal: for the
+    value the refusal names (`reply-to 'Alice' is not a handle`: the hint is for Alice,
+    not the recipient), else for `handle`."""
     try:
         return conn.call(request(verb, fields))
     except WireError as err:
         if err.code in ("bad-handle", "bad-node") and handle:
             from bench_cli import hints  # only on this error path
 
-            err.message += hints.address(handle, known_handles(conn))
+            named = [h for h in (handle, *more) if repr(h) in err.message]
+            err.message += hints.address(named[0] if named else handle, known_handles(conn))
         raise
 
 

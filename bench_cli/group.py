@@ -31,10 +31,13 @@ class Group(click.Group):
         try:
             return super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand:
+            said = hints.not_here(tuple(ctx.command_path.split()[1:]), args[0])
+            if said is not None:
+                raise click.UsageError(f"no such command {args[0]!r}: {said}", ctx) from None
             meant = hints.command(tuple(ctx.command_path.split()[1:]), args[0], self.commands)
             if meant is None:
                 raise
-            msg = f"No such command {args[0]!r}. Did you mean {meant}?"
+            msg = f"no such command {args[0]!r} (did you mean {meant}?)"
             raise click.UsageError(msg, ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:  # what the command returns

@@ -71,6 +71,23 @@ ALIASES: dict[tuple[str, ...], dict[str, str]] = {
 }
 
 
+# Words for what bench does not do at all, by group: the sentence that says so and what
+# to do instead (a hint to a command would promise something that is not there).
+_KEPT = (
+    "bench keeps every message: nothing is deleted. bench mail read ID retires one "
+    "(it leaves the unread list, its file moves to read/); bench mail list --state all "
+    "shows both"
+)
+NOT_HERE: dict[tuple[str, ...], dict[str, str]] = {
+    ("mail",): {w: _KEPT for w in ("rm", "delete", "del", "remove", "archive", "purge")},
+}
+
+
+def not_here(group: tuple[str, ...], word: str) -> str | None:
+    """The sentence for a command bench has no such thing as (`bench mail rm`), or None."""
+    return NOT_HERE.get(group, {}).get(word.lower())
+
+
 def distance(a: str, b: str) -> int:
     """Edits from a to b: insert, delete, replace, or swap two neighbours (mial -> mail
     is one edit)."""

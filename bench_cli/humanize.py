@@ -22,9 +22,14 @@ def duration(seconds: float) -> str:
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def parse_duration(text: str) -> float:
+# The longest duration anything takes (ten years): past it a number is a typo or an
+# attack (`1e23d` overflows a clock), refused here rather than deep in the daemon.
+LONGEST = 3650 * 86400.0
+
+
+def parse_duration(text: str, most: float = LONGEST) -> float:
     """`90s`, `10m`, `1.5h`, `2d` in seconds (the form `duration` prints, and `bench
-    events --since` reads); ValueError with a sentence for anything else."""
+    events --since` reads), at most `most`; ValueError with a sentence for anything else."""
     t = text.strip()
     unit = t[-1:]
     try:
@@ -37,7 +42,18 @@ def parse_duration(text: str) -> float:
         raise ValueError(
             f"{text!r} is not a duration: give a number and a unit, s m h or d (90s, 10m, 1h)"
         ) from None
-    return value * _UNIT_S[unit]
+    seconds = value * _UNIT_S[unit]
+    if seconds > most:
+        raise ValueError(f"{text!r} is out of range: at most {exact(most)}")
+    return seconds
+
+
+def exact(seconds: float) -> str:
+    """A duration as it would be typed, exactly: `30d`, `7d`, `90m`, `1.5s` (never
+    `2.592e+06s`; `duration` rounds down to one unit instead, for ages and idle times)."""
+    from bench_wire.config import seconds_text  # the daemon's messages use it too
+
+    return seconds_text(seconds)
 
 
 def count(n: int, one: str, many: str | None = None) -> str:

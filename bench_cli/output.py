@@ -29,7 +29,21 @@ def _escape(text: str) -> str:
 
 
 def emit_json(obj: "Json") -> None:
-    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.write(dumps(without_request_id(obj)) + "\n")
+
+
+def without_request_id(obj: "Json") -> "Json":
+    """An answer without the wire's request id (`"id": 1`): the CLI sends one request a
+    connection, so the number says nothing, and beside the copies a reply sent (each an
+    answer of its own) it read like their id. An answer is an object with `ok` and
+    `type`; the ones inside it (a reply's `sent`) lose theirs too."""
+    if "ok" not in obj or "type" not in obj:
+        return obj
+    out = {k: v for k, v in obj.items() if k != "id"}
+    for k, v in out.items():
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            out[k] = [without_request_id(x) if isinstance(x, dict) else x for x in v]
+    return out
 
 
 def fail(err: WireError, as_json: bool) -> int:
@@ -59,7 +73,9 @@ def sent(a: "Json") -> str:
     note = a.get("note") or ""
     if note.startswith("queued-for-"):
         return f"queued {a['mail_id']} for {a['to']} (node {note[11:]}): {a['path']}"
-    tail = "" if a.get("live") else "  (no live session: it waits in the inbox)"
+    # No session ever holds `operator`: its mail is read with bench mail list, not woken.
+    quiet = a.get("live") or a.get("to") == "operator"
+    tail = "" if quiet else "  (no live session: it waits in the inbox)"
     if a.get("new_mailbox"):
         tail = (
             f"  (new-mailbox: nothing was sent to {a['to']} before and no live session "

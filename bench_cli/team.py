@@ -27,15 +27,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
-from bench_cli import humanize
+from bench_cli import hints, humanize
 from bench_wire import messages as m
-from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
+from bench_wire.addresses import is_address, is_handle
+from bench_wire.config import BOUNDS, DAEMON_OPTIONS, option_dest, option_problem
 from bench_wire.errors import WireError
 
 DEFAULT_FILE = "bench.toml"
 RECORD = "team.json"
 FILE_MAX = 1 << 20  # a team file larger than 1 MiB is refused, not read
 AGENTS_MAX = 256  # agents one file may name
+# benchd's terminal sizes (benchd.runtime.terminal's MAX_ROWS x MAX_COLS): checked here
+# too, so a bad size stops the file before any agent starts.
+ROWS_MAX, COLS_MAX = 500, 1000
+# The agent presets benchd has built in (benchd.runtime.presets.BUILTIN); a BENCH_DIR's
+# presets.json may add more, and is read for their names.
+BUILTIN_PRESETS = ("claude", "codex", "pi")
+# Files whose presence marks a directory as some daemon's BENCH_DIR: a task file is never
+# read from under one (its mailboxes, journal and events are not a team's to send).
+BENCH_DIR_MARKS = ("benchd.lock", "benchd.sock", "events.jsonl")
 
 # key -> (what the value must be, as said in an error)
 AGENT_KEYS = {
@@ -222,15 +232,28 @@ def _key_pattern(key: str) -> str:
     return rf"(?:{q}|\"{q}\"|'{q}')"
 
 
-def find_file(given: str | None) -> str | None:
-    """The team file `bench up` uses: -f's, else ./bench.toml when it exists, else None."""
+def find_file(given: str | None, dir_given: bool = False) -> str | None:
+    """The team file `bench up` uses: -f's, else ./bench.toml when it exists and no
+    --dir was given (a daemon for another directory is not this project's team: `bench
+    up --dir /tmp/n1` starts that daemon alone), else None."""
     if given is not None:
         return os.path.abspath(given)
+    if dir_given:
+        return None
     return os.path.abspath(DEFAULT_FILE) if os.path.isfile(DEFAULT_FILE) else None
 
 
-def load(path: str) -> Team:
-    """Read and check a team file; every problem is a bad-team-file naming file, line, key."""
+def shown(path: str) -> str:
+    """A team file's path as `bench up` names it: relative when under the current
+    directory, else absolute."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def load(path: str, bench_dir: str | None = None) -> Team:
+    """Read and check a team file whole, before anything starts: every problem is a
+    bad-team-file naming file, line and key. `bench_dir` (the daemon's) is where the
+    presets beyond the built-in ones are named (its presets.json)."""
     try:
         with open(path, "rb") as f:
             raw = f.read(FILE_MAX + 1)
@@ -245,6 +268,10 @@ def load(path: str) -> Team:
     src = _Source(path, text)
     try:
         doc = tomllib.loads(text)
+    except RecursionError:
+        raise WireError(
+            "bad-team-file", f"{path}: invalid TOML: arrays or tables nested too deeply"
+        ) from None
     except tomllib.TOMLDecodeError as err:
         msg = str(err)
         at = re.search(r"\(at line (\d+), column (\d+)\)", msg)
@@ -263,7 +290,8 @@ def load(path: str) -> Team:
             raise src.error(
                 src.header((k,)) or src.line_of((), k),
                 k,
-                "unknown key; a team file has [daemon] and [agents.NAME] tables",
+                "unknown key; a team file has [daemon] and [agents.NAME] tables"
+                + hints.handle(k, ("daemon", "agents")),
             )
     daemon = _daemon(src, doc.get("daemon", {}))
     agents_doc = doc.get("agents", {})
@@ -272,8 +300,35 @@ def load(path: str) -> Team:
     if len(agents_doc) > AGENTS_MAX:
         raise src.error(1, "agents", f"more than {AGENTS_MAX} agents in one file")
     base = os.path.dirname(path)
-    agents = [_agent(src, base, name, entry) for name, entry in agents_doc.items()]
+    presets = preset_names(bench_dir)
+    agents = [_agent(src, base, name, entry, presets) for name, entry in agents_doc.items()]
     return Team(path=path, daemon=daemon, agents=agents)
+
+
+def preset_names(bench_dir: str | None) -> set[str]:
+    """The presets a daemon for `bench_dir` knows: the built-in ones and the names in its
+    presets.json (read for names only; benchd checks the presets themselves)."""
+    names = set(BUILTIN_PRESETS)
+    if bench_dir is None:
+        return names
+    try:
+        # As benchd opens it (a link is followed there too): only names are taken.
+        with open(os.path.join(bench_dir, "presets.json"), "rb") as f:
+            doc = json.loads(f.read(FILE_MAX))
+        if isinstance(doc, dict):
+            names |= {k for k in doc if isinstance(k, str)}
+    except (OSError, ValueError, RecursionError):
+        pass  # none, or not one benchd would take: it says so at the spawn
+    return names
+
+
+def preset_problem(name: str, known: set[str]) -> str | None:
+    """Why `--agent NAME` names no preset (with what it probably meant), or None."""
+    if name in known:
+        return None
+    return f"no agent preset {name!r}; known: {', '.join(sorted(known))}" + hints.handle(
+        name, known
+    )
 
 
 def _daemon(src: _Source, doc: object) -> DaemonValues:
@@ -291,8 +346,10 @@ def _daemon(src: _Source, doc: object) -> DaemonValues:
             continue
         typ = types.get(flag)
         if typ is None:
-            known = ", ".join(sorted([f[2:] for f in types] + ["node", "bridge"]))
-            raise src.error(line, f"daemon.{k}", f"unknown key; known: {known}")
+            known = [f[2:] for f in types] + ["node", "bridge"]
+            meant = hints.nearest(k, known)
+            said = f"did you mean {meant}?" if meant else "the keys are bench help up's options"
+            raise src.error(line, f"daemon.{k}", f"unknown key ({said})")
         ok = isinstance(v, int) and not isinstance(v, bool)
         if typ is float:
             ok = ok or isinstance(v, float)
@@ -306,19 +363,32 @@ def _daemon(src: _Source, doc: object) -> DaemonValues:
     return out
 
 
-def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
+def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -> Agent:
     table = ("agents", name)
     where = f"agents.{name}"
     head = src.header(table) or src.line_of(("agents",), name)
     if not isinstance(doc, dict):
         raise src.error(head, where, f"must be a table [agents.{name}], not {_kind(doc)}")
+    if not is_handle(name):
+        meant = name.lower() if is_handle(name.lower()) else None
+        raise src.error(
+            head,
+            where,
+            "the table's name is the session's handle: 1-64 characters of a-z 0-9 . _ - "
+            "starting with a letter or digit"
+            + (f" (did you mean agents.{meant}?)" if meant else ""),
+        )
+    if name == "operator":
+        raise src.error(head, where, "operator is your own handle, never a session's")
 
     def bad(k: str, what: str) -> WireError:
         return src.error(src.line_of(table, k), f"{where}.{k}", what)
 
     for k, v in doc.items():
         if k not in AGENT_KEYS:
-            raise bad(k, f"unknown key; known: {', '.join(AGENT_KEYS)}")
+            meant = hints.nearest(k, AGENT_KEYS)
+            tip = f"did you mean {meant}?" if meant else f"known: {', '.join(AGENT_KEYS)}"
+            raise bad(k, f"unknown key ({tip})")
         if k in UNSUPPORTED:
             raise bad(k, f"not supported: {UNSUPPORTED[k]}")
         if not _fits(k, v):
@@ -336,27 +406,46 @@ def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
         argv = list(command) if command is not None else [str(agent)]
     if not argv or not argv[0]:
         raise bad("command", "must not be empty")
+    if agent is not None:
+        problem = preset_problem(agent, presets)
+        if problem:
+            raise bad("agent", problem)
+    rows, cols = doc.get("rows", 40), doc.get("cols", 120)
+    if not 1 <= rows <= ROWS_MAX:
+        raise bad("rows", f"must be 1 to {ROWS_MAX} (got {rows})")
+    if not 1 <= cols <= COLS_MAX:
+        raise bad("cols", f"must be 1 to {COLS_MAX} (got {cols})")
+    for k, v in doc.get("env", {}).items():
+        if not k or "=" in k or "\0" in k or "\0" in v:
+            raise bad("env", f"{k!r} is not an environment variable's name and value")
+    cwd = os.path.normpath(os.path.join(base, os.path.expanduser(doc.get("cwd", "."))))
+    if not os.path.isdir(cwd):
+        raise bad("cwd", f"{cwd} is not a directory")
     task = doc.get("task")
     if "task-file" in doc:
         if task is not None:
             raise bad("task-file", "give task or task-file, not both")
-        task_path = os.path.join(base, doc["task-file"])
         try:
-            with open(task_path, encoding="utf-8") as f:
-                task = f.read()
-        except (OSError, UnicodeDecodeError) as err:
-            raise bad("task-file", f"cannot read {task_path}: {err}") from None
+            task = read_task_file(base, doc["task-file"])
+        except ValueError as err:
+            raise bad("task-file", str(err)) from None
     reply_to = doc.get("reply-to", [])
     reply_to = [reply_to] if isinstance(reply_to, str) else list(reply_to)
     for k in ("reply-to", "subject", "key"):
         if k in doc and task is None:
             raise bad(k, "needs a task (the job's first mail)")
+    for address in reply_to:
+        if not is_address(address):
+            meant = address.lower() if is_address(address.lower()) else None
+            tip = f" (did you mean {meant}?)" if meant else ""
+            raise bad("reply-to", f"{address!r} is not an address (bob, or bob@node2){tip}")
     durations: dict[str, float | None] = {}
+    longest = BOUNDS["--max-deadline"][1]  # no daemon takes a longer one
     for k in ("deadline", "stall-after"):
         durations[k] = None
         if k in doc:
             try:
-                durations[k] = humanize.parse_duration(doc[k])
+                durations[k] = humanize.parse_duration(doc[k], most=longest)
             except ValueError as err:
                 raise bad(k, str(err)) from None
     return Agent(
@@ -364,11 +453,11 @@ def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
         line=head,
         argv=argv,
         agent=agent,
-        cwd=os.path.normpath(os.path.join(base, os.path.expanduser(doc.get("cwd", ".")))),
+        cwd=cwd,
         env=dict(doc.get("env", {})),
         ready=doc.get("ready"),
-        rows=doc.get("rows", 40),
-        cols=doc.get("cols", 120),
+        rows=rows,
+        cols=cols,
         task=task,
         subject=doc.get("subject", ""),
         reply_to=reply_to,
@@ -376,6 +465,69 @@ def _agent(src: _Source, base: str, name: str, doc: object) -> Agent:
         deadline=durations["deadline"],
         stall_after=durations["stall-after"],
     )
+
+
+def read_task_file(base: str, given: str) -> str:
+    """A task file's text. Where it may be (docs/team.md): under the team file's own
+    directory once every link is resolved, and never under a BENCH_DIR (a file planted
+    in a project cannot send someone's mailbox, journal or events as a task). The file
+    is opened first and its path checked as the kernel opened it (/proc/self/fd), so a
+    link swapped in meanwhile is seen; ValueError with a sentence when it may not be."""
+    import stat
+
+    home = os.path.realpath(base)
+    try:
+        fd = os.open(os.path.join(base, os.path.expanduser(given)), os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the name
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise ValueError(f"cannot read {given!r}: {why}") from None
+    try:
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = os.path.realpath(os.path.join(base, given))
+        named = given if real == os.path.join(base, given) else f"{given} ({real})"
+        if os.path.commonpath([home, real]) != home:
+            raise ValueError(
+                f"{named} is outside the team file's directory {home}: a task file must "
+                "lie under it, links followed"
+            )
+        where = _bench_dir_above(real)
+        if where is not None:
+            raise ValueError(f"{named} is inside the BENCH_DIR {where}: never a task")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{named} is not a regular file")
+        chunks: list[bytes] = []
+        left = FILE_MAX + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        raw = b"".join(chunks)
+    except OSError as err:
+        raise ValueError(f"cannot read {given!r}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > FILE_MAX:
+        raise ValueError(f"{given} is larger than {FILE_MAX:,} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{given} is not UTF-8 text ({err.reason})") from None
+
+
+def _bench_dir_above(path: str) -> str | None:
+    """The nearest directory at or above `path` that is a BENCH_DIR, or None."""
+    d = os.path.dirname(path)
+    while True:
+        if any(os.path.lexists(os.path.join(d, mark)) for mark in BENCH_DIR_MARKS):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
 
 
 def _fits(k: str, v: object) -> bool:
@@ -487,6 +639,14 @@ def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
     return results
 
 
+def relabel(bench_dir: str, old: str, new: str) -> None:
+    """Session `new` (`bench restart` of `old`) is its team file's entry now."""
+    recs = records(bench_dir)
+    if old in recs:
+        recs[new] = recs.pop(old)
+        _write_records(bench_dir, recs)
+
+
 def _result(agent: Agent, status: str, session: str, pid: int) -> Result:
     return {"name": agent.name, "status": status, "session": session, "pid": pid}
 
@@ -494,8 +654,8 @@ def _result(agent: Agent, status: str, session: str, pid: int) -> Result:
 def describe(results: list[Result], path: str) -> str:
     """The per-agent lines `bench up -f` prints, like `docker compose up`'s."""
     width = max((len(r["name"]) for r in results), default=0)
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
-    out = []
+    name = shown(path)
+    out = [f"team file {name}"]
     for r in results:
         head = f"{r['status']:<8} {r['name']:<{width}}  session {r['session']}, pid {r['pid']}"
         if r["status"] == "running" and not r.get("from_file", True):
@@ -503,10 +663,10 @@ def describe(results: list[Result], path: str) -> str:
         if r["status"] == "changed":
             head += (
                 f": its entry differs ({', '.join(r['changed'])}); left running as it is "
-                f"(bench kill {r['name']}, then bench up -f {shown}, to start it anew)"
+                f"(bench kill {r['name']}, then bench up -f {name}, to start it anew)"
             )
         out.append(head)
-    return "\n".join(out) if out else f"no agents in {shown}"
+    return "\n".join(out) if results else f"team file {name}: no agents in it"
 
 
 def down(bench_dir: str, team: Team, call: Call) -> list[Ended]:

@@ -186,6 +186,7 @@ class SessionTail(Request["OutputFrame | ScreenFrame"], tag=verbs.SESSION_TAIL):
     handle: str
     follow: bool = False
     screen: bool = False
+    lines: int | None = None  # only the last N lines of the scrollback (or screen); None: all
 
 
 class SessionScreen(Request["ScreenFrame"], tag=verbs.SESSION_SCREEN):

@@ -283,6 +283,21 @@ class ReplyOk(Response, tag="mail/reply"):
     sent: list[SendOk]
 
 
+class Launch(msgspec.Struct, kw_only=True):
+    """How a session was started, as `bench restart` starts it again: the spawn's own
+    command (as given), working directory, preset, ready pattern, size and sandbox. Its
+    environment's values are not told (they may be secrets), only their names."""
+
+    argv: list[str]
+    cwd: str
+    agent: str | None = None
+    ready: str | None = None
+    rows: int = 40
+    cols: int = 120
+    sandbox: bool = True
+    env_keys: list[str] = []
+
+
 class SessionInfo(msgspec.Struct, kw_only=True):
     session: str
     handle: str
@@ -300,6 +315,7 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     reason: str | None = None  # why it failed or was interrupted (bench_wire.outcomes)
     deadline_left_ms: int | None = None  # a live session with a deadline: the time left
     stalled: bool = False  # a live job's child is stalled (idle past stall-after, no report)
+    launch: Launch | None = None  # how it was started (None: a daemon before restart)
 
 
 class SpawnOk(Response, tag="session/spawn"):

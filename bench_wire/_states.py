@@ -86,6 +86,7 @@ class SentMail(msgspec.Struct, kw_only=True, omit_defaults=True):
     state: str
     at: str
     reason: str | None = None
+    subject: str = ""  # "" also where the index no longer holds it (mail to another node)
 
 
 class SentListOk(Response, tag="mail/sent-list"):
@@ -111,6 +112,8 @@ class JobWaitOk(Response, tag="job/wait"):
     handle: str
     outcome: str  # completed, failed, cancelled, abandoned, outcome_unknown
     reply: str  # the content the job owed (its last report, or how its session ended)
+    reason: str | None = None  # why it failed or was interrupted (bench_wire.outcomes)
+    path: str | None = None  # the reply mail in the waiter's mailbox, once delivered there
 
 
 # ---------------------------------------------------------------- events

@@ -254,41 +254,90 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
 ]
 
 
+# Each option's range, declared beside the options: (least, most, unit). A value outside
+# it is refused by `bench up` (flag or team file) and by benchd alike, with the bound
+# named, so no file or command line lifts a limit past what the daemon was built to bear
+# (a spawn rate of 1e9, a deadline that overflows a clock) or turns a protection off
+# (`--operator-reserve 0`). The unit says how a bound is shown: "s" as a duration.
+# Every option in DAEMON_OPTIONS has a row here (tests/unit/test_config.py checks).
+DAY = 86400.0
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "--idle-gate": (0, 3600, "s"),
+    "--paste-settle": (0, 60, "s"),
+    "--wake-burst": (0, 1000, ""),
+    "--wake-refill": (0.001, DAY, "s"),
+    "--enter-retries": (0, 20, ""),
+    "--enter-check": (0, 60, "s"),
+    "--retry-base": (0, 3600, "s"),
+    "--max-connections": (1, 8192, ""),
+    "--session-connections": (1, 8192, ""),
+    "--operator-connections": (1, 8192, ""),
+    # 0 would let sessions take every connection and lock the operator out.
+    "--operator-reserve": (1, 8192, ""),
+    "--send-burst": (1, 100_000, ""),
+    "--send-rate": (0.0001, 10_000, ""),
+    "--operator-send-burst": (1, 1_000_000, ""),
+    "--operator-send-rate": (0.0001, 100_000, ""),
+    "--mailbox-messages": (1, 1_000_000, ""),
+    "--mailbox-bytes": (1, 1 << 34, "B"),
+    "--reply-to-max": (0, 256, ""),
+    "--idle-timeout": (0.001, DAY, "s"),
+    "--max-children": (0, 64, ""),
+    "--max-depth": (0, 16, ""),
+    "--spawn-rate": (0, 10_000, ""),
+    "--tree-bytes": (0, 1 << 34, "B"),
+    "--tree-mailboxes": (0, 100_000, ""),
+    "--stall-after": (0, 30 * DAY, "s"),
+    "--max-deadline": (0.001, 365 * DAY, "s"),
+    "--exited-kept": (0, 100_000, ""),
+    "--kept-scrollback": (0, 64 << 20, "B"),
+    "--disk-reserve": (0, 1 << 40, "B"),
+    "--session-waits": (1, 1024, ""),
+    "--max-waits": (1, 65_536, ""),
+    "--wait-max": (0.001, 30 * DAY, "s"),
+    "--flood-interval": (0.001, DAY, "s"),
+    "--tree-connections": (1, 8192, ""),
+    # A smaller bound would rotate the log at nearly every batch.
+    "--event-log-bytes": (64 * 1024, 1 << 40, "B"),
+}
+
+
 def option_dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-EVENT_LOG_MIN = 64 * 1024  # a smaller bound would rotate the log at nearly every batch
+def seconds_text(seconds: float) -> str:
+    """A duration as a user would type it: the largest unit it is a whole number of
+    (`7d`, `30d`, `90m`, `45s`), else seconds (`1.5s`): never `2.592e+06s`."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0 and seconds / size < 1e15:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def value_text(value: float, unit: str) -> str:
+    """An option's value as its unit shows it."""
+    if unit == "s":
+        return seconds_text(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
 
 def option_problem(flag: str, value: float) -> str | None:
     """Why a daemon option's value is refused, or None (checked by benchd and by
-    `bench up`, so a bad value is a usage error before any daemon starts)."""
-    if value < 0:
-        return f"{flag} must not be negative (got {value})"
-    if flag == "--event-log-bytes" and value < EVENT_LOG_MIN:
-        return f"{flag} must be at least {EVENT_LOG_MIN} (got {value})"
-    if flag in (
-        "--wake-refill",
-        "--idle-timeout",
-        "--send-rate",
-        "--operator-send-rate",
-        "--max-deadline",
-        "--wait-max",
-        "--flood-interval",
-    ) and (value <= 0):
-        return f"{flag} must be positive (got {value})"
-    if flag in (
-        "--max-connections",
-        "--session-connections",
-        "--operator-connections",
-        "--tree-connections",
-        "--send-burst",
-        "--operator-send-burst",
-        "--mailbox-messages",
-        "--mailbox-bytes",
-        "--session-waits",
-        "--max-waits",
-    ) and (value < 1):
-        return f"{flag} must be at least 1 (got {value})"
-    return None
+    `bench up`, so a bad value is a usage error before any daemon starts). NaN is
+    outside every range."""
+    low, high, unit = BOUNDS.get(flag, (0, float("inf"), ""))
+    if low <= value <= high:
+        return None
+    got = value_text(value, unit)
+    if value != value:  # NaN
+        span = f"{value_text(low, unit)} to {value_text(high, unit)}"
+        return f"{flag} must be a number from {span} (got {got})"
+    if value < 0 <= low:
+        return f"{flag} must not be negative (got {got})"
+    if not value >= low:
+        least = "be positive" if 0 < low < 1 else f"be at least {value_text(low, unit)}"
+        return f"{flag} must {least} (got {got})"
+    return f"{flag} must be at most {value_text(high, unit)} (got {got})"

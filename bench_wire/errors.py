@@ -130,6 +130,11 @@ EXIT_CODES = {
     "bad-dir": EXIT_USAGE,
     "bad-stdin": EXIT_USAGE,
     "bad-team-file": EXIT_USAGE,
+    # A value given out of range or form is a bad command line, whoever found it (the
+    # CLI's parser or the daemon): exit 2 as every usage error.
+    "bad-limit": EXIT_USAGE,
+    "bad-duration": EXIT_USAGE,
+    "bad-since": EXIT_USAGE,
     "timeout": EXIT_TIMEOUT,
 }
 

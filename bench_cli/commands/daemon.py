@@ -112,7 +112,7 @@ def _differing(a: Answer, kw: Options) -> list[str]:
     "team_file",
     metavar="FILE",
     help=f"a team file: its daemon options, then each agent it names that is not running "
-    f"(default: ./{team.DEFAULT_FILE} when it exists)",
+    f"(default: ./{team.DEFAULT_FILE} when it exists and --dir is not given)",
 )
 def up(
     bench_dir: str | None,
@@ -124,16 +124,19 @@ def up(
     """Start benchd detached; return once it answers (no-op if running). With a team
     file, also start the agents it names that are not running (docs/team.md)."""
     ctx = Ctx(bench_dir, as_json)
-    path = team.find_file(team_file)
-    squad = team.load(path) if path is not None else None
+    d = resolve_dir(bench_dir)
+    socket_path(d)
+    path = team.find_file(team_file, dir_given=bench_dir is not None)
+    # The whole file is checked before anything starts (the daemon included).
+    squad = team.load(path, d) if path is not None else None
     if squad is not None:  # options on the command line win over the file's
         for dest, value in squad.daemon.items():
             if kw.get(dest) is None:
                 kw[dest] = value
-    d = resolve_dir(bench_dir)
-    socket_path(d)
     a, text = _up(d, restart, kw)
     if squad is None:
+        if team_file is None and bench_dir is not None and os.path.isfile(team.DEFAULT_FILE):
+            text += f"\n./{team.DEFAULT_FILE} not read (--dir given): bench up -f to use it"
         done(ctx, a, text)
         return
     results = team.up(d, squad, call)
@@ -367,8 +370,8 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
     sessions a team file started."""
     if team_file is not None:
         ctx = Ctx(bench_dir, as_json)
-        squad = team.load(os.path.abspath(team_file))
         d = resolve_dir(bench_dir)
+        squad = team.load(os.path.abspath(team_file), d)
         ended = team.down(d, squad, call)
         w = max((len(e["name"]) for e in ended), default=0)
         lines = [

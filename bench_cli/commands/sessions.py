@@ -3,6 +3,7 @@ content, on the fast path too), and `dash`, the operator's view of them all."""
 
 import base64
 import os
+import shlex
 import sys
 from typing import Any, TextIO
 
@@ -25,6 +26,7 @@ from bench_cli.context import (
     examples,
     reply_to_option,
 )
+from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_cli.tree import job_state
 from bench_wire import messages as m
 from bench_wire.errors import WireError
@@ -62,8 +64,10 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--cwd", type=click.Path(file_okay=False), help="working directory (default: here)")
 @click.option("--env", "env", multiple=True, metavar="K=V", help="environment entry (repeat)")
 @click.option("--ready", metavar="REGEX", help="screen pattern that must show before a wake")
-@click.option("--rows", type=int, default=40, help="the terminal's rows")
-@click.option("--cols", type=int, default=120, help="the terminal's columns")
+@click.option("--rows", type=click.IntRange(1, ROWS_MAX), default=40, help="the terminal's rows")
+@click.option(
+    "--cols", type=click.IntRange(1, COLS_MAX), default=120, help="the terminal's columns"
+)
 @click.option("--agent", help="an agent preset (claude, codex, pi) for ready pattern and timing")
 @click.option("--mail", "mail_file", type=click.File("r"), help="job: task mail (- for stdin)")
 @click.option("--subject", default="", help="job: the task mail's subject")
@@ -131,7 +135,17 @@ def spawn(
         stall_after=stall_after,
         sandbox=not no_sandbox,
     )
-    a = ask(bench_dir, req)
+    try:
+        a = ask(bench_dir, req)
+    except WireError as err:
+        if agent is not None and err.message.startswith("no agent preset"):
+            # The daemon knows the presets (a session may not see presets.json): the
+            # one probably meant, among those this side can name.
+            from bench_cli import hints, team
+            from bench_wire.paths import resolve_dir
+
+            err.message += hints.handle(agent, team.preset_names(resolve_dir(bench_dir)))
+        raise
     done(ctx, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")
 
 
@@ -271,11 +285,26 @@ ps.epilog = examples(
 @click.argument("handle", metavar="NAME", shell_complete=complete_sessions)
 @click.option("-f", "--follow", is_flag=True, help="keep printing live output")
 @click.option("--screen", is_flag=True, help="print the current screen as text instead")
-def tail(bench_dir: str | None, as_json: bool, handle: str, follow: bool, screen: bool) -> None:
+@click.option(
+    "-n",
+    "--lines",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="only the last N lines of the scrollback (or of the screen), as tail -n",
+)
+def tail(
+    bench_dir: str | None,
+    as_json: bool,
+    handle: str,
+    follow: bool,
+    screen: bool,
+    lines: int | None,
+) -> None:
     """Print a session's output (by handle or id): the scrollback, then (-f) live."""
     out = sys.stdout.buffer
+    req = m.SessionTail(handle=handle, follow=follow, screen=screen, lines=lines)
     with connect(bench_dir, timeout=None) as conn:
-        frames = conn.stream(m.SessionTail(handle=handle, follow=follow, screen=screen))
+        frames = conn.stream(req)
         for a in frames:
             if as_json:
                 emit(a)
@@ -293,6 +322,7 @@ tail.epilog = examples(
     "bench tail alice",
     "bench tail alice -f",
     "bench tail alice --screen",
+    "bench tail -n 20 alice -f       # the last 20 lines, then live",
     "bench tail s1a2b3c4d          # a past session, by id",
 )
 
@@ -353,6 +383,83 @@ def kill(bench_dir: str | None, as_json: bool, handle: str, cancel: bool, tree: 
 
 
 kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench kill --tree alice")
+
+
+@click.command()
+@common
+@click.argument("handle", metavar="NAME", shell_complete=complete_sessions)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="K=V",
+    help="an environment entry it was started with (repeat): bench keeps their names only",
+)
+def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, ...]) -> None:
+    """End a session (if it runs) and start it again: the same handle, command, working
+    directory, preset, ready pattern, size and sandbox (by handle or id, live or exited)."""
+    from bench_cli import team
+    from bench_wire.paths import resolve_dir
+
+    ctx = Ctx(bench_dir, as_json)
+    d = resolve_dir(bench_dir)
+    listed = ask(d, m.SessionList()).sessions
+    live = [s for s in listed if s.state == "running" and handle in (s.handle, s.session)]
+    gone = [s for s in reversed(listed) if s.state != "running" and handle in (s.handle, s.session)]
+    if not live and not gone:
+        raise WireError("no-such-session", f"no session, live or exited, is called {handle!r}")
+    s = (live or gone)[0]
+    rec = team.records(d).get(s.session)
+    entry = rec.get("entry") if rec is not None else None
+    given = _env_pairs(env)
+    if isinstance(entry, dict) and isinstance(entry.get("env"), dict):
+        given = {**{str(k): str(v) for k, v in entry["env"].items()}, **given}
+    launch = s.launch
+    if launch is None:
+        raise WireError(
+            "usage",
+            f"the daemon does not say how {s.handle} was started (it ran under an older "
+            f"benchd): bench kill {s.handle}, then bench spawn it again",
+        )
+    missing = [k for k in launch.env_keys if k not in given]
+    if missing:
+        raise WireError(
+            "usage",
+            f"{s.handle} was started with --env {', '.join(missing)}; bench keeps their "
+            f"names, not their values: give them again (bench restart {handle} "
+            + " ".join(f"--env {k}=..." for k in missing)
+            + "); nothing was ended",
+        )
+    if s.state == "running":
+        ask(d, m.SessionKill(handle=s.session), timeout=120.0)
+    req = m.Spawn(
+        argv=launch.argv,
+        name=s.handle,
+        cwd=launch.cwd,
+        env=given,
+        ready=launch.ready,
+        rows=launch.rows,
+        cols=launch.cols,
+        agent=launch.agent,
+        sandbox=launch.sandbox,
+    )
+    a = ask(d, req)
+    if rec is not None:  # still its team's: `bench ps` and `bench up -f` know it
+        team.relabel(d, s.session, a.session)
+    note = "\n(its job's task is not sent again)" if s.job else ""
+    done(
+        ctx,
+        a,
+        f"restarted {a.handle}: session {a.session}, pid {a.pid}, in {launch.cwd}: "
+        f"{shlex.join(launch.argv)}{note}",
+    )
+
+
+restart.epilog = examples(
+    "bench restart alice",
+    "bench restart s1a2b3c4d          # an exited session, by id",
+    "bench restart alice --env API_KEY=...",
+)
 
 
 @click.command()

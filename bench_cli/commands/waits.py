@@ -42,12 +42,16 @@ def timeout_option(default: str) -> Callable[[FC], FC]:
 
 
 def sent_text(a: m.SentListOk) -> str:
+    """A header row and one row per message, like `mail list`'s: id, recipient, state
+    (with its reason), the state's time, subject."""
     if not a.messages:
         return f"no sent mail from {a.sender}"
-    lines = []
-    for r in a.messages:
-        state = r.state + (f" ({r.reason})" if r.reason else "")
-        lines.append(f"{r.mail_id}  {r.to:<16} {state:<28} {r.at}")
+    states = [r.state + (f" ({r.reason})" if r.reason else "") for r in a.messages]
+    tw = max(2, *(len(r.to) for r in a.messages))
+    sw = max(5, *(len(s) for s in states))
+    lines = [f"{'ID':<25}  {'TO':<{tw}}  {'STATE':<{sw}}  {'AT':<24}  SUBJECT"]
+    for r, state in zip(a.messages, states, strict=True):
+        lines.append(f"{r.mail_id:<25}  {r.to:<{tw}}  {state:<{sw}}  {r.at:<24}  {r.subject}")
     if a.truncated:
         lines.append("(more: raise --limit)")
     return "\n".join(lines)
@@ -147,8 +151,16 @@ def job_wait(bench_dir: str | None, as_json: bool, handle: str, timeout: float) 
     The reply is the job's last `bench report` (or how its session ended); the reply
     mail itself is delivered as usual. At the timeout: exit 6, code timeout."""
     a = ask(bench_dir, m.JobWait(session=handle, timeout=timeout), timeout=timeout + SLACK_S)
-    text = f"job {a.handle} ({a.session}) {a.outcome}\n\n{a.reply}"
-    done(Ctx(bench_dir, as_json), a, text)
+    done(Ctx(bench_dir, as_json), a, job_wait_text(a))
+
+
+def job_wait_text(a: m.JobWaitOk) -> str:
+    """`job w (s1a2b3c4d) interrupted (deadline): <path>`, then the reply: the outcome
+    and reason as the reply mail's subject says them."""
+    head = f"job {a.handle} ({a.session}) {a.outcome}" + (f" ({a.reason})" if a.reason else "")
+    if a.path:
+        head += f": {a.path}"
+    return f"{head}\n\n{a.reply}"
 
 
 job_wait.epilog = examples("bench job wait worker --timeout 1h")

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from bench_wire import messages as m
+from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.caller import Caller
@@ -87,11 +88,11 @@ class JobWatch:
             return None
         low_ok = (value == 0 or value >= MIN_STALL) if stall else value > 0
         if not (low_ok and math.isfinite(value)) or value > self.max_deadline:
-            low = f"0 (never) or {MIN_STALL:g}s" if stall else "more than 0"
+            low = f"0 (never) or {seconds_text(MIN_STALL)}" if stall else "more than 0"
             raise WireError(
                 "bad-duration",
-                f"{flag} {value:g}s is out of range: give {low} up to the daemon's "
-                f"--max-deadline ({self.max_deadline:g}s)",
+                f"{flag} {seconds_text(value)} is out of range: give {low} up to the "
+                f"daemon's --max-deadline ({seconds_text(self.max_deadline)})",
             )
         return value
 

@@ -8,6 +8,7 @@ rebuilt from that output when someone asks for it).
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import msgspec
 import pyte
 import trio
 
@@ -93,4 +94,16 @@ class PastSession:
             parent_handle=self.parent_handle,
             outcome=self.outcome,
             reason=self.reason,
+            launch=_launch(r.get("launch")),
         )
+
+
+def _launch(raw: object) -> m.Launch | None:
+    """A record's launch, checked (records are files any process of the user can write;
+    one from before restart has none)."""
+    if raw is None:
+        return None
+    try:
+        return msgspec.convert(raw, m.Launch)
+    except msgspec.ValidationError:
+        return None

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Literal, overload
 
+import msgspec
 import trio
 
 from bench_wire import messages as m
@@ -90,6 +91,8 @@ class Session:
         self.ns: int | None = None  # that sandbox's PID namespace (inode), once seen
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
+        # The spawn as asked for, as `bench restart` repeats it (ps tells it).
+        self.launch: m.Launch | None = None
 
     def exited_with(self, code: int | None, sig: int | None) -> None:
         self.state = advance(self.state, SessionState.EXITED)
@@ -166,6 +169,7 @@ class Session:
                 else max(0, int((self.deadline_at - trio.current_time()) * 1000))
             ),
             stalled=self.stalled_at is not None and self.live,
+            launch=self.launch,
         )
 
     def reply_to(self) -> list[str]:
@@ -193,6 +197,7 @@ class Session:
             "reason": self.reason,
             "size": list(self.size),
             "ended_ms": ended_ms,
+            "launch": None if self.launch is None else msgspec.to_builtins(self.launch),
         }
 
     async def type_input(self, data: bytes) -> None:

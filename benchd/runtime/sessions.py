@@ -187,6 +187,16 @@ class Sessions:
         s.paste_settle = settle
         s.size = (req.rows, req.cols)
         s.launch_args = (argv, cwd, env, req.rows, req.cols)
+        s.launch = m.Launch(
+            argv=list(req.argv),
+            cwd=cwd,
+            agent=req.agent,
+            ready=req.ready,
+            rows=req.rows,
+            cols=req.cols,
+            sandbox=req.sandbox,
+            env_keys=sorted(req.env),
+        )
         if self.watch is not None:
             self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
         # The handle is held from now on, so mail sent before the process starts (a job's

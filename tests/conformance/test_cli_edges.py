@@ -33,8 +33,10 @@ def test_habits_from_git_docker_and_tmux_get_the_bench_command(typed, meant, ben
     env = dict(os.environ, BENCH_DIR=bench_dir)
     r = subprocess.run([BENCH, *typed], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2, r
-    assert f"Did you mean {meant}?" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr
+    # One line, bench's own form: `bench: <sentence> [usage]`, never click's four.
+    assert f"(did you mean {meant}?)" in r.stderr, r.stderr
+    assert r.stderr.startswith("bench: ") and r.stderr.endswith(" [usage]\n"), r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
 # ---------------------------------------------------------------- handles and mailboxes

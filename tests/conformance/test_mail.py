@@ -6,6 +6,7 @@ import re
 import pytest
 import yaml
 
+from bench_wire.errors import exit_code_for
 from tests.support.refusal import assert_refused
 
 DATE_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -54,7 +55,7 @@ def split(path: str) -> tuple[dict, bytes]:
 def refused(daemon, code: str, *args: str, input: str | None = None) -> dict:
     # --json right after `mail <verb>`, so a `--` later in args still ends the options.
     r = daemon.bench(*args[:2], "--json", *args[2:], input=input)
-    assert r.rc == 1, r
+    assert r.rc == exit_code_for(code), r
     assert "Traceback" not in r.err
     a = r.json
     assert_refused(a, code)

@@ -11,6 +11,7 @@
 import os
 import sqlite3
 
+from bench_wire.errors import exit_code_for
 from tests.reliability.test_access import run_in_session
 from tests.support.refusal import assert_refused
 
@@ -92,7 +93,7 @@ def test_bad_input_gets_codes_not_tracebacks(shared):
         (("x", "--from", "Bad Handle"), "bad-handle"),
     ]:
         r = d.bench("mail", "search", *args, "--json")
-        assert r.rc == 1, (args, r)
+        assert r.rc == exit_code_for(code), (args, r)
         assert_refused(r, code)
         assert "Traceback" not in r.err
     assert d.call({"verb": "hello"})["ok"] is True

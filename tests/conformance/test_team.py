@@ -98,7 +98,8 @@ def test_up_again_starts_nothing_and_says_what_already_runs(team):
     assert r.rc == 0, r
     lines = r.out.splitlines()
     assert lines[0].startswith("benchd already running")
-    assert [line.split()[:2] for line in lines[1:]] == [
+    assert lines[1].startswith("team file ")
+    assert [line.split()[:2] for line in lines[2:]] == [
         ["running", "alice"],
         ["running", "bob"],
         ["running", "carol"],

@@ -81,7 +81,7 @@ def test_mail_wait_times_out_with_its_own_exit_status(daemon):
     assert_refused(r, "timeout", rc=6)
     r = daemon.bench("mail", "wait", "--timeout", "300ms")
     assert r.rc == 6 and "[timeout]" in r.err
-    assert_refused(daemon.bench("mail", "wait", "--timeout", "2h", "--json"), "bad-request")
+    assert_refused(daemon.bench("mail", "wait", "--timeout", "2h", "--json"), "bad-duration", rc=2)
     assert daemon.bench("mail", "wait", "--timeout", "soon").rc == 2
 
 

@@ -51,7 +51,7 @@ def test_the_parsed_options_become_the_config(monkeypatch):
     assert config.session_umask == 0o022
     assert options_problem(config) is None
     bad = dataclasses.replace(config, send_rate=0.0)
-    assert options_problem(bad) == "--send-rate must be positive (got 0.0)"
+    assert options_problem(bad) == "--send-rate must be positive (got 0)"
 
 
 def test_an_option_without_a_field_fails_at_once():

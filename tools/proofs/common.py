@@ -140,7 +140,7 @@ def timeline(events: list[dict], kinds: set[str] | None = None) -> str:
             what = f"{e['handle']} ({e['session']})"
         else:
             what = " ".join(  # as `bench events` and the dashboard show them
-                f"{a}={eventtext.field(a, b)}"
+                f"{eventtext.label(a)}={eventtext.field(a, b)}"
                 for a, b in eventtext.fields(e, ("seq", "ts", "kind"))
             )
         stamp = f"+{rel:.3f}s"

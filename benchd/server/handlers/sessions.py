@@ -65,12 +65,32 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def last_lines(data: bytes, n: int) -> bytes:
+    """The last `n` lines of a terminal's output (a line ends at \\n; an unended last
+    line counts as one), as `tail -n` gives them."""
+    if n == 0:
+        return b""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    at = end
+    for _ in range(n):
+        at = data.rfind(b"\n", 0, at)
+        if at < 0:
+            return data
+    return data[at + 1 :]
+
+
 async def tail(svc: Services, conn: Connection, caller: Caller, req: m.SessionTail) -> None:
+    if req.lines is not None and req.lines < 0:
+        raise WireError("bad-limit", f"lines is 0 or more, not {req.lines}")
     s = svc.roster.find(req.handle, live_only=False)
     term = s.term
     assert term is not None, "Roster.find answers only sessions whose process started"
     if req.screen:
         lines, row, col = await term.render()
+        if req.lines is not None:
+            while lines and not lines[-1].strip():  # the blank rows below the last line
+                lines = lines[:-1]
+            lines = lines[max(0, len(lines) - req.lines) :]
         await conn.send(
             m.ScreenFrame(
                 id=req.id, lines=[ln.rstrip() for ln in lines], cursor_row=row, cursor_col=col
@@ -83,6 +103,8 @@ async def tail(svc: Services, conn: Connection, caller: Caller, req: m.SessionTa
     follower = live.term.followers.subscribe(1024) if live and live.term else None
     try:
         sb = bytes(term.scrollback)
+        if req.lines is not None:
+            sb = last_lines(sb, req.lines)
         for i in range(0, len(sb), OUTPUT_CHUNK):
             await conn.send(m.OutputFrame(id=req.id, data=_b64(sb[i : i + OUTPUT_CHUNK])))
         if not (req.follow and s.live):

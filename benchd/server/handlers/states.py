@@ -11,9 +11,11 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire import outcomes
+from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
 from benchd.core import delivery
 from benchd.core.caller import Caller
+from benchd.core.jobs import JobRecord
 from benchd.core.names import check_mail_id, format_ms
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
@@ -36,6 +38,15 @@ def _mark(mk: delivery.Mark) -> m.StateMark:
         reply=x.get("reply"),
         node=x.get("node"),
     )
+
+
+def _subject(svc: Services, rcpt: str | None, mail_id: str) -> str:
+    """A sent message's subject, from its recipient's row in the index ("" when that is
+    on another node, or gone)."""
+    if not rcpt or "@" in rcpt:
+        return ""
+    row = svc.index.get(rcpt, mail_id)
+    return row.subject if row is not None else ""
 
 
 def _local(svc: Services, address: str) -> str:
@@ -67,6 +78,7 @@ async def mail_sent_list(
             state=mk.state,
             at=format_ms(mk.at),
             reason=mk.extra.get("reason"),
+            subject=_subject(svc, row.rcpt, row.id),
         )
         for row, mk in rows
     ]
@@ -95,7 +107,11 @@ async def mail_status(svc: Services, conn: Connection, caller: Caller, req: m.Ma
 def _timeout(svc: Services, value: float) -> float:
     cap = svc.info.wait_max
     if not 0 < value <= cap:
-        raise WireError("bad-request", f"a wait's timeout is more than 0 and at most {cap:g} s")
+        raise WireError(
+            "bad-duration",
+            f"a wait's timeout is more than 0 and at most {seconds_text(cap)} "
+            f"(got {seconds_text(value)})",
+        )
     return value
 
 
@@ -162,7 +178,7 @@ async def mail_wait(svc: Services, conn: Connection, caller: Caller, req: m.Mail
     if ending != "done":
         return  # the client left: nothing is read
     if not found:
-        raise WireError("timeout", f"no matching mail arrived within {timeout:g} s")
+        raise WireError("timeout", f"no matching mail arrived within {seconds_text(timeout)}")
     res = await svc.mailroom.read(handle, found[0], handle)
     await conn.send(m.WaitOk(**msgspec.structs.asdict(res) | {"id": req.id}))
 
@@ -195,14 +211,38 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
     if ending != "done":
         return
     if not settled:
-        raise WireError("timeout", f"the job of {s.handle} did not settle within {timeout:g} s")
+        raise WireError(
+            "timeout", f"the job of {s.handle} did not settle within {seconds_text(timeout)}"
+        )
     record = svc.jobs.job(s.id)
     content = record.content if record is not None else ""
     if not content:
-        content = f"the job of {s.handle} settled {settled[0]} without a report"
+        content = f"(no report: {s.handle} ended without one)"
     await conn.send(
-        m.JobWaitOk(id=req.id, session=s.id, handle=s.handle, outcome=settled[0], reply=content)
+        m.JobWaitOk(
+            id=req.id,
+            session=s.id,
+            handle=s.handle,
+            outcome=settled[0],
+            reply=content,
+            reason=s.reason,
+            path=_reply_path(svc, s.handle, record, caller.handle),
+        )
     )
+
+
+def _reply_path(svc: Services, sender: str, record: JobRecord | None, waiter: str) -> str | None:
+    """Where the job's reply to `waiter` lies in its mailbox (None: the waiter is owed
+    none, or it is not delivered yet: a refused reply is retried later)."""
+    if record is None:
+        return None
+    for reply in record.replies:
+        if reply.to != waiter:
+            continue
+        hit = svc.index.find_key(sender, record.reply_key(reply))
+        if hit is not None and hit.handle == waiter:
+            return svc.mailroom.path(hit.handle, hit.mail_id, hit.state)
+    return None
 
 
 HANDLERS: Handlers = {
