@@ -227,6 +227,21 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         3600.0,
         "the longest timeout a wait may ask for, in seconds",
     ),
+    (
+        "--agent-reports",
+        "BENCH_AGENT_REPORTS",
+        int,
+        20,
+        "hook reports (bench hook) a session's agent may send a second (a burst of ten "
+        "seconds' worth); more are refused with rate-limited",
+    ),
+    (
+        "--approval-wait",
+        "BENCH_APPROVAL_WAIT",
+        float,
+        600.0,
+        "seconds an agent's approval hook waits for bench approve/deny before its own dialog asks",
+    ),
 ]
 
 
@@ -246,6 +261,8 @@ def option_problem(flag: str, value: float) -> str | None:
         "--operator-send-rate",
         "--max-deadline",
         "--wait-max",
+        "--agent-reports",
+        "--approval-wait",
     ) and (value <= 0):
         return f"{flag} must be positive (got {value})"
     if flag in (

@@ -20,6 +20,8 @@ from typing import cast, get_args
 # isort: off
 from bench_wire._requests import (
     ErrorBody as ErrorBody,
+    AgentAnswer as AgentAnswer,
+    AgentReport as AgentReport,
     JournalAck as JournalAck,
     BridgeBounce as BridgeBounce,
     BridgeDeliver as BridgeDeliver,
@@ -60,6 +62,9 @@ from bench_wire._requests import (
 )
 from bench_wire._responses import (
     DiskHealth as DiskHealth,
+    AgentAnswerOk as AgentAnswerOk,
+    AgentInfo as AgentInfo,
+    AgentReportOk as AgentReportOk,
     JournalAckOk as JournalAckOk,
     BounceOk as BounceOk,
     ReceiptsPullOk as ReceiptsPullOk,
@@ -110,6 +115,9 @@ from bench_wire._events import (
     BridgeForgotten as BridgeForgotten,
     BridgeStopped as BridgeStopped,
     AgentWoken as AgentWoken,
+    AgentStateChanged as AgentStateChanged,
+    AgentAnswered as AgentAnswered,
+    AgentReportLimited as AgentReportLimited,
     BridgeDelivered as BridgeDelivered,
     BridgeReceipt as BridgeReceipt,
     BridgeReceiptIgnored as BridgeReceiptIgnored,
@@ -188,6 +196,8 @@ AnyRequest = (
     | SessionResize
     | SessionDetach
     | JobReport
+    | AgentReport
+    | AgentAnswer
     | JournalAck
     | DebugFault
     | BridgePull
@@ -224,6 +234,8 @@ AnyResponse = (
     | PruneOk
     | TypeOk
     | ReportOk
+    | AgentReportOk
+    | AgentAnswerOk
     | FaultOk
     | JournalAckOk
     | AttachOk
@@ -274,6 +286,9 @@ AnyEvent = (
     | JournalDamaged
     | DiskLow
     | AgentWoken
+    | AgentStateChanged
+    | AgentAnswered
+    | AgentReportLimited
     | EnterRetried
     | WakeCapped
     | JobSettled

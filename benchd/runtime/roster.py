@@ -17,6 +17,8 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.agentstate import AgentState
+from benchd.core.bucket import TokenBucket
 from benchd.core.jobs import Job
 from benchd.core.patterns import Compiled
 from benchd.core.states import SessionState, advance
@@ -32,6 +34,21 @@ class Wake:
 
     def __init__(self, mail_id: str | None, sender: str | None, digest: int = 0):
         self.mail_id, self.sender, self.digest = mail_id, sender, digest
+
+
+class Approval:
+    """The approval an agent waits for: its PermissionRequest hook's connection waits on
+    `answered` (at most --approval-wait), `bench approve|deny` sets the decision."""
+
+    __slots__ = ("tool", "answered", "allow", "reason", "by", "keys")
+
+    def __init__(self, tool: str | None, keys: bool = False):
+        self.tool = tool
+        self.answered = trio.Event()
+        self.allow = False
+        self.reason: str | None = None
+        self.by: str | None = None
+        self.keys = keys  # no hook waits: an answer is typed into the agent's dialog
 
 
 class Session:
@@ -88,6 +105,14 @@ class Session:
         self.reported = False
         self.sandboxed = False  # its program runs in a sandbox (benchd.runtime.sandbox)
         self.ns: int | None = None  # that sandbox's PID namespace (inode), once seen
+        # An agent adapter (benchd.runtime.adapters): its name, and what the agent's own
+        # hooks reported (None until the first report: the screen decides until then).
+        self.adapter: str | None = None
+        self.agent: AgentState | None = None
+        self.agent_screen: str | None = None  # what its screen shows beside it (evidence)
+        self.agent_changed = trio.Event()  # set (and replaced) at each change of `agent`
+        self.approval: Approval | None = None  # the approval its agent waits for, if any
+        self.reports: TokenBucket | None = None  # its hook reports' bucket (--agent-reports)
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
 
@@ -118,6 +143,29 @@ class Session:
                 with trio.CancelScope(shield=True):
                     await term.resize(*self.size)
 
+    def set_agent(self, state: AgentState) -> None:
+        """The agent's new state: whoever waits on `agent_changed` looks again."""
+        self.agent = state
+        self.agent_changed.set()
+        self.agent_changed = trio.Event()
+
+    def agent_info(self) -> m.AgentInfo | None:
+        if self.adapter is None:
+            return None
+        a = self.agent
+        if a is None:
+            return m.AgentInfo(adapter=self.adapter, screen=self.agent_screen)
+        return m.AgentInfo(
+            adapter=self.adapter,
+            state=a.state,
+            since=a.since,
+            tool=a.tool,
+            input=a.input,
+            until=a.until,
+            source=a.source,
+            screen=self.agent_screen,
+        )
+
     def poke(self) -> None:
         self._poke.set()
 
@@ -141,6 +189,7 @@ class Session:
                 job=self.job is not None,
                 parent=self.parent,
                 parent_handle=self.parent_handle,
+                agent=self.agent_info(),
             )
         idle = None
         if self.live and self.term.last_output is not None:
@@ -166,6 +215,7 @@ class Session:
                 else max(0, int((self.deadline_at - trio.current_time()) * 1000))
             ),
             stalled=self.stalled_at is not None and self.live,
+            agent=self.agent_info(),
         )
 
     def reply_to(self) -> list[str]:

@@ -322,6 +322,7 @@ def test_every_hot_command_is_covered():
         ("mail", "list"),
         ("mail", "read"),
         ("report",),
+        ("hook",),
     }
 
 
