@@ -96,3 +96,9 @@ def adapt(agent: str | None, argv: list[str], bench: str, approval_wait: float) 
 # for the answer (its wait ran out): allow, deny. Claude Code's dialog has "Yes"
 # selected first; Escape refuses and tells the model it was refused.
 DIALOG_KEYS = {"claude": (b"\r", b"\x1b")}
+
+# The dialog an agent opens over its input box when it hits a usage limit, and the keys
+# that choose to wait for the reset (bench parks its wakes meanwhile). Claude Code 2.1:
+# "What do you want to do? 1. Stop and wait for limit to reset 2. Upgrade your plan",
+# the first selected.
+LIMIT_DIALOG = {"claude": ("Stop and wait for limit to reset", b"\r")}

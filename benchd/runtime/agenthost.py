@@ -34,7 +34,7 @@ from benchd.core.agentstate import AgentState, BadReport
 from benchd.core.bucket import TokenBucket
 from benchd.core.caller import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.runtime.adapters import DIALOG_KEYS
+from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
@@ -42,6 +42,7 @@ from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Approval, Session
 
 PAYLOAD_CHARS = 256 * 1024  # of a hook's JSON read (the fast path sends no more)
+SCREEN_WATCH_S = 10.0  # how long the screen is watched for a limit's reset time
 BURST_SECONDS = 10  # the report bucket holds this many seconds' worth of reports
 # Claude Code's limit line: "You've hit your session limit · resets 1:42pm (UTC)".
 RESETS_RE = re.compile(r"resets (\d{1,2})(?::(\d\d))?\s*([ap]m)\s*\(([^)]+)\)", re.IGNORECASE)
@@ -105,9 +106,6 @@ class AgentHost:
             new = agentstate.step(s.agent, event, payload, now)
         except BadReport as err:
             raise WireError("bad-request", str(err)) from None
-        if new.state == "limited" and new.until is None:
-            new = AgentState("limited", now, until=await self._screen_reset(s))
-            s.agent_screen = "limit"
         if event == "stop" and new.state == "idle":
             line = await self.reactor.hand_over(s)
             if line is not None:
@@ -120,7 +118,9 @@ class AgentHost:
         before = s.agent
         await self._set(s, new)
         if new.state == "limited" and (before is None or before.state != "limited"):
-            await self._tell_parent(s, _limited_text(s, new))
+            # What the agent draws next: its reset time if the report gave none, its
+            # limit dialog; the parent's one mail goes once that is read (or not).
+            self.reactor.nursery.start_soon(self._limit_screen, s, new)
         return m.AgentReportOk(state=new.state)
 
     async def _set(self, s: Session, new: AgentState) -> None:
@@ -231,11 +231,34 @@ class AgentHost:
         except WireError as err:
             self.log.warning("agent mail refused", session=s.id, to=to, code=err.code)
 
-    async def _screen_reset(self, s: Session) -> int | None:
-        """The reset time the limit message on the screen gives (evidence), if any."""
-        if s.term is None:
-            return None
-        return reset_from_screen(await s.term.screen_text(), self.wall.wall_ms())
+    async def _limit_screen(self, s: Session, limited: AgentState) -> None:
+        """Watch the screen (at most SCREEN_WATCH_S) after a usage limit: its message's
+        reset time, when the report gave none, becomes the state's `until` (screen
+        evidence); the agent's limit dialog, if it opens one, is answered "wait for the
+        reset" (its input box must come back for the wake typed after the reset)."""
+        term = s.term
+        until = limited.until
+        dialog = LIMIT_DIALOG.get(s.adapter or "")
+        with trio.move_on_after(SCREEN_WATCH_S):
+            while term is not None and not term.eof and s.agent is not None:
+                if s.agent.state != "limited":
+                    break
+                changed = term.changed
+                text = await term.screen_text()
+                if until is None:
+                    until = reset_from_screen(text, self.wall.wall_ms())
+                    if until is not None:
+                        s.agent_screen = "limit"
+                        await self._set(s, AgentState("limited", limited.since, until=until))
+                if dialog is not None and dialog[0] in text:
+                    async with s.write_lock:
+                        await term.write(dialog[1])
+                    dialog = None
+                if until is not None and dialog is None:
+                    break
+                await changed.wait()
+        a = s.agent
+        await self._tell_parent(s, _limited_text(s, a if a is not None else limited))
 
 
 def reset_from_screen(screen: str, now_ms: int) -> int | None:
