@@ -155,3 +155,37 @@ def test_report_from_the_operator_is_refused_and_exit_is_reported(daemon):
     s, _ = hooked(daemon, "hk")
     daemon.ok("type", "hk", "\x04", "--no-enter")
     daemon.wait_event("agent/state", lambda e: e["handle"] == "hk" and e["state"] == "exited")
+
+
+def test_a_jobs_approval_is_mailed_to_its_parent_who_may_answer_it(daemon, tmp_path):
+    from tests.conformance.test_delegation import Shell, task
+
+    hooked(daemon, "warmup")  # writes the `claude` script; its own session is not used
+    claude = os.path.join(daemon.scratch, "bin", "claude")
+    rec = os.path.join(daemon.scratch, "kid.rec")
+    alice = Shell(daemon, tmp_path, "alice")
+    alice.ok(
+        f"bench spawn --json --mail {task(tmp_path)} --name kid --agent claude -- "
+        f"{claude} --record {rec}"
+    )
+    daemon.wait_event("agent/state", lambda e: e["handle"] == "kid" and e["state"] == "idle")
+    daemon.ok("type", "kid", "tool make deploy")
+    daemon.wait_event("agent/state", lambda e: e["handle"] == "kid" and e["state"] == "blocked")
+    # One mail to the parent, with the tool and its input.
+    got = daemon.wait_until(
+        lambda: [
+            x
+            for x in daemon.ok("mail", "list", "--handle", "alice", "--state", "all")["messages"]
+            if x["from"] == "kid" and "approval" in (x.get("subject") or "")
+        ],
+        what="the approval mail to alice",
+    )
+    assert len(got) == 1 and "Bash" in got[0]["subject"]
+    body = daemon.ok("mail", "read", "--handle", "alice", got[0]["mail_id"])["body"]
+    assert "make deploy" in body and "bench approve kid" in body
+    # The parent answers it (its own descendant); the kid's agent runs the tool.
+    a = alice.ok("bench approve --json kid")
+    assert a["handle"] == "kid" and a["via"] == "hook"
+    daemon.wait_until(lambda: "allowed" in daemon.bench("tail", "kid").out, what="allowed")
+    ans = daemon.wait_event("agent/answered", lambda e: e["handle"] == "kid")
+    assert ans["by"] == "alice" and ans["allow"] is True
