@@ -13,7 +13,7 @@ hook's standard output read back) and reads lines in the terminal's cooked mode:
   ``limit``: the StopFailure hook with error rate_limit, prints the limit line, no Stop;
   ``work S``: sleeps S seconds (mail may arrive meanwhile);
 * then the Stop hook: a ``{"decision": "block", "reason": LINE}`` answer is recorded as
-  ``{"line": LINE, "door": "stop"}`` and taken as the next turn's prompt, without typing;
+  ``{"line": LINE, "door": "stop", "stop_at": T}`` (T: when the turn ended) and taken as the next turn's prompt, without typing;
 * at EOF the SessionEnd hook, then exit 0.
 """
 
@@ -54,14 +54,16 @@ def main() -> int:
             print(f"hook {name} said: {done.stderr.strip()}", flush=True)
         return done.stdout.strip()
 
-    def note(line: str, door: str) -> None:
+    def note(line: str, door: str, stop_at: float | None) -> None:
         if record:
+            rec = {"t": time.time(), "line": line, "door": door, "stop_at": stop_at}
             with open(record, "a") as f:
-                f.write(json.dumps({"t": time.time(), "line": line, "door": door}) + "\n")
+                f.write(json.dumps(rec) + "\n")
 
     hook("SessionStart", {"source": "startup"})
     print("? for shortcuts", flush=True)
     pending: str | None = None
+    stop_at: float | None = None  # when the turn that handed `pending` over ended
     while True:
         if pending is None:
             raw = sys.stdin.readline()
@@ -70,9 +72,9 @@ def main() -> int:
             line, door = raw.strip().replace("\x1b[200~", "").replace("\x1b[201~", ""), "typed"
         else:
             line, door, pending = pending, "stop", None
+        note(line, door, stop_at if door == "stop" else None)  # taken: before its hooks run
         if door == "typed":
             hook("UserPromptSubmit", {"prompt": line})
-        note(line, door)
         words = line.split(None, 1)
         if words and words[0] == "tool":
             out = hook(
@@ -98,6 +100,7 @@ def main() -> int:
             time.sleep(float(words[1]))
         else:
             print(f"ok: {line}", flush=True)
+        stop_at = time.time()
         out = hook("Stop", {"stop_hook_active": door == "stop"})
         if out:
             answer = json.loads(out)
