@@ -73,7 +73,7 @@ SPECS = {
     ),
     ("hook",): (
         {"--dir": "dir"},
-        {},
+        {"--json": "json"},
         set(),
         ("event",),
     ),

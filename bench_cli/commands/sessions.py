@@ -404,12 +404,13 @@ report.epilog = examples(
 
 
 @click.command()
-@click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
+@common
 @click.argument("event", type=click.Choice(fastpath.HOOK_EVENTS))
-def hook(bench_dir: str | None, event: str) -> None:
+def hook(bench_dir: str | None, as_json: bool, event: str) -> None:
     """Run by an agent's own hook (its adapter sets it up): report EVENT, its JSON on
-    standard input, and print the daemon's answer for the agent."""
-    sys.exit(fastpath.run(("hook",), {"dir": bench_dir, "event": event}))
+    standard input, and print the daemon's answer for the agent (--json: no change,
+    the answer is the agent's to read)."""
+    sys.exit(fastpath.run(("hook",), {"dir": bench_dir, "json": as_json, "event": event}))
 
 
 def _answer(

@@ -11,6 +11,10 @@
   (bracketed if the child asked for it), waits the paste settle, presses Enter as a
   separate write, and presses Enter again with backoff while the screen does not change.
   The line itself is never written twice.
+- An agent that reports for itself (an adapter session, benchd.runtime.agenthost) is
+  typed to only while its report says idle; while it works, its Stop hook takes the
+  next wake through `hand_over` (nothing typed); while blocked or limited, its wakes are
+  parked (`wake/deferred` blocked / parked) until it reports again or its limit resets.
 """
 
 import dataclasses
