@@ -39,7 +39,9 @@ class AgentState:
     tool: str | None = None  # blocked: the tool waiting for approval
     input: str | None = None  # blocked: its input, as JSON text, cut at INPUT_CHARS
     until: int | None = None  # limited: the reset time (wall ms), when known
-    source: str = "report"  # or "screen": only the screen said so (evidence, not a report)
+    # "report"; "screen": only the screen said so (evidence, not a report); "process": its
+    # process ended without an `end` report
+    source: str = "report"
 
 
 class BadReport(ValueError):

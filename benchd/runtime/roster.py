@@ -119,6 +119,12 @@ class Session:
     def exited_with(self, code: int | None, sig: int | None) -> None:
         self.state = advance(self.state, SessionState.EXITED)
         self.exit, self.signal = code, sig
+        a = self.agent
+        if a is not None and a.state != "exited":
+            # Its process ended without the agent's own `end` report (killed, crashed):
+            # its last report no longer holds.
+            self.set_agent(AgentState("exited", a.since, source="process"))
+        self.approval = None
 
     def mark_killed(self, by: str, cancel: bool) -> None:
         """`bench kill` by `by` is ending it (with `cancel`, its job's task is withdrawn):

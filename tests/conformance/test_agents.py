@@ -189,3 +189,27 @@ def test_a_jobs_approval_is_mailed_to_its_parent_who_may_answer_it(daemon, tmp_p
     daemon.wait_until(lambda: "allowed" in daemon.bench("tail", "kid").out, what="allowed")
     ans = daemon.wait_event("agent/answered", lambda e: e["handle"] == "kid")
     assert ans["by"] == "alice" and ans["allow"] is True
+    # A usage limit: one mail to the parent, with its reset time (read off the screen).
+    daemon.ok("type", "kid", "limit")
+    daemon.wait_event("agent/state", lambda e: e["handle"] == "kid" and e["state"] == "limited")
+    limited = daemon.wait_until(
+        lambda: [
+            x
+            for x in daemon.ok("mail", "list", "--handle", "alice", "--state", "all")["messages"]
+            if x["from"] == "kid" and "usage limit" in (x.get("subject") or "")
+        ],
+        60,
+        "the limit mail to alice",
+    )
+    body = daemon.ok("mail", "read", "--handle", "alice", limited[0]["mail_id"])["body"]
+    assert "23:59 UTC" in body
+    # Killed without its `end` report: ps says exited all the same.
+    daemon.ok("kill", "kid")
+    daemon.wait_until(
+        lambda: [
+            r
+            for r in daemon.ok("ps", "-a")["sessions"]
+            if r["handle"] == "kid" and (r.get("agent") or {}).get("state") == "exited"
+        ],
+        what="kid's agent exited",
+    )
