@@ -53,6 +53,9 @@ def test_reports_give_the_state_in_ps(daemon):
     # The hooks were given on the command line only; ps shows the command as given.
     (row,) = [r for r in daemon.ok("ps")["sessions"] if r["handle"] == "hk"]
     assert "--settings" not in row["argv"]
+    status = daemon.bench("status").out
+    assert "agents    1 with adapters: 1 idle" in status, status
+    assert daemon.ok("status")["agents"]["hk"]["state"] == "idle"
 
 
 def test_idle_agent_is_typed_to_mail_mid_turn_goes_through_its_stop_hook(daemon):
