@@ -355,7 +355,16 @@ def report(conn: Client, o: "Json", as_json: bool) -> int:
 
 
 # bench's hook events (benchd.core.agentstate.EVENTS: a unit test holds the two equal).
-HOOK_EVENTS = ("start", "prompt", "stop", "stop-failure", "permission", "notification", "end")
+HOOK_EVENTS = (
+    "start",
+    "prompt",
+    "stop",
+    "stop-failure",
+    "permission",
+    "notification",
+    "end",
+    "tool",
+)
 HOOK_PAYLOAD_BYTES = 256 * 1024  # of the hook's JSON sent (the daemon reads no more)
 
 

@@ -168,6 +168,9 @@ class Spawn(Request["SpawnOk"], tag=verbs.SESSION_SPAWN):
     stall_after: float | None = None
     # False: run it outside the sandbox (`bench spawn --no-sandbox`; the operator's only).
     sandbox: bool = True
+    # An adapter session's mid-turn door (`bench spawn --mid-turn`): mail is also handed
+    # over after each tool call, as added context (a hook per tool call: opt-in).
+    mid_turn: bool = False
 
 
 class SessionList(Request["SessionListOk"], tag=verbs.SESSION_LIST):

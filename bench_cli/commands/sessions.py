@@ -87,6 +87,12 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
     is_flag=True,
     help="run it outside the sandbox (the operator only; see benchd --isolation)",
 )
+@click.option(
+    "--mid-turn",
+    is_flag=True,
+    help="with --agent claude: also hand mail over after each tool call, as added "
+    "context (a hook per tool call), not only at the turn's end",
+)
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
     bench_dir: str | None,
@@ -105,6 +111,7 @@ def spawn(
     deadline: float | None,
     stall_after: float | None,
     no_sandbox: bool,
+    mid_turn: bool,
     argv: tuple[str, ...],
 ) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
@@ -131,6 +138,7 @@ def spawn(
         deadline=deadline,
         stall_after=stall_after,
         sandbox=not no_sandbox,
+        mid_turn=mid_turn,
     )
     a = ask(bench_dir, req)
     done(ctx, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")

@@ -13,6 +13,7 @@ adapter maps the agent's own names onto them):
 | `permission`   | waits for an approval (tool, input)        | blocked                |
 | `notification` | said something (`permission_prompt`, `idle_prompt`) | blocked / idle |
 | `end`          | is exiting                                 | exited                 |
+| `tool`         | ran a tool (the mid-turn door only)        | working                |
 
 `answered` is the daemon's own step: an approval was given or refused, the turn goes on.
 A limited agent stays limited until it reports work (`prompt`) or its reset time passes
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 State = Literal["idle", "working", "blocked", "limited", "exited"]
-EVENTS = ("start", "prompt", "stop", "stop-failure", "permission", "notification", "end")
+EVENTS = ("start", "prompt", "stop", "stop-failure", "permission", "notification", "end", "tool")
 INPUT_CHARS = 2000  # of a blocked tool's input kept (and shown, escaped)
 
 
@@ -103,7 +104,7 @@ def step(cur: AgentState | None, event: str, payload: dict[str, object], now: in
             if cur is not None and cur.state == "limited" and not expired(cur, now):
                 return cur
             return AgentState("idle", now)
-        case "prompt":
+        case "prompt" | "tool":
             return AgentState("working", now)
         case "stop":
             if cur is not None and cur.state == "limited" and not expired(cur, now):

@@ -43,10 +43,12 @@ class Adapted:
     why_not: str | None = None  # when an adapter exists but could not be applied
 
 
-def claude_settings(bench: str, approval_wait: float) -> str:
-    """The `--settings` JSON giving Claude Code bench's hooks."""
+def claude_settings(bench: str, approval_wait: float, mid_turn: bool = False) -> str:
+    """The `--settings` JSON giving Claude Code bench's hooks (PostToolUse too with the
+    mid-turn door: a hook per tool call, so only when asked for)."""
     hooks: dict[str, list[dict[str, object]]] = {}
-    for theirs, ours in CLAUDE_HOOKS.items():
+    subscribed = dict(CLAUDE_HOOKS, **({"PostToolUse": "tool"} if mid_turn else {}))
+    for theirs, ours in subscribed.items():
         timeout = HOOK_TIMEOUT_S
         if ours == "permission":
             # The hook waits for `bench approve|deny` (the daemon bounds it by
@@ -75,7 +77,9 @@ def _program_at(argv: list[str], name: str) -> int | None:
     return None
 
 
-def adapt(agent: str | None, argv: list[str], bench: str, approval_wait: float) -> Adapted:
+def adapt(
+    agent: str | None, argv: list[str], bench: str, approval_wait: float, mid_turn: bool = False
+) -> Adapted:
     """The session's command line with its agent's hooks, when bench has an adapter for
     it and can see where the agent's own options go."""
     if agent != "claude":
@@ -88,7 +92,7 @@ def adapt(agent: str | None, argv: list[str], bench: str, approval_wait: float) 
             f"{argv[0]!r} is not claude itself (a wrapper?): bench cannot give it "
             "--settings; its wakes go by the screen",
         )
-    settings = claude_settings(shlex.quote(bench), approval_wait)
+    settings = claude_settings(shlex.quote(bench), approval_wait, mid_turn)
     return Adapted([*argv[: at + 1], "--settings", settings, *argv[at + 1 :]], "claude")
 
 

@@ -115,6 +115,15 @@ class AgentHost:
                 return m.AgentReportOk(state="working", output=out)
         if event == "permission":
             return await self._blocked(s, new)
+        if event == "tool" and s.mid_turn:
+            # The mid-turn door: the wake's line as context added after the tool's result.
+            await self._set(s, new)
+            line = await self.reactor.hand_over(s, door="tool-hook")
+            if line is None:
+                return m.AgentReportOk(state=new.state)
+            added = {"hookEventName": "PostToolUse", "additionalContext": line}
+            text = json.dumps({"hookSpecificOutput": added}, ensure_ascii=False)
+            return m.AgentReportOk(state=new.state, output=text)
         before = s.agent
         await self._set(s, new)
         if new.state == "limited" and (before is None or before.state != "limited"):

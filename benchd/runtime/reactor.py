@@ -199,14 +199,14 @@ class Reactor:
 
     # ------------------------------------------------------------ the agent's own door
 
-    async def hand_over(self, session: "Session") -> str | None:
+    async def hand_over(self, session: "Session", door: str = "stop-hook") -> str | None:
         """The door of an agent whose turn just ended (its Stop hook asks): the next
         queued wake's line, handed to the agent as its next instruction instead of being
         typed (its mail retired, `agent/woken` with door stop-hook, then `agent/active`:
         the agent goes on with it for sure). None: no wake is queued."""
         while session.wakes:
             wake = session.wakes.popleft()
-            prepared = await self._prepare(session, wake, door="stop-hook")
+            prepared = await self._prepare(session, wake, door=door)
             if prepared is None:
                 continue
             line, woken = prepared

@@ -108,6 +108,7 @@ class Session:
         # An agent adapter (benchd.runtime.adapters): its name, and what the agent's own
         # hooks reported (None until the first report: the screen decides until then).
         self.adapter: str | None = None
+        self.mid_turn = False  # its adapter hands mail over after tool calls too
         self.agent: AgentState | None = None
         self.agent_screen: str | None = None  # what its screen shows beside it (evidence)
         self.agent_changed = trio.Event()  # set (and replaced) at each change of `agent`

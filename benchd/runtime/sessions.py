@@ -186,11 +186,14 @@ class Sessions:
         if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isfile(argv[0]):
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
         # The agent's hooks for this session only (its own config files untouched).
-        adapted = adapters.adapt(req.agent, argv, bench or "bench", self.approval_wait)
+        adapted = adapters.adapt(
+            req.agent, argv, bench or "bench", self.approval_wait, req.mid_turn
+        )
         if adapted.why_not is not None:
             self.log.info("no adapter", handle=handle, why=adapted.why_not)
         s = Session(sid, handle, token, argv, None, ready, None)  # shown without the hooks
         s.adapter = adapted.adapter
+        s.mid_turn = req.mid_turn and adapted.adapter is not None
         argv = adapted.argv
         s.sandboxed = self.sandbox is not None and req.sandbox
         s.paste_settle = settle

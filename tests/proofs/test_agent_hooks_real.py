@@ -43,7 +43,9 @@ def _bin_dir() -> Path:
     return Path(found)
 
 
-def start_claude(daemon, tmp: Path, name: str, allow: list[str], oauth: bool = False):
+def start_claude(
+    daemon, tmp: Path, name: str, allow: list[str], oauth: bool = False, extra: tuple = ()
+):
     """A model server and a real Claude Code session `name` with the claude adapter."""
     server, port = model_server.start_server({name: "operator"}, tmp / f"{name}-model.jsonl")
     home, cwd = tmp / f"home-{name}", tmp / f"cwd-{name}"
@@ -56,7 +58,7 @@ def start_claude(daemon, tmp: Path, name: str, allow: list[str], oauth: bool = F
         env.pop("ANTHROPIC_AUTH_TOKEN", None)
         env["CLAUDE_CODE_OAUTH_TOKEN"] = "bench-test-oauth-token"
     args = ["spawn", "--name", name, "--agent", "claude", "--cwd", str(spec.cwd)]
-    args += ["--rows", "40", "--cols", "120"]
+    args += ["--rows", "40", "--cols", "120", *extra]
     for k, v in env.items():
         args += ["--env", f"{k}={v}"]
     s = daemon.ok(*args, "--", *spec.argv)
@@ -113,6 +115,32 @@ def test_real_claude_mail_mid_turn_goes_in_at_its_turns_end(make_daemon, tmp_pat
         )
     finally:
         trail(daemon, tmp_path / "trail-door.txt")
+        server.shutdown()
+        server.server_close()
+
+
+def test_real_claude_mid_turn_door_hands_mail_over_after_a_tool_call(make_daemon, tmp_path):
+    """--mid-turn: mail that arrives during a tool call is added to the context after it
+    (PostToolUse's additionalContext), before the turn ends."""
+    daemon = make_daemon("--idle-gate", "1.0")
+    server, s = start_claude(daemon, tmp_path, "claude", ["Bash", "Read"], extra=("--mid-turn",))
+    try:
+        seq = daemon.last_seq()
+        daemon.ok("type", "claude", "WORK 5")
+        state_after(daemon, "claude", "working", seq)
+        sent = daemon.ok("mail", "send", "claude", "-m", "number 100")
+        woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"], 90)
+        assert woken["door"] == "tool-hook", woken
+        # The model's next request (the tool's result) carries the wake line.
+        daemon.wait_until(
+            lambda: woken["path"] in (tmp_path / "claude-model.jsonl").read_text(),
+            60,
+            "the wake line in a request to the model",
+        )
+        typed = [e for e in daemon.events(0, "agent/woken") if not e.get("door")]
+        assert not typed, typed  # nothing typed
+    finally:
+        trail(daemon, tmp_path / "trail-mid-turn.txt")
         server.shutdown()
         server.server_close()
 
