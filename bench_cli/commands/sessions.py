@@ -152,6 +152,7 @@ spawn.epilog = examples(
     "bench spawn --mail TASK.md --name reviewer --reply-to alice --reply-to bob@node2 -- codex",
     "bench spawn --name w2 --deadline 1h -- python agent.py",
     "bench spawn --name top --no-sandbox -- htop",
+    "bench spawn --name w3 --agent claude --mid-turn -- claude",
     "bench spawn --mail TASK.md --deadline 1h --stall-after 15m -- CMD",
 )
 
