@@ -232,7 +232,7 @@ class ReplyOk(Response, tag="mail/reply"):
 class AgentInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What an agent's hooks said (benchd.core.agentstate), and what its screen shows."""
 
-    adapter: str  # claude, codex, pi
+    adapter: str  # claude; "self": no adapter, the program runs `bench hook` by itself
     state: str | None = None  # idle, working, blocked, limited, exited; None: not reported yet
     since: int | None = None  # wall ms
     tool: str | None = None  # blocked: the tool waiting

@@ -157,13 +157,15 @@ class Session:
         self.agent_changed = trio.Event()
 
     def agent_info(self) -> m.AgentInfo | None:
-        if self.adapter is None:
-            return None
         a = self.agent
+        if self.adapter is None and a is None:
+            return None  # neither an adapter nor a report: the screen is all there is
+        # "self": no adapter, but its program runs `bench hook` by itself.
+        adapter = self.adapter or "self"
         if a is None:
-            return m.AgentInfo(adapter=self.adapter, screen=self.agent_screen)
+            return m.AgentInfo(adapter=adapter, screen=self.agent_screen)
         return m.AgentInfo(
-            adapter=self.adapter,
+            adapter=adapter,
             state=a.state,
             since=a.since,
             tool=a.tool,

@@ -152,9 +152,17 @@ def test_limited_agent_parks_its_wakes_until_it_works_again(daemon):
     assert len([r for r in records(rec) if "You have mail" in r["line"]]) == 1
 
 
-def test_report_from_the_operator_is_refused_and_exit_is_reported(daemon):
+def test_report_from_the_operator_is_refused_and_exit_is_reported(daemon, tmp_path):
     r = daemon.bench("hook", "stop", input="{}")
     assert r.rc == 1 and "only a session" in r.err  # never exit 2: an agent reads it as "block"
+    # A program without an adapter may report by itself: about itself only.
+    from tests.conformance.test_delegation import Shell
+
+    sh = Shell(daemon, tmp_path, "sh1")
+    rc, _out, err = sh.run("echo '{}' | bench hook prompt")
+    assert rc == 0, err
+    a = agent_of(daemon, "sh1")
+    assert a["adapter"] == "self" and a["state"] == "working"
     s, _ = hooked(daemon, "hk")
     daemon.ok("type", "hk", "\x04", "--no-enter")
     daemon.wait_event("agent/state", lambda e: e["handle"] == "hk" and e["state"] == "exited")
