@@ -68,7 +68,6 @@ class AgentHost:
         self.approval_wait = approval_wait
         self.reports_per_s = reports_per_s
         self.wall = wall
-        self._limited_run: set[str] = set()  # sessions in a run of refused reports
 
     # ------------------------------------------------------------ reports
 
@@ -87,8 +86,8 @@ class AgentHost:
             )
         assert isinstance(s, Session), "a caller's session is the roster's"
         if not self._admit(s):
-            if s.id not in self._limited_run:
-                self._limited_run.add(s.id)
+            if not s.reports_refused:  # the first of a run of refusals is logged
+                s.reports_refused = True
                 await self.record(
                     m.AgentReportLimited(session=s.id, handle=s.handle, limit=self.reports_per_s)
                 )
@@ -97,7 +96,7 @@ class AgentHost:
                 f"more than {self.reports_per_s} hook reports a second from {s.handle}: "
                 "this one was not taken (--agent-reports)",
             )
-        self._limited_run.discard(s.id)
+        s.reports_refused = False
         if len(payload_text) > PAYLOAD_CHARS:
             payload_text = ""  # too big to read: the event alone still says what happened
         try:

@@ -224,3 +224,18 @@ def test_a_jobs_approval_is_mailed_to_its_parent_who_may_answer_it(daemon, tmp_p
         ],
         what="kid's agent exited",
     )
+
+
+def test_reports_are_rate_bounded_per_session(make_daemon, tmp_path):
+    from tests.conformance.test_delegation import Shell
+
+    d = make_daemon("--agent-reports", "1")  # a burst of 10, one a second
+    sh = Shell(d, tmp_path, "chatty")
+    rc, out, err = sh.run(
+        "n=0; for i in $(seq 16); do bench hook prompt </dev/null || n=$((n+1)); done; echo $n"
+    )
+    assert rc == 0 and int(out.strip()) >= 3, (out, err)
+    assert "--agent-reports" in err  # each refusal says why, on stderr
+    hit = d.wait_event("agent/report-limited", lambda e: e["handle"] == "chatty")
+    assert hit["limit"] == 1
+    assert len(d.events(0, "agent/report-limited")) == 1  # once per run of refusals
