@@ -33,6 +33,9 @@ KIND_COLOUR = {
     "limit/hit": "red",
     "wake/capped": "red",
     "outbox/retry": "red",
+    "agent/state": "magenta",
+    "agent/answered": "cyan",
+    "agent/report-limited": "red",
 }
 
 

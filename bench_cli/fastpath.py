@@ -1,6 +1,6 @@
 """The fast-path agent commands, parsed and run without click.
 
-`bench mail send|list|read` and `bench report` run inside agents all day; their cost is
+`bench mail send|list|read`, `bench report` and `bench hook` run inside agents all day; their cost is
 the interpreter start plus what they import. This module parses exactly the options the
 click definitions in `bench_cli.commands` declare (a test holds the two parsers to the same
 answers) and gives up — returning None — on anything else (`--help`, a typo, an unknown
@@ -71,6 +71,12 @@ SPECS = {
         set(),
         ("text?",),
     ),
+    ("hook",): (
+        {"--dir": "dir"},
+        {"--json": "json"},
+        set(),
+        ("event",),
+    ),
 }
 
 
@@ -138,6 +144,8 @@ def parse(argv: list[str]) -> "tuple[Command, Json] | None":
         opts[name.rstrip("?")] = value
     for name, value in before.items():
         opts.setdefault(name, value)
+    if cmd == ("hook",) and opts["event"] not in HOOK_EVENTS:
+        return None  # click says which are known
     if cmd == ("mail", "list"):
         if opts.get("state", "unread") not in ("unread", "read", "all"):
             return None
@@ -151,11 +159,17 @@ def parse(argv: list[str]) -> "tuple[Command, Json] | None":
 
 def run(cmd: "Command", opts: "Json") -> int:
     as_json = bool(opts.get("json"))
+    hook = cmd == ("hook",)
     try:
-        with Client(opts.get("dir")) as conn:
+        # An approval hook waits for `bench approve` as long as the daemon lets it
+        # (--approval-wait); the agent's own hook timeout is the outer bound.
+        with Client(opts.get("dir"), timeout=None if hook else 30.0) as conn:
             return COMMANDS[cmd](conn, opts, as_json)
     except WireError as err:
-        return output.fail(err, as_json)
+        code = output.fail(err, as_json)
+        # An agent reads a hook's exit 2 as "block this": a failed report must never
+        # stop its agent, only say why (on stderr).
+        return 1 if hook else code
     except KeyboardInterrupt:
         return 130
 
@@ -343,9 +357,40 @@ def report(conn: Client, o: "Json", as_json: bool) -> int:
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 
 
+# bench's hook events (benchd.core.agentstate.EVENTS: a unit test holds the two equal).
+HOOK_EVENTS = (
+    "start",
+    "prompt",
+    "stop",
+    "stop-failure",
+    "permission",
+    "notification",
+    "end",
+    "tool",
+)
+HOOK_PAYLOAD_BYTES = 256 * 1024  # of the hook's JSON sent (the daemon reads no more)
+
+
+def hook(conn: Client, o: "Json", as_json: bool) -> int:
+    """`bench hook EVENT`, run by an agent's own hook: forward the event's JSON (its
+    standard input) to the daemon, print the daemon's answer for the agent (a Stop
+    hook's next instruction, an approval's decision), else nothing."""
+    payload = ""
+    if sys.stdin is not None and not sys.stdin.isatty():
+        data = sys.stdin.buffer.read(HOOK_PAYLOAD_BYTES + 1)
+        # Too big to send: the event alone still says what happened.
+        payload = "" if len(data) > HOOK_PAYLOAD_BYTES else _utf8(data, "the hook's input")
+    a = conn.call(request(verbs.AGENT_REPORT, {"event": o["event"], "payload": payload}))
+    out = a.get("output")
+    if out:
+        sys.stdout.write(out + "\n")
+    return EXIT_OK
+
+
 COMMANDS = {
     ("mail", "send"): mail_send,
     ("mail", "list"): mail_list,
     ("mail", "read"): mail_read,
     ("report",): report,
+    ("hook",): hook,
 }

@@ -63,6 +63,7 @@ AGENT_KEYS = {
     "key": "a string",
     "deadline": "a duration",
     "stall-after": "a duration",
+    "mid-turn": "a boolean",
 }
 # Keys the format knows that this bench cannot honour yet: refused, never ignored.
 UNSUPPORTED: dict[str, str] = {}
@@ -84,6 +85,7 @@ Entry = TypedDict(
         "key": str | None,
         "deadline": float | None,
         "stall-after": float | None,
+        "mid-turn": bool,
     },
 )
 
@@ -132,6 +134,7 @@ class Agent:
     key: str | None = None
     deadline: float | None = None  # seconds, as `bench spawn --deadline`
     stall_after: float | None = None
+    mid_turn: bool = False  # the adapter's mid-turn door (bench spawn --mid-turn)
 
     def entry(self) -> Entry:
         """What `bench up -f` compares with the recorded entry of a running session."""
@@ -149,6 +152,7 @@ class Agent:
             "key": self.key,
             "deadline": self.deadline,
             "stall-after": self.stall_after,
+            "mid-turn": self.mid_turn,
         }
 
     def spawn(self) -> m.Spawn:
@@ -169,6 +173,7 @@ class Agent:
             job=job,
             deadline=self.deadline,
             stall_after=self.stall_after,
+            mid_turn=self.mid_turn,
         )
 
 
@@ -464,6 +469,7 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
         key=doc.get("key"),
         deadline=durations["deadline"],
         stall_after=durations["stall-after"],
+        mid_turn=doc.get("mid-turn", False),
     )
 
 
@@ -531,6 +537,8 @@ def _bench_dir_above(path: str) -> str | None:
 
 
 def _fits(k: str, v: object) -> bool:
+    if k == "mid-turn":
+        return isinstance(v, bool)
     if k in ("rows", "cols"):
         return isinstance(v, int) and not isinstance(v, bool)
     if k == "env":

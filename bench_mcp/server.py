@@ -263,6 +263,21 @@ async def whoami(d: Daemon, a: t.NoArgs) -> tuple[str, t.Json]:
     return f"{who}; BENCH_DIR {hello.bench_dir}; {unread} unread.", info
 
 
+async def _answer(d: Daemon, handle: str, allow: bool, reason: str | None) -> tuple[str, t.Json]:
+    ans = await d.call(m.AgentAnswer(handle=handle, allow=allow, reason=reason))
+    what = "approved" if allow else "denied"
+    tool = f" {ans.tool}" if ans.tool else ""
+    return escape(f"{what}{tool} for {ans.handle} (session {ans.session})"), t.public(plain(ans))
+
+
+async def approve(d: Daemon, a: t.ApproveArgs) -> tuple[str, t.Json]:
+    return await _answer(d, a["handle"], True, None)
+
+
+async def deny(d: Daemon, a: t.DenyArgs) -> tuple[str, t.Json]:
+    return await _answer(d, a["handle"], False, a.get("reason"))
+
+
 # Each handler takes its own tool's arguments (a TypedDict of bench_mcp.tools.ARGS),
 # which check_args has made of the call's JSON: the one place they are checked.
 Handler = Callable[[Daemon, Any], Awaitable[tuple[str, t.Json]]]
@@ -277,6 +292,8 @@ HANDLERS: dict[str, Handler] = {
     "report": report,
     "mail_status": mail_status,
     "wait_for_mail": wait_for_mail,
+    "approve": approve,
+    "deny": deny,
     "whoami": whoami,
 }
 assert set(HANDLERS) == set(t.TOOLS)

@@ -216,6 +216,31 @@ TOOLS: dict[str, tuple[str, Json]] = {
             "additionalProperties": False,
         },
     ),
+    "approve": (
+        "Allow what one of the jobs you started (or theirs) waits to do: its agent asked "
+        "for an approval (bench mails you the tool and its input when it does). The job's "
+        "agent goes on and runs the tool. Refused with `not-blocked` when it waits for "
+        "nothing, `forbidden` for a session that is not below you.",
+        {
+            "type": "object",
+            "properties": {"handle": {"type": "string", "description": f"the job, {_HANDLE}"}},
+            "required": ["handle"],
+            "additionalProperties": False,
+        },
+    ),
+    "deny": (
+        "Refuse what one of the jobs you started (or theirs) waits to do; its agent is "
+        "told the reason and goes on without running the tool.",
+        {
+            "type": "object",
+            "properties": {
+                "handle": {"type": "string", "description": f"the job, {_HANDLE}"},
+                "reason": {"type": "string", "description": "what the job's agent is told"},
+            },
+            "required": ["handle"],
+            "additionalProperties": False,
+        },
+    ),
     "whoami": (
         "Who you are to bench: your handle (the address other agents write to), your "
         "session, the state directory, and how many unread messages wait for you.",
@@ -276,6 +301,15 @@ class NoArgs(TypedDict):
     pass
 
 
+class ApproveArgs(TypedDict):
+    handle: str
+
+
+class DenyArgs(TypedDict, total=False):
+    handle: Required[str]
+    reason: str
+
+
 ARGS: dict[str, type] = {
     "send_mail": SendMailArgs,
     "list_mail": ListMailArgs,
@@ -286,6 +320,8 @@ ARGS: dict[str, type] = {
     "thread": MessageArgs,
     "mail_status": MessageArgs,
     "wait_for_mail": WaitArgs,
+    "approve": ApproveArgs,
+    "deny": DenyArgs,
     "whoami": NoArgs,
 }
 

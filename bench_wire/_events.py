@@ -121,6 +121,41 @@ class AgentWoken(Event, tag="agent/woken"):
     path: str | None
     sender: str | None = msgspec.field(default=None, name="from")
     digest: int = 0
+    door: str | None = None  # "stop-hook": handed over by the agent's Stop hook, not typed
+
+
+class AgentStateChanged(Event, tag="agent/state"):
+    """An adapter session's agent changed state, by its own report (`source` report) or,
+    for a usage limit no report gave, by its screen (`source` screen: evidence)."""
+
+    session: str
+    handle: str
+    state: str  # idle, working, blocked, limited, exited
+    tool: str | None = None
+    input: str | None = None
+    until: int | None = None
+    source: str = "report"
+
+
+class AgentAnswered(Event, tag="agent/answered"):
+    """An approval was answered (`bench approve` / `bench deny`), or its wait ran out."""
+
+    session: str
+    handle: str
+    allow: bool
+    by: str  # who answered: operator, an ancestor's handle, or "timeout"
+    via: str  # hook or keys
+    tool: str | None = None
+    reason: str | None = None
+
+
+class AgentReportLimited(Event, tag="agent/report-limited"):
+    """A session sent hook reports faster than --agent-reports allows: the first of a
+    run of refusals."""
+
+    session: str
+    handle: str
+    limit: int
 
 
 class EnterRetried(Event, tag="wake/enter-retried"):

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultedTypeVar
 
     from bench_wire._responses import (  # noqa: F401  (named in quotes below)
+        AgentAnswerOk,
+        AgentReportOk,
         AttachOk,
         BounceOk,
         BridgeReportOk,
@@ -160,6 +162,9 @@ class Spawn(Request["SpawnOk"], tag=verbs.SESSION_SPAWN):
     stall_after: float | None = None
     # False: run it outside the sandbox (`bench spawn --no-sandbox`; the operator's only).
     sandbox: bool = True
+    # An adapter session's mid-turn door (`bench spawn --mid-turn`): mail is also handed
+    # over after each tool call, as added context (a hook per tool call: opt-in).
+    mid_turn: bool = False
 
 
 class SessionList(Request["SessionListOk"], tag=verbs.SESSION_LIST):
@@ -219,6 +224,23 @@ class SessionDetach(Request["Response"], tag=verbs.SESSION_DETACH):
 
 class JobReport(Request["ReportOk"], tag=verbs.JOB_REPORT):
     content: str
+
+
+class AgentReport(Request["AgentReportOk"], tag=verbs.AGENT_REPORT):
+    """A hook of the caller's own agent (`bench hook EVENT`): the event's name (bench's,
+    benchd.core.agentstate.EVENTS) and the JSON the agent gave its hook, as it gave it.
+    The daemon places it by the caller: a session reports only about itself."""
+
+    event: str
+    payload: str = ""
+
+
+class AgentAnswer(Request["AgentAnswerOk"], tag=verbs.AGENT_ANSWER):
+    """`bench approve|deny HANDLE`: answer the approval the session's agent waits for."""
+
+    handle: str
+    allow: bool
+    reason: str | None = None
 
 
 class JournalAck(Request["JournalAckOk"], tag=verbs.JOURNAL_ACK):

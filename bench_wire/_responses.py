@@ -298,6 +298,19 @@ class Launch(msgspec.Struct, kw_only=True):
     env_keys: list[str] = []
 
 
+class AgentInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What an agent's hooks said (benchd.core.agentstate), and what its screen shows."""
+
+    adapter: str  # claude; "self": no adapter, the program runs `bench hook` by itself
+    state: str | None = None  # idle, working, blocked, limited, exited; None: not reported yet
+    since: int | None = None  # wall ms
+    tool: str | None = None  # blocked: the tool waiting
+    input: str | None = None  # blocked: its input (JSON text, cut)
+    until: int | None = None  # limited: the reset time, wall ms, when known
+    source: str | None = None  # "report", or "screen" when only the screen said so (evidence)
+    screen: str | None = None  # what the screen shows beside it (evidence): e.g. "limit"
+
+
 class SessionInfo(msgspec.Struct, kw_only=True):
     session: str
     handle: str
@@ -316,6 +329,8 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     deadline_left_ms: int | None = None  # a live session with a deadline: the time left
     stalled: bool = False  # a live job's child is stalled (idle past stall-after, no report)
     launch: Launch | None = None  # how it was started (None: a daemon before restart)
+
+    agent: AgentInfo | None = None  # an adapter session's own state, once it reported
 
 
 class SpawnOk(Response, tag="session/spawn"):
@@ -347,6 +362,21 @@ class TypeOk(Response, tag="session/type"):
 class ReportOk(Response, tag="job/report"):
     session: str
     bytes: int
+
+
+class AgentReportOk(Response, tag="agent/report"):
+    """`output`: what the hook prints for its agent to read (a Stop hook's next
+    instruction, a PermissionRequest's decision), or None: nothing."""
+
+    state: str
+    output: str | None = None
+
+
+class AgentAnswerOk(Response, tag="agent/answer"):
+    session: str
+    handle: str
+    tool: str | None
+    via: str  # "hook" (the agent's own mechanism) or "keys" (typed into its dialog)
 
 
 class FaultOk(Response, tag="debug/fault"):

@@ -21,7 +21,14 @@ STATES = (
     "replied",
 )
 # Why a wake was not typed (the `reason` of a not-woken state).
-NOT_WOKEN_REASONS = ("no-live-session", "capped", "operator-typing", "read-first")
+NOT_WOKEN_REASONS = (
+    "no-live-session",
+    "capped",
+    "operator-typing",
+    "read-first",
+    "blocked",
+    "parked",
+)
 
 
 # ---------------------------------------------------------------- requests
@@ -134,7 +141,8 @@ class WakeDeferred(Event, tag="wake/deferred"):
     session: str
     handle: str
     mail_id: str | None
-    reason: str
+    reason: str  # operator-typing; blocked (its agent waits for an approval); parked (limited)
+    until: int | None = None  # parked: the agent's reset time (wall ms), when known
 
 
 class WaitOpened(Event, tag="wait/opened"):

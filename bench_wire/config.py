@@ -251,6 +251,21 @@ DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
         3600.0,
         "the longest timeout a wait may ask for, in seconds",
     ),
+    (
+        "--agent-reports",
+        "BENCH_AGENT_REPORTS",
+        int,
+        20,
+        "hook reports (bench hook) a session's agent may send a second (a burst of ten "
+        "seconds' worth); more are refused with rate-limited",
+    ),
+    (
+        "--approval-wait",
+        "BENCH_APPROVAL_WAIT",
+        float,
+        600.0,
+        "seconds an agent's approval hook waits for bench approve/deny before its own dialog asks",
+    ),
 ]
 
 
@@ -299,6 +314,8 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
     "--tree-connections": (1, 8192, ""),
     # A smaller bound would rotate the log at nearly every batch.
     "--event-log-bytes": (64 * 1024, 1 << 40, "B"),
+    "--agent-reports": (1, 10_000, ""),
+    "--approval-wait": (0.001, DAY, "s"),
 }
 
 

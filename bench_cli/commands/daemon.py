@@ -24,6 +24,7 @@ from bench_cli.context import (
     examples,
 )
 from bench_wire import messages as m
+from bench_wire import untrusted
 from bench_wire.config import DAEMON_OPTIONS, option_dest
 from bench_wire.errors import WireError
 from bench_wire.paths import dir_problem, resolve_dir, socket_path
@@ -426,6 +427,13 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
         f"{c.get('spawn_rate')} an hour, {c.get('max_depth')} deep\n"
         f"sandbox   {isolation_line(c)}"
     )
+    listed = call(bench_dir, m.SessionList()).get("sessions") or []
+    agents = agents_line(listed)
+    if agents:
+        text += f"\nagents    {agents}"
+        a["agents"] = {
+            s["handle"]: s["agent"] for s in listed if s.get("agent") and s["state"] == "running"
+        }
     for dmg in a.get("journal_damage") or []:
         text += (
             f"\njournal   DAMAGED at start: {dmg['segment']} offset {dmg['offset']} "
@@ -433,6 +441,29 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
             "bench status --ack once seen)"
         )
     done(ctx, a, text)
+
+
+def agents_line(sessions: list[Answer]) -> str:
+    """The live adapter sessions by their agents' own states; the blocked and limited by
+    name (the operator's attention): "3 reporting: 1 idle, 1 blocked (bob), 1 limited (eve)"."""
+    by: dict[str, list[str]] = {}
+    for s in sessions:
+        a = s.get("agent")
+        if a and s.get("state") == "running":
+            by.setdefault(a.get("state") or "unreported", []).append(s["handle"])
+    if not by:
+        return ""
+    parts = []
+    for state in ("blocked", "limited", "working", "idle", "unreported", "exited"):
+        names = by.get(state)
+        if names:
+            who = (
+                f" ({', '.join(untrusted.escape(n) for n in names[:5])})"
+                if state in ("blocked", "limited")
+                else ""
+            )
+            parts.append(f"{len(names)} {state}{who}")
+    return f"{sum(len(v) for v in by.values())} with adapters: " + ", ".join(parts)
 
 
 def isolation_line(caps: Answer) -> str:

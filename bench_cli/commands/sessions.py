@@ -29,6 +29,7 @@ from bench_cli.context import (
 from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_cli.tree import job_state
 from bench_wire import messages as m
+from bench_wire import untrusted
 from bench_wire.errors import WireError
 
 
@@ -90,6 +91,12 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
     is_flag=True,
     help="run it outside the sandbox (the operator only; see benchd --isolation)",
 )
+@click.option(
+    "--mid-turn",
+    is_flag=True,
+    help="with --agent claude: also hand mail over after each tool call, as added "
+    "context (a hook per tool call), not only at the turn's end",
+)
 @click.argument("argv", nargs=-1, required=True)
 def spawn(
     bench_dir: str | None,
@@ -108,6 +115,7 @@ def spawn(
     deadline: float | None,
     stall_after: float | None,
     no_sandbox: bool,
+    mid_turn: bool,
     argv: tuple[str, ...],
 ) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
@@ -134,6 +142,7 @@ def spawn(
         deadline=deadline,
         stall_after=stall_after,
         sandbox=not no_sandbox,
+        mid_turn=mid_turn,
     )
     try:
         a = ask(bench_dir, req)
@@ -157,6 +166,7 @@ spawn.epilog = examples(
     "bench spawn --mail TASK.md --name reviewer --reply-to alice --reply-to bob@node2 -- codex",
     "bench spawn --name w2 --deadline 1h -- python agent.py",
     "bench spawn --name top --no-sandbox -- htop",
+    "bench spawn --name w3 --agent claude --mid-turn -- claude",
     "bench spawn --mail TASK.md --deadline 1h --stall-after 15m -- CMD",
 )
 
@@ -252,9 +262,13 @@ def ps(
     }
     tw = max((len(t) for t in teams.values()), default=0)
     team_head = f"{'TEAM':<{max(tw, 4)}}  " if teams else ""
+    # An AGENT column only when some listed session has an adapter: what its agent said.
+    agents = {s["session"]: agent_text(s["agent"]) for s in rows if s.get("agent")}
+    aw = max((len(t) for t in agents.values()), default=0)
+    agent_head = f"{'AGENT':<{max(aw, 5)}}  " if agents else ""
     pieces: list[str | output.Painted] = [
         f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  "
-        f"{'JOB':<11} {'LEFT':>5}  EXIT     {team_head}COMMAND"
+        f"{'JOB':<11} {'LEFT':>5}  EXIT     {agent_head}{team_head}COMMAND"
     ]
     for s in rows:
         idle = "-" if s.get("idle_ms") is None else humanize.duration(s["idle_ms"] / 1000)
@@ -263,11 +277,41 @@ def ps(
         pieces += [f"\n{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  "]
         pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
         label = f"{teams.get(s['session'], '-'):<{max(tw, 4)}}  " if teams else ""
+        agent = f"{agents.get(s['session'], '-'):<{max(aw, 5)}}  " if agents else ""
         pieces += [
             f" {idle:>5}  {job_state(s):<11} {left_text:>5}  {_exit_text(s):<7}  "
-            f"{label}{' '.join(s.get('argv') or [])}"
+            f"{agent}{label}{' '.join(s.get('argv') or [])}"
         ]
+    for s in rows:  # what a blocked agent waits for, at once under the table
+        a = s.get("agent") or {}
+        if a.get("state") == "blocked" and s["state"] == "running":
+            pieces += [
+                f"\n{s['handle']} waits for approval: {untrusted.escape(a.get('tool') or '?')} "
+                f"{untrusted.escape((a.get('input') or '')[:120])}  "
+                f"(bench approve {s['handle']} | bench deny {s['handle']} -m REASON)"
+            ]
     output.write(pieces)
+
+
+def _hhmm(ms: int) -> str:
+    import time
+
+    return time.strftime("%H:%M", time.localtime(ms / 1000))
+
+
+def agent_text(a: dict[str, Any]) -> str:
+    """An adapter session's agent state in a few characters: `idle`, `blocked Bash`,
+    `limited 13:42`, or `?` before its first report (`+screen`: the screen's evidence)."""
+    state = a.get("state")
+    if state is None:
+        return "?"
+    if state == "blocked" and a.get("tool"):
+        return f"blocked {untrusted.escape(a['tool'])[:16]}"
+    if state == "limited":
+        until = a.get("until")
+        text = "limited " + (_hhmm(until) if until else "?")
+        return text + ("+screen" if a.get("source") == "screen" else "")
+    return str(state)
 
 
 ps.epilog = examples(
@@ -473,6 +517,49 @@ def report(bench_dir: str | None, as_json: bool, text: str | None) -> None:
 report.epilog = examples(
     'bench report "Fixed it: the fixture was missing."', 'echo "long report" | bench report -'
 )
+
+
+@click.command()
+@common
+@click.argument("event", type=click.Choice(fastpath.HOOK_EVENTS))
+def hook(bench_dir: str | None, as_json: bool, event: str) -> None:
+    """Run by an agent's own hook (its adapter sets it up): report EVENT, its JSON on
+    standard input, and print the daemon's answer for the agent (--json: no change,
+    the answer is the agent's to read)."""
+    sys.exit(fastpath.run(("hook",), {"dir": bench_dir, "json": as_json, "event": event}))
+
+
+def _answer(
+    bench_dir: str | None, as_json: bool, handle: str, allow: bool, reason: str | None
+) -> None:
+    a = ask(bench_dir, m.AgentAnswer(handle=handle, allow=allow, reason=reason))
+    what = "approved" if allow else "denied"
+    tool = f" {untrusted.escape(a.tool)}" if a.tool else ""
+    how = "" if a.via == "hook" else " (typed into its dialog)"
+    done(Ctx(bench_dir, as_json), a, f"{what}{tool} for {a.handle} (session {a.session}){how}")
+
+
+@click.command()
+@common
+@click.argument("handle", shell_complete=complete_handles)
+def approve(bench_dir: str | None, as_json: bool, handle: str) -> None:
+    """Allow what HANDLE's agent waits to do (its approval prompt; see bench ps)."""
+    _answer(bench_dir, as_json, handle, True, None)
+
+
+approve.epilog = examples("bench approve worker")
+
+
+@click.command()
+@common
+@click.argument("handle", shell_complete=complete_handles)
+@click.option("-m", "--message", "reason", metavar="REASON", help="told to the agent")
+def deny(bench_dir: str | None, as_json: bool, handle: str, reason: str | None) -> None:
+    """Refuse what HANDLE's agent waits to do; it is told why (-m) and goes on."""
+    _answer(bench_dir, as_json, handle, False, reason)
+
+
+deny.epilog = examples('bench deny worker -m "no network: use the fixture"')
 
 
 @click.command()

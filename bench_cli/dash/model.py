@@ -37,6 +37,7 @@ class Row:
     parent: str | None = None  # the handle of the session that spawned it (a delegated job)
     stalled: bool = False  # a job's child idle past its stall time without a report
     deadline_left_ms: int | None = None  # the time left to its deadline, measured at idle_at
+    agent: str = ""  # an adapter session's agent, by its own report: idle, blocked Bash, ...
 
     def idle_text(self, now: float) -> str:
         if self.state != "running" or self.idle_ms is None:
@@ -62,7 +63,19 @@ class Row:
             return f"exit {self.exit}"
         if self.signal is not None:
             return humanize.signal_name(self.signal)
+        if self.state == "running" and self.agent:
+            return self.agent  # what the agent said of itself (blocked first catches the eye)
         return self.state
+
+
+def _agent_text(a: "Answer | None") -> str:
+    """An agent's state as the sessions pane shows it (from ps's `agent` or an
+    agent/state event)."""
+    if not a or not a.get("state"):
+        return ""
+    if a["state"] == "blocked":
+        return printable("blocked " + (a.get("tool") or "?"))[:24]
+    return str(a["state"])
 
 
 def printable(text: str) -> str:
@@ -98,6 +111,7 @@ class Board:
                 parent=s.get("parent_handle"),
                 stalled=bool(s.get("stalled")),
                 deadline_left_ms=s.get("deadline_left_ms"),
+                agent=_agent_text(s.get("agent")),
             )
             if old is not None and old.session == r.session:
                 r.wake, r.outcome = old.wake, old.outcome
@@ -159,6 +173,8 @@ class Board:
             r.stalled = True
         elif kind == "job/active" and ev.get("session") == r.session:
             r.stalled = False
+        elif kind == "agent/state" and ev.get("session") == r.session:
+            r.agent = _agent_text(ev)
         elif kind == "job/delegated" and ev.get("child") == r.session:
             r.parent = ev.get("parent_handle")
             r.reply_to = list(ev.get("reply_to") or [])

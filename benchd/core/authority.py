@@ -20,6 +20,8 @@ BENCH_TOKEN, its sandbox or its process ancestry); see docs/security.md.
 | stop, debug/fault, journal/ack         | yes      | no                      |
 | bridge/pull, forwarded, deliver, report, bounce, receipts-pull, receipts | yes (the bridge runs as the operator) | no |
 | job/report                             | no       | itself (a job's session) |
+| agent/report (`bench hook`)            | no       | itself (its own agent's hooks) |
+| agent/answer (`bench approve`, `deny`) | any      | its descendants only    |
 
 A session may not cancel its own job: cancelling owes the job's correspondents nothing,
 so only the operator, who decided to give the task, may take it back. A session that
@@ -43,6 +45,7 @@ ANYONE = (
     m.EventsRead,
     m.SessionList,
     m.JobReport,
+    m.AgentReport,  # the handler refuses the operator: a report is a session's own
     m.SessionInput,
     m.SessionResize,
     m.SessionDetach,
@@ -133,6 +136,14 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
                 "forbidden",
                 f"a session may tail only itself ({caller.handle}) and the jobs it "
                 f"started, not {req.handle}: that is the operator's",
+            )
+        return
+    if isinstance(req, m.AgentAnswer):
+        if not _is_descendant(caller, req.handle, family):
+            raise WireError(
+                "forbidden",
+                f"a session may answer approvals only for the jobs it started (and "
+                f"theirs), not for {req.handle}: that is the operator's",
             )
         return
     if isinstance(req, m.SessionType):

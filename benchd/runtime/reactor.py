@@ -11,6 +11,10 @@
   (bracketed if the child asked for it), waits the paste settle, presses Enter as a
   separate write, and presses Enter again with backoff while the screen does not change.
   The line itself is never written twice.
+- An agent that reports for itself (an adapter session, benchd.runtime.agenthost) is
+  typed to only while its report says idle; while it works, its Stop hook takes the
+  next wake through `hand_over` (nothing typed); while blocked or limited, its wakes are
+  parked (`wake/deferred` blocked / parked) until it reports again or its limit resets.
 """
 
 import dataclasses
@@ -20,7 +24,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core import wakegate
+from benchd.core import agentstate, wakegate
 from benchd.core.bucket import TokenBucket
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.wakeline import digest_line, for_shell, shell_of, wake_line
@@ -31,7 +35,8 @@ from benchd.runtime.terminal import Terminal
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
-QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longer
+QUIET_LIMIT_S = 1.0
+AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says it is idle  # an agent that never stops printing is not waited on longer
 
 
 class Courier:
@@ -150,34 +155,67 @@ class Reactor:
             while not session.wakes:
                 await session.poked()
             await self._until_ready(session, session.wakes[0])
+            if not session.wakes:
+                continue  # the agent's own door took it meanwhile (hand_over)
             wake = session.wakes.popleft()
-            if wake.digest:
-                line, path = digest_line(wake.digest), None
-            else:
-                assert wake.mail_id is not None and wake.sender is not None, "a mail's wake"
-                try:
-                    path = await self.mailroom.retire(session.handle, wake.mail_id)
-                except WireError as err:
-                    # The disk refused the move: this wake is dropped (the mail stays
-                    # unread, listed as usual); the session keeps getting wakes.
-                    self.log.warning(
-                        "wake dropped", session=session.id, mail_id=wake.mail_id, error=err.message
-                    )
-                    continue
-                if path is None:
-                    # Read meanwhile: nothing to announce, and the token bought nothing.
-                    self.courier(session.handle).bucket.give_back(trio.current_time())
-                    continue
-                line = wake_line(wake.sender, path)
-            woken = m.AgentWoken(
-                session=session.id,
-                handle=session.handle,
-                mail_id=wake.mail_id,
-                path=path,
-                sender=wake.sender,
-                digest=wake.digest,
-            )
+            prepared = await self._prepare(session, wake)
+            if prepared is None:
+                continue
+            line, woken = prepared
             await self._type_line(session, for_shell(line, shell_of(session.argv)), woken)
+
+    async def _prepare(
+        self, session: "Session", wake: Wake, door: str | None = None
+    ) -> tuple[str, m.AgentWoken] | None:
+        """The wake's line and its event, its mail retired; None: nothing to announce."""
+        if wake.digest:
+            line, path = digest_line(wake.digest), None
+        else:
+            assert wake.mail_id is not None and wake.sender is not None, "a mail's wake"
+            try:
+                path = await self.mailroom.retire(session.handle, wake.mail_id)
+            except WireError as err:
+                # The disk refused the move: this wake is dropped (the mail stays
+                # unread, listed as usual); the session keeps getting wakes.
+                self.log.warning(
+                    "wake dropped", session=session.id, mail_id=wake.mail_id, error=err.message
+                )
+                return None
+            if path is None:
+                # Read meanwhile: nothing to announce, and the token bought nothing.
+                self.courier(session.handle).bucket.give_back(trio.current_time())
+                return None
+            line = wake_line(wake.sender, path)
+        woken = m.AgentWoken(
+            session=session.id,
+            handle=session.handle,
+            mail_id=wake.mail_id,
+            path=path,
+            sender=wake.sender,
+            digest=wake.digest,
+            door=door,
+        )
+        return line, woken
+
+    # ------------------------------------------------------------ the agent's own door
+
+    async def hand_over(self, session: "Session", door: str = "stop-hook") -> str | None:
+        """The door of an agent whose turn just ended (its Stop hook asks): the next
+        queued wake's line, handed to the agent as its next instruction instead of being
+        typed (its mail retired, `agent/woken` with door stop-hook, then `agent/active`:
+        the agent goes on with it for sure). None: no wake is queued."""
+        while session.wakes:
+            wake = session.wakes.popleft()
+            prepared = await self._prepare(session, wake, door=door)
+            if prepared is None:
+                continue
+            line, woken = prepared
+            await self.record(woken)
+            await self.record(
+                m.AgentActive(session=session.id, handle=session.handle, mail_id=woken.mail_id)
+            )
+            return line
+        return None
 
     async def _readiness(self, session: "Session") -> wakegate.Readiness:
         """The gate's answer for this session now, looking at the screen only if asked."""
@@ -186,10 +224,15 @@ class Reactor:
             last_output=_term(session).last_output,
             last_input=session.last_input,
         )
-        action = wakegate.readiness(self.gate, a)
+        gate = self.gate
+        if session.agent is not None and session.agent.state == "idle":
+            # The agent said itself that it is at its prompt: the quiet time only lets
+            # the prompt be drawn, it no longer has to stand for the agent's word.
+            gate = min(gate, AGENT_SETTLE_S)
+        action = wakegate.readiness(gate, a)
         if isinstance(action, wakegate.LookAtScreen):
             a = dataclasses.replace(a, shows_ready=await self._shows_ready(session))
-            action = wakegate.readiness(self.gate, a)
+            action = wakegate.readiness(gate, a)
         return action
 
     async def _shows_ready(self, session: "Session") -> bool:
@@ -202,6 +245,14 @@ class Reactor:
 
     async def _until_ready(self, session: "Session", wake: Wake | None = None) -> None:
         while True:
+            if not agentstate.may_type(session.agent, self.wall.wall_ms()):
+                # An agent that reports for itself is typed to only when it says it is
+                # idle at its prompt: blocked and limited agents' wakes wait (parked).
+                if wake is not None:
+                    await self._parked(session, wake)
+                    wake = None  # said once per wake
+                await self._agent_changes(session)
+                continue
             # Taken before the screen is read: output that arrives while it is rendered
             # (a prompt drawn just then) sets this event, so the gate looks again.
             changed = _term(session).changed
@@ -218,6 +269,30 @@ class Reactor:
                 case wakegate.WaitForScreen(timeout=timeout):
                     with trio.move_on_after(timeout):
                         await changed.wait()
+
+    async def _agent_changes(self, session: "Session") -> None:
+        """Until the agent reports again, or its usage limit's reset time passes."""
+        changed = session.agent_changed
+        a = session.agent
+        if a is not None and a.state == "limited" and a.until is not None:
+            with trio.move_on_after(max(0.0, (a.until - self.wall.wall_ms()) / 1000)):
+                await changed.wait()
+        else:
+            await changed.wait()
+
+    async def _parked(self, session: "Session", wake: Wake) -> None:
+        a = session.agent
+        if a is None or a.state not in ("blocked", "limited"):
+            return  # working: the Stop hook will hand it over, nothing to say
+        await self.record(
+            m.WakeDeferred(
+                session=session.id,
+                handle=session.handle,
+                mail_id=wake.mail_id,
+                reason="blocked" if a.state == "blocked" else "parked",
+                until=a.until if a.state == "limited" else None,
+            )
+        )
 
     def _typing(self, session: "Session") -> bool:
         """The operator typed into the session within the idle gate (what holds the wake)."""
@@ -248,7 +323,9 @@ class Reactor:
             # Someone may have typed (or the agent printed) while we waited for the lock
             # or for the retirement: the gate is judged again with the lock held.
             try:
-                ready = await self._still_ready(session)
+                ready = agentstate.may_type(
+                    session.agent, self.wall.wall_ms()
+                ) and await self._still_ready(session)
             except BaseException:
                 session.write_lock.release()  # e.g. cancelled while the screen renders
                 raise

@@ -18,6 +18,8 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
+from benchd.core.agentstate import AgentState
+from benchd.core.bucket import TokenBucket
 from benchd.core.jobs import Job
 from benchd.core.patterns import Compiled
 from benchd.core.states import SessionState, advance
@@ -33,6 +35,21 @@ class Wake:
 
     def __init__(self, mail_id: str | None, sender: str | None, digest: int = 0):
         self.mail_id, self.sender, self.digest = mail_id, sender, digest
+
+
+class Approval:
+    """The approval an agent waits for: its PermissionRequest hook's connection waits on
+    `answered` (at most --approval-wait), `bench approve|deny` sets the decision."""
+
+    __slots__ = ("tool", "answered", "allow", "reason", "by", "keys")
+
+    def __init__(self, tool: str | None, keys: bool = False):
+        self.tool = tool
+        self.answered = trio.Event()
+        self.allow = False
+        self.reason: str | None = None
+        self.by: str | None = None
+        self.keys = keys  # no hook waits: an answer is typed into the agent's dialog
 
 
 class Session:
@@ -89,6 +106,16 @@ class Session:
         self.reported = False
         self.sandboxed = False  # its program runs in a sandbox (benchd.runtime.sandbox)
         self.ns: int | None = None  # that sandbox's PID namespace (inode), once seen
+        # An agent adapter (benchd.runtime.adapters): its name, and what the agent's own
+        # hooks reported (None until the first report: the screen decides until then).
+        self.adapter: str | None = None
+        self.mid_turn = False  # its adapter hands mail over after tool calls too
+        self.agent: AgentState | None = None
+        self.agent_screen: str | None = None  # what its screen shows beside it (evidence)
+        self.agent_changed = trio.Event()  # set (and replaced) at each change of `agent`
+        self.approval: Approval | None = None  # the approval its agent waits for, if any
+        self.reports: TokenBucket | None = None  # its hook reports' bucket (--agent-reports)
+        self.reports_refused = False  # in a run of refused reports (logged once per run)
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
         # The spawn as asked for, as `bench restart` repeats it (ps tells it).
@@ -97,6 +124,12 @@ class Session:
     def exited_with(self, code: int | None, sig: int | None) -> None:
         self.state = advance(self.state, SessionState.EXITED)
         self.exit, self.signal = code, sig
+        a = self.agent
+        if a is not None and a.state != "exited":
+            # Its process ended without the agent's own `end` report (killed, crashed):
+            # its last report no longer holds.
+            self.set_agent(AgentState("exited", a.since, source="process"))
+        self.approval = None
 
     def mark_killed(self, by: str, cancel: bool) -> None:
         """`bench kill` by `by` is ending it (with `cancel`, its job's task is withdrawn):
@@ -121,6 +154,31 @@ class Session:
                 with trio.CancelScope(shield=True):
                     await term.resize(*self.size)
 
+    def set_agent(self, state: AgentState) -> None:
+        """The agent's new state: whoever waits on `agent_changed` looks again."""
+        self.agent = state
+        self.agent_changed.set()
+        self.agent_changed = trio.Event()
+
+    def agent_info(self) -> m.AgentInfo | None:
+        a = self.agent
+        if self.adapter is None and a is None:
+            return None  # neither an adapter nor a report: the screen is all there is
+        # "self": no adapter, but its program runs `bench hook` by itself.
+        adapter = self.adapter or "self"
+        if a is None:
+            return m.AgentInfo(adapter=adapter, screen=self.agent_screen)
+        return m.AgentInfo(
+            adapter=adapter,
+            state=a.state,
+            since=a.since,
+            tool=a.tool,
+            input=a.input,
+            until=a.until,
+            source=a.source,
+            screen=self.agent_screen,
+        )
+
     def poke(self) -> None:
         self._poke.set()
 
@@ -144,6 +202,7 @@ class Session:
                 job=self.job is not None,
                 parent=self.parent,
                 parent_handle=self.parent_handle,
+                agent=self.agent_info(),
             )
         idle = None
         if self.live and self.term.last_output is not None:
@@ -170,6 +229,7 @@ class Session:
             ),
             stalled=self.stalled_at is not None and self.live,
             launch=self.launch,
+            agent=self.agent_info(),
         )
 
     def reply_to(self) -> list[str]:

@@ -26,7 +26,7 @@ from bench_wire.errors import WireError
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.names import OPERATOR, check_handle
 from benchd.core.patterns import compile_pattern
-from benchd.runtime import presets
+from benchd.runtime import adapters, presets
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
@@ -69,6 +69,7 @@ class Sessions:
         exited_store: ExitedStore | None = None,
         exited_kept: int = EXITED_KEPT,
         sandbox: Sandbox | None = None,
+        approval_wait: float = 600.0,
     ):
         self.wall = wall  # an exited session's end, kept on disk
         self.roster = roster
@@ -88,6 +89,7 @@ class Sessions:
         self.exited_kept = exited_kept
         self.watch = watch  # deadlines and stalls (benchd.runtime.jobwatch)
         self.sandbox = sandbox  # each session's sandbox; None: isolation off
+        self.approval_wait = approval_wait  # an adapter's approval hook waits this long
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the sessions run in, and the orphan reaper."""
@@ -175,14 +177,24 @@ class Sessions:
             env["TERM"] = "xterm-256color"
         # `bench` must be on PATH inside the session, so agents need no flags.
         bindir = os.path.dirname(sys.executable)  # the installation benchd runs from
-        if shutil.which("bench", path=bindir):
+        bench = shutil.which("bench", path=bindir)
+        if bench:
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         argv = list(req.argv)
         if "/" in argv[0] and not os.path.isabs(argv[0]):
             argv[0] = os.path.join(cwd, argv[0])  # relative to the session's cwd, not ours
         if shutil.which(argv[0], path=env.get("PATH")) is None and not os.path.isfile(argv[0]):
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
-        s = Session(sid, handle, token, argv, None, ready, None)
+        # The agent's hooks for this session only (its own config files untouched).
+        adapted = adapters.adapt(
+            req.agent, argv, bench or "bench", self.approval_wait, req.mid_turn
+        )
+        if adapted.why_not is not None:
+            self.log.info("no adapter", handle=handle, why=adapted.why_not)
+        s = Session(sid, handle, token, argv, None, ready, None)  # shown without the hooks
+        s.adapter = adapted.adapter
+        s.mid_turn = req.mid_turn and adapted.adapter is not None
+        argv = adapted.argv
         s.sandboxed = self.sandbox is not None and req.sandbox
         s.paste_settle = settle
         s.size = (req.rows, req.cols)

@@ -58,3 +58,5 @@ class DaemonConfig:
     session_waits: int = 4
     max_waits: int = 256
     wait_max: float = 3600.0
+    agent_reports: int = 20
+    approval_wait: float = 600.0

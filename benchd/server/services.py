@@ -18,6 +18,7 @@ import structlog
 
 from bench_wire import messages as m
 from benchd.core.caller import Caller
+from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Op
 from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
@@ -73,6 +74,7 @@ class Services:
     sessions: Sessions  # ending sessions, the exited ones kept on disk
     spawner: Spawner  # session/spawn, with its rollback
     jobs: JobHost  # job/report
+    agents: AgentHost  # agent/report (bench hook), agent/answer (bench approve, deny)
     outbound: Outbound  # mail for other nodes, this node's name, the bridge's state
     hub: Hub  # live events for followers
     eventlog: EventLog  # the event log's history

@@ -30,6 +30,7 @@ from benchd.core.clock import WallClock
 from benchd.core.delegation import DelegationLimits
 from benchd.core.floods import Floods
 from benchd.core.names import IdClock
+from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Committer, JournalStore
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.hub import Hub
@@ -243,6 +244,17 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         exited_kept=config.exited_kept,
         sandbox=o.sandbox,
         wall=wall,
+        approval_wait=config.approval_wait,
+    )
+    agents = AgentHost(
+        reactor,
+        mailroom,
+        limiter,
+        committer.record,
+        log,
+        config.approval_wait,
+        config.agent_reports,
+        wall=wall,
     )
     queries = MailQueries(index)
     services = Services(
@@ -263,6 +275,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         sessions=sessions,
         spawner=Spawner(sessions, jobs, delegation, limiter, committer.submit),
         jobs=jobs,
+        agents=agents,
         outbound=outbound,
         hub=hub,
         eventlog=o.eventlog,

@@ -33,6 +33,8 @@ TOOLS = {
     "whoami",
     "mail_status",
     "wait_for_mail",
+    "approve",
+    "deny",
 }
 
 

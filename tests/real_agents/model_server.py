@@ -61,6 +61,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 MAIL_RE = re.compile(r"You have mail from (\S+): (\S+)")
+WORK_RE = re.compile(r"\bWORK (\d+(?:\.\d+)?)\b")  # a prompt asking for a turn that lasts
 RECIPIENT_RE = re.compile(r"/mail/([^/]+)/(?:read|inbox)/[^/]+$")
 
 FINAL_TEXT = "done"
@@ -346,6 +347,12 @@ def decide(turn: Turn, body: dict, ring: dict[str, str], answer: Any = None) -> 
     if turn.kind != "user":
         return Decision(text=SMALLTALK_TEXT)
     matches = MAIL_RE.findall(turn.text)
+    work = WORK_RE.search(turn.text)
+    if work and not matches and shell_tool(body) is not None:
+        # A long turn: one shell call that sleeps (mail may arrive meanwhile).
+        name, arg, wants_argv = shell_tool(body)  # type: ignore[misc]
+        cmd = f"sleep {work.group(1)}"
+        return Decision(tool=name, args={arg: ["bash", "-lc", cmd] if wants_argv else cmd})
     if not matches:
         return Decision(text=SMALLTALK_TEXT)
     _sender, path = matches[-1]
@@ -656,6 +663,10 @@ class ModelServer(ThreadingHTTPServer):
     def __init__(self, ring: dict[str, str], log_path: str | Path, models: list[str] | None = None):
         self.ring = dict(ring)
         self.answer: Any = None  # see decide()
+        # A usage limit: until this epoch second, every Anthropic request is answered with
+        # the 429 Claude Code reads as a subscription's limit (it needs
+        # CLAUDE_CODE_OAUTH_TOKEN, not an API key, to read it so).
+        self.limited_until: float | None = None
         self.log_path = Path(log_path)
         self.models = list(models or ["scripted"])
         self.log_lock = threading.Lock()
@@ -704,8 +715,12 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return raw.decode("utf-8", "replace"), "not JSON"
 
-    def _send(self, status: int, ctype: str, payload: bytes) -> None:
+    def _send(
+        self, status: int, ctype: str, payload: bytes, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(payload)))
         if ctype == "text/event-stream":
@@ -737,7 +752,7 @@ class Handler(BaseHTTPRequestHandler):
         record["status"] = status
         record["reply"] = reply
         self.server.log(record)
-        self._send(status, ctype, payload)
+        self._send(status, ctype, payload, limit_headers(self.server) if status == 429 else None)
 
     def _route(self, method: str, route: str, body: Any) -> tuple[int, str, bytes, Any]:
         ring = self.server.ring
@@ -752,6 +767,12 @@ class Handler(BaseHTTPRequestHandler):
             if route.endswith("/messages/count_tokens"):
                 n = _approx_tokens(body)
                 return 200, "application/json", json.dumps({"input_tokens": n}).encode(), n
+            if route.endswith("/messages") and limited(self.server):
+                err = {
+                    "type": "error",
+                    "error": {"type": "rate_limit_error", "message": "usage limit reached"},
+                }
+                return 429, "application/json", json.dumps(err).encode(), "429 usage limit"
             if route.endswith("/messages"):
                 d = decide(latest_turn_anthropic(body), body, ring, self.server.answer)
                 return (200, *anthropic_reply(body, d), d.summary())
@@ -777,6 +798,22 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+
+def limited(server: ModelServer) -> bool:
+    return server.limited_until is not None and time.time() < server.limited_until
+
+
+def limit_headers(server: ModelServer) -> dict[str, str]:
+    """The headers of a subscription's usage limit (seen to work with Claude Code 2.1)."""
+    reset = int(server.limited_until or time.time())
+    return {
+        "x-should-retry": "false",
+        "retry-after": str(max(1, reset - int(time.time()))),
+        "anthropic-ratelimit-unified-status": "rejected",
+        "anthropic-ratelimit-unified-reset": str(reset),
+        "anthropic-ratelimit-unified-representative-claim": "five_hour",
+    }
 
 
 def start_server(

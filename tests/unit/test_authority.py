@@ -117,6 +117,29 @@ def test_type_nowhere_else(caller, target):
     assert not allowed(who(caller), m.SessionType(handle=target, text="x"))
 
 
+# ------------------------------------------------------------------ agent/answer
+
+
+@pytest.mark.parametrize("allow", [True, False])
+@pytest.mark.parametrize("target", ["alice.1", "alice.1.1"])
+def test_answer_approvals_of_its_descendants(target, allow):
+    assert allowed(who("alice"), m.AgentAnswer(handle=target, allow=allow))
+    assert allowed(OPERATOR, m.AgentAnswer(handle=target, allow=allow))
+
+
+@pytest.mark.parametrize(
+    ("caller", "target"),
+    [("alice", "alice"), ("alice", "bob"), ("alice", "bob.1"), ("alice.1", "alice")],
+)
+def test_answer_no_other_approvals(caller, target):
+    # Not its own: an agent that approved its own prompts would need no approval.
+    assert not allowed(who(caller), m.AgentAnswer(handle=target, allow=True))
+
+
+def test_reports_are_anyones_the_handler_places_them():
+    assert allowed(who("bob"), m.AgentReport(event="stop"))
+
+
 # ------------------------------------------------------------------ session/kill
 
 

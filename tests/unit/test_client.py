@@ -322,6 +322,7 @@ def test_every_hot_command_is_covered():
         ("mail", "list"),
         ("mail", "read"),
         ("report",),
+        ("hook",),
     }
 
 
@@ -433,6 +434,9 @@ VALID = [
     ["report", "done"],
     ["report", "-"],
     ["report", "--json", "some text", "--dir", "/d"],
+    ["hook", "stop"],
+    ["hook", "stop-failure", "--dir", "/d"],
+    ["--dir", "/d", "hook", "permission"],
     # --dir and --json before the command, as for every command (after it wins)
     ["--dir", "/d", "mail", "send", "bob", "-m", "x"],
     ["--json", "mail", "list", "--state", "all"],
@@ -513,6 +517,9 @@ UNUSUAL = [
     ["mail", "read", "a", "b"],
     ["mail", "read", "--bogus"],
     ["report", "a", "b"],
+    ["hook", "explode"],
+    ["hook"],
+    ["hook", "stop", "extra"],
     ["report", "--help"],
     ["--dir"],
     ["--dir", "/d"],

@@ -173,3 +173,31 @@ def test_board_nests_delegated_jobs_under_their_spawner():
     assert b.apply(delegated, 1.0)
     assert b.nested() == [("alice", 0), ("alice.1", 1), ("alice.1.1", 2), ("zed", 0)]
     assert b.rows["alice.1.1"].reply_to == ["alice.1"]
+
+
+def test_a_running_agents_own_state_shows_in_the_state_column():
+    b = Board()
+    rows = sessions()
+    rows[0]["agent"] = {"adapter": "claude", "state": "idle"}
+    b.load(rows, {}, now=1.0)
+    assert b.rows["alice"].exit_text() == "idle"
+    ev = {"seq": 1, "ts": 0, "kind": "agent/state", "session": "s1", "handle": "alice"}
+    assert b.apply(dict(ev, state="blocked", tool="Bash\x1b[2J"), 2.0)
+    shown = b.rows["alice"].exit_text()
+    assert shown.startswith("blocked Bash") and "\x1b" not in shown  # masked
+    b.apply(dict(ev, seq=2, state="limited"), 3.0)
+    assert b.rows["alice"].exit_text() == "limited"
+    # Exited: the session's own end wins.
+    b.apply(
+        {
+            "seq": 3,
+            "ts": 0,
+            "kind": "session/exited",
+            "session": "s1",
+            "handle": "alice",
+            "exit": 0,
+        },
+        4.0,
+    )
+    assert b.rows["alice"].exit_text() == "exit 0"
+    assert b.rows["bob"].exit_text() == "exit 3"  # no adapter: as before

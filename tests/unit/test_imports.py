@@ -288,3 +288,29 @@ def test_the_send_modules_do_no_work_at_import():
             # `Stream[F]`: a class of its own, subscripted for the type checker only.
             bases = {ast.unparse(b.value if isinstance(b, ast.Subscript) else b) for b in cls.bases}
             assert bases <= {"Exception", "WireError", "object"} | own, (name, cls.name, bases)
+
+
+def test_a_cold_hook_loads_what_a_send_loads(daemon):
+    """`bench hook` runs at each of an agent's hook events: the send's budget, no more."""
+    from tests.support.daemon import BENCH
+
+    out = os.path.join(daemon.scratch, "tok")
+    daemon.ok(
+        "spawn",
+        "--name",
+        "h",
+        "--no-sandbox",
+        "--",
+        "sh",
+        "-c",
+        f'echo "$BENCH_TOKEN" > {out}.tmp && mv {out}.tmp {out}; exec sleep 600',
+    )
+    daemon.wait_until(lambda: os.path.exists(out), what="the session's token")
+    with open(out) as f:
+        env = dict(daemon.env(), BENCH_TOKEN=f.read().strip())
+    floor = imported([sys.executable, "-c", "pass"], env)
+    hooked = imported([BENCH, "hook", "stop"], env)
+    new = hooked - floor
+    ours = {n for n in new if n.startswith("bench")}
+    assert ours == SEND_MODULES, (sorted(ours - SEND_MODULES), sorted(SEND_MODULES - ours))
+    assert new - SEND_MODULES <= SEND_C_MODULES, sorted(new - SEND_MODULES)

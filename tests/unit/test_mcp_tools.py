@@ -28,6 +28,8 @@ def test_every_tool_has_a_description_and_an_object_schema():
         "report",
         "whoami",
         "mail_status",
+        "approve",
+        "deny",
         "wait_for_mail",
     }
     for name, (desc, schema) in tools.TOOLS.items():

@@ -17,6 +17,7 @@ from tools.perf import (
     bridge,
     cpu,
     dash,
+    doors,
     fleet,
     mail,
     sandboxed,
@@ -48,6 +49,9 @@ BENCHMARKS = {
     "fleet": fleet.fleet,
     "spawn": spawn.spawn,
     "cli-send-sandboxed": sandboxed.cli_send_sandboxed,
+    "door": doors.door,
+    "reports": doors.reports,
+    "hook": doors.hook,
 }
 # The order they run in: fanout uses send-16's figure; send-scale adds messages to the
 # shared filled directory, so it runs after the others that use it (search-scale too).
@@ -71,6 +75,9 @@ RUN_ORDER = [
     "bridge",
     "spawn",
     "cli-send-sandboxed",
+    "door",
+    "reports",
+    "hook",
 ]
 
 

@@ -1,0 +1,153 @@
+"""An agent's own state, from the reports its hooks send (`bench hook EVENT`). Pure.
+
+An adapter (benchd.runtime.adapters) makes an agent run `bench hook EVENT` at each
+lifecycle event; the event names here are bench's, the same for every agent (the
+adapter maps the agent's own names onto them):
+
+| event          | the agent ...                              | state after            |
+| -------------- | ------------------------------------------ | ---------------------- |
+| `start`        | started (or resumed), at its prompt        | idle                   |
+| `prompt`       | took a prompt: a turn started              | working                |
+| `stop`         | ended its turn, back at its prompt         | idle                   |
+| `stop-failure` | ended its turn on an error (`rate_limit`: a usage limit) | limited, else idle |
+| `permission`   | waits for an approval (tool, input)        | blocked                |
+| `notification` | said something (`permission_prompt`, `idle_prompt`) | blocked / idle |
+| `end`          | is exiting                                 | exited                 |
+| `tool`         | ran a tool (the mid-turn door only)        | working                |
+
+`answered` is the daemon's own step: an approval was given or refused, the turn goes on.
+A limited agent stays limited until it reports work (`prompt`) or its reset time passes
+(`expire`); `exited` is final.
+
+The payload is the agent's JSON as it sent it: read here for the few fields that
+matter (the tool's name and input, the notification's type, the error), each checked
+for its type; anything else in it is ignored.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+State = Literal["idle", "working", "blocked", "limited", "exited"]
+EVENTS = ("start", "prompt", "stop", "stop-failure", "permission", "notification", "end", "tool")
+INPUT_CHARS = 2000  # of a blocked tool's input kept (and shown, escaped)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentState:
+    state: State
+    since: int  # wall ms of the report that set it
+    tool: str | None = None  # blocked: the tool waiting for approval
+    input: str | None = None  # blocked: its input, as JSON text, cut at INPUT_CHARS
+    until: int | None = None  # limited: the reset time (wall ms), when known
+    # "report"; "screen": only the screen said so (evidence, not a report); "process": its
+    # process ended without an `end` report
+    source: str = "report"
+
+
+class BadReport(ValueError):
+    """A report that says nothing bench can use (unknown event, payload not JSON)."""
+
+
+def payload_of(text: str) -> dict[str, object]:
+    """The hook's JSON object; an empty payload is an empty object."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise BadReport(f"the hook's input is not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise BadReport("the hook's input is not a JSON object")
+    return value
+
+
+def _text(payload: dict[str, object], key: str) -> str | None:
+    v = payload.get(key)
+    return v if isinstance(v, str) else None
+
+
+def _input_text(v: object) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= INPUT_CHARS else text[:INPUT_CHARS] + "…"
+
+
+def _until(payload: dict[str, object]) -> int | None:
+    """A reset time the agent gave (epoch seconds or ms), if any: `resets_at` at the top
+    or under `rate_limits.*` (Claude Code's statusLine shape)."""
+    found: list[float] = []
+
+    def look(d: dict[str, object], depth: int) -> None:
+        v = d.get("resets_at")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            found.append(float(v))
+        if depth < 2:
+            for sub in d.values():
+                if isinstance(sub, dict):
+                    look(sub, depth + 1)
+
+    look(payload, 0)
+    if not found:
+        return None
+    t = min(found)
+    return int(t if t > 1e12 else t * 1000)
+
+
+def step(cur: AgentState | None, event: str, payload: dict[str, object], now: int) -> AgentState:
+    """The state after `event` was reported at wall ms `now`."""
+    if event not in EVENTS:
+        raise BadReport(f"unknown hook event {event!r}; known: {', '.join(EVENTS)}")
+    if cur is not None and cur.state == "exited":
+        return cur  # final: a late report from a dying agent changes nothing
+    match event:
+        case "start":
+            if cur is not None and cur.state == "limited" and not expired(cur, now):
+                return cur
+            return AgentState("idle", now)
+        case "prompt" | "tool":
+            return AgentState("working", now)
+        case "stop":
+            if cur is not None and cur.state == "limited" and not expired(cur, now):
+                return cur  # Claude Code ends a limited turn with Stop after StopFailure
+            return AgentState("idle", now)
+        case "stop-failure":
+            if _text(payload, "error") == "rate_limit":
+                return AgentState("limited", now, until=_until(payload))
+            return AgentState("idle", now)
+        case "permission":
+            tool = _text(payload, "tool_name") or "?"
+            return AgentState(
+                "blocked", now, tool=tool, input=_input_text(payload.get("tool_input"))
+            )
+        case "notification":
+            kind = _text(payload, "notification_type")
+            if kind == "permission_prompt" and (cur is None or cur.state != "blocked"):
+                return AgentState("blocked", now, tool=None, input=_text(payload, "message"))
+            if kind == "idle_prompt" and cur is not None and cur.state == "working":
+                return AgentState("idle", now)
+            return cur if cur is not None else AgentState("idle", now)
+        case _:  # "end"
+            return AgentState("exited", now)
+
+
+def answered(cur: AgentState, now: int) -> AgentState:
+    """An approval was answered: the turn goes on."""
+    return AgentState("working", now)
+
+
+def limited_by_screen(cur: AgentState | None, until: int | None, now: int) -> AgentState:
+    """The limit message seen on the screen (evidence) when no report said so."""
+    if cur is not None and cur.state == "limited" and cur.until is not None:
+        return cur
+    return AgentState("limited", now, until=until, source="screen")
+
+
+def expired(cur: AgentState, now: int) -> bool:
+    """A limited state whose reset time has passed."""
+    return cur.state == "limited" and cur.until is not None and now >= cur.until
+
+
+def may_type(cur: AgentState | None, now: int) -> bool:
+    """Whether the agent's own report lets a wake be typed: unreported (None: the screen
+    decides then), idle at its prompt, or limited past its reset time."""
+    return cur is None or cur.state == "idle" or expired(cur, now)

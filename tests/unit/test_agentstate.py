@@ -1,0 +1,74 @@
+"""benchd.core.agentstate: an agent's state from its own hook reports (pure)."""
+
+import pytest
+
+from bench_cli import fastpath
+from benchd.core import agentstate as a
+from benchd.runtime.agenthost import reset_from_screen
+
+T = 1_000_000
+
+
+def test_the_events_are_the_ones_the_cli_accepts():
+    assert fastpath.HOOK_EVENTS == a.EVENTS
+
+
+def test_a_turn():
+    s = a.step(None, "start", {}, T)
+    assert s.state == "idle" and a.may_type(s, T)
+    s = a.step(s, "prompt", {"prompt": "hi"}, T + 1)
+    assert s.state == "working" and not a.may_type(s, T + 1)
+    assert a.step(s, "stop", {}, T + 2).state == "idle"
+
+
+def test_blocked_keeps_tool_and_input_cut():
+    s = a.step(None, "permission", {"tool_name": "Bash", "tool_input": {"command": "x" * 5000}}, T)
+    assert s.state == "blocked" and s.tool == "Bash"
+    assert s.input is not None and len(s.input) == a.INPUT_CHARS + 1
+    assert a.answered(s, T + 1).state == "working"
+    # A permission_prompt notification after the request keeps the tool it named.
+    assert a.step(s, "notification", {"notification_type": "permission_prompt"}, T + 1) == s
+
+
+def test_limited_until_reset_or_work():
+    s = a.step(
+        None,
+        "stop-failure",
+        {"error": "rate_limit", "rate_limits": {"five_hour": {"resets_at": 2000}}},
+        T,
+    )
+    assert s.state == "limited" and s.until == 2_000_000
+    assert a.step(s, "stop", {}, T + 1) == s  # the Stop after a StopFailure changes nothing
+    assert not a.may_type(s, 1_999_999) and a.may_type(s, 2_000_000)
+    assert a.step(s, "prompt", {}, T + 2).state == "working"
+    other = a.step(None, "stop-failure", {"error": "server_error"}, T)
+    assert other.state == "idle"
+
+
+def test_exited_is_final_and_bad_reports_are_refused():
+    s = a.step(None, "end", {}, T)
+    assert a.step(s, "prompt", {}, T + 1) == s
+    with pytest.raises(a.BadReport):
+        a.step(None, "explode", {}, T)
+    with pytest.raises(a.BadReport):
+        a.payload_of("[1]")
+    with pytest.raises(a.BadReport):
+        a.payload_of("{nope")
+    assert a.payload_of("") == {}
+
+
+def test_unreported_agents_leave_it_to_the_screen():
+    assert a.may_type(None, T)
+
+
+def test_reset_read_off_the_screen():
+    day = 86_400_000 * 20_000  # a midnight, UTC
+    screen = "You've hit your session limit · resets 1:42pm (UTC)\n"
+    assert reset_from_screen(screen, day) == day + (13 * 60 + 42) * 60_000
+    # Already past today: tomorrow's.
+    assert (
+        reset_from_screen(screen, day + 14 * 3_600_000)
+        == day + 86_400_000 + (13 * 60 + 42) * 60_000
+    )
+    assert reset_from_screen("resets 1:42pm (Europe/Paris)", day) is None
+    assert reset_from_screen("nothing here", day) is None
