@@ -194,6 +194,7 @@ class Sessions:
         self.roster.by_id[sid] = s
         self.roster.live[handle] = s
         self.roster.by_token[token] = s
+        self.reactor.claimed(s)  # mail that waited for the handle is announced
         return s
 
     def launch(self, s: Session) -> None:
