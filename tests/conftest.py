@@ -11,7 +11,7 @@ one refusal assertion); they are re-exported here for the tests that import them
 
 At the end of the run (of each xdist worker) no process the run started may still run
 and no BENCH_DIR it made may still exist (tests/support/leaks.py): the run fails and
-names them.
+names them, each process with the test that started it.
 """
 
 import itertools
@@ -61,6 +61,17 @@ class _WorkerLeftovers:
     def pytest_testnodedown(self, node, error):
         found = getattr(node, "workeroutput", {}).get("bench_leftovers") or []
         self.config.stash[_LEFTOVERS] += [f"[{node.gateway.id}] {line}" for line in found]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The test's node id in the environment of every process it starts (its setup and
+    teardown included): a leftover is named with it (leaks.py)."""
+    leaks.running(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        leaks.running(None)
 
 
 def pytest_sessionfinish(session, exitstatus):

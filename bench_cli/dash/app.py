@@ -42,6 +42,8 @@ MAIL_PAGE = 200
 TYPE_KEYS = "Enter: type it   Escape: cancel"
 SEARCH_KEYS = "Enter: search (the results take the focus)   Escape: cancel"
 UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread counts
+JOB_SAYS = 8  # the narrowest job cell that still says something: `job->al…`
+COUNT_TRIES = 3  # reads of the unread counts while the log moves, before giving up
 RECENT_EVENTS = 200  # the events before the dashboard started that its panes show
 
 
@@ -125,11 +127,12 @@ class Dash(App[None]):
         # The panes are kept as attributes, not looked up: a worker that finishes while
         # the app closes then updates a detached pane instead of failing a lookup.
         # In a narrow pane (120 columns and less) the last wake and idle columns go
-        # first, then the job column is cut, then unread goes: handle, state, the job
-        # and pid always show.
+        # first, then the job column is cut down to what still says something
+        # (`job->al…`), then it goes (a `job-…` says nothing), then unread: handle,
+        # state and pid always show, and unread as long as anything else does.
         self.sessions_pane = Rows(
             ["handle", "state", "unread", "idle", "last wake", "job", "pid"],
-            narrow=(("last wake", 0), ("idle", 0), ("job", 12), ("unread", 0), ("job", 4)),
+            narrow=(("last wake", 0), ("idle", 0), ("job", JOB_SAYS), ("job", 0), ("unread", 0)),
             id="sessions",
         )
         self.mail_pane = Rows(["sent", "st", "from", "subject"], id="mail")
@@ -230,12 +233,9 @@ class Dash(App[None]):
         off = caps.isolation != "on"
         self.isolation_off = (caps.isolation_note or "isolation is off") if off else ""
         a = await self.source.call(m.SessionList())
-        handles = {s.handle for s in a.sessions}
-        unread = {}
-        for h in handles:
-            unread[h] = (await self.source.call(m.MailList(handle=h, limit=1))).total
+        unread, at, _ = await self.count_unread({s.handle for s in a.sessions})
         self.idle_now = self.clock()
-        self.board.load(msgspec.to_builtins(a.sessions), unread, self.idle_now)
+        self.board.load(msgspec.to_builtins(a.sessions), unread, self.idle_now, seq=at)
         self.draw_sessions()
         # A new connection may be to a new daemon: a selected session it does not know is
         # gone with the old one, and the screen stream ended with the old connection.
@@ -249,6 +249,33 @@ class Dash(App[None]):
             self.follow_screen(self.selected)
         await self.load_mail()
         return hello.last_seq
+
+    async def count_unread(self, handles: set[str]) -> tuple[dict[str, int], int, bool]:
+        """The unread count of each mailbox, the seq of the log they hold every event
+        up to, and whether they are exact there: read between two looks at the log's end
+        that agree (a send between them would leave it unknown whether a count holds
+        it). Not exact if the log kept moving COUNT_TRIES times."""
+        unread: dict[str, int] = {}
+        at = 0
+        for _ in range(COUNT_TRIES):
+            at = (await self.source.call(m.Hello())).last_seq
+            unread = {}
+            for h in handles:
+                unread[h] = (await self.source.call(m.MailList(handle=h, limit=1))).total
+            if (await self.source.call(m.Hello())).last_seq == at:
+                return unread, at, True
+        return unread, at, False
+
+    @work(group="recount")
+    async def recount(self, handle: str) -> None:
+        """A session claimed `handle`: its mailbox's count, read again from the daemon
+        (the board may have had no count for it, or one that missed an event)."""
+        try:
+            unread, at, exact = await self.count_unread({handle})
+        except (DaemonGone, WireError):
+            return
+        if exact and self.board.set_unread(handle, unread[handle], at):
+            self.draw_sessions(only=handle)
 
     def take_event(self, ev: dict[str, Any], apply: bool = True) -> None:
         changed = self.board.apply(ev, self.clock(), count=apply)
@@ -264,6 +291,8 @@ class Dash(App[None]):
             if box in (ev.get("to"), ev.get("handle")):
                 self.reload_mail()
         if ev["kind"] == "session/spawned":
+            if apply:
+                self.recount(ev["handle"])
             if self.selected is None:
                 self.select(ev["handle"])
             elif ev["handle"] == self.selected:
@@ -281,13 +310,13 @@ class Dash(App[None]):
         self.refreshes += 1
         try:
             a = await self.source.call(m.SessionList())
-            unread = {}
-            for s in a.sessions:
+            counted = None
+            if self.refreshes % UNREAD_EVERY == 0:
                 # Unread counts follow the events; re-read them now and then only, in
-                # case an event was missed or double counted across a reconnect.
-                if s.state == "running" and self.refreshes % UNREAD_EVERY == 0:
-                    listed = await self.source.call(m.MailList(handle=s.handle, limit=1))
-                    unread[s.handle] = listed.total
+                # case an event was missed. Exact at a seq, so an answer that crossed
+                # an event on the way never undoes it (Board.set_unread).
+                live = {s.handle for s in a.sessions if s.state == "running"}
+                counted = await self.count_unread(live)
         except (DaemonGone, WireError):
             return
         now = self.idle_now = self.clock()
@@ -296,7 +325,9 @@ class Dash(App[None]):
             if r is not None and r.session == s.session:
                 r.idle_ms, r.idle_at = s.idle_ms, now
                 r.reply_to = list(s.reply_to)
-                r.unread = unread.get(r.handle, r.unread)
+        if counted is not None and counted[2]:
+            for h, n in counted[0].items():
+                self.board.set_unread(h, n, counted[1])
         self.draw_sessions()
 
     # ------------------------------------------------------------ sessions pane
@@ -315,10 +346,11 @@ class Dash(App[None]):
     def _row_cells(self, r: Row, now: float) -> Cells:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
         state = r.exit_text() if self.connected else "?"
-        name, up = r.handle, r.parent
-        while up in self.board.rows:  # a delegated job is drawn under its spawner
+        name, up = r.handle, self.board.up(r)
+        seen = 0
+        while up is not None and seen < len(self.board.rows):  # drawn under its spawner
             name = "  " + (name if name.startswith(" ") else "└ " + name)
-            up = self.board.rows[up].parent
+            up, seen = self.board.up(up), seen + 1
         job = " ".join(x for x in (r.job_text(), r.left_text(now)) if x)
         cells = (name, state, unread, r.idle_text(now), r.wake, job, str(r.pid))
         if r.state == "running":

@@ -3,6 +3,13 @@
 `Board` is fed one snapshot (session/list and each mailbox's unread count) when the
 dashboard connects, then every event. The sessions pane is drawn from it, so a row
 changes when an event says so, not when someone polls.
+
+One row per handle: the live session that holds it, else its latest. What belongs to a
+session (its job, outcome, stall, last wake, its place under the session that spawned
+it) is taken only from events that name that session's id: an earlier session of the
+same handle never lends the new one its job. The unread count belongs to the mailbox
+(the handle), whichever session holds it; a count read from the daemon is exact at a
+seq of the log, and events up to that seq are not counted again (`set_unread`).
 """
 
 from dataclasses import dataclass, field
@@ -34,7 +41,7 @@ class Row:
     outcome: str = ""
     exit: int | None = None
     signal: int | None = None
-    parent: str | None = None  # the handle of the session that spawned it (a delegated job)
+    parent: str | None = None  # the id of the session that spawned it (a delegated job)
     stalled: bool = False  # a job's child idle past its stall time without a report
     deadline_left_ms: int | None = None  # the time left to its deadline, measured at idle_at
     agent: str = ""  # an adapter session's agent, by its own report: idle, blocked Bash, ...
@@ -85,15 +92,27 @@ def printable(text: str) -> str:
     return mask(text)
 
 
+# The events that change a mailbox's unread count, and the field naming the mailbox.
+_COUNTED = {"mail/sent": "to", "mail/read": "handle", "agent/woken": "handle"}
+
+
 @dataclass
 class Board:
     rows: dict[str, Row] = field(default_factory=dict)
     last_seq: int = 0
     events: list[Event] = field(default_factory=list)
     keep: int = 2000  # events kept for the events pane
+    # handle -> the seq its unread count was read at (events up to it are in the count)
+    exact_at: dict[str, int] = field(default_factory=dict)
+    # handle -> the seq of the last event that changed its unread count here
+    counted_at: dict[str, int] = field(default_factory=dict)
+    by_session: dict[str, Row] = field(default_factory=dict)  # the rows by session id
 
-    def load(self, sessions: list[Answer], unread: dict[str, int], now: float) -> None:
-        """The snapshot: live and recently exited sessions, unread counts by handle."""
+    def load(
+        self, sessions: list[Answer], unread: dict[str, int], now: float, seq: int = 0
+    ) -> None:
+        """The snapshot: live and recently exited sessions, unread counts by handle, as
+        the daemon had them when its log ended at `seq` (events up to it are in them)."""
         rows: dict[str, Row] = {}
         for s in sessions:
             old = self.rows.get(s["handle"])
@@ -108,13 +127,14 @@ class Board:
                 reply_to=list(s.get("reply_to") or []),
                 exit=s.get("exit"),
                 signal=s.get("signal"),
-                parent=s.get("parent_handle"),
+                parent=s.get("parent"),
                 stalled=bool(s.get("stalled")),
                 deadline_left_ms=s.get("deadline_left_ms"),
                 agent=_agent_text(s.get("agent")),
+                outcome=outcomes.current(s.get("outcome") or "")[0] or "",
             )
             if old is not None and old.session == r.session:
-                r.wake, r.outcome = old.wake, old.outcome
+                r.wake, r.outcome = old.wake, r.outcome or old.outcome
             prev = rows.get(r.handle)
             if prev is None or prev.state != "running":  # a live session wins over an old one
                 rows[r.handle] = r
@@ -122,6 +142,36 @@ class Board:
             if h in rows:
                 rows[h].unread = n
         self.rows = rows
+        # Kept only for the handles shown: bounded by the rows.
+        self.exact_at = {h: seq for h in unread if h in rows}
+        self.counted_at = {}
+        self.by_session = {r.session: r for r in rows.values()}
+
+    def set_unread(self, handle: str, n: int, seq: int) -> bool:
+        """`n` unread for `handle`, as the daemon counted them when its log ended at
+        `seq`. Refused (False) when this board has counted an event of that mailbox
+        after `seq`: the answer would undo it. Events up to `seq` that arrive later are
+        not counted again."""
+        r = self.rows.get(handle)
+        if r is None or self.counted_at.get(handle, 0) > seq:
+            return False
+        r.unread = n
+        self.exact_at[handle] = max(seq, self.exact_at.get(handle, 0))
+        return True
+
+    def _count(self, handle: str, seq: int, delta: int) -> None:
+        """An event of seq `seq` changed `handle`'s unread count by `delta`, unless the
+        count was read after it."""
+        r = self.rows.get(handle)
+        if r is None or seq <= self.exact_at.get(handle, 0):
+            return
+        r.unread = max(0, r.unread + delta)
+        self.counted_at[handle] = seq
+
+    def row_of(self, session: str | None) -> Row | None:
+        """The row of the session with this id, if that session is the one shown."""
+        r = self.by_session.get(session or "")
+        return r if r is not None and self.rows.get(r.handle) is r else None
 
     def apply(self, ev: Event, now: float, count: bool = True) -> bool:
         """Take one event; True when the sessions pane should be redrawn.
@@ -136,48 +186,60 @@ class Board:
         if len(self.events) > self.keep:
             del self.events[: len(self.events) - self.keep]
         kind = ev.get("kind")
+        seq = ev["seq"]
         if kind == "session/spawned" and count:
-            self.rows[ev["handle"]] = Row(
-                handle=ev["handle"],
+            h = ev["handle"]
+            old = self.rows.get(h)
+            if old is not None:
+                self.by_session.pop(old.session, None)  # bounded by the rows
+            new = self.rows[h] = Row(
+                handle=h,
                 session=ev["session"],
                 pid=ev["pid"],
                 idle_ms=0,
                 idle_at=now,
                 job=bool(ev.get("job")),
-                unread=self._unread(ev["handle"]),
+                unread=self._unread(h),
             )
+            self.by_session[new.session] = new
             return True
-        r = self.rows.get(ev.get("handle") or ev.get("to") or ev.get("child_handle") or "")
-        if r is None:
+        if kind in _COUNTED:
+            h = ev.get(_COUNTED[kind]) or ""
+            if count and (kind != "agent/woken" or ev.get("mail_id")):
+                # A wake retires the message it announces; a digest retires nothing.
+                self._count(h, seq, +1 if kind == "mail/sent" else -1)
+            r = self.rows.get(h)
+            if kind == "agent/woken" and r is not None and ev.get("session") == r.session:
+                r.wake = "woken " + clock(ev["ts"])
+                if count:
+                    # A wake types into the session: idle from now. Not for history:
+                    # the snapshot's idle time already counts from the last wake.
+                    r.idle_ms, r.idle_at = 0, now
+            return r is not None
+        if kind == "job/delegated":
+            r = self.row_of(ev.get("child"))
+            if r is None:
+                return False
+            r.parent = ev.get("parent")
+            r.reply_to = list(ev.get("reply_to") or [])
+            return True
+        r = self.rows.get(ev.get("handle") or "")
+        # Everything else is of one session: never drawn on another of the same handle.
+        if r is None or ev.get("session") != r.session:
             return False
-        if kind == "session/exited" and ev.get("session") == r.session and count:
+        if kind == "session/exited" and count:
             r.state, r.exit, r.signal = "exited", ev.get("exit"), ev.get("signal")
-        elif kind == "mail/sent":
-            r.unread += count
-        elif kind == "mail/read":
-            r.unread = max(0, r.unread - count)
-        elif kind == "agent/woken":
-            r.wake = "woken " + clock(ev["ts"])
-            if count:
-                if ev.get("mail_id"):
-                    r.unread = max(0, r.unread - 1)  # a wake retires the message it announces
-                # A wake types into the session: idle from now. Not for history: the
-                # snapshot's idle time already counts from the last wake.
-                r.idle_ms, r.idle_at = 0, now
         elif kind == "wake/capped":
             r.wake = "capped " + clock(ev["ts"])
         elif kind == "job/settled":
             r.outcome = outcomes.current(ev.get("outcome", ""))[0] or ""
             r.stalled = False
-        elif kind == "job/stalled" and ev.get("session") == r.session:
+        elif kind == "job/stalled":
             r.stalled = True
-        elif kind == "job/active" and ev.get("session") == r.session:
+        elif kind == "job/active":
             r.stalled = False
-        elif kind == "agent/state" and ev.get("session") == r.session:
+        elif kind == "agent/state":
             r.agent = _agent_text(ev)
-        elif kind == "job/delegated" and ev.get("child") == r.session:
-            r.parent = ev.get("parent_handle")
-            r.reply_to = list(ev.get("reply_to") or [])
         else:
             return False
         return True
@@ -187,8 +249,8 @@ class Board:
         siblings the live ones first, then the exited ones, each by handle."""
         kids: dict[str | None, list[str]] = {}
         for h in sorted(self.rows, key=lambda h: (self.rows[h].state != "running", h)):
-            parent = self.rows[h].parent
-            kids.setdefault(parent if parent in self.rows else None, []).append(h)
+            up = self.up(self.rows[h])
+            kids.setdefault(up.handle if up is not None else None, []).append(h)
         out: list[tuple[str, int]] = []
 
         def walk(parent: str | None, depth: int) -> None:
@@ -198,6 +260,12 @@ class Board:
 
         walk(None, 0)
         return out
+
+    def up(self, r: Row) -> Row | None:
+        """The row of the session that spawned `r`'s, if that very session is shown (a
+        later session of its handle is not its parent)."""
+        p = self.row_of(r.parent)
+        return p if p is not r else None
 
     def _unread(self, handle: str) -> int:
         r = self.rows.get(handle)

@@ -195,9 +195,29 @@ class Forward(Retire, frozen=True, kw_only=True):
     to: str  # the address it was sent to ("" when its file could not be read)
 
 
+class WakeRetire(Retire, frozen=True, kw_only=True):
+    """A wake's retirement: the move and its `agent/woken` are one commit, so no
+    interleaving with a kill, an exit or a stop leaves a retired message unwoken."""
+
+    session: str
+    sender: str
+    door: str | None = None  # the agent's own hook took it (benchd.runtime.agenthost)
+
+
 def retired_events(spec: Retire, dst: str) -> list[m.Event]:
     """What a retirement that moved its file to `dst` logs."""
     match spec:
+        case WakeRetire():
+            return [
+                m.AgentWoken(
+                    session=spec.session,
+                    handle=spec.handle,
+                    mail_id=spec.mail_id,
+                    path=dst,
+                    sender=spec.sender,
+                    door=spec.door,
+                )
+            ]
         case Forward():
             return [m.BridgeForwarded(mail_id=spec.mail_id, to=spec.to, key=spec.key)]
         case Retire(event=True):

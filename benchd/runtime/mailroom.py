@@ -17,6 +17,7 @@ import msgspec
 from bench_wire.addresses import check_address
 from bench_wire.errors import WireError
 from bench_wire.messages import (
+    AgentWoken,
     ListOk,
     MailVanished,
     MessageMeta,
@@ -27,7 +28,7 @@ from benchd.core import frontmatter, keys, mailrefs, sends
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
-from benchd.core.sends import Retire, Send
+from benchd.core.sends import Retire, Send, WakeRetire
 from benchd.runtime.committer import Batch, Committer, EventOp, Op
 from benchd.store import faults, mailfile
 from benchd.store.fileio import write_all
@@ -305,20 +306,33 @@ class Mailroom:
         except WireError:
             pass  # stopping: the next start's reconcile drops it again
 
-    async def retire(self, handle: str, mail_id: str) -> str | None:
-        """Retire for a wake: move to read/ now; None when it was already read."""
+    async def retire_for_wake(
+        self, session: str, handle: str, mail_id: str, sender: str, door: str | None = None
+    ) -> AgentWoken | None:
+        """Retire for a wake: move to read/ now and log its `agent/woken`, in one commit;
+        the event, or None when the message was already read (or is gone)."""
         row = self.index.get(handle, mail_id)
         if row is None or row.state != UNREAD:
             return None
-        moved = await self.committer.submit(RetireOp(self, Retire(handle, mail_id)))
-        if moved:
-            return self.path(handle, mail_id, READ)
+        op = RetireOp(self, WakeRetire(handle, mail_id, session=session, sender=sender, door=door))
+        if await self.committer.submit(op):
+            woken = op.events[0]
+            assert isinstance(woken, AgentWoken), "a wake's retirement logs agent/woken"
+            return woken
         inbox = self.path(handle, mail_id, UNREAD)
         # Two stats of local files, on a rare path: not worth a thread.
         gone = not os.path.exists(inbox) and not os.path.exists(self.path(handle, mail_id, READ))  # noqa: ASYNC240
         if gone:
             self.vanished(handle, mail_id, inbox)  # removed by hand: nothing to announce
         return None
+
+    def unread_count(self, handle: str) -> int:
+        """How many messages wait unread in `handle`'s inbox (the index's tally)."""
+        return self.index.count(handle, UNREAD)
+
+    def oldest_unread(self, handle: str) -> MailRow | None:
+        ids = self.index.unread_after(handle, None, 1)
+        return self.index.get(handle, ids[0]) if ids else None
 
     def is_unread(self, handle: str, mail_id: str) -> bool:
         row = self.index.get(handle, mail_id)

@@ -5,16 +5,23 @@
   waits, unread and safe. The cap starves wakes, never mail.
 - When tokens come back while capped mail is still unread and unannounced, one digest
   wake (`You have N unread messages: ...`) is queued, inside the same bucket.
+- A session that claims a handle with mail waiting unread in its inbox is told of it
+  (`claimed`): one wake for one message, a digest for several, in the same bucket (no
+  token: announced by the digest when one comes back). The fallback for every program;
+  an agent's own hooks may deliver mail too.
 - A session's waker waits for the idle gate (no output and no operator input for the
-  gate, first output seen, ready pattern matching), retires the message (moved to
-  read/ now, so the line can carry the path that stays valid), pastes the line
-  (bracketed if the child asked for it), waits the paste settle, presses Enter as a
-  separate write, and presses Enter again with backoff while the screen does not change.
-  The line itself is never written twice.
+  gate, first output seen, ready pattern matching), takes the session's write lock,
+  and then in ONE committed operation retires the message (moved to read/ now, so the
+  line can carry the path that stays valid) and logs `agent/woken`: the files, the
+  delivery state and the log agree whatever ends the session or the daemon meanwhile.
+  Then it pastes the line (bracketed if the child asked for it), waits the paste
+  settle, presses Enter as a separate write, and presses Enter again with backoff while
+  the screen does not change. The line itself is never written twice.
 - An agent that reports for itself (an adapter session, benchd.runtime.agenthost) is
   typed to only while its report says idle; while it works, its Stop hook takes the
-  next wake through `hand_over` (nothing typed); while blocked or limited, its wakes are
-  parked (`wake/deferred` blocked / parked) until it reports again or its limit resets.
+  next wake through `hand_over` (nothing typed; the same one commit retires it and logs
+  `agent/woken` with its door); while blocked or limited, its wakes are parked
+  (`wake/deferred` blocked / parked) until it reports again or its limit resets.
 """
 
 import dataclasses
@@ -45,6 +52,9 @@ class Courier:
     def __init__(self, burst: int, refill: float, now: float):
         self.bucket = TokenBucket(burst, refill, now)
         self.capped: dict[str, str] = {}  # mail id -> path, in arrival order
+        # Mail that waited for a session to claim the handle, found with no token to
+        # announce it: the digest counts every unread message of the handle.
+        self.backlog = False
         self.timer_armed = False
 
 
@@ -114,28 +124,68 @@ class Reactor:
                 until=self.wall.wall_ms() + int(max(0.0, due - now) * 1000),
             ),
         )
+        self._arm(session.handle, c)
+
+    def _arm(self, handle: str, c: Courier) -> None:
         if not c.timer_armed:
             c.timer_armed = True
-            self.nursery.start_soon(self._digest_when_refilled, session.handle, c)
+            self.nursery.start_soon(self._digest_when_refilled, handle, c)
+
+    def _unannounced(self, handle: str, c: Courier, session: "Session") -> int:
+        """How many messages the digest would announce now: the capped ones still
+        unread, or with a backlog every unread one not already queued for its own wake."""
+        if c.backlog:
+            queued = sum(1 for w in session.wakes if w.mail_id is not None)
+            return max(0, self.mailroom.unread_count(handle) - queued)
+        return sum(1 for i in c.capped if self.mailroom.is_unread(handle, i))
 
     async def _digest_when_refilled(self, handle: str, c: Courier) -> None:
         try:
-            while c.capped:
+            while c.capped or c.backlog:
                 now = trio.current_time()
                 await trio.sleep(max(0.0, c.bucket.next_token_at(now) - now))
-                room = self.mailroom
-                unread = [i for i in c.capped if room.is_unread(handle, i)]
                 session = self.find_session(handle)
-                if not unread or session is None:
+                n = 0 if session is None else self._unannounced(handle, c, session)
+                if session is None or n == 0:
+                    # No one to tell (the next session to claim the handle is told by
+                    # `claimed`), or nothing left unread.
                     c.capped.clear()
+                    c.backlog = False
                     return
                 if c.bucket.take(trio.current_time()):
                     c.capped.clear()
-                    session.wakes.append(Wake(None, None, digest=len(unread)))
+                    c.backlog = False
+                    session.wakes.append(Wake(None, None, digest=n))
                     session.poke()
                     return
         finally:
             c.timer_armed = False
+
+    # ------------------------------------------------------------ a handle claimed
+
+    def claimed(self, session: "Session") -> None:
+        """`session` now holds its handle (Sessions.reserve): mail that waited for it
+        unread is announced, as mail arriving now would be. Called with no await since
+        the handle was taken, so every message is either counted here (its mail/sent
+        came before, when no session held the handle) or gets its own wake from
+        on_event (it commits after): none is announced twice, none is missed."""
+        handle = session.handle
+        n = self.mailroom.unread_count(handle)
+        if n == 0:
+            return
+        c = self.courier(handle)
+        now = trio.current_time()
+        if not c.bucket.take(now):
+            # Capped: the digest announces them when a token comes back.
+            c.backlog = True
+            self._arm(handle, c)
+            return
+        first = self.mailroom.oldest_unread(handle) if n == 1 else None
+        if first is not None:
+            session.wakes.append(Wake(first.mail_id, first.sender))
+        else:
+            session.wakes.append(Wake(None, None, digest=n))
+        session.poke()
 
     # ------------------------------------------------------------ the waker
 
@@ -155,66 +205,96 @@ class Reactor:
             while not session.wakes:
                 await session.poked()
             await self._until_ready(session, session.wakes[0])
-            if not session.wakes:
-                continue  # the agent's own door took it meanwhile (hand_over)
-            wake = session.wakes.popleft()
-            prepared = await self._prepare(session, wake)
-            if prepared is None:
-                continue
-            line, woken = prepared
-            await self._type_line(session, for_shell(line, shell_of(session.argv)), woken)
-
-    async def _prepare(
-        self, session: "Session", wake: Wake, door: str | None = None
-    ) -> tuple[str, m.AgentWoken] | None:
-        """The wake's line and its event, its mail retired; None: nothing to announce."""
-        if wake.digest:
-            line, path = digest_line(wake.digest), None
-        else:
-            assert wake.mail_id is not None and wake.sender is not None, "a mail's wake"
+            await self._lock_when_ready(session)
             try:
-                path = await self.mailroom.retire(session.handle, wake.mail_id)
-            except WireError as err:
-                # The disk refused the move: this wake is dropped (the mail stays
-                # unread, listed as usual); the session keeps getting wakes.
-                self.log.warning(
-                    "wake dropped", session=session.id, mail_id=wake.mail_id, error=err.message
-                )
-                return None
-            if path is None:
-                # Read meanwhile: nothing to announce, and the token bought nothing.
-                self.courier(session.handle).bucket.give_back(trio.current_time())
-                return None
-            line = wake_line(wake.sender, path)
-        woken = m.AgentWoken(
-            session=session.id,
-            handle=session.handle,
-            mail_id=wake.mail_id,
-            path=path,
-            sender=wake.sender,
-            digest=wake.digest,
-            door=door,
-        )
-        return line, woken
+                if not session.wakes:
+                    continue  # the agent's own door took it meanwhile (hand_over)
+                wake = session.wakes.popleft()
+                woken = await self._commit(session, wake)
+                if woken is None:
+                    continue
+                line = self._line(woken)
+                await self._type_line(session, for_shell(line, shell_of(session.argv)), woken)
+            finally:
+                session.write_lock.release()
+
+    @staticmethod
+    def _line(woken: m.AgentWoken) -> str:
+        if woken.path is None:
+            return digest_line(woken.digest)
+        assert woken.sender is not None, "a mail's wake names its sender"
+        return wake_line(woken.sender, woken.path)
+
+    async def _commit(
+        self, session: "Session", wake: Wake, door: str | None = None
+    ) -> m.AgentWoken | None:
+        """Just before the line is typed (with the write lock held) or handed over by the
+        agent's own door: commit the wake. A mail's wake retires its message and logs
+        `agent/woken` in one operation (the files, the state and the log cannot
+        disagree, whatever is cancelled after); a digest only logs. None: nothing to
+        announce (read meanwhile, or the disk refused)."""
+        if wake.digest:
+            digest = m.AgentWoken(
+                session=session.id,
+                handle=session.handle,
+                mail_id=None,
+                path=None,
+                digest=wake.digest,
+                door=door,
+            )
+            await self.record(digest)
+            return digest
+        assert wake.mail_id is not None and wake.sender is not None, "a mail's wake"
+        try:
+            woken = await self.mailroom.retire_for_wake(
+                session.id, session.handle, wake.mail_id, wake.sender, door
+            )
+        except WireError as err:
+            # The disk refused the move: this wake is dropped (the mail stays unread,
+            # listed as usual); the session keeps getting wakes.
+            self.log.warning(
+                "wake dropped", session=session.id, mail_id=wake.mail_id, error=err.message
+            )
+            return None
+        if woken is None:
+            # Read meanwhile: nothing to announce, and the token bought nothing.
+            self.courier(session.handle).bucket.give_back(trio.current_time())
+        return woken
+
+    async def _lock_when_ready(self, session: "Session") -> None:
+        """Take the session's write lock with the gate open (and, for an agent that
+        reports for itself, its report saying idle). Someone may have typed (or the agent
+        printed) while we waited for the lock: the gate is judged again with it held."""
+        while True:
+            await session.write_lock.acquire()
+            try:
+                ready = agentstate.may_type(
+                    session.agent, self.wall.wall_ms()
+                ) and await self._still_ready(session)
+            except BaseException:
+                session.write_lock.release()  # e.g. cancelled while the screen renders
+                raise
+            if ready:
+                return
+            session.write_lock.release()
+            await self._until_ready(session)
 
     # ------------------------------------------------------------ the agent's own door
 
     async def hand_over(self, session: "Session", door: str = "stop-hook") -> str | None:
         """The door of an agent whose turn just ended (its Stop hook asks): the next
         queued wake's line, handed to the agent as its next instruction instead of being
-        typed (its mail retired, `agent/woken` with door stop-hook, then `agent/active`:
-        the agent goes on with it for sure). None: no wake is queued."""
+        typed (its mail retired and `agent/woken` logged with the door, in one commit,
+        then `agent/active`: the agent goes on with it for sure). None: no wake queued."""
         while session.wakes:
             wake = session.wakes.popleft()
-            prepared = await self._prepare(session, wake, door=door)
-            if prepared is None:
+            woken = await self._commit(session, wake, door=door)
+            if woken is None:
                 continue
-            line, woken = prepared
-            await self.record(woken)
             await self.record(
                 m.AgentActive(session=session.id, handle=session.handle, mail_id=woken.mail_id)
             )
-            return line
+            return self._line(woken)
         return None
 
     async def _readiness(self, session: "Session") -> wakegate.Readiness:
@@ -313,63 +393,45 @@ class Reactor:
         return isinstance(await self._readiness(session), wakegate.Ready)
 
     async def _type_line(self, session: "Session", line: str, woken: m.AgentWoken) -> None:
-        """Paste, settle, Enter (then log the wake); Enter again while the screen stays."""
+        """Paste, settle, Enter; Enter again while the screen stays (the write lock is
+        held, the wake already committed)."""
         term = _term(session)
         data = line.encode("utf-8")
         if term.bracketed_paste:
             data = b"\x1b[200~" + data + b"\x1b[201~"
-        while True:
-            await session.write_lock.acquire()
-            # Someone may have typed (or the agent printed) while we waited for the lock
-            # or for the retirement: the gate is judged again with the lock held.
-            try:
-                ready = agentstate.may_type(
-                    session.agent, self.wall.wall_ms()
-                ) and await self._still_ready(session)
-            except BaseException:
-                session.write_lock.release()  # e.g. cancelled while the screen renders
-                raise
-            if ready:
-                break
-            session.write_lock.release()
-            await self._until_ready(session)
-        try:
-            await term.write(data)
-            await trio.sleep(
-                session.paste_settle if session.paste_settle is not None else self.paste_settle
-            )
-            # The Enter check compares against this screen: take it once the paste's echo
-            # has stopped arriving, or a late echo would pass for the Enter's effect.
-            before = await self._quiet_screen(term)
-            await term.write(b"\r")
-            await self.record(woken)
-            check = wakegate.EnterCheck(self.enter_retries, self.enter_check)
-            action: wakegate.Watch | wakegate.Done | wakegate.GiveUp = check.first()
-            while isinstance(action, wakegate.Watch):
-                changed = term.eof or await self._screen_changes(term, before, action.wait)
-                step = check.seen(changed=changed)
-                if isinstance(step, wakegate.Done):
-                    if not term.eof:
-                        # The screen moved after the wake: evidence (not proof) that the
-                        # agent took the line up; the sender's `active` state.
-                        await self.record(
-                            m.AgentActive(
-                                session=session.id, handle=session.handle, mail_id=woken.mail_id
-                            )
+        await term.write(data)
+        await trio.sleep(
+            session.paste_settle if session.paste_settle is not None else self.paste_settle
+        )
+        # The Enter check compares against this screen: take it once the paste's echo
+        # has stopped arriving, or a late echo would pass for the Enter's effect.
+        before = await self._quiet_screen(term)
+        await term.write(b"\r")
+        check = wakegate.EnterCheck(self.enter_retries, self.enter_check)
+        action: wakegate.Watch | wakegate.Done | wakegate.GiveUp = check.first()
+        while isinstance(action, wakegate.Watch):
+            changed = term.eof or await self._screen_changes(term, before, action.wait)
+            step = check.seen(changed=changed)
+            if isinstance(step, wakegate.Done):
+                if not term.eof:
+                    # The screen moved after the wake: evidence (not proof) that the
+                    # agent took the line up; the sender's `active` state.
+                    await self.record(
+                        m.AgentActive(
+                            session=session.id, handle=session.handle, mail_id=woken.mail_id
                         )
-                    return
-                await term.write(b"\r")
-                await self.record(
-                    m.EnterRetried(
-                        session=session.id,
-                        handle=session.handle,
-                        mail_id=woken.mail_id,
-                        attempt=step.attempt,
                     )
+                return
+            await term.write(b"\r")
+            await self.record(
+                m.EnterRetried(
+                    session=session.id,
+                    handle=session.handle,
+                    mail_id=woken.mail_id,
+                    attempt=step.attempt,
                 )
-                action = check.retried()
-        finally:
-            session.write_lock.release()
+            )
+            action = check.retried()
 
     async def _quiet_screen(
         self, term: Terminal, quiet: float = QUIET_S, limit: float = QUIET_LIMIT_S

@@ -90,6 +90,10 @@ class Sessions:
         self.watch = watch  # deadlines and stalls (benchd.runtime.jobwatch)
         self.sandbox = sandbox  # each session's sandbox; None: isolation off
         self.approval_wait = approval_wait  # an adapter's approval hook waits this long
+        # Set by stop_all: no process is started from then on, so every session the
+        # daemon started is one stop_all ends (a spawn mid-way when the stop began,
+        # its task mail being committed, is refused at launch instead of started).
+        self.stopping = False
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The nursery the sessions run in, and the orphan reaper."""
@@ -216,16 +220,30 @@ class Sessions:
         self.roster.by_id[sid] = s
         self.roster.live[handle] = s
         self.roster.by_token[token] = s
+        self.reactor.claimed(s)  # mail that waited for the handle is announced
         return s
 
     def launch(self, s: Session) -> None:
-        """Start the reserved session's process in its pty."""
+        """Start the reserved session's process in its pty; `shutting-down` once
+        stop_all has begun (the reservation is released)."""
+        if self.stopping:
+            self.release(s)
+            raise WireError("shutting-down", "the daemon is stopping: no session is started")
         argv, cwd, env, rows, cols = s.launch_args
         try:
             if s.sandboxed and self.sandbox is not None:
                 argv = self.sandbox.argv(argv, cwd, self._mailbox(s.handle))
             s.term = Terminal(
-                argv, cwd, env, rows, cols, self.scrollback_bytes, umask=self.session_umask
+                argv,
+                cwd,
+                env,
+                rows,
+                cols,
+                self.scrollback_bytes,
+                umask=self.session_umask,
+                # bwrap's --die-with-parent takes effect only once bwrap runs: a daemon
+                # that died between the fork and that moment left bwrap running for good.
+                die_with=self.daemon_pid if s.sandboxed else None,
             )
             s.term.sandboxed = s.sandboxed
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
@@ -360,12 +378,19 @@ class Sessions:
         await end_session(s, grace)
 
     async def stop_all(self) -> None:
-        async with trio.open_nursery() as nursery:
-            for s in list(self.roster.live.values()):
-                if s.term is None:
-                    continue
-                s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
-                nursery.start_soon(self.end, s)
+        """End every session this daemon started, and start no more (`stopping`);
+        returns once each has settled."""
+        self.stopping = True
+        while True:
+            # Launched ones only: a reserved one is either refused at launch now, or
+            # was launched before `stopping` and is in this list on the next pass.
+            left = [s for s in self.roster.live.values() if s.term is not None and s.live]
+            if not left:
+                return
+            async with trio.open_nursery() as nursery:
+                for s in left:
+                    s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
+                    nursery.start_soon(self.end, s)
 
 
 async def end_session(s: Session, grace: float = KILL_GRACE) -> None:

@@ -10,6 +10,8 @@ the child runs (it may read at once). What each failure owes:
   no longer counts against its spawner, and the job, which never ran and told no one,
   is closed with no replies;
 - the process cannot start: the job was promised a reply, so it settles as failed;
+  unless the daemon began stopping meanwhile (`shutting-down`): then nothing ran, and
+  it is undone as a refused task is;
 - the spawn events cannot be logged (the daemon is stopping): nothing happened, so the
   child is ended and its job closed quietly (cancelled).
 """
@@ -82,7 +84,11 @@ class Spawner:
                 raise
         try:
             sessions.launch(s)
-        except WireError:
+        except WireError as err:
+            if err.code == "shutting-down":
+                # Never started (the daemon stops): as a refused task, nothing ran.
+                self._unreserve(s)
+                raise
             if s.job is not None:
                 s.exited_with(127, None)
                 s.outcome = await jobs.settle(s)

@@ -19,6 +19,7 @@ MAX_ROWS x MAX_COLS.
 import functools
 import os
 import signal
+import sys
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -51,6 +52,35 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Callable[[int, int], int] | None:
+    """libc's prctl, looked up in the daemon (not in a forked child); None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl: Callable[[int, int], int] = ctypes.CDLL(None, use_errno=True).prctl
+    return prctl
+
+
+def _child_setup(
+    umask: int | None, die_with: int | None, prctl: Callable[[int, int], int] | None
+) -> None:
+    """In the forked child, before exec. With `die_with`: SIGKILL when the parent dies
+    (kept across exec), and leave at once if it died already (the check after the
+    prctl closes the gap before it). The sandbox's bwrap asks for the same with
+    --die-with-parent, but only once it runs: a daemon that died in between left it
+    running for good."""
+    if umask is not None:
+        os.umask(umask)
+    if die_with is not None and prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != die_with:
+            os._exit(1)
+
+
 class Terminal:
     def __init__(
         self,
@@ -61,11 +91,16 @@ class Terminal:
         cols: int,
         scrollback: int,
         umask: int | None = None,
+        die_with: int | None = None,
     ) -> None:
         # `umask`: the one the program starts with (the daemon's config gives the umask
         # benchd was started with; benchd itself runs with 077), so agents create files
         # as they would outside bench. None: the daemon's own.
-        preexec = None if umask is None else functools.partial(os.umask, umask)
+        # `die_with`: the daemon's pid; the child is SIGKILLed when the daemon dies,
+        # from before it execs (see _child_setup).
+        preexec = None
+        if umask is not None or die_with is not None:
+            preexec = functools.partial(_child_setup, umask, die_with, _prctl())
         self.proc = ptyprocess.PtyProcess.spawn(
             argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=preexec
         )

@@ -129,24 +129,34 @@ def _sessions_text(size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=SIZE_IDS)
-def test_the_sessions_pane_keeps_job_and_pid_and_lists_exited_sessions_last(size):
+def test_the_sessions_pane_keeps_unread_and_pid_and_lists_exited_sessions_last(size):
     lines, footer = _sessions_text(size)
     head, rows = lines[0].split(), lines[1:]
-    assert head[:2] == ["handle", "state"] and head[-2:] == ["job", "pid"], lines
+    assert head[:3] == ["handle", "state", "unread"] and head[-1] == "pid", lines
     for line, pid in zip(rows, ("4101", "4102", "4103", "4104"), strict=True):
         assert line.rstrip().endswith(pid), lines  # the pid whole, never cut
-    assert "job->alice" in rows[2]  # carol's job
+    if size[0] >= 100:
+        assert head[-2] == "job" and "job->alice" in rows[2]  # carol's job
+    else:
+        # Too narrow for a job cell that says anything: the column goes, unread stays.
+        assert "job" not in head and "job" not in "".join(rows), lines
+    assert rows[1].split()[:3] == ["bob", "running", "0"], lines
     # the exited session (fixer, exit 0) after every live one
     assert rows[-1].startswith("fixer") and "exit 0" in rows[-1]
     assert "palette" not in footer, footer
 
 
 def test_a_narrow_pane_leaves_columns_out_in_order_then_cuts():
+    from bench_cli.dash.app import JOB_SAYS
     from bench_cli.dash.rows import fit
 
-    steps = ((4, 0), (3, 0), (5, 12), (2, 0), (5, 4))
+    steps = ((4, 0), (3, 0), (5, JOB_SAYS), (5, 0), (2, 0))
     widths = (6, 7, 6, 4, 14, 27, 4)  # handle state unread idle wake job pid
     assert fit(widths, 200, steps) == widths
     assert fit(widths, 70, steps) == (6, 7, 6, 4, 0, 27, 4)
     assert fit(widths, 52, steps) == (6, 7, 6, 0, 0, 21, 4)
-    assert fit(widths, 34, steps) == (6, 7, 0, 0, 0, 11, 4)
+    assert fit(widths, 43, steps) == (6, 7, 6, 0, 0, 12, 4)
+    assert fit(widths, 39, steps) == (6, 7, 6, 0, 0, JOB_SAYS, 4)
+    # A job cell narrower than JOB_SAYS says nothing: the job goes before unread.
+    assert fit(widths, 34, steps) == (6, 7, 6, 0, 0, 0, 4)
+    assert fit(widths, 24, steps) == (6, 7, 0, 0, 0, 0, 4)

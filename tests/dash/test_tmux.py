@@ -4,6 +4,10 @@ A mail to bob shows as bob's unread count changing, then his screen with the wak
 `a` attaches to bob and Ctrl-] comes back; Ctrl-C leaves the terminal settings exactly
 as they were (`stty -g` before and after). Without a daemon it waits, says so, and
 connects once one starts; without a terminal it refuses to start.
+
+Each test runs its own tmux server (`tmux -S <socket>`, in a directory of its own), so
+a tmux user never sees the tests' sessions in their own server, and the server is
+killed at the end of the test.
 """
 
 import os
@@ -13,7 +17,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import BENCH, spawn_standin
+from tests.conftest import BENCH, short_tmpdir, spawn_standin
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="needs tmux (CI installs it; apt-get install tmux)"
@@ -21,14 +25,34 @@ pytestmark = pytest.mark.skipif(
 pytest.importorskip("textual", reason="bench dash needs the dash extra (./run installs it)")
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run(
-        ["tmux", *args], capture_output=True, text=True, check=True, timeout=20
-    ).stdout
+@pytest.fixture
+def tmux():
+    """`tmux ARGS` on a server of the test's own; the server is killed afterwards."""
+    home = short_tmpdir("tx")  # short: a socket's path is at most ~100 bytes
+    server = os.path.join(home, "tmux")
+    # Not the user's server even when the suite runs inside tmux: $TMUX would point at it.
+    env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+
+    def run(*args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-S", server, *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=20,
+            env=env,
+        ).stdout
+
+    yield run
+    subprocess.run(["tmux", "-S", server, "kill-server"], capture_output=True, env=env, timeout=20)
+    shutil.rmtree(home, ignore_errors=True)
 
 
-def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon, tmp_path):
-    d = make_daemon("--idle-gate", "2")  # the unread count shows before the wake lands
+def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon, tmp_path, tmux):
+    # The unread count shows before the wake lands: a keystroke just before the send
+    # holds the wake for the gate (counted from the last output or input, and bob's
+    # last output may be long past on a loaded machine).
+    d = make_daemon("--idle-gate", "4")
     for name in ("alice", "bob"):
         spawn_standin(d, name, timeout=30)
     before, after = tmp_path / "stty.before", tmp_path / "stty.after"
@@ -45,8 +69,7 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
             return tmux("capture-pane", "-p", "-t", name)
 
         def bob_unread():
-            # The mail pane's title (the sessions pane at 120 columns gives its unread
-            # column up to keep job and pid); it shows bob's mailbox once bob is selected.
+            # The mail pane's title: it shows bob's mailbox once bob is selected.
             m = re.search(r"mail: bob\s+\((\d+) unread", screen())
             return m and int(m[1])
 
@@ -62,8 +85,12 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
         d.wait_until(
             lambda: "screen: bob" in screen() and bob_unread() == 0, 20, "bob's screen and mail"
         )
+        d.ok("type", "bob", " ", "--no-enter")
         d.ok("mail", "send", "bob", "-s", "hello", "-m", "ping")
-        d.wait_until(lambda: bob_unread() == 1, 20, "bob's unread count at 1")
+        try:
+            d.wait_until(lambda: bob_unread() == 1, 20, "bob's unread count at 1")
+        except AssertionError:
+            raise AssertionError(screen()) from None
         d.wait_until(lambda: "You have mail from operator" in screen(), 30, "the wake line")
         d.wait_until(lambda: bob_unread() == 0 and "woken" in screen(), 20, "bob woken")
         # a: the dashboard steps aside for `bench attach bob`; Ctrl-] comes back to it.
@@ -80,10 +107,10 @@ def test_dash_in_tmux_shows_mail_and_wake_and_restores_the_terminal(make_daemon,
         assert (tmp_path / "rc").read_text().strip() == "0"
         assert before.read_text() == after.read_text()
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        tmux("kill-session", "-t", name)  # the fixture then kills the server
 
 
-def test_dash_without_a_daemon_waits_says_so_and_connects_when_one_starts(make_daemon):
+def test_dash_without_a_daemon_waits_says_so_and_connects_when_one_starts(make_daemon, tmux):
     d = make_daemon(start=False)
     name = f"dashnd{os.getpid()}"
     env = ["-e", f"BENCH_DIR={d.dir}", "-e", "TERM=xterm-256color"]
@@ -102,13 +129,13 @@ def test_dash_without_a_daemon_waits_says_so_and_connects_when_one_starts(make_d
         tmux("send-keys", "-t", name, "q")
         d.wait_until(lambda: "sessions" not in screen(), 20, "dash quit")
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        tmux("kill-session", "-t", name)  # the fixture then kills the server
 
 
 @pytest.mark.parametrize(
     "redirect", ["> out.txt", "< /dev/null", "2> err.txt"], ids=["stdout", "stdin", "stderr"]
 )
-def test_dash_without_a_terminal_refuses_in_one_line(make_daemon, tmp_path, redirect):
+def test_dash_without_a_terminal_refuses_in_one_line(make_daemon, tmp_path, redirect, tmux):
     """No escape codes into a file, no app waiting for keys that cannot come."""
     d = make_daemon(start=False)  # no daemon either: the refusal comes first
     name = f"dashnt{os.getpid()}{redirect[0]}"
@@ -129,4 +156,4 @@ def test_dash_without_a_terminal_refuses_in_one_line(make_daemon, tmp_path, redi
         out = tmp_path / "out.txt"
         assert not out.exists() or out.read_bytes() == b""
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        tmux("kill-session", "-t", name)  # the fixture then kills the server

@@ -9,6 +9,12 @@ start with BENCH_, so the tests' own environments (which drop BENCH_*) keep it. 
 daemon's double fork and setsid do not drop an environment, so a daemon that outlived
 its test with parent 1 is still found. Directories are known because short_tmpdir
 registers each one it makes.
+
+Which test started a leftover: while a test runs (its fixtures' setup and teardown
+included), PYTEST_BENCH_TEST holds its node id (tests/conftest.py), so every process it
+starts, and every process those start (a daemon's sessions, their bwrap), carries it;
+a leftover is named with it, and with its whole command line (the program a bwrap or a
+`bash -c` runs is at the end of a long one).
 """
 
 import os
@@ -19,9 +25,30 @@ import time
 import uuid
 
 RUN_VAR = "PYTEST_BENCH_RUN"
+TEST_VAR = "PYTEST_BENCH_TEST"  # the node id of the test running (set by conftest)
 TOKEN = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
 _MARK = f"{RUN_VAR}={TOKEN}".encode()
+_TEST = f"{TEST_VAR}=".encode()
+CMD_SHOWN = 4000  # characters of a leftover's command line shown (its middle elided)
 _made: list[str] = []
+
+
+def running(nodeid: str | None) -> None:
+    """The test now running (None: none): processes started from here on carry it."""
+    if nodeid is None:
+        os.environ.pop(TEST_VAR, None)
+    else:
+        os.environ[TEST_VAR] = nodeid
+
+
+def shown(cmd: str, limit: int = CMD_SHOWN) -> str:
+    """A command line whole, or if very long its start and its end (where a wrapper's
+    program is) around an elision that says how much was left out."""
+    if len(cmd) <= limit:
+        return cmd
+    head = limit // 4
+    tail = limit - head
+    return f"{cmd[:head]} [... {len(cmd) - head - tail} characters ...] {cmd[-tail:]}"
 
 
 def mark_run() -> None:
@@ -36,8 +63,9 @@ def tmpdir(prefix: str) -> str:
     return d
 
 
-def _ours() -> dict[int, str]:
-    """pid -> command line of the live processes that carry this process's token."""
+def _ours() -> dict[int, tuple[str, str]]:
+    """pid -> (command line, the test that started it) of the live processes that
+    carry this process's token."""
     found = {}
     me = os.getpid()
     for name in os.listdir("/proc"):
@@ -45,8 +73,13 @@ def _ours() -> dict[int, str]:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as f:
-                if _MARK not in f.read().split(b"\0"):
-                    continue
+                environ = f.read().split(b"\0")
+            if _MARK not in environ:
+                continue
+            test = next(
+                (e[len(_TEST) :].decode(errors="replace") for e in environ if e.startswith(_TEST)),
+                "no test (started outside one)",
+            )
             with open(f"/proc/{name}/stat", "rb") as f:
                 if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
                     continue  # a zombie: already ended, its parent has not reaped it yet
@@ -54,8 +87,12 @@ def _ours() -> dict[int, str]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        found[int(name)] = cmd[:200]
+        found[int(name)] = (cmd, test)
     return found
+
+
+def line(pid: int, cmd: str, test: str) -> str:
+    return f"process {pid} still running, started by {test}: {shown(cmd)}"
 
 
 def leftovers(grace: float = 10.0) -> list[str]:
@@ -68,7 +105,7 @@ def leftovers(grace: float = 10.0) -> list[str]:
         time.sleep(0.2)
         procs = _ours()
     dirs = [d for d in _made if os.path.lexists(d)]
-    lines = [f"process {pid} still running: {cmd}" for pid, cmd in sorted(procs.items())]
+    lines = [line(pid, cmd, test) for pid, (cmd, test) in sorted(procs.items())]
     lines += [f"directory still there: {d}" for d in dirs]
     for pid in procs:
         try:

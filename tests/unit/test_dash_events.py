@@ -105,7 +105,14 @@ def test_a_past_wake_leaves_the_snapshots_idle_time_alone():
     b = Board()
     row = {"session": "s1", "handle": "alice", "pid": 1, "state": "running"}
     b.load([dict(row, idle_ms=600_000)], {"alice": 0}, now=100.0)
-    woken = {"seq": 1, "ts": 0, "kind": "agent/woken", "handle": "alice", "mail_id": "m"}
+    woken = {
+        "seq": 1,
+        "ts": 0,
+        "kind": "agent/woken",
+        "handle": "alice",
+        "mail_id": "m",
+        "session": "s1",
+    }
     b.apply(woken, 100.5, count=False)  # history from before the snapshot
     assert b.rows["alice"].wake.startswith("woken")
     assert b.rows["alice"].idle_text(100.5) == "10m"

@@ -20,11 +20,21 @@ def test_board_counts_follow_events():
     assert b.rows["alice"].unread == 2 and b.rows["bob"].exit_text() == "exit 3"
     assert b.apply({"seq": 1, "ts": 0, "kind": "mail/sent", "to": "alice"}, 11.0)
     assert b.rows["alice"].unread == 3
-    b.apply({"seq": 2, "ts": 0, "kind": "agent/woken", "handle": "alice", "mail_id": "x"}, 12.0)
+    b.apply(
+        {
+            "seq": 2,
+            "ts": 0,
+            "kind": "agent/woken",
+            "handle": "alice",
+            "mail_id": "x",
+            "session": "s1",
+        },
+        12.0,
+    )
     assert b.rows["alice"].unread == 2 and b.rows["alice"].wake.startswith("woken")
     assert b.rows["alice"].idle_text(13.0) == "1s"
     b.apply({"seq": 3, "ts": 0, "kind": "mail/read", "handle": "alice"}, 12.0)
-    b.apply({"seq": 4, "ts": 0, "kind": "wake/capped", "handle": "alice"}, 12.0)
+    b.apply({"seq": 4, "ts": 0, "kind": "wake/capped", "handle": "alice", "session": "s1"}, 12.0)
     assert b.rows["alice"].unread == 1 and b.rows["alice"].wake.startswith("capped")
     # a replayed event (seq already seen) changes nothing
     assert not b.apply({"seq": 1, "ts": 0, "kind": "mail/sent", "to": "alice"}, 13.0)
@@ -79,7 +89,14 @@ def test_history_before_the_snapshot_does_not_count_twice():
     b.load(sessions(), {"alice": 2}, now=0.0)
     b.apply({"seq": 1, "ts": 0, "kind": "mail/sent", "to": "alice"}, 0.0, count=False)
     b.apply(
-        {"seq": 2, "ts": 0, "kind": "agent/woken", "handle": "alice", "mail_id": "x"},
+        {
+            "seq": 2,
+            "ts": 0,
+            "kind": "agent/woken",
+            "handle": "alice",
+            "mail_id": "x",
+            "session": "s1",
+        },
         0.0,
         count=False,
     )
