@@ -74,7 +74,7 @@ def test_the_dashboard_follows_stalls_and_shows_the_time_left():
     b.apply({"seq": 2, "ts": 0, "kind": "job/active", "session": "s1", "handle": "kid"}, 102)
     assert r.job_text() == "job->alice"
     b.apply({"seq": 3, "ts": 0, "kind": "job/stalled", "session": "s1", "handle": "kid"}, 103)
-    settled = {"seq": 4, "ts": 0, "kind": "job/settled", "handle": "kid"}
+    settled = {"seq": 4, "ts": 0, "kind": "job/settled", "session": "s1", "handle": "kid"}
     b.apply(dict(settled, outcome="outcome_unknown"), 104)
     assert r.job_text() == "job->alice interrupted"
 
