@@ -591,12 +591,20 @@ def refusals(out: str, seconds: str) -> None:
     write(out, f"refusals-{HANDLE}.json", {"counts": counts})
 
 
-def asker(out: str, to: str, timeout: str) -> None:
-    """12: send to TO, then `mail wait --reply-to` it: what ends the wait, and how."""
+def asker(out: str, to: str, stranger: str) -> None:
+    """12: send to TO, then `mail wait --reply-to` it (a second at a time) until the
+    STRANGER has done its worst and two seconds more: what ends the wait, and how."""
     c = Raw()
     sent = c.ask("mail/send", to=to, body="a question only the recipient can answer")
     write(out, f"asked-{HANDLE}.json", {"mail_id": sent.get("mail_id"), "code": code(sent)})
-    got = c.ask("mail/wait", reply_to=sent.get("mail_id"), timeout=float(timeout))
+    done = os.path.join(out, f"stranger-{stranger}.json")
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        got = c.ask("mail/wait", reply_to=sent.get("mail_id"), timeout=1)
+        if code(got) != "timeout":
+            break
+        if os.path.exists(done):
+            end = min(end, os.path.getmtime(done) - time.time() + time.monotonic() + 2)
     write(out, f"waited-{HANDLE}.json", {"code": code(got), "from": got.get("from")})
 
 
@@ -617,13 +625,16 @@ def _sent_by(sender: str, to: str, timeout: float = 30) -> dict | None:
 
 
 def stranger(out: str, sender: str, to: str) -> None:
-    """12: mail ourselves in reply to SENDER's message to TO (its id from `bench events`)."""
+    """12: reply to SENDER's message to TO (its id from `bench events`), once to ourselves
+    and once to SENDER, though it was never ours to answer."""
     e = _sent_by(sender, to)
     got: dict = {"found": e is not None}
     if e:
-        a = Raw().ask("mail/send", to=HANDLE, body="a reply from a stranger",
-                      in_reply_to=e["mail_id"])  # fmt: skip
-        got.update(mail_id=e["mail_id"], send=code(a))
+        c = Raw()
+        for who in (HANDLE, sender):
+            a = c.ask("mail/send", to=who, body="a reply from a stranger", in_reply_to=e["mail_id"])
+            got[f"to {who}"] = code(a)
+        got["mail_id"] = e["mail_id"]
     write(out, f"stranger-{HANDLE}.json", got)
 
 
@@ -690,7 +701,7 @@ def plant(out: str, project: str, victim: str) -> None:
     bad = {
         "spawn-rate": "[daemon]\nspawn-rate = 1_000_000_000\n",
         "operator-reserve": "[daemon]\noperator-reserve = 0\n",
-        "deadline": '[agents.late]\ncommand = ["sleep", "600"]\ntask = "t"\ndeadline = "1e23d"\n',
+        "deadline": '[daemon]\nmax-deadline = 1e30\n[agents.late]\ncommand = ["sleep", "600"]\ntask = "t"\ndeadline = "1e23d"\n',
         "nesting": "x = " + "[" * 100_000 + "]" * 100_000 + "\n",
     }
     for name, text in bad.items():

@@ -77,19 +77,21 @@ class RestAttacks(SandboxAttacks):
     # ------------------------------------------------------------ (12)
 
     def stranger(self) -> None:
-        self.agent(self.b, "r-asker", "asker", "victim", "8")
+        self.agent(self.b, "r-asker", "asker", "victim", "r-stranger")
         asked = self.found("asked-r-asker.json")
         self.agent(self.b, "r-stranger", "stranger", "r-asker", "victim")
         s = self.found("stranger-r-stranger.json")
+        if not s["found"]:
+            raise ProofFailed("the stranger found no mail from r-asker in `bench events`")
         waited = self.found("waited-r-asker.json", 60)
         st = self.b.run("mail", "status", asked["mail_id"])
         states = [m["state"] for m in st.get("states", [])]
         replied = "replied" in states
         ended = waited["code"] == "ok"
         self.t.row("(12) a stranger's reply to another's mail (its send; states after)",
-                   f"{s.get('send', 'id not found')}; {' '.join(states)}", "never replied",
+                   f"{s.get('to r-stranger', 'id not found')}; {' '.join(states)}", "never replied",
                    not replied)  # fmt: skip
-        self.t.row("(12)   the sender's `mail wait --reply-to` (8 s)",
+        self.t.row("(12)   the sender's `mail wait --reply-to` (the stranger's reply sent to it too)",
                    f"ended by {waited['from']}" if ended else waited["code"], "not ended",
                    not ended)  # fmt: skip
 
@@ -158,7 +160,8 @@ class RestAttacks(SandboxAttacks):
             finally:
                 Bench(fresh).run("down", check=False)
                 shutil.rmtree(fresh, ignore_errors=True)
-            ok = rc != 0 and "Traceback" not in said
+            # Refused, by a code other than `internal` (an error the daemon did not foresee).
+            ok = rc != 0 and "Traceback" not in said and not said.startswith("internal")
             value = "accepted" if rc == 0 else said.strip().splitlines()[-1]
             self.t.row(f"(15) a team file's {name}", value, "one clear refusal", ok)
 
