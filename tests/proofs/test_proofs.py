@@ -141,11 +141,13 @@ def test_delegate_proof_alice_delegates_from_her_own_session():
 def test_hostile_trial_every_attack_holds():
     # `just hostile-trial`, shortened: churn, flood, snoop, escape, race and the pattern
     # from inside sessions of a sandboxed daemon with the default limits; then the
-    # sandbox's own attacks (f) and a second daemon's socket (g).
+    # sandbox's own attacks (f), a second daemon's socket (g) and (11)-(16): refused
+    # waits against the event log's bound, a stranger's reply, one tree's connections,
+    # planted and unbounded team files, a wait on a reply to mail one received.
     p = run_module(
         "tools.proofs.hostile_trial",
         *("--isolation", "required", "--seconds", "8", "--flood-seconds", "4"),
-        *("--race", "40", "--hold", "2"),
+        *("--race", "40", "--hold", "2", "--refusal-seconds", "4"),
         # A frozen loop took 31 s to answer; 5 s (as test_patterns allows) tells that
         # apart on a machine the suite's other workers load, where 1 s does not.
         *("--latency-limit", "5"),
@@ -158,3 +160,7 @@ def test_hostile_trial_every_attack_holds():
     assert "BROKEN" not in p.stdout
     tokens = rows["(c) other sessions' tokens readable"]
     assert tokens.split()[5] == "0", tokens
+    # Each of issue 38's findings 11-16 was tried and printed its figure.
+    for n in range(11, 17):
+        assert any(r.startswith(f"({n})") for r in rows), f"no row for ({n})"
+    assert "would-deadlock" in rows["(16) `mail wait --reply-to` a message one received"]

@@ -576,6 +576,150 @@ def other_daemon(out: str, sock: str) -> None:
     write(out, f"other-daemon-{HANDLE}.json", got)
 
 
+# ---------------------------------------------------------------- findings 11-16
+
+
+def refusals(out: str, seconds: str) -> None:
+    """11: `mail wait --from <itself>` in a loop on one connection for SECONDS: each is
+    refused at once (would-deadlock); the trial weighs what the event log grew by."""
+    c = Raw()
+    counts: dict = {}
+    write(out, f"refusals-start-{HANDLE}.json", {"t": time.time()})
+    end = time.monotonic() + float(seconds)
+    while time.monotonic() < end:
+        tally(counts, code(c.ask("mail/wait", **{"from": HANDLE}, timeout=1)))
+    write(out, f"refusals-{HANDLE}.json", {"counts": counts})
+
+
+def asker(out: str, to: str, stranger: str) -> None:
+    """12: send to TO, then `mail wait --reply-to` it (a second at a time) until the
+    STRANGER has done its worst and two seconds more: what ends the wait, and how."""
+    c = Raw()
+    sent = c.ask("mail/send", to=to, body="a question only the recipient can answer")
+    write(out, f"asked-{HANDLE}.json", {"mail_id": sent.get("mail_id"), "code": code(sent)})
+    done = os.path.join(out, f"stranger-{stranger}.json")
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        got = c.ask("mail/wait", reply_to=sent.get("mail_id"), timeout=1)
+        if code(got) != "timeout":
+            break
+        if os.path.exists(done):
+            end = min(end, os.path.getmtime(done) - time.time() + time.monotonic() + 2)
+    write(out, f"waited-{HANDLE}.json", {"code": code(got), "from": got.get("from")})
+
+
+def _sent_by(sender: str, to: str, timeout: float = 30) -> dict | None:
+    """A mail/sent event from SENDER to TO, as `bench events` shows it to anyone."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        p = bench("events", "--kind", "mail/sent", "--json")
+        for line in p.stdout.splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("from") == sender and e.get("to") == to:
+                return e
+        time.sleep(0.2)
+    return None
+
+
+def stranger(out: str, sender: str, to: str) -> None:
+    """12: reply to SENDER's message to TO (its id from `bench events`), once to ourselves
+    and once to SENDER, though it was never ours to answer."""
+    e = _sent_by(sender, to)
+    got: dict = {"found": e is not None}
+    if e:
+        c = Raw()
+        for who in (HANDLE, sender):
+            a = c.ask("mail/send", to=who, body="a reply from a stranger", in_reply_to=e["mail_id"])
+            got[f"to {who}"] = code(a)
+        got["mail_id"] = e["mail_id"]
+    write(out, f"stranger-{HANDLE}.json", got)
+
+
+def connect(out: str, hold: str, jobs: str = "0") -> None:
+    """13: spawn JOBS jobs doing the same, then open connections until refused (each says
+    hello, as a client must), hold them until OUT/conn-stop or HOLD seconds."""
+    c = Raw()
+    spawned = [code(c.ask("session/spawn", **job("connect", out, hold), name=f"{HANDLE}-{i}"))
+               for i in range(int(jobs))]  # fmt: skip
+    held: list = []
+    refused: dict = {}
+    try:  # the connection the spawns went on counts only if it answers
+        first = code(c.ask("hello"))
+    except OSError as err:  # refused: the daemon said why and closed it
+        first = type(err).__name__
+    if first == "ok":
+        held.append(c)
+    else:
+        tally(refused, first)
+    for _ in range(400 if not refused else 0):
+        try:
+            r = Raw()
+            a = r.ask("hello")
+        except OSError as err:
+            tally(refused, type(err).__name__)
+            break
+        if not a.get("ok", True) or a.get("error"):
+            tally(refused, code(a))
+            r.close()
+            break
+        held.append(r)
+    write(out, f"conn-{HANDLE}.json", {"held": len(held), "refused": refused,
+                                        "spawned": spawned})  # fmt: skip
+    end = time.monotonic() + float(hold)
+    while time.monotonic() < end and not os.path.exists(os.path.join(out, "conn-stop")):
+        time.sleep(0.1)
+
+
+def bystander(out: str, to: str, n: str) -> None:
+    """13: once OUT/conn-go exists, N sends, each on a fresh connection as the CLI makes."""
+    while not os.path.exists(os.path.join(out, "conn-go")):
+        time.sleep(0.05)
+    counts: dict = {}
+    for i in range(int(n)):
+        try:
+            c = Raw()
+            tally(counts, code(c.ask("mail/send", to=to, body=f"bystander {i}")))
+            c.close()
+        except OSError as err:
+            tally(counts, type(err).__name__)
+    write(out, f"bystander-{HANDLE}.json", counts)
+
+
+def plant(out: str, project: str, victim: str) -> None:
+    """14 and 15: team files written where the operator will run `bench up`: PROJECT's
+    ./bench.toml names VICTIM's inbox file (its path from `bench events`) as a task file;
+    bad-*/bench.toml in OUT lift limits or nest too deep."""
+    e = _sent_by("operator", victim)
+    got: dict = {"path": e and e.get("path")}
+    if e:
+        with open(os.path.join(project, "bench.toml"), "w") as f:
+            f.write(f'[agents.planted]\ncommand = ["sleep", "600"]\n'
+                    f"task-file = {json.dumps(e['path'])}\n")  # fmt: skip
+    bad = {
+        "spawn-rate": "[daemon]\nspawn-rate = 1_000_000_000\n",
+        "operator-reserve": "[daemon]\noperator-reserve = 0\n",
+        "deadline": '[daemon]\nmax-deadline = 1e30\n[agents.late]\ncommand = ["sleep", "600"]\ntask = "t"\ndeadline = "1e23d"\n',
+        "nesting": "x = " + "[" * 100_000 + "]" * 100_000 + "\n",
+    }
+    for name, text in bad.items():
+        os.makedirs(os.path.join(out, f"bad-{name}"), exist_ok=True)
+        with open(os.path.join(out, f"bad-{name}", "bench.toml"), "w") as f:
+            f.write(text)
+    write(out, f"plant-{HANDLE}.json", got)
+
+
+def wait_received(out: str) -> None:
+    """16: take the mail we were sent, then `mail wait --reply-to` that very message: only
+    we could answer it, so the wait can never end."""
+    c = Raw()
+    m = c.ask("mail/wait", timeout=60)
+    got = c.ask("mail/wait", reply_to=m.get("mail_id"), timeout=3)
+    write(out, f"received-{HANDLE}.json", {"first": code(m), "code": code(got)})
+
+
 ROLES = {
     "churn": churn,
     "flood": flood,
@@ -587,6 +731,13 @@ ROLES = {
     "leave": leave,
     "tty": tty,
     "other-daemon": other_daemon,
+    "refusals": refusals,
+    "asker": asker,
+    "stranger": stranger,
+    "connect": connect,
+    "bystander": bystander,
+    "plant": plant,
+    "wait-received": wait_received,
 }
 
 if __name__ == "__main__":

@@ -27,12 +27,16 @@ sessions (tools/proofs/hostile_agent.py):
       stall, its modes.
   (g) a second daemon of the same user beside it: a session of each speaks to the
       other's socket.
+  (11)-(16) (tools/proofs/hostile_rest.py): refused waits in a loop against the event
+      log's bound, a stranger's reply, one tree taking every connection, a planted
+      ./bench.toml, team files that lift limits or nest too deep, a wait on a reply to
+      mail one received.
 
 It prints a table of figures, each against the limit it must stay within, and exits 1
 if any attack succeeds: a token or a foreign file read, a file planted, an escaped
 child or a raced connection taken for the operator (or reading the victim's mail), a
 limit exceeded, the operator's hello slower than --latency-limit during (e), or any
-attack of (f) or (g) that worked.
+attack of (f), (g) or (11)-(16) that worked.
 """
 
 import argparse
@@ -48,6 +52,7 @@ import time
 
 from bench_wire.client import Client, request
 from tools.proofs.common import ProofFailed, TempDaemon, wait_for
+from tools.proofs.hostile_rest import RestAttacks
 from tools.proofs.hostile_sandbox import SandboxAttacks
 
 AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_agent.py")
@@ -347,10 +352,31 @@ def parse_args(argv):
     p.add_argument("--hold", type=float, default=8, help="(e): seconds the pattern job runs (8)")
     p.add_argument("--latency-limit", type=float, default=1.0,
                    help="(e): the operator's slowest hello allowed, in seconds (1)")  # fmt: skip
+    p.add_argument("--refusal-seconds", type=float, default=10,
+                   help="(11): seconds one session loops refused waits (10)")  # fmt: skip
+    p.add_argument("--only-rest", action="store_true",
+                   help="only (11)-(16), the quick part (about a minute)")  # fmt: skip
     p.add_argument("--isolation", default="auto", choices=["auto", "required", "off"])
     p.add_argument("--keep", action="store_true", help="keep BENCH_DIR and the scratch dir")
     p.add_argument("daemon_opts", nargs="*", help="more `bench up` options (after --)")
     return p.parse_args(argv)
+
+
+def first_parts(trial: Trial, args, secret: dict) -> None:
+    """(a) to (g)."""
+    for name, step in (("(a) churn", trial.churn), ("(b) flood", trial.flood)):
+        print(f"- {name} ...", flush=True)
+        step()
+    print("- (c) snoop, (d) escape and race, (e) pattern ...", flush=True)
+    trial.probe(secret["path"])
+    attacks = SandboxAttacks(trial)
+    for name, step in (
+        ("(f) as root", attacks.root),
+        ("(f) terminals", attacks.terminals),
+        ("(g) another daemon", lambda: attacks.other_daemon(args.isolation)),
+    ):
+        print(f"- {name} ...", flush=True)
+        step()
 
 
 def main(argv=None) -> int:
@@ -368,16 +394,15 @@ def main(argv=None) -> int:
             b.run("spawn", "--name", "victim", "--", "sleep", "600")
             secret = b.run("mail", "send", "victim", "-m", "the victim's secret")
             trial.row("isolation", caps["isolation"], "", True)
-            for name, step in (("(a) churn", trial.churn), ("(b) flood", trial.flood)):
-                print(f"- {name} ...", flush=True)
-                step()
-            print("- (c) snoop, (d) escape and race, (e) pattern ...", flush=True)
-            trial.probe(secret["path"])
-            attacks = SandboxAttacks(trial)
+            if not args.only_rest:
+                first_parts(trial, args, secret)
+            rest = RestAttacks(trial)
             for name, step in (
-                ("(f) as root", attacks.root),
-                ("(f) terminals", attacks.terminals),
-                ("(g) another daemon", lambda: attacks.other_daemon(args.isolation)),
+                ("(16) a wait on a reply to received mail", rest.wait_received),
+                ("(12) a stranger's reply", rest.stranger),
+                ("(11) refused waits in a loop", rest.refusals),
+                ("(14), (15) team files", rest.team_files),
+                ("(13) one tree's connections", lambda: rest.connections(args.isolation)),
             ):
                 print(f"- {name} ...", flush=True)
                 step()
