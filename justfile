@@ -49,7 +49,7 @@ bridge-proof *ARGS:
     {{py}} -m tools.proofs.bridge_proof {{ARGS}}
 
 # Attack a fresh daemon from inside its sessions as a prompt-injected agent would; prints the
-# figures, exits 1 if any attack succeeds (about 2 minutes; `--seconds 15` shortens the churn).
+# figures, exits 1 if any attack succeeds (about 2.5 minutes; `--seconds 15` shortens the churn).
 hostile-trial *ARGS:
     {{py}} -m tools.proofs.hostile_trial {{ARGS}}
 
