@@ -14,7 +14,12 @@ Why a dataclass rather than a tuple of records plus a typed config beside it: my
 strict sees `config.send_rate` as a float only if some class declares the field, and a
 second class declaring it would say every name and default twice again. Here the field
 is the declaration, and its `metadata` holds the rest (`OPTIONS` reads it back as
-`Option` records for the code that walks every option). bench_wire imports no benchd;
+`Option` records for the code that walks every option). hello's `caps` and
+`ReactorSettings` stay typed structs the daemon fills field by field (a struct built
+from a dict would lose mypy's check of each name); `Option.hello` names where each
+value lands, and tests/unit/test_config.py checks the daemon puts it there.
+
+bench_wire imports no benchd;
 `bench mail send`'s fast path never imports this module (tests/unit/test_imports.py).
 """
 
