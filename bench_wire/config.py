@@ -19,8 +19,8 @@ is the declaration, and its `metadata` holds the rest (`OPTIONS` reads it back a
 from a dict would lose mypy's check of each name); `Option.hello` names where each
 value lands, and tests/unit/test_config.py checks the daemon puts it there.
 
-bench_wire imports no benchd;
-`bench mail send`'s fast path never imports this module (tests/unit/test_imports.py).
+bench_wire imports no benchd. `bench mail send`'s fast path never imports this module
+(it loads typing, which tests/unit/test_imports.py forbids there).
 """
 
 import dataclasses
