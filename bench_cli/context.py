@@ -17,7 +17,7 @@ import msgspec
 from bench_cli import output
 from bench_wire import messages as m
 from bench_wire.client import Client
-from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
+from bench_wire.config import OPTIONS, option_problem
 from bench_wire.errors import WireError
 from bench_wire.framing import StructCodec
 from bench_wire.paths import resolve_dir
@@ -81,20 +81,20 @@ def _check_daemon_option(ctx: click.Context, param: click.Parameter, value: Any)
     return value
 
 
-# What @daemon_options passes a command, by option_dest name: an option's value (its
-# DAEMON_OPTIONS type, --node and --bridge a str, --test-hooks a bool), None if not given.
+# What @daemon_options passes a command, by field name (`Option.dest`): an option's value
+# (its bench_wire.config type, --node and --bridge a str, --test-hooks a bool), None if not given.
 DaemonOption = int | float | str | bool | None
 
 
 def daemon_options(f: F) -> F:
-    for flag, env, typ, default, help_ in reversed(DAEMON_OPTIONS):
+    for o in reversed(OPTIONS):
         f = click.option(
-            flag,
-            option_dest(flag),
-            type=typ,
+            o.flag,
+            o.dest,
+            type=o.type,
             default=None,
             callback=_check_daemon_option,
-            help=f"{help_} (env {env}; default {default})",
+            help=f"{o.help} (env {o.env}; default {o.default})",
         )(f)
     f = click.option("--test-hooks", is_flag=True, hidden=True)(f)
     f = click.option(
@@ -122,10 +122,10 @@ def daemon_argv(bench_dir: str, kw: Mapping[str, DaemonOption]) -> list[str]:
 
 def option_args(kw: Mapping[str, DaemonOption]) -> list[str]:
     argv: list[str] = []
-    for flag, *_ in DAEMON_OPTIONS:
-        v = kw.get(option_dest(flag))
+    for o in OPTIONS:
+        v = kw.get(o.dest)
         if v is not None:
-            argv += [flag, str(v)]
+            argv += [o.flag, str(v)]
     if kw.get("test_hooks"):
         argv.append("--test-hooks")
     if kw.get("node"):

@@ -30,7 +30,7 @@ from typing import Any, NotRequired, TypedDict
 from bench_cli import hints, humanize
 from bench_wire import messages as m
 from bench_wire.addresses import is_address, is_handle
-from bench_wire.config import BOUNDS, DAEMON_OPTIONS, option_dest, option_problem
+from bench_wire.config import BY_FLAG, OPTIONS, option_problem
 from bench_wire.errors import WireError
 
 DEFAULT_FILE = "bench.toml"
@@ -89,7 +89,8 @@ Entry = TypedDict(
     },
 )
 
-# The [daemon] table: option_dest name -> value, as @daemon_options passes them (an
+# The [daemon] table (a key per option of bench_wire.config, and node, bridge): field
+# name -> value, as @daemon_options passes them (an
 # option's number; node and bridge_url a string).
 DaemonValues = dict[str, int | float | str]
 
@@ -339,32 +340,31 @@ def preset_problem(name: str, known: set[str]) -> str | None:
 def _daemon(src: _Source, doc: object) -> DaemonValues:
     if not isinstance(doc, dict):
         raise src.error(src.line_of((), "daemon"), "daemon", "must be a table [daemon]")
-    types = {flag: typ for flag, _env, typ, _d, _h in DAEMON_OPTIONS}
+    options = {o.key: o for o in OPTIONS}
     out: DaemonValues = {}
     for k, v in doc.items():
         line = src.line_of(("daemon",), k)
-        flag = f"--{k}"
         if k in ("node", "bridge"):
             if not isinstance(v, str):
                 raise src.error(line, f"daemon.{k}", f"must be a string, not {_kind(v)}")
             out["node" if k == "node" else "bridge_url"] = v
             continue
-        typ = types.get(flag)
-        if typ is None:
-            known = [f[2:] for f in types] + ["node", "bridge"]
+        o = options.get(k)
+        if o is None:
+            known = [*options, "node", "bridge"]
             meant = hints.nearest(k, known)
             said = f"did you mean {meant}?" if meant else "the keys are bench help up's options"
             raise src.error(line, f"daemon.{k}", f"unknown key ({said})")
         ok = isinstance(v, int) and not isinstance(v, bool)
-        if typ is float:
+        if o.type is float:
             ok = ok or isinstance(v, float)
         if not ok:
-            want = "an integer" if typ is int else "a number"
+            want = "an integer" if o.type is int else "a number"
             raise src.error(line, f"daemon.{k}", f"must be {want}, not {_kind(v)}")
-        problem = option_problem(flag, v)
+        problem = option_problem(o.flag, v)
         if problem:
             raise src.error(line, f"daemon.{k}", problem)
-        out[option_dest(flag)] = typ(v)
+        out[o.dest] = o.type(v)
     return out
 
 
@@ -445,7 +445,7 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
             tip = f" (did you mean {meant}?)" if meant else ""
             raise bad("reply-to", f"{address!r} is not an address (bob, or bob@node2){tip}")
     durations: dict[str, float | None] = {}
-    longest = BOUNDS["--max-deadline"][1]  # no daemon takes a longer one
+    longest = BY_FLAG["--max-deadline"].high  # no daemon takes a longer one
     for k in ("deadline", "stall-after"):
         durations[k] = None
         if k in doc:

@@ -97,7 +97,7 @@ class JournalDamaged(Event, tag="journal/damaged"):
 
 
 class DiskLow(Event, tag="disk/low"):
-    """Free space below the reserve (`--disk-reserve`): the journal's segments were not
+    """Free space below the reserve (64 MiB): the journal's segments were not
     preallocated and grow with their records instead."""
 
     free: int

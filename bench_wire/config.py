@@ -1,326 +1,256 @@
-"""Daemon options, defined once: `benchd` parses them, `bench up` / `bench daemon` forward
-them. Each has a flag, an environment variable and a default (documented in docs/cli.md).
+"""Daemon options, each said once: here, as a field of `DaemonOptions`.
+
+A field carries everything about its option: its name (the flag is `--` + the name
+with dashes, the environment variable `BENCH_` + the name upper-cased), its type (the
+annotation), its default, its range and unit, its help, and where `hello` reports it.
+From this one class come benchd's argparse parser (`benchd.server.options`), the click
+options of `bench up` / `bench daemon` (`bench_cli.context.daemon_options`), the team
+file's `[daemon]` keys and their checks (`bench_cli.team`), the options table of
+docs/cli.md (`python -m bench_wire.config docs/cli.md` rewrites it; a unit test says
+when it is stale), and the daemon's typed configuration: `benchd.server.config.
+DaemonConfig` is a subclass that adds benchd's own options (--dir, --node, ...).
+
+Why a dataclass rather than a tuple of records plus a typed config beside it: mypy
+strict sees `config.send_rate` as a float only if some class declares the field, and a
+second class declaring it would say every name and default twice again. Here the field
+is the declaration, and its `metadata` holds the rest (`OPTIONS` reads it back as
+`Option` records for the code that walks every option). hello's `caps` and
+`ReactorSettings` stay typed structs the daemon fills field by field (a struct built
+from a dict would lose mypy's check of each name); `Option.hello` names where each
+value lands, and tests/unit/test_config.py checks the daemon puts it there.
+
+bench_wire imports no benchd. `bench mail send`'s fast path never imports this module
+(it loads typing, which tests/unit/test_imports.py forbids there).
 """
 
-# flag, env var, type, default, help
-DAEMON_OPTIONS: list[tuple[str, str, type, object, str]] = [
-    (
-        "--idle-gate",
-        "BENCH_IDLE_GATE",
-        float,
-        2.0,
+import dataclasses
+import sys
+from typing import Any, TypeVar, cast
+
+N = TypeVar("N", int, float)
+
+DAY = 86400.0
+MiB = 1 << 20
+
+
+def option(default: N, low: float, high: float, unit: str, help: str, hello: str = "") -> N:
+    """One option's field: its default, its range (least, most; a value outside is
+    refused by `bench up`, a team file and benchd alike, with the bound named), the unit
+    its values are shown in ("s" as a duration, "B" bytes, "" a count or rate), its help,
+    and where hello reports the running value ("caps.connections"; "" if it does not),
+    which `bench up` compares with the options it is given."""
+    meta = {"range": (low, high, unit), "help": help, "hello": hello}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonOptions:
+    """Every daemon option with its default; `DaemonConfig` is this plus benchd's own.
+
+    Ranges: a value outside one would lift a limit past what the daemon was built to
+    bear (a spawn rate of 1e9, a deadline that overflows a clock) or turn a protection
+    off (`--operator-reserve 0`)."""
+
+    # Unformatted: an option a few lines (default, range, help, hello), read as a table.
+    # fmt: off
+    idle_gate: float = option(
+        2.0, 0, 3600, "s",
         "seconds without output or operator input before a wake may land",
-    ),
-    (
-        "--paste-settle",
-        "BENCH_PASTE_SETTLE",
-        float,
-        0.2,
+        "reactor.idle_gate",
+    )
+    paste_settle: float = option(
+        0.2, 0, 60, "s",
         "seconds between pasting the wake line and pressing Enter",
-    ),
-    ("--wake-burst", "BENCH_WAKE_BURST", int, 6, "wake tokens per recipient (the bucket's size)"),
-    (
-        "--wake-refill",
-        "BENCH_WAKE_REFILL",
-        float,
-        60.0,
+        "reactor.paste_settle",
+    )
+    wake_burst: int = option(
+        6, 0, 1000, "",
+        "wake tokens per recipient (the bucket's size)",
+        "reactor.wake_burst",
+    )
+    wake_refill: float = option(
+        60.0, 0.001, DAY, "s",
         "seconds per wake token returned to a recipient's bucket",
-    ),
-    (
-        "--enter-retries",
-        "BENCH_ENTER_RETRIES",
-        int,
-        3,
-        "times Enter is pressed again when the screen does not change",
-    ),
-    (
-        "--enter-check",
-        "BENCH_ENTER_CHECK",
-        float,
-        0.5,
+        "reactor.wake_refill",
+    )
+    enter_check: float = option(
+        0.5, 0, 60, "s",
         "seconds to wait for the screen to change after Enter (doubles per retry)",
-    ),
-    (
-        "--retry-base",
-        "BENCH_RETRY_BASE",
-        float,
-        1.0,
+        "reactor.enter_check",
+    )
+    retry_base: float = option(
+        1.0, 0, 3600, "s",
         "seconds before a refused job reply is retried (doubles per attempt, at most 5 min)",
-    ),
-    (
-        "--max-connections",
-        "BENCH_MAX_CONNECTIONS",
-        int,
-        256,
+        "reactor.retry_base",
+    )
+    max_connections: int = option(
+        256, 1, 8192, "",
         "concurrent client connections; more are refused with too-many-connections",
-    ),
-    (
-        "--session-connections",
-        "BENCH_SESSION_CONNECTIONS",
-        int,
-        16,
+        "caps.connections",
+    )
+    session_connections: int = option(
+        16, 1, 8192, "",
         "concurrent connections one session may hold",
-    ),
-    (
-        "--operator-connections",
-        "BENCH_OPERATOR_CONNECTIONS",
-        int,
-        128,
-        "concurrent connections the operator may hold",
-    ),
-    (
-        "--operator-reserve",
-        "BENCH_OPERATOR_RESERVE",
-        int,
-        32,
-        "connections of --max-connections that sessions may never take (kept for the operator)",
-    ),
-    (
-        "--tree-connections",
-        "BENCH_TREE_CONNECTIONS",
-        int,
-        64,
+    )
+    # At least 1: 0 would let sessions take every connection and lock the operator out.
+    operator_reserve: int = option(
+        32, 1, 8192, "",
+        "connections of --max-connections that sessions may never take (kept for the "
+        "operator: sessions together hold at most the rest)",
+    )
+    tree_connections: int = option(
+        64, 1, 8192, "",
         "concurrent connections one tree of sessions (a session and the jobs below it) may "
         "hold; more are refused with too-many-connections",
-    ),
-    (
-        "--flood-interval",
-        "BENCH_FLOOD_INTERVAL",
-        float,
-        60.0,
+        "caps.tree_connections",
+    )
+    flood_interval: float = option(
+        60.0, 0.001, DAY, "s",
         "seconds between two logged lines (limit/hit, wait/refused, job/limited) of one "
         "flood of refusals from one source; the refusals between are counted",
-    ),
-    (
-        "--send-burst",
-        "BENCH_SEND_BURST",
-        int,
-        200,
+    )
+    send_burst: int = option(
+        200, 1, 100_000, "",
         "sends a tree of sessions (a session and the jobs below it) may make at once (its "
         "send bucket); more are refused with rate-limited",
-    ),
-    (
-        "--send-rate",
-        "BENCH_SEND_RATE",
-        float,
-        20.0,
+        "caps.send_burst",
+    )
+    send_rate: float = option(
+        20.0, 0.0001, 10_000, "",
         "sends per second returned to a tree's send bucket",
-    ),
-    (
-        "--operator-send-burst",
-        "BENCH_OPERATOR_SEND_BURST",
-        int,
-        2000,
+        "caps.send_rate",
+    )
+    operator_send_burst: int = option(
+        2000, 1, 1_000_000, "",
         "sends the operator may make at once (its send bucket)",
-    ),
-    (
-        "--operator-send-rate",
-        "BENCH_OPERATOR_SEND_RATE",
-        float,
-        200.0,
+        "caps.operator_send_burst",
+    )
+    operator_send_rate: float = option(
+        200.0, 0.0001, 100_000, "",
         "sends per second returned to the operator's send bucket",
-    ),
-    (
-        "--mailbox-messages",
-        "BENCH_MAILBOX_MESSAGES",
-        int,
-        10_000,
+        "caps.operator_send_rate",
+    )
+    mailbox_messages: int = option(
+        10_000, 1, 1_000_000, "",
         "unread messages one mailbox may hold; more are refused with mailbox-full",
-    ),
-    (
-        "--mailbox-bytes",
-        "BENCH_MAILBOX_BYTES",
-        int,
-        256 * 1024 * 1024,
+        "caps.mailbox_messages",
+    )
+    mailbox_bytes: int = option(
+        256 * MiB, 1, 1 << 34, "B",
         "bytes of unread bodies one mailbox may hold; more are refused with mailbox-full",
-    ),
-    (
-        "--reply-to-max",
-        "BENCH_REPLY_TO_MAX",
-        int,
-        16,
+        "caps.mailbox_bytes",
+    )
+    reply_to_max: int = option(
+        16, 0, 256, "",
         "reply-to addresses one message may carry; more are refused with too-many-recipients",
-    ),
-    (
-        "--idle-timeout",
-        "BENCH_IDLE_TIMEOUT",
-        float,
-        60.0,
-        "seconds a connection may wait with no request in flight and no stream open",
-    ),
-    (
-        "--max-children",
-        "BENCH_MAX_CHILDREN",
-        int,
-        4,
+        "caps.reply_to_max",
+    )
+    idle_timeout: float = option(
+        60.0, 0.001, DAY, "s",
+        "seconds a connection may wait with no request in flight and no stream open "
+        "(then idle-timeout; checked every tenth of it, at most every 5 s)",
+    )
+    max_children: int = option(
+        4, 0, 64, "",
         "unsettled jobs one session may have started; more are refused with too-many-children",
-    ),
-    (
-        "--max-depth",
-        "BENCH_MAX_DEPTH",
-        int,
-        3,
+        "caps.max_children",
+    )
+    max_depth: int = option(
+        3, 0, 16, "",
         "how deep sessions may delegate (a child of an operator's session is at depth 1)",
-    ),
-    (
-        "--spawn-rate",
-        "BENCH_SPAWN_RATE",
-        int,
-        30,
+        "caps.max_depth",
+    )
+    spawn_rate: int = option(
+        30, 0, 10_000, "",
         "jobs one tree of sessions (a session and the jobs below it) may start per hour; "
         "more are refused with rate-limited",
-    ),
-    (
-        "--tree-bytes",
-        "BENCH_TREE_BYTES",
-        int,
-        64 * 1024 * 1024,
+        "caps.spawn_rate",
+    )
+    tree_bytes: int = option(
+        64 * MiB, 0, 1 << 34, "B",
         "bytes of mail one tree of sessions may send per hour; more are refused with rate-limited",
-    ),
-    (
-        "--tree-mailboxes",
-        "BENCH_TREE_MAILBOXES",
-        int,
-        100,
+        "caps.tree_bytes",
+    )
+    tree_mailboxes: int = option(
+        100, 0, 100_000, "",
         "new mailboxes one tree of sessions may make per hour (mail to a new handle, a job's "
         "child); more are refused with rate-limited",
-    ),
-    (
-        "--stall-after",
-        "BENCH_STALL_AFTER",
-        float,
-        600.0,
+        "caps.tree_mailboxes",
+    )
+    stall_after: float = option(
+        600.0, 0, 30 * DAY, "s",
         "seconds a job's child may show no output, without a report, before it is stalled "
-        "(0: never)",
-    ),
-    (
-        "--max-deadline",
-        "BENCH_MAX_DEADLINE",
-        float,
-        7 * 86400.0,
+        "and its reply-to addresses are mailed (0: never; bench spawn --stall-after per job)",
+    )
+    max_deadline: float = option(
+        7 * DAY, 0.001, 365 * DAY, "s",
         "the longest --deadline (and per-spawn --stall-after) a spawn may ask for, in seconds",
-    ),
-    (
-        "--exited-kept",
-        "BENCH_EXITED_KEPT",
-        int,
-        200,
-        "exited sessions remembered (on disk, across restarts) for ps -a and tail",
-    ),
-    (
-        "--kept-scrollback",
-        "BENCH_KEPT_SCROLLBACK",
-        int,
-        65536,
+    )
+    kept_scrollback: int = option(
+        65536, 0, 64 * MiB, "B",
         "bytes of an exited session's output kept on disk for bench tail",
-    ),
-    (
-        "--disk-reserve",
-        "BENCH_DISK_RESERVE",
-        int,
-        64 << 20,
-        "bytes of free space the journal never takes to preallocate its segments "
-        "(below it they grow with their records)",
-    ),
-    (
-        "--event-log-bytes",
-        "BENCH_EVENT_LOG_BYTES",
-        int,
-        128 << 20,
+        "caps.kept_scrollback_bytes",
+    )
+    # At least 64 KiB: a smaller log would be rotated at nearly every batch.
+    event_log_bytes: int = option(
+        128 * MiB, 64 * 1024, 1 << 40, "B",
         "bytes events.jsonl may hold before it is rotated to events.1.jsonl (the one before "
         "is dropped): the log takes at most about twice this on disk",
-    ),
-    (
-        "--session-waits",
-        "BENCH_SESSION_WAITS",
-        int,
-        4,
-        "waits (mail wait, job wait) one caller may have open; more are refused with too-many-waits",
-    ),
-    (
-        "--max-waits",
-        "BENCH_MAX_WAITS",
-        int,
-        256,
-        "waits open at once in all; more are refused with too-many-waits",
-    ),
-    (
-        "--wait-max",
-        "BENCH_WAIT_MAX",
-        float,
-        3600.0,
-        "the longest timeout a wait may ask for, in seconds",
-    ),
-    (
-        "--agent-reports",
-        "BENCH_AGENT_REPORTS",
-        int,
-        20,
+    )
+    session_waits: int = option(
+        4, 1, 1024, "",
+        "waits (mail wait, job wait) one caller may have open; more are refused with "
+        "too-many-waits",
+    )
+    agent_reports: int = option(
+        20, 1, 10_000, "",
         "hook reports (bench hook) a session's agent may send a second (a burst of ten "
         "seconds' worth); more are refused with rate-limited",
-    ),
-    (
-        "--approval-wait",
-        "BENCH_APPROVAL_WAIT",
-        float,
-        600.0,
+    )
+    approval_wait: float = option(
+        600.0, 0.001, DAY, "s",
         "seconds an agent's approval hook waits for bench approve/deny before its own dialog asks",
-    ),
-]
+    )
+    # fmt: on
 
 
-# Each option's range, declared beside the options: (least, most, unit). A value outside
-# it is refused by `bench up` (flag or team file) and by benchd alike, with the bound
-# named, so no file or command line lifts a limit past what the daemon was built to bear
-# (a spawn rate of 1e9, a deadline that overflows a clock) or turns a protection off
-# (`--operator-reserve 0`). The unit says how a bound is shown: "s" as a duration.
-# Every option in DAEMON_OPTIONS has a row here (tests/unit/test_config.py checks).
-DAY = 86400.0
-BOUNDS: dict[str, tuple[float, float, str]] = {
-    "--idle-gate": (0, 3600, "s"),
-    "--paste-settle": (0, 60, "s"),
-    "--wake-burst": (0, 1000, ""),
-    "--wake-refill": (0.001, DAY, "s"),
-    "--enter-retries": (0, 20, ""),
-    "--enter-check": (0, 60, "s"),
-    "--retry-base": (0, 3600, "s"),
-    "--max-connections": (1, 8192, ""),
-    "--session-connections": (1, 8192, ""),
-    "--operator-connections": (1, 8192, ""),
-    # 0 would let sessions take every connection and lock the operator out.
-    "--operator-reserve": (1, 8192, ""),
-    "--send-burst": (1, 100_000, ""),
-    "--send-rate": (0.0001, 10_000, ""),
-    "--operator-send-burst": (1, 1_000_000, ""),
-    "--operator-send-rate": (0.0001, 100_000, ""),
-    "--mailbox-messages": (1, 1_000_000, ""),
-    "--mailbox-bytes": (1, 1 << 34, "B"),
-    "--reply-to-max": (0, 256, ""),
-    "--idle-timeout": (0.001, DAY, "s"),
-    "--max-children": (0, 64, ""),
-    "--max-depth": (0, 16, ""),
-    "--spawn-rate": (0, 10_000, ""),
-    "--tree-bytes": (0, 1 << 34, "B"),
-    "--tree-mailboxes": (0, 100_000, ""),
-    "--stall-after": (0, 30 * DAY, "s"),
-    "--max-deadline": (0.001, 365 * DAY, "s"),
-    "--exited-kept": (0, 100_000, ""),
-    "--kept-scrollback": (0, 64 << 20, "B"),
-    "--disk-reserve": (0, 1 << 40, "B"),
-    "--session-waits": (1, 1024, ""),
-    "--max-waits": (1, 65_536, ""),
-    "--wait-max": (0.001, 30 * DAY, "s"),
-    "--flood-interval": (0.001, DAY, "s"),
-    "--tree-connections": (1, 8192, ""),
-    # A smaller bound would rotate the log at nearly every batch.
-    "--event-log-bytes": (64 * 1024, 1 << 40, "B"),
-    "--agent-reports": (1, 10_000, ""),
-    "--approval-wait": (0.001, DAY, "s"),
-}
+@dataclasses.dataclass(frozen=True, slots=True)
+class Option:
+    """One daemon option as the code that walks them all reads it (from its field)."""
+
+    dest: str  # the field's (and argparse's, and click's) name: send_rate
+    type: type[int] | type[float]
+    default: int | float
+    low: float
+    high: float
+    unit: str  # "s": a duration, "B": bytes, "": a count or a rate
+    help: str
+    hello: str  # where hello reports it: "caps.send_rate"; "" if it does not
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.dest.replace("_", "-")
+
+    @property
+    def key(self) -> str:
+        """Its key in a team file's [daemon] table."""
+        return self.dest.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "BENCH_" + self.dest.upper()
 
 
-def option_dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
+def _option(f: "dataclasses.Field[Any]") -> Option:
+    low, high, unit = f.metadata["range"]
+    if f.type not in (int, float) or type(f.default) is not f.type:
+        raise TypeError(f"option {f.name}: an int or a float, its default of its type")
+    typ = cast(type[int] | type[float], f.type)
+    return Option(f.name, typ, f.default, low, high, unit, f.metadata["help"], f.metadata["hello"])
+
+
+OPTIONS: tuple[Option, ...] = tuple(_option(f) for f in dataclasses.fields(DaemonOptions))
+BY_FLAG: dict[str, Option] = {o.flag: o for o in OPTIONS}
 
 
 def seconds_text(seconds: float) -> str:
@@ -345,7 +275,8 @@ def option_problem(flag: str, value: float) -> str | None:
     """Why a daemon option's value is refused, or None (checked by benchd and by
     `bench up`, so a bad value is a usage error before any daemon starts). NaN is
     outside every range."""
-    low, high, unit = BOUNDS.get(flag, (0, float("inf"), ""))
+    o = BY_FLAG.get(flag)
+    low, high, unit = (o.low, o.high, o.unit) if o else (0, float("inf"), "")
     if low <= value <= high:
         return None
     got = value_text(value, unit)
@@ -358,3 +289,42 @@ def option_problem(flag: str, value: float) -> str | None:
         least = "be positive" if 0 < low < 1 else f"be at least {value_text(low, unit)}"
         return f"{flag} must {least} (got {got})"
     return f"{flag} must be at most {value_text(high, unit)} (got {got})"
+
+
+# ---------------------------------------------------------------- docs/cli.md
+
+BEGIN = "<!-- the options table: written by `python -m bench_wire.config docs/cli.md` -->"
+END = "<!-- end of the options table -->"
+
+
+def doc_table() -> str:
+    """The options table of docs/cli.md, markers included."""
+    rows = [BEGIN, "| option | env | default | least | most | meaning |", "| --- " * 6 + "|"]
+    for o in OPTIONS:
+        arg = "S" if o.unit == "s" else "N"
+        cells = [
+            f"`{o.flag} {arg}`",
+            f"`{o.env}`",
+            value_text(o.default, o.unit),
+            value_text(o.low, o.unit),
+            value_text(o.high, o.unit),
+            o.help,
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join([*rows, END])
+
+
+def with_table(text: str) -> str:
+    """A doc's text with its options table (between the markers) made current."""
+    head, found, rest = text.partition(BEGIN)
+    if not found or END not in rest:
+        raise ValueError("no options table (its markers) in the doc")
+    return head + doc_table() + rest.partition(END)[2]
+
+
+if __name__ == "__main__":
+    path = sys.argv[1]
+    with open(path) as f:
+        old = f.read()
+    with open(path, "w") as f:
+        f.write(with_table(old))

@@ -72,7 +72,7 @@ replies).
 
 Connections: each is charged when it is accepted to its peer (a session, as placed,
 or the operator). A session may hold `--session-connections` (16), the operator
-`--operator-connections` (128), all peers together `--max-connections` (256), and
+128, all peers together `--max-connections` (256), and
 sessions together never more than `--max-connections` minus `--operator-reserve` (32);
 beyond that the connection gets one `too-many-connections` frame and is closed. A
 connection with no request in flight and no stream open for `--idle-timeout` seconds

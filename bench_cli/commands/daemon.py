@@ -25,7 +25,7 @@ from bench_cli.context import (
 )
 from bench_wire import messages as m
 from bench_wire import untrusted
-from bench_wire.config import DAEMON_OPTIONS, option_dest
+from bench_wire.config import OPTIONS
 from bench_wire.errors import WireError
 from bench_wire.paths import dir_problem, resolve_dir, socket_path
 
@@ -33,7 +33,7 @@ from bench_wire.paths import dir_problem, resolve_dir, socket_path
 # the blocking client decodes it: a JSON object read by field name. `Any` is that
 # boundary.
 Answer = dict[str, Any]
-# The daemon options given to a command, by option_dest name (see @daemon_options).
+# The daemon options given to a command, by field name (see @daemon_options).
 Options = dict[str, DaemonOption]
 
 
@@ -47,48 +47,29 @@ def _hello(bench_dir: str | None) -> Answer | None:
 
 
 def _running_options(a: Answer) -> dict[str, float]:
-    """The running daemon's options, as far as its hello tells them (flag -> value)."""
-    r = a["reactor"]
-    known = {
-        "--idle-gate": r.get("idle_gate"),
-        "--paste-settle": r.get("paste_settle"),
-        "--wake-burst": r.get("wake_burst"),
-        "--wake-refill": r.get("wake_refill"),
-        "--enter-retries": r.get("enter_retries"),
-        "--enter-check": r.get("enter_check"),
-        "--retry-base": r.get("retry_base"),
-        "--max-connections": a["caps"].get("connections"),
-        "--max-children": a["caps"].get("max_children"),
-        "--max-depth": a["caps"].get("max_depth"),
-        "--spawn-rate": a["caps"].get("spawn_rate"),
-        "--exited-kept": a["caps"].get("exited_kept"),
-        "--kept-scrollback": a["caps"].get("kept_scrollback_bytes"),
-        "--disk-reserve": (a.get("disk") or {}).get("reserve"),
-    }
-    for flag in (
-        "--send-burst",
-        "--send-rate",
-        "--operator-send-burst",
-        "--operator-send-rate",
-        "--mailbox-messages",
-        "--mailbox-bytes",
-        "--reply-to-max",
-    ):
-        known[flag] = a["caps"].get(option_dest(flag))
-    return {k: v for k, v in known.items() if v is not None}
+    """The running daemon's options, as far as its hello tells them (flag -> value): each
+    where its `Option.hello` says ("caps.connections")."""
+    known: dict[str, float] = {}
+    for o in OPTIONS:
+        if o.hello:
+            part, _, name = o.hello.partition(".")
+            value = (a.get(part) or {}).get(name)
+            if value is not None:
+                known[o.flag] = value
+    return known
 
 
 def _differing(a: Answer, kw: Options) -> list[str]:
     """The options given to `up` that the running daemon does not have."""
     running = _running_options(a)
     out = []
-    for flag, *_ in DAEMON_OPTIONS:
-        want = kw.get(option_dest(flag))
+    for o in OPTIONS:
+        want = kw.get(o.dest)
         if want is None:
             continue
-        have = running.get(flag)
+        have = running.get(o.flag)
         if have is None or float(have) != float(want):
-            out.append(f"{flag} {want} (running: {'unknown' if have is None else have})")
+            out.append(f"{o.flag} {want} (running: {'unknown' if have is None else have})")
     if kw.get("node") and a.get("node") and kw["node"] != a["node"]:
         out.append(f"--node {kw['node']} (running: {a['node']})")
     running_on = a["caps"].get("isolation") == "on"

@@ -5,7 +5,7 @@ benchd.runtime.placement).
 Four limits, each a daemon option:
 
 - `--max-connections` in all;
-- `--session-connections` per session, and `--operator-connections` for the operator;
+- `--session-connections` per session, and `OPERATOR_CONNECTIONS` for the operator;
 - `--tree-connections` per tree of sessions (a session and the jobs below it, named by
   its root's id: benchd.core.trees), so one tree that delegates cannot take what the
   reserve leaves and shut the other trees out;
@@ -19,6 +19,10 @@ naming the budget), or None and counts it; `release` gives it back.
 from dataclasses import dataclass
 
 from benchd.core.names import OPERATOR
+
+# The operator's connections at once (--operator-connections until nothing set it: 128
+# is half the default total, and the operator's commands hold one or two each).
+OPERATOR_CONNECTIONS = 128
 
 # The operator's peer key is its handle: one name for the operator everywhere.
 OPERATOR_PEER = OPERATOR

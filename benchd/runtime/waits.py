@@ -55,6 +55,10 @@ class Waiter:
         return self.arrived.pop(0)
 
 
+# Waits open at once in all (--max-waits until nothing set it): past it, too-many-waits.
+MAX_WAITS = 256
+
+
 class Waits:
     def __init__(
         self,

@@ -33,6 +33,7 @@ from benchd.server.handlers import HANDLERS
 from benchd.server.lockdir import take_state_dir
 from benchd.server.options import build_parser, daemon_config, options_problem
 from benchd.server.wiring import Opened, Wired, build
+from benchd.store import room
 
 
 class Daemon:
@@ -178,7 +179,7 @@ class Daemon:
             # After the ready line and off the loop: neither a start nor a request waits
             # for its write and flush.
             await trio.to_thread.run_sync(
-                upkeep.hold_room, self.opened.bench_dir, self.config.disk_reserve, self.log
+                upkeep.hold_room, self.opened.bench_dir, room.DISK_RESERVE, self.log
             )
             await self.wired.stop.wait()
             await self._shutdown(listener)

@@ -1,15 +1,17 @@
-"""benchd's command line: every option (flag, environment variable, default), the typed
-configuration built from it once (`daemon_config`), and the check that the values make
-sense together before anything is opened."""
+"""benchd's command line: the shared daemon options (generated from
+`bench_wire.config.OPTIONS`, flag, environment variable and default) and benchd's own,
+the typed configuration built from them once (`daemon_config`), and the check that the
+values make sense together before anything is opened."""
 
 import argparse
 import os
 
 from bench_wire import messages as m
-from bench_wire.config import DAEMON_OPTIONS, option_dest, option_problem
+from bench_wire.config import OPTIONS, option_problem
 from benchd import __version__
 from benchd.core.limits import Limits
 from benchd.core.names import is_handle
+from benchd.core.wakegate import ENTER_RETRIES
 from benchd.runtime.nodes import default_node
 from benchd.runtime.sandbox import MODES as ISOLATION_MODES
 from benchd.server.config import DaemonConfig
@@ -18,20 +20,20 @@ from benchd.server.config import DaemonConfig
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchd", description="the bench daemon")
     p.add_argument("--dir", help="BENCH_DIR (else $BENCH_DIR, else the per-user default)")
-    for flag, env, typ, default, help_ in DAEMON_OPTIONS:
-        raw = os.environ.get(env)
-        value = default
+    for o in OPTIONS:
+        raw = os.environ.get(o.env)
+        value = o.default
         if raw is not None:
             try:
-                value = typ(raw)
+                value = o.type(raw)
             except ValueError:
-                p.error(f"{env}={raw!r} is not a valid {typ.__name__}")
+                p.error(f"{o.env}={raw!r} is not a valid {o.type.__name__}")
         p.add_argument(
-            flag,
-            type=typ,
+            o.flag,
+            type=o.type,
             default=value,
-            dest=option_dest(flag),
-            help=f"{help_} (env {env}, default {default})",
+            dest=o.dest,
+            help=f"{o.help} (env {o.env}, default {o.default})",
         )
     p.add_argument(
         "--node",
@@ -67,8 +69,8 @@ def daemon_config(opts: argparse.Namespace, session_umask: int | None = None) ->
 
 def options_problem(config: DaemonConfig) -> str | None:
     """What is wrong with the options as parsed, or None."""
-    for flag, _env, _typ, _default, _h in DAEMON_OPTIONS:
-        problem = option_problem(flag, getattr(config, option_dest(flag)))
+    for o in OPTIONS:
+        problem = option_problem(o.flag, getattr(config, o.dest))
         if problem:
             return problem
     if config.isolation not in ISOLATION_MODES:
@@ -103,7 +105,7 @@ def reactor_settings(config: DaemonConfig) -> m.ReactorSettings:
         paste_settle=config.paste_settle,
         wake_burst=config.wake_burst,
         wake_refill=config.wake_refill,
-        enter_retries=config.enter_retries,
+        enter_retries=ENTER_RETRIES,
         enter_check=config.enter_check,
         retry_base=config.retry_base,
     )

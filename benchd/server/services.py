@@ -47,7 +47,6 @@ class DaemonInfo:
     caps: m.Caps
     reactor: m.ReactorSettings
     test_hooks: bool  # the debug/fault verb is enabled (tests only)
-    wait_max: float = 3600.0  # the longest timeout a wait may ask for (--wait-max)
 
 
 @dataclass(frozen=True, slots=True)

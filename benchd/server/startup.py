@@ -83,6 +83,7 @@ from benchd.runtime.mailstates import MailStates
 from benchd.runtime.nodes import Directory
 from benchd.runtime.past import PastSession
 from benchd.runtime.reconcile import clean_staging, reconcile
+from benchd.runtime.sessions import EXITED_KEPT
 from benchd.runtime.system import become_subreaper
 from benchd.server import daemonlog, upkeep
 from benchd.server.config import DaemonConfig
@@ -183,7 +184,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         bench_dir,
         lambda: eventlog.fd,
         on_checkpoint_error=lambda err: log.error("journal checkpoint failed", error=str(err)),
-        reserve=config.disk_reserve,
+        reserve=room.DISK_RESERVE,
         wall=wall,
     )
     journal.open()
@@ -195,7 +196,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         notices.index,
         rebuild=RefillIndex(mail_root, eventlog, config.node, notices),
     )
-    exited_store = ExitedStore(bench_dir, config.exited_kept, config.kept_scrollback)
+    exited_store = ExitedStore(bench_dir, EXITED_KEPT, config.kept_scrollback)
     opened = Opened(
         bench_dir=bench_dir,
         pid=os.getpid(),

@@ -25,7 +25,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.framing import DEFAULT_FRAME_BYTES
-from benchd.core.admission import Admission
+from benchd.core.admission import OPERATOR_CONNECTIONS, Admission
 from benchd.core.clock import WallClock
 from benchd.core.delegation import DelegationLimits
 from benchd.core.floods import Floods
@@ -54,14 +54,14 @@ from benchd.runtime.reactor import Reactor
 from benchd.runtime.receipts import Receipts
 from benchd.runtime.roster import Roster
 from benchd.runtime.sandbox import Sandbox
-from benchd.runtime.sessions import Sessions, end_session
+from benchd.runtime.sessions import EXITED_KEPT, Sessions, end_session
 from benchd.runtime.spawning import Spawner
-from benchd.runtime.waits import Waits
+from benchd.runtime.waits import MAX_WAITS, Waits
 from benchd.server import upkeep
 from benchd.server.config import DaemonConfig
 from benchd.server.options import reactor_settings, send_limits
 from benchd.server.services import BridgeDesk, DaemonInfo, Services
-from benchd.store import threads
+from benchd.store import room, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.index import Index
@@ -132,7 +132,7 @@ def caps(config: DaemonConfig, sandboxed: bool, isolation_note: str) -> m.Caps:
         max_children=config.max_children,
         max_depth=config.max_depth,
         spawn_rate=config.spawn_rate,
-        exited_kept=config.exited_kept,
+        exited_kept=EXITED_KEPT,
         kept_scrollback_bytes=config.kept_scrollback,
         **dataclasses.asdict(send_limits(config)),
         thread_max=threads.THREAD_MAX,
@@ -150,7 +150,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     admission = Admission(
         config.max_connections,
         config.session_connections,
-        config.operator_connections,
+        OPERATOR_CONNECTIONS,
         config.operator_reserve,
         config.tree_connections,
     )
@@ -200,7 +200,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     )
     mail_states = MailStates(index, config.node)
     receipts = Receipts(index, config.node, log, wall)  # other nodes' mail, for the bridge
-    waits = Waits(config.session_waits, config.max_waits, committer.enqueue, floods)
+    waits = Waits(config.session_waits, MAX_WAITS, committer.enqueue, floods)
     # The reactor first; then the states of a batch's events join the index's pending
     # changes with the batch's last_seq (benchd.runtime.mailstates).
     for listener in (reactor.on_event, mail_states.on_event, receipts.on_event, waits.on_event):
@@ -241,7 +241,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         delegation=delegation,
         watch=watch,
         exited_store=o.exited_store,
-        exited_kept=config.exited_kept,
+        exited_kept=EXITED_KEPT,
         sandbox=o.sandbox,
         wall=wall,
         approval_wait=config.approval_wait,
@@ -264,7 +264,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
             the_caps,
             reactor_settings(config),
             config.test_hooks,
-            config.wait_max,
         ),
         request_stop=stop.set,
         mail=MailService(mailroom, outbound, index, queries),
@@ -280,7 +279,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         hub=hub,
         eventlog=o.eventlog,
         limiter=limiter,
-        disk_health=_disk_health(o.bench_dir, committer, config.disk_reserve),
+        disk_health=_disk_health(o.bench_dir, committer, room.DISK_RESERVE),
         damage=o.damage.shown,
         ack_damage=o.damage.ack,
         bridge=BridgeDesk(committer.enqueue, committer.record, log),

@@ -4,7 +4,7 @@ When a session settles, its record (the fields of `bench ps --json`, with its jo
 outcome and its spawner) and the last `--kept-scrollback` bytes of its output are
 written to BENCH_DIR/sessions/<session id>/ (`info.json`, `output`), each staged,
 fsynced and renamed, so a crash leaves either the old file or the new one. At start
-the newest `--exited-kept` are loaded; older ones, and all of them at `bench ps
+the newest EXITED_KEPT (200) are loaded; older ones, and all of them at `bench ps
 --prune`, are removed. Session ids are the daemon's own (`s` + 8 hex digits): no client
 input names a path here.
 """

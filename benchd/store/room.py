@@ -13,7 +13,10 @@ import os
 from benchd.store.fileio import write_all
 
 ROOM = "disk.reserve"
-ROOM_BYTES = 256 << 10  # never more than --disk-reserve
+# Free bytes the journal never takes to preallocate its segments (below it they grow
+# with their records): --disk-reserve until nothing set it.
+DISK_RESERVE = 64 << 20
+ROOM_BYTES = 256 << 10  # never more than DISK_RESERVE
 
 
 def release(root: str) -> int:

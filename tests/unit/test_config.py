@@ -1,18 +1,22 @@
 """benchd's typed configuration (benchd/server/config.py): every option of the parser is
-a field of `DaemonConfig` with the same default, the value is frozen, and the session
-umask travels in it to each Terminal (no module global is patched)."""
+a field of `DaemonConfig`, the value is frozen, hello reports each option where its
+declaration says (what `bench up` compares), and the session umask travels in the
+config to each Terminal (no module global is patched)."""
 
 import dataclasses
 import os
 import pathlib
 
+import msgspec
 import pytest
 import trio
 
-from bench_wire.config import DAEMON_OPTIONS, option_dest
+from bench_cli.commands.daemon import _running_options
+from bench_wire.config import OPTIONS
 from benchd.runtime.terminal import Terminal
 from benchd.server.config import DaemonConfig
-from benchd.server.options import build_parser, daemon_config, options_problem
+from benchd.server.options import build_parser, daemon_config, options_problem, reactor_settings
+from benchd.server.wiring import caps
 
 # Not options of the parser: main reads it (the umask benchd was started with).
 NOT_OPTIONS = {"session_umask"}
@@ -32,16 +36,9 @@ def test_every_option_of_the_parser_is_a_config_field():
     assert fields - NOT_OPTIONS == _option_dests()
 
 
-def test_the_shared_options_have_the_parser_defaults():
-    config = DaemonConfig()
-    for flag, _env, typ, default, _help in DAEMON_OPTIONS:
-        value = getattr(config, option_dest(flag))
-        assert value == default and type(value) is typ, flag
-
-
 def test_the_parsed_options_become_the_config(monkeypatch):
-    for _flag, env, *_ in DAEMON_OPTIONS:
-        monkeypatch.delenv(env, raising=False)
+    for o in OPTIONS:
+        monkeypatch.delenv(o.env, raising=False)
     monkeypatch.delenv("BENCH_ISOLATION", raising=False)
     args = ["--dir", "/tmp/x", "--node", "n1", "--send-rate", "7.5", "--max-children", "9"]
     config = daemon_config(build_parser().parse_args(args), session_umask=0o022)
@@ -52,6 +49,29 @@ def test_the_parsed_options_become_the_config(monkeypatch):
     assert options_problem(config) is None
     bad = dataclasses.replace(config, send_rate=0.0)
     assert options_problem(bad) == "--send-rate must be positive (got 0)"
+
+
+def test_an_option_is_read_from_its_environment_variable(monkeypatch):
+    monkeypatch.setenv("BENCH_SEND_RATE", "7.5")
+    monkeypatch.setenv("BENCH_MAX_CHILDREN", "9")
+    config = daemon_config(build_parser().parse_args([]))
+    assert config.send_rate == 7.5 and config.max_children == 9
+    monkeypatch.setenv("BENCH_MAX_CHILDREN", "nine")
+    with pytest.raises(SystemExit) as exit_:
+        build_parser()
+    assert exit_.value.code == 2
+
+
+def test_hello_reports_each_option_where_its_declaration_says():
+    changed = {o.dest: o.type(o.default + 1) for o in OPTIONS}
+    config = dataclasses.replace(DaemonConfig(), **changed)
+    hello = {
+        "caps": msgspec.to_builtins(caps(config, False, "")),
+        "reactor": msgspec.to_builtins(reactor_settings(config)),
+    }
+    reported = {o.flag: changed[o.dest] for o in OPTIONS if o.hello}
+    assert _running_options(hello) == reported
+    assert "--max-connections" in reported and "--idle-gate" in reported
 
 
 def test_an_option_without_a_field_fails_at_once():

@@ -5,7 +5,7 @@ import os
 
 import msgspec
 
-from bench_wire.config import DAEMON_OPTIONS
+from bench_wire.config import OPTIONS
 from bench_wire.messages import Caps
 from tests.support.daemon import ROOT
 
@@ -31,7 +31,8 @@ def doc() -> str:
 
 def test_every_limit_option_is_listed_with_its_default():
     text = doc()
-    for flag, _env, _typ, default, _help in DAEMON_OPTIONS:
+    for o in OPTIONS:
+        flag, default = o.flag, o.default
         if flag in TIMING:
             continue
         row = next((line for line in text.splitlines() if f"`{flag} " in line), None)

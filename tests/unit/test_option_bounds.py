@@ -1,25 +1,33 @@
-"""Every daemon option has a range declared beside it (bench_wire.config.BOUNDS), its
-default lies inside it, and a value outside is refused with the bound named, the same
-sentence from `bench up` and from benchd (both call option_problem)."""
+"""Every daemon option's default lies inside the range declared with it
+(bench_wire.config.DaemonOptions), a value outside is refused with the bound named, the
+same sentence from `bench up` and from benchd (both call option_problem), and
+docs/cli.md's options table is the one the declarations write."""
 
 import dataclasses
 import math
+import pathlib
 
 import pytest
 
-from bench_wire.config import BOUNDS, DAEMON_OPTIONS, option_problem, seconds_text
+from bench_wire import config
+from bench_wire.config import OPTIONS, option_problem, seconds_text
 from benchd.server.config import DaemonConfig
 from benchd.server.options import options_problem
 
 
-def test_every_option_has_a_range_and_its_default_is_in_it():
-    flags = [flag for flag, *_ in DAEMON_OPTIONS]
-    assert sorted(BOUNDS) == sorted(flags), "an option without a range (or a stale one)"
-    for flag, _env, _typ, default, _help in DAEMON_OPTIONS:
-        assert isinstance(default, int | float)
-        assert option_problem(flag, default) is None, flag
-        low, high, _unit = BOUNDS[flag]
-        assert math.isfinite(high) and low <= high, flag
+def test_every_default_is_in_its_range():
+    for o in OPTIONS:
+        assert option_problem(o.flag, o.default) is None, o.flag
+        assert math.isfinite(o.high) and o.low <= o.high, o.flag
+
+
+def test_a_default_not_of_its_options_type_fails_at_import():
+    @dataclasses.dataclass(frozen=True)
+    class Wrong:
+        count: int = config.option(1.5, 0, 10, "", "a count with a float default")  # type: ignore[assignment]
+
+    with pytest.raises(TypeError):
+        config._option(dataclasses.fields(Wrong)[0])
 
 
 @pytest.mark.parametrize(
@@ -29,7 +37,7 @@ def test_every_option_has_a_range_and_its_default_is_in_it():
         ("--operator-reserve", 0, "--operator-reserve must be at least 1 (got 0)"),
         ("--max-deadline", 1e30, "--max-deadline must be at most 365d (got 1e+30s)"),
         ("--idle-gate", -1.0, "--idle-gate must not be negative (got -1s)"),
-        ("--wait-max", 0.0, "--wait-max must be positive (got 0s)"),
+        ("--idle-timeout", 0.0, "--idle-timeout must be positive (got 0s)"),
         ("--send-rate", float("nan"), "--send-rate must be a number from 0.0001 to 10,000"),
         ("--mailbox-bytes", 1 << 40, "--mailbox-bytes must be at most 17,179,869,184"),
     ],
@@ -55,12 +63,10 @@ def test_durations_are_shown_as_durations():
     ]
 
 
-def test_docs_cli_lists_every_range():
-    import pathlib
-
-    from bench_wire.config import value_text
-
-    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
-    for flag, (low, high, unit) in BOUNDS.items():
-        row = f"| `{flag}` | {value_text(low, unit)} | {value_text(high, unit)} |"
+def test_docs_cli_has_the_options_table_the_declarations_write():
+    path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+    text = path.read_text()
+    assert config.with_table(text) == text, "run: python -m bench_wire.config docs/cli.md"
+    for o in OPTIONS:  # each row names its bounds as they are shown
+        row = f"| `{o.flag} {'S' if o.unit == 's' else 'N'}` | `{o.env}` |"
         assert row in text, row

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from bench_cli import team
-from bench_wire.config import DAEMON_OPTIONS
+from bench_wire.config import OPTIONS
 from bench_wire.errors import WireError
 
 VALUES = [
@@ -56,7 +56,7 @@ def test_every_agent_key_with_every_value(tmp_path, key):
 
 
 def test_every_daemon_key_with_every_value(tmp_path):
-    keys = [flag[2:] for flag, *_ in DAEMON_OPTIONS] + ["node", "bridge", "idel-gate"]
+    keys = [o.key for o in OPTIONS] + ["node", "bridge", "idel-gate"]
     for key, value in itertools.product(keys, VALUES):
         _try(tmp_path, f"[daemon]\n{key} = {value}\n")
 

@@ -18,6 +18,7 @@ from benchd.core.clock import SYSTEM_WALL
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import Directory
+from benchd.runtime.sessions import EXITED_KEPT
 from benchd.server import upkeep
 from benchd.server.config import DaemonConfig
 from benchd.server.startup import Notices, RefillIndex
@@ -65,7 +66,7 @@ def _opened(state: str, bench_dir: str, config: DaemonConfig) -> Opened:
         notices.index,
         rebuild=RefillIndex(mail_root, eventlog, config.node, notices),
     )
-    exited = ExitedStore(state, config.exited_kept, config.kept_scrollback)
+    exited = ExitedStore(state, EXITED_KEPT, config.kept_scrollback)
     return Opened(
         bench_dir=bench_dir,
         pid=os.getpid(),
@@ -119,7 +120,7 @@ def test_build_does_no_io(tmp_path):
 
 
 def test_every_service_is_built_with_its_collaborators(tmp_path):
-    config = DaemonConfig(dir=str(tmp_path), node="n1", session_umask=0o022, exited_kept=7)
+    config = DaemonConfig(dir=str(tmp_path), node="n1", session_umask=0o022, approval_wait=7.0)
     opened = _opened(str(tmp_path), str(tmp_path), config)
     try:
         w = build(config, opened)
@@ -138,7 +139,8 @@ def test_every_service_is_built_with_its_collaborators(tmp_path):
         assert s.delegation is w.delegation and s.reactor is w.reactor and s.jobs is w.jobs
         assert s.watch is not None and s.watch.outbound is w.outbound
         assert s.watch.limiter is w.limiter and s.watch.jobs is opened.jobs
-        assert s.exited_store is opened.exited_store and s.exited_kept == 7
+        assert s.exited_store is opened.exited_store and s.exited_kept == EXITED_KEPT
+        assert s.approval_wait == 7.0
         assert s.sandbox is None and s.session_umask == 0o022
         # The committer writes through the opened stores and tells the log what it lost.
         assert w.committer.index is opened.index and w.committer.on_lost is not None

@@ -104,8 +104,13 @@ async def mail_status(svc: Services, conn: Connection, caller: Caller, req: m.Ma
     )
 
 
+# The longest timeout a wait may ask for (--wait-max until nothing set it): an hour, and
+# a caller that needs longer waits again.
+WAIT_MAX = 3600.0
+
+
 def _timeout(svc: Services, value: float) -> float:
-    cap = svc.info.wait_max
+    cap = WAIT_MAX
     if not 0 < value <= cap:
         raise WireError(
             "bad-duration",
