@@ -87,7 +87,7 @@ from benchd.runtime.system import become_subreaper
 from benchd.server import daemonlog, upkeep
 from benchd.server.config import DaemonConfig
 from benchd.server.wiring import Opened, Wired
-from benchd.store import recovery, room, search
+from benchd.store import recovery, search, statedir
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.index import Index, Pending, is_corrupt
@@ -170,7 +170,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     log = daemonlog.setup(os.path.join(bench_dir, "benchd.log"))
     notices = Notices(log)
     chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, sock_path)
-    room.release(bench_dir)
+    statedir.release_room(bench_dir)
     log_path = os.path.join(bench_dir, "events.jsonl")
     replayed = replay(bench_dir, log_path)
     notices.add(upkeep.replay_events(log, replayed))
