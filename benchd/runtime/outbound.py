@@ -25,7 +25,7 @@ from bench_wire import messages as m
 from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import MAIL_ID_RE, check_mail_id

@@ -19,8 +19,8 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.agentstate import AgentState
-from benchd.core.bucket import TokenBucket
 from benchd.core.jobs import Job
+from benchd.core.limits import TokenBucket
 from benchd.core.patterns import Compiled
 from benchd.core.states import SessionState, advance
 from benchd.runtime.past import PastSession, Record

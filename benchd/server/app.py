@@ -21,7 +21,7 @@ from bench_wire.errors import WireError
 from bench_wire.paths import socket_path
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Refused
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.names import OPERATOR
 from benchd.core.trees import root_of
 from benchd.runtime.peers import peer_of

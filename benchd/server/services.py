@@ -17,7 +17,7 @@ from typing import Any, TypeAlias, TypeVar
 import structlog
 
 from bench_wire import messages as m
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Op
 from benchd.runtime.hub import Hub

@@ -28,7 +28,7 @@ from bench_wire.framing import DEFAULT_FRAME_BYTES
 from benchd.core.admission import Admission
 from benchd.core.clock import WallClock
 from benchd.core.delegation import DelegationLimits
-from benchd.core.floods import Floods
+from benchd.core.limits import Floods
 from benchd.core.names import IdClock
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Committer, JournalStore
@@ -155,7 +155,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         config.tree_connections,
     )
     # Every refusal a caller can loop on is written down as one line per flood and
-    # source: one Floods for the limiter, the waits and delegation (benchd.core.floods).
+    # source: one Floods for the limiter, the waits and delegation (benchd.core.limits).
     floods = Floods(config.flood_interval)
     stop = trio.Event()
     helper_pids: set[int] = set()

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from bench_cli import hints, humanize
 from bench_wire.untrusted import escape, mask, strip, unsafe
-from benchd.core.wakeline import for_shell, shell_of, wake_line
+from benchd.core.wakegate import for_shell, shell_of, wake_line
 
 BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 PRIVATE = [0xE000, 0xE01F, 0xE0FF, 0xF8FF, 0xF0000, 0xFFFFD, 0x100000, 0x10FFFD]

@@ -2,7 +2,7 @@
 agent/answer (`bench approve|deny HANDLE`); see benchd.runtime.agenthost."""
 
 from bench_wire import messages as m
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 

@@ -12,7 +12,7 @@ from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.names import MAIL_ID_RE, check_mail_id, is_handle
 from benchd.runtime.bounces import is_bounce
 from benchd.runtime.mailroom import RetireOp, SendOp

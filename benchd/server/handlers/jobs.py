@@ -4,7 +4,7 @@ A job itself starts with session/spawn (benchd.runtime.spawning) and settles whe
 session exits (benchd.runtime.jobhost)."""
 
 from bench_wire import messages as m
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 

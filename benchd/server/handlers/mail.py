@@ -19,7 +19,7 @@ from bench_wire import messages as m
 from bench_wire.addresses import resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import keys, mailrefs
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.names import check_handle, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.runtime.nodes import OUTBOUND

@@ -14,7 +14,7 @@ from msgspec.structs import replace
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.runtime.broadcast import Subscriber
 from benchd.runtime.replay import replay
 from benchd.runtime.roster import Session

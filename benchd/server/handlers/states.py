@@ -14,7 +14,7 @@ from bench_wire import outcomes
 from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
 from benchd.core import delivery
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.jobs import JobRecord
 from benchd.core.names import check_mail_id, format_ms
 from benchd.server.connection import Connection
