@@ -18,11 +18,10 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.agentstate import AgentState
+from benchd.core.agentstate import AgentState, SessionState, advance
 from benchd.core.jobs import Job
 from benchd.core.limits import TokenBucket
 from benchd.core.patterns import Compiled
-from benchd.core.states import SessionState, advance
 from benchd.runtime.past import PastSession, Record
 from benchd.runtime.terminal import Terminal
 
