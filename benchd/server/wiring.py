@@ -27,9 +27,9 @@ from bench_wire import messages as m
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from benchd.core.admission import Admission
 from benchd.core.clock import WallClock
-from benchd.core.delegation import DelegationLimits
 from benchd.core.limits import Floods
 from benchd.core.names import IdClock
+from benchd.core.trees import DelegationLimits
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Committer, JournalStore
 from benchd.runtime.delegation import Delegation
