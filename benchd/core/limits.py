@@ -71,6 +71,10 @@ class Floods:
         return count
 
 
+# A token bucket: `burst` tokens, one back every `refill` seconds. The courier's wake
+# bucket (one per recipient) and the send bucket (one per sender) are both one of these.
+
+
 class TokenBucket:
     def __init__(self, burst: int, refill: float, now: float):
         self.burst = burst

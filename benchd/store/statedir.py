@@ -21,9 +21,10 @@ from collections.abc import Callable, Sequence
 from benchd.store.fileio import write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
-DAMAGE_REPORT = "journal.damage"
-ROOM = "disk.reserve"
+DAMAGE_REPORT = "journal.damage"  # the journal damage found at starts, until acknowledged
+ROOM = "disk.reserve"  # a little room held for the next start
 
+# The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
 FILES = (
     "benchd.lock",
     "benchd.log",
