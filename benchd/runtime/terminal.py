@@ -30,7 +30,7 @@ from wcwidth import wcwidth
 
 from bench_wire.errors import WireError
 from benchd.runtime import vt
-from benchd.runtime.broadcast import Broadcast
+from benchd.runtime.hub import Broadcast
 
 T = TypeVar("T")
 

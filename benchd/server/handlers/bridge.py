@@ -14,10 +14,9 @@ from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
 from benchd.core.authority import Caller
 from benchd.core.names import MAIL_ID_RE, check_mail_id, is_handle
-from benchd.runtime.bounces import is_bounce
 from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND
-from benchd.runtime.outbound import PULL_MAX, forward_op
+from benchd.runtime.outbound import PULL_MAX, forward_op, is_bounce
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store.index import UNREAD

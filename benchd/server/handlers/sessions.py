@@ -15,7 +15,7 @@ from msgspec.structs import replace
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.authority import Caller
-from benchd.runtime.broadcast import Subscriber
+from benchd.runtime.hub import Subscriber
 from benchd.runtime.roster import Session
 from benchd.runtime.sessions import OUTPUT_CHUNK
 from benchd.runtime.terminal import check_size
