@@ -79,11 +79,11 @@ from benchd.core import delivery
 from benchd.core.clock import SYSTEM_WALL
 from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
-from benchd.runtime.mailstates import MailStates
 from benchd.runtime.nodes import Directory
 from benchd.runtime.past import PastSession
 from benchd.runtime.reconcile import clean_staging, reconcile
 from benchd.runtime.system import become_subreaper
+from benchd.runtime.tracking import MailStates
 from benchd.server import daemonlog, upkeep
 from benchd.server.config import DaemonConfig
 from benchd.server.wiring import Opened, Wired

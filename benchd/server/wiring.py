@@ -46,7 +46,6 @@ from benchd.runtime.mailroom import (
     Mailroom,
 )
 from benchd.runtime.mailservice import MailService
-from benchd.runtime.mailstates import MailStates
 from benchd.runtime.nodes import Directory
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.past import PastSession
@@ -56,6 +55,7 @@ from benchd.runtime.roster import Roster
 from benchd.runtime.sandbox import Sandbox
 from benchd.runtime.sessions import Sessions, end_session
 from benchd.runtime.spawning import Spawner
+from benchd.runtime.tracking import MailStates
 from benchd.runtime.waits import Waits
 from benchd.server import upkeep
 from benchd.server.config import DaemonConfig
@@ -202,7 +202,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     receipts = Receipts(index, config.node, log, wall)  # other nodes' mail, for the bridge
     waits = Waits(config.session_waits, config.max_waits, committer.enqueue, floods)
     # The reactor first; then the states of a batch's events join the index's pending
-    # changes with the batch's last_seq (benchd.runtime.mailstates).
+    # changes with the batch's last_seq (benchd.runtime.tracking).
     for listener in (reactor.on_event, mail_states.on_event, receipts.on_event, waits.on_event):
         hub.listeners.append(listener)
     delegation = Delegation(
