@@ -77,14 +77,14 @@ from bench_wire.paths import socket_path
 from benchd import __version__
 from benchd.core import delivery
 from benchd.core.clock import SYSTEM_WALL
-from benchd.runtime import sandbox
+from benchd.runtime import logs, sandbox
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.nodes import Directory
 from benchd.runtime.past import PastSession
 from benchd.runtime.reconcile import clean_staging, reconcile
 from benchd.runtime.system import become_subreaper
 from benchd.runtime.tracking import MailStates
-from benchd.server import daemonlog, upkeep
+from benchd.server import upkeep
 from benchd.server.config import DaemonConfig
 from benchd.server.wiring import Opened, Wired
 from benchd.store import recovery, search, statedir
@@ -167,7 +167,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     wall = SYSTEM_WALL
     subreaper = become_subreaper()
     sock_path = socket_path(bench_dir)  # socket-path-too-long, before any file is made
-    log = daemonlog.setup(os.path.join(bench_dir, "benchd.log"))
+    log = logs.setup(os.path.join(bench_dir, "benchd.log"))
     notices = Notices(log)
     chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, sock_path)
     statedir.release_room(bench_dir)
