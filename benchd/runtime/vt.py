@@ -217,7 +217,7 @@ def replay(data: bytes, rows: int, cols: int, viewer_cols: int, cut: bool) -> by
 
 
 # A session's screen as the daemon's VT model renders it: one frame of session/screen
-# (the verb itself: benchd.server.handlers.sessions).
+# (the verb itself: benchd.server.handlers.ptys).
 #
 # Colours: each frame carries, per line, the runs of cells whose colour or attributes are
 # not the default, as [start column, length, fg, bg, flags] (fg and bg are pyte's names,
