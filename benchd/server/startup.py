@@ -13,7 +13,7 @@ module that does the work.
 3. `open_state`, before any service exists:
    a. the process: subreaper (orphans come back to benchd), benchd.log, the sandbox
       (`--isolation required` without bwrap refuses here, before a file is opened);
-   b. the room held for this start is given back (`store/room`), before anything
+   b. the room held for this start is given back (`store/statedir.release_room`), before anything
       else writes;
    c. journal replay (`store/replay`): what committed batches did that may not have
       reached the disk (files, renames, event-log bytes) is done again; the log's
@@ -24,7 +24,7 @@ module that does the work.
    e. the journal opened empty (`store/journal`), preallocated unless that would eat
       the disk's reserve (a disk/low notice);
    f. the journal damage earlier starts found and nobody acknowledged
-      (`store/damage`, through `server/upkeep.Damage`);
+      (`store/statedir`, through `server/upkeep.Damage`);
    g. the index opened (`store/index`): a file SQLite cannot open is set aside and a
       new one made (an index/rebuilt notice); it is given `RefillIndex` to refill
       itself from the files whenever it is set aside while running;
@@ -43,7 +43,7 @@ module that does the work.
       getting no second mail/sent. Any SQLite error sets the file aside and the index
       is refilled from the files;
    d. the delivery states are replayed from the event log after the index's last seq
-      (all of it after a rebuild: `runtime/mailstates`), the index committed, and the
+      (all of it after a rebuild: `runtime/tracking`), the index committed, and the
       mailroom's id clock resumed after the newest id on disk.
 6. The socket (`claim_socket`): bound at a private name, made 0600, renamed over the
    real path (whatever was there is stale: we hold the lock).
