@@ -77,7 +77,7 @@ class Caps(msgspec.Struct, kw_only=True):
     list_max: int
     connections: int
     scrollback_bytes: int
-    # Delegation: what one session may start (benchd.core.delegation).
+    # Delegation: what one session may start (benchd.core.trees).
     max_children: int = 4
     max_depth: int = 3
     spawn_rate: int = 30

@@ -304,7 +304,7 @@ mail_reply.epilog = examples(
 def mcp(bench_dir: str | None, print_config: str | None) -> None:
     """Serve the mailroom as MCP tools on stdin/stdout (started by an agent's MCP config)."""
     if print_config:
-        from bench_mcp.config import snippet
+        from bench_mcp.tools import snippet
 
         note, text = snippet(print_config)
         click.echo(note, err=True)

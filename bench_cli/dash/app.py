@@ -23,8 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from bench_cli import output
-from bench_cli.dash.frames import delivery_text, screen_lines
-from bench_cli.dash.lines import Lines
+from bench_cli.dash.lines import Lines, delivery_text, screen_lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
 from bench_cli.dash.model import Board, Row, printable, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder

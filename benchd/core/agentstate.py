@@ -24,6 +24,7 @@ matter (the tool's name and input, the notification's type, the error), each che
 for its type; anything else in it is ignored.
 """
 
+import enum
 import json
 from dataclasses import dataclass
 from typing import Literal
@@ -151,3 +152,25 @@ def may_type(cur: AgentState | None, now: int) -> bool:
     """Whether the agent's own report lets a wake be typed: unreported (None: the screen
     decides then), idle at its prompt, or limited past its reset time."""
     return cur is None or cur.state == "idle" or expired(cur, now)
+
+
+# A session's lifecycle, beside the agent's own state: a session runs from the moment its
+# handle is held (its process may still be starting) until its child exits; then it is
+# exited for good. `bench ps --json` shows the enum's value. Any other move is a bug, and
+# `advance` raises IllegalTransition rather than let it through.
+
+
+class IllegalTransition(Exception):
+    """A session was asked to make a move its lifecycle does not have."""
+
+
+class SessionState(enum.StrEnum):
+    RUNNING = "running"
+    EXITED = "exited"
+
+
+def advance(current: SessionState, new: SessionState) -> SessionState:
+    """`new`, if a session may move there from `current` (running -> exited only)."""
+    if current is not SessionState.RUNNING or new is not SessionState.EXITED:
+        raise IllegalTransition(f"SessionState: {current} -> {new} is not a move")
+    return new

@@ -14,7 +14,7 @@ Limits, each a daemon option (`Limits`):
 - at most `--reply-to-max` reply-to addresses on one message: refused with
   `too-many-recipients`. That also bounds a reply's fan-out, which goes to them.
 
-A refusal says whether it is written down (`count`, benchd.core.floods): the first of a
+A refusal says whether it is written down (`count`, benchd.core.limits): the first of a
 flood of refusals of the same code and sender (or mailbox, or tree budget) is logged and
 evented at once, the rest only counted, one line per `--flood-interval` seconds at most,
 with the count of refusals it stands for. A flood thus costs the event log one line a
@@ -22,11 +22,95 @@ minute (by default), however fast it loops.
 """
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 
-from benchd.core.bucket import TokenBucket
-from benchd.core.floods import Floods
 from benchd.core.trees import TreeBudgets, TreeLimits
+
+# Floods: how often a refusal is written down. Pure (no I/O; the caller gives the time).
+#
+# Every refusal a caller can bring about at will (a send past a limit, a wait that would
+# deadlock, a spawn past a delegation limit, a connection past a budget) is answered
+# every time, but logged (benchd.log and its event) as one line per flood and source:
+# the first refusal of a source is logged at once, with `count` 1; the next ones within
+# `every` seconds (`--flood-interval`) are only counted, and the first one after that is
+# logged with `count` = the refusals since the source's previous line, itself included.
+# So one source costs the logs at most one line per `every` seconds however fast it
+# loops (60 a hour at the default 60 s), and the counts add up to what was refused,
+# except the refusals after a source's last line (until its next one).
+#
+# The opening of a wait (`wait/opened`) is written down the same way: a caller can loop
+# on it as fast as on a refusal (a wait of 1 ms, again and again).
+#
+# A source is whatever the caller names: (code, sender), (code, mailbox), a tree's
+# budget, a wait's caller and target. At most `sources` are remembered; past that the one logged longest ago is
+# forgotten (its next refusal is logged at once: forgetting never hides one).
+
+
+class Floods:
+    def __init__(self, every: float = 60.0, sources: int = 4096) -> None:
+        self.every = every
+        self.sources = sources
+        # source -> [time of its last line, refusals since then (not logged yet)];
+        # in the order of their last lines (oldest first), re-inserted on each line.
+        self.seen: dict[Hashable, list[float]] = {}
+
+    def count(self, source: Hashable, now: float) -> int:
+        """One more refusal (or other loopable event) from `source`: the count to log it
+        with, or 0 (counted only)."""
+        got = self.seen.get(source)
+        if got is not None and now - got[0] < self.every:
+            got[1] += 1
+            return 0
+        count = 1 if got is None else int(got[1]) + 1
+        if got is not None:
+            del self.seen[source]
+        elif len(self.seen) >= self.sources:
+            del self.seen[next(iter(self.seen))]
+        self.seen[source] = [now, 0]
+        return count
+
+
+# A token bucket: `burst` tokens, one back every `refill` seconds. The courier's wake
+# bucket (one per recipient) and the send bucket (one per sender) are both one of these.
+
+
+class TokenBucket:
+    def __init__(self, burst: int, refill: float, now: float):
+        self.burst = burst
+        self.refill = refill
+        self.tokens = float(burst)
+        self.stamp = now
+
+    def _top_up(self, now: float) -> None:
+        if now > self.stamp:
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) / self.refill)
+        self.stamp = now
+
+    def take(self, now: float, n: int = 1) -> bool:
+        """Spend `n` tokens if there are that many (else spend none)."""
+        self._top_up(now)
+        if self.tokens >= n:
+            self.tokens -= n
+            return True
+        return False
+
+    def seconds_until(self, n: int, now: float) -> float:
+        """How long until `n` tokens are there (0 if they are; never more than burst)."""
+        self._top_up(now)
+        return max(0.0, (n - self.tokens) * self.refill)
+
+    def give_back(self, now: float) -> None:
+        """Return a token that bought nothing (its mail was read before the wake)."""
+        self._top_up(now)
+        self.tokens = min(self.burst, self.tokens + 1.0)
+
+    def next_token_at(self, now: float) -> float:
+        """When the next whole token will be there (now, if one is)."""
+        self._top_up(now)
+        if self.tokens >= 1.0:
+            return now
+        return now + (1.0 - self.tokens) * self.refill
 
 
 @dataclass(frozen=True)
@@ -47,7 +131,7 @@ class Refusal:
     code: str  # rate-limited, mailbox-full or too-many-recipients
     message: str
     limit: int
-    # Refusals this one stands for in the logs (benchd.core.floods): 0, only counted;
+    # Refusals this one stands for in the logs (benchd.core.limits): 0, only counted;
     # else log it and record an event with this count.
     count: int
     retry_after: float | None = None  # seconds (rate-limited only)

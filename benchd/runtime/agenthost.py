@@ -31,9 +31,9 @@ from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core import agentstate
 from benchd.core.agentstate import AgentState, BadReport
-from benchd.core.bucket import TokenBucket
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
+from benchd.core.limits import TokenBucket
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.logs import Log

@@ -1,8 +1,8 @@
 """Delegation wired into the daemon: a session's spawn checked, named and counted.
 
-The rules and the limits are decided in benchd.core.delegation; this service supplies
+The rules and the limits are decided in benchd.core.trees; this service supplies
 what they need (who is live, which mailboxes exist, the clock), logs and records a
-limit that fires (`job/limited`: one line per flood, benchd.core.floods), records `job/delegated` for each child started, and
+limit that fires (`job/limited`: one line per flood, benchd.core.limits), records `job/delegated` for each child started, and
 counts each child against its spawner until the child's job settles.
 """
 
@@ -14,11 +14,10 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.caller import Caller, CallerSession
-from benchd.core.delegation import DelegationLimits, Quota, Refused, derived_handle
-from benchd.core.floods import Floods
+from benchd.core.authority import Caller, CallerSession
+from benchd.core.limits import Floods
 from benchd.core.names import OPERATOR, check_handle
-from benchd.core.trees import root_of
+from benchd.core.trees import DelegationLimits, Quota, Refused, derived_handle, root_of
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.roster import Roster, Session

@@ -38,7 +38,7 @@ from bench_wire import messages as m
 from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
 from benchd.core import jobs
-from benchd.core.caller import Caller, CallerSession
+from benchd.core.authority import Caller, CallerSession
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.keys import check_client_key

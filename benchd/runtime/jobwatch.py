@@ -28,7 +28,7 @@ from bench_wire import messages as m
 from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.runtime.committer import Committer
 from benchd.runtime.limiter import Limiter

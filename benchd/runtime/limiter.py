@@ -7,7 +7,7 @@ owes: charged then, to the spawner's tree). A session is charged to its tree's b
 (benchd.core.trees), the operator to its own bucket. A mailbox's unread caps are checked
 again where each send's batch commits (`admit`), for every send into a mailbox: a job's
 replies and mail from other nodes too. A refusal raises WireError; one line per flood
-and source (benchd.core.floods) is logged and recorded as a `limit/hit` event, with the
+and source (benchd.core.limits) is logged and recorded as a `limit/hit` event, with the
 count of refusals it stands for. `refused` does the same for the daemon's other
 budgets (connections per tree).
 """
@@ -19,9 +19,8 @@ import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import LimitHit
-from benchd.core.caller import Caller
-from benchd.core.floods import Floods
-from benchd.core.limits import Limits, Refusal, SendLimits
+from benchd.core.authority import Caller
+from benchd.core.limits import Floods, Limits, Refusal, SendLimits
 from benchd.core.trees import root_of
 from benchd.runtime.committer import Batch, Committer, EventOp
 from benchd.runtime.logs import Log

@@ -9,7 +9,7 @@ validates its request, calls one method and answers.
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import keys, mailrefs
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.frontmatter import FrontMatter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound

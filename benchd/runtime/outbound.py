@@ -16,6 +16,8 @@ here records the id its node gave it as `origin`, and the references a message c
 (`in-reply-to`) are written in full on the wire and as this node writes them here.
 """
 
+import hashlib
+import re
 import secrets
 
 import msgspec
@@ -25,16 +27,69 @@ from bench_wire import messages as m
 from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, keys, mailrefs
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.frontmatter import FrontMatter
+from benchd.core.frontmatter import FrontMatter, check_subject
 from benchd.core.names import MAIL_ID_RE, check_mail_id
 from benchd.core.sends import Bounce, Deliver, Forward, Queue
-from benchd.runtime import bounces
 from benchd.runtime.committer import Committer
 from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD, Index
+
+# Refusals come back: a message from another node that this node refuses (a bad
+# handle, a key already used, a full mailbox, too old) is returned to its sender as mail
+# from `postmaster@<this node>`, through the outbound queue like any other mail to that
+# node, so the sender learns of it with the queue's guarantees. Pure text and names here;
+# the queueing is Outbound.bounce.
+#
+# A bounce's key is derived from the original's origin, sender and key, so a redelivery
+# of the refused message queues nothing twice; a bounce is never bounced.
+
+
+POSTMASTER = "postmaster"
+SUBJECT_MOST = 200  # the mailroom's subject cap
+_CODE_RE = re.compile(r"^  code:\s+(\S+)$", re.M)
+_REASON_RE = re.compile(r"^  reason:\s+(.*)$", re.M)
+
+
+def bounce_key(origin: str, sender: str, key: str) -> str:
+    digest = hashlib.sha256(f"{origin}\n{sender}\n{key}".encode()).hexdigest()[:40]
+    return f"bounce-{digest}"
+
+
+def is_bounce(sender: str) -> bool:
+    return sender.partition("@")[0] == POSTMASTER
+
+
+def bounce_subject(code: str, original: str) -> str:
+    text = f"Undelivered [{code}]: {original}" if original else f"Undelivered [{code}]"
+    text = text[:SUBJECT_MOST]
+    return text if check_subject(text) is None else f"Undelivered [{code}]"[:SUBJECT_MOST]
+
+
+def bounce_body(
+    node: str, mail_id: str, to: str, original_subject: str, key: str, code: str, reason: str
+) -> str:
+    one_line = " ".join(reason.split())[:500]
+    return (
+        f"Your message could not be delivered on node {node}; nothing of it was kept there.\n"
+        "\n"
+        f"  id:      {mail_id}\n"
+        f"  to:      {to}\n"
+        f"  subject: {' '.join(original_subject.split())}\n"
+        f"  key:     {key}\n"
+        f"  code:    {code}\n"
+        f"  reason:  {one_line}\n"
+    )
+
+
+def parse_bounce(text: str) -> tuple[str, str]:
+    """(code, reason) from a bounce's body; ("", "") when it does not say."""
+    code = _CODE_RE.search(text)
+    reason = _REASON_RE.search(text)
+    return (code.group(1) if code else "", reason.group(1) if reason else "")
+
 
 PULL_MAX = 256
 RECENT_MAX = 4096  # queued messages kept in memory for the bridge's pull
@@ -226,9 +281,9 @@ class Outbound:
         self, msg: m.RemoteMail, sender: str, handle: str, origin: str
     ) -> m.BridgeBounced | None:
         """bridge/bounced on the sender's node, when a bounce reaches it."""
-        if not bounces.is_bounce(sender):
+        if not is_bounce(sender):
             return None
-        code, reason = bounces.parse(msg.body)
+        code, reason = parse_bounce(msg.body)
         original = msg.mail_id
         if msg.in_reply_to is not None:
             try:  # the returned message as this node names it (its own: a bare id)
@@ -249,7 +304,7 @@ class Outbound:
         """Return a refused message to its sender (queued for its node), from
         postmaster@<this node>: the bounce's id, or None when nothing is returned (a bounce
         is never bounced, and a forged sender is not written to)."""
-        if bounces.is_bounce(msg.sender) or error.code == "forged-sender":
+        if is_bounce(msg.sender) or error.code == "forged-sender":
             return None
         try:
             handle, node = split_address(msg.sender, "sender")
@@ -257,18 +312,18 @@ class Outbound:
             return None
         if node != origin:
             return None
-        text = bounces.body(
+        text = bounce_body(
             self.node, msg.mail_id, msg.to, msg.subject, msg.key, error.code, error.message
         )
         # In reply to the original by its identity (its id on its sender's node), as
         # references between nodes always are (benchd.core.mailrefs).
         original = f"{msg.mail_id}@{origin}" if MAIL_ID_RE.fullmatch(msg.mail_id) else None
         send = self.mailroom.check_send(
-            f"{bounces.POSTMASTER}@{self.node}",
+            f"{POSTMASTER}@{self.node}",
             handle,
             text,
-            bounces.subject(error.code, msg.subject),
-            bounces.key_for(origin, msg.sender, msg.key),
+            bounce_subject(error.code, msg.subject),
+            bounce_key(origin, msg.sender, msg.key),
             None,
             original,
         )

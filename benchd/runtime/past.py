@@ -14,7 +14,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire import outcomes
-from benchd.runtime import vtscreen
+from benchd.runtime import vt
 from benchd.runtime.terminal import render_line
 
 T = TypeVar("T")
@@ -33,8 +33,8 @@ class PastTerminal:
         self.eof = True
         self._lock = trio.Lock()
 
-    def _screen(self) -> tuple[vtscreen.Screen, list[str]]:
-        screen = vtscreen.Screen(self.cols, self.rows)
+    def _screen(self) -> tuple[vt.Screen, list[str]]:
+        screen = vt.Screen(self.cols, self.rows)
         pyte.ByteStream(screen).feed(bytes(self.scrollback))
         lines = [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
         return screen, lines

@@ -32,9 +32,9 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import agentstate, wakegate
-from benchd.core.bucket import TokenBucket
 from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.wakeline import digest_line, for_shell, shell_of, wake_line
+from benchd.core.limits import TokenBucket
+from benchd.core.wakegate import digest_line, for_shell, shell_of, wake_line
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.roster import Session, Wake

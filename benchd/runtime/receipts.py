@@ -1,6 +1,6 @@
 """Receipts for mail from other nodes: what became of it here, said back to its node.
 
-A hub listener (like benchd.runtime.mailstates). When a message from another node is
+A hub listener (like benchd.runtime.tracking). When a message from another node is
 delivered here (bridge/delivered, which names its origin node and its id there), a
 `delivered` receipt is queued for that node; when the copy is retired here (mail/read,
 or agent/woken: a wake retires the mail it names), a `read` receipt with `by` read or

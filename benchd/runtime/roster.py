@@ -18,11 +18,10 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.agentstate import AgentState
-from benchd.core.bucket import TokenBucket
+from benchd.core.agentstate import AgentState, SessionState, advance
 from benchd.core.jobs import Job
+from benchd.core.limits import TokenBucket
 from benchd.core.patterns import Compiled
-from benchd.core.states import SessionState, advance
 from benchd.runtime.past import PastSession, Record
 from benchd.runtime.terminal import Terminal
 
@@ -87,7 +86,7 @@ class Session:
         self.cancel_scope: trio.CancelScope | None = None
         self.paste_settle: float | None = None  # a preset's, else the daemon's
         # Delegation: the session that spawned it (a job a session started), and all its
-        # spawners' ids, nearest first (benchd.core.delegation).
+        # spawners' ids, nearest first (benchd.core.trees).
         self.parent: str | None = None
         self.parent_handle: str | None = None
         self.lineage: tuple[str, ...] = ()

@@ -22,7 +22,7 @@ import msgspec
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.names import is_handle
 from benchd.runtime.committer import EventOp
 from benchd.runtime.delegation import Delegation

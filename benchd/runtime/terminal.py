@@ -29,8 +29,8 @@ import trio
 from wcwidth import wcwidth
 
 from bench_wire.errors import WireError
-from benchd.runtime import vtscreen
-from benchd.runtime.broadcast import Broadcast
+from benchd.runtime import vt
+from benchd.runtime.hub import Broadcast
 
 T = TypeVar("T")
 
@@ -114,7 +114,7 @@ class Terminal:
         self.last_output: float | None = None  # trio's clock; None until the first byte
         self.bracketed_paste = False
         self._tail = b""
-        self.screen = vtscreen.Screen(cols, rows)
+        self.screen = vt.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self._unseen = bytearray()
         self._reset = False  # the emulator is to be reset before the next feed

@@ -11,7 +11,7 @@ cycle through another node).
 
 Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-waits`);
 the walk visits each waiting handle once. A refusal is answered every time and logged
-(`wait/refused`) as one line per flood of its code and caller (benchd.core.floods),
+(`wait/refused`) as one line per flood of its code and caller (benchd.core.limits),
 so a loop of refused waits costs the event log a line a minute, not one per wait; so
 is the opening of a wait (`wait/opened`, per caller and target).
 """
@@ -22,7 +22,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.floods import Floods
+from benchd.core.limits import Floods
 from benchd.runtime.committer import EventOp, Op
 
 

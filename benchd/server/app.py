@@ -21,7 +21,7 @@ from bench_wire.errors import WireError
 from bench_wire.paths import socket_path
 from benchd.core import authority
 from benchd.core.admission import OPERATOR_PEER, Refused
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.names import OPERATOR
 from benchd.core.trees import root_of
 from benchd.runtime.peers import peer_of
@@ -33,7 +33,7 @@ from benchd.server.handlers import HANDLERS
 from benchd.server.lockdir import take_state_dir
 from benchd.server.options import build_parser, daemon_config, options_problem
 from benchd.server.wiring import Opened, Wired, build
-from benchd.store import room
+from benchd.store import statedir
 
 
 class Daemon:
@@ -179,7 +179,7 @@ class Daemon:
             # After the ready line and off the loop: neither a start nor a request waits
             # for its write and flush.
             await trio.to_thread.run_sync(
-                upkeep.hold_room, self.opened.bench_dir, room.DISK_RESERVE, self.log
+                upkeep.hold_room, self.opened.bench_dir, statedir.DISK_RESERVE, self.log
             )
             await self.wired.stop.wait()
             await self._shutdown(listener)

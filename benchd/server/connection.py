@@ -23,7 +23,7 @@ from bench_wire.framing import (
     request_id_of,
 )
 from bench_wire.messages import ErrorBody, ErrorResponse, Id, Request, Response
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.server.config import DaemonConfig
 
 if TYPE_CHECKING:

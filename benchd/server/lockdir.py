@@ -4,6 +4,8 @@ One daemon per directory: the lock is an flock on `benchd.lock` (opened without
 following a link), held for the daemon's life and released by the kernel when it exits,
 however it exits; the file holds the pid for people to read. Every refusal is one line
 on stderr and an exit code (2: unusable, 1: already served).
+
+`python -m benchd.server.lockdir DIR` is the same check, run by `bench up` (`main`).
 """
 
 import fcntl
@@ -51,7 +53,7 @@ def take_state_dir(wanted: str | None) -> str | int:
 
 def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
     """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None.
-    The daemon's start and `bench up`'s check (benchd.server.prepare) both ask it."""
+    The daemon's start and `bench up`'s check (benchd.server.lockdir) both ask it."""
     try:
         ensure_private_dir(bench_dir)
         check_state_dir(bench_dir)
@@ -60,3 +62,28 @@ def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
     except OSError as err:
         return f"cannot use {shown or bench_dir}: {err}"
     return None
+
+
+# `python -m benchd.server.lockdir DIR`: what `bench up` runs before it writes there.
+#
+# It makes BENCH_DIR (0700) and checks it exactly as the daemon will at its start
+# (`benchd/store/statedir.py`), so that `bench up` refuses an unsafe directory in one
+# line before it creates `benchd.out` in it, without importing the daemon: the clients
+# import nothing of benchd (`tests/unit/test_layers.py` holds that). Exit 0 when the
+# directory may be used; exit 2 with the reason in one line on stderr when not.
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m benchd.server.lockdir BENCH_DIR", file=sys.stderr)
+        return 2
+    problem = directory_problem(args[0])
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

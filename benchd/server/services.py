@@ -17,7 +17,7 @@ from typing import Any, TypeAlias, TypeVar
 import structlog
 
 from bench_wire import messages as m
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Op
 from benchd.runtime.hub import Hub
@@ -25,12 +25,12 @@ from benchd.runtime.jobhost import JobHost
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.mailservice import MailService
-from benchd.runtime.mailstates import MailStates
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.receipts import Receipts
 from benchd.runtime.roster import Roster
 from benchd.runtime.sessions import Sessions
 from benchd.runtime.spawning import Spawner
+from benchd.runtime.tracking import MailStates
 from benchd.runtime.waits import Waits
 from benchd.server.connection import Connection
 from benchd.store.eventlog import EventLog

@@ -13,7 +13,7 @@ module that does the work.
 3. `open_state`, before any service exists:
    a. the process: subreaper (orphans come back to benchd), benchd.log, the sandbox
       (`--isolation required` without bwrap refuses here, before a file is opened);
-   b. the room held for this start is given back (`store/room`), before anything
+   b. the room held for this start is given back (`store/statedir.release_room`), before anything
       else writes;
    c. journal replay (`store/replay`): what committed batches did that may not have
       reached the disk (files, renames, event-log bytes) is done again; the log's
@@ -24,7 +24,7 @@ module that does the work.
    e. the journal opened empty (`store/journal`), preallocated unless that would eat
       the disk's reserve (a disk/low notice);
    f. the journal damage earlier starts found and nobody acknowledged
-      (`store/damage`, through `server/upkeep.Damage`);
+      (`store/statedir`, through `server/upkeep.Damage`);
    g. the index opened (`store/index`): a file SQLite cannot open is set aside and a
       new one made (an index/rebuilt notice); it is given `RefillIndex` to refill
       itself from the files whenever it is set aside while running;
@@ -43,7 +43,7 @@ module that does the work.
       getting no second mail/sent. Any SQLite error sets the file aside and the index
       is refilled from the files;
    d. the delivery states are replayed from the event log after the index's last seq
-      (all of it after a rebuild: `runtime/mailstates`), the index committed, and the
+      (all of it after a rebuild: `runtime/tracking`), the index committed, and the
       mailroom's id clock resumed after the newest id on disk.
 6. The socket (`claim_socket`): bound at a private name, made 0600, renamed over the
    real path (whatever was there is stale: we hold the lock).
@@ -77,18 +77,18 @@ from bench_wire.paths import socket_path
 from benchd import __version__
 from benchd.core import delivery
 from benchd.core.clock import SYSTEM_WALL
-from benchd.runtime import sandbox
+from benchd.runtime import logs, sandbox
 from benchd.runtime.committer import EventOp, Op
-from benchd.runtime.mailstates import MailStates
 from benchd.runtime.nodes import Directory
 from benchd.runtime.past import PastSession
 from benchd.runtime.reconcile import clean_staging, reconcile
 from benchd.runtime.sessions import EXITED_KEPT
 from benchd.runtime.system import become_subreaper
-from benchd.server import daemonlog, upkeep
+from benchd.runtime.tracking import MailStates
+from benchd.server import upkeep
 from benchd.server.config import DaemonConfig
 from benchd.server.wiring import Opened, Wired
-from benchd.store import recovery, room, search
+from benchd.store import recovery, search, statedir
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.index import Index, Pending, is_corrupt
@@ -168,10 +168,10 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     wall = SYSTEM_WALL
     subreaper = become_subreaper()
     sock_path = socket_path(bench_dir)  # socket-path-too-long, before any file is made
-    log = daemonlog.setup(os.path.join(bench_dir, "benchd.log"))
+    log = logs.setup(os.path.join(bench_dir, "benchd.log"))
     notices = Notices(log)
     chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, sock_path)
-    room.release(bench_dir)
+    statedir.release_room(bench_dir)
     log_path = os.path.join(bench_dir, "events.jsonl")
     replayed = replay(bench_dir, log_path)
     notices.add(upkeep.replay_events(log, replayed))
@@ -184,7 +184,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         bench_dir,
         lambda: eventlog.fd,
         on_checkpoint_error=lambda err: log.error("journal checkpoint failed", error=str(err)),
-        reserve=room.DISK_RESERVE,
+        reserve=statedir.DISK_RESERVE,
         wall=wall,
     )
     journal.open()

@@ -13,7 +13,7 @@ import structlog
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.store import damage, room
+from benchd.store import statedir
 from benchd.store.replay import Replayed
 
 
@@ -59,7 +59,7 @@ def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -
 def load_damage(bench_dir: str, log: structlog.stdlib.BoundLogger) -> list[m.JournalDamaged]:
     """The journal damage not yet acknowledged."""
     out = []
-    for item in damage.load(bench_dir):
+    for item in statedir.load_damage(bench_dir):
         try:
             out.append(msgspec.convert(item, m.JournalDamaged))
         except msgspec.ValidationError:
@@ -74,7 +74,7 @@ def keep_damage(
     found = [e for e in events if isinstance(e, m.JournalDamaged)]
     if found:
         try:
-            damage.add(bench_dir, [msgspec.to_builtins(e) for e in found])
+            statedir.add_damage(bench_dir, [msgspec.to_builtins(e) for e in found])
         except OSError as err:
             log.error("journal damage report not kept", error=str(err))
     return found
@@ -107,9 +107,9 @@ class Damage:
 
 def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -> None:
     """Hold room on the disk for the next start (as much as there is, up to a cap)."""
-    want = min(room.ROOM_BYTES, reserve)
+    want = min(statedir.ROOM_BYTES, reserve)
     try:
-        held = room.keep(bench_dir, want)
+        held = statedir.keep_room(bench_dir, want)
     except OSError as err:
         held = 0
         log.error("no room held for the next start", error=str(err))
@@ -121,7 +121,7 @@ def ack_damage(bench_dir: str, log: structlog.stdlib.BoundLogger, shown: int) ->
     """journal/ack: the damage reports are removed from disk (and so no longer shown);
     returns how many there were."""
     try:
-        damage.clear(bench_dir)
+        statedir.clear_damage(bench_dir)
     except OSError as err:
         raise WireError("io-error", f"the damage report could not be removed: {err}") from None
     log.info("journal damage acknowledged", reports=shown)

@@ -27,9 +27,9 @@ from bench_wire import messages as m
 from bench_wire.framing import DEFAULT_FRAME_BYTES
 from benchd.core.admission import OPERATOR_CONNECTIONS, Admission
 from benchd.core.clock import WallClock
-from benchd.core.delegation import DelegationLimits
-from benchd.core.floods import Floods
+from benchd.core.limits import Floods
 from benchd.core.names import IdClock
+from benchd.core.trees import DelegationLimits
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Committer, JournalStore
 from benchd.runtime.delegation import Delegation
@@ -46,7 +46,6 @@ from benchd.runtime.mailroom import (
     Mailroom,
 )
 from benchd.runtime.mailservice import MailService
-from benchd.runtime.mailstates import MailStates
 from benchd.runtime.nodes import Directory
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.past import PastSession
@@ -56,12 +55,13 @@ from benchd.runtime.roster import Roster
 from benchd.runtime.sandbox import Sandbox
 from benchd.runtime.sessions import EXITED_KEPT, Sessions, end_session
 from benchd.runtime.spawning import Spawner
+from benchd.runtime.tracking import MailStates
 from benchd.runtime.waits import MAX_WAITS, Waits
 from benchd.server import upkeep
 from benchd.server.config import DaemonConfig
 from benchd.server.options import reactor_settings, send_limits
 from benchd.server.services import BridgeDesk, DaemonInfo, Services
-from benchd.store import room, threads
+from benchd.store import statedir, threads
 from benchd.store.eventlog import EventLog
 from benchd.store.exited import ExitedStore
 from benchd.store.index import Index
@@ -155,7 +155,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         config.tree_connections,
     )
     # Every refusal a caller can loop on is written down as one line per flood and
-    # source: one Floods for the limiter, the waits and delegation (benchd.core.floods).
+    # source: one Floods for the limiter, the waits and delegation (benchd.core.limits).
     floods = Floods(config.flood_interval)
     stop = trio.Event()
     helper_pids: set[int] = set()
@@ -202,7 +202,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     receipts = Receipts(index, config.node, log, wall)  # other nodes' mail, for the bridge
     waits = Waits(config.session_waits, MAX_WAITS, committer.enqueue, floods)
     # The reactor first; then the states of a batch's events join the index's pending
-    # changes with the batch's last_seq (benchd.runtime.mailstates).
+    # changes with the batch's last_seq (benchd.runtime.tracking).
     for listener in (reactor.on_event, mail_states.on_event, receipts.on_event, waits.on_event):
         hub.listeners.append(listener)
     delegation = Delegation(
@@ -279,7 +279,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         hub=hub,
         eventlog=o.eventlog,
         limiter=limiter,
-        disk_health=_disk_health(o.bench_dir, committer, room.DISK_RESERVE),
+        disk_health=_disk_health(o.bench_dir, committer, statedir.DISK_RESERVE),
         damage=o.damage.shown,
         ack_damage=o.damage.ack,
         bridge=BridgeDesk(committer.enqueue, committer.record, log),

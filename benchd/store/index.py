@@ -30,7 +30,9 @@ import msgspec
 import trio
 
 from benchd.core.frontmatter import FrontMatter
-from benchd.store import indexdb, mailstates, sqlite
+from benchd.store import indexdb, mailstates
+from benchd.store.indexdb import MEMORY
+from benchd.store.indexdb import is_corrupt as is_corrupt
 
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
 from benchd.store.pending import READ as READ
@@ -39,8 +41,6 @@ from benchd.store.pending import AddText, Insert, Remove, SetColumns, SetState
 from benchd.store.pending import KeyHit as KeyHit
 from benchd.store.pending import MailRow as MailRow
 from benchd.store.pending import Pending as Pending
-from benchd.store.sqlite import MEMORY
-from benchd.store.sqlite import is_corrupt as is_corrupt
 
 SCHEMA_VERSION = indexdb.SCHEMA_VERSION
 STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
@@ -71,7 +71,7 @@ def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
 def connect(path: str) -> sqlite3.Connection:
     # A lock another program holds fails a commit at once (retried later): the loop
     # never waits on it.
-    return sqlite.connect(path, busy_ms=0)
+    return indexdb.connect(path, busy_ms=0)
 
 
 class Index:

@@ -1,7 +1,7 @@
 """The delivery states of sent mail: one row per message in index.sqlite (`mail_states`).
 
 The row is filled from the events the daemon logs anyway (mail/sent, agent/woken,
-wake/capped, mail/read, ...: benchd.runtime.mailstates) and written with the index's
+wake/capped, mail/read, ...: benchd.runtime.tracking) and written with the index's
 other pending changes, in the same transaction as the `last_seq` they belong to, so a
 start after a crash re-applies exactly the events the file missed. Times are wall ms.
 Replies to local mail are not stored here: the thread links (benchd.store.search) name

@@ -22,8 +22,7 @@ import re
 from typing import NamedTuple
 
 from benchd.store.eventlog import seq_of
-from benchd.store.fileio import write_all
-from benchd.store.flush import Flusher
+from benchd.store.fileio import Flusher, write_all
 from benchd.store.journal import (
     HEAD_BYTES,
     LEGACY_MAGIC,

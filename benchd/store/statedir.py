@@ -12,15 +12,19 @@ truncate, chmod or delete whatever the link points at.
 Pure os/stat calls only: `bench up` runs the same check before it writes benchd.out.
 """
 
+import errno
+import json
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from benchd.store.fileio import write_all
+from benchd.store.journal import REPLAY_TMP, SEGMENTS
+
+DAMAGE_REPORT = "journal.damage"  # the journal damage found at starts, until acknowledged
+ROOM = "disk.reserve"  # a little room held for the next start
 
 # The names the daemon opens in BENCH_DIR (SQLite adds -wal, -shm and -journal).
-from benchd.store.damage import REPORT
-from benchd.store.journal import REPLAY_TMP, SEGMENTS
-from benchd.store.room import ROOM
-
 FILES = (
     "benchd.lock",
     "benchd.log",
@@ -33,7 +37,7 @@ FILES = (
     REPLAY_TMP,
     "outbox.sqlite",  # an earlier version's job outbox, until it is moved into jobs/
     "presets.json",
-    REPORT,
+    DAMAGE_REPORT,
     ROOM,
 )
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
@@ -190,3 +194,93 @@ def is_real_dir(path: str) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+# journal.damage in the state dir: the journal damage found at starts, kept until the
+# operator acknowledges it (`bench status --ack`), so `bench status` shows it across
+# restarts. One JSON object per line, each a journal/damaged event as it was logged.
+
+
+def load_damage(root: str) -> list[dict[str, object]]:
+    try:
+        with open(os.path.join(root, DAMAGE_REPORT), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    out: list[dict[str, object]] = []
+    for line in raw.split(b"\n"):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue  # a torn line: the event log has it too
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def add_damage(root: str, items: Sequence[object]) -> None:
+    """Append items durably. Raises OSError (the event log and benchd.log still have
+    them)."""
+    data = b"".join(json.dumps(i, separators=(",", ":")).encode() + b"\n" for i in items)
+    fd = os.open(os.path.join(root, DAMAGE_REPORT), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def clear_damage(root: str) -> None:
+    try:
+        os.unlink(os.path.join(root, DAMAGE_REPORT))
+    except FileNotFoundError:
+        pass
+
+
+# disk.reserve in the state dir: a little room held on the state dir's disk for the
+# next start.
+#
+# Mail fills a disk to the last byte; a start then still needs some (SQLite's -wal and
+# -shm files, the first events). The daemon holds this file while it runs and removes it
+# first thing at start, so a start after the disk filled has that room; once started it
+# writes the file again with whatever room there is (best effort, never more than asked).
+
+
+# Free bytes the journal never takes to preallocate its segments (below it they grow
+# with their records): --disk-reserve until nothing set it.
+DISK_RESERVE = 64 << 20
+ROOM_BYTES = 256 << 10  # never more than DISK_RESERVE
+
+
+def release_room(root: str) -> int:
+    """Remove the file; the bytes it gave back."""
+    path = os.path.join(root, ROOM)
+    try:
+        size = os.lstat(path).st_size
+        os.unlink(path)
+    except FileNotFoundError:
+        return 0
+    return size
+
+
+def keep_room(root: str, size: int) -> int:
+    """Hold up to `size` bytes again (fewer on a disk without them); the bytes held."""
+    if size <= 0:
+        return 0
+    fd = os.open(os.path.join(root, ROOM), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    held = 0
+    try:
+        chunk = bytes(min(size, 64 << 10))
+        while held < size:
+            try:
+                write_all(fd, chunk[: size - held], held)
+            except OSError as err:
+                if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                os.ftruncate(fd, held)  # a partial chunk: keep what was whole
+                break
+            held += min(len(chunk), size - held)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return held

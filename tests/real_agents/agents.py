@@ -518,7 +518,7 @@ def use_bench_mcp(spec: AgentSpec) -> AgentSpec:
     server is started by the agent inside its session, so it inherits BENCH_DIR and
     BENCH_TOKEN from the session's environment.
     """
-    from bench_mcp.config import snippet
+    from bench_mcp.tools import snippet
 
     _note, text = snippet(spec.kind)
     if spec.kind == "claude":

@@ -10,7 +10,7 @@ import pytest
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import authority
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 
 
 class S:

@@ -5,9 +5,8 @@ listeners, in-process. The real wiring is covered end to end by the `events -f`,
 import trio
 
 from bench_wire import messages as m
-from benchd.runtime.broadcast import Broadcast
 from benchd.runtime.committer import encode_event
-from benchd.runtime.hub import Hub
+from benchd.runtime.hub import Broadcast, Hub
 
 
 def drained(sub) -> list:

@@ -4,8 +4,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench_wire.untrusted import strip
-from benchd.core.bucket import TokenBucket
-from benchd.core.wakeline import digest_line, wake_line
+from benchd.core.limits import TokenBucket
+from benchd.core.wakegate import digest_line, wake_line
 
 
 def test_burst_then_one_per_refill():

@@ -19,7 +19,7 @@ from bench_wire import messages as m
 from benchd.core.clock import SYSTEM_WALL
 from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.names import IdClock
-from benchd.core.wakeline import digest_line
+from benchd.core.wakegate import digest_line
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
 from benchd.runtime.mailroom import Mailboxes, Mailroom

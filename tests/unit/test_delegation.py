@@ -1,8 +1,8 @@
-"""benchd.core.delegation: the three limits on a spawning session, and derived handles."""
+"""benchd.core.trees: the three limits on a spawning session, and derived handles."""
 
 import pytest
 
-from benchd.core.delegation import WINDOW_S, DelegationLimits, Quota, Refused, derived_handle
+from benchd.core.trees import WINDOW_S, DelegationLimits, Quota, Refused, derived_handle
 
 
 def refused(q: Quota, parent="p", depth=1, now=0.0) -> Refused | None:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bench_bridge import directory as d
-from benchd.runtime import bounces
+from benchd.runtime import outbound
 
 NOW = 1_800_000_000_000
 L = d.Limits(entry_max=1024, handles_max=3, nodes_max=2, forget_s=60.0)
@@ -69,7 +69,7 @@ def test_a_name_is_taken_only_by_another_fresh_instance():
 
 
 def test_a_bounce_names_the_original_and_parses_back():
-    text = bounces.body(
+    text = outbound.bounce_body(
         "n2",
         "20261130T000000.000Z-0001",
         "bob@n2",
@@ -79,9 +79,9 @@ def test_a_bounce_names_the_original_and_parses_back():
         "recipient 'Bad!'\nis not a handle",
     )
     assert "20261130T000000.000Z-0001" in text and "bob@n2" in text
-    assert bounces.parse(text) == ("bad-handle", "recipient 'Bad!' is not a handle")
-    assert bounces.subject("expired", "deploy") == "Undelivered [expired]: deploy"
-    assert len(bounces.subject("x", "s" * 500)) <= 200
-    assert bounces.key_for("n1", "a@n1", "k") == bounces.key_for("n1", "a@n1", "k")
-    assert bounces.key_for("n1", "a@n1", "k") != bounces.key_for("n1", "a@n1", "k2")
-    assert bounces.is_bounce("postmaster@n2") and not bounces.is_bounce("bob@n2")
+    assert outbound.parse_bounce(text) == ("bad-handle", "recipient 'Bad!' is not a handle")
+    assert outbound.bounce_subject("expired", "deploy") == "Undelivered [expired]: deploy"
+    assert len(outbound.bounce_subject("x", "s" * 500)) <= 200
+    assert outbound.bounce_key("n1", "a@n1", "k") == outbound.bounce_key("n1", "a@n1", "k")
+    assert outbound.bounce_key("n1", "a@n1", "k") != outbound.bounce_key("n1", "a@n1", "k2")
+    assert outbound.is_bounce("postmaster@n2") and not outbound.is_bounce("bob@n2")

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from benchd.store.flush import Flusher
+from benchd.store.fileio import Flusher
 
 
 def test_flushes_files_dirs_and_fds_together(tmp_path):

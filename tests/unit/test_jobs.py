@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import jobs
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.jobs import Job, JobRecord, Outcome, Reply, reply_body, reply_key, reply_outcome
 from benchd.core.names import IdClock
 from benchd.runtime.committer import Batch, Committer, JournalStore

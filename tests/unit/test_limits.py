@@ -3,8 +3,7 @@ and the index's unread tally they read (benchd.store.index.Index.unread)."""
 
 import pytest
 
-from benchd.core.floods import Floods
-from benchd.core.limits import Limits, SendLimits
+from benchd.core.limits import Floods, Limits, SendLimits
 from benchd.store.index import READ, UNREAD, Index
 from tests.support.clock import still
 

@@ -6,7 +6,7 @@ import typing
 
 import pytest
 
-from bench_mcp import config, tools
+from bench_mcp import tools
 from bench_wire.errors import WireError
 
 
@@ -146,17 +146,17 @@ def test_error_text_is_the_sentence_and_the_code():
 
 
 def test_config_snippets_parse():
-    note, text = config.snippet("claude")
+    note, text = tools.snippet("claude")
     assert json.loads(text)["mcpServers"]["bench"] == {
         "type": "stdio",
         "command": "bench",
         "args": ["mcp"],
     }
-    note, text = config.snippet("codex", "/opt/bench/bin/bench")
+    note, text = tools.snippet("codex", "/opt/bench/bin/bench")
     server = tomllib.loads(text)["mcp_servers"]["bench"]
     assert server["command"] == "/opt/bench/bin/bench"
-    assert server["env_vars"] == list(config.SESSION_ENV)
-    note, text = config.snippet("pi")
+    assert server["env_vars"] == list(tools.SESSION_ENV)
+    note, text = tools.snippet("pi")
     assert "no MCP client" in note and json.loads(text)["mcpServers"]["bench"]["args"] == ["mcp"]
     with pytest.raises(ValueError):
-        config.snippet("aider")
+        tools.snippet("aider")

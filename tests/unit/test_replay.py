@@ -1,7 +1,7 @@
-"""The attach replay (benchd/runtime/replay.py): output laid out at the session's size,
+"""The attach replay (benchd/runtime/vt.py): output laid out at the session's size,
 written again as lines with colours, the cursor put back, for any viewer width."""
 
-from benchd.runtime.replay import replay
+from benchd.runtime.vt import replay
 
 
 def test_lines_keep_their_colours_and_the_cursor_goes_back():

@@ -3,9 +3,17 @@ times (no clock), each request charged whole or refused whole."""
 
 from dataclasses import dataclass
 
-from benchd.core.delegation import DelegationLimits, Quota, Refused
 from benchd.core.limits import Limits, SendLimits
-from benchd.core.trees import HOUR_S, HourWindow, TreeBudgets, TreeLimits, root_of
+from benchd.core.trees import (
+    HOUR_S,
+    DelegationLimits,
+    HourWindow,
+    Quota,
+    Refused,
+    TreeBudgets,
+    TreeLimits,
+    root_of,
+)
 
 LIMITS = Limits(
     send_burst=5,

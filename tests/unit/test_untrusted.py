@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from bench_cli import hints, humanize
 from bench_wire.untrusted import escape, mask, strip, unsafe
-from benchd.core.wakeline import for_shell, shell_of, wake_line
+from benchd.core.wakegate import for_shell, shell_of, wake_line
 
 BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 PRIVATE = [0xE000, 0xE01F, 0xE0FF, 0xF8FF, 0xF0000, 0xFFFFD, 0x100000, 0x10FFFD]
@@ -42,7 +42,7 @@ def test_escaped_text_is_all_safe_and_escaping_again_changes_nothing(text):
 
 def test_the_dashboard_masks_screens_and_mail_alike():
     pytest.importorskip("rich", reason="the dashboard's screen lines are Rich text")
-    from bench_cli.dash.frames import screen_lines
+    from bench_cli.dash.lines import screen_lines
     from bench_cli.dash.model import printable
     from bench_cli.eventtext import event_line
 

@@ -15,10 +15,10 @@ handler in the module of its area, and an entry in that module's HANDLERS.
 from collections.abc import Iterable
 from types import ModuleType
 
-from benchd.server.handlers import admin, agents, bridge, events, jobs, mail, sessions, states
+from benchd.server.handlers import admin, agents, bridge, events, mail, ptys
 from benchd.server.services import Handlers
 
-MODULES = (admin, mail, sessions, jobs, agents, events, bridge, states)
+MODULES = (admin, mail, ptys, agents, events, bridge)
 
 
 def registry(modules: Iterable[ModuleType] = MODULES) -> Handlers:

@@ -3,7 +3,7 @@
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd import __version__
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store import faults

@@ -12,12 +12,11 @@ from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.errors import TRANSIENT_CODES, WireError
 from benchd.core import frontmatter
-from benchd.core.caller import Caller
+from benchd.core.authority import Caller
 from benchd.core.names import MAIL_ID_RE, check_mail_id, is_handle
-from benchd.runtime.bounces import is_bounce
 from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND
-from benchd.runtime.outbound import PULL_MAX, forward_op
+from benchd.runtime.outbound import PULL_MAX, forward_op, is_bounce
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 from benchd.store.index import UNREAD

@@ -3,9 +3,8 @@
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.outcomes import upgrade_event
-from benchd.core.caller import Caller
-from benchd.runtime.broadcast import Subscriber
-from benchd.runtime.hub import Record
+from benchd.core.authority import Caller
+from benchd.runtime.hub import Record, Subscriber
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 

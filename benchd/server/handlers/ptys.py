@@ -14,13 +14,12 @@ from msgspec.structs import replace
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.caller import Caller
-from benchd.runtime.broadcast import Subscriber
-from benchd.runtime.replay import replay
+from benchd.core.authority import Caller
+from benchd.runtime.hub import Subscriber
 from benchd.runtime.roster import Session
-from benchd.runtime.screens import frame
 from benchd.runtime.sessions import OUTPUT_CHUNK
 from benchd.runtime.terminal import check_size
+from benchd.runtime.vt import frame, replay
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
 

@@ -1,4 +1,4 @@
-"""Delivery states: kept from the events the daemon commits, read back for their senders.
+"""Tracking delivery states: kept from the events the daemon commits, read back for their senders.
 
 A hub listener (like the reactor): each committed event that says something about a sent
 message sets columns of its row in the index (benchd.store.mailstates) through the

@@ -1,5 +1,7 @@
-"""What an attaching viewer is shown first: a session's recent output as the session's
-own terminal laid it out, written out again as plain lines.
+"""The daemon's VT model and what is drawn from it: pyte's Screen with one repair
+(`Screen`), one frame of session/screen (`frame`), and what an attaching viewer is shown
+first (`replay`): a session's recent output as the session's own terminal laid it out,
+written out again as plain lines.
 
 The raw bytes cannot simply be sent again: a program writes for the width its terminal
 has (it wraps long lines by the terminal's autowrap, moves the cursor up a row to redraw
@@ -11,18 +13,59 @@ them), with the cursor put back where the program left it.
 """
 
 import collections
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar
 
 import pyte
 from pyte.screens import Char
 from wcwidth import wcwidth
 
-from benchd.runtime import vtscreen
+from bench_wire import messages as m
+from bench_wire.untrusted import BIDI_CONTROLS
+
+# The daemon's screen model: pyte's Screen, with one repair.
+#
+# pyte draws a run of text character by character and stops at the first one that takes
+# no cell and combines with nothing (a bidi control, a zero-width space, a zero-width
+# joiner inside an emoji): the rest of that write is lost, so a screen could hide what a
+# program printed after such a character. Here each such character is replaced before
+# drawing: a bidi control by U+FFFD (it is shown masked, as bench_wire.untrusted has it
+# for every terminal of ours), any other by nothing.
+
+
+MASK = "\ufffd"
+
+
+class _Drawable(dict[int, str]):
+    """A str.translate table filled in on first sight of each character (a screen sees
+    few distinct ones), so drawing costs one C-level lookup a character."""
+
+    def __missing__(self, c: int) -> str:
+        ch = chr(c)
+        width = wcwidth(ch)
+        if c in BIDI_CONTROLS:
+            value = MASK
+        elif width > 0 or (width == 0 and unicodedata.combining(ch)):
+            value = ch  # drawn (or combined) by pyte as it is
+        else:
+            value = ""  # takes no cell and combines with nothing: pyte would stop here
+        self[c] = value
+        return value
+
+
+_DRAWABLE = _Drawable()
+
+
+class Screen(pyte.Screen):
+    def draw(self, data: str) -> None:
+        super().draw(data.translate(_DRAWABLE))
+
 
 HISTORY_LINES = 1000
 
 
-class _Screen(vtscreen.Screen):
+class _Screen(Screen):
     """A screen that keeps the lines scrolled off its top. (pyte's HistoryScreen does too,
     but wraps every call in hooks for paging: five times slower to feed.)"""
 
@@ -171,3 +214,72 @@ def replay(data: bytes, rows: int, cols: int, viewer_cols: int, cut: bool) -> by
     if col:
         out.append(f"\x1b[{col}C")
     return "".join(out).encode()
+
+
+# A session's screen as the daemon's VT model renders it: one frame of session/screen
+# (the verb itself: benchd.server.handlers.ptys).
+#
+# Colours: each frame carries, per line, the runs of cells whose colour or attributes are
+# not the default, as [start column, length, fg, bg, flags] (fg and bg are pyte's names,
+# "default", a colour name, or a six-digit hex; flags: b bold, i italics, u underline,
+# r reverse), so a viewer can paint what the model keeps.
+
+
+T = TypeVar("T")
+# One run of styled cells: [start column, length, fg, bg, flags].
+Run = list[int | str]
+
+
+class Inspectable(Protocol):
+    """A terminal whose screen can be looked at in a worker thread (a live session's
+    Terminal, or an exited one's PastTerminal)."""
+
+    async def inspect(self, fn: Callable[[pyte.Screen, list[str]], T]) -> T: ...
+
+
+def _runs(screen: pyte.Screen, rows: int, cols: int) -> list[list[Run]]:
+    out = []
+    buf = screen.buffer
+    for y in range(rows):
+        line = buf[y]
+        runs: list[Run] = []
+        # The run being extended (always runs[-1]): its start, length and style.
+        cur: tuple[int, int, tuple[str, str, str]] | None = None
+        for x in range(cols):
+            c = line[x]
+            flags = (
+                ("b" if c.bold else "")
+                + ("i" if c.italics else "")
+                + ("u" if c.underscore else "")
+                + ("r" if c.reverse else "")
+            )
+            style = (c.fg, c.bg, flags)
+            if style == ("default", "default", ""):
+                cur = None
+                continue
+            if cur is not None and cur[0] + cur[1] == x and cur[2] == style:
+                cur = (cur[0], cur[1] + 1, style)
+                runs[-1][1] = cur[1]
+            else:
+                cur = (x, 1, style)
+                runs.append([x, 1, *style])
+        out.append(runs)
+    return out
+
+
+async def frame(rid: m.Id, term: Inspectable) -> m.ScreenFrame:
+    """The screen now, rendered off the loop (a big screen must not stall other clients)."""
+
+    def build(sc: pyte.Screen, lines: list[str]) -> m.ScreenFrame:
+        lines = [line.rstrip() for line in lines]
+        return m.ScreenFrame(
+            id=rid,
+            lines=lines,
+            cursor_row=sc.cursor.y,
+            cursor_col=sc.cursor.x,
+            rows=sc.lines,
+            cols=sc.columns,
+            styles=_runs(sc, sc.lines, sc.columns),
+        )
+
+    return await term.inspect(build)
