@@ -150,12 +150,13 @@ class AgentAnswered(Event, tag="agent/answered"):
 
 
 class AgentReportLimited(Event, tag="agent/report-limited"):
-    """A session sent hook reports faster than --agent-reports allows: the first of a
-    run of refusals."""
+    """A session sent hook reports faster than --agent-reports allows: one line per
+    flood of refusals (--flood-interval), `count` the refusals it stands for."""
 
     session: str
     handle: str
     limit: int
+    count: int = 1
 
 
 class EnterRetried(Event, tag="wake/enter-retried"):

@@ -33,7 +33,7 @@ from benchd.core import agentstate
 from benchd.core.agentstate import AgentState, BadReport
 from benchd.core.authority import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.limits import TokenBucket
+from benchd.core.limits import Floods, TokenBucket
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.logs import Log
@@ -59,6 +59,7 @@ class AgentHost:
         approval_wait: float,
         reports_per_s: int,
         wall: WallClock = SYSTEM_WALL,
+        floods: Floods | None = None,
     ) -> None:
         self.reactor = reactor
         self.mailroom = mailroom
@@ -68,6 +69,7 @@ class AgentHost:
         self.approval_wait = approval_wait
         self.reports_per_s = reports_per_s
         self.wall = wall
+        self.floods = Floods() if floods is None else floods  # the daemon's one
 
     # ------------------------------------------------------------ reports
 
@@ -86,17 +88,19 @@ class AgentHost:
             )
         assert isinstance(s, Session), "a caller's session is the roster's"
         if not self._admit(s):
-            if not s.reports_refused:  # the first of a run of refusals is logged
-                s.reports_refused = True
+            # Logged as every refusal is: one line per flood and session, with a count.
+            count = self.floods.count(("agent/report-limited", s.id), trio.current_time())
+            if count:
                 await self.record(
-                    m.AgentReportLimited(session=s.id, handle=s.handle, limit=self.reports_per_s)
+                    m.AgentReportLimited(
+                        session=s.id, handle=s.handle, limit=self.reports_per_s, count=count
+                    )
                 )
             raise WireError(
                 "rate-limited",
                 f"more than {self.reports_per_s} hook reports a second from {s.handle}: "
                 "this one was not taken (--agent-reports)",
             )
-        s.reports_refused = False
         if len(payload_text) > PAYLOAD_CHARS:
             payload_text = ""  # too big to read: the event alone still says what happened
         try:

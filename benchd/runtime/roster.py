@@ -114,7 +114,6 @@ class Session:
         self.agent_changed = trio.Event()  # set (and replaced) at each change of `agent`
         self.approval: Approval | None = None  # the approval its agent waits for, if any
         self.reports: TokenBucket | None = None  # its hook reports' bucket (--agent-reports)
-        self.reports_refused = False  # in a run of refused reports (logged once per run)
         # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
         self.launch_args: tuple[list[str], str, dict[str, str], int, int]
         # The spawn as asked for, as `bench restart` repeats it (ps tells it).

@@ -255,6 +255,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         config.approval_wait,
         config.agent_reports,
         wall=wall,
+        floods=floods,
     )
     queries = MailQueries(index)
     services = Services(

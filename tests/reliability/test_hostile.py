@@ -712,8 +712,21 @@ def screen_of(d, handle: str) -> dict:
 
 def test_screen_size_is_capped_at_spawn_and_resize(daemon):
     d = daemon
+    # The CLI refuses it as a usage error; the daemon, asked directly, refuses it too.
     r = d.bench("spawn", "--name", "big", "--rows", "1000", "--cols", "1000", "--", "sleep", "600")
-    assert r.rc == 1 and "1-500 rows" in r.err, r
+    assert r.rc == 2 and "1<=x<=500" in r.err, r
+    with d.connect() as c:
+        c.send(
+            {
+                "verb": "session/spawn",
+                "name": "big",
+                "argv": ["sleep", "600"],
+                "rows": 1000,
+                "cols": 1000,
+            }
+        )
+        a = c.recv()
+    assert not a["ok"] and "1-500 rows" in a["error"]["message"], a
     d.ok("spawn", "--name", "big", "--rows", "500", "--cols", "1000", "--", *standin_argv())
     d.wait_until(
         lambda: "standin>" in "\n".join(screen_of(d, "big")["lines"]), 30, "the stand-in's prompt"

@@ -76,4 +76,4 @@ def test_the_bound_has_a_floor(bench_dir):
             timeout=60,
         )
     )
-    assert r.rc == 2 and "--event-log-bytes must be at least 65536" in (r.out + r.err), r
+    assert r.rc == 2 and "--event-log-bytes must be at least 65,536" in (r.out + r.err), r

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 from bench_wire.client import Client
+from bench_wire.config import BY_FLAG
 from tests.support import leaks
 from tests.support.wait import wait_for
 
@@ -21,21 +22,20 @@ BIN = os.path.dirname(sys.executable)
 BENCH = os.path.join(BIN, "bench")
 # Fast reactor timings so the suite runs quickly; tests that are about timing set their own.
 FAST = ["--idle-gate", "0.3", "--paste-settle", "0.05", "--enter-check", "1.0"]
-# The sender limits raised out of the way, for the runs that measure the mailroom under
-# load (many clients sending as fast as they can), not its limits.
+# The sender limits raised out of the way (to the highest value each accepts), for the
+# runs that measure the mailroom under load (many clients sending as fast as they can),
+# not its limits.
 UNLIMITED = [
-    "--send-burst",
-    "1000000",
-    "--send-rate",
-    "1000000",
-    "--operator-send-burst",
-    "1000000",
-    "--operator-send-rate",
-    "1000000",
-    "--mailbox-messages",
-    "100000000",
-    "--mailbox-bytes",
-    str(1 << 50),
+    arg
+    for flag in (
+        "--send-burst",
+        "--send-rate",
+        "--operator-send-burst",
+        "--operator-send-rate",
+        "--mailbox-messages",
+        "--mailbox-bytes",
+    )
+    for arg in (flag, str(BY_FLAG[flag].type(BY_FLAG[flag].high)))
 ]
 
 

@@ -209,7 +209,7 @@ def reports(ctx: Context) -> list[Result]:
     each = ctx.size(300, 1500)
     d = ctx.tmpdir("rp")
     files = ctx.tmpdir("rpf")
-    with Daemon(d, "--agent-reports", "1000000") as daemon:
+    with Daemon(d, "--agent-reports", "10000") as daemon:
         conn = daemon.connect()
         tokens = _session_tokens(conn, files, sessions)
 
@@ -256,7 +256,7 @@ def hook(ctx: Context) -> list[Result]:
     d = ctx.tmpdir("hk")
     files = ctx.tmpdir("hkf")
     bench = os.path.join(BIN, "bench")
-    with Daemon(d, "--agent-reports", "1000000") as daemon:
+    with Daemon(d, "--agent-reports", "10000") as daemon:
         conn = daemon.connect()
         (tok,) = _session_tokens(conn, files, 1)
         env = dict(clean_env(d), BENCH_TOKEN=tok)
