@@ -235,7 +235,7 @@ class AgentHost:
         try:
             self.limiter.mailbox(s.handle, to, size)
             self.limiter.charge(Caller(s.handle, s), 1, size, (to,))
-            await self.mailroom.send(s.handle, to, body, subject)
+            await self.mailroom.send(self.mailroom.check_send(s.handle, to, body, subject))
         except WireError as err:
             self.log.warning("agent mail refused", session=s.id, to=to, code=err.code)
 

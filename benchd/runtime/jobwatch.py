@@ -216,4 +216,6 @@ class JobWatch:
             return
         self.limiter.mailbox(sender, to, size)
         self.limiter.charge(caller, 1, size, (to,))
-        await self.mailroom.send(sender, to, body, subject, in_reply_to=task_id)
+        await self.mailroom.send(
+            self.mailroom.check_send(sender, to, body, subject, in_reply_to=task_id)
+        )
