@@ -86,8 +86,7 @@ class AgentHost:
             )
         assert isinstance(s, Session), "a caller's session is the roster's"
         if not self._admit(s):
-            if not s.reports_refused:  # the first of a run of refusals is logged
-                s.reports_refused = True
+            if s.refuse_report():  # the first of a run of refusals is logged
                 await self.record(
                     m.AgentReportLimited(session=s.id, handle=s.handle, limit=self.reports_per_s)
                 )
@@ -96,7 +95,7 @@ class AgentHost:
                 f"more than {self.reports_per_s} hook reports a second from {s.handle}: "
                 "this one was not taken (--agent-reports)",
             )
-        s.reports_refused = False
+        s.report_taken()
         if len(payload_text) > PAYLOAD_CHARS:
             payload_text = ""  # too big to read: the event alone still says what happened
         try:
@@ -135,7 +134,7 @@ class AgentHost:
         old = s.agent
         s.set_agent(new)
         if new.state != "limited":
-            s.agent_screen = None
+            s.show_screen(None)
         if old is not None and (old.state, old.tool, old.until) == (new.state, new.tool, new.until):
             return
         await self.record(
@@ -155,7 +154,7 @@ class AgentHost:
     async def _blocked(self, s: Session, new: AgentState) -> m.AgentReportOk:
         """The agent waits for an approval: show it, mail the parent, wait for the answer."""
         approval = Approval(new.tool)
-        s.approval = approval
+        s.wait_approval(approval)
         await self._set(s, new)
         await self._tell_parent(s, _blocked_text(s, new))
         with trio.move_on_after(self.approval_wait):
@@ -208,7 +207,7 @@ class AgentHost:
             via = "keys"
         approval.allow, approval.reason, approval.by = allow, reason, caller.handle
         approval.answered.set()
-        s.approval = None
+        s.wait_approval(None)
         await self.record(
             m.AgentAnswered(
                 session=s.id,
@@ -256,7 +255,7 @@ class AgentHost:
                 if until is None:
                     until = reset_from_screen(text, self.wall.wall_ms())
                     if until is not None:
-                        s.agent_screen = "limit"
+                        s.show_screen("limit")
                         await self._set(s, AgentState("limited", limited.since, until=until))
                 if dialog is not None and dialog[0] in text:
                     async with s.write_lock:
