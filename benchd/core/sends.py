@@ -58,8 +58,7 @@ class Deliver(Send, frozen=True, kw_only=True):
 
     origin_node: str
     origin_id: str
-    # bridge/bounced on the sender's node, when the message is a bounce coming home
-    # (logged as a copy: a logged event is stamped with its seq).
+    # bridge/bounced on the sender's node, when the message is a bounce coming home.
     bounced: m.BridgeBounced | None = None
 
     @classmethod
@@ -103,7 +102,7 @@ class Queue(Send, frozen=True, kw_only=True):
 
 
 class Bounce(Queue, frozen=True, kw_only=True):
-    """A bounce into the outbound queue; `returned` is logged with it (as a copy)."""
+    """A bounce into the outbound queue; `returned` is logged with it."""
 
     returned: m.BridgeBounced
 
@@ -143,7 +142,7 @@ def sent_events(spec: Send, meta: FrontMatter, path: str) -> list[m.Event]:
     events: list[m.Event]
     match spec:
         case Bounce():
-            events = [_queued(spec, meta, path), msgspec.structs.replace(spec.returned)]
+            events = [_queued(spec, meta, path), spec.returned]
         case Queue():
             events = [_queued(spec, meta, path)]
         case Deliver():
@@ -159,7 +158,7 @@ def sent_events(spec: Send, meta: FrontMatter, path: str) -> list[m.Event]:
                 ),
             ]
             if spec.bounced is not None:
-                events.append(msgspec.structs.replace(spec.bounced))
+                events.append(spec.bounced)
         case _:
             events = [_sent(spec, meta, path)]
     if spec.outbox_reply:

@@ -139,7 +139,7 @@ class AgentHost:
         old = s.agent
         s.set_agent(new)
         if new.state != "limited":
-            s.agent_screen = None
+            s.show_screen(None)
         if old is not None and (old.state, old.tool, old.until) == (new.state, new.tool, new.until):
             return
         await self.record(
@@ -159,7 +159,7 @@ class AgentHost:
     async def _blocked(self, s: Session, new: AgentState) -> m.AgentReportOk:
         """The agent waits for an approval: show it, mail the parent, wait for the answer."""
         approval = Approval(new.tool)
-        s.approval = approval
+        s.wait_approval(approval)
         await self._set(s, new)
         await self._tell_parent(s, _blocked_text(s, new))
         with trio.move_on_after(self.approval_wait):
@@ -212,7 +212,7 @@ class AgentHost:
             via = "keys"
         approval.allow, approval.reason, approval.by = allow, reason, caller.handle
         approval.answered.set()
-        s.approval = None
+        s.wait_approval(None)
         await self.record(
             m.AgentAnswered(
                 session=s.id,
@@ -239,7 +239,7 @@ class AgentHost:
         try:
             self.limiter.mailbox(s.handle, to, size)
             self.limiter.charge(Caller(s.handle, s), 1, size, (to,))
-            await self.mailroom.send(s.handle, to, body, subject)
+            await self.mailroom.send(self.mailroom.check_send(s.handle, to, body, subject))
         except WireError as err:
             self.log.warning("agent mail refused", session=s.id, to=to, code=err.code)
 
@@ -260,7 +260,7 @@ class AgentHost:
                 if until is None:
                     until = reset_from_screen(text, self.wall.wall_ms())
                     if until is not None:
-                        s.agent_screen = "limit"
+                        s.show_screen("limit")
                         await self._set(s, AgentState("limited", limited.since, until=until))
                 if dialog is not None and dialog[0] in text:
                     async with s.write_lock:

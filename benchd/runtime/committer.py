@@ -63,15 +63,19 @@ def os_error_to_wire(err: OSError) -> WireError:
     return WireError("io-error", f"the disk refused the write; nothing was written ({err})")
 
 
-def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord]:
-    """One log line and its record: seq, ts, kind first (msgspec alone would put the tag
-    first and the base fields last), so lines read well and the log is searchable by
-    byte offset."""
-    ev.seq, ev.ts = seq, ts
+def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord, Event]:
+    """One log line, its record, and the event as logged: seq, ts, kind first (msgspec
+    alone would put the tag first and the base fields last), so lines read well and the
+    log is searchable by byte offset. The seq and the time are stamped on the record and
+    on a logged copy, never on `ev`: an op's events are values its caller may still hold
+    (a wake's agent/woken, a bounce's bridge/bounced), and a batch that fails and is
+    tried again logs them afresh."""
     fields: EventRecord = msgspec.to_builtins(ev)
     record: EventRecord = {"seq": seq, "ts": ts, "kind": fields.pop("kind")}
-    record.update((k, v) for k, v in fields.items() if k not in ("seq", "ts"))
-    return _encoder.encode(record) + b"\n", record
+    fields.pop("seq", None)
+    fields.pop("ts", None)
+    record.update(fields)
+    return _encoder.encode(record) + b"\n", record, msgspec.structs.replace(ev, seq=seq, ts=ts)
 
 
 class Op(Generic[R_co]):
@@ -145,9 +149,12 @@ class Staged:
     """One batch between its steps: the ops still in it, their event records, and what
     the journal record must hold. `error` is set when the batch as a whole failed."""
 
-    def __init__(self, live: list[Op[object]], records: list[EventRecord], seq: int) -> None:
+    def __init__(
+        self, live: list[Op[object]], records: list[EventRecord], logged: list[Event], seq: int
+    ) -> None:
         self.live = live
         self.records = records
+        self.logged = logged  # the records typed, for the listeners (encode_event)
         self.seq = seq  # the last event's seq once committed
         self.entries: list[Entry] = []
         self.log_offset: int | None = None  # where the batch's log lines start
@@ -217,8 +224,10 @@ class JournalStore:
             rotated = self._rotate()
             if rotated is not None:
                 live.insert(0, rotated)  # the new file's first line; nobody waits on it
-        lines, records, seq = encode_batch(live, self.eventlog.last_seq, self.wall.wall_ms())
-        staged = Staged(live, records, seq)
+        lines, records, logged, seq = encode_batch(
+            live, self.eventlog.last_seq, self.wall.wall_ms()
+        )
+        staged = Staged(live, records, logged, seq)
         staged.entries = [e for op in live for e in op.entries]
         if lines:
             try:
@@ -276,18 +285,21 @@ class JournalStore:
 
 def encode_batch(
     ops: list[Op[object]], last_seq: int, ts: int
-) -> tuple[list[bytes], list[EventRecord], int]:
-    """The ops' events as log lines and records, numbered after last_seq, dated `ts`."""
+) -> tuple[list[bytes], list[EventRecord], list[Event], int]:
+    """The ops' events as log lines, records and logged events, numbered after last_seq,
+    dated `ts`."""
     lines: list[bytes] = []
     records: list[EventRecord] = []
+    logged: list[Event] = []
     seq = last_seq
     for op in ops:
         for ev in op.events:
             seq += 1
-            line, record = encode_event(ev, seq, ts)
+            line, record, stamped = encode_event(ev, seq, ts)
             lines.append(line)
             records.append(record)
-    return lines, records, seq
+            logged.append(stamped)
+    return lines, records, logged, seq
 
 
 def fail(op: Op[object], err: Exception) -> None:
@@ -415,6 +427,7 @@ class Committer:
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
         live = [op for op in ops if op.error is None and not op.resolved]
+        logged: list[Event] = []
         if not live:
             published: list[Op[object]] = []
             records: list[EventRecord] = []
@@ -427,12 +440,13 @@ class Committer:
             # 16 senders, and the bigger batches the wait makes are cheaper per send.
             self.store.commit(staged)
             published, records = self.store.place(staged)
+            logged = staged.logged
         if published:
             self._apply_index(published)
         if records:
             self.store.published(records[-1]["seq"])
-            # The same events, typed, in the order the store encoded them (encode_batch).
-            self._publish(records, [ev for op in published for ev in op.events])
+            # The same events, typed and stamped, in the order the store encoded them.
+            self._publish(records, logged)
         if any(type(e) is Write for op in published for e in op.entries):
             self.disk_full = False  # a file was written: there is room for mail again
         elif any(op.error is not None and op.error.code == "disk-full" for op in ops):

@@ -101,10 +101,10 @@ class JobWatch:
         the job is made: the job stores its deadline)."""
         deadline = self._check(req.deadline, "--deadline", stall=False)
         stall = self._check(req.stall_after, "--stall-after", stall=True)
+        at = None
         if deadline is not None:
-            s.deadline_at = trio.current_time() + deadline
-            s.deadline_ms = self.wall.wall_ms() + int(deadline * 1000)
-        s.stall_after = self.stall_after if stall is None else stall
+            at = (trio.current_time() + deadline, self.wall.wall_ms() + int(deadline * 1000))
+        s.watch_time(at, self.stall_after if stall is None else stall)
 
     # ------------------------------------------------------------ while it runs
 
@@ -124,7 +124,7 @@ class JobWatch:
         await trio.sleep_until(s.deadline_at)
         if not s.live:
             return
-        s.deadline_hit = True
+        s.hit_deadline()
         await self.record(
             m.JobDeadline(
                 session=s.id, handle=s.handle, key=self._key(s), deadline_ms=s.deadline_ms or 0
@@ -148,7 +148,7 @@ class JobWatch:
                     with trio.move_on_after(due - now):
                         await term.changed.wait()
                     continue
-                s.stalled_at = now
+                s.stalled(now)
                 await self._stalled(s, now - last)
             else:
                 # Output since the stall began (it may have come while the stall mail was
@@ -158,7 +158,7 @@ class JobWatch:
                 if term.eof:
                     return
                 stalled_ms = int((trio.current_time() - s.stalled_at) * 1000)
-                s.stalled_at = None
+                s.stalled(None)
                 await self.record(m.JobActive(session=s.id, handle=s.handle, stalled_ms=stalled_ms))
 
     async def _stalled(self, s: "Session", idle: float) -> None:
@@ -216,4 +216,6 @@ class JobWatch:
             return
         self.limiter.mailbox(sender, to, size)
         self.limiter.charge(caller, 1, size, (to,))
-        await self.mailroom.send(sender, to, body, subject, in_reply_to=task_id)
+        await self.mailroom.send(
+            self.mailroom.check_send(sender, to, body, subject, in_reply_to=task_id)
+        )

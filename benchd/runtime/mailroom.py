@@ -10,7 +10,6 @@ record, and `reconcile` rebuilds the index from them.
 
 import os
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
@@ -106,12 +105,11 @@ class Mailroom:
 
     # ------------------------------------------------------------ send
 
-    async def send(self, *args: Any, **kwargs: Any) -> SendOk:
-        """Deliver one message (`check_send`'s arguments); the answer once it is durable
+    async def send(self, spec: Send) -> SendOk:
+        """Deliver one message, checked by `check_send`; the answer once it is durable
         (or a WireError). The mailroom answers with the wire's types, their `id` unset:
         the handler that sends one sets it."""
-        sent: SendOk = await self.committer.submit(SendOp(self, self.check_send(*args, **kwargs)))
-        return sent
+        return await self.committer.submit(SendOp(self, spec))
 
     def check_send(
         self,
@@ -124,10 +122,21 @@ class Mailroom:
         in_reply_to: str | None = None,
         *,
         outbox_reply: bool = False,
+        client_key: bool = False,
     ) -> Send:
-        """Validate a send: what it will write, as a value (benchd.core.sends).
-        `outbox_reply`: a job's reply, which logs outbox/posted in the same commit."""
+        """Validate a send: what it will write, as a value (benchd.core.sends). The one
+        place a send's fields are checked: every path (mail/send, mail/reply, the outbound
+        queue, a job's reply, the daemon's own mail) makes its spec here, and from then on
+        only the commit-time checks that need the batch remain (SendOp.check: the key's
+        earlier use, the mailbox's caps).
+        `outbox_reply`: a job's reply, which logs outbox/posted in the same commit.
+        `client_key`: the key is the caller's own, held to the caller's rule (no reserved
+        prefix); otherwise it may be one the daemon derived (a job's, a recipient's)."""
         check_handle(to, "recipient")
+        if key is not None and client_key:
+            keys.check_client_key(key)
+        elif key is not None:
+            keys.check_key(key)  # a caller's key, or one derived from it (a job's reply)
         for h in reply_to or []:
             check_address(h, "reply-to")  # a handle, or handle@node on another node
         if in_reply_to is not None:
@@ -148,8 +157,6 @@ class Mailroom:
             raise WireError(
                 "body-too-large", f"the body is {len(data)} bytes; the cap is {BODY_BYTES}"
             )
-        if key is not None:
-            keys.check_key(key)  # a caller's key, or one derived from it (a job's reply)
         return Send(
             sender=sender,
             to=to,

@@ -11,6 +11,7 @@ from bench_wire.errors import WireError
 from benchd.core import keys, mailrefs
 from benchd.core.authority import Caller
 from benchd.core.frontmatter import FrontMatter
+from benchd.core.sends import Queue, Send
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
 from benchd.store import mailfile
@@ -48,17 +49,40 @@ class MailService:
         node: str = self.outbound.node
         return node
 
-    async def send(self, caller: Caller, req: m.MailSend) -> m.SendOk:
-        """A send to an address (its key checked, its in-reply-to as this node writes it):
-        local mail, or queued for another node (benchd.runtime.outbound)."""
-        if isinstance(req.to, str) and "@" in req.to:
+    def check(self, caller: Caller, req: m.MailSend, *, client_key: bool = True) -> Send:
+        """A send to an address, checked (Mailroom.check_send, the one place): local mail,
+        or a `Queue` for another node (benchd.runtime.outbound). Nothing is charged or
+        written yet, so a bad request costs the caller no token."""
+        if "@" in req.to:
             local = self.outbound.local_request(req)
             if local is None:
-                return await self.outbound.queue(caller, req)
+                return self.outbound.queue_spec(
+                    caller.handle,
+                    req.to,
+                    req.body,
+                    req.subject,
+                    req.key,
+                    req.reply_to,
+                    req.in_reply_to,
+                    client_key=client_key,
+                )
             req = local
-        return await self.mailroom.send(
-            caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
+        return self.mailroom.check_send(
+            caller.handle,
+            req.to,
+            req.body,
+            req.subject,
+            req.key,
+            req.reply_to,
+            req.in_reply_to,
+            client_key=client_key,
         )
+
+    async def send(self, spec: Send) -> m.SendOk:
+        """Deliver a checked send (`check`): into its mailbox, or into the outbound queue."""
+        if isinstance(spec, Queue):
+            return await self.outbound.send(spec)
+        return await self.mailroom.send(spec)
 
     def reference(self, ref: str) -> str:
         """The message an in-reply-to names, as this node writes it: by its identity, so a
@@ -115,7 +139,7 @@ class MailService:
             return None
         return StoredMail(meta, body.decode("utf-8", "replace"), path, state)
 
-    async def reply(
+    def check_replies(
         self,
         caller: Caller,
         targets: list[str],
@@ -123,20 +147,31 @@ class MailService:
         subject: str,
         key: str | None,
         parent: str,
-    ) -> list[m.SendOk]:
-        """One reply to each target, in order (the limits were checked by the caller). A
-        refusal after the first send says which replies already went."""
-        sent: list[m.SendOk] = []
+    ) -> list[Send]:
+        """One checked send per target (`check`), all before any is charged or sent. With
+        several recipients each send needs its own key (keys are per sender), derived from
+        the caller's, which is held to the caller's rule first."""
+        if key is not None and len(targets) > 1:
+            keys.check_client_key(key)
+        specs: list[Send] = []
         for to in targets:
-            # With several recipients each send needs its own key (keys are per sender).
-            each = key if key is None or len(targets) == 1 else keys.recipient_key(key, to)
+            own = key is None or len(targets) == 1
+            each = key if own or key is None else keys.recipient_key(key, to)
             reply = m.MailSend(to=to, body=body, subject=subject, key=each, in_reply_to=parent)
+            specs.append(self.check(caller, reply, client_key=own))
+        return specs
+
+    async def reply(self, specs: list[Send]) -> list[m.SendOk]:
+        """The checked replies (`check_replies`), in order (the limits were checked by the
+        caller). A refusal after the first send says which replies already went."""
+        sent: list[m.SendOk] = []
+        for spec in specs:
             try:
-                sent.append(await self.send(caller, reply))
+                sent.append(await self.send(spec))
             except WireError as err:
                 if not sent:
                     raise
-                # A later recipient refused (an unknown node, say): say what already went.
+                # A later recipient refused (a full mailbox, say): say what already went.
                 done = ", ".join(f"{s.to} ({s.mail_id})" for s in sent)
                 raise WireError(err.code, f"{err.message} (the reply to {done} was sent)") from None
         return sent

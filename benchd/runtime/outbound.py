@@ -26,8 +26,7 @@ import trio
 from bench_wire import messages as m
 from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, keys, mailrefs
-from benchd.core.authority import Caller
+from benchd.core import frontmatter, mailrefs
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter, check_subject
 from benchd.core.names import MAIL_ID_RE, check_mail_id
@@ -140,20 +139,15 @@ class Outbound:
 
     def local_request(self, req: m.MailSend) -> m.MailSend | None:
         """mail/send to an address: the same request to `handle` when it names no node or
-        this one (the caller sends it as local mail), else None (queue it: `queue`)."""
+        this one (the caller sends it as local mail), else None (queue it: `queue_spec`)."""
         handle, node = resolve(req.to, self.node, None, "recipient")
         if node is not None:
             return None
         return msgspec.structs.replace(req, to=handle)
 
-    async def queue(self, caller: Caller, req: m.MailSend) -> m.SendOk:
-        """mail/send to `handle@node` on another node: queued for the bridge; returns
-        what the SendOk says."""
-        if req.key is not None:
-            keys.check_client_key(req.key)
-        op = self.make_queue(
-            caller.handle, req.to, req.body, req.subject, req.key, req.reply_to, req.in_reply_to
-        )
+    async def send(self, spec: Queue) -> m.SendOk:
+        """Queue checked mail (`queue_spec`) for the bridge; the answer as a send's."""
+        op = SendOp(self.mailroom, spec)
         res: m.SendOk = await self.committer.submit(op)
         return self.queued_as(op, res)
 
@@ -164,14 +158,29 @@ class Outbound:
         body: str,
         subject: str = "",
         key: str | None = None,
+        *,
+        outbox_reply: bool = False,
+    ) -> SendOp:
+        """The op that queues mail (`queue_spec`), not yet submitted: the outbox's port
+        for a job's reply to another node (`outbox_reply`), and a job's stall mail."""
+        spec = self.queue_spec(sender, address, body, subject, key, outbox_reply=outbox_reply)
+        return SendOp(self.mailroom, spec)
+
+    def queue_spec(
+        self,
+        sender: str,
+        address: str,
+        body: str,
+        subject: str = "",
+        key: str | None = None,
         reply_to: list[str] | None = None,
         in_reply_to: str | None = None,
         *,
         outbox_reply: bool = False,
-    ) -> SendOp:
-        """The op that queues mail from the local handle `sender` to `address` (a
-        handle@node on another node), not yet submitted (its spec a `Queue`); also the
-        outbox's port for a job's reply to another node (`outbox_reply`)."""
+        client_key: bool = False,
+    ) -> Queue:
+        """Mail from the local handle `sender` to `address` (a handle@node on another
+        node), checked (Mailroom.check_send) and pointed at the outbound queue."""
         handle, node = resolve(address, self.node, self.directory.knows, "recipient")
         if node is None:
             raise WireError("bad-request", f"{address} is not on another node")
@@ -186,15 +195,15 @@ class Outbound:
             None,
             in_reply_to,
             outbox_reply=outbox_reply,
+            client_key=client_key,
         )
-        spec = Queue.of(
+        return Queue.of(
             send,
             mailbox=OUTBOUND,
             address=address,
             reply_to=qualified,
             nonce=secrets.token_hex(16),
         )
-        return SendOp(self.mailroom, spec)
 
     def queued_as(self, op: SendOp, res: m.SendOk) -> m.SendOk:
         """After the queue op committed: hand it to the bridge; the answer as a send."""

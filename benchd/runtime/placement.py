@@ -68,7 +68,7 @@ class Placer:
         if s is not None and s.sandboxed and s.ns is None and ns not in (None, self.own_ns):
             # Learned on first contact (the ancestry just said whose it is): from now on
             # the namespace alone answers for it.
-            s.ns = ns
+            s.learn_ns(ns)
             self.roster.by_ns[ns] = s
         return s
 

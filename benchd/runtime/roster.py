@@ -129,6 +129,36 @@ class Session:
             self.set_agent(AgentState("exited", a.since, source="process"))
         self.approval = None
 
+    def watch_time(self, deadline: tuple[float, int] | None, stall_after: float) -> None:
+        """Its deadline (trio's time, wall ms) if any, and its stall time (0: never)."""
+        if deadline is not None:
+            self.deadline_at, self.deadline_ms = deadline
+        self.stall_after = stall_after
+
+    def hit_deadline(self) -> None:
+        """Its deadline passed while it ran: the deadline ends it."""
+        self.deadline_hit = True
+
+    def stalled(self, since: float | None) -> None:
+        """Stalled since `since` (trio's clock), or active again (None)."""
+        self.stalled_at = since
+
+    def show_screen(self, evidence: str | None) -> None:
+        """What its screen shows beside its agent's state (None: nothing to add)."""
+        self.agent_screen = evidence
+
+    def wait_approval(self, approval: Approval | None) -> None:
+        """The approval its agent waits for, or None once answered."""
+        self.approval = approval
+
+    def withdraw(self) -> None:
+        """Its job's task is withdrawn (its spawn could not be logged): it ends cancelled."""
+        self.cancelled = True
+
+    def learn_ns(self, ns: int) -> None:
+        """Its sandbox's PID namespace, learned on first contact."""
+        self.ns = ns
+
     def mark_killed(self, by: str, cancel: bool) -> None:
         """`bench kill` by `by` is ending it (with `cancel`, its job's task is withdrawn):
         the first to kill it is the one its job's ending names."""

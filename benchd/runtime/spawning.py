@@ -105,7 +105,7 @@ class Spawner:
         try:
             await self.submit(EventOp(*events))
         except WireError:
-            s.cancelled = True
+            s.withdraw()
             await sessions.end(s, grace=0.5)
             raise
         return m.SpawnOk(session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)

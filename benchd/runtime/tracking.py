@@ -21,7 +21,7 @@ from bench_wire import messages as m
 from benchd.core import delivery
 from benchd.store import mailstates
 from benchd.store.index import Index
-from benchd.store.mailstates import StateRow
+from benchd.store.mailstates import Columns, StateRow
 
 # The kinds that set states (a replay decodes only these).
 KINDS = frozenset(
@@ -51,7 +51,7 @@ class MailStates:
         put = self.index.put_state
         match ev:
             case m.MailSent():
-                cols: dict[str, Any] = {"sender": ev.sender, "rcpt": ev.to, "delivered": ev.ts}
+                cols: Columns = {"sender": ev.sender, "rcpt": ev.to, "delivered": ev.ts}
                 if not ev.live and not ev.recovered:
                     cols["nw_reason"], cols["nw_at"] = "no-live-session", ev.ts
                 put(ev.mail_id, cols)
@@ -64,7 +64,7 @@ class MailStates:
                 row = self.index.get_state(mail_id)
                 cols = {"woken": ev.ts}
                 if row is None or row.read_at is None:
-                    cols |= {"read_at": ev.ts, "read_by": "wake"}
+                    cols["read_at"], cols["read_by"] = ev.ts, "wake"
                 put(mail_id, cols)
             case m.WakeCapped():
                 put(ev.mail_id, {"nw_reason": "capped", "nw_at": ev.ts, "nw_until": ev.until})

@@ -415,7 +415,7 @@ class Index:
         self._counted(handle, row, None)
         self.pending.changes.append(Remove(handle, mail_id))
 
-    def put_state(self, mail_id: str, cols: dict[str, object]) -> None:
+    def put_state(self, mail_id: str, cols: mailstates.Columns) -> None:
         """Set delivery-state columns of a sent message (benchd.store.mailstates), written
         with the next flush like every other change."""
         p = self.pending

@@ -10,7 +10,7 @@ recipient counts (`replies`).
 """
 
 import sqlite3
-from typing import Any
+from typing import TypedDict
 
 import msgspec
 
@@ -33,6 +33,29 @@ COLUMNS = (
     "reply",
     "node",
 )
+
+
+class Columns(TypedDict, total=False):
+    """Columns of a message's row to set (`write`): a StateRow's fields but its id, each
+    of its type (an event sets the few it speaks of)."""
+
+    sender: str
+    rcpt: str
+    sent: int
+    queued: int
+    delivered: int
+    woken: int
+    nw_reason: str
+    nw_at: int
+    nw_until: int | None
+    active: int
+    read_at: int
+    read_by: str
+    reader: str
+    replied_at: int
+    reply: str
+    node: str
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mail_states(
@@ -73,7 +96,7 @@ def create(db: sqlite3.Connection) -> None:
     db.executescript(SCHEMA)
 
 
-def write(db: sqlite3.Connection, mail_id: str, cols: dict[str, Any]) -> None:
+def write(db: sqlite3.Connection, mail_id: str, cols: Columns) -> None:
     """Set these columns of a message's row (made if absent)."""
     names = list(cols)
     marks = ",".join("?" * (len(names) + 1))

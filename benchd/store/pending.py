@@ -1,9 +1,9 @@
 """The index's in-memory layer: the changes since the last commit, and what they mean
 for reads (pure, in memory). The index (benchd/store/index.py) merges it over SQLite."""
 
-from typing import Any
-
 import msgspec
+
+from benchd.store.mailstates import Columns
 
 UNREAD, READ = 0, 1
 
@@ -73,7 +73,7 @@ class SetColumns(msgspec.Struct, frozen=True, gc=False):
     """Delivery-state columns of a sent message set (benchd/store/mailstates.py)."""
 
     mail_id: str
-    cols: dict[str, Any]
+    cols: Columns
 
 
 class Remove(msgspec.Struct, frozen=True, gc=False):
@@ -102,7 +102,7 @@ class Pending:
         self.by_handle: dict[str, set[str]] = {}
         self.meta: dict[str, str] = {}
         # mail id -> the delivery-state columns set since the commit (benchd.store.mailstates)
-        self.states: dict[str, dict[str, Any]] = {}
+        self.states: dict[str, Columns] = {}
         self.since = 0.0  # the index clock's reading at the oldest change
 
     def __len__(self) -> int:

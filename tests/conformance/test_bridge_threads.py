@@ -82,11 +82,12 @@ def test_reply_to_a_message_named_by_its_identity_and_bad_names(pair):
     # Its id on node2, where it was sent from, names the copy on node1 too.
     r = n1.d.ok("mail", "reply", f"{q['mail_id']}@node2", "-m", "pong")
     assert [s["to"] for s in r["sent"]] == ["operator@node2"]
-    # A reply-to on a node never seen: the reply to the first address went, and the
-    # refusal says so.
+    # A reply-to on a node never seen: every reply is checked before any goes, so the
+    # refusal comes first and dave gets nothing (no reply half sent).
     b = n1.send("bob", "to two", "--reply-to", "dave", "--reply-to", "erin@node9")
     res = n1.d.bench("mail", "reply", b["mail_id"], "-m", "x")
-    assert res.rc == 1 and "[unknown-node]" in res.err and "the reply to dave (" in res.err
+    assert res.rc == 1 and "[unknown-node]" in res.err and "was sent" not in res.err, res
+    assert n1.d.ok("mail", "list", "--handle", "dave", "--state", "all")["messages"] == []
     for bad, code in [
         (f"{q['mail_id']}@Node2", "bad-id"),
         ("not-an-id@node2", "bad-id"),

@@ -56,9 +56,12 @@ async def test_hub_hands_listeners_typed_events_and_followers_the_records():
         m.MailSent(mail_id="m1", sender="alice", to="bob", path="/p", key="k", live=True),
         m.AgentWoken(session="s1", handle="bob", mail_id="m1", sender="alice", path="/p"),
     ]
-    records = [encode_event(ev, seq, 1)[1] for seq, ev in enumerate(events, 1)]
-    hub.publish(records, events)
-    assert heard == events  # typed, equal field for field (seq and ts included)
+    encoded = [encode_event(ev, seq, 1) for seq, ev in enumerate(events, 1)]
+    records, logged = [e[1] for e in encoded], [e[2] for e in encoded]
+    assert [(ev.seq, ev.ts) for ev in events] == [(0, 0), (0, 0)]  # stamped on copies only
+    hub.publish(records, logged)
+    assert heard == logged  # typed, equal field for field (seq and ts included)
+    assert [(ev.seq, ev.ts) for ev in heard] == [(1, 1), (2, 1)]
     assert isinstance(heard[0], m.MailSent) and heard[0].sender == "alice"
     assert drained(sent_only) == records[:1]
     assert drained(everything) == records

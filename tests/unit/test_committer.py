@@ -33,7 +33,7 @@ class FakeStore:
             for _ev in op.events:
                 seq += 1
                 records.append({"seq": seq, "kind": "daemon/started", "op": op.name})
-        return Staged(list(ops), records, seq)
+        return Staged(list(ops), records, [ev for op in ops for ev in op.events], seq)
 
     def commit(self, staged: Staged) -> None:
         if self.fail is not None:  # an unexpected failure: the committer answers `internal`

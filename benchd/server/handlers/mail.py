@@ -23,7 +23,7 @@ from bench_wire import outcomes
 from bench_wire.addresses import resolve, split_address
 from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
-from benchd.core import delivery, keys, mailrefs
+from benchd.core import delivery, mailrefs
 from benchd.core.authority import Caller
 from benchd.core.jobs import JobRecord
 from benchd.core.names import check_handle, check_mail_id, format_ms, is_handle
@@ -57,12 +57,11 @@ async def mail_send(svc: Services, conn: Connection, caller: Caller, req: m.Mail
         if req.to != handle:
             req = replace(req, to=handle)
         limiter.mailbox(caller.handle, handle, _size(req.body))
-    if req.key is not None:  # checked before the charge: a bad request costs no token
-        keys.check_client_key(req.key)
-    limiter.charge(caller, size=_size(req.body), to=() if node is not None else (handle,))
     if req.in_reply_to is not None:
         req = replace(req, in_reply_to=svc.mail.reference(req.in_reply_to))
-    res = await svc.mail.send(caller, req)
+    spec = svc.mail.check(caller, req)  # before the charge: a bad request costs no token
+    limiter.charge(caller, size=_size(req.body), to=() if node is not None else (handle,))
+    res = await svc.mail.send(spec)
     if req.in_reply_to is not None:
         res = replace(res, not_a_reply=not_a_reply(svc, caller, req.in_reply_to))
     await conn.send(replace(res, id=req.id))
@@ -255,14 +254,14 @@ async def mail_reply(svc: Services, conn: Connection, caller: Caller, req: m.Mai
     for to in targets:
         if is_handle(to):  # not handle@node; a bad one fails below
             svc.limiter.mailbox(caller.handle, to, _size(req.body))
-    if req.key is not None:  # checked before the charge: a bad request costs no token
-        keys.check_client_key(req.key)
-    local = [to for to in targets if is_handle(to)]
-    svc.limiter.charge(caller, len(targets), _size(req.body) * len(targets), local)
     subject = req.subject if req.subject is not None else reply_subject(meta.subject)
     if req.subject is None and len(subject) > SUBJECT_CHARS:
         subject = subject[:SUBJECT_CHARS]  # a long original subject plus "Re: " still fits
-    sent = await svc.mail.reply(caller, targets, req.body, subject, req.key, parent)
+    # Checked before the charge: a bad request costs no token.
+    specs = svc.mail.check_replies(caller, targets, req.body, subject, req.key, parent)
+    local = [to for to in targets if is_handle(to)]
+    svc.limiter.charge(caller, len(targets), _size(req.body) * len(targets), local)
+    sent = await svc.mail.reply(specs)
     why = not_a_reply(svc, caller, parent)  # the operator answering another's mail
     if why is not None:
         sent = [replace(s, not_a_reply=why) for s in sent]
