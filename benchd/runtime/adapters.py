@@ -18,6 +18,7 @@ program without an adapter, keep the screen-based wakes.
 import json
 import os
 import shlex
+import shutil
 from dataclasses import dataclass
 
 # Claude Code's hook events -> bench's (benchd.core.agentstate.EVENTS). Only these are
@@ -36,6 +37,18 @@ CLAUDE_NOTIFICATIONS = "permission_prompt|idle_prompt"
 HOOK_TIMEOUT_S = 30  # a hook that only forwards a report; the daemon answers at once
 
 
+def hook_command(bindir: str) -> str:
+    """The shell command that forwards one hook event (the event's name follows it):
+    the compiled `bench-hook` beside `bench` when `./run` could build it (about a
+    millisecond, against an interpreter's start for `bench hook`: the agent waits for
+    its hooks at every turn's end), else `bench hook`."""
+    for name, tail in (("bench-hook", ""), ("bench", " hook")):
+        found = shutil.which(name, path=bindir)
+        if found:
+            return shlex.quote(found) + tail
+    return "bench hook"
+
+
 @dataclass(frozen=True, slots=True)
 class Adapted:
     argv: list[str]
@@ -43,7 +56,7 @@ class Adapted:
     why_not: str | None = None  # when an adapter exists but could not be applied
 
 
-def claude_settings(bench: str, approval_wait: float, mid_turn: bool = False) -> str:
+def claude_settings(hook: str, approval_wait: float, mid_turn: bool = False) -> str:
     """The `--settings` JSON giving Claude Code bench's hooks (PostToolUse too with the
     mid-turn door: a hook per tool call, so only when asked for)."""
     hooks: dict[str, list[dict[str, object]]] = {}
@@ -55,7 +68,7 @@ def claude_settings(bench: str, approval_wait: float, mid_turn: bool = False) ->
             # --approval-wait, then answers nothing: the agent's own dialog asks).
             timeout = int(approval_wait) + HOOK_TIMEOUT_S
         entry: dict[str, object] = {
-            "hooks": [{"type": "command", "command": f"{bench} hook {ours}", "timeout": timeout}]
+            "hooks": [{"type": "command", "command": f"{hook} {ours}", "timeout": timeout}]
         }
         if ours == "notification":
             entry["matcher"] = CLAUDE_NOTIFICATIONS
@@ -78,7 +91,7 @@ def _program_at(argv: list[str], name: str) -> int | None:
 
 
 def adapt(
-    agent: str | None, argv: list[str], bench: str, approval_wait: float, mid_turn: bool = False
+    agent: str | None, argv: list[str], hook: str, approval_wait: float, mid_turn: bool = False
 ) -> Adapted:
     """The session's command line with its agent's hooks, when bench has an adapter for
     it and can see where the agent's own options go."""
@@ -92,7 +105,7 @@ def adapt(
             f"{argv[0]!r} is not claude itself (a wrapper?): bench cannot give it "
             "--settings; its wakes go by the screen",
         )
-    settings = claude_settings(shlex.quote(bench), approval_wait, mid_turn)
+    settings = claude_settings(hook, approval_wait, mid_turn)
     return Adapted([*argv[: at + 1], "--settings", settings, *argv[at + 1 :]], "claude")
 
 

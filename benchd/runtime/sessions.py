@@ -191,7 +191,7 @@ class Sessions:
             raise WireError("spawn-failed", f"{argv[0]!r} was not found on PATH")
         # The agent's hooks for this session only (its own config files untouched).
         adapted = adapters.adapt(
-            req.agent, argv, bench or "bench", self.approval_wait, req.mid_turn
+            req.agent, argv, adapters.hook_command(bindir), self.approval_wait, req.mid_turn
         )
         if adapted.why_not is not None:
             self.log.info("no adapter", handle=handle, why=adapted.why_not)

@@ -46,13 +46,20 @@ def agent_of(daemon, name: str) -> dict:
 
 
 def test_reports_give_the_state_in_ps(daemon):
-    s, _ = hooked(daemon, "hk")
+    s, rec = hooked(daemon, "hk")
     a = agent_of(daemon, "hk")
     assert a["adapter"] == "claude" and a["state"] == "idle" and a["source"] == "report"
     assert "AGENT" in daemon.bench("ps").out
     # The hooks were given on the command line only; ps shows the command as given.
     (row,) = [r for r in daemon.ok("ps")["sessions"] if r["handle"] == "hk"]
     assert "--settings" not in row["argv"]
+    # Through the compiled client when `./run` built it beside `bench`, else `bench hook`.
+    with open(rec + ".hooks") as f:
+        stop = json.load(f)["Stop"]
+    compiled = os.path.join(os.path.dirname(sys.executable), "bench-hook")
+    fallback = os.path.join(os.path.dirname(sys.executable), "bench") + " hook"
+    want = compiled if os.access(compiled, os.X_OK) else fallback
+    assert stop.startswith(want) and stop.endswith(" stop"), stop
     status = daemon.bench("status").out
     assert "agents    1 with adapters: 1 idle" in status, status
     assert daemon.ok("status")["agents"]["hk"]["state"] == "idle"

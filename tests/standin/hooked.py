@@ -60,6 +60,9 @@ def main() -> int:
             with open(record, "a") as f:
                 f.write(json.dumps(rec) + "\n")
 
+    if record:  # the commands the adapter gave, for the tests to check
+        with open(record + ".hooks", "w") as f:
+            json.dump(hooks, f)
     hook("SessionStart", {"source": "startup"})
     print("? for shortcuts", flush=True)
     pending: str | None = None
