@@ -120,6 +120,8 @@ def run(
                     s = sessions[name]
                     print(f"spawned {name:<6} session {s['session']} pid {s['pid']}")
                 if real is not None:
+                    print(real.how_they_run(bench))
+                if real is not None:
                     real.wait_mcp()
                 seed = bench.run("mail", "send", names[0], "-s", "ring", "-m", f"number {SEED}")
                 print(f"seeded  number {SEED} -> {names[0]} ({seed['mail_id']})")
@@ -141,7 +143,14 @@ def run(
                 print("\nevent trail:")
                 print(
                     timeline(
-                        events, {"mail/sent", "agent/woken", "wake/enter-retried", "mail/read"}
+                        events,
+                        {
+                            "mail/sent",
+                            "agent/woken",
+                            "agent/state",
+                            "wake/enter-retried",
+                            "mail/read",
+                        },
                     )
                 )
                 ring = [e for e in events if e["kind"] == "mail/sent"]

@@ -71,6 +71,14 @@ class RealRing:
             sessions[kind] = bench.run(*args, "--", *spec.argv)
         return sessions
 
+    def how_they_run(self, bench) -> str:
+        """As whom the ring runs and whether the daemon sandboxes its sessions (the
+        trail's `agent/state ... source=report` lines show which agents report through
+        their own hooks: an adapter)."""
+        caps = bench.run("status")["caps"]
+        note = f" ({caps['isolation_note']})" if caps.get("isolation_note") else ""
+        return f"running as uid {os.getuid()}; sessions sandboxed: {caps['isolation']}{note}"
+
     def wait_mcp(self, timeout: float = 60.0) -> None:
         """Wait until each MCP agent has connected to its `bench mcp`.
 
