@@ -78,7 +78,7 @@ def marks(f: Facts, reply: str | None = None) -> list[Mark]:
         reason, at = "read-first", f.read_at  # read before any wake could be typed
     if reason is not None and at is not None:
         extra = {"reason": reason}
-        if reason == "capped" and f.nw_until is not None:
+        if reason in ("capped", "parked") and f.nw_until is not None:
             extra["until"] = str(f.nw_until)
         out.append(Mark("not-woken", at, extra))
     if f.woken is not None:

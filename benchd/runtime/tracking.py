@@ -71,7 +71,8 @@ class MailStates:
             case m.WakeDeferred(mail_id=str(mail_id)):
                 row = self.index.get_state(mail_id)
                 if row is None or (row.woken is None and row.nw_reason is None):
-                    put(mail_id, {"nw_reason": ev.reason, "nw_at": ev.ts})
+                    # parked: until the agent's reset time, when it said one
+                    put(mail_id, {"nw_reason": ev.reason, "nw_at": ev.ts, "nw_until": ev.until})
             case m.MailReadEvent():
                 row = self.index.get_state(ev.mail_id)
                 if row is None or row.read_at is None:

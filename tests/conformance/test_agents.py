@@ -115,6 +115,7 @@ def test_approve_and_deny_through_the_permission_hook(daemon):
     daemon.wait_event(
         "wake/deferred", lambda e: e["mail_id"] == sent["mail_id"] and e["reason"] == "blocked"
     )
+    assert "reason blocked" in daemon.bench("mail", "status", sent["mail_id"]).out
     ok = daemon.ok("approve", "hk")
     assert ok["tool"] == "Bash" and ok["via"] == "hook"
     daemon.wait_until(lambda: "allowed" in daemon.bench("tail", "hk").out, what="allowed on screen")
@@ -138,18 +139,23 @@ def test_approve_and_deny_through_the_permission_hook(daemon):
 def test_limited_agent_parks_its_wakes_until_it_works_again(daemon):
     s, rec = hooked(daemon, "hk")
     daemon.ok("type", "hk", "limit")
+    daemon.wait_event("agent/state", lambda e: e["handle"] == "hk" and e["state"] == "limited")
+    # The stand-in's limit message says when it resets; bench reads it off the screen
+    # (evidence, marked so) right after the report.
     lim = daemon.wait_event(
-        "agent/state", lambda e: e["handle"] == "hk" and e["state"] == "limited"
+        "agent/state",
+        lambda e: e["handle"] == "hk" and e["state"] == "limited" and e["until"] is not None,
     )
     a = agent_of(daemon, "hk")
-    assert a["state"] == "limited"
-    if lim["until"] is not None:  # read off the screen: evidence, marked so
-        assert a["screen"] == "limit"
+    assert a["state"] == "limited" and a["screen"] == "limit"
     sent = daemon.ok("mail", "send", "hk", "-m", "parked")
     d = daemon.wait_event("wake/deferred", lambda e: e["mail_id"] == sent["mail_id"])
     assert d["reason"] == "parked"
     status = daemon.ok("mail", "status", sent["mail_id"])
-    assert any(m.get("reason") == "parked" for m in status["states"])
+    (parked,) = [m for m in status["states"] if m.get("reason") == "parked"]
+    assert parked["until"] is not None  # the sender sees until when: the agent's reset
+    assert "reason parked, until " in daemon.bench("mail", "status", sent["mail_id"]).out
+    assert lim["until"] is not None
     assert not [r for r in records(rec) if "You have mail" in r["line"]]
     # It reports work again (a prompt): its turn's end hands the parked mail over, once.
     daemon.ok("type", "hk", "hello")
