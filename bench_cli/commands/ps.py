@@ -161,8 +161,8 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--mid-turn",
     is_flag=True,
-    help="with --agent claude: also hand mail over after each tool call, as added "
-    "context (a hook per tool call), not only at the turn's end",
+    help="with --agent claude or pi: also hand mail over after each tool call, as "
+    "added context (a hook per tool call), not only at the turn's end",
 )
 @click.argument("argv", nargs=-1, required=True)
 def spawn(

@@ -21,17 +21,53 @@ A limited agent stays limited until it reports work (`prompt`) or its reset time
 
 The payload is the agent's JSON as it sent it: read here for the few fields that
 matter (the tool's name and input, the notification's type, the error), each checked
-for its type; anything else in it is ignored.
+for its type; anything else in it is ignored. A usage limit's reset time is the
+payload's `resets_at`, else read from the error's own words (`error_message`, pi's:
+"... resets at 2026-01-02T15:04:05Z", "... try again in 6m0s").
 """
 
 import enum
 import json
+import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 State = Literal["idle", "working", "blocked", "limited", "exited"]
 EVENTS = ("start", "prompt", "stop", "stop-failure", "permission", "notification", "end", "tool")
 INPUT_CHARS = 2000  # of a blocked tool's input kept (and shown, escaped)
+MESSAGE_CHARS = 2000  # of an error message searched for a reset time
+RESET_HORIZON_MS = 7 * 86_400_000  # a reset further away than this is not believed
+# "resets at 2026-01-02T15:04:05Z" (an offset, or Z; the date and time in ISO 8601).
+ISO_RE = re.compile(r"\b(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d{1,6})?)?(?:Z|[+-]\d\d:?\d\d))")
+# "resets at 1767366245" (epoch seconds).
+EPOCH_RE = re.compile(r"\bresets?\s+at\s+(\d{10})\b", re.IGNORECASE)
+# "try again in 20s", "retry after 1.5 minutes", "resets in 6m0s".
+AFTER_RE = re.compile(
+    r"\b(?:try again|retry|resets?)\s+(?:in|after)\s+((?:\d+(?:\.\d+)?\s*[a-z]+\s*){1,4})",
+    re.IGNORECASE,
+)
+PART_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)", re.IGNORECASE)
+UNIT_MS = {
+    "ms": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "mins": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hr": 3_600_000,
+    "hrs": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +130,32 @@ def _until(payload: dict[str, object]) -> int | None:
     return int(t if t > 1e12 else t * 1000)
 
 
+def reset_in_text(text: str, now: int) -> int | None:
+    """The reset time (wall ms) an error message gives, if it gives one: an ISO 8601
+    time with its zone, epoch seconds after "resets at", or a wait ("try again in 20s",
+    "6m0s"). Only a time after `now` and within RESET_HORIZON_MS counts."""
+    text = text[:MESSAGE_CHARS]
+    at: int | None = None
+    if (found := ISO_RE.search(text)) is not None:
+        try:
+            at = int(datetime.fromisoformat(found.group(1).replace(" ", "T")).timestamp() * 1000)
+        except ValueError:
+            at = None
+    elif (found := EPOCH_RE.search(text)) is not None:
+        at = int(found.group(1)) * 1000
+    elif (found := AFTER_RE.search(text)) is not None:
+        wait = 0.0
+        for number, unit in PART_RE.findall(found.group(1)):
+            scale = UNIT_MS.get(unit.lower())
+            if scale is None:
+                return None  # not a duration after all ("in 5 places")
+            wait += float(number) * scale
+        at = now + int(wait)
+    if at is None or not now < at <= now + RESET_HORIZON_MS:
+        return None
+    return at
+
+
 def step(cur: AgentState | None, event: str, payload: dict[str, object], now: int) -> AgentState:
     """The state after `event` was reported at wall ms `now`."""
     if event not in EVENTS:
@@ -113,7 +175,10 @@ def step(cur: AgentState | None, event: str, payload: dict[str, object], now: in
             return AgentState("idle", now)
         case "stop-failure":
             if _text(payload, "error") == "rate_limit":
-                return AgentState("limited", now, until=_until(payload))
+                until = _until(payload)
+                if until is None:
+                    until = reset_in_text(_text(payload, "error_message") or "", now)
+                return AgentState("limited", now, until=until)
             return AgentState("idle", now)
         case "permission":
             tool = _text(payload, "tool_name") or "?"

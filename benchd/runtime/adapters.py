@@ -2,17 +2,24 @@
 itself (docs/agents.md).
 
 An adapter changes the agent's command line for that one session, never the user's own
-configuration files: Claude Code takes `--settings JSON` (merged over the user's
-settings), whose hooks run `bench hook EVENT` at each lifecycle event bench needs and
-nothing more (no hook per tool call: the agent waits for its hooks). The settings are
-passed inline, so nothing has to be readable inside the sandbox but the `bench` program.
+configuration files, and subscribes only to the lifecycle events bench needs (nothing per
+tool call unless the mid-turn door is asked for: the agent waits for its hooks):
+
+- claude: `--settings JSON` (merged over the user's settings), whose hooks run
+  `bench-hook EVENT` (the compiled client, bench_cli/bench_hook.c) or `bench hook EVENT`. The settings are passed inline, so nothing has to be readable inside the
+  sandbox but the `bench` program.
+- pi: `-e pi_extension.ts` (an extension file shipped beside this module; the sandbox
+  shows the whole file system but BENCH_DIR, so pi reads it in there too) and
+  `--bench-program=PROGRAM`, a flag the extension registers: it runs `PROGRAM EVENT`
+  (`bench-hook`) or `PROGRAM hook EVENT` (`bench`) itself (child_process, no shell) and hands the answers to pi (`pi.sendUserMessage`). pi has no
+  permission prompts, so it never reports `permission`.
 
 `bench hook EVENT` forwards the hook's JSON to the daemon and prints its answer: the
 Stop hook's answer can hand the agent its next instruction (a wake line: the door for
 mail that arrived mid-turn), the PermissionRequest hook's answer is the approval.
 
-Codex and pi have no adapter yet (docs/agents.md says why); their sessions, and every
-program without an adapter, keep the screen-based wakes.
+Codex has no adapter yet (docs/agents.md says why); its sessions, and every program
+without an adapter, keep the screen-based wakes.
 """
 
 import json
@@ -36,17 +43,23 @@ CLAUDE_HOOKS = {
 CLAUDE_NOTIFICATIONS = "permission_prompt|idle_prompt"
 HOOK_TIMEOUT_S = 30  # a hook that only forwards a report; the daemon answers at once
 
+# pi's extension (TypeScript; pi loads it with jiti, no build step) and the flags it
+# registers. Values go in `--flag=value` form: pi takes a bare extension flag's next
+# argument as its value when that does not start with "-".
+PI_EXTENSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pi_extension.ts")
+ADAPTERS = ("claude", "pi")
 
-def hook_command(bindir: str) -> str:
-    """The shell command that forwards one hook event (the event's name follows it):
-    the compiled `bench-hook` beside `bench` when `./run` could build it (about a
-    millisecond, against an interpreter's start for `bench hook`: the agent waits for
-    its hooks at every turn's end), else `bench hook`."""
-    for name, tail in (("bench-hook", ""), ("bench", " hook")):
+
+def hook_command(bindir: str) -> list[str]:
+    """The command that forwards one hook event (the event's name follows it): the
+    compiled `bench-hook` beside `bench` when `./run` could build it (about 3 ms,
+    against an interpreter's start for `bench hook`: the agent waits for its hooks at
+    every turn's end), else `bench hook`."""
+    for name, tail in (("bench-hook", []), ("bench", ["hook"])):
         found = shutil.which(name, path=bindir)
         if found:
-            return shlex.quote(found) + tail
-    return "bench hook"
+            return [found, *tail]
+    return ["bench", "hook"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,23 +103,40 @@ def _program_at(argv: list[str], name: str) -> int | None:
     return None
 
 
+def pi_args(program: str, mid_turn: bool = False) -> list[str]:
+    """pi's options loading bench's extension (the tool_result report too with the
+    mid-turn door). `program` is `bench-hook` or `bench` (the extension adds `hook`)."""
+    args = ["-e", PI_EXTENSION, f"--bench-program={program}"]
+    if mid_turn:
+        args.append("--bench-mid-turn=1")
+    return args
+
+
 def adapt(
-    agent: str | None, argv: list[str], hook: str, approval_wait: float, mid_turn: bool = False
+    agent: str | None,
+    argv: list[str],
+    hook: list[str],
+    approval_wait: float,
+    mid_turn: bool = False,
 ) -> Adapted:
     """The session's command line with its agent's hooks, when bench has an adapter for
     it and can see where the agent's own options go."""
-    if agent != "claude":
+    if agent is None or agent not in ADAPTERS:
         return Adapted(list(argv), None)
-    at = _program_at(argv, "claude")
+    at = _program_at(argv, agent)
     if at is None:
+        how = "--settings" if agent == "claude" else "its extension (-e)"
         return Adapted(
             list(argv),
             None,
-            f"{argv[0]!r} is not claude itself (a wrapper?): bench cannot give it "
-            "--settings; its wakes go by the screen",
+            f"{argv[0]!r} is not {agent} itself (a wrapper?): bench cannot give it "
+            f"{how}; its wakes go by the screen",
         )
-    settings = claude_settings(hook, approval_wait, mid_turn)
-    return Adapted([*argv[: at + 1], "--settings", settings, *argv[at + 1 :]], "claude")
+    if agent == "pi":
+        added = pi_args(hook[0], mid_turn)
+    else:
+        added = ["--settings", claude_settings(shlex.join(hook), approval_wait, mid_turn)]
+    return Adapted([*argv[: at + 1], *added, *argv[at + 1 :]], agent)
 
 
 # What `bench approve|deny` types into an agent's approval dialog when no hook waits

@@ -33,6 +33,10 @@ Every answer is decided from the request alone:
   gets the final text;
 - anything else (titles, greetings, ...) → a short text.
 
+While ``limited_until`` (epoch seconds) lies ahead, Anthropic and chat-completions
+requests get a usage-limit 429 instead (``x-should-retry: false``, ``retry-after``; the
+chat one's message says ``It resets at <ISO time>``).
+
 Every request is logged as one JSON line (``ts``, ``method``, ``path``, ``body``,
 ``reply``) to the log file given at construction.
 
@@ -665,7 +669,8 @@ class ModelServer(ThreadingHTTPServer):
         self.answer: Any = None  # see decide()
         # A usage limit: until this epoch second, every Anthropic request is answered with
         # the 429 Claude Code reads as a subscription's limit (it needs
-        # CLAUDE_CODE_OAUTH_TOKEN, not an API key, to read it so).
+        # CLAUDE_CODE_OAUTH_TOKEN, not an API key, to read it so), and every chat
+        # completion (pi) with an OpenAI-shaped 429 whose message gives the reset time.
         self.limited_until: float | None = None
         self.log_path = Path(log_path)
         self.models = list(models or ["scripted"])
@@ -773,6 +778,8 @@ class Handler(BaseHTTPRequestHandler):
                     "error": {"type": "rate_limit_error", "message": "usage limit reached"},
                 }
                 return 429, "application/json", json.dumps(err).encode(), "429 usage limit"
+            if route.endswith("/chat/completions") and limited(self.server):
+                return 429, "application/json", chat_limit_body(self.server), "429 usage limit"
             if route.endswith("/messages"):
                 d = decide(latest_turn_anthropic(body), body, ring, self.server.answer)
                 return (200, *anthropic_reply(body, d), d.summary())
@@ -802,6 +809,16 @@ class Handler(BaseHTTPRequestHandler):
 
 def limited(server: ModelServer) -> bool:
     return server.limited_until is not None and time.time() < server.limited_until
+
+
+def chat_limit_body(server: ModelServer) -> bytes:
+    """An OpenAI-shaped usage-limit error whose message says when it resets (pi shows it
+    as `429 <message>` and its bench extension reports the limit with it)."""
+    reset = int(server.limited_until or time.time())
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(reset))
+    message = f"You have hit your usage limit. It resets at {when}."
+    err = {"message": message, "type": "rate_limit_exceeded", "code": "rate_limit_exceeded"}
+    return json.dumps({"error": err}).encode()
 
 
 def limit_headers(server: ModelServer) -> dict[str, str]:

@@ -72,3 +72,25 @@ def test_reset_read_off_the_screen():
     )
     assert reset_from_screen("resets 1:42pm (Europe/Paris)", day) is None
     assert reset_from_screen("nothing here", day) is None
+
+
+def test_limit_reset_read_from_the_error_message():
+    now = 1_795_996_800_000  # 2026-11-30T00:00:00Z
+    at_042 = now + 42 * 60_000  # 00:42 UTC
+    said = "429 You have hit your usage limit. It resets at 2026-11-30T00:42:00Z."
+    s = a.step(None, "stop-failure", {"error": "rate_limit", "error_message": said}, now)
+    assert s.state == "limited" and s.until == at_042
+    # A resets_at in the report wins over the words.
+    payload = {"error": "rate_limit", "resets_at": 1_795_996_900, "error_message": said}
+    assert a.step(None, "stop-failure", payload, now).until == 1_795_996_900_000
+    assert a.reset_in_text("Please try again in 6m0s.", now) == now + 360_000
+    assert a.reset_in_text("rate limit: retry after 1.5 minutes", now) == now + 90_000
+    assert a.reset_in_text("usage limit; resets at 1795996900", now) == 1_795_996_900_000
+    assert a.reset_in_text("at 2026-11-30T01:42:00+01:00", now) == at_042
+    # Not a time, in the past, or too far away: unknown (parked until it works again).
+    assert a.reset_in_text("try again in 5 places", now) is None
+    assert a.reset_in_text("resets at 2026-11-29T21:00:00Z", now) is None
+    assert a.reset_in_text("resets at 2027-06-01T00:00:00Z", now) is None
+    assert a.reset_in_text("usage limit reached", now) is None
+    s = a.step(None, "stop-failure", {"error": "rate_limit", "error_message": 7}, now)
+    assert s.state == "limited" and s.until is None

@@ -121,10 +121,10 @@ def test_usage_and_missing_daemon_are_clear_errors(client, tmp_path):
 def test_the_daemon_picks_the_compiled_client_beside_bench(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    assert adapters.hook_command(str(bindir)) == "bench hook"  # neither: PATH's bench
+    assert adapters.hook_command(str(bindir)) == ["bench", "hook"]  # neither: PATH's bench
     (bindir / "bench").write_text("#!/bin/sh\n")
     (bindir / "bench").chmod(0o755)
-    assert adapters.hook_command(str(bindir)) == f"{bindir}/bench hook"
+    assert adapters.hook_command(str(bindir)) == [f"{bindir}/bench", "hook"]
     (bindir / "bench-hook").write_text("#!/bin/sh\n")
     (bindir / "bench-hook").chmod(0o755)
-    assert adapters.hook_command(str(bindir)) == f"{bindir}/bench-hook"
+    assert adapters.hook_command(str(bindir)) == [f"{bindir}/bench-hook"]
