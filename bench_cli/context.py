@@ -1,5 +1,7 @@
 """What every click command shares: the context object, the common options, the daemon
-options, and the typed client (`connect`, `ask`, `call`) with its answer helpers.
+options, the typed client (`connect`, `ask`, `call`) with its answer helpers, and the
+group class every group of commands is (`Group`: whole summaries, a hint at what an
+unknown command probably meant, a daemon's refusal printed as one line).
 
 Commands live in `bench_cli.commands` and import from here (never from `bench_cli.cli`,
 which imports them lazily: no circle).
@@ -14,11 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 import msgspec
 
-from bench_cli import output
+from bench_cli import hints, output
 from bench_wire import messages as m
 from bench_wire.client import Client
 from bench_wire.config import OPTIONS, option_problem
-from bench_wire.errors import WireError
+from bench_wire.errors import EXIT_INTERRUPTED, WireError
 from bench_wire.framing import StructCodec
 from bench_wire.paths import resolve_dir
 
@@ -30,6 +32,44 @@ R = TypeVar("R", bound=m.Response)
 
 DIR_HELP = "BENCH_DIR (else $BENCH_DIR, else $XDG_STATE_HOME/bench or ~/.local/state/bench)"
 JSON_HELP = "print the daemon's answer as JSON (one object, or one per line for a stream)"
+
+
+class Group(click.Group):
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list with each summary whole (click cuts them to fit a line)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=500)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand:
+            said = hints.not_here(tuple(ctx.command_path.split()[1:]), args[0])
+            if said is not None:
+                raise click.UsageError(f"no such command {args[0]!r}: {said}", ctx) from None
+            meant = hints.command(tuple(ctx.command_path.split()[1:]), args[0], self.commands)
+            if meant is None:
+                raise
+            msg = f"no such command {args[0]!r} (did you mean {meant}?)"
+            raise click.UsageError(msg, ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:  # what the command returns
+        try:
+            return super().invoke(ctx)
+        except WireError as err:
+            as_json = "--json" in sys.argv
+            ctx.exit(output.fail(err, as_json))
+        except KeyboardInterrupt:
+            # Ctrl-C (e.g. ending `events -f`): the user asked for it, so print nothing.
+            ctx.exit(EXIT_INTERRUPTED)
 
 
 class Ctx:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
-from bench_cli import hints, humanize
+from bench_cli import hints, output
 from bench_wire import messages as m
 from bench_wire.addresses import is_address, is_handle
 from bench_wire.config import BY_FLAG, OPTIONS, option_problem
@@ -450,7 +450,7 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
         durations[k] = None
         if k in doc:
             try:
-                durations[k] = humanize.parse_duration(doc[k], most=longest)
+                durations[k] = output.parse_duration(doc[k], most=longest)
             except ValueError as err:
                 raise bad(k, str(err)) from None
     return Agent(

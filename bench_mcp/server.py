@@ -22,7 +22,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from bench_cli import hints, humanize, output
+from bench_cli import hints, output
 from bench_mcp import stdio
 from bench_mcp import tools as t
 from bench_wire import messages as m
@@ -169,7 +169,7 @@ async def search_mail(d: Daemon, a: t.SearchMailArgs) -> tuple[str, t.Json]:
         f"{h.mail_id}  from {h.sender}  {h.state}  {h.subject}\n    {h.snippet}" for h in found.hits
     ]
     more = " (more: raise limit)" if found.truncated else ""
-    lines.append(humanize.count(len(found.hits), "match", "matches") + more)
+    lines.append(output.count(len(found.hits), "match", "matches") + more)
     return escape("\n".join(lines)), t.public(plain(found))
 
 

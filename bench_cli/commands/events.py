@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from bench_cli import humanize, output
+from bench_cli import output
 from bench_cli.context import (
     IntParam,
     colour,
@@ -30,7 +30,7 @@ def since_ms(text: str, now: float) -> int:
     back from now (30s, 10m, 2h, 1d), or a local date and time (2026-11-30T10:00,
     2026-11-30 10:00:00, 2026-11-30); ms since the epoch. ValueError otherwise."""
     if _DURATION.fullmatch(text.strip()):
-        return int((now - humanize.parse_duration(text)) * 1000)
+        return int((now - output.parse_duration(text)) * 1000)
     return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
 
 

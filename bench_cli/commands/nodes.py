@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from bench_cli import humanize, output
-from bench_cli.context import Ctx, call, common, done, examples
-from bench_cli.group import Group
+from bench_cli import output
+from bench_cli.context import Ctx, Group, call, common, done, examples
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.paths import resolve_dir
@@ -175,7 +174,7 @@ def bridge(
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
         from bench_bridge.bridge import main as bridge_main
-        from bench_bridge.options import Options
+        from bench_bridge.local import Options
     except ImportError as err:
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
@@ -241,7 +240,7 @@ def nodes(bench_dir: str | None, as_json: bool) -> None:
     if not a["nodes"]:
         lines.append("no other nodes seen yet")
     for n in a["nodes"]:
-        ago = humanize.duration((now - n["seen_ms"]) / 1000)
+        ago = output.duration((now - n["seen_ms"]) / 1000)
         lines.append(f"{n['node']:<24} seen {ago:>4} ago  {' '.join(n['handles']) or '-'}")
     done(ctx, a, "\n".join(lines))
 
@@ -300,7 +299,7 @@ def nodes_init(
     """Create (or restore) the mail stream and the node directory in NATS, with quotas:
     the administrator's step, run with the administrator's NATS user."""
     try:
-        from bench_bridge import admin, streams
+        from bench_bridge import streams
     except ImportError as err:
         raise WireError(
             "bad-request", f"this needs the bridge extra: pip install 'bench[bridge]' ({err})"
@@ -314,7 +313,7 @@ def nodes_init(
         forget_after=forget_after,
         directory_max_bytes=directory_max_bytes,
     )
-    lines = admin.run(conn, q)
+    lines = streams.run(conn, q)
     done(Ctx(bench_dir, as_json), {"done": lines}, "\n".join(lines))
 
 
