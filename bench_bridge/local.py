@@ -17,6 +17,7 @@ The framing, the answer matching and the error frames are bench_wire's
 """
 
 import sys
+from dataclasses import dataclass
 
 from bench_bridge import admission
 from bench_bridge.urls import Connection
@@ -27,39 +28,30 @@ MAX_AGE_S = 7 * 86400.0  # mail not taken from the stream within this long is bo
 PUBLISH_WINDOW = 1024  # messages published and awaiting their PubAck, at most
 
 
+@dataclass(frozen=True)
 class Options:
-    def __init__(
-        self,
-        bench_dir: str,
-        conn: Connection,
-        node: str | None = None,
-        heartbeat: float = 5.0,
-        ack_wait: float = 30.0,
-        retry_max: float = 30.0,
-        forget_after: float = admission.FORGET_S,
-        max_age: float = MAX_AGE_S,
-        entry_max: int = admission.ENTRY_MAX,
-        handles_max: int = admission.HANDLES_MAX,
-        nodes_max: int = admission.NODES_MAX,
-        publish_window: int = PUBLISH_WINDOW,
-        reply_to_max: int = admission.REPLY_TO_MAX,
-        new_mailboxes_per_hour: int = admission.NEW_MAILBOXES_PER_HOUR,
-        receipts_per_minute: int = admission.RECEIPTS_PER_MINUTE,
-    ) -> None:
-        self.bench_dir, self.conn, self.node = bench_dir, conn, node
-        self.heartbeat, self.ack_wait = heartbeat, ack_wait
-        self.retry_max = retry_max
-        self.max_age = max_age
-        self.publish_window = publish_window
-        self.reply_to_max = reply_to_max
-        self.new_mailboxes_per_hour = new_mailboxes_per_hour
-        self.receipts_per_minute = receipts_per_minute
-        self.limits = admission.Limits(
-            entry_max=entry_max,
-            handles_max=handles_max,
-            nodes_max=nodes_max,
-            forget_s=forget_after,
-        )
+    """What `bench bridge` was started with (its command line), whole."""
+
+    bench_dir: str
+    conn: Connection
+    node: str | None = None
+    heartbeat: float = 5.0
+    ack_wait: float = 30.0
+    retry_max: float = 30.0
+    forget_after: float = admission.FORGET_S
+    max_age: float = MAX_AGE_S
+    entry_max: int = admission.ENTRY_MAX
+    handles_max: int = admission.HANDLES_MAX
+    nodes_max: int = admission.NODES_MAX
+    publish_window: int = PUBLISH_WINDOW
+    reply_to_max: int = admission.REPLY_TO_MAX
+    new_mailboxes_per_hour: int = admission.NEW_MAILBOXES_PER_HOUR
+    receipts_per_minute: int = admission.RECEIPTS_PER_MINUTE
+
+    @property
+    def limits(self) -> admission.Limits:
+        """The directory's caps (bench_bridge.admission)."""
+        return admission.Limits(self.entry_max, self.handles_max, self.nodes_max, self.forget_after)
 
 
 def say(text: str) -> None:

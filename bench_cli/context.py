@@ -228,25 +228,34 @@ def examples(*lines: str) -> str:
 # ---------------------------------------------------------------- completion
 
 
+def _listed(ctx: click.Context) -> tuple[str | None, list[m.SessionInfo]]:
+    """The BENCH_DIR a command line names so far, and its daemon's sessions (none when
+    no daemon answers: a completion never fails)."""
+    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
+    try:
+        return bench_dir, ask(bench_dir, m.SessionList(), timeout=2.0).sessions
+    except (WireError, OSError):
+        return bench_dir, []
+
+
+def _completions(names: set[str], incomplete: str) -> "list[CompletionItem]":
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+
+
 def complete_handles(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> "list[CompletionItem]":
     """Live handles (and, for mail, the existing mailboxes), asked of the daemon."""
-    from click.shell_completion import CompletionItem
-
-    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
-    names: set[str] = set()
-    try:
-        a = ask(bench_dir, m.SessionList(), timeout=2.0)
-        names |= {s.handle for s in a.sessions if s.state == "running"}
-    except (WireError, OSError):
-        pass
+    bench_dir, listed = _listed(ctx)
+    names = {s.handle for s in listed if s.state == "running"}
     if param.name in ("to", "handle", "reply_to"):
         try:
             names |= set(os.listdir(os.path.join(resolve_dir(bench_dir), "mail")))
         except (OSError, WireError):
             pass
-    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+    return _completions(names, incomplete)
 
 
 def reply_to_option(help_: str) -> Callable[[Callback], Callback]:
@@ -265,16 +274,9 @@ def complete_sessions(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> "list[CompletionItem]":
     """Handles of live sessions, and the ids of every session the daemon remembers."""
-    from click.shell_completion import CompletionItem
-
-    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
-    try:
-        a = ask(bench_dir, m.SessionList(), timeout=2.0)
-    except (WireError, OSError):
-        return []
-    names = {s.handle for s in a.sessions if s.state == "running"}
-    names |= {s.session for s in a.sessions}
-    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+    listed = _listed(ctx)[1]
+    names = {s.handle for s in listed if s.state == "running"} | {s.session for s in listed}
+    return _completions(names, incomplete)
 
 
 # click's ParamType is generic in its stubs (the converted value's type) but only

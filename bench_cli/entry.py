@@ -175,6 +175,12 @@ def run(cmd: "Command", opts: "Json") -> int:
         return 130
 
 
+def from_click(cmd: "Command", bench_dir: str | None, as_json: bool, **opts: object) -> None:
+    """A fast-path command that came through click (`parse` declined its command line):
+    run as if `parse` had read it, then exit with its code."""
+    sys.exit(run(cmd, {"dir": bench_dir, "json": as_json, **opts}))
+
+
 def _answer(a: "Json", as_json: bool, text: str) -> int:
     output.answer(a, as_json, text)
     return EXIT_OK

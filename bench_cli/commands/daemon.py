@@ -323,24 +323,13 @@ def _free_bytes(d: str) -> int:
 def _wait_stopped(d: str) -> None:
     """The daemon holds its flock until it has ended its sessions, logged their exits
     and daemon/stopped: being able to take the lock means it is done."""
-    import fcntl
-
     deadline = time.monotonic() + 30
-    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise WireError(
-                        "internal",
-                        f"benchd did not finish stopping within 30 s; see {d}/benchd.log",
-                    ) from None
-                time.sleep(0.02)
-    finally:
-        os.close(fd)
+    while _lock_held(d):
+        if time.monotonic() > deadline:
+            raise WireError(
+                "internal", f"benchd did not finish stopping within 30 s; see {d}/benchd.log"
+            )
+        time.sleep(0.02)
 
 
 @click.command(epilog=examples("bench down", "bench down -f bench.toml"))
@@ -355,9 +344,9 @@ def _wait_stopped(d: str) -> None:
 def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
     """Stop benchd (sessions are ended); no-op if none runs. With -f, end only the
     sessions a team file started."""
+    ctx = Ctx(bench_dir, as_json)
+    d = resolve_dir(bench_dir)
     if team_file is not None:
-        ctx = Ctx(bench_dir, as_json)
-        d = resolve_dir(bench_dir)
         squad = team.load(os.path.abspath(team_file), d)
         ended = team.down(d, squad, call)
         w = max((len(e["name"]) for e in ended), default=0)
@@ -367,8 +356,6 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
         text = "\n".join(lines) or f"no running session was started from {team_file}"
         done(ctx, {"ok": True, "type": "team/down", "ended": ended}, text)
         return
-    ctx = Ctx(bench_dir, as_json)
-    d = resolve_dir(bench_dir)
     try:
         a = call(d, m.Stop())
     except WireError as err:

@@ -54,20 +54,16 @@ def mail_send(
     in_reply_to: str | None,
 ) -> None:
     """Send mail to handle TO."""
-    sys.exit(
-        entry.run(
-            ("mail", "send"),
-            {
-                "dir": bench_dir,
-                "json": as_json,
-                "to": to,
-                "subject": subject,
-                "body": body,
-                "key": key,
-                "reply_to": list(reply_to),
-                "in_reply_to": in_reply_to,
-            },
-        )
+    entry.from_click(
+        ("mail", "send"),
+        bench_dir,
+        as_json,
+        to=to,
+        subject=subject,
+        body=body,
+        key=key,
+        reply_to=list(reply_to),
+        in_reply_to=in_reply_to,
     )
 
 
@@ -101,18 +97,8 @@ def mail_list(
     cursor: str | None,
 ) -> None:
     """List mail: metadata only, never bodies."""
-    sys.exit(
-        entry.run(
-            ("mail", "list"),
-            {
-                "dir": bench_dir,
-                "json": as_json,
-                "state": state,
-                "limit": limit,
-                "handle": handle,
-                "cursor": cursor,
-            },
-        )
+    entry.from_click(
+        ("mail", "list"), bench_dir, as_json, state=state, limit=limit, handle=handle, cursor=cursor
     )
 
 
@@ -136,12 +122,7 @@ def mail_read(
     bench_dir: str | None, as_json: bool, mail_id: str | None, handle: str | None
 ) -> None:
     """Read a message (default: the oldest unread) and retire it to read/."""
-    sys.exit(
-        entry.run(
-            ("mail", "read"),
-            {"dir": bench_dir, "json": as_json, "mail_id": mail_id, "handle": handle},
-        )
-    )
+    entry.from_click(("mail", "read"), bench_dir, as_json, mail_id=mail_id, handle=handle)
 
 
 mail_read.epilog = examples("bench mail read", "bench mail read 20261130T045611.123Z-0001")
@@ -150,18 +131,14 @@ mail_read.epilog = examples("bench mail read", "bench mail read 20261130T045611.
 # ---------------------------------------------------------------- search
 
 
-_AGO = re.compile(r"(\d+)([smhd])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def since_arg(value: str | None, now: float | None = None) -> str | None:
     """`--since`: an ISO-8601 UTC time as is, or an age (`90s`, `15m`, `2h`, `3d`) ago."""
     if value is None:
         return None
-    hit = _AGO.fullmatch(value.strip())
-    if hit is None:
+    try:
+        t = (time.time() if now is None else now) - output.parse_duration(value)
+    except ValueError:
         return value  # the daemon checks it, and says so (bad-since) if it is no time
-    t = (time.time() if now is None else now) - int(hit[1]) * _UNIT[hit[2]]
     ms = int(t * 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 

@@ -576,7 +576,7 @@ restart.epilog = examples(
 @click.argument("text", required=False)
 def report(bench_dir: str | None, as_json: bool, text: str | None) -> None:
     """Inside a job: record the content owed to its correspondents (TEXT or -)."""
-    sys.exit(entry.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
+    entry.from_click(("report",), bench_dir, as_json, text=text)
 
 
 report.epilog = examples(
@@ -591,7 +591,7 @@ def hook(bench_dir: str | None, as_json: bool, event: str) -> None:
     """Run by an agent's own hook (its adapter sets it up): report EVENT, its JSON on
     standard input, and print the daemon's answer for the agent (--json: no change,
     the answer is the agent's to read)."""
-    sys.exit(entry.run(("hook",), {"dir": bench_dir, "json": as_json, "event": event}))
+    entry.from_click(("hook",), bench_dir, as_json, event=event)
 
 
 def _answer(

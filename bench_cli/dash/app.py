@@ -31,7 +31,7 @@ from textual.widgets import Footer, Static
 from bench_cli import output
 from bench_cli.dash.lines import Lines, delivery_text, screen_lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
-from bench_cli.dash.model import Board, Row, printable, retry_delay, threads
+from bench_cli.dash.model import Board, Row, in_filter, printable, retry_delay, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder, Rows
 from bench_cli.eventtext import event_line
 from bench_wire import messages as m
@@ -324,10 +324,7 @@ class Dash(App[None]):
 
     def take_event(self, ev: dict[str, Any], apply: bool = True) -> None:
         changed = self.board.apply(ev, self.clock(), count=apply)
-        kind, handle = self.event_filter
-        if (not kind or ev["kind"].startswith(kind)) and (
-            not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
-        ):
+        if in_filter(ev, *self.event_filter):
             self.events_pane.write(event_line(ev))
         if changed:
             self.draw_sessions(only=ev.get("handle") or ev.get("to"))
@@ -502,13 +499,12 @@ class Dash(App[None]):
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return
-        parts = []
-        for x in a.messages:
+
+        def head(x: m.ThreadMessage, to: str) -> str:
             mark = ">> " if x.mail_id == msg["mail_id"] else ""
-            parts.append(
-                f"{mark}{x.mail_id}  {x.sender} -> {x.handle}  [{x.state}]\n"
-                f"subject: {x.subject}\n\n{x.body.rstrip()}\n"
-            )
+            return f"{mark}{x.mail_id}  {x.sender} -> {x.handle}  [{x.state}]"
+
+        parts = output.thread_messages(a, head)
         cut = output.thread_cut(a)
         if cut:
             parts.append(cut)

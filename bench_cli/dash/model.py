@@ -274,15 +274,16 @@ class Board:
         return r.unread if r is not None else 0
 
     def filtered(self, kind: str = "", handle: str = "") -> list[Event]:
-        """The kept events whose kind starts with `kind` and that name `handle`."""
-        out = []
-        for ev in self.events:
-            if kind and not ev.get("kind", "").startswith(kind):
-                continue
-            if handle and handle not in (ev.get("handle"), ev.get("to"), ev.get("from")):
-                continue
-            out.append(ev)
-        return out
+        """The kept events that pass the events pane's filter (`in_filter`)."""
+        return [ev for ev in self.events if in_filter(ev, kind, handle)]
+
+
+def in_filter(ev: Event, kind: str, handle: str) -> bool:
+    """Whether the events pane's filter shows `ev`: its kind starts with `kind` and it
+    names `handle` ("" for either: any)."""
+    if kind and not ev.get("kind", "").startswith(kind):
+        return False
+    return not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
 
 
 def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
