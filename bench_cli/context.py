@@ -168,12 +168,13 @@ def option_args(kw: Mapping[str, DaemonOption]) -> list[str]:
             argv += [o.flag, str(v)]
     if kw.get("test_hooks"):
         argv.append("--test-hooks")
-    if kw.get("node"):
-        argv += ["--node", str(kw["node"])]
-    if kw.get("isolation"):
-        argv += ["--isolation", str(kw["isolation"])]
-    if kw.get("bridge_url"):
-        argv += ["--bridge", str(kw["bridge_url"])]
+    for flag, dest in (
+        ("--node", "node"),
+        ("--isolation", "isolation"),
+        ("--bridge", "bridge_url"),
+    ):
+        if kw.get(dest):
+            argv += [flag, str(kw[dest])]
     return argv
 
 

@@ -263,6 +263,11 @@ def write(text: "str | list[str | Painted]") -> None:
     out.flush()
 
 
+# What a delivery state says besides its name and time (`bench mail status`, the MCP
+# mail_status tool), in this order.
+MARK_DETAILS = ("reason", "until", "by", "reader", "reply", "node")
+
+
 def shown_state(handle: str, state: str) -> str:
     """A message's state as people read it: a copy queued for another node (the
     `@outbound` mailbox) is `queued` until JetStream has it, then `forwarded`; it was

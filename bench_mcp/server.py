@@ -242,9 +242,7 @@ async def mail_status(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     ans = await d.call(m.MailStatus(mail_id=mail_id))
     lines = [f"{ans.mail_id} to {ans.to}: {ans.state}"]
     for s in ans.states:
-        extra = ", ".join(
-            f"{k} {v}" for k in ("reason", "until", "by", "reply", "node") if (v := getattr(s, k))
-        )
+        extra = ", ".join(f"{k} {v}" for k in output.MARK_DETAILS if (v := getattr(s, k)))
         lines.append(f"  {s.state} at {s.at}" + (f" ({extra})" if extra else ""))
     return escape("\n".join(lines)), t.public(plain(ans))
 

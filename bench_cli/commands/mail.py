@@ -314,16 +314,12 @@ def sent_text(a: m.SentListOk) -> str:
     return "\n".join(lines)
 
 
-# What `mail status` says of a state besides its name and time, in this order.
-MARK_DETAILS = ("reason", "until", "by", "reader", "reply", "node")
-
-
 def status_text(a: m.StatusOk) -> str:
     head = [f"id:    {a.mail_id}", f"from:  {a.sender}", f"to:    {a.to}"]
     head.append(f"state: {a.state}")
     lines = []
     for s in a.states:
-        extra = [f"{k} {v}" for k in MARK_DETAILS if (v := getattr(s, k))]
+        extra = [f"{k} {v}" for k in output.MARK_DETAILS if (v := getattr(s, k))]
         lines.append(f"  {s.state:<10} {s.at}" + ("  " + ", ".join(extra) if extra else ""))
     return "\n".join(head) + "\n" + "\n".join(lines)
 
