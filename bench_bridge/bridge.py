@@ -9,20 +9,21 @@ Four loops, each on its own daemon connection:
   and are logged as bridge/retry; publishing then starts again after the last
   acknowledged message.
 - inbound: take what this node's durable consumer pushed to its open pull requests
-  (bench_bridge.consumer), hand it to `bridge/deliver` (the daemon delivers with the
+  (bench_bridge.natsside.Consumer), hand it to `bridge/deliver` (the daemon delivers with the
   sender's key, so a redelivery writes nothing), and ack each one only after the
   daemon's answer.
 - receipts: take the daemon's receipts for other nodes' mail (delivered or read here)
   and publish them back to those nodes (bench_bridge.receipts); receipts that arrive
   with the inbound mail are handed to the daemon, which records those about its mail.
 - heartbeat: put this node's entry (time, live handles) into the KV directory, read
-  the others' (bench_bridge.directory: untrusted input, checked), and report them (and
+  the others' (bench_bridge.admission: untrusted input, checked), and report them (and
   whether NATS is connected) to the daemon; check the stream's configuration again
-  after a reconnect and every minute (bench_bridge.link, bench_bridge.streams).
+  after a reconnect and every minute (Link, bench_bridge.streams).
 
-A lost NATS connection is said at once (bench_bridge.link: a line, and
-bridge/disconnected through the daemon), whether or not anything is queued; so is its
-return.
+A lost NATS connection is said at once (Link: a line, and through the daemon the event
+bridge/disconnected, a line in benchd.log and `bench status`), whether or not anything
+is queued: nats-py reconnects on its own and would otherwise say nothing. Its return is
+said too (bridge/reconnected, with how long it was down).
 
 At-least-once on both hops plus key-idempotent delivery: every message lands once.
 
@@ -42,6 +43,7 @@ import asyncio
 import os
 import ssl
 import time
+from collections.abc import Awaitable, Callable
 
 import msgspec
 import nats
@@ -52,14 +54,11 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from bench_bridge import directory, natsside, receipts, urls
+from bench_bridge import admission, natsside, receipts, streams, urls
 from bench_bridge.admission import Admission
-from bench_bridge.consumer import Consumer
 from bench_bridge.forwarding import Forwarding
-from bench_bridge.link import Link
-from bench_bridge.local import open_local, say
-from bench_bridge.natsside import Backoff
-from bench_bridge.options import Options
+from bench_bridge.local import Options, open_local, say
+from bench_bridge.natsside import Backoff, Consumer
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.asyncclient import KeptClient
@@ -71,6 +70,73 @@ _dec = msgspec.json.Decoder(m.RemoteMail)
 DELIVER_MOST = 256  # messages per bridge/deliver
 FRAME_BUDGET = 1536 * 1024  # bytes of encoded mail per bridge/deliver (the frame cap is 2 MiB)
 STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
+
+# Tell the daemon a report now (a no-op before the bridge has its connection).
+Tell = Callable[[m.BridgeReport], Awaitable[None]]
+
+
+class Link:
+    """The NATS connection as the daemon sees it, and the streams it trusts: their
+    configuration (bench_bridge.streams) is checked when the bridge connects, after every
+    reconnect (the server may be another, or its streams remade) and every CHECK_EVERY_S;
+    a difference stops the bridge (stream-misconfigured)."""
+
+    def __init__(self, opts: Options, tell: Tell):
+        self.o, self.tell = opts, tell
+        self.checked = 0.0  # when the configuration was last found right (monotonic)
+        self.recheck = False  # set on a reconnect
+        self.down_at: float | None = None  # when the connection was lost (monotonic)
+        self.closing = False  # our own close: not an outage
+
+    async def check_streams(self, js: JetStreamContext) -> None:
+        """Raise stream-misconfigured or stream-missing (bench_bridge.streams). On a
+        server where this user may (no per-node permissions), a missing stream is made
+        with the documented configuration."""
+        o = self.o
+        await streams.check(
+            js, o.max_age, o.limits.forget_s, streams.Quotas(forget_after=o.limits.forget_s)
+        )
+        self.checked = time.monotonic()
+        self.recheck = False
+
+    def check_due(self) -> bool:
+        return self.recheck or time.monotonic() - self.checked > streams.CHECK_EVERY_S
+
+    def connected(self) -> None:
+        """A new connection is up: the next loss is news."""
+        self.down_at = None
+
+    async def close(self, nc: NatsClient) -> None:
+        self.closing = True
+        try:
+            await nc.close()
+        finally:
+            self.closing = False
+
+    async def disconnected(self) -> None:
+        if self.closing or self.down_at is not None:
+            return
+        self.down_at = time.monotonic()
+        say(f"lost the connection to NATS ({urls.shown(self.o.conn.url)}); reconnecting")
+        await self._report("disconnected")
+
+    async def reconnected(self) -> None:
+        down = time.monotonic() - self.down_at if self.down_at is not None else 0.0
+        self.down_at = None
+        self.recheck = True
+        say(f"reconnected to NATS after {down:.1f}s")
+        await self._report("reconnected", down)
+
+    async def _report(self, change: str, down_s: float = 0.0) -> None:
+        """Tell the daemon now, not at the next heartbeat."""
+        await self.tell(
+            m.BridgeReport(
+                connected=change == "reconnected",
+                stale_after=3 * self.o.heartbeat,
+                link=change,
+                down_s=round(down_s, 3),
+            )
+        )
 
 
 class Bridge:
@@ -424,13 +490,13 @@ class Bridge:
     async def _put(self, handles: list[str]) -> None:
         assert self.kv is not None  # connected before any heartbeat
         now = int(time.time() * 1000)
-        value = directory.encode(self.node, now, handles, self.instance)
-        await self.kv.put(directory.key_of(self.node), value)
+        value = admission.encode_entry(self.node, now, handles, self.instance)
+        await self.kv.put(admission.key_of(self.node), value)
 
     async def _check_name(self) -> None:
         """Refuse to run when another bridge instance heartbeats under our node name."""
         assert self.kv is not None  # connected first
-        key = directory.key_of(self.node)
+        key = admission.key_of(self.node)
         try:
             e = await self.kv.get(key)
             raw = e.value
@@ -440,14 +506,14 @@ class Bridge:
         entry = None
         if raw is not None:
             try:
-                entry = directory.decode(key, raw, now, self.o.limits)
-            except directory.Skip:
+                entry = admission.decode_entry(key, raw, now, self.o.limits)
+            except admission.Skip:
                 entry = None
         self._refuse_if_taken(entry, now)
 
-    def _refuse_if_taken(self, entry: "directory.Entry | None", now: int) -> None:
+    def _refuse_if_taken(self, entry: "admission.Entry | None", now: int) -> None:
         fresh = 3 * self.o.heartbeat * 1000
-        other = directory.taken_by(entry, self.instance, now, fresh)
+        other = admission.taken_by(entry, self.instance, now, fresh)
         if other is not None:
             raise WireError(
                 "node-name-taken",
@@ -465,10 +531,10 @@ class Bridge:
         # read last time are read again too, and only a get that finds nothing forgets one.
         listed = await natsside.directory_keys(self.js)
         keys = list(dict.fromkeys([*listed, *self.observed]))
-        entries: list[directory.Entry] = []
+        entries: list[admission.Entry] = []
         skipped: list[m.ErrorBody] = []
         now = int(time.time() * 1000)
-        own = directory.key_of(self.node)
+        own = admission.key_of(self.node)
         for k in keys:
             try:
                 e = await self.kv.get(k)
@@ -485,8 +551,8 @@ class Bridge:
             if at is None or at[0] != rev:
                 at = self.observed[k] = (rev, now)
             try:
-                entry = directory.decode(k, e.value, at[1], self.o.limits)
-            except directory.Skip as skip:
+                entry = admission.decode_entry(k, e.value, at[1], self.o.limits)
+            except admission.Skip as skip:
                 if self.skipped.get(k) != e.revision:
                     self.skipped[k] = e.revision or 0
                     say(f"skipped a directory entry: {skip.message} [{skip.code}]")
@@ -497,7 +563,7 @@ class Bridge:
                 self._refuse_if_taken(entry, now)
                 continue
             entries.append(entry)
-        nodes, dropped = directory.listing(entries, self.node, now, self.o.limits)
+        nodes, dropped = admission.listing(entries, self.node, now, self.o.limits)
         if dropped and dropped != self.dropped:
             text = (
                 f"the directory lists {len(nodes) + dropped} nodes, more than the cap of "

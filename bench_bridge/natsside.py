@@ -1,18 +1,36 @@
-"""The bridge's NATS-side helpers: listing the directory, the ids it publishes under,
-reading errors, and the back-off between attempts. No daemon I/O here."""
+"""The bridge's NATS side, with no daemon I/O: this node's durable consumer, listing the
+directory, the ids it publishes under, reading errors, and the back-off between attempts.
 
+The consumer (`Consumer`) is read with pull requests kept open. A pull request asks the
+server for up to BATCH messages and stays open EXPIRES_S seconds: the server pushes each
+message to our inbox the moment it is in the stream, so mail arrives one network hop
+after its PubAck, with no polling interval and no timeout in its way. Before a request
+runs out, another is sent (top-up at half), so a burst never waits for a round trip.
+The server sends an idle heartbeat every HEARTBEAT_S seconds while a request has
+nothing to deliver; hearing nothing for three of them means the request is gone
+(nats-server restarted, the connection was re-made) and a new one is sent.
+
+Nothing here acknowledges: the caller acks each message after its daemon's answer, and
+a message taken but never acked is redelivered by JetStream after `ack_wait`.
+"""
+
+import asyncio
 import hashlib
+import json
 import os
 import random
 import secrets
 import time
+from collections import deque
 
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
-from nats.js import JetStreamContext
+from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
-from bench_bridge import streams, urls
+from bench_bridge import urls
 from bench_wire import messages as m
 
 INSTANCE_FILE = "bridge.id"  # in BENCH_DIR: this node's bridge instance, across restarts
@@ -39,7 +57,7 @@ async def directory_keys(js: JetStreamContext) -> list[str]:
     one per read: hundreds per bridge)."""
     prefix = f"$KV.{urls.DIRECTORY}."
     try:
-        info = await js.stream_info(streams.KV_STREAM, subjects_filter=f"{prefix}>")
+        info = await js.stream_info(urls.KV_STREAM, subjects_filter=f"{prefix}>")
     except NotFoundError:
         return []
     subjects = info.state.subjects or {}
@@ -101,3 +119,126 @@ def describe(err: BaseException) -> str:
 def is_auth_error(err: BaseException) -> bool:
     text = str(err).lower()
     return "authorization" in text or "authentication" in text
+
+
+# ---------------------------------------------------------------- the consumer
+
+BATCH = 128  # messages per pull request (at most 1.5x this are on their way to us)
+EXPIRES_S = 30.0  # a pull request's life on the server
+HEARTBEAT_S = 1.0  # the server's idle heartbeat on an open request
+RETRY_S = 0.1  # after the server gave a request up, the wait before the next
+
+
+class ConsumerTrouble(NatsError):
+    """The server refused our pull requests (e.g. the consumer was deleted)."""
+
+
+class Consumer:
+    def __init__(
+        self,
+        nc: NatsClient,
+        js: JetStreamContext,
+        stream: str,
+        durable: str,
+        subject: str,
+        config: api.ConsumerConfig,
+    ):
+        self.nc, self.js = nc, js
+        self.stream, self.durable, self.subject = stream, durable, subject
+        self.config = config
+        self.inbox = nc.new_inbox()
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.sub: Subscription | None = None
+        self.ready: deque[Msg] = deque()  # delivered to us, not yet taken
+        self.arrived = asyncio.Event()
+        self.owed = 0  # messages the open requests may still bring
+        self.heard = time.monotonic()  # last message or heartbeat
+        self.conflict_at = 0.0  # when the server last gave a request up
+        self.trouble: str | None = None
+
+    async def open(self) -> "Consumer":
+        """Make sure the durable consumer exists (created with `config` the first time,
+        as it is kept by the server from then on) and start listening."""
+        try:
+            await self.js.consumer_info(self.stream, self.durable)
+        except NotFoundError:
+            config = self.config
+            config.filter_subject = self.subject
+            config.name = config.durable_name = self.durable
+            await self.js.add_consumer(self.stream, config=config)
+        self.sub = await self.nc.subscribe(self.inbox, cb=self._on_msg)
+        self.owed, self.heard, self.trouble = 0, time.monotonic(), None
+        return self
+
+    async def close(self) -> None:
+        if self.sub is not None:
+            sub, self.sub = self.sub, None
+            try:
+                await sub.unsubscribe()
+            except NatsError:
+                pass  # the connection is gone: so is the subscription
+
+    async def take(self, most: int) -> list[Msg]:
+        """Wait for the next message, then return it with whatever else is ready (at
+        most `most`). Raises ConsumerTrouble when the server refuses to serve us."""
+        while not self.ready:
+            if self.trouble is not None:
+                raise ConsumerTrouble(self.trouble)
+            now = time.monotonic()
+            if now - self.heard > 3 * HEARTBEAT_S:
+                self.owed = 0  # our requests are gone: ask anew
+                self.heard = now
+            if self.owed <= 0 and now - self.conflict_at < RETRY_S:
+                # The server just gave a request up (a 409): do not spin asking.
+                await asyncio.sleep(RETRY_S)
+            self.arrived.clear()
+            await self._top_up()
+            if self.ready:
+                break
+            try:
+                await asyncio.wait_for(self.arrived.wait(), HEARTBEAT_S)
+            except TimeoutError:
+                pass
+        out: list[Msg] = []
+        while self.ready and len(out) < most:
+            out.append(self.ready.popleft())
+        await self._top_up()
+        return out
+
+    async def _top_up(self) -> None:
+        if self.owed > BATCH // 2:
+            return
+        req = {
+            "batch": BATCH,
+            "expires": int(EXPIRES_S * 1e9),
+            "idle_heartbeat": int(HEARTBEAT_S * 1e9),
+        }
+        await self.nc.publish(self.next_subject, json.dumps(req).encode(), reply=self.inbox)
+        self.owed += BATCH
+
+    async def _on_msg(self, msg: Msg) -> None:
+        self.heard = time.monotonic()
+        headers = msg.headers or {}
+        status = headers.get(api.Header.STATUS)
+        if not status:
+            self.owed = max(0, self.owed - 1)
+            self.ready.append(msg)
+            self.arrived.set()
+            return
+        if status == api.StatusCode.CONTROL_MESSAGE:
+            return  # an idle heartbeat: our request is alive
+        if status in (api.StatusCode.REQUEST_TIMEOUT, api.StatusCode.CONFLICT):
+            # A request ended (expired, or the server gave it up); it says how many of
+            # its messages it did not bring.
+            left = headers.get("Nats-Pending-Messages")
+            self.owed = max(0, self.owed - int(left)) if left and left.isdigit() else 0
+            if status == api.StatusCode.CONFLICT:
+                self.conflict_at = self.heard
+            description = headers.get(api.Header.DESCRIPTION, "")
+            if "deleted" in description.lower():
+                self.trouble = f"the consumer {self.durable} was deleted"
+        elif status == api.StatusCode.NO_MESSAGES:
+            self.owed = 0
+        else:  # 503: no responders (no consumer, no JetStream)
+            self.trouble = f"pull request refused: {status} {headers.get('Description', '')}"
+        self.arrived.set()

@@ -8,19 +8,26 @@ So the nodes' NATS users may not create, update or delete either (docs/nodes.md)
 administrator's user makes them, and each bridge compares what it finds with what it
 expects, at start, on every reconnect and every CHECK_EVERY_S, and refuses to run
 with a stream that differs (`stream-misconfigured`). No daemon I/O here.
+
+`bench nodes init` (`run`) makes the stream and the bucket, or brings them back to the
+documented configuration, with quotas. It is run with the administrator's NATS user:
+the nodes' users may not create, update or delete either (docs/nodes.md), so no node
+can shape the stream to read the others' mail.
 """
 
+import asyncio
+import ssl
 from dataclasses import dataclass
 
+import nats
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
-from bench_bridge import directory, urls
+from bench_bridge import admission, natsside, urls
 from bench_wire.errors import WireError
 
-KV_STREAM = f"KV_{urls.DIRECTORY}"
 DUPLICATE_WINDOW_S = 120.0  # JetStream's deduplication by Nats-Msg-Id
 MAIL_MAX_BYTES = 1024**3  # the mail stream's quota (all nodes' mail waiting at once)
 MAIL_MAX_MSG = 1024 * 1024  # one message, encoded (nats-server's default max_payload)
@@ -36,7 +43,7 @@ class Quotas:
     max_bytes: int = MAIL_MAX_BYTES
     max_msg_size: int = MAIL_MAX_MSG
     max_age: float = MAIL_MAX_AGE_S
-    forget_after: float = directory.FORGET_S
+    forget_after: float = admission.FORGET_S
     directory_max_bytes: int = DIRECTORY_MAX_BYTES
 
 
@@ -64,7 +71,7 @@ def directory_config(q: Quotas) -> api.StreamConfig:
     with no rollup headers, no purge and no delete: a node can replace only its own
     entry (its user may publish only on its key), and cannot roll the others up."""
     return api.StreamConfig(
-        name=KV_STREAM,
+        name=urls.KV_STREAM,
         subjects=[f"$KV.{urls.DIRECTORY}.>"],
         retention=api.RetentionPolicy.LIMITS,
         storage=api.StorageType.FILE,
@@ -72,7 +79,7 @@ def directory_config(q: Quotas) -> api.StreamConfig:
         duplicate_window=min(DUPLICATE_WINDOW_S, q.forget_after),
         max_msgs_per_subject=1,
         max_bytes=q.directory_max_bytes,
-        max_msg_size=directory.ENTRY_MAX,
+        max_msg_size=admission.ENTRY_MAX,
         max_age=q.forget_after,
         allow_direct=True,
         deny_delete=True,
@@ -184,3 +191,50 @@ async def init(js: JetStreamContext, q: Quotas) -> list[str]:
         await js.update_stream(config=want)
         done.append(f"updated {want.name}")
     return done
+
+
+async def _connect_init(conn: urls.Connection, q: Quotas, tls: ssl.SSLContext | None) -> list[str]:
+    refused: list[BaseException] = []
+
+    async def on_error(err: BaseException) -> None:
+        # nats-py's default prints a traceback; an auth failure is said below.
+        if natsside.is_auth_error(err):
+            refused.append(err)
+
+    # nats.connect takes the servers typed and the rest as untyped keywords.
+    opts: dict[str, object] = {
+        "allow_reconnect": False,
+        "max_reconnect_attempts": 1,
+        "connect_timeout": 5,
+        "name": "bench-nodes-init",
+        "error_cb": on_error,
+        **conn.auth(tls),
+    }
+    try:
+        nc = await nats.connect([conn.url], **opts)
+    except (TimeoutError, OSError, NatsError) as err:
+        why = natsside.describe(refused[0] if refused else err)
+        raise WireError(
+            "nats-unreachable", f"could not connect to {urls.shown(conn.url)}: {why}"
+        ) from None
+    try:
+        js = nc.jetstream(timeout=10)
+        return await init(js, q)
+    except (TimeoutError, NatsError) as err:
+        # A user without the right gets no answer at all (a permissions violation).
+        who = (
+            ": this needs the administrator's user (a node's user may not create or change them)"
+            if isinstance(err, TimeoutError) or "timeout" in type(err).__name__.lower()
+            else ""
+        )
+        raise WireError(
+            "nats-refused", f"NATS refused to set up the streams ({natsside.describe(err)}){who}"
+        ) from None
+    finally:
+        await nc.close()
+
+
+def run(conn: urls.Connection, q: Quotas) -> list[str]:
+    """Create or update both streams; what was done, one line each (or WireError)."""
+    conn.check()
+    return asyncio.run(_connect_init(conn, q, conn.tls()))

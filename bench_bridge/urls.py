@@ -14,6 +14,7 @@ from bench_wire.errors import WireError
 STREAM = "BENCH_MAIL"
 SUBJECT_ROOT = "bench.mail"
 DIRECTORY = "BENCH_NODES"
+KV_STREAM = f"KV_{DIRECTORY}"  # the stream behind the directory bucket
 
 
 def is_loopback(host: str) -> bool:

@@ -2,7 +2,7 @@
 
 An agent waits for its hooks: Claude Code runs one at every turn's end, so a hook that
 takes an interpreter's start (20-60 ms) delays every wake handed over at a turn's end
-by that much. This program does what bench_cli/fastpath.py's `hook` does, in about a
+by that much. This program does what bench_cli/entry.py's `hook` does, in about a
 millisecond: read the event's JSON from standard input (at most 256 KiB; a bigger one
 is sent empty, as the Python client does), check that the daemon's socket is served by
 our own uid, send one `agent/report` request, and print the answer's `output` (a Stop
@@ -25,7 +25,7 @@ and skips everything else; any answer it cannot read is an error, never a guess.
 #include <sys/un.h>
 #include <unistd.h>
 
-#define PAYLOAD_MAX (256 * 1024) /* bench_cli.fastpath.HOOK_PAYLOAD_BYTES */
+#define PAYLOAD_MAX (256 * 1024) /* bench_cli.entry.HOOK_PAYLOAD_BYTES */
 #define ANSWER_MAX (4 * 1024 * 1024)
 
 static const char *EVENTS[] = {"start", "prompt", "stop", "stop-failure", "permission",

@@ -1,23 +1,84 @@
 """The bench CLI's root: the `bench` group, `help` and `completion`.
 
 Every other command lives in a module of `bench_cli.commands`, imported only when that
-command is asked for (click's lazy loading, `bench_cli.group.LazyGroup`): `bench status`
-loads the daemon commands and no others. What the commands share (the context object,
+command is asked for (click's lazy loading, `LazyGroup` below): `bench status` loads the
+daemon commands and no others. What the commands share (the context object,
 --dir/--json, the daemon options, `call` and `done`) is in `bench_cli.context`.
 
 The fast-path agent commands (mail send/list/read, report) are declared in
-`bench_cli.commands` too, for help and for anything the fast parser in `bench_cli.fastpath`
-declines; both paths run the same functions in `bench_cli.fastpath`.
+`bench_cli.commands` too, for help and for anything the fast parser in `bench_cli.entry`
+declines; both paths run the same functions in `bench_cli.entry`.
 """
 
+import importlib
 import sys
+from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 import click
 
 from bench_cli import hints, output
-from bench_cli.context import DIR_HELP, JSON_HELP, Ctx, examples
-from bench_cli.group import LazyGroup
+from bench_cli.context import DIR_HELP, JSON_HELP, Ctx, Group, examples
 from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """A group's command table that imports a command's module ("module:function") the
+    first time the command is looked up. Its keys are every name without importing
+    anything, so listing names (hints, completion of names) stays cheap, and anything
+    that walks `group.commands` (the help, tests) still sees every command."""
+
+    def __init__(self, lazy: dict[str, str]) -> None:
+        self.lazy = dict(lazy)
+        self.loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self.loaded:
+            if name not in self.lazy:
+                raise KeyError(name)
+            module, _, attr = self.lazy[name].partition(":")
+            cmd = getattr(importlib.import_module(module), attr)
+            if not isinstance(cmd, click.Command):
+                raise TypeError(f"{self.lazy[name]} is not a click command")
+            self.loaded[name] = cmd
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, cmd: click.Command) -> None:
+        self.loaded[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self.loaded and name not in self.lazy:
+            raise KeyError(name)
+        self.loaded.pop(name, None)
+        self.lazy.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({*self.loaded, *self.lazy}))
+
+    def __len__(self) -> int:
+        return len({*self.loaded, *self.lazy})
+
+
+class LazyGroup(Group):
+    """click's lazy loading (`get_command` and `list_commands` over a table of
+    "module:function"): `bench status` imports bench_cli.commands.daemon and no other
+    command module."""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        lazy_subcommands: dict[str, str],
+        **kwargs: Any,  # click.Group's own keyword arguments, passed on
+    ) -> None:
+        super().__init__(name, commands=LazyCommands(lazy_subcommands), **kwargs)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # sorted, as click lists a group's commands
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self.commands.get(cmd_name)
+
 
 # Each command, by name, and where it is: "module:function". The help lists them sorted
 # by name, as click lists any group's commands.
@@ -40,11 +101,11 @@ COMMANDS = {
     "dash": "bench_cli.commands.ps:dash",
     "mail": "bench_cli.commands.mail:mail",
     "mcp": "bench_cli.commands.mail:mcp",
-    "job": "bench_cli.commands.waits:job",
+    "job": "bench_cli.commands.mail:job",
     "events": "bench_cli.commands.events:events",
     "bridge": "bench_cli.commands.nodes:bridge",
     "nodes": "bench_cli.commands.nodes:nodes",
-    "service": "bench_cli.commands.service:service",
+    "service": "bench_cli.commands.daemon:service",
 }
 
 

@@ -1,5 +1,7 @@
 """What every click command shares: the context object, the common options, the daemon
-options, and the typed client (`connect`, `ask`, `call`) with its answer helpers.
+options, the typed client (`connect`, `ask`, `call`) with its answer helpers, and the
+group class every group of commands is (`Group`: whole summaries, a hint at what an
+unknown command probably meant, a daemon's refusal printed as one line).
 
 Commands live in `bench_cli.commands` and import from here (never from `bench_cli.cli`,
 which imports them lazily: no circle).
@@ -14,11 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 import msgspec
 
-from bench_cli import output
+from bench_cli import hints, output
 from bench_wire import messages as m
 from bench_wire.client import Client
 from bench_wire.config import OPTIONS, option_problem
-from bench_wire.errors import WireError
+from bench_wire.errors import EXIT_INTERRUPTED, WireError
 from bench_wire.framing import StructCodec
 from bench_wire.paths import resolve_dir
 
@@ -30,6 +32,44 @@ R = TypeVar("R", bound=m.Response)
 
 DIR_HELP = "BENCH_DIR (else $BENCH_DIR, else $XDG_STATE_HOME/bench or ~/.local/state/bench)"
 JSON_HELP = "print the daemon's answer as JSON (one object, or one per line for a stream)"
+
+
+class Group(click.Group):
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list with each summary whole (click cuts them to fit a line)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=500)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand:
+            said = hints.not_here(tuple(ctx.command_path.split()[1:]), args[0])
+            if said is not None:
+                raise click.UsageError(f"no such command {args[0]!r}: {said}", ctx) from None
+            meant = hints.command(tuple(ctx.command_path.split()[1:]), args[0], self.commands)
+            if meant is None:
+                raise
+            msg = f"no such command {args[0]!r} (did you mean {meant}?)"
+            raise click.UsageError(msg, ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:  # what the command returns
+        try:
+            return super().invoke(ctx)
+        except WireError as err:
+            as_json = "--json" in sys.argv
+            ctx.exit(output.fail(err, as_json))
+        except KeyboardInterrupt:
+            # Ctrl-C (e.g. ending `events -f`): the user asked for it, so print nothing.
+            ctx.exit(EXIT_INTERRUPTED)
 
 
 class Ctx:
@@ -128,12 +168,13 @@ def option_args(kw: Mapping[str, DaemonOption]) -> list[str]:
             argv += [o.flag, str(v)]
     if kw.get("test_hooks"):
         argv.append("--test-hooks")
-    if kw.get("node"):
-        argv += ["--node", str(kw["node"])]
-    if kw.get("isolation"):
-        argv += ["--isolation", str(kw["isolation"])]
-    if kw.get("bridge_url"):
-        argv += ["--bridge", str(kw["bridge_url"])]
+    for flag, dest in (
+        ("--node", "node"),
+        ("--isolation", "isolation"),
+        ("--bridge", "bridge_url"),
+    ):
+        if kw.get(dest):
+            argv += [flag, str(kw[dest])]
     return argv
 
 
@@ -188,25 +229,34 @@ def examples(*lines: str) -> str:
 # ---------------------------------------------------------------- completion
 
 
+def _listed(ctx: click.Context) -> tuple[str | None, list[m.SessionInfo]]:
+    """The BENCH_DIR a command line names so far, and its daemon's sessions (none when
+    no daemon answers: a completion never fails)."""
+    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
+    try:
+        return bench_dir, ask(bench_dir, m.SessionList(), timeout=2.0).sessions
+    except (WireError, OSError):
+        return bench_dir, []
+
+
+def _completions(names: set[str], incomplete: str) -> "list[CompletionItem]":
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+
+
 def complete_handles(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> "list[CompletionItem]":
     """Live handles (and, for mail, the existing mailboxes), asked of the daemon."""
-    from click.shell_completion import CompletionItem
-
-    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
-    names: set[str] = set()
-    try:
-        a = ask(bench_dir, m.SessionList(), timeout=2.0)
-        names |= {s.handle for s in a.sessions if s.state == "running"}
-    except (WireError, OSError):
-        pass
+    bench_dir, listed = _listed(ctx)
+    names = {s.handle for s in listed if s.state == "running"}
     if param.name in ("to", "handle", "reply_to"):
         try:
             names |= set(os.listdir(os.path.join(resolve_dir(bench_dir), "mail")))
         except (OSError, WireError):
             pass
-    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+    return _completions(names, incomplete)
 
 
 def reply_to_option(help_: str) -> Callable[[Callback], Callback]:
@@ -225,16 +275,9 @@ def complete_sessions(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> "list[CompletionItem]":
     """Handles of live sessions, and the ids of every session the daemon remembers."""
-    from click.shell_completion import CompletionItem
-
-    bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
-    try:
-        a = ask(bench_dir, m.SessionList(), timeout=2.0)
-    except (WireError, OSError):
-        return []
-    names = {s.handle for s in a.sessions if s.state == "running"}
-    names |= {s.session for s in a.sessions}
-    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+    listed = _listed(ctx)[1]
+    names = {s.handle for s in listed if s.state == "running"} | {s.session for s in listed}
+    return _completions(names, incomplete)
 
 
 # click's ParamType is generic in its stubs (the converted value's type) but only

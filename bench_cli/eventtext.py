@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any
 
-from bench_cli import humanize, output
+from bench_cli import output
 from bench_wire.client import dumps
 from bench_wire.untrusted import mask
 
@@ -76,12 +76,12 @@ def field(k: str, v: object) -> str:
     quoted, a signal by its name, a time as a local time, milliseconds as a duration."""
     if isinstance(v, int) and not isinstance(v, bool):
         if k == "signal":  # a signal number
-            return humanize.signal_name(v)
+            return output.signal_name(v)
         if k in TIME_FIELDS:
             t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(v / 1000))
             return f"{t}.{v % 1000:03d}"
         if k.endswith("_ms"):
-            return humanize.exact(v / 1000) if v else "0s"
+            return output.exact(v / 1000) if v else "0s"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list):

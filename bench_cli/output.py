@@ -1,7 +1,13 @@
 """How answers are printed: human text by default, the daemon's JSON with --json.
 
-No click here: the fast-path commands (mail send/list/read, report) print through this module
-without loading click.
+Numbers and names as people read them, one form everywhere: the CLI's text and the
+dashboard show the same `10m` for the same idle time, `4.2 KiB` for the same size and
+`SIGHUP` for the same signal. --json keeps the exact values (milliseconds, bytes,
+signal numbers).
+
+No click here: the fast-path commands (mail send/list/read, report) print through this
+module without loading click, and what the others need (signal, bench_wire.config) is
+imported where it is used.
 """
 
 import sys
@@ -97,6 +103,9 @@ def bridge_line(b: "Json") -> str:
     return f"{state}, {b.get('queued', 0)} queued outbound"
 
 
+# ---------------------------------------------------------------- numbers and names
+
+
 def size(n: int) -> str:
     """A byte count as people read it: 812 B, 4.2 KiB, 1.5 MiB."""
     if n < 1024:
@@ -104,6 +113,71 @@ def size(n: int) -> str:
     if n < 1024 * 1024:
         return f"{n / 1024:.1f} KiB"
     return f"{n / (1024 * 1024):.1f} MiB"
+
+
+def duration(seconds: float) -> str:
+    """An idle time or an age, to its largest whole unit: 42s, 10m, 2h, 3d (never
+    negative: a clock read a moment apart is not a time in the future)."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+# The longest duration anything takes (ten years): past it a number is a typo or an
+# attack (`1e23d` overflows a clock), refused here rather than deep in the daemon.
+LONGEST = 3650 * 86400.0
+
+
+def parse_duration(text: str, most: float = LONGEST) -> float:
+    """`90s`, `10m`, `1.5h`, `2d` in seconds (the form `duration` prints, and `bench
+    events --since` reads), at most `most`; ValueError with a sentence for anything else."""
+    t = text.strip()
+    unit = t[-1:]
+    try:
+        if unit not in _UNIT_S:
+            raise ValueError(t)
+        value = float(t[:-1])
+        if not 0 <= value < float("inf"):  # also refuses nan
+            raise ValueError(t)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a duration: give a number and a unit, s m h or d (90s, 10m, 1h)"
+        ) from None
+    seconds = value * _UNIT_S[unit]
+    if seconds > most:
+        raise ValueError(f"{text!r} is out of range: at most {exact(most)}")
+    return seconds
+
+
+def exact(seconds: float) -> str:
+    """A duration as it would be typed, exactly: `30d`, `7d`, `90m`, `1.5s` (never
+    `2.592e+06s`; `duration` rounds down to one unit instead, for ages and idle times)."""
+    from bench_wire.config import seconds_text  # the daemon's messages use it too
+
+    return seconds_text(seconds)
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """`1 match`, `2 matches`, `0 sessions`."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def signal_name(number: int) -> str:
+    """SIGHUP for 1; a number Linux does not name (or a real-time signal) as SIG<n>."""
+    import signal  # loads enum: only here, never on the fast path
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
 
 
 def listing(a: "Json", state: str, again: str = "") -> str:
@@ -187,6 +261,11 @@ def write(text: "str | list[str | Painted]") -> None:
     if not whole.endswith("\n"):
         out.write("\n")
     out.flush()
+
+
+# What a delivery state says besides its name and time (`bench mail status`, the MCP
+# mail_status tool), in this order.
+MARK_DETAILS = ("reason", "until", "by", "reader", "reply", "node")
 
 
 def shown_state(handle: str, state: str) -> str:

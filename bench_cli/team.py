@@ -24,10 +24,10 @@ import re
 import shlex
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NotRequired, TypedDict
 
-from bench_cli import hints, humanize
+from bench_cli import hints, output
 from bench_wire import messages as m
 from bench_wire.addresses import is_address, is_handle
 from bench_wire.config import BY_FLAG, OPTIONS, option_problem
@@ -65,29 +65,6 @@ AGENT_KEYS = {
     "stall-after": "a duration",
     "mid-turn": "a boolean",
 }
-# Keys the format knows that this bench cannot honour yet: refused, never ignored.
-UNSUPPORTED: dict[str, str] = {}
-
-# An agent's entry as recorded in team.json: its keys are the file's (with dashes).
-Entry = TypedDict(
-    "Entry",
-    {
-        "command": list[str],
-        "agent": str | None,
-        "cwd": str,
-        "env": dict[str, str],
-        "ready": str | None,
-        "rows": int,
-        "cols": int,
-        "task": str | None,
-        "subject": str,
-        "reply-to": list[str],
-        "key": str | None,
-        "deadline": float | None,
-        "stall-after": float | None,
-        "mid-turn": bool,
-    },
-)
 
 # The [daemon] table (a key per option of bench_wire.config, and node, bridge): field
 # name -> value, as @daemon_options passes them (an
@@ -137,23 +114,12 @@ class Agent:
     stall_after: float | None = None
     mid_turn: bool = False  # the adapter's mid-turn door (bench spawn --mid-turn)
 
-    def entry(self) -> Entry:
-        """What `bench up -f` compares with the recorded entry of a running session."""
-        return {
-            "command": self.argv,
-            "agent": self.agent,
-            "cwd": self.cwd,
-            "env": self.env,
-            "ready": self.ready,
-            "rows": self.rows,
-            "cols": self.cols,
-            "task": self.task,
-            "subject": self.subject,
-            "reply-to": self.reply_to,
-            "key": self.key,
-            "deadline": self.deadline,
-            "stall-after": self.stall_after,
-            "mid-turn": self.mid_turn,
+    def entry(self) -> dict[str, object]:
+        """What `bench up -f` records in team.json and compares with the recorded entry
+        of a running session: the agent's values under the file's keys, in its order."""
+        values = {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
+        return {"command": self.argv} | {
+            k: v for k, v in values.items() if k not in ("name", "line", "argv")
         }
 
     def spawn(self) -> m.Spawn:
@@ -394,8 +360,6 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
             meant = hints.nearest(k, AGENT_KEYS)
             tip = f"did you mean {meant}?" if meant else f"known: {', '.join(AGENT_KEYS)}"
             raise bad(k, f"unknown key ({tip})")
-        if k in UNSUPPORTED:
-            raise bad(k, f"not supported: {UNSUPPORTED[k]}")
         if not _fits(k, v):
             raise bad(k, f"must be {AGENT_KEYS[k]}, not {_kind(v)}")
     command = doc.get("command")
@@ -450,7 +414,7 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
         durations[k] = None
         if k in doc:
             try:
-                durations[k] = humanize.parse_duration(doc[k], most=longest)
+                durations[k] = output.parse_duration(doc[k], most=longest)
             except ValueError as err:
                 raise bad(k, str(err)) from None
     return Agent(

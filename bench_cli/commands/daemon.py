@@ -1,9 +1,12 @@
-"""The daemon's process: `bench up`, `down`, `status` and `daemon` (foreground).
+"""The daemon's process: `bench up`, `down`, `status`, `daemon` (foreground) and
+`service install` (a systemd user unit that runs `bench daemon`).
 
 The CLI imports nothing of benchd: `up` and `daemon` run it as a process.
 """
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -16,12 +19,14 @@ from bench_cli.context import (
     DIR_HELP,
     Ctx,
     DaemonOption,
+    Group,
     call,
     common,
     daemon_argv,
     daemon_options,
     done,
     examples,
+    option_args,
 )
 from bench_wire import messages as m
 from bench_wire import untrusted
@@ -318,24 +323,13 @@ def _free_bytes(d: str) -> int:
 def _wait_stopped(d: str) -> None:
     """The daemon holds its flock until it has ended its sessions, logged their exits
     and daemon/stopped: being able to take the lock means it is done."""
-    import fcntl
-
     deadline = time.monotonic() + 30
-    fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise WireError(
-                        "internal",
-                        f"benchd did not finish stopping within 30 s; see {d}/benchd.log",
-                    ) from None
-                time.sleep(0.02)
-    finally:
-        os.close(fd)
+    while _lock_held(d):
+        if time.monotonic() > deadline:
+            raise WireError(
+                "internal", f"benchd did not finish stopping within 30 s; see {d}/benchd.log"
+            )
+        time.sleep(0.02)
 
 
 @click.command(epilog=examples("bench down", "bench down -f bench.toml"))
@@ -350,9 +344,9 @@ def _wait_stopped(d: str) -> None:
 def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
     """Stop benchd (sessions are ended); no-op if none runs. With -f, end only the
     sessions a team file started."""
+    ctx = Ctx(bench_dir, as_json)
+    d = resolve_dir(bench_dir)
     if team_file is not None:
-        ctx = Ctx(bench_dir, as_json)
-        d = resolve_dir(bench_dir)
         squad = team.load(os.path.abspath(team_file), d)
         ended = team.down(d, squad, call)
         w = max((len(e["name"]) for e in ended), default=0)
@@ -362,8 +356,6 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
         text = "\n".join(lines) or f"no running session was started from {team_file}"
         done(ctx, {"ok": True, "type": "team/down", "ended": ended}, text)
         return
-    ctx = Ctx(bench_dir, as_json)
-    d = resolve_dir(bench_dir)
     try:
         a = call(d, m.Stop())
     except WireError as err:
@@ -488,3 +480,115 @@ def daemon(bench_dir: str | None, as_json: bool, **kw: DaemonOption) -> None:
     d = resolve_dir(top if bench_dir is None else bench_dir)
     argv = daemon_argv(d, kw)
     os.execv(argv[0], argv)
+
+
+# ---------------------------------------------------------------- service
+
+
+@click.group(cls=Group)
+def service() -> None:
+    """Run benchd as a systemd user service."""
+
+
+UNIT_HELP = "the unit's name: systemctl --user status NAME"
+
+
+def unit_text(bench_dir: str, name: str, bench: str, options: list[str]) -> str:
+    """The systemd user unit that runs `bench daemon` for one BENCH_DIR."""
+    argv = " ".join(_unit_quote(w) for w in [bench, "daemon", "--dir", bench_dir, *options])
+    return (
+        f"# Written by `bench service install`: benchd for BENCH_DIR={bench_dir}\n"
+        f"# socket: {bench_dir}/benchd.sock; its structured log: {bench_dir}/benchd.log;\n"
+        f"# its output: journalctl --user -u {name}; state: systemctl --user status {name}\n"
+        "[Unit]\n"
+        f"Description=bench daemon (benchd) for {bench_dir}\n"
+        "\n"
+        "[Service]\n"
+        "Type=simple\n"
+        f"Environment={_unit_quote('BENCH_DIR=' + bench_dir)}\n"
+        f"ExecStart={argv}\n"
+        "# benchd ends its sessions itself on SIGTERM; the rest of the group only after.\n"
+        "KillMode=mixed\n"
+        "TimeoutStopSec=30\n"
+        "Restart=on-failure\n"
+        "RestartSec=2\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=default.target\n"
+    )
+
+
+def _unit_quote(word: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _bench_program() -> str:
+    here = os.path.join(os.path.dirname(sys.executable), "bench")
+    return here if os.access(here, os.X_OK) else os.path.abspath(sys.argv[0])
+
+
+@service.command("install")
+@common
+@click.option("--print", "print_only", is_flag=True, help="print the unit; write nothing")
+@click.option("--name", default="bench", metavar="NAME", help=UNIT_HELP)
+@daemon_options
+def service_install(
+    bench_dir: str | None, as_json: bool, print_only: bool, name: str, **kw: DaemonOption
+) -> None:
+    """Write a systemd user unit that runs `bench daemon` for BENCH_DIR."""
+    if not re.fullmatch(r"[A-Za-z0-9_.@-]+", name):
+        raise click.BadParameter("letters, digits and _ . @ - only", param_hint="--name")
+    d = resolve_dir(bench_dir)
+    socket_path(d)
+    text = unit_text(d, name, _bench_program(), option_args(kw))
+    if print_only:
+        click.echo(text, nl=False)
+        return
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    unit_dir = os.path.join(config, "systemd", "user")
+    os.makedirs(unit_dir, exist_ok=True)
+    path = os.path.join(unit_dir, f"{name}.service")
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    systemctl = shutil.which("systemctl")
+    if systemctl is None:
+        note = (
+            "systemctl was not found: nothing will run this unit here. Without systemd, "
+            f"start the daemon with `bench up --dir {d}`, or run `bench daemon --dir {d}` "
+            "under your own supervisor"
+        )
+    else:
+        r = subprocess.run([systemctl, "--user", "daemon-reload"], capture_output=True, text=True)
+        if r.returncode != 0:
+            why = (r.stderr.strip().splitlines() or ["no reason given"])[-1]
+            note = (
+                f"systemctl --user daemon-reload failed ({why}): is a user systemd "
+                f"running? Until it is, start the daemon with `bench up --dir {d}`"
+            )
+        else:
+            note = (
+                f"start it now and at login: systemctl --user enable --now {name}; "
+                f"status: systemctl --user status {name}; logs: journalctl --user -u {name}"
+            )
+    done(
+        Ctx(d, as_json),
+        {
+            "ok": True,
+            "type": "service/install",
+            "path": path,
+            "unit": name,
+            "systemctl": systemctl is not None,
+            "note": note,
+        },
+        f"wrote {path}\n{note}",
+    )
+
+
+service_install.epilog = examples(
+    "bench service install --print",
+    "bench service install --dir ~/work/bench --idle-gate 1.5",
+    "systemctl --user enable --now bench",
+)

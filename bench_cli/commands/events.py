@@ -1,7 +1,6 @@
 """`bench events`: read (and follow) the event log."""
 
 import collections
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -10,7 +9,7 @@ from typing import Any
 
 import click
 
-from bench_cli import humanize, output
+from bench_cli import output
 from bench_cli.context import (
     IntParam,
     colour,
@@ -22,16 +21,15 @@ from bench_cli.context import (
 from bench_cli.eventtext import format_event
 from bench_wire import messages as m
 
-_DURATION = re.compile(r"\d+(?:\.\d+)?[smhd]")
-
 
 def since_ms(text: str, now: float) -> int:
     """A point in time as `docker logs --since` / `journalctl --since` read it: a duration
     back from now (30s, 10m, 2h, 1d), or a local date and time (2026-11-30T10:00,
     2026-11-30 10:00:00, 2026-11-30); ms since the epoch. ValueError otherwise."""
-    if _DURATION.fullmatch(text.strip()):
-        return int((now - humanize.parse_duration(text)) * 1000)
-    return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
+    try:
+        return int((now - output.parse_duration(text)) * 1000)
+    except ValueError:
+        return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
 
 
 class Since(IntParam):

@@ -1,26 +1,29 @@
 """Mail: `bench mail send/list/read` (declared here for help and for what the fast
-parser declines; both run `bench_cli.fastpath`), `search`, `thread` and `reply`, and
+parser declines; both run `bench_cli.entry`), `search`, `thread` and `reply`; delivery
+states and waits (`bench mail sent`, `status`, `wait` and `bench job wait`); and
 `bench mcp`, the mailroom as MCP tools."""
 
 import re
 import sys
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 import msgspec
 
-from bench_cli import fastpath, humanize, output
-from bench_cli.commands import waits
+from bench_cli import entry, output
 from bench_cli.context import (
     Ctx,
+    Group,
     ask,
     common,
     complete_handles,
+    complete_sessions,
     done,
     examples,
     reply_to_option,
 )
-from bench_cli.group import Group
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.paths import resolve_dir
@@ -51,20 +54,16 @@ def mail_send(
     in_reply_to: str | None,
 ) -> None:
     """Send mail to handle TO."""
-    sys.exit(
-        fastpath.run(
-            ("mail", "send"),
-            {
-                "dir": bench_dir,
-                "json": as_json,
-                "to": to,
-                "subject": subject,
-                "body": body,
-                "key": key,
-                "reply_to": list(reply_to),
-                "in_reply_to": in_reply_to,
-            },
-        )
+    entry.from_click(
+        ("mail", "send"),
+        bench_dir,
+        as_json,
+        to=to,
+        subject=subject,
+        body=body,
+        key=key,
+        reply_to=list(reply_to),
+        in_reply_to=in_reply_to,
     )
 
 
@@ -98,18 +97,8 @@ def mail_list(
     cursor: str | None,
 ) -> None:
     """List mail: metadata only, never bodies."""
-    sys.exit(
-        fastpath.run(
-            ("mail", "list"),
-            {
-                "dir": bench_dir,
-                "json": as_json,
-                "state": state,
-                "limit": limit,
-                "handle": handle,
-                "cursor": cursor,
-            },
-        )
+    entry.from_click(
+        ("mail", "list"), bench_dir, as_json, state=state, limit=limit, handle=handle, cursor=cursor
     )
 
 
@@ -133,12 +122,7 @@ def mail_read(
     bench_dir: str | None, as_json: bool, mail_id: str | None, handle: str | None
 ) -> None:
     """Read a message (default: the oldest unread) and retire it to read/."""
-    sys.exit(
-        fastpath.run(
-            ("mail", "read"),
-            {"dir": bench_dir, "json": as_json, "mail_id": mail_id, "handle": handle},
-        )
-    )
+    entry.from_click(("mail", "read"), bench_dir, as_json, mail_id=mail_id, handle=handle)
 
 
 mail_read.epilog = examples("bench mail read", "bench mail read 20261130T045611.123Z-0001")
@@ -147,18 +131,14 @@ mail_read.epilog = examples("bench mail read", "bench mail read 20261130T045611.
 # ---------------------------------------------------------------- search
 
 
-_AGO = re.compile(r"(\d+)([smhd])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def since_arg(value: str | None, now: float | None = None) -> str | None:
     """`--since`: an ISO-8601 UTC time as is, or an age (`90s`, `15m`, `2h`, `3d`) ago."""
     if value is None:
         return None
-    hit = _AGO.fullmatch(value.strip())
-    if hit is None:
+    try:
+        t = (time.time() if now is None else now) - output.parse_duration(value)
+    except ValueError:
         return value  # the daemon checks it, and says so (bad-since) if it is no time
-    t = (time.time() if now is None else now) - int(hit[1]) * _UNIT[hit[2]]
     ms = int(t * 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
@@ -175,7 +155,7 @@ def hits_text(a: m.SearchOk) -> str:
         # untrusted text is on a terminal) and here even in a pipe, as it always was.
         rows.append("    " + " ".join(escape(h.snippet).split()))
     more = " (more: raise --limit)" if a.truncated else ""
-    foot = humanize.count(len(a.hits), "match", "matches") + more
+    foot = output.count(len(a.hits), "match", "matches") + more
     return "\n".join(rows + [foot])
 
 
@@ -290,6 +270,156 @@ mail_reply.epilog = examples(
 )
 
 
+# ---------------------------------------------------------------- states and waits
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
+_WAIT_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+SLACK_S = 10.0  # the client waits this much longer than the daemon's timeout
+FC = TypeVar("FC", bound=Callable[..., object])  # a command, as click's decorators take it
+
+
+def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """`30`, `30s`, `250ms`, `5m`, `1h` -> seconds."""
+    if value is None:
+        return None
+    found = _DURATION.fullmatch(value.strip())
+    if found is None or float(found.group(1)) <= 0:
+        raise click.BadParameter(f"{value!r} is not a duration (30s, 5m, 1h, 250ms)")
+    return float(found.group(1)) * _WAIT_UNIT[found.group(2)]
+
+
+def timeout_option(default: str) -> Callable[[FC], FC]:
+    return click.option(
+        "--timeout",
+        callback=duration,
+        default=default,
+        metavar="DURATION",
+        help="give up after this long (30s, 5m, 1h): exit 6, code timeout",
+    )
+
+
+def sent_text(a: m.SentListOk) -> str:
+    """A header row and one row per message, like `mail list`'s: id, recipient, state
+    (with its reason), the state's time, subject."""
+    if not a.messages:
+        return f"no sent mail from {a.sender}"
+    states = [r.state + (f" ({r.reason})" if r.reason else "") for r in a.messages]
+    tw = max(2, *(len(r.to) for r in a.messages))
+    sw = max(5, *(len(s) for s in states))
+    lines = [f"{'ID':<25}  {'TO':<{tw}}  {'STATE':<{sw}}  {'AT':<24}  SUBJECT"]
+    for r, state in zip(a.messages, states, strict=True):
+        lines.append(f"{r.mail_id:<25}  {r.to:<{tw}}  {state:<{sw}}  {r.at:<24}  {r.subject}")
+    if a.truncated:
+        lines.append("(more: raise --limit)")
+    return "\n".join(lines)
+
+
+def status_text(a: m.StatusOk) -> str:
+    head = [f"id:    {a.mail_id}", f"from:  {a.sender}", f"to:    {a.to}"]
+    head.append(f"state: {a.state}")
+    lines = []
+    for s in a.states:
+        extra = [f"{k} {v}" for k in output.MARK_DETAILS if (v := getattr(s, k))]
+        lines.append(f"  {s.state:<10} {s.at}" + ("  " + ", ".join(extra) if extra else ""))
+    return "\n".join(head) + "\n" + "\n".join(lines)
+
+
+@mail.command("sent")
+@common
+@click.option("--to", metavar="ADDR", shell_complete=complete_handles, help="only mail to ADDR")
+@click.option("--state", type=click.Choice(m.STATES), help="only mail in this state now")
+@click.option("--limit", type=click.IntRange(1, 500), default=50, help="at most this many")
+@click.option("--from", "sender", metavar="ADDR", help="whose sent mail (operator only)")
+def mail_sent(
+    bench_dir: str | None,
+    as_json: bool,
+    to: str | None,
+    state: str | None,
+    limit: int,
+    sender: str | None,
+) -> None:
+    """List the mail you sent with its delivery state, newest first."""
+    a = ask(bench_dir, m.MailSentList(to=to, state=state, limit=limit, sender=sender))
+    done(Ctx(bench_dir, as_json), a, sent_text(a))
+
+
+mail_sent.epilog = examples(
+    "bench mail sent",
+    "bench mail sent --to bob --state woken --limit 5",
+    "bench mail sent --from alice  # the operator: anyone's",
+)
+
+
+@mail.command("status")
+@common
+@click.argument("mail_id", metavar="ID")
+def mail_status(bench_dir: str | None, as_json: bool, mail_id: str) -> None:
+    """Show one message's delivery states with their times."""
+    a = ask(bench_dir, m.MailStatus(mail_id=mail_id))
+    done(Ctx(bench_dir, as_json), a, status_text(a))
+
+
+mail_status.epilog = examples("bench mail status 20261130T045611.123Z-0001")
+
+
+@mail.command("wait")
+@common
+@click.option("--from", "sender", metavar="ADDR", help="only mail from ADDR")
+@click.option("--reply-to", "reply_to", metavar="ID", help="only a reply to message ID")
+@timeout_option("5m")
+def mail_wait(
+    bench_dir: str | None,
+    as_json: bool,
+    sender: str | None,
+    reply_to: str | None,
+    timeout: float,
+) -> None:
+    """Block until matching mail arrives, then read it (retiring it), as `mail read` does.
+
+    At the timeout: exit 6 with the code `timeout`. A wait that would close a cycle of
+    waits (you wait on bob while bob waits on you) is refused at once: would-deadlock."""
+    req = m.MailWait(sender=sender, reply_to=reply_to, timeout=timeout)
+    a = ask(bench_dir, req, timeout=timeout + SLACK_S)
+    done(Ctx(bench_dir, as_json), a, output.message(msgspec.to_builtins(a)))
+
+
+mail_wait.epilog = examples(
+    "bench mail wait --from bob --timeout 10m",
+    "bench mail wait --reply-to 20261130T045611.123Z-0001",
+)
+
+
+@click.group(cls=Group)
+def job() -> None:
+    """Jobs you started: wait for one to settle."""
+
+
+@job.command("wait")
+@common
+@click.argument("handle", metavar="HANDLE", shell_complete=complete_sessions)
+@timeout_option("30m")
+def job_wait(bench_dir: str | None, as_json: bool, handle: str, timeout: float) -> None:
+    """Block until the job of HANDLE (a handle or session id) settles; print its reply.
+
+    The reply is the job's last `bench report` (or how its session ended); the reply
+    mail itself is delivered as usual. At the timeout: exit 6, code timeout."""
+    a = ask(bench_dir, m.JobWait(session=handle, timeout=timeout), timeout=timeout + SLACK_S)
+    done(Ctx(bench_dir, as_json), a, job_wait_text(a))
+
+
+def job_wait_text(a: m.JobWaitOk) -> str:
+    """`job w (s1a2b3c4d) interrupted (deadline): <path>`, then the reply: the outcome
+    and reason as the reply mail's subject says them."""
+    head = f"job {a.handle} ({a.session}) {a.outcome}" + (f" ({a.reason})" if a.reason else "")
+    if a.path:
+        head += f": {a.path}"
+    return f"{head}\n\n{a.reply}"
+
+
+job_wait.epilog = examples("bench job wait worker --timeout 1h")
+job.epilog = examples("bench job wait worker --timeout 1h")
+
+
 # ---------------------------------------------------------------- mcp
 
 
@@ -320,10 +450,3 @@ def mcp(bench_dir: str | None, print_config: str | None) -> None:
     if bench_dir is not None:
         resolve_dir(bench_dir)  # an empty --dir is refused now, not at the first tool call
     sys.exit(server.main(bench_dir))
-
-
-# ---------------------------------------------------------------- states and waits
-
-mail.add_command(waits.mail_sent)
-mail.add_command(waits.mail_status)
-mail.add_command(waits.mail_wait)

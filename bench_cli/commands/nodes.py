@@ -4,13 +4,12 @@ import functools
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from bench_cli import humanize, output
-from bench_cli.context import Ctx, call, common, done, examples
-from bench_cli.group import Group
+from bench_cli import output
+from bench_cli.context import Ctx, Group, call, common, done, examples
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.paths import resolve_dir
@@ -86,136 +85,120 @@ _CONNECTION = [
 ]
 
 
+# A number option of `bench bridge` or `bench nodes init`: flag, type, default, help. The
+# defaults are bench_bridge's own (bench_bridge.local.Options, bench_bridge.streams.Quotas),
+# said again here: the help shows them without importing the bridge (its extra may be
+# missing), and a value given is passed on by its name.
+Number = tuple[str, type[int] | type[float], float, str]
+
+_BRIDGE_LIMITS: list[Number] = [
+    ("--heartbeat", float, 5.0, "seconds between directory heartbeats"),
+    (
+        "--ack-wait",
+        float,
+        30.0,
+        "seconds before JetStream redelivers a message this bridge did not ack",
+    ),
+    (
+        "--forget-after",
+        float,
+        7 * 86400.0,
+        "seconds after which a node not seen is forgotten (mail to it: unknown-node)",
+    ),
+    (
+        "--max-age",
+        float,
+        7 * 86400.0,
+        "seconds mail may wait in NATS for this node before it is returned to its sender",
+    ),
+    ("--entry-max", int, 16384, "bytes of one directory entry"),
+    ("--handles-max", int, 512, "handles in one directory entry"),
+    ("--nodes-max", int, 256, "nodes kept from the directory"),
+    (
+        "--publish-window",
+        int,
+        1024,
+        "messages published to NATS and awaiting their PubAck, at most",
+    ),
+    (
+        "--reply-to-max",
+        int,
+        16,
+        "reply-to addresses in one message from another node (more: bounced)",
+    ),
+    (
+        "--new-mailboxes-per-hour",
+        int,
+        120,
+        "new mailboxes one other node may make here per hour (more: bounced)",
+    ),
+    (
+        "--receipts-per-minute",
+        int,
+        6000,
+        "receipts one other node may send here per minute (more: dropped)",
+    ),
+]
+
+_QUOTAS: list[Number] = [
+    (
+        "--max-bytes",
+        int,
+        1024**3,
+        "the mail stream's quota: bytes of mail waiting in NATS, all nodes together",
+    ),
+    ("--max-msg-size", int, 1024 * 1024, "bytes of one message in the mail stream"),
+    (
+        "--max-age",
+        float,
+        14 * 86400.0,
+        "seconds NATS keeps a message no node took (at least the bridges' --max-age)",
+    ),
+    ("--forget-after", float, 7 * 86400.0, "seconds a directory entry is kept without a heartbeat"),
+    ("--directory-max-bytes", int, 64 * 1024 * 1024, "the directory bucket's quota in bytes"),
+]
+
+
+def numbers(table: list[Number]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The table's options, each passed to the command by its name (`--ack-wait`: ack_wait)."""
+
+    def decorate(f: Callable[..., None]) -> Callable[..., None]:
+        for flag, kind, default, help_ in reversed(table):
+            kw: dict[str, Any] = {"type": kind, "default": kind(default), "help": help_}
+            f = click.option(flag, show_default=True, **kw)(f)
+        return f
+
+    return decorate
+
+
+def _positive(values: dict[str, Any], hint: str) -> None:
+    """Every number above 0, else a usage error naming `hint`."""
+    if min(values.values()) <= 0:
+        raise click.BadParameter("must be positive", param_hint=hint)
+
+
 @click.command()
 @common
 @connection
 @click.option("--node", help="must match the daemon's node name (a safety check)")
-@click.option(
-    "--heartbeat",
-    type=float,
-    default=5.0,
-    show_default=True,
-    help="seconds between directory heartbeats",
-)
-@click.option(
-    "--ack-wait",
-    type=float,
-    default=30.0,
-    show_default=True,
-    help="seconds before JetStream redelivers a message this bridge did not ack",
-)
-@click.option(
-    "--forget-after",
-    type=float,
-    default=7 * 86400.0,
-    show_default=True,
-    help="seconds after which a node not seen is forgotten (mail to it: unknown-node)",
-)
-@click.option(
-    "--max-age",
-    type=float,
-    default=7 * 86400.0,
-    show_default=True,
-    help="seconds mail may wait in NATS for this node before it is returned to its sender",
-)
-@click.option(
-    "--entry-max", type=int, default=16384, show_default=True, help="bytes of one directory entry"
-)
-@click.option(
-    "--handles-max", type=int, default=512, show_default=True, help="handles in one directory entry"
-)
-@click.option(
-    "--nodes-max", type=int, default=256, show_default=True, help="nodes kept from the directory"
-)
-@click.option(
-    "--publish-window",
-    type=int,
-    default=1024,
-    show_default=True,
-    help="messages published to NATS and awaiting their PubAck, at most",
-)
-@click.option(
-    "--reply-to-max",
-    type=int,
-    default=16,
-    show_default=True,
-    help="reply-to addresses in one message from another node (more: bounced)",
-)
-@click.option(
-    "--new-mailboxes-per-hour",
-    type=int,
-    default=120,
-    show_default=True,
-    help="new mailboxes one other node may make here per hour (more: bounced)",
-)
-@click.option(
-    "--receipts-per-minute",
-    type=int,
-    default=6000,
-    show_default=True,
-    help="receipts one other node may send here per minute (more: dropped)",
-)
+@numbers(_BRIDGE_LIMITS)
 def bridge(
     bench_dir: str | None,
     as_json: bool,
-    heartbeat: float,
-    ack_wait: float,
-    forget_after: float,
-    max_age: float,
-    entry_max: int,
-    handles_max: int,
-    nodes_max: int,
-    publish_window: int,
-    reply_to_max: int,
-    new_mailboxes_per_hour: int,
-    receipts_per_minute: int,
     node: str | None,
     conn: "Connection",
+    **limits: Any,  # click's values of _BRIDGE_LIMITS, each of its option's type
 ) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
         from bench_bridge.bridge import main as bridge_main
-        from bench_bridge.options import Options
+        from bench_bridge.local import Options
     except ImportError as err:
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
         ) from None
-    if (
-        min(heartbeat, ack_wait, forget_after, max_age, entry_max, handles_max, nodes_max) <= 0
-        or min(publish_window, reply_to_max, new_mailboxes_per_hour, receipts_per_minute) <= 0
-    ):
-        raise click.BadParameter("must be positive", param_hint="/".join(_BRIDGE_FLAGS))
-    opts = Options(
-        resolve_dir(bench_dir),
-        conn,
-        node=node,
-        heartbeat=heartbeat,
-        ack_wait=ack_wait,
-        forget_after=forget_after,
-        max_age=max_age,
-        entry_max=entry_max,
-        handles_max=handles_max,
-        nodes_max=nodes_max,
-        publish_window=publish_window,
-        reply_to_max=reply_to_max,
-        new_mailboxes_per_hour=new_mailboxes_per_hour,
-        receipts_per_minute=receipts_per_minute,
-    )
-    sys.exit(bridge_main(opts))
-
-
-_BRIDGE_LIMITS = (
-    "forget_after",
-    "max_age",
-    "entry_max",
-    "handles_max",
-    "nodes_max",
-    "publish_window",
-    "reply_to_max",
-    "new_mailboxes_per_hour",
-    "receipts_per_minute",
-)
-_BRIDGE_FLAGS = ("--heartbeat", "--ack-wait", *(f"--{k.replace('_', '-')}" for k in _BRIDGE_LIMITS))
+    _positive(limits, "/".join(flag for flag, *_ in _BRIDGE_LIMITS))
+    sys.exit(bridge_main(Options(resolve_dir(bench_dir), conn, node=node, **limits)))
 
 
 bridge.epilog = examples(
@@ -241,7 +224,7 @@ def nodes(bench_dir: str | None, as_json: bool) -> None:
     if not a["nodes"]:
         lines.append("no other nodes seen yet")
     for n in a["nodes"]:
-        ago = humanize.duration((now - n["seen_ms"]) / 1000)
+        ago = output.duration((now - n["seen_ms"]) / 1000)
         lines.append(f"{n['node']:<24} seen {ago:>4} ago  {' '.join(n['handles']) or '-'}")
     done(ctx, a, "\n".join(lines))
 
@@ -252,69 +235,23 @@ nodes.epilog = examples("bench nodes", "bench nodes --json")
 @nodes.command("init")
 @common
 @connection
-@click.option(
-    "--max-bytes",
-    type=int,
-    default=1024**3,
-    show_default=True,
-    help="the mail stream's quota: bytes of mail waiting in NATS, all nodes together",
-)
-@click.option(
-    "--max-msg-size",
-    type=int,
-    default=1024 * 1024,
-    show_default=True,
-    help="bytes of one message in the mail stream",
-)
-@click.option(
-    "--max-age",
-    type=float,
-    default=14 * 86400.0,
-    show_default=True,
-    help="seconds NATS keeps a message no node took (at least the bridges' --max-age)",
-)
-@click.option(
-    "--forget-after",
-    type=float,
-    default=7 * 86400.0,
-    show_default=True,
-    help="seconds a directory entry is kept without a heartbeat",
-)
-@click.option(
-    "--directory-max-bytes",
-    type=int,
-    default=64 * 1024 * 1024,
-    show_default=True,
-    help="the directory bucket's quota in bytes",
-)
+@numbers(_QUOTAS)
 def nodes_init(
     bench_dir: str | None,
     as_json: bool,
-    max_bytes: int,
-    max_msg_size: int,
-    max_age: float,
-    forget_after: float,
-    directory_max_bytes: int,
     conn: "Connection",
+    **quotas: Any,  # click's values of _QUOTAS, each of its option's type
 ) -> None:
     """Create (or restore) the mail stream and the node directory in NATS, with quotas:
     the administrator's step, run with the administrator's NATS user."""
     try:
-        from bench_bridge import admin, streams
+        from bench_bridge import streams
     except ImportError as err:
         raise WireError(
             "bad-request", f"this needs the bridge extra: pip install 'bench[bridge]' ({err})"
         ) from None
-    if min(max_bytes, max_msg_size, max_age, forget_after, directory_max_bytes) <= 0:
-        raise click.BadParameter("must be positive", param_hint="the quotas")
-    q = streams.Quotas(
-        max_bytes=max_bytes,
-        max_msg_size=max_msg_size,
-        max_age=max_age,
-        forget_after=forget_after,
-        directory_max_bytes=directory_max_bytes,
-    )
-    lines = admin.run(conn, q)
+    _positive(quotas, "the quotas")
+    lines = streams.run(conn, streams.Quotas(**quotas))
     done(Ctx(bench_dir, as_json), {"done": lines}, "\n".join(lines))
 
 

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 import click
 import msgspec
 
-from bench_cli import fastpath, humanize, output
+from bench_cli import entry, output
 from bench_cli.context import (
     DIR_HELP,
     Ctx,
@@ -101,7 +101,7 @@ def render_tree(
 
 
 class Duration(FloatParam):
-    """90s, 10m, 1h, 2d (humanize.parse_duration): seconds."""
+    """90s, 10m, 1h, 2d (output.parse_duration): seconds."""
 
     name = "DURATION"
 
@@ -111,7 +111,7 @@ class Duration(FloatParam):
         if isinstance(value, float):
             return value
         try:
-            return humanize.parse_duration(str(value))
+            return output.parse_duration(str(value))
         except ValueError as err:
             self.fail(str(err), param, ctx)
 
@@ -242,7 +242,7 @@ def _exit_text(s: dict[str, Any]) -> str:
     if s.get("exit") is not None:
         return str(s["exit"])
     if s.get("signal") is not None:
-        return humanize.signal_name(s["signal"])
+        return output.signal_name(s["signal"])
     return "-"
 
 
@@ -336,9 +336,9 @@ def ps(
         f"{'JOB':<11} {'LEFT':>5}  EXIT     {agent_head}{team_head}COMMAND"
     ]
     for s in rows:
-        idle = "-" if s.get("idle_ms") is None else humanize.duration(s["idle_ms"] / 1000)
+        idle = "-" if s.get("idle_ms") is None else output.duration(s["idle_ms"] / 1000)
         left = s.get("deadline_left_ms")
-        left_text = "-" if left is None else humanize.duration(left / 1000)
+        left_text = "-" if left is None else output.duration(left / 1000)
         pieces += [f"\n{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  "]
         pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
         label = f"{teams.get(s['session'], '-'):<{max(tw, 4)}}  " if teams else ""
@@ -576,7 +576,7 @@ restart.epilog = examples(
 @click.argument("text", required=False)
 def report(bench_dir: str | None, as_json: bool, text: str | None) -> None:
     """Inside a job: record the content owed to its correspondents (TEXT or -)."""
-    sys.exit(fastpath.run(("report",), {"dir": bench_dir, "json": as_json, "text": text}))
+    entry.from_click(("report",), bench_dir, as_json, text=text)
 
 
 report.epilog = examples(
@@ -586,12 +586,12 @@ report.epilog = examples(
 
 @click.command()
 @common
-@click.argument("event", type=click.Choice(fastpath.HOOK_EVENTS))
+@click.argument("event", type=click.Choice(entry.HOOK_EVENTS))
 def hook(bench_dir: str | None, as_json: bool, event: str) -> None:
     """Run by an agent's own hook (its adapter sets it up): report EVENT, its JSON on
     standard input, and print the daemon's answer for the agent (--json: no change,
     the answer is the agent's to read)."""
-    sys.exit(fastpath.run(("hook",), {"dir": bench_dir, "json": as_json, "event": event}))
+    entry.from_click(("hook",), bench_dir, as_json, event=event)
 
 
 def _answer(

@@ -4,13 +4,19 @@ Everything shown comes from the daemon: one event stream (kept open, reconnected
 the daemon comes back) drives the sessions pane and the events pane; the selected
 session's screen comes from a `session/screen` follow stream; mail panes are fetched
 when a mailbox is chosen and when an event says its mail changed.
+
+Its line to the daemon (`Source`) is the asyncio client (`bench_wire.asyncclient`): one
+short connection per request, one long connection per stream (the event log, a
+session's screen). A session's token is never sent: the dashboard is the operator.
 """
 
 import asyncio
 import gc
+import os
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -25,13 +31,14 @@ from textual.widgets import Footer, Static
 from bench_cli import output
 from bench_cli.dash.lines import Lines, delivery_text, screen_lines
 from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
-from bench_cli.dash.model import Board, Row, printable, threads
-from bench_cli.dash.panes import DashScreen, EventsPane, Holder
-from bench_cli.dash.rows import Rows
-from bench_cli.dash.source import DaemonGone, Source, retry_delay
+from bench_cli.dash.model import Board, Row, in_filter, printable, retry_delay, threads
+from bench_cli.dash.panes import DashScreen, EventsPane, Holder, Rows
 from bench_cli.eventtext import event_line
 from bench_wire import messages as m
-from bench_wire.errors import WireError
+from bench_wire.asyncclient import AsyncClient
+from bench_wire.errors import Disconnected, WireError
+from bench_wire.framing import StructCodec
+from bench_wire.paths import resolve_dir
 
 R = TypeVar("R", bound=m.Response)
 Cells = tuple[str | Text, ...]  # a row of the sessions pane
@@ -44,6 +51,45 @@ UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread
 JOB_SAYS = 8  # the narrowest job cell that still says something: `job->al…`
 COUNT_TRIES = 3  # reads of the unread counts while the log moves, before giving up
 RECENT_EVENTS = 200  # the events before the dashboard started that its panes show
+
+
+class DaemonGone(Exception):
+    """No daemon answers (not started, stopped, or the connection broke)."""
+
+
+class Source:
+    """The daemon of one BENCH_DIR, as the dashboard asks it: `bench_wire.messages`
+    requests, each answer of its request's own type (`bench_wire.framing.StructCodec`)."""
+
+    def __init__(self, bench_dir: str | None = None):
+        self.dir = resolve_dir(bench_dir)
+
+    def _client(self) -> AsyncClient:
+        return AsyncClient(self.dir, codec=StructCodec())
+
+    async def call(self, req: m.Request[R]) -> R:
+        """One request, its answer; WireError for a refusal, DaemonGone if none answers."""
+        try:
+            async with self._client() as conn:
+                return await conn.call(req)
+        except Disconnected as err:
+            raise DaemonGone(err.message) from None
+
+    async def stream(self, req: m.Request[R]) -> AsyncIterator[R]:
+        """Every frame of a stream until its end frame (DaemonGone if it breaks)."""
+        try:
+            async with self._client() as conn:
+                async for frame in conn.stream(req):
+                    yield frame
+        except Disconnected as err:
+            raise DaemonGone(err.message) from None
+
+    def attach_argv(self, handle: str) -> list[str]:
+        """`bench attach H` for this BENCH_DIR, by the installed console script."""
+        bench = os.path.join(os.path.dirname(sys.executable), "bench")
+        if not os.path.exists(bench):
+            return [sys.executable, "-m", "bench_cli.entry", "attach", "--dir", self.dir, handle]
+        return [bench, "attach", "--dir", self.dir, handle]
 
 
 class Dash(App[None]):
@@ -278,10 +324,7 @@ class Dash(App[None]):
 
     def take_event(self, ev: dict[str, Any], apply: bool = True) -> None:
         changed = self.board.apply(ev, self.clock(), count=apply)
-        kind, handle = self.event_filter
-        if (not kind or ev["kind"].startswith(kind)) and (
-            not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
-        ):
+        if in_filter(ev, *self.event_filter):
             self.events_pane.write(event_line(ev))
         if changed:
             self.draw_sessions(only=ev.get("handle") or ev.get("to"))
@@ -456,13 +499,12 @@ class Dash(App[None]):
         except (DaemonGone, WireError) as err:
             self.set_status(getattr(err, "message", str(err)))
             return
-        parts = []
-        for x in a.messages:
+
+        def head(x: m.ThreadMessage, to: str) -> str:
             mark = ">> " if x.mail_id == msg["mail_id"] else ""
-            parts.append(
-                f"{mark}{x.mail_id}  {x.sender} -> {x.handle}  [{x.state}]\n"
-                f"subject: {x.subject}\n\n{x.body.rstrip()}\n"
-            )
+            return f"{mark}{x.mail_id}  {x.sender} -> {x.handle}  [{x.state}]"
+
+        parts = output.thread_messages(a, head)
         cut = output.thread_cut(a)
         if cut:
             parts.append(cut)

@@ -10,12 +10,14 @@ it) is taken only from events that name that session's id: an earlier session of
 same handle never lends the new one its job. The unread count belongs to the mailbox
 (the handle), whichever session holds it; a count read from the daemon is exact at a
 seq of the log, and events up to that seq are not counted again (`set_unread`).
+
+While no daemon answers, the dashboard tries again after `retry_delay`.
 """
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_cli import humanize
+from bench_cli import output
 from bench_cli.eventtext import Event, clock
 from bench_wire import outcomes
 from bench_wire.untrusted import mask
@@ -50,7 +52,7 @@ class Row:
         if self.state != "running" or self.idle_ms is None:
             return "-"
         # max: a row woken after `now` (the dashboard's last idle refresh) shows 0s
-        return humanize.duration(self.idle_ms / 1000 + (now - self.idle_at))
+        return output.duration(self.idle_ms / 1000 + (now - self.idle_at))
 
     def job_text(self) -> str:
         if not self.job:
@@ -63,13 +65,13 @@ class Row:
         """The time left to the session's deadline ("" without one)."""
         if self.state != "running" or self.deadline_left_ms is None:
             return ""
-        return "left " + humanize.duration(self.deadline_left_ms / 1000 - (now - self.idle_at))
+        return "left " + output.duration(self.deadline_left_ms / 1000 - (now - self.idle_at))
 
     def exit_text(self) -> str:
         if self.exit is not None:
             return f"exit {self.exit}"
         if self.signal is not None:
-            return humanize.signal_name(self.signal)
+            return output.signal_name(self.signal)
         if self.state == "running" and self.agent:
             return self.agent  # what the agent said of itself (blocked first catches the eye)
         return self.state
@@ -272,15 +274,16 @@ class Board:
         return r.unread if r is not None else 0
 
     def filtered(self, kind: str = "", handle: str = "") -> list[Event]:
-        """The kept events whose kind starts with `kind` and that name `handle`."""
-        out = []
-        for ev in self.events:
-            if kind and not ev.get("kind", "").startswith(kind):
-                continue
-            if handle and handle not in (ev.get("handle"), ev.get("to"), ev.get("from")):
-                continue
-            out.append(ev)
-        return out
+        """The kept events that pass the events pane's filter (`in_filter`)."""
+        return [ev for ev in self.events if in_filter(ev, kind, handle)]
+
+
+def in_filter(ev: Event, kind: str, handle: str) -> bool:
+    """Whether the events pane's filter shows `ev`: its kind starts with `kind` and it
+    names `handle` ("" for either: any)."""
+    if kind and not ev.get("kind", "").startswith(kind):
+        return False
+    return not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
 
 
 def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
@@ -313,3 +316,15 @@ def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
     for m in messages:  # anything in a cycle of in-reply-to links still shows
         walk(m, 0)
     return out
+
+
+# Between attempts to reach a daemon that is not running: doubling from the first to the
+# last, so a dashboard left open on a stopped daemon wakes only every few seconds, while
+# one that saw `bench down; bench up` is back within a second or two.
+RETRY_FIRST_S = 0.25
+RETRY_LAST_S = 4.0
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds to wait after `failures` attempts in a row found no daemon (0: the first)."""
+    return min(RETRY_LAST_S, RETRY_FIRST_S * 2.0 ** min(failures, 16))

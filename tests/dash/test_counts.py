@@ -9,8 +9,7 @@ import pytest
 
 pytest.importorskip("textual", reason="bench dash needs the dash extra (./run installs it)")
 
-from bench_cli.dash.app import Dash  # noqa: E402
-from bench_cli.dash.source import Source  # noqa: E402
+from bench_cli.dash.app import Dash, Source  # noqa: E402
 from tests.conftest import spawn_standin  # noqa: E402
 
 SIZE = (100, 30)

@@ -148,7 +148,7 @@ def test_the_sessions_pane_keeps_unread_and_pid_and_lists_exited_sessions_last(s
 
 def test_a_narrow_pane_leaves_columns_out_in_order_then_cuts():
     from bench_cli.dash.app import JOB_SAYS
-    from bench_cli.dash.rows import fit
+    from bench_cli.dash.panes import fit
 
     steps = ((4, 0), (3, 0), (5, JOB_SAYS), (5, 0), (2, 0))
     widths = (6, 7, 6, 4, 14, 27, 4)  # handle state unread idle wake job pid

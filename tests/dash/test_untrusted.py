@@ -10,8 +10,7 @@ import pytest
 
 pytest.importorskip("textual", reason="bench dash needs the dash extra (./run installs it)")
 
-from bench_cli.dash.app import Dash  # noqa: E402
-from bench_cli.dash.source import Source  # noqa: E402
+from bench_cli.dash.app import Dash, Source  # noqa: E402
 from tests.conftest import spawn  # noqa: E402
 
 HOSTILE = "\u202eDESREVER\u202c \ue01fRED\ue0ff \u2066iso\u2069"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench_cli import fastpath
+from bench_cli import entry
 from benchd.core import agentstate as a
 from benchd.runtime.agenthost import reset_from_screen
 
@@ -10,7 +10,7 @@ T = 1_000_000
 
 
 def test_the_events_are_the_ones_the_cli_accepts():
-    assert fastpath.HOOK_EVENTS == a.EVENTS
+    assert entry.HOOK_EVENTS == a.EVENTS
 
 
 def test_a_turn():

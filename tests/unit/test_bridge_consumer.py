@@ -1,4 +1,4 @@
-"""The bridge's pull-request bookkeeping (bench_bridge.consumer), with a stand-in for the
+"""The bridge's pull-request bookkeeping (bench_bridge.natsside.Consumer), with a stand-in for the
 NATS connection that records the requests sent. The real wiring (a real nats-server,
 its restarts, kill -9 of the bridges) is exercised by tests/conformance/test_bridge.py
 and tests/reliability/test_bridge_kill.py."""
@@ -31,7 +31,7 @@ class Recorder:
 def consumer():
     from nats.js import api
 
-    from bench_bridge.consumer import Consumer
+    from bench_bridge.natsside import Consumer
 
     nc = Recorder()
     c = Consumer(nc, None, "BENCH_MAIL", "bench-node2", "bench.mail.node2.>", api.ConsumerConfig())
@@ -54,7 +54,7 @@ def status(c, code: str, description: str = "", pending: int | None = None):
 
 
 def test_a_request_is_open_before_the_first_message_and_topped_up_at_half():
-    from bench_bridge.consumer import BATCH
+    from bench_bridge.natsside import BATCH
 
     async def go():
         c, nc = consumer()
@@ -78,7 +78,7 @@ def test_a_request_is_open_before_the_first_message_and_topped_up_at_half():
 
 
 def test_heartbeats_keep_a_request_and_an_expiry_gives_back_what_it_did_not_bring():
-    from bench_bridge.consumer import BATCH
+    from bench_bridge.natsside import BATCH
 
     async def go():
         c, nc = consumer()
@@ -97,7 +97,7 @@ def test_heartbeats_keep_a_request_and_an_expiry_gives_back_what_it_did_not_brin
 
 
 def test_a_request_the_server_lost_is_sent_again_after_three_silent_heartbeats():
-    from bench_bridge.consumer import HEARTBEAT_S
+    from bench_bridge.natsside import HEARTBEAT_S
 
     async def go():
         c, nc = consumer()
@@ -117,7 +117,7 @@ def test_a_request_the_server_lost_is_sent_again_after_three_silent_heartbeats()
     [("503", "No Responders"), ("409", "Consumer Deleted")],
 )
 def test_a_refusal_is_raised_to_the_caller(code, description):
-    from bench_bridge.consumer import ConsumerTrouble
+    from bench_bridge.natsside import ConsumerTrouble
 
     async def go():
         c, nc = consumer()

@@ -1,10 +1,10 @@
 """The CLI's fast path and its client stays in lockstep with the msgspec types and the click CLI.
 
 - bench_wire.client's JSON agrees with the json module;
-- every request bench_cli.fastpath builds decodes with the daemon's msgspec request decoder
+- every request bench_cli.entry builds decodes with the daemon's msgspec request decoder
   into the Struct it stands for, field for field;
 - the msgspec responses, decoded by the client, carry what bench_cli.output prints;
-- bench_cli.fastpath.parse gives the options click would give, or None (click's turn).
+- bench_cli.entry.parse gives the options click would give, or None (click's turn).
 """
 
 import io
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench_cli import fastpath, output
+from bench_cli import entry, output
 from bench_wire import client
 from bench_wire import messages as m
 from bench_wire.framing import request_decoder
@@ -208,7 +208,7 @@ def run_hot(cmd, opts, answer, capsys=None, stdin=None, monkeypatch=None):
     conn = FakeConn(answer)
     if stdin is not None:
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-    rc = fastpath.COMMANDS[cmd](conn, opts, True)
+    rc = entry.COMMANDS[cmd](conn, opts, True)
     assert rc == 0
     reqs = [r for r in conn.reqs if r["verb"] != "hello"]  # mail send asks for the caps first
     assert len(reqs) == 1
@@ -317,7 +317,7 @@ def test_report_from_stdin(monkeypatch):
 
 
 def test_every_hot_command_is_covered():
-    assert set(fastpath.COMMANDS) == {
+    assert set(entry.COMMANDS) == {
         ("mail", "send"),
         ("mail", "list"),
         ("mail", "read"),
@@ -378,15 +378,15 @@ def test_error_answer_raises_wire_error():
     assert (info.value.code, info.value.message) == ("bad-handle", "nope")
 
 
-# ---------------------------------------------------------------- fastpath.parse vs click
+# ---------------------------------------------------------------- entry.parse vs click
 
 
 def click_opts(argv: list[str], monkeypatch) -> tuple | None:
-    """What the click CLI would hand to fastpath.run for argv (None if click refuses it)."""
+    """What the click CLI would hand to entry.run for argv (None if click refuses it)."""
     from bench_cli import cli
 
     seen = []
-    monkeypatch.setattr(fastpath, "run", lambda cmd, opts: seen.append((cmd, opts)) or 0)
+    monkeypatch.setattr(entry, "run", lambda cmd, opts: seen.append((cmd, opts)) or 0)
     res = CliRunner().invoke(cli.cli, argv, catch_exceptions=False)
     if res.exit_code != 0 or not seen:
         return None
@@ -447,7 +447,7 @@ VALID = [
 
 @pytest.mark.parametrize("argv", VALID, ids=" ".join)
 def test_hot_parse_agrees_with_click(argv, monkeypatch):
-    parsed = fastpath.parse(argv)
+    parsed = entry.parse(argv)
     assert parsed is not None, argv
     want = click_opts(argv, monkeypatch)
     assert want is not None, argv
@@ -456,27 +456,27 @@ def test_hot_parse_agrees_with_click(argv, monkeypatch):
 
 
 def test_hot_parse_exact_dicts():
-    assert fastpath.parse(["mail", "send", "bob", "-m", "hi"]) == (
+    assert entry.parse(["mail", "send", "bob", "-m", "hi"]) == (
         ("mail", "send"),
         {"reply_to": [], "to": "bob", "body": "hi"},
     )
-    assert fastpath.parse(
+    assert entry.parse(
         ["mail", "send", "bob", "--message=a=b", "--reply-to", "x", "--reply-to=y", "--json"]
     ) == (("mail", "send"), {"reply_to": ["x", "y"], "to": "bob", "body": "a=b", "json": True})
-    assert fastpath.parse(["mail", "send", "-m", "x", "--", "--bob"]) == (
+    assert entry.parse(["mail", "send", "-m", "x", "--", "--bob"]) == (
         ("mail", "send"),
         {"reply_to": [], "body": "x", "to": "--bob"},
     )
-    assert fastpath.parse(["mail", "list", "--limit=7", "--state", "all"]) == (
+    assert entry.parse(["mail", "list", "--limit=7", "--state", "all"]) == (
         ("mail", "list"),
         {"limit": 7, "state": "all"},
     )
-    assert fastpath.parse(["mail", "read"]) == (("mail", "read"), {})
-    assert fastpath.parse(["mail", "read", "ID", "--handle", "bob"]) == (
+    assert entry.parse(["mail", "read"]) == (("mail", "read"), {})
+    assert entry.parse(["mail", "read", "ID", "--handle", "bob"]) == (
         ("mail", "read"),
         {"mail_id": "ID", "handle": "bob"},
     )
-    assert fastpath.parse(["report", "-"]) == (("report",), {"text": "-"})
+    assert entry.parse(["report", "-"]) == (("report",), {"text": "-"})
 
 
 @pytest.mark.parametrize(
@@ -489,7 +489,7 @@ def test_hot_parse_exact_dicts():
     ids=" ".join,
 )
 def test_hot_parse_short_options_agree_with_click_or_decline(argv, monkeypatch):
-    parsed = fastpath.parse(argv)
+    parsed = entry.parse(argv)
     if parsed is None:
         return  # click's turn: fine
     want = click_opts(argv, monkeypatch)
@@ -536,7 +536,7 @@ UNUSUAL = [
 
 @pytest.mark.parametrize("argv", UNUSUAL, ids=lambda a: " ".join(a) or "<empty>")
 def test_hot_parse_declines_anything_unusual(argv):
-    assert fastpath.parse(argv) is None
+    assert entry.parse(argv) is None
 
 
 # ---------------------------------------------------------------- the fast path's bytes

@@ -5,8 +5,7 @@ import time
 
 import pytest
 
-from bench_cli.dash.model import Board
-from bench_cli.dash.source import RETRY_FIRST_S, RETRY_LAST_S, retry_delay
+from bench_cli.dash.model import RETRY_FIRST_S, RETRY_LAST_S, Board, retry_delay
 from bench_cli.eventtext import event_line
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench_bridge import directory as d
+from bench_bridge import admission as d
 from benchd.runtime import outbound
 
 NOW = 1_800_000_000_000
@@ -18,7 +18,7 @@ def entry(**kw) -> bytes:
 
 
 def test_a_good_entry_is_read():
-    e = d.decode("n2", entry(), NOW, L)
+    e = d.decode_entry("n2", entry(), NOW, L)
     assert (e.node, e.seen_ms, e.handles, e.instance) == ("n2", NOW - 1000, ["bob"], "i2")
 
 
@@ -38,12 +38,12 @@ def test_a_good_entry_is_read():
 )
 def test_a_bad_entry_is_skipped_with_its_code(key, raw, code):
     with pytest.raises(d.Skip) as e:
-        d.decode(key, raw, NOW, L)
+        d.decode_entry(key, raw, NOW, L)
     assert e.value.code == code and e.value.message
 
 
 def test_a_future_seen_is_clamped():
-    assert d.decode("n2", entry(seen_ms=NOW + 10**9), NOW, L).seen_ms == NOW
+    assert d.decode_entry("n2", entry(seen_ms=NOW + 10**9), NOW, L).seen_ms == NOW
 
 
 def test_listing_leaves_out_itself_the_long_quiet_and_more_than_the_cap():

@@ -1,7 +1,7 @@
 """The import budget: what the CLI loads, checked in fresh interpreters.
 
 `bench mail send` runs inside agents many times a session; its cost is the interpreter
-start plus its imports. The fast path (bench_cli.fastpath) must not load click, msgspec, json,
+start plus its imports. The fast path (bench_cli.entry) must not load click, msgspec, json,
 re, socket or typing; no part of the CLI may load the daemon's trio or structlog.
 """
 
@@ -66,8 +66,8 @@ sys.stdout.write("\n@@PROBE@@" + _j.dumps({"before": before, "after": after, "re
 
 HOT_PARSE = """
 sys.argv = ['bench', 'mail', 'send', 'x', '-m', 'y']
-from bench_cli import fastpath
-result = fastpath.parse(sys.argv[1:])
+from bench_cli import entry
+result = entry.parse(sys.argv[1:])
 """
 
 
@@ -110,7 +110,7 @@ def test_hot_path_importtime_lists_no_heavy_module():
     e["PYTHONPATH"] = ROOT
     code = (
         "import sys; sys.argv=['bench','mail','send','x','-m','y']; "
-        "from bench_cli import fastpath; fastpath.parse(sys.argv[1:])"
+        "from bench_cli import entry; entry.parse(sys.argv[1:])"
     )
     proc = subprocess.run(
         [sys.executable, "-S", "-X", "importtime", "-c", code],
@@ -201,7 +201,6 @@ def test_bench_wire_package_import_is_empty():
 SEND_MODULES = {
     "bench_cli",
     "bench_cli.entry",
-    "bench_cli.fastpath",
     "bench_cli.output",
     "bench_wire",
     "bench_wire.client",

@@ -1,10 +1,10 @@
-"""bench_mcp.stdio.parse_line: what each line of `bench mcp`'s stdin is answered with."""
+"""bench_mcp.server.parse_line: what each line of `bench mcp`'s stdin is answered with."""
 
 import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK (the bench[mcp] extra) is not installed")
 
-from bench_mcp.stdio import INVALID_REQUEST, PARSE_ERROR, parse_line  # noqa: E402
+from bench_mcp.server import INVALID_REQUEST, PARSE_ERROR, parse_line  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import pytest
 
 from bench_cli.commands.ps import job_state
 from bench_cli.dash.model import Board
-from bench_cli.humanize import parse_duration
+from bench_cli.output import parse_duration
 from bench_wire.outcomes import OUTCOMES, REASONS, current, upgrade_event
 from benchd.core.jobs import Outcome, reply_outcome
 from benchd.runtime.jobhost import outcome_of

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench_cli import hints, humanize
+from bench_cli import hints, output
 from bench_wire.untrusted import escape, mask, strip, unsafe
 from benchd.core.wakegate import for_shell, shell_of, wake_line
 
@@ -96,11 +96,11 @@ def test_aliases_name_real_commands():
             assert word not in (cli.cli if not group else mail).commands
 
 
-# ---------------------------------------------------------------- humanize
+# ---------------------------------------------------------------- numbers and names (output)
 
 
 def test_durations_counts_and_signals():
-    assert [humanize.duration(s) for s in (0, 0.9, 59.9, 60, 620.8, 7200, 90000)] == [
+    assert [output.duration(s) for s in (0, 0.9, 59.9, 60, 620.8, 7200, 90000)] == [
         "0s",
         "0s",
         "59s",
@@ -109,12 +109,12 @@ def test_durations_counts_and_signals():
         "2h",
         "1d",
     ]
-    assert humanize.duration(-3) == "0s"
-    assert humanize.count(1, "match", "matches") == "1 match"
-    assert humanize.count(2, "match", "matches") == "2 matches"
-    assert humanize.count(0, "session") == "0 sessions"
-    assert humanize.signal_name(1) == "SIGHUP" and humanize.signal_name(9) == "SIGKILL"
-    assert humanize.signal_name(999) == "SIG999"
+    assert output.duration(-3) == "0s"
+    assert output.count(1, "match", "matches") == "1 match"
+    assert output.count(2, "match", "matches") == "2 matches"
+    assert output.count(0, "session") == "0 sessions"
+    assert output.signal_name(1) == "SIGHUP" and output.signal_name(9) == "SIGKILL"
+    assert output.signal_name(999) == "SIG999"
 
 
 # ---------------------------------------------------------------- wakes in shells

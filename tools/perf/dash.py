@@ -90,8 +90,7 @@ def _cpu_window(ctx: Context, d: Daemon, names: list[str]) -> tuple[float, float
 
 
 def _latency(d: Daemon, names: list[str], samples: int) -> list[float]:
-    from bench_cli.dash.app import Dash
-    from bench_cli.dash.source import Source
+    from bench_cli.dash.app import Dash, Source
 
     async def go() -> list[float]:
         app = Dash(Source(d.dir))
