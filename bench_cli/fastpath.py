@@ -362,6 +362,7 @@ HOOK_EVENTS = (
     "start",
     "prompt",
     "stop",
+    "interrupt",
     "stop-failure",
     "permission",
     "notification",

@@ -3,18 +3,20 @@ itself (docs/agents.md).
 
 An adapter changes the agent's command line for that one session, never the user's own
 configuration files: Claude Code takes `--settings JSON` (merged over the user's
-settings), whose hooks run `bench hook EVENT` at each lifecycle event bench needs and
-nothing more (no hook per tool call: the agent waits for its hooks). The settings are
+settings), Codex takes `-c KEY=TOML` overrides (a layer of their own over the user's
+config.toml); their hooks run `bench hook EVENT` at each lifecycle event bench needs and
+nothing more (no hook per tool call: the agent waits for its hooks). Everything is
 passed inline, so nothing has to be readable inside the sandbox but the `bench` program.
 
 `bench hook EVENT` forwards the hook's JSON to the daemon and prints its answer: the
 Stop hook's answer can hand the agent its next instruction (a wake line: the door for
 mail that arrived mid-turn), the PermissionRequest hook's answer is the approval.
 
-Codex and pi have no adapter yet (docs/agents.md says why); their sessions, and every
-program without an adapter, keep the screen-based wakes.
+pi has no adapter yet (docs/agents.md says why); its sessions, and every program
+without an adapter, keep the screen-based wakes.
 """
 
+import hashlib
 import json
 import os
 import shlex
@@ -63,6 +65,73 @@ def claude_settings(bench: str, approval_wait: float, mid_turn: bool = False) ->
     return json.dumps({"hooks": hooks}, separators=(",", ":"))
 
 
+# Codex's hook events -> bench's. Codex (0.171) has no StopFailure and no Notification;
+# a turn the user interrupts (Esc) ends with Interrupt, not Stop.
+CODEX_HOOKS = {
+    "SessionStart": "start",
+    "UserPromptSubmit": "prompt",
+    "Stop": "stop",
+    "Interrupt": "interrupt",
+    "PermissionRequest": "permission",
+    "SessionEnd": "end",
+}
+# Codex's names for its events in the keys of its hook trust state.
+CODEX_LABELS = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "user_prompt_submit",
+    "Stop": "stop",
+    "Interrupt": "interrupt",
+    "PermissionRequest": "permission_request",
+    "SessionEnd": "session_end",
+    "PostToolUse": "post_tool_use",
+}
+# Codex runs these two for at most 3 s whatever the hook asks (and hashes the clamped
+# value), so they ask for 3: a report takes milliseconds.
+CODEX_SHORT = {"SessionEnd": 3, "Interrupt": 3}
+# Where Codex says `-c` overrides come from, in its hook trust keys.
+CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
+
+
+def codex_trust_hash(label: str, command: str, timeout: int, matcher: str | None = None) -> str:
+    """The hash Codex trusts a command hook by: SHA-256 of the JSON (keys sorted, compact)
+    of the hook's normalized identity. Codex 0.171 writes this same value into
+    config.toml when the user picks "Trust all" (tests/unit/test_adapters.py holds it to
+    the values Codex wrote)."""
+    handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
+    identity: dict[str, object] = {"event_name": label, "hooks": [handler]}
+    if matcher is not None:
+        identity["matcher"] = matcher
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _toml(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def codex_overrides(bench: str, approval_wait: float, mid_turn: bool = False) -> list[str]:
+    """The `-c` options giving Codex bench's hooks for one session, each trusted by its
+    hash (`hooks.state`, merged over the user's own trust): Codex runs an untrusted hook
+    only after a review dialog, and `--dangerously-bypass-hook-trust` would also run
+    every hook of the user's or a project's that nobody reviewed. PostToolUse too with
+    the mid-turn door."""
+    subscribed = dict(CODEX_HOOKS, **({"PostToolUse": "tool"} if mid_turn else {}))
+    out: list[str] = []
+    trust: list[str] = []
+    for theirs, ours in subscribed.items():
+        timeout = CODEX_SHORT.get(theirs, HOOK_TIMEOUT_S)
+        if ours == "permission":
+            timeout = int(approval_wait) + HOOK_TIMEOUT_S
+        command = f"{bench} hook {ours}"
+        handler = f'{{type="command",command={_toml(command)},timeout={timeout}}}'
+        out += ["-c", f"hooks.{theirs}=[{{hooks=[{handler}]}}]"]
+        key = f"{CODEX_FLAGS_SOURCE}:{CODEX_LABELS[theirs]}:0:0"
+        digest = codex_trust_hash(CODEX_LABELS[theirs], command, timeout)
+        trust.append(f"{_toml(key)}={{trusted_hash={_toml(digest)}}}")
+    out += ["-c", "hooks.state={" + ",".join(trust) + "}"]
+    return out
+
+
 def _program_at(argv: list[str], name: str) -> int | None:
     """Where the agent's program is in argv: argv[0], or after `env [A=B ...]`."""
     for i, arg in enumerate(argv):
@@ -82,18 +151,21 @@ def adapt(
 ) -> Adapted:
     """The session's command line with its agent's hooks, when bench has an adapter for
     it and can see where the agent's own options go."""
-    if agent != "claude":
+    if agent not in ("claude", "codex"):
         return Adapted(list(argv), None)
-    at = _program_at(argv, "claude")
+    at = _program_at(argv, agent)
     if at is None:
         return Adapted(
             list(argv),
             None,
-            f"{argv[0]!r} is not claude itself (a wrapper?): bench cannot give it "
-            "--settings; its wakes go by the screen",
+            f"{argv[0]!r} is not {agent} itself (a wrapper?): bench cannot give it "
+            "its hooks; its wakes go by the screen",
         )
-    settings = claude_settings(shlex.quote(bench), approval_wait, mid_turn)
-    return Adapted([*argv[: at + 1], "--settings", settings, *argv[at + 1 :]], "claude")
+    if agent == "codex":
+        added = codex_overrides(shlex.quote(bench), approval_wait, mid_turn)
+    else:
+        added = ["--settings", claude_settings(shlex.quote(bench), approval_wait, mid_turn)]
+    return Adapted([*argv[: at + 1], *added, *argv[at + 1 :]], agent)
 
 
 # What `bench approve|deny` types into an agent's approval dialog when no hook waits

@@ -60,7 +60,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-MAIL_RE = re.compile(r"You have mail from (\S+): (\S+)")
+# The path ends at a space or "<": Codex hands a Stop hook's line to the model wrapped
+# in <hook_prompt ...>LINE</hook_prompt>.
+MAIL_RE = re.compile(r"You have mail from (\S+): ([^\s<]+)")
 WORK_RE = re.compile(r"\bWORK (\d+(?:\.\d+)?)\b")  # a prompt asking for a turn that lasts
 RECIPIENT_RE = re.compile(r"/mail/([^/]+)/(?:read|inbox)/[^/]+$")
 
@@ -667,6 +669,9 @@ class ModelServer(ThreadingHTTPServer):
         # the 429 Claude Code reads as a subscription's limit (it needs
         # CLAUDE_CODE_OAUTH_TOKEN, not an API key, to read it so).
         self.limited_until: float | None = None
+        # Codex: ask for every shell call to run outside its sandbox (the model's own
+        # way to ask, under `-a on-request`): a real approval prompt.
+        self.escalate = False
         self.log_path = Path(log_path)
         self.models = list(models or ["scripted"])
         self.log_lock = threading.Lock()
@@ -781,6 +786,9 @@ class Handler(BaseHTTPRequestHandler):
                 return (200, *chat_reply(body, d), d.summary())
             if route.endswith("/responses"):
                 d = decide(latest_turn_responses(body), body, ring, self.server.answer)
+                if self.server.escalate and d.tool and d.tool in SHELL_TOOL_NAMES:
+                    d.args = dict(d.args, sandbox_permissions="require_escalated")
+                    d.args["justification"] = "the test asks for an approval"
                 return (200, *responses_reply(body, d), d.summary())
         err = {"error": {"type": "not_found", "message": f"no route {method} {self.path}"}}
         return 404, "application/json", json.dumps(err).encode(), "404"
