@@ -19,6 +19,7 @@ without an adapter, keep the screen-based wakes.
 import hashlib
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -170,11 +171,38 @@ def adapt(
 
 # What `bench approve|deny` types into an agent's approval dialog when no hook waits
 # for the answer (its wait ran out): allow, deny. Claude Code's dialog has "Yes"
-# selected first; Escape refuses and tells the model it was refused.
-DIALOG_KEYS = {"claude": (b"\r", b"\x1b")}
+# selected first; Escape refuses and tells the model it was refused. Codex 0.171's
+# "Would you like to run the following command?": `y` for "Yes, proceed", Escape for
+# "No, and tell Codex what to do differently" (its turn ends; it waits for the user).
+DIALOG_KEYS = {"claude": (b"\r", b"\x1b"), "codex": (b"y", b"\x1b")}
 
 # The dialog an agent opens over its input box when it hits a usage limit, and the keys
 # that choose to wait for the reset (bench parks its wakes meanwhile). Claude Code 2.1:
 # "What do you want to do? 1. Stop and wait for limit to reset 2. Upgrade your plan",
 # the first selected.
 LIMIT_DIALOG = {"claude": ("Stop and wait for limit to reset", b"\r")}
+
+
+# What an agent's screen shows while a turn runs, at its prompt, and on a usage limit,
+# for an agent that ends some turns without a report: Codex 0.171 runs no hook when a
+# turn ends on an error (a usage limit included: no Stop, no StopFailure). While bench
+# believes it works, the daemon watches its screen (benchd.runtime.agenthost); a turn
+# over by the screen without a report is idle, or limited when the limit message shows
+# ("You've hit your usage limit. ... try again at 5:22 PM."; local time). Evidence,
+# marked so (`source: screen`).
+@dataclass(frozen=True, slots=True)
+class TurnScreen:
+    busy: str  # shown while a turn runs (gone when it is over)
+    ready: re.Pattern[str]  # shown at its prompt, the input box empty
+    limit: re.Pattern[str]  # its usage-limit message
+    reset: re.Pattern[str]  # the reset time in it: hour, minute, AM/PM (local time)
+
+
+TURN_SCREEN = {
+    "codex": TurnScreen(
+        busy="esc to interrupt",
+        ready=re.compile(r"for agents · \? for shortcuts"),
+        limit=re.compile(r"hit your usage limit"),
+        reset=re.compile(r"try again at (\d{1,2}):(\d\d)\s*([AP]M)", re.IGNORECASE),
+    )
+}

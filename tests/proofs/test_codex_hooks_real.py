@@ -11,6 +11,7 @@ test runs the real TUI in a real pty under a real daemon and writes the `bench e
 trail it saw to its scratch dir.
 """
 
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,18 @@ def state_after(daemon, name: str, state: str, seq: int, timeout: float = 60) ->
     )
 
 
+def settled(daemon, name: str, timeout: float = 90) -> None:
+    """Wait until the agent says it is idle (its turn over)."""
+    daemon.wait_until(
+        lambda: any(
+            r["handle"] == name and (r.get("agent") or {}).get("state") == "idle"
+            for r in daemon.ok("ps")["sessions"]
+        ),
+        timeout,
+        f"{name} idle by its report",
+    )
+
+
 def model_log(tmp: Path, name: str) -> str:
     path = tmp / f"{name}-model.jsonl"
     return path.read_text() if path.exists() else ""
@@ -109,7 +122,7 @@ def test_real_codex_idle_is_woken_mid_turn_mail_goes_in_at_its_turns_end(make_da
         assert not woken.get("door"), woken  # typed
         state_after(daemon, "codex", "working", woken["seq"] - 5, 90)
         daemon.wait_until(lambda: len(operator_mail(daemon)) >= 1, 90, "codex's number 101")
-        state_after(daemon, "codex", "idle", woken["seq"], 90)
+        settled(daemon, "codex")
         (row,) = [r for r in daemon.ok("ps")["sessions"] if r["handle"] == "codex"]
         assert row["agent"]["adapter"] == "codex" and row["agent"]["source"] == "report"
         # Idle by its own report: the next wake is typed (after the short settle).
@@ -117,7 +130,7 @@ def test_real_codex_idle_is_woken_mid_turn_mail_goes_in_at_its_turns_end(make_da
         woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"], 90)
         assert not woken.get("door"), woken
         daemon.wait_until(lambda: len(operator_mail(daemon)) >= 2, 90, "codex's number 151")
-        state_after(daemon, "codex", "idle", woken["seq"], 90)
+        settled(daemon, "codex")
         # Mid-turn: the mail waits for its Stop hook, which hands the wake line over.
         seq = daemon.last_seq()
         say(daemon, "codex", "WORK 6")
@@ -180,6 +193,78 @@ def test_real_codex_blocked_approved_then_denied(make_daemon, tmp_path):
         assert "not now" in model_log(tmp_path, "codex")  # the model was told why
     finally:
         trail(daemon, tmp_path / "trail-approvals.txt")
+        server.shutdown()
+        server.server_close()
+
+
+def test_real_codex_dialog_answered_by_its_keys_once_the_hook_gave_up(make_daemon, tmp_path):
+    """--approval-wait ran out: Codex's own dialog asks; bench approve types `y`, bench
+    deny Escape (Codex then ends the turn with Interrupt)."""
+    daemon = make_daemon("--idle-gate", "1.0", "--approval-wait", "1")
+    server, s = start_codex(daemon, tmp_path, "codex", ask=True)
+    try:
+        seq = daemon.last_seq()
+        daemon.ok("mail", "send", "codex", "-m", "number 100")
+        daemon.wait_event("agent/answered", lambda e: e["by"] == "timeout", 90, since=seq)
+        daemon.wait_until(
+            lambda: "Would you like to run" in daemon.bench("tail", "codex", "--screen").out,
+            30,
+            "codex's approval dialog",
+        )
+        assert daemon.ok("approve", "codex")["via"] == "keys"
+        daemon.wait_until(lambda: len(operator_mail(daemon)) >= 1, 90, "the approved mail")
+        settled(daemon, "codex")
+        seq = daemon.last_seq()
+        daemon.ok("mail", "send", "codex", "-m", "number 200")
+        daemon.wait_event("agent/answered", lambda e: e["by"] == "timeout", 90, since=seq)
+        daemon.wait_until(
+            lambda: "Would you like to run" in daemon.bench("tail", "codex", "--screen").out,
+            30,
+            "codex's approval dialog",
+        )
+        assert daemon.ok("deny", "codex")["via"] == "keys"
+        state_after(daemon, "codex", "idle", seq, 60)
+        assert len(operator_mail(daemon)) == 1
+    finally:
+        trail(daemon, tmp_path / "trail-keys.txt")
+        server.shutdown()
+        server.server_close()
+
+
+def test_real_codex_limited_by_its_screen_parked_then_delivered_once(make_daemon, tmp_path):
+    """Codex runs no hook when a turn ends on its usage limit: the daemon reads the turn's
+    end and the limit off its screen (evidence), parks the wakes until the reset time it
+    shows, then delivers once."""
+    daemon = make_daemon("--idle-gate", "1.0")
+    server, s = start_codex(daemon, tmp_path, "codex")
+    try:
+        first = daemon.ok("mail", "send", "codex", "-m", "number 100")
+        woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == first["mail_id"], 90)
+        daemon.wait_until(lambda: len(operator_mail(daemon)) >= 1, 90, "codex's number 101")
+        settled(daemon, "codex")
+        # The model answers with Codex's usage-limit 429 until a minute boundary at least
+        # 20 s away (Codex shows the reset to the minute, in local time).
+        now = time.time()
+        reset = (int(now) // 60 + (2 if now % 60 > 40 else 1)) * 60
+        server.limited_until = reset
+        seq = daemon.last_seq()
+        say(daemon, "codex", "hello")
+        state_after(daemon, "codex", "working", seq)
+        limited = state_after(daemon, "codex", "limited", seq, 90)
+        assert limited["source"] == "screen", limited
+        assert limited["until"] is not None and limited["until"] >= reset * 1000, limited
+        sent = daemon.ok("mail", "send", "codex", "-m", "number 300")
+        parked = daemon.wait_event("wake/deferred", lambda e: e["mail_id"] == sent["mail_id"], 30)
+        assert parked["reason"] == "parked"
+        assert "parked" in daemon.bench("mail", "status", sent["mail_id"]).out
+        # After the reset: typed once (it is at its prompt), answered.
+        woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"], 200)
+        assert time.time() >= reset
+        daemon.wait_until(lambda: len(operator_mail(daemon)) >= 2, 90, "codex's number 301")
+        again = [e for e in daemon.events(0, "agent/woken") if e["mail_id"] == sent["mail_id"]]
+        assert len(again) == 1 and not woken.get("door"), again
+    finally:
+        trail(daemon, tmp_path / "trail-limit.txt")
         server.shutdown()
         server.server_close()
 

@@ -778,6 +778,18 @@ class Handler(BaseHTTPRequestHandler):
                     "error": {"type": "rate_limit_error", "message": "usage limit reached"},
                 }
                 return 429, "application/json", json.dumps(err).encode(), "429 usage limit"
+            if route.endswith("/responses") and limited(self.server):
+                # Codex's own usage limit (a ChatGPT plan's): it shows "You've hit your
+                # usage limit ... Try again at TIME".
+                err = {
+                    "error": {
+                        "type": "usage_limit_reached",
+                        "message": "usage limit reached",
+                        "plan_type": "plus",
+                        "resets_at": int(self.server.limited_until or time.time()),
+                    }
+                }
+                return 429, "application/json", json.dumps(err).encode(), "429 usage limit"
             if route.endswith("/messages"):
                 d = decide(latest_turn_anthropic(body), body, ring, self.server.answer)
                 return (200, *anthropic_reply(body, d), d.summary())
