@@ -45,7 +45,7 @@ def _bin_dir() -> Path:
     return Path(found)
 
 
-def start_codex(daemon, tmp: Path, name: str, ask: bool = False):
+def start_codex(daemon, tmp: Path, name: str, ask: bool = False, extra: tuple = ()):
     """A model server and a real Codex session `name` with the codex adapter; with `ask`,
     every `bench ...` command it runs needs an approval."""
     server, port = model_server.start_server({name: "operator"}, tmp / f"{name}-model.jsonl")
@@ -57,7 +57,7 @@ def start_codex(daemon, tmp: Path, name: str, ask: bool = False):
         server.escalate = True
         argv += ["-a", "on-request", "-s", "workspace-write"]
     args = ["spawn", "--name", name, "--agent", "codex", "--cwd", str(spec.cwd)]
-    args += ["--rows", "40", "--cols", "120"]
+    args += ["--rows", "40", "--cols", "120", *extra]
     for k, v in spec.env.items():
         args += ["--env", f"{k}={v}"]
     s = daemon.ok(*args, "--", *argv)
@@ -164,6 +164,31 @@ def test_real_codex_idle_is_woken_mid_turn_mail_goes_in_at_its_turns_end(make_da
         assert ended["source"] == "report", ended
     finally:
         trail(daemon, tmp_path / "trail-door.txt")
+        server.shutdown()
+        server.server_close()
+
+
+def test_real_codex_mid_turn_door_hands_mail_over_after_a_tool_call(make_daemon, tmp_path):
+    """--mid-turn: mail that arrives during a tool call goes in after it, as context its
+    PostToolUse hook adds, before the turn ends."""
+    daemon = make_daemon("--idle-gate", "1.0")
+    server, s = start_codex(daemon, tmp_path, "codex", extra=("--mid-turn",))
+    try:
+        seq = daemon.last_seq()
+        say(daemon, "codex", "WORK 5")
+        state_after(daemon, "codex", "working", seq, 60)
+        sent = daemon.ok("mail", "send", "codex", "-m", "number 100")
+        woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"], 90)
+        assert woken["door"] == "tool-hook", woken
+        daemon.wait_until(
+            lambda: woken["path"] in model_log(tmp_path, "codex"),
+            60,
+            "the wake line in a request to the model",
+        )
+        typed = [e for e in daemon.events(0, "agent/woken") if not e.get("door")]
+        assert not typed, typed
+    finally:
+        trail(daemon, tmp_path / "trail-mid-turn.txt")
         server.shutdown()
         server.server_close()
 
