@@ -15,6 +15,10 @@ what the hook prints for the agent:
   read off the screen: evidence); its wakes wait (the reactor parks them) until the
   reset or until it reports work again; a job's parent gets one mail.
 
+- an agent that ends some turns without a report (Codex: a turn ended by an error or its
+  usage limit runs no hook) has its screen watched while it works (`_watch_turn`): a
+  turn over by the screen is idle, or limited if the limit message shows (evidence).
+
 Reports are rate-bounded per session (--agent-reports a second, a burst of ten times
 that); nothing in a report is typed anywhere, and what is shown of it is escaped.
 """
