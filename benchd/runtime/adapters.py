@@ -67,9 +67,10 @@ def claude_settings(bench: str, approval_wait: float, mid_turn: bool = False) ->
 
 
 # Codex's hook events -> bench's. Codex (0.171) has no StopFailure and no Notification;
-# a turn the user interrupts (Esc) ends with Interrupt, not Stop.
+# a turn the user interrupts (Esc) ends with Interrupt, not Stop. Its SessionStart is not
+# subscribed: Codex runs it only at the first prompt, just before UserPromptSubmit, so it
+# would say "idle" for an instant in which a second wake could be typed mid-start.
 CODEX_HOOKS = {
-    "SessionStart": "start",
     "UserPromptSubmit": "prompt",
     "Stop": "stop",
     "Interrupt": "interrupt",
