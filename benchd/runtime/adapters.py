@@ -79,7 +79,6 @@ CODEX_HOOKS = {
 }
 # Codex's names for its events in the keys of its hook trust state.
 CODEX_LABELS = {
-    "SessionStart": "session_start",
     "UserPromptSubmit": "user_prompt_submit",
     "Stop": "stop",
     "Interrupt": "interrupt",
