@@ -28,8 +28,9 @@ and skips everything else; any answer it cannot read is an error, never a guess.
 #define PAYLOAD_MAX (256 * 1024) /* bench_cli.entry.HOOK_PAYLOAD_BYTES */
 #define ANSWER_MAX (4 * 1024 * 1024)
 
-static const char *EVENTS[] = {"start", "prompt", "stop", "stop-failure", "permission",
-                               "notification", "end", "tool", NULL};
+/* bench_cli.entry.HOOK_EVENTS (a unit test holds the two equal) */
+static const char *EVENTS[] = {"start", "prompt", "stop", "interrupt", "stop-failure",
+                               "permission", "notification", "end", "tool", NULL};
 
 static int fail(const char *code, const char *fmt, const char *arg) {
     fputs("bench: ", stderr);

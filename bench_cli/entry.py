@@ -369,6 +369,7 @@ HOOK_EVENTS = (
     "start",
     "prompt",
     "stop",
+    "interrupt",
     "stop-failure",
     "permission",
     "notification",

@@ -9,6 +9,7 @@ adapter maps the agent's own names onto them):
 | `start`        | started (or resumed), at its prompt        | idle                   |
 | `prompt`       | took a prompt: a turn started              | working                |
 | `stop`         | ended its turn, back at its prompt         | idle                   |
+| `interrupt`    | had its turn interrupted (Esc), at its prompt | idle (no mail handed over) |
 | `stop-failure` | ended its turn on an error (`rate_limit`: a usage limit) | limited, else idle |
 | `permission`   | waits for an approval (tool, input)        | blocked                |
 | `notification` | said something (`permission_prompt`, `idle_prompt`) | blocked / idle |
@@ -34,7 +35,17 @@ from datetime import datetime
 from typing import Literal
 
 State = Literal["idle", "working", "blocked", "limited", "exited"]
-EVENTS = ("start", "prompt", "stop", "stop-failure", "permission", "notification", "end", "tool")
+EVENTS = (
+    "start",
+    "prompt",
+    "stop",
+    "interrupt",
+    "stop-failure",
+    "permission",
+    "notification",
+    "end",
+    "tool",
+)
 INPUT_CHARS = 2000  # of a blocked tool's input kept (and shown, escaped)
 MESSAGE_CHARS = 2000  # of an error message searched for a reset time
 RESET_HORIZON_MS = 7 * 86_400_000  # a reset further away than this is not believed
@@ -169,7 +180,7 @@ def step(cur: AgentState | None, event: str, payload: dict[str, object], now: in
             return AgentState("idle", now)
         case "prompt" | "tool":
             return AgentState("working", now)
-        case "stop":
+        case "stop" | "interrupt":
             if cur is not None and cur.state == "limited" and not expired(cur, now):
                 return cur  # Claude Code ends a limited turn with Stop after StopFailure
             return AgentState("idle", now)

@@ -3,27 +3,33 @@ itself (docs/agents.md).
 
 An adapter changes the agent's command line for that one session, never the user's own
 configuration files, and subscribes only to the lifecycle events bench needs (nothing per
-tool call unless the mid-turn door is asked for: the agent waits for its hooks):
+tool call unless the mid-turn door is asked for: the agent waits for its hooks). Each
+hook runs bench's hook client: `bench-hook EVENT` (compiled, bench_cli/bench_hook.c)
+when `./run` built it beside `bench`, else `bench hook EVENT`.
 
-- claude: `--settings JSON` (merged over the user's settings), whose hooks run
-  `bench-hook EVENT` (the compiled client, bench_cli/bench_hook.c) or `bench hook EVENT`. The settings are passed inline, so nothing has to be readable inside the
-  sandbox but the `bench` program.
+- claude: `--settings JSON` (merged over the user's settings), passed inline, so nothing
+  has to be readable inside the sandbox but the hook client.
+- codex: `-c KEY=TOML` overrides (a layer of their own over the user's config.toml),
+  each hook trusted by its hash; inline too.
 - pi: `-e pi_extension.ts` (an extension file shipped beside this module; the sandbox
   shows the whole file system but BENCH_DIR, so pi reads it in there too) and
   `--bench-program=PROGRAM`, a flag the extension registers: it runs `PROGRAM EVENT`
-  (`bench-hook`) or `PROGRAM hook EVENT` (`bench`) itself (child_process, no shell) and hands the answers to pi (`pi.sendUserMessage`). pi has no
-  permission prompts, so it never reports `permission`.
+  (`bench-hook`) or `PROGRAM hook EVENT` (`bench`) itself (child_process, no shell) and
+  hands the answers to pi (`pi.sendUserMessage`). pi has no permission prompts, so it
+  never reports `permission`.
 
 `bench hook EVENT` forwards the hook's JSON to the daemon and prints its answer: the
 Stop hook's answer can hand the agent its next instruction (a wake line: the door for
 mail that arrived mid-turn), the PermissionRequest hook's answer is the approval.
 
-Codex has no adapter yet (docs/agents.md says why); its sessions, and every program
-without an adapter, keep the screen-based wakes.
+Every program without an adapter keeps the screen-based wakes; so does an adapter
+session until its agent's first report.
 """
 
+import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 from dataclasses import dataclass
@@ -47,7 +53,7 @@ HOOK_TIMEOUT_S = 30  # a hook that only forwards a report; the daemon answers at
 # registers. Values go in `--flag=value` form: pi takes a bare extension flag's next
 # argument as its value when that does not start with "-".
 PI_EXTENSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pi_extension.ts")
-ADAPTERS = ("claude", "pi")
+ADAPTERS = ("claude", "codex", "pi")
 
 
 def hook_command(bindir: str) -> list[str]:
@@ -89,6 +95,73 @@ def claude_settings(hook: str, approval_wait: float, mid_turn: bool = False) -> 
     return json.dumps({"hooks": hooks}, separators=(",", ":"))
 
 
+# Codex's hook events -> bench's. Codex (0.171) has no StopFailure and no Notification;
+# a turn the user interrupts (Esc) ends with Interrupt, not Stop. Its SessionStart is not
+# subscribed: Codex runs it only at the first prompt, just before UserPromptSubmit, so it
+# would say "idle" for an instant in which a second wake could be typed mid-start.
+CODEX_HOOKS = {
+    "UserPromptSubmit": "prompt",
+    "Stop": "stop",
+    "Interrupt": "interrupt",
+    "PermissionRequest": "permission",
+    "SessionEnd": "end",
+}
+# Codex's names for its events in the keys of its hook trust state.
+CODEX_LABELS = {
+    "UserPromptSubmit": "user_prompt_submit",
+    "Stop": "stop",
+    "Interrupt": "interrupt",
+    "PermissionRequest": "permission_request",
+    "SessionEnd": "session_end",
+    "PostToolUse": "post_tool_use",
+}
+# Codex runs these two for at most 3 s whatever the hook asks (and hashes the clamped
+# value), so they ask for 3: a report takes milliseconds.
+CODEX_SHORT = {"SessionEnd": 3, "Interrupt": 3}
+# Where Codex says `-c` overrides come from, in its hook trust keys.
+CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
+
+
+def codex_trust_hash(label: str, command: str, timeout: int, matcher: str | None = None) -> str:
+    """The hash Codex trusts a command hook by: SHA-256 of the JSON (keys sorted, compact)
+    of the hook's normalized identity. Codex 0.171 writes this same value into
+    config.toml when the user picks "Trust all" (tests/unit/test_adapters.py holds it to
+    the values Codex wrote)."""
+    handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
+    identity: dict[str, object] = {"event_name": label, "hooks": [handler]}
+    if matcher is not None:
+        identity["matcher"] = matcher
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _toml(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def codex_overrides(hook: str, approval_wait: float, mid_turn: bool = False) -> list[str]:
+    """The `-c` options giving Codex bench's hooks for one session, each trusted by its
+    hash (`hooks.state`, merged over the user's own trust): Codex runs an untrusted hook
+    only after a review dialog, and `--dangerously-bypass-hook-trust` would also run
+    every hook of the user's or a project's that nobody reviewed. PostToolUse too with
+    the mid-turn door."""
+    subscribed = dict(CODEX_HOOKS, **({"PostToolUse": "tool"} if mid_turn else {}))
+    out: list[str] = []
+    trust: list[str] = []
+    for theirs, ours in subscribed.items():
+        timeout = CODEX_SHORT.get(theirs, HOOK_TIMEOUT_S)
+        if ours == "permission":
+            timeout = int(approval_wait) + HOOK_TIMEOUT_S
+        command = f"{hook} {ours}"
+        handler = f'{{type="command",command={_toml(command)},timeout={timeout}}}'
+        out += ["-c", f"hooks.{theirs}=[{{hooks=[{handler}]}}]"]
+        key = f"{CODEX_FLAGS_SOURCE}:{CODEX_LABELS[theirs]}:0:0"
+        digest = codex_trust_hash(CODEX_LABELS[theirs], command, timeout)
+        trust.append(f"{_toml(key)}={{trusted_hash={_toml(digest)}}}")
+    out += ["-c", "hooks.state={" + ",".join(trust) + "}"]
+    return out
+
+
 def _program_at(argv: list[str], name: str) -> int | None:
     """Where the agent's program is in argv: argv[0], or after `env [A=B ...]`."""
     for i, arg in enumerate(argv):
@@ -125,7 +198,7 @@ def adapt(
         return Adapted(list(argv), None)
     at = _program_at(argv, agent)
     if at is None:
-        how = "--settings" if agent == "claude" else "its extension (-e)"
+        how = {"claude": "--settings", "codex": "its hooks (-c)"}.get(agent, "its extension (-e)")
         return Adapted(
             list(argv),
             None,
@@ -134,6 +207,8 @@ def adapt(
         )
     if agent == "pi":
         added = pi_args(hook[0], mid_turn)
+    elif agent == "codex":
+        added = codex_overrides(shlex.join(hook), approval_wait, mid_turn)
     else:
         added = ["--settings", claude_settings(shlex.join(hook), approval_wait, mid_turn)]
     return Adapted([*argv[: at + 1], *added, *argv[at + 1 :]], agent)
@@ -141,11 +216,38 @@ def adapt(
 
 # What `bench approve|deny` types into an agent's approval dialog when no hook waits
 # for the answer (its wait ran out): allow, deny. Claude Code's dialog has "Yes"
-# selected first; Escape refuses and tells the model it was refused.
-DIALOG_KEYS = {"claude": (b"\r", b"\x1b")}
+# selected first; Escape refuses and tells the model it was refused. Codex 0.171's
+# "Would you like to run the following command?": `y` for "Yes, proceed", Escape for
+# "No, and tell Codex what to do differently" (its turn ends; it waits for the user).
+DIALOG_KEYS = {"claude": (b"\r", b"\x1b"), "codex": (b"y", b"\x1b")}
 
 # The dialog an agent opens over its input box when it hits a usage limit, and the keys
 # that choose to wait for the reset (bench parks its wakes meanwhile). Claude Code 2.1:
 # "What do you want to do? 1. Stop and wait for limit to reset 2. Upgrade your plan",
 # the first selected.
 LIMIT_DIALOG = {"claude": ("Stop and wait for limit to reset", b"\r")}
+
+
+# What an agent's screen shows while a turn runs, at its prompt, and on a usage limit,
+# for an agent that ends some turns without a report: Codex 0.171 runs no hook when a
+# turn ends on an error (a usage limit included: no Stop, no StopFailure). While bench
+# believes it works, the daemon watches its screen (benchd.runtime.agenthost); a turn
+# over by the screen without a report is idle, or limited when the limit message shows
+# ("You've hit your usage limit. ... try again at 5:22 PM."; local time). Evidence,
+# marked so (`source: screen`).
+@dataclass(frozen=True, slots=True)
+class TurnScreen:
+    busy: str  # shown while a turn runs (gone when it is over)
+    ready: re.Pattern[str]  # shown at its prompt, the input box empty
+    limit: re.Pattern[str]  # its usage-limit message
+    reset: re.Pattern[str]  # the reset time in it: hour, minute, AM/PM (local time)
+
+
+TURN_SCREEN = {
+    "codex": TurnScreen(
+        busy="esc to interrupt",
+        ready=re.compile(r"for agents · \? for shortcuts"),
+        limit=re.compile(r"hit your usage limit"),
+        reset=re.compile(r"try again at (\d{1,2}):(\d\d)\s*([AP]M)", re.IGNORECASE),
+    )
+}

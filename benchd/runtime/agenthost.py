@@ -15,10 +15,15 @@ what the hook prints for the agent:
   read off the screen: evidence); its wakes wait (the reactor parks them) until the
   reset or until it reports work again; a job's parent gets one mail.
 
+- an agent that ends some turns without a report (Codex: a turn ended by an error or its
+  usage limit runs no hook) has its screen watched while it works (`_watch_turn`): a
+  turn over by the screen is idle, or limited if the limit message shows (evidence).
+
 Reports are rate-bounded per session (--agent-reports a second, a burst of ten times
 that); nothing in a report is typed anywhere, and what is shown of it is escaped.
 """
 
+import datetime
 import json
 import re
 import time
@@ -34,7 +39,7 @@ from benchd.core.agentstate import AgentState, BadReport
 from benchd.core.authority import Caller
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.limits import Floods, TokenBucket
-from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG
+from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG, TURN_SCREEN, TurnScreen
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
@@ -43,6 +48,8 @@ from benchd.runtime.roster import Approval, Session
 
 PAYLOAD_CHARS = 256 * 1024  # of a hook's JSON read (the fast path sends no more)
 SCREEN_WATCH_S = 10.0  # how long the screen is watched for a limit's reset time
+TURN_OVER_S = 2.0  # a turn over by the screen (no report) for this long ends it
+TURN_READ_S = 0.25  # at most four screen reads a second while watching a turn
 BURST_SECONDS = 10  # the report bucket holds this many seconds' worth of reports
 # Claude Code's limit line: "You've hit your session limit · resets 1:42pm (UTC)".
 RESETS_RE = re.compile(r"resets (\d{1,2})(?::(\d\d))?\s*([ap]m)\s*\(([^)]+)\)", re.IGNORECASE)
@@ -70,6 +77,7 @@ class AgentHost:
         self.reports_per_s = reports_per_s
         self.wall = wall
         self.floods = Floods() if floods is None else floods  # the daemon's one
+        self.watching: set[str] = set()  # sessions whose turn the screen is watched for
 
     # ------------------------------------------------------------ reports
 
@@ -129,6 +137,10 @@ class AgentHost:
             return m.AgentReportOk(state=new.state, output=text)
         before = s.agent
         await self._set(s, new)
+        marks = TURN_SCREEN.get(s.adapter or "")
+        if event == "prompt" and marks is not None and s.id not in self.watching:
+            self.watching.add(s.id)
+            self.reactor.nursery.start_soon(self._watch_turn, s, marks)
         if new.state == "limited" and (before is None or before.state != "limited"):
             # What the agent draws next: its reset time if the report gave none, its
             # limit dialog; the parent's one mail goes once that is read (or not).
@@ -243,6 +255,46 @@ class AgentHost:
         except WireError as err:
             self.log.warning("agent mail refused", session=s.id, to=to, code=err.code)
 
+    async def _watch_turn(self, s: Session, marks: TurnScreen) -> None:
+        """While the agent works by its report, watch for a turn the screen shows over
+        (its busy mark gone, its prompt back) for TURN_OVER_S with no report: an agent
+        that reports no error turn (Codex) would otherwise stay `working` and its mail
+        wait for ever. Then it is idle, or limited if its limit message shows (its reset
+        time read off it): screen evidence."""
+        term = s.term
+        over_since: float | None = None
+        try:
+            while term is not None and not term.eof:
+                a = s.agent
+                if a is None or a.state not in ("working", "blocked"):
+                    return
+                changed = term.changed
+                text = await term.screen_text()
+                now = trio.current_time()
+                if a.state == "working" and marks.busy not in text and marks.ready.search(text):
+                    over_since = now if over_since is None else over_since
+                    if now - over_since >= TURN_OVER_S:
+                        await self._turn_over(s, a, marks, text)
+                        return
+                else:
+                    over_since = None
+                with trio.move_on_after(TURN_OVER_S):
+                    await changed.wait()
+                await trio.sleep(TURN_READ_S)
+        finally:
+            self.watching.discard(s.id)
+
+    async def _turn_over(self, s: Session, a: AgentState, marks: TurnScreen, text: str) -> None:
+        now = self.wall.wall_ms()
+        if not marks.limit.search(text):
+            await self._set(s, AgentState("idle", now, source="screen"))
+            return
+        until = local_reset(marks.reset.search(text), now)
+        limited = AgentState("limited", now, until=until, source="screen")
+        await self._set(s, limited)
+        s.show_screen("limit")
+        await self._tell_parent(s, _limited_text(s, limited))
+
     async def _limit_screen(self, s: Session, limited: AgentState) -> None:
         """Watch the screen (at most SCREEN_WATCH_S) after a usage limit: its message's
         reset time, when the report gave none, becomes the state's `until` (screen
@@ -286,6 +338,25 @@ def reset_from_screen(screen: str, now_ms: int) -> int | None:
     day = now_ms - now_ms % 86_400_000
     at = day + (h * 60 + int(minute or 0)) * 60_000
     return at if at > now_ms else at + 86_400_000
+
+
+def local_reset(found: re.Match[str] | None, now_ms: int) -> int | None:
+    """`try again at 5:22 PM` (the daemon's local time, as the agent on this machine
+    shows it) as wall ms: the end of that minute (the reset falls somewhere in it), the
+    next such time after now."""
+    if found is None:
+        return None
+    hour, minute, half = found.groups()
+    h = int(hour) % 12 + (12 if half.upper() == "PM" else 0)
+    if int(minute) > 59:
+        return None
+    now = datetime.datetime.fromtimestamp(now_ms / 1000).astimezone()
+    at = now.replace(hour=h, minute=int(minute), second=0, microsecond=0)
+    at += datetime.timedelta(minutes=1)
+    if at < now - datetime.timedelta(hours=1):
+        at += datetime.timedelta(days=1)  # an hour or more "ago": tomorrow's (a message
+        # read minutes late still means that minute, already past)
+    return int(at.timestamp() * 1000)
 
 
 def _when(ms: int | None) -> str:

@@ -252,3 +252,75 @@ def test_reports_are_rate_bounded_per_session(make_daemon, tmp_path):
     hit = d.wait_event("agent/report-limited", lambda e: e["handle"] == "chatty")
     assert hit["limit"] == 1
     assert len(d.events(0, "agent/report-limited")) == 1  # one line per flood (--flood-interval)
+
+
+def hooked_codex(daemon, name: str) -> tuple[dict, str]:
+    """The hooked stand-in as `codex` with the codex adapter (its `-c` hook options); it
+    runs SessionStart only at its first prompt, so this waits for its ready footer."""
+    bindir = os.path.join(daemon.scratch, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    codex = os.path.join(bindir, "codex")
+    if not os.path.exists(codex):
+        with open(codex, "w") as f:
+            f.write(f'#!/bin/sh\nexec {sys.executable} {os.path.abspath(HOOKED)} "$@"\n')
+        os.chmod(codex, stat.S_IRWXU)
+    rec = os.path.join(daemon.scratch, f"{name}.rec")
+    s = daemon.ok("spawn", "--name", name, "--agent", "codex", "--", codex, "--record", rec)
+    daemon.wait_until(
+        lambda: "for agents · ? for shortcuts" in daemon.bench("tail", name, "--screen").out,
+        what="the codex stand-in's footer",
+    )
+    return s, rec
+
+
+def test_codex_adapter_reports_and_mail_mid_turn_goes_through_its_stop_hook(daemon):
+    s, rec = hooked_codex(daemon, "cx")
+    assert agent_of(daemon, "cx") == {"adapter": "codex"}  # no report before its first prompt
+    first = daemon.ok("mail", "send", "cx", "-m", "one")  # typed by the screen
+    daemon.wait_until(lambda: len(records(rec)) >= 1, what="the typed wake")
+    assert records(rec)[0]["door"] == "typed"
+    daemon.wait_event("agent/woken", lambda e: e["mail_id"] == first["mail_id"])
+    daemon.wait_until(lambda: agent_of(daemon, "cx").get("state") == "idle", what="idle")
+    assert agent_of(daemon, "cx")["source"] == "report"
+    seq = daemon.last_seq()
+    daemon.ok("type", "cx", "work 3")
+    daemon.wait_event(
+        "agent/state", lambda e: e["handle"] == "cx" and e["state"] == "working", since=seq
+    )
+    sent = daemon.ok("mail", "send", "cx", "-m", "two")
+    woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
+    assert woken["door"] == "stop-hook"
+    daemon.wait_until(lambda: records(rec)[-1]["door"] == "stop", what="handed over")
+
+
+def test_codex_turn_ended_without_a_report_is_read_off_its_screen(daemon):
+    s, rec = hooked_codex(daemon, "cx")
+    daemon.ok("type", "cx", "hello")  # its session starts at its first prompt
+    daemon.wait_until(lambda: agent_of(daemon, "cx").get("state") == "idle", what="idle")
+    # An error ends the turn with no hook: idle, by the screen.
+    seq = daemon.last_seq()
+    daemon.ok("type", "cx", "fail")
+    daemon.wait_event(
+        "agent/state", lambda e: e["handle"] == "cx" and e["state"] == "working", since=seq
+    )
+    idle = daemon.wait_event(
+        "agent/state", lambda e: e["handle"] == "cx" and e["state"] == "idle", since=seq
+    )
+    assert idle["source"] == "screen"
+    # Its usage limit, likewise: limited until the time it shows, the wakes parked.
+    seq = daemon.last_seq()
+    daemon.ok("type", "cx", "limit")
+    lim = daemon.wait_event(
+        "agent/state", lambda e: e["handle"] == "cx" and e["state"] == "limited", since=seq
+    )
+    assert lim["source"] == "screen" and lim["until"] is not None
+    assert agent_of(daemon, "cx")["screen"] == "limit"
+    sent = daemon.ok("mail", "send", "cx", "-m", "parked")
+    d = daemon.wait_event("wake/deferred", lambda e: e["mail_id"] == sent["mail_id"])
+    assert d["reason"] == "parked" and d["until"] is not None
+    # It reports work again (a prompt): its turn's end hands the parked mail over, once.
+    daemon.ok("type", "cx", "hello")
+    woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
+    assert woken["door"] == "stop-hook"
+    daemon.wait_until(lambda: [r for r in records(rec) if "You have mail" in r["line"]])
+    assert len([r for r in records(rec) if "You have mail" in r["line"]]) == 1

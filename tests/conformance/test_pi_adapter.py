@@ -62,7 +62,7 @@ def test_the_adapter_adds_the_extension_for_that_session_only():
     wrapped = adapters.adapt("pi", ["run-pi.sh"], hook, 600)
     assert wrapped.adapter is None and wrapped.argv == ["run-pi.sh"]
     assert wrapped.why_not is not None and "its extension (-e)" in wrapped.why_not
-    assert adapters.adapt("codex", ["codex"], hook, 600).adapter is None
+    assert adapters.adapt("gemini", ["gemini"], hook, 600).adapter is None  # none for it
     # The extension ships in the package (package data), readable where pi runs.
     assert os.path.isfile(adapters.PI_EXTENSION)
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml")) as f:

@@ -64,7 +64,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-MAIL_RE = re.compile(r"You have mail from (\S+): (\S+)")
+# The path ends at a space or "<": Codex hands a Stop hook's line to the model wrapped
+# in <hook_prompt ...>LINE</hook_prompt>.
+MAIL_RE = re.compile(r"You have mail from (\S+): ([^\s<]+)")
 WORK_RE = re.compile(r"\bWORK (\d+(?:\.\d+)?)\b")  # a prompt asking for a turn that lasts
 RECIPIENT_RE = re.compile(r"/mail/([^/]+)/(?:read|inbox)/[^/]+$")
 
@@ -672,6 +674,9 @@ class ModelServer(ThreadingHTTPServer):
         # CLAUDE_CODE_OAUTH_TOKEN, not an API key, to read it so), and every chat
         # completion (pi) with an OpenAI-shaped 429 whose message gives the reset time.
         self.limited_until: float | None = None
+        # Codex: ask for every shell call to run outside its sandbox (the model's own
+        # way to ask, under `-a on-request`): a real approval prompt.
+        self.escalate = False
         self.log_path = Path(log_path)
         self.models = list(models or ["scripted"])
         self.log_lock = threading.Lock()
@@ -780,6 +785,18 @@ class Handler(BaseHTTPRequestHandler):
                 return 429, "application/json", json.dumps(err).encode(), "429 usage limit"
             if route.endswith("/chat/completions") and limited(self.server):
                 return 429, "application/json", chat_limit_body(self.server), "429 usage limit"
+            if route.endswith("/responses") and limited(self.server):
+                # Codex's own usage limit (a ChatGPT plan's): it shows "You've hit your
+                # usage limit ... Try again at TIME".
+                err = {
+                    "error": {
+                        "type": "usage_limit_reached",
+                        "message": "usage limit reached",
+                        "plan_type": "plus",
+                        "resets_at": int(self.server.limited_until or time.time()),
+                    }
+                }
+                return 429, "application/json", json.dumps(err).encode(), "429 usage limit"
             if route.endswith("/messages"):
                 d = decide(latest_turn_anthropic(body), body, ring, self.server.answer)
                 return (200, *anthropic_reply(body, d), d.summary())
@@ -788,6 +805,9 @@ class Handler(BaseHTTPRequestHandler):
                 return (200, *chat_reply(body, d), d.summary())
             if route.endswith("/responses"):
                 d = decide(latest_turn_responses(body), body, ring, self.server.answer)
+                if self.server.escalate and d.tool and d.tool in SHELL_TOOL_NAMES:
+                    d.args = dict(d.args, sandbox_permissions="require_escalated")
+                    d.args["justification"] = "the test asks for an approval"
                 return (200, *responses_reply(body, d), d.summary())
         err = {"error": {"type": "not_found", "message": f"no route {method} {self.path}"}}
         return 404, "application/json", json.dumps(err).encode(), "404"

@@ -15,12 +15,20 @@ hook's standard output read back) and reads lines in the terminal's cooked mode:
 * then the Stop hook: a ``{"decision": "block", "reason": LINE}`` answer is recorded as
   ``{"line": LINE, "door": "stop", "stop_at": T}`` (T: when the turn ended) and taken as the next turn's prompt, without typing;
 * at EOF the SessionEnd hook, then exit 0.
+
+Given Codex's ``-c hooks.EVENT=[...]`` options instead (run as ``codex``), it plays
+Codex: SessionStart at the first line, not at start; the prompt ``← for agents · ? for
+shortcuts``; ``• Working (esc to interrupt)`` while a turn runs; each turn's end clears
+the screen; ``limit`` prints Codex's usage-limit message and ``fail`` an error, both
+ending the turn with no hook at all (as Codex 0.171 does).
 """
 
+import datetime
 import json
 import subprocess
 import sys
 import time
+import tomllib
 
 HOOK_NAMES = {
     "SessionStart",
@@ -35,6 +43,11 @@ HOOK_NAMES = {
 def main() -> int:
     argv = sys.argv[1:]
     settings = json.loads(argv[argv.index("--settings") + 1]) if "--settings" in argv else {}
+    codex = "-c" in argv
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "-c":  # Codex's overrides: `hooks.Stop=[...]` is itself TOML
+            for name, entries in tomllib.loads(argv[i + 1]).get("hooks", {}).items():
+                settings.setdefault("hooks", {})[name] = entries
     record = argv[argv.index("--record") + 1] if "--record" in argv else None
     hooks = {
         name: entries[0]["hooks"][0]["command"]
@@ -63,8 +76,11 @@ def main() -> int:
     if record:  # the commands the adapter gave, for the tests to check
         with open(record + ".hooks", "w") as f:
             json.dump(hooks, f)
-    hook("SessionStart", {"source": "startup"})
-    print("? for shortcuts", flush=True)
+    prompt = "← for agents · ? for shortcuts" if codex else "? for shortcuts"
+    started = not codex  # Codex starts its session at the first prompt
+    if started:
+        hook("SessionStart", {"source": "startup"})
+    print(prompt, flush=True)
     pending: str | None = None
     stop_at: float | None = None  # when the turn that handed `pending` over ended
     while True:
@@ -76,8 +92,13 @@ def main() -> int:
         else:
             line, door, pending = pending, "stop", None
         note(line, door, stop_at if door == "stop" else None)  # taken: before its hooks run
+        if not started:
+            started = True
+            hook("SessionStart", {"source": "startup"})
         if door == "typed":
             hook("UserPromptSubmit", {"prompt": line})
+        if codex:
+            print("• Working (0s • esc to interrupt)", flush=True)
         words = line.split(None, 1)
         if words and words[0] == "tool":
             out = hook(
@@ -94,6 +115,16 @@ def main() -> int:
                 print("allowed", flush=True)
             else:
                 print(f"denied: {decision.get('message')}", flush=True)
+        elif codex and line in ("limit", "fail"):
+            at = datetime.datetime.now() + datetime.timedelta(minutes=2)
+            print("\x1b[2J\x1b[H", end="")  # Codex redraws: its busy line goes
+            if line == "limit":
+                when = at.strftime("%I:%M %p").lstrip("0")
+                print(f"■ You've hit your usage limit. Try again at {when}.", flush=True)
+            else:
+                print("■ stream disconnected before completion", flush=True)
+            print(prompt, flush=True)
+            continue
         elif line == "limit":
             hook("StopFailure", {"error": "rate_limit"})
             print("You've hit your session limit · resets 11:59pm (UTC)", flush=True)
@@ -110,7 +141,9 @@ def main() -> int:
             if answer.get("decision") == "block":
                 pending = answer["reason"]
                 continue
-        print("? for shortcuts", flush=True)
+        if codex:
+            print("\x1b[2J\x1b[H", end="")
+        print(prompt, flush=True)
     hook("SessionEnd", {"reason": "exit"})
     return 0
 

@@ -94,3 +94,25 @@ def test_limit_reset_read_from_the_error_message():
     assert a.reset_in_text("usage limit reached", now) is None
     s = a.step(None, "stop-failure", {"error": "rate_limit", "error_message": 7}, now)
     assert s.state == "limited" and s.until is None
+
+
+def test_codex_limit_reset_read_in_local_time_to_the_end_of_its_minute():
+    import datetime
+
+    from benchd.runtime.adapters import TURN_SCREEN
+    from benchd.runtime.agenthost import local_reset
+
+    marks = TURN_SCREEN["codex"]
+    text = "You’ve hit your usage limit. Upgrade to Pro ... or try again at 5:22 PM."
+    assert marks.limit.search(text)
+    now = datetime.datetime(2026, 12, 7, 17, 0, 30).astimezone()
+    at = local_reset(marks.reset.search(text), int(now.timestamp() * 1000))
+    assert at == int(now.replace(minute=23, second=0).timestamp() * 1000)
+    # Read a few minutes late: that minute, already past (a wake may go at once).
+    late = now.replace(hour=17, minute=30)
+    assert local_reset(marks.reset.search(text), int(late.timestamp() * 1000)) == at
+    # Earlier in the day than now by hours: tomorrow's.
+    night = now.replace(hour=23)
+    tomorrow = local_reset(marks.reset.search(text), int(night.timestamp() * 1000))
+    assert tomorrow is not None and tomorrow > int(night.timestamp() * 1000)
+    assert local_reset(marks.reset.search("try again later"), 0) is None

@@ -6,6 +6,7 @@ beside `bench`)."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import threading
 
 import pytest
 
+from bench_cli import entry
 from benchd.runtime import adapters
 
 SOURCE = os.path.join(os.path.dirname(__file__), "..", "..", "bench_cli", "bench_hook.c")
@@ -128,3 +130,10 @@ def test_the_daemon_picks_the_compiled_client_beside_bench(tmp_path):
     (bindir / "bench-hook").write_text("#!/bin/sh\n")
     (bindir / "bench-hook").chmod(0o755)
     assert adapters.hook_command(str(bindir)) == [f"{bindir}/bench-hook"]
+
+
+def test_it_knows_the_events_the_python_client_knows():
+    with open(SOURCE) as f:
+        src = f.read()
+    listed = src[src.index("EVENTS[] = {") : src.index("NULL};")]
+    assert re.findall(r'"([a-z-]+)"', listed) == list(entry.HOOK_EVENTS)
