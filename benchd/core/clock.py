@@ -17,7 +17,7 @@
 This module is the one place in benchd that reads the system's clocks;
 tests/unit/test_clock_reads.py fails if `time.time()`, `time.monotonic()` or their
 kind appear anywhere else in benchd. (The kernel's boot clock that pins a peer's
-process, benchd.runtime.peers, is a process identity, not a time bench keeps.)
+process, benchd.runtime.placement, is a process identity, not a time bench keeps.)
 """
 
 import time

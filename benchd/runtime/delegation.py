@@ -18,9 +18,9 @@ from benchd.core.authority import Caller, CallerSession
 from benchd.core.limits import Floods
 from benchd.core.names import OPERATOR, check_handle
 from benchd.core.trees import DelegationLimits, Quota, Refused, derived_handle, root_of
-from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.roster import Roster, Session
+from benchd.runtime.system import Log
 
 
 class Delegation:

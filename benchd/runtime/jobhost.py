@@ -44,12 +44,11 @@ from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.keys import check_client_key
 from benchd.core.sends import Queue
 from benchd.runtime.committer import Batch, Committer, Op, fail
-from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom, SendOp
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
-from benchd.store import faults
-from benchd.store.fileio import write_all
+from benchd.runtime.system import Log
+from benchd.store.fileio import faults, write_all
 from benchd.store.index import Index
 from benchd.store.journal import Rename, Write
 from benchd.store.outbox import JobFiles, encode

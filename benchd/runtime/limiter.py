@@ -23,7 +23,7 @@ from benchd.core.authority import Caller
 from benchd.core.limits import Floods, Limits, Refusal, SendLimits
 from benchd.core.trees import root_of
 from benchd.runtime.committer import Batch, Committer, EventOp
-from benchd.runtime.logs import Log
+from benchd.runtime.system import Log
 from benchd.store.index import Index
 
 

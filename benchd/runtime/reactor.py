@@ -35,9 +35,9 @@ from benchd.core import agentstate, wakegate
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.limits import TokenBucket
 from benchd.core.wakegate import digest_line, for_shell, shell_of, wake_line
-from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.roster import Session, Wake
+from benchd.runtime.system import Log
 from benchd.runtime.terminal import Terminal
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against

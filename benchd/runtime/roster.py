@@ -21,7 +21,7 @@ from bench_wire.errors import WireError
 from benchd.core.agentstate import AgentState, SessionState, advance
 from benchd.core.jobs import Job
 from benchd.core.limits import TokenBucket
-from benchd.core.patterns import Compiled
+from benchd.core.wakegate import Compiled
 from benchd.runtime.past import PastSession, Record
 from benchd.runtime.terminal import Terminal
 

@@ -10,14 +10,26 @@ the connecting process (benchd.runtime.placement): a session, the operator, or
 unplaceable. A request carrying a live session's BENCH_TOKEN is that session (where the
 sandbox is off, the token is what a process that left its session can still use); a
 forged or stale token is refused.
+
+Agent presets (`Preset`, at the end): what a real agent TUI needs from the reactor, by
+name. `bench spawn --agent NAME -- CMD` takes the preset's ready pattern (unless --ready is
+given) and its paste settle. Built in: claude, codex, pi (observed on Claude Code
+2.1, Codex 0.171, pi 0.73 against a local model; see docs/agents.md and
+tests/real_agents/agents.py). Add your own in $BENCH_DIR/presets.json:
+
+    {"aider": {"ready": "^> $", "paste_settle": 0.3}}
+
+A file preset of the same name replaces the built-in one.
 """
 
+import json
 import os
 import secrets
 import shutil
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import trio
 
@@ -25,20 +37,18 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.names import OPERATOR, check_handle
-from benchd.core.patterns import compile_pattern
-from benchd.runtime import adapters, presets
+from benchd.core.wakegate import compile_pattern
+from benchd.runtime import adapters
 from benchd.runtime.delegation import Delegation
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
-from benchd.runtime.logs import Log
-from benchd.runtime.peers import Peer
-from benchd.runtime.placement import Placer
+from benchd.runtime.past import ExitedStore
+from benchd.runtime.placement import Peer, Placer
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Roster, Session
 from benchd.runtime.sandbox import Sandbox
-from benchd.runtime.system import child_pids, reap_zombie
+from benchd.runtime.system import Log, child_pids, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
-from benchd.store.exited import ExitedStore
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -154,7 +164,7 @@ class Sessions:
             raise WireError("handle-taken", f"a live session already holds {handle!r}")
         ready_src, settle = req.ready, None
         if req.agent is not None:
-            preset = presets.find(self.bench_dir, req.agent)
+            preset = find_preset(self.bench_dir, req.agent)
             ready_src = req.ready if req.ready is not None else preset.ready
             settle = preset.paste_settle
         # RE2: linear in the screen's text, so no pattern can hold the loop.
@@ -409,3 +419,48 @@ async def end_session(s: Session, grace: float = KILL_GRACE) -> None:
 
 
 _KEEP_THREADS = trio.CapacityLimiter(2)  # writes of exited sessions (Sessions._keep)
+
+
+@dataclass(frozen=True)
+class Preset:
+    ready: str  # regex searched in the visible screen (lines right-trimmed)
+    paste_settle: float | None = None  # seconds between the pasted line and Enter
+
+
+BUILTIN_PRESETS = {
+    # The footer hint; Claude hides it while the input box holds text, so it also
+    # means "the input box is empty". Its Ink TUI needs a longer settle before Enter.
+    "claude": Preset(ready=r"\? for shortcuts", paste_settle=0.5),
+    # Codex shows "? for shortcuts" while still loading; the full footer only once
+    # loading is over. Enter within ~120 ms of text becomes a newline: settle 0.25 s.
+    "codex": Preset(ready=r"for agents · \? for shortcuts", paste_settle=0.25),
+    # pi's context gauge on its status line, e.g. "0.0%/128k".
+    "pi": Preset(ready=r"\d+(?:\.\d+)?%/\d+k", paste_settle=0.2),
+}
+
+
+def load_presets(bench_dir: str) -> dict[str, Preset]:
+    presets = dict(BUILTIN_PRESETS)
+    path = os.path.join(bench_dir, "presets.json")
+    if not os.path.exists(path):
+        return presets
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        for name, p in raw.items():
+            presets[name] = Preset(
+                ready=str(p["ready"]),
+                paste_settle=None if p.get("paste_settle") is None else float(p["paste_settle"]),
+            )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise WireError("bad-request", f"{path} is not a valid preset file: {err}") from None
+    return presets
+
+
+def find_preset(bench_dir: str, name: str) -> Preset:
+    presets = load_presets(bench_dir)
+    if name not in presets:
+        raise WireError(
+            "bad-request", f"no agent preset {name!r}; known: {', '.join(sorted(presets))}"
+        )
+    return presets[name]

@@ -20,18 +20,16 @@ from bench_wire import messages as m
 from bench_wire.errors import WireError
 from bench_wire.paths import socket_path
 from benchd.core import authority
-from benchd.core.admission import OPERATOR_PEER, Refused
-from benchd.core.authority import Caller
+from benchd.core.authority import OPERATOR_PEER, Caller, Refused
 from benchd.core.names import OPERATOR
 from benchd.core.trees import root_of
-from benchd.runtime.peers import peer_of
+from benchd.runtime.placement import peer_of
 from benchd.runtime.roster import Session
 from benchd.server import startup, upkeep
-from benchd.server.config import DaemonConfig
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
 from benchd.server.lockdir import take_state_dir
-from benchd.server.options import build_parser, daemon_config, options_problem
+from benchd.server.options import DaemonConfig, build_parser, daemon_config, options_problem
 from benchd.server.wiring import Opened, Wired, build
 from benchd.store import statedir
 

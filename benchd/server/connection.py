@@ -24,7 +24,7 @@ from bench_wire.framing import (
 )
 from bench_wire.messages import ErrorBody, ErrorResponse, Id, Request, Response
 from benchd.core.authority import Caller
-from benchd.server.config import DaemonConfig
+from benchd.server.options import DaemonConfig
 
 if TYPE_CHECKING:
     import structlog

@@ -26,11 +26,10 @@ from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.mailservice import MailService
 from benchd.runtime.outbound import Outbound
-from benchd.runtime.receipts import Receipts
 from benchd.runtime.roster import Roster
 from benchd.runtime.sessions import Sessions
 from benchd.runtime.spawning import Spawner
-from benchd.runtime.tracking import MailStates
+from benchd.runtime.tracking import MailStates, Receipts
 from benchd.runtime.waits import Waits
 from benchd.server.connection import Connection
 from benchd.store.eventlog import EventLog

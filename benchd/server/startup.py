@@ -32,14 +32,14 @@ module that does the work.
       moved into them first), the nodes seen (nodes.json), the exited sessions kept.
 4. `build` (`server/wiring`): every service, from the config and what 3 opened. No I/O.
 5. `recover`, on trio's loop but before the socket exists, so no one sees a half state:
-   a. staging entries left by a crash are removed (`runtime/reconcile.clean_staging`);
+   a. staging entries left by a crash are removed (`store/recovery.clean_staging`);
    b. the search tables are made or filled for mail indexed before they existed
       (`store/search.ensure`);
    c. the index is checked (`store/recovery`): a clean stop's seal is taken (trusted
       once); if it matches the file and the log's last seq, the index's rows are
       checked against its counts and each mailbox's names, and only mailboxes whose
       names differ are listed again. Without a seal SQLite checks its b-trees and every
-      mailbox is reconciled (`runtime/reconcile`), mail the log already announced
+      mailbox is reconciled (`store/recovery.reconcile`), mail the log already announced
       getting no second mail/sent. Any SQLite error sets the file aside and the index
       is refilled from the files;
    d. the delivery states are replayed from the event log after the index's last seq
@@ -77,23 +77,22 @@ from bench_wire.paths import socket_path
 from benchd import __version__
 from benchd.core import delivery
 from benchd.core.clock import SYSTEM_WALL
-from benchd.runtime import logs, sandbox
+from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.nodes import Directory
-from benchd.runtime.past import PastSession
-from benchd.runtime.reconcile import clean_staging, reconcile
+from benchd.runtime.past import ExitedStore, PastSession
 from benchd.runtime.sessions import EXITED_KEPT
-from benchd.runtime.system import become_subreaper
+from benchd.runtime.system import become_subreaper, setup_log
 from benchd.runtime.tracking import MailStates
 from benchd.server import upkeep
-from benchd.server.config import DaemonConfig
+from benchd.server.options import DaemonConfig
 from benchd.server.wiring import Opened, Wired
 from benchd.store import recovery, search, statedir
 from benchd.store.eventlog import EventLog
-from benchd.store.exited import ExitedStore
 from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
+from benchd.store.recovery import clean_staging, reconcile
 from benchd.store.replay import replay
 
 
@@ -168,7 +167,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     wall = SYSTEM_WALL
     subreaper = become_subreaper()
     sock_path = socket_path(bench_dir)  # socket-path-too-long, before any file is made
-    log = logs.setup(os.path.join(bench_dir, "benchd.log"))
+    log = setup_log(os.path.join(bench_dir, "benchd.log"))
     notices = Notices(log)
     chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, sock_path)
     statedir.release_room(bench_dir)
@@ -389,7 +388,7 @@ async def start_services(
     await nursery.start(wired.sessions.run)
     await nursery.start(wired.jobs.run)
     if config.bridge:
-        from benchd.runtime.bridgehost import supervise
+        from benchd.runtime.nodes import supervise
 
         await nursery.start(
             supervise,

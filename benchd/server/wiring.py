@@ -25,7 +25,7 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.framing import DEFAULT_FRAME_BYTES
-from benchd.core.admission import OPERATOR_CONNECTIONS, Admission
+from benchd.core.authority import OPERATOR_CONNECTIONS, Admission
 from benchd.core.clock import WallClock
 from benchd.core.limits import Floods
 from benchd.core.names import IdClock
@@ -48,26 +48,23 @@ from benchd.runtime.mailroom import (
 from benchd.runtime.mailservice import MailService
 from benchd.runtime.nodes import Directory
 from benchd.runtime.outbound import Outbound
-from benchd.runtime.past import PastSession
+from benchd.runtime.past import ExitedStore, PastSession
 from benchd.runtime.reactor import Reactor
-from benchd.runtime.receipts import Receipts
 from benchd.runtime.roster import Roster
 from benchd.runtime.sandbox import Sandbox
 from benchd.runtime.sessions import EXITED_KEPT, Sessions, end_session
 from benchd.runtime.spawning import Spawner
-from benchd.runtime.tracking import MailStates
+from benchd.runtime.tracking import MailStates, Receipts
 from benchd.runtime.waits import MAX_WAITS, Waits
 from benchd.server import upkeep
-from benchd.server.config import DaemonConfig
-from benchd.server.options import reactor_settings, send_limits
+from benchd.server.options import DaemonConfig, reactor_settings, send_limits
 from benchd.server.services import BridgeDesk, DaemonInfo, Services
-from benchd.store import statedir, threads
+from benchd.store import statedir
 from benchd.store.eventlog import EventLog
-from benchd.store.exited import ExitedStore
 from benchd.store.index import Index
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
-from benchd.store.queries import MailQueries
+from benchd.store.queries import THREAD_MAX, MailQueries
 
 SCROLLBACK_BYTES = 1024 * 1024
 
@@ -135,7 +132,7 @@ def caps(config: DaemonConfig, sandboxed: bool, isolation_note: str) -> m.Caps:
         exited_kept=EXITED_KEPT,
         kept_scrollback_bytes=config.kept_scrollback,
         **dataclasses.asdict(send_limits(config)),
-        thread_max=threads.THREAD_MAX,
+        thread_max=THREAD_MAX,
         isolation="on" if sandboxed else "off",
         isolation_note=isolation_note,
     )

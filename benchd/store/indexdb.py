@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
 def write(w: sqlite3.Connection, p: Pending) -> None:
     """Apply `p`'s changes and meta in one transaction (BEGIN IMMEDIATE ... COMMIT).
     Raises sqlite3.Error with the transaction open: the caller rolls back and keeps `p`."""
-    from benchd.store import faults, search  # faults: the test hooks; search: FTS rows
+    from benchd.store import search  # FTS rows
+    from benchd.store.fileio import faults  # the test hooks
 
     w.execute("BEGIN IMMEDIATE")
     faults.check("index")

@@ -20,7 +20,7 @@ THE_CLOCK = ROOT / "benchd" / "core" / "clock.py"
 # module -> the functions that read a clock (converting a given time, e.g.
 # time.gmtime(secs) or time.strftime, reads nothing and is allowed). The kernel's boot
 # clock (time.clock_gettime(CLOCK_BOOTTIME)) pins a peer's process in
-# benchd.runtime.peers: a process identity compared with /proc, not a time bench keeps.
+# benchd.runtime.placement: a process identity compared with /proc, not a time bench keeps.
 READS = {
     "time": {
         "time",

@@ -6,7 +6,7 @@ from benchd import __version__
 from benchd.core.authority import Caller
 from benchd.server.connection import Connection
 from benchd.server.services import Handlers, Services
-from benchd.store import faults
+from benchd.store.fileio import faults
 
 
 async def hello(svc: Services, conn: Connection, caller: Caller, req: m.Hello) -> None:
