@@ -173,7 +173,7 @@ def _prepare(d: str) -> None:
     if problem is not None:
         raise problem
     check = subprocess.run(
-        [sys.executable, "-m", "benchd.server.lockdir", d], capture_output=True, text=True
+        [sys.executable, "-m", "benchd.store.statedir", d], capture_output=True, text=True
     )
     if check.returncode != 0:
         lines = check.stderr.strip().splitlines() or [f"cannot use {d}"]

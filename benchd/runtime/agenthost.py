@@ -32,8 +32,8 @@ from bench_wire.untrusted import escape
 from benchd.core import agentstate
 from benchd.core.agentstate import AgentState, BadReport
 from benchd.core.authority import Caller
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.limits import Floods, TokenBucket
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom

@@ -39,9 +39,9 @@ from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
 from benchd.core import jobs
 from benchd.core.authority import Caller, CallerSession
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.keys import check_client_key
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.core.sends import Queue
 from benchd.runtime.committer import Batch, Committer, Op, fail
 from benchd.runtime.mailroom import Mailroom, SendOp

@@ -29,7 +29,7 @@ from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.authority import Caller
-from benchd.core.clock import SYSTEM_WALL, WallClock
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.committer import Committer
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom

@@ -24,9 +24,16 @@ from bench_wire.messages import (
     SendOk,
 )
 from benchd.core import frontmatter, keys, mailrefs, sends
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
-from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
+from benchd.core.names import (
+    OPERATOR,
+    SYSTEM_WALL,
+    IdClock,
+    WallClock,
+    check_handle,
+    check_mail_id,
+    format_ms,
+)
 from benchd.core.sends import Retire, Send, WakeRetire
 from benchd.runtime.committer import Batch, Committer, EventOp, Op
 from benchd.store import mailfile

@@ -22,8 +22,7 @@ import trio
 from bench_wire.addresses import split_address
 from bench_wire.errors import EXIT_USAGE, WireError
 from bench_wire.messages import NodeInfo
-from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.names import is_handle
+from benchd.core.names import SYSTEM_WALL, WallClock, is_handle
 from benchd.runtime.system import Log
 from benchd.store.fileio import replace_file
 

@@ -45,14 +45,6 @@ def reap_zombie(pid: int) -> bool:
     return got == pid
 
 
-def ensure_private_dir(path: str) -> None:
-    """Create BENCH_DIR 0700 (and parents); tighten it to 0700 if it exists and is ours."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-
-
 class Log(Protocol):
     """Events by name, with their context as keywords (structlog's BoundLogger)."""
 

@@ -36,8 +36,7 @@ from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.errors import WireError
 from benchd.core import delivery
-from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.names import format_ms
+from benchd.core.names import SYSTEM_WALL, WallClock, format_ms
 from benchd.runtime.system import Log
 from benchd.store import mailfile, mailstates
 from benchd.store.index import Index

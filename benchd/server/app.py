@@ -28,10 +28,10 @@ from benchd.runtime.roster import Session
 from benchd.server import startup, upkeep
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.server.lockdir import take_state_dir
 from benchd.server.options import DaemonConfig, build_parser, daemon_config, options_problem
 from benchd.server.wiring import Opened, Wired, build
 from benchd.store import statedir
+from benchd.store.statedir import take_state_dir
 
 
 class Daemon:

@@ -8,7 +8,7 @@ module that does the work.
 
 1. Options. `main` parses them once into a `DaemonConfig`; benchd sets its umask to
    077 and keeps the old one as the config's `session_umask` (each session's).
-2. The lock (`server/lockdir.take_state_dir`): the state directory is made or checked
+2. The lock (`store/statedir.take_state_dir`): the state directory is made or checked
    and flocked; a second daemon for it is refused. Everything below holds the lock.
 3. `open_state`, before any service exists:
    a. the process: subreaper (orphans come back to benchd), benchd.log, the sandbox
@@ -76,7 +76,7 @@ from bench_wire.errors import WireError
 from bench_wire.paths import socket_path
 from benchd import __version__
 from benchd.core import delivery
-from benchd.core.clock import SYSTEM_WALL
+from benchd.core.names import SYSTEM_WALL
 from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.nodes import Directory
@@ -162,7 +162,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     """Steps 3a-3h: what the services are built from, and the start's notices so far.
     Raises WireError when isolation is required and unavailable, OSError or
     sqlite3.Error when a file cannot be had."""
-    # The one wall clock: every time written to disk or shown (benchd.core.clock); the
+    # The one wall clock: every time written to disk or shown (benchd.core.names); the
     # timing rules read trio's clock, which the daemon sleeps on.
     wall = SYSTEM_WALL
     subreaper = become_subreaper()

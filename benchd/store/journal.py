@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import trio
 
-from benchd.core.clock import SYSTEM_WALL, WallClock
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.store.fileio import Flusher, faults, fsync_dir, write_all
 
 MAGIC = b"BJ02"

@@ -34,7 +34,7 @@ import msgspec
 
 from benchd.store import search
 from benchd.store.index import Index
-from benchd.store.pending import AddText, Insert, Remove, SetColumns, SetState
+from benchd.store.indexdb import AddText, Insert, Remove, SetColumns, SetState
 
 THREAD_MAX = 200  # messages in one answer: the default and the most a caller may ask
 

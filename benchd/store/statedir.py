@@ -9,15 +9,26 @@ the files the daemon opens by name must be regular files of ours, and `mail/`, e
 ours. A symbolic link planted where the daemon expects a file would otherwise make it
 truncate, chmod or delete whatever the link points at.
 
-Pure os/stat calls only: `bench up` runs the same check before it writes benchd.out.
+Pure os/stat calls only: `bench up` runs the same check before it writes benchd.out
+(`python -m benchd.store.statedir DIR`, `main` at the end).
+
+The directory is taken for one daemon (`take_state_dir`): resolved, checked as safe,
+and locked. One daemon per directory: the lock is an flock on `benchd.lock` (opened without
+following a link), held for the daemon's life and released by the kernel when it exits,
+however it exits; the file holds the pid for people to read. Every refusal is one line
+on stderr and an exit code (2: unusable, 1: already served).
 """
 
 import errno
+import fcntl
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable, Sequence
 
+from bench_wire.errors import WireError
+from bench_wire.paths import resolve_dir, socket_path
 from benchd.store.fileio import write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
@@ -284,3 +295,80 @@ def keep_room(root: str, size: int) -> int:
     finally:
         os.close(fd)
     return held
+
+
+def take_state_dir(wanted: str | None) -> str | int:
+    """The state directory, checked and locked; or the exit code after saying why."""
+    bench_dir = None
+    try:
+        bench_dir = resolve_dir(wanted)
+        socket_path(bench_dir)
+    except WireError as err:
+        print(f"benchd: {err.message}", file=sys.stderr)
+        return 2
+    problem = directory_problem(bench_dir, wanted or bench_dir)
+    if problem is not None:
+        print(f"benchd: {problem}", file=sys.stderr)
+        return 2
+    try:
+        lock_fd = os.open(
+            os.path.join(bench_dir, "benchd.lock"),
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+    except OSError as err:
+        print(f"benchd: cannot use {wanted or bench_dir}: {err}", file=sys.stderr)
+        return 2
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"benchd: another benchd already serves {bench_dir}", file=sys.stderr)
+        return 1
+    os.ftruncate(lock_fd, 0)
+    write_all(lock_fd, f"{os.getpid()}\n".encode())
+    return bench_dir  # the fd stays open (and locked) until the process ends
+
+
+def ensure_private_dir(path: str) -> None:
+    """Create BENCH_DIR 0700 (and parents); tighten it to 0700 if it exists and is ours."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
+def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
+    """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None.
+    The daemon's start and `bench up`'s check (`main`, below) both ask it."""
+    try:
+        ensure_private_dir(bench_dir)
+        check_state_dir(bench_dir)
+    except UnsafeStateDir as err:
+        return f"unsafe BENCH_DIR: {err}"
+    except OSError as err:
+        return f"cannot use {shown or bench_dir}: {err}"
+    return None
+
+
+# `python -m benchd.store.statedir DIR`: what `bench up` runs before it writes there.
+#
+# It makes BENCH_DIR (0700) and checks it exactly as the daemon will at its start, so that `bench up` refuses an unsafe directory in one
+# line before it creates `benchd.out` in it, without importing the daemon: the clients
+# import nothing of benchd (`tests/unit/test_layers.py` holds that). Exit 0 when the
+# directory may be used; exit 2 with the reason in one line on stderr when not.
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m benchd.store.statedir BENCH_DIR", file=sys.stderr)
+        return 2
+    problem = directory_problem(args[0])
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

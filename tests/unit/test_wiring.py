@@ -14,7 +14,7 @@ import structlog
 import trio
 
 from bench_wire import messages as m
-from benchd.core.clock import SYSTEM_WALL
+from benchd.core.names import SYSTEM_WALL
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import Directory

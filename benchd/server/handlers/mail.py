@@ -30,7 +30,7 @@ from benchd.core.names import check_handle, check_mail_id, format_ms, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.runtime.nodes import OUTBOUND
 from benchd.server.connection import Connection
-from benchd.server.services import Handlers, Services
+from benchd.server.wiring import Handlers, Services
 from benchd.store import mailfile, queries, search
 from benchd.store.index import STATE_NAMES, UNREAD
 
