@@ -18,7 +18,7 @@ The framing, the answer matching and the error frames are bench_wire's
 import sys
 
 from bench_wire.asyncclient import KeptClient
-from bench_wire.framing import StructCodec
+from bench_wire.messages import StructCodec
 
 
 def say(text: str) -> None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         FaultOk,
         ForwardOk,
         HelloOk,
+        JobWaitOk,
         JournalAckOk,
         KillOk,
         ListOk,
@@ -48,11 +49,14 @@ if TYPE_CHECKING:
         ScreenFrame,
         SearchOk,
         SendOk,
+        SentListOk,
         SessionListOk,
         SpawnOk,
+        StatusOk,
         StopOk,
         ThreadOk,
         TypeOk,
+        WaitOk,
     )
 
     Answer = DefaultedTypeVar("Answer", bound="Response", default="Response", covariant=True)
@@ -328,3 +332,41 @@ class BridgeReceipts(Request["ReceiptsOk"], tag=verbs.BRIDGE_RECEIPTS):
 
 class NodesRead(Request["NodesOk"], tag=verbs.BRIDGE_NODES):
     pass
+
+
+# ---------------------------------------------------------------- delivery states and waits
+# `mail/sent-list`, `mail/status`, `mail/wait` and `job/wait`: a sent message's states, and waits.
+
+
+class MailSentList(Request["SentListOk"], tag=verbs.MAIL_SENT_LIST):
+    """The caller's sent mail with its state, newest first. `sender`: whose (operator only;
+    a session sees the mail it sent)."""
+
+    to: str | None = None
+    state: str | None = None  # one of STATES: only mail whose state it is now
+    limit: int | None = None
+    sender: str | None = msgspec.field(default=None, name="from")
+
+
+class MailStatus(Request["StatusOk"], tag=verbs.MAIL_STATUS):
+    """One message's states with their times (its sender, or the operator)."""
+
+    mail_id: str
+
+
+class MailWait(Request["WaitOk"], tag=verbs.MAIL_WAIT):
+    """Block until mail that matches arrives in the caller's mailbox, then read it (which
+    retires it), or answer `timeout` after `timeout` seconds. `sender`: only mail from
+    this address; `reply_to`: only a reply to this message (in-reply-to naming it)."""
+
+    sender: str | None = msgspec.field(default=None, name="from")
+    reply_to: str | None = None
+    timeout: float = 300.0
+
+
+class JobWait(Request["JobWaitOk"], tag=verbs.JOB_WAIT):
+    """Block until the job of a session (by handle or id) settles; answer its outcome and
+    its reply, or `timeout`."""
+
+    session: str
+    timeout: float = 300.0

@@ -22,8 +22,8 @@ from bench_cli.context import (
 )
 from bench_cli.group import Group
 from bench_wire import messages as m
+from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
-from bench_wire.paths import resolve_dir
 from bench_wire.untrusted import escape
 
 

@@ -12,8 +12,8 @@ from bench_cli import humanize, output
 from bench_cli.context import Ctx, call, common, done, examples
 from bench_cli.group import Group
 from bench_wire import messages as m
+from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
-from bench_wire.paths import resolve_dir
 
 if TYPE_CHECKING:
     from bench_bridge.urls import Connection

@@ -10,7 +10,7 @@ import click
 
 from bench_cli.context import Ctx, DaemonOption, common, daemon_options, done, examples, option_args
 from bench_cli.group import Group
-from bench_wire.paths import resolve_dir, socket_path
+from bench_wire.client import resolve_dir, socket_path
 
 
 @click.group(cls=Group)

@@ -11,7 +11,7 @@ state (a start that met a crash mid-move), the reply key makes the mailroom answ
 `duplicate` and write nothing.
 
 A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
-exit settles it, in the words of bench_wire.outcomes (`outcome_of`): exit 0 ->
+exit settles it, in the words of bench_wire.messages.OUTCOMES (`outcome_of`): exit 0 ->
 completed; another exit or a signal of its own -> failed (reason exit-code, signal);
 `bench kill` -> interrupted (killed), its deadline -> interrupted (deadline), the daemon
 stopping or found running at daemon start (its session died with the old daemon) ->
@@ -68,7 +68,7 @@ class Ending:
     exit_code: int | None = None
     signal: str | None = None  # the signal's name (SIGTERM), as the header says it
     killed_by: str | None = None
-    reason: str | None = None  # the outcome's reason (bench_wire.outcomes), if it has one
+    reason: str | None = None  # the outcome's reason (bench_wire.messages.OUTCOMES), if it has one
 
     def fields(self) -> dict[str, str | int]:
         """The header fields in their documented order: `reason` (when the outcome has
@@ -581,7 +581,7 @@ def _same(record: JobRecord | None) -> JobRecord:
 def outcome_of(
     cancelled: bool, deadline: bool, killed_by: str | None, exit_code: int | None
 ) -> tuple[Outcome, str | None]:
-    """A session's job outcome and its reason (bench_wire.outcomes), first match wins:
+    """A session's job outcome and its reason (bench_wire.messages.OUTCOMES), first match wins:
     a cancel, its deadline, `bench kill` (by the daemon stopping: daemon-stopped), a
     clean exit, then the child's own failure."""
     if cancelled:

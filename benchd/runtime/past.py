@@ -25,7 +25,6 @@ import pyte
 import trio
 
 from bench_wire import messages as m
-from bench_wire import outcomes
 from benchd.runtime import vt
 from benchd.runtime.terminal import render_line
 from benchd.store.fileio import fsync_dir, replace_file
@@ -149,7 +148,7 @@ class PastSession:
         self.parent_handle: str | None = record.get("parent_handle")
         self.lineage: tuple[str, ...] = tuple(record.get("lineage") or ())
         # Records of earlier versions may say outcome_unknown: read in today's words.
-        self.outcome, self.reason = outcomes.current(record.get("outcome"), record.get("reason"))
+        self.outcome, self.reason = m.current_outcome(record.get("outcome"), record.get("reason"))
         rows, cols = record.get("size") or (40, 120)
         self.term = PastTerminal(int(record.get("pid") or 0), output, rows, cols)
 

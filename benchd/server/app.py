@@ -17,8 +17,8 @@ from typing import TextIO
 import trio
 
 from bench_wire import messages as m
+from bench_wire.client import socket_path
 from bench_wire.errors import WireError
-from bench_wire.paths import socket_path
 from benchd.core import authority
 from benchd.core.authority import OPERATOR_PEER, Caller, Refused
 from benchd.core.names import OPERATOR

@@ -72,8 +72,8 @@ import structlog
 import trio
 
 from bench_wire import messages as m
+from bench_wire.client import socket_path
 from bench_wire.errors import WireError
-from bench_wire.paths import socket_path
 from benchd import __version__
 from benchd.core import delivery
 from benchd.core.names import SYSTEM_WALL

@@ -35,7 +35,7 @@ import structlog
 import trio
 
 from bench_wire import messages as m
-from bench_wire.framing import DEFAULT_FRAME_BYTES
+from bench_wire.messages import DEFAULT_FRAME_BYTES
 from benchd.core.authority import OPERATOR_CONNECTIONS, Admission, Caller
 from benchd.core.limits import Floods
 from benchd.core.names import IdClock, WallClock

@@ -27,8 +27,8 @@ import stat
 import sys
 from collections.abc import Callable, Sequence
 
+from bench_wire.client import resolve_dir, socket_path
 from bench_wire.errors import WireError
-from bench_wire.paths import resolve_dir, socket_path
 from benchd.store.fileio import write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 

@@ -4,7 +4,7 @@ log (the events verb: the log from a sequence number, then, with follow, live ev
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from bench_wire.outcomes import upgrade_event
+from bench_wire.messages import upgrade_event
 from benchd import __version__
 from benchd.core.authority import Caller
 from benchd.runtime.hub import Record, Subscriber

@@ -19,7 +19,6 @@ import trio
 from msgspec.structs import replace
 
 from bench_wire import messages as m
-from bench_wire import outcomes
 from bench_wire.addresses import resolve, split_address
 from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
@@ -460,7 +459,7 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
                 record = svc.jobs.job(s.id)
                 if record is not None and record.outcome is not None:
                     # In today's words, whatever version stored it (outcome_unknown).
-                    word, _ = outcomes.current(record.outcome)
+                    word, _ = m.current_outcome(record.outcome)
                     settled.append(word or "interrupted")
                     return
                 await waiter.next()
