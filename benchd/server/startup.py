@@ -18,13 +18,13 @@ module that does the work.
    c. journal replay (`store/replay`): what committed batches did that may not have
       reached the disk (files, renames, event-log bytes) is done again; the log's
       uncommitted tail is cut; damaged stretches become journal/damaged notices
-      (`server/upkeep.replay_events`);
+      (`replay_events`, below);
    d. the event log opened (`store/eventlog`: a torn last line is kept as its own
       line); its last seq is never below the seqs replay cut, so none is reused;
    e. the journal opened empty (`store/journal`), preallocated unless that would eat
       the disk's reserve (a disk/low notice);
    f. the journal damage earlier starts found and nobody acknowledged
-      (`store/statedir`, through `server/upkeep.Damage`);
+      (`store/statedir.Damage`);
    g. the index opened (`store/index`): a file SQLite cannot open is set aside and a
       new one made (an index/rebuilt notice); it is given `RefillIndex` to refill
       itself from the files whenever it is set aside while running;
@@ -56,7 +56,7 @@ module that does the work.
    previous daemon left running (interrupted, or past their deadline: `runtime/
    jobhost`) and sends the replies still owed; the bridge when asked for.
 8. Then `Daemon.run` takes signals, reaps idle connections, serves, prints the one
-   readiness line, and holds room on the disk for the next start (`server/upkeep`).
+   readiness line, and holds room on the disk for the next start (`store/statedir.hold_room`).
 9. Stop (`Daemon._shutdown`): refuse new work, end the sessions, log daemon/stopped,
    checkpoint the journal; then `close`: the index sealed
    (`store/recovery.seal`) if nothing of it is pending, else closed unsealed, so the
@@ -68,6 +68,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import structlog
 import trio
 
@@ -84,7 +85,6 @@ from benchd.runtime.past import ExitedStore, PastSession
 from benchd.runtime.sessions import EXITED_KEPT
 from benchd.runtime.system import become_subreaper, setup_log
 from benchd.runtime.tracking import MailStates
-from benchd.server import upkeep
 from benchd.server.options import DaemonConfig
 from benchd.server.wiring import Opened, Wired
 from benchd.store import recovery, search, statedir
@@ -93,7 +93,7 @@ from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
 from benchd.store.recovery import clean_staging, reconcile
-from benchd.store.replay import replay
+from benchd.store.replay import Replayed, replay
 
 
 class Notices:
@@ -158,6 +158,45 @@ class RefillIndex:
 # ---------------------------------------------------------------- 3. open_state
 
 
+def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list[m.Event]:
+    """benchd.log lines for a replay, and a journal/damaged event per damaged stretch."""
+    r = replayed
+    if r.records or r.damage:
+        log.warning(
+            "journal replayed",
+            records=r.records,
+            files=r.files,
+            renames=r.renames,
+            log_bytes=r.log_bytes,
+            damaged=len(r.damage),
+            cut_seq=r.cut_seq,
+        )
+    events: list[m.Event] = []
+    for dmg in r.damage:
+        ev = m.JournalDamaged(
+            segment=dmg.segment,
+            offset=dmg.offset,
+            size=dmg.size,
+            held=dmg.held(),
+            messages=dmg.messages,
+            lost=dmg.lost,
+            events=dmg.events,
+            in_log=dmg.in_log,
+        )
+        log.error("journal damaged", **msgspec.structs.asdict(ev))
+        events.append(ev)
+    return events
+
+
+def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -> list[m.Event]:
+    """A disk/low event (and its log line) when preallocation gave way to the reserve."""
+    if low is None:
+        return []
+    free, reserve = low
+    log.warning("disk below its reserve: journal segments grow", free=free, reserve=reserve)
+    return [m.DiskLow(free=free, reserve=reserve)]
+
+
 def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     """Steps 3a-3h: what the services are built from, and the start's notices so far.
     Raises WireError when isolation is required and unavailable, OSError or
@@ -173,7 +212,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     statedir.release_room(bench_dir)
     log_path = os.path.join(bench_dir, "events.jsonl")
     replayed = replay(bench_dir, log_path)
-    notices.add(upkeep.replay_events(log, replayed))
+    notices.add(replay_events(log, replayed))
     eventlog = EventLog(log_path, config.event_log_bytes)
     # Lines replay took back (a batch never committed) keep their seqs: none is handed
     # out twice.
@@ -187,8 +226,8 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         wall=wall,
     )
     journal.open()
-    notices.add(upkeep.low_events(log, journal.low))
-    damage = upkeep.Damage(bench_dir, log, upkeep.load_damage(bench_dir, log))
+    notices.add(low_events(log, journal.low))
+    damage = statedir.Damage.load(bench_dir, log)
     mail_root = os.path.join(bench_dir, "mail")
     index = Index(
         os.path.join(bench_dir, "index.sqlite"),

@@ -64,7 +64,6 @@ from benchd.runtime.sandbox import Sandbox
 from benchd.runtime.sessions import EXITED_KEPT, Sessions, Spawner, end_session
 from benchd.runtime.tracking import MailStates, Receipts
 from benchd.runtime.waits import MAX_WAITS, Waits
-from benchd.server import upkeep
 from benchd.server.connection import Connection
 from benchd.server.options import DaemonConfig, reactor_settings, send_limits
 from benchd.store import statedir
@@ -153,7 +152,7 @@ class Opened:
     directory: Directory  # the nodes seen (nodes.json)
     exited_store: ExitedStore  # exited sessions kept on disk
     past: tuple[PastSession, ...]  # the ones it kept, read back, oldest first
-    damage: upkeep.Damage  # journal damage not yet acknowledged
+    damage: statedir.Damage  # journal damage not yet acknowledged
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +375,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
 
 def _disk_health(bench_dir: str, committer: Committer, reserve: int) -> Callable[[], m.DiskHealth]:
     def health() -> m.DiskHealth:
-        return upkeep.disk_health(bench_dir, committer.disk_full, reserve)
+        return statedir.disk_health(bench_dir, committer.disk_full, reserve)
 
     return health

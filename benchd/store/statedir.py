@@ -1,32 +1,41 @@
-"""The state directory: refuse what is unsafe before the daemon writes anything in it.
+"""The state directory: refuse what is unsafe before the daemon writes anything in it,
+take it for one daemon, and keep the few files the daemon keeps about itself there.
 
 Checks in the spirit of ssh's StrictModes. BENCH_DIR must be a directory owned by us
 and writable by nobody else (the daemon tightens its own directory to 0700 first).
 Every directory above it must be owned by us or root and not writable by group or
 others, except a root-owned sticky directory such as /tmp (in a sticky directory
 nobody but us may rename or remove our entry). Inside BENCH_DIR nothing is followed:
-the files the daemon opens by name must be regular files of ours, and `mail/`, each mailbox and its inbox/read/tmp must be real directories of
-ours. A symbolic link planted where the daemon expects a file would otherwise make it
+the files the daemon opens by name must be regular files of ours, and `mail/`, each
+mailbox and its inbox/read/tmp must be real directories of ours. A symbolic link planted where the daemon expects a file would otherwise make it
 truncate, chmod or delete whatever the link points at.
 
-Pure os/stat calls only: `bench up` runs the same check before it writes benchd.out
-(`python -m benchd.store.statedir DIR`, `main` at the end).
+The checks are os/stat calls only: `bench up` runs the same check before it writes
+benchd.out (`python -m benchd.store.statedir DIR`, `main` at the end).
 
 The directory is taken for one daemon (`take_state_dir`): resolved, checked as safe,
 and locked. One daemon per directory: the lock is an flock on `benchd.lock` (opened without
 following a link), held for the daemon's life and released by the kernel when it exits,
 however it exits; the file holds the pid for people to read. Every refusal is one line
 on stderr and an exit code (2: unusable, 1: already served).
+
+What the daemon keeps about itself there: the journal damage found at starts until
+someone acknowledges it (`Damage`, journal.damage), and a little room held on the disk
+for the next start (`hold_room`, disk.reserve); and what it says of that disk
+(`disk_health`).
 """
 
 import errno
 import fcntl
-import json
 import os
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
+import msgspec
+import structlog
+
+from bench_wire import messages as m
 from bench_wire.client import resolve_dir, socket_path
 from bench_wire.errors import WireError
 from benchd.store.fileio import write_all
@@ -212,40 +221,69 @@ def is_real_dir(path: str) -> bool:
 # restarts. One JSON object per line, each a journal/damaged event as it was logged.
 
 
-def load_damage(root: str) -> list[dict[str, object]]:
-    try:
-        with open(os.path.join(root, DAMAGE_REPORT), "rb") as f:
-            raw = f.read()
-    except OSError:
-        return []
-    out: list[dict[str, object]] = []
-    for line in raw.split(b"\n"):
+class Damage:
+    """The journal damage not yet acknowledged, kept in BENCH_DIR/journal.damage (one JSON
+    object per line): what earlier starts found (`Damage.load`), then this start's, kept
+    once logged; `bench status` shows it until `bench status --ack`."""
+
+    def __init__(
+        self, bench_dir: str, log: structlog.stdlib.BoundLogger, found: list[m.JournalDamaged]
+    ) -> None:
+        self.path = os.path.join(bench_dir, DAMAGE_REPORT)
+        self.log = log
+        self.found = found
+
+    @classmethod
+    def load(cls, bench_dir: str, log: structlog.stdlib.BoundLogger) -> "Damage":
+        """The reports earlier starts kept (a torn or unreadable line is skipped: the
+        event log has it too)."""
+        found: list[m.JournalDamaged] = []
         try:
-            obj = json.loads(line)
-        except ValueError:
-            continue  # a torn line: the event log has it too
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+            with open(os.path.join(bench_dir, DAMAGE_REPORT), "rb") as f:
+                raw = f.read()
+        except OSError:
+            raw = b""
+        for line in raw.split(b"\n"):
+            try:
+                found.append(msgspec.json.decode(line, type=m.JournalDamaged))
+            except msgspec.ValidationError:
+                log.warning("unreadable journal damage report skipped", item=repr(line))
+            except msgspec.DecodeError:
+                continue  # a torn line (or the last, empty one)
+        return cls(bench_dir, log, found)
 
+    def shown(self) -> list[m.JournalDamaged]:
+        return self.found
 
-def add_damage(root: str, items: Sequence[object]) -> None:
-    """Append items durably. Raises OSError (the event log and benchd.log still have
-    them)."""
-    data = b"".join(json.dumps(i, separators=(",", ":")).encode() + b"\n" for i in items)
-    fd = os.open(os.path.join(root, DAMAGE_REPORT), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    def keep(self, events: list[m.Event]) -> None:
+        """This start's journal/damaged events, logged (their seqs set): appended durably
+        (if the disk refuses, the event log and benchd.log still have them)."""
+        found = [e for e in events if isinstance(e, m.JournalDamaged)]
+        if not found:
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                write_all(fd, b"".join(msgspec.json.encode(e) + b"\n" for e in found))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            self.log.error("journal damage report not kept", error=str(err))
+        self.found += found
 
-
-def clear_damage(root: str) -> None:
-    try:
-        os.unlink(os.path.join(root, DAMAGE_REPORT))
-    except FileNotFoundError:
-        pass
+    def ack(self) -> int:
+        """journal/ack: the reports are removed from disk (and so no longer shown); how
+        many there were."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            raise WireError("io-error", f"the damage report could not be removed: {err}") from None
+        n, self.found = len(self.found), []
+        self.log.info("journal damage acknowledged", reports=n)
+        return n
 
 
 # disk.reserve in the state dir: a little room held on the state dir's disk for the
@@ -295,6 +333,27 @@ def keep_room(root: str, size: int) -> int:
     finally:
         os.close(fd)
     return held
+
+
+def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -> None:
+    """Hold room on the disk for the next start (as much as there is, up to a cap)."""
+    want = min(ROOM_BYTES, reserve)
+    try:
+        held = keep_room(bench_dir, want)
+    except OSError as err:
+        held = 0
+        log.error("no room held for the next start", error=str(err))
+    if held < want:
+        log.warning("less room held for the next start", held=held, wanted=want)
+
+
+def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
+    try:
+        st = os.statvfs(bench_dir)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = 0
+    return m.DiskHealth(free=free, full=full, reserve=reserve)
 
 
 def take_state_dir(wanted: str | None) -> str | int:

@@ -20,10 +20,10 @@ from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import Directory
 from benchd.runtime.past import ExitedStore
 from benchd.runtime.sessions import EXITED_KEPT
-from benchd.server import upkeep
 from benchd.server.options import DaemonConfig
 from benchd.server.startup import Notices, RefillIndex
 from benchd.server.wiring import Opened, Wired, build
+from benchd.store import statedir
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
 from benchd.store.journal import Journal
@@ -82,7 +82,7 @@ def _opened(state: str, bench_dir: str, config: DaemonConfig) -> Opened:
         directory=Directory(os.path.join(state, "nodes.json"), config.node),
         exited_store=exited,
         past=(),
-        damage=upkeep.Damage(state, log, []),
+        damage=statedir.Damage(state, log, []),
     )
 
 
