@@ -1,8 +1,7 @@
 """The responses on the wire: the tagged base `Response` (tag field `type`), each answer
 and stream frame, and the Structs they carry, some of which requests carry too (an
-error's body, mail between nodes, a node's entry, a receipt: `_requests` imports them
-from here). `bench_wire.messages` re-exports them all and holds the `AnyResponse`
-union; import them from there."""
+error's body, mail between nodes, a node's entry, a receipt). `bench_wire.messages`
+re-exports them all and holds the `AnyResponse` union; import them from there."""
 
 from typing import Any, Literal
 
