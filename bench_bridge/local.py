@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from bench_bridge import admission
 from bench_bridge.urls import Connection
 from bench_wire.asyncclient import KeptClient
-from bench_wire.framing import StructCodec
+from bench_wire.messages import StructCodec
 
 MAX_AGE_S = 7 * 86400.0  # mail not taken from the stream within this long is bounced
 PUBLISH_WINDOW = 1024  # messages published and awaiting their PubAck, at most

@@ -1,7 +1,7 @@
 """Receipts between nodes: what became of a node's mail on the node it was sent to.
 
 Sending: the daemon queues a receipt when mail from another node is delivered here or
-read here (benchd.runtime.receipts); `send` pulls them (bridge/receipts-pull) and
+read here (benchd.runtime.tracking); `send` pulls them (bridge/receipts-pull) and
 publishes them, per origin node, on `bench.mail.<origin>.<this node>.@receipts`: under
 this node's own subjects, so the per-node NATS users need no new permission, and the
 receiver knows who speaks from the subject alone, as for mail. Each publish has a

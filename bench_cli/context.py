@@ -18,11 +18,10 @@ import msgspec
 
 from bench_cli import hints, output
 from bench_wire import messages as m
-from bench_wire.client import Client
+from bench_wire.client import Client, resolve_dir
 from bench_wire.config import OPTIONS, option_problem
 from bench_wire.errors import EXIT_INTERRUPTED, WireError
-from bench_wire.framing import StructCodec
-from bench_wire.paths import resolve_dir
+from bench_wire.messages import StructCodec
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem

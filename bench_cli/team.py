@@ -40,7 +40,7 @@ AGENTS_MAX = 256  # agents one file may name
 # benchd's terminal sizes (benchd.runtime.terminal's MAX_ROWS x MAX_COLS): checked here
 # too, so a bad size stops the file before any agent starts.
 ROWS_MAX, COLS_MAX = 500, 1000
-# The agent presets benchd has built in (benchd.runtime.presets.BUILTIN); a BENCH_DIR's
+# The agent presets benchd has built in (benchd.runtime.sessions.BUILTIN_PRESETS); a BENCH_DIR's
 # presets.json may add more, and is read for their names.
 BUILTIN_PRESETS = ("claude", "codex", "pi")
 # Files whose presence marks a directory as some daemon's BENCH_DIR: a task file is never

@@ -43,7 +43,7 @@ from bench_mcp import tools as t
 from bench_wire import messages as m
 from bench_wire.asyncclient import AsyncClient
 from bench_wire.errors import WireError
-from bench_wire.framing import StructCodec
+from bench_wire.messages import StructCodec
 from bench_wire.untrusted import escape
 
 log = logging.getLogger("bench.mcp")
@@ -105,7 +105,7 @@ class Daemon:
     async def known_handles(self) -> set[str]:
         """Every handle a sender could mean (asked only when an address looks wrong):
         the sessions the daemon remembers and the mailboxes on disk."""
-        from bench_wire.paths import resolve_dir
+        from bench_wire.client import resolve_dir
 
         names = {"operator"}
         try:

@@ -1,5 +1,5 @@
 """The events (the lines of events.jsonl): the tagged base `Event` (tag field `kind`) and
-each kind's Struct. `bench_wire.messages` re-exports them all and holds the `AnyEvent`
+each kind's Struct, with the words a job's ending is said in (`OUTCOMES`, `REASONS`). `bench_wire.messages` re-exports them all and holds the `AnyEvent`
 union; import them from there."""
 
 import msgspec
@@ -177,7 +177,7 @@ class WakeCapped(Event, tag="wake/capped"):
 
 
 class JobSettled(Event, tag="job/settled"):
-    """A job ended: its outcome and reason in the words of bench_wire.outcomes."""
+    """A job ended: its outcome and reason in the words of `OUTCOMES` and `REASONS` below."""
 
     session: str
     handle: str
@@ -186,6 +186,44 @@ class JobSettled(Event, tag="job/settled"):
     replies: int
     recovered: bool = False
     reason: str | None = None  # why it failed or was interrupted (None: completed, cancelled)
+
+
+# A job's ending in one vocabulary: its outcome and the reason for it. The same words are
+# in `bench ps` (and --json), `job/settled`, the dashboard and the reply mail's header, so
+# a reader never has to translate:
+#
+# - `completed`: the child exited with code 0 (no reason);
+# - `failed`: the child ended by itself, unsuccessfully: reason `exit-code` or `signal`;
+# - `interrupted`: something ended the work: reason `killed` (`bench kill`), `deadline`
+#   (its `--deadline` passed) or `daemon-stopped` (the daemon stopped or died under it);
+# - `cancelled`: `bench kill --cancel`: no reply is sent.
+#
+# Records written by earlier versions said `outcome_unknown` for a job whose daemon died
+# under it: `current_outcome` reads it as `interrupted` with reason `daemon-stopped`.
+OUTCOMES = ("completed", "failed", "interrupted", "cancelled")
+REASONS = ("exit-code", "signal", "killed", "deadline", "daemon-stopped")
+
+# Words earlier versions stored, and what they mean now.
+_OLD = {"outcome_unknown": ("interrupted", "daemon-stopped")}
+
+
+def current_outcome(
+    outcome: str | None, reason: str | None = None
+) -> tuple[str | None, str | None]:
+    """(outcome, reason) in today's words, for a record of any version."""
+    if outcome in _OLD:
+        new, why = _OLD[outcome]
+        return new, reason or why
+    return outcome, reason
+
+
+def upgrade_event(record: dict[str, object]) -> dict[str, object]:
+    """A `job/settled` record from the log in today's words (others unchanged)."""
+    if record.get("kind") != "job/settled" or record.get("outcome") not in _OLD:
+        return record
+    old, why = record.get("outcome"), record.get("reason")
+    outcome, reason = current_outcome(str(old), why if isinstance(why, str) else None)
+    return dict(record, outcome=outcome, reason=reason)
 
 
 class JobDeadline(Event, tag="job/deadline"):
@@ -382,3 +420,50 @@ class BridgeRetry(Event, tag="bridge/retry"):
     reason: str
     attempt: int
     delay: float
+
+
+# ---------------------------------------------------------------- delivery states and waits
+# The events the states are made from that no other verb logs (`agent/active`,
+# `wake/deferred`), and the waits'.
+
+
+class AgentActive(Event, tag="agent/active"):
+    """After a wake, the recipient's screen changed (evidence it started work, not proof)."""
+
+    session: str
+    handle: str
+    mail_id: str | None
+
+
+class WakeDeferred(Event, tag="wake/deferred"):
+    """A wake waits: `reason` operator-typing (someone typed into the session lately).
+    Logged once per wake."""
+
+    session: str
+    handle: str
+    mail_id: str | None
+    reason: str  # operator-typing; blocked (its agent waits for an approval); parked (limited)
+    until: int | None = None  # parked: the agent's reset time (wall ms), when known
+
+
+class WaitOpened(Event, tag="wait/opened"):
+    """A wait began: `handle` waits on `on` (None: on anyone's mail); `job` the session
+    whose job it waits for. One line per flood of the same wait (a loop of short waits),
+    with the count of waits it stands for (docs/limits.md)."""
+
+    handle: str
+    on: str | None = None
+    job: str | None = None
+    count: int = 1
+
+
+class WaitRefused(Event, tag="wait/refused"):
+    """A wait was refused: `code` would-deadlock (with the cycle) or too-many-waits. One
+    line per flood of the same code and caller, with the count of refusals it stands for
+    (docs/limits.md)."""
+
+    handle: str
+    code: str
+    cycle: list[str] = []
+    limit: int = 0
+    count: int = 1

@@ -1,8 +1,7 @@
 """The responses on the wire: the tagged base `Response` (tag field `type`), each answer
 and stream frame, and the Structs they carry, some of which requests carry too (an
-error's body, mail between nodes, a node's entry, a receipt: `_requests` imports them
-from here). `bench_wire.messages` re-exports them all and holds the `AnyResponse`
-union; import them from there."""
+error's body, mail between nodes, a node's entry, a receipt). `bench_wire.messages`
+re-exports them all and holds the `AnyResponse` union; import them from there."""
 
 from typing import Any, Literal
 
@@ -325,7 +324,7 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     parent: str | None = None  # the session id of the session that spawned it (a job)
     parent_handle: str | None = None
     outcome: str | None = None  # a settled job's: completed, failed, interrupted, cancelled
-    reason: str | None = None  # why it failed or was interrupted (bench_wire.outcomes)
+    reason: str | None = None  # why it failed or was interrupted (`OUTCOMES`, bench_wire._events)
     deadline_left_ms: int | None = None  # a live session with a deadline: the time left
     stalled: bool = False  # a live job's child is stalled (idle past stall-after, no report)
     launch: Launch | None = None  # how it was started (None: a daemon before restart)
@@ -462,3 +461,81 @@ class NodesOk(Response, tag="bridge/nodes"):
     node: str
     nodes: list[NodeInfo]
     bridge: BridgeInfo
+
+
+# ---------------------------------------------------------------- delivery states and waits
+
+
+# The states a message moves through, in the order a listing ranks them (docs/cli.md).
+STATES = (
+    "queued",
+    "delivered",
+    "not-woken",
+    "woken",
+    "read",
+    "active",
+    "replied",
+)
+
+
+# Why a wake was not typed (the `reason` of a not-woken state).
+NOT_WOKEN_REASONS = (
+    "no-live-session",
+    "capped",
+    "operator-typing",
+    "read-first",
+    "blocked",
+    "parked",
+)
+
+
+class StateMark(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One state a message reached, and when (ISO-8601 UTC, ms)."""
+
+    state: str  # one of STATES
+    at: str
+    reason: str | None = None  # not-woken: one of NOT_WOKEN_REASONS
+    until: str | None = None  # not-woken, capped: when the recipient's next wake token is due
+    by: str | None = None  # read: "read" (the recipient read it) or "wake" (the wake retired it)
+    reader: str | None = None  # read by a read: who read it
+    reply: str | None = None  # replied: the id of the reply
+    node: str | None = None  # a receipt from another node: that node
+
+
+class SentMail(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A sent message as `mail sent` lists it: its newest state and that state's time."""
+
+    mail_id: str
+    to: str
+    date: str
+    state: str
+    at: str
+    reason: str | None = None
+    subject: str = ""  # "" also where the index no longer holds it (mail to another node)
+
+
+class SentListOk(Response, tag="mail/sent-list"):
+    sender: str = msgspec.field(name="from")
+    messages: list[SentMail]
+    truncated: bool = False
+
+
+class StatusOk(Response, tag="mail/status"):
+    mail_id: str
+    sender: str = msgspec.field(name="from")
+    to: str
+    state: str  # the newest (as `mail sent` shows it)
+    states: list[StateMark]
+
+
+class WaitOk(ReadOk, tag="mail/wait"):
+    """The message that ended the wait, as `mail/read` answers it (and read as it is)."""
+
+
+class JobWaitOk(Response, tag="job/wait"):
+    session: str
+    handle: str
+    outcome: str  # completed, failed, cancelled, abandoned, outcome_unknown
+    reply: str  # the content the job owed (its last report, or how its session ended)
+    reason: str | None = None  # why it failed or was interrupted (`OUTCOMES`, bench_wire._events)
+    path: str | None = None  # the reply mail in the waiter's mailbox, once delivered there

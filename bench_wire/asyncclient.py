@@ -7,7 +7,7 @@ blocking shell does (`bench_wire.client`), so every client reports the same fail
 in the same words.
 
 Plain dicts by default (`bench_wire.client.JSON`); a typed client passes
-`codec=bench_wire.framing.StructCodec()` and gets `bench_wire.messages` Structs, each
+`codec=bench_wire.messages.StructCodec()` and gets `bench_wire.messages` Structs, each
 answer of its request's own answer type (`call(m.Hello())` is a `HelloOk`).
 
 `AsyncClient` is one connection, done after `Disconnected`. `KeptClient` is a
@@ -23,10 +23,9 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack, overload
 
-from bench_wire.client import JSON, broke, check_peer, unreachable
+from bench_wire.client import JSON, broke, check_peer, resolve_dir, socket_path, unreachable
 from bench_wire.clientproto import ANSWER_BYTES, Answer, ClientProtocol
 from bench_wire.errors import Disconnected, WireError
-from bench_wire.paths import resolve_dir, socket_path
 
 if TYPE_CHECKING:
     from bench_wire.clientproto import Codec, Id

@@ -17,13 +17,16 @@ so it ends every request still waiting.
 
 How requests and answers are spelled (plain dicts on C modules for the CLI, msgspec
 Structs for typed clients) is a `Codec`'s business: `bench_wire.client.JSON`,
-`bench_wire.framing.StructCodec`.
+`bench_wire.messages.StructCodec`.
 
-Stdlib only, and no `typing` at run time: the CLI's fast path imports this module.
+The bounded line buffer both ends of the socket split JSON lines with (`LineBuffer`,
+first below) lives here too: the daemon's connections use it as well.
+
+Stdlib only, and no `typing` at run time: the CLI's fast path imports this module
+(tests/unit/test_imports.py).
 """
 
 from bench_wire.errors import Disconnected, WireError
-from bench_wire.lines import FrameTooLong, LineBuffer
 
 # `typing` would cost the fast path an import: it exists for the type checker only
 # (mypy reads TYPE_CHECKING as true), and annotations that name it are strings.
@@ -64,6 +67,49 @@ if TYPE_CHECKING:
         def fits(self, frame: Any, expected: Any) -> bool:
             """Whether `frame` (no error, no end frame) is an answer `expects` allowed."""
             ...
+
+
+class FrameTooLong(Exception):
+    """A line grew past the cap before its newline arrived.
+
+    `complete` holds the lines that were whole before it in the same feed, so a reader
+    can still act on them (the client protocol answers their requests) before it gives
+    up on the connection.
+    """
+
+    def __init__(self, complete: list[bytes] | None = None):
+        super().__init__()
+        self.complete = complete or []
+
+
+class LineBuffer:
+    """Splits a byte stream into lines of at most `max_line` bytes (newline excluded).
+
+    Feed it whatever recv() returned; it returns the complete lines. It never holds more
+    than `max_line` bytes of an unfinished line: past that it raises FrameTooLong, and
+    the connection should be answered and closed.
+    """
+
+    def __init__(self, max_line: int):
+        self.max_line = max_line
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        lines: list[bytes] = []
+        start = 0
+        while True:
+            nl = self._buf.find(b"\n", start)
+            if nl < 0:
+                break
+            if nl - start > self.max_line:
+                raise FrameTooLong(lines)
+            lines.append(bytes(self._buf[start:nl]))
+            start = nl + 1
+        del self._buf[:start]
+        if len(self._buf) > self.max_line:
+            raise FrameTooLong(lines)
+        return lines
 
 
 # The longest answer line a client takes. The daemon's own caps bound its answers far

@@ -7,7 +7,7 @@ From this one class come benchd's argparse parser (`benchd.server.options`), the
 options of `bench up` / `bench daemon` (`bench_cli.context.daemon_options`), the team
 file's `[daemon]` keys and their checks (`bench_cli.team`), the options table of
 docs/cli.md (`python -m bench_wire.config docs/cli.md` rewrites it; a unit test says
-when it is stale), and the daemon's typed configuration: `benchd.server.config.
+when it is stale), and the daemon's typed configuration: `benchd.server.options.
 DaemonConfig` is a subclass that adds benchd's own options (--dir, --node, ...).
 
 Why a dataclass rather than a tuple of records plus a typed config beside it: mypy

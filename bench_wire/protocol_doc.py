@@ -11,7 +11,7 @@ import msgspec
 from bench_wire import messages as m
 from bench_wire import verbs
 from bench_wire.errors import CODES, EXIT_CODES
-from bench_wire.framing import DEFAULT_FRAME_BYTES
+from bench_wire.messages import DEFAULT_FRAME_BYTES
 
 PROSE = f"""# The bench wire protocol (version {m.PROTOCOL_VERSION})
 

@@ -1,7 +1,6 @@
 """Every verb of the wire protocol, named once (stdlib only: the CLI's fast path uses it).
 
-The request Structs take their tags from here (`bench_wire._requests`,
-`bench_wire._states`), and the fast path's hand-written requests their `verb`; no
+The request Structs take their tags from here (`bench_wire.messages`), and the fast path's hand-written requests their `verb`; no
 other package spells a verb (tests/unit/test_verbs.py scans them). `STREAMS` are the
 verbs answered with frames up to one `end` frame rather than with one answer.
 """

@@ -9,7 +9,7 @@ list (and from `bench_wire`, the types it shares with the CLI):
   the rule).
 - `benchd.store`: what lives on disk: the event log, the mail index and its search
   tables, the jobs' records, start-up recovery, the state directory's checks, the SQLite
-  and file-writing helpers, test faults.
+  and file-writing helpers (with the test faults).
 - `benchd.runtime`: the running parts, on trio: the committer (durable writes), the
   mailroom, the hub and its bounded broadcast, terminals and sessions, the wake reactor, the job host, the
   outbound queue and the bridge's supervisor.

@@ -30,9 +30,9 @@ from bench_cli.context import (
 )
 from bench_wire import messages as m
 from bench_wire import untrusted
+from bench_wire.client import dir_problem, resolve_dir, socket_path
 from bench_wire.config import OPTIONS
 from bench_wire.errors import WireError
-from bench_wire.paths import dir_problem, resolve_dir, socket_path
 
 # The daemon's answer (here its hello, bench_wire's HelloOk), or an object in one, as
 # the blocking client decodes it: a JSON object read by field name. `Any` is that
@@ -178,7 +178,7 @@ def _prepare(d: str) -> None:
     if problem is not None:
         raise problem
     check = subprocess.run(
-        [sys.executable, "-m", "benchd.server.lockdir", d], capture_output=True, text=True
+        [sys.executable, "-m", "benchd.store.statedir", d], capture_output=True, text=True
     )
     if check.returncode != 0:
         lines = check.stderr.strip().splitlines() or [f"cannot use {d}"]

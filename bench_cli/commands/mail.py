@@ -25,8 +25,8 @@ from bench_cli.context import (
     reply_to_option,
 )
 from bench_wire import messages as m
+from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
-from bench_wire.paths import resolve_dir
 from bench_wire.untrusted import escape
 
 

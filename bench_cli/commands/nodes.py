@@ -11,8 +11,8 @@ import click
 from bench_cli import output
 from bench_cli.context import Ctx, Group, call, common, done, examples
 from bench_wire import messages as m
+from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
-from bench_wire.paths import resolve_dir
 
 if TYPE_CHECKING:
     from bench_bridge.urls import Connection

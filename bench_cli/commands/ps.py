@@ -29,7 +29,7 @@ from bench_cli.context import (
 )
 from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_wire import messages as m
-from bench_wire import outcomes, untrusted
+from bench_wire import untrusted
 from bench_wire.errors import WireError
 
 # `bench ps --tree`: sessions drawn under the session that spawned them.
@@ -47,11 +47,11 @@ Row = dict[str, Any]
 
 def job_state(s: Row) -> str:
     """What the job of a session is doing: -, running, stalled, settling, or its outcome
-    (bench_wire.outcomes; a record of an earlier version in today's words)."""
+    (bench_wire.messages.current_outcome; a record of an earlier version in today's words)."""
     if not s.get("job"):
         return "-"
     if s.get("outcome"):
-        return outcomes.current(s["outcome"])[0] or "-"
+        return m.current_outcome(s["outcome"])[0] or "-"
     if s["state"] == "running":
         return "stalled" if s.get("stalled") else "running"
     return "settling"
@@ -218,7 +218,7 @@ def spawn(
             # The daemon knows the presets (a session may not see presets.json): the
             # one probably meant, among those this side can name.
             from bench_cli import hints, team
-            from bench_wire.paths import resolve_dir
+            from bench_wire.client import resolve_dir
 
             err.message += hints.handle(agent, team.preset_names(resolve_dir(bench_dir)))
         raise
@@ -295,7 +295,7 @@ def ps(
         rows = live + gone if show_all else live
     # Which sessions a team file started (`bench up -f`): a label from team.json.
     from bench_cli import team
-    from bench_wire.paths import resolve_dir
+    from bench_wire.client import resolve_dir
 
     started_by = team.labels(resolve_dir(bench_dir))
     if ctx.json:
@@ -508,7 +508,7 @@ def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, .
     """End a session (if it runs) and start it again: the same handle, command, working
     directory, preset, ready pattern, size and sandbox (by handle or id, live or exited)."""
     from bench_cli import team
-    from bench_wire.paths import resolve_dir
+    from bench_wire.client import resolve_dir
 
     ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)

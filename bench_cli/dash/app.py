@@ -36,9 +36,9 @@ from bench_cli.dash.panes import DashScreen, EventsPane, Holder, Rows
 from bench_cli.eventtext import event_line
 from bench_wire import messages as m
 from bench_wire.asyncclient import AsyncClient
+from bench_wire.client import resolve_dir
 from bench_wire.errors import Disconnected, WireError
-from bench_wire.framing import StructCodec
-from bench_wire.paths import resolve_dir
+from bench_wire.messages import StructCodec
 
 R = TypeVar("R", bound=m.Response)
 Cells = tuple[str | Text, ...]  # a row of the sessions pane
@@ -59,7 +59,7 @@ class DaemonGone(Exception):
 
 class Source:
     """The daemon of one BENCH_DIR, as the dashboard asks it: `bench_wire.messages`
-    requests, each answer of its request's own type (`bench_wire.framing.StructCodec`)."""
+    requests, each answer of its request's own type (`bench_wire.messages.StructCodec`)."""
 
     def __init__(self, bench_dir: str | None = None):
         self.dir = resolve_dir(bench_dir)

@@ -19,7 +19,7 @@ from typing import Any
 
 from bench_cli import output
 from bench_cli.eventtext import Event, clock
-from bench_wire import outcomes
+from bench_wire.messages import current_outcome
 from bench_wire.untrusted import mask
 
 # An answer, or an object in one, as the dashboard's source decodes it: a JSON object,
@@ -133,7 +133,7 @@ class Board:
                 stalled=bool(s.get("stalled")),
                 deadline_left_ms=s.get("deadline_left_ms"),
                 agent=_agent_text(s.get("agent")),
-                outcome=outcomes.current(s.get("outcome") or "")[0] or "",
+                outcome=current_outcome(s.get("outcome") or "")[0] or "",
             )
             if old is not None and old.session == r.session:
                 r.wake, r.outcome = old.wake, r.outcome or old.outcome
@@ -234,7 +234,7 @@ class Board:
         elif kind == "wake/capped":
             r.wake = "capped " + clock(ev["ts"])
         elif kind == "job/settled":
-            r.outcome = outcomes.current(ev.get("outcome", ""))[0] or ""
+            r.outcome = current_outcome(ev.get("outcome", ""))[0] or ""
             r.stalled = False
         elif kind == "job/stalled":
             r.stalled = True

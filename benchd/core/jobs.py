@@ -47,7 +47,7 @@ __all__ = [
 
 
 class Outcome(enum.StrEnum):
-    """How a job settled: the words of bench_wire.outcomes (one vocabulary everywhere)."""
+    """How a job settled: the words of bench_wire.messages.OUTCOMES (one vocabulary everywhere)."""
 
     COMPLETED = "completed"
     FAILED = "failed"

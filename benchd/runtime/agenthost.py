@@ -37,14 +37,14 @@ from bench_wire.untrusted import escape
 from benchd.core import agentstate
 from benchd.core.agentstate import AgentState, BadReport
 from benchd.core.authority import Caller
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.limits import Floods, TokenBucket
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG, TURN_SCREEN, TurnScreen
 from benchd.runtime.limiter import Limiter
-from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Approval, Session
+from benchd.runtime.system import Log
 
 PAYLOAD_CHARS = 256 * 1024  # of a hook's JSON read (the fast path sends no more)
 SCREEN_WATCH_S = 10.0  # how long the screen is watched for a limit's reset time

@@ -38,7 +38,7 @@ import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import Event, LogRotated
-from benchd.core.clock import SYSTEM_WALL, WallClock
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.hub import Record as EventRecord  # an event as its log line holds it
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
@@ -177,7 +177,7 @@ class Store(Protocol):
     def commit(self, staged: Staged) -> None:
         """The commit point: make the staged batch durable; a failure goes in
         `staged.error`. On the loop: the journal dates its segments by trio's clock, which
-        a worker thread cannot read (benchd.core.clock)."""
+        a worker thread cannot read (benchd.core.names)."""
         ...
 
     def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from bench_wire.messages import Event
-from benchd.runtime.logs import Log
+from benchd.runtime.system import Log
 
 # Bounded broadcast: one producer hands each item to every subscriber, never waiting.
 #

@@ -11,7 +11,7 @@ state (a start that met a crash mid-move), the reply key makes the mailroom answ
 `duplicate` and write nothing.
 
 A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
-exit settles it, in the words of bench_wire.outcomes (`outcome_of`): exit 0 ->
+exit settles it, in the words of bench_wire.messages.OUTCOMES (`outcome_of`): exit 0 ->
 completed; another exit or a signal of its own -> failed (reason exit-code, signal);
 `bench kill` -> interrupted (killed), its deadline -> interrupted (deadline), the daemon
 stopping or found running at daemon start (its session died with the old daemon) ->
@@ -39,17 +39,16 @@ from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
 from benchd.core import jobs
 from benchd.core.authority import Caller, CallerSession
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.keys import check_client_key
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.core.sends import Queue
 from benchd.runtime.committer import Batch, Committer, Op, fail
-from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom, SendOp
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
-from benchd.store import faults
-from benchd.store.fileio import write_all
+from benchd.runtime.system import Log
+from benchd.store.fileio import faults, write_all
 from benchd.store.index import Index
 from benchd.store.journal import Rename, Write
 from benchd.store.outbox import JobFiles, encode
@@ -69,7 +68,7 @@ class Ending:
     exit_code: int | None = None
     signal: str | None = None  # the signal's name (SIGTERM), as the header says it
     killed_by: str | None = None
-    reason: str | None = None  # the outcome's reason (bench_wire.outcomes), if it has one
+    reason: str | None = None  # the outcome's reason (bench_wire.messages.OUTCOMES), if it has one
 
     def fields(self) -> dict[str, str | int]:
         """The header fields in their documented order: `reason` (when the outcome has
@@ -582,7 +581,7 @@ def _same(record: JobRecord | None) -> JobRecord:
 def outcome_of(
     cancelled: bool, deadline: bool, killed_by: str | None, exit_code: int | None
 ) -> tuple[Outcome, str | None]:
-    """A session's job outcome and its reason (bench_wire.outcomes), first match wins:
+    """A session's job outcome and its reason (bench_wire.messages.OUTCOMES), first match wins:
     a cancel, its deadline, `bench kill` (by the daemon stopping: daemon-stopped), a
     clean exit, then the child's own failure."""
     if cancelled:

@@ -29,13 +29,13 @@ from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.authority import Caller
-from benchd.core.clock import SYSTEM_WALL, WallClock
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.committer import Committer
 from benchd.runtime.limiter import Limiter
-from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
+from benchd.runtime.system import Log
 from benchd.store.outbox import JobFiles
 
 SCREEN_LINES = 10  # the last screen lines a stall mail quotes

@@ -24,13 +24,20 @@ from bench_wire.messages import (
     SendOk,
 )
 from benchd.core import frontmatter, keys, mailrefs, sends
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter
-from benchd.core.names import OPERATOR, IdClock, check_handle, check_mail_id, format_ms
+from benchd.core.names import (
+    OPERATOR,
+    SYSTEM_WALL,
+    IdClock,
+    WallClock,
+    check_handle,
+    check_mail_id,
+    format_ms,
+)
 from benchd.core.sends import Retire, Send, WakeRetire
 from benchd.runtime.committer import Batch, Committer, EventOp, Op
-from benchd.store import faults, mailfile
-from benchd.store.fileio import write_all
+from benchd.store import mailfile
+from benchd.store.fileio import faults, write_all
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
 from benchd.store.journal import Rename, Write
 from benchd.store.statedir import is_real_dir

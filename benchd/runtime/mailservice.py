@@ -16,7 +16,7 @@ from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
 from benchd.store import mailfile
 from benchd.store.index import Index
-from benchd.store.pending import READ
+from benchd.store.indexdb import READ
 from benchd.store.queries import MailQueries
 
 

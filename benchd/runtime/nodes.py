@@ -3,19 +3,27 @@
 Pure naming rules plus the directory the daemon keeps of the nodes its bridge has seen
 (persisted in BENCH_DIR/nodes.json, so a daemon restarted without its bridge still
 knows which nodes exist and queues mail for them instead of refusing it).
+
+The bridge's supervisor (`supervise`): `benchd --bridge URL` (`bench up --bridge URL`) runs `bench bridge` as a child and
+restart it when it exits, with backoff. The bridge stays its own process (asyncio and
+nats-py never enter the trio daemon); its output goes to BENCH_DIR/bridge.out.
 """
 
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 
 import msgspec
+import trio
 
 from bench_wire.addresses import split_address
-from bench_wire.errors import WireError
+from bench_wire.errors import EXIT_USAGE, WireError
 from bench_wire.messages import NodeInfo
-from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.names import is_handle
+from benchd.core.names import SYSTEM_WALL, WallClock, is_handle
+from benchd.runtime.system import Log
 from benchd.store.fileio import replace_file
 
 # Messages queued for other nodes live in this mailbox; `@` keeps it out of handle space.
@@ -104,3 +112,56 @@ class Directory:
         return sorted(
             (n for n in self.nodes.values() if self.knows(n.node, now)), key=lambda n: n.node
         )
+
+
+RESTART_MOST = 30.0
+STEADY = 60.0  # a bridge that ran this long gets a fresh backoff when it exits
+
+
+async def supervise(
+    bench_dir: str,
+    node: str,
+    url: str,
+    helper_pids: set[int],
+    log: Log,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """`helper_pids` is the daemon's set of its own children acting for the operator."""
+    task_status.started()
+    argv = [
+        sys.executable,
+        "-m",
+        "bench_cli.entry",
+        "bridge",
+        "--dir",
+        bench_dir,
+        "--nats",
+        url,
+        "--node",
+        node,
+    ]
+    delay = 1.0
+    while True:
+        started = trio.current_time()
+        # Opening a local log file for append does not block in any way that matters.
+        with open(os.path.join(bench_dir, "bridge.out"), "ab") as out:  # noqa: ASYNC230
+            proc = await trio.lowlevel.open_process(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+            )
+        # The bridge is a client of this daemon acting for the operator: identity must
+        # not take it for a process that left a session, nor the orphan reaper collect it.
+        helper_pids.add(proc.pid)
+        try:
+            await proc.wait()
+        finally:
+            helper_pids.discard(proc.pid)
+            if proc.returncode is None:
+                proc.kill()
+        log.warning("bridge exited", code=proc.returncode)
+        if proc.returncode == EXIT_USAGE:
+            log.error("bridge refused its options; not restarted (see bridge.out)")
+            return
+        if trio.current_time() - started > STEADY:
+            delay = 1.0
+        await trio.sleep(delay)
+        delay = min(delay * 2, RESTART_MOST)

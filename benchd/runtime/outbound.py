@@ -27,9 +27,8 @@ from bench_wire import messages as m
 from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, mailrefs
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.frontmatter import FrontMatter, check_subject
-from benchd.core.names import MAIL_ID_RE, check_mail_id
+from benchd.core.names import MAIL_ID_RE, SYSTEM_WALL, WallClock, check_mail_id
 from benchd.core.sends import Bounce, Deliver, Forward, Queue
 from benchd.runtime.committer import Committer
 from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp

@@ -32,12 +32,12 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import agentstate, wakegate
-from benchd.core.clock import SYSTEM_WALL, WallClock
 from benchd.core.limits import TokenBucket
+from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.core.wakegate import digest_line, for_shell, shell_of, wake_line
-from benchd.runtime.logs import Log
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.roster import Session, Wake
+from benchd.runtime.system import Log
 from benchd.runtime.terminal import Terminal
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
@@ -71,7 +71,7 @@ class Reactor:
         self.find_session = find_session  # a live session by handle, or None
         # The buckets and the gate read trio's clock (trio.current_time), as the
         # terminal's last_output and the session's last_input do, and as trio.sleep
-        # waits: one clock (benchd.core.clock). The wall clock only dates a capped
+        # waits: one clock (benchd.core.names). The wall clock only dates a capped
         # wake's `until`.
         self.wall = wall
         self.mailroom = mailroom

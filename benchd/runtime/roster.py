@@ -21,7 +21,7 @@ from bench_wire.errors import WireError
 from benchd.core.agentstate import AgentState, SessionState, advance
 from benchd.core.jobs import Job
 from benchd.core.limits import TokenBucket
-from benchd.core.patterns import Compiled
+from benchd.core.wakegate import Compiled
 from benchd.runtime.past import PastSession, Record
 from benchd.runtime.terminal import Terminal
 
@@ -92,7 +92,7 @@ class Session:
         self.lineage: tuple[str, ...] = ()
         self.root_handle: str | None = None  # the handle of its tree's root (a job's)
         self.outcome: str | None = None  # its job's, once settled
-        self.reason: str | None = None  # and its reason (bench_wire.outcomes)
+        self.reason: str | None = None  # and its reason (bench_wire.messages.OUTCOMES)
         # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
         # trio's time the watch sleeps until), whether the deadline ended it, its
         # stall time (0: never), since when it is stalled (trio's clock), and whether it has

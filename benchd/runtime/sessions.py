@@ -1,4 +1,5 @@
-"""Sessions: agents in ptys owned by the daemon, their handles, identity and relay verbs.
+"""Sessions: agents in ptys owned by the daemon, their handles, identity and relay verbs,
+their agents' presets, and session/spawn carried out.
 
 A session claims a handle at spawn (unique among live sessions; `operator` reserved),
 gets BENCH_SESSION / BENCH_HANDLE / BENCH_DIR / BENCH_TOKEN in its environment, and
@@ -10,35 +11,64 @@ the connecting process (benchd.runtime.placement): a session, the operator, or
 unplaceable. A request carrying a live session's BENCH_TOKEN is that session (where the
 sandbox is off, the token is what a process that left its session can still use); a
 forged or stale token is refused.
+
+Agent presets (`Preset`, after `Sessions`): what a real agent TUI needs from the reactor, by
+name. `bench spawn --agent NAME -- CMD` takes the preset's ready pattern (unless --ready is
+given) and its paste settle. Built in: claude, codex, pi (observed on Claude Code
+2.1, Codex 0.171, pi 0.73 against a local model; see docs/agents.md and
+tests/real_agents/agents.py). Add your own in $BENCH_DIR/presets.json:
+
+    {"aider": {"ready": "^> $", "paste_settle": 0.3}}
+
+A file preset of the same name replaces the built-in one.
+
+The spawn (`Spawner`, at the end): the session reserved and started, its job made and its task
+delivered, its delegation counted, its events logged, and every step undone when a
+later one fails.
+
+The order is the point: the handle is held before the task is mailed (so the task
+already counts as mail to a live session), and the task is in the child's inbox before
+the child runs (it may read at once). What each failure owes:
+
+- before the process starts (a refused task): the reservation is released, the child
+  no longer counts against its spawner, and the job, which never ran and told no one,
+  is closed with no replies;
+- the process cannot start: the job was promised a reply, so it settles as failed;
+  unless the daemon began stopping meanwhile (`shutting-down`): then nothing ran, and
+  it is undone as a refused task is;
+- the spawn events cannot be logged (the daemon is stopping): nothing happened, so the
+  child is ended and its job closed quietly (cancelled).
 """
 
+import json
 import os
 import secrets
 import shutil
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
+import msgspec
 import trio
 
 from bench_wire import messages as m
 from bench_wire.errors import WireError
-from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.core.names import OPERATOR, check_handle
-from benchd.core.patterns import compile_pattern
-from benchd.runtime import adapters, presets
-from benchd.runtime.delegation import Delegation
+from benchd.core.authority import Caller
+from benchd.core.names import OPERATOR, SYSTEM_WALL, WallClock, check_handle, is_handle
+from benchd.core.wakegate import compile_pattern
+from benchd.runtime import adapters
+from benchd.runtime.committer import EventOp
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
-from benchd.runtime.logs import Log
-from benchd.runtime.peers import Peer
-from benchd.runtime.placement import Placer
+from benchd.runtime.limiter import Delegation, Limiter
+from benchd.runtime.past import ExitedStore
+from benchd.runtime.placement import Peer, Placer
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Roster, Session
 from benchd.runtime.sandbox import Sandbox
-from benchd.runtime.system import child_pids, reap_zombie
+from benchd.runtime.system import Log, child_pids, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
-from benchd.store.exited import ExitedStore
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
 # SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
@@ -154,7 +184,7 @@ class Sessions:
             raise WireError("handle-taken", f"a live session already holds {handle!r}")
         ready_src, settle = req.ready, None
         if req.agent is not None:
-            preset = presets.find(self.bench_dir, req.agent)
+            preset = find_preset(self.bench_dir, req.agent)
             ready_src = req.ready if req.ready is not None else preset.ready
             settle = preset.paste_settle
         # RE2: linear in the screen's text, so no pattern can hold the loop.
@@ -409,3 +439,143 @@ async def end_session(s: Session, grace: float = KILL_GRACE) -> None:
 
 
 _KEEP_THREADS = trio.CapacityLimiter(2)  # writes of exited sessions (Sessions._keep)
+
+
+@dataclass(frozen=True)
+class Preset:
+    ready: str  # regex searched in the visible screen (lines right-trimmed)
+    paste_settle: float | None = None  # seconds between the pasted line and Enter
+
+
+BUILTIN_PRESETS = {
+    # The footer hint; Claude hides it while the input box holds text, so it also
+    # means "the input box is empty". Its Ink TUI needs a longer settle before Enter.
+    "claude": Preset(ready=r"\? for shortcuts", paste_settle=0.5),
+    # Codex shows "? for shortcuts" while still loading; the full footer only once
+    # loading is over. Enter within ~120 ms of text becomes a newline: settle 0.25 s.
+    "codex": Preset(ready=r"for agents · \? for shortcuts", paste_settle=0.25),
+    # pi's context gauge on its status line, e.g. "0.0%/128k".
+    "pi": Preset(ready=r"\d+(?:\.\d+)?%/\d+k", paste_settle=0.2),
+}
+
+
+def load_presets(bench_dir: str) -> dict[str, Preset]:
+    presets = dict(BUILTIN_PRESETS)
+    path = os.path.join(bench_dir, "presets.json")
+    if not os.path.exists(path):
+        return presets
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        for name, p in raw.items():
+            presets[name] = Preset(
+                ready=str(p["ready"]),
+                paste_settle=None if p.get("paste_settle") is None else float(p["paste_settle"]),
+            )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise WireError("bad-request", f"{path} is not a valid preset file: {err}") from None
+    return presets
+
+
+def find_preset(bench_dir: str, name: str) -> Preset:
+    presets = load_presets(bench_dir)
+    if name not in presets:
+        raise WireError(
+            "bad-request", f"no agent preset {name!r}; known: {', '.join(sorted(presets))}"
+        )
+    return presets[name]
+
+
+class Spawner:
+    def __init__(
+        self,
+        sessions: Sessions,
+        jobs: JobHost,
+        delegation: Delegation,
+        limiter: Limiter,
+        submit: Callable[[EventOp], Awaitable[object]],
+    ) -> None:
+        self.sessions = sessions
+        self.jobs = jobs
+        self.delegation = delegation
+        self.limiter = limiter
+        self.submit = submit  # the committer's: durable before it returns, or raises
+
+    async def spawn(self, caller: Caller, req: m.Spawn) -> m.SpawnOk:
+        """Start the session a spawn asks for; its answer, with the request's id unset."""
+        jobs, sessions, delegation = self.jobs, self.sessions, self.delegation
+        parent = caller.session  # None: the operator's spawn; else a delegation
+        if parent is not None:
+            req = await delegation.prepare(caller, req)
+        if req.job is not None:
+            req = _one_copy_each(req)
+            job = req.job
+            assert job is not None, "the same spawn, its reply-to list once each"
+            reply_to = job.reply_to
+            self.limiter.recipients(caller.handle, len(reply_to))  # a reply goes to each
+            jobs.check_spec(job, caller)
+            # The task mail is a send, and so is each reply the job owes: charged now, to
+            # the spawner's tree (or the operator), with the child's new mailbox and any
+            # reply-to mailbox the replies would make.
+            local = [h for h in reply_to if is_handle(h) and h != req.name]
+            self.limiter.charge(
+                caller,
+                1 + len(reply_to),
+                len(job.body.encode("utf-8", "surrogatepass")),
+                local,
+                new_boxes=1,
+            )
+        s = sessions.reserve(req)
+        if parent is not None:
+            delegation.started(parent, s)  # no await since prepare: the limits still hold
+        mail_id = None
+        if req.job is not None:
+            try:
+                jobs.begin(s, req.job, caller)
+                mail_id = await jobs.deliver_task(s, req.job, caller)
+            except BaseException:
+                self._unreserve(s)
+                raise
+        try:
+            sessions.launch(s)
+        except WireError as err:
+            if err.code == "shutting-down":
+                # Never started (the daemon stops): as a refused task, nothing ran.
+                self._unreserve(s)
+                raise
+            if s.job is not None:
+                s.exited_with(127, None)
+                s.outcome = await jobs.settle(s)
+            delegation.settled(s)
+            raise
+        assert s.term is not None, "launch() started its terminal"
+        events: list[m.Event] = [
+            m.SessionSpawned(
+                session=s.id, handle=s.handle, pid=s.term.pid, argv=s.argv, job=s.job is not None
+            )
+        ]
+        if parent is not None:
+            events.append(delegation.delegated(s))
+        try:
+            await self.submit(EventOp(*events))
+        except WireError:
+            s.withdraw()
+            await sessions.end(s, grace=0.5)
+            raise
+        return m.SpawnOk(session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
+
+    def _unreserve(self, s: Session) -> None:
+        self.sessions.release(s)
+        self.delegation.settled(s)
+        if s.job is not None:
+            self.jobs.abandon(s)
+
+
+def _one_copy_each(req: m.Spawn) -> m.Spawn:
+    """The job's reply-to list with each address once (a reply goes to each entry: the
+    same address listed again would get another copy)."""
+    assert req.job is not None
+    once = list(dict.fromkeys(req.job.reply_to))
+    if len(once) == len(req.job.reply_to):
+        return req
+    return msgspec.structs.replace(req, job=msgspec.structs.replace(req.job, reply_to=once))

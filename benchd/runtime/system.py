@@ -1,6 +1,15 @@
-"""The OS calls the daemon makes that tests may want to see or that need care."""
+"""The daemon's own process: the OS calls it makes that need care, and its log.
 
+The log is what the runtime needs of it (`Log`: a structlog logger in the daemon, any
+object with these methods in a test), and `setup_log`, which points structlog at
+BENCH_DIR/benchd.log, one JSON object per line.
+"""
+
+import logging
 import os
+from typing import Protocol
+
+import structlog
 
 
 def become_subreaper() -> bool:
@@ -36,9 +45,37 @@ def reap_zombie(pid: int) -> bool:
     return got == pid
 
 
-def ensure_private_dir(path: str) -> None:
-    """Create BENCH_DIR 0700 (and parents); tighten it to 0700 if it exists and is ours."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
-        os.chmod(path, 0o700)
+class Log(Protocol):
+    """Events by name, with their context as keywords (structlog's BoundLogger)."""
+
+    def info(self, event: str, **kw: object) -> object: ...
+
+    def warning(self, event: str, **kw: object) -> object: ...
+
+    def error(self, event: str, **kw: object) -> object: ...
+
+    def exception(self, event: str, **kw: object) -> object: ...
+
+
+def setup_log(path: str) -> structlog.stdlib.BoundLogger:
+    # A line the disk refuses (full) is dropped, never printed with a traceback.
+    logging.raiseExceptions = False
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("benchd")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    log: structlog.stdlib.BoundLogger = structlog.get_logger("benchd")
+    return log

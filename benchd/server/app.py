@@ -8,6 +8,7 @@ logged), log daemon/stopped, commit the index and seal it (store/recovery), remo
 the socket.
 """
 
+import errno
 import os
 import signal
 import sqlite3
@@ -17,23 +18,46 @@ from typing import TextIO
 import trio
 
 from bench_wire import messages as m
+from bench_wire.client import socket_path
 from bench_wire.errors import WireError
-from bench_wire.paths import socket_path
 from benchd.core import authority
-from benchd.core.admission import OPERATOR_PEER, Refused
-from benchd.core.authority import Caller
+from benchd.core.authority import OPERATOR_PEER, Caller, Refused
 from benchd.core.names import OPERATOR
 from benchd.core.trees import root_of
-from benchd.runtime.peers import peer_of
+from benchd.runtime.placement import peer_of
 from benchd.runtime.roster import Session
-from benchd.server import startup, upkeep
-from benchd.server.config import DaemonConfig
+from benchd.server import startup
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.server.lockdir import take_state_dir
-from benchd.server.options import build_parser, daemon_config, options_problem
+from benchd.server.options import DaemonConfig, build_parser, daemon_config, options_problem
 from benchd.server.wiring import Opened, Wired, build
 from benchd.store import statedir
+from benchd.store.statedir import take_state_dir
+
+
+def error_line(err: BaseException) -> str:
+    """One line, with its code, for what ends the daemon (the first error of a group)."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    if isinstance(err, OSError):
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = err.filename or "BENCH_DIR"
+            return f"the disk is full ({where}); free some space [disk-full]"
+        return f"{err} [io-error]"
+    if isinstance(err, WireError):
+        return f"{err.message} [{err.code}]"
+    if isinstance(err, sqlite3.Error):
+        return f"a database could not be used: {err} (is the disk full?) [io-error]"
+    return f"{err!r} [internal]"
+
+
+def say(line: str) -> None:
+    """One line to stderr; on a disk too full to take it, nothing (`bench up` then says
+    how much room is left)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 class Daemon:
@@ -169,7 +193,7 @@ class Daemon:
             )
             if self.opened.sandbox is None:
                 self.log.warning("sessions not sandboxed", why=self.opened.isolation_note)
-                upkeep.say(f"benchd: {self.opened.isolation_note}")
+                say(f"benchd: {self.opened.isolation_note}")
             if ready_out is not None:
                 print(
                     f"benchd ready pid={self.opened.pid} socket={self.sock_path}",
@@ -179,7 +203,7 @@ class Daemon:
             # After the ready line and off the loop: neither a start nor a request waits
             # for its write and flush.
             await trio.to_thread.run_sync(
-                upkeep.hold_room, self.opened.bench_dir, statedir.DISK_RESERVE, self.log
+                statedir.hold_room, self.opened.bench_dir, statedir.DISK_RESERVE, self.log
             )
             await self.wired.stop.wait()
             await self._shutdown(listener)
@@ -259,10 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         opened, notices = startup.open_state(taken, config)  # 3
     except WireError as err:  # isolation-unavailable
-        upkeep.say(f"benchd: cannot start: {err.message}")
+        say(f"benchd: cannot start: {err.message}")
         return 2
     except (OSError, sqlite3.Error) as err:
-        upkeep.say(f"benchd: cannot start: {upkeep.problem(err)}")
+        say(f"benchd: cannot start: {error_line(err)}")
         return 3
     daemon = Daemon(config, opened, build(config, opened), notices)  # 4
     try:
@@ -271,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
         daemon.log.error("stopped by an error", error=repr(err))
-        upkeep.say(f"benchd: stopped: {upkeep.problem(err)}")
+        say(f"benchd: stopped: {error_line(err)}")
         return 3
     finally:
         startup.close(opened, daemon.clean_stop)  # 9

@@ -14,17 +14,20 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import trio
 
 from bench_wire import messages as m
+from bench_wire.clientproto import FrameTooLong, LineBuffer
 from bench_wire.errors import WireError
-from bench_wire.framing import (
-    FrameTooLong,
-    LineBuffer,
+from bench_wire.messages import (
+    ErrorBody,
+    ErrorResponse,
+    Id,
+    Request,
+    Response,
     decode_request,
     encode_line,
     request_id_of,
 )
-from bench_wire.messages import ErrorBody, ErrorResponse, Id, Request, Response
 from benchd.core.authority import Caller
-from benchd.server.config import DaemonConfig
+from benchd.server.options import DaemonConfig
 
 if TYPE_CHECKING:
     import structlog

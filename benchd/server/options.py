@@ -1,20 +1,39 @@
-"""benchd's command line: the shared daemon options (generated from
-`bench_wire.config.OPTIONS`, flag, environment variable and default) and benchd's own,
-the typed configuration built from them once (`daemon_config`), and the check that the
-values make sense together before anything is opened."""
+"""benchd's command line and the configuration built from it.
+
+The shared daemon options are the fields of `bench_wire.config.DaemonOptions` (each
+declared there once, with its default, range and help); `build_parser` generates their
+flags, environment variables and defaults from `bench_wire.config.OPTIONS` and adds
+benchd's own, which `bench up` forwards by hand. `daemon_config` builds the one frozen,
+typed `DaemonConfig` from them, once, in `main`: everything past `main` (the daemon's
+wiring, the connections, the services) reads that and never the parser's `Namespace`.
+`options_problem` checks that the values make sense together before anything is opened.
+"""
 
 import argparse
+import dataclasses
 import os
 
 from bench_wire import messages as m
-from bench_wire.config import OPTIONS, option_problem
+from bench_wire.config import OPTIONS, DaemonOptions, option_problem
 from benchd import __version__
 from benchd.core.limits import Limits
 from benchd.core.names import is_handle
 from benchd.core.wakegate import ENTER_RETRIES
 from benchd.runtime.nodes import default_node
 from benchd.runtime.sandbox import MODES as ISOLATION_MODES
-from benchd.server.config import DaemonConfig
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonConfig(DaemonOptions):
+    dir: str | None = None  # --dir; None: $BENCH_DIR, else the per-user default
+    node: str = "local"  # --node: this node's name in addresses like bob@NODE
+    bridge: str | None = None  # --bridge URL: run and supervise `bench bridge`
+    isolation: str = "auto"  # --isolation: auto, required or off
+    test_hooks: bool = False  # --test-hooks: the debug/fault verb (tests only)
+    # The umask a session's program starts with: the one benchd was started with (benchd
+    # itself runs with 077, set in main), so agents create files as they would outside
+    # bench. None: leave the daemon's own. Not an option: main reads it.
+    session_umask: int | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ module that does the work.
 
 1. Options. `main` parses them once into a `DaemonConfig`; benchd sets its umask to
    077 and keeps the old one as the config's `session_umask` (each session's).
-2. The lock (`server/lockdir.take_state_dir`): the state directory is made or checked
+2. The lock (`store/statedir.take_state_dir`): the state directory is made or checked
    and flocked; a second daemon for it is refused. Everything below holds the lock.
 3. `open_state`, before any service exists:
    a. the process: subreaper (orphans come back to benchd), benchd.log, the sandbox
@@ -18,13 +18,13 @@ module that does the work.
    c. journal replay (`store/replay`): what committed batches did that may not have
       reached the disk (files, renames, event-log bytes) is done again; the log's
       uncommitted tail is cut; damaged stretches become journal/damaged notices
-      (`server/upkeep.replay_events`);
+      (`replay_events`, below);
    d. the event log opened (`store/eventlog`: a torn last line is kept as its own
       line); its last seq is never below the seqs replay cut, so none is reused;
    e. the journal opened empty (`store/journal`), preallocated unless that would eat
       the disk's reserve (a disk/low notice);
    f. the journal damage earlier starts found and nobody acknowledged
-      (`store/statedir`, through `server/upkeep.Damage`);
+      (`store/statedir.Damage`);
    g. the index opened (`store/index`): a file SQLite cannot open is set aside and a
       new one made (an index/rebuilt notice); it is given `RefillIndex` to refill
       itself from the files whenever it is set aside while running;
@@ -32,14 +32,14 @@ module that does the work.
       moved into them first), the nodes seen (nodes.json), the exited sessions kept.
 4. `build` (`server/wiring`): every service, from the config and what 3 opened. No I/O.
 5. `recover`, on trio's loop but before the socket exists, so no one sees a half state:
-   a. staging entries left by a crash are removed (`runtime/reconcile.clean_staging`);
+   a. staging entries left by a crash are removed (`store/recovery.clean_staging`);
    b. the search tables are made or filled for mail indexed before they existed
       (`store/search.ensure`);
    c. the index is checked (`store/recovery`): a clean stop's seal is taken (trusted
       once); if it matches the file and the log's last seq, the index's rows are
       checked against its counts and each mailbox's names, and only mailboxes whose
       names differ are listed again. Without a seal SQLite checks its b-trees and every
-      mailbox is reconciled (`runtime/reconcile`), mail the log already announced
+      mailbox is reconciled (`store/recovery.reconcile`), mail the log already announced
       getting no second mail/sent. Any SQLite error sets the file aside and the index
       is refilled from the files;
    d. the delivery states are replayed from the event log after the index's last seq
@@ -56,7 +56,7 @@ module that does the work.
    previous daemon left running (interrupted, or past their deadline: `runtime/
    jobhost`) and sends the replies still owed; the bridge when asked for.
 8. Then `Daemon.run` takes signals, reaps idle connections, serves, prints the one
-   readiness line, and holds room on the disk for the next start (`server/upkeep`).
+   readiness line, and holds room on the disk for the next start (`store/statedir.hold_room`).
 9. Stop (`Daemon._shutdown`): refuse new work, end the sessions, log daemon/stopped,
    checkpoint the journal; then `close`: the index sealed
    (`store/recovery.seal`) if nothing of it is pending, else closed unsealed, so the
@@ -68,33 +68,32 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import structlog
 import trio
 
 from bench_wire import messages as m
+from bench_wire.client import socket_path
 from bench_wire.errors import WireError
-from bench_wire.paths import socket_path
 from benchd import __version__
 from benchd.core import delivery
-from benchd.core.clock import SYSTEM_WALL
-from benchd.runtime import logs, sandbox
+from benchd.core.names import SYSTEM_WALL
+from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.nodes import Directory
-from benchd.runtime.past import PastSession
-from benchd.runtime.reconcile import clean_staging, reconcile
+from benchd.runtime.past import ExitedStore, PastSession
 from benchd.runtime.sessions import EXITED_KEPT
-from benchd.runtime.system import become_subreaper
+from benchd.runtime.system import become_subreaper, setup_log
 from benchd.runtime.tracking import MailStates
-from benchd.server import upkeep
-from benchd.server.config import DaemonConfig
+from benchd.server.options import DaemonConfig
 from benchd.server.wiring import Opened, Wired
 from benchd.store import recovery, search, statedir
 from benchd.store.eventlog import EventLog
-from benchd.store.exited import ExitedStore
 from benchd.store.index import Index, Pending, is_corrupt
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
-from benchd.store.replay import replay
+from benchd.store.recovery import clean_staging, reconcile
+from benchd.store.replay import Replayed, replay
 
 
 class Notices:
@@ -159,22 +158,61 @@ class RefillIndex:
 # ---------------------------------------------------------------- 3. open_state
 
 
+def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list[m.Event]:
+    """benchd.log lines for a replay, and a journal/damaged event per damaged stretch."""
+    r = replayed
+    if r.records or r.damage:
+        log.warning(
+            "journal replayed",
+            records=r.records,
+            files=r.files,
+            renames=r.renames,
+            log_bytes=r.log_bytes,
+            damaged=len(r.damage),
+            cut_seq=r.cut_seq,
+        )
+    events: list[m.Event] = []
+    for dmg in r.damage:
+        ev = m.JournalDamaged(
+            segment=dmg.segment,
+            offset=dmg.offset,
+            size=dmg.size,
+            held=dmg.held(),
+            messages=dmg.messages,
+            lost=dmg.lost,
+            events=dmg.events,
+            in_log=dmg.in_log,
+        )
+        log.error("journal damaged", **msgspec.structs.asdict(ev))
+        events.append(ev)
+    return events
+
+
+def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -> list[m.Event]:
+    """A disk/low event (and its log line) when preallocation gave way to the reserve."""
+    if low is None:
+        return []
+    free, reserve = low
+    log.warning("disk below its reserve: journal segments grow", free=free, reserve=reserve)
+    return [m.DiskLow(free=free, reserve=reserve)]
+
+
 def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     """Steps 3a-3h: what the services are built from, and the start's notices so far.
     Raises WireError when isolation is required and unavailable, OSError or
     sqlite3.Error when a file cannot be had."""
-    # The one wall clock: every time written to disk or shown (benchd.core.clock); the
+    # The one wall clock: every time written to disk or shown (benchd.core.names); the
     # timing rules read trio's clock, which the daemon sleeps on.
     wall = SYSTEM_WALL
     subreaper = become_subreaper()
     sock_path = socket_path(bench_dir)  # socket-path-too-long, before any file is made
-    log = logs.setup(os.path.join(bench_dir, "benchd.log"))
+    log = setup_log(os.path.join(bench_dir, "benchd.log"))
     notices = Notices(log)
     chosen, isolation_note = sandbox.choose(config.isolation, bench_dir, sock_path)
     statedir.release_room(bench_dir)
     log_path = os.path.join(bench_dir, "events.jsonl")
     replayed = replay(bench_dir, log_path)
-    notices.add(upkeep.replay_events(log, replayed))
+    notices.add(replay_events(log, replayed))
     eventlog = EventLog(log_path, config.event_log_bytes)
     # Lines replay took back (a batch never committed) keep their seqs: none is handed
     # out twice.
@@ -188,8 +226,8 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
         wall=wall,
     )
     journal.open()
-    notices.add(upkeep.low_events(log, journal.low))
-    damage = upkeep.Damage(bench_dir, log, upkeep.load_damage(bench_dir, log))
+    notices.add(low_events(log, journal.low))
+    damage = statedir.Damage.load(bench_dir, log)
     mail_root = os.path.join(bench_dir, "mail")
     index = Index(
         os.path.join(bench_dir, "index.sqlite"),
@@ -389,7 +427,7 @@ async def start_services(
     await nursery.start(wired.sessions.run)
     await nursery.start(wired.jobs.run)
     if config.bridge:
-        from benchd.runtime.bridgehost import supervise
+        from benchd.runtime.nodes import supervise
 
         await nursery.start(
             supervise,

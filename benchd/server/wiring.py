@@ -1,4 +1,5 @@
-"""The daemon's services, built: `build(config, opened) -> Wired`.
+"""The daemon's services, built (`build(config, opened) -> Wired`), and what a handler is
+given of them (`Services`).
 
 Pure wiring. Every service gets what it uses as constructor arguments, built after
 what it uses; nothing here opens, reads or writes a file, runs a program, starts a
@@ -13,30 +14,38 @@ The one link made after a service is built is a subscription: the committer publ
 each batch to the hub, and the hub's listeners (the reactor, the delivery states, the
 receipts, the waits) record events through the committer, so they subscribe to the
 hub once they exist. The order of subscription is the order they hear an event.
+
+A handler is given the daemon's services as one typed, frozen record (`Services`, first
+below, with `Handler`, the one signature every handler has): it sees the services it may
+use and nothing else of the daemon, no committer, no raw index connection, no options
+namespace. `build` makes the record once, after the services themselves.
+
+The bridge's verbs build their own durable work (the marks of forwarded mail, the
+deliveries of inbound mail, in one batch each) and log what the bridge reports: they
+alone get the committer's queue and the daemon's log, narrowed to `BridgeDesk`.
 """
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
 
 import structlog
 import trio
 
 from bench_wire import messages as m
-from bench_wire.framing import DEFAULT_FRAME_BYTES
-from benchd.core.admission import OPERATOR_CONNECTIONS, Admission
-from benchd.core.clock import WallClock
+from bench_wire.messages import DEFAULT_FRAME_BYTES
+from benchd.core.authority import OPERATOR_CONNECTIONS, Admission, Caller
 from benchd.core.limits import Floods
-from benchd.core.names import IdClock
+from benchd.core.names import IdClock, WallClock
 from benchd.core.trees import DelegationLimits
 from benchd.runtime.agenthost import AgentHost
-from benchd.runtime.committer import Committer, JournalStore
-from benchd.runtime.delegation import Delegation
+from benchd.runtime.committer import Committer, JournalStore, Op
 from benchd.runtime.hub import Hub
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
-from benchd.runtime.limiter import Limiter
+from benchd.runtime.limiter import Delegation, Limiter
 from benchd.runtime.mailroom import (
     BODY_BYTES,
     LIST_DEFAULT,
@@ -48,26 +57,79 @@ from benchd.runtime.mailroom import (
 from benchd.runtime.mailservice import MailService
 from benchd.runtime.nodes import Directory
 from benchd.runtime.outbound import Outbound
-from benchd.runtime.past import PastSession
+from benchd.runtime.past import ExitedStore, PastSession
 from benchd.runtime.reactor import Reactor
-from benchd.runtime.receipts import Receipts
 from benchd.runtime.roster import Roster
 from benchd.runtime.sandbox import Sandbox
-from benchd.runtime.sessions import EXITED_KEPT, Sessions, end_session
-from benchd.runtime.spawning import Spawner
-from benchd.runtime.tracking import MailStates
+from benchd.runtime.sessions import EXITED_KEPT, Sessions, Spawner, end_session
+from benchd.runtime.tracking import MailStates, Receipts
 from benchd.runtime.waits import MAX_WAITS, Waits
-from benchd.server import upkeep
-from benchd.server.config import DaemonConfig
-from benchd.server.options import reactor_settings, send_limits
-from benchd.server.services import BridgeDesk, DaemonInfo, Services
-from benchd.store import statedir, threads
+from benchd.server.connection import Connection
+from benchd.server.options import DaemonConfig, reactor_settings, send_limits
+from benchd.store import statedir
 from benchd.store.eventlog import EventLog
-from benchd.store.exited import ExitedStore
 from benchd.store.index import Index
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
-from benchd.store.queries import MailQueries
+from benchd.store.queries import THREAD_MAX, MailQueries
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonInfo:
+    """What `hello` tells of the daemon itself (fixed for its lifetime)."""
+
+    pid: int
+    bench_dir: str
+    caps: m.Caps
+    reactor: m.ReactorSettings
+    test_hooks: bool  # the debug/fault verb is enabled (tests only)
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeDesk:
+    """What only the bridge's handlers use (`handlers/bridge.py`), besides the services."""
+
+    # The committer's queue: the op goes into the next batch; `await op.wait()` for its
+    # result. A bridge verb queues all of its ops before it waits, so they commit as one.
+    enqueue: Callable[[Op[object]], None]
+    # The committer's record: events no client waits on; never raises, says if written.
+    record: Callable[..., Awaitable[bool]]  # record(*events)
+    log: structlog.stdlib.BoundLogger  # what the bridge reported: forgotten, skipped, stopped
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    info: DaemonInfo
+    request_stop: Callable[[], None]  # a clean stop, as SIGTERM asks for it
+    mail: MailService  # sends to any address, replies, stored messages read back
+    mailroom: Mailroom  # list and read (which retires) of a local mailbox
+    index: Index  # the index's public reads (a row, counts, health)
+    queries: MailQueries  # search, threads and the links between messages
+    roster: Roster  # who is running, live and exited
+    sessions: Sessions  # ending sessions, the exited ones kept on disk
+    spawner: Spawner  # session/spawn, with its rollback
+    jobs: JobHost  # job/report
+    agents: AgentHost  # agent/report (bench hook), agent/answer (bench approve, deny)
+    outbound: Outbound  # mail for other nodes, this node's name, the bridge's state
+    hub: Hub  # live events for followers
+    eventlog: EventLog  # the event log's history
+    limiter: Limiter  # the send limits (rate, mailbox caps, reply-to count)
+    disk_health: Callable[[], m.DiskHealth]  # the state dir's disk: full, free, reserve
+    damage: Callable[[], list[m.JournalDamaged]]  # journal damage not yet acknowledged
+    ack_damage: Callable[[], int]  # acknowledge it all (io-error if it cannot); how many
+    bridge: BridgeDesk  # the bridge's handlers only (see the module's docstring)
+    states: MailStates  # the delivery states of sent mail
+    waits: Waits  # the open waits (mail wait, job wait) and who waits on whom
+    receipts: Receipts  # receipts for other nodes' mail, for the bridge to send back
+
+
+R = TypeVar("R", bound=m.Request)
+# Every handler: the services, the connection to answer on, who is asking, and the
+# decoded request (authority.check has already allowed it). It sends its answer(s) on
+# the connection or raises a WireError.
+Handler: TypeAlias = Callable[[Services, Connection, Caller, R], Awaitable[None]]
+Handlers: TypeAlias = dict[type[m.Request], Handler[Any]]
+
 
 SCROLLBACK_BYTES = 1024 * 1024
 
@@ -90,7 +152,7 @@ class Opened:
     directory: Directory  # the nodes seen (nodes.json)
     exited_store: ExitedStore  # exited sessions kept on disk
     past: tuple[PastSession, ...]  # the ones it kept, read back, oldest first
-    damage: upkeep.Damage  # journal damage not yet acknowledged
+    damage: statedir.Damage  # journal damage not yet acknowledged
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +197,7 @@ def caps(config: DaemonConfig, sandboxed: bool, isolation_note: str) -> m.Caps:
         exited_kept=EXITED_KEPT,
         kept_scrollback_bytes=config.kept_scrollback,
         **dataclasses.asdict(send_limits(config)),
-        thread_max=threads.THREAD_MAX,
+        thread_max=THREAD_MAX,
         isolation="on" if sandboxed else "off",
         isolation_note=isolation_note,
     )
@@ -313,6 +375,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
 
 def _disk_health(bench_dir: str, committer: Committer, reserve: int) -> Callable[[], m.DiskHealth]:
     def health() -> m.DiskHealth:
-        return upkeep.disk_health(bench_dir, committer.disk_full, reserve)
+        return statedir.disk_health(bench_dir, committer.disk_full, reserve)
 
     return health

@@ -30,8 +30,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from benchd.store import faults
-from benchd.store.fileio import fsync_dir, write_all
+from benchd.store.fileio import faults, fsync_dir, write_all
 
 _TAIL = 64 * 1024
 _decoder = msgspec.json.Decoder()

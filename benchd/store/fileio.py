@@ -6,6 +6,10 @@
 - `replace_file`: a small file rewritten whole (write a temporary, fsync, rename over),
   so a crash leaves the old file or the new one, never a mix.
 - `Flusher`: many files made durable together, without syncfs(2) (below).
+- `faults`: test-only fault injection, a named I/O point made to fail with a chosen
+  errno. Armed through the `debug/fault` verb, which the daemon refuses unless started
+  with `--test-hooks`; the writers call `faults.check(point)` just before the real I/O,
+  and with nothing armed that is one dict lookup.
 """
 
 import errno
@@ -133,3 +137,34 @@ def _fdatasync_either(pair: tuple[str, str]) -> None:
             if err.errno != errno.ENOENT:
                 raise
     # Gone from both: removed by hand meanwhile; nothing of ours to make durable.
+
+
+class Faults:
+    """The armed fault points: point -> [errno, how many more times to fail]."""
+
+    def __init__(self) -> None:
+        self._armed: dict[str, list[int]] = {}
+
+    def arm(self, point: str, err: str, count: int) -> None:
+        code = getattr(errno, err, None)
+        if not isinstance(code, int):
+            raise ValueError(f"unknown errno name {err!r}")
+        if count <= 0:
+            self._armed.pop(point, None)
+        else:
+            self._armed[point] = [code, count]
+
+    def check(self, point: str) -> None:
+        slot = self._armed.get(point)
+        if slot is None:
+            return
+        slot[1] -= 1
+        if slot[1] <= 0:
+            del self._armed[point]
+        raise OSError(slot[0], os.strerror(slot[0]) + f" (injected at {point})")
+
+    def clear(self) -> None:
+        self._armed.clear()
+
+
+faults = Faults()  # the daemon's one set (a process runs one daemon)

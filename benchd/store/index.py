@@ -31,16 +31,15 @@ import trio
 
 from benchd.core.frontmatter import FrontMatter
 from benchd.store import indexdb, mailstates
-from benchd.store.indexdb import MEMORY
-from benchd.store.indexdb import is_corrupt as is_corrupt
+from benchd.store.indexdb import MEMORY, AddText, Insert, Remove, SetColumns, SetState
 
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
-from benchd.store.pending import READ as READ
-from benchd.store.pending import UNREAD as UNREAD
-from benchd.store.pending import AddText, Insert, Remove, SetColumns, SetState
-from benchd.store.pending import KeyHit as KeyHit
-from benchd.store.pending import MailRow as MailRow
-from benchd.store.pending import Pending as Pending
+from benchd.store.indexdb import READ as READ
+from benchd.store.indexdb import UNREAD as UNREAD
+from benchd.store.indexdb import KeyHit as KeyHit
+from benchd.store.indexdb import MailRow as MailRow
+from benchd.store.indexdb import Pending as Pending
+from benchd.store.indexdb import is_corrupt as is_corrupt
 
 SCHEMA_VERSION = indexdb.SCHEMA_VERSION
 STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
@@ -84,7 +83,7 @@ class Index:
     ) -> None:
         self.path = path
         # Dates the pending changes and the retry backoff: trio's clock, as the committer
-        # that sleeps until they are due (benchd.core.clock).
+        # that sleeps until they are due (benchd.core.names).
         self.now = now
         self.notify = notify or (lambda kind, **fields: None)
         # Refills a new, empty index from the files (the daemon's start-up gives it);

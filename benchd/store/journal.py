@@ -42,9 +42,8 @@ from typing import NamedTuple
 
 import trio
 
-from benchd.core.clock import SYSTEM_WALL, WallClock
-from benchd.store import faults
-from benchd.store.fileio import Flusher, fsync_dir, write_all
+from benchd.core.names import SYSTEM_WALL, WallClock
+from benchd.store.fileio import Flusher, faults, fsync_dir, write_all
 
 MAGIC = b"BJ02"
 # magic, seq, floor, payload length, crc32 of the payload; then a crc32 of those bytes

@@ -3,7 +3,7 @@
 - `mail_links`: one row per indexed message (handle, id, sender, in-reply-to, and its
   thread's root and its depth below it). Its integer rowid is the message's row in
   `mail_text`; `in_reply_to` and `root` are indexed, so a thread and a message's replies
-  are found without a scan or a walk (benchd/store/threads.py).
+  are found without a scan or a walk (benchd/store/queries.py).
 - `mail_text`: an FTS5 table over (subject, body), ranked by bm25 with a subject match
   weighing twice a body match. Which mailbox a row belongs to is in `mail_links`.
 - `mail_origins`: for a copy received from another node, its identity there (`origin`,

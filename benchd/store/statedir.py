@@ -1,23 +1,43 @@
-"""The state directory: refuse what is unsafe before the daemon writes anything in it.
+"""The state directory: refuse what is unsafe before the daemon writes anything in it,
+take it for one daemon, and keep the few files the daemon keeps about itself there.
 
 Checks in the spirit of ssh's StrictModes. BENCH_DIR must be a directory owned by us
 and writable by nobody else (the daemon tightens its own directory to 0700 first).
 Every directory above it must be owned by us or root and not writable by group or
 others, except a root-owned sticky directory such as /tmp (in a sticky directory
 nobody but us may rename or remove our entry). Inside BENCH_DIR nothing is followed:
-the files the daemon opens by name must be regular files of ours, and `mail/`, each mailbox and its inbox/read/tmp must be real directories of
-ours. A symbolic link planted where the daemon expects a file would otherwise make it
+the files the daemon opens by name must be regular files of ours, and `mail/`, each
+mailbox and its inbox/read/tmp must be real directories of ours. A symbolic link planted where the daemon expects a file would otherwise make it
 truncate, chmod or delete whatever the link points at.
 
-Pure os/stat calls only: `bench up` runs the same check before it writes benchd.out.
+The checks are os/stat calls only: `bench up` runs the same check before it writes
+benchd.out (`python -m benchd.store.statedir DIR`, `main` at the end).
+
+The directory is taken for one daemon (`take_state_dir`): resolved, checked as safe,
+and locked. One daemon per directory: the lock is an flock on `benchd.lock` (opened without
+following a link), held for the daemon's life and released by the kernel when it exits,
+however it exits; the file holds the pid for people to read. Every refusal is one line
+on stderr and an exit code (2: unusable, 1: already served).
+
+What the daemon keeps about itself there: the journal damage found at starts until
+someone acknowledges it (`Damage`, journal.damage), and a little room held on the disk
+for the next start (`hold_room`, disk.reserve); and what it says of that disk
+(`disk_health`).
 """
 
 import errno
-import json
+import fcntl
 import os
 import stat
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable
 
+import msgspec
+import structlog
+
+from bench_wire import messages as m
+from bench_wire.client import resolve_dir, socket_path
+from bench_wire.errors import WireError
 from benchd.store.fileio import write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
@@ -201,40 +221,69 @@ def is_real_dir(path: str) -> bool:
 # restarts. One JSON object per line, each a journal/damaged event as it was logged.
 
 
-def load_damage(root: str) -> list[dict[str, object]]:
-    try:
-        with open(os.path.join(root, DAMAGE_REPORT), "rb") as f:
-            raw = f.read()
-    except OSError:
-        return []
-    out: list[dict[str, object]] = []
-    for line in raw.split(b"\n"):
+class Damage:
+    """The journal damage not yet acknowledged, kept in BENCH_DIR/journal.damage (one JSON
+    object per line): what earlier starts found (`Damage.load`), then this start's, kept
+    once logged; `bench status` shows it until `bench status --ack`."""
+
+    def __init__(
+        self, bench_dir: str, log: structlog.stdlib.BoundLogger, found: list[m.JournalDamaged]
+    ) -> None:
+        self.path = os.path.join(bench_dir, DAMAGE_REPORT)
+        self.log = log
+        self.found = found
+
+    @classmethod
+    def load(cls, bench_dir: str, log: structlog.stdlib.BoundLogger) -> "Damage":
+        """The reports earlier starts kept (a torn or unreadable line is skipped: the
+        event log has it too)."""
+        found: list[m.JournalDamaged] = []
         try:
-            obj = json.loads(line)
-        except ValueError:
-            continue  # a torn line: the event log has it too
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+            with open(os.path.join(bench_dir, DAMAGE_REPORT), "rb") as f:
+                raw = f.read()
+        except OSError:
+            raw = b""
+        for line in raw.split(b"\n"):
+            try:
+                found.append(msgspec.json.decode(line, type=m.JournalDamaged))
+            except msgspec.ValidationError:
+                log.warning("unreadable journal damage report skipped", item=repr(line))
+            except msgspec.DecodeError:
+                continue  # a torn line (or the last, empty one)
+        return cls(bench_dir, log, found)
 
+    def shown(self) -> list[m.JournalDamaged]:
+        return self.found
 
-def add_damage(root: str, items: Sequence[object]) -> None:
-    """Append items durably. Raises OSError (the event log and benchd.log still have
-    them)."""
-    data = b"".join(json.dumps(i, separators=(",", ":")).encode() + b"\n" for i in items)
-    fd = os.open(os.path.join(root, DAMAGE_REPORT), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    def keep(self, events: list[m.Event]) -> None:
+        """This start's journal/damaged events, logged (their seqs set): appended durably
+        (if the disk refuses, the event log and benchd.log still have them)."""
+        found = [e for e in events if isinstance(e, m.JournalDamaged)]
+        if not found:
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                write_all(fd, b"".join(msgspec.json.encode(e) + b"\n" for e in found))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            self.log.error("journal damage report not kept", error=str(err))
+        self.found += found
 
-
-def clear_damage(root: str) -> None:
-    try:
-        os.unlink(os.path.join(root, DAMAGE_REPORT))
-    except FileNotFoundError:
-        pass
+    def ack(self) -> int:
+        """journal/ack: the reports are removed from disk (and so no longer shown); how
+        many there were."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            raise WireError("io-error", f"the damage report could not be removed: {err}") from None
+        n, self.found = len(self.found), []
+        self.log.info("journal damage acknowledged", reports=n)
+        return n
 
 
 # disk.reserve in the state dir: a little room held on the state dir's disk for the
@@ -284,3 +333,101 @@ def keep_room(root: str, size: int) -> int:
     finally:
         os.close(fd)
     return held
+
+
+def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -> None:
+    """Hold room on the disk for the next start (as much as there is, up to a cap)."""
+    want = min(ROOM_BYTES, reserve)
+    try:
+        held = keep_room(bench_dir, want)
+    except OSError as err:
+        held = 0
+        log.error("no room held for the next start", error=str(err))
+    if held < want:
+        log.warning("less room held for the next start", held=held, wanted=want)
+
+
+def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
+    try:
+        st = os.statvfs(bench_dir)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = 0
+    return m.DiskHealth(free=free, full=full, reserve=reserve)
+
+
+def take_state_dir(wanted: str | None) -> str | int:
+    """The state directory, checked and locked; or the exit code after saying why."""
+    bench_dir = None
+    try:
+        bench_dir = resolve_dir(wanted)
+        socket_path(bench_dir)
+    except WireError as err:
+        print(f"benchd: {err.message}", file=sys.stderr)
+        return 2
+    problem = directory_problem(bench_dir, wanted or bench_dir)
+    if problem is not None:
+        print(f"benchd: {problem}", file=sys.stderr)
+        return 2
+    try:
+        lock_fd = os.open(
+            os.path.join(bench_dir, "benchd.lock"),
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+        )
+    except OSError as err:
+        print(f"benchd: cannot use {wanted or bench_dir}: {err}", file=sys.stderr)
+        return 2
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"benchd: another benchd already serves {bench_dir}", file=sys.stderr)
+        return 1
+    os.ftruncate(lock_fd, 0)
+    write_all(lock_fd, f"{os.getpid()}\n".encode())
+    return bench_dir  # the fd stays open (and locked) until the process ends
+
+
+def ensure_private_dir(path: str) -> None:
+    """Create BENCH_DIR 0700 (and parents); tighten it to 0700 if it exists and is ours."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
+def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
+    """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None.
+    The daemon's start and `bench up`'s check (`main`, below) both ask it."""
+    try:
+        ensure_private_dir(bench_dir)
+        check_state_dir(bench_dir)
+    except UnsafeStateDir as err:
+        return f"unsafe BENCH_DIR: {err}"
+    except OSError as err:
+        return f"cannot use {shown or bench_dir}: {err}"
+    return None
+
+
+# `python -m benchd.store.statedir DIR`: what `bench up` runs before it writes there.
+#
+# It makes BENCH_DIR (0700) and checks it exactly as the daemon will at its start, so that `bench up` refuses an unsafe directory in one
+# line before it creates `benchd.out` in it, without importing the daemon: the clients
+# import nothing of benchd (`tests/unit/test_layers.py` holds that). Exit 0 when the
+# directory may be used; exit 2 with the reason in one line on stderr when not.
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m benchd.store.statedir BENCH_DIR", file=sys.stderr)
+        return 2
+    problem = directory_problem(args[0])
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

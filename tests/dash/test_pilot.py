@@ -307,7 +307,7 @@ def test_the_recent_past_comes_through_the_socket_not_the_log_file(make_daemon):
 
     from bench_wire import messages as m
     from bench_wire.client import Client
-    from bench_wire.framing import StructCodec
+    from bench_wire.messages import StructCodec
 
     d = make_daemon()
     with Client(d.dir, codec=StructCodec()) as conn:

@@ -22,8 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench_wire.errors import CODES, WireError
-from bench_wire.framing import DEFAULT_FRAME_BYTES, decode_request, request_id_of
-from bench_wire.messages import VERBS
+from bench_wire.messages import DEFAULT_FRAME_BYTES, VERBS, decode_request, request_id_of
 from tests.conftest import FAST, Benchd
 from tests.reliability.common import raw_connect, read_to_eof, recv_lines, tree
 from tests.support.daemon import short_tmpdir

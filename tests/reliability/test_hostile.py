@@ -785,7 +785,7 @@ def test_invalid_utf8_on_stdin_is_reported_with_its_offset(daemon):
 
 
 def test_admission_pure_bookkeeping():
-    from benchd.core.admission import OPERATOR_PEER, Admission
+    from benchd.core.authority import OPERATOR_PEER, Admission
 
     a = Admission(total=6, per_session=2, per_operator=5, reserve=2)
     assert [a.admit("s1") for _ in range(3)][2] is not None  # per session

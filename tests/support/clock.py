@@ -1,6 +1,6 @@
 """A clock a test moves by hand, for benchd's sync objects read outside a trio run (the
 index's commit timing, the journal's checkpoint age: their `now`) and for its wall clock
-(`wall_ms`, a `benchd.core.clock.WallClock`). Code that runs under trio is driven by
+(`wall_ms`, a `benchd.core.names.WallClock`). Code that runs under trio is driven by
 `trio.testing.MockClock` instead, which moves trio.sleep along with the readings."""
 
 

@@ -16,8 +16,7 @@ import pytest
 
 from bench_wire.asyncclient import AsyncClient, KeptClient
 from bench_wire.errors import Disconnected, WireError
-from bench_wire.framing import StructCodec
-from bench_wire.messages import JobReport, ReportOk
+from bench_wire.messages import JobReport, ReportOk, StructCodec
 from tests.support.daemon import short_tmpdir
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from bench_cli import entry, output
 from bench_wire import client
 from bench_wire import messages as m
-from bench_wire.framing import request_decoder
+from bench_wire.messages import request_decoder
 
 # ---------------------------------------------------------------- dumps / loads
 

@@ -7,7 +7,7 @@ import pytest
 from bench_wire import messages as m
 from bench_wire.client import Client
 from bench_wire.errors import WireError
-from bench_wire.framing import StructCodec
+from bench_wire.messages import StructCodec
 
 
 def typed(bench_dir: str) -> Client:

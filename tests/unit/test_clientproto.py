@@ -16,7 +16,7 @@ from bench_wire import messages as m
 from bench_wire.client import JSON, check
 from bench_wire.clientproto import CLOSED, NEED_DATA, Answer, ClientProtocol
 from bench_wire.errors import WireError
-from bench_wire.framing import StructCodec
+from bench_wire.messages import StructCodec
 
 
 def line(obj: dict) -> bytes:

@@ -1,6 +1,6 @@
 """One clock: the daemon's timing rules read trio's clock, the one trio.sleep waits on, so
 `trio.testing.MockClock` drives a rule's readings and its sleeps together; times kept
-on disk come from the injected wall clock (benchd.core.clock).
+on disk come from the injected wall clock (benchd.core.names).
 
 The MockClock tests run the daemon's own objects (the reactor, a mail index, a job's
 watch, a real pty) and move time by hand: a one-hour idle gate, a ten-minute stall and
@@ -16,9 +16,8 @@ import trio
 import trio.testing
 
 from bench_wire import messages as m
-from benchd.core.clock import SYSTEM_WALL
 from benchd.core.jobs import Job, JobRecord, Outcome
-from benchd.core.names import IdClock
+from benchd.core.names import SYSTEM_WALL, IdClock
 from benchd.core.wakegate import digest_line
 from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch

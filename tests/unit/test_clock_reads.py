@@ -1,8 +1,8 @@
-"""One clock: benchd reads the system's clocks in one module only (benchd/core/clock.py).
+"""One clock: benchd reads the system's clocks in one module only (benchd/core/names.py).
 
 Monotonic time is trio's (`trio.current_time()`, the clock trio.sleep waits on, which a
 test replaces with `trio.testing.MockClock`); wall time comes from the injected
-`WallClock`, whose real one lives in benchd/core/clock.py. Any other read of the system
+`WallClock`, whose real one lives in benchd/core/names.py. Any other read of the system
 clock (`time.time()`, `time.monotonic()`, `datetime.now()` and their kind) would be a
 second clock that a test cannot drive and a reading that cannot be compared with trio's.
 
@@ -15,12 +15,12 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-THE_CLOCK = ROOT / "benchd" / "core" / "clock.py"
+THE_CLOCK = ROOT / "benchd" / "core" / "names.py"
 
 # module -> the functions that read a clock (converting a given time, e.g.
 # time.gmtime(secs) or time.strftime, reads nothing and is allowed). The kernel's boot
 # clock (time.clock_gettime(CLOCK_BOOTTIME)) pins a peer's process in
-# benchd.runtime.peers: a process identity compared with /proc, not a time bench keeps.
+# benchd.runtime.placement: a process identity compared with /proc, not a time bench keeps.
 READS = {
     "time": {
         "time",
@@ -82,7 +82,7 @@ def test_benchd_reads_the_system_clock_only_in_its_clock_module():
         if path != THE_CLOCK and (reads := clock_reads(path))
     }
     assert not offenders, (
-        "benchd reads a system clock outside benchd/core/clock.py: use trio.current_time() "
+        "benchd reads a system clock outside benchd/core/names.py: use trio.current_time() "
         f"for intervals and the injected WallClock for times kept or shown: {offenders}"
     )
 

@@ -1,4 +1,4 @@
-"""benchd's typed configuration (benchd/server/config.py): every option of the parser is
+"""benchd's typed configuration (benchd/server/options.py): every option of the parser is
 a field of `DaemonConfig`, the value is frozen, hello reports each option where its
 declaration says (what `bench up` compares), and the session umask travels in the
 config to each Terminal (no module global is patched)."""
@@ -14,8 +14,13 @@ import trio
 from bench_cli.commands.daemon import _running_options
 from bench_wire.config import OPTIONS
 from benchd.runtime.terminal import Terminal
-from benchd.server.config import DaemonConfig
-from benchd.server.options import build_parser, daemon_config, options_problem, reactor_settings
+from benchd.server.options import (
+    DaemonConfig,
+    build_parser,
+    daemon_config,
+    options_problem,
+    reactor_settings,
+)
 from benchd.server.wiring import caps
 
 # Not options of the parser: main reads it (the umask benchd was started with).

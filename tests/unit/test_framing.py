@@ -1,4 +1,4 @@
-"""bench_wire.framing: the line buffer, the request decoder's error codes, request ids."""
+"""bench_wire.messages: the line buffer, the request decoder's error codes, request ids."""
 
 import msgspec
 import pytest
@@ -6,14 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench_wire import messages as m
+from bench_wire.clientproto import FrameTooLong, LineBuffer
 from bench_wire.errors import CODES, WireError
-from bench_wire.framing import (
-    FrameTooLong,
-    LineBuffer,
-    decode_request,
-    encode_line,
-    request_id_of,
-)
+from bench_wire.messages import decode_request, encode_line, request_id_of
 
 # ---------------------------------------------------------------- LineBuffer
 

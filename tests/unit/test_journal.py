@@ -300,7 +300,7 @@ def test_without_preallocation_a_segment_grows_and_is_emptied_at_its_checkpoint(
 def test_a_failed_commit_leaves_no_record_to_replay(state):
     root, log, log_fd, j = state
     _deliver(root, log_fd, j, 1, "m1")
-    from benchd.store import faults
+    from benchd.store.fileio import faults
 
     faults.arm("journal", "EIO", 1)
     try:
@@ -319,7 +319,7 @@ def test_a_disk_too_full_to_preallocate_still_opens_and_commits(tmp_path):
     os.makedirs(f"{root}/mail/bob/inbox")
     log_fd = os.open(f"{root}/events.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     j = Journal(root, lambda: log_fd, now=still)
-    from benchd.store import faults
+    from benchd.store.fileio import faults
 
     faults.arm("journal-prealloc", "ENOSPC", 2)
     try:

@@ -6,9 +6,9 @@ import pytest
 from bench_wire.errors import WireError
 from benchd.core import frontmatter, mailrefs
 from benchd.core.frontmatter import FrontMatter
-from benchd.runtime.reconcile import reconcile
-from benchd.store import search, threads
+from benchd.store import queries, search
 from benchd.store.index import UNREAD, Index
+from benchd.store.recovery import reconcile
 from tests.support.clock import still
 
 A = "20261130T045611.123Z-0001"
@@ -71,7 +71,7 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
     reconcile(str(root), index)  # the index rebuilt from the files alone
     assert index.flush()
     for start in (copy, reply, answer):
-        got = [link.mail_id for link in threads.thread(index.w, start).links]
+        got = [link.mail_id for link in queries.thread(index.w, start).links]
         assert got == [copy, reply, answer], start
     assert search.named(index.w, f"{A}@node2") == [copy]
     assert search.origin_of(index.w, copy) == f"{A}@node2"
@@ -80,7 +80,7 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
     index.remove("alice", copy)
     assert index.flush()
     assert search.named(index.w, f"{A}@node2") == []
-    assert [link.mail_id for link in threads.thread(index.w, reply).links] == [reply, answer]
+    assert [link.mail_id for link in queries.thread(index.w, reply).links] == [reply, answer]
 
 
 def test_an_index_without_the_origins_table_still_answers(tmp_path):
@@ -92,4 +92,4 @@ def test_an_index_without_the_origins_table_still_answers(tmp_path):
     index.w.execute("DROP TABLE mail_origins")
     assert search.named(index.w, f"{A}@node2") == []
     assert search.names(index.w, A) == [A]
-    assert [link.mail_id for link in threads.thread(index.w, A).links] == [A]
+    assert [link.mail_id for link in queries.thread(index.w, A).links] == [A]

@@ -11,8 +11,7 @@ import pytest
 
 from bench_wire import config
 from bench_wire.config import OPTIONS, option_problem, seconds_text
-from benchd.server.config import DaemonConfig
-from benchd.server.options import options_problem
+from benchd.server.options import DaemonConfig, options_problem
 
 
 def test_every_default_is_in_its_range():

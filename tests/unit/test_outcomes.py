@@ -6,7 +6,7 @@ import pytest
 from bench_cli.commands.ps import job_state
 from bench_cli.dash.model import Board
 from bench_cli.output import parse_duration
-from bench_wire.outcomes import OUTCOMES, REASONS, current, upgrade_event
+from bench_wire.messages import OUTCOMES, REASONS, current_outcome, upgrade_event
 from benchd.core.jobs import Outcome, reply_outcome
 from benchd.runtime.jobhost import outcome_of
 
@@ -36,9 +36,9 @@ def test_outcome_of_a_session(cancelled, deadline, killed_by, exit_code, want):
 
 
 def test_old_words_read_in_todays():
-    assert current("outcome_unknown") == ("interrupted", "daemon-stopped")
-    assert current("failed", "exit-code") == ("failed", "exit-code")
-    assert current(None) == (None, None)
+    assert current_outcome("outcome_unknown") == ("interrupted", "daemon-stopped")
+    assert current_outcome("failed", "exit-code") == ("failed", "exit-code")
+    assert current_outcome(None) == (None, None)
     old = {"seq": 3, "kind": "job/settled", "outcome": "outcome_unknown", "replies": 1}
     assert upgrade_event(old) == dict(old, outcome="interrupted", reason="daemon-stopped")
     other = {"seq": 4, "kind": "mail/sent", "outcome": "outcome_unknown"}

@@ -1,4 +1,4 @@
-"""benchd.core.patterns: session-supplied patterns compiled by RE2 (linear time), or
+"""benchd.core.wakegate: session-supplied patterns compiled by RE2 (linear time), or
 refused with a clear code."""
 
 import time
@@ -6,8 +6,8 @@ import time
 import pytest
 
 from bench_wire.errors import WireError
-from benchd.core.patterns import MATCH_CHARS, compile_pattern
-from benchd.runtime.presets import BUILTIN
+from benchd.core.wakegate import MATCH_CHARS, compile_pattern
+from benchd.runtime.sessions import BUILTIN_PRESETS
 
 
 def test_a_catastrophic_pattern_runs_in_linear_time():
@@ -47,7 +47,7 @@ def test_a_long_pattern_is_refused():
 
 
 def test_the_presets_patterns_compile():
-    for name, preset in BUILTIN.items():
+    for name, preset in BUILTIN_PRESETS.items():
         assert compile_pattern(preset.ready), name
 
 

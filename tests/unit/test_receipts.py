@@ -1,12 +1,12 @@
-"""Receipts for mail from other nodes (benchd.runtime.receipts): which events make one,
+"""Receipts for mail from other nodes (benchd.runtime.tracking): which events make one,
 for which node, and the bound on what waits for the bridge. A real index file."""
 
 import trio
 import trio.testing
 
 from bench_wire import messages as m
-from benchd.runtime import receipts as rc
-from benchd.runtime.receipts import Receipts
+from benchd.runtime import tracking as rc
+from benchd.runtime.tracking import Receipts
 from benchd.store.index import Index
 
 

@@ -77,9 +77,9 @@ def test_tables_of_every_shape(tmp_path):
 
 def test_the_cli_knows_the_daemons_presets_and_sizes():
     # The CLI imports nothing of benchd: its copies of these are checked here.
-    from benchd.runtime import presets, terminal
+    from benchd.runtime import sessions, terminal
 
-    assert set(team.BUILTIN_PRESETS) == set(presets.BUILTIN)
+    assert set(team.BUILTIN_PRESETS) == set(sessions.BUILTIN_PRESETS)
     assert (team.ROWS_MAX, team.COLS_MAX) == (terminal.MAX_ROWS, terminal.MAX_COLS)
 
 

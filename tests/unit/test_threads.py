@@ -1,4 +1,4 @@
-"""benchd.store.threads over a real SQLite file: a thread by its stored root, whole when
+"""benchd.store.queries over a real SQLite file: a thread by its stored root, whole when
 short, cut to the asked message's neighbourhood when long; the work is bounded by the
 cap, not by the thread's depth (counted in SQL statements, not in time)."""
 
@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from benchd.store import search, threads
+from benchd.store import queries, search
 
 
 def mid(n: int) -> str:
@@ -43,7 +43,7 @@ def statements(db, fn):
 def test_a_short_thread_is_whole_with_every_branch(db):
     ids = chain(db, 3)
     search.add(db, "al", mid(50), "bob", "s", "b", ids[0])  # a second branch off the root
-    part = threads.thread(db, ids[2], cap=10)
+    part = queries.thread(db, ids[2], cap=10)
     assert [x.mail_id for x in part.links] == [*ids, mid(50)]
     assert not part.cut
 
@@ -51,7 +51,7 @@ def test_a_short_thread_is_whole_with_every_branch(db):
 @pytest.mark.parametrize("asked", [0, 500, 999])
 def test_a_long_thread_is_cut_around_the_message_asked(db, asked):
     ids = chain(db, 1000)
-    part = threads.thread(db, ids[asked], cap=41)
+    part = queries.thread(db, ids[asked], cap=41)
     got = [ids.index(x.mail_id) for x in part.links]
     assert asked in got and 0 in got and len(got) == 41 and part.cut
     # Nearest first: a contiguous run around the message (and the root).
@@ -69,8 +69,8 @@ def test_a_long_thread_is_cut_around_the_message_asked(db, asked):
 def test_the_work_is_bounded_by_the_cap_not_the_depth(db):
     shallow = chain(db, 300)
     deep = chain(db, 6000, start=1000)
-    (short, n_short) = statements(db, lambda: threads.thread(db, shallow[-1], cap=50))
-    (long_, n_long) = statements(db, lambda: threads.thread(db, deep[-1], cap=50))
+    (short, n_short) = statements(db, lambda: queries.thread(db, shallow[-1], cap=50))
+    (long_, n_long) = statements(db, lambda: queries.thread(db, deep[-1], cap=50))
     assert deep[-1] in [x.mail_id for x in long_.links]
     assert long_.ancestors_left == 5999 - 49
     assert n_long == n_short <= 2 * 50 + 10
@@ -82,7 +82,7 @@ def test_a_reply_indexed_before_its_parent_joins_the_thread(db):
     search.add(db, "bob", mid(4), "al", "s", "b", mid(3))
     search.add(db, "bob", mid(1), "al", "s", "b", None)
     search.add(db, "bob", mid(2), "al", "s", "b", mid(1))
-    part = threads.thread(db, mid(4), cap=10)
+    part = queries.thread(db, mid(4), cap=10)
     assert [x.mail_id for x in part.links] == [mid(1), mid(2), mid(3), mid(4)]
     assert db.execute("SELECT depth FROM mail_links WHERE id=?", (mid(4),)).fetchone() == (3,)
 
@@ -108,6 +108,6 @@ def test_links_from_before_roots_are_given_their_roots(tmp_path):
     assert depth[mid(299)] == 299 and roots[mid(299)] == mid(0)
     assert roots[mid(900)] == mid(900) and depth[mid(900)] == 0  # its parent is unknown
     assert roots[mid(901)] == roots[mid(902)]  # a loop is one thread
-    part = threads.thread(conn, mid(150), cap=400)
+    part = queries.thread(conn, mid(150), cap=400)
     assert len(part.links) == 300 and not part.cut
     conn.close()

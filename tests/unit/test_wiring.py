@@ -14,17 +14,17 @@ import structlog
 import trio
 
 from bench_wire import messages as m
-from benchd.core.clock import SYSTEM_WALL
+from benchd.core.names import SYSTEM_WALL
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import Directory
+from benchd.runtime.past import ExitedStore
 from benchd.runtime.sessions import EXITED_KEPT
-from benchd.server import upkeep
-from benchd.server.config import DaemonConfig
+from benchd.server.options import DaemonConfig
 from benchd.server.startup import Notices, RefillIndex
 from benchd.server.wiring import Opened, Wired, build
+from benchd.store import statedir
 from benchd.store.eventlog import EventLog
-from benchd.store.exited import ExitedStore
 from benchd.store.index import Index
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
@@ -82,7 +82,7 @@ def _opened(state: str, bench_dir: str, config: DaemonConfig) -> Opened:
         directory=Directory(os.path.join(state, "nodes.json"), config.node),
         exited_store=exited,
         past=(),
-        damage=upkeep.Damage(state, log, []),
+        damage=statedir.Damage(state, log, []),
     )
 
 

@@ -94,7 +94,7 @@ def main() -> int:
 
 
 def _default_dir() -> str:
-    from bench_wire.paths import resolve_dir
+    from bench_wire.client import resolve_dir
 
     return resolve_dir(None)
 

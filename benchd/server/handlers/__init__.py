@@ -1,7 +1,7 @@
 """The request handlers, one module per area, and the one registry the daemon dispatches
 through.
 
-Every handler is a `benchd.server.services.Handler`:
+Every handler is a `benchd.server.wiring.Handler`:
 `async def verb(svc: Services, conn: Connection, caller: Caller, req: m.Verb) -> None`:
 the daemon's services (the typed record, never the daemon itself), the connection to
 answer on, who is asking, and the decoded request. It sends its answer(s) on the
@@ -15,10 +15,10 @@ handler in the module of its area, and an entry in that module's HANDLERS.
 from collections.abc import Iterable
 from types import ModuleType
 
-from benchd.server.handlers import admin, agents, bridge, events, mail, ptys
-from benchd.server.services import Handlers
+from benchd.server.handlers import admin, bridge, mail, ptys
+from benchd.server.wiring import Handlers
 
-MODULES = (admin, mail, ptys, agents, events, bridge)
+MODULES = (admin, mail, ptys, bridge)
 
 
 def registry(modules: Iterable[ModuleType] = MODULES) -> Handlers:

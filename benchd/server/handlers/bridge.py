@@ -18,7 +18,7 @@ from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND
 from benchd.runtime.outbound import PULL_MAX, forward_op, is_bounce
 from benchd.server.connection import Connection
-from benchd.server.services import Handlers, Services
+from benchd.server.wiring import Handlers, Services
 from benchd.store.index import UNREAD
 from benchd.store.mailstates import StateRow
 

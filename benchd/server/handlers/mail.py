@@ -19,7 +19,6 @@ import trio
 from msgspec.structs import replace
 
 from bench_wire import messages as m
-from bench_wire import outcomes
 from bench_wire.addresses import resolve, split_address
 from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
@@ -30,8 +29,8 @@ from benchd.core.names import check_handle, check_mail_id, format_ms, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.runtime.nodes import OUTBOUND
 from benchd.server.connection import Connection
-from benchd.server.services import Handlers, Services
-from benchd.store import mailfile, search, threads
+from benchd.server.wiring import Handlers, Services
+from benchd.store import mailfile, queries, search
 from benchd.store.index import STATE_NAMES, UNREAD
 
 
@@ -177,9 +176,9 @@ def _visible(svc: Services, caller: Caller, handle: str, sender: str) -> bool:
 
 async def mail_thread(svc: Services, conn: Connection, caller: Caller, req: m.MailThread) -> None:
     mail_id = svc.mail.local_id(req.mail_id)
-    cap = threads.THREAD_MAX if req.limit is None else req.limit
-    if not 1 <= cap <= threads.THREAD_MAX:
-        raise WireError("bad-limit", f"limit {cap} is outside 1-{threads.THREAD_MAX}")
+    cap = queries.THREAD_MAX if req.limit is None else req.limit
+    if not 1 <= cap <= queries.THREAD_MAX:
+        raise WireError("bad-limit", f"limit {cap} is outside 1-{queries.THREAD_MAX}")
     where = [r for r in svc.queries.locate(mail_id) if _visible(svc, caller, r.handle, r.sender)]
     if not where:
         raise WireError("no-such-message", f"no message {req.mail_id} that you can see")
@@ -460,7 +459,7 @@ async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWa
                 record = svc.jobs.job(s.id)
                 if record is not None and record.outcome is not None:
                     # In today's words, whatever version stored it (outcome_unknown).
-                    word, _ = outcomes.current(record.outcome)
+                    word, _ = m.current_outcome(record.outcome)
                     settled.append(word or "interrupted")
                     return
                 await waiter.next()

@@ -1,10 +1,16 @@
-"""Session handlers: spawn, list, kill, prune, type, tail, attach, and session/screen.
+"""Session handlers: spawn, list, kill, prune, type, tail, attach, session/screen, and what
+a session's agent or job says of itself.
 
 session/screen: the first frame is the screen now; with `follow`, a new frame follows
 each change, at most one per FRAME_S (a TUI redrawing a spinner 60 times a second costs
 the watcher ten frames a second, not sixty), and only when the rendered screen differs
 from the last frame sent. The stream ends when the session exits or the client goes
 away.
+
+What a session's agent or job says of itself: agent/report (`bench hook EVENT`, from a
+session's own agent), agent/answer (`bench approve|deny HANDLE`; see
+benchd.runtime.agenthost), and job/report (`bench report`, a job's content owed to its
+correspondents).
 """
 
 import base64
@@ -21,7 +27,7 @@ from benchd.runtime.sessions import OUTPUT_CHUNK
 from benchd.runtime.terminal import check_size
 from benchd.runtime.vt import frame, replay
 from benchd.server.connection import Connection
-from benchd.server.services import Handlers, Services
+from benchd.server.wiring import Handlers, Services
 
 FRAME_S = 0.1
 REPLAY_BYTES = 16384  # the newest output an attaching viewer is shown first
@@ -235,6 +241,31 @@ async def session_screen(
         await conn.send(m.EndFrame(id=req.id, reason="exited", exit=s.exit))
 
 
+async def agent_report(svc: Services, conn: Connection, caller: Caller, req: m.AgentReport) -> None:
+    a = await svc.agents.report(caller, req.event, req.payload)
+    await conn.send(m.AgentReportOk(id=req.id, state=a.state, output=a.output))
+
+
+async def answer(svc: Services, conn: Connection, caller: Caller, req: m.AgentAnswer) -> None:
+    s = svc.roster.find(req.handle)
+    a = await svc.agents.answer(caller, s, req.allow, req.reason)
+    await conn.send(
+        m.AgentAnswerOk(id=req.id, session=a.session, handle=a.handle, tool=a.tool, via=a.via)
+    )
+
+
+# Job handlers: job/report (`bench report`), a job's content owed to its correspondents.
+#
+# A job itself starts with session/spawn (benchd.runtime.sessions) and settles when its
+# session exits (benchd.runtime.jobhost).
+
+
+async def job_report(svc: Services, conn: Connection, caller: Caller, req: m.JobReport) -> None:
+    n = await svc.jobs.report(caller, req.content)
+    assert caller.session is not None, "JobHost.report refuses the operator"
+    await conn.send(m.ReportOk(id=req.id, session=caller.session.id, bytes=n))
+
+
 HANDLERS: Handlers = {
     m.Spawn: spawn,
     m.SessionList: session_list,
@@ -247,4 +278,7 @@ HANDLERS: Handlers = {
     m.SessionResize: not_attached,
     m.SessionDetach: not_attached,
     m.SessionScreen: session_screen,
+    m.AgentReport: agent_report,
+    m.AgentAnswer: answer,
+    m.JobReport: job_report,
 }
