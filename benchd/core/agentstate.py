@@ -91,6 +91,11 @@ class AgentState:
     # "report"; "screen": only the screen said so (evidence, not a report); "process": its
     # process ended without an `end` report
     source: str = "report"
+    # idle by its `start` report alone: the agent has started but has not ended a turn
+    # yet. Claude Code reports its start before its input box reliably takes typed text
+    # (a line typed 0.3 s after it was lost under load), so a fresh agent is typed to
+    # behind the screen's full idle gate, as without an adapter.
+    fresh: bool = False
 
 
 class BadReport(ValueError):
@@ -177,7 +182,7 @@ def step(cur: AgentState | None, event: str, payload: dict[str, object], now: in
         case "start":
             if cur is not None and cur.state == "limited" and not expired(cur, now):
                 return cur
-            return AgentState("idle", now)
+            return AgentState("idle", now, fresh=True)
         case "prompt" | "tool":
             return AgentState("working", now)
         case "stop" | "interrupt":

@@ -43,7 +43,7 @@ from benchd.runtime.terminal import Terminal
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
 QUIET_LIMIT_S = 1.0
-AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says it is idle  # an agent that never stops printing is not waited on longer
+AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says its turn ended
 
 
 class Courier:
@@ -305,9 +305,9 @@ class Reactor:
             last_input=session.last_input,
         )
         gate = self.gate
-        if session.agent is not None and session.agent.state == "idle":
-            # The agent said itself that it is at its prompt: the quiet time only lets
-            # the prompt be drawn, it no longer has to stand for the agent's word.
+        if session.agent is not None and session.agent.state == "idle" and not session.agent.fresh:
+            # The agent said itself that its turn ended at its prompt: the quiet time
+            # only lets the prompt be drawn, it no longer has to stand for its word.
             gate = min(gate, AGENT_SETTLE_S)
         action = wakegate.readiness(gate, a)
         if isinstance(action, wakegate.LookAtScreen):

@@ -116,3 +116,11 @@ def test_codex_limit_reset_read_in_local_time_to_the_end_of_its_minute():
     tomorrow = local_reset(marks.reset.search(text), int(night.timestamp() * 1000))
     assert tomorrow is not None and tomorrow > int(night.timestamp() * 1000)
     assert local_reset(marks.reset.search("try again later"), 0) is None
+
+
+def test_idle_by_its_start_alone_is_fresh_until_a_turn_ends():
+    started = a.step(None, "start", {}, 1)
+    assert started.state == "idle" and started.fresh  # typed behind the full idle gate
+    working = a.step(started, "prompt", {}, 2)
+    ended = a.step(working, "stop", {}, 3)
+    assert ended.state == "idle" and not ended.fresh  # its word: the short settle
