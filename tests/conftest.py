@@ -15,7 +15,9 @@ names them, each process with the test that started it.
 """
 
 import itertools
+import os
 import shutil
+import sys
 
 import pytest
 
@@ -43,6 +45,19 @@ __all__ = [
 
 
 leaks.mark_run()
+
+
+def _bytecode_cache() -> None:
+    """Every Python process the run starts (each benchd, each `bench`, the stand-ins)
+    reads the project's compiled modules from one cache in the venv instead of compiling
+    them again. Where PYTHONDONTWRITEBYTECODE is set nothing is ever cached, and each
+    benchd start costs about 0.57 s of CPU instead of 0.40 (the suite starts hundreds);
+    the prefix keeps the source tree as clean as that variable kept it."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(sys.prefix, "pycache"))
+
+
+_bytecode_cache()
 _LEFTOVERS = pytest.StashKey[list[str]]()
 
 

@@ -65,27 +65,27 @@ def test_reports_give_the_state_in_ps(daemon):
     assert daemon.ok("status")["agents"]["hk"]["state"] == "idle"
 
 
-def test_idle_agent_is_typed_to_mail_mid_turn_goes_through_its_stop_hook(daemon):
-    s, rec = hooked(daemon, "hk")
-    first = daemon.ok("mail", "send", "hk", "-m", "one")  # idle: typed
-    daemon.wait_until(lambda: len(records(rec)) >= 1, what="the typed wake")
+def test_idle_agent_is_typed_to_mail_mid_turn_goes_through_its_stop_hook(shared, who):
+    s, rec = hooked(shared, who)
+    first = shared.ok("mail", "send", who, "-m", "one")  # idle: typed
+    shared.wait_until(lambda: len(records(rec)) >= 1, what="the typed wake")
     assert records(rec)[0]["door"] == "typed"
     assert records(rec)[0]["line"].startswith("You have mail from operator: ")
-    daemon.wait_event(
+    shared.wait_event(
         "agent/state",
-        lambda e: e["handle"] == "hk" and e["state"] == "idle",
-        since=daemon.wait_event("agent/woken", lambda e: e["mail_id"] == first["mail_id"])["seq"],
+        lambda e: e["handle"] == who and e["state"] == "idle",
+        since=shared.wait_event("agent/woken", lambda e: e["mail_id"] == first["mail_id"])["seq"],
     )
-    daemon.ok("type", "hk", "work 3")
-    daemon.wait_event(
+    shared.ok("type", who, "work 3")
+    shared.wait_event(
         "agent/state",
-        lambda e: e["handle"] == "hk" and e["state"] == "working",
-        since=daemon.last_seq() - 5,
+        lambda e: e["handle"] == who and e["state"] == "working",
+        since=shared.last_seq() - 5,
     )
-    sent = daemon.ok("mail", "send", "hk", "-m", "two")  # mid-turn: waits for its Stop
-    woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
+    sent = shared.ok("mail", "send", who, "-m", "two")  # mid-turn: waits for its Stop
+    woken = shared.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
     assert woken["door"] == "stop-hook"
-    got = daemon.wait_until(
+    got = shared.wait_until(
         lambda: [
             r for r in records(rec) if r["line"].startswith("You have mail") and r["door"] == "stop"
         ],
@@ -95,145 +95,146 @@ def test_idle_agent_is_typed_to_mail_mid_turn_goes_through_its_stop_hook(daemon)
     # Nothing typed for it: the only typed wake is the first one.
     typed = [r for r in records(rec) if r["door"] == "typed" and "You have mail" in r["line"]]
     assert len(typed) == 1
-    status = daemon.ok("mail", "status", sent["mail_id"])
+    status = shared.ok("mail", "status", sent["mail_id"])
     assert {"woken", "active"} <= {s["state"] for s in status["states"]}
 
 
-def test_approve_and_deny_through_the_permission_hook(daemon):
-    s, rec = hooked(daemon, "hk")
-    daemon.ok("type", "hk", "tool rm -rf /tmp/x\x1b[31m")
-    blocked = daemon.wait_event(
-        "agent/state", lambda e: e["handle"] == "hk" and e["state"] == "blocked"
+def test_approve_and_deny_through_the_permission_hook(shared, who):
+    s, rec = hooked(shared, who)
+    shared.ok("type", who, "tool rm -rf /tmp/x\x1b[31m")
+    blocked = shared.wait_event(
+        "agent/state", lambda e: e["handle"] == who and e["state"] == "blocked"
     )
     assert blocked["tool"] == "Bash" and "rm -rf /tmp/x" in blocked["input"]
-    a = agent_of(daemon, "hk")
+    a = agent_of(shared, who)
     assert a["state"] == "blocked" and a["tool"] == "Bash"
-    ps = daemon.bench("ps").out
-    assert "hk waits for approval: Bash" in ps and "\x1b" not in ps  # escaped
+    ps = shared.bench("ps").out
+    assert f"{who} waits for approval: Bash" in ps and "\x1b" not in ps  # escaped
     # Mail to a blocked agent waits, and its sender sees why.
-    sent = daemon.ok("mail", "send", "hk", "-m", "later")
-    daemon.wait_event(
+    sent = shared.ok("mail", "send", who, "-m", "later")
+    shared.wait_event(
         "wake/deferred", lambda e: e["mail_id"] == sent["mail_id"] and e["reason"] == "blocked"
     )
-    assert "reason blocked" in daemon.bench("mail", "status", sent["mail_id"]).out
-    ok = daemon.ok("approve", "hk")
+    assert "reason blocked" in shared.bench("mail", "status", sent["mail_id"]).out
+    ok = shared.ok("approve", who)
     assert ok["tool"] == "Bash" and ok["via"] == "hook"
-    daemon.wait_until(lambda: "allowed" in daemon.bench("tail", "hk").out, what="allowed on screen")
-    ans = daemon.wait_event("agent/answered", lambda e: e["handle"] == "hk")
+    shared.wait_until(lambda: "allowed" in shared.bench("tail", who).out, what="allowed on screen")
+    ans = shared.wait_event("agent/answered", lambda e: e["handle"] == who)
     assert ans["allow"] is True and ans["by"] == "operator"
     # The parked mail goes in once it is idle again (or at its turn's end).
-    daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
+    shared.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
     # Nothing waits now: approve again is refused.
-    assert_refused(daemon.bench("approve", "hk", "--json"), "not-blocked")
-    seq = daemon.last_seq()
-    daemon.ok("type", "hk", "tool curl evil")
-    daemon.wait_event(
-        "agent/state", lambda e: e["handle"] == "hk" and e["state"] == "blocked", since=seq
+    assert_refused(shared.bench("approve", who, "--json"), "not-blocked")
+    seq = shared.last_seq()
+    shared.ok("type", who, "tool curl evil")
+    shared.wait_event(
+        "agent/state", lambda e: e["handle"] == who and e["state"] == "blocked", since=seq
     )
-    daemon.ok("deny", "hk", "-m", "no network")
-    daemon.wait_until(
-        lambda: "denied: no network" in daemon.bench("tail", "hk").out, what="denied on screen"
+    shared.ok("deny", who, "-m", "no network")
+    shared.wait_until(
+        lambda: "denied: no network" in shared.bench("tail", who).out, what="denied on screen"
     )
 
 
-def test_limited_agent_parks_its_wakes_until_it_works_again(daemon):
-    s, rec = hooked(daemon, "hk")
-    daemon.ok("type", "hk", "limit")
-    daemon.wait_event("agent/state", lambda e: e["handle"] == "hk" and e["state"] == "limited")
+def test_limited_agent_parks_its_wakes_until_it_works_again(shared, who):
+    s, rec = hooked(shared, who)
+    shared.ok("type", who, "limit")
+    shared.wait_event("agent/state", lambda e: e["handle"] == who and e["state"] == "limited")
     # The stand-in's limit message says when it resets; bench reads it off the screen
     # (evidence, marked so) right after the report.
-    lim = daemon.wait_event(
+    lim = shared.wait_event(
         "agent/state",
-        lambda e: e["handle"] == "hk" and e["state"] == "limited" and e["until"] is not None,
+        lambda e: e["handle"] == who and e["state"] == "limited" and e["until"] is not None,
     )
-    a = agent_of(daemon, "hk")
+    a = agent_of(shared, who)
     assert a["state"] == "limited" and a["screen"] == "limit"
-    sent = daemon.ok("mail", "send", "hk", "-m", "parked")
-    d = daemon.wait_event("wake/deferred", lambda e: e["mail_id"] == sent["mail_id"])
+    sent = shared.ok("mail", "send", who, "-m", "parked")
+    d = shared.wait_event("wake/deferred", lambda e: e["mail_id"] == sent["mail_id"])
     assert d["reason"] == "parked"
-    status = daemon.ok("mail", "status", sent["mail_id"])
+    status = shared.ok("mail", "status", sent["mail_id"])
     (parked,) = [m for m in status["states"] if m.get("reason") == "parked"]
     assert parked["until"] is not None  # the sender sees until when: the agent's reset
-    assert "reason parked, until " in daemon.bench("mail", "status", sent["mail_id"]).out
+    assert "reason parked, until " in shared.bench("mail", "status", sent["mail_id"]).out
     assert lim["until"] is not None
     assert not [r for r in records(rec) if "You have mail" in r["line"]]
     # It reports work again (a prompt): its turn's end hands the parked mail over, once.
-    daemon.ok("type", "hk", "hello")
-    woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
+    shared.ok("type", who, "hello")
+    woken = shared.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
     assert woken["door"] == "stop-hook"
-    daemon.wait_until(lambda: [r for r in records(rec) if "You have mail" in r["line"]])
+    shared.wait_until(lambda: [r for r in records(rec) if "You have mail" in r["line"]])
     assert len([r for r in records(rec) if "You have mail" in r["line"]]) == 1
 
 
-def test_report_from_the_operator_is_refused_and_exit_is_reported(daemon, tmp_path):
-    r = daemon.bench("hook", "stop", input="{}")
+def test_report_from_the_operator_is_refused_and_exit_is_reported(shared, who, tmp_path):
+    r = shared.bench("hook", "stop", input="{}")
     assert r.rc == 1 and "only a session" in r.err  # never exit 2: an agent reads it as "block"
     # A program without an adapter may report by itself: about itself only.
     from tests.conformance.test_delegation import Shell
 
-    sh = Shell(daemon, tmp_path, "sh1")
+    sh = Shell(shared, tmp_path, who + "s")
     rc, _out, err = sh.run("echo '{}' | bench hook prompt")
     assert rc == 0, err
-    a = agent_of(daemon, "sh1")
+    a = agent_of(shared, who + "s")
     assert a["adapter"] == "self" and a["state"] == "working"
-    s, _ = hooked(daemon, "hk")
-    daemon.ok("type", "hk", "\x04", "--no-enter")
-    daemon.wait_event("agent/state", lambda e: e["handle"] == "hk" and e["state"] == "exited")
+    s, _ = hooked(shared, who)
+    shared.ok("type", who, "\x04", "--no-enter")
+    shared.wait_event("agent/state", lambda e: e["handle"] == who and e["state"] == "exited")
 
 
-def test_a_jobs_approval_is_mailed_to_its_parent_who_may_answer_it(daemon, tmp_path):
+def test_a_jobs_approval_is_mailed_to_its_parent_who_may_answer_it(shared, who, tmp_path):
+    warmup, kid, alice_ = who + "w", who + "k", who + "a"
     from tests.conformance.test_delegation import Shell, task
 
-    hooked(daemon, "warmup")  # writes the `claude` script; its own session is not used
-    claude = os.path.join(daemon.scratch, "bin", "claude")
-    rec = os.path.join(daemon.scratch, "kid.rec")
-    alice = Shell(daemon, tmp_path, "alice")
+    hooked(shared, warmup)  # writes the `claude` script; its own session is not used
+    claude = os.path.join(shared.scratch, "bin", "claude")
+    rec = os.path.join(shared.scratch, f"{kid}.rec")
+    alice = Shell(shared, tmp_path, alice_)
     alice.ok(
-        f"bench spawn --json --mail {task(tmp_path)} --name kid --agent claude -- "
+        f"bench spawn --json --mail {task(tmp_path)} --name {kid} --agent claude -- "
         f"{claude} --record {rec}"
     )
-    daemon.wait_event("agent/state", lambda e: e["handle"] == "kid" and e["state"] == "idle")
-    daemon.ok("type", "kid", "tool make deploy")
-    daemon.wait_event("agent/state", lambda e: e["handle"] == "kid" and e["state"] == "blocked")
+    shared.wait_event("agent/state", lambda e: e["handle"] == kid and e["state"] == "idle")
+    shared.ok("type", kid, "tool make deploy")
+    shared.wait_event("agent/state", lambda e: e["handle"] == kid and e["state"] == "blocked")
     # One mail to the parent, with the tool and its input.
-    got = daemon.wait_until(
+    got = shared.wait_until(
         lambda: [
             x
-            for x in daemon.ok("mail", "list", "--handle", "alice", "--state", "all")["messages"]
-            if x["from"] == "kid" and "approval" in (x.get("subject") or "")
+            for x in shared.ok("mail", "list", "--handle", alice_, "--state", "all")["messages"]
+            if x["from"] == kid and "approval" in (x.get("subject") or "")
         ],
-        what="the approval mail to alice",
+        what="the approval mail to the parent",
     )
     assert len(got) == 1 and "Bash" in got[0]["subject"]
-    body = daemon.ok("mail", "read", "--handle", "alice", got[0]["mail_id"])["body"]
-    assert "make deploy" in body and "bench approve kid" in body
+    body = shared.ok("mail", "read", "--handle", alice_, got[0]["mail_id"])["body"]
+    assert "make deploy" in body and f"bench approve {kid}" in body
     # The parent answers it (its own descendant); the kid's agent runs the tool.
-    a = alice.ok("bench approve --json kid")
-    assert a["handle"] == "kid" and a["via"] == "hook"
-    daemon.wait_until(lambda: "allowed" in daemon.bench("tail", "kid").out, what="allowed")
-    ans = daemon.wait_event("agent/answered", lambda e: e["handle"] == "kid")
-    assert ans["by"] == "alice" and ans["allow"] is True
+    a = alice.ok(f"bench approve --json {kid}")
+    assert a["handle"] == kid and a["via"] == "hook"
+    shared.wait_until(lambda: "allowed" in shared.bench("tail", kid).out, what="allowed")
+    ans = shared.wait_event("agent/answered", lambda e: e["handle"] == kid)
+    assert ans["by"] == alice_ and ans["allow"] is True
     # A usage limit: one mail to the parent, with its reset time (read off the screen).
-    daemon.ok("type", "kid", "limit")
-    daemon.wait_event("agent/state", lambda e: e["handle"] == "kid" and e["state"] == "limited")
-    limited = daemon.wait_until(
+    shared.ok("type", kid, "limit")
+    shared.wait_event("agent/state", lambda e: e["handle"] == kid and e["state"] == "limited")
+    limited = shared.wait_until(
         lambda: [
             x
-            for x in daemon.ok("mail", "list", "--handle", "alice", "--state", "all")["messages"]
-            if x["from"] == "kid" and "usage limit" in (x.get("subject") or "")
+            for x in shared.ok("mail", "list", "--handle", alice_, "--state", "all")["messages"]
+            if x["from"] == kid and "usage limit" in (x.get("subject") or "")
         ],
         60,
-        "the limit mail to alice",
+        "the limit mail to the parent",
     )
-    body = daemon.ok("mail", "read", "--handle", "alice", limited[0]["mail_id"])["body"]
+    body = shared.ok("mail", "read", "--handle", alice_, limited[0]["mail_id"])["body"]
     assert "23:59 UTC" in body
     # Killed without its `end` report: ps says exited all the same.
-    daemon.ok("kill", "kid")
-    daemon.wait_until(
+    shared.ok("kill", kid)
+    shared.wait_until(
         lambda: [
             r
-            for r in daemon.ok("ps", "-a")["sessions"]
-            if r["handle"] == "kid" and (r.get("agent") or {}).get("state") == "exited"
+            for r in shared.ok("ps", "-a")["sessions"]
+            if r["handle"] == kid and (r.get("agent") or {}).get("state") == "exited"
         ],
         what="kid's agent exited",
     )

@@ -42,37 +42,43 @@ def test_habits_from_git_docker_and_tmux_get_the_bench_command(typed, meant, ben
 # ---------------------------------------------------------------- handles and mailboxes
 
 
-def test_an_unknown_recipient_gets_the_nearest_handle(daemon):
-    daemon.ok("mail", "send", "bob", "-m", "first")
-    r = daemon.bench("mail", "send", "Bob", "-m", "hi")
-    assert r.rc == 1 and "[bad-handle]" in r.err and "(did you mean bob?)" in r.err, r
-    for argv in (["mail", "list", "--handle", "BOB"], ["mail", "read", "--handle", "Bob"]):
-        r = daemon.bench(*argv)
-        assert r.rc == 1 and "(did you mean bob?)" in r.err, (argv, r)
-    spawn(daemon, "sleep", "600", name="carol")
+def test_an_unknown_recipient_gets_the_nearest_handle(shared, who):
+    bob, carol = who + "bob", who + "carol"
+    shared.ok("mail", "send", bob, "-m", "first")
+    r = shared.bench("mail", "send", who + "Bob", "-m", "hi")
+    assert r.rc == 1 and "[bad-handle]" in r.err and f"(did you mean {bob}?)" in r.err, r
+    for argv in (
+        ["mail", "list", "--handle", who + "BOB"],
+        ["mail", "read", "--handle", who + "Bob"],
+    ):
+        r = shared.bench(*argv)
+        assert r.rc == 1 and f"(did you mean {bob}?)" in r.err, (argv, r)
+    spawn(shared, "sleep", "600", name=carol)
     # A valid handle nobody holds: delivered, with the warning and the likely handle.
-    r = daemon.bench("mail", "send", "caorl", "-m", "hi")
-    assert r.rc == 0 and "new-mailbox" in r.out and "(did you mean carol?)" in r.out, r
+    r = shared.bench("mail", "send", who + "caorl", "-m", "hi")
+    assert r.rc == 0 and "new-mailbox" in r.out and f"(did you mean {carol}?)" in r.out, r
     # Nothing close: no guess.
-    r = daemon.bench("mail", "send", "zebra-42", "-m", "hi")
+    r = shared.bench("mail", "send", "zebra-42", "-m", "hi")
     assert r.rc == 0 and "new-mailbox" in r.out and "did you mean" not in r.out, r
+    shared.ok("kill", carol)
 
 
-def test_no_such_mailbox_is_not_no_unread_mail(daemon):
-    daemon.ok("mail", "send", "bob", "-m", "hi")
-    daemon.ok("mail", "read", "--handle", "bob")
-    empty = daemon.bench("mail", "list", "--handle", "bob")
-    assert empty.rc == 0 and empty.out.strip() == "no unread mail for bob", empty
-    none = daemon.bench("mail", "list", "--handle", "bobb")
+def test_no_such_mailbox_is_not_no_unread_mail(shared, who):
+    bob = who + "bob"
+    shared.ok("mail", "send", bob, "-m", "hi")
+    shared.ok("mail", "read", "--handle", bob)
+    empty = shared.bench("mail", "list", "--handle", bob)
+    assert empty.rc == 0 and empty.out.strip() == f"no unread mail for {bob}", empty
+    none = shared.bench("mail", "list", "--handle", bob + "b")
     assert none.rc == 0, none
     assert none.out.strip() == (
-        "no such mailbox: nothing was ever sent to bobb (did you mean bob?)"
+        f"no such mailbox: nothing was ever sent to {bob}b (did you mean {bob}?)"
     ), none
     # --json stays the daemon's answer, exactly.
-    assert daemon.ok("mail", "list", "--handle", "bobb")["messages"] == []
+    assert shared.ok("mail", "list", "--handle", bob + "b")["messages"] == []
     # Reading from an empty mailbox says it the same way.
-    r = daemon.bench("mail", "read", "--handle", "bob")
-    assert r.rc == 1 and "no unread mail for bob [no-unread]" in r.err, r
+    r = shared.bench("mail", "read", "--handle", bob)
+    assert r.rc == 1 and f"no unread mail for {bob} [no-unread]" in r.err, r
 
 
 def test_mail_to_the_operator_never_warns_new_mailbox(shared):
@@ -146,34 +152,37 @@ def test_empty_results_have_one_wording(make_daemon):
     assert d.bench("ps").out.strip() == "no live sessions (1 exited: bench ps -a)"
 
 
-def test_one_search_hit_is_one_match(daemon):
-    daemon.ok("mail", "send", "bob", "-s", "deploy", "-m", "the unicorn is green")
-    assert daemon.bench("mail", "search", "unicorn").out.splitlines()[-1] == "1 match"
-    daemon.ok("mail", "send", "bob", "-m", "another unicorn")
-    assert daemon.bench("mail", "search", "unicorn").out.splitlines()[-1] == "2 matches"
+def test_one_search_hit_is_one_match(shared, who):
+    word = f"unicorn{who}"  # search looks in every mailbox: a word no other test sends
+    shared.ok("mail", "send", who, "-s", "deploy", "-m", f"the {word} is green")
+    assert shared.bench("mail", "search", word).out.splitlines()[-1] == "1 match"
+    shared.ok("mail", "send", who, "-m", f"another {word}")
+    assert shared.bench("mail", "search", word).out.splitlines()[-1] == "2 matches"
 
 
-def test_idle_is_human_in_text_and_exact_in_json(daemon):
-    spawn(daemon, "bash", "-c", "echo up; exec sleep 600", name="idler")
-    wait_screen(daemon, "idler", "up")
-    daemon.wait_until(
-        lambda: (daemon.ok("ps")["sessions"][0].get("idle_ms") or 0) >= 1000, 30, "1 s idle"
+def test_idle_is_human_in_text_and_exact_in_json(shared, who):
+    spawn(shared, "bash", "-c", "echo up; exec sleep 600", name=who)
+    wait_screen(shared, who, "up")
+    shared.wait_until(
+        lambda: (shared.ok("ps", who)["sessions"][0].get("idle_ms") or 0) >= 1000, 30, "1 s idle"
     )
-    lines = daemon.bench("ps").out.splitlines()
+    lines = shared.bench("ps", who).out.splitlines()
     head, row = lines[0].split(), lines[1].split()
     idle = row[head.index("IDLE")]
     assert re.fullmatch(r"\d+[smhd]", idle), lines  # 2s, 10m, 2h: never 620.8s
-    assert isinstance(daemon.ok("ps")["sessions"][0]["idle_ms"], int)
+    assert isinstance(shared.ok("ps", who)["sessions"][0]["idle_ms"], int)
+    shared.ok("kill", who)
 
 
-def test_signals_are_named_in_ps_and_events(daemon):
-    s = spawn(daemon, "sleep", "600", name="sig")
-    daemon.ok("kill", "sig")  # SIGHUP first: sleep ends on it
-    ev = daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
+def test_signals_are_named_in_ps_and_events(shared, who):
+    s = spawn(shared, "sleep", "600", name=who)
+    shared.ok("kill", who)  # SIGHUP first: sleep ends on it
+    ev = shared.wait_event("session/exited", lambda e: e["session"] == s["session"])
     assert ev["signal"] == 1  # the event itself keeps the number
-    row = daemon.bench("ps", "-a").out.splitlines()[1]
+    row = shared.bench("ps", "-a", s["session"]).out.splitlines()[1]
     assert " SIGHUP " in row and "sig1" not in row, row
-    text = daemon.bench("events", "--kind", "session/exited").out
+    text = shared.bench("events", "--kind", "session/exited", "--session", s["session"]).out
     assert "signal=SIGHUP" in text and "signal=1" not in text, text
-    as_json = [json.loads(x) for x in daemon.bench("events", "--json").out.splitlines()]
-    assert [e["signal"] for e in as_json if e["kind"] == "session/exited"] == [1]
+    as_json = [json.loads(x) for x in shared.bench("events", "--json").out.splitlines()]
+    mine = [e for e in as_json if e["kind"] == "session/exited" and e["session"] == s["session"]]
+    assert [e["signal"] for e in mine] == [1]

@@ -55,20 +55,20 @@ def test_a_missing_body_on_a_terminal_is_a_usage_error(shared, who):
     assert not os.path.exists(os.path.join(shared.dir, "mail", who))
 
 
-def test_attach_without_a_terminal_is_refused_with_2(daemon):
-    spawn(daemon, *standin_argv(), name="att")
-    r = daemon.bench("attach", "att")
+def test_attach_without_a_terminal_is_refused_with_2(shared, who):
+    spawn(shared, *standin_argv(), name=who)
+    r = shared.bench("attach", who)
     assert r.rc == 2 and "needs a terminal" in r.err and "[usage]" in r.err, r
     assert r.out == ""
 
 
 @pytest.mark.parametrize("argv", [["events", "-f"], ["tail", "-f", "looper"]], ids=" ".join)
-def test_ctrl_c_exits_130_and_prints_nothing(daemon, argv):
-    spawn(daemon, "bash", "-c", "echo started; exec sleep 60", name="looper")
-    wait_screen(daemon, "looper", "started")
+def test_ctrl_c_exits_130_and_prints_nothing(shared, who, argv):
+    spawn(shared, "bash", "-c", "echo started; exec sleep 60", name=who)
+    wait_screen(shared, who, "started")
     p = subprocess.Popen(
-        [BENCH, *argv],
-        env=daemon.env(),
+        [BENCH, *(who if x == "looper" else x for x in argv)],
+        env=shared.env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -215,35 +215,35 @@ def test_ps_live_by_default_all_quiet_by_id_and_prune(daemon):
     assert daemon.ok("mail", "list", "--handle", "w")["total"] == 1  # the mailbox stays
 
 
-def test_tail_and_events_reach_a_past_session_by_id(daemon):
-    old = spawn(daemon, "bash", "-c", "echo first-life; exit 0", name="re")
-    daemon.wait_event("session/exited", lambda e: e["session"] == old["session"])
-    new = spawn(daemon, "bash", "-c", "echo second-life; exec sleep 60", name="re")
-    wait_screen(daemon, "re", "second-life")
-    r = daemon.bench("tail", old["session"])
+def test_tail_and_events_reach_a_past_session_by_id(shared, who):
+    old = spawn(shared, "bash", "-c", "echo first-life; exit 0", name=who)
+    shared.wait_event("session/exited", lambda e: e["session"] == old["session"])
+    new = spawn(shared, "bash", "-c", "echo second-life; exec sleep 60", name=who)
+    wait_screen(shared, who, "second-life")
+    r = shared.bench("tail", old["session"])
     assert r.rc == 0 and "first-life" in r.out and "second-life" not in r.out, r
-    assert "second-life" in daemon.bench("tail", "re").out
+    assert "second-life" in shared.bench("tail", who).out
     evs = [
         json.loads(x)
-        for x in daemon.bench("events", "--session", old["session"], "--json").out.splitlines()
+        for x in shared.bench("events", "--session", old["session"], "--json").out.splitlines()
     ]
     assert {e["kind"] for e in evs} == {"session/spawned", "session/exited"}
     assert all(e["session"] == old["session"] for e in evs)
-    r = daemon.bench("tail", "never-was")
+    r = shared.bench("tail", "never-was")
     assert r.rc == 1 and "no session, live or exited" in r.err, r
     assert new["session"] != old["session"]
 
 
-def test_detach_gives_the_session_its_own_size_back(daemon):
-    spawn(daemon, *standin_argv(), name="sz")
-    wait_screen(daemon, "sz", "standin>")
+def test_detach_gives_the_session_its_own_size_back(shared, who):
+    spawn(shared, *standin_argv(), name=who)
+    wait_screen(shared, who, "standin>")
 
     def rows():
-        r = daemon.bench("tail", "sz", "--screen", "--json")
+        r = shared.bench("tail", who, "--screen", "--json")
         return len(json.loads(r.out.splitlines()[0])["lines"])  # a screen frame, then end
 
     assert rows() == 40
-    p = in_pty(daemon, "attach", "sz", rows=25, cols=90)
+    p = in_pty(shared, "attach", who, rows=25, cols=90)
     try:
         read_pty(p, b"detach with Ctrl-]")
         assert rows() == 25
@@ -259,13 +259,13 @@ def test_detach_gives_the_session_its_own_size_back(daemon):
 # ---------------------------------------------------------------- events
 
 
-def test_events_lines_have_date_time_and_plain_fields(daemon):
-    spawn(daemon, "bash", "-c", "exit 0", name="ev")
-    daemon.wait_event("session/exited", lambda e: e["handle"] == "ev")
-    lines = daemon.bench("events").out.splitlines()
+def test_events_lines_have_date_time_and_plain_fields(shared, who):
+    spawn(shared, "bash", "-c", "exit 0", name=who)
+    shared.wait_event("session/exited", lambda e: e["handle"] == who)
+    lines = shared.bench("events").out.splitlines()
     stamp = re.compile(r"^\s*\d+  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}  \S")
     assert lines and all(stamp.match(x) for x in lines), lines
-    spawned = next(x for x in lines if "session/spawned" in x)
+    spawned = next(x for x in lines if "session/spawned" in x and f" handle={who} " in x)
     assert 'argv=bash,-c,"exit 0"' in spawned, spawned
     text = "\n".join(lines)
     assert "None" not in text and "['" not in text, text
@@ -396,18 +396,21 @@ def test_completion_script_for_each_shell(shell):
     assert r.returncode == 0 and "_BENCH_COMPLETE" in r.stdout, r
 
 
-def test_a_live_handle_completes(daemon):
-    spawn(daemon, "sleep", "60", name="alice")
-    spawn(daemon, "sleep", "60", name="albert")
-    spawn(daemon, "sleep", "60", name="bob")
-    env = daemon.env(_BENCH_COMPLETE="bash_complete", COMP_WORDS="bench tail al", COMP_CWORD="2")
+def test_a_live_handle_completes(shared, who):
+    # Handles of this test's own (the module's other tests may have live sessions).
+    for h in ("alice", "albert", "bob"):
+        spawn(shared, "sleep", "60", name=who + h)
+    words = f"bench tail {who}al"
+    env = shared.env(_BENCH_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD="2")
     r = subprocess.run([BENCH], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r
     values = sorted(line.split(",", 1)[1] for line in r.stdout.splitlines())
-    assert values == ["albert", "alice"], r.stdout
-    env["COMP_WORDS"], env["COMP_CWORD"] = "bench mail send b", "3"
+    assert values == [who + "albert", who + "alice"], r.stdout
+    env["COMP_WORDS"], env["COMP_CWORD"] = f"bench mail send {who}b", "3"
     r = subprocess.run([BENCH], env=env, capture_output=True, text=True, timeout=30)
-    assert [line.split(",", 1)[1] for line in r.stdout.splitlines()] == ["bob"], r.stdout
+    assert [line.split(",", 1)[1] for line in r.stdout.splitlines()] == [who + "bob"], r.stdout
+    for h in ("alice", "albert", "bob"):
+        shared.ok("kill", who + h)
 
 
 # ---------------------------------------------------------------- service unit
@@ -472,12 +475,13 @@ def test_service_install_without_systemctl_writes_it_and_says_so(bench_dir, tmp_
 # ---------------------------------------------------------------- colour
 
 
-def test_colour_only_on_a_terminal_and_never_with_no_color_or_json(daemon):
-    spawn(daemon, "sleep", "60", name="col")
-    rc, out = finish(in_pty(daemon, "ps"))
+def test_colour_only_on_a_terminal_and_never_with_no_color_or_json(shared, who):
+    spawn(shared, "sleep", "60", name=who)
+    rc, out = finish(in_pty(shared, "ps", who))
     assert rc == 0 and b"\x1b[32mrunning" in out, out
-    rc, out = finish(in_pty(daemon, "ps", env={"NO_COLOR": "1"}))
+    rc, out = finish(in_pty(shared, "ps", who, env={"NO_COLOR": "1"}))
     assert rc == 0 and b"\x1b[" not in out and b"running" in out, out
-    rc, out = finish(in_pty(daemon, "ps", "--json"))
+    rc, out = finish(in_pty(shared, "ps", "--json"))
     assert rc == 0 and b"\x1b[" not in out, out
-    assert "\x1b[" not in daemon.bench("ps").out  # a pipe is not a terminal
+    assert "\x1b[" not in shared.bench("ps").out  # a pipe is not a terminal
+    shared.ok("kill", who)

@@ -87,103 +87,108 @@ def replies(d, handle: str) -> list[dict]:
 # ------------------------------------------------------------------ spawning
 
 
-def test_a_session_spawns_a_job_and_receives_exactly_one_reply(daemon, tmp_path):
-    d = daemon
-    alice = Shell(d, tmp_path, "alice")
+def test_a_session_spawns_a_job_and_receives_exactly_one_reply(shared, who, tmp_path):
+    d = shared
+    ah = who
+    alice = Shell(d, tmp_path, ah)
     t = task(tmp_path, "Count to three.\n")
     tok = tmp_path / "child-token"
     a = alice.ok(spawn_cmd(t, f'echo "$BENCH_TOKEN" > {tok}; bench report "one two three"'))
     # A fresh handle derived from the spawner's, and the job owes alice its reply.
-    assert a["handle"] == "alice.1"
+    assert a["handle"] == ah + ".1"
     delegated = d.wait_event("job/delegated", lambda e: e["child"] == a["session"])
     assert delegated["parent"] == alice.info["session"]
-    assert delegated["parent_handle"] == "alice" and delegated["child_handle"] == "alice.1"
-    assert delegated["reply_to"] == ["alice"] and delegated["depth"] == 1
+    assert delegated["parent_handle"] == ah and delegated["child_handle"] == ah + ".1"
+    assert delegated["reply_to"] == [ah] and delegated["depth"] == 1
     # The task mail is from alice; the child ran with a token of its own.
-    (task_mail,) = mailbox(d, "alice.1")
-    assert task_mail["meta"]["from"] == "alice" and task_mail["body"] == "Count to three.\n"
-    assert task_mail["meta"]["reply-to"] == ["alice"]
+    (task_mail,) = mailbox(d, ah + ".1")
+    assert task_mail["meta"]["from"] == ah and task_mail["body"] == "Count to three.\n"
+    assert task_mail["meta"]["reply-to"] == [ah]
     st = d.wait_event("job/settled", lambda e: e["session"] == a["session"])
     assert st["outcome"] == "completed" and st["replies"] == 1
-    d.wait_event("outbox/posted", lambda e: e["to"] == "alice")
+    d.wait_event("outbox/posted", lambda e: e["to"] == ah)
     own = alice.run('echo "$BENCH_TOKEN"')[1].strip()
     assert tok.read_text().strip() not in ("", own)
-    (reply,) = replies(d, "alice")
-    assert reply["meta"]["from"] == "alice.1"
-    assert reply["body"] == header("completed", "alice.1", a["session"]) + "one two three"
+    (reply,) = replies(d, ah)
+    assert reply["meta"]["from"] == ah + ".1"
+    assert reply["body"] == header("completed", ah + ".1", a["session"]) + "one two three"
     # The next derived handle skips the one whose mailbox now exists.
     b = alice.ok(spawn_cmd(t, "true"))
-    assert b["handle"] == "alice.2"
+    assert b["handle"] == ah + ".2"
 
 
-def test_a_session_cannot_spawn_a_plain_session_or_claim_a_taken_handle(daemon, tmp_path):
-    d = daemon
-    d.ok("spawn", "--name", "bob", "--", "sleep", "600")
-    d.ok("mail", "send", "carol", "-m", "waiting for carol")
-    alice = Shell(d, tmp_path, "alice")
+def test_a_session_cannot_spawn_a_plain_session_or_claim_a_taken_handle(shared, who, tmp_path):
+    d = shared
+    ah, bh, ch = who, who + "b", who + "c"
+    before = {s["session"] for s in d.ok("ps", "-a")["sessions"]}
+    d.ok("spawn", "--name", bh, "--", "sleep", "600")
+    d.ok("mail", "send", ch, "-m", "waiting for carol")
+    alice = Shell(d, tmp_path, ah)
     t = task(tmp_path)
     err = alice.refused("bench spawn --json --name plain -- sleep 600", "forbidden")
     assert "only jobs" in err["message"]
-    err = alice.refused(spawn_cmd(t, "true", "--name", "bob"), "handle-taken")
+    err = alice.refused(spawn_cmd(t, "true", "--name", bh), "handle-taken")
     assert "live session" in err["message"]
-    err = alice.refused(spawn_cmd(t, "true", "--name", "carol"), "handle-taken")
+    err = alice.refused(spawn_cmd(t, "true", "--name", ch), "handle-taken")
     assert "mailbox" in err["message"]
     alice.refused(spawn_cmd(t, "true", "--name", "operator"), "handle-reserved")
-    alice.refused(spawn_cmd(t, "true", "--name", "alice"), "handle-taken")
+    alice.refused(spawn_cmd(t, "true", "--name", ah), "handle-taken")
     # Nothing was spawned, and carol's mail still waits for whoever holds carol.
-    handles = {s["handle"] for s in d.ok("ps", "-a")["sessions"]}
-    assert handles == {"alice", "bob"}, handles
-    assert d.ok("mail", "list", "--handle", "carol")["total"] == 1
-    assert d.events(kind="job/delegated") == []
+    # (The module's other tests may have left sessions of their own.)
+    handles = {s["handle"] for s in d.ok("ps", "-a")["sessions"] if s["session"] not in before}
+    assert handles == {ah, bh}, handles
+    assert d.ok("mail", "list", "--handle", ch)["total"] == 1
+    assert [e for e in d.events(kind="job/delegated") if e["parent_handle"] == ah] == []
 
 
 # ------------------------------------------------------------------ authority
 
 
-def test_a_session_kills_and_cancels_its_own_child_and_touches_nothing_else(daemon, tmp_path):
-    d = daemon
+def test_a_session_kills_and_cancels_its_own_child_and_touches_nothing_else(shared, who, tmp_path):
+    d = shared
+    ah, bh, dh = who, who + "b", who + "d"
     t = task(tmp_path)
-    bob = Shell(d, tmp_path, "bob")
+    bob = Shell(d, tmp_path, bh)
     bobs = bob.ok(spawn_cmd(t, LONG))
-    assert bobs["handle"] == "bob.1"
-    d.ok("spawn", "--name", "dave", "--", "sleep", "600")
-    alice = Shell(d, tmp_path, "alice")
+    assert bobs["handle"] == bh + ".1"
+    d.ok("spawn", "--name", dh, "--", "sleep", "600")
+    alice = Shell(d, tmp_path, ah)
     c1 = alice.ok(spawn_cmd(t, LONG))
     d.wait_event("job/reported", lambda e: e["session"] == c1["session"])
     # Its own child: tail, type, kill.
-    rc, out, _ = alice.run("bench tail alice.1 --screen")
+    rc, out, _ = alice.run(f"bench tail {ah}.1 --screen")
     assert rc == 0
-    assert alice.ok("bench type --json alice.1 hello")["bytes"] == 6
-    k = alice.ok("bench kill --json alice.1")
+    assert alice.ok(f"bench type --json {ah}.1 hello")["bytes"] == 6
+    k = alice.ok(f"bench kill --json {ah}.1")
     assert k["session"] == c1["session"]
     st = d.wait_event("job/settled", lambda e: e["session"] == c1["session"])
     assert st["outcome"] == "interrupted" and st["reason"] == "killed"
-    d.wait_event("outbox/posted", lambda e: e["to"] == "alice")
-    (reply,) = replies(d, "alice")
+    d.wait_event("outbox/posted", lambda e: e["to"] == ah)
+    (reply,) = replies(d, ah)
     meta = reply["body"].split("---\n")[1]
-    assert "outcome: interrupted" in meta and "killedBy: alice" in meta
+    assert "outcome: interrupted" in meta and f"killedBy: {ah}" in meta
     assert "reason: killed" in meta
     # Cancel its own child: no reply at all.
     c2 = alice.ok(spawn_cmd(t, LONG))
     d.wait_event("job/reported", lambda e: e["session"] == c2["session"])
-    alice.ok("bench kill --json --cancel alice.2")
+    alice.ok(f"bench kill --json --cancel {ah}.2")
     st = d.wait_event("job/settled", lambda e: e["session"] == c2["session"])
     assert st["outcome"] == "cancelled" and st["replies"] == 0
     # Another session, and another session's child: nothing.
     for cmd in (
-        "bench kill --json dave",
-        "bench kill --json bob.1",
-        "bench kill --json --cancel bob.1",
-        "bench tail --json bob.1",
-        "bench type --json bob.1 x",
-        "bench kill --json --tree bob",
+        f"bench kill --json {dh}",
+        f"bench kill --json {bh}.1",
+        f"bench kill --json --cancel {bh}.1",
+        f"bench tail --json {bh}.1",
+        f"bench type --json {bh}.1 x",
+        f"bench kill --json --tree {bh}",
     ):
         alice.refused(cmd, "forbidden")
     live = {s["handle"] for s in d.ok("ps")["sessions"]}
-    assert {"bob", "bob.1", "dave", "alice"} <= live, live
+    assert {bh, bh + ".1", dh, ah} <= live, live
     # Nor may a child act on its parent or its sibling. (A wake that lands meanwhile
     # retires the reply to read/: compare the messages, not where they sit.)
-    same = [(x["meta"], x["body"]) for x in replies(d, "alice")]
+    same = [(x["meta"], x["body"]) for x in replies(d, ah)]
     assert same == [(reply["meta"], reply["body"])]
 
 
@@ -283,23 +288,26 @@ def test_ps_tree_json_parent_and_kill_tree_children_first(daemon, tmp_path):
     assert "└─ alice.1.1" in tree and "interrupted" in tree
 
 
-def test_a_session_ends_its_own_subtree_and_is_told_once(daemon, tmp_path):
-    d = daemon
+def test_a_session_ends_its_own_subtree_and_is_told_once(shared, who, tmp_path):
+    d = shared
+    ah = who
     t = task(tmp_path)
-    alice = Shell(d, tmp_path, "alice")
+    alice = Shell(d, tmp_path, ah)
     grand = f"bench spawn --json --mail {t} -- sleep 600 > /dev/null; exec sleep 600"
     c1 = alice.ok(spawn_cmd(t, grand))
-    g = d.wait_event("job/delegated", lambda e: e["child_handle"] == "alice.1.1")
-    k = alice.ok("bench kill --json --tree alice.1")
+    g = d.wait_event("job/delegated", lambda e: e["child_handle"] == ah + ".1.1")
+    k = alice.ok(f"bench kill --json --tree {ah}.1")
     assert k["ended"] == [g["child"], c1["session"]]
-    live = {s["handle"] for s in d.ok("ps")["sessions"]}
-    assert live == {"alice"}, live
-    d.wait_event("outbox/posted", lambda e: e["to"] == "alice")
-    d.wait_event("outbox/posted", lambda e: e["to"] == "alice.1")
-    (reply,) = replies(d, "alice")
-    assert "killedBy: alice" in reply["body"] and "agentId: alice.1\n" in reply["body"]
-    (grand_reply,) = replies(d, "alice.1")
-    assert "killedBy: alice" in grand_reply["body"]
+    # (The module's other tests may have left sessions of their own: alice's tree only.)
+    ps = d.ok("ps")["sessions"]
+    live = {s["handle"] for s in ps if s["handle"] == ah or s["handle"].startswith(ah + ".")}
+    assert live == {ah}, live
+    d.wait_event("outbox/posted", lambda e: e["to"] == ah)
+    d.wait_event("outbox/posted", lambda e: e["to"] == ah + ".1")
+    (reply,) = replies(d, ah)
+    assert f"killedBy: {ah}" in reply["body"] and f"agentId: {ah}.1\n" in reply["body"]
+    (grand_reply,) = replies(d, ah + ".1")
+    assert f"killedBy: {ah}" in grand_reply["body"]
 
 
 # ------------------------------------------------------------------ restarts

@@ -195,28 +195,29 @@ def test_every_mail_tool_as_the_operator(daemon):
 # ------------------------------------------------------------------ sessions and identity
 
 
-def test_a_session_is_itself_and_reads_only_its_own_mail(daemon, tmp_path):
-    alice = session(daemon, tmp_path, "alice")
-    bob = session(daemon, tmp_path, "bob")
-    secret = daemon.ok("mail", "send", "alice", "-s", "for alice", "-m", "alice's secret")
+def test_a_session_is_itself_and_reads_only_its_own_mail(shared, who, tmp_path):
+    ah, bh = who + "a", who + "b"
+    alice = session(shared, tmp_path, ah)
+    bob = session(shared, tmp_path, bh)
+    secret = shared.ok("mail", "send", ah, "-s", "for alice", "-m", "alice's secret")
 
     async def as_alice(c):
         me = ok(await c.call_tool("whoami", {}))
         sent = ok(
-            await c.call_tool("send_mail", {"to": "bob", "subject": "hi bob", "body": "number 7"})
+            await c.call_tool("send_mail", {"to": bh, "subject": "hi bob", "body": "number 7"})
         )
         return me, sent
 
-    me, sent = with_mcp(daemon.dir, as_alice, alice["token"])
-    assert me["handle"] == "alice" and me["session"] == alice["session"]
+    me, sent = with_mcp(shared.dir, as_alice, alice["token"])
+    assert me["handle"] == ah and me["session"] == alice["session"]
     assert me["unread"] == 1
-    assert sent["to"] == "bob" and sent["live"] is True
+    assert sent["to"] == bh and sent["live"] is True
 
-    alice_path = os.path.join(daemon.dir, "mail", "alice", "inbox", secret["mail_id"] + ".md")
+    alice_path = os.path.join(shared.dir, "mail", ah, "inbox", secret["mail_id"] + ".md")
 
     async def as_bob(c):
         listing = ok(await c.call_tool("list_mail", {"state": "all"}))
-        wake_path = os.path.join(daemon.dir, "mail", "bob", "inbox", sent["mail_id"] + ".md")
+        wake_path = os.path.join(shared.dir, "mail", bh, "inbox", sent["mail_id"] + ".md")
         got = ok(await c.call_tool("read_mail", {"id": wake_path}))
         answer = ok(await c.call_tool("reply", {"id": sent["mail_id"], "body": "number 8"}))
         by_id = refused(await c.call_tool("read_mail", {"id": secret["mail_id"]}))
@@ -230,20 +231,20 @@ def test_a_session_is_itself_and_reads_only_its_own_mail(daemon, tmp_path):
         return listing, got, answer, by_id, by_path, reply_other, resource
 
     listing, got, answer, by_id, by_path, reply_other, resource = with_mcp(
-        daemon.dir, as_bob, bob["token"]
+        shared.dir, as_bob, bob["token"]
     )
     assert [m["mail_id"] for m in listing["messages"]] == [sent["mail_id"]]
-    assert listing["handle"] == "bob"
-    assert got["from"] == "alice" and got["body"] == "number 7"  # the daemon said who sent it
+    assert listing["handle"] == bh
+    assert got["from"] == ah and got["body"] == "number 7"  # the daemon said who sent it
     (r,) = answer["sent"]
-    assert r["to"] == "alice"
+    assert r["to"] == ah
     # Alice's mail stays hers: by id it is not in bob's mailbox, by path it is forbidden.
     assert by_id == "no-such-message"
     assert by_path == "forbidden" and reply_other == "forbidden"
     assert resource["code"] == "no-such-message"
-    assert daemon.ok("mail", "list", "--handle", "alice")["total"] == 2  # secret + reply: unread
-    reply = daemon.ok("mail", "read", r["mail_id"], "--handle", "alice")
-    assert reply["from"] == "bob" and reply["subject"] == "Re: hi bob"
+    assert shared.ok("mail", "list", "--handle", ah)["total"] == 2  # secret + reply: unread
+    reply = shared.ok("mail", "read", r["mail_id"], "--handle", ah)
+    assert reply["from"] == bh and reply["subject"] == "Re: hi bob"
 
 
 def test_report_through_mcp_reaches_the_job_owner(daemon, tmp_path):

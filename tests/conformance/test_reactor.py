@@ -32,21 +32,21 @@ def wait_records(daemon, rec, n, timeout=30):
     )
 
 
-def test_wake_through_the_relay_path_present_body_absent(daemon):
-    s, rec = agent(daemon, "alice")
-    sent = daemon.ok("mail", "send", "alice", "-m", "secret-body-7f3a")
-    woken = daemon.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
-    assert woken["session"] == s["session"] and woken["handle"] == "alice"
-    line = wait_records(daemon, rec, 1)[0]
-    retired = os.path.join(daemon.dir, "mail", "alice", "read", sent["mail_id"] + ".md")
+def test_wake_through_the_relay_path_present_body_absent(shared, who):
+    s, rec = agent(shared, who)
+    sent = shared.ok("mail", "send", who, "-m", "secret-body-7f3a")
+    woken = shared.wait_event("agent/woken", lambda e: e["mail_id"] == sent["mail_id"])
+    assert woken["session"] == s["session"] and woken["handle"] == who
+    line = wait_records(shared, rec, 1)[0]
+    retired = os.path.join(shared.dir, "mail", who, "read", sent["mail_id"] + ".md")
     assert line["line"] == f"You have mail from operator: {retired}"
     assert woken["path"] == retired
-    relay = daemon.bench("tail", "alice").out
+    relay = shared.bench("tail", who).out
     assert retired in relay and "secret-body-7f3a" not in relay
     # Retirement at delivery: the message moved to read/ when the wake landed.
     assert os.path.exists(retired)
     assert not os.path.exists(sent["path"])
-    assert daemon.ok("mail", "list", "--handle", "alice")["total"] == 0
+    assert shared.ok("mail", "list", "--handle", who)["total"] == 0
 
 
 def test_bracketed_paste_and_a_separate_enter(make_daemon):
@@ -61,12 +61,12 @@ def test_bracketed_paste_and_a_separate_enter(make_daemon):
     assert "\n" not in line["line"]
 
 
-def test_enter_is_retried_never_the_text(daemon):
-    _, rec = agent(daemon, "swallow", "--swallow-enters", "1")
-    sent = daemon.ok("mail", "send", "swallow", "-m", "x")
-    retry = daemon.wait_event("wake/enter-retried", lambda e: e["handle"] == "swallow")
+def test_enter_is_retried_never_the_text(shared, who):
+    _, rec = agent(shared, who, "--swallow-enters", "1")
+    sent = shared.ok("mail", "send", who, "-m", "x")
+    retry = shared.wait_event("wake/enter-retried", lambda e: e["handle"] == who)
     assert retry["attempt"] == 1 and retry["mail_id"] == sent["mail_id"]
-    line = wait_records(daemon, rec, 1)[0]
+    line = wait_records(shared, rec, 1)[0]
     # Submitted once, the text exactly once.
     assert line["line"].count("You have mail") == 1
     assert len(records(rec)) == 1
@@ -152,52 +152,50 @@ def test_no_wake_while_the_operator_types(make_daemon):
     assert line["line"].startswith("k" * 8 + "You have mail from operator: ")
 
 
-def test_ready_pattern_holds_a_wake_back(daemon, tmp_path):
+def test_ready_pattern_holds_a_wake_back(shared, who, tmp_path):
     rec = tmp_path / "rec"
     script = f'printf "Allow? [y/n] "; read -n1 a; exec {sys.executable} {STANDIN} --record {rec}'
-    daemon.ok("spawn", "--name", "menu", "--ready", READY, "--", "bash", "-c", script)
-    daemon.wait_until(
-        lambda: "Allow?" in daemon.bench("tail", "menu", "--screen").out, 20, "the menu"
-    )
-    sent = daemon.ok("mail", "send", "menu", "-m", "x")
+    shared.ok("spawn", "--name", who, "--ready", READY, "--", "bash", "-c", script)
+    shared.wait_until(lambda: "Allow?" in shared.bench("tail", who, "--screen").out, 20, "the menu")
+    sent = shared.ok("mail", "send", who, "-m", "x")
     # The menu is quiet but not ready: the wake must wait. Prove it by the mail staying
     # unread until we answer the menu (the wake retires it when it lands).
     answered = time.time()
-    assert daemon.ok("mail", "list", "--handle", "menu")["total"] == 1
-    daemon.ok("type", "menu", "y", "--no-enter")
-    line = wait_records(daemon, rec, 1)[0]
+    assert shared.ok("mail", "list", "--handle", who)["total"] == 1
+    shared.ok("type", who, "y", "--no-enter")
+    line = wait_records(shared, rec, 1)[0]
     assert line["t"] > answered
     assert line["line"].endswith(sent["mail_id"] + ".md")
 
 
-def test_a_starting_tui_is_not_woken_before_its_first_output(daemon):
+def test_a_starting_tui_is_not_woken_before_its_first_output(shared, who):
     # Typed input before raw mode is lost: the wake must wait for the banner.
-    _, rec = agent(daemon, "slow", "--startup-delay", "1.0", ready=None)
-    sent = daemon.ok("mail", "send", "slow", "-m", "x")
-    line = wait_records(daemon, rec, 1)[0]
+    _, rec = agent(shared, who, "--startup-delay", "1.0", ready=None)
+    sent = shared.ok("mail", "send", who, "-m", "x")
+    line = wait_records(shared, rec, 1)[0]
     assert line["line"].endswith(sent["mail_id"] + ".md")
 
 
-def test_a_dying_session_drops_its_wakes_the_mail_stays(daemon):
-    s, _ = agent(daemon, "doomed", "--busy", ready=None)
-    sent = daemon.ok("mail", "send", "doomed", "-m", "x")
-    daemon.ok("kill", "doomed")
-    daemon.wait_event("session/exited", lambda e: e["session"] == s["session"])
-    assert not [e for e in daemon.events(kind="agent/woken") if e["mail_id"] == sent["mail_id"]]
-    listed = daemon.ok("mail", "list", "--handle", "doomed")
+def test_a_dying_session_drops_its_wakes_the_mail_stays(shared, who):
+    s, _ = agent(shared, who, "--busy", ready=None)
+    sent = shared.ok("mail", "send", who, "-m", "x")
+    shared.ok("kill", who)
+    shared.wait_event("session/exited", lambda e: e["session"] == s["session"])
+    assert not [e for e in shared.events(kind="agent/woken") if e["mail_id"] == sent["mail_id"]]
+    listed = shared.ok("mail", "list", "--handle", who)
     assert [m["mail_id"] for m in listed["messages"]] == [sent["mail_id"]]
 
 
-def test_each_message_is_announced_once(daemon):
-    _, rec = agent(daemon, "many")
-    ids = [daemon.ok("mail", "send", "many", "-m", f"m{i}")["mail_id"] for i in range(4)]
-    lines = wait_records(daemon, rec, 4)
+def test_each_message_is_announced_once(shared, who):
+    _, rec = agent(shared, who)
+    ids = [shared.ok("mail", "send", who, "-m", f"m{i}")["mail_id"] for i in range(4)]
+    lines = wait_records(shared, rec, 4)
     announced = [ln["line"].rsplit("/", 1)[1][:-3] for ln in lines]
     assert sorted(announced) == sorted(ids)
     assert len(set(announced)) == 4
 
 
-def test_mail_to_a_live_session_says_live(daemon):
-    agent(daemon, "host")
-    sent = daemon.ok("mail", "send", "host", "-m", "x")
+def test_mail_to_a_live_session_says_live(shared, who):
+    agent(shared, who)
+    sent = shared.ok("mail", "send", who, "-m", "x")
     assert sent["live"] is True and sent["note"] is None

@@ -21,13 +21,13 @@ def spawn_red(d, name="painter"):
     return a
 
 
-def test_screen_once_with_colours(daemon):
-    d = daemon
-    spawn_red(d)
+def test_screen_once_with_colours(shared, who):
+    d = shared
+    spawn_red(d, who)
 
     def frame():
         with d.connect() as c:
-            c.send({"verb": "session/screen", "handle": "painter", "id": 1})
+            c.send({"verb": "session/screen", "handle": who, "id": 1})
             f, end = c.recv(), c.recv()
         assert f["type"] == "screen" and end["type"] == "end", (f, end)
         return f if f["lines"][0].startswith("red plain") else None
@@ -38,14 +38,14 @@ def test_screen_once_with_colours(daemon):
     assert f["styles"][1] == []
 
 
-def test_screen_follow_sends_changes_and_ends_with_the_session(daemon):
-    d = daemon
-    spawn_red(d)
+def test_screen_follow_sends_changes_and_ends_with_the_session(shared, who):
+    d = shared
+    spawn_red(d, who)
     with d.connect() as c:
-        c.send({"verb": "session/screen", "handle": "painter", "follow": True, "id": 7})
+        c.send({"verb": "session/screen", "handle": who, "follow": True, "id": 7})
         first = c.recv()
         assert first["type"] == "screen" and first["id"] == 7
-        assert d.call({"verb": "session/type", "handle": "painter", "text": "hello there"})["ok"]
+        assert d.call({"verb": "session/type", "handle": who, "text": "hello there"})["ok"]
         deadline = time.monotonic() + 20
         seen = first
         while not any("hello there" in ln for ln in seen["lines"]):
@@ -54,7 +54,7 @@ def test_screen_follow_sends_changes_and_ends_with_the_session(daemon):
             assert seen["type"] == "screen", seen
         # A burst of 50 typed lines arrives as a few frames, not fifty.
         for i in range(50):
-            assert d.call({"verb": "session/type", "handle": "painter", "text": f"l{i}"})["ok"]
+            assert d.call({"verb": "session/type", "handle": who, "text": f"l{i}"})["ok"]
         frames = 0
         while True:
             f = c.recv()
@@ -63,7 +63,7 @@ def test_screen_follow_sends_changes_and_ends_with_the_session(daemon):
             if any("l49" in ln for ln in f["lines"]):
                 break
         assert frames < 50, frames
-        assert d.call({"verb": "session/kill", "handle": "painter"})["ok"]
+        assert d.call({"verb": "session/kill", "handle": who})["ok"]
         while True:
             f = c.recv()
             if f["type"] == "end":
@@ -93,11 +93,11 @@ def test_a_past_sessions_screen_and_output_followed_end_at_once(daemon):
     assert {f["type"] for f in frames[:-1]} == {"output"}, frames
 
 
-def test_screen_is_operator_only_and_checks_handles(daemon, tmp_path):
-    d = daemon
-    spawn_red(d)
+def test_screen_is_operator_only_and_checks_handles(shared, who, tmp_path):
+    d = shared
+    spawn_red(d, who)
     rec = run_in_session(
-        d, tmp_path, "alice", [{"verb": "session/screen", "handle": "painter", "token": "$TOKEN"}]
+        d, tmp_path, who + "a", [{"verb": "session/screen", "handle": who, "token": "$TOKEN"}]
     )
     (a,) = rec["answers"]
     assert_refused(a, "forbidden")
@@ -107,13 +107,13 @@ def test_screen_is_operator_only_and_checks_handles(daemon, tmp_path):
     assert_refused(a, "bad-handle", "no-such-session")
 
 
-def test_a_line_printed_while_the_first_frame_is_drawn_is_followed(daemon):
+def test_a_line_printed_while_the_first_frame_is_drawn_is_followed(shared, who):
     """A program that prints one line and then only sleeps: the line may arrive while the
     follow's first frame is rendered and sent. It must still reach the follower (the
     daemon takes the output event before it renders, never after)."""
-    d = daemon
+    d = shared
     for i in range(12):
-        name = f"once{i}"
+        name = f"{who}once{i}"
         argv = ["sh", "-c", f"echo line-{i}; exec sleep 600"]
         with d.connect() as c:  # the follow asked at once, while the line is on its way
             c.send({"verb": "session/spawn", "name": name, "argv": argv, "id": 1})

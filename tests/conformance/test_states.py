@@ -15,29 +15,29 @@ def states(a: dict) -> dict:
     return {s["state"]: s for s in a["states"]}
 
 
-def test_no_live_session_then_read_by_a_read(daemon):
-    sent = daemon.ok("mail", "send", "bob", "-m", "hi")
-    a = status(daemon, sent["mail_id"])
-    assert a["from"] == "operator" and a["to"] == "bob"
+def test_no_live_session_then_read_by_a_read(shared, who):
+    sent = shared.ok("mail", "send", who, "-m", "hi")
+    a = status(shared, sent["mail_id"])
+    assert a["from"] == "operator" and a["to"] == who
     got = states(a)
     assert got["delivered"]["at"]
     assert got["not-woken"]["reason"] == "no-live-session"
     assert a["state"] == "not-woken"
-    daemon.ok("mail", "read", sent["mail_id"], "--handle", "bob")
-    a = daemon.wait_until(
-        lambda: (x := status(daemon, sent["mail_id"]))["state"] == "read" and x,
+    shared.ok("mail", "read", sent["mail_id"], "--handle", who)
+    a = shared.wait_until(
+        lambda: (x := status(shared, sent["mail_id"]))["state"] == "read" and x,
         what="the read state",
     )
     read = states(a)["read"]
     assert read["by"] == "read" and read["reader"] == "operator"
 
 
-def test_woken_then_active_then_replied(daemon, tmp_path):
-    spawn_standin(daemon, "bob")
-    sent = daemon.ok("mail", "send", "bob", "-m", "wake up")
+def test_woken_then_active_then_replied(shared, who, tmp_path):
+    spawn_standin(shared, who)
+    sent = shared.ok("mail", "send", who, "-m", "wake up")
     mail_id = sent["mail_id"]
-    a = daemon.wait_until(
-        lambda: (x := status(daemon, mail_id))["state"] == "active" and x,
+    a = shared.wait_until(
+        lambda: (x := status(shared, mail_id))["state"] == "active" and x,
         what="the active state",
     )
     got = states(a)
@@ -45,17 +45,17 @@ def test_woken_then_active_then_replied(daemon, tmp_path):
     assert got["read"]["by"] == "wake"
     assert "not-woken" not in got
     # bob answers: the original says replied, naming the reply
-    reply = daemon.ok(
-        "mail", "send", "operator", "--in-reply-to", mail_id, "-m", "done", env=as_(daemon, "bob")
+    reply = shared.ok(
+        "mail", "send", "operator", "--in-reply-to", mail_id, "-m", "done", env=as_(shared, who)
     )
-    a = daemon.wait_until(
-        lambda: (x := status(daemon, mail_id))["state"] == "replied" and x,
+    a = shared.wait_until(
+        lambda: (x := status(shared, mail_id))["state"] == "replied" and x,
         what="the replied state",
     )
     assert states(a)["replied"]["reply"] == reply["mail_id"]
-    listed = daemon.ok("mail", "sent", "--to", "bob")["messages"]
+    listed = shared.ok("mail", "sent", "--to", who)["messages"]
     assert [(r["mail_id"], r["state"]) for r in listed][0] == (mail_id, "replied")
-    only = daemon.ok("mail", "sent", "--state", "replied")["messages"]
+    only = shared.ok("mail", "sent", "--to", who, "--state", "replied")["messages"]
     assert [r["mail_id"] for r in only] == [mail_id]
 
 
@@ -99,16 +99,16 @@ def test_read_first_when_read_before_the_wake(make_daemon):
     assert got["not-woken"]["reason"] in ("read-first", "operator-typing")
 
 
-def test_a_session_sees_only_the_states_of_mail_it_sent(daemon):
-    spawn_standin(daemon, "alice")
-    mine = daemon.ok("mail", "send", "carol", "-m", "the operator's")
-    d = daemon
-    tok = _token_of(d, "alice")  # her commands run with it, as an agent's shell would
+def test_a_session_sees_only_the_states_of_mail_it_sent(shared, who):
+    spawn_standin(shared, who)
+    mine = shared.ok("mail", "send", who + "c", "-m", "the operator's")
+    d = shared
+    tok = _token_of(d, who)  # her commands run with it, as an agent's shell would
     r = d.bench("mail", "status", mine["mail_id"], "--json", env={"BENCH_TOKEN": tok})
     assert_refused(r, "no-such-message")
     r = d.bench("mail", "sent", "--from", "operator", "--json", env={"BENCH_TOKEN": tok})
     assert_refused(r, "forbidden")
-    hers = d.bench("mail", "send", "carol", "-m", "alice's", "--json", env={"BENCH_TOKEN": tok})
+    hers = d.bench("mail", "send", who + "c", "-m", "alice's", "--json", env={"BENCH_TOKEN": tok})
     assert hers.rc == 0, hers
     listed = d.bench("mail", "sent", "--json", env={"BENCH_TOKEN": tok}).json["messages"]
     assert [x["mail_id"] for x in listed] == [hers.json["mail_id"]]
@@ -157,10 +157,10 @@ def test_states_rebuilt_when_the_index_is_lost(daemon):
     assert status(daemon, a["mail_id"])["states"] == kept["states"]
 
 
-def test_bad_input_is_refused_with_a_code(daemon):
-    assert_refused(daemon.bench("mail", "status", "nope", "--json"), "bad-id")
+def test_bad_input_is_refused_with_a_code(shared):
+    assert_refused(shared.bench("mail", "status", "nope", "--json"), "bad-id")
     assert_refused(
-        daemon.bench("mail", "status", "20261130T045611.123Z-0001", "--json"), "no-such-message"
+        shared.bench("mail", "status", "20261130T045611.123Z-0001", "--json"), "no-such-message"
     )
-    r = daemon.bench("mail", "sent", "--state", "lost")
+    r = shared.bench("mail", "sent", "--state", "lost")
     assert r.rc == 2

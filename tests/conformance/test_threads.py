@@ -109,9 +109,9 @@ def test_a_thousand_deep_thread_from_the_middle_the_leaf_and_a_reply(make_daemon
     assert f"bench mail thread {ids[below[-1]]}" in text.out
 
 
-def test_a_limit_cuts_a_short_thread_and_is_checked(daemon):
-    ids = build_chain(daemon, 6)
-    a = daemon.ok("mail", "thread", ids[3], "--limit", "3")
+def test_a_limit_cuts_a_short_thread_and_is_checked(shared):
+    ids = build_chain(shared, 6)  # a thread of its own: ids no other test's mail answers
+    a = shared.ok("mail", "thread", ids[3], "--limit", "3")
     assert positions(ids, a) == [0, 2, 3]
     assert a["left_out"] == {
         "ancestors": 1,
@@ -119,10 +119,10 @@ def test_a_limit_cuts_a_short_thread_and_is_checked(daemon):
         "above": ids[2],
         "below": ids[4],
     }
-    whole = daemon.ok("mail", "thread", ids[3])
+    whole = shared.ok("mail", "thread", ids[3])
     assert positions(ids, whole) == list(range(6)) and whole["truncated"] is False
     assert whole["left_out"] is None
-    r = daemon.call({"verb": "mail/thread", "mail_id": ids[3], "limit": 100_000})
+    r = shared.call({"verb": "mail/thread", "mail_id": ids[3], "limit": 100_000})
     assert_refused(r, "bad-limit")
 
 

@@ -98,43 +98,46 @@ def refused_once_open(d, waiting: str, args, env, code="would-deadlock") -> dict
     return assert_refused(r, code)
 
 
-def test_a_cycle_of_three_waits_is_refused_naming_it(daemon):
-    for h in ("alice", "bob", "carol"):
-        spawn_standin(daemon, h)
+def test_a_cycle_of_three_waits_is_refused_naming_it(shared, who):
+    alice, bob, carol = who + "a", who + "b", who + "c"
+    for h in (alice, bob, carol):
+        spawn_standin(shared, h)
     waits = [
         background(
-            daemon, "mail", "wait", "--from", "bob", "--timeout", "2m", env=as_(daemon, "alice")
+            shared, "mail", "wait", "--from", bob, "--timeout", "2m", env=as_(shared, alice)
         ),
         background(
-            daemon, "mail", "wait", "--from", "carol", "--timeout", "2m", env=as_(daemon, "bob")
+            shared, "mail", "wait", "--from", carol, "--timeout", "2m", env=as_(shared, bob)
         ),
     ]
     try:
-        for h in ("alice", "bob"):
-            daemon.wait_event("wait/opened", lambda e, h=h: e["handle"] == h)
-        r = daemon.bench(
-            "mail", "wait", "--from", "alice", "--timeout", "1s", "--json", env=as_(daemon, "carol")
+        for h in (alice, bob):
+            shared.wait_event("wait/opened", lambda e, h=h: e["handle"] == h)
+        r = shared.bench(
+            "mail", "wait", "--from", alice, "--timeout", "1s", "--json", env=as_(shared, carol)
         )
         err = assert_refused(r, "would-deadlock")
-        assert "carol -> alice -> bob -> carol" in err["message"], err
-        ev = daemon.wait_event("wait/refused", lambda e: e["code"] == "would-deadlock")
-        assert ev["cycle"] == ["carol", "alice", "bob", "carol"]
+        assert f"{carol} -> {alice} -> {bob} -> {carol}" in err["message"], err
+        ev = shared.wait_event(
+            "wait/refused", lambda e: e["code"] == "would-deadlock" and e["handle"] == carol
+        )
+        assert ev["cycle"] == [carol, alice, bob, carol]
         # A wait that closes no cycle is accepted (and here ends at its timeout).
-        r = daemon.bench(
+        r = shared.bench(
             "mail",
             "wait",
             "--from",
-            "dave",
+            who + "d",
             "--timeout",
             "300ms",
             "--json",
-            env=as_(daemon, "carol"),
+            env=as_(shared, carol),
         )
         assert_refused(r, "timeout", rc=6)
         # The cycle broken: carol sends to alice (ending alice's wait? no: alice waits on
         # bob); bob sends alice her mail and carol sends bob his: both waits end.
-        daemon.ok("mail", "send", "bob", "-m", "for bob", env=as_(daemon, "carol"))
-        daemon.ok("mail", "send", "alice", "-m", "for alice", env=as_(daemon, "bob"))
+        shared.ok("mail", "send", bob, "-m", "for bob", env=as_(shared, carol))
+        shared.ok("mail", "send", alice, "-m", "for alice", env=as_(shared, bob))
         results = [finish(p) for p in waits]
     finally:
         for p in waits:
@@ -185,12 +188,12 @@ def test_job_wait_prints_the_reply_and_a_child_waiting_on_its_parent_is_a_cycle(
     assert again["outcome"] == "completed"
 
 
-def test_job_wait_refusals(daemon):
-    assert_refused(daemon.bench("job", "wait", "nobody", "--json"), "no-such-session")
-    spawn_standin(daemon, "alice")
-    assert_refused(daemon.bench("job", "wait", "alice", "--json"), "no-job")
-    spawn_standin(daemon, "bob")
-    r = daemon.bench("job", "wait", "bob", "--json", env=as_(daemon, "alice"))
+def test_job_wait_refusals(shared, who):
+    assert_refused(shared.bench("job", "wait", "nobody", "--json"), "no-such-session")
+    spawn_standin(shared, who + "a")
+    assert_refused(shared.bench("job", "wait", who + "a", "--json"), "no-job")
+    spawn_standin(shared, who + "b")
+    r = shared.bench("job", "wait", who + "b", "--json", env=as_(shared, who + "a"))
     assert_refused(r, "forbidden")
 
 
@@ -331,13 +334,13 @@ def test_only_the_recipients_reply_makes_mail_replied_and_ends_the_wait(daemon):
     assert {s["state"]: s for s in st["states"]}["replied"]["reply"] == answer["mail_id"]
 
 
-def test_waiting_for_a_reply_to_mail_you_received_is_a_cycle(daemon):
+def test_waiting_for_a_reply_to_mail_you_received_is_a_cycle(shared, who):
     """Finding 16 of the trial: `mail wait --reply-to` on a message the waiter received
     waits for its own reply (only a recipient answers a message): refused at once as
     would-deadlock, the cycle named, as `mail wait --from <itself>` is."""
-    spawn_standin(daemon, "alice")
-    got = daemon.ok("mail", "send", "alice", "-m", "for alice")
-    r = daemon.bench(
+    spawn_standin(shared, who)
+    got = shared.ok("mail", "send", who, "-m", "for alice")
+    r = shared.bench(
         "mail",
         "wait",
         "--reply-to",
@@ -345,14 +348,14 @@ def test_waiting_for_a_reply_to_mail_you_received_is_a_cycle(daemon):
         "--timeout",
         "30s",
         "--json",
-        env=as_(daemon, "alice"),
+        env=as_(shared, who),
     )
     err = assert_refused(r, "would-deadlock")
-    assert "alice -> alice" in err["message"], err
-    ev = daemon.wait_event("wait/refused", lambda e: e["handle"] == "alice")
-    assert ev["code"] == "would-deadlock" and ev["cycle"] == ["alice", "alice"]
+    assert f"{who} -> {who}" in err["message"], err
+    ev = shared.wait_event("wait/refused", lambda e: e["handle"] == who)
+    assert ev["code"] == "would-deadlock" and ev["cycle"] == [who, who]
     # A message nobody here knows is no message to wait for.
-    r = daemon.bench(
+    r = shared.bench(
         "mail", "wait", "--reply-to", "20261130T045611.123Z-0001", "--timeout", "1s", "--json"
     )
     assert_refused(r, "no-such-message")

@@ -82,8 +82,8 @@ def as_nobody(sock_path: str) -> dict:
     return json.loads(r.stdout)
 
 
-def test_socket_0600_in_a_0700_dir(daemon):
-    d = daemon
+def test_socket_0600_in_a_0700_dir(shared):
+    d = shared
     st_dir = os.stat(d.dir)
     st_sock = os.stat(os.path.join(d.dir, "benchd.sock"))
     assert stat.S_IMODE(st_dir.st_mode) == 0o700, oct(st_dir.st_mode)
@@ -95,15 +95,15 @@ def test_socket_0600_in_a_0700_dir(daemon):
         assert mode & 0o077 == 0, (name, oct(mode))
 
 
-def test_another_uid_cannot_even_reach_the_socket(daemon):
-    out = as_nobody(os.path.join(daemon.dir, "benchd.sock"))
+def test_another_uid_cannot_even_reach_the_socket(shared):
+    out = as_nobody(os.path.join(shared.dir, "benchd.sock"))
     assert out["connect"] == "PermissionError", out
 
 
-def test_another_uid_is_refused_by_peer_credentials(daemon):
-    d = daemon
+def test_another_uid_is_refused_by_peer_credentials(shared, who):
+    d = shared
     sock = os.path.join(d.dir, "benchd.sock")
-    d.ok("mail", "send", "bob", "-m", "private")
+    d.ok("mail", "send", who, "-m", "private")
     # Open the way on purpose, so the daemon's own SO_PEERCRED check is what is tested.
     os.chmod(d.dir, 0o711)
     os.chmod(sock, 0o666)
@@ -143,18 +143,19 @@ def run_in_session(
     return rec
 
 
-def test_a_session_speaks_only_as_itself(daemon, tmp_path):
-    d = daemon
-    carol = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": "carol"})
-    assert carol["ok"] is True
-    seed = d.ok("mail", "send", "bob", "-m", "bob's secret")
-    mine = d.ok("mail", "send", "alice", "-m", "for alice")
+def test_a_session_speaks_only_as_itself(shared, who, tmp_path):
+    d = shared
+    bob, carol = who + "b", who + "c"
+    spawned = d.call({"verb": "session/spawn", "argv": ["sleep", "600"], "name": carol})
+    assert spawned["ok"] is True
+    seed = d.ok("mail", "send", bob, "-m", "bob's secret")
+    mine = d.ok("mail", "send", who, "-m", "for alice")
     bob_id = seed["mail_id"]
     reqs = [
         {"verb": "hello"},
         {
             "verb": "mail/send",
-            "to": "bob",
+            "to": bob,
             "body": "no token",
             "key": "f1",
             "from": "operator",
@@ -163,43 +164,43 @@ def test_a_session_speaks_only_as_itself(daemon, tmp_path):
         },
         {
             "verb": "mail/send",
-            "to": "bob",
+            "to": bob,
             "body": "with token",
             "key": "f2",
-            "from": "carol",
+            "from": carol,
             "token": "$TOKEN",
         },
-        {"verb": "mail/list", "handle": "bob"},
+        {"verb": "mail/list", "handle": bob},
         {"verb": "mail/list", "handle": "operator", "state": "all"},
-        {"verb": "mail/read", "handle": "bob"},
-        {"verb": "mail/read", "handle": "bob", "mail_id": bob_id},
+        {"verb": "mail/read", "handle": bob},
+        {"verb": "mail/read", "handle": bob, "mail_id": bob_id},
         {"verb": "mail/read", "mail_id": bob_id},
-        {"verb": "mail/read", "mail_id": f"../bob/inbox/{bob_id}"},
+        {"verb": "mail/read", "mail_id": f"../{bob}/inbox/{bob_id}"},
         {"verb": "mail/read", "mail_id": "/etc/passwd"},
-        {"verb": "mail/read", "mail_id": f"../../mail/bob/inbox/{bob_id}.md"},
-        {"verb": "mail/list", "handle": "../bob"},
+        {"verb": "mail/read", "mail_id": f"../../mail/{bob}/inbox/{bob_id}.md"},
+        {"verb": "mail/list", "handle": f"../{bob}"},
         {"verb": "mail/list"},
         {"verb": "mail/read", "mail_id": mine["mail_id"]},
-        {"verb": "session/kill", "handle": "carol"},
-        {"verb": "session/type", "handle": "carol", "text": "x"},
+        {"verb": "session/kill", "handle": carol},
+        {"verb": "session/type", "handle": carol, "text": "x"},
         {"verb": "debug/fault", "point": "deliver", "count": 1},
         {"verb": "stop"},
         {"verb": "session/spawn", "argv": ["true"], "name": "operator"},
     ]
-    rec = run_in_session(d, tmp_path, "alice", reqs)
+    rec = run_in_session(d, tmp_path, who, reqs)
     ans = rec["answers"]
     code = [a["error"]["code"] if not a["ok"] else "ok" for a in ans]
 
-    assert ans[0]["caller"] == "alice", ans[0]
+    assert ans[0]["caller"] == who, ans[0]
     # 1-2: no `from` is honoured, with or without the token.
     assert code[1] == code[2] == "ok", ans[1:3]
     scan = scan_mail(d.dir)
     by_key = {m["meta"]["key"]: m for m in scan.messages}
-    assert by_key["f1"]["meta"]["from"] == "alice" and by_key["f1"]["body"] == b"no token"
-    assert by_key["f2"]["meta"]["from"] == "alice" and by_key["f2"]["body"] == b"with token"
+    assert by_key["f1"]["meta"]["from"] == who and by_key["f1"]["body"] == b"no token"
+    assert by_key["f2"]["meta"]["from"] == who and by_key["f2"]["body"] == b"with token"
     assert [e["from"] for e in d.events(kind="mail/sent") if e["key"] in ("f1", "f2")] == [
-        "alice",
-        "alice",
+        who,
+        who,
     ]
     # 3-7: another's mailbox can be neither listed nor read, by handle or by id.
     assert code[3:7] == ["forbidden"] * 4, ans[3:7]
@@ -210,7 +211,7 @@ def test_a_session_speaks_only_as_itself(daemon, tmp_path):
     # Naming any other mailbox is refused before the name is even looked at.
     assert code[11] == "forbidden", ans[11]
     # 12-13: its own mailbox is fine.
-    assert code[12] == "ok" and ans[12]["handle"] == "alice" and ans[12]["total"] == 1
+    assert code[12] == "ok" and ans[12]["handle"] == who and ans[12]["total"] == 1
     assert code[13] == "ok" and ans[13]["body"] == "for alice"
     # 14-18: operator-only verbs (spawning included, whatever the name).
     assert code[14:19] == ["forbidden"] * 5, ans[14:19]
@@ -219,19 +220,19 @@ def test_a_session_speaks_only_as_itself(daemon, tmp_path):
     assert bob_msg["state"] == "inbox"
     assert d.call({"verb": "hello"})["ok"] is True
     ps = d.call({"verb": "session/list"})
-    assert {s["handle"]: s["state"] for s in ps["sessions"]}["carol"] == "running"
+    assert {s["handle"]: s["state"] for s in ps["sessions"]}[carol] == "running"
 
 
-def test_the_token_is_the_identity_outside_the_pty_too(daemon, tmp_path):
-    d = daemon
-    rec = run_in_session(d, tmp_path, "alice", [{"verb": "hello", "token": "$TOKEN"}])
+def test_the_token_is_the_identity_outside_the_pty_too(shared, who, tmp_path):
+    d = shared
+    rec = run_in_session(d, tmp_path, who, [{"verb": "hello", "token": "$TOKEN"}])
     token = rec["token"]
-    assert token and rec["answers"][0]["caller"] == "alice"
+    assert token and rec["answers"][0]["caller"] == who
     with d.connect() as c:
         a = c.call(
             {
                 "verb": "mail/send",
-                "to": "bob",
+                "to": who + "b",
                 "body": "b",
                 "key": "t1",
                 "token": token,
@@ -239,23 +240,24 @@ def test_the_token_is_the_identity_outside_the_pty_too(daemon, tmp_path):
             }
         )
         h = c.call({"verb": "hello", "token": token})
-        c.send({"verb": "mail/list", "handle": "bob", "token": token})
+        c.send({"verb": "mail/list", "handle": who + "b", "token": token})
         refused = c.recv()
-    assert h["caller"] == "alice"
+    assert h["caller"] == who
     (msg,) = [m for m in scan_mail(d.dir).messages if m["meta"]["key"] == "t1"]
-    assert msg["meta"]["from"] == "alice" and msg["meta"]["id"] == a["mail_id"]
+    assert msg["meta"]["from"] == who and msg["meta"]["id"] == a["mail_id"]
     assert_refused(refused, "forbidden")
 
 
 @pytest.mark.parametrize("token", ["forged", "", "x" * 5000, "../../etc/passwd"])
-def test_a_forged_token_is_refused_and_writes_nothing(daemon, tmp_path, token):
-    d = daemon
-    run_in_session(d, tmp_path, "alice", [{"verb": "hello"}])  # a live session exists
+def test_a_forged_token_is_refused_and_writes_nothing(shared, who, tmp_path, token):
+    d = shared
+    run_in_session(d, tmp_path, who, [{"verb": "hello"}])  # a live session exists
+    # The whole state directory is counted: no session of this module sends by itself.
     before = len(scan_mail(d.dir).messages)
     with d.connect() as c:
         for req in (
             {"verb": "hello"},
-            {"verb": "mail/send", "to": "bob", "body": "x"},
+            {"verb": "mail/send", "to": who + "b", "body": "x"},
             {"verb": "mail/list"},
             {"verb": "mail/read"},
         ):
@@ -272,13 +274,13 @@ def test_a_forged_token_is_refused_and_writes_nothing(daemon, tmp_path, token):
         assert len(scan_mail(d.dir).messages) == before
 
 
-def test_a_stale_token_is_refused(daemon, tmp_path):
-    d = daemon
-    rec = run_in_session(d, tmp_path, "alice", [{"verb": "hello", "token": "$TOKEN"}], stay=False)
-    d.wait_event("session/exited", lambda e: e["handle"] == "alice")
+def test_a_stale_token_is_refused(shared, who, tmp_path):
+    d = shared
+    rec = run_in_session(d, tmp_path, who, [{"verb": "hello", "token": "$TOKEN"}], stay=False)
+    d.wait_event("session/exited", lambda e: e["handle"] == who)
     before = len(scan_mail(d.dir).messages)
     with d.connect() as c:
-        c.send({"verb": "mail/send", "to": "bob", "body": "x", "token": rec["token"]})
+        c.send({"verb": "mail/send", "to": who + "b", "body": "x", "token": rec["token"]})
         a = c.recv()
         c.send({"verb": "hello", "token": rec["token"]})
         h = c.recv()
@@ -286,25 +288,25 @@ def test_a_stale_token_is_refused(daemon, tmp_path):
     assert_refused(h, "bad-token")
     assert len(scan_mail(d.dir).messages) == before
     # A new session under the same handle gets a new secret; the old one stays dead.
-    rec2 = run_in_session(d, tmp_path, "alice", [{"verb": "hello", "token": "$TOKEN"}])
+    rec2 = run_in_session(d, tmp_path, who, [{"verb": "hello", "token": "$TOKEN"}])
     assert rec2["token"] != rec["token"]
     assert_refused(d.call({"verb": "hello", "token": rec["token"]}), "bad-token")
 
 
-def test_a_sessions_child_in_a_new_process_session_is_not_the_operator(daemon, tmp_path):
+def test_a_sessions_child_in_a_new_process_session_is_not_the_operator(shared, who, tmp_path):
     """A process the session starts with setsid and without BENCH_TOKEN (no secret, no
     controlling pty) is still the session's descendant; it must not become `operator`
     and gain the operator's reach over every mailbox."""
-    d = daemon
-    d.ok("mail", "send", "bob", "-m", "bob's secret")
+    d = shared
+    d.ok("mail", "send", who + "b", "-m", "bob's secret")
     rec = run_in_session(
         d,
         tmp_path,
-        "alice",
+        who,
         [
             {"verb": "hello"},
-            {"verb": "mail/list", "handle": "bob"},
-            {"verb": "mail/send", "to": "bob", "body": "who am I", "key": "detached"},
+            {"verb": "mail/list", "handle": who + "b"},
+            {"verb": "mail/send", "to": who + "b", "body": "who am I", "key": "detached"},
         ],
         detach=True,
     )
@@ -316,4 +318,4 @@ def test_a_sessions_child_in_a_new_process_session_is_not_the_operator(daemon, t
     assert_refused(listing, "forbidden")
     if send["ok"]:
         (msg,) = [m for m in scan_mail(d.dir).messages if m["meta"]["key"] == "detached"]
-        assert msg["meta"]["from"] == "alice", msg["meta"]
+        assert msg["meta"]["from"] == who, msg["meta"]

@@ -286,14 +286,18 @@ def test_cleanup_skips_what_is_not_a_regular_file_and_never_follows_a_link(make_
     assert d.ok("mail", "list", "--handle", "x")["total"] == 1
 
 
-def test_a_linked_mailbox_made_while_running_is_not_delivered_through(daemon, victim):
+def test_a_linked_mailbox_made_while_running_is_not_delivered_through(shared, who, victim):
     precious, keep = victim
-    os.makedirs(os.path.join(daemon.dir, "mail"), exist_ok=True)
-    os.symlink(keep, os.path.join(daemon.dir, "mail", "newbox"))
-    r = daemon.bench("mail", "send", "newbox", "-m", "through the link?")
-    assert r.rc == 2 and "[unsafe-dir]" in r.err and "not a real directory" in r.err, r
-    intact(precious, keep)
-    assert daemon.ok("mail", "send", "other", "-m", "fine")["to"] == "other"
+    os.makedirs(os.path.join(shared.dir, "mail"), exist_ok=True)
+    link = os.path.join(shared.dir, "mail", who)
+    os.symlink(keep, link)
+    try:
+        r = shared.bench("mail", "send", who, "-m", "through the link?")
+        assert r.rc == 2 and "[unsafe-dir]" in r.err and "not a real directory" in r.err, r
+        intact(precious, keep)
+        assert shared.ok("mail", "send", who + "o", "-m", "fine")["to"] == who + "o"
+    finally:
+        os.unlink(link)  # the module's daemon goes on: nothing of this test stays in it
 
 
 def test_a_fifo_in_an_inbox_does_not_block_recovery(make_daemon):
@@ -554,21 +558,21 @@ exec sleep 600
 """
 
 
-def test_a_jobs_child_may_not_cancel_its_own_job(daemon, tmp_path):
-    d = daemon
+def test_a_jobs_child_may_not_cancel_its_own_job(shared, who, tmp_path):
+    d = shared
     out = tmp_path / "out"
     out.mkdir()
     task = tmp_path / "task.md"
     task.write_text("do it")
-    d.ok("spawn", "--name", "parent", "--", "sleep", "600")
+    d.ok("spawn", "--name", who + "p", "--", "sleep", "600")
     d.ok(
         "spawn",
         "--name",
-        "child",
+        who + "c",
         "--mail",
         str(task),
         "--reply-to",
-        "parent",
+        who + "p",
         "--env",
         f"OUT={out}",
         "--",
@@ -584,10 +588,10 @@ def test_a_jobs_child_may_not_cancel_its_own_job(daemon, tmp_path):
         )
     )
     assert rc == 1 and "[forbidden]" in (out / "cancel.err").read_text()
-    settled = d.wait_event("job/settled")
+    settled = d.wait_event("job/settled", lambda e: e["handle"] == who + "c")
     assert settled["outcome"] != "cancelled", settled
-    d.wait_event("outbox/posted")
-    assert d.ok("mail", "list", "--handle", "parent")["total"] == 1
+    d.wait_event("outbox/posted", lambda e: e["to"] == who + "p")
+    assert d.ok("mail", "list", "--handle", who + "p")["total"] == 1
 
 
 # ------------------------------------------------------------------ 8. identity escapes
@@ -673,21 +677,21 @@ def in_pty(*args: str, env: dict) -> bytes:
 HOSTILE = "fine\x1b]0;pwned title\x07\x1b[3A\rfrom:    operator\x9b2J\n"
 
 
-def test_control_characters_are_shown_escaped_on_a_terminal(daemon):
-    d = daemon
+def test_control_characters_are_shown_escaped_on_a_terminal(shared, who):
+    d = shared
     env = {"BENCH_DIR": d.dir}
     sent = d.ok("mail", "send", "operator", "-m", HOSTILE)
     d.ok(
         "spawn",
         "--name",
-        "esc",
+        who,
         "--",
         "sh",
         "-c",
         "printf 'raw\\033[1mbold\\n'; sleep 600",
         "arg\x1b]0;t\x07",
     )
-    d.wait_until(lambda: b"bold" in in_pty("tail", "esc", env=env), 30, "esc's output")
+    d.wait_until(lambda: b"bold" in in_pty("tail", who, env=env), 30, "esc's output")
     for args in (["mail", "read", sent["mail_id"]], ["events"], ["ps"]):
         # bench's own colour (a state in `ps`, on a terminal) is the only escape allowed.
         shown = re.sub(rb"\x1b\[(?:3[1-6]|0)m", b"", in_pty(*args, env=env))
@@ -698,7 +702,7 @@ def test_control_characters_are_shown_escaped_on_a_terminal(daemon):
     assert json.loads(as_json.replace(b"\r\n", b"\n"))["body"].replace(
         "\r\n", "\n"
     ) == HOSTILE.replace("\r\n", "\n")
-    assert b"\x1b[1mbold" in in_pty("tail", "esc", env=env)
+    assert b"\x1b[1mbold" in in_pty("tail", who, env=env)
 
 
 # ------------------------------------------------------------------ 10. screen sizes
@@ -710,16 +714,16 @@ def screen_of(d, handle: str) -> dict:
     return json.loads(r.out.splitlines()[0])
 
 
-def test_screen_size_is_capped_at_spawn_and_resize(daemon):
-    d = daemon
+def test_screen_size_is_capped_at_spawn_and_resize(shared, who):
+    d = shared
     # The CLI refuses it as a usage error; the daemon, asked directly, refuses it too.
-    r = d.bench("spawn", "--name", "big", "--rows", "1000", "--cols", "1000", "--", "sleep", "600")
+    r = d.bench("spawn", "--name", who, "--rows", "1000", "--cols", "1000", "--", "sleep", "600")
     assert r.rc == 2 and "1<=x<=500" in r.err, r
     with d.connect() as c:
         c.send(
             {
                 "verb": "session/spawn",
-                "name": "big",
+                "name": who,
                 "argv": ["sleep", "600"],
                 "rows": 1000,
                 "cols": 1000,
@@ -727,26 +731,26 @@ def test_screen_size_is_capped_at_spawn_and_resize(daemon):
         )
         a = c.recv()
     assert not a["ok"] and "1-500 rows" in a["error"]["message"], a
-    d.ok("spawn", "--name", "big", "--rows", "500", "--cols", "1000", "--", *standin_argv())
+    d.ok("spawn", "--name", who, "--rows", "500", "--cols", "1000", "--", *standin_argv())
     d.wait_until(
-        lambda: "standin>" in "\n".join(screen_of(d, "big")["lines"]), 30, "the stand-in's prompt"
+        lambda: "standin>" in "\n".join(screen_of(d, who)["lines"]), 30, "the stand-in's prompt"
     )
     with d.connect() as c:
-        c.send({"verb": "session/attach", "handle": "big", "rows": 5000, "cols": 5000})
+        c.send({"verb": "session/attach", "handle": who, "rows": 5000, "cols": 5000})
         a = c.recv()
         assert a["ok"] and (a["rows"], a["cols"]) == (500, 1000), a
         c.send({"verb": "session/resize", "rows": 9000, "cols": 9000})
         c.send({"verb": "session/detach"})
         while (a := c.recv())["type"] != "end":
             pass
-    assert len(screen_of(d, "big")["lines"]) == 500
+    assert len(screen_of(d, who)["lines"]) == 500
 
 
 # ------------------------------------------------------------------ 11. the CLI's own checks
 
 
-def test_an_oversized_body_is_refused_in_the_users_terms(daemon, tmp_path):
-    d = daemon
+def test_an_oversized_body_is_refused_in_the_users_terms(shared, who, tmp_path):
+    d = shared
     big = tmp_path / "big"
     with open(big, "wb") as f:
         f.truncate(50 * 1024 * 1024)
@@ -758,7 +762,7 @@ def test_an_oversized_body_is_refused_in_the_users_terms(daemon, tmp_path):
         "print(r.stderr, end='')\n"
     )
     r = subprocess.run(
-        [sys.executable, "-c", code, str(big), BENCH, "mail", "send", "bob"],
+        [sys.executable, "-c", code, str(big), BENCH, "mail", "send", who],
         capture_output=True,
         text=True,
         env=d.env(),
@@ -770,18 +774,18 @@ def test_an_oversized_body_is_refused_in_the_users_terms(daemon, tmp_path):
     assert "52,428,800 bytes" in err and "262,144" in err, err
     assert rss_kib < 100 * 1024, f"the client read the whole body: {rss_kib} KiB"
     # From a pipe, the size is only known to exceed the cap.
-    p = d.bench("mail", "send", "bob", input="x" * (300 * 1024))
+    p = d.bench("mail", "send", who, input="x" * (300 * 1024))
     assert p.rc == 1 and "more than 262,144 bytes" in p.err, p
-    assert d.ok("mail", "list", "--handle", "bob")["total"] == 0
+    assert d.ok("mail", "list", "--handle", who)["total"] == 0
 
 
-def test_invalid_utf8_on_stdin_is_reported_with_its_offset(daemon):
-    r = run_bench("mail", "send", "bob", input=b"hello \xffworld", env={"BENCH_DIR": daemon.dir})
+def test_invalid_utf8_on_stdin_is_reported_with_its_offset(shared, who):
+    r = run_bench("mail", "send", who, input=b"hello \xffworld", env={"BENCH_DIR": shared.dir})
     err = r.stderr.decode()
     assert r.returncode == 2, r
     assert "standard input is not valid UTF-8: byte 0xff at offset 6" in err, err
     assert "[bad-stdin]" in err
-    assert daemon.ok("mail", "list", "--handle", "bob")["total"] == 0
+    assert shared.ok("mail", "list", "--handle", who)["total"] == 0
 
 
 def test_admission_pure_bookkeeping():

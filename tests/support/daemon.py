@@ -191,10 +191,18 @@ class Benchd:
     def wait_event(
         self, kind: str, pred=lambda e: True, timeout: float = 30.0, since: int = 0
     ) -> dict:
-        """The first event of `kind` matching pred, polling the log until the deadline."""
+        """The first event of `kind` matching pred, polling the log until the deadline.
+        Each poll reads only what came after the events already looked at (a daemon
+        shared by a module's tests holds all of theirs)."""
+        after = since
 
         def found():
-            return next((e for e in self.events(since, kind) if pred(e)), None)
+            nonlocal after
+            evs = self.events(after, kind)
+            hit = next((e for e in evs if pred(e)), None)
+            if hit is None and evs:
+                after = evs[-1]["seq"]
+            return hit
 
         return wait_for(found, timeout, f"a {kind} event matching")
 
