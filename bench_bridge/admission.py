@@ -1,31 +1,16 @@
 """What this node takes from the others, all of it untrusted input. Pure: no I/O.
 
-The directory (the BENCH_NODES key-value bucket): whoever may write the bucket may put
-anything in it, so every entry is decoded with a strict type and checked: a bad entry
-is skipped (and reported once), never fatal. Each entry's size and handle count are
-capped, and so is the number of nodes kept, so that the directory always fits in one
-report to the daemon. `seen` is clamped to now (a clock ahead, or a forged time, cannot
-make a node look alive for ever), and a node not seen for `forget_s` is left out: mail
-to it is then refused as `unknown-node`. An entry also names the bridge instance that
-wrote it (an id kept in BENCH_DIR), so a second bridge using a node name that is
-already heartbeating can tell and refuse.
+The directory (the BENCH_NODES bucket): whoever may write the bucket may put anything
+in it, so every entry is decoded with a strict type and checked; a bad entry is
+skipped (and reported once), never fatal. Sizes, handle counts and the nodes kept are
+capped so the directory always fits in one report to the daemon; `seen` is clamped to
+now; an entry names the bridge instance that wrote it, so a second bridge using a node
+name already heartbeating can tell and refuse.
 
 Admission: what the receiving bridge refuses from another node before its daemon sees
-it: mail with more reply-to addresses than `--reply-to-max`, and mail that would make
-more new mailboxes here than `--new-mailboxes-per-hour` allows that origin node. A
-refusal is returned to the sender as a bounce (`too-many-recipients`, as the daemon's
-own `--reply-to-max` says it; `new-mailbox-rate`), which the daemon records as
-bridge/bounced.
-
-A recipient counts as new when it is not a live handle here and this bridge has not
-delivered to it before (it keeps the last KNOWN_MAX such handles). Each origin node has
-its own budget, a token bucket refilled at the hourly rate with a burst of the same
-size, so one node making up handles cannot fill this node's disk with mailboxes, and
-cannot spend another node's budget.
-
-Receipts (what became of this node's mail there) are bounded the same way, per origin
-node: at most RECEIPTS_MAX in one message and `--receipts-per-minute` a minute; more
-are dropped (a line in bridge.out), which leaves the state where it was.
+it (too many reply-to addresses, too many new mailboxes per origin node per hour,
+too many receipts), each budget per origin node so one node cannot spend another's.
+docs/nodes.md gives the options and what each refusal becomes.
 """
 
 import re

@@ -77,7 +77,8 @@ class Daemon:
         self.notices = notices
         # What each connection reads of its daemon (server/connection.py).
         self.log = opened.log
-        self.caps = wired.caps
+        self.caps = wired.services.info.caps
+        self.svc = wired.services
         self.sock_path = socket_path(opened.bench_dir)
         self.sock_ino = 0
         self.connections: set[Connection] = set()  # open client connections (idle reaper)
@@ -89,7 +90,7 @@ class Daemon:
     # ------------------------------------------------------------ identity
 
     def by_token(self, token: str) -> Caller:
-        s = self.wired.sessions.by_token(token)
+        s = self.svc.sessions.by_token(token)
         return Caller(s.handle, s)
 
     async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
@@ -98,8 +99,8 @@ class Daemon:
         handler = HANDLERS.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
-        authority.check(caller, req, self.wired.roster.family)
-        await handler(self.wired.services, conn, caller, req)
+        authority.check(caller, req, self.svc.roster.family)
+        await handler(self.svc, conn, caller, req)
 
     def request_stop(self) -> None:
         self.wired.stop.set()
@@ -126,7 +127,7 @@ class Daemon:
             # never looked up again (a pid outlives nothing it could be trusted for).
             session: Session | None = None
             try:
-                session = self.wired.sessions.place(peer)
+                session = self.svc.sessions.place(peer)
                 peer_key = OPERATOR_PEER if session is None else session.id
                 conn.placed = (
                     Caller(OPERATOR) if session is None else Caller(session.handle, session)
@@ -159,7 +160,7 @@ class Daemon:
         """A connection refused: written down (benchd.log, limit/hit) as one line per flood
         of its budget and peer, like every refusal a caller can loop on."""
         who = placed.handle if isinstance(placed, Caller) else "unplaceable"
-        self.wired.limiter.refused(
+        self.svc.limiter.refused(
             m.LimitHit(
                 code="too-many-connections",
                 sender=who,
@@ -246,15 +247,15 @@ class Daemon:
         # Connections stay up (new requests get shutting-down; the socket path is gone
         # so no one new arrives) until followers have seen the sessions end and
         # daemon/stopped, and their streams' end frames are sent.
-        await self.wired.sessions.stop_all()
-        await self.wired.jobs.stop()
+        await self.svc.sessions.stop_all()
+        await self.svc.jobs.stop()
         await self.wired.committer.record(
             m.DaemonStopped(pid=self.opened.pid)
         )  # a full disk: stop anyway
         await self.wired.committer.drain()
-        self.wired.hub.followers.close()
+        self.svc.hub.followers.close()
         with trio.move_on_after(2.0):
-            await self.wired.hub.streams_ended()
+            await self.svc.hub.streams_ended()
         self._serve_scope.cancel()
         self.wired.committer.closed = True
         self.opened.index.set_meta("last_seq", str(self.opened.eventlog.last_seq))

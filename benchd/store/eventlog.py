@@ -14,14 +14,9 @@ in a newline we add one, so the torn fragment stays a line of its own that reade
 file by byte offset (seq is near the start of every line), so `--since` costs
 O(log size), not a scan.
 
-Bounded (`--event-log-bytes`): once events.jsonl holds that many bytes, the committer
-checkpoints the journal (so no journal record names an offset in it any more) and the
-log is rotated: events.jsonl becomes events.1.jsonl, replacing the one before (whose
-events are dropped), and a new events.jsonl begins with a `log/rotated` event. So the
-log never holds much more than twice the bound on disk. Readers read both files, in
-order: `bench events --since`, the delivery states a start replays (the index's own
-last seq is seconds old), the bridge's followers. What is dropped is only the oldest
-file's history: the mail itself, its files and its index rows are not events.
+Bounded (`--event-log-bytes`; docs/durability.md): the committer checkpoints the
+journal first (so no journal record names an offset in it any more), then the log is
+rotated to events.1.jsonl. Readers read both files, in order.
 """
 
 import os

@@ -1,19 +1,11 @@
 """Replay of the write-ahead journal at start, and what it does with damage.
 
 Before the event log or the index is opened, every committed record's effects are put
-back (store/journal.py frames them): message files written again where missing or torn,
-renames done again, event-log bytes written back at their offsets. Then everything
-restored is flushed and both segments are dropped. Replaying is idempotent: a crash
-during it replays the same records again, to the same end state.
-
-Damage never costs more than itself. Each record carries its own length and checksums:
-a record that fails them is skipped alone and every later one is still replayed; the
-event log is never cut below the end of the last record read; lines past that end are
-cut only when the journal ends cleanly (they belong to a batch whose commit never
-reached the journal: never answered, never shown); and their sequence numbers are never
-handed out again (`Replayed.cut_seq`). Each damaged stretch is described (`Damage`):
-the messages and events it named, which of those messages are on disk nowhere, and
-whether its events are in the log; the daemon reports it.
+back (store/journal.py frames them), then flushed, and both segments dropped; a crash
+during it replays the same records again. A damaged record costs only itself: what
+each kind of damage does is docs/durability.md's table ("The journal"); each damaged
+stretch is described (`Damage`) for the daemon to report, and the seqs of uncommitted
+lines cut from the log are never handed out again (`Replayed.cut_seq`).
 """
 
 import json
