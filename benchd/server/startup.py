@@ -159,7 +159,7 @@ class RefillIndex:
 
 
 def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list[m.Event]:
-    """benchd.log lines for a replay, and a journal/damaged event per damaged stretch."""
+    """benchd.log lines for a replay, and its journal/damaged events."""
     r = replayed
     if r.records or r.damage:
         log.warning(
@@ -171,21 +171,9 @@ def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list
             damaged=len(r.damage),
             cut_seq=r.cut_seq,
         )
-    events: list[m.Event] = []
-    for dmg in r.damage:
-        ev = m.JournalDamaged(
-            segment=dmg.segment,
-            offset=dmg.offset,
-            size=dmg.size,
-            held=dmg.held(),
-            messages=dmg.messages,
-            lost=dmg.lost,
-            events=dmg.events,
-            in_log=dmg.in_log,
-        )
+    for ev in r.damage:
         log.error("journal damaged", **msgspec.structs.asdict(ev))
-        events.append(ev)
-    return events
+    return list(r.damage)
 
 
 def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -> list[m.Event]:

@@ -29,7 +29,6 @@ crashed start are kept as they are, the rest are written.
 import json
 import os
 import sqlite3
-import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +37,7 @@ import msgspec
 from benchd.core.jobs import Job, JobRecord, Reply
 from benchd.core.keys import job_key_of
 from benchd.store.fileio import fsync_dir, write_all
+from benchd.store.statedir import read_regular
 
 OLD = "outbox.sqlite"
 MIGRATED = "outbox.sqlite.migrated"
@@ -69,7 +69,7 @@ class JobFiles:
         for name in sorted(os.listdir(self.dir("open"))):
             path = os.path.join(self.dir("open"), name)
             try:
-                record = _decode(_read(path))
+                record = _decode(read_regular(path))
             except (OSError, msgspec.DecodeError) as err:
                 self.bad.append((name, str(err)))  # left where it is, and said
                 continue
@@ -99,7 +99,7 @@ class JobFiles:
         if record is not None:
             return record
         try:
-            return _decode(_read(self.path("done", session)))
+            return _decode(read_regular(self.path("done", session)))
         except (OSError, msgspec.DecodeError):
             return None
 
@@ -110,19 +110,6 @@ class JobFiles:
 
     def has_key(self, key: str) -> bool:
         return key in self.keys
-
-
-def _read(path: str) -> bytes:
-    """A record file's bytes; OSError for anything but a regular file (a FIFO someone
-    put there must not block the start, a link is not followed)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------- the move from SQLite
