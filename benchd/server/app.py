@@ -102,9 +102,6 @@ class Daemon:
         authority.check(caller, req, self.svc.roster.family)
         await handler(self.svc, conn, caller, req)
 
-    def request_stop(self) -> None:
-        self.wired.stop.set()
-
     # ------------------------------------------------------------ serving
 
     async def serve_client(self, stream: trio.SocketStream) -> None:
@@ -234,7 +231,7 @@ class Daemon:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
             task_status.started()
             async for _ in sigs:
-                self.request_stop()
+                self.wired.stop.set()
                 return
 
     async def _shutdown(self, listener: trio.SocketListener) -> None:

@@ -107,8 +107,7 @@ class Services:
     eventlog: EventLog  # the event log's history
     limiter: Limiter  # the send limits (rate, mailbox caps, reply-to count)
     disk_health: Callable[[], m.DiskHealth]  # the state dir's disk: full, free, reserve
-    damage: Callable[[], list[m.JournalDamaged]]  # journal damage not yet acknowledged
-    ack_damage: Callable[[], int]  # acknowledge it all (io-error if it cannot); how many
+    damage: statedir.Damage  # journal damage not yet acknowledged (`found`), and its `ack`
     bridge: BridgeDesk  # the bridge's handlers only (see the module's docstring)
     states: MailStates  # the delivery states of sent mail
     waits: Waits  # the open waits (mail wait, job wait) and who waits on whom
@@ -327,8 +326,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         disk_health=lambda: statedir.disk_health(
             o.bench_dir, committer.disk_full, statedir.DISK_RESERVE
         ),
-        damage=o.damage.shown,
-        ack_damage=o.damage.ack,
+        damage=o.damage,
         bridge=BridgeDesk(committer.enqueue, committer.record, log),
         states=mail_states,
         waits=waits,

@@ -236,9 +236,6 @@ class Damage:
                 continue  # a torn line (or the last, empty one)
         return cls(bench_dir, log, found)
 
-    def shown(self) -> list[m.JournalDamaged]:
-        return self.found
-
     def keep(self, events: list[m.Event]) -> None:
         """This start's journal/damaged events, logged (their seqs set): appended durably
         (if the disk refuses, the event log and benchd.log still have them)."""
