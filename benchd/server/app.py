@@ -1,11 +1,7 @@
 """benchd's entry point and the running daemon: connections, dispatch, signals, stop.
 
-`main` runs the start-up in the order benchd/server/startup.py's header explains
-(options, the lock, the state opened and replayed, the services built by
-benchd/server/wiring.py, recovery, the socket, the services started); `Daemon` is
-what serves once they run. Stop: refuse new work, end the sessions (their exits
-logged), log daemon/stopped, commit the index and seal it (store/recovery), remove
-the socket.
+`main` runs the start-up in the order benchd/server/startup.py's header explains, and
+stops in that order too; `Daemon` is what serves once the services run.
 """
 
 import errno

@@ -1,14 +1,9 @@
 """Mail handlers: mail/send, mail/list, mail/read, the verbs over the search cache
 (mail/search, mail/thread, mail/reply), and the delivery states and waits of sent mail
 (mail/sent-list, mail/status, mail/wait, and job/wait, which waits on a job's reply).
-
-Who sees what: a session searches only its own mailbox and sees, in a thread, only the
-messages it received or sent; the operator sees every mailbox. A reply may be sent
-by a session only to a message it received. None of search, thread and reply retires
-anything.
-
-Recipients and senders are addresses (`bob`, `bob@node2`), and a message may be named
-by its id here or by its identity across nodes (`<id>@<node>`, benchd.core.mailrefs).
+Who sees what is docs/protocol.md's table; none of search, thread and reply retires
+anything. A message may be named by its id here or by its identity across nodes
+(`<id>@<node>`, benchd.core.mailrefs).
 """
 
 import calendar
