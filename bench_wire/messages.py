@@ -412,10 +412,6 @@ def encode_line(msg: msgspec.Struct) -> bytes:
     return encoder.encode(msg) + b"\n"
 
 
-def _describe_validation(err: msgspec.ValidationError) -> str:
-    return str(err).rstrip(".") + "."
-
-
 def decode_request(line: bytes) -> Request:
     """Decode one request line or raise WireError with the precise code.
 
@@ -446,21 +442,15 @@ def _classify(line: bytes, err: Exception) -> WireError:
     verb = raw.get("verb")
     if verb is None:
         return WireError("bad-request", 'the request has no "verb" field')
-    if not isinstance(verb, str) or verb not in _verbs():
+    if not isinstance(verb, str) or verb not in VERBS:
         return WireError("unknown-verb", f"unknown verb {verb!r}; hello lists what is known")
     if isinstance(err, msgspec.ValidationError):
-        return WireError("bad-request", _describe_validation(err))
+        return WireError("bad-request", str(err).rstrip(".") + ".")
     return WireError("bad-json", str(err))
 
 
 def _too_deep() -> WireError:
     return WireError("bad-json", "the line nests JSON too deeply to be a request")
-
-
-def _verbs() -> dict[str, type[Request]]:
-    from bench_wire.messages import VERBS
-
-    return VERBS
 
 
 def request_id_of(line: bytes) -> int | str | None:
