@@ -70,9 +70,10 @@ bench-quick:
 soak SECONDS="300" *ARGS:
     {{py}} -m tools.reliability.soak --seconds {{SECONDS}} {{ARGS}}
 
-# Regenerate docs/protocol.md from the msgspec types.
-protocol-doc:
-    {{py}} -m bench_wire.protocol_doc > docs/protocol.md
+# Regenerate the docs written from the code: docs/protocol.md (from the msgspec types)
+# and docs/cli.md's options table (from bench_wire/config.py).
+docs:
+    {{py}} -m tools.docgen
 
 # Remake docs/dash.png (the README's picture) from the dashboard's snapshot SVG.
 dash-screenshot:

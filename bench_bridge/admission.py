@@ -1,34 +1,18 @@
 """What this node takes from the others, all of it untrusted input. Pure: no I/O.
 
-The directory (the BENCH_NODES key-value bucket): whoever may write the bucket may put
-anything in it, so every entry is decoded with a strict type and checked: a bad entry
-is skipped (and reported once), never fatal. Each entry's size and handle count are
-capped, and so is the number of nodes kept, so that the directory always fits in one
-report to the daemon. `seen` is clamped to now (a clock ahead, or a forged time, cannot
-make a node look alive for ever), and a node not seen for `forget_s` is left out: mail
-to it is then refused as `unknown-node`. An entry also names the bridge instance that
-wrote it (an id kept in BENCH_DIR), so a second bridge using a node name that is
-already heartbeating can tell and refuse.
+The directory (the BENCH_NODES bucket): whoever may write the bucket may put anything
+in it, so every entry is decoded with a strict type and checked; a bad entry is
+skipped (and reported once), never fatal. Sizes, handle counts and the nodes kept are
+capped so the directory always fits in one report to the daemon; `seen` is clamped to
+now; an entry names the bridge instance that wrote it, so a second bridge using a node
+name already heartbeating can tell and refuse.
 
 Admission: what the receiving bridge refuses from another node before its daemon sees
-it: mail with more reply-to addresses than `--reply-to-max`, and mail that would make
-more new mailboxes here than `--new-mailboxes-per-hour` allows that origin node. A
-refusal is returned to the sender as a bounce (`too-many-recipients`, as the daemon's
-own `--reply-to-max` says it; `new-mailbox-rate`), which the daemon records as
-bridge/bounced.
-
-A recipient counts as new when it is not a live handle here and this bridge has not
-delivered to it before (it keeps the last KNOWN_MAX such handles). Each origin node has
-its own budget, a token bucket refilled at the hourly rate with a burst of the same
-size, so one node making up handles cannot fill this node's disk with mailboxes, and
-cannot spend another node's budget.
-
-Receipts (what became of this node's mail there) are bounded the same way, per origin
-node: at most RECEIPTS_MAX in one message and `--receipts-per-minute` a minute; more
-are dropped (a line in bridge.out), which leaves the state where it was.
+it (too many reply-to addresses, too many new mailboxes per origin node per hour,
+too many receipts), each budget per origin node so one node cannot spend another's.
+docs/nodes.md gives the options and what each refusal becomes.
 """
 
-import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -36,12 +20,11 @@ from dataclasses import dataclass
 import msgspec
 
 from bench_wire import messages as m
-from bench_wire.addresses import split_address
+from bench_wire.addresses import is_handle, split_address
 from bench_wire.errors import WireError
 
 # ---------------------------------------------------------------- the directory
 
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # a handle or node name (benchd.core.names)
 ENTRY_MAX = 16 * 1024  # bytes of one directory entry
 HANDLES_MAX = 512  # live handles listed in one entry
 NODES_MAX = 256  # nodes kept from the directory (the most recently seen)
@@ -78,10 +61,6 @@ class Skip(Exception):
         self.message = message
 
 
-def is_name(value: str) -> bool:
-    return NAME_RE.fullmatch(value) is not None and value != ".."
-
-
 def key_of(node: str) -> str:
     """A node's key in the bucket: its name (`$KV.BENCH_NODES.<name>`, the subject a
     node's NATS user is allowed to write)."""
@@ -103,7 +82,7 @@ def decode_entry(key: str, raw: bytes, now_ms: int, limits: Limits) -> Entry:
         e = _dec.decode(raw)
     except msgspec.DecodeError as err:
         raise Skip("bad-entry", f"the entry {key!r} is not a node entry: {err}") from None
-    if not is_name(e.node) or key_of(e.node) != key:
+    if not is_handle(e.node) or key_of(e.node) != key:
         raise Skip("bad-entry", f"the entry {key!r} names node {e.node!r}, not its own key")
     if len(e.handles) > limits.handles_max:
         raise Skip(
@@ -111,7 +90,7 @@ def decode_entry(key: str, raw: bytes, now_ms: int, limits: Limits) -> Entry:
             f"the entry {key!r} lists {len(e.handles)} handles, more than the cap of "
             f"{limits.handles_max}",
         )
-    bad = next((h for h in e.handles if not is_name(h)), None)
+    bad = next((h for h in e.handles if not is_handle(h)), None)
     if bad is not None:
         raise Skip("bad-entry", f"the entry {key!r} lists {bad!r}, which is not a handle")
     e.seen_ms = min(e.seen_ms, now_ms)
@@ -179,14 +158,12 @@ class Admission:
         handle = _handle(mail.to)
         if handle is None or handle == OPERATOR or handle in self.known or handle in live:
             return None  # the operator's mailbox is always there
-        tokens = self._tokens(origin)
-        if tokens < 1.0:
+        if not _take(self.buckets, origin, self.rate, 3600.0, 1):
             return m.ErrorBody(
                 "new-mailbox-rate",
                 f"node {origin} has made {self.rate} new mailboxes here in the last hour, "
                 f"the most allowed (--new-mailboxes-per-hour); {handle} is not a handle here",
             )
-        self.buckets[origin] = (tokens - 1.0, time.monotonic())
         self._remember(handle)  # its mailbox is made by this delivery
         return None
 
@@ -196,20 +173,11 @@ class Admission:
         one leaves its message's state where it was, never a wrong one."""
         if not 1 <= n <= RECEIPTS_MAX:
             return f"{n} receipts in one message (1-{RECEIPTS_MAX}) [bad-receipt]"
-        now = time.monotonic()
-        rate = float(self.receipt_rate)
-        tokens, at = self.receipt_buckets.get(origin, (rate, now))
-        tokens = min(rate, tokens + (now - at) * rate / 60.0)
-        self.receipt_buckets[origin] = (tokens, now)
-        self.receipt_buckets.move_to_end(origin)
-        while len(self.receipt_buckets) > ORIGINS_MAX:
-            self.receipt_buckets.popitem(last=False)
-        if tokens < n:
+        if not _take(self.receipt_buckets, origin, self.receipt_rate, 60.0, n):
             return (
                 f"node {origin} sent more than {self.receipt_rate} receipts in a minute "
                 "(--receipts-per-minute) [receipt-rate]"
             )
-        self.receipt_buckets[origin] = (tokens - n, now)
         return None
 
     def receipts_said(self, origin: str) -> bool:
@@ -228,14 +196,22 @@ class Admission:
         while len(self.known) > KNOWN_MAX:
             self.known.popitem(last=False)
 
-    def _tokens(self, origin: str) -> float:
-        now = time.monotonic()
-        tokens, at = self.buckets.get(origin, (float(self.rate), now))
-        self.buckets[origin] = (tokens, at)
-        self.buckets.move_to_end(origin)
-        while len(self.buckets) > ORIGINS_MAX:
-            self.buckets.popitem(last=False)
-        return min(float(self.rate), tokens + (now - at) * self.rate / 3600.0)
+
+def _take(
+    buckets: "OrderedDict[str, tuple[float, float]]", origin: str, rate: int, per_s: float, n: int
+) -> bool:
+    """Take `n` of `origin`'s tokens (a bucket of `rate`, refilled over `per_s` seconds);
+    False, taking none, when it holds fewer. At most ORIGINS_MAX buckets are kept (the
+    least recently used go)."""
+    now = time.monotonic()
+    tokens, at = buckets.get(origin, (float(rate), now))
+    tokens = min(float(rate), tokens + (now - at) * rate / per_s)
+    ok = tokens >= n
+    buckets[origin] = (tokens - n if ok else tokens, now)
+    buckets.move_to_end(origin)
+    while len(buckets) > ORIGINS_MAX:
+        buckets.popitem(last=False)
+    return ok
 
 
 def _handle(address: str) -> str | None:

@@ -1,42 +1,15 @@
 """The bridge: a client of its local daemon (Unix socket, bench_wire) and of NATS JetStream.
 
-Four loops, each on its own daemon connection:
+Four loops, each on its own daemon connection (docs/nodes.md follows a message through
+them): forward (the outbound queue published, a window of PubAcks awaited at once:
+Forwarding), inbound (what this node's durable consumer pushed, handed to
+`bridge/deliver`, acked only after the daemon's answer: natsside.Consumer), receipts
+(bench_bridge.receipts) and heartbeat (this node's directory entry put, the others'
+read as untrusted input: bench_bridge.admission). A lost NATS connection is said at
+once (Link), since nats-py reconnects on its own and would otherwise say nothing.
 
-- forward: pull the outbound queue, publish each message to JetStream with
-  `Nats-Msg-Id` (so a republish after a crash is dropped by the stream) without waiting
-  for its PubAck, at most `--publish-window` awaiting theirs (Forwarding), and tell the
-  daemon `bridge/forwarded` for the acknowledged ones, in queue order. Failures back off
-  and are logged as bridge/retry; publishing then starts again after the last
-  acknowledged message.
-- inbound: take what this node's durable consumer pushed to its open pull requests
-  (bench_bridge.natsside.Consumer), hand it to `bridge/deliver` (the daemon delivers with the
-  sender's key, so a redelivery writes nothing), and ack each one only after the
-  daemon's answer.
-- receipts: take the daemon's receipts for other nodes' mail (delivered or read here)
-  and publish them back to those nodes (bench_bridge.receipts); receipts that arrive
-  with the inbound mail are handed to the daemon, which records those about its mail.
-- heartbeat: put this node's entry (time, live handles) into the KV directory, read
-  the others' (bench_bridge.admission: untrusted input, checked), and report them (and
-  whether NATS is connected) to the daemon; check the stream's configuration again
-  after a reconnect and every minute (Link, bench_bridge.streams).
-
-A lost NATS connection is said at once (Link: a line, and through the daemon the event
-bridge/disconnected, a line in benchd.log and `bench status`), whether or not anything
-is queued: nats-py reconnects on its own and would otherwise say nothing. Its return is
-said too (bridge/reconnected, with how long it was down).
-
-At-least-once on both hops plus key-idempotent delivery: every message lands once.
-
-Identity: a message is published on `bench.mail.<to-node>.<from-node>.<handle>`, and the
-receiving bridge takes the origin node from the subject alone (never a header or the
-body); the sender's address must name that node. With one NATS user per node allowed
-to publish only under its own name (docs/nodes.md), a node cannot speak as another.
-
-Receipts go back (bench_bridge.receipts): the origin node hears when its mail was
-delivered here and when it was read here, on this node's own subjects.
-
-Refusals come back: a message the far daemon refuses, or one that waited in the stream
-longer than `--max-age`, is returned to its sender as mail from `postmaster@<node>`.
+The origin node of a message is taken from its subject alone (never a header or the
+body), where NATS lets only that node's user publish.
 """
 
 import asyncio

@@ -1,19 +1,12 @@
 """The bridge's own host: its options (the `bench bridge` command line), the lines it
-says, and its connections to its local daemon.
+says (`say`: stderr, which is bridge.out when the daemon runs the bridge), and its
+connections to its local daemon.
 
-`say` writes one line on stderr (bridge.out when the daemon runs the bridge).
-
-The bridge keeps its connections for its whole life, and some stay quiet for hours
-(no inbound mail, nothing to mark). The daemon closes a connection that waited
-`--idle-timeout` seconds for a request; `bench_wire.asyncclient.KeptClient` then opens
-a new one and sends the request again. That is safe for every bridge verb: a pull
-reads, a report says the state again, and a mark, a delivery or a bounce of the same
-message is a no-op the second time (the daemon takes them by mail id and key), so a
-retry never writes anything twice. Only when a new connection cannot be opened is the
-daemon gone (`no-daemon`).
-
-The framing, the answer matching and the error frames are bench_wire's
-(`bench_wire.clientproto`), as for every other client.
+Those connections live as long as the bridge, and the daemon closes one that waited
+`--idle-timeout` for a request; `KeptClient` then sends the request again on a new
+one. Safe for every bridge verb: a pull reads, a report says the state again, and a
+mark, a delivery or a bounce of the same message is a no-op the second time (the
+daemon takes them by mail id and key).
 """
 
 import sys

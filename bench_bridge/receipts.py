@@ -1,19 +1,12 @@
-"""Receipts between nodes: what became of a node's mail on the node it was sent to.
+"""Receipts between nodes: what became of a node's mail on the node it was sent to
+(docs/nodes.md, "Receipts").
 
-Sending: the daemon queues a receipt when mail from another node is delivered here or
-read here (benchd.runtime.tracking); `send` pulls them (bridge/receipts-pull) and
-publishes them, per origin node, on `bench.mail.<origin>.<this node>.@receipts`: under
-this node's own subjects, so the per-node NATS users need no new permission, and the
-receiver knows who speaks from the subject alone, as for mail. Each publish has a
-random Nats-Msg-Id (recording a receipt twice changes nothing, so nothing needs to be
-deduplicated, and nobody can claim the id first to have a receipt dropped).
-
-Receiving: the inbound loop hands a receipts message to `record`, which checks its
-size and the origin's rate (bench_bridge.admission) and gives it to the daemon
-(bridge/receipts); the daemon records only receipts about mail it sent to that node.
-
-Best-effort: receipts waiting to be published are held in memory (at most HELD_MAX);
-a receipt lost to a restart leaves its message's state where it was.
+Sending: `send` pulls the daemon's receipts (bridge/receipts-pull) and publishes them,
+per origin node, under this node's own subjects, each with a random Nats-Msg-Id
+(recording a receipt twice changes nothing, so nothing needs deduplicating, and nobody
+can claim the id first to have a receipt dropped). Receiving: `record` checks a
+receipts message's size and the origin's rate (bench_bridge.admission) and hands it to
+the daemon (bridge/receipts). Best-effort: at most HELD_MAX wait in memory.
 """
 
 import secrets

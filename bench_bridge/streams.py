@@ -1,18 +1,12 @@
 """The mail stream and the directory bucket: their one configuration, made by the
-administrator's step (`bench nodes init`), and checked by every bridge.
+administrator's step (`bench nodes init`, `run`), and checked by every bridge.
 
 Whoever shapes the stream decides who reads it: a stream that republishes (or is
 mirrored, or sourced, or has its subjects transformed) hands every node's mail to
 someone else, and a bucket that takes rollup headers lets one node wipe every entry.
-So the nodes' NATS users may not create, update or delete either (docs/nodes.md), an
-administrator's user makes them, and each bridge compares what it finds with what it
-expects, at start, on every reconnect and every CHECK_EVERY_S, and refuses to run
-with a stream that differs (`stream-misconfigured`). No daemon I/O here.
-
-`bench nodes init` (`run`) makes the stream and the bucket, or brings them back to the
-documented configuration, with quotas. It is run with the administrator's NATS user:
-the nodes' users may not create, update or delete either (docs/nodes.md), so no node
-can shape the stream to read the others' mail.
+So only an administrator's user makes them (docs/nodes.md), and each bridge compares
+what it finds with what it expects, at start, on every reconnect and every
+CHECK_EVERY_S, and refuses to run with a stream that differs (`stream-misconfigured`).
 """
 
 import asyncio

@@ -188,18 +188,9 @@ class JobSettled(Event, tag="job/settled"):
     reason: str | None = None  # why it failed or was interrupted (None: completed, cancelled)
 
 
-# A job's ending in one vocabulary: its outcome and the reason for it. The same words are
-# in `bench ps` (and --json), `job/settled`, the dashboard and the reply mail's header, so
-# a reader never has to translate:
-#
-# - `completed`: the child exited with code 0 (no reason);
-# - `failed`: the child ended by itself, unsuccessfully: reason `exit-code` or `signal`;
-# - `interrupted`: something ended the work: reason `killed` (`bench kill`), `deadline`
-#   (its `--deadline` passed) or `daemon-stopped` (the daemon stopped or died under it);
-# - `cancelled`: `bench kill --cancel`: no reply is sent.
-#
-# Records written by earlier versions said `outcome_unknown` for a job whose daemon died
-# under it: `current_outcome` reads it as `interrupted` with reason `daemon-stopped`.
+# A job's ending in one vocabulary, its outcome and the reason for it (docs/jobs.md's
+# table): the same words in `bench ps`, `job/settled`, the dashboard and the reply mail's
+# header. An earlier version's `outcome_unknown` is read by `current_outcome`.
 OUTCOMES = ("completed", "failed", "interrupted", "cancelled")
 REASONS = ("exit-code", "signal", "killed", "deadline", "daemon-stopped")
 

@@ -478,23 +478,12 @@ STATES = (
 )
 
 
-# Why a wake was not typed (the `reason` of a not-woken state).
-NOT_WOKEN_REASONS = (
-    "no-live-session",
-    "capped",
-    "operator-typing",
-    "read-first",
-    "blocked",
-    "parked",
-)
-
-
 class StateMark(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One state a message reached, and when (ISO-8601 UTC, ms)."""
 
     state: str  # one of STATES
     at: str
-    reason: str | None = None  # not-woken: one of NOT_WOKEN_REASONS
+    reason: str | None = None  # not-woken: why (docs/cli.md lists the reasons)
     until: str | None = None  # not-woken, capped: when the recipient's next wake token is due
     by: str | None = None  # read: "read" (the recipient read it) or "wake" (the wake retired it)
     reader: str | None = None  # read by a read: who read it

@@ -9,10 +9,6 @@ in the same words.
 Plain dicts by default (`bench_wire.client.JSON`); a typed client passes
 `codec=bench_wire.messages.StructCodec()` and gets `bench_wire.messages` Structs, each
 answer of its request's own answer type (`call(m.Hello())` is a `HelloOk`).
-
-`AsyncClient` is one connection, done after `Disconnected`. `KeptClient` is a
-connection kept for a client's whole life (the bridge's loops): it opens a new one when
-the daemon closed the last (idle) or it broke, and sends the request again.
 """
 
 from __future__ import annotations

@@ -8,12 +8,9 @@ the I/O: how a request gets its id, which request an answer belongs to, where a 
 ends, how long an answer may grow, how an error frame becomes a `WireError`, and that
 an answer is of the request's own answer type (a typed codec's: `HelloOk` for `Hello`).
 
-The wire, as the client sees it: one JSON object per line each way. Each request
-carries an `id` that the daemon echoes in its answers. A plain request has one answer;
-a stream (events, tail, attach, a followed screen) has frames carrying its id up to
-one `end` frame or an error frame. An error frame without an id is the connection's
-own (too-many-connections, idle-timeout, frame-too-long): the daemon closes after it,
-so it ends every request still waiting.
+An error frame without an id is the connection's own (too-many-connections,
+idle-timeout, frame-too-long): the daemon closes after it, so it ends every request
+still waiting (docs/protocol.md says the rest of the wire).
 
 How requests and answers are spelled (plain dicts on C modules for the CLI, msgspec
 Structs for typed clients) is a `Codec`'s business: `bench_wire.client.JSON`,

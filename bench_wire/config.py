@@ -6,7 +6,7 @@ annotation), its default, its range and unit, its help, and where `hello` report
 From this one class come benchd's argparse parser (`benchd.server.options`), the click
 options of `bench up` / `bench daemon` (`bench_cli.context.daemon_options`), the team
 file's `[daemon]` keys and their checks (`bench_cli.team`), the options table of
-docs/cli.md (`python -m bench_wire.config docs/cli.md` rewrites it; a unit test says
+docs/cli.md (`just docs` rewrites it; a unit test says
 when it is stale), and the daemon's typed configuration: `benchd.server.options.
 DaemonConfig` is a subclass that adds benchd's own options (--dir, --node, ...).
 
@@ -24,7 +24,6 @@ bench_wire imports no benchd. `bench mail send`'s fast path never imports this m
 """
 
 import dataclasses
-import sys
 from typing import Any, TypeVar, cast
 
 N = TypeVar("N", int, float)
@@ -289,42 +288,3 @@ def option_problem(flag: str, value: float) -> str | None:
         least = "be positive" if 0 < low < 1 else f"be at least {value_text(low, unit)}"
         return f"{flag} must {least} (got {got})"
     return f"{flag} must be at most {value_text(high, unit)} (got {got})"
-
-
-# ---------------------------------------------------------------- docs/cli.md
-
-BEGIN = "<!-- the options table: written by `python -m bench_wire.config docs/cli.md` -->"
-END = "<!-- end of the options table -->"
-
-
-def doc_table() -> str:
-    """The options table of docs/cli.md, markers included."""
-    rows = [BEGIN, "| option | env | default | least | most | meaning |", "| --- " * 6 + "|"]
-    for o in OPTIONS:
-        arg = "S" if o.unit == "s" else "N"
-        cells = [
-            f"`{o.flag} {arg}`",
-            f"`{o.env}`",
-            value_text(o.default, o.unit),
-            value_text(o.low, o.unit),
-            value_text(o.high, o.unit),
-            o.help,
-        ]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join([*rows, END])
-
-
-def with_table(text: str) -> str:
-    """A doc's text with its options table (between the markers) made current."""
-    head, found, rest = text.partition(BEGIN)
-    if not found or END not in rest:
-        raise ValueError("no options table (its markers) in the doc")
-    return head + doc_table() + rest.partition(END)[2]
-
-
-if __name__ == "__main__":
-    path = sys.argv[1]
-    with open(path) as f:
-        old = f.read()
-    with open(path, "w") as f:
-        f.write(with_table(old))

@@ -1,27 +1,17 @@
 """Every request, response and event on the wire, as msgspec Structs, and their framing.
 
-- Requests share one tagged base (`Request`, tag field `verb`) and decode through the
-  `AnyRequest` union.
-- Responses share `Response` (tag field `type`); each carries `id` (echoed from the
-  request) and `ok`. Errors are `ErrorResponse` with `error: {code, message}`.
-- Streams (`events` with follow, `session/tail`, `session/attach`) answer with frames of
-  type `event` or `output` and end with one `end` frame (or an error frame).
-- Events (the lines of events.jsonl) share `Event` (tag field `kind`); the daemon writes
-  each as seq, ts, kind, then the fields, so the log can be searched by byte offset.
+Requests share the tagged base `Request` (tag field `verb`), responses `Response` (tag
+field `type`; errors are `ErrorResponse`), events `Event` (tag field `kind`; the daemon
+writes each as seq, ts, kind, then the fields, so the log can be searched by byte
+offset). docs/protocol.md is made from these types. New fields always get defaults, so
+older peers keep decoding.
 
-New fields always get defaults, so older peers keep decoding.
-
-The framing: one message per JSON line, with encoders and decoders
-made once, the request decoder's precise error codes, and the typed codec of the client
-protocol (`StructCodec`). The line buffer itself lives in `bench_wire.clientproto`
-(stdlib only, so the CLI's fast path shares it).
-
-The requests come first below, the unions next, the framing last. Each request names its
-answer as its type parameter: `Hello(Request["HelloOk"])` is answered with a `HelloOk`, a
-stream (`EventsRead`) with frames of that type up to its end frame. The clients' `call`
-and `stream` are typed by it, and `ANSWERS` reads it at run time to check every answer
-(by the names in quotes). The Structs both sides carry (an error's body, mail between
-nodes, a node's entry, a receipt) live with the answers in `_responses`.
+Each request names its answer as its type parameter: `Hello(Request["HelloOk"])` is
+answered with a `HelloOk`, a stream (`EventsRead`) with frames of that type up to its
+end frame. The clients' `call` and `stream` are typed by it, and `ANSWERS` reads it at
+run time to check every answer. The framing last: encoders and decoders made once, the
+request decoder's precise error codes, and the typed codec of the client protocol
+(`StructCodec`; the line buffer is `bench_wire.clientproto`'s, stdlib only).
 """
 
 import functools
@@ -32,11 +22,8 @@ import msgspec
 
 from bench_wire import verbs
 
-# The answers and the events live in their own modules, each type named once, where it
-# is defined: every public name of those modules is re-exported here, so `from
-# bench_wire import messages as m; m.X` stays the one way in (and the names in quotes
-# below resolve), and each kind's members are found as the subclasses of its base
-# (Request, Response, Event), in the order they are defined.
+# The answers and the events live in their own modules: re-exported here, so `m.X` is
+# the one way in (and the names in quotes below resolve).
 from bench_wire._events import *  # noqa: F403
 from bench_wire._events import Event
 from bench_wire._responses import *  # noqa: F403
@@ -425,10 +412,6 @@ def encode_line(msg: msgspec.Struct) -> bytes:
     return encoder.encode(msg) + b"\n"
 
 
-def _describe_validation(err: msgspec.ValidationError) -> str:
-    return str(err).rstrip(".") + "."
-
-
 def decode_request(line: bytes) -> Request:
     """Decode one request line or raise WireError with the precise code.
 
@@ -459,21 +442,15 @@ def _classify(line: bytes, err: Exception) -> WireError:
     verb = raw.get("verb")
     if verb is None:
         return WireError("bad-request", 'the request has no "verb" field')
-    if not isinstance(verb, str) or verb not in _verbs():
+    if not isinstance(verb, str) or verb not in VERBS:
         return WireError("unknown-verb", f"unknown verb {verb!r}; hello lists what is known")
     if isinstance(err, msgspec.ValidationError):
-        return WireError("bad-request", _describe_validation(err))
+        return WireError("bad-request", str(err).rstrip(".") + ".")
     return WireError("bad-json", str(err))
 
 
 def _too_deep() -> WireError:
     return WireError("bad-json", "the line nests JSON too deeply to be a request")
-
-
-def _verbs() -> dict[str, type[Request]]:
-    from bench_wire.messages import VERBS
-
-    return VERBS
 
 
 def request_id_of(line: bytes) -> int | str | None:

@@ -1,11 +1,7 @@
 """benchd's entry point and the running daemon: connections, dispatch, signals, stop.
 
-`main` runs the start-up in the order benchd/server/startup.py's header explains
-(options, the lock, the state opened and replayed, the services built by
-benchd/server/wiring.py, recovery, the socket, the services started); `Daemon` is
-what serves once they run. Stop: refuse new work, end the sessions (their exits
-logged), log daemon/stopped, commit the index and seal it (store/recovery), remove
-the socket.
+`main` runs the start-up in the order benchd/server/startup.py's header explains, and
+stops in that order too; `Daemon` is what serves once the services run.
 """
 
 import errno
@@ -77,7 +73,8 @@ class Daemon:
         self.notices = notices
         # What each connection reads of its daemon (server/connection.py).
         self.log = opened.log
-        self.caps = wired.caps
+        self.caps = wired.services.info.caps
+        self.svc = wired.services
         self.sock_path = socket_path(opened.bench_dir)
         self.sock_ino = 0
         self.connections: set[Connection] = set()  # open client connections (idle reaper)
@@ -89,7 +86,7 @@ class Daemon:
     # ------------------------------------------------------------ identity
 
     def by_token(self, token: str) -> Caller:
-        s = self.wired.sessions.by_token(token)
+        s = self.svc.sessions.by_token(token)
         return Caller(s.handle, s)
 
     async def dispatch(self, conn: Connection, caller: Caller, req: m.Request) -> None:
@@ -98,11 +95,8 @@ class Daemon:
         handler = HANDLERS.get(type(req))
         if handler is None:
             raise WireError("unknown-verb", f"{req.__struct_config__.tag} is not valid here")
-        authority.check(caller, req, self.wired.roster.family)
-        await handler(self.wired.services, conn, caller, req)
-
-    def request_stop(self) -> None:
-        self.wired.stop.set()
+        authority.check(caller, req, self.svc.roster.family)
+        await handler(self.svc, conn, caller, req)
 
     # ------------------------------------------------------------ serving
 
@@ -126,7 +120,7 @@ class Daemon:
             # never looked up again (a pid outlives nothing it could be trusted for).
             session: Session | None = None
             try:
-                session = self.wired.sessions.place(peer)
+                session = self.svc.sessions.place(peer)
                 peer_key = OPERATOR_PEER if session is None else session.id
                 conn.placed = (
                     Caller(OPERATOR) if session is None else Caller(session.handle, session)
@@ -159,7 +153,7 @@ class Daemon:
         """A connection refused: written down (benchd.log, limit/hit) as one line per flood
         of its budget and peer, like every refusal a caller can loop on."""
         who = placed.handle if isinstance(placed, Caller) else "unplaceable"
-        self.wired.limiter.refused(
+        self.svc.limiter.refused(
             m.LimitHit(
                 code="too-many-connections",
                 sender=who,
@@ -233,7 +227,7 @@ class Daemon:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
             task_status.started()
             async for _ in sigs:
-                self.request_stop()
+                self.wired.stop.set()
                 return
 
     async def _shutdown(self, listener: trio.SocketListener) -> None:
@@ -246,15 +240,15 @@ class Daemon:
         # Connections stay up (new requests get shutting-down; the socket path is gone
         # so no one new arrives) until followers have seen the sessions end and
         # daemon/stopped, and their streams' end frames are sent.
-        await self.wired.sessions.stop_all()
-        await self.wired.jobs.stop()
+        await self.svc.sessions.stop_all()
+        await self.svc.jobs.stop()
         await self.wired.committer.record(
             m.DaemonStopped(pid=self.opened.pid)
         )  # a full disk: stop anyway
         await self.wired.committer.drain()
-        self.wired.hub.followers.close()
+        self.svc.hub.followers.close()
         with trio.move_on_after(2.0):
-            await self.wired.hub.streams_ended()
+            await self.svc.hub.streams_ended()
         self._serve_scope.cancel()
         self.wired.committer.closed = True
         self.opened.index.set_meta("last_seq", str(self.opened.eventlog.last_seq))

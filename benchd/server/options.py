@@ -1,12 +1,7 @@
-"""benchd's command line and the configuration built from it.
-
-The shared daemon options are the fields of `bench_wire.config.DaemonOptions` (each
-declared there once, with its default, range and help); `build_parser` generates their
-flags, environment variables and defaults from `bench_wire.config.OPTIONS` and adds
-benchd's own, which `bench up` forwards by hand. `daemon_config` builds the one frozen,
-typed `DaemonConfig` from them, once, in `main`: everything past `main` (the daemon's
-wiring, the connections, the services) reads that and never the parser's `Namespace`.
-`options_problem` checks that the values make sense together before anything is opened.
+"""benchd's command line and the configuration built from it: the shared options come
+from `bench_wire.config.OPTIONS`, benchd's own are added here (`bench up` forwards them
+by hand). `daemon_config` builds the one frozen `DaemonConfig`, once, in `main`: nothing
+past `main` reads the parser's `Namespace`.
 """
 
 import argparse

@@ -159,7 +159,7 @@ class RefillIndex:
 
 
 def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list[m.Event]:
-    """benchd.log lines for a replay, and a journal/damaged event per damaged stretch."""
+    """benchd.log lines for a replay, and its journal/damaged events."""
     r = replayed
     if r.records or r.damage:
         log.warning(
@@ -171,21 +171,9 @@ def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list
             damaged=len(r.damage),
             cut_seq=r.cut_seq,
         )
-    events: list[m.Event] = []
-    for dmg in r.damage:
-        ev = m.JournalDamaged(
-            segment=dmg.segment,
-            offset=dmg.offset,
-            size=dmg.size,
-            held=dmg.held(),
-            messages=dmg.messages,
-            lost=dmg.lost,
-            events=dmg.events,
-            in_log=dmg.in_log,
-        )
+    for ev in r.damage:
         log.error("journal damaged", **msgspec.structs.asdict(ev))
-        events.append(ev)
-    return events
+    return list(r.damage)
 
 
 def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -> list[m.Event]:
@@ -281,12 +269,12 @@ def recover(opened: Opened, wired: Wired, notices: Notices) -> tuple[list[m.Even
         index.set_aside(f"unreadable at start: {err}")
         index.pending = Pending()
         recovered = True
-        events = reconcile(mail_root, index, _logged_since(eventlog, 0))
+        events = reconcile(mail_root, index, Logged(eventlog, 0))
     if index.set_aside_reason is not None:  # at open or just now
         index.rebuilds += 1
         notices.index("index/rebuilt", reason=index.set_aside_reason, messages=len(index.pending))
         states_seq = 0
-    wired.mail_states.replay(eventlog.read_since(states_seq))
+    wired.services.states.replay(eventlog.read_since(states_seq))
     index.flush()  # a failure is retried by the committer, like any other
     wired.ids.resume(index.newest_id())
     return list(events), recovered
@@ -326,7 +314,7 @@ def _reconcile_at_start(opened: Opened, mail_root: str) -> tuple[list[m.MailSent
     # Mail the log already announced but the index missed (a kill between the log
     # append and the index commit) needs no second, "recovered" mail/sent.
     since = int(idx.get_meta("last_seq") or 0)
-    return reconcile(mail_root, idx, _logged_since(opened.eventlog, since)), recovered
+    return reconcile(mail_root, idx, Logged(opened.eventlog, since)), recovered
 
 
 def _ensure_search(index: Index, mail_root: str, log: Any) -> None:
@@ -367,15 +355,12 @@ class Logged:
         return sent is not None and sent < self.before
 
 
-def _logged_since(eventlog: EventLog, since: int) -> Logged:
-    return Logged(eventlog, since)
-
-
 # ---------------------------------------------------------------- 6. the socket
 
 
 def _private_socket(bench_dir: str, pid: int) -> tuple[trio.socket.SocketType, str]:
-    """A new socket and the private name it binds first."""
+    """A new socket and the private name it binds first (a sync function: no blocking
+    path check in the async one)."""
     tmp = os.path.join(bench_dir, f".s{pid}")
     if os.path.exists(tmp):
         os.unlink(tmp)
@@ -424,15 +409,15 @@ async def start_services(
         opened.log.error("start events not logged", error=err.message, code=err.code)
     opened.damage.keep(start_events)
     await nursery.start(wired.reactor.run)
-    await nursery.start(wired.sessions.run)
-    await nursery.start(wired.jobs.run)
+    await nursery.start(wired.services.sessions.run)
+    await nursery.start(wired.services.jobs.run)
     if config.bridge:
         from benchd.runtime.nodes import supervise
 
         await nursery.start(
             supervise,
             opened.bench_dir,
-            wired.outbound.node,
+            wired.services.outbound.node,
             config.bridge,
             wired.helper_pids,
             opened.log,

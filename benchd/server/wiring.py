@@ -1,28 +1,20 @@
 """The daemon's services, built (`build(config, opened) -> Wired`), and what a handler is
 given of them (`Services`).
 
-Pure wiring. Every service gets what it uses as constructor arguments, built after
-what it uses; nothing here opens, reads or writes a file, runs a program, starts a
-task or asks the process anything. What needs the disk or the process is done by the
-start-up (benchd/server/startup.py) before `build`, and handed in as `Opened`: the
-event log, the journal, the index and the job records opened, the nodes seen read, the
-exited sessions' store, the journal damage not yet acknowledged, the sandbox chosen,
-the daemon's log. tests/unit/test_wiring.py builds from a fresh directory and checks
-that `build` touches nothing.
+Pure wiring: every service gets what it uses as constructor arguments, built after what
+it uses; nothing here opens, reads or writes a file, runs a program or starts a task.
+What needs the disk or the process is done by the start-up (benchd/server/startup.py)
+before `build`, and handed in as `Opened` (tests/unit/test_wiring.py checks that
+`build` touches nothing).
 
 The one link made after a service is built is a subscription: the committer publishes
-each batch to the hub, and the hub's listeners (the reactor, the delivery states, the
-receipts, the waits) record events through the committer, so they subscribe to the
-hub once they exist. The order of subscription is the order they hear an event.
+each batch to the hub, whose listeners (the reactor, the delivery states, the receipts,
+the waits) record events through the committer. The order of subscription is the order
+they hear an event.
 
-A handler is given the daemon's services as one typed, frozen record (`Services`, first
-below, with `Handler`, the one signature every handler has): it sees the services it may
-use and nothing else of the daemon, no committer, no raw index connection, no options
-namespace. `build` makes the record once, after the services themselves.
-
-The bridge's verbs build their own durable work (the marks of forwarded mail, the
-deliveries of inbound mail, in one batch each) and log what the bridge reports: they
-alone get the committer's queue and the daemon's log, narrowed to `BridgeDesk`.
+A handler sees the services it may use and nothing else of the daemon (no committer, no
+raw index connection, no options); only the bridge's verbs, which build their own
+durable work, get the committer's queue and the daemon's log, narrowed to `BridgeDesk`.
 """
 
 import dataclasses
@@ -115,8 +107,7 @@ class Services:
     eventlog: EventLog  # the event log's history
     limiter: Limiter  # the send limits (rate, mailbox caps, reply-to count)
     disk_health: Callable[[], m.DiskHealth]  # the state dir's disk: full, free, reserve
-    damage: Callable[[], list[m.JournalDamaged]]  # journal damage not yet acknowledged
-    ack_damage: Callable[[], int]  # acknowledge it all (io-error if it cannot); how many
+    damage: statedir.Damage  # journal damage not yet acknowledged (`found`), and its `ack`
     bridge: BridgeDesk  # the bridge's handlers only (see the module's docstring)
     states: MailStates  # the delivery states of sent mail
     waits: Waits  # the open waits (mail wait, job wait) and who waits on whom
@@ -157,26 +148,16 @@ class Opened:
 
 @dataclass(frozen=True, slots=True)
 class Wired:
-    """Every service, built once; `services` is what handlers see of them."""
+    """Every service, built once: `services` (what handlers see of them), and those
+    only the daemon itself runs or holds."""
 
-    caps: m.Caps
     admission: Admission
     stop: trio.Event  # set to stop cleanly (SIGTERM, daemon/stop)
     helper_pids: set[int]  # the daemon's own children acting for the operator
-    hub: Hub
     committer: Committer
-    limiter: Limiter
-    roster: Roster
-    mailroom: Mailroom
     ids: IdClock  # the mailroom's ids, resumed by the start-up after recovery
-    jobs: JobHost
     reactor: Reactor
-    mail_states: MailStates
-    receipts: Receipts
-    waits: Waits
-    outbound: Outbound
     delegation: Delegation
-    sessions: Sessions
     services: Services
 
 
@@ -342,39 +323,13 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         hub=hub,
         eventlog=o.eventlog,
         limiter=limiter,
-        disk_health=_disk_health(o.bench_dir, committer, statedir.DISK_RESERVE),
-        damage=o.damage.shown,
-        ack_damage=o.damage.ack,
+        disk_health=lambda: statedir.disk_health(
+            o.bench_dir, committer.disk_full, statedir.DISK_RESERVE
+        ),
+        damage=o.damage,
         bridge=BridgeDesk(committer.enqueue, committer.record, log),
         states=mail_states,
         waits=waits,
         receipts=receipts,
     )
-    return Wired(
-        caps=the_caps,
-        admission=admission,
-        stop=stop,
-        helper_pids=helper_pids,
-        hub=hub,
-        committer=committer,
-        limiter=limiter,
-        roster=roster,
-        mailroom=mailroom,
-        ids=ids,
-        jobs=jobs,
-        reactor=reactor,
-        mail_states=mail_states,
-        receipts=receipts,
-        waits=waits,
-        outbound=outbound,
-        delegation=delegation,
-        sessions=sessions,
-        services=services,
-    )
-
-
-def _disk_health(bench_dir: str, committer: Committer, reserve: int) -> Callable[[], m.DiskHealth]:
-    def health() -> m.DiskHealth:
-        return statedir.disk_health(bench_dir, committer.disk_full, reserve)
-
-    return health
+    return Wired(admission, stop, helper_pids, committer, ids, reactor, delegation, services)

@@ -14,14 +14,9 @@ in a newline we add one, so the torn fragment stays a line of its own that reade
 file by byte offset (seq is near the start of every line), so `--since` costs
 O(log size), not a scan.
 
-Bounded (`--event-log-bytes`): once events.jsonl holds that many bytes, the committer
-checkpoints the journal (so no journal record names an offset in it any more) and the
-log is rotated: events.jsonl becomes events.1.jsonl, replacing the one before (whose
-events are dropped), and a new events.jsonl begins with a `log/rotated` event. So the
-log never holds much more than twice the bound on disk. Readers read both files, in
-order: `bench events --since`, the delivery states a start replays (the index's own
-last seq is seconds old), the bridge's followers. What is dropped is only the oldest
-file's history: the mail itself, its files and its index rows are not events.
+Bounded (`--event-log-bytes`; docs/durability.md): the committer checkpoints the
+journal first (so no journal record names an offset in it any more), then the log is
+rotated to events.1.jsonl. Readers read both files, in order.
 """
 
 import os
@@ -104,11 +99,8 @@ class EventLog:
                 last = obj["seq"]
                 break
         if last == 0 and start > 0:
-            last = self._scan_last_seq()
+            last = _scan_last_seq(self.path)
         return last, torn
-
-    def _scan_last_seq(self) -> int:
-        return _scan_last_seq(self.path)
 
     # ------------------------------------------------------------ rotation
 
@@ -193,14 +185,6 @@ class EventLog:
 
     # ------------------------------------------------------------ reading
 
-    def offset_of(self, since: int) -> int:
-        """A line start at or before the first line with seq > since (binary search).
-
-        Returns a lower bound: the reader skips lines with seq <= since, so erring early
-        costs a short scan, never an event. A torn line (no seq) counts as "maybe after".
-        """
-        return _offset_of(self.fd, since)
-
     def read_since(
         self, since: int, limit: int | None = None, upto: int | None = None
     ) -> Iterator[Record]:
@@ -231,7 +215,7 @@ class EventLog:
 
 def _read(f: BinaryIO, since: int, upto: int | None) -> Iterator[Record]:
     """The events of one file with since < seq <= upto, skipping torn lines."""
-    f.seek(_offset_of(f.fileno(), since) if since > 0 else 0)
+    f.seek(offset_of(f.fileno(), since) if since > 0 else 0)
     for line in f:
         if not line.endswith(b"\n"):
             return  # an append in flight; the follower gets it live
@@ -248,7 +232,12 @@ def _read(f: BinaryIO, since: int, upto: int | None) -> Iterator[Record]:
         yield obj
 
 
-def _offset_of(fd: int, since: int) -> int:
+def offset_of(fd: int, since: int) -> int:
+    """A line start at or before the first line with seq > since (binary search).
+
+    Returns a lower bound: the reader skips lines with seq <= since, so erring early
+    costs a short scan, never an event. A torn line (no seq) counts as "maybe after".
+    """
     size = os.fstat(fd).st_size
     lo, hi = 0, size
     while hi - lo > 4096:

@@ -1,15 +1,8 @@
-"""Making files durable: small helpers, each written once, and the flusher.
-
-- `write_all`: os.write may write fewer bytes than asked (a signal, a full pipe, a file
-  size limit), so every durable writer loops until all is written; this is that loop.
-- `fsync_dir`: a rename or a new file is durable only once its directory is fsynced.
-- `replace_file`: a small file rewritten whole (write a temporary, fsync, rename over),
-  so a crash leaves the old file or the new one, never a mix.
-- `Flusher`: many files made durable together, without syncfs(2) (below).
-- `faults`: test-only fault injection, a named I/O point made to fail with a chosen
-  errno. Armed through the `debug/fault` verb, which the daemon refuses unless started
-  with `--test-hooks`; the writers call `faults.check(point)` just before the real I/O,
-  and with nothing armed that is one dict lookup.
+"""Making files durable: small helpers, each written once (`write_all`, `fsync_dir`,
+`replace_file`), the flusher, and `faults`: test-only fault injection (a named I/O
+point made to fail with a chosen errno), armed through the `debug/fault` verb, which
+the daemon refuses unless started with `--test-hooks`; with nothing armed a check is
+one dict lookup.
 """
 
 import errno
@@ -20,7 +13,8 @@ from typing import TYPE_CHECKING
 
 def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
     """Write all of `data` to a blocking fd (at its position, or with pwrite at
-    `offset`), or raise the OSError that stopped it."""
+    `offset`), or raise the OSError that stopped it: os.write may write fewer bytes than
+    asked (a signal, a full pipe, a file size limit)."""
     view = memoryview(data)
     if offset is None:
         while view:
@@ -41,8 +35,9 @@ def fsync_dir(path: str) -> None:
 
 
 def replace_file(path: str, data: bytes) -> None:
-    """Make `path` hold exactly `data` (through `path.tmp`, fsynced, renamed over it). The
-    name is durable once the directory is fsynced (fsync_dir), if the caller needs it."""
+    """Make `path` hold exactly `data` (through `path.tmp`, fsynced, renamed over it), so
+    a crash leaves the old file or the new one. The name is durable once the directory
+    is fsynced (fsync_dir), if the caller needs it."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:

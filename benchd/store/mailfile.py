@@ -4,11 +4,8 @@ A mail directory is the user's to touch, so a file may be a symlink, a FIFO or a
 someone edited by hand. The bytes are read with `read_regular` (never through a link,
 never blocked on a FIFO) and the front matter is checked for the fields bench wrote:
 `read` gives it typed (`frontmatter.FrontMatter`), as every mail path in the daemon
-takes it; `parse` gives the same reading as a dict keyed by the file's names (for tests
-and tools, not the runtime).
+takes it.
 """
-
-from typing import Any
 
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
@@ -44,9 +41,3 @@ def read(path: str, data: bytes) -> tuple[FrontMatter, bytes]:
         return FrontMatter.of(meta), body
     except frontmatter.BadMailFile as err:
         raise _left(path, f": {err}") from None
-
-
-def parse(path: str, data: bytes) -> tuple[dict[str, Any], bytes]:
-    """`read`, the front matter as a dict keyed by the file's field names."""
-    meta, body = read(path, data)
-    return meta.to_dict(), body

@@ -14,26 +14,6 @@ from typing import TypedDict
 
 import msgspec
 
-COLUMNS = (
-    "id",
-    "sender",
-    "rcpt",
-    "sent",
-    "queued",
-    "delivered",
-    "woken",
-    "nw_reason",
-    "nw_at",
-    "nw_until",
-    "active",
-    "read_at",
-    "read_by",
-    "reader",
-    "replied_at",
-    "reply",
-    "node",
-)
-
 
 class Columns(TypedDict, total=False):
     """Columns of a message's row to set (`write`): a StateRow's fields but its id, each
@@ -89,7 +69,7 @@ class StateRow(msgspec.Struct, array_like=True, gc=False):
     node: str | None = None
 
 
-_SELECT = "SELECT " + ", ".join(COLUMNS) + " FROM mail_states "
+_SELECT = "SELECT " + ", ".join(StateRow.__struct_fields__) + " FROM mail_states "
 
 
 def create(db: sqlite3.Connection) -> None:
@@ -102,7 +82,7 @@ def write(db: sqlite3.Connection, mail_id: str, cols: Columns) -> None:
     marks = ",".join("?" * (len(names) + 1))
     sets = ",".join(f"{n}=excluded.{n}" for n in names)
     db.execute(
-        f"INSERT INTO mail_states(id,{','.join(names)}) VALUES ({marks}) "  # noqa: S608 - names are COLUMNS
+        f"INSERT INTO mail_states(id,{','.join(names)}) VALUES ({marks}) "  # noqa: S608 - names are StateRow fields
         f"ON CONFLICT(id) DO UPDATE SET {sets}",
         (mail_id, *cols.values()),
     )

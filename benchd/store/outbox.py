@@ -1,35 +1,23 @@
-"""Jobs on disk: one file per job, in the same store as mail; and the move of the
-outbox an earlier version kept in SQLite into it.
-
-    BENCH_DIR/jobs/open/<session>.json   a job that runs, or still owes a reply
-    BENCH_DIR/jobs/done/<session>.json   a job that owes nothing more
-    BENCH_DIR/jobs/tmp/<session>.json    a record staged before its rename
+"""Jobs on disk: one file per job, in the same store as mail (docs/files.md), and the
+move of the outbox an earlier version kept in SQLite into it (docs/jobs.md).
 
 A record (`benchd.core.jobs.JobRecord`, JSON) is written only by the committer, like a
 message: staged in tmp/, its bytes in the batch's journal record (the commit point),
-then renamed into open/, and from open/ to done/ once it owes nothing (a journal
-`Write` with done/ as its other place, then a `Rename`, exactly as a message moves
-from inbox/ to read/). So a job's settlement, the replies it sends and their receipts
-are one journal record, and the replay after a crash puts all of them back together.
+then renamed into open/, and from open/ to done/ once it owes nothing, exactly as a
+message moves from inbox/ to read/. So a job's settlement, the replies it sends and
+their receipts are one journal record, and replay puts all of them back together.
 
-Only open/ is read at start (running jobs, and replies still owed): what a start reads
-grows with the work outstanding, not with every job ever run. A done record is read
-when someone asks about its job (`bench job wait`).
+Only open/ is read at start: what a start reads grows with the work outstanding, not
+with every job ever run. A done record is read when someone asks (`bench job wait`).
 
 The outbox before (f84c24b and earlier): `outbox.sqlite`, a `jobs` table (a row per
 job: its JSON in camelCase, the report, `running` or `settled:<outcome>`) and a `rows`
-table (a pending reply's whole mail, or a receipt, under its reply key). `migrate`
-moves it here at the first start: every job becomes a record (written only where
-none exists, each staged, fsynced and renamed), and only then is the file renamed
-`outbox.sqlite.migrated` (kept, never read again). A crash part way through leaves
-the file in place, and the next start does the same again: records written by the
-crashed start are kept as they are, the rest are written.
+table (a pending reply's whole mail, or a receipt, under its reply key).
 """
 
 import json
 import os
 import sqlite3
-import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +26,7 @@ import msgspec
 from benchd.core.jobs import Job, JobRecord, Reply
 from benchd.core.keys import job_key_of
 from benchd.store.fileio import fsync_dir, write_all
+from benchd.store.statedir import read_regular
 
 OLD = "outbox.sqlite"
 MIGRATED = "outbox.sqlite.migrated"
@@ -69,7 +58,7 @@ class JobFiles:
         for name in sorted(os.listdir(self.dir("open"))):
             path = os.path.join(self.dir("open"), name)
             try:
-                record = _decode(_read(path))
+                record = _decode(read_regular(path))
             except (OSError, msgspec.DecodeError) as err:
                 self.bad.append((name, str(err)))  # left where it is, and said
                 continue
@@ -99,7 +88,7 @@ class JobFiles:
         if record is not None:
             return record
         try:
-            return _decode(_read(self.path("done", session)))
+            return _decode(read_regular(self.path("done", session)))
         except (OSError, msgspec.DecodeError):
             return None
 
@@ -110,19 +99,6 @@ class JobFiles:
 
     def has_key(self, key: str) -> bool:
         return key in self.keys
-
-
-def _read(path: str) -> bytes:
-    """A record file's bytes; OSError for anything but a regular file (a FIFO someone
-    put there must not block the start, a link is not followed)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------- the move from SQLite

@@ -1,7 +1,7 @@
 """The index's query API over the search tables (benchd/store/search.py):
 what the mail handlers ask of it, with no SQL or connection in sight.
 
-Two rules apply, and they live here so no caller repeats them:
+The rules live here so no caller repeats them:
 
 - Messages the index holds but could not commit yet (a full disk, a lock held
   elsewhere) are in its pending layer, not in the search tables: `locate` and `thread`
@@ -15,15 +15,10 @@ Two rules apply, and they live here so no caller repeats them:
   of mail is the fast path, and a listing never promised the links of mail sent a
   moment ago (the committer commits them within INDEX_COMMIT_S).
 
-Threads (`thread`, first below): the messages linked by in-reply-to, found through the stored root of each.
-
-Every indexed message knows its thread's root and its depth below it (`mail_links`,
-benchd/store/search.py), so a thread is one indexed range and never a walk from the
-root. A thread of at most `cap` messages is answered whole. A longer one is cut to the
-neighbourhood of the message asked about: the message, the root, then ring by ring the
-nearest ancestor and the nearest replies (breadth first), until `cap` messages are
-chosen. Every query reads at most about `cap` rows, so the cost is bounded by the cap,
-whatever the thread's depth or size.
+Threads (`thread`, first below): every indexed message knows its thread's root and its
+depth below it, so a thread is one indexed range, never a walk from the root; one
+longer than `cap` is cut to the message's neighbourhood (docs/cli.md, `mail thread`),
+ring by ring. Every query reads at most about `cap` rows, whatever the thread's size.
 """
 
 import sqlite3

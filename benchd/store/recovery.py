@@ -1,38 +1,8 @@
-"""Recovery at start: the clean-stop seal, the check of the files that every sealed start
-still makes, and the mailroom made to agree with its files.
-
-A clean stop commits the index, folds its WAL into the file, and writes `index.seal`
-beside it: the file's identity and change time (`file_sum`). The next start takes the
-seal (removes it first, so it is trusted at most once) and skips SQLite's b-tree check
-only if the file is the one that was sealed, unwritten since, and the event log ends
-where the index says.
-
-The seal says only that the file is the one the daemon closed; it is no proof against
-an edit, since whoever can rewrite the index can rewrite the seal beside it. So nothing
-the start trusts is a record the index keeps of itself: every sealed start reads the
-index's own rows (the ids of each mailbox in each state, one grouped query) and
-
-- checks them against the index's per-mailbox counts (a listing's `total`): rows and
-  counts that disagree mean the file was edited, and it is set aside and rebuilt;
-- lists each mailbox's inbox/ and read/ (names only, from readdir; no file is opened or
-  stat'ed) and compares the names with the rows. A mailbox whose names differ is
-  reconciled (only its unknown files are read).
-
-So a row deleted or added by hand, a file dropped in, deleted, or moved between inbox/
-and read/ is seen whether it happened while the daemon ran or while it was stopped, and
-a seal forged for a stale or edited index vouches only for what the files confirm. Both
-costs are one pass over names (no file read), the order of a directory listing.
-
-What this cannot see (docs/durability.md says it for users): an edit inside a message
-file (its name does not change; a read shows the file as it is, or answers
-bad-mail-file), an edit of a row's other fields that keeps its id and state (its key,
-subject or sender: the files are not read to check them), and files the index can never
-hold (not a message, or an invalid name), which make their mailbox be listed again at
-every start.
-
-The mailroom at start (`clean_staging`, `reconcile`): staging a crash left is cleared,
-and the index is made to agree with the files (the files are the record; the index is
-their cache). Both run before the daemon serves anyone: benchd.server.startup calls them.
+"""Recovery at start: the clean-stop seal, the check of the index's rows against its
+counts and the mailboxes' names that every sealed start makes, and the mailroom made to
+agree with its files (`clean_staging`, `reconcile`; the files are the record, the index
+their cache). docs/durability.md ("Every start checks the files, not a seal") says what
+this sees and what it cannot; benchd.server.startup runs it before anyone is served.
 """
 
 import json
@@ -54,13 +24,9 @@ _SUBS = (("inbox", UNREAD), ("read", READ))
 
 
 def file_sum(path: str) -> str:
-    """The file's identity and last change, from one stat: device, inode, size, and the
-    modification and change times in ns. Any write to the file moves its change time,
-    which no program can set back (utime sets the others), and a file put back in its
-    place is another inode: the seal matches only the file the stop closed, untouched.
-    (A checksum of the bytes read the whole index at every stop and start, ~0.1 s per
-    100,000 messages, to catch what this cannot: bits that rot on disk while the daemon
-    is stopped. SQLite reports those it meets as corruption, which sets the file aside.)"""
+    """The file's identity and last change, from one stat (device, inode, size, mtime
+    and ctime in ns): no program can set a ctime back. Not a checksum: that would read
+    the whole index at every stop and start (docs/durability.md)."""
     st = os.stat(path)
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 

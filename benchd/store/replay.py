@@ -1,19 +1,11 @@
 """Replay of the write-ahead journal at start, and what it does with damage.
 
 Before the event log or the index is opened, every committed record's effects are put
-back (store/journal.py frames them): message files written again where missing or torn,
-renames done again, event-log bytes written back at their offsets. Then everything
-restored is flushed and both segments are dropped. Replaying is idempotent: a crash
-during it replays the same records again, to the same end state.
-
-Damage never costs more than itself. Each record carries its own length and checksums:
-a record that fails them is skipped alone and every later one is still replayed; the
-event log is never cut below the end of the last record read; lines past that end are
-cut only when the journal ends cleanly (they belong to a batch whose commit never
-reached the journal: never answered, never shown); and their sequence numbers are never
-handed out again (`Replayed.cut_seq`). Each damaged stretch is described (`Damage`):
-the messages and events it named, which of those messages are on disk nowhere, and
-whether its events are in the log; the daemon reports it.
+back (store/journal.py frames them), then flushed, and both segments dropped; a crash
+during it replays the same records again. A damaged record costs only itself: what
+each kind of damage does is docs/durability.md's table ("The journal"); each damaged
+stretch becomes a journal/damaged event for the daemon to log, and the seqs of
+uncommitted lines cut from the log are never handed out again (`Replayed.cut_seq`).
 """
 
 import json
@@ -21,6 +13,7 @@ import os
 import re
 from typing import NamedTuple
 
+from bench_wire.messages import JournalDamaged
 from benchd.store.eventlog import seq_of
 from benchd.store.fileio import Flusher, write_all
 from benchd.store.journal import (
@@ -48,36 +41,12 @@ _MESSAGE = re.compile(
 _EVENT = re.compile(rb'\{"seq":(\d{1,19}),')
 
 
-class Damage(NamedTuple):
-    segment: str
-    offset: int
-    size: int
-    messages: list[str]  # handle/mail_id of each message it named
-    lost: list[str]  # of those, the ones whose file is on disk nowhere
-    events: list[int]  # the seqs of the events it named
-    in_log: bool  # its events are in events.jsonl (False: that stretch of the log is lost)
-
-    def held(self) -> str:
-        """What the stretch held, in one sentence."""
-        parts = [f"{len(self.messages)} message(s)"]
-        if self.events:
-            where = "in events.jsonl" if self.in_log else "lost from events.jsonl"
-            lo, hi = min(self.events), max(self.events)
-            parts.append(f"events seq {lo}-{hi} ({where})")
-        else:
-            parts.append("no event that could be read")
-        text = ", ".join(parts)
-        if self.lost:
-            text += f"; {len(self.lost)} message file(s) never written: {', '.join(self.lost)}"
-        return text
-
-
 class Replayed(NamedTuple):
     records: int
     files: int  # message files written back (missing, or their bytes differed)
     renames: int  # renames done again
     log_bytes: int  # event-log bytes written back
-    damage: list[Damage] = []
+    damage: list[JournalDamaged] = []  # a journal/damaged event per damaged stretch
     cut_seq: int = 0  # the highest seq of the uncommitted lines cut from the log
 
 
@@ -207,7 +176,9 @@ def _cut_uncommitted(log_fd: int, last: Append, tail: bytes) -> int:
     return max(seqs, default=0)
 
 
-def _describe(root: str, log_fd: int, segment: str, bad: Bad, appends: list[Append]) -> Damage:
+def _describe(
+    root: str, log_fd: int, segment: str, bad: Bad, appends: list[Append]
+) -> JournalDamaged:
     """What a damaged stretch named, what of it is on disk, and whether the event log
     still holds its events (a stretch of the log nothing wrote back is made a skipped
     line, so the next batch's first line stays whole)."""
@@ -219,8 +190,24 @@ def _describe(root: str, log_fd: int, segment: str, bad: Bad, appends: list[Appe
         if not any(os.path.lexists(os.path.join(box, sub, i + ".md")) for sub in ("inbox", "read")):
             lost.append(f"{h}/{i}")
     events = sorted({int(s) for s in _EVENT.findall(bad.data)})
-    return Damage(
-        segment, bad.offset, bad.size, messages, lost, events, _log_holds(log_fd, events, appends)
+    in_log = _log_holds(log_fd, events, appends)
+    held = f"{len(messages)} message(s), "
+    if events:
+        where = "in events.jsonl" if in_log else "lost from events.jsonl"
+        held += f"events seq {events[0]}-{events[-1]} ({where})"
+    else:
+        held += "no event that could be read"
+    if lost:
+        held += f"; {len(lost)} message file(s) never written: {', '.join(lost)}"
+    return JournalDamaged(
+        segment=segment,
+        offset=bad.offset,
+        size=bad.size,
+        held=held,
+        messages=messages,
+        lost=lost,
+        events=events,
+        in_log=in_log,
     )
 
 

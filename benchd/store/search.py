@@ -9,11 +9,9 @@
 - `mail_origins`: for a copy received from another node, its identity there (`origin`,
   benchd.core.mailrefs), indexed both ways: a reply names its parent by that identity.
 
-Everything here runs on the index's one connection, inside the transaction the committer
-keeps open (so a message is searchable as soon as its send is answered) or the one
-`reconcile` opens. Both tables live in index.sqlite: when the index is set aside and
-rebuilt from the files, so are they; `ensure` fills them for messages the index knows
-but they do not (an index made before search existed).
+Everything here runs on the index's one connection, inside its transactions; the tables
+live in index.sqlite, so they are rebuilt with it. `ensure` fills them for messages the
+index knows but they do not (an index made before search existed).
 """
 
 import os

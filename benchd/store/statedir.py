@@ -1,28 +1,17 @@
-"""The state directory: refuse what is unsafe before the daemon writes anything in it,
-take it for one daemon, and keep the few files the daemon keeps about itself there.
+"""The state directory: refuse what is unsafe before the daemon writes anything in it
+(docs/files.md: "The state directory is checked before it is used"), take it for one
+daemon, and keep the few files the daemon keeps about itself there.
 
-Checks in the spirit of ssh's StrictModes. BENCH_DIR must be a directory owned by us
-and writable by nobody else (the daemon tightens its own directory to 0700 first).
-Every directory above it must be owned by us or root and not writable by group or
-others, except a root-owned sticky directory such as /tmp (in a sticky directory
-nobody but us may rename or remove our entry). Inside BENCH_DIR nothing is followed:
-the files the daemon opens by name must be regular files of ours, and `mail/`, each
-mailbox and its inbox/read/tmp must be real directories of ours. A symbolic link planted where the daemon expects a file would otherwise make it
-truncate, chmod or delete whatever the link points at.
+The checks are os/stat calls only, so `bench up` runs the same ones before it writes
+benchd.out (`python -m benchd.store.statedir DIR`, `main` at the end). A symbolic link
+planted where the daemon expects a file would otherwise make it truncate, chmod or
+delete whatever the link points at.
 
-The checks are os/stat calls only: `bench up` runs the same check before it writes
-benchd.out (`python -m benchd.store.statedir DIR`, `main` at the end).
-
-The directory is taken for one daemon (`take_state_dir`): resolved, checked as safe,
-and locked. One daemon per directory: the lock is an flock on `benchd.lock` (opened without
-following a link), held for the daemon's life and released by the kernel when it exits,
-however it exits; the file holds the pid for people to read. Every refusal is one line
-on stderr and an exit code (2: unusable, 1: already served).
-
-What the daemon keeps about itself there: the journal damage found at starts until
-someone acknowledges it (`Damage`, journal.damage), and a little room held on the disk
-for the next start (`hold_room`, disk.reserve); and what it says of that disk
-(`disk_health`).
+One daemon per directory (`take_state_dir`): an flock on `benchd.lock` (opened without
+following a link), held for the daemon's life and released by the kernel however it
+exits. Every refusal is one line on stderr and an exit code (2: unusable, 1: already
+served). What the daemon keeps about itself there: the journal damage not yet
+acknowledged (`Damage`) and room held for the next start (`hold_room`).
 """
 
 import errno
@@ -216,11 +205,6 @@ def is_real_dir(path: str) -> bool:
         return False
 
 
-# journal.damage in the state dir: the journal damage found at starts, kept until the
-# operator acknowledges it (`bench status --ack`), so `bench status` shows it across
-# restarts. One JSON object per line, each a journal/damaged event as it was logged.
-
-
 class Damage:
     """The journal damage not yet acknowledged, kept in BENCH_DIR/journal.damage (one JSON
     object per line): what earlier starts found (`Damage.load`), then this start's, kept
@@ -251,9 +235,6 @@ class Damage:
             except msgspec.DecodeError:
                 continue  # a torn line (or the last, empty one)
         return cls(bench_dir, log, found)
-
-    def shown(self) -> list[m.JournalDamaged]:
-        return self.found
 
     def keep(self, events: list[m.Event]) -> None:
         """This start's journal/damaged events, logged (their seqs set): appended durably
@@ -286,15 +267,9 @@ class Damage:
         return n
 
 
-# disk.reserve in the state dir: a little room held on the state dir's disk for the
-# next start.
-#
-# Mail fills a disk to the last byte; a start then still needs some (SQLite's -wal and
-# -shm files, the first events). The daemon holds this file while it runs and removes it
-# first thing at start, so a start after the disk filled has that room; once started it
-# writes the file again with whatever room there is (best effort, never more than asked).
-
-
+# disk.reserve: a start after mail filled the disk still needs some room (SQLite's -wal
+# and -shm, the first events), so the daemon holds this file while it runs and removes
+# it first thing at start (docs/durability.md, "Room for the next start").
 # Free bytes the journal never takes to preallocate its segments (below it they grow
 # with their records): --disk-reserve until nothing set it.
 DISK_RESERVE = 64 << 20
@@ -409,15 +384,10 @@ def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
     return None
 
 
-# `python -m benchd.store.statedir DIR`: what `bench up` runs before it writes there.
-#
-# It makes BENCH_DIR (0700) and checks it exactly as the daemon will at its start, so that `bench up` refuses an unsafe directory in one
-# line before it creates `benchd.out` in it, without importing the daemon: the clients
-# import nothing of benchd (`tests/unit/test_layers.py` holds that). Exit 0 when the
-# directory may be used; exit 2 with the reason in one line on stderr when not.
-
-
 def main(argv: list[str] | None = None) -> int:
+    """`python -m benchd.store.statedir DIR`: make BENCH_DIR and check it as the daemon
+    will, for `bench up` before it writes there (a separate process: the clients import
+    nothing of benchd). Exit 0, or 2 with the reason in one line on stderr."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m benchd.store.statedir BENCH_DIR", file=sys.stderr)

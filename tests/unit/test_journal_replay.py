@@ -65,7 +65,7 @@ def test_a_bad_middle_record_is_skipped_alone_and_named(state):
     (d,) = got.damage
     assert d.segment == "journal-0" and d.messages == ["bob/20261130T045611.123Z-0004"]
     assert d.lost == ["bob/20261130T045611.123Z-0004"] and d.events == [4] and d.in_log
-    assert "never written: bob/20261130T045611.123Z-0004" in d.held()
+    assert "never written: bob/20261130T045611.123Z-0004" in d.held
     del want["mail/bob/inbox/20261130T045611.123Z-0004.md"]
     assert _tree(root) == want
 

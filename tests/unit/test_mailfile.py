@@ -18,12 +18,12 @@ META = {
 }
 
 
-def test_read_and_parse_agree():
+def test_read_gives_the_front_matter_typed_and_whole():
     data = frontmatter.render(META, b"body")
     meta, body = mailfile.read("/m/x.md", data)
     assert isinstance(meta, FrontMatter) and body == b"body"
     assert (meta.sender, meta.in_reply_to, meta.reply_to) == ("operator", META["in-reply-to"], ())
-    assert mailfile.parse("/m/x.md", data) == (META, b"body")
+    assert meta.to_dict() == META
 
 
 def test_a_field_that_is_not_a_string_is_a_bad_mail_file():
@@ -38,6 +38,6 @@ def test_a_link_of_the_wrong_type_is_a_bad_mail_file():
     data = frontmatter.render(META, b"").replace(b'in-reply-to: "', b'in-reply-to: ["')
     data = data.replace(b'0000"\n', b'0000"]\n')
     with pytest.raises(WireError) as exc:
-        mailfile.parse("/m/x.md", data)
+        mailfile.read("/m/x.md", data)
     assert exc.value.code == "bad-mail-file"
     assert "in-reply-to" in exc.value.message and exc.value.message.endswith("where it is")

@@ -12,6 +12,7 @@ import pytest
 from bench_wire import config
 from bench_wire.config import OPTIONS, option_problem, seconds_text
 from benchd.server.options import DaemonConfig, options_problem
+from tools import docgen
 
 
 def test_every_default_is_in_its_range():
@@ -65,7 +66,7 @@ def test_durations_are_shown_as_durations():
 def test_docs_cli_has_the_options_table_the_declarations_write():
     path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md"
     text = path.read_text()
-    assert config.with_table(text) == text, "run: python -m bench_wire.config docs/cli.md"
+    assert docgen.with_table(text) == text, "run: just docs"
     for o in OPTIONS:  # each row names its bounds as they are shown
         row = f"| `{o.flag} {'S' if o.unit == 's' else 'N'}` | `{o.env}` |"
         assert row in text, row

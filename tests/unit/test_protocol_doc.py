@@ -3,14 +3,14 @@
 import os
 
 from bench_wire import messages as m
-from bench_wire.protocol_doc import render
 from tests.conftest import ROOT
+from tools.docgen import render
 
 
 def test_protocol_doc_is_current():
     with open(os.path.join(ROOT, "docs", "protocol.md")) as f:
         on_disk = f.read()
-    assert on_disk == render(), "docs/protocol.md is stale: run `just protocol-doc`"
+    assert on_disk == render(), "docs/protocol.md is stale: run `just docs`"
 
 
 def test_every_verb_and_event_is_documented():

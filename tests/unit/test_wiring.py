@@ -127,36 +127,34 @@ def test_every_service_is_built_with_its_collaborators(tmp_path):
         svc = w.services
         # The mailroom checks the unread caps where a batch commits; the limiter asks
         # the same mailboxes the mailroom makes; the mailroom's ids are the start-up's.
-        assert w.mailroom.admit == w.limiter.admit
-        assert w.limiter.mailbox_exists == w.mailroom.mailboxes.exists
-        assert w.mailroom.clock is w.ids
+        assert svc.mailroom.admit == svc.limiter.admit
+        assert svc.limiter.mailbox_exists == svc.mailroom.mailboxes.exists
+        assert svc.mailroom.clock is w.ids
         # Mail to other nodes: the job host's replies and the watch's stall mail.
-        assert w.jobs.outbound is w.outbound
-        assert w.outbound.directory is opened.directory
-        assert w.jobs.files is opened.jobs
+        assert svc.jobs.outbound is svc.outbound
+        assert svc.outbound.directory is opened.directory
+        assert svc.jobs.files is opened.jobs
         # The sessions: delegation, deadlines and stalls, exited sessions, the umask.
-        s = w.sessions
-        assert s.delegation is w.delegation and s.reactor is w.reactor and s.jobs is w.jobs
-        assert s.watch is not None and s.watch.outbound is w.outbound
-        assert s.watch.limiter is w.limiter and s.watch.jobs is opened.jobs
+        s = svc.sessions
+        assert s.delegation is w.delegation and s.reactor is w.reactor and s.jobs is svc.jobs
+        assert s.watch is not None and s.watch.outbound is svc.outbound
+        assert s.watch.limiter is svc.limiter and s.watch.jobs is opened.jobs
         assert s.exited_store is opened.exited_store and s.exited_kept == EXITED_KEPT
         assert s.approval_wait == 7.0
         assert s.sandbox is None and s.session_umask == 0o022
         # The committer writes through the opened stores and tells the log what it lost.
         assert w.committer.index is opened.index and w.committer.on_lost is not None
         # The hub's listeners, in the order they hear a batch.
-        assert w.hub.listeners == [
+        assert svc.hub.listeners == [
             w.reactor.on_event,
-            w.mail_states.on_event,
-            w.receipts.on_event,
-            w.waits.on_event,
+            svc.states.on_event,
+            svc.receipts.on_event,
+            svc.waits.on_event,
         ]
         # What handlers see is the same objects.
-        assert svc.mailroom is w.mailroom and svc.sessions is w.sessions
         assert svc.index is opened.index and svc.eventlog is opened.eventlog
-        assert svc.states is w.mail_states and svc.waits is w.waits
-        assert svc.spawner.sessions is w.sessions and svc.spawner.limiter is w.limiter
-        assert svc.info.caps is w.caps and svc.info.bench_dir == str(tmp_path)
+        assert svc.spawner.sessions is svc.sessions and svc.spawner.limiter is svc.limiter
+        assert svc.info.bench_dir == str(tmp_path)
         assert not w.stop.is_set()
         svc.request_stop()
         assert w.stop.is_set()
@@ -187,7 +185,8 @@ def test_the_index_refills_itself_from_the_files_when_set_aside(tmp_path):
         async def send() -> None:
             async with trio.open_nursery() as nursery:
                 await nursery.start(w.committer.run)
-                op = SendOp(w.mailroom, w.mailroom.check_send("operator", "bob", "body", "hi"))
+                mailroom = w.services.mailroom
+                op = SendOp(mailroom, mailroom.check_send("operator", "bob", "body", "hi"))
                 await w.committer.submit(op)
                 nursery.cancel_scope.cancel()
             # In the run: the index reads trio's clock (its commit timing).

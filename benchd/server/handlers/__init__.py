@@ -1,15 +1,6 @@
-"""The request handlers, one module per area, and the one registry the daemon dispatches
-through.
-
-Every handler is a `benchd.server.wiring.Handler`:
-`async def verb(svc: Services, conn: Connection, caller: Caller, req: m.Verb) -> None`:
-the daemon's services (the typed record, never the daemon itself), the connection to
-answer on, who is asking, and the decoded request. It sends its answer(s) on the
-connection or raises a WireError. Who may call it was checked before, in one place
-(benchd.core.authority.check).
-
-To add a verb: its types in bench_wire.messages, its row in the permission matrix, a
-handler in the module of its area, and an entry in that module's HANDLERS.
+"""The request handlers, one module per area (each a `benchd.server.wiring.Handler`, in
+its module's HANDLERS), and the one registry the daemon dispatches through. Who may call
+a handler was checked before, in one place (benchd.core.authority.check).
 """
 
 from collections.abc import Iterable

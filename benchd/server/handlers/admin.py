@@ -33,14 +33,14 @@ async def hello(svc: Services, conn: Connection, caller: Caller, req: m.Hello) -
             node=svc.outbound.node,
             bridge=svc.outbound.info(),
             disk=svc.disk_health(),
-            journal_damage=svc.damage(),
+            journal_damage=svc.damage.found,
             last_seq=svc.eventlog.published_seq,
         )
     )
 
 
 async def journal_ack(svc: Services, conn: Connection, caller: Caller, req: m.JournalAck) -> None:
-    n = svc.ack_damage()
+    n = svc.damage.ack()
     await conn.send(m.JournalAckOk(id=req.id, acknowledged=n))
 
 

@@ -1,14 +1,9 @@
 """Mail handlers: mail/send, mail/list, mail/read, the verbs over the search cache
 (mail/search, mail/thread, mail/reply), and the delivery states and waits of sent mail
 (mail/sent-list, mail/status, mail/wait, and job/wait, which waits on a job's reply).
-
-Who sees what: a session searches only its own mailbox and sees, in a thread, only the
-messages it received or sent; the operator sees every mailbox. A reply may be sent
-by a session only to a message it received. None of search, thread and reply retires
-anything.
-
-Recipients and senders are addresses (`bob`, `bob@node2`), and a message may be named
-by its id here or by its identity across nodes (`<id>@<node>`, benchd.core.mailrefs).
+Who sees what is docs/protocol.md's table; none of search, thread and reply retires
+anything. A message may be named by its id here or by its identity across nodes
+(`<id>@<node>`, benchd.core.mailrefs).
 """
 
 import calendar
@@ -32,14 +27,6 @@ from benchd.server.connection import Connection
 from benchd.server.wiring import Handlers, Services
 from benchd.store import mailfile, queries, search
 from benchd.store.index import STATE_NAMES, UNREAD
-
-
-def _mailbox_for(caller: Caller, handle: str | None) -> str:
-    """The mailbox named (default: the caller's own; who may name which: benchd.core.authority)."""
-    if handle is None:
-        return caller.handle
-    check_handle(handle)
-    return handle
 
 
 def _size(body: str) -> int:
@@ -80,7 +67,9 @@ def not_a_reply(svc: Services, caller: Caller, parent: str) -> str | None:
 
 
 async def mail_list(svc: Services, conn: Connection, caller: Caller, req: m.MailList) -> None:
-    handle = _mailbox_for(caller, req.handle)
+    # The caller's own mailbox by default (who may name which: benchd.core.authority);
+    # the mailroom checks the handle.
+    handle = caller.handle if req.handle is None else req.handle
     res = svc.mailroom.list(handle, req.state, req.limit, req.cursor)
     parents = svc.queries.parents(handle, [x.mail_id for x in res.messages])
     for x in res.messages:
@@ -89,7 +78,7 @@ async def mail_list(svc: Services, conn: Connection, caller: Caller, req: m.Mail
 
 
 async def mail_read(svc: Services, conn: Connection, caller: Caller, req: m.MailRead) -> None:
-    handle = _mailbox_for(caller, req.handle)
+    handle = caller.handle if req.handle is None else req.handle
     res = await svc.mailroom.read(handle, req.mail_id, caller.handle)
     await conn.send(replace(res, id=req.id))
 
@@ -269,12 +258,8 @@ async def mail_reply(svc: Services, conn: Connection, caller: Caller, req: m.Mai
     )
 
 
-# Delivery states and waits: mail/sent-list, mail/status, mail/wait, job/wait.
-#
-# Who sees what: a session sees the states of the mail it sent (another's is
-# `no-such-message`, as if absent); the operator sees every message's. A wait reads
-# mail only from the caller's own mailbox; a session waits only on its own jobs (and
-# theirs). A wait for a reply ends only on a reply from the message's recipient. A wait's client that leaves ends the wait: nothing is read for nobody.
+# Delivery states and waits. A session sees the states of the mail it sent (another's is
+# `no-such-message`, as if absent); a wait whose client leaves reads nothing.
 
 
 SENT_DEFAULT, SENT_MAX = 50, 500
@@ -364,12 +349,11 @@ async def mail_status(svc: Services, conn: Connection, caller: Caller, req: m.Ma
 WAIT_MAX = 3600.0
 
 
-def _timeout(svc: Services, value: float) -> float:
-    cap = WAIT_MAX
-    if not 0 < value <= cap:
+def _timeout(value: float) -> float:
+    if not 0 < value <= WAIT_MAX:
         raise WireError(
             "bad-duration",
-            f"a wait's timeout is more than 0 and at most {seconds_text(cap)} "
+            f"a wait's timeout is more than 0 and at most {seconds_text(WAIT_MAX)} "
             f"(got {seconds_text(value)})",
         )
     return value
@@ -392,7 +376,7 @@ def _answers(in_reply_to: str | None, mail_id: str) -> bool:
 
 
 async def mail_wait(svc: Services, conn: Connection, caller: Caller, req: m.MailWait) -> None:
-    timeout = _timeout(svc, req.timeout)
+    timeout = _timeout(req.timeout)
     handle = caller.handle
     sender = None if req.sender is None else _local(svc, req.sender)
     parent = None if req.reply_to is None else svc.mail.reference(req.reply_to)
@@ -444,7 +428,7 @@ async def mail_wait(svc: Services, conn: Connection, caller: Caller, req: m.Mail
 
 
 async def job_wait(svc: Services, conn: Connection, caller: Caller, req: m.JobWait) -> None:
-    timeout = _timeout(svc, req.timeout)
+    timeout = _timeout(req.timeout)
     s = svc.roster.lookup(req.session)
     if s is None:
         raise WireError("no-such-session", f"no session, live or exited, is called {req.session!r}")

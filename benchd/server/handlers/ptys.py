@@ -1,16 +1,7 @@
-"""Session handlers: spawn, list, kill, prune, type, tail, attach, session/screen, and what
-a session's agent or job says of itself.
-
-session/screen: the first frame is the screen now; with `follow`, a new frame follows
-each change, at most one per FRAME_S (a TUI redrawing a spinner 60 times a second costs
-the watcher ten frames a second, not sixty), and only when the rendered screen differs
-from the last frame sent. The stream ends when the session exits or the client goes
-away.
-
-What a session's agent or job says of itself: agent/report (`bench hook EVENT`, from a
-session's own agent), agent/answer (`bench approve|deny HANDLE`; see
-benchd.runtime.agenthost), and job/report (`bench report`, a job's content owed to its
-correspondents).
+"""Session handlers: spawn, list, kill, prune, type, tail, attach, session/screen
+(docs/protocol.md, "Streams"), and what a session's agent or job says of itself:
+agent/report (`bench hook EVENT`), agent/answer (`bench approve|deny HANDLE`;
+benchd.runtime.agenthost) and job/report (`bench report`).
 """
 
 import base64
@@ -29,7 +20,7 @@ from benchd.runtime.vt import frame, replay
 from benchd.server.connection import Connection
 from benchd.server.wiring import Handlers, Services
 
-FRAME_S = 0.1
+FRAME_S = 0.1  # a spinner redrawn 60 times a second costs a watcher 10 frames, not 60
 REPLAY_BYTES = 16384  # the newest output an attaching viewer is shown first
 
 
@@ -252,12 +243,6 @@ async def answer(svc: Services, conn: Connection, caller: Caller, req: m.AgentAn
     await conn.send(
         m.AgentAnswerOk(id=req.id, session=a.session, handle=a.handle, tool=a.tool, via=a.via)
     )
-
-
-# Job handlers: job/report (`bench report`), a job's content owed to its correspondents.
-#
-# A job itself starts with session/spawn (benchd.runtime.sessions) and settles when its
-# session exits (benchd.runtime.jobhost).
 
 
 async def job_report(svc: Services, conn: Connection, caller: Caller, req: m.JobReport) -> None:

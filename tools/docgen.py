@@ -1,21 +1,29 @@
-"""Generate docs/protocol.md from the msgspec types: `python -m bench_wire.protocol_doc`.
+"""Generate the docs written from the code: `just docs` (`python -m tools.docgen`).
 
-The prose is here; every schema comes from `msgspec.json.schema_components`, so the
-document cannot drift from the code (tests/unit/test_protocol_doc.py compares them).
+docs/protocol.md comes whole from the msgspec types (the prose is here; every schema
+comes from `msgspec.json.schema_components`), and docs/cli.md's options table from the
+fields of `bench_wire.config.DaemonOptions`, so neither can drift from the code
+(tests/unit/test_protocol_doc.py and test_option_bounds.py compare them).
 """
 
 import json
+import pathlib
 
 import msgspec
 
 from bench_wire import messages as m
 from bench_wire import verbs
+from bench_wire.config import OPTIONS, value_text
 from bench_wire.errors import CODES, EXIT_CODES
 from bench_wire.messages import DEFAULT_FRAME_BYTES
 
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+
+# ---------------------------------------------------------------- docs/protocol.md
+
 PROSE = f"""# The bench wire protocol (version {m.PROTOCOL_VERSION})
 
-Generated from `bench_wire/messages.py` by `just protocol-doc`; do not edit by hand.
+Generated from `bench_wire/messages.py` by `just docs`; do not edit by hand.
 
 ## Framing
 
@@ -186,5 +194,42 @@ def render() -> str:
     )
 
 
+# ---------------------------------------------------------------- docs/cli.md
+
+BEGIN = "<!-- the options table: written by `just docs` -->"
+END = "<!-- end of the options table -->"
+
+
+def doc_table() -> str:
+    """The options table of docs/cli.md, markers included."""
+    rows = [BEGIN, "| option | env | default | least | most | meaning |", "| --- " * 6 + "|"]
+    for o in OPTIONS:
+        arg = "S" if o.unit == "s" else "N"
+        cells = [
+            f"`{o.flag} {arg}`",
+            f"`{o.env}`",
+            value_text(o.default, o.unit),
+            value_text(o.low, o.unit),
+            value_text(o.high, o.unit),
+            o.help,
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join([*rows, END])
+
+
+def with_table(text: str) -> str:
+    """A doc's text with its options table (between the markers) made current."""
+    head, found, rest = text.partition(BEGIN)
+    if not found or END not in rest:
+        raise ValueError("no options table (its markers) in the doc")
+    return head + doc_table() + rest.partition(END)[2]
+
+
+def main() -> None:
+    (DOCS / "protocol.md").write_text(render())
+    cli_md = DOCS / "cli.md"
+    cli_md.write_text(with_table(cli_md.read_text()))
+
+
 if __name__ == "__main__":
-    print(render(), end="")
+    main()
