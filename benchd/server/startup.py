@@ -373,6 +373,8 @@ async def start_services(
     await nursery.start(opened.journal.run)
     committer = wired.committer
     await nursery.start(committer.run)
+    if wired.mailroom.spares is not None:
+        await nursery.start(wired.mailroom.spares.run)
     start_events = notices.live(committer.enqueue) + recovered_mail
     op: Op[object] = EventOp(
         *start_events,
