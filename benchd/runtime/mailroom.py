@@ -40,6 +40,7 @@ from benchd.store import mailfile
 from benchd.store.fileio import faults, write_all
 from benchd.store.index import READ, STATE_NAMES, UNREAD, Index, MailRow
 from benchd.store.journal import Rename, Write
+from benchd.store.spares import Spares
 from benchd.store.statedir import is_real_dir
 
 BODY_BYTES = 256 * 1024
@@ -79,6 +80,7 @@ class Mailroom:
         ids: IdClock,
         admit: Callable[[str, str, int, Batch], None] | None = None,
         wall: WallClock = SYSTEM_WALL,
+        spares: Spares | None = None,
     ):
         self.root = root  # BENCH_DIR/mail
         self.index = index
@@ -96,6 +98,9 @@ class Mailroom:
         # Checks a send against its mailbox's unread caps where its batch commits (the
         # daemon gives it Limiter.admit): raises mailbox-full. None: uncapped (tests).
         self.admit = admit
+        # Empty files made ahead by a worker thread, to stage messages in (the daemon
+        # runs Spares.run); None, or none ready: a send makes its own file in tmp/.
+        self.spares = spares
 
     # ------------------------------------------------------------ paths
 
@@ -449,8 +454,12 @@ class SendOp(Op[SendOk]):
         data = frontmatter.render(meta, spec.body)
         self.final = room.path(spec.to, mail_id, UNREAD)
         faults.check("deliver")
-        self.tmp = os.path.join(box, "tmp", mail_id + ".md")
-        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        spare = None if room.spares is None else room.spares.take()
+        if spare is not None:
+            fd, self.tmp = spare  # made ahead: no inode to allocate here, on the loop
+        else:
+            self.tmp = os.path.join(box, "tmp", mail_id + ".md")
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
             write_all(fd, data)
         finally:

@@ -396,6 +396,9 @@ async def start_services(
     await nursery.start(opened.journal.run)
     committer = wired.committer
     await nursery.start(committer.run)
+    spares = wired.services.mailroom.spares
+    if spares is not None:
+        await nursery.start(spares.run)
     start_events = notices.live(committer.enqueue) + recovered_mail
     op: Op[object] = EventOp(
         *start_events,

@@ -64,6 +64,7 @@ from benchd.store.index import Index
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
 from benchd.store.queries import THREAD_MAX, MailQueries
+from benchd.store.spares import Spares
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +220,10 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     # batch commits (the mailroom's admit).
     limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists, floods=floods)
     ids = IdClock()
-    mailroom = Mailroom(mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall)
+    spares = Spares(os.path.join(o.bench_dir, "spare"))  # started with the committer
+    mailroom = Mailroom(
+        mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall, spares=spares
+    )
     outbound = Outbound(config.node, index, mailroom, committer, o.directory, wall)
     jobs = JobHost(
         o.jobs,
