@@ -257,11 +257,7 @@ def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
         else:
             body_cap, subject_cap = _caps(conn)
         if size > body_cap:
-            raise WireError(
-                "body-too-large",
-                f"the body is {size:,} bytes; the daemon's cap is "
-                f"{body_cap:,} bytes: nothing was sent",
-            )
+            raise too_large(size, body_cap)
     if subject is not None and len(subject) > subject_cap:
         raise WireError(
             "subject-too-long",
@@ -283,6 +279,14 @@ def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
 
         text += hints.handle(a["to"], known_handles(conn))
     return _answer(a, as_json, text)
+
+
+def too_large(size: int, cap: int) -> WireError:
+    """A body over the daemon's cap, refused before it is sent (the CLI and `bench mcp`)."""
+    return WireError(
+        "body-too-large",
+        f"the body is {size:,} bytes; the daemon's cap is {cap:,} bytes: nothing was sent",
+    )
 
 
 def _call(conn: Client, verb: str, fields: "Json", handle: str | None, *more: str) -> "Json":
@@ -308,11 +312,12 @@ def known_handles(conn: Client) -> set[str]:
         names |= {s["handle"] for s in conn.call(request(verbs.SESSION_LIST, {}))["sessions"]}
     except WireError:
         pass
-    names.update(_mailboxes(conn.bench_dir))
+    names.update(mailboxes(conn.bench_dir))
     return names
 
 
-def _mailboxes(bench_dir: str) -> list[str]:
+def mailboxes(bench_dir: str) -> list[str]:
+    """The mailboxes on disk (none when the directory cannot be read)."""
     try:
         return os.listdir(os.path.join(bench_dir, "mail"))
     except OSError:
@@ -337,7 +342,7 @@ def mail_list(conn: Client, o: "Json", as_json: bool) -> int:
     if o.get("dir"):
         again += f" --dir {o['dir']}"
     text = output.listing(a, state, again)
-    if not a.get("messages") and o.get("handle") and a["handle"] not in _mailboxes(conn.bench_dir):
+    if not a.get("messages") and o.get("handle") and a["handle"] not in mailboxes(conn.bench_dir):
         # Not "no unread mail": there is no such mailbox at all (a typo, perhaps).
         text = f"no such mailbox: nothing was ever sent to {a['handle']}"
         from bench_cli import hints  # only when something looks wrong
