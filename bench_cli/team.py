@@ -24,7 +24,7 @@ import re
 import shlex
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from bench_cli import hints, output
@@ -95,53 +95,32 @@ class Ended(TypedDict):
     pid: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Agent:
     name: str
     line: int  # of its [agents.NAME] header
-    argv: list[str]
-    agent: str | None = None
-    cwd: str = "."
-    env: dict[str, str] = field(default_factory=dict)
-    ready: str | None = None
-    rows: int = 40
-    cols: int = 120
-    task: str | None = None
-    subject: str = ""
-    reply_to: list[str] = field(default_factory=list)
-    key: str | None = None
-    deadline: float | None = None  # seconds, as `bench spawn --deadline`
-    stall_after: float | None = None
-    mid_turn: bool = False  # the adapter's mid-turn door (bench spawn --mid-turn)
+    spawn: m.Spawn  # what `bench up -f` asks of the daemon for it
 
     def entry(self) -> dict[str, object]:
         """What `bench up -f` records in team.json and compares with the recorded entry
         of a running session: the agent's values under the file's keys, in its order."""
-        values = {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
-        return {"command": self.argv} | {
-            k: v for k, v in values.items() if k not in ("name", "line", "argv")
+        s, job = self.spawn, self.spawn.job
+        return {
+            "command": s.argv,
+            "agent": s.agent,
+            "cwd": s.cwd,
+            "env": s.env,
+            "ready": s.ready,
+            "rows": s.rows,
+            "cols": s.cols,
+            "task": job.body if job else None,
+            "subject": job.subject if job else "",
+            "reply-to": job.reply_to if job else [],
+            "key": job.key if job else None,
+            "deadline": s.deadline,
+            "stall-after": s.stall_after,
+            "mid-turn": s.mid_turn,
         }
-
-    def spawn(self) -> m.Spawn:
-        job = None
-        if self.task is not None:
-            job = m.JobMailSpec(
-                body=self.task, subject=self.subject, key=self.key, reply_to=self.reply_to
-            )
-        return m.Spawn(
-            argv=self.argv,
-            name=self.name,
-            cwd=self.cwd,
-            env=self.env,
-            ready=self.ready,
-            rows=self.rows,
-            cols=self.cols,
-            agent=self.agent,
-            job=job,
-            deadline=self.deadline,
-            stall_after=self.stall_after,
-            mid_turn=self.mid_turn,
-        )
 
 
 @dataclass
@@ -417,24 +396,26 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
                 durations[k] = output.parse_duration(doc[k], most=longest)
             except ValueError as err:
                 raise bad(k, str(err)) from None
-    return Agent(
-        name=name,
-        line=head,
+    job = None
+    if task is not None:
+        job = m.JobMailSpec(
+            body=task, subject=doc.get("subject", ""), key=doc.get("key"), reply_to=reply_to
+        )
+    spawn = m.Spawn(
         argv=argv,
-        agent=agent,
+        name=name,
         cwd=cwd,
         env=dict(doc.get("env", {})),
         ready=doc.get("ready"),
         rows=rows,
         cols=cols,
-        task=task,
-        subject=doc.get("subject", ""),
-        reply_to=reply_to,
-        key=doc.get("key"),
+        agent=agent,
+        job=job,
         deadline=durations["deadline"],
         stall_after=durations["stall-after"],
         mid_turn=doc.get("mid-turn", False),
     )
+    return Agent(name=name, line=head, spawn=spawn)
 
 
 def read_task_file(base: str, given: str) -> str:
@@ -467,15 +448,8 @@ def read_task_file(base: str, given: str) -> str:
             raise ValueError(f"{named} is inside the BENCH_DIR {where}: never a task")
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError(f"{named} is not a regular file")
-        chunks: list[bytes] = []
-        left = FILE_MAX + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        raw = b"".join(chunks)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(FILE_MAX + 1)
     except OSError as err:
         raise ValueError(f"cannot read {given!r}: {err.strerror or err}") from None
     finally:
@@ -573,7 +547,7 @@ def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
             s = running.get(agent.name)
             if s is None:
                 try:
-                    a = call(bench_dir, agent.spawn())
+                    a = call(bench_dir, agent.spawn)
                 except WireError as err:
                     if err.code != "handle-taken":
                         raise WireError(
@@ -581,7 +555,7 @@ def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
                             f"{team.path}:{agent.line}: agents.{agent.name}: {err.message}",
                         ) from None
                     # Started concurrently (another `bench up -f`): running now.
-                    s = {"session": "?", "pid": 0, "argv": agent.argv}
+                    s = {"session": "?", "pid": 0, "argv": agent.spawn.argv}
                 else:
                     recs[a["session"]] = {
                         "file": team.path,
@@ -599,7 +573,7 @@ def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
                 if rec.get("file") != team.path:
                     changed.insert(0, f"file {rec.get('file')}")
             else:
-                changed = [] if list(s.get("argv") or []) == agent.argv else ["command"]
+                changed = [] if list(s.get("argv") or []) == agent.spawn.argv else ["command"]
             status = "changed" if changed else "running"
             r = _result(agent, status, s["session"], s["pid"])
             r["from_file"] = rec is not None
