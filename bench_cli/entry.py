@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     Json = dict[str, Any]  # a request's options, an answer: plain data
     Command = tuple[str, ...]  # ("mail", "send")
 
-# command -> (options taking a value, flags, options that repeat, positional names)
+# command -> (options taking a value, options that repeat, positional names). Each also
+# takes --dir DIR and --json, as every click command does (`context.common`).
 SPECS = {
     ("mail", "send"): (
         {
@@ -42,42 +43,18 @@ SPECS = {
             "--key": "key",
             "--reply-to": "reply_to",
             "--in-reply-to": "in_reply_to",
-            "--dir": "dir",
         },
-        {"--json": "json"},
         {"reply_to"},
         ("to",),
     ),
     ("mail", "list"): (
-        {
-            "--state": "state",
-            "--limit": "limit",
-            "--handle": "handle",
-            "--cursor": "cursor",
-            "--dir": "dir",
-        },
-        {"--json": "json"},
+        {"--state": "state", "--limit": "limit", "--handle": "handle", "--cursor": "cursor"},
         set(),
         (),
     ),
-    ("mail", "read"): (
-        {"--handle": "handle", "--dir": "dir"},
-        {"--json": "json"},
-        set(),
-        ("mail_id?",),
-    ),
-    ("report",): (
-        {"--dir": "dir"},
-        {"--json": "json"},
-        set(),
-        ("text?",),
-    ),
-    ("hook",): (
-        {"--dir": "dir"},
-        {"--json": "json"},
-        set(),
-        ("event",),
-    ),
+    ("mail", "read"): ({"--handle": "handle"}, set(), ("mail_id?",)),
+    ("report",): ({}, set(), ("text?",)),
+    ("hook",): ({}, set(), ("event",)),
 }
 
 
@@ -100,7 +77,8 @@ def parse(argv: list[str]) -> "tuple[Command, Json] | None":
             break
     else:
         return None
-    valued, flags, repeats, positional = SPECS[cmd]
+    valued, repeats, positional = SPECS[cmd]
+    valued = {**valued, "--dir": "dir"}
     opts: Json = {name: [] for name in repeats}
     pos: list[str] = []
     args = argv[len(cmd) :]
@@ -121,8 +99,8 @@ def parse(argv: list[str]) -> "tuple[Command, Json] | None":
             name, eq, val = a[:2], "=", a[2:]  # -sVALUE, as click reads it (-s=x is "=x")
         else:
             name, eq, val = a, "", ""
-        if name in flags and not eq:
-            opts[flags[name]] = True
+        if name == "--json" and not eq:
+            opts["json"] = True
         elif name in valued:
             if not eq:
                 if i >= len(args):

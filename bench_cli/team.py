@@ -1,17 +1,7 @@
-"""The team file: `bench up -f bench.toml` starts the daemon and the agents a file names.
+"""The team file: `bench up -f bench.toml` starts the daemon and the agents a file names
+(its `[daemon]` table and an `[agents.NAME]` table per agent: docs/team.md).
 
-    [daemon]                 # `bench up` options, without their dashes
-    idle-gate = 1.5
-
-    [agents.alice]           # the table's name is the session's handle
-    agent = "claude"         # a preset; the command defaults to its name
-    command = ["claude"]     # or one string, split like a shell line
-    cwd = "."                # relative to the file's directory
-    env = { FOO = "1" }
-    task = "Review PR 12"    # the first task, as mail: the session is a job
-    reply-to = ["bob"]       # owed a reply when the job ends
-
-The format and its behaviour are in docs/team.md. Which sessions a file started is
+Which sessions a file started is
 recorded in $BENCH_DIR/team.json (session id -> file, name and entry), so that `bench up
 -f` again tells "already running" from "changed" and `bench ps` can show where a session
 came from. The record is a label, not an authority: nothing is decided by it but what
