@@ -15,9 +15,10 @@ import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from bench_cli import hints, output
+from bench_cli.context import Json
 from bench_wire import messages as m
 from bench_wire.addresses import is_address, is_handle
 from bench_wire.config import BY_FLAG, OPTIONS, option_problem
@@ -61,9 +62,8 @@ AGENT_KEYS = {
 # option's number; node and bridge_url a string).
 DaemonValues = dict[str, int | float | str]
 
-# The CLI's request helper (bench_cli.context.call): the daemon's answer as the blocking
-# client decodes it, a JSON object read by field name (`Any` is that boundary).
-Call = Callable[[str, m.Request], dict[str, Any]]
+# The CLI's request helper (bench_cli.context.call).
+Call = Callable[[str, m.Request], Json]
 
 
 class Result(TypedDict):

@@ -5,7 +5,7 @@ import base64
 import os
 import shlex
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 import click
 import msgspec
@@ -15,6 +15,7 @@ from bench_cli.context import (
     DIR_HELP,
     Ctx,
     FloatParam,
+    Json,
     ask,
     colour,
     common,
@@ -31,12 +32,8 @@ from bench_wire import messages as m
 from bench_wire import untrusted
 from bench_wire.errors import WireError
 
-# A session as `bench ps` has it: a row of the session/list answer (bench_wire's
-# SessionInfo), a JSON object as the blocking client decodes it; `Any` is that boundary.
-Row = dict[str, Any]
 
-
-def job_state(s: Row) -> str:
+def job_state(s: Json) -> str:
     """What the job of a session is doing: -, running, stalled, settling, or its outcome
     (bench_wire.messages.current_outcome; a record of an earlier version in today's words)."""
     if not s.get("job"):
@@ -48,17 +45,17 @@ def job_state(s: Row) -> str:
     return "settling"
 
 
-def tree_names(rows: list[Row]) -> list[tuple[str, Row]]:
+def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
     """`bench ps --tree`'s order: (its handle drawn under the session that spawned it,
     row). A session's `parent` is the id of the session that started it as a job;
     sessions the operator started, and those whose parent is not listed (exited and not
     asked for with -a, or pruned), are roots. Children follow their parent in spawn order."""
     ids = {s["session"] for s in rows}
-    children: dict[str | None, list[Row]] = {}
+    children: dict[str | None, list[Json]] = {}
     for s in rows:
         parent = s.get("parent") if s.get("parent") in ids else None
         children.setdefault(parent, []).append(s)
-    out: list[tuple[str, Row]] = []
+    out: list[tuple[str, Json]] = []
 
     def walk(parent: str | None, lead: str) -> None:
         kids = children.get(parent, [])
@@ -76,7 +73,7 @@ def tree_names(rows: list[Row]) -> list[tuple[str, Row]]:
 
 
 def table(
-    rows: list[Row], tree: bool, started_by: dict[str, str], on: bool
+    rows: list[Json], tree: bool, started_by: dict[str, str], on: bool
 ) -> list[str | output.Painted]:
     """`bench ps`'s table as pieces for `output.write`: the state painted as a piece of its
     own, so nothing in a handle or argv can colour. With `tree` each session is under the
@@ -266,7 +263,7 @@ spawn.epilog = examples(
 )
 
 
-def _exit_text(s: dict[str, Any]) -> str:
+def _exit_text(s: Json) -> str:
     if s.get("exit") is not None:
         return str(s["exit"])
     if s.get("signal") is not None:
@@ -274,7 +271,7 @@ def _exit_text(s: dict[str, Any]) -> str:
     return "-"
 
 
-def _state_colour(s: dict[str, Any]) -> str | None:
+def _state_colour(s: Json) -> str | None:
     if s["state"] == "running":
         return "green"
     return None if s.get("exit") == 0 else "red"
@@ -351,7 +348,7 @@ def _hhmm(ms: int) -> str:
     return time.strftime("%H:%M", time.localtime(ms / 1000))
 
 
-def agent_text(a: dict[str, Any]) -> str:
+def agent_text(a: Json) -> str:
     """An adapter session's agent state in a few characters: `idle`, `blocked Bash`,
     `limited 13:42`, or `?` before its first report (`+screen`: the screen's evidence)."""
     state = a.get("state")
