@@ -154,9 +154,11 @@ def run(cmd: "Command", opts: "Json") -> int:
 
 
 def from_click(cmd: "Command", bench_dir: str | None, as_json: bool, **opts: object) -> None:
-    """A fast-path command that came through click (`parse` declined its command line):
-    run as if `parse` had read it, then exit with its code."""
-    sys.exit(run(cmd, {"dir": bench_dir, "json": as_json, **opts}))
+    """A fast-path command that came through click (`parse` declined its command line),
+    with the options as click parsed them: run as if `parse` had read it (a repeated
+    option a list), then exit with its code."""
+    given = {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
+    sys.exit(run(cmd, {"dir": bench_dir, "json": as_json, **given}))
 
 
 def _answer(a: "Json", as_json: bool, text: str) -> int:
