@@ -525,18 +525,9 @@ def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, .
         )
     if s.state == "running":
         ask(d, m.SessionKill(handle=s.session), timeout=120.0)
-    req = m.Spawn(
-        argv=launch.argv,
-        name=s.handle,
-        cwd=launch.cwd,
-        env=given,
-        ready=launch.ready,
-        rows=launch.rows,
-        cols=launch.cols,
-        agent=launch.agent,
-        sandbox=launch.sandbox,
-    )
-    a = ask(d, req)
+    # Its launch is the spawn's own fields, but the environment's values (given again).
+    how = {k: v for k, v in msgspec.structs.asdict(launch).items() if k != "env_keys"}
+    a = ask(d, m.Spawn(**how, name=s.handle, env=given))
     if rec is not None:  # still its team's: `bench ps` and `bench up -f` know it
         team.relabel(d, s.session, a.session)
     note = "\n(its job's task is not sent again)" if s.job else ""
