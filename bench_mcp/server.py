@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, BinaryIO, Literal, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -53,7 +53,6 @@ log = logging.getLogger("bench.mcp")
 Lifespan = dict[str, Any]
 Ctx = ServerRequestContext[Lifespan]
 R = TypeVar("R", bound=m.Response)
-MailState = Literal["unread", "read", "all"]
 
 # Each connect, write and read, as the blocking client's default: a daemon that hangs
 # fails the one tool call instead of leaving the model waiting.
@@ -138,19 +137,11 @@ def plain(answer: m.Response) -> t.Json:
 
 async def send_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     await d.check_body(a["body"])
-    in_reply_to = a.get("in_reply_to")
-    if in_reply_to is not None:
-        in_reply_to = t.message_ref(in_reply_to)[1]
-    req = m.MailSend(
-        to=a["to"],
-        body=a["body"],
-        subject=a.get("subject") or "",
-        key=a.get("key"),
-        reply_to=list(a.get("reply_to") or []),
-        in_reply_to=in_reply_to,
-    )
+    # The tool's arguments are the request's fields; in_reply_to may be a wake line's path.
+    if "in_reply_to" in a:
+        a = dict(a, in_reply_to=t.message_ref(a["in_reply_to"])[1])
     try:
-        sent = await d.call(req)
+        sent = await d.call(m.MailSend(**a))
     except WireError as err:  # `Dan`, `Carol@node2`: the address probably meant, as the CLI says
         if err.code in ("bad-handle", "bad-node"):
             err.message += hints.address(a["to"], await d.known_handles())
@@ -163,11 +154,9 @@ async def send_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
 
 
 async def list_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
-    state = a.get("state", "unread")
-    # check_args has held it to the schema's enum: unread, read or all.
-    req = m.MailList(state=cast(MailState, state), limit=a.get("limit"), cursor=a.get("cursor"))
-    ans = plain(await d.call(req))
-    return t.listing_text(ans, state), t.public(ans)
+    # The tool's arguments are the request's fields (check_args has held state to its enum).
+    ans = plain(await d.call(m.MailList(**a)))
+    return t.listing_text(ans, a.get("state", "unread")), t.public(ans)
 
 
 async def search_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
