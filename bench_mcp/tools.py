@@ -252,7 +252,13 @@ TOOLS: dict[str, tuple[str, Json]] = {
 # Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
 READ_ONLY = {"list_mail", "search_mail", "thread", "whoami", "mail_status"}
 
-_JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
+# A schema's type: the Python type it arrives as, and how an error says it.
+_JSON_TYPES: dict[str, tuple[type, str]] = {
+    "string": (str, "a string"),
+    "integer": (int, "an integer"),
+    "array": (list, "a list of strings"),
+    "object": (dict, "an object"),
+}
 
 
 def check_args(tool: str, args: Json | None) -> Json:
@@ -282,9 +288,9 @@ def check_args(tool: str, args: Json | None) -> Json:
         spec = props[name]
         if spec["type"] == "array" and isinstance(value, str):
             value = [value]
-        want = _JSON_TYPES[spec["type"]]
+        want, said = _JSON_TYPES[spec["type"]]
         if not isinstance(value, want) or isinstance(value, bool):
-            raise WireError("bad-request", f"{tool}: {name!r} must be {_a(spec['type'])}")
+            raise WireError("bad-request", f"{tool}: {name!r} must be {said}")
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise WireError("bad-request", f"{tool}: {name!r} must be a list of strings")
         if "enum" in spec and value not in spec["enum"]:
@@ -293,15 +299,6 @@ def check_args(tool: str, args: Json | None) -> Json:
             )
         out[name] = value
     return out
-
-
-def _a(json_type: str) -> str:
-    return {
-        "string": "a string",
-        "integer": "an integer",
-        "array": "a list of strings",
-        "object": "an object",
-    }[json_type]
 
 
 # The path in a wake line: <BENCH_DIR>/mail/<handle>/(inbox|read)/<id>.md

@@ -5,6 +5,7 @@ import base64
 import os
 import shlex
 import sys
+import time
 from typing import TextIO
 
 import click
@@ -342,12 +343,6 @@ def ps(
     output.write(table(rows, tree, started_by, colour(ctx.json)))
 
 
-def _hhmm(ms: int) -> str:
-    import time
-
-    return time.strftime("%H:%M", time.localtime(ms / 1000))
-
-
 def agent_text(a: Json) -> str:
     """An adapter session's agent state in a few characters: `idle`, `blocked Bash`,
     `limited 13:42`, or `?` before its first report (`+screen`: the screen's evidence)."""
@@ -358,8 +353,8 @@ def agent_text(a: Json) -> str:
         return f"blocked {untrusted.escape(a['tool'])[:16]}"
     if state == "limited":
         until = a.get("until")
-        text = "limited " + (_hhmm(until) if until else "?")
-        return text + ("+screen" if a.get("source") == "screen" else "")
+        at = time.strftime("%H:%M", time.localtime(until / 1000)) if until else "?"
+        return f"limited {at}" + ("+screen" if a.get("source") == "screen" else "")
     return str(state)
 
 
