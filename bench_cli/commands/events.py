@@ -110,7 +110,7 @@ def events(
     if last is not None:
         # The last N: read what is there (keeping N), then follow from where it ended.
         kept: collections.deque[Json] = collections.deque(maxlen=last)
-        for ev in _events(bench_dir, after, kind, False, None):
+        for ev in _events(bench_dir, after, kind, False):
             after = ev["seq"]
             if wanted(ev):
                 kept.append(ev)
@@ -121,7 +121,7 @@ def events(
             return
     if limit is not None and shown >= limit:
         return
-    for ev in _events(bench_dir, after, kind, follow, None):
+    for ev in _events(bench_dir, after, kind, follow):
         if wanted(ev):
             show(ev)
             shown += 1
@@ -140,10 +140,8 @@ events.epilog = examples(
 )
 
 
-def _events(
-    bench_dir: str | None, after: int, kind: str | None, follow: bool, limit: int | None
-) -> Iterator[Json]:
+def _events(bench_dir: str | None, after: int, kind: str | None, follow: bool) -> Iterator[Json]:
     """The log's records after `after` (then, with follow, live), up to the stream's end."""
     with connect(bench_dir, timeout=None) as conn:
-        for frame in conn.stream(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit)):
+        for frame in conn.stream(m.EventsRead(since=after, kind=kind, follow=follow)):
             yield frame.event
