@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 ENCODER = msgspec.json.Encoder()
 R = TypeVar("R", bound=m.Response)
+# An answer as plain data (`call`), or an object in one (a session row, a hello's caps):
+# a JSON object read by field name, as the blocking client decodes it. `Any` is that
+# boundary.
+Json = dict[str, Any]
 
 DIR_HELP = "BENCH_DIR (else $BENCH_DIR, else $XDG_STATE_HOME/bench or ~/.local/state/bench)"
 JSON_HELP = "print the daemon's answer as JSON (one object, or one per line for a stream)"
@@ -190,15 +194,15 @@ def ask(bench_dir: str | None, req: m.Request[R], timeout: float | None = 30.0) 
         return conn.call(req)
 
 
-def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) -> dict[str, Any]:
+def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) -> Json:
     """`ask`, with the answer as plain data (its wire names: `from`), for code that
     formats an answer by key or adds to it (`bench status`, `up`, `nodes`, the team
     file)."""
-    plain: dict[str, Any] = msgspec.to_builtins(ask(bench_dir, req, timeout))
+    plain: Json = msgspec.to_builtins(ask(bench_dir, req, timeout))
     return plain
 
 
-def emit(a: msgspec.Struct | dict[str, Any]) -> None:
+def emit(a: msgspec.Struct | Json) -> None:
     """An answer as one line of JSON (`--json`), typed or plain."""
     if isinstance(a, msgspec.Struct):
         plain = output.without_request_id(msgspec.to_builtins(a))
@@ -207,7 +211,7 @@ def emit(a: msgspec.Struct | dict[str, Any]) -> None:
         output.emit_json(a)
 
 
-def done(ctx: Ctx, a: msgspec.Struct | dict[str, Any], text: str) -> None:
+def done(ctx: Ctx, a: msgspec.Struct | Json, text: str) -> None:
     """The answer as JSON with --json, else the human text."""
     if ctx.json:
         emit(a)

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     Json = dict[str, Any]  # a request's options, an answer: plain data
     Command = tuple[str, ...]  # ("mail", "send")
 
-# command -> (options taking a value, flags, options that repeat, positional names)
+# command -> (options taking a value, options that repeat, positional names). Each also
+# takes --dir DIR and --json, as every click command does (`context.common`).
 SPECS = {
     ("mail", "send"): (
         {
@@ -42,42 +43,18 @@ SPECS = {
             "--key": "key",
             "--reply-to": "reply_to",
             "--in-reply-to": "in_reply_to",
-            "--dir": "dir",
         },
-        {"--json": "json"},
         {"reply_to"},
         ("to",),
     ),
     ("mail", "list"): (
-        {
-            "--state": "state",
-            "--limit": "limit",
-            "--handle": "handle",
-            "--cursor": "cursor",
-            "--dir": "dir",
-        },
-        {"--json": "json"},
+        {"--state": "state", "--limit": "limit", "--handle": "handle", "--cursor": "cursor"},
         set(),
         (),
     ),
-    ("mail", "read"): (
-        {"--handle": "handle", "--dir": "dir"},
-        {"--json": "json"},
-        set(),
-        ("mail_id?",),
-    ),
-    ("report",): (
-        {"--dir": "dir"},
-        {"--json": "json"},
-        set(),
-        ("text?",),
-    ),
-    ("hook",): (
-        {"--dir": "dir"},
-        {"--json": "json"},
-        set(),
-        ("event",),
-    ),
+    ("mail", "read"): ({"--handle": "handle"}, set(), ("mail_id?",)),
+    ("report",): ({}, set(), ("text?",)),
+    ("hook",): ({}, set(), ("event",)),
 }
 
 
@@ -100,7 +77,8 @@ def parse(argv: list[str]) -> "tuple[Command, Json] | None":
             break
     else:
         return None
-    valued, flags, repeats, positional = SPECS[cmd]
+    valued, repeats, positional = SPECS[cmd]
+    valued = {**valued, "--dir": "dir"}
     opts: Json = {name: [] for name in repeats}
     pos: list[str] = []
     args = argv[len(cmd) :]
@@ -121,8 +99,8 @@ def parse(argv: list[str]) -> "tuple[Command, Json] | None":
             name, eq, val = a[:2], "=", a[2:]  # -sVALUE, as click reads it (-s=x is "=x")
         else:
             name, eq, val = a, "", ""
-        if name in flags and not eq:
-            opts[flags[name]] = True
+        if name == "--json" and not eq:
+            opts["json"] = True
         elif name in valued:
             if not eq:
                 if i >= len(args):
@@ -176,9 +154,11 @@ def run(cmd: "Command", opts: "Json") -> int:
 
 
 def from_click(cmd: "Command", bench_dir: str | None, as_json: bool, **opts: object) -> None:
-    """A fast-path command that came through click (`parse` declined its command line):
-    run as if `parse` had read it, then exit with its code."""
-    sys.exit(run(cmd, {"dir": bench_dir, "json": as_json, **opts}))
+    """A fast-path command that came through click (`parse` declined its command line),
+    with the options as click parsed them: run as if `parse` had read it (a repeated
+    option a list), then exit with its code."""
+    given = {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
+    sys.exit(run(cmd, {"dir": bench_dir, "json": as_json, **given}))
 
 
 def _answer(a: "Json", as_json: bool, text: str) -> int:
@@ -257,11 +237,7 @@ def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
         else:
             body_cap, subject_cap = _caps(conn)
         if size > body_cap:
-            raise WireError(
-                "body-too-large",
-                f"the body is {size:,} bytes; the daemon's cap is "
-                f"{body_cap:,} bytes: nothing was sent",
-            )
+            raise too_large(size, body_cap)
     if subject is not None and len(subject) > subject_cap:
         raise WireError(
             "subject-too-long",
@@ -283,6 +259,14 @@ def mail_send(conn: Client, o: "Json", as_json: bool) -> int:
 
         text += hints.handle(a["to"], known_handles(conn))
     return _answer(a, as_json, text)
+
+
+def too_large(size: int, cap: int) -> WireError:
+    """A body over the daemon's cap, refused before it is sent (the CLI and `bench mcp`)."""
+    return WireError(
+        "body-too-large",
+        f"the body is {size:,} bytes; the daemon's cap is {cap:,} bytes: nothing was sent",
+    )
 
 
 def _call(conn: Client, verb: str, fields: "Json", handle: str | None, *more: str) -> "Json":
@@ -308,11 +292,12 @@ def known_handles(conn: Client) -> set[str]:
         names |= {s["handle"] for s in conn.call(request(verbs.SESSION_LIST, {}))["sessions"]}
     except WireError:
         pass
-    names.update(_mailboxes(conn.bench_dir))
+    names.update(mailboxes(conn.bench_dir))
     return names
 
 
-def _mailboxes(bench_dir: str) -> list[str]:
+def mailboxes(bench_dir: str) -> list[str]:
+    """The mailboxes on disk (none when the directory cannot be read)."""
     try:
         return os.listdir(os.path.join(bench_dir, "mail"))
     except OSError:
@@ -337,7 +322,7 @@ def mail_list(conn: Client, o: "Json", as_json: bool) -> int:
     if o.get("dir"):
         again += f" --dir {o['dir']}"
     text = output.listing(a, state, again)
-    if not a.get("messages") and o.get("handle") and a["handle"] not in _mailboxes(conn.bench_dir):
+    if not a.get("messages") and o.get("handle") and a["handle"] not in mailboxes(conn.bench_dir):
         # Not "no unread mail": there is no such mailbox at all (a typo, perhaps).
         text = f"no such mailbox: nothing was ever sent to {a['handle']}"
         from bench_cli import hints  # only when something looks wrong

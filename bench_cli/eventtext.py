@@ -1,15 +1,8 @@
-"""An event as one line of text, for the two places that show one: `bench events`
-(`format_event`) and the dashboard's events pane (`event_line`).
-
-Both show every field that has a value the same way (`field`): a signal by its name
-(`signal=SIGHUP`), booleans as `true`/`false`, lists comma-joined, text with spaces
-quoted; the proofs' event trails use it too.
-`bench events` prints the event as the log has it: sequence, local date and time, kind,
-then the fields in the log's order, quoted where they have spaces (--json prints them
-exactly); the kind may be coloured, as a piece apart from the fields so that nothing in
-them can pass for colour (see `output.write`). The pane, a narrow column, puts who the
-event is about first and the long ids last.
-"""
+"""An event as one line of text: for `bench events` (`format_event`: as the log has it,
+the kind painted as a piece apart so that nothing in the fields can pass for colour) and
+the dashboard's events pane (`event_line`: a narrow column, so who the event is about
+first and the long ids last). Both show a field's value alike (`field`), as the proofs'
+event trails do."""
 
 import re
 import time

@@ -1,17 +1,7 @@
-"""The team file: `bench up -f bench.toml` starts the daemon and the agents a file names.
+"""The team file: `bench up -f bench.toml` starts the daemon and the agents a file names
+(its `[daemon]` table and an `[agents.NAME]` table per agent: docs/team.md).
 
-    [daemon]                 # `bench up` options, without their dashes
-    idle-gate = 1.5
-
-    [agents.alice]           # the table's name is the session's handle
-    agent = "claude"         # a preset; the command defaults to its name
-    command = ["claude"]     # or one string, split like a shell line
-    cwd = "."                # relative to the file's directory
-    env = { FOO = "1" }
-    task = "Review PR 12"    # the first task, as mail: the session is a job
-    reply-to = ["bob"]       # owed a reply when the job ends
-
-The format and its behaviour are in docs/team.md. Which sessions a file started is
+Which sessions a file started is
 recorded in $BENCH_DIR/team.json (session id -> file, name and entry), so that `bench up
 -f` again tells "already running" from "changed" and `bench ps` can show where a session
 came from. The record is a label, not an authority: nothing is decided by it but what
@@ -24,10 +14,11 @@ import re
 import shlex
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, NotRequired, TypedDict
+from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from bench_cli import hints, output
+from bench_cli.context import Json
 from bench_wire import messages as m
 from bench_wire.addresses import is_address, is_handle
 from bench_wire.config import BY_FLAG, OPTIONS, option_problem
@@ -71,9 +62,8 @@ AGENT_KEYS = {
 # option's number; node and bridge_url a string).
 DaemonValues = dict[str, int | float | str]
 
-# The CLI's request helper (bench_cli.context.call): the daemon's answer as the blocking
-# client decodes it, a JSON object read by field name (`Any` is that boundary).
-Call = Callable[[str, m.Request], dict[str, Any]]
+# The CLI's request helper (bench_cli.context.call).
+Call = Callable[[str, m.Request], Json]
 
 
 class Result(TypedDict):
@@ -95,53 +85,32 @@ class Ended(TypedDict):
     pid: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Agent:
     name: str
     line: int  # of its [agents.NAME] header
-    argv: list[str]
-    agent: str | None = None
-    cwd: str = "."
-    env: dict[str, str] = field(default_factory=dict)
-    ready: str | None = None
-    rows: int = 40
-    cols: int = 120
-    task: str | None = None
-    subject: str = ""
-    reply_to: list[str] = field(default_factory=list)
-    key: str | None = None
-    deadline: float | None = None  # seconds, as `bench spawn --deadline`
-    stall_after: float | None = None
-    mid_turn: bool = False  # the adapter's mid-turn door (bench spawn --mid-turn)
+    spawn: m.Spawn  # what `bench up -f` asks of the daemon for it
 
     def entry(self) -> dict[str, object]:
         """What `bench up -f` records in team.json and compares with the recorded entry
         of a running session: the agent's values under the file's keys, in its order."""
-        values = {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
-        return {"command": self.argv} | {
-            k: v for k, v in values.items() if k not in ("name", "line", "argv")
+        s, job = self.spawn, self.spawn.job
+        return {
+            "command": s.argv,
+            "agent": s.agent,
+            "cwd": s.cwd,
+            "env": s.env,
+            "ready": s.ready,
+            "rows": s.rows,
+            "cols": s.cols,
+            "task": job.body if job else None,
+            "subject": job.subject if job else "",
+            "reply-to": job.reply_to if job else [],
+            "key": job.key if job else None,
+            "deadline": s.deadline,
+            "stall-after": s.stall_after,
+            "mid-turn": s.mid_turn,
         }
-
-    def spawn(self) -> m.Spawn:
-        job = None
-        if self.task is not None:
-            job = m.JobMailSpec(
-                body=self.task, subject=self.subject, key=self.key, reply_to=self.reply_to
-            )
-        return m.Spawn(
-            argv=self.argv,
-            name=self.name,
-            cwd=self.cwd,
-            env=self.env,
-            ready=self.ready,
-            rows=self.rows,
-            cols=self.cols,
-            agent=self.agent,
-            job=job,
-            deadline=self.deadline,
-            stall_after=self.stall_after,
-            mid_turn=self.mid_turn,
-        )
 
 
 @dataclass
@@ -417,24 +386,26 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
                 durations[k] = output.parse_duration(doc[k], most=longest)
             except ValueError as err:
                 raise bad(k, str(err)) from None
-    return Agent(
-        name=name,
-        line=head,
+    job = None
+    if task is not None:
+        job = m.JobMailSpec(
+            body=task, subject=doc.get("subject", ""), key=doc.get("key"), reply_to=reply_to
+        )
+    spawn = m.Spawn(
         argv=argv,
-        agent=agent,
+        name=name,
         cwd=cwd,
         env=dict(doc.get("env", {})),
         ready=doc.get("ready"),
         rows=rows,
         cols=cols,
-        task=task,
-        subject=doc.get("subject", ""),
-        reply_to=reply_to,
-        key=doc.get("key"),
+        agent=agent,
+        job=job,
         deadline=durations["deadline"],
         stall_after=durations["stall-after"],
         mid_turn=doc.get("mid-turn", False),
     )
+    return Agent(name=name, line=head, spawn=spawn)
 
 
 def read_task_file(base: str, given: str) -> str:
@@ -467,15 +438,8 @@ def read_task_file(base: str, given: str) -> str:
             raise ValueError(f"{named} is inside the BENCH_DIR {where}: never a task")
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError(f"{named} is not a regular file")
-        chunks: list[bytes] = []
-        left = FILE_MAX + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        raw = b"".join(chunks)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(FILE_MAX + 1)
     except OSError as err:
         raise ValueError(f"cannot read {given!r}: {err.strerror or err}") from None
     finally:
@@ -573,7 +537,7 @@ def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
             s = running.get(agent.name)
             if s is None:
                 try:
-                    a = call(bench_dir, agent.spawn())
+                    a = call(bench_dir, agent.spawn)
                 except WireError as err:
                     if err.code != "handle-taken":
                         raise WireError(
@@ -581,7 +545,7 @@ def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
                             f"{team.path}:{agent.line}: agents.{agent.name}: {err.message}",
                         ) from None
                     # Started concurrently (another `bench up -f`): running now.
-                    s = {"session": "?", "pid": 0, "argv": agent.argv}
+                    s = {"session": "?", "pid": 0, "argv": agent.spawn.argv}
                 else:
                     recs[a["session"]] = {
                         "file": team.path,
@@ -599,7 +563,7 @@ def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
                 if rec.get("file") != team.path:
                     changed.insert(0, f"file {rec.get('file')}")
             else:
-                changed = [] if list(s.get("argv") or []) == agent.argv else ["command"]
+                changed = [] if list(s.get("argv") or []) == agent.spawn.argv else ["command"]
             status = "changed" if changed else "running"
             r = _result(agent, status, s["session"], s["pid"])
             r["from_file"] = rec is not None

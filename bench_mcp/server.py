@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, BinaryIO, Literal, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from bench_cli import hints, output
+from bench_cli import entry, hints, output
 from bench_mcp import tools as t
 from bench_wire import messages as m
 from bench_wire.asyncclient import AsyncClient
@@ -53,14 +53,10 @@ log = logging.getLogger("bench.mcp")
 Lifespan = dict[str, Any]
 Ctx = ServerRequestContext[Lifespan]
 R = TypeVar("R", bound=m.Response)
-MailState = Literal["unread", "read", "all"]
 
 # Each connect, write and read, as the blocking client's default: a daemon that hangs
 # fails the one tool call instead of leaving the model waiting.
 TIMEOUT_S = 30.0
-
-# A body this small fits in any frame: only a larger one costs a hello to learn the cap.
-SMALL_BODY = 64 * 1024
 
 NAME = "bench"
 INBOX_URI = "bench://mail/inbox"
@@ -113,8 +109,8 @@ class Daemon:
         except WireError:
             pass
         try:
-            names.update(os.listdir(os.path.join(resolve_dir(self.bench_dir), "mail")))
-        except (OSError, WireError):
+            names.update(entry.mailboxes(resolve_dir(self.bench_dir)))
+        except WireError:
             pass
         return names
 
@@ -122,14 +118,11 @@ class Daemon:
         """Refuse a body over the daemon's cap here, as the CLI does: sent, it would
         not fit in one frame and the daemon could only say frame-too-long."""
         size = len(body.encode("utf-8", "surrogatepass"))
-        if size <= SMALL_BODY:
+        if size <= entry.SURE_BODY_BYTES:
             return  # within every cap a daemon has: its own check is enough
         cap = (await self.call(m.Hello())).caps.body_bytes
         if size > cap:
-            raise WireError(
-                "body-too-large",
-                f"the body is {size:,} bytes; the daemon's cap is {cap:,} bytes: nothing was sent",
-            )
+            raise entry.too_large(size, cap)
 
 
 def plain(answer: m.Response) -> t.Json:
@@ -142,21 +135,13 @@ def plain(answer: m.Response) -> t.Json:
 # ---------------------------------------------------------------- tools
 
 
-async def send_mail(d: Daemon, a: t.SendMailArgs) -> tuple[str, t.Json]:
+async def send_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     await d.check_body(a["body"])
-    in_reply_to = a.get("in_reply_to")
-    if in_reply_to is not None:
-        in_reply_to = t.message_ref(in_reply_to)[1]
-    req = m.MailSend(
-        to=a["to"],
-        body=a["body"],
-        subject=a.get("subject") or "",
-        key=a.get("key"),
-        reply_to=list(a.get("reply_to") or []),
-        in_reply_to=in_reply_to,
-    )
+    # The tool's arguments are the request's fields; in_reply_to may be a wake line's path.
+    if "in_reply_to" in a:
+        a = dict(a, in_reply_to=t.message_ref(a["in_reply_to"])[1])
     try:
-        sent = await d.call(req)
+        sent = await d.call(m.MailSend(**a))
     except WireError as err:  # `Dan`, `Carol@node2`: the address probably meant, as the CLI says
         if err.code in ("bad-handle", "bad-node"):
             err.message += hints.address(a["to"], await d.known_handles())
@@ -168,15 +153,13 @@ async def send_mail(d: Daemon, a: t.SendMailArgs) -> tuple[str, t.Json]:
     return text, t.public(ans)
 
 
-async def list_mail(d: Daemon, a: t.ListMailArgs) -> tuple[str, t.Json]:
-    state = a.get("state", "unread")
-    # check_args has held it to the schema's enum: unread, read or all.
-    req = m.MailList(state=cast(MailState, state), limit=a.get("limit"), cursor=a.get("cursor"))
-    ans = plain(await d.call(req))
-    return t.listing_text(ans, state), t.public(ans)
+async def list_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
+    # The tool's arguments are the request's fields (check_args has held state to its enum).
+    ans = plain(await d.call(m.MailList(**a)))
+    return t.listing_text(ans, a.get("state", "unread")), t.public(ans)
 
 
-async def search_mail(d: Daemon, a: t.SearchMailArgs) -> tuple[str, t.Json]:
+async def search_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     found = await d.call(
         m.MailSearch(query=a["query"], sender=a.get("sent_by"), limit=a.get("limit"))
     )
@@ -188,47 +171,31 @@ async def search_mail(d: Daemon, a: t.SearchMailArgs) -> tuple[str, t.Json]:
     return escape("\n".join(lines)), t.public(plain(found))
 
 
-async def read_mail(d: Daemon, a: t.ReadMailArgs) -> tuple[str, t.Json]:
+async def read_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"]) if "id" in a else (None, None)
     ans = plain(await d.call(m.MailRead(handle=handle, mail_id=mail_id)))
     return output.message(ans), t.public(ans)
 
 
-async def reply(d: Daemon, a: t.ReplyArgs) -> tuple[str, t.Json]:
+async def reply(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     handle, mail_id = t.message_ref(a["id"])
     await d.check_body(a["body"])
-    msg = plain(await d.call(m.MailRead(handle=handle, mail_id=mail_id)))
-    sent: list[t.Json] = []
-    for to in t.reply_recipients(msg):
-        try:
-            ans = plain(
-                await d.call(
-                    m.MailSend(
-                        to=to,
-                        body=a["body"],
-                        subject=t.reply_subject(msg["subject"]),
-                        in_reply_to=msg["mail_id"],
-                    )
-                )
-            )
-        except WireError as err:
-            if not sent:
-                raise
-            done = ", ".join(f"{s['to']} ({s['mail_id']})" for s in sent)
-            raise WireError(err.code, f"{err.message} (the reply to {done} was sent)") from None
-        sent.append(t.public(ans))
-    text = "\n".join(f"replied to {msg['mail_id']}: " + output.sent(s) for s in sent)
-    return text, {"in_reply_to": msg["mail_id"], "sent": sent}
+    # Read first: the message is marked read, and one in another's mailbox is forbidden.
+    msg = await d.call(m.MailRead(handle=handle, mail_id=mail_id))
+    ans = await d.call(m.MailReply(mail_id=msg.mail_id, body=a["body"]))
+    sent = [t.public(plain(s)) for s in ans.sent]
+    text = "\n".join(f"replied to {msg.mail_id}: " + output.sent(s) for s in sent)
+    return text, {"in_reply_to": ans.in_reply_to, "sent": sent}
 
 
-async def thread(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
+async def thread(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     # A wake line's path names the caller's own mailbox: the id is what the daemon needs.
     mail_id = t.message_ref(a["id"])[1]
     ans = await d.call(m.MailThread(mail_id=mail_id))
     return escape(t.thread_text(ans)), t.public(plain(ans))
 
 
-async def report(d: Daemon, a: t.ReportArgs) -> tuple[str, t.Json]:
+async def report(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     ans = await d.call(m.JobReport(content=a["content"]))
     return (
         f"reported {ans.bytes} bytes for session {ans.session}; it is mailed to "
@@ -237,7 +204,7 @@ async def report(d: Daemon, a: t.ReportArgs) -> tuple[str, t.Json]:
     )
 
 
-async def mail_status(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
+async def mail_status(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     mail_id = t.message_ref(a["id"])[1]
     ans = await d.call(m.MailStatus(mail_id=mail_id))
     lines = [f"{ans.mail_id} to {ans.to}: {ans.state}"]
@@ -247,7 +214,7 @@ async def mail_status(d: Daemon, a: t.MessageArgs) -> tuple[str, t.Json]:
     return escape("\n".join(lines)), t.public(plain(ans))
 
 
-async def wait_for_mail(d: Daemon, a: t.WaitArgs) -> tuple[str, t.Json]:
+async def wait_for_mail(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     timeout = float(a.get("timeout_seconds", 60))
     reply_to = a.get("reply_to")
     if reply_to is not None:
@@ -257,7 +224,7 @@ async def wait_for_mail(d: Daemon, a: t.WaitArgs) -> tuple[str, t.Json]:
     return output.message(ans), t.public(ans)
 
 
-async def whoami(d: Daemon, a: t.NoArgs) -> tuple[str, t.Json]:
+async def whoami(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     hello = await d.call(m.Hello())
     unread = (await d.call(m.MailList(state="unread", limit=1))).total
     me = hello.caller
@@ -283,17 +250,16 @@ async def _answer(d: Daemon, handle: str, allow: bool, reason: str | None) -> tu
     return escape(f"{what}{tool} for {ans.handle} (session {ans.session})"), t.public(plain(ans))
 
 
-async def approve(d: Daemon, a: t.ApproveArgs) -> tuple[str, t.Json]:
+async def approve(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return await _answer(d, a["handle"], True, None)
 
 
-async def deny(d: Daemon, a: t.DenyArgs) -> tuple[str, t.Json]:
+async def deny(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return await _answer(d, a["handle"], False, a.get("reason"))
 
 
-# Each handler takes its own tool's arguments (a TypedDict of bench_mcp.tools.ARGS),
-# which check_args has made of the call's JSON: the one place they are checked.
-Handler = Callable[[Daemon, Any], Awaitable[tuple[str, t.Json]]]
+# Each handler takes its tool's arguments as check_args has held them to its schema.
+Handler = Callable[[Daemon, t.Json], Awaitable[tuple[str, t.Json]]]
 
 HANDLERS: dict[str, Handler] = {
     "send_mail": send_mail,

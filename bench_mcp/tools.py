@@ -9,21 +9,19 @@ who is calling from the session the server runs in, exactly as for the CLI.
 
 import json
 import re
-from typing import Any, Required, TypedDict
+from typing import Any
 
 from bench_cli import output
 from bench_wire.errors import WireError
 from bench_wire.messages import ThreadMessage, ThreadOk
 
-# The daemon's subject cap (benchd.runtime.mailroom.SUBJECT_CHARS; a unit test holds them equal).
-SUBJECT_CHARS = 200
-
 _HANDLE = "a handle: 1-64 characters of a-z 0-9 . _ -, starting with a letter or digit"
 _ADDRESS = f"an address: {_HANDLE}; or handle@node for an agent on another machine (bob@node2)"
 _ID = "a message id such as 20261130T045611.123Z-0001"
 
-# A JSON object: a tool's schema, its checked arguments, a daemon answer. The daemon's
-# own types check every request it takes; here the fields are read and passed on.
+# A JSON object: a tool's schema, its arguments (check_args holds them to the schema, the
+# one place each tool's arguments are declared), a daemon answer. The daemon's own types
+# check every request it takes; here the fields are read and passed on.
 Json = dict[str, Any]
 
 # name -> (description, JSON schema of the arguments). Written for a model: what the
@@ -251,86 +249,16 @@ TOOLS: dict[str, tuple[str, Json]] = {
 }
 
 
-# Each tool's arguments as check_args returns them (its schema's properties, with the
-# types the schema gives; a test holds the two equal).
-class SendMailArgs(TypedDict, total=False):
-    to: Required[str]
-    body: Required[str]
-    subject: str
-    key: str
-    reply_to: list[str]
-    in_reply_to: str
-
-
-class ListMailArgs(TypedDict, total=False):
-    state: str
-    limit: int
-    cursor: str
-
-
-class ReadMailArgs(TypedDict, total=False):
-    id: str
-
-
-class ReplyArgs(TypedDict):
-    id: str
-    body: str
-
-
-class ReportArgs(TypedDict):
-    content: str
-
-
-class SearchMailArgs(TypedDict, total=False):
-    query: Required[str]
-    sent_by: str
-    limit: int
-
-
-class MessageArgs(TypedDict):
-    """thread and mail_status: one message."""
-
-    id: str
-
-
-class WaitArgs(TypedDict, total=False):
-    sent_by: str
-    reply_to: str
-    timeout_seconds: int
-
-
-class NoArgs(TypedDict):
-    pass
-
-
-class ApproveArgs(TypedDict):
-    handle: str
-
-
-class DenyArgs(TypedDict, total=False):
-    handle: Required[str]
-    reason: str
-
-
-ARGS: dict[str, type] = {
-    "send_mail": SendMailArgs,
-    "list_mail": ListMailArgs,
-    "read_mail": ReadMailArgs,
-    "reply": ReplyArgs,
-    "report": ReportArgs,
-    "search_mail": SearchMailArgs,
-    "thread": MessageArgs,
-    "mail_status": MessageArgs,
-    "wait_for_mail": WaitArgs,
-    "approve": ApproveArgs,
-    "deny": DenyArgs,
-    "whoami": NoArgs,
-}
-
 # Tools that change nothing (MCP's readOnlyHint): a client may call them without asking.
 READ_ONLY = {"list_mail", "search_mail", "thread", "whoami", "mail_status"}
 
-_JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict}
+# A schema's type: the Python type it arrives as, and how an error says it.
+_JSON_TYPES: dict[str, tuple[type, str]] = {
+    "string": (str, "a string"),
+    "integer": (int, "an integer"),
+    "array": (list, "a list of strings"),
+    "object": (dict, "an object"),
+}
 
 
 def check_args(tool: str, args: Json | None) -> Json:
@@ -360,9 +288,9 @@ def check_args(tool: str, args: Json | None) -> Json:
         spec = props[name]
         if spec["type"] == "array" and isinstance(value, str):
             value = [value]
-        want = _JSON_TYPES[spec["type"]]
+        want, said = _JSON_TYPES[spec["type"]]
         if not isinstance(value, want) or isinstance(value, bool):
-            raise WireError("bad-request", f"{tool}: {name!r} must be {_a(spec['type'])}")
+            raise WireError("bad-request", f"{tool}: {name!r} must be {said}")
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise WireError("bad-request", f"{tool}: {name!r} must be a list of strings")
         if "enum" in spec and value not in spec["enum"]:
@@ -371,15 +299,6 @@ def check_args(tool: str, args: Json | None) -> Json:
             )
         out[name] = value
     return out
-
-
-def _a(json_type: str) -> str:
-    return {
-        "string": "a string",
-        "integer": "an integer",
-        "array": "a list of strings",
-        "object": "an object",
-    }[json_type]
 
 
 # The path in a wake line: <BENCH_DIR>/mail/<handle>/(inbox|read)/<id>.md
@@ -403,24 +322,6 @@ def message_ref(value: str) -> tuple[str | None, str]:
             "path from a wake line (.../mail/<handle>/read/<id>.md)",
         )
     return m.group(1), m.group(2)
-
-
-def reply_recipients(msg: Json) -> list[str]:
-    """Where a reply to `msg` (a mail/read answer) goes: its reply-to, else its sender."""
-    seen: list[str] = []
-    for h in msg.get("reply_to") or [msg["from"]]:
-        if h not in seen:
-            seen.append(h)
-    return seen
-
-
-def reply_subject(subject: str) -> str:
-    """`Re: <subject>` (not `Re: Re: ...`), within the subject cap."""
-    subject = (subject or "").strip()
-    if subject[:3].lower() == "re:":
-        subject = subject[3:].strip()
-    out = f"Re: {subject}" if subject else "Re:"
-    return out[:SUBJECT_CHARS]
 
 
 def listing_text(a: Json, state: str) -> str:

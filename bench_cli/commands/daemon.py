@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any
 
 import click
 
@@ -20,6 +19,7 @@ from bench_cli.context import (
     Ctx,
     DaemonOption,
     Group,
+    Json,
     call,
     common,
     daemon_argv,
@@ -34,15 +34,11 @@ from bench_wire.client import dir_problem, resolve_dir, socket_path
 from bench_wire.config import OPTIONS
 from bench_wire.errors import WireError
 
-# The daemon's answer (here its hello, bench_wire's HelloOk), or an object in one, as
-# the blocking client decodes it: a JSON object read by field name. `Any` is that
-# boundary.
-Answer = dict[str, Any]
 # The daemon options given to a command, by field name (see @daemon_options).
 Options = dict[str, DaemonOption]
 
 
-def _hello(bench_dir: str | None) -> Answer | None:
+def _hello(bench_dir: str | None) -> Json | None:
     try:
         return call(bench_dir, m.Hello())
     except WireError as err:
@@ -51,7 +47,7 @@ def _hello(bench_dir: str | None) -> Answer | None:
         raise
 
 
-def _running_options(a: Answer) -> dict[str, float]:
+def _running_options(a: Json) -> dict[str, float]:
     """The running daemon's options, as far as its hello tells them (flag -> value): each
     where its `Option.hello` says ("caps.connections")."""
     known: dict[str, float] = {}
@@ -64,7 +60,7 @@ def _running_options(a: Answer) -> dict[str, float]:
     return known
 
 
-def _differing(a: Answer, kw: Options) -> list[str]:
+def _differing(a: Json, kw: Options) -> list[str]:
     """The options given to `up` that the running daemon does not have."""
     running = _running_options(a)
     out = []
@@ -134,7 +130,7 @@ def up(
     )
 
 
-def _up(d: str, restart: bool, kw: Options) -> tuple[Answer, str]:
+def _up(d: str, restart: bool, kw: Options) -> tuple[Json, str]:
     """The daemon for `d` running, with the options asked for: its hello, and what was done."""
     a = _hello(d)
     if a is not None and restart:
@@ -161,7 +157,7 @@ def _up(d: str, restart: bool, kw: Options) -> tuple[Answer, str]:
     return a, f"benchd started: pid {a['pid']}, {a['bench_dir']}"
 
 
-def _already(a: Answer, kw: Options) -> str:
+def _already(a: Json, kw: Options) -> str:
     differ = _differing(a, kw)
     if differ:
         raise WireError(
@@ -225,7 +221,7 @@ def _start_lock(d: str) -> int:
         return fd
 
 
-def _start(d: str, kw: Options) -> Answer:
+def _start(d: str, kw: Options) -> Json:
     """Start benchd for `d` and wait for it to answer: its hello."""
     try:
         out_fd = os.open(
@@ -416,7 +412,7 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
     done(ctx, a, text)
 
 
-def agents_line(sessions: list[Answer]) -> str:
+def agents_line(sessions: list[Json]) -> str:
     """The live adapter sessions by their agents' own states; the blocked and limited by
     name (the operator's attention): "3 reporting: 1 idle, 1 blocked (bob), 1 limited (eve)"."""
     by: dict[str, list[str]] = {}
@@ -439,14 +435,14 @@ def agents_line(sessions: list[Answer]) -> str:
     return f"{sum(len(v) for v in by.values())} with adapters: " + ", ".join(parts)
 
 
-def isolation_line(caps: Answer) -> str:
+def isolation_line(caps: Json) -> str:
     """One line on the sessions' sandbox: on, or off and why."""
     if caps.get("isolation") == "on":
         return "on: each session in its own PID namespace and BENCH_DIR view (bwrap)"
     return f"OFF: {caps.get('isolation_note') or 'this daemon does not sandbox sessions'}"
 
 
-def disk_health(disk: Answer) -> str:
+def disk_health(disk: Json) -> str:
     """One line on the state dir's disk: full (sends refused) or its free space."""
     free = f"{disk.get('free', 0) / 1e6:,.1f} MB free"
     if disk.get("full"):
@@ -454,7 +450,7 @@ def disk_health(disk: Answer) -> str:
     return f"ok, {free}"
 
 
-def index_health(ix: Answer) -> str:
+def index_health(ix: Json) -> str:
     """One line on the mail index: ok, or why not and what waits."""
     state: str = ix.get("state", "ok")
     text = state

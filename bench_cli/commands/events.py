@@ -5,13 +5,13 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
 
 import click
 
 from bench_cli import output
 from bench_cli.context import (
     IntParam,
+    Json,
     colour,
     common,
     complete_sessions,
@@ -91,7 +91,7 @@ def events(
 ) -> None:
     """Read (and follow) the event log."""
 
-    def wanted(ev: dict[str, Any]) -> bool:
+    def wanted(ev: Json) -> bool:
         if since is not None and ev["ts"] < since:
             return False
         return who is None or who in (
@@ -101,7 +101,7 @@ def events(
             ev.get("from"),
         )
 
-    def show(ev: dict[str, Any]) -> None:
+    def show(ev: Json) -> None:
         output.emit_json(ev) if as_json else output.write(format_event(ev, on))
         sys.stdout.flush()
 
@@ -109,8 +109,8 @@ def events(
     shown = 0
     if last is not None:
         # The last N: read what is there (keeping N), then follow from where it ended.
-        kept: collections.deque[dict[str, Any]] = collections.deque(maxlen=last)
-        for ev in _events(bench_dir, after, kind, False, None):
+        kept: collections.deque[Json] = collections.deque(maxlen=last)
+        for ev in _events(bench_dir, after, kind, False):
             after = ev["seq"]
             if wanted(ev):
                 kept.append(ev)
@@ -121,7 +121,7 @@ def events(
             return
     if limit is not None and shown >= limit:
         return
-    for ev in _events(bench_dir, after, kind, follow, None):
+    for ev in _events(bench_dir, after, kind, follow):
         if wanted(ev):
             show(ev)
             shown += 1
@@ -140,10 +140,8 @@ events.epilog = examples(
 )
 
 
-def _events(
-    bench_dir: str | None, after: int, kind: str | None, follow: bool, limit: int | None
-) -> Iterator[dict[str, Any]]:
+def _events(bench_dir: str | None, after: int, kind: str | None, follow: bool) -> Iterator[Json]:
     """The log's records after `after` (then, with follow, live), up to the stream's end."""
     with connect(bench_dir, timeout=None) as conn:
-        for frame in conn.stream(m.EventsRead(since=after, kind=kind, follow=follow, limit=limit)):
+        for frame in conn.stream(m.EventsRead(since=after, kind=kind, follow=follow)):
             yield frame.event

@@ -43,28 +43,9 @@ def mail() -> None:
 @click.option("--key", help="idempotency key: a resend with the same key writes nothing")
 @reply_to_option("where replies go (repeat)")
 @click.option("--in-reply-to", "in_reply_to", metavar="ID", help="the message this answers")
-def mail_send(
-    bench_dir: str | None,
-    as_json: bool,
-    to: str,
-    subject: str | None,
-    body: str | None,
-    key: str | None,
-    reply_to: tuple[str, ...],
-    in_reply_to: str | None,
-) -> None:
+def mail_send(bench_dir: str | None, as_json: bool, **opts: object) -> None:
     """Send mail to handle TO."""
-    entry.from_click(
-        ("mail", "send"),
-        bench_dir,
-        as_json,
-        to=to,
-        subject=subject,
-        body=body,
-        key=key,
-        reply_to=list(reply_to),
-        in_reply_to=in_reply_to,
-    )
+    entry.from_click(("mail", "send"), bench_dir, as_json, **opts)
 
 
 mail_send.epilog = examples(
@@ -88,18 +69,9 @@ mail_send.epilog = examples(
     help="whose mailbox (operator only; default: yours)",
 )
 @click.option("--cursor", help="continue after this id (from a truncated listing)")
-def mail_list(
-    bench_dir: str | None,
-    as_json: bool,
-    state: str,
-    limit: int | None,
-    handle: str | None,
-    cursor: str | None,
-) -> None:
+def mail_list(bench_dir: str | None, as_json: bool, **opts: object) -> None:
     """List mail: metadata only, never bodies."""
-    entry.from_click(
-        ("mail", "list"), bench_dir, as_json, state=state, limit=limit, handle=handle, cursor=cursor
-    )
+    entry.from_click(("mail", "list"), bench_dir, as_json, **opts)
 
 
 mail_list.epilog = examples(
@@ -118,11 +90,9 @@ mail_list.epilog = examples(
     shell_complete=complete_handles,
     help="whose mailbox (operator only; default: yours)",
 )
-def mail_read(
-    bench_dir: str | None, as_json: bool, mail_id: str | None, handle: str | None
-) -> None:
+def mail_read(bench_dir: str | None, as_json: bool, **opts: object) -> None:
     """Read a message (default: the oldest unread) and retire it to read/."""
-    entry.from_click(("mail", "read"), bench_dir, as_json, mail_id=mail_id, handle=handle)
+    entry.from_click(("mail", "read"), bench_dir, as_json, **opts)
 
 
 mail_read.epilog = examples("bench mail read", "bench mail read 20261130T045611.123Z-0001")

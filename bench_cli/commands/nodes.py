@@ -1,5 +1,6 @@
 """Mail between nodes: `bench bridge` (the NATS bridge, foreground) and `bench nodes`."""
 
+import dataclasses
 import functools
 import sys
 import time
@@ -20,23 +21,14 @@ if TYPE_CHECKING:
 
 def connection(f: Callable[..., None]) -> Callable[..., None]:
     """The NATS connection's options, the same for `bench bridge` and `bench nodes init`,
-    handed to the command as one `conn` (bench_bridge.urls.Connection)."""
+    handed to the command as one `conn` (bench_bridge.urls.Connection: its fields are
+    the options' names)."""
 
     @functools.wraps(f)
-    def with_conn(
-        *args: object,
-        url: str,
-        creds: str | None,
-        token: str | None,
-        tls_ca: str | None,
-        tls_cert: str | None,
-        tls_key: str | None,
-        insecure: bool,
-        **kwargs: object,
-    ) -> None:
+    def with_conn(*args: object, **kwargs: Any) -> None:
         from bench_bridge.urls import Connection  # stdlib only: no extra needed to parse
 
-        conn = Connection(url, creds, token, tls_ca, tls_cert, tls_key, insecure)
+        conn = Connection(**{x.name: kwargs.pop(x.name) for x in dataclasses.fields(Connection)})
         f(*args, conn=conn, **kwargs)
 
     command: Callable[..., None] = with_conn

@@ -5,8 +5,8 @@ import base64
 import os
 import shlex
 import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+import time
+from typing import TextIO
 
 import click
 import msgspec
@@ -16,6 +16,7 @@ from bench_cli.context import (
     DIR_HELP,
     Ctx,
     FloatParam,
+    Json,
     ask,
     colour,
     common,
@@ -32,20 +33,8 @@ from bench_wire import messages as m
 from bench_wire import untrusted
 from bench_wire.errors import WireError
 
-# `bench ps --tree`: sessions drawn under the session that spawned them.
-#
-# A session's `parent` (in `bench ps --json`) is the id of the session that started it as
-# a job; sessions the operator started, and those whose parent is not listed (exited and
-# not asked for with -a, or pruned), are roots. Children follow their parent in spawn
-# order.
 
-
-# A session as `bench ps` has it: a row of the session/list answer (bench_wire's
-# SessionInfo), a JSON object as the blocking client decodes it; `Any` is that boundary.
-Row = dict[str, Any]
-
-
-def job_state(s: Row) -> str:
+def job_state(s: Json) -> str:
     """What the job of a session is doing: -, running, stalled, settling, or its outcome
     (bench_wire.messages.current_outcome; a record of an earlier version in today's words)."""
     if not s.get("job"):
@@ -57,46 +46,83 @@ def job_state(s: Row) -> str:
     return "settling"
 
 
-def ordered(rows: list[Row]) -> list[tuple[int, bool, list[bool], Row]]:
-    """(depth, last among its siblings, which ancestors were last, row) in tree order."""
+def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
+    """`bench ps --tree`'s order: (its handle drawn under the session that spawned it,
+    row). A session's `parent` is the id of the session that started it as a job;
+    sessions the operator started, and those whose parent is not listed (exited and not
+    asked for with -a, or pruned), are roots. Children follow their parent in spawn order."""
     ids = {s["session"] for s in rows}
-    children: dict[str | None, list[Row]] = {}
+    children: dict[str | None, list[Json]] = {}
     for s in rows:
         parent = s.get("parent") if s.get("parent") in ids else None
         children.setdefault(parent, []).append(s)
-    out: list[tuple[int, bool, list[bool], Row]] = []
+    out: list[tuple[str, Json]] = []
 
-    def walk(parent: str | None, depth: int, lasts: list[bool]) -> None:
+    def walk(parent: str | None, lead: str) -> None:
         kids = children.get(parent, [])
         for i, s in enumerate(kids):
             last = i == len(kids) - 1
-            out.append((depth, last, lasts, s))
-            walk(s["session"], depth + 1, [*lasts, last])
+            if parent is None:  # a root: its handle alone, and no lead below it
+                out.append((s["handle"], s))
+                walk(s["session"], "")
+            else:
+                out.append((lead + ("└─ " if last else "├─ ") + s["handle"], s))
+                walk(s["session"], lead + ("   " if last else "│  "))
 
-    walk(None, 0, [])
+    walk(None, "")
     return out
 
 
-def render_tree(
-    rows: list[Row],
-    exit_text: Callable[[Row], str],
-    state_colour: Callable[[Row], str | None],
-    on: bool,
+def table(
+    rows: list[Json], tree: bool, started_by: dict[str, str], on: bool
 ) -> list[str | output.Painted]:
-    """The tree as pieces for `output.write`: the state painted as a piece of its own, so
-    nothing in a handle or argv can colour."""
-    pieces: list[str | output.Painted] = [
-        f"{'HANDLE':<28} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'JOB':<11} EXIT     COMMAND"
-    ]
-    for depth, last, lasts, s in ordered(rows):
-        if depth == 0:
-            name = s["handle"]
-        else:
-            lead = "".join("   " if done else "│  " for done in lasts[1:])
-            name = lead + ("└─ " if last else "├─ ") + s["handle"]
-        pieces += [f"\n{name:<28} {s['session']:<10} {s['pid']:>7}  "]
-        pieces += [output.paint(f"{s['state']:<8}", state_colour(s), on)]
-        pieces += [f" {job_state(s):<11} {exit_text(s):<7}  {' '.join(s.get('argv') or [])}"]
+    """`bench ps`'s table as pieces for `output.write`: the state painted as a piece of its
+    own, so nothing in a handle or argv can colour. With `tree` each session is under the
+    one that spawned it; else a TEAM column when some session came from a team file (its
+    file's name) and an AGENT column when some has an adapter (what its agent said)."""
+    teams = {
+        s["session"]: os.path.basename(started_by[s["session"]])
+        for s in rows
+        if s["session"] in started_by and not tree
+    }
+    tw = max((len(t) for t in teams.values()), default=0)
+    team_head = f"{'TEAM':<{max(tw, 4)}}  " if teams else ""
+    agents = {s["session"]: agent_text(s["agent"]) for s in rows if s.get("agent") and not tree}
+    aw = max((len(t) for t in agents.values()), default=0)
+    agent_head = f"{'AGENT':<{max(aw, 5)}}  " if agents else ""
+    width = 28 if tree else 20
+    head = f"{'HANDLE':<{width}} {'SESSION':<10} {'PID':>7}  {'STATE':<8} "
+    if tree:
+        head += f"{'JOB':<11} EXIT     COMMAND"
+    else:
+        head += f"{'IDLE':>5}  {'JOB':<11} {'LEFT':>5}  EXIT     {agent_head}{team_head}COMMAND"
+    pieces: list[str | output.Painted] = [head]
+    for name, s in tree_names(rows) if tree else [(s["handle"], s) for s in rows]:
+        argv = " ".join(s.get("argv") or [])
+        pieces += [f"\n{name:<{width}} {s['session']:<10} {s['pid']:>7}  "]
+        pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
+        if tree:
+            pieces += [f" {job_state(s):<11} {_exit_text(s):<7}  {argv}"]
+            continue
+        idle = "-" if s.get("idle_ms") is None else output.duration(s["idle_ms"] / 1000)
+        left = s.get("deadline_left_ms")
+        left_text = "-" if left is None else output.duration(left / 1000)
+        label = f"{teams.get(s['session'], '-'):<{max(tw, 4)}}  " if teams else ""
+        agent = f"{agents.get(s['session'], '-'):<{max(aw, 5)}}  " if agents else ""
+        pieces += [
+            f" {idle:>5}  {job_state(s):<11} {left_text:>5}  {_exit_text(s):<7}  "
+            f"{agent}{label}{argv}"
+        ]
+    if tree:
+        return pieces
+    for s in rows:  # what a blocked agent waits for, at once under the table
+        a = s.get("agent") or {}
+        if a.get("state") == "blocked" and s["state"] == "running":
+            pieces += [
+                f"\n{s['handle']} waits for approval: {untrusted.escape(a.get('tool') or '?')} "
+                f"{untrusted.escape((a.get('input') or '')[:120])}  "
+                f"(bench approve {s['handle']} | bench deny {s['handle']} -m REASON)"
+            ]
     return pieces
 
 
@@ -238,7 +264,7 @@ spawn.epilog = examples(
 )
 
 
-def _exit_text(s: dict[str, Any]) -> str:
+def _exit_text(s: Json) -> str:
     if s.get("exit") is not None:
         return str(s["exit"])
     if s.get("signal") is not None:
@@ -246,7 +272,7 @@ def _exit_text(s: dict[str, Any]) -> str:
     return "-"
 
 
-def _state_colour(s: dict[str, Any]) -> str | None:
+def _state_colour(s: Json) -> str | None:
     if s["state"] == "running":
         return "green"
     return None if s.get("exit") == 0 else "red"
@@ -309,62 +335,15 @@ def ps(
         if rows:
             output.write("\n".join(s["handle"] for s in rows))
         return
-    on = colour(ctx.json)
-    if tree and rows:
-        output.write(render_tree(rows, _exit_text, _state_colour, on))
-        return
     if not rows:
         more = sum(1 for s in listed if s["state"] != "running")
         hint = f" ({more} exited: bench ps -a)" if more else ""
         output.write("no sessions, live or exited" if show_all else "no live sessions" + hint)
         return
-    # The state is painted as a piece of its own: nothing in a handle or argv can colour.
-    # A TEAM column only when some listed session came from a team file: its file's name.
-    teams = {
-        s["session"]: os.path.basename(started_by[s["session"]])
-        for s in rows
-        if s["session"] in started_by
-    }
-    tw = max((len(t) for t in teams.values()), default=0)
-    team_head = f"{'TEAM':<{max(tw, 4)}}  " if teams else ""
-    # An AGENT column only when some listed session has an adapter: what its agent said.
-    agents = {s["session"]: agent_text(s["agent"]) for s in rows if s.get("agent")}
-    aw = max((len(t) for t in agents.values()), default=0)
-    agent_head = f"{'AGENT':<{max(aw, 5)}}  " if agents else ""
-    pieces: list[str | output.Painted] = [
-        f"{'HANDLE':<20} {'SESSION':<10} {'PID':>7}  {'STATE':<8} {'IDLE':>5}  "
-        f"{'JOB':<11} {'LEFT':>5}  EXIT     {agent_head}{team_head}COMMAND"
-    ]
-    for s in rows:
-        idle = "-" if s.get("idle_ms") is None else output.duration(s["idle_ms"] / 1000)
-        left = s.get("deadline_left_ms")
-        left_text = "-" if left is None else output.duration(left / 1000)
-        pieces += [f"\n{s['handle']:<20} {s['session']:<10} {s['pid']:>7}  "]
-        pieces += [output.paint(f"{s['state']:<8}", _state_colour(s), on)]
-        label = f"{teams.get(s['session'], '-'):<{max(tw, 4)}}  " if teams else ""
-        agent = f"{agents.get(s['session'], '-'):<{max(aw, 5)}}  " if agents else ""
-        pieces += [
-            f" {idle:>5}  {job_state(s):<11} {left_text:>5}  {_exit_text(s):<7}  "
-            f"{agent}{label}{' '.join(s.get('argv') or [])}"
-        ]
-    for s in rows:  # what a blocked agent waits for, at once under the table
-        a = s.get("agent") or {}
-        if a.get("state") == "blocked" and s["state"] == "running":
-            pieces += [
-                f"\n{s['handle']} waits for approval: {untrusted.escape(a.get('tool') or '?')} "
-                f"{untrusted.escape((a.get('input') or '')[:120])}  "
-                f"(bench approve {s['handle']} | bench deny {s['handle']} -m REASON)"
-            ]
-    output.write(pieces)
+    output.write(table(rows, tree, started_by, colour(ctx.json)))
 
 
-def _hhmm(ms: int) -> str:
-    import time
-
-    return time.strftime("%H:%M", time.localtime(ms / 1000))
-
-
-def agent_text(a: dict[str, Any]) -> str:
+def agent_text(a: Json) -> str:
     """An adapter session's agent state in a few characters: `idle`, `blocked Bash`,
     `limited 13:42`, or `?` before its first report (`+screen`: the screen's evidence)."""
     state = a.get("state")
@@ -374,8 +353,8 @@ def agent_text(a: dict[str, Any]) -> str:
         return f"blocked {untrusted.escape(a['tool'])[:16]}"
     if state == "limited":
         until = a.get("until")
-        text = "limited " + (_hhmm(until) if until else "?")
-        return text + ("+screen" if a.get("source") == "screen" else "")
+        at = time.strftime("%H:%M", time.localtime(until / 1000)) if until else "?"
+        return f"limited {at}" + ("+screen" if a.get("source") == "screen" else "")
     return str(state)
 
 
@@ -541,18 +520,9 @@ def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, .
         )
     if s.state == "running":
         ask(d, m.SessionKill(handle=s.session), timeout=120.0)
-    req = m.Spawn(
-        argv=launch.argv,
-        name=s.handle,
-        cwd=launch.cwd,
-        env=given,
-        ready=launch.ready,
-        rows=launch.rows,
-        cols=launch.cols,
-        agent=launch.agent,
-        sandbox=launch.sandbox,
-    )
-    a = ask(d, req)
+    # Its launch is the spawn's own fields, but the environment's values (given again).
+    how = {k: v for k, v in msgspec.structs.asdict(launch).items() if k != "env_keys"}
+    a = ask(d, m.Spawn(**how, name=s.handle, env=given))
     if rec is not None:  # still its team's: `bench ps` and `bench up -f` know it
         team.relabel(d, s.session, a.session)
     note = "\n(its job's task is not sent again)" if s.job else ""

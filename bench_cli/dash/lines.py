@@ -139,6 +139,8 @@ def _offset(x: int, y: int) -> RichStyle:
 
 
 _PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
+# A screen frame's style flags, in the order their styles are written.
+_FLAGS = (("b", "bold"), ("i", "italic"), ("u", "underline"), ("r", "reverse"))
 
 
 def colour(name: str) -> str | None:
@@ -164,15 +166,7 @@ def screen_lines(frame: Answer) -> list[Text]:
     for y, line in enumerate(lines[:last]):
         t = Text(printable(line), no_wrap=True, overflow="crop")
         for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
-            parts = []
-            if "b" in flags:
-                parts.append("bold")
-            if "i" in flags:
-                parts.append("italic")
-            if "u" in flags:
-                parts.append("underline")
-            if "r" in flags:
-                parts.append("reverse")
+            parts = [style for flag, style in _FLAGS if flag in flags]
             f, b = colour(fg), colour(bg)
             if f:
                 parts.append(f)
