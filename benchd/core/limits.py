@@ -1,18 +1,8 @@
 """Sender limits: what a flood meets and no real agent does. Pure (no I/O, no clock).
 
-Limits, each a daemon option (`Limits`):
-
-- a send bucket per tree of sessions (`--send-burst` sends at once, `--send-rate` back
-  per second): a session and every job below it draw on the bucket of the tree's root
-  (benchd.core.trees), so delegating multiplies nothing; the operator has its own,
-  larger, pair. Refused with `rate-limited` and the seconds until the sends would fit;
-- per tree, the bytes it may send and the new mailboxes it may make in an hour
-  (`--tree-bytes`, `--tree-mailboxes`; benchd.core.trees): refused with `rate-limited`;
-- a cap per mailbox on what waits unread (`--mailbox-messages`, `--mailbox-bytes`):
-  refused with `mailbox-full`. Reading and retiring are never limited, so the owner (or
-  the operator) can always empty it;
-- at most `--reply-to-max` reply-to addresses on one message: refused with
-  `too-many-recipients`. That also bounds a reply's fan-out, which goes to them.
+Which limits there are, their options and codes: docs/limits.md. A session and every
+job below it draw on the bucket of the tree's root (benchd.core.trees), so delegating
+multiplies nothing.
 
 A refusal says whether it is written down (`count`, benchd.core.limits): the first of a
 flood of refusals of the same code and sender (or mailbox, or tree budget) is logged and

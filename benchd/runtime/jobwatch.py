@@ -1,19 +1,9 @@
 """A job's clock: its deadline, and the stall of a child that shows no output.
 
-- **Deadline** (`bench spawn --deadline 10m`): when it passes, a `job/deadline` event is
-  recorded and the session is ended as `bench kill` ends one (SIGHUP, SIGTERM, then
-  SIGKILL to its process group, a grace apart); its job settles `interrupted` with
-  reason `deadline`. The deadline is stored with the job (wall-clock ms in its record),
-  so a job found at start already past it settles with that reason
-  (benchd.runtime.jobhost).
-- **Stall**: a job's child that has shown no pty output for its stall-after time
-  (`--stall-after`, the daemon's or the spawn's; 0: never) and has not run `bench
-  report` is stalled: a `job/stalled` event, and one mail from the child to each of its
-  reply-to addresses, in the task's thread, saying how long it has been idle with its
-  last screen lines (escaped as all untrusted text is). Once per stall: the next output
-  ends it (`job/active`), and a later stall mails again. Stall mails are sends like any
-  other: the child's send bucket and the recipients' mailbox limits apply, and a
-  refusal is named in the event (`refused`) and the log.
+What each does (events, mail, the kill's steps) is docs/jobs.md's. The deadline is
+stored with the job (wall-clock ms in its record), so a job found at start already past
+it settles with reason `deadline` (benchd.runtime.jobhost). Stall mails are sends like
+any other: the child's send bucket and the recipients' mailbox limits apply.
 
 One task per live job session, in the session's own nursery (benchd.runtime.sessions),
 so it ends when the session does.

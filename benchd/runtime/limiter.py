@@ -3,15 +3,10 @@
 The sender limits: benchd.core.limits' decisions, with the clock, the index's
 unread tally, benchd.log and the event log.
 
-The mail handlers ask before a caller's send reaches the mailroom (mail/send, mail/reply),
-and the spawner before a job starts (its task mail is a send, and so is each reply it
-owes: charged then, to the spawner's tree). A session is charged to its tree's budgets
-(benchd.core.trees), the operator to its own bucket. A mailbox's unread caps are checked
-again where each send's batch commits (`admit`), for every send into a mailbox: a job's
-replies and mail from other nodes too. A refusal raises WireError; one line per flood
-and source (benchd.core.limits) is logged and recorded as a `limit/hit` event, with the
-count of refusals it stands for. `refused` does the same for the daemon's other
-budgets (connections per tree).
+A session is charged to its tree's budgets (benchd.core.trees), the operator to its
+own bucket; a job's task mail and every reply it owes are charged when it is spawned. A
+mailbox's unread caps are checked again where each send's batch commits (`admit`), so a
+job's replies and mail from other nodes meet them too.
 
 Delegation (`Delegation`, at the end): a session's spawn checked, named and counted. The
 rules and the limits are decided in benchd.core.trees; this service supplies what they

@@ -1,27 +1,12 @@
 """The wake reactor: it answers mail/sent by typing one line into the recipient's pty.
 
-- The courier keeps a token bucket per recipient handle (burst, refill). A wake costs a
-  token when it is queued; without one the wake is capped (`wake/capped`) and the mail
-  waits, unread and safe. The cap starves wakes, never mail.
-- When tokens come back while capped mail is still unread and unannounced, one digest
-  wake (`You have N unread messages: ...`) is queued, inside the same bucket.
-- A session that claims a handle with mail waiting unread in its inbox is told of it
-  (`claimed`): one wake for one message, a digest for several, in the same bucket (no
-  token: announced by the digest when one comes back). The fallback for every program;
-  an agent's own hooks may deliver mail too.
-- A session's waker waits for the idle gate (no output and no operator input for the
-  gate, first output seen, ready pattern matching), takes the session's write lock,
-  and then in ONE committed operation retires the message (moved to read/ now, so the
-  line can carry the path that stays valid) and logs `agent/woken`: the files, the
-  delivery state and the log agree whatever ends the session or the daemon meanwhile.
-  Then it pastes the line (bracketed if the child asked for it), waits the paste
-  settle, presses Enter as a separate write, and presses Enter again with backoff while
-  the screen does not change. The line itself is never written twice.
-- An agent that reports for itself (an adapter session, benchd.runtime.agenthost) is
-  typed to only while its report says idle; while it works, its Stop hook takes the
-  next wake through `hand_over` (nothing typed; the same one commit retires it and logs
-  `agent/woken` with its door); while blocked or limited, its wakes are parked
-  (`wake/deferred` blocked / parked) until it reports again or its limit resets.
+How a wake lands (the bucket, the digest, the idle gate, paste and Enter) is
+docs/reactor.md's. What the code must keep: a wake is committed (its message retired to
+read/ and `agent/woken` logged, in ONE operation) before its line is typed, so the
+files, the delivery state and the log agree whatever ends the session or the daemon
+meanwhile, and the line itself is never written twice. An agent that reports for
+itself is typed to only while its report says idle; while it works its Stop hook takes
+the next wake (`hand_over`), and while blocked or limited its wakes are parked.
 """
 
 import dataclasses
@@ -42,8 +27,8 @@ from benchd.runtime.terminal import Terminal
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
-QUIET_LIMIT_S = 1.0
-AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says it is idle  # an agent that never stops printing is not waited on longer
+QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longer
+AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says it is idle
 
 
 class Courier:

@@ -1,26 +1,10 @@
 """Sessions: agents in ptys owned by the daemon, their handles, identity and relay verbs,
 their agents' presets, and session/spawn carried out.
 
-A session claims a handle at spawn (unique among live sessions; `operator` reserved),
-gets BENCH_SESSION / BENCH_HANDLE / BENCH_DIR / BENCH_TOKEN in its environment, and
-lives until its child exits: then it settles (exit code or signal, session/exited,
-handle freed, mailbox kept, queued wakes dropped).
-
-Identity: a connection is placed once, when it is accepted, from kernel facts about
-the connecting process (benchd.runtime.placement): a session, the operator, or
-unplaceable. A request carrying a live session's BENCH_TOKEN is that session (where the
-sandbox is off, the token is what a process that left its session can still use); a
-forged or stale token is refused.
-
-Agent presets (`Preset`, after `Sessions`): what a real agent TUI needs from the reactor, by
-name. `bench spawn --agent NAME -- CMD` takes the preset's ready pattern (unless --ready is
-given) and its paste settle. Built in: claude, codex, pi (observed on Claude Code
-2.1, Codex 0.171, pi 0.73 against a local model; see docs/agents.md and
-tests/real_agents/agents.py). Add your own in $BENCH_DIR/presets.json:
-
-    {"aider": {"ready": "^> $", "paste_settle": 0.3}}
-
-A file preset of the same name replaces the built-in one.
+Identity: a connection is placed once, when it is accepted (benchd.runtime.placement);
+a request carrying a live session's BENCH_TOKEN is that session (where the sandbox is
+off, the token is what a process that left its session can still use). Agent presets
+(`Preset`): docs/reactor.md.
 
 The spawn (`Spawner`, at the end): the session reserved and started, its job made and its task
 delivered, its delegation counted, its events logged, and every step undone when a
