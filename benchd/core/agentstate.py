@@ -152,7 +152,6 @@ def reset_in_text(text: str, now: int) -> int | None:
 
 
 def step(cur: AgentState | None, event: str, payload: dict[str, object], now: int) -> AgentState:
-    """The state after `event` was reported at wall ms `now`."""
     if event not in EVENTS:
         raise BadReport(f"unknown hook event {event!r}; known: {', '.join(EVENTS)}")
     if cur is not None and cur.state == "exited":
@@ -192,12 +191,10 @@ def step(cur: AgentState | None, event: str, payload: dict[str, object], now: in
 
 
 def answered(cur: AgentState, now: int) -> AgentState:
-    """An approval was answered: the turn goes on."""
     return AgentState("working", now)
 
 
 def expired(cur: AgentState, now: int) -> bool:
-    """A limited state whose reset time has passed."""
     return cur.state == "limited" and cur.until is not None and now >= cur.until
 
 

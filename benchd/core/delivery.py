@@ -102,7 +102,6 @@ def _node(f: Facts) -> dict[str, str]:
 
 
 def current(ms: list[Mark]) -> Mark | None:
-    """The state a listing shows (see the module's docstring)."""
     by = {m.state: m for m in ms}
     for state in ("replied", "active"):
         if state in by:

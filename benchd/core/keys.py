@@ -39,7 +39,6 @@ def check_client_key(key: str) -> None:
 
 
 def reply_key(job_key: str, index: int) -> str:
-    """The key of a job's reply to its `index`th reply-to address."""
     return f"{RESERVED}{job_key}{_REPLY}{index}"
 
 

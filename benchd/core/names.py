@@ -112,14 +112,10 @@ def _id_ms(mail_id: str) -> int:
 
 
 class WallClock(Protocol):
-    def wall_ms(self) -> int:
-        """Milliseconds since the Unix epoch."""
-        ...
+    def wall_ms(self) -> int: ...
 
 
 class SystemWallClock:
-    """The real wall clock (`time.time_ns`)."""
-
     def wall_ms(self) -> int:
         return time.time_ns() // 1_000_000
 

@@ -41,8 +41,6 @@ def root_of(s: TreeMember) -> str:
 
 
 class HourWindow:
-    """What was spent in the last hour, in per-minute slots."""
-
     __slots__ = ("slots",)
 
     def __init__(self) -> None:
@@ -94,8 +92,6 @@ class OverBudget:
 
 
 class TreeBudgets:
-    """The hourly budgets of every tree, by its root's session id."""
-
     def __init__(self, limits: TreeLimits) -> None:
         self.limits = limits
         self.bytes: dict[str, HourWindow] = {}
@@ -235,7 +231,6 @@ class Quota:
                 del self.children[parent]
 
     def forget(self, parent: str) -> None:
-        """The parent itself has ended: nothing it started needs its rate window."""
         self.spawns.pop(parent, None)
 
 

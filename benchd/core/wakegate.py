@@ -153,7 +153,6 @@ class EnterCheck:
         return Watch(self.wait)
 
     def seen(self, *, changed: bool, ended: bool = False) -> Done | RetryEnter:
-        """What the screen did while watched."""
         self._check_open()
         if changed or ended:
             return self._finish(Done())
@@ -161,7 +160,6 @@ class EnterCheck:
         return RetryEnter(self.attempt)
 
     def retried(self) -> Watch | GiveUp:
-        """Enter was pressed again."""
         self._check_open()
         if self.attempt >= self.retries:
             return self._finish(GiveUp())
@@ -250,7 +248,6 @@ class Compiled:
         self._re = compiled
 
     def search(self, text: str) -> object | None:
-        """The match in the end of `text`, or None."""
         tail = text[-MATCH_CHARS:]
         try:
             return self._re.search(tail)

@@ -366,9 +366,10 @@ class JobHost:
             # (durable before accepted; the key makes a repeat a no-op). The task's id
             # is this node's; the other node's thread starts here.
             assert self.outbound is not None, "the daemon builds it with the outbound queue"
-            return self.outbound.make_queue(
+            spec = self.outbound.queue_spec(
                 job.handle, to, record.body, subject, key, outbox_reply=True
             )
+            return SendOp(self.mailroom, spec)
         send = self.mailroom.check_send(
             job.handle,
             to,
@@ -417,7 +418,6 @@ class JobHost:
         )
 
     def abandon(self, s: "Session") -> None:
-        """The spawn failed before the child ran: the job is closed with no replies."""
         if s.job is not None and self.job(s.id) is not None:
             op = self.settle_op(s.job, Outcome.ABANDONED, "", None, False, event=False)
             try:

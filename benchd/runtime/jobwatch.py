@@ -20,7 +20,6 @@ from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.authority import Caller
 from benchd.core.names import SYSTEM_WALL, WallClock
-from benchd.runtime.committer import Committer
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
@@ -45,7 +44,6 @@ class JobWatch:
     def __init__(
         self,
         record: Callable[..., Awaitable[bool]],
-        committer: Committer,
         mailroom: Mailroom,
         limiter: Limiter,
         jobs: JobFiles,
@@ -57,7 +55,6 @@ class JobWatch:
         outbound: Outbound | None = None,
     ) -> None:
         self.record = record  # the committer's: logs events
-        self.committer = committer
         self.mailroom = mailroom
         self.limiter = limiter
         self.jobs = jobs  # the job records: a stall mail is in its task's thread
@@ -99,7 +96,6 @@ class JobWatch:
     # ------------------------------------------------------------ while it runs
 
     async def run_session(self, s: "Session") -> None:
-        """Watch one launched session until it ends (the session cancels this task)."""
         async with trio.open_nursery() as nursery:
             if s.deadline_at is not None:
                 nursery.start_soon(self._deadline, s)
@@ -201,8 +197,7 @@ class JobWatch:
         if "@" in to:
             assert self.outbound is not None, "the daemon wires the outbound queue"
             self.limiter.charge(caller, 1, size)
-            op = self.outbound.make_queue(sender, to, body, subject)
-            await self.committer.submit(op)
+            await self.outbound.send(self.outbound.queue_spec(sender, to, body, subject))
             return
         self.limiter.mailbox(sender, to, size)
         self.limiter.charge(caller, 1, size, (to,))

@@ -98,13 +98,11 @@ class Limiter:
             self.write_down(msgspec.structs.replace(hit, count=count))
 
     def recipients(self, sender: str, n: int) -> None:
-        """Refuse a message (or a job) with more reply-to addresses than the limit."""
         r = self.decide.recipients(sender, n, trio.current_time())
         if r is not None:
             raise self._refuse(r, sender)
 
     def mailbox(self, sender: str, to: str, size: int) -> None:
-        """Refuse a message that would take mailbox `to` past its unread limits."""
         unread, unread_bytes = self.index.unread(to)
         r = self.decide.mailbox(to, unread, unread_bytes, size, trio.current_time())
         if r is not None:
@@ -228,7 +226,6 @@ class Delegation:
         return msgspec.structs.replace(req, name=name, job=job)
 
     def started(self, parent: CallerSession, child: Session) -> None:
-        """The child is reserved: it counts against its spawner from now on."""
         child.parent = parent.id
         child.parent_handle = parent.handle
         child.lineage = (parent.id, *parent.lineage)
@@ -237,7 +234,6 @@ class Delegation:
         self.quota.started(parent.id, child.id, trio.current_time(), root=root_of(parent))
 
     def settled(self, child: Session) -> None:
-        """The child's job settled (or its spawn failed): it no longer counts."""
         if child.parent is not None:
             self.quota.settled(child.parent, child.id)
 

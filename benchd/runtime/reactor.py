@@ -71,7 +71,6 @@ class Reactor:
         self.couriers: dict[str, Courier] = {}
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The nursery where capped-wake events and digest timers run."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             task_status.started()
@@ -175,7 +174,6 @@ class Reactor:
     # ------------------------------------------------------------ the waker
 
     async def run_session(self, session: "Session") -> None:
-        """One per live session: deliver its queued wakes, one at a time."""
         try:
             await self._deliver_wakes(session)
         except OSError as err:
@@ -328,7 +326,7 @@ class Reactor:
                     await changed.wait()
                 case wakegate.WaitUntil(at=at):
                     if wake is not None and self._typing(session):
-                        await self._deferred(session, wake)
+                        await self._deferred(session, wake, "operator-typing")
                         wake = None  # said once per wake
                     await trio.sleep(max(0.0, at - trio.current_time()))
                 case wakegate.WaitForScreen(timeout=timeout):
@@ -336,7 +334,6 @@ class Reactor:
                         await changed.wait()
 
     async def _agent_changes(self, session: "Session") -> None:
-        """Until the agent reports again, or its usage limit's reset time passes."""
         changed = session.agent_changed
         a = session.agent
         if a is not None and a.state == "limited" and a.until is not None:
@@ -349,28 +346,25 @@ class Reactor:
         a = session.agent
         if a is None or a.state not in ("blocked", "limited"):
             return  # working: the Stop hook will hand it over, nothing to say
-        await self.record(
-            m.WakeDeferred(
-                session=session.id,
-                handle=session.handle,
-                mail_id=wake.mail_id,
-                reason="blocked" if a.state == "blocked" else "parked",
-                until=a.until if a.state == "limited" else None,
-            )
-        )
+        if a.state == "limited":
+            await self._deferred(session, wake, "parked", a.until)
+        else:
+            await self._deferred(session, wake, "blocked")
 
     def _typing(self, session: "Session") -> bool:
-        """The operator typed into the session within the idle gate (what holds the wake)."""
         last = session.last_input
         return bool(last) and trio.current_time() - last < self.gate
 
-    async def _deferred(self, session: "Session", wake: Wake) -> None:
+    async def _deferred(
+        self, session: "Session", wake: Wake, reason: str, until: int | None = None
+    ) -> None:
         await self.record(
             m.WakeDeferred(
                 session=session.id,
                 handle=session.handle,
                 mail_id=wake.mail_id,
-                reason="operator-typing",
+                reason=reason,
+                until=until,
             )
         )
 

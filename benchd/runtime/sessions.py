@@ -209,23 +209,28 @@ class Sessions:
         )
         if adapted.why_not is not None:
             self.log.info("no adapter", handle=handle, why=adapted.why_not)
-        s = Session(sid, handle, token, argv, None, ready, None)  # shown without the hooks
-        s.adapter = adapted.adapter
-        s.mid_turn = req.mid_turn and adapted.adapter is not None
-        argv = adapted.argv
-        s.sandboxed = self.sandbox is not None and req.sandbox
-        s.paste_settle = settle
-        s.size = (req.rows, req.cols)
-        s.launch_args = (argv, cwd, env, req.rows, req.cols)
-        s.launch = m.Launch(
-            argv=list(req.argv),
-            cwd=cwd,
-            agent=req.agent,
-            ready=req.ready,
-            rows=req.rows,
-            cols=req.cols,
-            sandbox=req.sandbox,
-            env_keys=sorted(req.env),
+        s = Session(
+            sid,
+            handle,
+            token,
+            argv,
+            ready=ready,
+            launch_args=(adapted.argv, cwd, env, req.rows, req.cols),
+            launch=m.Launch(
+                argv=list(req.argv),
+                cwd=cwd,
+                agent=req.agent,
+                ready=req.ready,
+                rows=req.rows,
+                cols=req.cols,
+                sandbox=req.sandbox,
+                env_keys=sorted(req.env),
+            ),
+            size=(req.rows, req.cols),
+            paste_settle=settle,
+            sandboxed=self.sandbox is not None and req.sandbox,
+            adapter=adapted.adapter,
+            mid_turn=req.mid_turn and adapted.adapter is not None,
         )
         if self.watch is not None:
             self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
@@ -243,6 +248,7 @@ class Sessions:
         if self.stopping:
             self.release(s)
             raise WireError("shutting-down", "the daemon is stopping: no session is started")
+        assert s.launch_args is not None, "reserve() built it with them"
         argv, cwd, env, rows, cols = s.launch_args
         try:
             if s.sandboxed and self.sandbox is not None:

@@ -277,7 +277,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     )
     watch = JobWatch(
         committer.record,
-        committer,
         mailroom,
         limiter,
         o.jobs,
