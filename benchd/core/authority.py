@@ -99,6 +99,14 @@ OPERATOR_ONLY = {
     m.BridgeReceipts: "use the bridge's verbs (the bridge runs as the operator)",
 }
 
+# What a session may do only to the jobs it started (and theirs).
+DESCENDANTS_ONLY: dict[type, str] = {
+    m.AgentAnswer: "answer approvals only for the jobs it started (and theirs), not for {}: "
+    "that is the operator's",
+    m.SessionType: "type only into the jobs it started (and theirs), not into {}: that is "
+    "the operator's",
+    m.JobWait: "wait only on the jobs it started (and theirs), not {}",
+}
 
 Family = Callable[[str], tuple[str, ...]]
 
@@ -137,20 +145,14 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
     what = OPERATOR_ONLY.get(type(req))
     if what is not None:
         raise WireError("forbidden", f"a session may not {what}: that is the operator's")
-    if isinstance(req, (m.MailList, m.MailRead)):
+    if isinstance(req, (m.MailList, m.MailRead, m.MailSearch)):
         if req.handle is not None and req.handle != caller.handle:
+            search = isinstance(req, m.MailSearch)
+            what = "search only its own mail" if search else "read only its own mailbox"
             raise WireError(
                 "forbidden",
-                f"a session may read only its own mailbox ({caller.handle}), "
-                f"not {req.handle}'s: that is the operator's",
-            )
-        return
-    if isinstance(req, m.MailSearch):
-        if req.handle is not None and req.handle != caller.handle:
-            raise WireError(
-                "forbidden",
-                f"a session may search only its own mail ({caller.handle}), "
-                f"not {req.handle}'s: that is the operator's",
+                f"a session may {what} ({caller.handle}), not {req.handle}'s: that is the "
+                "operator's",
             )
         return
     if isinstance(req, m.SessionTail):
@@ -161,28 +163,11 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
                 f"started, not {req.handle}: that is the operator's",
             )
         return
-    if isinstance(req, m.AgentAnswer):
-        if not _is_descendant(caller, req.handle, family):
-            raise WireError(
-                "forbidden",
-                f"a session may answer approvals only for the jobs it started (and "
-                f"theirs), not for {req.handle}: that is the operator's",
-            )
-        return
-    if isinstance(req, m.SessionType):
-        if not _is_descendant(caller, req.handle, family):
-            raise WireError(
-                "forbidden",
-                f"a session may type only into the jobs it started (and theirs), "
-                f"not into {req.handle}: that is the operator's",
-            )
-        return
-    if isinstance(req, m.JobWait):
-        if not _is_descendant(caller, req.session, family):
-            raise WireError(
-                "forbidden",
-                f"a session may wait only on the jobs it started (and theirs), not {req.session}",
-            )
+    if isinstance(req, (m.AgentAnswer, m.SessionType, m.JobWait)):
+        name = req.session if isinstance(req, m.JobWait) else req.handle
+        if not _is_descendant(caller, name, family):
+            said = DESCENDANTS_ONLY[type(req)].format(name)
+            raise WireError("forbidden", f"a session may {said}")
         return
     if isinstance(req, m.SessionKill):
         if _is_descendant(caller, req.handle, family):

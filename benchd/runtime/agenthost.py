@@ -245,11 +245,8 @@ class AgentHost:
             self.log.warning("agent mail refused", session=s.id, to=to, code=err.code)
 
     async def _watch_turn(self, s: Session, marks: TurnScreen) -> None:
-        """While the agent works by its report, watch for a turn the screen shows over
-        (its busy mark gone, its prompt back) for TURN_OVER_S with no report: an agent
-        that reports no error turn (Codex) would otherwise stay `working` and its mail
-        wait for ever. Then it is idle, or limited if its limit message shows (its reset
-        time read off it): screen evidence."""
+        """While the agent works by its report: a turn the screen shows over for
+        TURN_OVER_S with no report makes it idle, or limited (screen evidence)."""
         term = s.term
         over_since: float | None = None
         try:

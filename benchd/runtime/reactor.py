@@ -211,11 +211,9 @@ class Reactor:
     async def _commit(
         self, session: "Session", wake: Wake, door: str | None = None
     ) -> m.AgentWoken | None:
-        """Just before the line is typed (with the write lock held) or handed over by the
-        agent's own door: commit the wake. A mail's wake retires its message and logs
-        `agent/woken` in one operation (the files, the state and the log cannot
-        disagree, whatever is cancelled after); a digest only logs. None: nothing to
-        announce (read meanwhile, or the disk refused)."""
+        """Commit the wake just before its line is typed (the write lock held) or handed
+        over (see the module's docstring). None: nothing to announce (read meanwhile, or
+        the disk refused)."""
         if wake.digest:
             digest = m.AgentWoken(
                 session=session.id,
@@ -265,10 +263,8 @@ class Reactor:
     # ------------------------------------------------------------ the agent's own door
 
     async def hand_over(self, session: "Session", door: str = "stop-hook") -> str | None:
-        """The door of an agent whose turn just ended (its Stop hook asks): the next
-        queued wake's line, handed to the agent as its next instruction instead of being
-        typed (its mail retired and `agent/woken` logged with the door, in one commit,
-        then `agent/active`: the agent goes on with it for sure). None: no wake queued."""
+        """The next queued wake's line, handed to an agent whose turn just ended (its
+        Stop hook asks) instead of typed, then `agent/active`. None: no wake queued."""
         while session.wakes:
             wake = session.wakes.popleft()
             woken = await self._commit(session, wake, door=door)

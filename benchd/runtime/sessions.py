@@ -74,7 +74,6 @@ class Sessions:
         scrollback_bytes: int,
         helper_pids: set[int],
         daemon_pid: int,
-        subreaper: bool,
         session_umask: int | None = None,
         wall: WallClock = SYSTEM_WALL,
         *,
@@ -95,7 +94,6 @@ class Sessions:
         self.scrollback_bytes = scrollback_bytes
         self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
         self.daemon_pid = daemon_pid
-        self.subreaper = subreaper
         self.session_umask = session_umask  # each program's umask (benchd's own is 077)
         self.placer = Placer(roster, helper_pids, daemon_pid)
         self.delegation = delegation  # counts a spawner's children

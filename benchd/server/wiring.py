@@ -297,7 +297,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         SCROLLBACK_BYTES,
         helper_pids,
         o.pid,
-        o.subreaper,
         session_umask=config.session_umask,
         delegation=delegation,
         watch=watch,
