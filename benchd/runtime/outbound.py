@@ -245,12 +245,7 @@ class Outbound:
                 reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
-        in_reply_to = None
-        if msg.in_reply_to is not None:
-            try:
-                in_reply_to = mailrefs.received(msg.in_reply_to, origin, self.node)
-            except WireError:
-                pass  # a bad reference is dropped, like a bad reply-to: the message lands
+        in_reply_to = self._reference(msg, origin)  # a bad one is dropped: the mail lands
         send = self.mailroom.check_send(
             sender, handle, msg.body, msg.subject, msg.key, None, in_reply_to
         )
@@ -263,6 +258,14 @@ class Outbound:
         )
         return SendOp(self.mailroom, spec)
 
+    def _reference(self, msg: m.RemoteMail, origin: str) -> str | None:
+        """Its `in-reply-to` as this node writes it; None if it has none or a bad one."""
+        try:
+            ref = msg.in_reply_to
+            return None if ref is None else mailrefs.received(ref, origin, self.node)
+        except WireError:
+            return None
+
     def _returned(
         self, msg: m.RemoteMail, sender: str, handle: str, origin: str
     ) -> m.BridgeBounced | None:
@@ -270,12 +273,7 @@ class Outbound:
         if not is_bounce(sender):
             return None
         code, reason = parse_bounce(msg.body)
-        original = msg.mail_id
-        if msg.in_reply_to is not None:
-            try:  # the returned message as this node names it (its own: a bare id)
-                original = mailrefs.received(msg.in_reply_to, origin, self.node)
-            except WireError:
-                pass
+        original = self._reference(msg, origin) or msg.mail_id  # as this node names it
         return m.BridgeBounced(
             mail_id=original,
             sender=f"{handle}@{self.node}",

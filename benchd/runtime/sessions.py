@@ -384,16 +384,12 @@ class Sessions:
                 async with trio.open_nursery() as nursery:
                     for c in level:
                         c.mark_killed(by, cancel)
-                        nursery.start_soon(self.end, c)
+                        nursery.start_soon(end_session, c)
                 order += [c.id for c in level]
         s.mark_killed(by, cancel)
         order.append(s.id)
-        await self.end(s)
+        await end_session(s)
         return order
-
-    async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
-        """SIGHUP, SIGTERM, then SIGKILL to the process group (`end_session`)."""
-        await end_session(s, grace)
 
     async def stop_all(self) -> None:
         """End every session this daemon started, and start no more (`stopping`);
@@ -408,7 +404,7 @@ class Sessions:
             async with trio.open_nursery() as nursery:
                 for s in left:
                     s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
-                    nursery.start_soon(self.end, s)
+                    nursery.start_soon(end_session, s)
 
 
 async def end_session(s: Session, grace: float = KILL_GRACE) -> None:
@@ -548,7 +544,7 @@ class Spawner:
             await self.submit(EventOp(*events))
         except WireError:
             s.withdraw()
-            await sessions.end(s, grace=0.5)
+            await end_session(s, grace=0.5)
             raise
         return m.SpawnOk(session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
 
