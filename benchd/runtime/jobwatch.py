@@ -149,11 +149,8 @@ class JobWatch:
 
     async def _stalled(self, s: "Session", idle: float) -> None:
         assert s.term is not None and s.job is not None, "a live job's session"
-        lines, _row, _col = await s.term.render()
-        shown = [line.rstrip() for line in lines]
-        while shown and not shown[-1]:
-            shown.pop()
-        shown = shown[-SCREEN_LINES:]
+        text = await s.term.screen_text()
+        shown = text.split("\n")[-SCREEN_LINES:] if text else []
         to = list(s.job.reply_to)
         task_id, subject = self.jobs.task_of(s.job.key)
         idle_text = _duration_text(idle)

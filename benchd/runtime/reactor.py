@@ -249,9 +249,9 @@ class Reactor:
         while True:
             await session.write_lock.acquire()
             try:
-                ready = agentstate.may_type(
-                    session.agent, self.wall.wall_ms()
-                ) and await self._still_ready(session)
+                ready = agentstate.may_type(session.agent, self.wall.wall_ms()) and isinstance(
+                    await self._readiness(session), wakegate.Ready
+                )
             except BaseException:
                 session.write_lock.release()  # e.g. cancelled while the screen renders
                 raise
@@ -363,9 +363,6 @@ class Reactor:
                 until=until,
             )
         )
-
-    async def _still_ready(self, session: "Session") -> bool:
-        return isinstance(await self._readiness(session), wakegate.Ready)
 
     async def _type_line(self, session: "Session", line: str, woken: m.AgentWoken) -> None:
         """Paste, settle, Enter; Enter again while the screen stays (the write lock is

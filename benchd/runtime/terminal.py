@@ -202,11 +202,8 @@ class Terminal:
 
             return await trio.to_thread.run_sync(work)
 
-    async def screen_lines(self) -> list[str]:
-        return (await self.render())[0]
-
     async def screen_text(self) -> str:
-        lines = [line.rstrip() for line in await self.screen_lines()]
+        lines = [line.rstrip() for line in (await self.render())[0]]
         while lines and not lines[-1]:
             lines.pop()
         return "\n".join(lines)
