@@ -1,24 +1,8 @@
 """An agent's own state, from the reports its hooks send (`bench hook EVENT`). Pure.
 
-An adapter (benchd.runtime.adapters) makes an agent run `bench hook EVENT` at each
-lifecycle event; the event names here are bench's, the same for every agent (the
-adapter maps the agent's own names onto them):
-
-| event          | the agent ...                              | state after            |
-| -------------- | ------------------------------------------ | ---------------------- |
-| `start`        | started (or resumed), at its prompt        | idle                   |
-| `prompt`       | took a prompt: a turn started              | working                |
-| `stop`         | ended its turn, back at its prompt         | idle                   |
-| `interrupt`    | had its turn interrupted (Esc), at its prompt | idle (no mail handed over) |
-| `stop-failure` | ended its turn on an error (`rate_limit`: a usage limit) | limited, else idle |
-| `permission`   | waits for an approval (tool, input)        | blocked                |
-| `notification` | said something (`permission_prompt`, `idle_prompt`) | blocked / idle |
-| `end`          | is exiting                                 | exited                 |
-| `tool`         | ran a tool (the mid-turn door only)        | working                |
-
-`answered` is the daemon's own step: an approval was given or refused, the turn goes on.
-A limited agent stays limited until it reports work (`prompt`) or its reset time passes
-(`expire`); `exited` is final.
+The events are bench's own, the same for every agent (an adapter maps the agent's own
+names onto them); which state each one leads to is docs/agents.md's table ("States").
+`answered` is the daemon's own step: an approval was given or refused.
 
 The payload is the agent's JSON as it sent it: read here for the few fields that
 matter (the tool's name and input, the notification's type, the error), each checked
@@ -60,24 +44,10 @@ AFTER_RE = re.compile(
 )
 PART_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)", re.IGNORECASE)
 UNIT_MS = {
-    "ms": 1,
-    "millisecond": 1,
-    "milliseconds": 1,
-    "s": 1000,
-    "sec": 1000,
-    "secs": 1000,
-    "second": 1000,
-    "seconds": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "mins": 60_000,
-    "minute": 60_000,
-    "minutes": 60_000,
-    "h": 3_600_000,
-    "hr": 3_600_000,
-    "hrs": 3_600_000,
-    "hour": 3_600_000,
-    "hours": 3_600_000,
+    **dict.fromkeys(("ms", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1000),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3_600_000),
 }
 
 
@@ -173,7 +143,6 @@ def reset_in_text(text: str, now: int) -> int | None:
 
 
 def step(cur: AgentState | None, event: str, payload: dict[str, object], now: int) -> AgentState:
-    """The state after `event` was reported at wall ms `now`."""
     if event not in EVENTS:
         raise BadReport(f"unknown hook event {event!r}; known: {', '.join(EVENTS)}")
     if cur is not None and cur.state == "exited":
@@ -213,19 +182,10 @@ def step(cur: AgentState | None, event: str, payload: dict[str, object], now: in
 
 
 def answered(cur: AgentState, now: int) -> AgentState:
-    """An approval was answered: the turn goes on."""
     return AgentState("working", now)
 
 
-def limited_by_screen(cur: AgentState | None, until: int | None, now: int) -> AgentState:
-    """The limit message seen on the screen (evidence) when no report said so."""
-    if cur is not None and cur.state == "limited" and cur.until is not None:
-        return cur
-    return AgentState("limited", now, until=until, source="screen")
-
-
 def expired(cur: AgentState, now: int) -> bool:
-    """A limited state whose reset time has passed."""
     return cur.state == "limited" and cur.until is not None and now >= cur.until
 
 

@@ -1,55 +1,19 @@
-"""Who may do what (the permission matrix) and how much (admission), enforced here and
-nowhere else.
+"""Who may do what (the permission matrix of docs/security.md) and how much (admission),
+enforced here and nowhere else.
 
-Every request passes `check(caller, req)` before its handler runs. The caller is the
-operator (a process of the daemon's user outside every session) or a session (by its
-BENCH_TOKEN, its sandbox or its process ancestry); see docs/security.md.
-
-| verb                                   | operator | a session               |
-| -------------------------------------- | -------- | ----------------------- |
-| hello, mail/send, events, session/list | yes      | yes                     |
-| bridge/nodes (`bench nodes`)           | yes      | yes                     |
-| mail/list, mail/read, mail/search      | any box  | its own box only        |
-| mail/thread, mail/reply                | any      | mail it received (thread: or sent) |
-| session/tail (also --screen)           | any      | itself, its descendants |
-| session/kill (also --tree)             | any      | itself (no cancel), its descendants (cancel too) |
-| session/type                           | any      | its descendants only    |
-| session/spawn                          | yes      | jobs only (with task mail), never --no-sandbox |
-| attach                                 | yes      | no                      |
-| session/screen (`bench dash`)          | yes      | no                      |
-| session/prune (`bench ps --prune`)     | yes      | no                      |
-| stop, debug/fault, journal/ack         | yes      | no                      |
-| bridge/pull, forwarded, deliver, report, bounce, receipts-pull, receipts | yes (the bridge runs as the operator) | no |
-| job/report                             | no       | itself (a job's session) |
-| agent/report (`bench hook`)            | no       | itself (its own agent's hooks) |
-| agent/answer (`bench approve`, `deny`) | any      | its descendants only    |
-
-A session may not cancel its own job: cancelling owes the job's correspondents nothing,
-so only the operator, who decided to give the task, may take it back. A session that
-spawned a job did give that task, so it may cancel it, and the jobs its children gave
-in turn: its descendants are the sessions whose chain of spawners includes it.
+Every request passes `check(caller, req)` before its handler runs. A session may not
+cancel its own job: cancelling owes the job's correspondents nothing, so only whoever
+gave the task (the operator, or the session that spawned it and its ancestors) may take
+it back.
 
 Which session a name designates (and its spawners) is the roster's answer, passed in
-as `family(name)` -> (its id, its spawner's id, ... up to the operator's session), or
-() when no session, live or exited, has that handle or id.
+as `family(name)` -> (its id, its spawner's id, ...), or () when there is none.
 
-Admission (`Admission`, at the end): how many connections each peer may hold, so no one
-can lock out the rest.
-
-A peer is the operator, one session, or unplaceable (placed once when it connects;
-benchd.runtime.placement).
-Four limits, each a daemon option:
-
-- `--max-connections` in all;
-- `--session-connections` per session, and `OPERATOR_CONNECTIONS` for the operator;
-- `--tree-connections` per tree of sessions (a session and the jobs below it, named by
-  its root's id: benchd.core.trees), so one tree that delegates cannot take what the
-  reserve leaves and shut the other trees out;
-- `--operator-reserve`: that many of the total are kept for the operator, so `bench
-  status`, `bench down` and the operator's mail work while sessions hog the rest.
-
-Pure bookkeeping (no I/O): `admit` says why a new connection is refused (a `Refused`
-naming the budget), or None and counts it; `release` gives it back.
+Admission (`Admission`, pure bookkeeping): how many connections each peer (the
+operator, one session, or unplaceable) may hold, so no one can lock out the rest; the
+limits are docs/limits.md's. `--operator-reserve` keeps `bench status`, `bench down` and
+the operator's mail working while sessions hog the rest, and `--tree-connections` stops
+one tree that delegates from taking what the reserve leaves.
 """
 
 from collections.abc import Callable
@@ -135,6 +99,14 @@ OPERATOR_ONLY = {
     m.BridgeReceipts: "use the bridge's verbs (the bridge runs as the operator)",
 }
 
+# What a session may do only to the jobs it started (and theirs).
+DESCENDANTS_ONLY: dict[type, str] = {
+    m.AgentAnswer: "answer approvals only for the jobs it started (and theirs), not for {}: "
+    "that is the operator's",
+    m.SessionType: "type only into the jobs it started (and theirs), not into {}: that is "
+    "the operator's",
+    m.JobWait: "wait only on the jobs it started (and theirs), not {}",
+}
 
 Family = Callable[[str], tuple[str, ...]]
 
@@ -154,7 +126,7 @@ def _no_family(name: str) -> tuple[str, ...]:
 
 
 def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
-    """Raise `forbidden` unless the matrix above allows `req` for `caller`."""
+    """Raise `forbidden` unless the permission matrix allows `req` for `caller`."""
     if caller.is_operator or isinstance(req, ANYONE):
         return
     if isinstance(req, m.Spawn):
@@ -173,20 +145,14 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
     what = OPERATOR_ONLY.get(type(req))
     if what is not None:
         raise WireError("forbidden", f"a session may not {what}: that is the operator's")
-    if isinstance(req, (m.MailList, m.MailRead)):
+    if isinstance(req, (m.MailList, m.MailRead, m.MailSearch)):
         if req.handle is not None and req.handle != caller.handle:
+            search = isinstance(req, m.MailSearch)
+            what = "search only its own mail" if search else "read only its own mailbox"
             raise WireError(
                 "forbidden",
-                f"a session may read only its own mailbox ({caller.handle}), "
-                f"not {req.handle}'s: that is the operator's",
-            )
-        return
-    if isinstance(req, m.MailSearch):
-        if req.handle is not None and req.handle != caller.handle:
-            raise WireError(
-                "forbidden",
-                f"a session may search only its own mail ({caller.handle}), "
-                f"not {req.handle}'s: that is the operator's",
+                f"a session may {what} ({caller.handle}), not {req.handle}'s: that is the "
+                "operator's",
             )
         return
     if isinstance(req, m.SessionTail):
@@ -197,28 +163,11 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
                 f"started, not {req.handle}: that is the operator's",
             )
         return
-    if isinstance(req, m.AgentAnswer):
-        if not _is_descendant(caller, req.handle, family):
-            raise WireError(
-                "forbidden",
-                f"a session may answer approvals only for the jobs it started (and "
-                f"theirs), not for {req.handle}: that is the operator's",
-            )
-        return
-    if isinstance(req, m.SessionType):
-        if not _is_descendant(caller, req.handle, family):
-            raise WireError(
-                "forbidden",
-                f"a session may type only into the jobs it started (and theirs), "
-                f"not into {req.handle}: that is the operator's",
-            )
-        return
-    if isinstance(req, m.JobWait):
-        if not _is_descendant(caller, req.session, family):
-            raise WireError(
-                "forbidden",
-                f"a session may wait only on the jobs it started (and theirs), not {req.session}",
-            )
+    if isinstance(req, (m.AgentAnswer, m.SessionType, m.JobWait)):
+        name = req.session if isinstance(req, m.JobWait) else req.handle
+        if not _is_descendant(caller, name, family):
+            said = DESCENDANTS_ONLY[type(req)].format(name)
+            raise WireError("forbidden", f"a session may {said}")
         return
     if isinstance(req, m.SessionKill):
         if _is_descendant(caller, req.handle, family):

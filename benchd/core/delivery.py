@@ -15,8 +15,6 @@ from typing import Protocol
 
 from benchd.core.names import MAIL_ID_RE
 
-RANK = ("queued", "delivered", "not-woken", "woken", "read", "active", "replied")
-
 
 class Facts(Protocol):
     """What is read of a message's state row (benchd.store.mailstates.StateRow)."""
@@ -67,7 +65,7 @@ def id_ms(mail_id: str) -> int | None:
 
 
 def marks(f: Facts, reply: str | None = None) -> list[Mark]:
-    """The states reached, in the order of RANK (a local reply's id as `reply`)."""
+    """The states reached, in order (a local reply's id as `reply`)."""
     out: list[Mark] = []
     if f.queued is not None:
         out.append(Mark("queued", f.queued))
@@ -104,7 +102,6 @@ def _node(f: Facts) -> dict[str, str]:
 
 
 def current(ms: list[Mark]) -> Mark | None:
-    """The state a listing shows (see the module's docstring)."""
     by = {m.state: m for m in ms}
     for state in ("replied", "active"):
         if state in by:

@@ -1,18 +1,6 @@
 """The mail file format: YAML front matter, a blank line, then the body byte for byte.
 
-    ---
-    id: "20261130T045611.123Z-0001"
-    from: "operator"
-    to: "alice"
-    subject: "number: 100"
-    date: "2026-11-30T04:56:11.123Z"
-    key: "k-..."
-    reply-to: ["bob"]
-    in-reply-to: "..."
-    origin: "20261130T045610.007Z-0003@node2"
-    ---
-
-    body...
+The fields and an example: docs/files.md.
 
 Every string is written as a YAML double-quoted scalar, so any subject parses with a
 standard YAML parser whatever it holds (colons, quotes, `---`). Subjects are one line
@@ -20,12 +8,8 @@ without control characters (refused at send). Characters YAML may not hold liter
 (C1 controls, U+FEFF, U+FFFE/U+FFFF) and the line breaks YAML would fold inside quotes
 (NEL, U+2028, U+2029) are written as \\u escapes.
 
-Inside the daemon a message's front matter is a `FrontMatter` (the mailroom builds one
-to send, and every path reads one back): `read` gives it, every field checked (strings,
-reply-to a list of strings). `parse` is the raw step under it, the fields as a dict
-keyed by their names in the file (`FrontMatter.to_dict` gives the same dict), kept for
-tests and tools that look at a file as written. `render` writes either, to the same
-bytes.
+`read` gives a `FrontMatter`, every field checked; `parse` is the raw step under it (a
+dict keyed by the names in the file, for tests and tools); `render` writes either.
 
 `quote` is bench's one YAML quoting function: the job core's reply header uses it too,
 through `scalar` (plain where YAML cannot misread the value). Pure: no I/O.

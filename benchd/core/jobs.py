@@ -5,18 +5,6 @@ it settles, every reply-to address is owed exactly one reply, whatever happened;
 cancelled job owes none. This module says what a job's stored record holds and how it
 changes; `benchd.runtime.jobhost` runs it on the mailroom's own parts.
 
-* **Job** -- fixed at spawn: the child's session and handle, the task mail's key, its
-  sender (the spawner) and the reply-to addresses (handles, or handle@node).
-* **JobRecord** -- a job and where it stands: running (with the last `bench report`),
-  then settled with its outcome, the reply's body and one **Reply** per distinct
-  address, each pending (tries so far, when it is next due) or delivered. A reply is
-  the mailroom's own keyed send, key `outbox:<task key>:reply:<index>` (the index in
-  the reply-to list), from the child; it is committed in the same batch that writes
-  the record saying so, and its key makes a replay post nothing twice.
-* **settle** / **attempted** -- the two changes a settled record goes through; each
-  returns a new record. `due` says which replies a drain sends now, `backoff_ms` when a
-  refused one is tried again.
-
 Records are stored as JSON with snake_case keys (`benchd.store.outbox`).
 """
 
@@ -28,27 +16,10 @@ import msgspec
 
 from bench_wire.errors import WireError
 from benchd.core.frontmatter import scalar
-from benchd.core.keys import reply_key
-
-__all__ = [
-    "Job",
-    "JobRecord",
-    "Outcome",
-    "Reply",
-    "attempted",
-    "backoff_ms",
-    "due",
-    "reply_body",
-    "reply_key",
-    "reply_outcome",
-    "reply_subject",
-    "settle",
-]
+from benchd.core.keys import reply_key as reply_key  # re-exported
 
 
 class Outcome(enum.StrEnum):
-    """How a job settled: the words of bench_wire.messages.OUTCOMES (one vocabulary everywhere)."""
-
     COMPLETED = "completed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
@@ -78,8 +49,6 @@ def reply_outcome(outcome: Outcome | str) -> str | None:
 
 
 class Job(msgspec.Struct, frozen=True, kw_only=True):
-    """What a job is, fixed when it is spawned."""
-
     session: str  # the child's session id
     handle: str  # the child's handle: the replies are from it
     key: str  # the task mail's key; every reply key derives from it
@@ -99,8 +68,6 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A job and where it stands (one stored file per job)."""
-
     job: Job
     content: str = ""  # the last `bench report`, "" if none
     task_id: str | None = None  # the task mail's id: the replies are in its thread
@@ -190,7 +157,6 @@ def _second(item: tuple[str, int]) -> int:
 
 
 def due(record: JobRecord, now: int) -> list[Reply]:
-    """The replies a drain sends now: pending and due."""
     return [r for r in record.replies if not r.delivered and r.due <= now]
 
 

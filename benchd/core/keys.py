@@ -4,15 +4,10 @@ A key names one request of one sender (a message, a job), so a retry is recognis
 instead of acted on twice. One rule for every caller: a key is 1-KEY_MAX characters
 without control characters, and keys starting with `outbox:` are bench's own.
 
-Bench derives two longer forms from a caller's key, and only bench writes them:
-
-- a job's reply: `outbox:<job key>:reply:<n>`, one per reply-to address (the job
-  outbox's row; a 256-character job key still gets its replies);
-- a reply to several recipients (`mail/reply` to a message with several reply-to
-  addresses): `<key>:<address>`, one per recipient, as keys are per message.
-
-The mailroom stores a caller's key or one of these forms (`check_key`); a caller's own
-key is checked with `check_client_key` before anything is done.
+Bench derives two longer forms, and only bench writes them: a job's reply,
+`outbox:<job key>:reply:<n>` (docs/jobs.md), and one send of a reply to several
+recipients, `<key>:<address>` (docs/protocol.md). The mailroom stores a caller's key or
+one of these (`check_key`); a caller's own is checked with `check_client_key`.
 """
 
 from bench_wire.addresses import is_address
@@ -39,7 +34,6 @@ def check_client_key(key: str) -> None:
 
 
 def reply_key(job_key: str, index: int) -> str:
-    """The key of a job's reply to its `index`th reply-to address."""
     return f"{RESERVED}{job_key}{_REPLY}{index}"
 
 

@@ -1,24 +1,9 @@
 """Sender limits: what a flood meets and no real agent does. Pure (no I/O, no clock).
 
-Limits, each a daemon option (`Limits`):
+Which limits there are, their options and codes: docs/limits.md. A session and every
+job below it draw on the bucket of the tree's root (benchd.core.trees), so delegating
+multiplies nothing.
 
-- a send bucket per tree of sessions (`--send-burst` sends at once, `--send-rate` back
-  per second): a session and every job below it draw on the bucket of the tree's root
-  (benchd.core.trees), so delegating multiplies nothing; the operator has its own,
-  larger, pair. Refused with `rate-limited` and the seconds until the sends would fit;
-- per tree, the bytes it may send and the new mailboxes it may make in an hour
-  (`--tree-bytes`, `--tree-mailboxes`; benchd.core.trees): refused with `rate-limited`;
-- a cap per mailbox on what waits unread (`--mailbox-messages`, `--mailbox-bytes`):
-  refused with `mailbox-full`. Reading and retiring are never limited, so the owner (or
-  the operator) can always empty it;
-- at most `--reply-to-max` reply-to addresses on one message: refused with
-  `too-many-recipients`. That also bounds a reply's fan-out, which goes to them.
-
-A refusal says whether it is written down (`count`, benchd.core.limits): the first of a
-flood of refusals of the same code and sender (or mailbox, or tree budget) is logged and
-evented at once, the rest only counted, one line per `--flood-interval` seconds at most,
-with the count of refusals it stands for. A flood thus costs the event log one line a
-minute (by default), however fast it loops.
 """
 
 import math
@@ -27,24 +12,17 @@ from dataclasses import dataclass
 
 from benchd.core.trees import TreeBudgets, TreeLimits
 
-# Floods: how often a refusal is written down. Pure (no I/O; the caller gives the time).
+# Floods: how often a refusal is written down. Pure (the caller gives the time).
 #
 # Every refusal a caller can bring about at will (a send past a limit, a wait that would
-# deadlock, a spawn past a delegation limit, a connection past a budget) is answered
-# every time, but logged (benchd.log and its event) as one line per flood and source:
-# the first refusal of a source is logged at once, with `count` 1; the next ones within
-# `every` seconds (`--flood-interval`) are only counted, and the first one after that is
-# logged with `count` = the refusals since the source's previous line, itself included.
-# So one source costs the logs at most one line per `every` seconds however fast it
-# loops (60 a hour at the default 60 s), and the counts add up to what was refused,
-# except the refusals after a source's last line (until its next one).
-#
-# The opening of a wait (`wait/opened`) is written down the same way: a caller can loop
-# on it as fast as on a refusal (a wait of 1 ms, again and again).
-#
-# A source is whatever the caller names: (code, sender), (code, mailbox), a tree's
-# budget, a wait's caller and target. At most `sources` are remembered; past that the one logged longest ago is
-# forgotten (its next refusal is logged at once: forgetting never hides one).
+# deadlock, a spawn past a delegation limit, a connection past a budget; and the opening
+# of a wait, as loopable) is answered every time, but logged as one line per flood and
+# source: the first at once with `count` 1, the next ones within `every` seconds
+# (`--flood-interval`) only counted, and the first one after that logged with the count
+# since the previous line. So a source costs the logs at most one line per `every`
+# seconds however fast it loops. At most `sources` sources are remembered; past that the
+# one logged longest ago is forgotten (its next refusal is logged at once: forgetting
+# never hides one).
 
 
 class Floods:
@@ -88,7 +66,6 @@ class TokenBucket:
         self.stamp = now
 
     def take(self, now: float, n: int = 1) -> bool:
-        """Spend `n` tokens if there are that many (else spend none)."""
         self._top_up(now)
         if self.tokens >= n:
             self.tokens -= n
@@ -179,7 +156,6 @@ class SendLimits:
         return Refusal(code, message, limit, count, retry_after, tree, budget)
 
     def recipients(self, sender: str, n: int, now: float) -> Refusal | None:
-        """Whether a message may carry `n` reply-to addresses."""
         cap = self.limits.reply_to_max
         if n <= cap:
             return None
@@ -195,7 +171,6 @@ class SendLimits:
     def mailbox(
         self, to: str, unread: int, unread_bytes: int, size: int, now: float
     ) -> Refusal | None:
-        """Whether one more unread message of `size` bytes fits in mailbox `to`."""
         lim = self.limits
         if unread + 1 > lim.mailbox_messages:
             what, cap = f"{unread:,} unread messages", lim.mailbox_messages
@@ -215,7 +190,6 @@ class SendLimits:
         )
 
     def take(self, sender: str, operator: bool, n: int, now: float) -> Refusal | None:
-        """Spend `n` sends of the sender's bucket, or refuse (spending nothing)."""
         b = self._bucket(sender, operator, now)
         if n > b.burst:
             return self._refuse(

@@ -1,26 +1,18 @@
 """Names and the time they carry: handles, message ids (time-sortable: `IdClock`), and the
 daemon's one wall clock. Pure but for that clock.
 
-The daemon's time: one monotonic clock, trio's, and one wall clock, injected.
+Monotonic time (intervals inside one run: buckets, the idle gate, quiet times, quotas,
+deadlines, stalls, the index's and the journal's timing) is trio's, read in the task
+that acts on it: the daemon sleeps on that same clock, so a test under
+`trio.testing.MockClock` drives every timing rule and every sleep together. Its origin
+is arbitrary, so nothing monotonic is written to disk; the store's sync objects take
+the reading as a callable. Wall time (what is written to disk or shown and read back by
+another process: event times, mail ids, due times, deadlines, heartbeats) comes from
+one injected `WallClock`.
 
-- **Monotonic time** (intervals inside one run: wake buckets, the idle gate, quiet
-  times, the delegation quota, deadlines and stalls, the idle reaper, the index's
-  commit timing, the journal's checkpoint age) is trio's: `trio.current_time()`, read
-  in the trio task that acts on it. The daemon sleeps on that same clock, so a reading
-  and a sleep always agree, and a test that runs the daemon's objects under
-  `trio.testing.MockClock` drives every timing rule and every sleep together. A reading
-  means nothing outside its run (trio's clock has an arbitrary origin): nothing
-  monotonic is written to disk. The store's sync objects (the index, the journal) take
-  the reading as a callable, `trio.current_time` unless a test gives its own.
-- **Wall time** (what is written to disk or shown to people and read back by another
-  process: event times, mail ids, a reply's due time, a deadline's time, a node's last
-  heartbeat, an exited session's end) comes from one `WallClock`, made by the daemon
-  and passed to the services that stamp times.
-
-`SystemWallClock` is the one place in benchd that reads the system's clocks;
-tests/unit/test_clock_reads.py fails if `time.time()`, `time.monotonic()` or their
-kind appear anywhere else in benchd. (The kernel's boot clock that pins a peer's
-process, benchd.runtime.placement, is a process identity, not a time bench keeps.)
+`SystemWallClock` is the one place in benchd that reads the system's clocks
+(tests/unit/test_clock_reads.py holds it to that; a peer's start time in
+benchd.runtime.placement is a process identity, not a time bench keeps).
 """
 
 import re
@@ -112,14 +104,10 @@ def _id_ms(mail_id: str) -> int:
 
 
 class WallClock(Protocol):
-    def wall_ms(self) -> int:
-        """Milliseconds since the Unix epoch."""
-        ...
+    def wall_ms(self) -> int: ...
 
 
 class SystemWallClock:
-    """The real wall clock (`time.time_ns`)."""
-
     def wall_ms(self) -> int:
         return time.time_ns() // 1_000_000
 

@@ -1,15 +1,8 @@
 """Budgets per tree of sessions. Pure (no I/O, no clock).
 
-A session the operator spawned is the root of a tree; the jobs it delegates, and theirs,
-are its descendants. Whatever a descendant does is charged to the root's budgets, so
-delegating never multiplies what one agent may do: the sends of its send bucket
-(benchd.core.limits), the spawns of --spawn-rate (benchd.core.trees), and two
-budgets an hour kept here:
-
-- bytes of mail sent (`--tree-bytes`): the bodies of its sends, replies and task mail,
-  to any mailboxes;
-- new mailboxes made (`--tree-mailboxes`): mail to a handle with no mailbox and no live
-  session makes one, and so does every job spawned (its child's mailbox).
+A session the operator spawned is the root of a tree; whatever its descendants do is
+charged to the root's budgets (docs/limits.md), so delegating never multiplies what one
+agent may do.
 
 Each budget is a sliding hour summed per minute (at most 60 numbers per tree, whatever
 the traffic). A request is checked against all of them before anything is spent: it is
@@ -48,8 +41,6 @@ def root_of(s: TreeMember) -> str:
 
 
 class HourWindow:
-    """What was spent in the last hour, in per-minute slots."""
-
     __slots__ = ("slots",)
 
     def __init__(self) -> None:
@@ -101,8 +92,6 @@ class OverBudget:
 
 
 class TreeBudgets:
-    """The hourly budgets of every tree, by its root's session id."""
-
     def __init__(self, limits: TreeLimits) -> None:
         self.limits = limits
         self.bytes: dict[str, HourWindow] = {}
@@ -144,23 +133,10 @@ class TreeBudgets:
                 w.add(now, amount)
 
 
-# Delegation: a session starting jobs of its own. Pure decisions, no I/O.
-#
-# A session (not the operator) may spawn jobs, within three limits counted per spawning
-# session:
-#
-# * live children (`--max-children`, default 4, code `too-many-children`): jobs it started
-#   that have not settled yet; a child counts from its spawn until its job settles;
-# * depth (`--max-depth`, default 3, code `too-deep`): how many sessions stand above the
-#   new child (an operator-spawned session is at depth 0, its child at depth 1, ...);
-# * spawns per hour (`--spawn-rate`, default 30, code `rate-limited`): accepted spawns
-#   in the last 3600 seconds (a sliding window; refused attempts cost nothing), counted
-#   per tree: every job below a session spawns from the window of the tree's root
-#   (benchd.core.trees), so a tree churns no faster than one session may.
-#
-# A child's handle must be fresh: no live session holds it and no mailbox exists for it.
-# Without `--name` it is derived from the spawner's: `alice.1`, `alice.2`, ... the lowest
-# number that is fresh (cut to fit 64 characters).
+# Delegation: a session starting jobs of its own, within three limits counted per
+# spawning session (live children, depth, spawns per hour: docs/jobs.md). The spawn
+# rate is counted per tree (the window of the tree's root), so a tree churns no faster
+# than one session may. Pure decisions, no I/O.
 
 
 WINDOW_S = 3600.0
@@ -255,7 +231,6 @@ class Quota:
                 del self.children[parent]
 
     def forget(self, parent: str) -> None:
-        """The parent itself has ended: nothing it started needs its rate window."""
         self.spawns.pop(parent, None)
 
 

@@ -6,18 +6,8 @@ pattern holds, whether the screen changed after an Enter, the time) and carries 
 the action it answers. Every timing rule of a wake lives here, so it is tested
 in-process without processes or sleeps (tests/unit/test_wakegate.py).
 
-A wake goes through two phases:
-
-1. Readiness: the session must have printed something (a TUI still starting loses
-   typed input), then been quiet, with no output and no operator input, for the idle
-   gate, and its ready pattern (if any) must match the end of the screen.
-   `readiness()` answers `Ready`, or what to wait for: the first output, a moment
-   `until` which the gate is still closed, or the next screen change (a quiet menu or
-   permission prompt is not ready).
-2. Submission: the line is pasted once, then after the paste settle Enter is pressed
-   as a separate write. If the screen does not change within the check window, Enter
-   is pressed again with a doubled window, a bounded number of times. The line itself
-   is never written twice. `EnterCheck` answers `Done`, `RetryEnter` or `GiveUp`.
+Its two phases, readiness (`readiness()`) and submission (`EnterCheck`), are
+docs/reactor.md's "How a wake lands".
 
 The ready pattern (`compile_pattern`, at the end): a pattern a session or the operator
 supplies and the daemon runs is compiled by RE2, whose matching time grows linearly with the text, never
@@ -163,7 +153,6 @@ class EnterCheck:
         return Watch(self.wait)
 
     def seen(self, *, changed: bool, ended: bool = False) -> Done | RetryEnter:
-        """What the screen did while watched."""
         self._check_open()
         if changed or ended:
             return self._finish(Done())
@@ -171,7 +160,6 @@ class EnterCheck:
         return RetryEnter(self.attempt)
 
     def retried(self) -> Watch | GiveUp:
-        """Enter was pressed again."""
         self._check_open()
         if self.attempt >= self.retries:
             return self._finish(GiveUp())
@@ -260,7 +248,6 @@ class Compiled:
         self._re = compiled
 
     def search(self, text: str) -> object | None:
-        """The match in the end of `text`, or None."""
         tail = text[-MATCH_CHARS:]
         try:
             return self._re.search(tail)

@@ -7,16 +7,8 @@ tool call unless the mid-turn door is asked for: the agent waits for its hooks).
 hook runs bench's hook client: `bench-hook EVENT` (compiled, bench_cli/bench_hook.c)
 when `./run` built it beside `bench`, else `bench hook EVENT`.
 
-- claude: `--settings JSON` (merged over the user's settings), passed inline, so nothing
-  has to be readable inside the sandbox but the hook client.
-- codex: `-c KEY=TOML` overrides (a layer of their own over the user's config.toml),
-  each hook trusted by its hash; inline too.
-- pi: `-e pi_extension.ts` (an extension file shipped beside this module; the sandbox
-  shows the whole file system but BENCH_DIR, so pi reads it in there too) and
-  `--bench-program=PROGRAM`, a flag the extension registers: it runs `PROGRAM EVENT`
-  (`bench-hook`) or `PROGRAM hook EVENT` (`bench`) itself (child_process, no shell) and
-  hands the answers to pi (`pi.sendUserMessage`). pi has no permission prompts, so it
-  never reports `permission`.
+How each agent's hooks are set (claude, codex, pi): docs/agents.md; all inline, so
+nothing but the hook client has to be readable inside the sandbox.
 
 `bench hook EVENT` forwards the hook's JSON to the daemon and prints its answer: the
 Stop hook's answer can hand the agent its next instruction (a wake line: the door for

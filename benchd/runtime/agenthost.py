@@ -2,22 +2,11 @@
 
 A report comes over the socket like every request: the connection already knows which
 session sent it (benchd.runtime.placement), so a session reports only about itself.
-Each report steps the agent's state (benchd.core.agentstate, pure) and is answered with
-what the hook prints for the agent:
-
-- `stop` with a wake queued: the wake's line as the agent's next instruction (Claude
-  Code's `{"decision": "block", "reason": LINE}`): mail that arrived mid-turn goes in
-  through the agent's own door, nothing typed (the reactor's `hand_over`).
-- `permission`: the hook's connection waits for `bench approve|deny` (at most
-  --approval-wait), then answers with the decision; meanwhile the agent is `blocked`,
-  shown to the operator (ps, dashboard, `agent/state`) and mailed to a job's parent.
-- `stop-failure` with a usage limit: `limited` (its reset time from the report, else
-  read off the screen: evidence); its wakes wait (the reactor parks them) until the
-  reset or until it reports work again; a job's parent gets one mail.
-
-- an agent that ends some turns without a report (Codex: a turn ended by an error or its
-  usage limit runs no hook) has its screen watched while it works (`_watch_turn`): a
-  turn over by the screen is idle, or limited if the limit message shows (evidence).
+Each report steps the agent's state (benchd.core.agentstate, pure) and is answered
+with what the hook prints for the agent: a wake line at `stop` (the reactor's
+`hand_over`), the approval's decision at `permission` (docs/agents.md, "Doors"). An
+agent that ends some turns without a report (Codex) has its screen watched while it
+works (`_watch_turn`).
 
 Reports are rate-bounded per session (--agent-reports a second, a burst of ten times
 that); nothing in a report is typed anywhere, and what is shown of it is escaped.
@@ -256,11 +245,8 @@ class AgentHost:
             self.log.warning("agent mail refused", session=s.id, to=to, code=err.code)
 
     async def _watch_turn(self, s: Session, marks: TurnScreen) -> None:
-        """While the agent works by its report, watch for a turn the screen shows over
-        (its busy mark gone, its prompt back) for TURN_OVER_S with no report: an agent
-        that reports no error turn (Codex) would otherwise stay `working` and its mail
-        wait for ever. Then it is idle, or limited if its limit message shows (its reset
-        time read off it): screen evidence."""
+        """While the agent works by its report: a turn the screen shows over for
+        TURN_OVER_S with no report makes it idle, or limited (screen evidence)."""
         term = s.term
         over_since: float | None = None
         try:

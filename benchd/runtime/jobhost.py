@@ -9,18 +9,7 @@ is delivered in the very journal record that says it was, and a replay after a c
 neither loses nor repeats one; should a record ever be written again from an older
 state (a start that met a crash mid-move), the reply key makes the mailroom answer
 `duplicate` and write nothing.
-
-A job is a spawn with task mail (`bench spawn --mail FILE --reply-to H`). Its session's
-exit settles it, in the words of bench_wire.messages.OUTCOMES (`outcome_of`): exit 0 ->
-completed; another exit or a signal of its own -> failed (reason exit-code, signal);
-`bench kill` -> interrupted (killed), its deadline -> interrupted (deadline), the daemon
-stopping or found running at daemon start (its session died with the old daemon) ->
-interrupted (daemon-stopped); `bench kill --cancel` -> cancelled (quiet). The content
-owed is the last `bench report`. Replies are in the task's thread: `Re: <its subject>
-(<outcome>)`, in reply to the task mail. A refused reply (a full mailbox, a disk error)
-stays owed in the record and is tried again with backoff (`--retry-base`, doubling, at
-most 5 minutes); a timer drains what is due, PAGE replies per batch, and every start
-drains at once.
+The outcomes, the reply header and the retries are docs/jobs.md's.
 """
 
 import itertools
@@ -58,11 +47,7 @@ PAGE = 64  # replies sent per JobOp, and so per batch of a drain
 
 @dataclass(frozen=True, slots=True)
 class Ending:
-    """How a job's session ended: the reply header fields documented in docs/jobs.md.
-
-    Invariants: `killed_by` is set exactly when `ended` is killed; a session that
-    exited has an `exit_code`; daemon-stopped has neither code nor signal.
-    """
+    """How a job's session ended: the reply header fields documented in docs/jobs.md."""
 
     ended: Literal["exited", "signalled", "killed", "daemon-stopped"]
     exit_code: int | None = None
@@ -71,9 +56,6 @@ class Ending:
     reason: str | None = None  # the outcome's reason (bench_wire.messages.OUTCOMES), if it has one
 
     def fields(self) -> dict[str, str | int]:
-        """The header fields in their documented order: `reason` (when the outcome has
-        one), `ended`, then `exitCode` or `signal`, and `killedBy` when `bench kill`
-        ended it."""
         out: dict[str, str | int] = {} if self.reason is None else {"reason": self.reason}
         out["ended"] = self.ended
         if self.exit_code is not None:
@@ -164,7 +146,7 @@ class JobOp(Op[JobRecord]):
         finally:
             os.close(fd)
         opened, done = files.path("open", self.session), files.path("done", self.session)
-        staged = [op for op in [self.task, *self.sends] if op is not None and op.error is None]
+        staged = [op for op in self._ops() if op.error is None]
         self.entries = [e for op in staged for e in op.entries] + [Write(opened, data, done)]
         if not record.owing:
             self.entries.append(Rename(opened, done))
@@ -253,8 +235,6 @@ class JobHost:
         self.staged_names = itertools.count()  # a JobOp stages its record under one
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Settle the jobs the previous daemon left running, then drain what is owed
-        whenever it is due."""
         async with trio.open_nursery() as nursery:
             await self._start()
             nursery.start_soon(self._timer)
@@ -299,11 +279,7 @@ class JobHost:
                 self.log.error("settling a job failed", session=op.session, error=err.message)
         self._schedule_wake(self.wall.wall_ms())
 
-    # ------------------------------------------------------------ the drain
-
     def _owed(self, record: JobRecord) -> None:
-        """Wake the drain for the replies a settlement left owed (refused, or past a
-        page)."""
         for r in record.replies:
             if not r.delivered:
                 self._schedule_wake(r.due)
@@ -336,8 +312,7 @@ class JobHost:
                     self._schedule_wake(self.wall.wall_ms() + 5000)
 
     async def _drain(self) -> bool:
-        """Send one page of the replies due, each job's with its record, in one batch;
-        wake again for the rest. True when more was due than a page."""
+        """Send one page of the replies due, in one batch; True when more was due."""
         now = self.wall.wall_ms()
         page: list[JobOp] = []
         room, earliest = PAGE, math.inf
@@ -373,7 +348,6 @@ class JobHost:
         return earliest <= now
 
     async def stop(self) -> None:
-        """At a clean stop: no new timed drains; send what is due now."""
         self._stopping = True
         async with self._drain_lock:
             for _ in range(64):  # bounded: replies left over are drained at next start
@@ -381,7 +355,6 @@ class JobHost:
                     break
 
     def reply_op(self, record: JobRecord, reply: jobs.Reply) -> SendOp:
-        """The send of one reply: from the child, keyed, in the task's thread."""
         job = record.job
         assert record.outcome is not None, "only a settled job replies"
         subject = jobs.reply_subject(record.subject, job.key, record.outcome)
@@ -393,9 +366,10 @@ class JobHost:
             # (durable before accepted; the key makes a repeat a no-op). The task's id
             # is this node's; the other node's thread starts here.
             assert self.outbound is not None, "the daemon builds it with the outbound queue"
-            return self.outbound.make_queue(
+            spec = self.outbound.queue_spec(
                 job.handle, to, record.body, subject, key, outbox_reply=True
             )
+            return SendOp(self.mailroom, spec)
         send = self.mailroom.check_send(
             job.handle,
             to,
@@ -407,20 +381,15 @@ class JobHost:
         )
         return SendOp(self.mailroom, send)
 
-    # ------------------------------------------------------------ jobs
-
     def _local(self, address: str) -> str:
-        """`h@<this node>` is the local handle h; anything else is left as it is."""
         own = self.outbound.node if self.outbound is not None else None
         handle, node = resolve(address, own, None, "reply-to")
         return handle if node is None else address
 
     def job(self, session: str) -> JobRecord | None:
-        """A job's record (a session that ran no job has none)."""
         return self.files.staged.get(session) or self.files.job(session)
 
     def check_spec(self, spec: m.JobMailSpec, caller: Caller) -> None:
-        """Refuse a bad job before anything is spawned."""
         own, knows = None, None
         if self.outbound is not None:
             own, knows = self.outbound.node, self.outbound.directory.knows
@@ -439,7 +408,6 @@ class JobHost:
             )
 
     def begin(self, s: "Session", spec: m.JobMailSpec, caller: Caller) -> None:
-        """The job of a just-spawned session (made durable with its task mail)."""
         s.job = Job(
             session=s.id,
             handle=s.handle,
@@ -450,7 +418,6 @@ class JobHost:
         )
 
     def abandon(self, s: "Session") -> None:
-        """The spawn failed before the child ran: the job is closed with no replies."""
         if s.job is not None and self.job(s.id) is not None:
             op = self.settle_op(s.job, Outcome.ABANDONED, "", None, False, event=False)
             try:
@@ -459,8 +426,7 @@ class JobHost:
                 pass  # stopping: the next start settles it (interrupted)
 
     async def deliver_task(self, s: "Session", spec: m.JobMailSpec, caller: Caller) -> str:
-        """The task mail, from the spawner to the child (it wakes the child when ready),
-        committed with the job's record: the job exists once its task was sent."""
+        """The task mail, committed with the job's record: no job without its task."""
         job = s.job
         assert job is not None, "begin() made the job"
         subject = spec.subject or "task"
@@ -502,7 +468,6 @@ class JobHost:
         return len(data)
 
     def report_op(self, s: CallerSession, content: str, size: int) -> JobOp:
-        """The op that keeps a report (`size` bytes) as the content a running job owes."""
 
         def reported(record: JobRecord | None) -> JobRecord:
             if record is None or not record.running:
@@ -515,7 +480,6 @@ class JobHost:
         return JobOp(self, s.id, reported, limit=0, events=events)
 
     async def settle(self, s: "Session") -> str:
-        """Settle the job of an exited session, its replies sent with it; its outcome."""
         assert s.job is not None, "only a job's session is settled here"
         outcome, reason = outcome_of(s.cancelled, s.deadline_hit, s.killed_by, s.exit)
         ending = ending_of(s.exit, s.signal, s.killed_by, reason)
@@ -537,8 +501,7 @@ class JobHost:
         *,
         event: bool = True,
     ) -> JobOp:
-        """The op that settles `job` (its replies sent with it, at most a page). `content`:
-        what the replies say, else the last report, else how the session ended."""
+        """`content`: what the replies say, else the last report, else how it ended."""
         now = self.wall.wall_ms()
         details = ending.fields() if ending is not None else {}
         again = False
@@ -581,9 +544,6 @@ def _same(record: JobRecord | None) -> JobRecord:
 def outcome_of(
     cancelled: bool, deadline: bool, killed_by: str | None, exit_code: int | None
 ) -> tuple[Outcome, str | None]:
-    """A session's job outcome and its reason (bench_wire.messages.OUTCOMES), first match wins:
-    a cancel, its deadline, `bench kill` (by the daemon stopping: daemon-stopped), a
-    clean exit, then the child's own failure."""
     if cancelled:
         return Outcome.CANCELLED, None
     if deadline:
@@ -600,7 +560,6 @@ def outcome_of(
 def ending_of(
     exit_code: int | None, sig: int | None, killed_by: str | None, reason: str | None = None
 ) -> Ending:
-    """How a job's session ended, from its exit status and who killed it."""
     name = None if sig is None else _signal_name(sig)
     if killed_by is not None:
         return Ending("killed", exit_code, name, killed_by, reason)
@@ -617,8 +576,6 @@ def _signal_name(sig: int) -> str:
 
 
 def ending_sentence(session: str, handle: str, ending: Ending) -> str:
-    """The body of a reply when the job reported nothing: what happened, and where to
-    look."""
     if ending.reason == "deadline" and ending.ended == "daemon-stopped":
         return (
             f"The job reported nothing: its deadline passed while the daemon was down; "

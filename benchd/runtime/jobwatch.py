@@ -1,19 +1,9 @@
 """A job's clock: its deadline, and the stall of a child that shows no output.
 
-- **Deadline** (`bench spawn --deadline 10m`): when it passes, a `job/deadline` event is
-  recorded and the session is ended as `bench kill` ends one (SIGHUP, SIGTERM, then
-  SIGKILL to its process group, a grace apart); its job settles `interrupted` with
-  reason `deadline`. The deadline is stored with the job (wall-clock ms in its record),
-  so a job found at start already past it settles with that reason
-  (benchd.runtime.jobhost).
-- **Stall**: a job's child that has shown no pty output for its stall-after time
-  (`--stall-after`, the daemon's or the spawn's; 0: never) and has not run `bench
-  report` is stalled: a `job/stalled` event, and one mail from the child to each of its
-  reply-to addresses, in the task's thread, saying how long it has been idle with its
-  last screen lines (escaped as all untrusted text is). Once per stall: the next output
-  ends it (`job/active`), and a later stall mails again. Stall mails are sends like any
-  other: the child's send bucket and the recipients' mailbox limits apply, and a
-  refusal is named in the event (`refused`) and the log.
+What each does (events, mail, the kill's steps) is docs/jobs.md's. The deadline is
+stored with the job (wall-clock ms in its record), so a job found at start already past
+it settles with reason `deadline` (benchd.runtime.jobhost). Stall mails are sends like
+any other: the child's send bucket and the recipients' mailbox limits apply.
 
 One task per live job session, in the session's own nursery (benchd.runtime.sessions),
 so it ends when the session does.
@@ -30,7 +20,6 @@ from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.authority import Caller
 from benchd.core.names import SYSTEM_WALL, WallClock
-from benchd.runtime.committer import Committer
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
@@ -55,7 +44,6 @@ class JobWatch:
     def __init__(
         self,
         record: Callable[..., Awaitable[bool]],
-        committer: Committer,
         mailroom: Mailroom,
         limiter: Limiter,
         jobs: JobFiles,
@@ -67,7 +55,6 @@ class JobWatch:
         outbound: Outbound | None = None,
     ) -> None:
         self.record = record  # the committer's: logs events
-        self.committer = committer
         self.mailroom = mailroom
         self.limiter = limiter
         self.jobs = jobs  # the job records: a stall mail is in its task's thread
@@ -109,7 +96,6 @@ class JobWatch:
     # ------------------------------------------------------------ while it runs
 
     async def run_session(self, s: "Session") -> None:
-        """Watch one launched session until it ends (the session cancels this task)."""
         async with trio.open_nursery() as nursery:
             if s.deadline_at is not None:
                 nursery.start_soon(self._deadline, s)
@@ -163,11 +149,8 @@ class JobWatch:
 
     async def _stalled(self, s: "Session", idle: float) -> None:
         assert s.term is not None and s.job is not None, "a live job's session"
-        lines, _row, _col = await s.term.render()
-        shown = [line.rstrip() for line in lines]
-        while shown and not shown[-1]:
-            shown.pop()
-        shown = shown[-SCREEN_LINES:]
+        text = await s.term.screen_text()
+        shown = text.split("\n")[-SCREEN_LINES:] if text else []
         to = list(s.job.reply_to)
         task_id, subject = self.jobs.task_of(s.job.key)
         idle_text = _duration_text(idle)
@@ -211,8 +194,7 @@ class JobWatch:
         if "@" in to:
             assert self.outbound is not None, "the daemon wires the outbound queue"
             self.limiter.charge(caller, 1, size)
-            op = self.outbound.make_queue(sender, to, body, subject)
-            await self.committer.submit(op)
+            await self.outbound.send(self.outbound.queue_spec(sender, to, body, subject))
             return
         self.limiter.mailbox(sender, to, size)
         self.limiter.charge(caller, 1, size, (to,))

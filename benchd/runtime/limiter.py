@@ -3,15 +3,10 @@
 The sender limits: benchd.core.limits' decisions, with the clock, the index's
 unread tally, benchd.log and the event log.
 
-The mail handlers ask before a caller's send reaches the mailroom (mail/send, mail/reply),
-and the spawner before a job starts (its task mail is a send, and so is each reply it
-owes: charged then, to the spawner's tree). A session is charged to its tree's budgets
-(benchd.core.trees), the operator to its own bucket. A mailbox's unread caps are checked
-again where each send's batch commits (`admit`), for every send into a mailbox: a job's
-replies and mail from other nodes too. A refusal raises WireError; one line per flood
-and source (benchd.core.limits) is logged and recorded as a `limit/hit` event, with the
-count of refusals it stands for. `refused` does the same for the daemon's other
-budgets (connections per tree).
+A session is charged to its tree's budgets (benchd.core.trees), the operator to its
+own bucket; a job's task mail and every reply it owes are charged when it is spawned. A
+mailbox's unread caps are checked again where each send's batch commits (`admit`), so a
+job's replies and mail from other nodes meet them too.
 
 Delegation (`Delegation`, at the end): a session's spawn checked, named and counted. The
 rules and the limits are decided in benchd.core.trees; this service supplies what they
@@ -103,13 +98,11 @@ class Limiter:
             self.write_down(msgspec.structs.replace(hit, count=count))
 
     def recipients(self, sender: str, n: int) -> None:
-        """Refuse a message (or a job) with more reply-to addresses than the limit."""
         r = self.decide.recipients(sender, n, trio.current_time())
         if r is not None:
             raise self._refuse(r, sender)
 
     def mailbox(self, sender: str, to: str, size: int) -> None:
-        """Refuse a message that would take mailbox `to` past its unread limits."""
         unread, unread_bytes = self.index.unread(to)
         r = self.decide.mailbox(to, unread, unread_bytes, size, trio.current_time())
         if r is not None:
@@ -233,7 +226,6 @@ class Delegation:
         return msgspec.structs.replace(req, name=name, job=job)
 
     def started(self, parent: CallerSession, child: Session) -> None:
-        """The child is reserved: it counts against its spawner from now on."""
         child.parent = parent.id
         child.parent_handle = parent.handle
         child.lineage = (parent.id, *parent.lineage)
@@ -242,7 +234,6 @@ class Delegation:
         self.quota.started(parent.id, child.id, trio.current_time(), root=root_of(parent))
 
     def settled(self, child: Session) -> None:
-        """The child's job settled (or its spawn failed): it no longer counts."""
         if child.parent is not None:
             self.quota.settled(child.parent, child.id)
 

@@ -7,9 +7,9 @@ for NATS and `read/` what JetStream acknowledged. Reusing the mailbox machinery 
 the queue the mailroom's guarantees for free: crash recovery, the (sender, key) index
 that makes a resend a no-op, and an O(1) count of what is queued.
 
-The bridge (bench_bridge, its own process) pulls the queue, publishes, then reports
-`bridge/forwarded`; inbound, it hands messages to `bridge/deliver`, which delivers them
-with the sender's key, so a redelivery from JetStream writes nothing twice.
+The bridge (bench_bridge, its own process) pulls the queue and reports
+`bridge/forwarded`; inbound, `bridge/deliver` delivers with the sender's key, so a
+redelivery from JetStream writes nothing twice.
 
 A message keeps one identity across nodes (benchd.core.mailrefs): the copy delivered
 here records the id its node gave it as `origin`, and the references a message carries
@@ -35,14 +35,10 @@ from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD, Index
 
-# Refusals come back: a message from another node that this node refuses (a bad
-# handle, a key already used, a full mailbox, too old) is returned to its sender as mail
-# from `postmaster@<this node>`, through the outbound queue like any other mail to that
-# node, so the sender learns of it with the queue's guarantees. Pure text and names here;
-# the queueing is Outbound.bounce.
-#
-# A bounce's key is derived from the original's origin, sender and key, so a redelivery
-# of the refused message queues nothing twice; a bounce is never bounced.
+# Refusals come back (docs/nodes.md): a message from another node that this node
+# refuses is returned to its sender as mail from `postmaster@<this node>`, through the
+# outbound queue like any other mail to that node. Pure text and names here; the
+# queueing is Outbound.bounce.
 
 
 POSTMASTER = "postmaster"
@@ -150,21 +146,6 @@ class Outbound:
         res: m.SendOk = await self.committer.submit(op)
         return self.queued_as(op, res)
 
-    def make_queue(
-        self,
-        sender: str,
-        address: str,
-        body: str,
-        subject: str = "",
-        key: str | None = None,
-        *,
-        outbox_reply: bool = False,
-    ) -> SendOp:
-        """The op that queues mail (`queue_spec`), not yet submitted: the outbox's port
-        for a job's reply to another node (`outbox_reply`), and a job's stall mail."""
-        spec = self.queue_spec(sender, address, body, subject, key, outbox_reply=outbox_reply)
-        return SendOp(self.mailroom, spec)
-
     def queue_spec(
         self,
         sender: str,
@@ -219,13 +200,11 @@ class Outbound:
         self.recent[op.meta.id] = remote_mail(op.meta, op.spec.body, self.node)
 
     def qualify(self, address: str) -> str:
-        """A bare handle names a handle on this node: make it say so, for the far side."""
         return address if "@" in address else f"{address}@{self.node}"
 
     # ------------------------------------------------------------ for the bridge's verbs
 
     async def wait_queued(self, timeout: float) -> None:  # noqa: ASYNC109 - a long poll's bound
-        """Return when mail is queued, or after `timeout` seconds (a long-polling pull)."""
         self._queued = trio.Event()
         with trio.move_on_after(timeout):
             await self._queued.wait()
@@ -244,7 +223,6 @@ class Outbound:
         return remote_mail(meta, body, self.node)
 
     def forgotten(self, mail_id: str) -> None:
-        """Marked forwarded: no longer to be pulled."""
         self.recent.pop(mail_id, None)
 
     def inbound_op(self, msg: m.RemoteMail, origin: str) -> SendOp:
@@ -267,12 +245,7 @@ class Outbound:
                 reply_to.append(a if "@" in a else f"{a}@{origin}")
             except WireError:
                 continue  # a bad reply-to address is dropped, the message still delivered
-        in_reply_to = None
-        if msg.in_reply_to is not None:
-            try:
-                in_reply_to = mailrefs.received(msg.in_reply_to, origin, self.node)
-            except WireError:
-                pass  # a bad reference is dropped, like a bad reply-to: the message lands
+        in_reply_to = self._reference(msg, origin)  # a bad one is dropped: the mail lands
         send = self.mailroom.check_send(
             sender, handle, msg.body, msg.subject, msg.key, None, in_reply_to
         )
@@ -285,6 +258,14 @@ class Outbound:
         )
         return SendOp(self.mailroom, spec)
 
+    def _reference(self, msg: m.RemoteMail, origin: str) -> str | None:
+        """Its `in-reply-to` as this node writes it; None if it has none or a bad one."""
+        try:
+            ref = msg.in_reply_to
+            return None if ref is None else mailrefs.received(ref, origin, self.node)
+        except WireError:
+            return None
+
     def _returned(
         self, msg: m.RemoteMail, sender: str, handle: str, origin: str
     ) -> m.BridgeBounced | None:
@@ -292,12 +273,7 @@ class Outbound:
         if not is_bounce(sender):
             return None
         code, reason = parse_bounce(msg.body)
-        original = msg.mail_id
-        if msg.in_reply_to is not None:
-            try:  # the returned message as this node names it (its own: a bare id)
-                original = mailrefs.received(msg.in_reply_to, origin, self.node)
-            except WireError:
-                pass
+        original = self._reference(msg, origin) or msg.mail_id  # as this node names it
         return m.BridgeBounced(
             mail_id=original,
             sender=f"{handle}@{self.node}",
@@ -347,12 +323,7 @@ class Outbound:
             code=error.code,
             reason=error.message[:500],
         )
-        op = SendOp(self.mailroom, Bounce.returning(queued, returned))
-        res: m.SendOk = await self.committer.submit(op)
-        if not res.duplicate:
-            self._remember(op)
-        self._queued.set()
-        return res.mail_id
+        return (await self.send(Bounce.returning(queued, returned))).mail_id
 
     def bridge_reported(self, req: m.BridgeReport) -> list[str]:
         """The bridge's heartbeat: whether it is connected, and the nodes it has seen.

@@ -86,7 +86,6 @@ class ExitedStore:
         shutil.rmtree(self._dir(sid), ignore_errors=True)
 
     def prune(self) -> None:
-        """Forget every exited session on disk (`bench ps --prune`)."""
         try:
             names = os.listdir(self.root)
         except FileNotFoundError:

@@ -1,39 +1,16 @@
 """Who a connecting process is: a session, the operator, or unplaceable. Decided once, at
 accept, from kernel facts read race-free (the peer, below), never from a claim.
 
-In order:
+The rules, in order, are docs/security.md's ("Who is who"). Why they hold: a process
+cannot leave a PID namespace, and the daemon is the subreaper of its sessions'
+processes, so a cut parent chain ends at the daemon (`unplaceable`), never at init. Each
+parent read is checked against its child's start time (a parent cannot start after its
+child: a reused pid can), and anything that cannot be read steadily is `unplaceable`,
+never the operator.
 
-1. A process in a sandboxed session's PID namespace is that session. It cannot leave
-   the namespace (setsid, double forks and re-parenting change nothing) and it dies
-   with the session, so this answer cannot be escaped.
-2. Otherwise the process's ancestry: the first pty leader of a live session on its
-   parent chain makes it that session; a helper the daemon runs for the operator (the
-   bridge) makes it the operator; reaching the daemon itself makes it `unplaceable`
-   (it descends from a session it has left: the daemon is the subreaper of its
-   sessions' processes, so a cut parent chain ends at the daemon, never at init);
-   reaching init without any of these makes it the operator, but only for a process
-   in the daemon's own PID namespace: one in any other namespace (another daemon's
-   session, a container) that reaches no session of ours is `unplaceable`, never the
-   operator, whatever its ancestry says.
-3. Each parent read is checked against its child's start time (a parent cannot start
-   after its child: a reused pid can), and the whole walk is trusted only if the peer
-   is still the process that connected afterwards. A walk that cannot be read steadily,
-   or a peer that is gone, is `unplaceable`, never the operator.
-
-The peer (`Peer`, first below): the process at the other end of a connection, pinned at accept so it cannot be swapped.
-
-The kernel records the connecting process when it calls connect(). SO_PEERCRED gives its
-pid, and SO_PEERPIDFD (Linux 6.5+) a pidfd that names that very process, not whatever
-later reuses the number. Everything the daemon reads about the peer (/proc/<pid>/stat,
-its PID namespace) is read first and trusted only if afterwards the pidfd still names a
-live process: a process that has been reaped frees its pid, and the pidfd then answers
-ESRCH, so a read that might have seen a newcomer with the same pid is thrown away.
-
-Without SO_PEERPIDFD the start time stands in for it: the peer's start time (from
-/proc/<pid>/stat) is read at accept and must not lie after the accept, and reads are
-trusted only if the start time is the same afterwards. That leaves a narrow window
-between connect() and accept() that only the pidfd closes; the daemon logs which one it
-has (`Peer.pinned`).
+The peer (`Peer`) is pinned at accept so it cannot be swapped: by its pidfd
+(SO_PEERPIDFD), else by its start time, which leaves a narrow window between connect()
+and accept() that only the pidfd closes.
 """
 
 import errno
@@ -98,10 +75,6 @@ class Peer:
         self.uid = uid
         self.pidfd = pidfd
         self.start = start
-
-    @property
-    def pinned(self) -> str:
-        return "pidfd" if self.pidfd is not None else "start-time"
 
     def same(self) -> bool:
         """True while the pid still names the process that connected (it may have exited

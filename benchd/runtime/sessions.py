@@ -1,26 +1,10 @@
 """Sessions: agents in ptys owned by the daemon, their handles, identity and relay verbs,
 their agents' presets, and session/spawn carried out.
 
-A session claims a handle at spawn (unique among live sessions; `operator` reserved),
-gets BENCH_SESSION / BENCH_HANDLE / BENCH_DIR / BENCH_TOKEN in its environment, and
-lives until its child exits: then it settles (exit code or signal, session/exited,
-handle freed, mailbox kept, queued wakes dropped).
-
-Identity: a connection is placed once, when it is accepted, from kernel facts about
-the connecting process (benchd.runtime.placement): a session, the operator, or
-unplaceable. A request carrying a live session's BENCH_TOKEN is that session (where the
-sandbox is off, the token is what a process that left its session can still use); a
-forged or stale token is refused.
-
-Agent presets (`Preset`, after `Sessions`): what a real agent TUI needs from the reactor, by
-name. `bench spawn --agent NAME -- CMD` takes the preset's ready pattern (unless --ready is
-given) and its paste settle. Built in: claude, codex, pi (observed on Claude Code
-2.1, Codex 0.171, pi 0.73 against a local model; see docs/agents.md and
-tests/real_agents/agents.py). Add your own in $BENCH_DIR/presets.json:
-
-    {"aider": {"ready": "^> $", "paste_settle": 0.3}}
-
-A file preset of the same name replaces the built-in one.
+Identity: a connection is placed once, when it is accepted (benchd.runtime.placement);
+a request carrying a live session's BENCH_TOKEN is that session (where the sandbox is
+off, the token is what a process that left its session can still use). Agent presets
+(`Preset`): docs/reactor.md.
 
 The spawn (`Spawner`, at the end): the session reserved and started, its job made and its task
 delivered, its delegation counted, its events logged, and every step undone when a
@@ -90,7 +74,6 @@ class Sessions:
         scrollback_bytes: int,
         helper_pids: set[int],
         daemon_pid: int,
-        subreaper: bool,
         session_umask: int | None = None,
         wall: WallClock = SYSTEM_WALL,
         *,
@@ -111,7 +94,6 @@ class Sessions:
         self.scrollback_bytes = scrollback_bytes
         self.helper_pids = helper_pids  # the daemon's own children, acting for the operator
         self.daemon_pid = daemon_pid
-        self.subreaper = subreaper
         self.session_umask = session_umask  # each program's umask (benchd's own is 077)
         self.placer = Placer(roster, helper_pids, daemon_pid)
         self.delegation = delegation  # counts a spawner's children
@@ -225,23 +207,28 @@ class Sessions:
         )
         if adapted.why_not is not None:
             self.log.info("no adapter", handle=handle, why=adapted.why_not)
-        s = Session(sid, handle, token, argv, None, ready, None)  # shown without the hooks
-        s.adapter = adapted.adapter
-        s.mid_turn = req.mid_turn and adapted.adapter is not None
-        argv = adapted.argv
-        s.sandboxed = self.sandbox is not None and req.sandbox
-        s.paste_settle = settle
-        s.size = (req.rows, req.cols)
-        s.launch_args = (argv, cwd, env, req.rows, req.cols)
-        s.launch = m.Launch(
-            argv=list(req.argv),
-            cwd=cwd,
-            agent=req.agent,
-            ready=req.ready,
-            rows=req.rows,
-            cols=req.cols,
-            sandbox=req.sandbox,
-            env_keys=sorted(req.env),
+        s = Session(
+            sid,
+            handle,
+            token,
+            argv,
+            ready=ready,
+            launch_args=(adapted.argv, cwd, env, req.rows, req.cols),
+            launch=m.Launch(
+                argv=list(req.argv),
+                cwd=cwd,
+                agent=req.agent,
+                ready=req.ready,
+                rows=req.rows,
+                cols=req.cols,
+                sandbox=req.sandbox,
+                env_keys=sorted(req.env),
+            ),
+            size=(req.rows, req.cols),
+            paste_settle=settle,
+            sandboxed=self.sandbox is not None and req.sandbox,
+            adapter=adapted.adapter,
+            mid_turn=req.mid_turn and adapted.adapter is not None,
         )
         if self.watch is not None:
             self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
@@ -259,6 +246,7 @@ class Sessions:
         if self.stopping:
             self.release(s)
             raise WireError("shutting-down", "the daemon is stopping: no session is started")
+        assert s.launch_args is not None, "reserve() built it with them"
         argv, cwd, env, rows, cols = s.launch_args
         try:
             if s.sandboxed and self.sandbox is not None:
@@ -396,16 +384,12 @@ class Sessions:
                 async with trio.open_nursery() as nursery:
                     for c in level:
                         c.mark_killed(by, cancel)
-                        nursery.start_soon(self.end, c)
+                        nursery.start_soon(end_session, c)
                 order += [c.id for c in level]
         s.mark_killed(by, cancel)
         order.append(s.id)
-        await self.end(s)
+        await end_session(s)
         return order
-
-    async def end(self, s: Session, grace: float = KILL_GRACE) -> None:
-        """SIGHUP, SIGTERM, then SIGKILL to the process group (`end_session`)."""
-        await end_session(s, grace)
 
     async def stop_all(self) -> None:
         """End every session this daemon started, and start no more (`stopping`);
@@ -420,7 +404,7 @@ class Sessions:
             async with trio.open_nursery() as nursery:
                 for s in left:
                     s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
-                    nursery.start_soon(self.end, s)
+                    nursery.start_soon(end_session, s)
 
 
 async def end_session(s: Session, grace: float = KILL_GRACE) -> None:
@@ -560,7 +544,7 @@ class Spawner:
             await self.submit(EventOp(*events))
         except WireError:
             s.withdraw()
-            await sessions.end(s, grace=0.5)
+            await end_session(s, grace=0.5)
             raise
         return m.SpawnOk(session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
 

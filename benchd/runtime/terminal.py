@@ -93,11 +93,8 @@ class Terminal:
         umask: int | None = None,
         die_with: int | None = None,
     ) -> None:
-        # `umask`: the one the program starts with (the daemon's config gives the umask
-        # benchd was started with; benchd itself runs with 077), so agents create files
-        # as they would outside bench. None: the daemon's own.
-        # `die_with`: the daemon's pid; the child is SIGKILLed when the daemon dies,
-        # from before it execs (see _child_setup).
+        # `umask`: the program's (benchd itself runs with 077), so agents create files
+        # as they would outside bench. `die_with`: the daemon's pid (_child_setup).
         preexec = None
         if umask is not None or die_with is not None:
             preexec = functools.partial(_child_setup, umask, die_with, _prctl())
@@ -178,11 +175,16 @@ class Terminal:
         ev, self.changed = self.changed, trio.Event()
         ev.set()
 
+    def _take_unseen(self) -> tuple[bytes, bool]:
+        """The output the emulator has not seen, and whether it is to be reset first."""
+        data, self._unseen = bytes(self._unseen), bytearray()
+        reset, self._reset = self._reset, False
+        return data, reset
+
     async def render(self) -> tuple[list[str], int, int]:
         """(lines, cursor row, cursor column) as a person would see the screen now."""
         async with self._screen_lock:
-            data, self._unseen = bytes(self._unseen), bytearray()
-            reset, self._reset = self._reset, False
+            data, reset = self._take_unseen()
             if not data and not reset and self._lines and not self.screen.dirty:
                 return list(self._lines), self.screen.cursor.y, self.screen.cursor.x
             return await trio.to_thread.run_sync(self._render, data, reset, None)
@@ -192,8 +194,7 @@ class Terminal:
         the screen lock, given the screen and its rendered lines: for callers that need
         more than the text (colours, cursor)."""
         async with self._screen_lock:
-            data, self._unseen = bytes(self._unseen), bytearray()
-            reset, self._reset = self._reset, False
+            data, reset = self._take_unseen()
 
             def work() -> T:
                 lines = self._render(data, reset, None)[0]
@@ -201,11 +202,8 @@ class Terminal:
 
             return await trio.to_thread.run_sync(work)
 
-    async def screen_lines(self) -> list[str]:
-        return (await self.render())[0]
-
     async def screen_text(self) -> str:
-        lines = [line.rstrip() for line in await self.screen_lines()]
+        lines = [line.rstrip() for line in (await self.render())[0]]
         while lines and not lines[-1]:
             lines.pop()
         return "\n".join(lines)
@@ -250,8 +248,7 @@ class Terminal:
         except OSError:
             pass
         async with self._screen_lock:
-            data, self._unseen = bytes(self._unseen), bytearray()
-            reset, self._reset = self._reset, False
+            data, reset = self._take_unseen()
             await trio.to_thread.run_sync(self._render, data, reset, (rows, cols))
 
     # ------------------------------------------------------------ exit

@@ -12,12 +12,9 @@ events logged after the index's `last_seq` (a kill -9 loses at most the index's 
 The send path pays one row per message, set from its mail/sent; nothing is read back
 for it. Wakes and reads read the row first (the first read or wake is the one kept).
 
-Receipts (`Receipts`, at the end) are a second hub listener. When a message from another node is
-delivered here (bridge/delivered, which names its origin node and its id there), a
-`delivered` receipt is queued for that node; when the copy is retired here (mail/read,
-or agent/woken: a wake retires the mail it names), a `read` receipt with `by` read or
-wake. The bridge takes them with bridge/receipts-pull and publishes them to the origin
-node, whose daemon records them (handlers/bridge.receipts).
+Receipts (`Receipts`) are a second hub listener: a `delivered` receipt for mail from
+another node delivered here, a `read` one (by read or wake) when it is retired, pulled
+by the bridge for the node the message came from (docs/nodes.md, "Receipts").
 
 Best-effort by design: the queue lives in memory, bounded (QUEUE_MAX, the oldest
 dropped first, said in benchd.log), so a receipt lost to a restart of this daemon or

@@ -1,13 +1,10 @@
 """Waits: callers blocked until mail (or a job's settlement) arrives, and the graph of
 who waits on whom, so a wait that would close a cycle is refused before it blocks.
 
-Each wait names at most one address it waits on (its edge): `mail wait --from bob` waits
-on bob; `--reply-to ID` on the message's recipient; `job wait child` on the child (a
-parent waiting on its child is an edge like any other). A wait for anyone's mail has no
-edge: anyone may end it. A new wait from A on B is refused with `would-deadlock` when B
-already waits, through the edges of waits open now, on A; the cycle is named. Addresses
-on other nodes are never waited on here: such an edge ends the walk (the timeout ends a
-cycle through another node).
+Each wait names at most one address it waits on (its edge); a wait for anyone's mail
+has none. A new wait from A on B is refused with `would-deadlock` when B already waits,
+through the edges of waits open now, on A. Addresses on other nodes end the walk (the
+timeout ends a cycle through another node).
 
 Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-waits`);
 the walk visits each waiting handle once. A refusal is answered every time and logged

@@ -262,7 +262,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     )
     watch = JobWatch(
         committer.record,
-        committer,
         mailroom,
         limiter,
         o.jobs,
@@ -283,7 +282,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         SCROLLBACK_BYTES,
         helper_pids,
         o.pid,
-        o.subreaper,
         session_umask=config.session_umask,
         delegation=delegation,
         watch=watch,

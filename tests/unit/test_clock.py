@@ -189,7 +189,7 @@ def test_a_jobs_stall_and_deadline_follow_trio_time(tmp_path):
         job = Job(session="s-1", handle="worker", key="k", sender="operator", reply_to=())
         s = Session("s-1", "worker", "tok", ["agent"], term, None, job)
         files = JobFiles(str(tmp_path))  # the job's record: no task, so no thread
-        watch = JobWatch(record, None, None, None, files, end, _Log(), 600.0, 86400.0, SYSTEM_WALL)
+        watch = JobWatch(record, None, None, files, end, _Log(), 600.0, 86400.0, SYSTEM_WALL)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(term.drain)
