@@ -196,6 +196,11 @@ class DaemonOptions:
         "bytes events.jsonl may hold before it is rotated to events.1.jsonl (the one before "
         "is dropped): the log takes at most about twice this on disk",
     )
+    spare_files: int = option(
+        128, 0, 100_000, "",
+        "empty files kept ready in BENCH_DIR/spare/ so that a send opens one instead of "
+        "creating a file on the event loop; 0 keeps none (each send makes its own)",
+    )
     session_waits: int = option(
         4, 1, 1024, "",
         "waits (mail wait, job wait) one caller may have open; more are refused with "

@@ -220,7 +220,9 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     # batch commits (the mailroom's admit).
     limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists, floods=floods)
     ids = IdClock()
-    spares = Spares(os.path.join(o.bench_dir, "spare"))  # started with the committer
+    # Started with the committer; none with --spare-files 0.
+    spare_dir = os.path.join(o.bench_dir, "spare")
+    spares = Spares(spare_dir, config.spare_files) if config.spare_files else None
     mailroom = Mailroom(
         mail_root, index, committer, mailboxes, ids, admit=limiter.admit, wall=wall, spares=spares
     )

@@ -12,7 +12,7 @@ message into it, and renames it into inbox/ after the commit point, as it did wi
 file of its own making; when none is ready (a burst, a disk that refuses new files) it
 makes its own as before.
 
-The spares live in BENCH_DIR/spare/, at most SPARES of them (empty files: inodes, no
+The spares live in BENCH_DIR/spare/, at most `--spare-files` of them (SPARES by default) (empty files: inodes, no
 data). Nothing about them is journaled or flushed: a spare is an empty file nobody was
 answered about, and a message's bytes are the journal's until its checkpoint, wherever
 the file came from. At each start `run` first removes whatever an earlier run left
@@ -33,7 +33,7 @@ import trio
 
 from benchd.store.statedir import is_real_dir
 
-SPARES = 128  # the most kept ready; refilled once fewer than half are left
+SPARES = 128  # the most kept ready (--spare-files); refilled once fewer than half are left
 RETRY_S = 1.0  # after the disk refused one: the sends make their own meanwhile
 
 

@@ -573,3 +573,24 @@ def test_exactly_a_page_is_not_truncated(shared, who):
     c = shared.ok("mail", "list", "--handle", who, "--cursor", b["cursor"])
     assert [m["mail_id"] for m in c["messages"]] == [a["messages"][49]["mail_id"]]
     assert c["truncated"] is False
+
+
+def test_spare_files_are_bounded_by_their_option_and_none_is_a_choice(make_daemon):
+    """Sends stage their messages in spares made ahead (at most --spare-files of them,
+    empty, private); with --spare-files 0 none is made and each send makes its own file."""
+    d = make_daemon("--spare-files", "4")
+    spare = os.path.join(d.dir, "spare")
+    d.wait_until(lambda: os.path.isdir(spare) and len(os.listdir(spare)) >= 4, what="spares")
+    for i in range(6):
+        d.ok("mail", "send", "box", "-m", f"n {i}")
+    d.wait_until(lambda: 2 <= len(os.listdir(spare)) <= 4, what="spares refilled")
+    for name in os.listdir(spare):
+        st = os.stat(os.path.join(spare, name))
+        assert st.st_size == 0 and st.st_mode & 0o077 == 0
+    assert d.ok("mail", "list", "--handle", "box")["total"] == 6
+    d.stop()
+    none = make_daemon("--spare-files", "0")
+    none.ok("mail", "send", "box", "-m", "own file")
+    assert none.ok("mail", "list", "--handle", "box")["total"] == 7
+    # An earlier run's spares stay until a start that keeps spares empties the dir.
+    assert all(os.path.getsize(os.path.join(spare, n)) == 0 for n in os.listdir(spare))
