@@ -14,54 +14,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.real_agents import agents as realagents
-from tests.real_agents import model_server
-from tests.support.daemon import BIN
+from tests.real_agents import hooked
+from tests.real_agents.hooked import operator_mail, state_after, trail
 
 pytestmark = pytest.mark.slow  # real Claude Code
-
-TRAIL_KINDS = (
-    "session/spawned",
-    "mail/sent",
-    "agent/state",
-    "agent/answered",
-    "wake/deferred",
-    "agent/woken",
-    "mail/read",
-    "session/exited",
-)
-
-
-def _bin_dir() -> Path:
-    found = realagents.installed_bin_dir()
-    if found is None:
-        if not realagents.registry_reachable():
-            pytest.skip(
-                "Claude Code is not installed and the npm registry cannot be reached to install it"
-            )
-        found = realagents.ensure_installed()
-    return Path(found)
 
 
 def start_claude(
     daemon, tmp: Path, name: str, allow: list[str], oauth: bool = False, extra: tuple = ()
 ):
     """A model server and a real Claude Code session `name` with the claude adapter."""
-    server, port = model_server.start_server({name: "operator"}, tmp / f"{name}-model.jsonl")
-    home, cwd = tmp / f"home-{name}", tmp / f"cwd-{name}"
-    cwd.mkdir(parents=True, exist_ok=True)
-    spec = realagents.prepare("claude", home, port, cwd, _bin_dir(), extra_path=[BIN])
-    (home / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": allow}}))
+    server, spec = hooked.start(daemon, tmp, "claude", name)
+    settings = tmp / f"home-{name}" / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"permissions": {"allow": allow}}))
     env = dict(spec.env)
     if oauth:
         # A usage limit reads as one only to a subscription's login, not an API key.
         env.pop("ANTHROPIC_AUTH_TOKEN", None)
         env["CLAUDE_CODE_OAUTH_TOKEN"] = "bench-test-oauth-token"
-    args = ["spawn", "--name", name, "--agent", "claude", "--cwd", str(spec.cwd)]
-    args += ["--rows", "40", "--cols", "120", *extra]
-    for k, v in env.items():
-        args += ["--env", f"{k}={v}"]
-    s = daemon.ok(*args, "--", *spec.argv)
+    s = hooked.spawn(daemon, "claude", name, spec, env, spec.argv, extra)
     daemon.wait_event(
         "agent/state",
         lambda e: e["session"] == s["session"] and e["state"] == "idle",
@@ -72,23 +43,6 @@ def start_claude(
 
 def screen(daemon, name: str) -> str:
     return daemon.bench("tail", name, "--screen").out
-
-
-def trail(daemon, path: Path) -> str:
-    text = daemon.bench("events").out
-    lines = [line for line in text.splitlines() if any(k in line for k in TRAIL_KINDS)]
-    path.write_text("\n".join(lines) + "\n")
-    return "\n".join(lines)
-
-
-def operator_mail(daemon) -> list[dict]:
-    return daemon.ok("mail", "list", "--handle", "operator", "--state", "all")["messages"]
-
-
-def state_after(daemon, name: str, state: str, seq: int, timeout: float = 60) -> dict:
-    return daemon.wait_event(
-        "agent/state", lambda e: e["handle"] == name and e["state"] == state, timeout, since=seq
-    )
 
 
 def test_real_claude_mail_mid_turn_goes_in_at_its_turns_end(make_daemon, tmp_path):
@@ -149,24 +103,8 @@ def test_real_claude_blocked_approved_denied_limited_parked_delivered(make_daemo
     daemon = make_daemon("--idle-gate", "1.0")
     server, s = start_claude(daemon, tmp_path, "claude", ["Read"], oauth=True)
     try:
-        # Blocked: the wake's Bash call is not allowed; the operator approves it.
-        seq = daemon.last_seq()
-        daemon.ok("mail", "send", "claude", "-m", "number 100")
-        blocked = state_after(daemon, "claude", "blocked", seq, 90)
-        assert blocked["tool"] == "Bash" and "bench mail send operator" in blocked["input"]
-        assert "claude waits for approval: Bash" in daemon.bench("ps").out
-        assert daemon.ok("approve", "claude")["via"] == "hook"
-        daemon.wait_until(
-            lambda: len(operator_mail(daemon)) >= 1, 90, "the approved tool's mail to the operator"
-        )
-        state_after(daemon, "claude", "idle", seq, 90)
-        # Denied: the agent is told and goes on (its turn ends; nothing is sent).
-        seq = daemon.last_seq()
-        daemon.ok("mail", "send", "claude", "-m", "number 200")
-        state_after(daemon, "claude", "blocked", seq, 90)
-        daemon.ok("deny", "claude", "-m", "not now")
-        state_after(daemon, "claude", "idle", seq, 90)
-        assert len(operator_mail(daemon)) == 1
+        # Blocked: the operator approves the wake's shell call, then denies the next.
+        hooked.approve_then_deny(daemon, "claude")
         # Limited: the model answers with the usage-limit 429 until the next minute
         # after at least 20 s (the screen shows the reset to the minute).
         reset = (
@@ -186,6 +124,7 @@ def test_real_claude_blocked_approved_denied_limited_parked_delivered(make_daemo
         # After the reset: delivered once (typed: the agent is at its prompt), approved.
         seq2 = daemon.last_seq()
         blocked = state_after(daemon, "claude", "blocked", seq2, 200)
+        assert blocked["tool"] == "Bash"
         assert time.time() >= reset - 1 or limited["until"] is None
         daemon.ok("approve", "claude")
         daemon.wait_until(lambda: len(operator_mail(daemon)) >= 2, 90, "the mail after the reset")

@@ -16,51 +16,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.real_agents import agents as realagents
-from tests.real_agents import model_server
-from tests.support.daemon import BIN
+from tests.real_agents import hooked
+from tests.real_agents.hooked import operator_mail, state_after, trail
 
 pytestmark = pytest.mark.slow  # real Codex
-
-TRAIL_KINDS = (
-    "session/spawned",
-    "mail/sent",
-    "agent/state",
-    "agent/answered",
-    "wake/deferred",
-    "agent/woken",
-    "mail/read",
-    "session/exited",
-)
-
-
-def _bin_dir() -> Path:
-    found = realagents.installed_bin_dir()
-    if found is None or not (Path(found) / "codex").exists():
-        if not realagents.registry_reachable():
-            pytest.skip(
-                "Codex is not installed and the npm registry cannot be reached to install it"
-            )
-        found = realagents.ensure_installed()
-    return Path(found)
 
 
 def start_codex(daemon, tmp: Path, name: str, ask: bool = False, extra: tuple = ()):
     """A model server and a real Codex session `name` with the codex adapter; with `ask`,
     every `bench ...` command it runs needs an approval."""
-    server, port = model_server.start_server({name: "operator"}, tmp / f"{name}-model.jsonl")
-    home, cwd = tmp / f"home-{name}", tmp / f"cwd-{name}"
-    cwd.mkdir(parents=True, exist_ok=True)
-    spec = realagents.prepare("codex", home, port, cwd, _bin_dir(), extra_path=[BIN])
+    server, spec = hooked.start(daemon, tmp, "codex", name)
     argv = list(spec.argv)
     if ask:
         server.escalate = True
         argv += ["-a", "on-request", "-s", "workspace-write"]
-    args = ["spawn", "--name", name, "--agent", "codex", "--cwd", str(spec.cwd)]
-    args += ["--rows", "40", "--cols", "120", *extra]
-    for k, v in spec.env.items():
-        args += ["--env", f"{k}={v}"]
-    s = daemon.ok(*args, "--", *argv)
+    s = hooked.spawn(daemon, "codex", name, spec, spec.env, argv, extra)
     # Codex starts its session (and runs SessionStart) at the first prompt, so until
     # then bench knows it by its screen only: its ready footer.
     daemon.wait_until(
@@ -75,23 +45,6 @@ def say(daemon, name: str, text: str) -> None:
     """Type a line as a paste, then Enter (Codex turns an Enter that follows plain typed
     text at once into a newline; after a bracketed paste it submits)."""
     daemon.ok("type", name, f"\x1b[200~{text}\x1b[201~")
-
-
-def trail(daemon, path: Path) -> str:
-    text = daemon.bench("events").out
-    lines = [line for line in text.splitlines() if any(k in line for k in TRAIL_KINDS)]
-    path.write_text("\n".join(lines) + "\n")
-    return "\n".join(lines)
-
-
-def operator_mail(daemon) -> list[dict]:
-    return daemon.ok("mail", "list", "--handle", "operator", "--state", "all")["messages"]
-
-
-def state_after(daemon, name: str, state: str, seq: int, timeout: float = 60) -> dict:
-    return daemon.wait_event(
-        "agent/state", lambda e: e["handle"] == name and e["state"] == state, timeout, since=seq
-    )
 
 
 def settled(daemon, name: str, timeout: float = 90) -> None:
@@ -197,24 +150,8 @@ def test_real_codex_blocked_approved_then_denied(make_daemon, tmp_path):
     daemon = make_daemon("--idle-gate", "1.0")
     server, s = start_codex(daemon, tmp_path, "codex", ask=True)
     try:
-        # Blocked: the wake's `bench mail send` needs an approval; the operator gives it.
-        seq = daemon.last_seq()
-        daemon.ok("mail", "send", "codex", "-m", "number 100")
-        blocked = state_after(daemon, "codex", "blocked", seq, 90)
-        assert blocked["tool"] == "Bash" and "bench mail send operator" in blocked["input"]
-        assert "codex waits for approval: Bash" in daemon.bench("ps").out
-        assert daemon.ok("approve", "codex")["via"] == "hook"
-        daemon.wait_until(
-            lambda: len(operator_mail(daemon)) >= 1, 90, "the approved tool's mail to the operator"
-        )
-        state_after(daemon, "codex", "idle", seq, 90)
-        # Denied: the agent is told and goes on (its turn ends; nothing is sent).
-        seq = daemon.last_seq()
-        daemon.ok("mail", "send", "codex", "-m", "number 200")
-        state_after(daemon, "codex", "blocked", seq, 90)
-        daemon.ok("deny", "codex", "-m", "not now")
-        state_after(daemon, "codex", "idle", seq, 90)
-        assert len(operator_mail(daemon)) == 1
+        # Blocked: the operator approves the wake's shell call, then denies the next.
+        hooked.approve_then_deny(daemon, "codex")
         assert "not now" in model_log(tmp_path, "codex")  # the model was told why
     finally:
         trail(daemon, tmp_path / "trail-approvals.txt")

@@ -19,21 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.real_agents import agents as realagents
-from tests.real_agents import model_server
-from tests.support.daemon import BIN
+from tests.real_agents import hooked
+from tests.real_agents.hooked import operator_mail, state_after, stop, trail
 
 pytestmark = pytest.mark.slow  # real pi
-
-TRAIL_KINDS = (
-    "session/spawned",
-    "mail/sent",
-    "agent/state",
-    "wake/deferred",
-    "agent/woken",
-    "mail/read",
-    "session/exited",
-)
 
 # pi's `input` event says where each prompt came from; this logs it as JSON lines.
 RECORDER = """\
@@ -48,30 +37,14 @@ export default function (pi: any) {
 """
 
 
-def _bin_dir() -> Path:
-    found = realagents.installed_bin_dir()
-    if found is None:
-        if not realagents.registry_reachable():
-            pytest.skip("pi is not installed and the npm registry cannot be reached to install it")
-        found = realagents.ensure_installed()
-    return Path(found)
-
-
 def start_pi(daemon, tmp: Path, name: str, extra: tuple = ()):
     """A model server and a real pi session `name` with the pi adapter; its input log."""
-    server, port = model_server.start_server({name: "operator"}, tmp / f"{name}-model.jsonl")
-    home, cwd = tmp / f"home-{name}", tmp / f"cwd-{name}"
-    cwd.mkdir(parents=True, exist_ok=True)
-    spec = realagents.prepare("pi", home, port, cwd, _bin_dir(), extra_path=[BIN])
+    server, spec = hooked.start(daemon, tmp, "pi", name)
     recorder = tmp / "recorder.ts"
     recorder.write_text(RECORDER)
     inputs = tmp / f"{name}-inputs.jsonl"
     env = dict(spec.env, PI_INPUT_LOG=str(inputs))
-    args = ["spawn", "--name", name, "--agent", "pi", "--cwd", str(spec.cwd)]
-    args += ["--rows", "40", "--cols", "120", *extra]
-    for k, v in env.items():
-        args += ["--env", f"{k}={v}"]
-    s = daemon.ok(*args, "--", *spec.argv, "-e", str(recorder))
+    s = hooked.spawn(daemon, "pi", name, spec, env, [*spec.argv, "-e", str(recorder)], extra)
     daemon.wait_event(
         "agent/state",
         lambda e: e["session"] == s["session"] and e["state"] == "idle",
@@ -84,28 +57,6 @@ def inputs_of(path: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def trail(daemon, path: Path) -> str:
-    text = daemon.bench("events").out
-    lines = [line for line in text.splitlines() if any(k in line for k in TRAIL_KINDS)]
-    path.write_text("\n".join(lines) + "\n")
-    return "\n".join(lines)
-
-
-def operator_mail(daemon) -> list[dict]:
-    return daemon.ok("mail", "list", "--handle", "operator", "--state", "all")["messages"]
-
-
-def state_after(daemon, name: str, state: str, seq: int, timeout: float = 60) -> dict:
-    return daemon.wait_event(
-        "agent/state", lambda e: e["handle"] == name and e["state"] == state, timeout, since=seq
-    )
-
-
-def stop(server) -> None:
-    server.shutdown()
-    server.server_close()
 
 
 def test_real_pi_woken_idle_then_mail_mid_turn_goes_in_at_its_turns_end(make_daemon, tmp_path):
