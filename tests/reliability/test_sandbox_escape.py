@@ -28,6 +28,7 @@ import pytest
 from tests.support import otheruser
 from tests.support.daemon import FAST, Benchd, short_tmpdir
 from tests.support.wait import wait_for
+from tools.proofs.hostile_sandbox import marked_processes
 
 AGENT = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -180,15 +181,7 @@ def test_no_process_outlives_its_session_outside_its_namespace(boxes):
     a = attack(d, "leaver", "leave", marker, flags=("--deadline", "3s"))
 
     def survivors() -> list[int]:
-        found = []
-        for entry in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-            except (OSError, ValueError):
-                continue
-        return found
+        return marked_processes(marker)
 
     try:
         got = findings(d, "leave-leaver.json")

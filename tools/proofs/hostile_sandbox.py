@@ -113,9 +113,9 @@ class SandboxAttacks:
         left = self.found("leave-f-leave.json")
         self.exited(a["session"], seq, 60)
         end = time.monotonic() + 15
-        while _marked(marker) and time.monotonic() < end:
+        while marked_processes(marker) and time.monotonic() < end:
             time.sleep(0.1)
-        alive = _marked(marker)
+        alive = marked_processes(marker)
         for pid in alive:  # ours: their argv carries the marker
             os.kill(pid, signal.SIGKILL)
         row("(f) processes outside the namespace after its --deadline", len(alive), "0",
@@ -265,7 +265,8 @@ class SandboxAttacks:
                            "unplaceable", not bad)  # fmt: skip
 
 
-def _marked(marker: str) -> list[int]:
+def marked_processes(marker: str) -> list[int]:
+    """The processes whose command line holds `marker` (the tests use it too)."""
     found = []
     for entry in os.listdir("/proc"):
         try:
