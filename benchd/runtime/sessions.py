@@ -51,7 +51,7 @@ from benchd.runtime.placement import Peer, Placer
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Roster, Session
 from benchd.runtime.sandbox import Sandbox
-from benchd.runtime.system import Log, child_pids, reap_zombie
+from benchd.runtime.system import Log, child_pids, command_name, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
 
 # `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
@@ -144,6 +144,23 @@ class Sessions:
                         and reap_zombie(pid)
                     ):
                         self.log.info("orphan reaped", pid=pid)
+
+    def kill_stray_sandboxes(self) -> None:
+        """SIGKILL each sandbox whose bwrap leader is gone but whose inner bwrap (the
+        init of its pid namespace) is not. bwrap's child asks for its parent-death signal
+        only some time after it is cloned: a leader that died in between (its session
+        ended, or the daemon stopped, while it was starting) left the child running,
+        re-parented to the daemon (the subreaper), deaf to every signal but SIGKILL as
+        its namespace's init. Killing it takes the whole namespace with it."""
+        for pid in child_pids():
+            if pid in self.roster.by_leader or pid in self.helper_pids:
+                continue
+            if command_name(pid) == "bwrap":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                self.log.info("stray sandbox killed", pid=pid)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -300,6 +317,8 @@ class Sessions:
             if self.watch is not None:
                 nursery.start_soon(self.watch.run_session, s)
             code, sig = await s.term.wait_exit()
+            if s.sandboxed:
+                self.kill_stray_sandboxes()
             if s.sandboxed and code is not None and 128 < code <= 128 + 64:
                 # bwrap reports a program killed by signal N as exit 128+N (as a shell
                 # does): say it as the signal, as an unsandboxed session would.
@@ -400,6 +419,7 @@ class Sessions:
             # was launched before `stopping` and is in this list on the next pass.
             left = [s for s in self.roster.live.values() if s.term is not None and s.live]
             if not left:
+                self.kill_stray_sandboxes()
                 return
             async with trio.open_nursery() as nursery:
                 for s in left:

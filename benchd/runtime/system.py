@@ -36,6 +36,15 @@ def child_pids() -> list[int]:
         return []
 
 
+def command_name(pid: int) -> str | None:
+    """A process's command name (/proc/PID/comm), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().rstrip("\n")
+    except OSError:
+        return None
+
+
 def reap_zombie(pid: int) -> bool:
     """Collect `pid` if it is a child that has exited; never blocks."""
     try:

@@ -7,6 +7,7 @@ may still run.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,4 +142,35 @@ def test_a_sessions_leader_dies_with_the_daemon_even_if_it_ignores_sighup(tmp_pa
         helper.stdin.close()
         helper.stdout.close()
         for p in _marked(f"STOPRACE={token}".encode()):
+            os.kill(p, signal.SIGKILL)
+
+
+def test_a_stopping_daemon_kills_a_sandbox_init_its_bwrap_left_behind(make_daemon, tmp_path):
+    # The race above, made certain: bwrap's inner child asks for its parent-death signal
+    # only after it is cloned, so a bwrap leader that died first leaves it running,
+    # re-parented to the daemon (its subreaper). A stopping daemon kills each such
+    # stray bwrap; an orphan of any other name (a program that left its session on
+    # purpose) is not the daemon's to kill.
+    d = make_daemon()
+    token = uuid.uuid4().hex
+    fake = tmp_path / "bwrap"  # a process whose command name is bwrap
+    shutil.copy("/bin/sleep", fake)
+    # Each in a session of its own, out of the process group `bench kill` signals.
+    script = f'STRAY={token} setsid "{fake}" 600 & STRAY={token} setsid sleep 600 & read x'
+    d.ok("spawn", "--name", "leaver", "--no-sandbox", "--", "bash", "-c", script)
+    d.wait_until(lambda: len(_marked(f"STRAY={token}".encode())) == 2, 20, "both started")
+    d.ok("kill", "leaver")  # its children are orphans of the daemon now
+    strays = _marked(f"STRAY={token}".encode())
+    try:
+        assert len(strays) == 2, [_cmdline(p) for p in strays]
+        d.stop()
+        wait_for(
+            lambda: (
+                [_cmdline(p).split()[0] for p in _marked(f"STRAY={token}".encode())] == ["sleep"]
+            ),
+            20,
+            "the stray bwrap killed, the other orphan left running",
+        )
+    finally:
+        for p in _marked(f"STRAY={token}".encode()):
             os.kill(p, signal.SIGKILL)
