@@ -111,3 +111,24 @@ def test_links_from_before_roots_are_given_their_roots(tmp_path):
     part = queries.thread(conn, mid(150), cap=400)
     assert len(part.links) == 300 and not part.cut
     conn.close()
+
+
+def test_replies_indexed_before_their_parent_join_its_thread(db):
+    # Reconcile meets files in any order, and mail from another node may come first: a
+    # reply indexed before its parent is the root of its own thread until the parent
+    # comes, then it and everything below it move under the parent.
+    search.add(db, "bob", mid(2), "al", "s", "b", mid(1))  # a reply; its parent unknown
+    search.add(db, "bob", mid(3), "al", "s", "b", mid(2))  # and a reply to it
+    search.add(db, "bob", mid(9), "al", "s", "b", None)  # an unrelated message
+    links = dict(db.execute("SELECT id, root || ':' || depth FROM mail_links"))
+    assert links[mid(2)] == f"{mid(2)}:0" and links[mid(3)] == f"{mid(2)}:1"
+    search.add(db, "bob", mid(1), "al", "s", "b", None)  # the parent, last
+    links = dict(db.execute("SELECT id, root || ':' || depth FROM mail_links"))
+    assert links == {
+        mid(1): f"{mid(1)}:0",
+        mid(2): f"{mid(1)}:1",
+        mid(3): f"{mid(1)}:2",
+        mid(9): f"{mid(9)}:0",
+    }
+    part = queries.thread(db, mid(3), cap=10)
+    assert [x.mail_id for x in part.links] == [mid(1), mid(2), mid(3)]
