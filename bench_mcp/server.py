@@ -1,22 +1,16 @@
-"""The MCP server behind `bench mcp`: the tools of `bench_mcp.tools` over stdio.
+"""The MCP server behind `bench mcp` (docs/mcp.md): the tools of `bench_mcp.tools` over stdio.
 
-Built on the `mcp` SDK's low-level server (the optional extra `bench[mcp]`), so the
-tool schemas are exactly the hand-written ones and every argument error is bench's own
-(`bad-request` with a sentence). The server is a client of the daemon like the CLI:
-each call opens a connection with the asyncio client (`bench_wire.asyncclient`, on the
-loop anyio runs) and sends BENCH_TOKEN from the environment, so the daemon derives the
-caller exactly as for `bench mail send`.
+Built on the `mcp` SDK's low-level server, so the tool schemas are exactly bench's and
+every argument error is bench's own (`bad-request` with a sentence). Each call is one
+connection to the daemon (`bench_wire.asyncclient`) with BENCH_TOKEN from the
+environment, so the daemon derives the caller exactly as for `bench mail send`.
 
-Its stdio transport (`transport`): JSON-RPC lines on stdin and stdout, every line
-answered. The SDK's own stdio transport decodes stdin with errors="replace" (so invalid
-UTF-8 passes as U+FFFD) and hands a line it cannot parse to the server as an exception,
-which answers nothing: a client would wait for an answer that never comes. Here each
-line is read as bytes and checked first (`parse_line`, pure): invalid UTF-8 and invalid
-JSON, however deeply nested, are answered with JSON-RPC's parse error (-32700, id null);
-JSON that is no JSON-RPC message gets invalid request (-32600, with its id when it has
-one). Then the next line is read: one bad line never ends the server. While it serves,
-fd 0 reads /dev/null and fd 1 writes to stderr, so nothing else in the process (a
-library's stray print) can tear a frame on the wire.
+The stdio transport is its own (`transport`): the SDK's decodes stdin with
+errors="replace" and answers nothing to a line it cannot parse, so a client would wait
+forever. Here invalid UTF-8 or JSON gets JSON-RPC's parse error (-32700, id null), JSON
+that is no JSON-RPC message invalid request (-32600, its id if it has one), and the
+next line is read. While it serves, fd 0 reads /dev/null and fd 1 writes to stderr, so
+a library's stray print cannot tear a frame on the wire.
 """
 
 import json
@@ -258,24 +252,10 @@ async def deny(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return await _answer(d, a["handle"], False, a.get("reason"))
 
 
-# Each handler takes its tool's arguments as check_args has held them to its schema.
+# Each handler takes its tool's arguments as check_args has held them to its schema, and
+# is the function of the tool's name above (a tool without one fails the import).
 Handler = Callable[[Daemon, t.Json], Awaitable[tuple[str, t.Json]]]
-
-HANDLERS: dict[str, Handler] = {
-    "send_mail": send_mail,
-    "list_mail": list_mail,
-    "read_mail": read_mail,
-    "search_mail": search_mail,
-    "reply": reply,
-    "thread": thread,
-    "report": report,
-    "mail_status": mail_status,
-    "wait_for_mail": wait_for_mail,
-    "approve": approve,
-    "deny": deny,
-    "whoami": whoami,
-}
-assert set(HANDLERS) == set(t.TOOLS)
+HANDLERS: dict[str, Handler] = {name: globals()[name] for name in t.TOOLS}
 
 
 def error_result(err: WireError) -> types.CallToolResult:

@@ -1,23 +1,11 @@
-"""The client side of the wire protocol, sans I/O: one state machine for every client.
-
-Like h11's `Connection`, it never touches a socket. A shell (the blocking
-`bench_wire.client.Client`, the asyncio `bench_wire.asyncclient.AsyncClient`) asks it
-to frame a request and writes the bytes it returns, feeds it whatever the socket gave,
-and takes decoded answers out of `next_event()`. So the rules live here once, whatever
-the I/O: how a request gets its id, which request an answer belongs to, where a stream
-ends, how long an answer may grow, how an error frame becomes a `WireError`, and that
-an answer is of the request's own answer type (a typed codec's: `HelloOk` for `Hello`).
+"""The client side of the wire protocol, sans I/O: one state machine for every client
+(ARCHITECTURE.md, "One typed client"). The shells (`client.Client`,
+`asyncclient.AsyncClient`) only move its bytes; a `Codec` spells the requests and
+answers (`client.JSON`: plain dicts; `messages.StructCodec`: Structs).
 
 An error frame without an id is the connection's own (too-many-connections,
 idle-timeout, frame-too-long): the daemon closes after it, so it ends every request
-still waiting (docs/protocol.md says the rest of the wire).
-
-How requests and answers are spelled (plain dicts on C modules for the CLI, msgspec
-Structs for typed clients) is a `Codec`'s business: `bench_wire.client.JSON`,
-`bench_wire.messages.StructCodec`.
-
-The bounded line buffer both ends of the socket split JSON lines with (`LineBuffer`,
-first below) lives here too: the daemon's connections use it as well.
+still waiting. The daemon's connections split lines with `LineBuffer` too.
 
 Stdlib only, and no `typing` at run time: the CLI's fast path imports this module
 (tests/unit/test_imports.py).

@@ -1,17 +1,10 @@
 """Every request, response and event on the wire, as msgspec Structs, and their framing.
 
-Requests share the tagged base `Request` (tag field `verb`), responses `Response` (tag
-field `type`; errors are `ErrorResponse`), events `Event` (tag field `kind`; the daemon
-writes each as seq, ts, kind, then the fields, so the log can be searched by byte
-offset). docs/protocol.md is made from these types. New fields always get defaults, so
-older peers keep decoding.
-
-Each request names its answer as its type parameter: `Hello(Request["HelloOk"])` is
-answered with a `HelloOk`, a stream (`EventsRead`) with frames of that type up to its
-end frame. The clients' `call` and `stream` are typed by it, and `ANSWERS` reads it at
-run time to check every answer. The framing last: encoders and decoders made once, the
-request decoder's precise error codes, and the typed codec of the client protocol
-(`StructCodec`; the line buffer is `bench_wire.clientproto`'s, stdlib only).
+Requests are tagged by `verb`, responses by `type` (errors are `ErrorResponse`), events
+by `kind`; docs/protocol.md is made from these types. New fields always get defaults,
+so older peers keep decoding. Each request names its answer as its type parameter
+(`Hello(Request["HelloOk"])`; ARCHITECTURE.md, "One typed client"): `ANSWERS` reads it
+at run time to check every answer.
 """
 
 import functools
