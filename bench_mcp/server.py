@@ -47,6 +47,7 @@ log = logging.getLogger("bench.mcp")
 Lifespan = dict[str, Any]
 Ctx = ServerRequestContext[Lifespan]
 R = TypeVar("R", bound=m.Response)
+T = TypeVar("T")
 
 # Each connect, write and read, as the blocking client's default: a daemon that hangs
 # fails the one tool call instead of leaving the model waiting.
@@ -312,6 +313,16 @@ async def read_resource(d: Daemon, uri: str) -> types.TextResourceContents:
         ) from None
 
 
+# What the list requests answer (`_always`): bench's lists are short, one page each.
+TOOL_LIST = [
+    types.Tool(
+        name=name,
+        description=desc,
+        input_schema=schema,
+        annotations=types.ToolAnnotations(read_only_hint=name in t.READ_ONLY),
+    )
+    for name, (desc, schema) in t.TOOLS.items()
+]
 RESOURCES = [
     types.Resource(
         uri=INBOX_URI,
@@ -340,49 +351,28 @@ PROMPTS = [
 ]
 
 
+def _always(result: T) -> Callable[[Ctx, Any], Awaitable[T]]:
+    """A handler that answers every request with `result`."""
+
+    async def handler(ctx: Ctx, params: Any) -> T:
+        return result
+
+    return handler
+
+
 # ---------------------------------------------------------------- wiring
 
 
 def build(bench_dir: str | None = None) -> Server[Lifespan]:
     d = Daemon(bench_dir)
 
-    async def on_list_tools(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(
-            tools=[
-                types.Tool(
-                    name=name,
-                    description=desc,
-                    input_schema=schema,
-                    annotations=types.ToolAnnotations(read_only_hint=name in t.READ_ONLY),
-                )
-                for name, (desc, schema) in t.TOOLS.items()
-            ]
-        )
-
     async def on_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await call_tool(d, params.name, params.arguments)
-
-    async def on_list_resources(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=RESOURCES)
-
-    async def on_list_resource_templates(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
 
     async def on_read_resource(
         ctx: Ctx, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         return types.ReadResourceResult(contents=[await read_resource(d, str(params.uri))])
-
-    async def on_list_prompts(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=PROMPTS)
 
     async def on_get_prompt(
         ctx: Ctx, params: types.GetPromptRequestParams
@@ -405,12 +395,14 @@ def build(bench_dir: str | None = None) -> Server[Lifespan]:
         version=_version(),
         instructions=INSTRUCTIONS,
         get_tool_input_schema=lambda name: (t.TOOLS.get(name) or (None, None))[1],
-        on_list_tools=on_list_tools,
+        on_list_tools=_always(types.ListToolsResult(tools=TOOL_LIST)),
         on_call_tool=on_call_tool,
-        on_list_resources=on_list_resources,
-        on_list_resource_templates=on_list_resource_templates,
+        on_list_resources=_always(types.ListResourcesResult(resources=RESOURCES)),
+        on_list_resource_templates=_always(
+            types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
+        ),
         on_read_resource=on_read_resource,
-        on_list_prompts=on_list_prompts,
+        on_list_prompts=_always(types.ListPromptsResult(prompts=PROMPTS)),
         on_get_prompt=on_get_prompt,
     )
 

@@ -184,13 +184,6 @@ def request(verb: str, fields: "dict[str, Any]") -> "dict[str, Any]":
     return req
 
 
-def peer_uid(sock: _socket.socket) -> int:
-    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED:
-    struct ucred is pid, uid, gid as native ints)."""
-    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    return int.from_bytes(raw[4:8], sys.byteorder)
-
-
 # ---------------------------------------------------------------- what both shells share
 
 
@@ -256,10 +249,11 @@ def unreachable(bench_dir: str, path: str, err: OSError) -> WireError:
 def check_peer(sock: _socket.socket, path: str) -> None:
     """Whoever binds the path answers: before anything is sent (a request may carry a
     session's token, a body), check that the peer runs as us (one getsockopt)."""
-    try:
-        uid = peer_uid(sock)
+    try:  # SO_PEERCRED: struct ucred is pid, uid, gid as native ints
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError as err:
         raise Disconnected("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
+    uid = int.from_bytes(raw[4:8], sys.byteorder)
     if uid != os.getuid():
         raise WireError(
             "daemon-not-ours",

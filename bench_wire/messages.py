@@ -9,6 +9,7 @@ at run time to check every answer.
 
 import functools
 import operator
+import sys
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
 import msgspec
@@ -352,13 +353,22 @@ PROTOCOL_VERSION = 1
 
 
 def _members(base: type) -> tuple[type, ...]:
-    """The subclasses of `base` (theirs too), in the order they were defined: the
-    decoders, the verb table and docs/protocol.md are all made from them."""
+    """The types below `base`, each followed by its own, in the order they were defined:
+    the decoders, the verb table and docs/protocol.md are all made from them. A `_Name`
+    below `base` is a group of fields its types share (`_SessionEvent`), no type itself."""
     found: list[type] = []
-    sub: type
-    for sub in base.__subclasses__():
+    for sub in sorted(_below(base), key=_defined):
         found += [sub, *_members(sub)]
     return tuple(found)
+
+
+def _below(base: type) -> list[type]:
+    subs: list[type] = base.__subclasses__()
+    return [t for sub in subs for t in (_below(sub) if sub.__name__[0] == "_" else [sub])]
+
+
+def _defined(t: type) -> int:
+    return list(vars(sys.modules[t.__module__])).index(t.__name__)
 
 
 def _union(types: tuple[type, ...]) -> Any:
