@@ -319,15 +319,9 @@ def wake_prompt(line: str | None = None) -> str:
     )
 
 
-# The MCP configuration snippets that `bench mcp --print-config AGENT` prints.
-#
-# Each agent starts `bench mcp` itself, inside its own session, so the server runs with
-# the session's environment: BENCH_DIR says which daemon, BENCH_TOKEN who is calling.
-# Claude Code hands its whole environment to the servers it starts; Codex hands over
-# only the variables named in `env_vars`, so its snippet names them. Pure text, no I/O.
-
-
-# What a session's server needs from the session's environment.
+# The configuration snippets of `bench mcp --print-config AGENT` (docs/mcp.md, "Setup").
+# Each agent starts `bench mcp` inside its session, so the server has the session's
+# environment: what it needs of it (Codex passes a server only the variables it names).
 SESSION_ENV = ("BENCH_DIR", "BENCH_TOKEN", "BENCH_SESSION", "BENCH_HANDLE")
 
 AGENTS = ("claude", "codex", "pi")

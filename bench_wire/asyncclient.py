@@ -124,13 +124,10 @@ class AsyncClient(_Scoped):
     def stream(self, req: Request[R]) -> AsyncIterator[R]: ...
     @overload
     def stream(self, req: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
-    def stream(self, req: Any) -> AsyncIterator[Any]:
+    async def stream(self, req: Any) -> AsyncIterator[Any]:
         """Every frame of a stream up to its end frame (which is not yielded); a refusal
         raised as WireError. Left early, the connection is closed: the daemon would
         go on streaming into it."""
-        return self._stream(req)
-
-    async def _stream(self, req: Any) -> AsyncIterator[Any]:
         async with self._turn:
             rid = await self._send(req, stream=True)
             finished = False
