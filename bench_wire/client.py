@@ -329,10 +329,6 @@ class Client:
         self.send_raw(line)
         return rid
 
-    def has_answer(self) -> bool:
-        """Whether an answer is already read: select() on `sock` cannot show it."""
-        return self._proto.has_event()
-
     def _next(self) -> Answer:
         while (answer := self._proto.next_answer()) is None:
             try:
@@ -408,4 +404,4 @@ class Stream(Generic[F]):
         return frame
 
     def pending(self) -> bool:
-        return self._conn.has_answer()
+        return self._conn._proto.has_event()
