@@ -13,6 +13,7 @@ next line is read. While it serves, fd 0 reads /dev/null and fd 1 writes to stde
 a library's stray print cannot tear a frame on the wire.
 """
 
+import functools
 import json
 import logging
 import os
@@ -238,19 +239,15 @@ async def whoami(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return f"{who}; BENCH_DIR {hello.bench_dir}; {unread} unread.", info
 
 
-async def _answer(d: Daemon, handle: str, allow: bool, reason: str | None) -> tuple[str, t.Json]:
-    ans = await d.call(m.AgentAnswer(handle=handle, allow=allow, reason=reason))
+async def _answer(d: Daemon, a: t.Json, allow: bool) -> tuple[str, t.Json]:
+    ans = await d.call(m.AgentAnswer(handle=a["handle"], allow=allow, reason=a.get("reason")))
     what = "approved" if allow else "denied"
     tool = f" {ans.tool}" if ans.tool else ""
     return escape(f"{what}{tool} for {ans.handle} (session {ans.session})"), t.public(plain(ans))
 
 
-async def approve(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
-    return await _answer(d, a["handle"], True, None)
-
-
-async def deny(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
-    return await _answer(d, a["handle"], False, a.get("reason"))
+approve = functools.partial(_answer, allow=True)  # its schema takes no reason
+deny = functools.partial(_answer, allow=False)
 
 
 # Each handler takes its tool's arguments as check_args has held them to its schema, and
