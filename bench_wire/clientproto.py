@@ -22,36 +22,25 @@ if TYPE_CHECKING:
     Id = int | str | None
 
     class Codec(Protocol):
-        """How one kind of client spells requests and answers."""
+        """How one kind of client spells requests and answers:
 
-        def encode(self, req: Any, rid: int) -> tuple[Id, bytes]:
-            """The request as one newline-terminated line carrying `rid` as its id,
-            unless it carries an id of its own; and the id it goes out with."""
-            ...
+        - `encode`: the request as one newline-terminated line carrying `rid` as its id,
+          unless it carries an id of its own; and the id it goes out with.
+        - `decode`: one answer line as a frame; ValueError with a sentence if it is none.
+        - `head`: the frame's request id and type (`end` closes a stream).
+        - `error`: an error frame's code, message and retry_after; None for any other.
+        - `streams`: whether `req` is answered with frames up to an end frame.
+        - `expects`: what answers `req` may be (handed back to `fits`); None: anything.
+        - `fits`: whether `frame` (no error, no end frame) is an answer `expects` allowed.
+        """
 
-        def decode(self, line: bytes) -> Any:
-            """One answer line as a frame; ValueError with a sentence if it is none."""
-            ...
-
-        def head(self, frame: Any) -> tuple[Id, str | None]:
-            """The frame's request id and type (`end` closes a stream)."""
-            ...
-
-        def error(self, frame: Any) -> tuple[str, str, float | None] | None:
-            """An error frame's code, message and retry_after; None for any other."""
-            ...
-
-        def streams(self, req: Any) -> bool:
-            """Whether `req` is answered with frames up to an end frame."""
-            ...
-
-        def expects(self, req: Any) -> Any:
-            """What answers `req` may be (handed back to `fits`); None: anything."""
-            ...
-
-        def fits(self, frame: Any, expected: Any) -> bool:
-            """Whether `frame` (no error, no end frame) is an answer `expects` allowed."""
-            ...
+        def encode(self, req: Any, rid: int) -> tuple[Id, bytes]: ...
+        def decode(self, line: bytes) -> Any: ...
+        def head(self, frame: Any) -> tuple[Id, str | None]: ...
+        def error(self, frame: Any) -> tuple[str, str, float | None] | None: ...
+        def streams(self, req: Any) -> bool: ...
+        def expects(self, req: Any) -> Any: ...
+        def fits(self, frame: Any, expected: Any) -> bool: ...
 
 
 class FrameTooLong(Exception):
