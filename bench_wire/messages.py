@@ -363,8 +363,12 @@ def _members(base: type) -> tuple[type, ...]:
 
 
 def _below(base: type) -> list[type]:
-    subs: list[type] = base.__subclasses__()
-    return [t for sub in subs for t in (_below(sub) if sub.__name__[0] == "_" else [sub])]
+    """`base`'s subclasses, each `_Name` group's own in its place."""
+    found: list[type] = []
+    sub: type
+    for sub in base.__subclasses__():
+        found += _below(sub) if sub.__name__.startswith("_") else [sub]
+    return found
 
 
 def _defined(t: type) -> int:
