@@ -1,24 +1,19 @@
-"""The MCP server behind `bench mcp`: the tools of `bench_mcp.tools` over stdio.
+"""The MCP server behind `bench mcp` (docs/mcp.md): the tools of `bench_mcp.tools` over stdio.
 
-Built on the `mcp` SDK's low-level server (the optional extra `bench[mcp]`), so the
-tool schemas are exactly the hand-written ones and every argument error is bench's own
-(`bad-request` with a sentence). The server is a client of the daemon like the CLI:
-each call opens a connection with the asyncio client (`bench_wire.asyncclient`, on the
-loop anyio runs) and sends BENCH_TOKEN from the environment, so the daemon derives the
-caller exactly as for `bench mail send`.
+Built on the `mcp` SDK's low-level server, so the tool schemas are exactly bench's and
+every argument error is bench's own (`bad-request` with a sentence). Each call is one
+connection to the daemon (`bench_wire.asyncclient`) with BENCH_TOKEN from the
+environment, so the daemon derives the caller exactly as for `bench mail send`.
 
-Its stdio transport (`transport`): JSON-RPC lines on stdin and stdout, every line
-answered. The SDK's own stdio transport decodes stdin with errors="replace" (so invalid
-UTF-8 passes as U+FFFD) and hands a line it cannot parse to the server as an exception,
-which answers nothing: a client would wait for an answer that never comes. Here each
-line is read as bytes and checked first (`parse_line`, pure): invalid UTF-8 and invalid
-JSON, however deeply nested, are answered with JSON-RPC's parse error (-32700, id null);
-JSON that is no JSON-RPC message gets invalid request (-32600, with its id when it has
-one). Then the next line is read: one bad line never ends the server. While it serves,
-fd 0 reads /dev/null and fd 1 writes to stderr, so nothing else in the process (a
-library's stray print) can tear a frame on the wire.
+The stdio transport is its own (`transport`): the SDK's decodes stdin with
+errors="replace" and answers nothing to a line it cannot parse, so a client would wait
+forever. Here invalid UTF-8 or JSON gets JSON-RPC's parse error (-32700, id null), JSON
+that is no JSON-RPC message invalid request (-32600, its id if it has one), and the
+next line is read. While it serves, fd 0 reads /dev/null and fd 1 writes to stderr, so
+a library's stray print cannot tear a frame on the wire.
 """
 
+import functools
 import json
 import logging
 import os
@@ -53,6 +48,7 @@ log = logging.getLogger("bench.mcp")
 Lifespan = dict[str, Any]
 Ctx = ServerRequestContext[Lifespan]
 R = TypeVar("R", bound=m.Response)
+T = TypeVar("T")
 
 # Each connect, write and read, as the blocking client's default: a daemon that hangs
 # fails the one tool call instead of leaving the model waiting.
@@ -243,39 +239,21 @@ async def whoami(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
     return f"{who}; BENCH_DIR {hello.bench_dir}; {unread} unread.", info
 
 
-async def _answer(d: Daemon, handle: str, allow: bool, reason: str | None) -> tuple[str, t.Json]:
-    ans = await d.call(m.AgentAnswer(handle=handle, allow=allow, reason=reason))
+async def _answer(d: Daemon, a: t.Json, allow: bool) -> tuple[str, t.Json]:
+    ans = await d.call(m.AgentAnswer(handle=a["handle"], allow=allow, reason=a.get("reason")))
     what = "approved" if allow else "denied"
     tool = f" {ans.tool}" if ans.tool else ""
     return escape(f"{what}{tool} for {ans.handle} (session {ans.session})"), t.public(plain(ans))
 
 
-async def approve(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
-    return await _answer(d, a["handle"], True, None)
+approve = functools.partial(_answer, allow=True)  # its schema takes no reason
+deny = functools.partial(_answer, allow=False)
 
 
-async def deny(d: Daemon, a: t.Json) -> tuple[str, t.Json]:
-    return await _answer(d, a["handle"], False, a.get("reason"))
-
-
-# Each handler takes its tool's arguments as check_args has held them to its schema.
+# Each handler takes its tool's arguments as check_args has held them to its schema, and
+# is the function of the tool's name above (a tool without one fails the import).
 Handler = Callable[[Daemon, t.Json], Awaitable[tuple[str, t.Json]]]
-
-HANDLERS: dict[str, Handler] = {
-    "send_mail": send_mail,
-    "list_mail": list_mail,
-    "read_mail": read_mail,
-    "search_mail": search_mail,
-    "reply": reply,
-    "thread": thread,
-    "report": report,
-    "mail_status": mail_status,
-    "wait_for_mail": wait_for_mail,
-    "approve": approve,
-    "deny": deny,
-    "whoami": whoami,
-}
-assert set(HANDLERS) == set(t.TOOLS)
+HANDLERS: dict[str, Handler] = {name: globals()[name] for name in t.TOOLS}
 
 
 def error_result(err: WireError) -> types.CallToolResult:
@@ -332,6 +310,16 @@ async def read_resource(d: Daemon, uri: str) -> types.TextResourceContents:
         ) from None
 
 
+# What the list requests answer (`_always`): bench's lists are short, one page each.
+TOOL_LIST = [
+    types.Tool(
+        name=name,
+        description=desc,
+        input_schema=schema,
+        annotations=types.ToolAnnotations(read_only_hint=name in t.READ_ONLY),
+    )
+    for name, (desc, schema) in t.TOOLS.items()
+]
 RESOURCES = [
     types.Resource(
         uri=INBOX_URI,
@@ -360,49 +348,28 @@ PROMPTS = [
 ]
 
 
+def _always(result: T) -> Callable[[Ctx, Any], Awaitable[T]]:
+    """A handler that answers every request with `result`."""
+
+    async def handler(ctx: Ctx, params: Any) -> T:
+        return result
+
+    return handler
+
+
 # ---------------------------------------------------------------- wiring
 
 
 def build(bench_dir: str | None = None) -> Server[Lifespan]:
     d = Daemon(bench_dir)
 
-    async def on_list_tools(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(
-            tools=[
-                types.Tool(
-                    name=name,
-                    description=desc,
-                    input_schema=schema,
-                    annotations=types.ToolAnnotations(read_only_hint=name in t.READ_ONLY),
-                )
-                for name, (desc, schema) in t.TOOLS.items()
-            ]
-        )
-
     async def on_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         return await call_tool(d, params.name, params.arguments)
-
-    async def on_list_resources(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=RESOURCES)
-
-    async def on_list_resource_templates(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
 
     async def on_read_resource(
         ctx: Ctx, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         return types.ReadResourceResult(contents=[await read_resource(d, str(params.uri))])
-
-    async def on_list_prompts(
-        ctx: Ctx, params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=PROMPTS)
 
     async def on_get_prompt(
         ctx: Ctx, params: types.GetPromptRequestParams
@@ -425,12 +392,14 @@ def build(bench_dir: str | None = None) -> Server[Lifespan]:
         version=_version(),
         instructions=INSTRUCTIONS,
         get_tool_input_schema=lambda name: (t.TOOLS.get(name) or (None, None))[1],
-        on_list_tools=on_list_tools,
+        on_list_tools=_always(types.ListToolsResult(tools=TOOL_LIST)),
         on_call_tool=on_call_tool,
-        on_list_resources=on_list_resources,
-        on_list_resource_templates=on_list_resource_templates,
+        on_list_resources=_always(types.ListResourcesResult(resources=RESOURCES)),
+        on_list_resource_templates=_always(
+            types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
+        ),
         on_read_resource=on_read_resource,
-        on_list_prompts=on_list_prompts,
+        on_list_prompts=_always(types.ListPromptsResult(prompts=PROMPTS)),
         on_get_prompt=on_get_prompt,
     )
 

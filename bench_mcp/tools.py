@@ -24,10 +24,28 @@ _ID = "a message id such as 20261130T045611.123Z-0001"
 # check every request it takes; here the fields are read and passed on.
 Json = dict[str, Any]
 
+
+def _tool(description: str, required: tuple[str, ...] = (), **props: Json) -> tuple[str, Json]:
+    """A tool's description and the JSON schema of its arguments: an object of `props`."""
+    schema: Json = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = list(required)
+    schema["additionalProperties"] = False
+    return description, schema
+
+
+def _str(description: str) -> Json:
+    return {"type": "string", "description": description}
+
+
+def _count(most: int, description: str) -> Json:
+    return {"type": "integer", "minimum": 1, "maximum": most, "description": description}
+
+
 # name -> (description, JSON schema of the arguments). Written for a model: what the
 # tool does, what it changes, and what comes back.
 TOOLS: dict[str, tuple[str, Json]] = {
-    "send_mail": (
+    "send_mail": _tool(
         "Send mail to another agent, or to `operator` (the person at the keyboard), by "
         "handle, or by handle@node to an agent on another machine (it is queued and "
         "crosses as soon as it can). You are the sender: there is no sender argument. "
@@ -35,216 +53,118 @@ TOOLS: dict[str, tuple[str, Json]] = {
         "message is durably in the recipient's mailbox; a live recipient is woken with a "
         "one-line notice. Returns the new message's id and whether a live session holds "
         "the recipient (if not, the mail waits in its inbox).",
-        {
-            "type": "object",
-            "properties": {
-                "to": {"type": "string", "description": f"the recipient, {_ADDRESS}"},
-                "body": {"type": "string", "description": "the message text (at most 256 KiB)"},
-                "subject": {
-                    "type": "string",
-                    "description": "one line without control characters, at most 200 characters",
-                },
-                "key": {
-                    "type": "string",
-                    "description": "idempotency key: sending again with the same key delivers "
-                    "nothing new and returns the first message's id",
-                },
-                "reply_to": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "addresses (handles, or handle@node) that replies to "
-                    "this message should go to (default: you)",
-                },
-                "in_reply_to": {
-                    "type": "string",
-                    "description": f"the message this answers: {_ID}",
-                },
-            },
-            "required": ["to", "body"],
-            "additionalProperties": False,
+        ("to", "body"),
+        to=_str(f"the recipient, {_ADDRESS}"),
+        body=_str("the message text (at most 256 KiB)"),
+        subject=_str("one line without control characters, at most 200 characters"),
+        key=_str(
+            "idempotency key: sending again with the same key delivers "
+            "nothing new and returns the first message's id"
+        ),
+        reply_to={
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "addresses (handles, or handle@node) that replies to "
+            "this message should go to (default: you)",
         },
+        in_reply_to=_str(f"the message this answers: {_ID}"),
     ),
-    "list_mail": (
+    "list_mail": _tool(
         "List the messages in your mailbox in the order they were sent: id, sender, "
         "subject, date, state (unread or read) and size. Bodies are not returned and "
         "nothing is marked read; use read_mail for that. A long listing is cut into pages: "
         "pass the returned cursor to get the next one.",
-        {
-            "type": "object",
-            "properties": {
-                "state": {
-                    "type": "string",
-                    "enum": ["unread", "read", "all"],
-                    "description": "which messages (default: unread)",
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 500,
-                    "description": "page size (default 50, at most 500)",
-                },
-                "cursor": {
-                    "type": "string",
-                    "description": "the cursor of a previous truncated listing",
-                },
-            },
-            "additionalProperties": False,
+        state={
+            "type": "string",
+            "enum": ["unread", "read", "all"],
+            "description": "which messages (default: unread)",
         },
+        limit=_count(500, "page size (default 50, at most 500)"),
+        cursor=_str("the cursor of a previous truncated listing"),
     ),
-    "read_mail": (
+    "read_mail": _tool(
         "Read one message from your mailbox: sender, subject, date, reply-to and the body. "
         "An unread message is marked read (moved from inbox to read; nothing is ever "
         "deleted). Without an id, reads the oldest unread message. The id may also be the "
         "path from a wake line (`You have mail from X: /.../mail/<you>/read/<id>.md`).",
-        {
-            "type": "object",
-            "properties": {
-                "id": {
-                    "type": "string",
-                    "description": f"{_ID}, or the path from a wake line",
-                },
-            },
-            "additionalProperties": False,
-        },
+        id=_str(f"{_ID}, or the path from a wake line"),
     ),
-    "reply": (
+    "reply": _tool(
         "Answer a message in your mailbox: sends `body` to the addresses in its reply-to "
         "if it names any, else to its sender (on this machine or another: bob@node2), with "
         "the subject `Re: <its subject>` and in-reply-to naming it. The message is marked "
         "read. Returns the id of each reply sent.",
-        {
-            "type": "object",
-            "properties": {
-                "id": {
-                    "type": "string",
-                    "description": f"the message to answer: {_ID}, or the path from a wake line",
-                },
-                "body": {"type": "string", "description": "the reply's text"},
-            },
-            "required": ["id", "body"],
-            "additionalProperties": False,
-        },
+        ("id", "body"),
+        id=_str(f"the message to answer: {_ID}, or the path from a wake line"),
+        body=_str("the reply's text"),
     ),
-    "report": (
+    "report": _tool(
         "Only inside a job session (a session started with task mail and reply-to "
         "handles): record the report your job owes. It is mailed to the reply-to handles "
         "when your session ends, whatever happens; calling again replaces the earlier "
         "report.",
-        {
-            "type": "object",
-            "properties": {
-                "content": {"type": "string", "description": "the report's text"},
-            },
-            "required": ["content"],
-            "additionalProperties": False,
-        },
+        ("content",),
+        content=_str("the report's text"),
     ),
-    "search_mail": (
+    "search_mail": _tool(
         "Search your mail, read and unread, by words in the subject or body: every word "
         "must occur (end a word with * for a prefix). Answers the best matches first, each "
         "with its id, sender, subject, date, state and a short snippet around the match, "
         "never the whole body; nothing is marked read. Use read_mail with an id to open one.",
-        {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "the words to look for"},
-                "sent_by": {
-                    "type": "string",
-                    "description": f"only mail sent by this sender, {_ADDRESS}",
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 500,
-                    "description": "at most this many matches (default 50)",
-                },
-            },
-            "required": ["query"],
-            "additionalProperties": False,
-        },
+        ("query",),
+        query=_str("the words to look for"),
+        sent_by=_str(f"only mail sent by this sender, {_ADDRESS}"),
+        limit=_count(500, "at most this many matches (default 50)"),
     ),
-    "thread": (
+    "thread": _tool(
         "Show the conversation a message belongs to, oldest first: each message linked to "
         "it by in-reply-to that you sent or received, with its sender, recipient, date, "
         "state and body. A conversation with agents on other machines is joined through "
         "the copies on this one. Nothing is marked read.",
-        {
-            "type": "object",
-            "properties": {
-                "id": {
-                    "type": "string",
-                    "description": f"{_ID}, its id on the machine it was sent from with that "
-                    "node's name (20261130T045611.123Z-0001@node2), or the path from a wake line",
-                },
-            },
-            "required": ["id"],
-            "additionalProperties": False,
-        },
+        ("id",),
+        id=_str(
+            f"{_ID}, its id on the machine it was sent from with that "
+            "node's name (20261130T045611.123Z-0001@node2), or the path from a wake line"
+        ),
     ),
-    "mail_status": (
+    "mail_status": _tool(
         "The delivery states of a message you sent, each with its time: delivered (in the "
         "recipient's mailbox), queued (waiting for another machine), not-woken and why "
         "(no-live-session, capped, operator-typing, read-first), woken (the notice was "
         "typed into the recipient's terminal), read (by a read or by the wake), active "
         "(the recipient's screen changed after the wake: a sign it started, not proof) and "
         "replied (naming the reply). Nothing changes.",
-        {
-            "type": "object",
-            "properties": {"id": {"type": "string", "description": f"{_ID} you sent"}},
-            "required": ["id"],
-            "additionalProperties": False,
-        },
+        ("id",),
+        id=_str(f"{_ID} you sent"),
     ),
-    "wait_for_mail": (
+    "wait_for_mail": _tool(
         "Block until mail arrives in your mailbox (optionally only from one address, or "
         "only a reply to one message), then read it (marked read) and return it as "
         "read_mail does. Mail already waiting unread returns at once. Ends with the error "
         "`timeout` after timeout_seconds. Refused at once with `would-deadlock` when the "
         "agent you wait on is itself waiting (directly or through others) on you.",
-        {
-            "type": "object",
-            "properties": {
-                "sent_by": {"type": "string", "description": f"only mail from {_ADDRESS}"},
-                "reply_to": {"type": "string", "description": f"only a reply to {_ID}"},
-                "timeout_seconds": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 3600,
-                    "description": "give up after this many seconds (default 60)",
-                },
-            },
-            "additionalProperties": False,
-        },
+        sent_by=_str(f"only mail from {_ADDRESS}"),
+        reply_to=_str(f"only a reply to {_ID}"),
+        timeout_seconds=_count(3600, "give up after this many seconds (default 60)"),
     ),
-    "approve": (
+    "approve": _tool(
         "Allow what one of the jobs you started (or theirs) waits to do: its agent asked "
         "for an approval (bench mails you the tool and its input when it does). The job's "
         "agent goes on and runs the tool. Refused with `not-blocked` when it waits for "
         "nothing, `forbidden` for a session that is not below you.",
-        {
-            "type": "object",
-            "properties": {"handle": {"type": "string", "description": f"the job, {_HANDLE}"}},
-            "required": ["handle"],
-            "additionalProperties": False,
-        },
+        ("handle",),
+        handle=_str(f"the job, {_HANDLE}"),
     ),
-    "deny": (
+    "deny": _tool(
         "Refuse what one of the jobs you started (or theirs) waits to do; its agent is "
         "told the reason and goes on without running the tool.",
-        {
-            "type": "object",
-            "properties": {
-                "handle": {"type": "string", "description": f"the job, {_HANDLE}"},
-                "reason": {"type": "string", "description": "what the job's agent is told"},
-            },
-            "required": ["handle"],
-            "additionalProperties": False,
-        },
+        ("handle",),
+        handle=_str(f"the job, {_HANDLE}"),
+        reason=_str("what the job's agent is told"),
     ),
-    "whoami": (
+    "whoami": _tool(
         "Who you are to bench: your handle (the address other agents write to), your "
-        "session, the state directory, and how many unread messages wait for you.",
-        {"type": "object", "properties": {}, "additionalProperties": False},
+        "session, the state directory, and how many unread messages wait for you."
     ),
 }
 
@@ -399,15 +319,9 @@ def wake_prompt(line: str | None = None) -> str:
     )
 
 
-# The MCP configuration snippets that `bench mcp --print-config AGENT` prints.
-#
-# Each agent starts `bench mcp` itself, inside its own session, so the server runs with
-# the session's environment: BENCH_DIR says which daemon, BENCH_TOKEN who is calling.
-# Claude Code hands its whole environment to the servers it starts; Codex hands over
-# only the variables named in `env_vars`, so its snippet names them. Pure text, no I/O.
-
-
-# What a session's server needs from the session's environment.
+# The configuration snippets of `bench mcp --print-config AGENT` (docs/mcp.md, "Setup").
+# Each agent starts `bench mcp` inside its session, so the server has the session's
+# environment: what it needs of it (Codex passes a server only the variables it names).
 SESSION_ENV = ("BENCH_DIR", "BENCH_TOKEN", "BENCH_SESSION", "BENCH_HANDLE")
 
 AGENTS = ("claude", "codex", "pi")

@@ -10,6 +10,14 @@ class Event(msgspec.Struct, tag_field="kind", kw_only=True):
     ts: int = 0
 
 
+class _SessionEvent(Event):
+    """The fields of every event about one session, first: its id and handle. A group of
+    fields, not a kind: `messages._members` leaves it out."""
+
+    session: str
+    handle: str
+
+
 class DaemonStarted(Event, tag="daemon/started"):
     pid: int
     version: str
@@ -20,17 +28,13 @@ class DaemonStopped(Event, tag="daemon/stopped"):
     pid: int
 
 
-class SessionSpawned(Event, tag="session/spawned"):
-    session: str
-    handle: str
+class SessionSpawned(_SessionEvent, tag="session/spawned"):
     pid: int
     argv: list[str]
     job: bool = False
 
 
-class SessionExited(Event, tag="session/exited"):
-    session: str
-    handle: str
+class SessionExited(_SessionEvent, tag="session/exited"):
     pid: int
     exit: int | None = None
     signal: int | None = None
@@ -114,9 +118,7 @@ class LogRotated(Event, tag="log/rotated"):
     bound: int
 
 
-class AgentWoken(Event, tag="agent/woken"):
-    session: str
-    handle: str
+class AgentWoken(_SessionEvent, tag="agent/woken"):
     mail_id: str | None
     path: str | None
     sender: str | None = msgspec.field(default=None, name="from")
@@ -124,12 +126,10 @@ class AgentWoken(Event, tag="agent/woken"):
     door: str | None = None  # "stop-hook": handed over by the agent's Stop hook, not typed
 
 
-class AgentStateChanged(Event, tag="agent/state"):
+class AgentStateChanged(_SessionEvent, tag="agent/state"):
     """An adapter session's agent changed state, by its own report (`source` report) or,
     for a usage limit no report gave, by its screen (`source` screen: evidence)."""
 
-    session: str
-    handle: str
     state: str  # idle, working, blocked, limited, exited
     tool: str | None = None
     input: str | None = None
@@ -137,11 +137,9 @@ class AgentStateChanged(Event, tag="agent/state"):
     source: str = "report"
 
 
-class AgentAnswered(Event, tag="agent/answered"):
+class AgentAnswered(_SessionEvent, tag="agent/answered"):
     """An approval was answered (`bench approve` / `bench deny`), or its wait ran out."""
 
-    session: str
-    handle: str
     allow: bool
     by: str  # who answered: operator, an ancestor's handle, or "timeout"
     via: str  # hook or keys
@@ -149,38 +147,30 @@ class AgentAnswered(Event, tag="agent/answered"):
     reason: str | None = None
 
 
-class AgentReportLimited(Event, tag="agent/report-limited"):
+class AgentReportLimited(_SessionEvent, tag="agent/report-limited"):
     """A session sent hook reports faster than --agent-reports allows: one line per
     flood of refusals (--flood-interval), `count` the refusals it stands for."""
 
-    session: str
-    handle: str
     limit: int
     count: int = 1
 
 
-class EnterRetried(Event, tag="wake/enter-retried"):
+class EnterRetried(_SessionEvent, tag="wake/enter-retried"):
     """The screen did not change after Enter, so Enter was pressed again (never the text)."""
 
-    session: str
-    handle: str
     mail_id: str | None
     attempt: int
 
 
-class WakeCapped(Event, tag="wake/capped"):
-    session: str
-    handle: str
+class WakeCapped(_SessionEvent, tag="wake/capped"):
     mail_id: str
     path: str
     until: int | None = None  # wall ms when the recipient's next wake token is due
 
 
-class JobSettled(Event, tag="job/settled"):
+class JobSettled(_SessionEvent, tag="job/settled"):
     """A job ended: its outcome and reason in the words of `OUTCOMES` and `REASONS` below."""
 
-    session: str
-    handle: str
     key: str
     outcome: str
     replies: int
@@ -217,33 +207,27 @@ def upgrade_event(record: dict[str, object]) -> dict[str, object]:
     return dict(record, outcome=outcome, reason=reason)
 
 
-class JobDeadline(Event, tag="job/deadline"):
+class JobDeadline(_SessionEvent, tag="job/deadline"):
     """A job's deadline passed: it is being ended (recovered: found at start, already
     past it, its session gone with the previous daemon)."""
 
-    session: str
-    handle: str
     key: str
     deadline_ms: int  # the deadline, wall-clock ms
     recovered: bool = False
 
 
-class JobStalled(Event, tag="job/stalled"):
+class JobStalled(_SessionEvent, tag="job/stalled"):
     """A job's child showed no output for its stall-after time and has not reported;
     one mail went to each reply-to address (mailed; refused: those the mailroom refused)."""
 
-    session: str
-    handle: str
     idle_ms: int
     mailed: list[str] = []
     refused: list[str] = []
 
 
-class JobActive(Event, tag="job/active"):
+class JobActive(_SessionEvent, tag="job/active"):
     """A stalled job's child showed output again: the stall is over."""
 
-    session: str
-    handle: str
     stalled_ms: int  # how long the stall lasted, from its job/stalled
 
 
@@ -258,21 +242,17 @@ class JobDelegated(Event, tag="job/delegated"):
     depth: int
 
 
-class JobLimited(Event, tag="job/limited"):
+class JobLimited(_SessionEvent, tag="job/limited"):
     """A session's spawn was refused by a delegation limit (children, depth or rate):
     one line per flood, with the count of refusals it stands for (docs/limits.md)."""
 
-    session: str
-    handle: str
     code: str
     limit: str
     value: int
     count: int = 1
 
 
-class JobReported(Event, tag="job/reported"):
-    session: str
-    handle: str
+class JobReported(_SessionEvent, tag="job/reported"):
     bytes: int
 
 
@@ -418,20 +398,16 @@ class BridgeRetry(Event, tag="bridge/retry"):
 # `wake/deferred`), and the waits'.
 
 
-class AgentActive(Event, tag="agent/active"):
+class AgentActive(_SessionEvent, tag="agent/active"):
     """After a wake, the recipient's screen changed (evidence it started work, not proof)."""
 
-    session: str
-    handle: str
     mail_id: str | None
 
 
-class WakeDeferred(Event, tag="wake/deferred"):
+class WakeDeferred(_SessionEvent, tag="wake/deferred"):
     """A wake waits: `reason` operator-typing (someone typed into the session lately).
     Logged once per wake."""
 
-    session: str
-    handle: str
     mail_id: str | None
     reason: str  # operator-typing; blocked (its agent waits for an approval); parked (limited)
     until: int | None = None  # parked: the agent's reset time (wall ms), when known

@@ -63,6 +63,14 @@ class Response(msgspec.Struct, tag_field="type", kw_only=True):
     ok: bool = True
 
 
+class _SessionAnswer(Response):
+    """The fields of every answer about one session, first: its id and handle. A group of
+    fields, not a type: `messages._members` leaves it out."""
+
+    session: str
+    handle: str
+
+
 class ErrorResponse(Response, tag="error"):
     ok: bool = False
     error: ErrorBody = ErrorBody("internal", "")
@@ -332,9 +340,7 @@ class SessionInfo(msgspec.Struct, kw_only=True):
     agent: AgentInfo | None = None  # an adapter session's own state, once it reported
 
 
-class SpawnOk(Response, tag="session/spawn"):
-    session: str
-    handle: str
+class SpawnOk(_SessionAnswer, tag="session/spawn"):
     pid: int
     mail_id: str | None = None
 
@@ -343,9 +349,7 @@ class SessionListOk(Response, tag="session/list"):
     sessions: list[SessionInfo]
 
 
-class KillOk(Response, tag="session/kill"):
-    session: str
-    handle: str
+class KillOk(_SessionAnswer, tag="session/kill"):
     ended: list[str] = []  # with tree: the session ids ended, in order (children first)
 
 
@@ -371,9 +375,7 @@ class AgentReportOk(Response, tag="agent/report"):
     output: str | None = None
 
 
-class AgentAnswerOk(Response, tag="agent/answer"):
-    session: str
-    handle: str
+class AgentAnswerOk(_SessionAnswer, tag="agent/answer"):
     tool: str | None
     via: str  # "hook" (the agent's own mechanism) or "keys" (typed into its dialog)
 
@@ -382,9 +384,7 @@ class FaultOk(Response, tag="debug/fault"):
     pass
 
 
-class AttachOk(Response, tag="session/attach"):
-    session: str
-    handle: str
+class AttachOk(_SessionAnswer, tag="session/attach"):
     rows: int
     cols: int
 
@@ -521,9 +521,7 @@ class WaitOk(ReadOk, tag="mail/wait"):
     """The message that ended the wait, as `mail/read` answers it (and read as it is)."""
 
 
-class JobWaitOk(Response, tag="job/wait"):
-    session: str
-    handle: str
+class JobWaitOk(_SessionAnswer, tag="job/wait"):
     outcome: str  # completed, failed, cancelled, abandoned, outcome_unknown
     reply: str  # the content the job owed (its last report, or how its session ended)
     reason: str | None = None  # why it failed or was interrupted (`OUTCOMES`, bench_wire._events)

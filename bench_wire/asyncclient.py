@@ -1,14 +1,6 @@
-"""The asyncio shell of the client protocol: the dashboard, MCP and the bridge.
-
-The framing, the ids, the answer matching and the error mapping are the client
-protocol's (`bench_wire.clientproto`); this shell moves its bytes on the running
-asyncio loop with the loop's own socket calls, and connects and checks the peer as the
-blocking shell does (`bench_wire.client`), so every client reports the same failures
-in the same words.
-
-Plain dicts by default (`bench_wire.client.JSON`); a typed client passes
-`codec=bench_wire.messages.StructCodec()` and gets `bench_wire.messages` Structs, each
-answer of its request's own answer type (`call(m.Hello())` is a `HelloOk`).
+"""The asyncio shell of the client protocol (ARCHITECTURE.md, "One typed client"): the
+dashboard, MCP and the bridge. It connects and checks the peer as the blocking shell
+does, so every client reports the same failures in the same words.
 """
 
 from __future__ import annotations
@@ -132,13 +124,10 @@ class AsyncClient(_Scoped):
     def stream(self, req: Request[R]) -> AsyncIterator[R]: ...
     @overload
     def stream(self, req: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
-    def stream(self, req: Any) -> AsyncIterator[Any]:
+    async def stream(self, req: Any) -> AsyncIterator[Any]:
         """Every frame of a stream up to its end frame (which is not yielded); a refusal
         raised as WireError. Left early, the connection is closed: the daemon would
         go on streaming into it."""
-        return self._stream(req)
-
-    async def _stream(self, req: Any) -> AsyncIterator[Any]:
         async with self._turn:
             rid = await self._send(req, stream=True)
             finished = False

@@ -1,15 +1,9 @@
-"""The blocking shell of the client protocol: the CLI's fast path, on C modules only.
+"""The blocking shell of the client protocol (ARCHITECTURE.md, "One typed client").
 
-Why this exists: `bench mail send` runs inside agents many times a session, and its cost
-is the interpreter start plus imports. `socket` pulls in `enum` and `selectors`, `json`
-pulls in `re`, and msgspec pulls in `typing`: together several times the interpreter's
-own start. This module uses `_socket` and `_json` directly, so a fast-path command costs
-about one interpreter start and one round trip.
-
-The frames it writes are the msgspec request types of `bench_wire.messages`, field for
-field: `tests/unit/test_client.py` decodes every frame this module builds with the msgspec
-request decoder and compares it with the Struct it stands for, and compares the decoded
-responses with the msgspec response types, so the two cannot drift apart.
+It is the CLI's fast path, on C modules only: `bench mail send` runs inside agents many
+times a session, and `socket`, `json` and msgspec (enum, selectors, re, typing) would
+cost it several interpreter starts of imports, so `_socket` and `_json` are used
+directly. `tests/unit/test_client.py` holds the frames built here to the msgspec types.
 
 It also says where the daemon is: BENCH_DIR and its socket path resolved (`resolve_dir`,
 `socket_path`, first below), for every client and for the daemon itself.
@@ -163,27 +157,18 @@ def loads(text: str) -> "Any":
     return obj
 
 
+def _refuse(obj: object) -> object:
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+# json.dumps's own C encoder, without the `json` module: compact, non-ASCII kept as it is,
+# NaN and infinity refused (ValueError), anything but plain data refused (TypeError).
+_encode = _json.make_encoder(None, _refuse, _quote, None, ":", ",", False, False, False)
+
+
 def dumps(obj: object) -> str:
     """Encode plain data (dict, list, str, int, float, bool, None) as compact JSON."""
-    if obj is None:
-        return "null"
-    if obj is True:
-        return "true"
-    if obj is False:
-        return "false"
-    if isinstance(obj, str):
-        return _quote(obj)
-    if isinstance(obj, int):
-        return str(int(obj))
-    if isinstance(obj, float):
-        if obj != obj or obj in (float("inf"), float("-inf")):
-            raise ValueError("JSON has no NaN or infinity")
-        return repr(obj)
-    if isinstance(obj, dict):
-        return "{" + ",".join(_quote(k) + ":" + dumps(v) for k, v in obj.items()) + "}"
-    if isinstance(obj, (list, tuple)):
-        return "[" + ",".join(dumps(v) for v in obj) + "]"
-    raise TypeError(f"cannot encode {type(obj).__name__}")
+    return "".join(_encode(obj, 0))
 
 
 def request(verb: str, fields: "dict[str, Any]") -> "dict[str, Any]":
@@ -197,13 +182,6 @@ def request(verb: str, fields: "dict[str, Any]") -> "dict[str, Any]":
         if v is not None:
             req[k] = v
     return req
-
-
-def peer_uid(sock: _socket.socket) -> int:
-    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED:
-    struct ucred is pid, uid, gid as native ints)."""
-    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    return int.from_bytes(raw[4:8], sys.byteorder)
 
 
 # ---------------------------------------------------------------- what both shells share
@@ -271,10 +249,11 @@ def unreachable(bench_dir: str, path: str, err: OSError) -> WireError:
 def check_peer(sock: _socket.socket, path: str) -> None:
     """Whoever binds the path answers: before anything is sent (a request may carry a
     session's token, a body), check that the peer runs as us (one getsockopt)."""
-    try:
-        uid = peer_uid(sock)
+    try:  # SO_PEERCRED: struct ucred is pid, uid, gid as native ints
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError as err:
         raise Disconnected("no-daemon", f"cannot reach the daemon at {path}: {err}") from err
+    uid = int.from_bytes(raw[4:8], sys.byteorder)
     if uid != os.getuid():
         raise WireError(
             "daemon-not-ours",
@@ -293,13 +272,8 @@ def broke(err: OSError) -> Disconnected:
 
 class Client:
     """One blocking connection: `call` sends a request and returns its answer, `stream`
-    yields a stream's frames up to its end.
-
-    The framing, the ids, the answer matching and the error mapping are the client
-    protocol's (`bench_wire.clientproto`); this shell only moves its bytes. With the
-    default codec (`JSON`, the fast path's) requests and answers are plain dicts; with
-    `bench_wire.messages.StructCodec` they are `bench_wire.messages` Structs, each
-    answer of its request's own answer type.
+    yields a stream's frames up to its end. Plain dicts with the default codec (`JSON`, the
+    fast path's); with `messages.StructCodec`, Structs of each request's own answer type.
     """
 
     def __init__(
@@ -354,10 +328,6 @@ class Client:
         rid, line = self._proto.send(req, track=False)
         self.send_raw(line)
         return rid
-
-    def has_answer(self) -> bool:
-        """Whether an answer is already read: select() on `sock` cannot show it."""
-        return self._proto.has_event()
 
     def _next(self) -> Answer:
         while (answer := self._proto.next_answer()) is None:
@@ -434,4 +404,4 @@ class Stream(Generic[F]):
         return frame
 
     def pending(self) -> bool:
-        return self._conn.has_answer()
+        return self._conn._proto.has_event()

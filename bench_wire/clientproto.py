@@ -1,23 +1,11 @@
-"""The client side of the wire protocol, sans I/O: one state machine for every client.
-
-Like h11's `Connection`, it never touches a socket. A shell (the blocking
-`bench_wire.client.Client`, the asyncio `bench_wire.asyncclient.AsyncClient`) asks it
-to frame a request and writes the bytes it returns, feeds it whatever the socket gave,
-and takes decoded answers out of `next_event()`. So the rules live here once, whatever
-the I/O: how a request gets its id, which request an answer belongs to, where a stream
-ends, how long an answer may grow, how an error frame becomes a `WireError`, and that
-an answer is of the request's own answer type (a typed codec's: `HelloOk` for `Hello`).
+"""The client side of the wire protocol, sans I/O: one state machine for every client
+(ARCHITECTURE.md, "One typed client"). The shells (`client.Client`,
+`asyncclient.AsyncClient`) only move its bytes; a `Codec` spells the requests and
+answers (`client.JSON`: plain dicts; `messages.StructCodec`: Structs).
 
 An error frame without an id is the connection's own (too-many-connections,
 idle-timeout, frame-too-long): the daemon closes after it, so it ends every request
-still waiting (docs/protocol.md says the rest of the wire).
-
-How requests and answers are spelled (plain dicts on C modules for the CLI, msgspec
-Structs for typed clients) is a `Codec`'s business: `bench_wire.client.JSON`,
-`bench_wire.messages.StructCodec`.
-
-The bounded line buffer both ends of the socket split JSON lines with (`LineBuffer`,
-first below) lives here too: the daemon's connections use it as well.
+still waiting. The daemon's connections split lines with `LineBuffer` too.
 
 Stdlib only, and no `typing` at run time: the CLI's fast path imports this module
 (tests/unit/test_imports.py).
@@ -34,36 +22,25 @@ if TYPE_CHECKING:
     Id = int | str | None
 
     class Codec(Protocol):
-        """How one kind of client spells requests and answers."""
+        """How one kind of client spells requests and answers:
 
-        def encode(self, req: Any, rid: int) -> tuple[Id, bytes]:
-            """The request as one newline-terminated line carrying `rid` as its id,
-            unless it carries an id of its own; and the id it goes out with."""
-            ...
+        - `encode`: the request as one newline-terminated line carrying `rid` as its id,
+          unless it carries an id of its own; and the id it goes out with.
+        - `decode`: one answer line as a frame; ValueError with a sentence if it is none.
+        - `head`: the frame's request id and type (`end` closes a stream).
+        - `error`: an error frame's code, message and retry_after; None for any other.
+        - `streams`: whether `req` is answered with frames up to an end frame.
+        - `expects`: what answers `req` may be (handed back to `fits`); None: anything.
+        - `fits`: whether `frame` (no error, no end frame) is an answer `expects` allowed.
+        """
 
-        def decode(self, line: bytes) -> Any:
-            """One answer line as a frame; ValueError with a sentence if it is none."""
-            ...
-
-        def head(self, frame: Any) -> tuple[Id, str | None]:
-            """The frame's request id and type (`end` closes a stream)."""
-            ...
-
-        def error(self, frame: Any) -> tuple[str, str, float | None] | None:
-            """An error frame's code, message and retry_after; None for any other."""
-            ...
-
-        def streams(self, req: Any) -> bool:
-            """Whether `req` is answered with frames up to an end frame."""
-            ...
-
-        def expects(self, req: Any) -> Any:
-            """What answers `req` may be (handed back to `fits`); None: anything."""
-            ...
-
-        def fits(self, frame: Any, expected: Any) -> bool:
-            """Whether `frame` (no error, no end frame) is an answer `expects` allowed."""
-            ...
+        def encode(self, req: Any, rid: int) -> tuple[Id, bytes]: ...
+        def decode(self, line: bytes) -> Any: ...
+        def head(self, frame: Any) -> tuple[Id, str | None]: ...
+        def error(self, frame: Any) -> tuple[str, str, float | None] | None: ...
+        def streams(self, req: Any) -> bool: ...
+        def expects(self, req: Any) -> Any: ...
+        def fits(self, frame: Any, expected: Any) -> bool: ...
 
 
 class FrameTooLong(Exception):

@@ -1,23 +1,13 @@
-"""Daemon options, each said once: here, as a field of `DaemonOptions`.
+"""Daemon options, each said once: a field of `DaemonOptions` (ARCHITECTURE.md, "Where
+to add a daemon option", lists what derives from it: benchd's parser, click, the team
+file's keys, the docs/cli.md table, `DaemonConfig`).
 
-A field carries everything about its option: its name (the flag is `--` + the name
-with dashes, the environment variable `BENCH_` + the name upper-cased), its type (the
-annotation), its default, its range and unit, its help, and where `hello` reports it.
-From this one class come benchd's argparse parser (`benchd.server.options`), the click
-options of `bench up` / `bench daemon` (`bench_cli.context.daemon_options`), the team
-file's `[daemon]` keys and their checks (`bench_cli.team`), the options table of
-docs/cli.md (`just docs` rewrites it; a unit test says
-when it is stale), and the daemon's typed configuration: `benchd.server.options.
-DaemonConfig` is a subclass that adds benchd's own options (--dir, --node, ...).
-
-Why a dataclass rather than a tuple of records plus a typed config beside it: mypy
-strict sees `config.send_rate` as a float only if some class declares the field, and a
-second class declaring it would say every name and default twice again. Here the field
-is the declaration, and its `metadata` holds the rest (`OPTIONS` reads it back as
-`Option` records for the code that walks every option). hello's `caps` and
-`ReactorSettings` stay typed structs the daemon fills field by field (a struct built
-from a dict would lose mypy's check of each name); `Option.hello` names where each
-value lands, and tests/unit/test_config.py checks the daemon puts it there.
+Why a dataclass rather than records beside a typed config: mypy strict sees
+`config.send_rate` as a float only if a class declares the field, and a second class
+would say every name and default again. The field's `metadata` holds the rest, read back
+as `Option` records by the code that walks every option. hello's `caps` and
+`ReactorSettings` stay typed structs the daemon fills field by field (mypy checks each
+name); `Option.hello` names where each value lands (tests/unit/test_config.py checks it).
 
 bench_wire imports no benchd. `bench mail send`'s fast path never imports this module
 (it loads typing, which tests/unit/test_imports.py forbids there).

@@ -1,21 +1,15 @@
 """Every request, response and event on the wire, as msgspec Structs, and their framing.
 
-Requests share the tagged base `Request` (tag field `verb`), responses `Response` (tag
-field `type`; errors are `ErrorResponse`), events `Event` (tag field `kind`; the daemon
-writes each as seq, ts, kind, then the fields, so the log can be searched by byte
-offset). docs/protocol.md is made from these types. New fields always get defaults, so
-older peers keep decoding.
-
-Each request names its answer as its type parameter: `Hello(Request["HelloOk"])` is
-answered with a `HelloOk`, a stream (`EventsRead`) with frames of that type up to its
-end frame. The clients' `call` and `stream` are typed by it, and `ANSWERS` reads it at
-run time to check every answer. The framing last: encoders and decoders made once, the
-request decoder's precise error codes, and the typed codec of the client protocol
-(`StructCodec`; the line buffer is `bench_wire.clientproto`'s, stdlib only).
+Requests are tagged by `verb`, responses by `type` (errors are `ErrorResponse`), events
+by `kind`; docs/protocol.md is made from these types. New fields always get defaults,
+so older peers keep decoding. Each request names its answer as its type parameter
+(`Hello(Request["HelloOk"])`; ARCHITECTURE.md, "One typed client"): `ANSWERS` reads it
+at run time to check every answer.
 """
 
 import functools
 import operator
+import sys
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, get_args
 
 import msgspec
@@ -359,13 +353,26 @@ PROTOCOL_VERSION = 1
 
 
 def _members(base: type) -> tuple[type, ...]:
-    """The subclasses of `base` (theirs too), in the order they were defined: the
-    decoders, the verb table and docs/protocol.md are all made from them."""
+    """The types below `base`, each followed by its own, in the order they were defined:
+    the decoders, the verb table and docs/protocol.md are all made from them. A `_Name`
+    below `base` is a group of fields its types share (`_SessionEvent`), no type itself."""
+    found: list[type] = []
+    for sub in sorted(_below(base), key=_defined):
+        found += [sub, *_members(sub)]
+    return tuple(found)
+
+
+def _below(base: type) -> list[type]:
+    """`base`'s subclasses, each `_Name` group's own in its place."""
     found: list[type] = []
     sub: type
     for sub in base.__subclasses__():
-        found += [sub, *_members(sub)]
-    return tuple(found)
+        found += _below(sub) if sub.__name__.startswith("_") else [sub]
+    return found
+
+
+def _defined(t: type) -> int:
+    return list(vars(sys.modules[t.__module__])).index(t.__name__)
 
 
 def _union(types: tuple[type, ...]) -> Any:
