@@ -1,14 +1,5 @@
-"""The bench CLI's root: the `bench` group, `help` and `completion`.
-
-Every other command lives in a module of `bench_cli.commands`, imported only when that
-command is asked for (click's lazy loading, `LazyGroup` below): `bench status` loads the
-daemon commands and no others. What the commands share (the context object,
---dir/--json, the daemon options, `call` and `done`) is in `bench_cli.context`.
-
-The fast-path agent commands (mail send/list/read, report) are declared in
-`bench_cli.commands` too, for help and for anything the fast parser in `bench_cli.entry`
-declines; both paths run the same functions in `bench_cli.entry`.
-"""
+"""The bench CLI's root: the `bench` group, `help` and `completion`. Every other command
+is in a module of `bench_cli.commands`, imported only when it is asked for."""
 
 import importlib
 import sys
@@ -24,9 +15,7 @@ from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
 
 class LazyCommands(MutableMapping[str, click.Command]):
     """A group's command table that imports a command's module ("module:function") the
-    first time the command is looked up. Its keys are every name without importing
-    anything, so listing names (hints, completion of names) stays cheap, and anything
-    that walks `group.commands` (the help, tests) still sees every command."""
+    first time it is looked up; its keys are every name, without importing anything."""
 
     def __init__(self, lazy: dict[str, str]) -> None:
         self.lazy = dict(lazy)
@@ -60,9 +49,7 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
 
 class LazyGroup(Group):
-    """click's lazy loading (`get_command` and `list_commands` over a table of
-    "module:function"): `bench status` imports bench_cli.commands.daemon and no other
-    command module."""
+    """click's lazy loading over a table of "module:function"."""
 
     def __init__(
         self,
@@ -80,8 +67,6 @@ class LazyGroup(Group):
         return self.commands.get(cmd_name)
 
 
-# Each command, by name, and where it is: "module:function". The help lists them sorted
-# by name, as click lists any group's commands.
 COMMANDS = {
     "up": "bench_cli.commands.daemon:up",
     "down": "bench_cli.commands.daemon:down",
@@ -179,9 +164,8 @@ completion.epilog = examples(
 
 
 def usage_sentence(err: click.ClickException) -> str:
-    """A command-line error as bench words every error: one sentence, its hint in
-    parentheses, and where to read more (`bench help mail send`); never click's four
-    lines of Usage, Try, a blank and Error."""
+    """A command-line error as one sentence, its hint and where to read more (`bench help
+    mail send`), never click's four lines."""
     if isinstance(err, click.NoSuchOption):
         said = f"no such option: {err.option_name}"
         if err.possibilities:
@@ -205,8 +189,7 @@ NO_ARGS: tuple[type[click.ClickException], ...] = tuple(
 
 
 def _typed_command() -> list[str]:
-    """The command typed (`mail send`), for an error click raised without its context
-    (an option missing its value): the leading words that name bench commands."""
+    """The command typed (`mail send`), for an error click raised without its context."""
     words: list[str] = []
     group: click.Command = cli
     argv = iter(sys.argv[1:])
@@ -223,8 +206,8 @@ def _typed_command() -> list[str]:
 
 
 def run() -> int:
-    """bench with click, every error printed as `bench: <sentence> [<code>]` (or as
-    JSON with --json), its exit code from the code's table (docs/cli.md)."""
+    """bench with click, every error as `bench: <sentence> [<code>]` (or JSON) and its
+    code's exit code (docs/cli.md)."""
     try:
         # standalone_mode=False: click raises its errors to here instead of printing
         # them its own way, and gives back the code a command exited with.

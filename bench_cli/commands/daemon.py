@@ -1,8 +1,5 @@
-"""The daemon's process: `bench up`, `down`, `status`, `daemon` (foreground) and
-`service install` (a systemd user unit that runs `bench daemon`).
-
-The CLI imports nothing of benchd: `up` and `daemon` run it as a process.
-"""
+"""The daemon's process: `bench up`, `down`, `status`, `daemon` and `service install`.
+The CLI imports nothing of benchd: `up` and `daemon` run it as a process."""
 
 import os
 import re
@@ -48,8 +45,7 @@ def _hello(bench_dir: str | None) -> Json | None:
 
 
 def _running_options(a: Json) -> dict[str, float]:
-    """The running daemon's options, as far as its hello tells them (flag -> value): each
-    where its `Option.hello` says ("caps.connections")."""
+    """The running daemon's options its hello tells (flag -> value; `Option.hello`)."""
     known: dict[str, float] = {}
     for o in OPTIONS:
         if o.hello:
@@ -139,13 +135,11 @@ def _up(d: str, restart: bool, kw: Options) -> tuple[Json, str]:
         a = None
     if a is not None:
         return a, _already(a, kw)
-    # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
-    # in a process of its own: the CLI imports nothing of benchd.
+    # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again).
     _prepare(d)
     # One `bench up` at a time starts a daemon for a directory: the others wait on the
-    # directory's start lock, then find the winner answering. No loser ever starts a
-    # daemon that would lose the race for benchd.lock later (and, started after a
-    # `bench down` and the directory's removal, make the directory again and stay).
+    # start lock, then find the winner answering, and never start a daemon that would
+    # lose the race for benchd.lock (or make a removed directory again and stay).
     lock_fd = _start_lock(d)
     try:
         a = _hello(d)
@@ -189,9 +183,8 @@ START_WAIT = 30.0  # seconds a `bench up` waits for another one's start to finis
 
 
 def _start_lock(d: str) -> int:
-    """An flock on BENCH_DIR itself (not on a file in it: nothing more to make), held
-    while this `bench up` starts a daemon and waits for it to answer. Waits for another
-    `bench up` holding it; the fd is closed on exec, so the daemon does not inherit it."""
+    """An flock on BENCH_DIR itself (nothing more to make), held while this `bench up`
+    starts a daemon; the fd is closed on exec, so the daemon does not inherit it."""
     import fcntl
 
     deadline = time.monotonic() + START_WAIT
@@ -247,9 +240,7 @@ def _start(d: str, kw: Options) -> Json:
         a = _hello(d)
         if a is not None:
             return a
-        # A daemon started some other way (`bench daemon`) may hold benchd.lock: ours
-        # then exits, and we wait for that one to answer (it holds the lock until it
-        # has stopped).
+        # Ours exits when another daemon (`bench daemon`) holds benchd.lock: wait for that one.
         if proc.poll() is not None and not _lock_held(d):
             a = _hello(d)
             if a is not None:
@@ -317,8 +308,7 @@ def _free_bytes(d: str) -> int:
 
 
 def _wait_stopped(d: str) -> None:
-    """The daemon holds its flock until it has ended its sessions, logged their exits
-    and daemon/stopped: being able to take the lock means it is done."""
+    """The daemon holds its flock until it has ended its sessions and logged it all."""
     deadline = time.monotonic() + 30
     while _lock_held(d):
         if time.monotonic() > deadline:
@@ -413,8 +403,8 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
 
 
 def agents_line(sessions: list[Json]) -> str:
-    """The live adapter sessions by their agents' own states; the blocked and limited by
-    name (the operator's attention): "3 reporting: 1 idle, 1 blocked (bob), 1 limited (eve)"."""
+    """The live adapter sessions by state, the blocked and limited by name: "3 with
+    adapters: 1 blocked (bob), 1 idle"."""
     by: dict[str, list[str]] = {}
     for s in sessions:
         a = s.get("agent")

@@ -23,9 +23,8 @@ from bench_wire import messages as m
 
 
 def since_ms(text: str, now: float) -> int:
-    """A point in time as `docker logs --since` / `journalctl --since` read it: a duration
-    back from now (30s, 10m, 2h, 1d), or a local date and time (2026-11-30T10:00,
-    2026-11-30 10:00:00, 2026-11-30); ms since the epoch. ValueError otherwise."""
+    """A duration back from now (30s) or a local date and time (2026-11-30T10:00), in ms
+    since the epoch; ValueError otherwise."""
     try:
         return int((now - output.parse_duration(text)) * 1000)
     except ValueError:

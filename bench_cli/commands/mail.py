@@ -1,7 +1,5 @@
-"""Mail: `bench mail send/list/read` (declared here for help and for what the fast
-parser declines; both run `bench_cli.entry`), `search`, `thread` and `reply`; delivery
-states and waits (`bench mail sent`, `status`, `wait` and `bench job wait`); and
-`bench mcp`, the mailroom as MCP tools."""
+"""Mail: `bench mail ...` (send, list and read run `bench_cli.entry`), `bench job wait`
+and `bench mcp`."""
 
 import re
 import sys
@@ -121,8 +119,7 @@ def hits_text(a: m.SearchOk) -> str:
         to = h.to or h.handle  # handle@node for mail queued for another node
         state = output.shown_state(h.handle, h.state)
         rows.append(f"{h.mail_id:<25}  {to:<12} {state:<9} {h.sender:<12} {h.subject}")
-        # A snippet is a piece of someone's body, shown on one line: escaped (as all
-        # untrusted text is on a terminal) and here even in a pipe, as it always was.
+        # A piece of someone's body on one line: escaped, even in a pipe.
         rows.append("    " + " ".join(escape(h.snippet).split()))
     more = " (more: raise --limit)" if a.truncated else ""
     foot = output.count(len(a.hits), "match", "matches") + more
@@ -269,8 +266,7 @@ def timeout_option(default: str) -> Callable[[FC], FC]:
 
 
 def sent_text(a: m.SentListOk) -> str:
-    """A header row and one row per message, like `mail list`'s: id, recipient, state
-    (with its reason), the state's time, subject."""
+    """A table like `mail list`'s: id, recipient, state (and reason), its time, subject."""
     if not a.messages:
         return f"no sent mail from {a.sender}"
     states = [r.state + (f" ({r.reason})" if r.reason else "") for r in a.messages]
@@ -378,8 +374,7 @@ def job_wait(bench_dir: str | None, as_json: bool, handle: str, timeout: float) 
 
 
 def job_wait_text(a: m.JobWaitOk) -> str:
-    """`job w (s1a2b3c4d) interrupted (deadline): <path>`, then the reply: the outcome
-    and reason as the reply mail's subject says them."""
+    """`job w (s1a2b3c4d) interrupted (deadline): <path>`, then the reply."""
     head = f"job {a.handle} ({a.session}) {a.outcome}" + (f" ({a.reason})" if a.reason else "")
     if a.path:
         head += f": {a.path}"

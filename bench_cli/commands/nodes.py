@@ -20,9 +20,8 @@ if TYPE_CHECKING:
 
 
 def connection(f: Callable[..., None]) -> Callable[..., None]:
-    """The NATS connection's options, the same for `bench bridge` and `bench nodes init`,
-    handed to the command as one `conn` (bench_bridge.urls.Connection: its fields are
-    the options' names)."""
+    """The NATS connection's options, handed to the command as one `conn`
+    (bench_bridge.urls.Connection: its fields are the options' names)."""
 
     @functools.wraps(f)
     def with_conn(*args: object, **kwargs: Any) -> None:
@@ -77,10 +76,8 @@ _CONNECTION = [
 ]
 
 
-# A number option of `bench bridge` or `bench nodes init`: flag, type, default, help. The
-# defaults are bench_bridge's own (bench_bridge.local.Options, bench_bridge.streams.Quotas),
-# said again here: the help shows them without importing the bridge (its extra may be
-# missing), and a value given is passed on by its name.
+# flag, type, default, help. The defaults are bench_bridge's own, said again: the help
+# shows them without importing the bridge (its extra may be missing).
 Number = tuple[str, type[int] | type[float], float, str]
 
 _BRIDGE_LIMITS: list[Number] = [

@@ -35,8 +35,7 @@ from bench_wire.errors import WireError
 
 
 def job_state(s: Json) -> str:
-    """What the job of a session is doing: -, running, stalled, settling, or its outcome
-    (bench_wire.messages.current_outcome; a record of an earlier version in today's words)."""
+    """What the job of a session is doing: -, running, stalled, settling, or its outcome."""
     if not s.get("job"):
         return "-"
     if s.get("outcome"):
@@ -47,10 +46,8 @@ def job_state(s: Json) -> str:
 
 
 def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
-    """`bench ps --tree`'s order: (its handle drawn under the session that spawned it,
-    row). A session's `parent` is the id of the session that started it as a job;
-    sessions the operator started, and those whose parent is not listed (exited and not
-    asked for with -a, or pruned), are roots. Children follow their parent in spawn order."""
+    """`bench ps --tree`'s (handle drawn under its parent, row), in spawn order; a session
+    whose parent is not listed is a root."""
     ids = {s["session"] for s in rows}
     children: dict[str | None, list[Json]] = {}
     for s in rows:
@@ -76,10 +73,8 @@ def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
 def table(
     rows: list[Json], tree: bool, started_by: dict[str, str], on: bool
 ) -> list[str | output.Painted]:
-    """`bench ps`'s table as pieces for `output.write`: the state painted as a piece of its
-    own, so nothing in a handle or argv can colour. With `tree` each session is under the
-    one that spawned it; else a TEAM column when some session came from a team file (its
-    file's name) and an AGENT column when some has an adapter (what its agent said)."""
+    """`bench ps`'s table as pieces for `output.write` (the state painted apart); without
+    `tree`, TEAM and AGENT columns when some session has one."""
     teams = {
         s["session"]: os.path.basename(started_by[s["session"]])
         for s in rows
@@ -241,8 +236,7 @@ def spawn(
         a = ask(bench_dir, req)
     except WireError as err:
         if agent is not None and err.message.startswith("no agent preset"):
-            # The daemon knows the presets (a session may not see presets.json): the
-            # one probably meant, among those this side can name.
+            # The one probably meant, among the presets this side can name.
             from bench_cli import hints, team
             from bench_wire.client import resolve_dir
 
@@ -319,7 +313,6 @@ def ps(
             raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
     else:
         rows = live + gone if show_all else live
-    # Which sessions a team file started (`bench up -f`): a label from team.json.
     from bench_cli import team
     from bench_wire.client import resolve_dir
 
@@ -345,7 +338,7 @@ def ps(
 
 def agent_text(a: Json) -> str:
     """An adapter session's agent state in a few characters: `idle`, `blocked Bash`,
-    `limited 13:42`, or `?` before its first report (`+screen`: the screen's evidence)."""
+    `limited 13:42` (`+screen`: seen on the screen), `?` before its first report."""
     state = a.get("state")
     if state is None:
         return "?"
@@ -601,8 +594,7 @@ deny.epilog = examples('bench deny worker -m "no network: use the fixture"')
 @click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
 def dash(bench_dir: str | None) -> None:
     """The operator's live dashboard: sessions, screens, mail, events (needs bench[dash])."""
-    # Textual draws on standard error and reads standard input: anything but a terminal
-    # there would get escape codes in a file and an app no one can quit.
+    # Anything but a terminal would get escape codes in a file, or an app no one can quit.
     for fd, name in ((0, "input"), (1, "output"), (2, "error")):
         if not os.isatty(fd):
             raise WireError(
