@@ -3,7 +3,6 @@ is in a module of `bench_cli.commands`, imported only when it is asked for."""
 
 import importlib
 import sys
-from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import click
@@ -13,43 +12,9 @@ from bench_cli.context import DIR_HELP, JSON_HELP, Ctx, Group, examples
 from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
 
 
-class LazyCommands(MutableMapping[str, click.Command]):
-    """A group's command table that imports a command's module ("module:function") the
-    first time it is looked up; its keys are every name, without importing anything."""
-
-    def __init__(self, lazy: dict[str, str]) -> None:
-        self.lazy = dict(lazy)
-        self.loaded: dict[str, click.Command] = {}
-
-    def __getitem__(self, name: str) -> click.Command:
-        if name not in self.loaded:
-            if name not in self.lazy:
-                raise KeyError(name)
-            module, _, attr = self.lazy[name].partition(":")
-            cmd = getattr(importlib.import_module(module), attr)
-            if not isinstance(cmd, click.Command):
-                raise TypeError(f"{self.lazy[name]} is not a click command")
-            self.loaded[name] = cmd
-        return self.loaded[name]
-
-    def __setitem__(self, name: str, cmd: click.Command) -> None:
-        self.loaded[name] = cmd
-
-    def __delitem__(self, name: str) -> None:
-        if name not in self.loaded and name not in self.lazy:
-            raise KeyError(name)
-        self.loaded.pop(name, None)
-        self.lazy.pop(name, None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted({*self.loaded, *self.lazy}))
-
-    def __len__(self) -> int:
-        return len({*self.loaded, *self.lazy})
-
-
 class LazyGroup(Group):
-    """click's lazy loading over a table of "module:function"."""
+    """click's lazy loading: a command's module ("module:function") is imported the first
+    time the command is asked for."""
 
     def __init__(
         self,
@@ -58,12 +23,19 @@ class LazyGroup(Group):
         lazy_subcommands: dict[str, str],
         **kwargs: Any,  # click.Group's own keyword arguments, passed on
     ) -> None:
-        super().__init__(name, commands=LazyCommands(lazy_subcommands), **kwargs)
+        super().__init__(name, **kwargs)
+        self.lazy = lazy_subcommands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # sorted, as click lists a group's commands
+        return sorted({*self.commands, *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            cmd = getattr(importlib.import_module(module), attr)
+            if not isinstance(cmd, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+            self.commands[cmd_name] = cmd
         return self.commands.get(cmd_name)
 
 
@@ -137,7 +109,8 @@ def help_(command: tuple[str, ...]) -> None:
     for name in command:
         sub = target.get_command(here, name) if isinstance(target, click.Group) else None
         if sub is None:
-            meant = hints.command(tuple(command[:-1]), name, getattr(target, "commands", {}))
+            names = target.list_commands(here) if isinstance(target, click.Group) else []
+            meant = hints.command(tuple(command[:-1]), name, names)
             tip = f" (did you mean {meant}?)" if meant else " (see bench help)"
             raise click.UsageError(f"no such command: {' '.join(command)}{tip}")
         here = click.Context(sub, info_name=name, parent=here)
@@ -192,16 +165,18 @@ def _typed_command() -> list[str]:
     """The command typed (`mail send`), for an error click raised without its context."""
     words: list[str] = []
     group: click.Command = cli
+    ctx = click.Context(cli)
     argv = iter(sys.argv[1:])
     for word in argv:
         if not words and word.startswith("-"):  # bench's own --json, --dir PATH
             if word == "--dir":
                 next(argv, None)
             continue
-        if not isinstance(group, click.Group) or word not in group.commands:
+        sub = group.get_command(ctx, word) if isinstance(group, click.Group) else None
+        if sub is None:
             break
         words.append(word)
-        group = group.commands[word]
+        group = sub
     return [" ".join(words)] if words else []
 
 

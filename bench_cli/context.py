@@ -47,13 +47,15 @@ class Group(click.Group):
         try:
             return super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand:
-            said = hints.not_here(tuple(ctx.command_path.split()[1:]), args[0])
+            group, word = tuple(ctx.command_path.split()[1:]), args[0]
+            names = self.list_commands(ctx)
+            said = hints.not_here(group, word)
             if said is not None:
-                raise click.UsageError(f"no such command {args[0]!r}: {said}", ctx) from None
-            meant = hints.command(tuple(ctx.command_path.split()[1:]), args[0], self.commands)
-            if meant is None:
-                raise
-            msg = f"no such command {args[0]!r} (did you mean {meant}?)"
+                raise click.UsageError(f"no such command {word!r}: {said}", ctx) from None
+            meant = hints.command(group, word, names)
+            if meant is None:  # click's own, its hint from every command (a lazy one too)
+                raise click.exceptions.NoSuchCommand(word, possibilities=names, ctx=ctx) from None
+            msg = f"no such command {word!r} (did you mean {meant}?)"
             raise click.UsageError(msg, ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:  # what the command returns
@@ -193,9 +195,9 @@ def emit(a: msgspec.Struct | Json) -> None:
         output.emit_json(a)
 
 
-def done(ctx: Ctx, a: msgspec.Struct | Json, text: str) -> None:
+def done(as_json: bool, a: msgspec.Struct | Json, text: str) -> None:
     """The answer as JSON with --json, else the human text."""
-    if ctx.json:
+    if as_json:
         emit(a)
     else:
         output.write(text)
@@ -263,12 +265,3 @@ def complete_sessions(
     listed = _listed(ctx)[1]
     names = {s.handle for s in listed if s.state == "running"} | {s.session for s in listed}
     return _completions(names, incomplete)
-
-
-# click's ParamType is generic in its stubs (the converted value's type) but only
-# subscriptable at run time from click 8.2 on; bench accepts click 8.1.
-if TYPE_CHECKING:
-    IntParam = click.ParamType[int]
-    FloatParam = click.ParamType[float]
-else:
-    IntParam = FloatParam = click.ParamType

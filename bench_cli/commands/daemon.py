@@ -13,7 +13,6 @@ import click
 from bench_cli import output, team
 from bench_cli.context import (
     DIR_HELP,
-    Ctx,
     DaemonOption,
     Group,
     Json,
@@ -102,7 +101,6 @@ def up(
 ) -> None:
     """Start benchd detached; return once it answers (no-op if running). With a team
     file, also start the agents it names that are not running (docs/team.md)."""
-    ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
     socket_path(d)
     path = team.find_file(team_file, dir_given=bench_dir is not None)
@@ -116,11 +114,11 @@ def up(
     if squad is None:
         if team_file is None and bench_dir is not None and os.path.isfile(team.DEFAULT_FILE):
             text += f"\n./{team.DEFAULT_FILE} not read (--dir given): bench up -f to use it"
-        done(ctx, a, text)
+        done(as_json, a, text)
         return
     results = team.up(d, squad, call)
     done(
-        ctx,
+        as_json,
         dict(a, team=results, team_file=squad.path),
         f"{text}\n{team.describe(results, squad.path)}",
     )
@@ -330,7 +328,6 @@ def _wait_stopped(d: str) -> None:
 def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
     """Stop benchd (sessions are ended); no-op if none runs. With -f, end only the
     sessions a team file started."""
-    ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
     if team_file is not None:
         squad = team.load(os.path.abspath(team_file), d)
@@ -340,7 +337,7 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
             f"ended    {e['name']:<{w}}  session {e['session']}, pid {e['pid']}" for e in ended
         ]
         text = "\n".join(lines) or f"no running session was started from {team_file}"
-        done(ctx, {"ok": True, "type": "team/down", "ended": ended}, text)
+        done(as_json, {"ok": True, "type": "team/down", "ended": ended}, text)
         return
     try:
         a = call(d, m.Stop())
@@ -349,13 +346,13 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
             raise
         # Like `up`, idempotent: the state asked for (no daemon) already holds.
         done(
-            ctx,
+            as_json,
             {"ok": True, "type": "stop", "running": False, "bench_dir": d},
             f"no benchd was running for {d}",
         )
         return
     _wait_stopped(d)
-    done(ctx, a, f"benchd stopped ({d})")
+    done(as_json, a, f"benchd stopped ({d})")
 
 
 @click.command(epilog=examples("bench status", "bench status --json", "bench status --ack"))
@@ -367,7 +364,6 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
 )
 def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
     """Is benchd running: pid, version, BENCH_DIR, counts, disk, journal damage."""
-    ctx = Ctx(bench_dir, as_json)
     if ack:
         call(bench_dir, m.JournalAck())
     a = call(bench_dir, m.Hello())
@@ -399,7 +395,7 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
             f"({dmg['size']} bytes): {dmg['held']} (event seq {dmg['seq']}; "
             "bench status --ack once seen)"
         )
-    done(ctx, a, text)
+    done(as_json, a, text)
 
 
 def agents_line(sessions: list[Json]) -> str:
@@ -560,7 +556,7 @@ def service_install(
                 f"status: systemctl --user status {name}; logs: journalctl --user -u {name}"
             )
     done(
-        Ctx(d, as_json),
+        as_json,
         {
             "ok": True,
             "type": "service/install",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bench_cli import output
-from bench_cli.context import Ctx, Group, call, common, done, examples
+from bench_cli.context import Group, call, common, done, examples
 from bench_wire import messages as m
 from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
@@ -203,7 +203,6 @@ def nodes(bench_dir: str | None, as_json: bool) -> None:
     """The nodes this node's bridge has seen: last heartbeat and live handles."""
     if click.get_current_context().invoked_subcommand is not None:
         return
-    ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.NodesRead())
     now = time.time() * 1000
     for n in a["nodes"]:
@@ -215,7 +214,7 @@ def nodes(bench_dir: str | None, as_json: bool) -> None:
     for n in a["nodes"]:
         ago = output.duration((now - n["seen_ms"]) / 1000)
         lines.append(f"{n['node']:<24} seen {ago:>4} ago  {' '.join(n['handles']) or '-'}")
-    done(ctx, a, "\n".join(lines))
+    done(as_json, a, "\n".join(lines))
 
 
 nodes.epilog = examples("bench nodes", "bench nodes --json")
@@ -241,7 +240,7 @@ def nodes_init(
         ) from None
     _positive(quotas, "the quotas")
     lines = streams.run(conn, streams.Quotas(**quotas))
-    done(Ctx(bench_dir, as_json), {"done": lines}, "\n".join(lines))
+    done(as_json, {"done": lines}, "\n".join(lines))
 
 
 nodes_init.epilog = examples(
