@@ -192,9 +192,8 @@ def _read_body(cap: int) -> str:
     return _utf8(data, "standard input")
 
 
-# A -m body and a subject this small fit every daemon's caps (256 KiB and 200 characters
-# today): such a send skips the `hello` that asks for them, one round trip of two. The
-# daemon checks its caps on every send all the same.
+# A -m body and a subject this small fit every daemon's caps: such a send skips the
+# `hello` that asks for them, one round trip of two (the daemon checks them all the same).
 SURE_BODY_BYTES = 64 * 1024
 SURE_SUBJECT_CHARS = 200
 

@@ -25,11 +25,9 @@ AGENTS_MAX = 256  # agents one file may name
 # benchd's terminal sizes (benchd.runtime.terminal's MAX_ROWS x MAX_COLS): checked here
 # too, so a bad size stops the file before any agent starts.
 ROWS_MAX, COLS_MAX = 500, 1000
-# The agent presets benchd has built in (benchd.runtime.sessions.BUILTIN_PRESETS); a BENCH_DIR's
-# presets.json may add more, and is read for their names.
+# benchd's built-in presets (benchd.runtime.sessions.BUILTIN_PRESETS).
 BUILTIN_PRESETS = ("claude", "codex", "pi")
-# Files whose presence marks a directory as some daemon's BENCH_DIR: a task file is never
-# read from under one (its mailboxes, journal and events are not a team's to send).
+# Files that mark a directory as a BENCH_DIR: a task file is never read from under one.
 BENCH_DIR_MARKS = ("benchd.lock", "benchd.sock", "events.jsonl")
 
 # key -> (what the value must be, as said in an error)
