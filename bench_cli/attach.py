@@ -1,10 +1,6 @@
-"""`bench attach`: the operator's terminal joined to a session's pty.
-
-Raw mode, the window size forwarded (now and on every SIGWINCH), Ctrl-] (0x1d)
-detaches. The terminal is restored on every way out: detach, the session ending, the
-daemon going away, an error, SIGTERM or SIGHUP. Exit code 0 when detached or when the
-session ended, 4 when the connection to the daemon broke.
-"""
+"""`bench attach`: the operator's terminal joined to a session's pty, in raw mode, its
+size forwarded; restored on every way out (docs/cli.md). Exit 0 when detached or the
+session ended, 4 when the connection broke."""
 
 import base64
 import os

@@ -1,18 +1,8 @@
-"""The bench CLI's root: the `bench` group, `help` and `completion`.
-
-Every other command lives in a module of `bench_cli.commands`, imported only when that
-command is asked for (click's lazy loading, `LazyGroup` below): `bench status` loads the
-daemon commands and no others. What the commands share (the context object,
---dir/--json, the daemon options, `call` and `done`) is in `bench_cli.context`.
-
-The fast-path agent commands (mail send/list/read, report) are declared in
-`bench_cli.commands` too, for help and for anything the fast parser in `bench_cli.entry`
-declines; both paths run the same functions in `bench_cli.entry`.
-"""
+"""The bench CLI's root: the `bench` group, `help` and `completion`. Every other command
+is in a module of `bench_cli.commands`, imported only when it is asked for."""
 
 import importlib
 import sys
-from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import click
@@ -22,47 +12,9 @@ from bench_cli.context import DIR_HELP, JSON_HELP, Ctx, Group, examples
 from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
 
 
-class LazyCommands(MutableMapping[str, click.Command]):
-    """A group's command table that imports a command's module ("module:function") the
-    first time the command is looked up. Its keys are every name without importing
-    anything, so listing names (hints, completion of names) stays cheap, and anything
-    that walks `group.commands` (the help, tests) still sees every command."""
-
-    def __init__(self, lazy: dict[str, str]) -> None:
-        self.lazy = dict(lazy)
-        self.loaded: dict[str, click.Command] = {}
-
-    def __getitem__(self, name: str) -> click.Command:
-        if name not in self.loaded:
-            if name not in self.lazy:
-                raise KeyError(name)
-            module, _, attr = self.lazy[name].partition(":")
-            cmd = getattr(importlib.import_module(module), attr)
-            if not isinstance(cmd, click.Command):
-                raise TypeError(f"{self.lazy[name]} is not a click command")
-            self.loaded[name] = cmd
-        return self.loaded[name]
-
-    def __setitem__(self, name: str, cmd: click.Command) -> None:
-        self.loaded[name] = cmd
-
-    def __delitem__(self, name: str) -> None:
-        if name not in self.loaded and name not in self.lazy:
-            raise KeyError(name)
-        self.loaded.pop(name, None)
-        self.lazy.pop(name, None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted({*self.loaded, *self.lazy}))
-
-    def __len__(self) -> int:
-        return len({*self.loaded, *self.lazy})
-
-
 class LazyGroup(Group):
-    """click's lazy loading (`get_command` and `list_commands` over a table of
-    "module:function"): `bench status` imports bench_cli.commands.daemon and no other
-    command module."""
+    """click's lazy loading: a command's module ("module:function") is imported the first
+    time the command is asked for."""
 
     def __init__(
         self,
@@ -71,17 +23,22 @@ class LazyGroup(Group):
         lazy_subcommands: dict[str, str],
         **kwargs: Any,  # click.Group's own keyword arguments, passed on
     ) -> None:
-        super().__init__(name, commands=LazyCommands(lazy_subcommands), **kwargs)
+        super().__init__(name, **kwargs)
+        self.lazy = lazy_subcommands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # sorted, as click lists a group's commands
+        return sorted({*self.commands, *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            cmd = getattr(importlib.import_module(module), attr)
+            if not isinstance(cmd, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+            self.commands[cmd_name] = cmd
         return self.commands.get(cmd_name)
 
 
-# Each command, by name, and where it is: "module:function". The help lists them sorted
-# by name, as click lists any group's commands.
 COMMANDS = {
     "up": "bench_cli.commands.daemon:up",
     "down": "bench_cli.commands.daemon:down",
@@ -152,7 +109,8 @@ def help_(command: tuple[str, ...]) -> None:
     for name in command:
         sub = target.get_command(here, name) if isinstance(target, click.Group) else None
         if sub is None:
-            meant = hints.command(tuple(command[:-1]), name, getattr(target, "commands", {}))
+            names = target.list_commands(here) if isinstance(target, click.Group) else []
+            meant = hints.command(tuple(command[:-1]), name, names)
             tip = f" (did you mean {meant}?)" if meant else " (see bench help)"
             raise click.UsageError(f"no such command: {' '.join(command)}{tip}")
         here = click.Context(sub, info_name=name, parent=here)
@@ -179,9 +137,8 @@ completion.epilog = examples(
 
 
 def usage_sentence(err: click.ClickException) -> str:
-    """A command-line error as bench words every error: one sentence, its hint in
-    parentheses, and where to read more (`bench help mail send`); never click's four
-    lines of Usage, Try, a blank and Error."""
+    """A command-line error as one sentence, its hint and where to read more (`bench help
+    mail send`), never click's four lines."""
     if isinstance(err, click.NoSuchOption):
         said = f"no such option: {err.option_name}"
         if err.possibilities:
@@ -205,26 +162,27 @@ NO_ARGS: tuple[type[click.ClickException], ...] = tuple(
 
 
 def _typed_command() -> list[str]:
-    """The command typed (`mail send`), for an error click raised without its context
-    (an option missing its value): the leading words that name bench commands."""
+    """The command typed (`mail send`), for an error click raised without its context."""
     words: list[str] = []
     group: click.Command = cli
+    ctx = click.Context(cli)
     argv = iter(sys.argv[1:])
     for word in argv:
         if not words and word.startswith("-"):  # bench's own --json, --dir PATH
             if word == "--dir":
                 next(argv, None)
             continue
-        if not isinstance(group, click.Group) or word not in group.commands:
+        sub = group.get_command(ctx, word) if isinstance(group, click.Group) else None
+        if sub is None:
             break
         words.append(word)
-        group = group.commands[word]
+        group = sub
     return [" ".join(words)] if words else []
 
 
 def run() -> int:
-    """bench with click, every error printed as `bench: <sentence> [<code>]` (or as
-    JSON with --json), its exit code from the code's table (docs/cli.md)."""
+    """bench with click, every error as `bench: <sentence> [<code>]` (or JSON) and its
+    code's exit code (docs/cli.md)."""
     try:
         # standalone_mode=False: click raises its errors to here instead of printing
         # them its own way, and gives back the code a command exited with.

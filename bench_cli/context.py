@@ -1,11 +1,5 @@
-"""What every click command shares: the context object, the common options, the daemon
-options, the typed client (`connect`, `ask`, `call`) with its answer helpers, and the
-group class every group of commands is (`Group`: whole summaries, a hint at what an
-unknown command probably meant, a daemon's refusal printed as one line).
-
-Commands live in `bench_cli.commands` and import from here (never from `bench_cli.cli`,
-which imports them lazily: no circle).
-"""
+"""What every click command shares: options, the typed client and its answer helpers,
+the group class. Commands import from here, never from `bench_cli.cli` (no circle)."""
 
 import functools
 import os
@@ -28,9 +22,7 @@ if TYPE_CHECKING:
 
 ENCODER = msgspec.json.Encoder()
 R = TypeVar("R", bound=m.Response)
-# An answer as plain data (`call`), or an object in one (a session row, a hello's caps):
-# a JSON object read by field name, as the blocking client decodes it. `Any` is that
-# boundary.
+# An answer as plain data (`call`), or an object in one, read by field name.
 Json = dict[str, Any]
 
 DIR_HELP = "BENCH_DIR (else $BENCH_DIR, else $XDG_STATE_HOME/bench or ~/.local/state/bench)"
@@ -55,13 +47,15 @@ class Group(click.Group):
         try:
             return super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand:
-            said = hints.not_here(tuple(ctx.command_path.split()[1:]), args[0])
+            group, word = tuple(ctx.command_path.split()[1:]), args[0]
+            names = self.list_commands(ctx)
+            said = hints.not_here(group, word)
             if said is not None:
-                raise click.UsageError(f"no such command {args[0]!r}: {said}", ctx) from None
-            meant = hints.command(tuple(ctx.command_path.split()[1:]), args[0], self.commands)
-            if meant is None:
-                raise
-            msg = f"no such command {args[0]!r} (did you mean {meant}?)"
+                raise click.UsageError(f"no such command {word!r}: {said}", ctx) from None
+            meant = hints.command(group, word, names)
+            if meant is None:  # click's own, its hint from every command (a lazy one too)
+                raise click.exceptions.NoSuchCommand(word, possibilities=names, ctx=ctx) from None
+            msg = f"no such command {word!r} (did you mean {meant}?)"
             raise click.UsageError(msg, ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:  # what the command returns
@@ -76,29 +70,24 @@ class Group(click.Group):
 
 
 class Ctx:
-    """--dir and --json as one command sees them. The root group stores the ones given
-    before the command (`bench --dir X status`) as the click context's object."""
+    """--dir and --json as one command sees them (also the root group's, given before)."""
 
     def __init__(self, bench_dir: str | None = None, as_json: bool = False):
         self.dir = bench_dir
         self.json = as_json
 
 
-# ensure: a command run without the root group's callback (click's own contexts, as
-# `bench help` builds them) still finds a Ctx, with nothing given before the command.
+# ensure: `bench help` builds contexts without the root group's callback.
 pass_ctx = click.make_pass_decorator(Ctx, ensure=True)
 
 
-# A command's callback, as click's decorators take and give it.
 Callback = Callable[..., Any]
-# What an option decorator hands back: the callback it was given, options attached (as
-# click's own `click.option` does), so the command keeps its own signature's types.
+# An option decorator gives back the callback's own type, as click.option does.
 F = TypeVar("F", bound=Callback)
 
 
 def common(f: F) -> F:
-    """--dir and --json on every command; also accepted before the subcommand
-    (`bench --dir X status`, like `git -C`). After the subcommand wins."""
+    """--dir and --json on every command; given before it too, the one after wins."""
 
     def merged(
         top: Ctx, *args: Any, bench_dir: str | None = None, as_json: bool = False, **kw: Any
@@ -124,8 +113,7 @@ def _check_daemon_option(ctx: click.Context, param: click.Parameter, value: Any)
     return value
 
 
-# What @daemon_options passes a command, by field name (`Option.dest`): an option's value
-# (its bench_wire.config type, --node and --bridge a str, --test-hooks a bool), None if not given.
+# What @daemon_options passes a command by field name: None if not given.
 DaemonOption = int | float | str | bool | None
 
 
@@ -182,9 +170,7 @@ def option_args(kw: Mapping[str, DaemonOption]) -> list[str]:
 
 
 def connect(bench_dir: str | None, timeout: float | None = 30.0) -> Client:
-    """A connection of the typed client: `bench_wire.messages` requests out (with the
-    caller's BENCH_TOKEN), each answer of its request's own answer type in; `stream()`
-    for the verbs that answer with frames up to an end."""
+    """A connection of the typed client, with the caller's BENCH_TOKEN."""
     return Client(bench_dir, timeout=timeout, codec=StructCodec(os.environ.get("BENCH_TOKEN")))
 
 
@@ -195,9 +181,7 @@ def ask(bench_dir: str | None, req: m.Request[R], timeout: float | None = 30.0) 
 
 
 def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) -> Json:
-    """`ask`, with the answer as plain data (its wire names: `from`), for code that
-    formats an answer by key or adds to it (`bench status`, `up`, `nodes`, the team
-    file)."""
+    """`ask`, the answer as plain data under its wire names, for code that adds to it."""
     plain: Json = msgspec.to_builtins(ask(bench_dir, req, timeout))
     return plain
 
@@ -211,9 +195,9 @@ def emit(a: msgspec.Struct | Json) -> None:
         output.emit_json(a)
 
 
-def done(ctx: Ctx, a: msgspec.Struct | Json, text: str) -> None:
+def done(as_json: bool, a: msgspec.Struct | Json, text: str) -> None:
     """The answer as JSON with --json, else the human text."""
-    if ctx.json:
+    if as_json:
         emit(a)
     else:
         output.write(text)
@@ -233,8 +217,8 @@ def examples(*lines: str) -> str:
 
 
 def _listed(ctx: click.Context) -> tuple[str | None, list[m.SessionInfo]]:
-    """The BENCH_DIR a command line names so far, and its daemon's sessions (none when
-    no daemon answers: a completion never fails)."""
+    """The command line's BENCH_DIR so far, and its daemon's sessions (a completion
+    never fails: none when no daemon answers)."""
     bench_dir = ctx.params.get("bench_dir") or ctx.find_root().params.get("bench_dir")
     try:
         return bench_dir, ask(bench_dir, m.SessionList(), timeout=2.0).sessions
@@ -281,12 +265,3 @@ def complete_sessions(
     listed = _listed(ctx)[1]
     names = {s.handle for s in listed if s.state == "running"} | {s.session for s in listed}
     return _completions(names, incomplete)
-
-
-# click's ParamType is generic in its stubs (the converted value's type) but only
-# subscriptable at run time from click 8.2 on; bench accepts click 8.1.
-if TYPE_CHECKING:
-    IntParam = click.ParamType[int]
-    FloatParam = click.ParamType[float]
-else:
-    IntParam = FloatParam = click.ParamType

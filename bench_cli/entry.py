@@ -1,17 +1,8 @@
-"""The `bench` console script: the fast-path agent commands parsed and run without
-click, everything else with it.
-
-`bench mail send|list|read`, `bench report` and `bench hook` run inside agents all day; their cost is
-the interpreter start plus what they import. This module parses exactly the options the
-click definitions in `bench_cli.commands` declare (a test holds the two parsers to the same
-answers) and gives up — returning None — on anything else (`--help`, a typo, an unknown
-option), so click handles it and prints its usual usage error.
-
-Its requests are plain dicts written by bench_wire's hand-written JSON encoder
-(`bench_wire.client.request` and `dumps`), not msgspec Structs: msgspec and typing cost
-more than the rest of a send. tests/unit/test_client.py holds the bytes it writes to the
-msgspec request types, field for field.
-"""
+"""The `bench` console script: the agents' commands (mail send|list|read, report, hook)
+parsed and run without click, anything else (or what `parse` declines: --help, a typo)
+with it. Requests are plain dicts (`bench_wire.client.request`), not msgspec Structs:
+msgspec and typing cost more than the rest of a send. tests/unit/test_client.py holds
+the parser to click's and the bytes to the Structs'."""
 
 import os
 import stat  # loaded by os already
@@ -22,8 +13,7 @@ from bench_wire import verbs
 from bench_wire.client import Client, request
 from bench_wire.errors import EXIT_OK, WireError
 
-# `typing` would cost the fast path an import: the type checker's alone (mypy reads
-# TYPE_CHECKING as true), and annotations that name it are strings.
+# typing is outside the fast path's import budget: the type checker's alone.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -31,8 +21,8 @@ if TYPE_CHECKING:
     Json = dict[str, Any]  # a request's options, an answer: plain data
     Command = tuple[str, ...]  # ("mail", "send")
 
-# command -> (options taking a value, options that repeat, positional names). Each also
-# takes --dir DIR and --json, as every click command does (`context.common`).
+# command -> (options taking a value, options that repeat, positional names); and --dir,
+# --json.
 SPECS = {
     ("mail", "send"): (
         {
@@ -154,9 +144,7 @@ def run(cmd: "Command", opts: "Json") -> int:
 
 
 def from_click(cmd: "Command", bench_dir: str | None, as_json: bool, **opts: object) -> None:
-    """A fast-path command that came through click (`parse` declined its command line),
-    with the options as click parsed them: run as if `parse` had read it (a repeated
-    option a list), then exit with its code."""
+    """A fast-path command `parse` declined, with click's options: run as if parsed."""
     given = {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
     sys.exit(run(cmd, {"dir": bench_dir, "json": as_json, **given}))
 
@@ -177,8 +165,7 @@ def _utf8(data: bytes, what: str) -> str:
 
 
 def _read_body(cap: int) -> str:
-    """Standard input as the body: at most cap + 1 bytes are read, never the whole of a
-    huge input, and its size is reported against the cap."""
+    """Standard input as the body, read up to cap + 1 bytes, its size told against the cap."""
     if sys.stdin is None or sys.stdin.isatty():
         raise WireError("usage", "give the body with -m BODY or on standard input")
     stdin = sys.stdin.buffer
@@ -205,9 +192,8 @@ def _read_body(cap: int) -> str:
     return _utf8(data, "standard input")
 
 
-# A -m body and a subject this small fit every daemon's caps (256 KiB and 200 characters
-# today): such a send skips the `hello` that asks for them, one round trip of two. The
-# daemon checks its caps on every send all the same.
+# A -m body and a subject this small fit every daemon's caps: such a send skips the
+# `hello` that asks for them, one round trip of two (the daemon checks them all the same).
 SURE_BODY_BYTES = 64 * 1024
 SURE_SUBJECT_CHARS = 200
 
@@ -285,8 +271,7 @@ def _call(conn: Client, verb: str, fields: "Json", handle: str | None, *more: st
 
 
 def known_handles(conn: Client) -> set[str]:
-    """Every handle someone could mean: the sessions the daemon remembers and the
-    mailboxes on disk (asked only when a handle looks wrong, never on a plain send)."""
+    """The sessions' handles and the mailboxes: asked only when a handle looks wrong."""
     names = {"operator"}
     try:
         names |= {s["handle"] for s in conn.call(request(verbs.SESSION_LIST, {}))["sessions"]}
@@ -365,9 +350,8 @@ HOOK_PAYLOAD_BYTES = 256 * 1024  # of the hook's JSON sent (the daemon reads no 
 
 
 def hook(conn: Client, o: "Json", as_json: bool) -> int:
-    """`bench hook EVENT`, run by an agent's own hook: forward the event's JSON (its
-    standard input) to the daemon, print the daemon's answer for the agent (a Stop
-    hook's next instruction, an approval's decision), else nothing."""
+    """`bench hook EVENT`: the event's JSON (standard input) to the daemon, its answer for
+    the agent (if any) to standard output."""
     payload = ""
     if sys.stdin is not None and not sys.stdin.isatty():
         data = sys.stdin.buffer.read(HOOK_PAYLOAD_BYTES + 1)
@@ -403,10 +387,8 @@ def main(leave: bool = True) -> int:
 
 
 def _leave(code: int) -> None:
-    """End the process now, its output flushed: the interpreter's own teardown (every
-    module and object freed one by one) costs a fast-path command about as much as its
-    imports, and a send has nothing left to clean up (its socket is closed, no file is
-    open for writing, no atexit hook is registered on this path)."""
+    """End the process now, its output flushed: the interpreter's teardown costs a
+    fast-path command about as much as its imports, and nothing is left to clean up."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:

@@ -1,8 +1,5 @@
-"""An event as one line of text: for `bench events` (`format_event`: as the log has it,
-the kind painted as a piece apart so that nothing in the fields can pass for colour) and
-the dashboard's events pane (`event_line`: a narrow column, so who the event is about
-first and the long ids last). Both show a field's value alike (`field`), as the proofs'
-event trails do."""
+"""An event as one line of text: for `bench events` (`format_event`) and the dashboard's
+narrow events pane (`event_line`: who it is about first, the long ids last)."""
 
 import re
 import time
@@ -12,9 +9,7 @@ from bench_cli import output
 from bench_wire.client import dumps
 from bench_wire.untrusted import mask
 
-# An event as the wire carries it (EventFrame.event): a JSON object of any of the
-# event kinds (bench_wire's Event Structs), read here by field name. `Any` is that
-# boundary: a field's value is whatever JSON the kind holds.
+# An event as the wire carries it (EventFrame.event), read by field name.
 Event = dict[str, Any]
 
 _BARE = re.compile(r"[^\s\"=,]+")
@@ -34,8 +29,7 @@ KIND_COLOUR = {
 
 # Fields that hold a wall-clock time in ms since the epoch: shown as a local time.
 TIME_FIELDS = ("until", "deadline_ms", "at")
-# Fields whose value, in an event of this kind, means "not this": left out like an
-# empty one (a would-deadlock refusal carries the too-many-waits limit's 0).
+# A field's value that means "not this" in an event of a kind: left out like an empty one.
 UNSET = {("wait/refused", "limit"): 0}
 
 
@@ -49,9 +43,8 @@ def _has_value(kind: object, k: str, v: object) -> bool:
 def fields(
     ev: Event, shown: tuple[str, ...], last: tuple[str, ...] = ()
 ) -> list[tuple[str, object]]:
-    """The event's fields with a value (none, "", an empty list or a kind's unset value
-    are left out), but for those `shown` already: in the event's order, then those in
-    `last` in that order."""
+    """The event's fields with a value, but those `shown` already: in its order, then
+    `last`."""
     kind = ev.get("kind")
     out = [
         (k, v) for k, v in ev.items() if k not in shown and k not in last and _has_value(kind, k, v)
@@ -65,8 +58,8 @@ def label(k: str) -> str:
 
 
 def field(k: str, v: object) -> str:
-    """A field's value as text: lists comma-joined, words bare, anything with spaces
-    quoted, a signal by its name, a time as a local time, milliseconds as a duration."""
+    """A field's value as text: lists comma-joined, words bare, others quoted, a signal by
+    name, a time local, milliseconds as a duration."""
     if isinstance(v, int) and not isinstance(v, bool):
         if k == "signal":  # a signal number
             return output.signal_name(v)
@@ -98,8 +91,7 @@ def clock(ts_ms: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts_ms / 1000))
 
 
-# The fields a pane line shows last, in this order: ids, long and alike from line to
-# line, would push the fields that tell events apart past the pane's edge.
+# Long ids, alike from line to line, last: the fields that tell events apart stay in view.
 _LAST = ("session", "mail_id", "key", "path")
 _SHOWN_FIRST = ("seq", "ts", "kind", "from", "to", "handle")
 
@@ -115,9 +107,7 @@ def parties(ev: Event) -> str:
 
 
 def event_line(ev: Event) -> str:
-    """One line of the dashboard's events pane: seq, time, kind and parties first, then
-    the other fields, the long ids last (fields with no value are left out), every
-    character that may not reach a terminal masked (`bench_wire.untrusted.mask`)."""
+    """One line of the dashboard's events pane, masked (`bench_wire.untrusted.mask`)."""
     rest = [f"{label(k)}={field(k, v)}" for k, v in fields(ev, _SHOWN_FIRST, _LAST)]
     head = f"{ev['seq']} {clock(ev['ts'])} {ev['kind']:<14} {parties(ev)}"
     return mask(f"{head}  {' '.join(rest)}".rstrip())

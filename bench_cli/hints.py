@@ -1,18 +1,12 @@
-"""What a user probably meant: a command from git, docker or tmux habits, a typo, a handle
-typed with the wrong case or a letter off.
+"""What a user probably meant: a command from git, docker or tmux habits, a typo, a
+handle with the wrong case or a letter off. Import-free: the fast path may run it."""
 
-Pure and import-free (no difflib): the handle hint runs on the fast path of
-`bench mail send` and `bench mail list`, though only when something was wrong.
-"""
-
-# Not typing.TYPE_CHECKING: typing is outside the fast path's import budget. The type
-# checker takes any name TYPE_CHECKING as true; at run time the import never happens.
+# typing is outside the fast path's import budget: the type checker's alone.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-# The words people bring from git, docker and tmux (and their own typos of ours), by the
-# group they were typed in: what bench calls that. Only words that are not bench commands.
+# Words from git, docker and tmux habits, by the group typed in: what bench calls that.
 ALIASES: dict[tuple[str, ...], dict[str, str]] = {
     (): {
         # mail
@@ -71,8 +65,7 @@ ALIASES: dict[tuple[str, ...], dict[str, str]] = {
 }
 
 
-# Words for what bench does not do at all, by group: the sentence that says so and what
-# to do instead (a hint to a command would promise something that is not there).
+# Words for what bench does not do at all, by group: the sentence that says so.
 _KEPT = (
     "bench keeps every message: nothing is deleted. bench mail read ID retires one "
     "(it leaves the unread list, its file moves to read/); bench mail list --state all "
@@ -106,9 +99,8 @@ def distance(a: str, b: str) -> int:
 
 
 def nearest(word: str, choices: "Iterable[str]") -> str | None:
-    """The one other choice `word` most likely meant: the same but for case first, else the
-    closest within a third of its length (at least one edit); None when nothing is close
-    or two are equally close."""
+    """The one other choice `word` most likely meant: the same but for case, else the
+    closest within a third of its length (at least one edit); else None."""
     others = sorted(set(choices) - {word})
     folded = [c for c in others if c.lower() == word.lower()]
     if len(folded) == 1:
@@ -150,9 +142,8 @@ def _handle_like(word: str) -> bool:
 
 
 def address(word: str, known: "Iterable[str]") -> str:
-    """` (did you mean ...?)` for a recipient refused as written: a local handle as
-    `handle` says; an address on another node (`Carol@node2`) in lower case when that is
-    an address, else the closest known `handle@node` (`known` may hold some)."""
+    """` (did you mean ...?)` for a recipient refused as written: `Carol@node2` lower-cased
+    when that is an address, else the closest known one."""
     if "@" not in word:
         return handle(word, known)
     local, _, node = word.partition("@")

@@ -1,22 +1,13 @@
-"""How answers are printed: human text by default, the daemon's JSON with --json.
-
-Numbers and names as people read them, one form everywhere: the CLI's text and the
-dashboard show the same `10m` for the same idle time, `4.2 KiB` for the same size and
-`SIGHUP` for the same signal. --json keeps the exact values (milliseconds, bytes,
-signal numbers).
-
-No click here: the fast-path commands (mail send/list/read, report) print through this
-module without loading click, and what the others need (signal, bench_wire.config) is
-imported where it is used.
-"""
+"""How answers are printed: human text (numbers and names in one form for the CLI and
+the dashboard), or the daemon's JSON, exact values, with --json. On the fast path: no
+click here, and what the other commands need is imported where it is used."""
 
 import sys
 
 from bench_wire.client import dumps
 from bench_wire.errors import WireError, exit_code_for
 
-# The typed answers are the type checker's business here: this module is on the fast
-# path (`bench mail send`), which imports neither msgspec nor typing.
+# The fast path imports neither msgspec nor typing: the type checker's alone.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,10 +30,8 @@ def emit_json(obj: "Json") -> None:
 
 
 def without_request_id(obj: "Json") -> "Json":
-    """An answer without the wire's request id (`"id": 1`): the CLI sends one request a
-    connection, so the number says nothing, and beside the copies a reply sent (each an
-    answer of its own) it read like their id. An answer is an object with `ok` and
-    `type`; the ones inside it (a reply's `sent`) lose theirs too."""
+    """An answer (an object with `ok` and `type`) and those inside it (a reply's `sent`)
+    without the wire's request id: one request a connection, the number says nothing."""
     if "ok" not in obj or "type" not in obj:
         return obj
     out = {k: v for k, v in obj.items() if k != "id"}
@@ -117,7 +106,7 @@ def size(n: int) -> str:
 
 def duration(seconds: float) -> str:
     """An idle time or an age, to its largest whole unit: 42s, 10m, 2h, 3d (never
-    negative: a clock read a moment apart is not a time in the future)."""
+    negative)."""
     s = int(max(0.0, seconds))
     if s < 60:
         return f"{s}s"
@@ -131,14 +120,13 @@ def duration(seconds: float) -> str:
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-# The longest duration anything takes (ten years): past it a number is a typo or an
-# attack (`1e23d` overflows a clock), refused here rather than deep in the daemon.
+# Ten years: past it a duration is a typo or an attack (`1e23d` overflows a clock).
 LONGEST = 3650 * 86400.0
 
 
 def parse_duration(text: str, most: float = LONGEST) -> float:
-    """`90s`, `10m`, `1.5h`, `2d` in seconds (the form `duration` prints, and `bench
-    events --since` reads), at most `most`; ValueError with a sentence for anything else."""
+    """`90s`, `10m`, `1.5h`, `2d` in seconds, at most `most`; else ValueError with a
+    sentence."""
     t = text.strip()
     unit = t[-1:]
     try:
@@ -158,8 +146,7 @@ def parse_duration(text: str, most: float = LONGEST) -> float:
 
 
 def exact(seconds: float) -> str:
-    """A duration as it would be typed, exactly: `30d`, `7d`, `90m`, `1.5s` (never
-    `2.592e+06s`; `duration` rounds down to one unit instead, for ages and idle times)."""
+    """A duration as it would be typed, exactly: `30d`, `90m`, `1.5s`."""
     from bench_wire.config import seconds_text  # the daemon's messages use it too
 
     return seconds_text(seconds)
@@ -181,8 +168,7 @@ def signal_name(number: int) -> str:
 
 
 def listing(a: "Json", state: str, again: str = "") -> str:
-    """A mailbox page: a header row, one row per message, and a footer. `again` is the
-    options that shaped this listing, repeated in the next page's command."""
+    """A mailbox page; `again`: the options repeated in the next page's command."""
     msgs = a.get("messages") or []
     if not msgs:
         return f"no {state if state != 'all' else ''} mail for {a['handle']}".replace("  ", " ")
@@ -218,9 +204,8 @@ def message(a: "Json") -> str:
 
 
 class Painted:
-    """A span bench colours itself. It stays apart from the text around it until `write`,
-    which escapes every piece first and only then adds colour: no text from outside
-    (a body, a subject, an argv) can produce or close one of our colours."""
+    """A span bench colours itself, apart until `write` escapes every piece and only then
+    adds colour: no text from outside can produce or close one of our colours."""
 
     __slots__ = ("text", "fg")
 
@@ -239,9 +224,8 @@ def paint(text: str, fg: str | None, on: bool) -> "str | Painted":
 
 
 def write(text: "str | list[str | Painted]") -> None:
-    """Human output: a text, or a list of pieces some of which are painted. Escaped when
-    stdout is a terminal (bench_wire.untrusted says what and why); colour only there.
-    Raw `tail` output and --json do not come through here."""
+    """Human output, pieces of it painted: escaped and coloured only on a terminal
+    (bench_wire.untrusted says why)."""
     out = sys.stdout
     tty = out.isatty()
     if isinstance(text, str):
@@ -263,23 +247,20 @@ def write(text: "str | list[str | Painted]") -> None:
     out.flush()
 
 
-# What a delivery state says besides its name and time (`bench mail status`, the MCP
-# mail_status tool), in this order.
+# What a delivery state says besides its name and time (`bench mail status`, MCP's).
 MARK_DETAILS = ("reason", "until", "by", "reader", "reply", "node")
 
 
 def shown_state(handle: str, state: str) -> str:
-    """A message's state as people read it: a copy queued for another node (the
-    `@outbound` mailbox) is `queued` until JetStream has it, then `forwarded`; it was
-    never read by anyone here."""
+    """A message's state as people read it: a copy for another node (in `@outbound`) is
+    `queued`, then `forwarded` once JetStream has it."""
     if handle == "@outbound":
         return "forwarded" if state == "read" else "queued"
     return state
 
 
 def thread_messages(a: "m.ThreadOk", head: "Callable[[m.ThreadMessage, str], str]") -> list[str]:
-    """A mail/thread answer's messages as text, each its header line (`head(msg, to)`:
-    the CLI's for people, `bench mcp`'s for a model), its subject and its body."""
+    """A thread's messages as text, each under `head(msg, to)` (the CLI's, or MCP's)."""
     parts = []
     for msg in a.messages:
         # `to` is the address as sent (bob@node2 for mail queued for another node).

@@ -1,12 +1,6 @@
-"""The team file: `bench up -f bench.toml` starts the daemon and the agents a file names
-(its `[daemon]` table and an `[agents.NAME]` table per agent: docs/team.md).
-
-Which sessions a file started is
-recorded in $BENCH_DIR/team.json (session id -> file, name and entry), so that `bench up
--f` again tells "already running" from "changed" and `bench ps` can show where a session
-came from. The record is a label, not an authority: nothing is decided by it but what
-`up` reports and what `down -f` stops.
-"""
+"""The team file of `bench up -f` and its record, team.json: see docs/team.md. The record
+is a label, not an authority: nothing is decided by it but what `up` reports and what
+`down -f` stops."""
 
 import json
 import os
@@ -31,11 +25,9 @@ AGENTS_MAX = 256  # agents one file may name
 # benchd's terminal sizes (benchd.runtime.terminal's MAX_ROWS x MAX_COLS): checked here
 # too, so a bad size stops the file before any agent starts.
 ROWS_MAX, COLS_MAX = 500, 1000
-# The agent presets benchd has built in (benchd.runtime.sessions.BUILTIN_PRESETS); a BENCH_DIR's
-# presets.json may add more, and is read for their names.
+# benchd's built-in presets (benchd.runtime.sessions.BUILTIN_PRESETS).
 BUILTIN_PRESETS = ("claude", "codex", "pi")
-# Files whose presence marks a directory as some daemon's BENCH_DIR: a task file is never
-# read from under one (its mailboxes, journal and events are not a team's to send).
+# Files that mark a directory as a BENCH_DIR: a task file is never read from under one.
 BENCH_DIR_MARKS = ("benchd.lock", "benchd.sock", "events.jsonl")
 
 # key -> (what the value must be, as said in an error)
@@ -57,9 +49,7 @@ AGENT_KEYS = {
     "mid-turn": "a boolean",
 }
 
-# The [daemon] table (a key per option of bench_wire.config, and node, bridge): field
-# name -> value, as @daemon_options passes them (an
-# option's number; node and bridge_url a string).
+# The [daemon] table by field name, as @daemon_options passes it (node, bridge_url: str).
 DaemonValues = dict[str, int | float | str]
 
 # The CLI's request helper (bench_cli.context.call).
@@ -92,8 +82,8 @@ class Agent:
     spawn: m.Spawn  # what `bench up -f` asks of the daemon for it
 
     def entry(self) -> dict[str, object]:
-        """What `bench up -f` records in team.json and compares with the recorded entry
-        of a running session: the agent's values under the file's keys, in its order."""
+        """The agent's values under the file's keys: recorded, and compared with a
+        running session's record."""
         s, job = self.spawn, self.spawn.job
         return {
             "command": s.argv,
@@ -143,7 +133,7 @@ class _Source:
         return 0
 
     def line_of(self, table: tuple[str, ...], key: str) -> int:
-        """The line `key = ...` is on inside `table` (its header's line, or 1, if not found)."""
+        """The line of `key = ...` in `table` (else its header's line, or 1)."""
         start = self.header(table) if table else 0
         pat = re.compile(rf"^\s*{_key_pattern(key)}\s*=")
         for i in range(start, len(self.lines)):
@@ -174,9 +164,8 @@ def _key_pattern(key: str) -> str:
 
 
 def find_file(given: str | None, dir_given: bool = False) -> str | None:
-    """The team file `bench up` uses: -f's, else ./bench.toml when it exists and no
-    --dir was given (a daemon for another directory is not this project's team: `bench
-    up --dir /tmp/n1` starts that daemon alone), else None."""
+    """-f's file, else ./bench.toml when it exists and no --dir was given (docs/team.md,
+    "Which file"), else None."""
     if given is not None:
         return os.path.abspath(given)
     if dir_given:
@@ -185,16 +174,14 @@ def find_file(given: str | None, dir_given: bool = False) -> str | None:
 
 
 def shown(path: str) -> str:
-    """A team file's path as `bench up` names it: relative when under the current
-    directory, else absolute."""
+    """A path relative when under the current directory, else absolute."""
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel
 
 
 def load(path: str, bench_dir: str | None = None) -> Team:
-    """Read and check a team file whole, before anything starts: every problem is a
-    bad-team-file naming file, line and key. `bench_dir` (the daemon's) is where the
-    presets beyond the built-in ones are named (its presets.json)."""
+    """The file read and checked whole, before anything starts: every problem is a
+    bad-team-file naming file, line and key. `bench_dir` names more presets."""
     try:
         with open(path, "rb") as f:
             raw = f.read(FILE_MAX + 1)
@@ -247,8 +234,8 @@ def load(path: str, bench_dir: str | None = None) -> Team:
 
 
 def preset_names(bench_dir: str | None) -> set[str]:
-    """The presets a daemon for `bench_dir` knows: the built-in ones and the names in its
-    presets.json (read for names only; benchd checks the presets themselves)."""
+    """The built-in presets and the names in `bench_dir`'s presets.json (benchd checks
+    the presets themselves)."""
     names = set(BUILTIN_PRESETS)
     if bench_dir is None:
         return names
@@ -409,11 +396,9 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
 
 
 def read_task_file(base: str, given: str) -> str:
-    """A task file's text. Where it may be (docs/team.md): under the team file's own
-    directory once every link is resolved, and never under a BENCH_DIR (a file planted
-    in a project cannot send someone's mailbox, journal or events as a task). The file
-    is opened first and its path checked as the kernel opened it (/proc/self/fd), so a
-    link swapped in meanwhile is seen; ValueError with a sentence when it may not be."""
+    """A task file's text, if it lies where docs/team.md says ("Task files stay in their
+    lane"); else ValueError with a sentence. The path is checked as the kernel opened
+    the file (/proc/self/fd), so a link swapped in meanwhile is seen."""
     import stat
 
     home = os.path.realpath(base)
@@ -486,8 +471,8 @@ def _kind(v: object) -> str:
 
 
 def records(bench_dir: str) -> dict[str, dict[str, object]]:
-    """Session id -> {file, name, entry} for the sessions team files started. Read from a
-    file any process of the user may have written: each field is checked where used."""
+    """Session id -> {file, name, entry}. Any process of the user may have written it:
+    each field is checked where used."""
     try:
         fd = os.open(os.path.join(bench_dir, RECORD), os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as f:
@@ -522,11 +507,8 @@ def _write_records(bench_dir: str, recs: dict[str, dict[str, object]]) -> None:
 
 
 def up(bench_dir: str, team: Team, call: Call) -> list[Result]:
-    """Spawn each agent of `team` not running yet; what was done for each, in file order.
-
-    A running session of the agent's name is left as it is: reported `running`, or
-    `changed` (with the keys that differ) when the file's entry is no longer the one it
-    was started from. `call(bench_dir, request)` is the CLI's request helper."""
+    """Spawn each agent not running yet; what was done for each, in file order (a running
+    one is left as it is: docs/team.md, "Running it again")."""
     listed = call(bench_dir, m.SessionList())["sessions"]
     running = {s["handle"]: s for s in listed if s["state"] == "running"}
     live_ids = {s["session"] for s in listed if s["state"] == "running"}

@@ -1,8 +1,5 @@
-"""The daemon's process: `bench up`, `down`, `status`, `daemon` (foreground) and
-`service install` (a systemd user unit that runs `bench daemon`).
-
-The CLI imports nothing of benchd: `up` and `daemon` run it as a process.
-"""
+"""The daemon's process: `bench up`, `down`, `status`, `daemon` and `service install`.
+The CLI imports nothing of benchd: `up` and `daemon` run it as a process."""
 
 import os
 import re
@@ -16,7 +13,6 @@ import click
 from bench_cli import output, team
 from bench_cli.context import (
     DIR_HELP,
-    Ctx,
     DaemonOption,
     Group,
     Json,
@@ -48,8 +44,7 @@ def _hello(bench_dir: str | None) -> Json | None:
 
 
 def _running_options(a: Json) -> dict[str, float]:
-    """The running daemon's options, as far as its hello tells them (flag -> value): each
-    where its `Option.hello` says ("caps.connections")."""
+    """The running daemon's options its hello tells (flag -> value; `Option.hello`)."""
     known: dict[str, float] = {}
     for o in OPTIONS:
         if o.hello:
@@ -106,7 +101,6 @@ def up(
 ) -> None:
     """Start benchd detached; return once it answers (no-op if running). With a team
     file, also start the agents it names that are not running (docs/team.md)."""
-    ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
     socket_path(d)
     path = team.find_file(team_file, dir_given=bench_dir is not None)
@@ -120,11 +114,11 @@ def up(
     if squad is None:
         if team_file is None and bench_dir is not None and os.path.isfile(team.DEFAULT_FILE):
             text += f"\n./{team.DEFAULT_FILE} not read (--dir given): bench up -f to use it"
-        done(ctx, a, text)
+        done(as_json, a, text)
         return
     results = team.up(d, squad, call)
     done(
-        ctx,
+        as_json,
         dict(a, team=results, team_file=squad.path),
         f"{text}\n{team.describe(results, squad.path)}",
     )
@@ -139,13 +133,11 @@ def _up(d: str, restart: bool, kw: Options) -> tuple[Json, str]:
         a = None
     if a is not None:
         return a, _already(a, kw)
-    # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again),
-    # in a process of its own: the CLI imports nothing of benchd.
+    # Make and check BENCH_DIR before writing benchd.out there (the daemon checks again).
     _prepare(d)
     # One `bench up` at a time starts a daemon for a directory: the others wait on the
-    # directory's start lock, then find the winner answering. No loser ever starts a
-    # daemon that would lose the race for benchd.lock later (and, started after a
-    # `bench down` and the directory's removal, make the directory again and stay).
+    # start lock, then find the winner answering, and never start a daemon that would
+    # lose the race for benchd.lock (or make a removed directory again and stay).
     lock_fd = _start_lock(d)
     try:
         a = _hello(d)
@@ -189,9 +181,8 @@ START_WAIT = 30.0  # seconds a `bench up` waits for another one's start to finis
 
 
 def _start_lock(d: str) -> int:
-    """An flock on BENCH_DIR itself (not on a file in it: nothing more to make), held
-    while this `bench up` starts a daemon and waits for it to answer. Waits for another
-    `bench up` holding it; the fd is closed on exec, so the daemon does not inherit it."""
+    """An flock on BENCH_DIR itself (nothing more to make), held while this `bench up`
+    starts a daemon; the fd is closed on exec, so the daemon does not inherit it."""
     import fcntl
 
     deadline = time.monotonic() + START_WAIT
@@ -247,9 +238,7 @@ def _start(d: str, kw: Options) -> Json:
         a = _hello(d)
         if a is not None:
             return a
-        # A daemon started some other way (`bench daemon`) may hold benchd.lock: ours
-        # then exits, and we wait for that one to answer (it holds the lock until it
-        # has stopped).
+        # Ours exits when another daemon (`bench daemon`) holds benchd.lock: wait for that one.
         if proc.poll() is not None and not _lock_held(d):
             a = _hello(d)
             if a is not None:
@@ -317,8 +306,7 @@ def _free_bytes(d: str) -> int:
 
 
 def _wait_stopped(d: str) -> None:
-    """The daemon holds its flock until it has ended its sessions, logged their exits
-    and daemon/stopped: being able to take the lock means it is done."""
+    """The daemon holds its flock until it has ended its sessions and logged it all."""
     deadline = time.monotonic() + 30
     while _lock_held(d):
         if time.monotonic() > deadline:
@@ -340,7 +328,6 @@ def _wait_stopped(d: str) -> None:
 def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
     """Stop benchd (sessions are ended); no-op if none runs. With -f, end only the
     sessions a team file started."""
-    ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
     if team_file is not None:
         squad = team.load(os.path.abspath(team_file), d)
@@ -350,7 +337,7 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
             f"ended    {e['name']:<{w}}  session {e['session']}, pid {e['pid']}" for e in ended
         ]
         text = "\n".join(lines) or f"no running session was started from {team_file}"
-        done(ctx, {"ok": True, "type": "team/down", "ended": ended}, text)
+        done(as_json, {"ok": True, "type": "team/down", "ended": ended}, text)
         return
     try:
         a = call(d, m.Stop())
@@ -359,13 +346,13 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
             raise
         # Like `up`, idempotent: the state asked for (no daemon) already holds.
         done(
-            ctx,
+            as_json,
             {"ok": True, "type": "stop", "running": False, "bench_dir": d},
             f"no benchd was running for {d}",
         )
         return
     _wait_stopped(d)
-    done(ctx, a, f"benchd stopped ({d})")
+    done(as_json, a, f"benchd stopped ({d})")
 
 
 @click.command(epilog=examples("bench status", "bench status --json", "bench status --ack"))
@@ -377,7 +364,6 @@ def down(bench_dir: str | None, as_json: bool, team_file: str | None) -> None:
 )
 def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
     """Is benchd running: pid, version, BENCH_DIR, counts, disk, journal damage."""
-    ctx = Ctx(bench_dir, as_json)
     if ack:
         call(bench_dir, m.JournalAck())
     a = call(bench_dir, m.Hello())
@@ -409,12 +395,12 @@ def status(bench_dir: str | None, as_json: bool, ack: bool) -> None:
             f"({dmg['size']} bytes): {dmg['held']} (event seq {dmg['seq']}; "
             "bench status --ack once seen)"
         )
-    done(ctx, a, text)
+    done(as_json, a, text)
 
 
 def agents_line(sessions: list[Json]) -> str:
-    """The live adapter sessions by their agents' own states; the blocked and limited by
-    name (the operator's attention): "3 reporting: 1 idle, 1 blocked (bob), 1 limited (eve)"."""
+    """The live adapter sessions by state, the blocked and limited by name: "3 with
+    adapters: 1 blocked (bob), 1 idle"."""
     by: dict[str, list[str]] = {}
     for s in sessions:
         a = s.get("agent")
@@ -570,7 +556,7 @@ def service_install(
                 f"status: systemctl --user status {name}; logs: journalctl --user -u {name}"
             )
     done(
-        Ctx(d, as_json),
+        as_json,
         {
             "ok": True,
             "type": "service/install",

@@ -10,7 +10,6 @@ import click
 
 from bench_cli import output
 from bench_cli.context import (
-    IntParam,
     Json,
     colour,
     common,
@@ -22,29 +21,22 @@ from bench_cli.eventtext import format_event
 from bench_wire import messages as m
 
 
-def since_ms(text: str, now: float) -> int:
-    """A point in time as `docker logs --since` / `journalctl --since` read it: a duration
-    back from now (30s, 10m, 2h, 1d), or a local date and time (2026-11-30T10:00,
-    2026-11-30 10:00:00, 2026-11-30); ms since the epoch. ValueError otherwise."""
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """A duration back from now (30s) or a local date and time (2026-11-30T10:00), in ms
+    since the epoch."""
+    if value is None:
+        return None
     try:
-        return int((now - output.parse_duration(text)) * 1000)
+        return int((time.time() - output.parse_duration(value)) * 1000)
     except ValueError:
-        return int(datetime.fromisoformat(text.strip()).timestamp() * 1000)
-
-
-class Since(IntParam):
-    name = "TIME"
-
-    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        try:
-            return since_ms(value, time.time())
-        except ValueError:
-            self.fail(
-                f"{value!r} is not a time: give a duration (30s, 10m, 2h, 1d) or a date and "
-                "time (2026-11-30T10:00); --after SEQ takes a sequence number",
-                param,
-                ctx,
-            )
+        pass
+    try:
+        return int(datetime.fromisoformat(value.strip()).timestamp() * 1000)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a time: give a duration (30s, 10m, 2h, 1d) or a date and "
+            "time (2026-11-30T10:00); --after SEQ takes a sequence number"
+        ) from None
 
 
 @click.command()
@@ -53,7 +45,8 @@ class Since(IntParam):
 @click.option(
     "--since",
     "since",
-    type=Since(),
+    callback=_since,
+    metavar="TIME",
     help="only events from this time on: 10m, 2h, 2026-11-30T10:00",
 )
 @click.option(

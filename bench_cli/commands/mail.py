@@ -1,20 +1,17 @@
-"""Mail: `bench mail send/list/read` (declared here for help and for what the fast
-parser declines; both run `bench_cli.entry`), `search`, `thread` and `reply`; delivery
-states and waits (`bench mail sent`, `status`, `wait` and `bench job wait`); and
-`bench mcp`, the mailroom as MCP tools."""
+"""Mail: `bench mail ...` (send, list and read run `bench_cli.entry`), `bench job wait`
+and `bench mcp`."""
 
 import re
 import sys
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 import click
 import msgspec
 
 from bench_cli import entry, output
 from bench_cli.context import (
-    Ctx,
+    F,
     Group,
     ask,
     common,
@@ -121,8 +118,7 @@ def hits_text(a: m.SearchOk) -> str:
         to = h.to or h.handle  # handle@node for mail queued for another node
         state = output.shown_state(h.handle, h.state)
         rows.append(f"{h.mail_id:<25}  {to:<12} {state:<9} {h.sender:<12} {h.subject}")
-        # A snippet is a piece of someone's body, shown on one line: escaped (as all
-        # untrusted text is on a terminal) and here even in a pipe, as it always was.
+        # A piece of someone's body on one line: escaped, even in a pipe.
         rows.append("    " + " ".join(escape(h.snippet).split()))
     more = " (more: raise --limit)" if a.truncated else ""
     foot = output.count(len(a.hits), "match", "matches") + more
@@ -148,14 +144,13 @@ def mail_search(
     limit: int | None,
 ) -> None:
     """Search mail: every word of QUERY must occur in subject or body (word* for a prefix)."""
-    ctx = Ctx(bench_dir, as_json)
     a = ask(
         bench_dir,
         m.MailSearch(
             query=query, handle=handle, sender=sender, since=since_arg(since), limit=limit
         ),
     )
-    done(ctx, a, hits_text(a))
+    done(as_json, a, hits_text(a))
 
 
 mail_search.epilog = examples(
@@ -202,9 +197,8 @@ def mail_thread(bench_dir: str | None, as_json: bool, mail_id: str, limit: int |
     through the copies this node holds. A thread longer than the cap is cut to MAIL_ID's
     neighbourhood: the root, the nearest messages above it and the nearest replies below;
     the output says what was left out and which command shows it."""
-    ctx = Ctx(bench_dir, as_json)
     a = ask(bench_dir, m.MailThread(mail_id=mail_id, limit=limit))
-    done(ctx, a, thread_text(a))
+    done(as_json, a, thread_text(a))
 
 
 @mail.command("reply")
@@ -224,13 +218,12 @@ def mail_reply(
     """Answer MAIL_ID: to its reply-to addresses (else its sender), with in-reply-to set.
 
     A sender or reply-to on another node (carol@node2) is answered across the bridge."""
-    ctx = Ctx(bench_dir, as_json)
     if body is None:
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give the body with -m BODY or on standard input")
         body = sys.stdin.read()
     a = ask(bench_dir, m.MailReply(mail_id=mail_id, body=body, subject=subject, key=key))
-    done(ctx, a, "\n".join(output.sent(msgspec.to_builtins(s)) for s in a.sent))
+    done(as_json, a, "\n".join(output.sent(msgspec.to_builtins(s)) for s in a.sent))
 
 
 mail_thread.epilog = examples("bench mail thread 20261130T045611.123Z-0001")
@@ -245,7 +238,6 @@ mail_reply.epilog = examples(
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 _WAIT_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 SLACK_S = 10.0  # the client waits this much longer than the daemon's timeout
-FC = TypeVar("FC", bound=Callable[..., object])  # a command, as click's decorators take it
 
 
 def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -258,7 +250,7 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     return float(found.group(1)) * _WAIT_UNIT[found.group(2)]
 
 
-def timeout_option(default: str) -> Callable[[FC], FC]:
+def timeout_option(default: str) -> Callable[[F], F]:
     return click.option(
         "--timeout",
         callback=duration,
@@ -269,8 +261,7 @@ def timeout_option(default: str) -> Callable[[FC], FC]:
 
 
 def sent_text(a: m.SentListOk) -> str:
-    """A header row and one row per message, like `mail list`'s: id, recipient, state
-    (with its reason), the state's time, subject."""
+    """A table like `mail list`'s: id, recipient, state (and reason), its time, subject."""
     if not a.messages:
         return f"no sent mail from {a.sender}"
     states = [r.state + (f" ({r.reason})" if r.reason else "") for r in a.messages]
@@ -310,7 +301,7 @@ def mail_sent(
 ) -> None:
     """List the mail you sent with its delivery state, newest first."""
     a = ask(bench_dir, m.MailSentList(to=to, state=state, limit=limit, sender=sender))
-    done(Ctx(bench_dir, as_json), a, sent_text(a))
+    done(as_json, a, sent_text(a))
 
 
 mail_sent.epilog = examples(
@@ -326,7 +317,7 @@ mail_sent.epilog = examples(
 def mail_status(bench_dir: str | None, as_json: bool, mail_id: str) -> None:
     """Show one message's delivery states with their times."""
     a = ask(bench_dir, m.MailStatus(mail_id=mail_id))
-    done(Ctx(bench_dir, as_json), a, status_text(a))
+    done(as_json, a, status_text(a))
 
 
 mail_status.epilog = examples("bench mail status 20261130T045611.123Z-0001")
@@ -350,7 +341,7 @@ def mail_wait(
     waits (you wait on bob while bob waits on you) is refused at once: would-deadlock."""
     req = m.MailWait(sender=sender, reply_to=reply_to, timeout=timeout)
     a = ask(bench_dir, req, timeout=timeout + SLACK_S)
-    done(Ctx(bench_dir, as_json), a, output.message(msgspec.to_builtins(a)))
+    done(as_json, a, output.message(msgspec.to_builtins(a)))
 
 
 mail_wait.epilog = examples(
@@ -374,12 +365,11 @@ def job_wait(bench_dir: str | None, as_json: bool, handle: str, timeout: float) 
     The reply is the job's last `bench report` (or how its session ended); the reply
     mail itself is delivered as usual. At the timeout: exit 6, code timeout."""
     a = ask(bench_dir, m.JobWait(session=handle, timeout=timeout), timeout=timeout + SLACK_S)
-    done(Ctx(bench_dir, as_json), a, job_wait_text(a))
+    done(as_json, a, job_wait_text(a))
 
 
 def job_wait_text(a: m.JobWaitOk) -> str:
-    """`job w (s1a2b3c4d) interrupted (deadline): <path>`, then the reply: the outcome
-    and reason as the reply mail's subject says them."""
+    """`job w (s1a2b3c4d) interrupted (deadline): <path>`, then the reply."""
     head = f"job {a.handle} ({a.session}) {a.outcome}" + (f" ({a.reason})" if a.reason else "")
     if a.path:
         head += f": {a.path}"

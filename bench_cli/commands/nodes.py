@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bench_cli import output
-from bench_cli.context import Ctx, Group, call, common, done, examples
+from bench_cli.context import Group, call, common, done, examples
 from bench_wire import messages as m
 from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
@@ -20,9 +20,8 @@ if TYPE_CHECKING:
 
 
 def connection(f: Callable[..., None]) -> Callable[..., None]:
-    """The NATS connection's options, the same for `bench bridge` and `bench nodes init`,
-    handed to the command as one `conn` (bench_bridge.urls.Connection: its fields are
-    the options' names)."""
+    """The NATS connection's options, handed to the command as one `conn`
+    (bench_bridge.urls.Connection: its fields are the options' names)."""
 
     @functools.wraps(f)
     def with_conn(*args: object, **kwargs: Any) -> None:
@@ -77,10 +76,8 @@ _CONNECTION = [
 ]
 
 
-# A number option of `bench bridge` or `bench nodes init`: flag, type, default, help. The
-# defaults are bench_bridge's own (bench_bridge.local.Options, bench_bridge.streams.Quotas),
-# said again here: the help shows them without importing the bridge (its extra may be
-# missing), and a value given is passed on by its name.
+# flag, type, default, help. The defaults are bench_bridge's own, said again: the help
+# shows them without importing the bridge (its extra may be missing).
 Number = tuple[str, type[int] | type[float], float, str]
 
 _BRIDGE_LIMITS: list[Number] = [
@@ -206,7 +203,6 @@ def nodes(bench_dir: str | None, as_json: bool) -> None:
     """The nodes this node's bridge has seen: last heartbeat and live handles."""
     if click.get_current_context().invoked_subcommand is not None:
         return
-    ctx = Ctx(bench_dir, as_json)
     a = call(bench_dir, m.NodesRead())
     now = time.time() * 1000
     for n in a["nodes"]:
@@ -218,7 +214,7 @@ def nodes(bench_dir: str | None, as_json: bool) -> None:
     for n in a["nodes"]:
         ago = output.duration((now - n["seen_ms"]) / 1000)
         lines.append(f"{n['node']:<24} seen {ago:>4} ago  {' '.join(n['handles']) or '-'}")
-    done(ctx, a, "\n".join(lines))
+    done(as_json, a, "\n".join(lines))
 
 
 nodes.epilog = examples("bench nodes", "bench nodes --json")
@@ -244,7 +240,7 @@ def nodes_init(
         ) from None
     _positive(quotas, "the quotas")
     lines = streams.run(conn, streams.Quotas(**quotas))
-    done(Ctx(bench_dir, as_json), {"done": lines}, "\n".join(lines))
+    done(as_json, {"done": lines}, "\n".join(lines))
 
 
 nodes_init.epilog = examples(

@@ -14,8 +14,6 @@ import msgspec
 from bench_cli import entry, output
 from bench_cli.context import (
     DIR_HELP,
-    Ctx,
-    FloatParam,
     Json,
     ask,
     colour,
@@ -35,8 +33,7 @@ from bench_wire.errors import WireError
 
 
 def job_state(s: Json) -> str:
-    """What the job of a session is doing: -, running, stalled, settling, or its outcome
-    (bench_wire.messages.current_outcome; a record of an earlier version in today's words)."""
+    """What the job of a session is doing: -, running, stalled, settling, or its outcome."""
     if not s.get("job"):
         return "-"
     if s.get("outcome"):
@@ -47,10 +44,8 @@ def job_state(s: Json) -> str:
 
 
 def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
-    """`bench ps --tree`'s order: (its handle drawn under the session that spawned it,
-    row). A session's `parent` is the id of the session that started it as a job;
-    sessions the operator started, and those whose parent is not listed (exited and not
-    asked for with -a, or pruned), are roots. Children follow their parent in spawn order."""
+    """`bench ps --tree`'s (handle drawn under its parent, row), in spawn order; a session
+    whose parent is not listed is a root."""
     ids = {s["session"] for s in rows}
     children: dict[str | None, list[Json]] = {}
     for s in rows:
@@ -76,10 +71,8 @@ def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
 def table(
     rows: list[Json], tree: bool, started_by: dict[str, str], on: bool
 ) -> list[str | output.Painted]:
-    """`bench ps`'s table as pieces for `output.write`: the state painted as a piece of its
-    own, so nothing in a handle or argv can colour. With `tree` each session is under the
-    one that spawned it; else a TEAM column when some session came from a team file (its
-    file's name) and an AGENT column when some has an adapter (what its agent said)."""
+    """`bench ps`'s table as pieces for `output.write` (the state painted apart); without
+    `tree`, TEAM and AGENT columns when some session has one."""
     teams = {
         s["session"]: os.path.basename(started_by[s["session"]])
         for s in rows
@@ -126,20 +119,12 @@ def table(
     return pieces
 
 
-class Duration(FloatParam):
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     """90s, 10m, 1h, 2d (output.parse_duration): seconds."""
-
-    name = "DURATION"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        try:
-            return output.parse_duration(str(value))
-        except ValueError as err:
-            self.fail(str(err), param, ctx)
+    try:
+        return None if value is None else output.parse_duration(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
@@ -169,13 +154,15 @@ def _env_pairs(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--key", help="job: the task's stable key (default: job-<session>)")
 @click.option(
     "--deadline",
-    type=Duration(),
+    callback=_duration,
+    metavar="DURATION",
     help="end the session this long after the spawn (90s, 10m, 1h): a job replies "
     "interrupted, reason deadline",
 )
 @click.option(
     "--stall-after",
-    type=Duration(),
+    callback=_duration,
+    metavar="DURATION",
     help="job: mail the reply-to addresses when the child shows no output this long "
     "without a report (default: the daemon's --stall-after; 0s: never)",
 )
@@ -212,7 +199,6 @@ def spawn(
     argv: tuple[str, ...],
 ) -> None:
     """Start CMD in a pty owned by the daemon: bench spawn --name H -- CMD [ARGS]."""
-    ctx = Ctx(bench_dir, as_json)
     job = None
     if mail_file is not None:
         job = m.JobMailSpec(
@@ -241,14 +227,13 @@ def spawn(
         a = ask(bench_dir, req)
     except WireError as err:
         if agent is not None and err.message.startswith("no agent preset"):
-            # The daemon knows the presets (a session may not see presets.json): the
-            # one probably meant, among those this side can name.
+            # The one probably meant, among the presets this side can name.
             from bench_cli import hints, team
             from bench_wire.client import resolve_dir
 
             err.message += hints.handle(agent, team.preset_names(resolve_dir(bench_dir)))
         raise
-    done(ctx, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")
+    done(as_json, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")
 
 
 spawn.epilog = examples(
@@ -303,10 +288,9 @@ def ps(
     tree: bool,
 ) -> None:
     """List live sessions: handle, session id, pid, state, idle time, exit."""
-    ctx = Ctx(bench_dir, as_json)
     if prune:
         pruned = ask(bench_dir, m.SessionPrune())
-        done(ctx, pruned, f"forgot {pruned.forgotten} exited sessions")
+        done(as_json, pruned, f"forgot {pruned.forgotten} exited sessions")
         return
     a = msgspec.to_builtins(ask(bench_dir, m.SessionList()))
     listed = a["sessions"]
@@ -319,12 +303,11 @@ def ps(
             raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
     else:
         rows = live + gone if show_all else live
-    # Which sessions a team file started (`bench up -f`): a label from team.json.
     from bench_cli import team
     from bench_wire.client import resolve_dir
 
     started_by = team.labels(resolve_dir(bench_dir))
-    if ctx.json:
+    if as_json:
         rows = [
             dict(s, team=started_by[s["session"]]) if s["session"] in started_by else s
             for s in rows
@@ -340,12 +323,12 @@ def ps(
         hint = f" ({more} exited: bench ps -a)" if more else ""
         output.write("no sessions, live or exited" if show_all else "no live sessions" + hint)
         return
-    output.write(table(rows, tree, started_by, colour(ctx.json)))
+    output.write(table(rows, tree, started_by, colour(as_json)))
 
 
 def agent_text(a: Json) -> str:
     """An adapter session's agent state in a few characters: `idle`, `blocked Bash`,
-    `limited 13:42`, or `?` before its first report (`+screen`: the screen's evidence)."""
+    `limited 13:42` (`+screen`: seen on the screen), `?` before its first report."""
     state = a.get("state")
     if state is None:
         return "?"
@@ -447,9 +430,8 @@ attach.epilog = examples("bench attach alice")
 @click.option("--no-enter", is_flag=True, help="do not press Enter after the text")
 def type_(bench_dir: str | None, as_json: bool, handle: str, text: str, no_enter: bool) -> None:
     """Write TEXT into a session's terminal, then Enter."""
-    ctx = Ctx(bench_dir, as_json)
     a = ask(bench_dir, m.SessionType(handle=handle, text=text, enter=not no_enter))
-    done(ctx, a, f"typed {a.bytes} bytes into {handle}")
+    done(as_json, a, f"typed {a.bytes} bytes into {handle}")
 
 
 type_.epilog = examples('bench type alice "run the tests"', "bench type alice q --no-enter")
@@ -462,12 +444,11 @@ type_.epilog = examples('bench type alice "run the tests"', "bench type alice q 
 @click.option("--tree", is_flag=True, help="also every session it spawned, children first")
 def kill(bench_dir: str | None, as_json: bool, handle: str, cancel: bool, tree: bool) -> None:
     """End a session: SIGHUP, then SIGTERM, then SIGKILL, 1.5 s apart."""
-    ctx = Ctx(bench_dir, as_json)
     # A tree ends a level at a time, each level up to 3 grace periods: allow for a deep one.
     a = ask(bench_dir, m.SessionKill(handle=handle, cancel=cancel, tree=tree), timeout=120.0)
     more = len(a.ended) - 1
     also = f" and {more} below it" if more > 0 else ""
-    done(ctx, a, f"ended {a.handle} (session {a.session}){also}")
+    done(as_json, a, f"ended {a.handle} (session {a.session}){also}")
 
 
 kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench kill --tree alice")
@@ -489,7 +470,6 @@ def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, .
     from bench_cli import team
     from bench_wire.client import resolve_dir
 
-    ctx = Ctx(bench_dir, as_json)
     d = resolve_dir(bench_dir)
     listed = ask(d, m.SessionList()).sessions
     live = [s for s in listed if s.state == "running" and handle in (s.handle, s.session)]
@@ -527,7 +507,7 @@ def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, .
         team.relabel(d, s.session, a.session)
     note = "\n(its job's task is not sent again)" if s.job else ""
     done(
-        ctx,
+        as_json,
         a,
         f"restarted {a.handle}: session {a.session}, pid {a.pid}, in {launch.cwd}: "
         f"{shlex.join(launch.argv)}{note}",
@@ -571,7 +551,7 @@ def _answer(
     what = "approved" if allow else "denied"
     tool = f" {untrusted.escape(a.tool)}" if a.tool else ""
     how = "" if a.via == "hook" else " (typed into its dialog)"
-    done(Ctx(bench_dir, as_json), a, f"{what}{tool} for {a.handle} (session {a.session}){how}")
+    done(as_json, a, f"{what}{tool} for {a.handle} (session {a.session}){how}")
 
 
 @click.command()
@@ -601,8 +581,7 @@ deny.epilog = examples('bench deny worker -m "no network: use the fixture"')
 @click.option("--dir", "bench_dir", metavar="PATH", help="BENCH_DIR")
 def dash(bench_dir: str | None) -> None:
     """The operator's live dashboard: sessions, screens, mail, events (needs bench[dash])."""
-    # Textual draws on standard error and reads standard input: anything but a terminal
-    # there would get escape codes in a file and an app no one can quit.
+    # Anything but a terminal would get escape codes in a file, or an app no one can quit.
     for fd, name in ((0, "input"), (1, "output"), (2, "error")):
         if not os.isatty(fd):
             raise WireError(

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import ptyprocess
 import pytest
 
@@ -341,8 +342,10 @@ def test_help_command_version_and_benchd_version():
 
 
 def _commands(group, prefix=()):
-    for name, cmd in sorted(group.commands.items()):
-        if hasattr(cmd, "commands"):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if isinstance(cmd, click.Group):
             yield from _commands(cmd, (*prefix, name))
         else:
             yield (*prefix, name), cmd
