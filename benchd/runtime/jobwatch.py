@@ -1,12 +1,7 @@
-"""A job's clock: its deadline, and the stall of a child that shows no output.
-
-What each does (events, mail, the kill's steps) is docs/jobs.md's. The deadline is
-stored with the job (wall-clock ms in its record), so a job found at start already past
-it settles with reason `deadline` (benchd.runtime.jobhost). Stall mails are sends like
-any other: the child's send bucket and the recipients' mailbox limits apply.
-
-One task per live job session, in the session's own nursery (benchd.runtime.sessions),
-so it ends when the session does.
+"""A job's clock: its deadline, and the stall of a child that shows no output
+(docs/jobs.md, "Deadlines and stalls"). One task per live job session, in the session's
+own nursery, so it ends with the session. Stall mail is a send like any other: the
+child's limits apply.
 """
 
 import math
@@ -20,6 +15,8 @@ from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.authority import Caller
 from benchd.core.names import SYSTEM_WALL, WallClock
+from benchd.core.sends import Queue
+from benchd.runtime.jobhost import child_mail
 from benchd.runtime.limiter import Limiter
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
@@ -186,18 +183,15 @@ class JobWatch:
         self, caller: Caller, to: str, body: str, subject: str, task_id: str | None
     ) -> None:
         """One stall mail from the child, charged as its send to its tree (limits apply)."""
-        sender = caller.handle
-        size = len(body.encode("utf-8", "surrogatepass"))
-        own = self.outbound.node if self.outbound is not None else None
-        if own is not None and to.endswith(f"@{own}"):
-            to = to[: -len(own) - 1]
-        if "@" in to:
-            assert self.outbound is not None, "the daemon wires the outbound queue"
-            self.limiter.charge(caller, 1, size)
-            await self.outbound.send(self.outbound.queue_spec(sender, to, body, subject))
-            return
-        self.limiter.mailbox(sender, to, size)
-        self.limiter.charge(caller, 1, size, (to,))
-        await self.mailroom.send(
-            self.mailroom.check_send(sender, to, body, subject, in_reply_to=task_id)
+        spec = child_mail(
+            self.mailroom, self.outbound, caller.handle, to, body, subject, in_reply_to=task_id
         )
+        size = len(spec.body)
+        if isinstance(spec, Queue):
+            assert self.outbound is not None, "child_mail queues only through it"
+            self.limiter.charge(caller, 1, size)
+            await self.outbound.send(spec)
+            return
+        self.limiter.mailbox(caller.handle, spec.to, size)
+        self.limiter.charge(caller, 1, size, (spec.to,))
+        await self.mailroom.send(spec)

@@ -1,18 +1,7 @@
-"""Limits at work: the sender limits (`Limiter`) and delegation's (`Delegation`).
-
-The sender limits: benchd.core.limits' decisions, with the clock, the index's
-unread tally, benchd.log and the event log.
-
-A session is charged to its tree's budgets (benchd.core.trees), the operator to its
-own bucket; a job's task mail and every reply it owes are charged when it is spawned. A
-mailbox's unread caps are checked again where each send's batch commits (`admit`), so a
-job's replies and mail from other nodes meet them too.
-
-Delegation (`Delegation`, at the end): a session's spawn checked, named and counted. The
-rules and the limits are decided in benchd.core.trees; this service supplies what they
-need (who is live, which mailboxes exist, the clock), logs and records a limit that fires
-(`job/limited`: one line per flood, benchd.core.limits), records `job/delegated` for
-each child started, and counts each child against its spawner until its job settles.
+"""Limits at work (docs/limits.md): the sender limits (`Limiter`) and delegation's
+(`Delegation`), deciding with benchd.core.limits and benchd.core.trees. A mailbox's
+unread caps are checked again where each send's batch commits (`admit`), so a job's
+replies and mail from other nodes meet them too.
 """
 
 import os
@@ -226,10 +215,7 @@ class Delegation:
         return msgspec.structs.replace(req, name=name, job=job)
 
     def started(self, parent: CallerSession, child: Session) -> None:
-        child.parent = parent.id
-        child.parent_handle = parent.handle
-        child.lineage = (parent.id, *parent.lineage)
-        child.root_handle = getattr(parent, "root_handle", None) or parent.handle
+        child.delegated_by(parent)
         # Its spawns count against its tree's root, whose window outlives any one job.
         self.quota.started(parent.id, child.id, trio.current_time(), root=root_of(parent))
 

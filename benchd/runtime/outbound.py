@@ -1,19 +1,8 @@
-"""Mail between nodes, the daemon's half: the outbound queue and the bridge's verbs.
-
-The outbound queue is a mailbox named `@outbound` (not a handle, so nobody can address
-it): mail to `bob@node2` is written there exactly as local mail is delivered (staged,
-fsynced, renamed, logged, indexed, all before the answer), `inbox/` holding what waits
-for NATS and `read/` what JetStream acknowledged. Reusing the mailbox machinery gives
-the queue the mailroom's guarantees for free: crash recovery, the (sender, key) index
-that makes a resend a no-op, and an O(1) count of what is queued.
-
-The bridge (bench_bridge, its own process) pulls the queue and reports
-`bridge/forwarded`; inbound, `bridge/deliver` delivers with the sender's key, so a
-redelivery from JetStream writes nothing twice.
-
-A message keeps one identity across nodes (benchd.core.mailrefs): the copy delivered
-here records the id its node gave it as `origin`, and the references a message carries
-(`in-reply-to`) are written in full on the wire and as this node writes them here.
+"""Mail between nodes, the daemon's half: the outbound queue and the bridge's verbs
+(docs/nodes.md). The queue is the mailbox `@outbound` (no handle can name it), so
+queued mail gets the mailroom's guarantees: durable before the answer, recovered after
+a crash, and a keyed resend a no-op. Refused mail from another node is bounced to its
+sender from `postmaster@<this node>`.
 """
 
 import hashlib
@@ -35,12 +24,7 @@ from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD, Index
 
-# Refusals come back (docs/nodes.md): a message from another node that this node
-# refuses is returned to its sender as mail from `postmaster@<this node>`, through the
-# outbound queue like any other mail to that node. Pure text and names here; the
-# queueing is Outbound.bounce.
-
-
+# Bounces (docs/nodes.md, "Bounces"): pure text and names; the queueing is Outbound.bounce.
 POSTMASTER = "postmaster"
 SUBJECT_MOST = 200  # the mailroom's subject cap
 _CODE_RE = re.compile(r"^  code:\s+(\S+)$", re.M)

@@ -1,16 +1,6 @@
-"""Past sessions: exited ones kept on disk, and read back after a restart.
-
-A past session answers what `bench ps -a`, `bench tail` and `tail --screen` ask of an
-exited one: its record, and a terminal that is only its kept output (the screen is
-rebuilt from that output when someone asks for it).
-
-On disk (`ExitedStore`): when a session settles, its record (the fields of `bench ps --json`, with its job's
-outcome and its spawner) and the last `--kept-scrollback` bytes of its output are
-written to BENCH_DIR/sessions/<session id>/ (`info.json`, `output`), each staged,
-fsynced and renamed, so a crash leaves either the old file or the new one. At start
-the newest EXITED_KEPT (200) are loaded; older ones, and all of them at `bench ps
---prune`, are removed. Session ids are the daemon's own (`s` + 8 hex digits): no client
-input names a path here.
+"""Past sessions: exited ones kept on disk in BENCH_DIR/sessions/<id>/ (info.json,
+output; each staged, fsynced, renamed) and read back after a restart for `bench ps -a`
+and `tail` (docs/limits.md, "Exited sessions kept").
 """
 
 import json

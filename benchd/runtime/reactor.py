@@ -1,12 +1,9 @@
-"""The wake reactor: it answers mail/sent by typing one line into the recipient's pty.
-
-How a wake lands (the bucket, the digest, the idle gate, paste and Enter) is
-docs/reactor.md's. What the code must keep: a wake is committed (its message retired to
-read/ and `agent/woken` logged, in ONE operation) before its line is typed, so the
-files, the delivery state and the log agree whatever ends the session or the daemon
-meanwhile, and the line itself is never written twice. An agent that reports for
-itself is typed to only while its report says idle; while it works its Stop hook takes
-the next wake (`hand_over`), and while blocked or limited its wakes are parked.
+"""The wake reactor: it answers mail/sent by typing one line into the recipient's pty
+(docs/reactor.md). A wake is committed (its message retired and `agent/woken` logged,
+in ONE operation) before its line is typed, so the files, the delivery state and the
+log agree whatever ends the session or the daemon meanwhile, and the line is never
+written twice. An agent that reports for itself is typed to only while it says idle
+(docs/agents.md, "Doors").
 """
 
 import dataclasses
@@ -54,20 +51,14 @@ class Reactor:
         wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.find_session = find_session  # a live session by handle, or None
-        # The buckets and the gate read trio's clock (trio.current_time), as the
-        # terminal's last_output and the session's last_input do, and as trio.sleep
-        # waits: one clock (benchd.core.names). The wall clock only dates a capped
-        # wake's `until`.
+        # The buckets and the gate read trio's clock (benchd.core.names); the wall clock
+        # only dates a wake's `until`.
         self.wall = wall
         self.mailroom = mailroom
-        self.record = record  # the committer's: logs events
+        self.record = record  # the committer's
         self.log = log
+        self.settings = settings
         self.gate = settings.idle_gate
-        self.paste_settle = settings.paste_settle  # the wait between a paste and its Enter
-        self.burst = settings.wake_burst
-        self.refill = settings.wake_refill
-        self.enter_retries = settings.enter_retries
-        self.enter_check = settings.enter_check
         self.couriers: dict[str, Courier] = {}
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -79,7 +70,9 @@ class Reactor:
     def courier(self, handle: str) -> Courier:
         c = self.couriers.get(handle)
         if c is None:
-            c = self.couriers[handle] = Courier(self.burst, self.refill, trio.current_time())
+            c = self.couriers[handle] = Courier(
+                self.settings.wake_burst, self.settings.wake_refill, trio.current_time()
+            )
         return c
 
     # ------------------------------------------------------------ mail/sent
@@ -373,13 +366,13 @@ class Reactor:
             data = b"\x1b[200~" + data + b"\x1b[201~"
         await term.write(data)
         await trio.sleep(
-            session.paste_settle if session.paste_settle is not None else self.paste_settle
+            session.paste_settle if session.paste_settle is not None else self.settings.paste_settle
         )
         # The Enter check compares against this screen: take it once the paste's echo
         # has stopped arriving, or a late echo would pass for the Enter's effect.
         before = await self._quiet_screen(term)
         await term.write(b"\r")
-        check = wakegate.EnterCheck(self.enter_retries, self.enter_check)
+        check = wakegate.EnterCheck(self.settings.enter_retries, self.settings.enter_check)
         action: wakegate.Watch | wakegate.Done | wakegate.GiveUp = check.first()
         while isinstance(action, wakegate.Watch):
             changed = term.eof or await self._screen_changes(term, before, action.wait)

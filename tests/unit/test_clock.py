@@ -231,7 +231,7 @@ def test_the_job_host_stamps_and_schedules_by_its_wall_clock(tmp_path):
     host = JobHost(
         JobFiles(str(tmp_path)), lambda h: None, None, None, None, 65536, 1.0, None, clock
     )
-    child = SimpleNamespace(id="s-child", handle="worker", job=None, deadline_ms=None)
+    child = Session("s-child", "worker", "token", ["worker"])
     caller = SimpleNamespace(handle="operator", session=None)
     host.begin(child, m.JobMailSpec(body="do it", reply_to=["alice"]), caller)
     clock.advance(60)
