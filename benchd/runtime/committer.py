@@ -12,6 +12,7 @@ fifth of the lone-send rate (WAL pages).
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 import msgspec
@@ -118,20 +119,18 @@ class EventOp(Op[None]):
         self.result = None
 
 
+@dataclass(eq=False)
 class Staged:
     """One batch between its steps: the ops still in it, their event records, and what
     the journal record must hold. `error` is set when the batch as a whole failed."""
 
-    def __init__(
-        self, live: list[Op[object]], records: list[EventRecord], logged: list[Event], seq: int
-    ) -> None:
-        self.live = live
-        self.records = records
-        self.logged = logged  # the records typed, for the listeners (encode_event)
-        self.seq = seq  # the last event's seq once committed
-        self.entries: list[Entry] = []
-        self.log_offset: int | None = None  # where the batch's log lines start
-        self.error: Exception | None = None
+    live: list[Op[object]]
+    records: list[EventRecord]
+    logged: list[Event]  # the records typed, for the listeners (encode_event)
+    seq: int  # the last event's seq once committed
+    entries: list[Entry] = field(default_factory=list)
+    log_offset: int | None = None  # where the batch's log lines start
+    error: Exception | None = None
 
 
 class Store(Protocol):

@@ -40,9 +40,7 @@ class Limiter:
         self.index = index
         self.committer = committer
         self.log = log
-        # Whether a handle has a mailbox (or a live session): the daemon gives it
-        # `Mailboxes.exists`. Mail to a handle without one makes a mailbox, which a
-        # session's tree pays for (--tree-mailboxes).
+        # Mailboxes.exists: mail that makes a mailbox is paid for (--tree-mailboxes).
         self.mailbox_exists = mailbox_exists
 
     def _refuse(self, r: Refusal, sender: str, mailbox: str | None = None) -> WireError:
@@ -91,16 +89,11 @@ class Limiter:
         if r is not None:
             raise self._refuse(r, sender)
 
-    def mailbox(self, sender: str, to: str, size: int) -> None:
-        unread, unread_bytes = self.index.unread(to)
-        r = self.decide.mailbox(to, unread, unread_bytes, size, trio.current_time())
-        if r is not None:
-            raise self._refuse(r, sender, to)
-
-    def admit(self, sender: str, to: str, size: int, batch: Batch) -> None:
-        """Where the batch commits: refuse a message that would take mailbox `to` past its
-        unread caps, counting what earlier sends of the same batch add; else count it."""
-        added = batch.unread.setdefault(to, [0, 0])
+    def mailbox(self, sender: str, to: str, size: int, batch: Batch | None = None) -> None:
+        """Refuse a message that would take mailbox `to` past its unread caps. Given the
+        `batch` it commits in (`admit`), what the batch's earlier sends add counts too,
+        and so does this one from then on."""
+        added = [0, 0] if batch is None else batch.unread.setdefault(to, [0, 0])
         unread, unread_bytes = self.index.unread(to)
         now = trio.current_time()
         r = self.decide.mailbox(to, unread + added[0], unread_bytes + added[1], size, now)
@@ -108,6 +101,8 @@ class Limiter:
             raise self._refuse(r, sender, to)
         added[0] += 1
         added[1] += size
+
+    admit = mailbox  # the mailroom's check where a send's batch commits
 
     def charge(
         self,

@@ -6,6 +6,7 @@ mailroom, the outbound queue and the index's queries put together.
 from dataclasses import dataclass
 
 from bench_wire import messages as m
+from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
 from benchd.core import keys, mailrefs
 from benchd.core.authority import Caller
@@ -47,23 +48,12 @@ class MailService:
         """A send to an address, checked (Mailroom.check_send, the one place): local mail,
         or a `Queue` for another node (benchd.runtime.outbound). Nothing is charged or
         written yet, so a bad request costs the caller no token."""
-        if "@" in req.to:
-            local = self.outbound.local_request(req)
-            if local is None:
-                return self.outbound.queue_spec(
-                    caller.handle,
-                    req.to,
-                    req.body,
-                    req.subject,
-                    req.key,
-                    req.reply_to,
-                    req.in_reply_to,
-                    client_key=client_key,
-                )
-            req = local
-        return self.mailroom.check_send(
+        handle, node = resolve(req.to, self.node, None, "recipient")
+        check = self.mailroom.check_send if node is None else self.outbound.queue_spec
+        to = handle if node is None else req.to
+        return check(
             caller.handle,
-            req.to,
+            to,
             req.body,
             req.subject,
             req.key,

@@ -116,14 +116,6 @@ class Outbound:
 
     # ------------------------------------------------------------ mail/send to an address
 
-    def local_request(self, req: m.MailSend) -> m.MailSend | None:
-        """mail/send to an address: the same request to `handle` when it names no node or
-        this one (the caller sends it as local mail), else None (queue it: `queue_spec`)."""
-        handle, node = resolve(req.to, self.node, None, "recipient")
-        if node is not None:
-            return None
-        return msgspec.structs.replace(req, to=handle)
-
     async def send(self, spec: Queue) -> m.SendOk:
         """Queue checked mail (`queue_spec`) for the bridge; the answer as a send's."""
         op = SendOp(self.mailroom, spec)

@@ -28,16 +28,16 @@ QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longe
 AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says its turn ended
 
 
+@dataclasses.dataclass(eq=False)
 class Courier:
     """Per recipient handle: its bucket and the capped mail not yet announced."""
 
-    def __init__(self, burst: int, refill: float, now: float):
-        self.bucket = TokenBucket(burst, refill, now)
-        self.capped: dict[str, str] = {}  # mail id -> path, in arrival order
-        # Mail that waited for a session to claim the handle, found with no token to
-        # announce it: the digest counts every unread message of the handle.
-        self.backlog = False
-        self.timer_armed = False
+    bucket: TokenBucket
+    capped: dict[str, str] = dataclasses.field(default_factory=dict)  # id -> path, in order
+    # Mail that waited for a session to claim the handle, found with no token to
+    # announce it: the digest counts every unread message of the handle.
+    backlog: bool = False
+    timer_armed: bool = False
 
 
 class Reactor:
@@ -70,8 +70,9 @@ class Reactor:
     def courier(self, handle: str) -> Courier:
         c = self.couriers.get(handle)
         if c is None:
+            st = self.settings
             c = self.couriers[handle] = Courier(
-                self.settings.wake_burst, self.settings.wake_refill, trio.current_time()
+                TokenBucket(st.wake_burst, st.wake_refill, trio.current_time())
             )
         return c
 

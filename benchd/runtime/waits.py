@@ -43,7 +43,7 @@ class Waiter:
         return self.arrived.pop(0)
 
 
-# Waits open at once in all (--max-waits until nothing set it): past it, too-many-waits.
+# Waits open at once in all: past it, too-many-waits.
 MAX_WAITS = 256
 
 
