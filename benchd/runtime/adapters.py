@@ -37,10 +37,9 @@ ADAPTERS = ("claude", "codex", "pi")
 
 
 def hook_command(bindir: str) -> list[str]:
-    """The command that forwards one hook event (the event's name follows it): the
-    compiled `bench-hook` beside `bench` when `./run` could build it (about 3 ms,
-    against an interpreter's start for `bench hook`: the agent waits for its hooks at
-    every turn's end), else `bench hook`."""
+    """The command that forwards one hook event (its name follows): the compiled
+    `bench-hook` beside `bench` when `./run` built it (about 3 ms against an
+    interpreter's start: the agent waits for it at every turn's end), else `bench hook`."""
     for name, tail in (("bench-hook", []), ("bench", ["hook"])):
         found = shutil.which(name, path=bindir)
         if found:
@@ -109,10 +108,8 @@ CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
 
 
 def codex_trust_hash(label: str, command: str, timeout: int, matcher: str | None = None) -> str:
-    """The hash Codex trusts a command hook by: SHA-256 of the JSON (keys sorted, compact)
-    of the hook's normalized identity. Codex 0.171 writes this same value into
-    config.toml when the user picks "Trust all" (tests/unit/test_adapters.py holds it to
-    the values Codex wrote)."""
+    """The hash Codex 0.171 trusts a command hook by (as its "Trust all" writes it): SHA-256
+    of the compact, key-sorted JSON of the hook's normalized identity."""
     handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
     identity: dict[str, object] = {"event_name": label, "hooks": [handler]}
     if matcher is not None:

@@ -186,14 +186,16 @@ class JournalStore:
             rotated = self._rotate()
             if rotated is not None:
                 live.insert(0, rotated)  # the new file's first line; nobody waits on it
-        lines, records, logged, seq = encode_batch(
-            live, self.eventlog.last_seq, self.wall.wall_ms()
-        )
-        staged = Staged(live, records, logged, seq)
+        # Numbered after the last seq, all dated now: (line, record, event as logged).
+        first, ts = self.eventlog.last_seq + 1, self.wall.wall_ms()
+        events = [ev for op in live for ev in op.events]
+        encoded = [encode_event(ev, seq, ts) for seq, ev in enumerate(events, first)]
+        records, logged = [e[1] for e in encoded], [e[2] for e in encoded]
+        staged = Staged(live, records, logged, first - 1 + len(encoded))
         staged.entries = [e for op in live for e in op.entries]
-        if lines:
+        if encoded:
             try:
-                offset, data = self.eventlog.write(lines)
+                offset, data = self.eventlog.write([e[0] for e in encoded])
             except Exception as err:  # noqa: BLE001 - the batch fails as a whole
                 staged.error = err
                 return staged
@@ -243,25 +245,6 @@ class JournalStore:
                     "io-error", f"the message was committed but could not be placed ({err})"
                 )
         return staged.live, staged.records
-
-
-def encode_batch(
-    ops: list[Op[object]], last_seq: int, ts: int
-) -> tuple[list[bytes], list[EventRecord], list[Event], int]:
-    """The ops' events as log lines, records and logged events, numbered after last_seq,
-    dated `ts`."""
-    lines: list[bytes] = []
-    records: list[EventRecord] = []
-    logged: list[Event] = []
-    seq = last_seq
-    for op in ops:
-        for ev in op.events:
-            seq += 1
-            line, record, stamped = encode_event(ev, seq, ts)
-            lines.append(line)
-            records.append(record)
-            logged.append(stamped)
-    return lines, records, logged, seq
 
 
 def fail(op: Op[object], err: Exception) -> None:

@@ -99,12 +99,9 @@ class Hub:
                 try:
                     listener(event)
                 except Exception:  # noqa: BLE001 - a listener's bug must not stop the log
-                    self._failed("event listener failed", record)
+                    if self.log is not None:
+                        self.log.exception("event listener failed", kind=record.get("kind"))
             self.followers.offer(record)
-
-    def _failed(self, what: str, record: Record) -> None:
-        if self.log is not None:
-            self.log.exception(what, kind=record.get("kind"))
 
     def follow(self, kind: str | None) -> Subscriber[Record]:
         """A follower of every record (or of one kind or kind prefix), until it closes or

@@ -112,10 +112,9 @@ class Limiter:
         to: Iterable[str] = (),
         new_boxes: int = 0,
     ) -> None:
-        """Charge a request of `n` sends, `size` bytes of mail, to the mailboxes `to`: the
-        operator's own bucket, or a session's tree (its root's bucket and its hourly bytes
-        and new mailboxes: benchd.core.trees); `new_boxes` mailboxes more are made for
-        sure (a job's child). Refused with rate-limited, spending nothing."""
+        """Charge `n` sends, `size` bytes, to the mailboxes `to` (and `new_boxes` made for
+        sure: a job's child) to the operator's bucket or the session's tree
+        (benchd.core.trees). Refused with rate-limited, spending nothing."""
         now = trio.current_time()  # the buckets' time: trio's clock
         s = caller.session
         if s is None:

@@ -134,10 +134,14 @@ class Outbound:
         *,
         outbox_reply: bool = False,
         client_key: bool = False,
+        any_node: bool = False,
     ) -> Queue:
         """Mail from the local handle `sender` to `address` (a handle@node on another
-        node), checked (Mailroom.check_send) and pointed at the outbound queue."""
-        handle, node = resolve(address, self.node, self.directory.knows, "recipient")
+        node), checked (Mailroom.check_send) and pointed at the outbound queue. The node
+        must be one the directory knows, unless `any_node` (a bounce to the node that
+        just sent)."""
+        knows = None if any_node else self.directory.knows
+        handle, node = resolve(address, self.node, knows, "recipient")
         if node is None:
             raise WireError("bad-request", f"{address} is not on another node")
         qualified = tuple(self.qualify(check_address(a, "reply-to")) for a in reply_to or [])
@@ -267,10 +271,9 @@ class Outbound:
         if is_bounce(msg.sender) or error.code == "forged-sender":
             return None
         try:
-            handle, node = split_address(msg.sender, "sender")
+            if split_address(msg.sender, "sender")[1] != origin:
+                return None
         except WireError:
-            return None
-        if node != origin:
             return None
         text = bounce_body(
             self.node, msg.mail_id, msg.to, msg.subject, msg.key, error.code, error.message
@@ -278,17 +281,10 @@ class Outbound:
         # In reply to the original by its identity (its id on its sender's node), as
         # references between nodes always are (benchd.core.mailrefs).
         original = f"{msg.mail_id}@{origin}" if MAIL_ID_RE.fullmatch(msg.mail_id) else None
-        send = self.mailroom.check_send(
-            f"{POSTMASTER}@{self.node}",
-            handle,
-            text,
-            bounce_subject(error.code, msg.subject),
-            bounce_key(origin, msg.sender, msg.key),
-            None,
-            original,
-        )
-        queued = Queue.of(
-            send, mailbox=OUTBOUND, address=msg.sender, reply_to=(), nonce=secrets.token_hex(16)
+        subject = bounce_subject(error.code, msg.subject)
+        key = bounce_key(origin, msg.sender, msg.key)
+        queued = self.queue_spec(
+            POSTMASTER, msg.sender, text, subject, key, None, original, any_node=True
         )
         returned = m.BridgeBounced(
             mail_id=msg.mail_id,

@@ -101,23 +101,19 @@ class PastTerminal:
         self.eof = True
         self._lock = trio.Lock()
 
-    def _screen(self) -> tuple[vt.Screen, list[str]]:
-        screen = vt.Screen(self.cols, self.rows)
-        pyte.ByteStream(screen).feed(bytes(self.scrollback))
-        lines = [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
-        return screen, lines
-
     async def render(self) -> tuple[list[str], int, int]:
-        async with self._lock:
-            screen, lines = await trio.to_thread.run_sync(self._screen)
-            return lines, screen.cursor.y, screen.cursor.x
+        return await self.inspect(lambda screen, lines: (lines, screen.cursor.y, screen.cursor.x))
 
     async def inspect(self, fn: Callable[[pyte.Screen, list[str]], T]) -> T:
+        """`fn(screen, lines)` of the screen rebuilt from the kept output, in a worker thread."""
+
+        def work() -> T:
+            screen = vt.Screen(self.cols, self.rows)
+            pyte.ByteStream(screen).feed(bytes(self.scrollback))
+            lines = [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
+            return fn(screen, lines)
+
         async with self._lock:
-
-            def work() -> T:
-                return fn(*self._screen())
-
             return await trio.to_thread.run_sync(work)
 
 

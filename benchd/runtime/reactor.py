@@ -87,8 +87,7 @@ class Reactor:
         c = self.courier(session.handle)
         now = trio.current_time()
         if c.bucket.take(now):
-            session.wakes.append(Wake(event.mail_id, event.sender))
-            session.poke()
+            session.queue_wake(Wake(event.mail_id, event.sender))
             return
         c.capped[event.mail_id] = event.path
         due = c.bucket.next_token_at(now)
@@ -133,8 +132,7 @@ class Reactor:
                 if c.bucket.take(trio.current_time()):
                     c.capped.clear()
                     c.backlog = False
-                    session.wakes.append(Wake(None, None, digest=n))
-                    session.poke()
+                    session.queue_wake(Wake(None, None, digest=n))
                     return
         finally:
             c.timer_armed = False
@@ -159,11 +157,7 @@ class Reactor:
             self._arm(handle, c)
             return
         first = self.mailroom.oldest_unread(handle) if n == 1 else None
-        if first is not None:
-            session.wakes.append(Wake(first.mail_id, first.sender))
-        else:
-            session.wakes.append(Wake(None, None, digest=n))
-        session.poke()
+        session.queue_wake(Wake(first.mail_id, first.sender) if first else Wake(None, None, n))
 
     # ------------------------------------------------------------ the waker
 

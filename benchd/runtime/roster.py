@@ -114,6 +114,7 @@ class Session:
     def exited_with(self, code: int | None, sig: int | None) -> None:
         self.state = advance(self.state, SessionState.EXITED)
         self.exit, self.signal = code, sig
+        self.wakes.clear()  # its queued wakes are dropped; the mail stays
         a = self.agent
         if a is not None and a.state != "exited":
             # Its process ended without the agent's own `end` report (killed, crashed):
@@ -226,7 +227,8 @@ class Session:
             screen=self.agent_screen,
         )
 
-    def poke(self) -> None:
+    def queue_wake(self, wake: Wake) -> None:
+        self.wakes.append(wake)
         self._poke.set()
 
     async def poked(self) -> None:

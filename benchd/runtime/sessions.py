@@ -32,7 +32,7 @@ from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
 from benchd.runtime.limiter import Delegation, Limiter
 from benchd.runtime.past import ExitedStore
-from benchd.runtime.placement import Peer, Placer
+from benchd.runtime.placement import Placer
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Roster, Session
 from benchd.runtime.sandbox import Sandbox
@@ -109,10 +109,6 @@ class Sessions:
                 "bad-token", "BENCH_TOKEN names no live session (forged, or its session ended)"
             )
         return s
-
-    def place(self, peer: Peer) -> Session | None:
-        """The peer's session, None for the operator; raises `unplaceable`."""
-        return self.placer.place(peer)
 
     async def reap_orphans(self) -> None:
         """Collect processes re-parented to the daemon (its subreaper role) once they exit;
@@ -313,7 +309,6 @@ class Sessions:
     async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
         assert s.term is not None, "only a launched session settles"
         s.exited_with(code, sig)
-        s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
         self.release(s)
         self.roster.exited.append(s)
         dropped: list[str] = []

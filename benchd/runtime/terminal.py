@@ -40,10 +40,8 @@ def _child_setup(
     umask: int | None, die_with: int | None, prctl: Callable[[int, int], int] | None
 ) -> None:
     """In the forked child, before exec. With `die_with`: SIGKILL when the parent dies
-    (kept across exec), and leave at once if it died already (the check after the
-    prctl closes the gap before it). The sandbox's bwrap asks for the same with
-    --die-with-parent, but only once it runs: a daemon that died in between left it
-    running for good."""
+    (kept across exec; bwrap's own --die-with-parent comes too late), and leave at once
+    if it died already (the check after the prctl closes the gap before it)."""
     if umask is not None:
         os.umask(umask)
     if die_with is not None and prctl is not None:

@@ -127,8 +127,7 @@ def test_the_idle_gate_waits_on_the_clock_the_terminal_stamps(tmp_path):
                     while b"ready" not in term.scrollback:
                         await term.changed.wait()
                 nursery.start_soon(reactor.run_session, bob)
-                bob.wakes.append(Wake(None, None, digest=2))
-                bob.poke()
+                bob.queue_wake(Wake(None, None, digest=2))
                 await trio.testing.wait_all_tasks_blocked()
                 assert not woken.is_set()  # the gate holds: the output is fresh
                 quiet_since = term.last_output
