@@ -45,12 +45,15 @@ class ExitedStore:
         fsync_dir(d)
         fsync_dir(self.root)
 
-    def load(self) -> list[tuple[dict[str, Any], bytes]]:
-        """The newest `kept` exited sessions, oldest first; the rest are removed."""
+    def _names(self) -> list[str]:
         try:
-            names = [n for n in os.listdir(self.root) if SID_RE.fullmatch(n)]
+            return [n for n in os.listdir(self.root) if SID_RE.fullmatch(n)]
         except FileNotFoundError:
             return []
+
+    def load(self) -> list[tuple[dict[str, Any], bytes]]:
+        """The newest `kept` exited sessions, oldest first; the rest are removed."""
+        names = self._names()
         found = []
         for name in names:
             d = os.path.join(self.root, name)
@@ -76,13 +79,8 @@ class ExitedStore:
         shutil.rmtree(self._dir(sid), ignore_errors=True)
 
     def prune(self) -> None:
-        try:
-            names = os.listdir(self.root)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if SID_RE.fullmatch(name):
-                self.remove(name)
+        for name in self._names():
+            self.remove(name)
 
 
 T = TypeVar("T")
