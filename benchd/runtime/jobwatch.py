@@ -99,20 +99,15 @@ class JobWatch:
             if s.job is not None and s.stall_after > 0:
                 nursery.start_soon(self._stalls, s)
 
-    def _key(self, s: "Session") -> str:
-        return s.job.key if s.job is not None else ""
-
     async def _deadline(self, s: "Session") -> None:
         assert s.deadline_at is not None, "run_session starts this only with a deadline"
         await trio.sleep_until(s.deadline_at)
         if not s.live:
             return
         s.hit_deadline()
-        await self.record(
-            m.JobDeadline(
-                session=s.id, handle=s.handle, key=self._key(s), deadline_ms=s.deadline_ms or 0
-            )
-        )
+        key = s.job.key if s.job is not None else ""
+        ms = s.deadline_ms or 0
+        await self.record(m.JobDeadline(session=s.id, handle=s.handle, key=key, deadline_ms=ms))
         self.log.info("deadline passed: ending the session", session=s.id, handle=s.handle)
         await self.end(s)
 

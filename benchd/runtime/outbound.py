@@ -168,16 +168,13 @@ class Outbound:
     def queued_as(self, op: SendOp, res: m.SendOk) -> m.SendOk:
         """After the queue op committed: hand it to the bridge; the answer as a send."""
         if not res.duplicate:
-            self._remember(op)
+            if len(self.recent) >= RECENT_MAX:
+                del self.recent[next(iter(self.recent))]
+            self.recent[op.meta.id] = remote_mail(op.meta, op.spec.body, self.node)
         self._queued.set()
         address = op.spec.address
         node = split_address(address)[1] or ""
         return msgspec.structs.replace(res, to=address, live=False, note=f"queued-for-{node}")
-
-    def _remember(self, op: SendOp) -> None:
-        if len(self.recent) >= RECENT_MAX:
-            del self.recent[next(iter(self.recent))]
-        self.recent[op.meta.id] = remote_mail(op.meta, op.spec.body, self.node)
 
     def qualify(self, address: str) -> str:
         return address if "@" in address else f"{address}@{self.node}"

@@ -318,6 +318,23 @@ class Roster:
         # Sessions that exited under this daemon, then those read back from disk.
         self.exited: collections.deque[Session | PastSession] = collections.deque()
 
+    def hold(self, s: Session) -> None:
+        """A reserved session holds its handle and token from now on."""
+        self.by_id[s.id] = s
+        self.live[s.handle] = s
+        self.by_token[s.token] = s
+
+    def release(self, s: Session) -> None:
+        """Forget a session: its handle, token, pty leader and namespace are free."""
+        if self.live.get(s.handle) is s:
+            del self.live[s.handle]
+        self.by_token.pop(s.token, None)
+        self.by_id.pop(s.id, None)
+        if s.term is not None:
+            self.by_leader.pop(s.term.pid, None)
+        if s.ns is not None and self.by_ns.get(s.ns) is s:
+            del self.by_ns[s.ns]
+
     def is_live(self, handle: str) -> bool:
         return handle in self.live
 

@@ -227,9 +227,7 @@ class Sessions:
             self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
-        self.roster.by_id[sid] = s
-        self.roster.live[handle] = s
-        self.roster.by_token[token] = s
+        self.roster.hold(s)
         self.reactor.claimed(s)  # mail that waited for the handle is announced
         return s
 
@@ -237,7 +235,7 @@ class Sessions:
         """Start the reserved session's process in its pty; `shutting-down` once
         stop_all has begun (the reservation is released)."""
         if self.stopping:
-            self.release(s)
+            self.roster.release(s)
             raise WireError("shutting-down", "the daemon is stopping: no session is started")
         assert s.launch_args is not None, "reserve() built it with them"
         argv, cwd, env, rows, cols = s.launch_args
@@ -258,7 +256,7 @@ class Sessions:
                 sandboxed=s.sandboxed,
             )
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
-            self.release(s)
+            self.roster.release(s)
             raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
         s.started(term)
         self.roster.by_leader[term.pid] = s
@@ -273,17 +271,6 @@ class Sessions:
             if os.path.islink(d) or not os.path.isdir(d):
                 raise OSError(f"{d} is not a real directory (a link?)")
         return box
-
-    def release(self, s: Session) -> None:
-        """Forget a session in the roster: its handle, token and pty leader are free."""
-        if self.roster.live.get(s.handle) is s:
-            del self.roster.live[s.handle]
-        self.roster.by_token.pop(s.token, None)
-        self.roster.by_id.pop(s.id, None)
-        if s.term is not None:
-            self.roster.by_leader.pop(s.term.pid, None)
-        if s.ns is not None and self.roster.by_ns.get(s.ns) is s:
-            del self.roster.by_ns[s.ns]
 
     async def _run(self, s: Session) -> None:
         assert s.term is not None, "launch() started its terminal"
@@ -309,7 +296,7 @@ class Sessions:
     async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
         assert s.term is not None, "only a launched session settles"
         s.exited_with(code, sig)
-        self.release(s)
+        self.roster.release(s)
         self.roster.exited.append(s)
         dropped: list[str] = []
         while len(self.roster.exited) > self.exited_kept:
@@ -537,7 +524,7 @@ class Spawner:
         return m.SpawnOk(session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
 
     def _unreserve(self, s: Session) -> None:
-        self.sessions.release(s)
+        self.sessions.roster.release(s)
         self.delegation.settled(s)
         if s.job is not None:
             self.jobs.abandon(s)
