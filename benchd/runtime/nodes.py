@@ -123,18 +123,8 @@ async def supervise(
 ) -> None:
     """`helper_pids` is the daemon's set of its own children acting for the operator."""
     task_status.started()
-    argv = [
-        sys.executable,
-        "-m",
-        "bench_cli.entry",
-        "bridge",
-        "--dir",
-        bench_dir,
-        "--nats",
-        url,
-        "--node",
-        node,
-    ]
+    bridge = [sys.executable, "-m", "bench_cli.entry", "bridge"]
+    argv = [*bridge, "--dir", bench_dir, "--nats", url, "--node", node]
     delay = 1.0
     while True:
         started = trio.current_time()
