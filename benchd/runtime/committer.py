@@ -3,7 +3,9 @@
 Everything that must be on disk before an answer is an `Op` submitted here; one task
 commits every op waiting as one batch: check (index lookups), stage (files in tmp/,
 events appended, no flush), commit (one fdatasynced journal record: the commit point),
-place (renames), index (the in-memory layer), and only then answers. The steps and why
+place (renames), index (the in-memory layer), and only then answers. A failure while
+staging fails that op alone; one of the log write or the journal record fails the
+whole batch, which is taken back. The steps and why
 all of them stay on the loop: ARCHITECTURE.md, "One `bench mail send`", and
 docs/durability.md. The batching talks to the disk only through the `Store` port, so a
 unit test drives it with a fake store. The index's changes reach SQLite once
@@ -144,7 +146,8 @@ class Store(Protocol):
         left out, its error set."""
 
     def commit(self, staged: Staged) -> None:
-        """The commit point; a failure goes in `staged.error`."""
+        """The commit point; a failure goes in `staged.error`. On the loop: the journal
+        dates its segments by trio's clock, which a worker thread cannot read."""
 
     def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
         """The committed ops, moved into place, and their records (a failed batch is

@@ -102,7 +102,8 @@ class Sessions:
     # ------------------------------------------------------------ identity
 
     def by_token(self, token: str) -> Session:
-        """The live session whose BENCH_TOKEN this is; raises `bad-token`."""
+        """The live session whose BENCH_TOKEN this is (what a process that left its
+        session can still use where the sandbox is off); raises `bad-token`."""
         s = self.roster.by_token.get(token)
         if s is None or not s.live:
             raise WireError(
