@@ -91,15 +91,6 @@ CODEX_HOOKS = {
     "PermissionRequest": "permission",
     "SessionEnd": "end",
 }
-# Codex's names for its events in the keys of its hook trust state.
-CODEX_LABELS = {
-    "UserPromptSubmit": "user_prompt_submit",
-    "Stop": "stop",
-    "Interrupt": "interrupt",
-    "PermissionRequest": "permission_request",
-    "SessionEnd": "session_end",
-    "PostToolUse": "post_tool_use",
-}
 # Codex runs these two for at most 3 s whatever the hook asks (and hashes the clamped
 # value), so they ask for 3: a report takes milliseconds.
 CODEX_SHORT = {"SessionEnd": 3, "Interrupt": 3}
@@ -133,8 +124,10 @@ def codex_overrides(hook: str, approval_wait: float, mid_turn: bool = False) -> 
         command = f"{hook} {ours}"
         handler = f'{{type="command",command={_toml(command)},timeout={timeout}}}'
         out += ["-c", f"hooks.{theirs}=[{{hooks=[{handler}]}}]"]
-        key = f"{CODEX_FLAGS_SOURCE}:{CODEX_LABELS[theirs]}:0:0"
-        digest = codex_trust_hash(CODEX_LABELS[theirs], command, timeout)
+        # Codex names its events in snake case in its trust keys (user_prompt_submit).
+        label = re.sub(r"(?<!^)(?=[A-Z])", "_", theirs).lower()
+        key = f"{CODEX_FLAGS_SOURCE}:{label}:0:0"
+        digest = codex_trust_hash(label, command, timeout)
         trust.append(f"{_toml(key)}={{trusted_hash={_toml(digest)}}}")
     out += ["-c", "hooks.state={" + ",".join(trust) + "}"]
     return out

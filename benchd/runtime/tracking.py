@@ -27,19 +27,9 @@ from benchd.store.index import Index
 from benchd.store.mailstates import Columns, StateRow
 
 # The kinds that set states (a replay decodes only these).
-KINDS = frozenset(
-    {
-        "mail/sent",
-        "agent/woken",
-        "wake/capped",
-        "wake/deferred",
-        "mail/read",
-        "agent/active",
-        "bridge/queued",
-        "bridge/delivered",
-        "bridge/receipt",
-    }
-)
+_SETTERS: tuple[type[m.Event], ...] = (m.MailSent, m.AgentWoken, m.WakeCapped, m.WakeDeferred)
+_SETTERS += (m.MailReadEvent, m.AgentActive, m.BridgeQueued, m.BridgeDelivered, m.BridgeReceipt)
+KINDS = frozenset(t.__struct_config__.tag for t in _SETTERS)
 _decode = msgspec.convert
 
 
