@@ -22,7 +22,7 @@ from benchd.core.limits import Floods
 from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG, TURN_SCREEN, TurnScreen
 from benchd.runtime.limiter import Limiter
-from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Approval, Session
 from benchd.runtime.system import Log
@@ -338,7 +338,7 @@ def _when(ms: int | None) -> str:
 def _blocked_text(s: Session, a: AgentState) -> tuple[str, str]:
     tool = escape(a.tool or "?")
     return (
-        f"{s.handle} waits for an approval: {tool}"[:200],
+        f"{s.handle} waits for an approval: {tool}"[:SUBJECT_CHARS],
         f"{s.handle} (session {s.id}) waits for your approval to run {tool} with:\n\n"
         f"    {escape(a.input or '')}\n\n"
         f"Answer: bench approve {s.handle} · bench deny {s.handle} -m REASON\n",
@@ -347,7 +347,7 @@ def _blocked_text(s: Session, a: AgentState) -> tuple[str, str]:
 
 def _limited_text(s: Session, a: AgentState) -> tuple[str, str]:
     return (
-        f"{s.handle} hit a usage limit"[:200],
+        f"{s.handle} hit a usage limit"[:SUBJECT_CHARS],
         f"{s.handle} (session {s.id}) hit its usage limit; it resets at {_when(a.until)}. "
         "Mail to it is parked until then, and delivered once it is back.\n",
     )

@@ -18,7 +18,7 @@ from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.core.sends import Queue
 from benchd.runtime.jobhost import child_mail
 from benchd.runtime.limiter import Limiter
-from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
 from benchd.runtime.system import Log
@@ -155,7 +155,7 @@ class JobWatch:
         )
         title = f"Re: {subject}" if subject else f"job {s.handle}"
         suffix = f" (stalled: idle {idle_text})"
-        title = title[: 200 - len(suffix)] + suffix
+        title = title[: SUBJECT_CHARS - len(suffix)] + suffix
         mailed, refused = [], []
         for address in to:
             try:

@@ -20,13 +20,12 @@ from benchd.core.frontmatter import FrontMatter, check_subject
 from benchd.core.names import MAIL_ID_RE, SYSTEM_WALL, WallClock, check_mail_id
 from benchd.core.sends import Bounce, Deliver, Forward, Queue
 from benchd.runtime.committer import Committer
-from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
+from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD, Index
 
 # Bounces (docs/nodes.md, "Bounces"): pure text and names; the queueing is Outbound.bounce.
 POSTMASTER = "postmaster"
-SUBJECT_MOST = 200  # the mailroom's subject cap
 _CODE_RE = re.compile(r"^  code:\s+(\S+)$", re.M)
 _REASON_RE = re.compile(r"^  reason:\s+(.*)$", re.M)
 
@@ -42,8 +41,8 @@ def is_bounce(sender: str) -> bool:
 
 def bounce_subject(code: str, original: str) -> str:
     text = f"Undelivered [{code}]: {original}" if original else f"Undelivered [{code}]"
-    text = text[:SUBJECT_MOST]
-    return text if check_subject(text) is None else f"Undelivered [{code}]"[:SUBJECT_MOST]
+    text = text[:SUBJECT_CHARS]
+    return text if check_subject(text) is None else f"Undelivered [{code}]"[:SUBJECT_CHARS]
 
 
 def bounce_body(
