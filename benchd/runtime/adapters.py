@@ -1,21 +1,10 @@
 """Agent adapters: how a session spawned with `--agent NAME` makes its agent report for
-itself (docs/agents.md).
+itself (docs/agents.md, "Agents that report for themselves").
 
-An adapter changes the agent's command line for that one session, never the user's own
-configuration files, and subscribes only to the lifecycle events bench needs (nothing per
-tool call unless the mid-turn door is asked for: the agent waits for its hooks). Each
-hook runs bench's hook client: `bench-hook EVENT` (compiled, bench_cli/bench_hook.c)
-when `./run` built it beside `bench`, else `bench hook EVENT`.
-
-How each agent's hooks are set (claude, codex, pi): docs/agents.md; all inline, so
-nothing but the hook client has to be readable inside the sandbox.
-
-`bench hook EVENT` forwards the hook's JSON to the daemon and prints its answer: the
-Stop hook's answer can hand the agent its next instruction (a wake line: the door for
-mail that arrived mid-turn), the PermissionRequest hook's answer is the approval.
-
-Every program without an adapter keeps the screen-based wakes; so does an adapter
-session until its agent's first report.
+An adapter changes the agent's command line for that one session (never the user's
+configuration files), all inline so nothing but the hook client has to be readable in
+the sandbox, and subscribes only to the events bench needs: each hook costs the agent
+a process start, and the agent waits for it.
 """
 
 import hashlib
@@ -41,18 +30,16 @@ CLAUDE_HOOKS = {
 CLAUDE_NOTIFICATIONS = "permission_prompt|idle_prompt"
 HOOK_TIMEOUT_S = 30  # a hook that only forwards a report; the daemon answers at once
 
-# pi's extension (TypeScript; pi loads it with jiti, no build step) and the flags it
-# registers. Values go in `--flag=value` form: pi takes a bare extension flag's next
-# argument as its value when that does not start with "-".
+# pi's extension (TypeScript, loaded with jiti). Its flags go as `--flag=value`: pi
+# takes a bare extension flag's next argument as its value unless it starts with "-".
 PI_EXTENSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pi_extension.ts")
 ADAPTERS = ("claude", "codex", "pi")
 
 
 def hook_command(bindir: str) -> list[str]:
-    """The command that forwards one hook event (the event's name follows it): the
-    compiled `bench-hook` beside `bench` when `./run` could build it (about 3 ms,
-    against an interpreter's start for `bench hook`: the agent waits for its hooks at
-    every turn's end), else `bench hook`."""
+    """The command that forwards one hook event (its name follows): the compiled
+    `bench-hook` beside `bench` when `./run` built it (about 3 ms against an
+    interpreter's start: the agent waits for it at every turn's end), else `bench hook`."""
     for name, tail in (("bench-hook", []), ("bench", ["hook"])):
         found = shutil.which(name, path=bindir)
         if found:
@@ -67,17 +54,23 @@ class Adapted:
     why_not: str | None = None  # when an adapter exists but could not be applied
 
 
+def _subscribed(
+    hooks: dict[str, str], approval_wait: float, mid_turn: bool, short: dict[str, int]
+) -> list[tuple[str, str, int]]:
+    """(their event, ours, timeout) for each hook; PostToolUse too with the mid-turn
+    door (a hook per tool call, so only when asked for)."""
+    out = []
+    for theirs, ours in dict(hooks, **({"PostToolUse": "tool"} if mid_turn else {})).items():
+        # The permission hook waits for `bench approve|deny` (bounded by --approval-wait).
+        wait = int(approval_wait) if ours == "permission" else 0
+        out.append((theirs, ours, wait + short.get(theirs, HOOK_TIMEOUT_S)))
+    return out
+
+
 def claude_settings(hook: str, approval_wait: float, mid_turn: bool = False) -> str:
-    """The `--settings` JSON giving Claude Code bench's hooks (PostToolUse too with the
-    mid-turn door: a hook per tool call, so only when asked for)."""
+    """The `--settings` JSON giving Claude Code bench's hooks."""
     hooks: dict[str, list[dict[str, object]]] = {}
-    subscribed = dict(CLAUDE_HOOKS, **({"PostToolUse": "tool"} if mid_turn else {}))
-    for theirs, ours in subscribed.items():
-        timeout = HOOK_TIMEOUT_S
-        if ours == "permission":
-            # The hook waits for `bench approve|deny` (the daemon bounds it by
-            # --approval-wait, then answers nothing: the agent's own dialog asks).
-            timeout = int(approval_wait) + HOOK_TIMEOUT_S
+    for theirs, ours, timeout in _subscribed(CLAUDE_HOOKS, approval_wait, mid_turn, {}):
         entry: dict[str, object] = {
             "hooks": [{"type": "command", "command": f"{hook} {ours}", "timeout": timeout}]
         }
@@ -98,15 +91,6 @@ CODEX_HOOKS = {
     "PermissionRequest": "permission",
     "SessionEnd": "end",
 }
-# Codex's names for its events in the keys of its hook trust state.
-CODEX_LABELS = {
-    "UserPromptSubmit": "user_prompt_submit",
-    "Stop": "stop",
-    "Interrupt": "interrupt",
-    "PermissionRequest": "permission_request",
-    "SessionEnd": "session_end",
-    "PostToolUse": "post_tool_use",
-}
 # Codex runs these two for at most 3 s whatever the hook asks (and hashes the clamped
 # value), so they ask for 3: a report takes milliseconds.
 CODEX_SHORT = {"SessionEnd": 3, "Interrupt": 3}
@@ -115,10 +99,8 @@ CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
 
 
 def codex_trust_hash(label: str, command: str, timeout: int, matcher: str | None = None) -> str:
-    """The hash Codex trusts a command hook by: SHA-256 of the JSON (keys sorted, compact)
-    of the hook's normalized identity. Codex 0.171 writes this same value into
-    config.toml when the user picks "Trust all" (tests/unit/test_adapters.py holds it to
-    the values Codex wrote)."""
+    """The hash Codex 0.171 trusts a command hook by (as its "Trust all" writes it): SHA-256
+    of the compact, key-sorted JSON of the hook's normalized identity."""
     handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
     identity: dict[str, object] = {"event_name": label, "hooks": [handler]}
     if matcher is not None:
@@ -135,20 +117,17 @@ def codex_overrides(hook: str, approval_wait: float, mid_turn: bool = False) -> 
     """The `-c` options giving Codex bench's hooks for one session, each trusted by its
     hash (`hooks.state`, merged over the user's own trust): Codex runs an untrusted hook
     only after a review dialog, and `--dangerously-bypass-hook-trust` would also run
-    every hook of the user's or a project's that nobody reviewed. PostToolUse too with
-    the mid-turn door."""
-    subscribed = dict(CODEX_HOOKS, **({"PostToolUse": "tool"} if mid_turn else {}))
+    every hook of the user's or a project's that nobody reviewed."""
     out: list[str] = []
     trust: list[str] = []
-    for theirs, ours in subscribed.items():
-        timeout = CODEX_SHORT.get(theirs, HOOK_TIMEOUT_S)
-        if ours == "permission":
-            timeout = int(approval_wait) + HOOK_TIMEOUT_S
+    for theirs, ours, timeout in _subscribed(CODEX_HOOKS, approval_wait, mid_turn, CODEX_SHORT):
         command = f"{hook} {ours}"
         handler = f'{{type="command",command={_toml(command)},timeout={timeout}}}'
         out += ["-c", f"hooks.{theirs}=[{{hooks=[{handler}]}}]"]
-        key = f"{CODEX_FLAGS_SOURCE}:{CODEX_LABELS[theirs]}:0:0"
-        digest = codex_trust_hash(CODEX_LABELS[theirs], command, timeout)
+        # Codex names its events in snake case in its trust keys (user_prompt_submit).
+        label = re.sub(r"(?<!^)(?=[A-Z])", "_", theirs).lower()
+        key = f"{CODEX_FLAGS_SOURCE}:{label}:0:0"
+        digest = codex_trust_hash(label, command, timeout)
         trust.append(f"{_toml(key)}={{trusted_hash={_toml(digest)}}}")
     out += ["-c", "hooks.state={" + ",".join(trust) + "}"]
     return out
@@ -206,27 +185,20 @@ def adapt(
     return Adapted([*argv[: at + 1], *added, *argv[at + 1 :]], agent)
 
 
-# What `bench approve|deny` types into an agent's approval dialog when no hook waits
-# for the answer (its wait ran out): allow, deny. Claude Code's dialog has "Yes"
-# selected first; Escape refuses and tells the model it was refused. Codex 0.171's
-# "Would you like to run the following command?": `y` for "Yes, proceed", Escape for
-# "No, and tell Codex what to do differently" (its turn ends; it waits for the user).
+# What `bench approve|deny` types into an agent's approval dialog once no hook waits
+# (allow, deny): Claude Code's "Yes" is selected first; Codex 0.171's `y` is "Yes,
+# proceed"; Escape refuses in both (the model is told; Codex's turn ends).
 DIALOG_KEYS = {"claude": (b"\r", b"\x1b"), "codex": (b"y", b"\x1b")}
 
-# The dialog an agent opens over its input box when it hits a usage limit, and the keys
-# that choose to wait for the reset (bench parks its wakes meanwhile). Claude Code 2.1:
-# "What do you want to do? 1. Stop and wait for limit to reset 2. Upgrade your plan",
-# the first selected.
+# The dialog an agent opens on a usage limit, and the keys that choose to wait for the
+# reset (Claude Code 2.1: the first choice, selected).
 LIMIT_DIALOG = {"claude": ("Stop and wait for limit to reset", b"\r")}
 
 
-# What an agent's screen shows while a turn runs, at its prompt, and on a usage limit,
-# for an agent that ends some turns without a report: Codex 0.171 runs no hook when a
-# turn ends on an error (a usage limit included: no Stop, no StopFailure). While bench
-# believes it works, the daemon watches its screen (benchd.runtime.agenthost); a turn
-# over by the screen without a report is idle, or limited when the limit message shows
-# ("You've hit your usage limit. ... try again at 5:22 PM."; local time). Evidence,
-# marked so (`source: screen`).
+# What the screen shows while a turn runs, at the prompt, and on a usage limit, for an
+# agent that ends some turns without a report (Codex 0.171 runs no hook when a turn
+# ends on an error): the daemon watches it while the agent works (agenthost); see
+# docs/agents.md, "What each agent reports".
 @dataclass(frozen=True, slots=True)
 class TurnScreen:
     busy: str  # shown while a turn runs (gone when it is over)

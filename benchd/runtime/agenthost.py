@@ -1,15 +1,7 @@
-"""The agents' own reports (`bench hook EVENT`), their states, doors and approvals.
-
-A report comes over the socket like every request: the connection already knows which
-session sent it (benchd.runtime.placement), so a session reports only about itself.
-Each report steps the agent's state (benchd.core.agentstate, pure) and is answered
-with what the hook prints for the agent: a wake line at `stop` (the reactor's
-`hand_over`), the approval's decision at `permission` (docs/agents.md, "Doors"). An
-agent that ends some turns without a report (Codex) has its screen watched while it
-works (`_watch_turn`).
-
-Reports are rate-bounded per session (--agent-reports a second, a burst of ten times
-that); nothing in a report is typed anywhere, and what is shown of it is escaped.
+"""The agents' own reports (`bench hook EVENT`), their states, doors and approvals
+(docs/agents.md). A connection already knows its session (benchd.runtime.placement), so
+a session reports only about itself; reports are rate-bounded per session
+(--agent-reports), and nothing in one is typed anywhere; what is shown is escaped.
 """
 
 import datetime
@@ -26,11 +18,11 @@ from bench_wire.untrusted import escape
 from benchd.core import agentstate
 from benchd.core.agentstate import AgentState, BadReport
 from benchd.core.authority import Caller
-from benchd.core.limits import Floods, TokenBucket
+from benchd.core.limits import Floods
 from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG, TURN_SCREEN, TurnScreen
 from benchd.runtime.limiter import Limiter
-from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Approval, Session
 from benchd.runtime.system import Log
@@ -70,13 +62,6 @@ class AgentHost:
 
     # ------------------------------------------------------------ reports
 
-    def _admit(self, s: Session) -> bool:
-        now = trio.current_time()
-        if s.reports is None:
-            burst = max(1, self.reports_per_s * BURST_SECONDS)
-            s.reports = TokenBucket(burst, 1.0 / max(1, self.reports_per_s), now)
-        return s.reports.take(now)
-
     async def report(self, caller: Caller, event: str, payload_text: str) -> m.AgentReportOk:
         s = caller.session
         if s is None:
@@ -84,7 +69,7 @@ class AgentHost:
                 "forbidden", "only a session's own agent reports (bench hook), not the operator"
             )
         assert isinstance(s, Session), "a caller's session is the roster's"
-        if not self._admit(s):
+        if not s.take_report(self.reports_per_s, BURST_SECONDS, trio.current_time()):
             # Logged as every refusal is: one line per flood and session, with a count.
             count = self.floods.count(("agent/report-limited", s.id), trio.current_time())
             if count:
@@ -211,8 +196,7 @@ class AgentHost:
             async with s.write_lock:
                 await s.term.write(keys[0] if allow else keys[1])
             via = "keys"
-        approval.allow, approval.reason, approval.by = allow, reason, caller.handle
-        approval.answered.set()
+        approval.decide(allow, reason, caller.handle)
         s.wait_approval(None)
         await self.record(
             m.AgentAnswered(
@@ -354,7 +338,7 @@ def _when(ms: int | None) -> str:
 def _blocked_text(s: Session, a: AgentState) -> tuple[str, str]:
     tool = escape(a.tool or "?")
     return (
-        f"{s.handle} waits for an approval: {tool}"[:200],
+        f"{s.handle} waits for an approval: {tool}"[:SUBJECT_CHARS],
         f"{s.handle} (session {s.id}) waits for your approval to run {tool} with:\n\n"
         f"    {escape(a.input or '')}\n\n"
         f"Answer: bench approve {s.handle} · bench deny {s.handle} -m REASON\n",
@@ -363,7 +347,7 @@ def _blocked_text(s: Session, a: AgentState) -> tuple[str, str]:
 
 def _limited_text(s: Session, a: AgentState) -> tuple[str, str]:
     return (
-        f"{s.handle} hit a usage limit"[:200],
+        f"{s.handle} hit a usage limit"[:SUBJECT_CHARS],
         f"{s.handle} (session {s.id}) hit its usage limit; it resets at {_when(a.until)}. "
         "Mail to it is parked until then, and delivered once it is back.\n",
     )

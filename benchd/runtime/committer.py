@@ -1,36 +1,20 @@
 """The committer: the daemon's one durable-write pipeline, with group commit.
 
-Everything that must be on disk before an answer (a delivered message, a retirement,
-an event) is an `Op` submitted here. One task takes every op that is waiting and
-commits them as one batch:
-
-  0. check    - on the loop: each op's lookups in the index (idempotency keys)
-  1. stage    - on the loop: the store (`JournalStore`) has each op stage its files in
-                tmp/ and say what its commit does (journal entries), and appends the
-                batch's events to events.jsonl; nothing is flushed
-  2. commit   - one journal record of all of it, fdatasynced: the commit point
-                (store/journal.py), on the loop too (see _commit_batch)
-  3. place    - on the loop: each op renames its files into place (no flush)
-  4. index    - on the loop: the ops applied to the index's in-memory layer
-
-and only then are the ops' callers answered. Nothing leaves the loop: a worker thread
-that makes a syscall per file hands the GIL to and fro with the loop at every one of them (measured: about ten futex calls and two context
-switches per send, a fifth of the daemon's CPU under 16 senders). A failure while
-staging fails that op alone; a failure of the log write or of the journal record fails
-the batch, and nothing of it is visible (its files are still in tmp/, its log lines are
-taken back). The batching (this class) talks to the disk only through the store port
-(`stage`, `commit`, `place`, `last_seq`, `close`), so a unit test drives it with a fake
-store.
-
-The index is a cache of the files: step 2 cannot fail for SQLite's reasons (see
-index.py), and its changes are committed to SQLite once INDEX_COMMIT_S old or when the
-committer falls idle, on the loop, with SQLite's busy timeout at 0 (a lock held by
-another program fails the commit at once; it is retried with backoff). Why not a commit
-per batch: every commit writes WAL pages, and in a micro-benchmark of the lone-send path
-a commit per send cost about a fifth of the rate.
+Everything that must be on disk before an answer is an `Op` submitted here; one task
+commits every op waiting as one batch: check (index lookups), stage (files in tmp/,
+events appended, no flush), commit (one fdatasynced journal record: the commit point),
+place (renames), index (the in-memory layer), and only then answers. A failure while
+staging fails that op alone; one of the log write or the journal record fails the
+whole batch, which is taken back. The steps and why
+all of them stay on the loop: ARCHITECTURE.md, "One `bench mail send`", and
+docs/durability.md. The batching talks to the disk only through the `Store` port, so a
+unit test drives it with a fake store. The index's changes reach SQLite once
+INDEX_COMMIT_S old or when the committer falls idle: a commit per batch cost about a
+fifth of the lone-send rate (WAL pages).
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 import msgspec
@@ -64,12 +48,9 @@ def os_error_to_wire(err: OSError) -> WireError:
 
 
 def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord, Event]:
-    """One log line, its record, and the event as logged: seq, ts, kind first (msgspec
-    alone would put the tag first and the base fields last), so lines read well and the
-    log is searchable by byte offset. The seq and the time are stamped on the record and
-    on a logged copy, never on `ev`: an op's events are values its caller may still hold
-    (a wake's agent/woken, a bounce's bridge/bounced), and a batch that fails and is
-    tried again logs them afresh."""
+    """One log line (seq, ts, kind first, so lines read well), its record, and the event
+    as logged. Stamped on the record and a copy, never on `ev`: its caller may still
+    hold it, and a batch that fails and is tried again logs it afresh."""
     fields: EventRecord = msgspec.to_builtins(ev)
     record: EventRecord = {"seq": seq, "ts": ts, "kind": fields.pop("kind")}
     fields.pop("seq", None)
@@ -97,8 +78,7 @@ class Op(Generic[R_co]):
             raise self.error
         return self.result
 
-    # What the op's commit does, for the journal (set by prepare): files it creates
-    # (Write, with their exact bytes) and renames (Rename).
+    # What the op's commit does, for the journal (set by prepare): Write and Rename.
     entries: tuple[Entry, ...] | list[Entry] = ()
 
     def check(self, ctx: "Committer") -> None:
@@ -123,16 +103,12 @@ class Op(Generic[R_co]):
 
 
 class Batch:
-    """What the ops of one batch share while they commit: the idempotency keys and the
-    moves claimed by earlier ops of the same batch."""
+    """What the ops of one batch share while they commit."""
 
     def __init__(self) -> None:
-        # (sender, key) -> the op that claimed it (a send: benchd.runtime.mailroom's
-        # SendOp, which narrows it; the committer knows ops only as Op)
-        self.keys: dict[tuple[str, str], Op[object]] = {}
+        self.keys: dict[tuple[str, str], Op[object]] = {}  # (sender, key) -> its op
         self.moves: set[str] = set()  # files a retirement moves
-        # mailbox -> [messages, bytes] the batch's sends add unread so far: a mailbox's
-        # caps are checked against the index's tally plus these (benchd.runtime.limiter).
+        # mailbox -> [messages, bytes] the batch's sends add unread so far (caps: Limiter.admit)
         self.unread: dict[str, list[int]] = {}
 
 
@@ -145,53 +121,42 @@ class EventOp(Op[None]):
         self.result = None
 
 
+@dataclass(eq=False)
 class Staged:
     """One batch between its steps: the ops still in it, their event records, and what
     the journal record must hold. `error` is set when the batch as a whole failed."""
 
-    def __init__(
-        self, live: list[Op[object]], records: list[EventRecord], logged: list[Event], seq: int
-    ) -> None:
-        self.live = live
-        self.records = records
-        self.logged = logged  # the records typed, for the listeners (encode_event)
-        self.seq = seq  # the last event's seq once committed
-        self.entries: list[Entry] = []
-        self.log_offset: int | None = None  # where the batch's log lines start
-        self.error: Exception | None = None
+    live: list[Op[object]]
+    records: list[EventRecord]
+    logged: list[Event]  # the records typed, for the listeners (encode_event)
+    seq: int  # the last event's seq once committed
+    entries: list[Entry] = field(default_factory=list)
+    log_offset: int | None = None  # where the batch's log lines start
+    error: Exception | None = None
 
 
 class Store(Protocol):
     """The committer's port to the disk (`JournalStore`; a fake in unit tests)."""
 
     @property
-    def last_seq(self) -> int:
-        """The seq of the last event written."""
-        ...
+    def last_seq(self) -> int: ...
 
     def stage(self, batch: Batch, ops: list[Op[object]]) -> Staged:
-        """On the loop: stage the ops' files and the batch's log lines, no flush. An op
-        that fails here has its error set and is left out of the result."""
-        ...
+        """Stage the ops' files and the batch's log lines, no flush; an op that fails is
+        left out, its error set."""
 
     def commit(self, staged: Staged) -> None:
-        """The commit point: make the staged batch durable; a failure goes in
-        `staged.error`. On the loop: the journal dates its segments by trio's clock, which
-        a worker thread cannot read (benchd.core.names)."""
-        ...
+        """The commit point; a failure goes in `staged.error`. On the loop: the journal
+        dates its segments by trio's clock, which a worker thread cannot read."""
 
     def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
-        """On the loop, after commit: the ops that were committed (their files moved into
-        place) and their event records; a failed batch is taken back and fails them all."""
-        ...
+        """The committed ops, moved into place, and their records (a failed batch is
+        taken back)."""
 
-    def published(self, seq: int) -> None:
-        """Events up to `seq` are answered: readers may see them."""
-        ...
+    def published(self, seq: int) -> None: ...
 
     def close(self) -> bool:
-        """A clean stop (everything committed is flushed); False if that failed."""
-        ...
+        """A clean stop; False if flushing what was committed failed."""
 
 
 class JournalStore:
@@ -224,14 +189,16 @@ class JournalStore:
             rotated = self._rotate()
             if rotated is not None:
                 live.insert(0, rotated)  # the new file's first line; nobody waits on it
-        lines, records, logged, seq = encode_batch(
-            live, self.eventlog.last_seq, self.wall.wall_ms()
-        )
-        staged = Staged(live, records, logged, seq)
+        # Numbered after the last seq, all dated now: (line, record, event as logged).
+        first, ts = self.eventlog.last_seq + 1, self.wall.wall_ms()
+        events = [ev for op in live for ev in op.events]
+        encoded = [encode_event(ev, seq, ts) for seq, ev in enumerate(events, first)]
+        records, logged = [e[1] for e in encoded], [e[2] for e in encoded]
+        staged = Staged(live, records, logged, first - 1 + len(encoded))
         staged.entries = [e for op in live for e in op.entries]
-        if lines:
+        if encoded:
             try:
-                offset, data = self.eventlog.write(lines)
+                offset, data = self.eventlog.write([e[0] for e in encoded])
             except Exception as err:  # noqa: BLE001 - the batch fails as a whole
                 staged.error = err
                 return staged
@@ -281,25 +248,6 @@ class JournalStore:
                     "io-error", f"the message was committed but could not be placed ({err})"
                 )
         return staged.live, staged.records
-
-
-def encode_batch(
-    ops: list[Op[object]], last_seq: int, ts: int
-) -> tuple[list[bytes], list[EventRecord], list[Event], int]:
-    """The ops' events as log lines, records and logged events, numbered after last_seq,
-    dated `ts`."""
-    lines: list[bytes] = []
-    records: list[EventRecord] = []
-    logged: list[Event] = []
-    seq = last_seq
-    for op in ops:
-        for ev in op.events:
-            seq += 1
-            line, record, stamped = encode_event(ev, seq, ts)
-            lines.append(line)
-            records.append(record)
-            logged.append(stamped)
-    return lines, records, logged, seq
 
 
 def fail(op: Op[object], err: Exception) -> None:
@@ -441,11 +389,8 @@ class Committer:
             records: list[EventRecord] = []
         else:
             staged = self.store.stage(batch, live)
-            # On the loop, even for many ops: whatever arrives meanwhile waits in the
-            # socket buffers and forms the next batch. A worker thread let the loop read
-            # during the fdatasync, but its hand-offs (the thread cache, the GIL traded
-            # back and forth, the wake-up) cost ~20% of the daemon's CPU per send under
-            # 16 senders, and the bigger batches the wait makes are cheaper per send.
+            # On the loop: a worker thread's hand-offs cost ~20% of the CPU per send
+            # (ARCHITECTURE.md), and what arrives meanwhile makes the next batch bigger.
             self.store.commit(staged)
             published, records = self.store.place(staged)
             logged = staged.logged

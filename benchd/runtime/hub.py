@@ -1,10 +1,6 @@
-"""The hub: hands every committed event to in-process listeners and to live followers.
-
-Listeners (the reactor) are plain callbacks run on the event loop right after the batch
-is durable, given the event typed (`bench_wire.messages`). Followers (`bench events -f`)
-get the log's records as they are (dicts: they go out on the wire unchanged), each
-through a bounded queue (`broadcast`): a follower that does not keep up is dropped with
-`slow-consumer` instead of letting its backlog grow without bound or slow anyone else.
+"""The hub: hands every committed event to in-process listeners (typed) and to live
+followers (the log's records), each follower through a bounded queue: one that does not
+keep up is dropped with `slow-consumer`.
 """
 
 from collections.abc import Callable
@@ -15,14 +11,8 @@ import trio
 from bench_wire.messages import Event
 from benchd.runtime.system import Log
 
-# Bounded broadcast: one producer hands each item to every subscriber, never waiting.
-#
-# Used for the hub's event followers (`bench events -f`, the dashboard) and a terminal's
-# output followers (`bench tail -f`, `bench attach`). Each subscriber has a queue of its
-# own size; one whose queue is full is dropped there and then (its stream ends, and
-# `overflowed` says why) instead of letting its backlog grow without bound or slowing
-# the producer and everyone else.
-
+# Bounded broadcast (the hub's followers, a terminal's): one producer hands each item
+# to every subscriber, never waiting; one whose queue is full is dropped (`overflowed`).
 
 T = TypeVar("T")
 
@@ -109,12 +99,9 @@ class Hub:
                 try:
                     listener(event)
                 except Exception:  # noqa: BLE001 - a listener's bug must not stop the log
-                    self._failed("event listener failed", record)
+                    if self.log is not None:
+                        self.log.exception("event listener failed", kind=record.get("kind"))
             self.followers.offer(record)
-
-    def _failed(self, what: str, record: Record) -> None:
-        if self.log is not None:
-            self.log.exception(what, kind=record.get("kind"))
 
     def follow(self, kind: str | None) -> Subscriber[Record]:
         """A follower of every record (or of one kind or kind prefix), until it closes or

@@ -1,15 +1,10 @@
 """Jobs wired into the daemon, on the mailroom's own parts (docs/jobs.md).
 
-A job's record (`benchd.core.jobs.JobRecord`) is a file the committer writes like a
-message (`benchd.store.outbox`), and a reply is the mailroom's own keyed send, from
-the child, key `outbox:<task key>:reply:<index>`. A `JobOp` is one change of a record
-together with the sends it makes, committed as one: the spawn's record and its task
-mail; a settlement and its replies; a drain's retries and their receipts. So a reply
-is delivered in the very journal record that says it was, and a replay after a crash
-neither loses nor repeats one; should a record ever be written again from an older
-state (a start that met a crash mid-move), the reply key makes the mailroom answer
-`duplicate` and write nothing.
-The outcomes, the reply header and the retries are docs/jobs.md's.
+A job's record is a file the committer writes like a message (benchd.store.outbox), and
+a reply is the mailroom's keyed send from the child (`outbox:<task key>:reply:<index>`).
+A `JobOp` commits one change of a record with the sends it makes, so a reply is
+delivered in the very journal record that says it was; a record written again from an
+older state meets its reply's key and writes nothing (`duplicate`).
 """
 
 import itertools
@@ -31,7 +26,7 @@ from benchd.core.authority import Caller, CallerSession
 from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.keys import check_client_key
 from benchd.core.names import SYSTEM_WALL, WallClock
-from benchd.core.sends import Queue
+from benchd.core.sends import Queue, Send
 from benchd.runtime.committer import Batch, Committer, Op, fail
 from benchd.runtime.mailroom import Mailroom, SendOp
 from benchd.runtime.outbound import Outbound
@@ -358,33 +353,19 @@ class JobHost:
         job = record.job
         assert record.outcome is not None, "only a settled job replies"
         subject = jobs.reply_subject(record.subject, job.key, record.outcome)
-        key = record.reply_key(reply)
         faults.check("post")
-        to = self._local(reply.to)
-        if "@" in to:
-            # Another node: queued for the bridge with the outbound queue's guarantees
-            # (durable before accepted; the key makes a repeat a no-op). The task's id
-            # is this node's; the other node's thread starts here.
-            assert self.outbound is not None, "the daemon builds it with the outbound queue"
-            spec = self.outbound.queue_spec(
-                job.handle, to, record.body, subject, key, outbox_reply=True
-            )
-            return SendOp(self.mailroom, spec)
-        send = self.mailroom.check_send(
+        send = child_mail(
+            self.mailroom,
+            self.outbound,
             job.handle,
-            to,
+            reply.to,
             record.body,
-            subject=subject,
-            key=key,
+            subject,
+            key=record.reply_key(reply),
             in_reply_to=record.task_id,
             outbox_reply=True,  # outbox/posted in the same commit
         )
         return SendOp(self.mailroom, send)
-
-    def _local(self, address: str) -> str:
-        own = self.outbound.node if self.outbound is not None else None
-        handle, node = resolve(address, own, None, "reply-to")
-        return handle if node is None else address
 
     def job(self, session: str) -> JobRecord | None:
         return self.files.staged.get(session) or self.files.job(session)
@@ -408,13 +389,15 @@ class JobHost:
             )
 
     def begin(self, s: "Session", spec: m.JobMailSpec, caller: Caller) -> None:
-        s.job = Job(
-            session=s.id,
-            handle=s.handle,
-            key=spec.key or f"job-{s.id}",
-            sender=caller.handle,
-            reply_to=tuple(spec.reply_to),
-            deadline_ms=s.deadline_ms,
+        s.begin_job(
+            Job(
+                session=s.id,
+                handle=s.handle,
+                key=spec.key or f"job-{s.id}",
+                sender=caller.handle,
+                reply_to=tuple(spec.reply_to),
+                deadline_ms=s.deadline_ms,
+            )
         )
 
     def abandon(self, s: "Session") -> None:
@@ -464,7 +447,7 @@ class JobHost:
         await self.committer.submit(self.report_op(s, content, len(data)))
         live = self.find_session(s.handle)
         if live is not None and live.id == s.id:
-            live.reported = True  # it has said something: no stall mail is owed for it
+            live.mark_reported()
         return len(data)
 
     def report_op(self, s: CallerSession, content: str, size: int) -> JobOp:
@@ -479,7 +462,8 @@ class JobHost:
 
         return JobOp(self, s.id, reported, limit=0, events=events)
 
-    async def settle(self, s: "Session") -> str:
+    async def settle(self, s: "Session") -> None:
+        """Settle the job of a session that ended, and say how on the session."""
         assert s.job is not None, "only a job's session is settled here"
         outcome, reason = outcome_of(s.cancelled, s.deadline_hit, s.killed_by, s.exit)
         ending = ending_of(s.exit, s.signal, s.killed_by, reason)
@@ -488,8 +472,7 @@ class JobHost:
             self._owed(await self.committer.submit(op))
         except WireError as err:  # still running on disk: settled at the next start
             self.log.error("settling a job failed", session=s.id, error=err.message)
-        s.reason = reason
-        return str(outcome)
+        s.job_settled(str(outcome), reason)
 
     def settle_op(
         self,
@@ -533,6 +516,31 @@ class JobHost:
             ]
 
         return JobOp(self, job.session, settled, events=events)
+
+
+def child_mail(
+    mailroom: Mailroom,
+    outbound: Outbound | None,
+    sender: str,
+    to: str,
+    body: str,
+    subject: str,
+    *,
+    key: str | None = None,
+    in_reply_to: str | None = None,
+    outbox_reply: bool = False,
+) -> Send:
+    """Mail from a job's child to one of its reply-to addresses (a reply, a stall mail),
+    checked: local mail in reply to the task, or queued for another node, where its
+    thread starts (the task's id is this node's)."""
+    own = outbound.node if outbound is not None else None
+    handle, node = resolve(to, own, None, "reply-to")
+    if node is None:
+        return mailroom.check_send(
+            sender, handle, body, subject, key, None, in_reply_to, outbox_reply=outbox_reply
+        )
+    assert outbound is not None, "the daemon builds it with the outbound queue"
+    return outbound.queue_spec(sender, to, body, subject, key, outbox_reply=outbox_reply)
 
 
 def _same(record: JobRecord | None) -> JobRecord:

@@ -1,12 +1,7 @@
-"""A job's clock: its deadline, and the stall of a child that shows no output.
-
-What each does (events, mail, the kill's steps) is docs/jobs.md's. The deadline is
-stored with the job (wall-clock ms in its record), so a job found at start already past
-it settles with reason `deadline` (benchd.runtime.jobhost). Stall mails are sends like
-any other: the child's send bucket and the recipients' mailbox limits apply.
-
-One task per live job session, in the session's own nursery (benchd.runtime.sessions),
-so it ends when the session does.
+"""A job's clock: its deadline, and the stall of a child that shows no output
+(docs/jobs.md, "Deadlines and stalls"). One task per live job session, in the session's
+own nursery, so it ends with the session. Stall mail is a send like any other: the
+child's limits apply.
 """
 
 import math
@@ -20,8 +15,10 @@ from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
 from benchd.core.authority import Caller
 from benchd.core.names import SYSTEM_WALL, WallClock
+from benchd.core.sends import Queue
+from benchd.runtime.jobhost import child_mail
 from benchd.runtime.limiter import Limiter
-from benchd.runtime.mailroom import Mailroom
+from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
 from benchd.runtime.system import Log
@@ -102,20 +99,15 @@ class JobWatch:
             if s.job is not None and s.stall_after > 0:
                 nursery.start_soon(self._stalls, s)
 
-    def _key(self, s: "Session") -> str:
-        return s.job.key if s.job is not None else ""
-
     async def _deadline(self, s: "Session") -> None:
         assert s.deadline_at is not None, "run_session starts this only with a deadline"
         await trio.sleep_until(s.deadline_at)
         if not s.live:
             return
         s.hit_deadline()
-        await self.record(
-            m.JobDeadline(
-                session=s.id, handle=s.handle, key=self._key(s), deadline_ms=s.deadline_ms or 0
-            )
-        )
+        key = s.job.key if s.job is not None else ""
+        ms = s.deadline_ms or 0
+        await self.record(m.JobDeadline(session=s.id, handle=s.handle, key=key, deadline_ms=ms))
         self.log.info("deadline passed: ending the session", session=s.id, handle=s.handle)
         await self.end(s)
 
@@ -163,7 +155,7 @@ class JobWatch:
         )
         title = f"Re: {subject}" if subject else f"job {s.handle}"
         suffix = f" (stalled: idle {idle_text})"
-        title = title[: 200 - len(suffix)] + suffix
+        title = title[: SUBJECT_CHARS - len(suffix)] + suffix
         mailed, refused = [], []
         for address in to:
             try:
@@ -186,18 +178,15 @@ class JobWatch:
         self, caller: Caller, to: str, body: str, subject: str, task_id: str | None
     ) -> None:
         """One stall mail from the child, charged as its send to its tree (limits apply)."""
-        sender = caller.handle
-        size = len(body.encode("utf-8", "surrogatepass"))
-        own = self.outbound.node if self.outbound is not None else None
-        if own is not None and to.endswith(f"@{own}"):
-            to = to[: -len(own) - 1]
-        if "@" in to:
-            assert self.outbound is not None, "the daemon wires the outbound queue"
-            self.limiter.charge(caller, 1, size)
-            await self.outbound.send(self.outbound.queue_spec(sender, to, body, subject))
-            return
-        self.limiter.mailbox(sender, to, size)
-        self.limiter.charge(caller, 1, size, (to,))
-        await self.mailroom.send(
-            self.mailroom.check_send(sender, to, body, subject, in_reply_to=task_id)
+        spec = child_mail(
+            self.mailroom, self.outbound, caller.handle, to, body, subject, in_reply_to=task_id
         )
+        size = len(spec.body)
+        if isinstance(spec, Queue):
+            assert self.outbound is not None, "child_mail queues only through it"
+            self.limiter.charge(caller, 1, size)
+            await self.outbound.send(spec)
+            return
+        self.limiter.mailbox(caller.handle, spec.to, size)
+        self.limiter.charge(caller, 1, size, (spec.to,))
+        await self.mailroom.send(spec)

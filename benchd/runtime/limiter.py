@@ -1,18 +1,7 @@
-"""Limits at work: the sender limits (`Limiter`) and delegation's (`Delegation`).
-
-The sender limits: benchd.core.limits' decisions, with the clock, the index's
-unread tally, benchd.log and the event log.
-
-A session is charged to its tree's budgets (benchd.core.trees), the operator to its
-own bucket; a job's task mail and every reply it owes are charged when it is spawned. A
-mailbox's unread caps are checked again where each send's batch commits (`admit`), so a
-job's replies and mail from other nodes meet them too.
-
-Delegation (`Delegation`, at the end): a session's spawn checked, named and counted. The
-rules and the limits are decided in benchd.core.trees; this service supplies what they
-need (who is live, which mailboxes exist, the clock), logs and records a limit that fires
-(`job/limited`: one line per flood, benchd.core.limits), records `job/delegated` for
-each child started, and counts each child against its spawner until its job settles.
+"""Limits at work (docs/limits.md): the sender limits (`Limiter`) and delegation's
+(`Delegation`), deciding with benchd.core.limits and benchd.core.trees. A mailbox's
+unread caps are checked again where each send's batch commits (`admit`), so a job's
+replies and mail from other nodes meet them too.
 """
 
 import os
@@ -51,9 +40,7 @@ class Limiter:
         self.index = index
         self.committer = committer
         self.log = log
-        # Whether a handle has a mailbox (or a live session): the daemon gives it
-        # `Mailboxes.exists`. Mail to a handle without one makes a mailbox, which a
-        # session's tree pays for (--tree-mailboxes).
+        # Mailboxes.exists: mail that makes a mailbox is paid for (--tree-mailboxes).
         self.mailbox_exists = mailbox_exists
 
     def _refuse(self, r: Refusal, sender: str, mailbox: str | None = None) -> WireError:
@@ -102,16 +89,11 @@ class Limiter:
         if r is not None:
             raise self._refuse(r, sender)
 
-    def mailbox(self, sender: str, to: str, size: int) -> None:
-        unread, unread_bytes = self.index.unread(to)
-        r = self.decide.mailbox(to, unread, unread_bytes, size, trio.current_time())
-        if r is not None:
-            raise self._refuse(r, sender, to)
-
-    def admit(self, sender: str, to: str, size: int, batch: Batch) -> None:
-        """Where the batch commits: refuse a message that would take mailbox `to` past its
-        unread caps, counting what earlier sends of the same batch add; else count it."""
-        added = batch.unread.setdefault(to, [0, 0])
+    def mailbox(self, sender: str, to: str, size: int, batch: Batch | None = None) -> None:
+        """Refuse a message that would take mailbox `to` past its unread caps. Given the
+        `batch` it commits in (`admit`), what the batch's earlier sends add counts too,
+        and so does this one from then on."""
+        added = [0, 0] if batch is None else batch.unread.setdefault(to, [0, 0])
         unread, unread_bytes = self.index.unread(to)
         now = trio.current_time()
         r = self.decide.mailbox(to, unread + added[0], unread_bytes + added[1], size, now)
@@ -119,6 +101,8 @@ class Limiter:
             raise self._refuse(r, sender, to)
         added[0] += 1
         added[1] += size
+
+    admit = mailbox  # the mailroom's check where a send's batch commits
 
     def charge(
         self,
@@ -128,10 +112,9 @@ class Limiter:
         to: Iterable[str] = (),
         new_boxes: int = 0,
     ) -> None:
-        """Charge a request of `n` sends, `size` bytes of mail, to the mailboxes `to`: the
-        operator's own bucket, or a session's tree (its root's bucket and its hourly bytes
-        and new mailboxes: benchd.core.trees); `new_boxes` mailboxes more are made for
-        sure (a job's child). Refused with rate-limited, spending nothing."""
+        """Charge `n` sends, `size` bytes, to the mailboxes `to` (and `new_boxes` made for
+        sure: a job's child) to the operator's bucket or the session's tree
+        (benchd.core.trees). Refused with rate-limited, spending nothing."""
         now = trio.current_time()  # the buckets' time: trio's clock
         s = caller.session
         if s is None:
@@ -226,10 +209,7 @@ class Delegation:
         return msgspec.structs.replace(req, name=name, job=job)
 
     def started(self, parent: CallerSession, child: Session) -> None:
-        child.parent = parent.id
-        child.parent_handle = parent.handle
-        child.lineage = (parent.id, *parent.lineage)
-        child.root_handle = getattr(parent, "root_handle", None) or parent.handle
+        child.delegated_by(parent)
         # Its spawns count against its tree's root, whose window outlives any one job.
         self.quota.started(parent.id, child.id, trio.current_time(), root=root_of(parent))
 

@@ -1,11 +1,6 @@
-"""The mailroom: mail/<handle>/inbox|read|tmp, one markdown file per message.
-
-Delivery is Maildir-style and durable before the answer: the message is written into a
-new file in the mailbox's tmp/, the committer makes the batch's journal record,
-which carries the bytes, durable (the commit point, shared by every message in the
-batch: group commit), and the file is renamed into inbox/. Reading retires: the file
-moves to read/. Nothing is ever deleted. The index makes list/read/send O(page)/O(log n); the files stay the
-record, and `reconcile` rebuilds the index from them.
+"""The mailroom: mail/<handle>/inbox|read|tmp, one markdown file per message, delivered
+durably before the answer and retired to read/ when read (docs/durability.md, docs/files.md).
+The index makes list/read/send O(page)/O(log n); the files stay the record.
 """
 
 import os
@@ -86,30 +81,19 @@ class Mailroom:
         self.index = index
         self.committer = committer
         self.wall = wall  # a new message's time, in its id and its Date
-        # Hands out mail ids from those times, strictly rising; the daemon's start-up
-        # resumes it after the newest id the index holds once recovery has listed every
-        # file (IdClock.resume).
-        self.clock = ids
+        self.clock = ids  # mail ids, strictly rising (resumed by the start-up)
         self.mailboxes = mailboxes
-        # Mailboxes this run delivered to (saves stat calls per send); whether a mailbox
-        # is new is asked of the disk.
         self.boxes = mailboxes.made
         self.is_live = mailboxes.is_live  # whether a handle has a live session
-        # Checks a send against its mailbox's unread caps where its batch commits (the
-        # daemon gives it Limiter.admit): raises mailbox-full. None: uncapped (tests).
+        # A send's mailbox caps, checked where its batch commits (Limiter.admit); None:
+        # uncapped (tests).
         self.admit = admit
-        # Empty files made ahead by a worker thread, to stage messages in (the daemon
-        # runs Spares.run); None, or none ready: a send makes its own file in tmp/.
-        self.spares = spares
+        self.spares = spares  # empty files made ahead to stage messages in (or None)
 
     # ------------------------------------------------------------ paths
 
     def box(self, handle: str) -> str:
         return os.path.join(self.root, handle)
-
-    def exists(self, handle: str) -> bool:
-        """Whether mail to `handle` goes to a mailbox already there (or a live session's)."""
-        return self.mailboxes.exists(handle)
 
     def path(self, handle: str, mail_id: str, state: int) -> str:
         sub = "read" if state == READ else "inbox"
@@ -118,9 +102,8 @@ class Mailroom:
     # ------------------------------------------------------------ send
 
     async def send(self, spec: Send) -> SendOk:
-        """Deliver one message, checked by `check_send`; the answer once it is durable
-        (or a WireError). The mailroom answers with the wire's types, their `id` unset:
-        the handler that sends one sets it."""
+        """Deliver one message checked by `check_send`; answered once durable (its `id`
+        unset: the handler sets it)."""
         return await self.committer.submit(SendOp(self, spec))
 
     def check_send(
@@ -136,14 +119,10 @@ class Mailroom:
         outbox_reply: bool = False,
         client_key: bool = False,
     ) -> Send:
-        """Validate a send: what it will write, as a value (benchd.core.sends). The one
-        place a send's fields are checked: every path (mail/send, mail/reply, the outbound
-        queue, a job's reply, the daemon's own mail) makes its spec here, and from then on
-        only the commit-time checks that need the batch remain (SendOp.check: the key's
-        earlier use, the mailbox's caps).
-        `outbox_reply`: a job's reply, which logs outbox/posted in the same commit.
-        `client_key`: the key is the caller's own, held to the caller's rule (no reserved
-        prefix); otherwise it may be one the daemon derived (a job's, a recipient's)."""
+        """A send checked, as a value (benchd.core.sends): the one place every path checks
+        a send's fields; only the checks that need the batch are left (SendOp.check).
+        `outbox_reply`: a job's reply (outbox/posted in the same commit). `client_key`:
+        the caller's own key (no reserved prefix), not one the daemon derived."""
         check_handle(to, "recipient")
         if key is not None and client_key:
             keys.check_client_key(key)
@@ -233,9 +212,7 @@ class Mailroom:
 
     async def read(self, handle: str, mail_id: str | None, reader: str) -> ReadOk:
         """A message's body; reading an unread one retires it. Without an id: the oldest
-        unread message that can be shown. Files changed by hand are met as they are: a
-        vanished file is dropped from the index, a file moved to read/ counts as read, an
-        unparseable file is refused (bad-mail-file) and left where it is."""
+        unread one that can be shown. Hand edits: docs/durability.md, "Hand edits"."""
         check_handle(handle)
         if mail_id is None:
             return await self._read_oldest(handle, reader)

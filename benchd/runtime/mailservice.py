@@ -1,12 +1,12 @@
 """Mail as the handlers ask for it: a send to any address, a message named by id or by
-its identity across nodes, a stored message read back whole, and a reply's fan-out.
-
-The mailroom (local mailboxes), the outbound queue (mail for other nodes) and the
-index's query API each do one part; this service puts them together so a handler
-validates its request, calls one method and answers.
+its identity across nodes, a stored message read back, and a reply's fan-out; the
+mailroom, the outbound queue and the index's queries put together.
 """
 
+from dataclasses import dataclass
+
 from bench_wire import messages as m
+from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
 from benchd.core import keys, mailrefs
 from benchd.core.authority import Caller
@@ -20,18 +20,14 @@ from benchd.store.indexdb import READ
 from benchd.store.queries import MailQueries
 
 
+@dataclass(frozen=True, slots=True)
 class StoredMail:
-    """A message read back from its file: its front matter (typed, as
-    benchd.store.mailfile reads it), its body as text, the path it was read from and its
-    state."""
+    """A message read back from its file, the path it was read from, and its state."""
 
-    __slots__ = ("meta", "body", "path", "state")
-
-    def __init__(self, meta: FrontMatter, body: str, path: str, state: int) -> None:
-        self.meta = meta
-        self.body = body
-        self.path = path
-        self.state = state
+    meta: FrontMatter
+    body: str
+    path: str
+    state: int
 
 
 class MailService:
@@ -46,30 +42,18 @@ class MailService:
     @property
     def node(self) -> str:
         """This node's name (addresses like bob@NODE)."""
-        node: str = self.outbound.node
-        return node
+        return self.outbound.node
 
     def check(self, caller: Caller, req: m.MailSend, *, client_key: bool = True) -> Send:
         """A send to an address, checked (Mailroom.check_send, the one place): local mail,
         or a `Queue` for another node (benchd.runtime.outbound). Nothing is charged or
         written yet, so a bad request costs the caller no token."""
-        if "@" in req.to:
-            local = self.outbound.local_request(req)
-            if local is None:
-                return self.outbound.queue_spec(
-                    caller.handle,
-                    req.to,
-                    req.body,
-                    req.subject,
-                    req.key,
-                    req.reply_to,
-                    req.in_reply_to,
-                    client_key=client_key,
-                )
-            req = local
-        return self.mailroom.check_send(
+        handle, node = resolve(req.to, self.node, None, "recipient")
+        check = self.mailroom.check_send if node is None else self.outbound.queue_spec
+        to = handle if node is None else req.to
+        return check(
             caller.handle,
-            req.to,
+            to,
             req.body,
             req.subject,
             req.key,

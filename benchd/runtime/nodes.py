@@ -1,12 +1,7 @@
-"""Nodes: a node is one BENCH_DIR's daemon, named like a handle; `bob@node2` is bob there.
-
-Pure naming rules plus the directory the daemon keeps of the nodes its bridge has seen
-(persisted in BENCH_DIR/nodes.json, so a daemon restarted without its bridge still
-knows which nodes exist and queues mail for them instead of refusing it).
-
-The bridge's supervisor (`supervise`): `benchd --bridge URL` (`bench up --bridge URL`) runs `bench bridge` as a child and
-restart it when it exits, with backoff. The bridge stays its own process (asyncio and
-nats-py never enter the trio daemon); its output goes to BENCH_DIR/bridge.out.
+"""Nodes (docs/nodes.md): naming, the directory of nodes the bridge has seen (kept in
+BENCH_DIR/nodes.json, so a daemon restarted without its bridge still queues for them),
+and `supervise`, which runs `bench bridge` as a child (its own process: asyncio and
+nats-py never enter the daemon) and restarts it with backoff.
 """
 
 import json
@@ -128,18 +123,8 @@ async def supervise(
 ) -> None:
     """`helper_pids` is the daemon's set of its own children acting for the operator."""
     task_status.started()
-    argv = [
-        sys.executable,
-        "-m",
-        "bench_cli.entry",
-        "bridge",
-        "--dir",
-        bench_dir,
-        "--nats",
-        url,
-        "--node",
-        node,
-    ]
+    bridge = [sys.executable, "-m", "bench_cli.entry", "bridge"]
+    argv = [*bridge, "--dir", bench_dir, "--nats", url, "--node", node]
     delay = 1.0
     while True:
         started = trio.current_time()

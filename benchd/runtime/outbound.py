@@ -1,19 +1,8 @@
-"""Mail between nodes, the daemon's half: the outbound queue and the bridge's verbs.
-
-The outbound queue is a mailbox named `@outbound` (not a handle, so nobody can address
-it): mail to `bob@node2` is written there exactly as local mail is delivered (staged,
-fsynced, renamed, logged, indexed, all before the answer), `inbox/` holding what waits
-for NATS and `read/` what JetStream acknowledged. Reusing the mailbox machinery gives
-the queue the mailroom's guarantees for free: crash recovery, the (sender, key) index
-that makes a resend a no-op, and an O(1) count of what is queued.
-
-The bridge (bench_bridge, its own process) pulls the queue and reports
-`bridge/forwarded`; inbound, `bridge/deliver` delivers with the sender's key, so a
-redelivery from JetStream writes nothing twice.
-
-A message keeps one identity across nodes (benchd.core.mailrefs): the copy delivered
-here records the id its node gave it as `origin`, and the references a message carries
-(`in-reply-to`) are written in full on the wire and as this node writes them here.
+"""Mail between nodes, the daemon's half: the outbound queue and the bridge's verbs
+(docs/nodes.md). The queue is the mailbox `@outbound` (no handle can name it), so
+queued mail gets the mailroom's guarantees: durable before the answer, recovered after
+a crash, and a keyed resend a no-op. Refused mail from another node is bounced to its
+sender from `postmaster@<this node>`.
 """
 
 import hashlib
@@ -31,18 +20,12 @@ from benchd.core.frontmatter import FrontMatter, check_subject
 from benchd.core.names import MAIL_ID_RE, SYSTEM_WALL, WallClock, check_mail_id
 from benchd.core.sends import Bounce, Deliver, Forward, Queue
 from benchd.runtime.committer import Committer
-from benchd.runtime.mailroom import Mailroom, RetireOp, SendOp
+from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom, RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND, Directory, remote_sender
 from benchd.store.index import UNREAD, Index
 
-# Refusals come back (docs/nodes.md): a message from another node that this node
-# refuses is returned to its sender as mail from `postmaster@<this node>`, through the
-# outbound queue like any other mail to that node. Pure text and names here; the
-# queueing is Outbound.bounce.
-
-
+# Bounces (docs/nodes.md, "Bounces"): pure text and names; the queueing is Outbound.bounce.
 POSTMASTER = "postmaster"
-SUBJECT_MOST = 200  # the mailroom's subject cap
 _CODE_RE = re.compile(r"^  code:\s+(\S+)$", re.M)
 _REASON_RE = re.compile(r"^  reason:\s+(.*)$", re.M)
 
@@ -58,8 +41,8 @@ def is_bounce(sender: str) -> bool:
 
 def bounce_subject(code: str, original: str) -> str:
     text = f"Undelivered [{code}]: {original}" if original else f"Undelivered [{code}]"
-    text = text[:SUBJECT_MOST]
-    return text if check_subject(text) is None else f"Undelivered [{code}]"[:SUBJECT_MOST]
+    text = text[:SUBJECT_CHARS]
+    return text if check_subject(text) is None else f"Undelivered [{code}]"[:SUBJECT_CHARS]
 
 
 def bounce_body(
@@ -132,14 +115,6 @@ class Outbound:
 
     # ------------------------------------------------------------ mail/send to an address
 
-    def local_request(self, req: m.MailSend) -> m.MailSend | None:
-        """mail/send to an address: the same request to `handle` when it names no node or
-        this one (the caller sends it as local mail), else None (queue it: `queue_spec`)."""
-        handle, node = resolve(req.to, self.node, None, "recipient")
-        if node is not None:
-            return None
-        return msgspec.structs.replace(req, to=handle)
-
     async def send(self, spec: Queue) -> m.SendOk:
         """Queue checked mail (`queue_spec`) for the bridge; the answer as a send's."""
         op = SendOp(self.mailroom, spec)
@@ -158,10 +133,14 @@ class Outbound:
         *,
         outbox_reply: bool = False,
         client_key: bool = False,
+        any_node: bool = False,
     ) -> Queue:
         """Mail from the local handle `sender` to `address` (a handle@node on another
-        node), checked (Mailroom.check_send) and pointed at the outbound queue."""
-        handle, node = resolve(address, self.node, self.directory.knows, "recipient")
+        node), checked (Mailroom.check_send) and pointed at the outbound queue. The node
+        must be one the directory knows, unless `any_node` (a bounce to the node that
+        just sent)."""
+        knows = None if any_node else self.directory.knows
+        handle, node = resolve(address, self.node, knows, "recipient")
         if node is None:
             raise WireError("bad-request", f"{address} is not on another node")
         qualified = tuple(self.qualify(check_address(a, "reply-to")) for a in reply_to or [])
@@ -188,16 +167,13 @@ class Outbound:
     def queued_as(self, op: SendOp, res: m.SendOk) -> m.SendOk:
         """After the queue op committed: hand it to the bridge; the answer as a send."""
         if not res.duplicate:
-            self._remember(op)
+            if len(self.recent) >= RECENT_MAX:
+                del self.recent[next(iter(self.recent))]
+            self.recent[op.meta.id] = remote_mail(op.meta, op.spec.body, self.node)
         self._queued.set()
         address = op.spec.address
         node = split_address(address)[1] or ""
         return msgspec.structs.replace(res, to=address, live=False, note=f"queued-for-{node}")
-
-    def _remember(self, op: SendOp) -> None:
-        if len(self.recent) >= RECENT_MAX:
-            del self.recent[next(iter(self.recent))]
-        self.recent[op.meta.id] = remote_mail(op.meta, op.spec.body, self.node)
 
     def qualify(self, address: str) -> str:
         return address if "@" in address else f"{address}@{self.node}"
@@ -291,10 +267,9 @@ class Outbound:
         if is_bounce(msg.sender) or error.code == "forged-sender":
             return None
         try:
-            handle, node = split_address(msg.sender, "sender")
+            if split_address(msg.sender, "sender")[1] != origin:
+                return None
         except WireError:
-            return None
-        if node != origin:
             return None
         text = bounce_body(
             self.node, msg.mail_id, msg.to, msg.subject, msg.key, error.code, error.message
@@ -302,17 +277,10 @@ class Outbound:
         # In reply to the original by its identity (its id on its sender's node), as
         # references between nodes always are (benchd.core.mailrefs).
         original = f"{msg.mail_id}@{origin}" if MAIL_ID_RE.fullmatch(msg.mail_id) else None
-        send = self.mailroom.check_send(
-            f"{POSTMASTER}@{self.node}",
-            handle,
-            text,
-            bounce_subject(error.code, msg.subject),
-            bounce_key(origin, msg.sender, msg.key),
-            None,
-            original,
-        )
-        queued = Queue.of(
-            send, mailbox=OUTBOUND, address=msg.sender, reply_to=(), nonce=secrets.token_hex(16)
+        subject = bounce_subject(error.code, msg.subject)
+        key = bounce_key(origin, msg.sender, msg.key)
+        queued = self.queue_spec(
+            POSTMASTER, msg.sender, text, subject, key, None, original, any_node=True
         )
         returned = m.BridgeBounced(
             mail_id=msg.mail_id,

@@ -1,16 +1,6 @@
-"""Past sessions: exited ones kept on disk, and read back after a restart.
-
-A past session answers what `bench ps -a`, `bench tail` and `tail --screen` ask of an
-exited one: its record, and a terminal that is only its kept output (the screen is
-rebuilt from that output when someone asks for it).
-
-On disk (`ExitedStore`): when a session settles, its record (the fields of `bench ps --json`, with its job's
-outcome and its spawner) and the last `--kept-scrollback` bytes of its output are
-written to BENCH_DIR/sessions/<session id>/ (`info.json`, `output`), each staged,
-fsynced and renamed, so a crash leaves either the old file or the new one. At start
-the newest EXITED_KEPT (200) are loaded; older ones, and all of them at `bench ps
---prune`, are removed. Session ids are the daemon's own (`s` + 8 hex digits): no client
-input names a path here.
+"""Past sessions: exited ones kept on disk in BENCH_DIR/sessions/<id>/ (info.json,
+output; each staged, fsynced, renamed) and read back after a restart for `bench ps -a`
+and `tail` (docs/limits.md, "Exited sessions kept").
 """
 
 import json
@@ -55,12 +45,15 @@ class ExitedStore:
         fsync_dir(d)
         fsync_dir(self.root)
 
-    def load(self) -> list[tuple[dict[str, Any], bytes]]:
-        """The newest `kept` exited sessions, oldest first; the rest are removed."""
+    def _names(self) -> list[str]:
         try:
-            names = [n for n in os.listdir(self.root) if SID_RE.fullmatch(n)]
+            return [n for n in os.listdir(self.root) if SID_RE.fullmatch(n)]
         except FileNotFoundError:
             return []
+
+    def load(self) -> list[tuple[dict[str, Any], bytes]]:
+        """The newest `kept` exited sessions, oldest first; the rest are removed."""
+        names = self._names()
         found = []
         for name in names:
             d = os.path.join(self.root, name)
@@ -86,13 +79,8 @@ class ExitedStore:
         shutil.rmtree(self._dir(sid), ignore_errors=True)
 
     def prune(self) -> None:
-        try:
-            names = os.listdir(self.root)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if SID_RE.fullmatch(name):
-                self.remove(name)
+        for name in self._names():
+            self.remove(name)
 
 
 T = TypeVar("T")
@@ -111,23 +99,19 @@ class PastTerminal:
         self.eof = True
         self._lock = trio.Lock()
 
-    def _screen(self) -> tuple[vt.Screen, list[str]]:
-        screen = vt.Screen(self.cols, self.rows)
-        pyte.ByteStream(screen).feed(bytes(self.scrollback))
-        lines = [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
-        return screen, lines
-
     async def render(self) -> tuple[list[str], int, int]:
-        async with self._lock:
-            screen, lines = await trio.to_thread.run_sync(self._screen)
-            return lines, screen.cursor.y, screen.cursor.x
+        return await self.inspect(lambda screen, lines: (lines, screen.cursor.y, screen.cursor.x))
 
     async def inspect(self, fn: Callable[[pyte.Screen, list[str]], T]) -> T:
+        """`fn(screen, lines)` of the screen rebuilt from the kept output, in a worker thread."""
+
+        def work() -> T:
+            screen = vt.Screen(self.cols, self.rows)
+            pyte.ByteStream(screen).feed(bytes(self.scrollback))
+            lines = [render_line(screen.buffer[y], screen.columns) for y in range(screen.lines)]
+            return fn(screen, lines)
+
         async with self._lock:
-
-            def work() -> T:
-                return fn(*self._screen())
-
             return await trio.to_thread.run_sync(work)
 
 

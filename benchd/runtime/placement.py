@@ -1,16 +1,6 @@
-"""Who a connecting process is: a session, the operator, or unplaceable. Decided once, at
-accept, from kernel facts read race-free (the peer, below), never from a claim.
-
-The rules, in order, are docs/security.md's ("Who is who"). Why they hold: a process
-cannot leave a PID namespace, and the daemon is the subreaper of its sessions'
-processes, so a cut parent chain ends at the daemon (`unplaceable`), never at init. Each
-parent read is checked against its child's start time (a parent cannot start after its
-child: a reused pid can), and anything that cannot be read steadily is `unplaceable`,
-never the operator.
-
-The peer (`Peer`) is pinned at accept so it cannot be swapped: by its pidfd
-(SO_PEERPIDFD), else by its start time, which leaves a narrow window between connect()
-and accept() that only the pidfd closes.
+"""Who a connecting process is: a session, the operator, or unplaceable, decided once at
+accept from kernel facts, never from a claim (docs/security.md, "Who is who"). The
+peer is pinned by its pidfd (SO_PEERPIDFD), else by its start time.
 """
 
 import errno
@@ -19,6 +9,7 @@ import signal
 import socket
 import struct
 import time
+from dataclasses import dataclass
 
 import trio
 
@@ -65,16 +56,14 @@ def pid_namespace(pid: int) -> int | None:
         return None
 
 
+@dataclass(slots=True, eq=False)
 class Peer:
     """The connecting process: its pid and uid, and how it is pinned (pidfd or start)."""
 
-    __slots__ = ("pid", "pidfd", "start", "uid")
-
-    def __init__(self, pid: int, uid: int, pidfd: int | None, start: int | None):
-        self.pid = pid
-        self.uid = uid
-        self.pidfd = pidfd
-        self.start = start
+    pid: int
+    uid: int
+    pidfd: int | None
+    start: int | None
 
     def same(self) -> bool:
         """True while the pid still names the process that connected (it may have exited

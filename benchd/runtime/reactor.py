@@ -1,12 +1,9 @@
-"""The wake reactor: it answers mail/sent by typing one line into the recipient's pty.
-
-How a wake lands (the bucket, the digest, the idle gate, paste and Enter) is
-docs/reactor.md's. What the code must keep: a wake is committed (its message retired to
-read/ and `agent/woken` logged, in ONE operation) before its line is typed, so the
-files, the delivery state and the log agree whatever ends the session or the daemon
-meanwhile, and the line itself is never written twice. An agent that reports for
-itself is typed to only while its report says idle; while it works its Stop hook takes
-the next wake (`hand_over`), and while blocked or limited its wakes are parked.
+"""The wake reactor: it answers mail/sent by typing one line into the recipient's pty
+(docs/reactor.md). A wake is committed (its message retired and `agent/woken` logged,
+in ONE operation) before its line is typed, so the files, the delivery state and the
+log agree whatever ends the session or the daemon meanwhile, and the line is never
+written twice. An agent that reports for itself is typed to only while it says idle
+(docs/agents.md, "Doors").
 """
 
 import dataclasses
@@ -31,16 +28,16 @@ QUIET_LIMIT_S = 1.0  # an agent that never stops printing is not waited on longe
 AGENT_SETTLE_S = 0.3  # the idle gate for an agent whose own report says its turn ended
 
 
+@dataclasses.dataclass(eq=False)
 class Courier:
     """Per recipient handle: its bucket and the capped mail not yet announced."""
 
-    def __init__(self, burst: int, refill: float, now: float):
-        self.bucket = TokenBucket(burst, refill, now)
-        self.capped: dict[str, str] = {}  # mail id -> path, in arrival order
-        # Mail that waited for a session to claim the handle, found with no token to
-        # announce it: the digest counts every unread message of the handle.
-        self.backlog = False
-        self.timer_armed = False
+    bucket: TokenBucket
+    capped: dict[str, str] = dataclasses.field(default_factory=dict)  # id -> path, in order
+    # Mail that waited for a session to claim the handle, found with no token to
+    # announce it: the digest counts every unread message of the handle.
+    backlog: bool = False
+    timer_armed: bool = False
 
 
 class Reactor:
@@ -54,20 +51,14 @@ class Reactor:
         wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.find_session = find_session  # a live session by handle, or None
-        # The buckets and the gate read trio's clock (trio.current_time), as the
-        # terminal's last_output and the session's last_input do, and as trio.sleep
-        # waits: one clock (benchd.core.names). The wall clock only dates a capped
-        # wake's `until`.
+        # The buckets and the gate read trio's clock (benchd.core.names); the wall clock
+        # only dates a wake's `until`.
         self.wall = wall
         self.mailroom = mailroom
-        self.record = record  # the committer's: logs events
+        self.record = record  # the committer's
         self.log = log
+        self.settings = settings
         self.gate = settings.idle_gate
-        self.paste_settle = settings.paste_settle  # the wait between a paste and its Enter
-        self.burst = settings.wake_burst
-        self.refill = settings.wake_refill
-        self.enter_retries = settings.enter_retries
-        self.enter_check = settings.enter_check
         self.couriers: dict[str, Courier] = {}
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -79,7 +70,10 @@ class Reactor:
     def courier(self, handle: str) -> Courier:
         c = self.couriers.get(handle)
         if c is None:
-            c = self.couriers[handle] = Courier(self.burst, self.refill, trio.current_time())
+            st = self.settings
+            c = self.couriers[handle] = Courier(
+                TokenBucket(st.wake_burst, st.wake_refill, trio.current_time())
+            )
         return c
 
     # ------------------------------------------------------------ mail/sent
@@ -93,8 +87,7 @@ class Reactor:
         c = self.courier(session.handle)
         now = trio.current_time()
         if c.bucket.take(now):
-            session.wakes.append(Wake(event.mail_id, event.sender))
-            session.poke()
+            session.queue_wake(Wake(event.mail_id, event.sender))
             return
         c.capped[event.mail_id] = event.path
         due = c.bucket.next_token_at(now)
@@ -139,8 +132,7 @@ class Reactor:
                 if c.bucket.take(trio.current_time()):
                     c.capped.clear()
                     c.backlog = False
-                    session.wakes.append(Wake(None, None, digest=n))
-                    session.poke()
+                    session.queue_wake(Wake(None, None, digest=n))
                     return
         finally:
             c.timer_armed = False
@@ -165,11 +157,7 @@ class Reactor:
             self._arm(handle, c)
             return
         first = self.mailroom.oldest_unread(handle) if n == 1 else None
-        if first is not None:
-            session.wakes.append(Wake(first.mail_id, first.sender))
-        else:
-            session.wakes.append(Wake(None, None, digest=n))
-        session.poke()
+        session.queue_wake(Wake(first.mail_id, first.sender) if first else Wake(None, None, n))
 
     # ------------------------------------------------------------ the waker
 
@@ -373,13 +361,13 @@ class Reactor:
             data = b"\x1b[200~" + data + b"\x1b[201~"
         await term.write(data)
         await trio.sleep(
-            session.paste_settle if session.paste_settle is not None else self.paste_settle
+            session.paste_settle if session.paste_settle is not None else self.settings.paste_settle
         )
         # The Enter check compares against this screen: take it once the paste's echo
         # has stopped arriving, or a late echo would pass for the Enter's effect.
         before = await self._quiet_screen(term)
         await term.write(b"\r")
-        check = wakegate.EnterCheck(self.enter_retries, self.enter_check)
+        check = wakegate.EnterCheck(self.settings.enter_retries, self.settings.enter_check)
         action: wakegate.Watch | wakegate.Done | wakegate.GiveUp = check.first()
         while isinstance(action, wakegate.Watch):
             changed = term.eof or await self._screen_changes(term, before, action.wait)

@@ -1,11 +1,5 @@
-"""The sessions as the rest of the runtime sees them: a `Session` (its identity, state,
-terminal and queue of wakes), and the `Roster` that finds one by handle, id, token, pty
-leader or PID namespace.
-
-Here, below everything that acts on sessions (benchd.runtime.sessions starts and ends
-them; the reactor, the job host, the job watch, delegation and placement read and
-update them): they import this module and it imports none of them, so the runtime has
-no import circle (tests/unit/test_cycles.py).
+"""The sessions as the runtime sees them: a `Session` and the `Roster` that finds one.
+Below everything that acts on sessions, importing none of them (no import circle).
 """
 
 import collections
@@ -20,6 +14,7 @@ import trio
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.agentstate import AgentState, SessionState, advance
+from benchd.core.authority import CallerSession
 from benchd.core.jobs import Job
 from benchd.core.limits import TokenBucket
 from benchd.core.wakegate import Compiled
@@ -29,29 +24,31 @@ from benchd.runtime.terminal import Terminal
 _field = dataclasses.field
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class Wake:
-    """A wake the reactor (benchd.runtime.reactor) queued on a session: a mail's (mail_id and sender set), or a digest of `digest` unread
-    messages (neither set)."""
+    """A wake the reactor queued on a session: a mail's (mail_id and sender set), or a
+    digest of `digest` unread messages (neither set)."""
 
-    __slots__ = ("mail_id", "sender", "digest")
+    mail_id: str | None
+    sender: str | None
+    digest: int = 0
 
-    def __init__(self, mail_id: str | None, sender: str | None, digest: int = 0):
-        self.mail_id, self.sender, self.digest = mail_id, sender, digest
 
-
+@dataclasses.dataclass(slots=True, eq=False)
 class Approval:
     """The approval an agent waits for: its PermissionRequest hook's connection waits on
-    `answered` (at most --approval-wait), `bench approve|deny` sets the decision."""
+    `answered` (at most --approval-wait), `bench approve|deny` decides."""
 
-    __slots__ = ("tool", "answered", "allow", "reason", "by", "keys")
+    tool: str | None
+    keys: bool = False  # no hook waits: an answer is typed into the agent's dialog
+    answered: trio.Event = _field(default_factory=trio.Event)
+    allow: bool = False
+    reason: str | None = None
+    by: str | None = None
 
-    def __init__(self, tool: str | None, keys: bool = False):
-        self.tool = tool
-        self.answered = trio.Event()
-        self.allow = False
-        self.reason: str | None = None
-        self.by: str | None = None
-        self.keys = keys  # no hook waits: an answer is typed into the agent's dialog
+    def decide(self, allow: bool, reason: str | None, by: str) -> None:
+        self.allow, self.reason, self.by = allow, reason, by
+        self.answered.set()
 
 
 @dataclasses.dataclass(eq=False)
@@ -87,7 +84,6 @@ class Session:
     killed_by: str | None = None  # who ran `bench kill` on it, if anyone
     attached: int = 0  # clients attached now
     _poke: trio.Event = _field(default_factory=trio.Event)
-    cancel_scope: trio.CancelScope | None = None
     # Delegation: the session that spawned it, and all its spawners' ids, nearest first
     # (benchd.core.trees).
     parent: str | None = None
@@ -118,12 +114,40 @@ class Session:
     def exited_with(self, code: int | None, sig: int | None) -> None:
         self.state = advance(self.state, SessionState.EXITED)
         self.exit, self.signal = code, sig
+        self.wakes.clear()  # its queued wakes are dropped; the mail stays
         a = self.agent
         if a is not None and a.state != "exited":
             # Its process ended without the agent's own `end` report (killed, crashed):
             # its last report no longer holds.
             self.set_agent(AgentState("exited", a.since, source="process"))
         self.approval = None
+
+    def started(self, term: Terminal) -> None:
+        """Its process runs, in `term`."""
+        self.term = term
+
+    def begin_job(self, job: Job) -> None:
+        self.job = job
+
+    def job_settled(self, outcome: str, reason: str | None) -> None:
+        self.outcome, self.reason = outcome, reason
+
+    def delegated_by(self, parent: CallerSession) -> None:
+        """A job its spawner `parent` started (benchd.core.trees)."""
+        self.parent, self.parent_handle = parent.id, parent.handle
+        self.lineage = (parent.id, *parent.lineage)
+        self.root_handle = getattr(parent, "root_handle", None) or parent.handle
+
+    def mark_reported(self) -> None:
+        """It ran `bench report`: its silence owes no stall mail from now on."""
+        self.reported = True
+
+    def take_report(self, per_s: int, burst_s: int, now: float) -> bool:
+        """Whether its hook report fits its bucket (per_s a second, burst_s seconds'
+        worth at once)."""
+        if self.reports is None:
+            self.reports = TokenBucket(max(1, per_s * burst_s), 1.0 / max(1, per_s), now)
+        return self.reports.take(now)
 
     def watch_time(self, deadline: tuple[float, int] | None, stall_after: float) -> None:
         """Its deadline (trio's time, wall ms) if any, and its stall time (0: never)."""
@@ -203,7 +227,8 @@ class Session:
             screen=self.agent_screen,
         )
 
-    def poke(self) -> None:
+    def queue_wake(self, wake: Wake) -> None:
+        self.wakes.append(wake)
         self._poke.set()
 
     async def poked(self) -> None:
@@ -215,44 +240,30 @@ class Session:
         return self.state is SessionState.RUNNING
 
     def info(self) -> m.SessionInfo:
-        if self.term is None:  # reserved, its process not started yet
-            return m.SessionInfo(
-                session=self.id,
-                handle=self.handle,
-                pid=0,
-                state=SessionState.RUNNING.value,
-                idle_ms=None,
-                argv=self.argv,
-                job=self.job is not None,
-                parent=self.parent,
-                parent_handle=self.parent_handle,
-                agent=self.agent_info(),
-            )
-        idle = None
-        if self.live and self.term.last_output is not None:
-            idle = int((trio.current_time() - max(self.term.last_output, self.last_input)) * 1000)
+        term = self.term  # None: reserved, its process not started yet
+        idle = left = None
+        if term is not None and self.live and term.last_output is not None:
+            idle = int((trio.current_time() - max(term.last_output, self.last_input)) * 1000)
+        if term is not None and self.live and self.deadline_at is not None:
+            left = max(0, int((self.deadline_at - trio.current_time()) * 1000))
         return m.SessionInfo(
             session=self.id,
             handle=self.handle,
-            pid=self.term.pid,
+            pid=0 if term is None else term.pid,
             state=self.state.value,
             idle_ms=idle,
             exit=self.exit,
             signal=self.signal,
             argv=self.argv,
             job=self.job is not None,
-            reply_to=self.reply_to(),
+            reply_to=[] if term is None else self.reply_to(),
             parent=self.parent,
             parent_handle=self.parent_handle,
             outcome=self.outcome,
             reason=self.reason,
-            deadline_left_ms=(
-                None
-                if self.deadline_at is None or not self.live
-                else max(0, int((self.deadline_at - trio.current_time()) * 1000))
-            ),
+            deadline_left_ms=left,
             stalled=self.stalled_at is not None and self.live,
-            launch=self.launch,
+            launch=None if term is None else self.launch,
             agent=self.agent_info(),
         )
 
@@ -307,6 +318,23 @@ class Roster:
         # Sessions that exited under this daemon, then those read back from disk.
         self.exited: collections.deque[Session | PastSession] = collections.deque()
 
+    def hold(self, s: Session) -> None:
+        """A reserved session holds its handle and token from now on."""
+        self.by_id[s.id] = s
+        self.live[s.handle] = s
+        self.by_token[s.token] = s
+
+    def release(self, s: Session) -> None:
+        """Forget a session: its handle, token, pty leader and namespace are free."""
+        if self.live.get(s.handle) is s:
+            del self.live[s.handle]
+        self.by_token.pop(s.token, None)
+        self.by_id.pop(s.id, None)
+        if s.term is not None:
+            self.by_leader.pop(s.term.pid, None)
+        if s.ns is not None and self.by_ns.get(s.ns) is s:
+            del self.by_ns[s.ns]
+
     def is_live(self, handle: str) -> bool:
         return handle in self.live
 
@@ -325,9 +353,7 @@ class Roster:
     def find(self, name: str, live_only: bool = True) -> "Session | PastSession":
         """A session by handle or id: a live one first, else (live_only False) the
         newest exited one with that handle or id."""
-        s: Session | PastSession | None = self.live.get(name) or self.by_id.get(name)
-        if s is None and not live_only:
-            s = self.lookup(name)
+        s = self.lookup(name) if not live_only else self.live.get(name) or self.by_id.get(name)
         if s is None or (live_only and not s.live):
             if live_only:
                 raise WireError("no-such-session", f"no live session is called {name!r}")

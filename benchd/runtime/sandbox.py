@@ -1,18 +1,9 @@
-"""The sandbox each session's program runs in: bubblewrap (bwrap), one per session.
+"""The sandbox each session's program runs in: bubblewrap (bwrap), one per session
+(docs/security.md, "The sandbox").
 
-What it gives (`--isolation auto|required|off`): docs/security.md, "The sandbox".
-
-bwrap is the pty's child and the session's leader. So that the terminal's signals (^C,
-^Z, ^\\) reach the program and not bwrap (which would die of them, taking the program
-with it), the program is started through a few lines of Python (FOREGROUND) that put it
-in a process group of its own, make that the terminal's foreground group, and exec it.
-`bench kill` signals that group (Terminal.program_group); SIGKILL goes to bwrap's, which
-ends the whole namespace. bwrap reports a program killed by
-signal N as exit 128+N; the session reports that as the signal (so a program's own
-`exit 130` reads as SIGINT in a sandboxed session).
-
-Whether bwrap (`find_bwrap`) works here (user namespaces may be off or limited) is
-probed once at start, with exactly the command line sessions get.
+The program is started through FOREGROUND, which makes its own process group the
+terminal's foreground, so ^C and ^Z reach it and not bwrap (which would die of them).
+Whether bwrap works here is probed once at start, with the command line sessions get.
 """
 
 import os
@@ -25,9 +16,8 @@ from bench_wire.errors import WireError
 
 MODES = ("auto", "required", "off")
 # Run inside the sandbox before the program: its own process group as the terminal's
-# foreground, then exec. Perl where there is one (it starts in a few milliseconds; the
-# ioctl number is this platform's TIOCSPGRP), else Python (the signal dispositions it
-# changes at start put back before the exec).
+# foreground, then exec. Perl where there is one (it starts in a few ms), else Python
+# (the signal dispositions it changes at start put back before the exec).
 FOREGROUND_PERL = (
     '$SIG{TTOU} = "IGNORE"; setpgrp(0, 0); '
     f'ioctl(STDIN, {termios.TIOCSPGRP}, pack("i", getpgrp())); $SIG{{TTOU}} = "DEFAULT"; '

@@ -1,27 +1,12 @@
-"""Sessions: agents in ptys owned by the daemon, their handles, identity and relay verbs,
-their agents' presets, and session/spawn carried out.
+"""Sessions: agents in ptys owned by the daemon, their identity and lifecycle, agent
+presets (docs/reactor.md), and the spawn (`Spawner`).
 
-Identity: a connection is placed once, when it is accepted (benchd.runtime.placement);
-a request carrying a live session's BENCH_TOKEN is that session (where the sandbox is
-off, the token is what a process that left its session can still use). Agent presets
-(`Preset`): docs/reactor.md.
-
-The spawn (`Spawner`, at the end): the session reserved and started, its job made and its task
-delivered, its delegation counted, its events logged, and every step undone when a
-later one fails.
-
-The order is the point: the handle is held before the task is mailed (so the task
-already counts as mail to a live session), and the task is in the child's inbox before
-the child runs (it may read at once). What each failure owes:
-
-- before the process starts (a refused task): the reservation is released, the child
-  no longer counts against its spawner, and the job, which never ran and told no one,
-  is closed with no replies;
-- the process cannot start: the job was promised a reply, so it settles as failed;
-  unless the daemon began stopping meanwhile (`shutting-down`): then nothing ran, and
-  it is undone as a refused task is;
-- the spawn events cannot be logged (the daemon is stopping): nothing happened, so the
-  child is ended and its job closed quietly (cancelled).
+The spawn's order is the point: the handle is held before the task is mailed (so the
+task counts as mail to a live session), the task is in the child's inbox before the
+child runs, and every step is undone when a later one fails: a refused task releases
+the reservation and closes the job quietly; a process that cannot start settles its
+job as failed (or, the daemon stopping, as a refused task); spawn events that cannot be
+logged end the child and cancel its job.
 """
 
 import json
@@ -47,7 +32,7 @@ from benchd.runtime.jobhost import JobHost
 from benchd.runtime.jobwatch import JobWatch
 from benchd.runtime.limiter import Delegation, Limiter
 from benchd.runtime.past import ExitedStore
-from benchd.runtime.placement import Peer, Placer
+from benchd.runtime.placement import Placer
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Roster, Session
 from benchd.runtime.sandbox import Sandbox
@@ -87,8 +72,8 @@ class Sessions:
         self.wall = wall  # an exited session's end, kept on disk
         self.roster = roster
         self.reactor = reactor
-        self.jobs = jobs  # the job host (benchd.runtime.jobhost): settles a job's session
-        self.record = record  # the committer's: logs events
+        self.jobs = jobs
+        self.record = record  # the committer's
         self.log = log
         self.bench_dir = bench_dir
         self.scrollback_bytes = scrollback_bytes
@@ -96,15 +81,14 @@ class Sessions:
         self.daemon_pid = daemon_pid
         self.session_umask = session_umask  # each program's umask (benchd's own is 077)
         self.placer = Placer(roster, helper_pids, daemon_pid)
-        self.delegation = delegation  # counts a spawner's children
-        self.exited_store = exited_store  # exited sessions kept on disk
+        self.delegation = delegation
+        self.exited_store = exited_store
         self.exited_kept = exited_kept
-        self.watch = watch  # deadlines and stalls (benchd.runtime.jobwatch)
-        self.sandbox = sandbox  # each session's sandbox; None: isolation off
+        self.watch = watch
+        self.sandbox = sandbox  # None: isolation off
         self.approval_wait = approval_wait  # an adapter's approval hook waits this long
-        # Set by stop_all: no process is started from then on, so every session the
-        # daemon started is one stop_all ends (a spawn mid-way when the stop began,
-        # its task mail being committed, is refused at launch instead of started).
+        # Set by stop_all: no process starts from then on, so a spawn mid-way when the
+        # stop began is refused at launch, and every session started is one stop_all ends.
         self.stopping = False
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -118,7 +102,8 @@ class Sessions:
     # ------------------------------------------------------------ identity
 
     def by_token(self, token: str) -> Session:
-        """The live session whose BENCH_TOKEN this is; raises `bad-token`."""
+        """The live session whose BENCH_TOKEN this is (what a process that left its
+        session can still use where the sandbox is off); raises `bad-token`."""
         s = self.roster.by_token.get(token)
         if s is None or not s.live:
             raise WireError(
@@ -126,15 +111,9 @@ class Sessions:
             )
         return s
 
-    def place(self, peer: Peer) -> Session | None:
-        """The session a connecting process is in, None for the operator; raises
-        `unplaceable` (see benchd.runtime.placement)."""
-        return self.placer.place(peer)
-
     async def reap_orphans(self) -> None:
-        """Collect processes that left a session and were re-parented to the daemon (its
-        subreaper role) once they exit; the sessions' own leaders are waited for by their
-        terminals."""
+        """Collect processes re-parented to the daemon (its subreaper role) once they exit;
+        the sessions' own leaders are waited for by their terminals."""
         with trio.open_signal_receiver(signal.SIGCHLD) as sigs:
             async for _ in sigs:
                 for pid in child_pids():
@@ -146,12 +125,10 @@ class Sessions:
                         self.log.info("orphan reaped", pid=pid)
 
     def kill_stray_sandboxes(self) -> None:
-        """SIGKILL each sandbox whose bwrap leader is gone but whose inner bwrap (the
-        init of its pid namespace) is not. bwrap's child asks for its parent-death signal
-        only some time after it is cloned: a leader that died in between (its session
-        ended, or the daemon stopped, while it was starting) left the child running,
-        re-parented to the daemon (the subreaper), deaf to every signal but SIGKILL as
-        its namespace's init. Killing it takes the whole namespace with it."""
+        """SIGKILL each inner bwrap (its pid namespace's init) whose leader is gone: bwrap's
+        child asks for its parent-death signal only some time after it is cloned, so a
+        leader that died in between left it running, re-parented to the daemon, deaf to
+        all but SIGKILL. Killing it takes the whole namespace with it."""
         for pid in child_pids():
             if pid in self.roster.by_leader or pid in self.helper_pids:
                 continue
@@ -251,9 +228,7 @@ class Sessions:
             self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
-        self.roster.by_id[sid] = s
-        self.roster.live[handle] = s
-        self.roster.by_token[token] = s
+        self.roster.hold(s)
         self.reactor.claimed(s)  # mail that waited for the handle is announced
         return s
 
@@ -261,14 +236,14 @@ class Sessions:
         """Start the reserved session's process in its pty; `shutting-down` once
         stop_all has begun (the reservation is released)."""
         if self.stopping:
-            self.release(s)
+            self.roster.release(s)
             raise WireError("shutting-down", "the daemon is stopping: no session is started")
         assert s.launch_args is not None, "reserve() built it with them"
         argv, cwd, env, rows, cols = s.launch_args
         try:
             if s.sandboxed and self.sandbox is not None:
                 argv = self.sandbox.argv(argv, cwd, self._mailbox(s.handle))
-            s.term = Terminal(
+            term = Terminal(
                 argv,
                 cwd,
                 env,
@@ -279,12 +254,13 @@ class Sessions:
                 # bwrap's --die-with-parent takes effect only once bwrap runs: a daemon
                 # that died between the fork and that moment left bwrap running for good.
                 die_with=self.daemon_pid if s.sandboxed else None,
+                sandboxed=s.sandboxed,
             )
-            s.term.sandboxed = s.sandboxed
         except Exception as err:  # noqa: BLE001 - any exec failure is the caller's answer
-            self.release(s)
+            self.roster.release(s)
             raise WireError("spawn-failed", f"could not start {argv[0]!r}: {err}") from None
-        self.roster.by_leader[s.term.pid] = s
+        s.started(term)
+        self.roster.by_leader[term.pid] = s
         self.nursery.start_soon(self._run, s)
 
     def _mailbox(self, handle: str) -> str:
@@ -297,21 +273,9 @@ class Sessions:
                 raise OSError(f"{d} is not a real directory (a link?)")
         return box
 
-    def release(self, s: Session) -> None:
-        """Forget a session in the roster: its handle, token and pty leader are free."""
-        if self.roster.live.get(s.handle) is s:
-            del self.roster.live[s.handle]
-        self.roster.by_token.pop(s.token, None)
-        self.roster.by_id.pop(s.id, None)
-        if s.term is not None:
-            self.roster.by_leader.pop(s.term.pid, None)
-        if s.ns is not None and self.roster.by_ns.get(s.ns) is s:
-            del self.roster.by_ns[s.ns]
-
     async def _run(self, s: Session) -> None:
         assert s.term is not None, "launch() started its terminal"
         async with trio.open_nursery() as nursery:
-            s.cancel_scope = nursery.cancel_scope
             nursery.start_soon(s.term.drain)
             nursery.start_soon(self.reactor.run_session, s)
             if self.watch is not None:
@@ -333,8 +297,7 @@ class Sessions:
     async def _settle(self, s: Session, code: int | None, sig: int | None) -> None:
         assert s.term is not None, "only a launched session settles"
         s.exited_with(code, sig)
-        s.wakes.clear()  # a dying session drops its queued wakes; the mail stays
-        self.release(s)
+        self.roster.release(s)
         self.roster.exited.append(s)
         dropped: list[str] = []
         while len(self.roster.exited) > self.exited_kept:
@@ -348,7 +311,7 @@ class Sessions:
                     )
                 )
                 if self.jobs is not None and s.job is not None:
-                    s.outcome = await self.jobs.settle(s)
+                    await self.jobs.settle(s)
         except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
             self.log.exception("settling a session failed", session=s.id)
         finally:
@@ -423,7 +386,7 @@ class Sessions:
                 return
             async with trio.open_nursery() as nursery:
                 for s in left:
-                    s.killed_by = s.killed_by or "benchd"  # the daemon is stopping
+                    s.mark_killed("benchd", cancel=False)  # the daemon is stopping
                     nursery.start_soon(end_session, s)
 
 
@@ -463,26 +426,19 @@ BUILTIN_PRESETS = {
 }
 
 
-def load_presets(bench_dir: str) -> dict[str, Preset]:
+def find_preset(bench_dir: str, name: str) -> Preset:
+    """A built-in preset, or one of BENCH_DIR/presets.json (which overrides it)."""
     presets = dict(BUILTIN_PRESETS)
     path = os.path.join(bench_dir, "presets.json")
-    if not os.path.exists(path):
-        return presets
     try:
-        with open(path) as f:
-            raw = json.load(f)
-        for name, p in raw.items():
-            presets[name] = Preset(
-                ready=str(p["ready"]),
-                paste_settle=None if p.get("paste_settle") is None else float(p["paste_settle"]),
-            )
+        if os.path.exists(path):
+            with open(path) as f:
+                raw = json.load(f)
+            for key, p in raw.items():
+                ready, settle = str(p["ready"]), p.get("paste_settle")
+                presets[key] = Preset(ready, None if settle is None else float(settle))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise WireError("bad-request", f"{path} is not a valid preset file: {err}") from None
-    return presets
-
-
-def find_preset(bench_dir: str, name: str) -> Preset:
-    presets = load_presets(bench_dir)
     if name not in presets:
         raise WireError(
             "bad-request", f"no agent preset {name!r}; known: {', '.join(sorted(presets))}"
@@ -549,7 +505,7 @@ class Spawner:
                 raise
             if s.job is not None:
                 s.exited_with(127, None)
-                s.outcome = await jobs.settle(s)
+                await jobs.settle(s)
             delegation.settled(s)
             raise
         assert s.term is not None, "launch() started its terminal"
@@ -569,7 +525,7 @@ class Spawner:
         return m.SpawnOk(session=s.id, handle=s.handle, pid=s.term.pid, mail_id=mail_id)
 
     def _unreserve(self, s: Session) -> None:
-        self.sessions.release(s)
+        self.sessions.roster.release(s)
         self.delegation.settled(s)
         if s.job is not None:
             self.jobs.abandon(s)

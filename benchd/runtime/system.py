@@ -7,28 +7,37 @@ BENCH_DIR/benchd.log, one JSON object per line.
 
 import logging
 import os
+import sys
+from collections.abc import Callable
 from typing import Protocol
 
 import structlog
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def libc_prctl() -> Callable[[int, int], int] | None:
+    """libc's prctl, looked up in the daemon (not in a forked child); None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl: Callable[[int, int], int] = ctypes.CDLL(None, use_errno=True).prctl
+    return prctl
+
 
 def become_subreaper() -> bool:
-    """Make this process the child subreaper of its descendants (Linux prctl): a process
-    that leaves a session and whose parent exits is re-parented to the daemon instead of
-    init, so it can still be told apart from the operator's own processes."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_CHILD_SUBREAPER = 36
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
+    """Make this process the child subreaper of its descendants: a process that leaves a
+    session and whose parent exits is re-parented to the daemon instead of init, so it
+    can still be told apart from the operator's own processes."""
+    prctl = libc_prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
 
 
-def child_pids() -> list[int]:
-    """This process's children (the thread that forks them is the main thread)."""
-    pid = os.getpid()
+def child_pids(pid: int | None = None) -> list[int]:
+    """A process's children (this one's by default), oldest first; those of its main
+    thread, which is the one that forks them."""
+    pid = os.getpid() if pid is None else pid
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             return [int(x) for x in f.read().split()]

@@ -1,25 +1,14 @@
 """A child in a pty owned by the daemon: spawn, drain, write, resize, screen, exit.
 
-The daemon always drains the pty (a child never blocks on a full pty): a reader task
-moves every byte into a bounded scrollback and to live followers. The screen model
-(pyte) is fed lazily, only when someone needs "what the screen shows now" (the ready
-pattern, Enter verification, `tail --screen`): feeding a VT emulator every byte of a
-program printing megabytes per second would make draining slower than the program.
-If more than SCREEN_BACKLOG bytes piled up unseen, the screen is rebuilt from the
-newest part only (a full-screen TUI redraws itself often; a scrolling one shows its
-last lines).
-
-The screen is fed and rendered in a worker thread (`render()`), one render at a time
-per terminal, so a big screen polled by many clients never stalls the event loop (and
-with it every send). Rendering is incremental: only the lines the emulator marked
-dirty since the last render are turned into text again. Sizes are capped at
-MAX_ROWS x MAX_COLS.
+The pty is always drained into a bounded scrollback and to followers. The screen model
+(pyte) is fed lazily, in a worker thread, only when someone asks what the screen shows:
+feeding it every byte would make draining slower than a fast program. Past
+SCREEN_BACKLOG unseen bytes, the screen is rebuilt from the newest part only.
 """
 
 import functools
 import os
 import signal
-import sys
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -31,6 +20,7 @@ from wcwidth import wcwidth
 from bench_wire.errors import WireError
 from benchd.runtime import vt
 from benchd.runtime.hub import Broadcast
+from benchd.runtime.system import child_pids, libc_prctl
 
 T = TypeVar("T")
 
@@ -43,36 +33,15 @@ PASTE_ON = b"\x1b[?2004h"
 PASTE_OFF = b"\x1b[?2004l"
 
 
-def _children(pid: int) -> list[int]:
-    """A process's children (of its main thread; /proc lists the oldest first)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except (OSError, ValueError):
-        return []
-
-
 PR_SET_PDEATHSIG = 1
-
-
-def _prctl() -> Callable[[int, int], int] | None:
-    """libc's prctl, looked up in the daemon (not in a forked child); None off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    prctl: Callable[[int, int], int] = ctypes.CDLL(None, use_errno=True).prctl
-    return prctl
 
 
 def _child_setup(
     umask: int | None, die_with: int | None, prctl: Callable[[int, int], int] | None
 ) -> None:
     """In the forked child, before exec. With `die_with`: SIGKILL when the parent dies
-    (kept across exec), and leave at once if it died already (the check after the
-    prctl closes the gap before it). The sandbox's bwrap asks for the same with
-    --die-with-parent, but only once it runs: a daemon that died in between left it
-    running for good."""
+    (kept across exec; bwrap's own --die-with-parent comes too late), and leave at once
+    if it died already (the check after the prctl closes the gap before it)."""
     if umask is not None:
         os.umask(umask)
     if die_with is not None and prctl is not None:
@@ -92,17 +61,18 @@ class Terminal:
         scrollback: int,
         umask: int | None = None,
         die_with: int | None = None,
+        sandboxed: bool = False,
     ) -> None:
         # `umask`: the program's (benchd itself runs with 077), so agents create files
         # as they would outside bench. `die_with`: the daemon's pid (_child_setup).
         preexec = None
         if umask is not None or die_with is not None:
-            preexec = functools.partial(_child_setup, umask, die_with, _prctl())
+            preexec = functools.partial(_child_setup, umask, die_with, libc_prctl())
         self.proc = ptyprocess.PtyProcess.spawn(
             argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=preexec
         )
         self.pid: int = self.proc.pid
-        self.sandboxed = False  # the child is bwrap running the program (sandbox.py)
+        self.sandboxed = sandboxed  # the child is bwrap running the program (sandbox.py)
         self.fd: int = self.proc.fd
         os.set_blocking(self.fd, False)
         self.rows, self.cols = rows, cols
@@ -281,8 +251,8 @@ class Terminal:
     def program_group(self) -> int | None:
         """A sandboxed session's program's process group (bwrap -> its init -> the
         program: the init's oldest child); None when it cannot be found."""
-        init = _children(self.pid)
-        program = _children(init[0]) if init else []
+        init = child_pids(self.pid)
+        program = child_pids(init[0]) if init else []
         if not program:
             return None
         try:

@@ -1,25 +1,12 @@
-"""Tracking what became of mail: delivery states kept from the events the daemon commits,
-read back for their senders, and receipts said back to the node a message came from.
+"""What became of mail: delivery states kept from committed events (`MailStates`), and
+receipts said back to the node a message came from (`Receipts`; docs/nodes.md,
+"Receipts").
 
-A hub listener (like the reactor): each committed event that says something about a sent
-message sets columns of its row in the index (benchd.store.mailstates) through the
-index's pending changes, in the same commit as the event's `last_seq`. The hub calls
-listeners right after the committer has applied the batch to the index, with no await
-between, so the row and the seq it covers always commit together; a start replays the
-events logged after the index's `last_seq` (a kill -9 loses at most the index's last
-100 ms, never the log), and a rebuilt index replays the whole log.
-
-The send path pays one row per message, set from its mail/sent; nothing is read back
-for it. Wakes and reads read the row first (the first read or wake is the one kept).
-
-Receipts (`Receipts`) are a second hub listener: a `delivered` receipt for mail from
-another node delivered here, a `read` one (by read or wake) when it is retired, pulled
-by the bridge for the node the message came from (docs/nodes.md, "Receipts").
-
-Best-effort by design: the queue lives in memory, bounded (QUEUE_MAX, the oldest
-dropped first, said in benchd.log), so a receipt lost to a restart of this daemon or
-its bridge leaves the sender seeing the message `queued`, never a wrong state. A read
-after a restart is still answered: the copy's `origin` is read back from its file.
+Both are hub listeners, called right after the committer applied the batch to the
+index with no await between, so a state row and the `last_seq` it covers commit
+together; a start replays what the log holds past that seq. Receipts wait in memory,
+bounded (QUEUE_MAX, oldest dropped, said in benchd.log): one lost to a restart leaves
+the sender seeing `queued`, never a wrong state.
 """
 
 from collections import OrderedDict, deque
@@ -40,19 +27,9 @@ from benchd.store.index import Index
 from benchd.store.mailstates import Columns, StateRow
 
 # The kinds that set states (a replay decodes only these).
-KINDS = frozenset(
-    {
-        "mail/sent",
-        "agent/woken",
-        "wake/capped",
-        "wake/deferred",
-        "mail/read",
-        "agent/active",
-        "bridge/queued",
-        "bridge/delivered",
-        "bridge/receipt",
-    }
-)
+_SETTERS: tuple[type[m.Event], ...] = (m.MailSent, m.AgentWoken, m.WakeCapped, m.WakeDeferred)
+_SETTERS += (m.MailReadEvent, m.AgentActive, m.BridgeQueued, m.BridgeDelivered, m.BridgeReceipt)
+KINDS = frozenset(t.__struct_config__.tag for t in _SETTERS)
 _decode = msgspec.convert
 
 

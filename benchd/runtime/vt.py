@@ -1,15 +1,7 @@
-"""The daemon's VT model and what is drawn from it: pyte's Screen with one repair
-(`Screen`), one frame of session/screen (`frame`), and what an attaching viewer is shown
-first (`replay`): a session's recent output as the session's own terminal laid it out,
-written out again as plain lines.
-
-The raw bytes cannot simply be sent again: a program writes for the width its terminal
-has (it wraps long lines by the terminal's autowrap, moves the cursor up a row to redraw
-a wrapped line), so bytes written for 120 columns and replayed into a 150- or 80-column
-window put text in the wrong places. Instead the bytes are fed to a VT model of the
-session's size, and its history and screen are sent as lines of text with their colours,
-one CRLF each: lines that any window shows in the right order (a narrower one wraps
-them), with the cursor put back where the program left it.
+"""The daemon's VT model: pyte's Screen with one repair (`Screen`), a session/screen frame
+(`frame`), and what an attaching viewer is shown first (`replay`): recent output laid
+out by a model of the session's size and sent as lines of text, since raw bytes written
+for one width land in the wrong places in another.
 """
 
 import collections
@@ -24,16 +16,10 @@ from wcwidth import wcwidth
 from bench_wire import messages as m
 from bench_wire.untrusted import BIDI_CONTROLS
 
-# The daemon's screen model: pyte's Screen, with one repair.
-#
-# pyte draws a run of text character by character and stops at the first one that takes
-# no cell and combines with nothing (a bidi control, a zero-width space, a zero-width
-# joiner inside an emoji): the rest of that write is lost, so a screen could hide what a
-# program printed after such a character. Here each such character is replaced before
-# drawing: a bidi control by U+FFFD (it is shown masked, as bench_wire.untrusted has it
-# for every terminal of ours), any other by nothing.
-
-
+# pyte stops drawing a write at the first character that takes no cell and combines
+# with nothing (a bidi control, a zero-width space), losing the rest of it: each such
+# character is replaced before drawing, a bidi control by U+FFFD (masked, as
+# bench_wire.untrusted has it), any other by nothing.
 MASK = "\ufffd"
 
 
@@ -216,17 +202,9 @@ def replay(data: bytes, rows: int, cols: int, viewer_cols: int, cut: bool) -> by
     return "".join(out).encode()
 
 
-# A session's screen as the daemon's VT model renders it: one frame of session/screen
-# (the verb itself: benchd.server.handlers.ptys).
-#
-# Colours: each frame carries, per line, the runs of cells whose colour or attributes are
-# not the default, as [start column, length, fg, bg, flags] (fg and bg are pyte's names,
-# "default", a colour name, or a six-digit hex; flags: b bold, i italics, u underline,
-# r reverse), so a viewer can paint what the model keeps.
-
-
 T = TypeVar("T")
-# One run of styled cells: [start column, length, fg, bg, flags].
+# One run of cells not in the default style, per line of a session/screen frame:
+# [start column, length, fg, bg, flags] (pyte's colour names or hex; flags b, i, u, r).
 Run = list[int | str]
 
 

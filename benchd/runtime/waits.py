@@ -1,16 +1,7 @@
-"""Waits: callers blocked until mail (or a job's settlement) arrives, and the graph of
-who waits on whom, so a wait that would close a cycle is refused before it blocks.
-
-Each wait names at most one address it waits on (its edge); a wait for anyone's mail
-has none. A new wait from A on B is refused with `would-deadlock` when B already waits,
-through the edges of waits open now, on A. Addresses on other nodes end the walk (the
-timeout ends a cycle through another node).
-
-Bounded: at most `per_caller` waits per caller and `total` in all (`too-many-waits`);
-the walk visits each waiting handle once. A refusal is answered every time and logged
-(`wait/refused`) as one line per flood of its code and caller (benchd.core.limits),
-so a loop of refused waits costs the event log a line a minute, not one per wait; so
-is the opening of a wait (`wait/opened`, per caller and target).
+"""Waits: callers blocked until mail (or a job's settlement) arrives, and the graph of who
+waits on whom: a wait that would close a cycle is refused (`would-deadlock`), and at most
+`per_caller` / `total` are open (`too-many-waits`). Refusals and openings are logged
+once per flood.
 """
 
 from collections.abc import Callable
@@ -52,7 +43,7 @@ class Waiter:
         return self.arrived.pop(0)
 
 
-# Waits open at once in all (--max-waits until nothing set it): past it, too-many-waits.
+# Waits open at once in all: past it, too-many-waits.
 MAX_WAITS = 256
 
 

@@ -121,7 +121,7 @@ class Daemon:
             # never looked up again (a pid outlives nothing it could be trusted for).
             session: Session | None = None
             try:
-                session = self.svc.sessions.place(peer)
+                session = self.svc.sessions.placer.place(peer)
                 peer_key = OPERATOR_PEER if session is None else session.id
                 conn.placed = (
                     Caller(OPERATOR) if session is None else Caller(session.handle, session)

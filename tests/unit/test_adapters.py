@@ -41,8 +41,16 @@ def test_codex_gets_its_hooks_and_their_trust_after_the_program_only():
     assert "timeout=3}" in sets[keys.index("hooks.Interrupt")]
     # Each hook is trusted by its own hash, nothing else.
     state = sets[-1]
+    # Codex's own names for its events in its trust keys.
+    labels = {
+        "UserPromptSubmit": "user_prompt_submit",
+        "Stop": "stop",
+        "Interrupt": "interrupt",
+        "PermissionRequest": "permission_request",
+        "SessionEnd": "session_end",
+    }
     for theirs, ours in ad.CODEX_HOOKS.items():
-        label = ad.CODEX_LABELS[theirs]
+        label = labels[theirs]
         timeout = {"permission": 630}.get(ours, ad.CODEX_SHORT.get(theirs, 30))
         digest = ad.codex_trust_hash(label, f"/opt/b/bench hook {ours}", timeout)
         assert json.dumps(f"/<session-flags>/config.toml:{label}:0:0") + "=" in state

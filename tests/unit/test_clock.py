@@ -127,8 +127,7 @@ def test_the_idle_gate_waits_on_the_clock_the_terminal_stamps(tmp_path):
                     while b"ready" not in term.scrollback:
                         await term.changed.wait()
                 nursery.start_soon(reactor.run_session, bob)
-                bob.wakes.append(Wake(None, None, digest=2))
-                bob.poke()
+                bob.queue_wake(Wake(None, None, digest=2))
                 await trio.testing.wait_all_tasks_blocked()
                 assert not woken.is_set()  # the gate holds: the output is fresh
                 quiet_since = term.last_output
@@ -231,7 +230,7 @@ def test_the_job_host_stamps_and_schedules_by_its_wall_clock(tmp_path):
     host = JobHost(
         JobFiles(str(tmp_path)), lambda h: None, None, None, None, 65536, 1.0, None, clock
     )
-    child = SimpleNamespace(id="s-child", handle="worker", job=None, deadline_ms=None)
+    child = Session("s-child", "worker", "token", ["worker"])
     caller = SimpleNamespace(handle="operator", session=None)
     host.begin(child, m.JobMailSpec(body="do it", reply_to=["alice"]), caller)
     clock.advance(60)

@@ -21,6 +21,7 @@ from benchd.core.names import IdClock
 from benchd.runtime.committer import Batch, Committer, JournalStore
 from benchd.runtime.jobhost import Ending, JobHost
 from benchd.runtime.mailroom import Mailboxes, Mailroom
+from benchd.runtime.roster import Session
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index
 from benchd.store.journal import SEGMENTS, Journal, Rename, Write, decode_entries, read_segment
@@ -214,19 +215,6 @@ class Rig:
         return [entries for _seq, entries in sorted(out, key=lambda x: x[0])]
 
 
-class _Child:
-    """What the host reads of a session (benchd.runtime.roster.Session)."""
-
-    def __init__(self, sid: str, handle: str) -> None:
-        self.id, self.handle, self.deadline_ms = sid, handle, None
-        self.job: Job | None = None
-        self.cancelled = self.deadline_hit = False
-        self.killed_by: str | None = None
-        self.exit: int | None = 0
-        self.signal: int | None = None
-        self.reason: str | None = None
-
-
 def run(state, scenario, refuse=None, *, crash: bool = False) -> Rig:
     """Start the rig's committer and job host in `state`, run `scenario`, stop cleanly
     (`crash`: stop as a kill -9 would, the journal not checkpointed)."""
@@ -263,12 +251,13 @@ async def settled_all(rig: Rig, session: str) -> None:
             await trio.sleep(0.01)
 
 
-async def spawn(rig: Rig, sid: str, handle: str, reply_to: list[str], key: str) -> _Child:
-    child = _Child(sid, handle)
+async def spawn(rig: Rig, sid: str, handle: str, reply_to: list[str], key: str) -> Session:
+    child = Session(sid, handle, f"token-{sid}", ["agent"])
     spec = m.JobMailSpec(body="do it", reply_to=reply_to, key=key, subject="count")
     caller = Caller("operator", None)
     rig.host.begin(child, spec, caller)
     await rig.host.deliver_task(child, spec, caller)
+    child.exited_with(0, None)  # each job here ends completed unless a test says
     return child
 
 
@@ -276,7 +265,8 @@ def test_a_settlement_and_its_replies_are_one_journal_record(tmp_path):
     async def scenario(rig):
         child = await spawn(rig, "s-1", "child", ["p0", "p1"], "task-1")
         assert rig.host.job("s-1").running and rig.host.job("s-1").task_id
-        assert await rig.host.settle(child) == "completed"
+        await rig.host.settle(child)
+        assert child.outcome == "completed"
         records.extend(rig.journal_records())  # before the clean stop drops them
 
     records: list = []
