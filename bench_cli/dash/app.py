@@ -30,7 +30,7 @@ from textual.widgets import Footer, Static
 
 from bench_cli import output
 from bench_cli.dash.lines import Lines, delivery_text, screen_lines
-from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
+from bench_cli.dash.modals import HELP, Ask, Choice
 from bench_cli.dash.model import Board, Row, in_filter, printable, retry_delay, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder, Rows
 from bench_cli.eventtext import event_line
@@ -47,6 +47,7 @@ IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle t
 MAIL_PAGE = 200
 TYPE_KEYS = "Enter: type it   Escape: cancel"
 SEARCH_KEYS = "Enter: search (the results take the focus)   Escape: cancel"
+COMPOSE_KEYS = "Enter: next field, on the body: send   Escape: cancel"
 UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread counts
 JOB_SAYS = 8  # the narrowest job cell that still says something: `job->al…`
 COUNT_TRIES = 3  # reads of the unread counts while the log moves, before giving up
@@ -513,9 +514,17 @@ class Dash(App[None]):
             parts.append("delivery: " + delivery_text(msgspec.to_builtins(st)))
         except (DaemonGone, WireError):
             pass  # mail from before states were kept, or a daemon without them
+        # r retires an unread message; on a read one it closes, as Escape does.
         unread = msg["state"] == "unread"
-        choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
-        if choice == "retire":
+        hint = ("r: retire (mark read)   " if unread else "") + "Escape: close (nothing is retired)"
+        answers = {"escape": None, "q": None, "r": "retire" if unread else None}
+        text = printable("\n".join(parts))
+        if (
+            await self.push_screen_wait(
+                Choice("thread", text, hint, answers, wide=True, scroll=True)
+            )
+            == "retire"
+        ):
             await self.act(
                 m.MailRead(handle=msg["handle"], mail_id=msg["mail_id"]),
                 f"retired {msg['mail_id']}",
@@ -541,7 +550,8 @@ class Dash(App[None]):
         return self.selected
 
     def action_help(self) -> None:
-        self.push_screen(Help())
+        closes = dict.fromkeys(["escape", "q", "question_mark"])
+        self.push_screen(Choice("help", HELP, "", closes, wide=True))
 
     def action_attach(self) -> None:
         h = self._need_session()
@@ -557,17 +567,19 @@ class Dash(App[None]):
         h = self._need_session()
         if h is None:
             return
-        line = await self.push_screen_wait(
-            Ask(f"Type a line into {h} (Enter is pressed after it)", keys=TYPE_KEYS)
-        )
+        prompt = f"Type a line into {h} (Enter is pressed after it)"
+        line = await self.push_screen_wait(Ask("type", prompt, TYPE_KEYS, ("", "")))
         if line is not None:
-            await self.act(m.SessionType(handle=h, text=line), f"typed into {h}")
+            await self.act(m.SessionType(handle=h, text=line[0]), f"typed into {h}")
 
     @work(group="actions")
     async def action_mail(self) -> None:
-        msg = await self.push_screen_wait(Compose(self.selected or ""))
-        if msg and msg["to"]:
-            req = m.MailSend(to=msg["to"], subject=msg["subject"], body=msg["body"])
+        fields = [(self.selected or "", "to (a handle)"), ("", "subject (one line, optional)")]
+        draft = await self.push_screen_wait(
+            Ask("compose", "Send mail as operator", COMPOSE_KEYS, *fields, ("", "body"))
+        )
+        if draft and draft[0].strip():
+            req = m.MailSend(to=draft[0].strip(), subject=draft[1], body=draft[2])
             a = await self.act(req, "")
             if a is not None:
                 self.set_status(f"sent {a.mail_id} to {a.to}")
@@ -577,20 +589,20 @@ class Dash(App[None]):
         h = self._need_session()
         if h is None:
             return
-        if await self.push_screen_wait(Confirm(f"Kill session {h}?")):
+        answers = {"y": "yes", "n": None, "escape": None}
+        hint = "y: yes    n / Escape: no"
+        ask = Choice("confirm", f"Kill session {h}?", hint, answers)
+        if await self.push_screen_wait(ask) == "yes":
             await self.act(m.SessionKill(handle=h), f"killed {h}")
 
     @work(group="actions")
     async def action_search(self) -> None:
+        prompt = "Search mail: every word must occur (word* is a prefix)"
         q = await self.push_screen_wait(
-            Ask(
-                "Search mail: every word must occur (word* is a prefix)",
-                self.search_query or "",
-                SEARCH_KEYS,
-            )
+            Ask("search", prompt, SEARCH_KEYS, (self.search_query or "", ""))
         )
-        if q is not None and q.strip():
-            self.search_query = q.strip()
+        if q is not None and q[0].strip():
+            self.search_query = q[0].strip()
             # Enter now opens a result: the results take the focus, the first one chosen.
             self.mail_pane.cursor = 0
             await self.load_mail()
@@ -604,15 +616,17 @@ class Dash(App[None]):
     @work(group="actions")
     async def action_filter(self) -> None:
         kind, handle = self.event_filter
-        q = await self.push_screen_wait(
+        got = await self.push_screen_wait(
             Ask(
+                "filter",
                 "Filter events by kind prefix (mail/, agent/woken) and/or handle",
-                " ".join(x for x in (kind, handle) if x),
                 "Enter: filter (empty: every event)   Escape: cancel",
+                (" ".join(x for x in (kind, handle) if x), ""),
             )
         )
-        if q is None:
+        if got is None:
             return
+        q = got[0]
         kind = handle = ""
         for word in q.split():
             if "/" in word:
