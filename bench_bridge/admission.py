@@ -1,16 +1,9 @@
 """What this node takes from the others, all of it untrusted input. Pure: no I/O.
 
-The directory (the BENCH_NODES bucket): whoever may write the bucket may put anything
-in it, so every entry is decoded with a strict type and checked; a bad entry is
-skipped (and reported once), never fatal. Sizes, handle counts and the nodes kept are
-capped so the directory always fits in one report to the daemon; `seen` is clamped to
-now; an entry names the bridge instance that wrote it, so a second bridge using a node
-name already heartbeating can tell and refuse.
-
-Admission: what the receiving bridge refuses from another node before its daemon sees
-it (too many reply-to addresses, too many new mailboxes per origin node per hour,
-too many receipts), each budget per origin node so one node cannot spend another's.
-docs/nodes.md gives the options and what each refusal becomes.
+The directory's entries (docs/nodes.md, "The directory" and "Names"), and admission:
+what the receiving bridge refuses from another node before its daemon sees it, each
+budget per origin node so one node cannot spend another's (docs/nodes.md gives the
+options and what each refusal becomes).
 """
 
 import time

@@ -1,12 +1,7 @@
 """The mail stream and the directory bucket: their one configuration, made by the
-administrator's step (`bench nodes init`, `run`), and checked by every bridge.
-
-Whoever shapes the stream decides who reads it: a stream that republishes (or is
-mirrored, or sourced, or has its subjects transformed) hands every node's mail to
-someone else, and a bucket that takes rollup headers lets one node wipe every entry.
-So only an administrator's user makes them (docs/nodes.md), and each bridge compares
-what it finds with what it expects, at start, on every reconnect and every
-CHECK_EVERY_S, and refuses to run with a stream that differs (`stream-misconfigured`).
+administrator's step (`bench nodes init`, `run`), and checked by every bridge (see
+docs/nodes.md, "The administrator's step": a stream shaped otherwise could hand every
+node's mail to someone else).
 """
 
 import asyncio
@@ -62,8 +57,7 @@ def mail_config(q: Quotas) -> api.StreamConfig:
 
 def directory_config(q: Quotas) -> api.StreamConfig:
     """The bucket as nats-py's KeyValue reads it (one value per key, direct gets), but
-    with no rollup headers, no purge and no delete: a node can replace only its own
-    entry (its user may publish only on its key), and cannot roll the others up."""
+    with no rollup headers, no purge and no delete: a node can replace only its own entry."""
     return api.StreamConfig(
         name=urls.KV_STREAM,
         subjects=[f"$KV.{urls.DIRECTORY}.>"],
@@ -117,9 +111,8 @@ def problems(cfg: api.StreamConfig, want: api.StreamConfig, max_age_floor: float
 async def check(
     js: JetStreamContext, max_age: float, forget_after: float, create: Quotas | None
 ) -> None:
-    """Raise stream-misconfigured when the stream or the bucket is not as expected, and
-    stream-missing when one does not exist and could not be made (`create`: the quotas
-    to make it with, where this user may; None: never make it)."""
+    """Raise stream-misconfigured or stream-missing (`create`: the quotas to make a
+    missing one with, where this user may; None: never make it)."""
     # The mail stream outlives the bridge's own expiry, so expired mail is bounced
     # before JetStream drops it.
     await _check_one(js, mail_config(create or Quotas()), max_age, create)

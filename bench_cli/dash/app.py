@@ -31,7 +31,7 @@ from textual.widgets import Footer, Static
 from bench_cli import output
 from bench_cli.dash.lines import Lines, delivery_text, screen_lines
 from bench_cli.dash.modals import HELP, Ask, Choice
-from bench_cli.dash.model import Board, Row, in_filter, printable, retry_delay, threads
+from bench_cli.dash.model import Board, Row, in_filter, retry_delay, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder, Rows
 from bench_cli.eventtext import event_line
 from bench_wire import messages as m
@@ -39,6 +39,7 @@ from bench_wire.asyncclient import AsyncClient
 from bench_wire.client import resolve_dir
 from bench_wire.errors import Disconnected, WireError
 from bench_wire.messages import StructCodec
+from bench_wire.untrusted import mask
 
 R = TypeVar("R", bound=m.Response)
 Cells = tuple[str | Text, ...]  # a row of the sessions pane
@@ -54,10 +55,6 @@ COUNT_TRIES = 3  # reads of the unread counts while the log moves, before giving
 RECENT_EVENTS = 200  # the events before the dashboard started that its panes show
 
 
-class DaemonGone(Exception):
-    """No daemon answers (not started, stopped, or the connection broke)."""
-
-
 class Source:
     """The daemon of one BENCH_DIR, as the dashboard asks it: `bench_wire.messages`
     requests, each answer of its request's own type (`bench_wire.messages.StructCodec`)."""
@@ -68,22 +65,17 @@ class Source:
     def _client(self) -> AsyncClient:
         return AsyncClient(self.dir, codec=StructCodec())
 
+    # Both raise WireError: Disconnected when no daemon answers (not started, stopped,
+    # or the connection broke), any other code for a refusal.
     async def call(self, req: m.Request[R]) -> R:
-        """One request, its answer; WireError for a refusal, DaemonGone if none answers."""
-        try:
-            async with self._client() as conn:
-                return await conn.call(req)
-        except Disconnected as err:
-            raise DaemonGone(err.message) from None
+        async with self._client() as conn:
+            return await conn.call(req)
 
     async def stream(self, req: m.Request[R]) -> AsyncIterator[R]:
-        """Every frame of a stream until its end frame (DaemonGone if it breaks)."""
-        try:
-            async with self._client() as conn:
-                async for frame in conn.stream(req):
-                    yield frame
-        except Disconnected as err:
-            raise DaemonGone(err.message) from None
+        """Every frame of a stream until its end frame."""
+        async with self._client() as conn:
+            async for frame in conn.stream(req):
+                yield frame
 
     def attach_argv(self, handle: str) -> list[str]:
         """`bench attach H` for this BENCH_DIR, by the installed console script."""
@@ -260,14 +252,14 @@ class Dash(App[None]):
                 self.set_status("")
                 async for frame in self.source.stream(m.EventsRead(since=since, follow=True)):
                     self.take_event(frame.event)
-                raise DaemonGone("the event stream ended")
-            except (DaemonGone, WireError) as err:
+                raise Disconnected("no-daemon", "the event stream ended")
+            except WireError as err:
                 self.retry_in = retry_delay(failures)
                 failures += 1
                 if self.connected:
                     self.connected = False
                     self.draw_sessions()
-                note = err.message if isinstance(err, WireError) else ""
+                note = "" if isinstance(err, Disconnected) else err.message
                 self.set_status(note)
                 await asyncio.sleep(self.retry_in)
 
@@ -318,7 +310,7 @@ class Dash(App[None]):
         (the board may have had no count for it, or one that missed an event)."""
         try:
             unread, at, exact = await self.count_unread({handle})
-        except (DaemonGone, WireError):
+        except WireError:
             return
         if exact and self.board.set_unread(handle, unread[handle], at):
             self.draw_sessions(only=handle)
@@ -360,7 +352,7 @@ class Dash(App[None]):
                 # an event on the way never undoes it (Board.set_unread).
                 live = {s.handle for s in a.sessions if s.state == "running"}
                 counted = await self.count_unread(live)
-        except (DaemonGone, WireError):
+        except WireError:
             return
         now = self.idle_now = self.clock()
         for s in a.sessions:
@@ -435,10 +427,10 @@ class Dash(App[None]):
             async for frame in self.source.stream(m.SessionScreen(handle=handle, follow=True)):
                 pane.set_lines(screen_lines(msgspec.to_builtins(frame)))
             # the session ended: its last screen stays
-        except WireError as err:
-            pane.set_lines([Text(printable(f"{handle}: {err.message}"))])
-        except DaemonGone:
+        except Disconnected:
             pass
+        except WireError as err:
+            pane.set_lines([Text(mask(f"{handle}: {err.message}"))])
 
     # ------------------------------------------------------------ mail pane
 
@@ -471,8 +463,8 @@ class Dash(App[None]):
                 unread = sum(msg["state"] == "unread" for _, msg in rows)
                 shown = f"newest {len(msgs)} of " if len(msgs) < a.total else ""
                 title = f"mail: {box}  ({unread} unread; {shown}{a.total})"
-        except (DaemonGone, WireError) as err:
-            self.set_status(getattr(err, "message", str(err)))
+        except WireError as err:
+            self.set_status(err.message)
             return
         t = self.mail_pane
         t.set_title(title)
@@ -486,7 +478,7 @@ class Dash(App[None]):
                 subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
             st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
             sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
-            table.append((str(i), (sent, st, printable(msg["from"]), printable(subject))))
+            table.append((str(i), (sent, st, mask(msg["from"]), mask(subject))))
         t.set_rows(table, keep_key=False)
 
     def open_mail(self, i: int) -> None:
@@ -497,8 +489,8 @@ class Dash(App[None]):
     async def show_thread(self, msg: dict[str, Any]) -> None:
         try:
             a = await self.source.call(m.MailThread(mail_id=msg["mail_id"]))
-        except (DaemonGone, WireError) as err:
-            self.set_status(getattr(err, "message", str(err)))
+        except WireError as err:
+            self.set_status(err.message)
             return
 
         def head(x: m.ThreadMessage, to: str) -> str:
@@ -512,13 +504,13 @@ class Dash(App[None]):
         try:  # what became of it, as its sender sees it (bench mail status)
             st = await self.source.call(m.MailStatus(mail_id=msg["mail_id"]))
             parts.append("delivery: " + delivery_text(msgspec.to_builtins(st)))
-        except (DaemonGone, WireError):
+        except WireError:
             pass  # mail from before states were kept, or a daemon without them
         # r retires an unread message; on a read one it closes, as Escape does.
         unread = msg["state"] == "unread"
         hint = ("r: retire (mark read)   " if unread else "") + "Escape: close (nothing is retired)"
         answers = {"escape": None, "q": None, "r": "retire" if unread else None}
-        text = printable("\n".join(parts))
+        text = mask("\n".join(parts))
         if (
             await self.push_screen_wait(
                 Choice("thread", text, hint, answers, wide=True, scroll=True)
@@ -537,9 +529,9 @@ class Dash(App[None]):
         """An operator's action: its answer, or None with why it failed on the status line."""
         try:
             a = await self.source.call(req)
-        except (DaemonGone, WireError) as err:
+        except WireError as err:
             verb = req.__struct_config__.tag
-            self.set_status(f"{verb}: {getattr(err, 'message', err)}")
+            self.set_status(f"{verb}: {err.message}")
             return None
         self.set_status(done)
         return a

@@ -1,14 +1,6 @@
-"""A pane of lines where a line that changes is repainted alone: the base of every pane;
-and the lines the daemon's frames become (a screen frame as Rich text with its colours,
-a message's delivery states on one line).
-
-A Static renders its whole text again on every update, and Textual then composes every
-line of it. Here the owner hands over the pane's lines (Rich Text, one per row); only the
-rows whose text differs from what is shown are rendered and marked dirty, so an event
-that changes one session's row costs one line, not the pane. A line is rendered straight
-through Rich onto the pane's base style (Textual's own text pipeline costs several times
-more per line) and its segments carry the (x, y) offsets Textual's text selection reads,
-so a pane looks and selects as a Static would.
+"""A pane of lines where a line that changes is repainted alone: the base of every pane
+(docs/dashboard.md, "What it costs"); and the lines the daemon's frames become (a screen
+frame as Rich text with its colours, a message's delivery states on one line).
 """
 
 import functools
@@ -22,7 +14,8 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from bench_cli.dash.model import Answer, printable
+from bench_cli.dash.model import Answer
+from bench_wire.untrusted import mask
 
 
 class WidgetOptions(TypedDict, total=False):
@@ -35,6 +28,10 @@ class WidgetOptions(TypedDict, total=False):
 
 
 class Lines(Widget):
+    """Looks and selects as a Static would, but the owner hands over one Rich Text per
+    row, and only the rows whose text changed are rendered (straight through Rich: a
+    Static renders its whole text on every update) and marked dirty."""
+
     def __init__(self, **kw: Unpack[WidgetOptions]) -> None:
         super().__init__(**kw)
         self._texts: list[Text] = []
@@ -164,7 +161,7 @@ def screen_lines(frame: Answer) -> list[Text]:
         last -= 1
     out = []
     for y, line in enumerate(lines[:last]):
-        t = Text(printable(line), no_wrap=True, overflow="crop")
+        t = Text(mask(line), no_wrap=True, overflow="crop")
         for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
             parts = [style for flag, style in _FLAGS if flag in flags]
             f, b = colour(fg), colour(bg)

@@ -83,15 +83,8 @@ def _agent_text(a: "Answer | None") -> str:
     if not a or not a.get("state"):
         return ""
     if a["state"] == "blocked":
-        return printable("blocked " + (a.get("tool") or "?"))[:24]
+        return mask("blocked " + (a.get("tool") or "?"))[:24]
     return str(a["state"])
-
-
-def printable(text: str) -> str:
-    """Text from mail, the log or a screen with every character that may not reach a
-    terminal (bench_wire.untrusted: controls, bidi, private use) shown as U+FFFD, one for
-    one so that a screen's colours stay on their characters (tabs and newlines stay)."""
-    return mask(text)
 
 
 # The events that change a mailbox's unread count, and the field naming the mailbox.
@@ -201,7 +194,7 @@ class Board:
                 idle_ms=0,
                 idle_at=now,
                 job=bool(ev.get("job")),
-                unread=self._unread(h),
+                unread=old.unread if old is not None else 0,
             )
             self.by_session[new.session] = new
             return True
@@ -268,10 +261,6 @@ class Board:
         later session of its handle is not its parent)."""
         p = self.row_of(r.parent)
         return p if p is not r else None
-
-    def _unread(self, handle: str) -> int:
-        r = self.rows.get(handle)
-        return r.unread if r is not None else 0
 
     def filtered(self, kind: str = "", handle: str = "") -> list[Event]:
         """The kept events that pass the events pane's filter (`in_filter`)."""

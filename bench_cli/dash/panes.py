@@ -1,16 +1,5 @@
 """The dashboard's panes, their containers, and the compositor they are drawn with.
-
-`Rows` is a list of rows with a cursor: the sessions and mail panes. Not Textual's
-DataTable: redrawing a DataTable after a cell changes renders every visible cell through
-Rich, which made an event cost the dashboard several times the daemon's CPU (the
-dash-idle benchmark). A Rows pane builds one Text per row with fixed column widths,
-builds it again only when the row's cells change, and repaints only the rows that
-changed (see lines.py); it never asks for a layout pass. Keys: up/down (k/j are taken by
-actions, so only the arrows), Home/End, PageUp/PageDown, Enter; a click selects a row.
-
-The events pane keeps the newest lines that fit without the layout pass a growing log
-would cost; the holders exist for Textual's compositor (see Holder); the main screen's
-compositor (`BandCompositor`) renders only the lines a partial frame repaints.
+Each is built to cost little per event: docs/dashboard.md, "What it costs", says how.
 """
 
 import collections
@@ -37,7 +26,17 @@ Widths = tuple[int, ...]  # a width per column (0: left out)
 _Made = tuple[Widths, int] | tuple[Cells, Widths, int, str]
 
 
+class RowMessage(Message):
+    def __init__(self, pane: "Rows", key: str) -> None:
+        super().__init__()
+        self.pane, self.key = pane, key
+
+
 class Rows(Lines, can_focus=True):
+    """Rows with a cursor (the sessions and mail panes), not Textual's DataTable, which
+    renders every visible cell again after one changes. Keys: the arrows (k/j are
+    actions), Home/End, PageUp/PageDown, Enter; a click selects a row."""
+
     BINDINGS = [
         Binding("up", "move(-1)", show=False),
         Binding("down", "move(1)", show=False),
@@ -48,15 +47,11 @@ class Rows(Lines, can_focus=True):
         Binding("enter", "choose", show=False),
     ]
 
-    class Highlighted(Message):
-        def __init__(self, pane: "Rows", key: str) -> None:
-            super().__init__()
-            self.pane, self.key = pane, key
+    class Highlighted(RowMessage):
+        """The cursor moved onto the row of `key`."""
 
-    class Chosen(Message):
-        def __init__(self, pane: "Rows", key: str) -> None:
-            super().__init__()
-            self.pane, self.key = pane, key
+    class Chosen(RowMessage):
+        """Enter or a double click on the row of `key`."""
 
     def __init__(
         self,
@@ -87,10 +82,6 @@ class Rows(Lines, can_focus=True):
             self.cursor = self.keys.index(old)
         self.cursor = max(0, min(self.cursor, len(self.keys) - 1))
         self.show()
-
-    @property
-    def current(self) -> str | None:
-        return self.keys[self.cursor] if self.keys else None
 
     def show(self) -> None:
         height = max(2, self.content_size.height or 10)
@@ -203,25 +194,12 @@ def fit(widths: Widths, width: int, steps: tuple[tuple[int, int], ...]) -> Width
     return tuple(out)
 
 
-# A frame that repaints a few lines renders those lines only: the main screen's compositor.
-#
-# Textual's compositor draws a partial frame from one crop, the box around every dirty
-# region, and asks each widget that overlaps it for every one of its visible lines (from
-# its line cache, each line still cropped, filtered and divided): an event that changes
-# one row of the sessions pane (top left) and one line of the events pane (bottom right)
-# spans the whole screen, so the frame fetched the lines of all four panes and their
-# holders (~200 lines for the 2 that changed).
-#
-# Here a partial frame goes band by band (a band: a run of adjacent rows that changed)
-# and asks each widget that overlaps a band for that band's rows alone, leaving out a
-# widget whose part of the band is covered by those in front of it (a holder behind its
-# pane, the screen); everything else is Textual's: the same spans, the same cuts, the
-# same order of widgets (the first widget to fill a cut wins), the same cells written to
-# the terminal. Full frames (a resize, a new screen, a layout) are left to Textual.
-#
-# It works on Textual's compositor from inside (its cuts, spans and update); a test
-# (tests/dash/test_panes.py) checks its rows against Textual's own, cell for cell, so an
-# upgrade that changes them shows there.
+# A partial frame rendered band by band (docs/dashboard.md, "What it costs"): Textual's
+# compositor asks every widget under the box around all dirty regions for all its
+# lines. Everything else is Textual's (spans, cuts, the order of widgets, the cells
+# written); full frames are left to Textual. It works on Textual's compositor from
+# inside: tests/dash/test_panes.py checks its rows against Textual's, cell for cell, so
+# an upgrade that changes them shows there.
 
 
 _NONE: dict[int, Strip | None] = {}  # a row no span is on (never written to)
@@ -313,10 +291,6 @@ class EventsPane(Lines):
         if len(shown) >= rows:
             shown = shown[len(shown) - rows // 2 :] if rows > 1 else []
         self.set_lines([*shown, Text(line, no_wrap=True, overflow="crop")])
-
-    def clear(self) -> None:
-        self.lines.clear()
-        self.show()
 
     def show(self) -> None:
         rows = max(1, self.content_size.height or 10)
