@@ -1,13 +1,6 @@
-"""The dashboard app: sessions, a live screen, mail with threads, and the event log.
-
-Everything shown comes from the daemon: one event stream (kept open, reconnected when
-the daemon comes back) drives the sessions pane and the events pane; the selected
-session's screen comes from a `session/screen` follow stream; mail panes are fetched
-when a mailbox is chosen and when an event says its mail changed.
-
-Its line to the daemon (`Source`) is the asyncio client (`bench_wire.asyncclient`): one
-short connection per request, one long connection per stream (the event log, a
-session's screen). A session's token is never sent: the dashboard is the operator.
+"""The dashboard app (docs/dashboard.md): one event stream, reconnected when the daemon
+comes back, drives the sessions and events panes; the selected session's screen is a
+follow stream; a mail pane is fetched when its mailbox is chosen or its mail changes.
 """
 
 import asyncio
@@ -56,8 +49,8 @@ RECENT_EVENTS = 200  # the events before the dashboard started that its panes sh
 
 
 class Source:
-    """The daemon of one BENCH_DIR, as the dashboard asks it: `bench_wire.messages`
-    requests, each answer of its request's own type (`bench_wire.messages.StructCodec`)."""
+    """The daemon of one BENCH_DIR, as the operator (no session's token): one short
+    connection per request, one long one per stream, each answer a typed Struct."""
 
     def __init__(self, bench_dir: str | None = None):
         self.dir = resolve_dir(bench_dir)
@@ -164,10 +157,7 @@ class Dash(App[None]):
     def compose(self) -> ComposeResult:
         # The panes are kept as attributes, not looked up: a worker that finishes while
         # the app closes then updates a detached pane instead of failing a lookup.
-        # In a narrow pane (120 columns and less) the last wake and idle columns go
-        # first, then the job column is cut down to what still says something
-        # (`job->al…`), then it goes (a `job-…` says nothing), then unread: handle,
-        # state and pid always show, and unread as long as anything else does.
+        # `narrow`: what a narrow pane leaves out first (docs/dashboard.md, "Panes").
         self.sessions_pane = Rows(
             ["handle", "state", "unread", "idle", "last wake", "job", "pid"],
             narrow=(("last wake", 0), ("idle", 0), ("job", JOB_SAYS), ("job", 0), ("unread", 0)),
@@ -239,10 +229,8 @@ class Dash(App[None]):
                         self.take_event(frame.event, apply=False)
                     self.draw_sessions()
                     first = False
-                    # The app's ~50,000 long-lived objects (DOM, styles, caches) leave the
-                    # collector's view: a full collection then walks only what came later
-                    # (it cost ~20 ms every half minute of a watched dashboard). Only for
-                    # the real app: not in a test process that runs many.
+                    # The app's long-lived objects leave the collector's view (a full
+                    # collection cost ~20 ms every half minute). Not in a test process.
                     if self.freeze_gc:
                         gc.collect()
                         gc.freeze()
@@ -289,10 +277,9 @@ class Dash(App[None]):
         return hello.last_seq
 
     async def count_unread(self, handles: set[str]) -> tuple[dict[str, int], int, bool]:
-        """The unread count of each mailbox, the seq of the log they hold every event
-        up to, and whether they are exact there: read between two looks at the log's end
-        that agree (a send between them would leave it unknown whether a count holds
-        it). Not exact if the log kept moving COUNT_TRIES times."""
+        """The unread count of each mailbox, the seq they are as of, and whether they are
+        exact there: read between two looks at the log's end that agree (not exact if
+        the log kept moving COUNT_TRIES times)."""
         unread: dict[str, int] = {}
         at = 0
         for _ in range(COUNT_TRIES):
