@@ -357,22 +357,18 @@ class Dash(App[None]):
     def draw_sessions(self, only: str | None = None) -> None:
         """Redraw the sessions pane; with `only`, that row's cells are the only ones
         computed again (an event changes one row)."""
-        now = self.idle_now
-        if only is None or set(self._cells) != set(self.board.rows):
-            self._cells = {h: self._row_cells(r, now) for h, r in self.board.rows.items()}
-        elif only in self.board.rows:
-            self._cells[only] = self._row_cells(self.board.rows[only], now)
-        nested = self.board.nested()
-        self.sessions_pane.set_rows([(h, self._cells[h]) for h, _ in nested])
+        now, rows = self.idle_now, self.board.rows
+        depth = dict(self.board.nested())  # each session under its spawner
+        if only is None or set(self._cells) != set(rows):
+            self._cells = {h: self._row_cells(r, now, depth.get(h, 0)) for h, r in rows.items()}
+        elif only in rows:
+            self._cells[only] = self._row_cells(rows[only], now, depth.get(only, 0))
+        self.sessions_pane.set_rows([(h, self._cells[h]) for h in depth])
 
-    def _row_cells(self, r: Row, now: float) -> Cells:
+    def _row_cells(self, r: Row, now: float, depth: int) -> Cells:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
         state = r.exit_text() if self.connected else "?"
-        name, up = r.handle, self.board.up(r)
-        seen = 0
-        while up is not None and seen < len(self.board.rows):  # drawn under its spawner
-            name = "  " + (name if name.startswith(" ") else "└ " + name)
-            up, seen = self.board.up(up), seen + 1
+        name = "  " * depth + "└ " + r.handle if depth else r.handle
         job = " ".join(x for x in (r.job_text(), r.left_text(now)) if x)
         cells = (name, state, unread, r.idle_text(now), r.wake, job, str(r.pid))
         if r.state == "running":

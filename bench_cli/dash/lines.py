@@ -4,7 +4,7 @@ frame as Rich text with its colours, a message's delivery states on one line).
 """
 
 import functools
-from typing import Self, TypedDict, Unpack
+from typing import Self
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -18,22 +18,13 @@ from bench_cli.dash.model import Answer
 from bench_wire.untrusted import mask
 
 
-class WidgetOptions(TypedDict, total=False):
-    """The keywords a pane passes on to Textual's Widget."""
-
-    name: str | None
-    id: str | None
-    classes: str | None
-    disabled: bool
-
-
 class Lines(Widget):
     """Looks and selects as a Static would, but the owner hands over one Rich Text per
     row, and only the rows whose text changed are rendered (straight through Rich: a
     Static renders its whole text on every update) and marked dirty."""
 
-    def __init__(self, **kw: Unpack[WidgetOptions]) -> None:
-        super().__init__(**kw)
+    def __init__(self, id: str) -> None:
+        super().__init__(id=id)
         self._texts: list[Text] = []
         self._strips: dict[int, Strip] = {}  # y -> the rendered line
         # the style and width the strips were rendered for (None: not yet rendered)

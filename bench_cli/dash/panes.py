@@ -4,7 +4,6 @@ Each is built to cost little per event: docs/dashboard.md, "What it costs", says
 
 import collections
 from collections.abc import Sequence
-from typing import Unpack
 
 from rich.text import Text
 from textual import events
@@ -16,7 +15,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.strip import Strip
 
-from bench_cli.dash.lines import Lines, WidgetOptions
+from bench_cli.dash.lines import Lines
 
 Cell = str | Text
 Cells = tuple[Cell, ...]  # a row: one cell per column
@@ -57,9 +56,10 @@ class Rows(Lines, can_focus=True):
         self,
         columns: list[str],
         narrow: tuple[tuple[str, int], ...] = (),
-        **kw: Unpack[WidgetOptions],
+        *,
+        id: str,
     ) -> None:
-        super().__init__(**kw)
+        super().__init__(id)
         self.columns = columns
         # When the pane is too narrow, in this order: (column, 0) leaves it out whole,
         # (column, N) narrows it down to N (see fit): the columns that matter most stay.
@@ -280,8 +280,8 @@ class EventsPane(Lines):
     """The newest event lines that fit, bottom-aligned. Not a RichLog: a RichLog's every
     write changes its virtual size, which costs a layout pass of the whole screen."""
 
-    def __init__(self, **kw: Unpack[WidgetOptions]) -> None:
-        super().__init__(**kw)
+    def __init__(self, id: str) -> None:
+        super().__init__(id)
         self.lines: collections.deque[str] = collections.deque(maxlen=300)
 
     def write(self, line: str) -> None:
