@@ -139,10 +139,8 @@ class Bridge:
         """Raise stream-misconfigured or stream-missing (bench_bridge.streams). On a
         server where this user may (no per-node permissions), a missing stream is made
         with the documented configuration."""
-        o = self.o
-        await streams.check(
-            js, o.max_age, o.limits.forget_s, streams.Quotas(forget_after=o.limits.forget_s)
-        )
+        forget = self.o.limits.forget_s
+        await streams.check(js, self.o.max_age, streams.Quotas(forget_after=forget))
         self.checked = time.monotonic()
         self.recheck = False
 
@@ -438,12 +436,12 @@ class Bridge:
         assert self.kv is not None  # connected before any heartbeat
         now = int(time.time() * 1000)
         value = admission.encode_entry(self.node, now, handles, self.instance)
-        await self.kv.put(admission.key_of(self.node), value)
+        await self.kv.put(self.node, value)  # a node's key is its name
 
     async def _check_name(self) -> None:
         """Refuse to run when another bridge instance heartbeats under our node name."""
         assert self.kv is not None  # connected first
-        key = admission.key_of(self.node)
+        key = self.node
         now = int(time.time() * 1000)
         try:
             e = await self.kv.get(key)
@@ -475,7 +473,6 @@ class Bridge:
         entries: list[admission.Entry] = []
         skipped: list[m.ErrorBody] = []
         now = int(time.time() * 1000)
-        own = admission.key_of(self.node)
         for k in keys:
             try:
                 e = await self.kv.get(k)
@@ -500,7 +497,7 @@ class Bridge:
                     skipped.append(m.ErrorBody(skip.code, skip.message[:500]))
                 continue
             self.skipped.pop(k, None)
-            if k == own:
+            if k == self.node:
                 self._refuse_if_taken(entry, now)
                 continue
             entries.append(entry)

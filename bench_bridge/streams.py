@@ -108,28 +108,20 @@ def problems(cfg: api.StreamConfig, want: api.StreamConfig, max_age_floor: float
     return out
 
 
-async def check(
-    js: JetStreamContext, max_age: float, forget_after: float, create: Quotas | None
-) -> None:
-    """Raise stream-misconfigured or stream-missing (`create`: the quotas to make a
-    missing one with, where this user may; None: never make it)."""
+async def check(js: JetStreamContext, max_age: float, q: Quotas) -> None:
+    """Raise stream-misconfigured, or stream-missing for one not there that this user
+    may not make (with the quotas `q`)."""
     # The mail stream outlives the bridge's own expiry, so expired mail is bounced
     # before JetStream drops it.
-    await _check_one(js, mail_config(create or Quotas()), max_age, create)
-    await _check_one(js, directory_config(create or Quotas()), 0.0, create)
+    await _check_one(js, mail_config(q), max_age)
+    await _check_one(js, directory_config(q), 0.0)
 
 
-async def _check_one(
-    js: JetStreamContext, want: api.StreamConfig, floor: float, create: Quotas | None
-) -> None:
+async def _check_one(js: JetStreamContext, want: api.StreamConfig, floor: float) -> None:
     assert want.name is not None  # both configurations are named
     try:
         info = await js.stream_info(want.name)
     except NotFoundError:
-        info = None
-    if info is None:
-        if create is None:
-            raise _missing(want.name, "it does not exist")
         try:
             await js.add_stream(config=want)
             return
@@ -139,8 +131,11 @@ async def _check_one(
             except NotFoundError:
                 # Without the right (the documented node users), the request gets no
                 # answer at all.
-                raise _missing(
-                    want.name, f"it does not exist and could not be made ({err})"
+                raise WireError(
+                    "stream-missing",
+                    f"the NATS stream {want.name} is not there: it does not exist and could "
+                    f"not be made ({err}); have the administrator run "
+                    "`bench nodes init --nats URL` with the administrator's user",
                 ) from None
     bad = problems(info.config, want, floor)
     if bad:
@@ -150,14 +145,6 @@ async def _check_one(
             "refusing to use it, as it could hand mail to someone else or lose it; "
             "have the administrator run `bench nodes init`",
         )
-
-
-def _missing(name: str, why: str) -> WireError:
-    return WireError(
-        "stream-missing",
-        f"the NATS stream {name} is not there: {why}; have the administrator run "
-        "`bench nodes init --nats URL` with the administrator's user",
-    )
 
 
 async def init(js: JetStreamContext, q: Quotas) -> list[str]:

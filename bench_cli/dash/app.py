@@ -183,11 +183,7 @@ class Dash(App[None]):
                 yield self.events_pane
 
     def on_mount(self) -> None:
-        self.sessions_pane.set_title("sessions")
-        self.mail_pane.set_title("mail")
         self.sessions_pane.focus()
-        self.screen_pane.set_title("screen")
-        self.events_pane.set_title("events")
         self.set_status()
         self.follow_events()
         self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
@@ -235,7 +231,6 @@ class Dash(App[None]):
                         gc.collect()
                         gc.freeze()
                 since = self.board.last_seq
-                self.connected = True
                 failures = 0
                 self.set_status("")
                 async for frame in self.source.stream(m.EventsRead(since=since, follow=True)):
@@ -383,8 +378,8 @@ class Dash(App[None]):
     def on_rows_chosen(self, event: Rows.Chosen) -> None:
         if event.pane.id == "sessions":
             self.select(event.key)
-        elif event.pane.id == "mail":
-            self.open_mail(int(event.key))
+        elif event.pane.id == "mail" and 0 <= int(event.key) < len(self.mail_rows):
+            self.show_thread(self.mail_rows[int(event.key)])
 
     def select(self, handle: str) -> None:
         if handle == self.selected:
@@ -463,10 +458,6 @@ class Dash(App[None]):
             sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
             table.append((str(i), (sent, st, mask(msg["from"]), mask(subject))))
         t.set_rows(table, keep_key=False)
-
-    def open_mail(self, i: int) -> None:
-        if 0 <= i < len(self.mail_rows):
-            self.show_thread(self.mail_rows[i])
 
     @work(exclusive=True, group="thread")
     async def show_thread(self, msg: dict[str, Any]) -> None:

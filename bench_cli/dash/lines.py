@@ -25,16 +25,17 @@ class Lines(Widget):
 
     def __init__(self, id: str) -> None:
         super().__init__(id=id)
-        self._texts: list[Text] = []
+        self.texts: list[Text] = []  # the lines shown (set_lines replaces them)
         self._strips: dict[int, Strip] = {}  # y -> the rendered line
         # the style and width the strips were rendered for (None: not yet rendered)
         self._strips_for: tuple[RichStyle, int] | None = None
         self._title: str | None = None  # as given to set_title
         self._title_only = False  # set_title at work: a refresh is for the top border row
+        self.set_title(id)  # a pane's first title is its id
 
     def set_lines(self, texts: list[Text]) -> None:
         """Show these lines (top first); repaint the rows whose text changed."""
-        old, self._texts = self._texts, texts
+        old, self.texts = self.texts, texts
         width = self.size.width
         if not width:
             self.refresh()
@@ -74,14 +75,10 @@ class Lines(Widget):
             regions = (Region(-top.x, -top.y, self.outer_size.width, 1),)
         return super().refresh(*regions, **kw)
 
-    @property
-    def texts(self) -> list[Text]:
-        return self._texts
-
     def render(self) -> Text:
         """The whole pane as one text (for text selection and for tests; drawing goes
         line by line through render_line)."""
-        return Text("\n").join(self._texts)
+        return Text("\n").join(self.texts)
 
     def render_line(self, y: int) -> Strip:
         style = self.visual_style.rich_style
@@ -90,8 +87,8 @@ class Lines(Widget):
             self._strips_for = (style, self.size.width)
         strip = self._strips.get(y)
         if strip is None:
-            if y < len(self._texts):
-                strip = self._render_text(self._texts[y], style, y)
+            if y < len(self.texts):
+                strip = self._render_text(self.texts[y], style, y)
             else:  # below the text: blank, as a Static draws it
                 strip = Strip.blank(self.size.width, style)
             self._strips[y] = strip

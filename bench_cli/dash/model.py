@@ -41,7 +41,6 @@ class Row:
     def idle_text(self, now: float) -> str:
         if self.state != "running" or self.idle_ms is None:
             return "-"
-        # max: a row woken after `now` (the dashboard's last idle refresh) shows 0s
         return output.duration(self.idle_ms / 1000 + (now - self.idle_at))
 
     def job_text(self) -> str:

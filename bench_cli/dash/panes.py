@@ -6,7 +6,7 @@ import collections
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual import events
+from textual import events, on
 from textual._compositor import ChopsUpdate, Compositor
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -164,13 +164,10 @@ class Rows(Lines, can_focus=True):
             if event.chain >= 2:
                 self.post_message(self.Chosen(self, self.keys[i]))
 
-    def on_focus(self) -> None:
-        self.show()
-
-    def on_blur(self) -> None:
-        self.show()
-
-    def on_resize(self) -> None:
+    @on(events.Focus)
+    @on(events.Blur)
+    @on(events.Resize)
+    def _redraw(self) -> None:
         self.show()
 
 
