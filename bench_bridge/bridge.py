@@ -129,11 +129,9 @@ class Bridge:
         if natsside.is_auth_error(err):
             self.auth_error = err
 
-    # The NATS connection as the daemon sees it, and the streams it trusts: their
-    # configuration (bench_bridge.streams) is checked when the bridge connects, after
-    # every reconnect (the server may be another, or its streams remade) and every
-    # CHECK_EVERY_S; a difference stops the bridge (stream-misconfigured). A lost
-    # connection is said at once: nats-py reconnects on its own and would say nothing.
+    # The NATS connection as the daemon sees it: a loss is said at once (nats-py
+    # reconnects on its own and would say nothing), and the streams are checked again
+    # after a reconnect (the server may be another, or its streams remade).
 
     async def check_streams(self, js: JetStreamContext) -> None:
         """Raise stream-misconfigured or stream-missing (bench_bridge.streams). On a
@@ -294,14 +292,7 @@ class Bridge:
             try:
                 if consumer is None:
                     assert self.nc is not None and self.js is not None  # connected first
-                    consumer = await Consumer(
-                        self.nc,
-                        self.js,
-                        urls.STREAM,
-                        urls.consumer(self.node),
-                        f"{urls.SUBJECT_ROOT}.{urls.token(self.node)}.>",
-                        api.ConsumerConfig(ack_wait=self.o.ack_wait, max_ack_pending=4096),
-                    ).open()
+                    consumer = await Consumer(self.nc, self.js, self.node, self.o.ack_wait).open()
                 # What arrived while the last batch was being delivered is the next
                 # batch: the daemon commits it as one group.
                 msgs = await consumer.take(DELIVER_MOST)
@@ -427,9 +418,7 @@ class Bridge:
             self.handles = a.handles
             if self.handles != put:
                 continue  # a spawn or an exit: the other nodes hear of it now
-            # Twice per heartbeat: an entry is then at most half a beat old when read, and
-            # read at most half a beat after it was put, so what `bench nodes` shows (a
-            # node's last beat, its live handles) is never more than one beat behind.
+            # Twice per heartbeat: `bench nodes` is then at most one beat behind.
             await asyncio.sleep(self.o.heartbeat / 2)
 
     async def _put(self, handles: list[str]) -> None:
@@ -441,11 +430,10 @@ class Bridge:
     async def _check_name(self) -> None:
         """Refuse to run when another bridge instance heartbeats under our node name."""
         assert self.kv is not None  # connected first
-        key = self.node
         now = int(time.time() * 1000)
         try:
-            e = await self.kv.get(key)
-            entry = admission.decode_entry(key, e.value or b"", now, self.o.limits)
+            e = await self.kv.get(self.node)
+            entry = admission.decode_entry(self.node, e.value or b"", now, self.o.limits)
         except (NatsError, TimeoutError, admission.Skip):
             return  # no entry yet (or none readable): the name is free
         self._refuse_if_taken(entry, now)
@@ -465,9 +453,8 @@ class Bridge:
         """The other nodes, and the entries skipped for the first time (each is reported
         once per revision, not at every beat)."""
         assert self.kv is not None and self.js is not None  # connected first
-        # The keys from the bucket stream's subjects (one request, no consumer): nats-py's
-        # kv.keys() makes a watcher per call that the server keeps for minutes. The keys
-        # read last time are read again too, and only a get that finds nothing forgets one.
+        # The keys read last time are read again too: only a get that finds nothing
+        # forgets one.
         listed = await natsside.directory_keys(self.js)
         keys = list(dict.fromkeys([*listed, *self.observed]))
         entries: list[admission.Entry] = []
@@ -477,11 +464,10 @@ class Bridge:
             try:
                 e = await self.kv.get(k)
             except NotFoundError:
+                e = None
+            if e is None or e.value is None:
                 self.observed.pop(k, None)
                 continue  # deleted or purged (since the listing, or since the last read)
-            if e.value is None:
-                self.observed.pop(k, None)
-                continue
             # An entry cannot be newer than the first read of its revision: a `seen` in
             # the future (a clock ahead, or a lie) ages like any other from then on.
             rev = e.revision or 0

@@ -1,8 +1,8 @@
 """The bridge's own host: its options (the `bench bridge` command line), the lines it
 says (`say`: stderr, which is bridge.out when the daemon runs the bridge), and its
-connections to its local daemon: kept for the bridge's life, a request sent again on a
-new one when the daemon closed an idle one (docs/nodes.md, "Quiet spells": every bridge
-verb is safe to repeat).
+connections to its local daemon: kept for the bridge's life, a request sent again on
+a new one when the daemon closed an idle one (every bridge verb is safe to repeat:
+docs/nodes.md, "How a message travels").
 """
 
 import sys

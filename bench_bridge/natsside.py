@@ -72,7 +72,8 @@ def instance(bench_dir: str) -> str:
 
 def msg_id(origin: str, x: m.RemoteMail) -> str:
     """The message's JetStream dedup id: the origin and the random nonce drawn when it
-    was queued (docs/nodes.md, "Authentication"), which nobody can claim first."""
+    was queued, which nobody can claim first (docs/nodes.md, "Authentication: one NATS
+    user per node")."""
     if x.nonce:
         return f"{origin} {x.nonce}"
     # Queued by a daemon before nonces: the old id (guessable by whoever knows the
@@ -125,20 +126,19 @@ class Consumer:
     trip; three idle heartbeats unheard mean the request is gone (a server restart) and
     a new one is sent. Nothing here acks: the caller acks after its daemon's answer."""
 
-    def __init__(
-        self,
-        nc: NatsClient,
-        js: JetStreamContext,
-        stream: str,
-        durable: str,
-        subject: str,
-        config: api.ConsumerConfig,
-    ):
+    def __init__(self, nc: NatsClient, js: JetStreamContext, node: str, ack_wait: float):
         self.nc, self.js = nc, js
-        self.stream, self.durable, self.subject = stream, durable, subject
-        self.config = config
+        self.durable = urls.consumer(node)
+        # What the consumer is made with the first time (the server keeps it from then on).
+        self.config = api.ConsumerConfig(
+            name=self.durable,
+            durable_name=self.durable,
+            filter_subject=f"{urls.SUBJECT_ROOT}.{urls.token(node)}.>",
+            ack_wait=ack_wait,
+            max_ack_pending=4096,
+        )
         self.inbox = nc.new_inbox()
-        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{urls.STREAM}.{self.durable}"
         self.sub: Subscription | None = None
         self.ready: deque[Msg] = deque()  # delivered to us, not yet taken
         self.arrived = asyncio.Event()
@@ -148,15 +148,11 @@ class Consumer:
         self.trouble: str | None = None
 
     async def open(self) -> "Consumer":
-        """Make sure the durable consumer exists (created with `config` the first time,
-        as it is kept by the server from then on) and start listening."""
+        """Make sure the durable consumer exists and start listening."""
         try:
-            await self.js.consumer_info(self.stream, self.durable)
+            await self.js.consumer_info(urls.STREAM, self.durable)
         except NotFoundError:
-            config = self.config
-            config.filter_subject = self.subject
-            config.name = config.durable_name = self.durable
-            await self.js.add_consumer(self.stream, config=config)
+            await self.js.add_consumer(urls.STREAM, config=self.config)
         self.sub = await self.nc.subscribe(self.inbox, cb=self._on_msg)
         self.owed, self.heard, self.trouble = 0, time.monotonic(), None
         return self

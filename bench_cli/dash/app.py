@@ -80,8 +80,7 @@ class Source:
 
 class Dash(App[None]):
     TITLE = "bench dash"
-    # Textual's command palette (^p) lists Textual's own commands (theme, screenshot),
-    # none of bench's: left out, with its footer hint. The keys are in the help (?).
+    # Textual's command palette offers none of bench's commands; the keys are in the help.
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: horizontal; }
@@ -143,9 +142,8 @@ class Dash(App[None]):
         self.retry_in = 0.0  # while no daemon answers: the wait before the next attempt
         self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
         self.refreshes = 0
-        # When the idle column was last brought up to date (at the snapshot and every
-        # IDLE_REFRESH_S): an event redraws only the rows it changed, not every row's
-        # idle time, so between refreshes the column shows the idle times of that moment.
+        # When the idle column was last brought up to date: at the snapshot and every
+        # IDLE_REFRESH_S, not at every event (docs/dashboard.md, "What it costs").
         self.idle_now = clock()
         self._cells: dict[str, Cells] = {}  # handle -> its row in the sessions pane
 
@@ -329,9 +327,8 @@ class Dash(App[None]):
             a = await self.source.call(m.SessionList())
             counted = None
             if self.refreshes % UNREAD_EVERY == 0:
-                # Unread counts follow the events; re-read them now and then only, in
-                # case an event was missed. Exact at a seq, so an answer that crossed
-                # an event on the way never undoes it (Board.set_unread).
+                # Unread counts follow the events; re-read now and then in case one was
+                # missed (exact at a seq: Board.set_unread).
                 live = {s.handle for s in a.sessions if s.state == "running"}
                 counted = await self.count_unread(live)
         except WireError:

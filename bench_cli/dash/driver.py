@@ -38,15 +38,10 @@ class _WakingEvent(threading.Event):
 
 
 class QuietDriver(LinuxDriver):
-    def __init__(
-        self,
-        app: App[Any],  # an app of any result type (App's type argument is invariant)
-        *,
-        debug: bool = False,
-        mouse: bool = True,
-        size: tuple[int, int] | None = None,
-    ) -> None:
-        super().__init__(app, debug=debug, mouse=mouse, size=size)
+    # `app`: an app of any result type (App's type argument is invariant); `kw`:
+    # LinuxDriver's own keywords (debug, mouse, size), passed on.
+    def __init__(self, app: App[Any], **kw: Any) -> None:
+        super().__init__(app, **kw)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)

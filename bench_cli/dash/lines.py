@@ -119,10 +119,6 @@ def _offset(x: int, y: int) -> RichStyle:
     return RichStyle.from_meta({"offset": (x, y)})
 
 
-# What the daemon's frames look like on the dashboard: a screen frame as Rich text with
-# its colours, and a message's delivery states on one line.
-
-
 _PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
 # A screen frame's style flags, in the order their styles are written.
 _FLAGS = (("b", "bold"), ("i", "italic"), ("u", "underline"), ("r", "reverse"))

@@ -289,9 +289,8 @@ def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
     return out
 
 
-# Between attempts to reach a daemon that is not running: doubling from the first to the
-# last, so a dashboard left open on a stopped daemon wakes only every few seconds, while
-# one that saw `bench down; bench up` is back within a second or two.
+# Between attempts to reach a daemon that is not running (docs/dashboard.md, "When the
+# daemon is not there").
 RETRY_FIRST_S = 0.25
 RETRY_LAST_S = 4.0
 

@@ -61,8 +61,7 @@ class Rows(Lines, can_focus=True):
     ) -> None:
         super().__init__(id)
         self.columns = columns
-        # When the pane is too narrow, in this order: (column, 0) leaves it out whole,
-        # (column, N) narrows it down to N (see fit): the columns that matter most stay.
+        # What a pane too narrow leaves out or narrows first: see fit.
         self.narrow = tuple((columns.index(c), n) for c, n in narrow)
         self.keys: list[str] = []
         self.cells: list[Cells] = []
