@@ -298,11 +298,8 @@ class EventsPane(Lines):
 
 
 class Holder(Vertical):
-    """A blank holder for panes. Textual composes a frame's dirty area from every widget
-    whose parent's area overlaps it, rendering each in full: a pane in its own holder is
-    left out of frames that change only its neighbours. BLANK (Textual's flag for a widget
-    with no border or content of its own): the holder's own lines are never rendered,
-    as its panes cover it."""
+    """A blank holder for panes: a pane in its own holder is left out of frames that
+    change only its neighbours; BLANK, as its panes cover it (docs/dashboard.md)."""
 
     BLANK = True
 
