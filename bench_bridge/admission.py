@@ -1,16 +1,9 @@
 """What this node takes from the others, all of it untrusted input. Pure: no I/O.
 
-The directory (the BENCH_NODES bucket): whoever may write the bucket may put anything
-in it, so every entry is decoded with a strict type and checked; a bad entry is
-skipped (and reported once), never fatal. Sizes, handle counts and the nodes kept are
-capped so the directory always fits in one report to the daemon; `seen` is clamped to
-now; an entry names the bridge instance that wrote it, so a second bridge using a node
-name already heartbeating can tell and refuse.
-
-Admission: what the receiving bridge refuses from another node before its daemon sees
-it (too many reply-to addresses, too many new mailboxes per origin node per hour,
-too many receipts), each budget per origin node so one node cannot spend another's.
-docs/nodes.md gives the options and what each refusal becomes.
+The directory's entries (docs/nodes.md, "The directory" and "Names"), and admission:
+what the receiving bridge refuses from another node before its daemon sees it, each
+budget per origin node so one node cannot spend another's (docs/nodes.md gives the
+options and what each refusal becomes).
 """
 
 import time
@@ -32,7 +25,8 @@ FORGET_S = 7 * 86400.0  # a node not seen for this long is forgotten
 
 
 class Entry(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
-    """One node's entry, as its bridge puts it under its own name."""
+    """One node's entry, as its bridge puts it under its own name as the key
+    (`$KV.BENCH_NODES.<name>`, the subject a node's NATS user is allowed to write)."""
 
     node: str
     seen_ms: int
@@ -61,12 +55,6 @@ class Skip(Exception):
         self.message = message
 
 
-def key_of(node: str) -> str:
-    """A node's key in the bucket: its name (`$KV.BENCH_NODES.<name>`, the subject a
-    node's NATS user is allowed to write)."""
-    return node
-
-
 def encode_entry(node: str, seen_ms: int, handles: list[str], instance: str) -> bytes:
     return _enc.encode(Entry(node=node, seen_ms=seen_ms, handles=handles, instance=instance))
 
@@ -82,7 +70,7 @@ def decode_entry(key: str, raw: bytes, now_ms: int, limits: Limits) -> Entry:
         e = _dec.decode(raw)
     except msgspec.DecodeError as err:
         raise Skip("bad-entry", f"the entry {key!r} is not a node entry: {err}") from None
-    if not is_handle(e.node) or key_of(e.node) != key:
+    if not is_handle(e.node) or e.node != key:
         raise Skip("bad-entry", f"the entry {key!r} names node {e.node!r}, not its own key")
     if len(e.handles) > limits.handles_max:
         raise Skip(

@@ -1,22 +1,15 @@
 """The bridge: a client of its local daemon (Unix socket, bench_wire) and of NATS JetStream.
 
-Four loops, each on its own daemon connection (docs/nodes.md follows a message through
-them): forward (the outbound queue published, a window of PubAcks awaited at once:
-Forwarding), inbound (what this node's durable consumer pushed, handed to
-`bridge/deliver`, acked only after the daemon's answer: natsside.Consumer), receipts
-(bench_bridge.receipts) and heartbeat (this node's directory entry put, the others'
-read as untrusted input: bench_bridge.admission). A lost NATS connection is said at
-once (Link), since nats-py reconnects on its own and would otherwise say nothing.
-
-The origin node of a message is taken from its subject alone (never a header or the
-body), where NATS lets only that node's user publish.
+Four loops, each on its own daemon connection: forward, inbound, receipts and heartbeat
+(docs/nodes.md, "How a message travels", follows a message through them). The origin
+node of a message is taken from its subject alone, where NATS lets only that node's
+user publish.
 """
 
 import asyncio
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Callable
 
 import msgspec
 import nats
@@ -44,73 +37,6 @@ DELIVER_MOST = 256  # messages per bridge/deliver
 FRAME_BUDGET = 1536 * 1024  # bytes of encoded mail per bridge/deliver (the frame cap is 2 MiB)
 STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
 
-# Tell the daemon a report now (a no-op before the bridge has its connection).
-Tell = Callable[[m.BridgeReport], Awaitable[None]]
-
-
-class Link:
-    """The NATS connection as the daemon sees it, and the streams it trusts: their
-    configuration (bench_bridge.streams) is checked when the bridge connects, after every
-    reconnect (the server may be another, or its streams remade) and every CHECK_EVERY_S;
-    a difference stops the bridge (stream-misconfigured)."""
-
-    def __init__(self, opts: Options, tell: Tell):
-        self.o, self.tell = opts, tell
-        self.checked = 0.0  # when the configuration was last found right (monotonic)
-        self.recheck = False  # set on a reconnect
-        self.down_at: float | None = None  # when the connection was lost (monotonic)
-        self.closing = False  # our own close: not an outage
-
-    async def check_streams(self, js: JetStreamContext) -> None:
-        """Raise stream-misconfigured or stream-missing (bench_bridge.streams). On a
-        server where this user may (no per-node permissions), a missing stream is made
-        with the documented configuration."""
-        o = self.o
-        await streams.check(
-            js, o.max_age, o.limits.forget_s, streams.Quotas(forget_after=o.limits.forget_s)
-        )
-        self.checked = time.monotonic()
-        self.recheck = False
-
-    def check_due(self) -> bool:
-        return self.recheck or time.monotonic() - self.checked > streams.CHECK_EVERY_S
-
-    def connected(self) -> None:
-        """A new connection is up: the next loss is news."""
-        self.down_at = None
-
-    async def close(self, nc: NatsClient) -> None:
-        self.closing = True
-        try:
-            await nc.close()
-        finally:
-            self.closing = False
-
-    async def disconnected(self) -> None:
-        if self.closing or self.down_at is not None:
-            return
-        self.down_at = time.monotonic()
-        say(f"lost the connection to NATS ({urls.shown(self.o.conn.url)}); reconnecting")
-        await self._report("disconnected")
-
-    async def reconnected(self) -> None:
-        down = time.monotonic() - self.down_at if self.down_at is not None else 0.0
-        self.down_at = None
-        self.recheck = True
-        say(f"reconnected to NATS after {down:.1f}s")
-        await self._report("reconnected", down)
-
-    async def _report(self, change: str, down_s: float = 0.0) -> None:
-        """Tell the daemon now, not at the next heartbeat."""
-        await self.tell(
-            m.BridgeReport(
-                connected=change == "reconnected",
-                stale_after=3 * self.o.heartbeat,
-                link=change,
-                down_s=round(down_s, 3),
-            )
-        )
-
 
 class Bridge:
     def __init__(self, opts: Options):
@@ -131,7 +57,10 @@ class Bridge:
         self.admission = Admission(
             opts.reply_to_max, opts.new_mailboxes_per_hour, opts.receipts_per_minute
         )
-        self.link = Link(opts, self._tell)
+        self.checked = 0.0  # when the streams' configuration was last found right (monotonic)
+        self.recheck = False  # set on a reconnect
+        self.down_at: float | None = None  # when the connection was lost (monotonic)
+        self.closing = False  # our own close: not an outage
 
     # ------------------------------------------------------------ setup
 
@@ -179,31 +108,71 @@ class Bridge:
             # node's own prefix, so NATS can let each node read only its own.
             "inbox_prefix": urls.inbox_prefix(self.node),
             "error_cb": self._on_error,
-            "disconnected_cb": self.link.disconnected,
-            "reconnected_cb": self.link.reconnected,
+            "disconnected_cb": self._disconnected,
+            "reconnected_cb": self._reconnected,
             **self.o.conn.auth(self.tls),
         }
         nc = await nats.connect([self.o.conn.url], **opts)
         nc.options["max_reconnect_attempts"] = -1
         try:
             js = nc.jetstream(timeout=5, publish_async_max_pending=self.o.publish_window)
-            await self.link.check_streams(js)
+            await self.check_streams(js)
             kv = await js.key_value(urls.DIRECTORY)
         except BaseException:
-            await self.link.close(nc)
+            await self._close(nc)
             raise
         self.nc, self.js, self.kv = nc, js, kv
-        self.link.connected()
+        self.down_at = None  # a new connection is up: the next loss is news
 
     async def _on_error(self, err: BaseException) -> None:
         # nats-py reports an auth failure here and then only "no servers available".
         if natsside.is_auth_error(err):
             self.auth_error = err
 
-    async def _tell(self, report: m.BridgeReport) -> None:
-        """A report now, not at the next heartbeat (Link: the connection lost or back)."""
+    # The NATS connection as the daemon sees it: a loss is said at once (nats-py
+    # reconnects on its own and would say nothing), and the streams are checked again
+    # after a reconnect (the server may be another, or its streams remade).
+
+    async def check_streams(self, js: JetStreamContext) -> None:
+        """Raise stream-misconfigured or stream-missing (bench_bridge.streams). On a
+        server where this user may (no per-node permissions), a missing stream is made
+        with the documented configuration."""
+        forget = self.o.limits.forget_s
+        await streams.check(js, self.o.max_age, streams.Quotas(forget_after=forget))
+        self.checked = time.monotonic()
+        self.recheck = False
+
+    async def _close(self, nc: NatsClient) -> None:
+        self.closing = True
+        try:
+            await nc.close()
+        finally:
+            self.closing = False
+
+    async def _disconnected(self) -> None:
+        if self.closing or self.down_at is not None:
+            return
+        self.down_at = time.monotonic()
+        say(f"lost the connection to NATS ({urls.shown(self.o.conn.url)}); reconnecting")
+        await self._tell("disconnected")
+
+    async def _reconnected(self) -> None:
+        down = time.monotonic() - self.down_at if self.down_at is not None else 0.0
+        self.down_at = None
+        self.recheck = True
+        say(f"reconnected to NATS after {down:.1f}s")
+        await self._tell("reconnected", down)
+
+    async def _tell(self, change: str, down_s: float = 0.0) -> None:
+        """Tell the daemon now, not at the next heartbeat."""
         if self.reporter is None:
             return
+        report = m.BridgeReport(
+            connected=change == "reconnected",
+            stale_after=3 * self.o.heartbeat,
+            link=change,
+            down_s=round(down_s, 3),
+        )
         try:
             await self.reporter.call(report)
         except WireError:
@@ -261,7 +230,7 @@ class Bridge:
         except (WireError, TimeoutError, asyncio.CancelledError):
             pass
         if self.nc is not None:
-            await self.link.close(self.nc)
+            await self._close(self.nc)
 
     async def forward(self) -> None:
         """Publish the queue in order, a window of PubAcks awaited at once (Forwarding);
@@ -323,14 +292,7 @@ class Bridge:
             try:
                 if consumer is None:
                     assert self.nc is not None and self.js is not None  # connected first
-                    consumer = await Consumer(
-                        self.nc,
-                        self.js,
-                        urls.STREAM,
-                        urls.consumer(self.node),
-                        f"{urls.SUBJECT_ROOT}.{urls.token(self.node)}.>",
-                        api.ConsumerConfig(ack_wait=self.o.ack_wait, max_ack_pending=4096),
-                    ).open()
+                    consumer = await Consumer(self.nc, self.js, self.node, self.o.ack_wait).open()
                 # What arrived while the last batch was being delivered is the next
                 # batch: the daemon commits it as one group.
                 msgs = await consumer.take(DELIVER_MOST)
@@ -436,8 +398,9 @@ class Bridge:
             nodes: list[m.NodeInfo] | None = None
             skipped: list[m.ErrorBody] = []
             try:
-                if self.link.check_due() and self.js is not None:
-                    await self.link.check_streams(self.js)  # raises: the bridge stops
+                due = self.recheck or time.monotonic() - self.checked > streams.CHECK_EVERY_S
+                if due and self.js is not None:
+                    await self.check_streams(self.js)  # raises: the bridge stops
                 await self._put(put)
                 nodes, skipped = await self._read_directory()
                 self.nodes = nodes
@@ -455,36 +418,27 @@ class Bridge:
             self.handles = a.handles
             if self.handles != put:
                 continue  # a spawn or an exit: the other nodes hear of it now
-            # Twice per heartbeat: an entry is then at most half a beat old when read, and
-            # read at most half a beat after it was put, so what `bench nodes` shows (a
-            # node's last beat, its live handles) is never more than one beat behind.
+            # Twice per heartbeat: `bench nodes` is then at most one beat behind.
             await asyncio.sleep(self.o.heartbeat / 2)
 
     async def _put(self, handles: list[str]) -> None:
         assert self.kv is not None  # connected before any heartbeat
         now = int(time.time() * 1000)
         value = admission.encode_entry(self.node, now, handles, self.instance)
-        await self.kv.put(admission.key_of(self.node), value)
+        await self.kv.put(self.node, value)  # a node's key is its name
 
     async def _check_name(self) -> None:
         """Refuse to run when another bridge instance heartbeats under our node name."""
         assert self.kv is not None  # connected first
-        key = admission.key_of(self.node)
-        try:
-            e = await self.kv.get(key)
-            raw = e.value
-        except (NatsError, TimeoutError):
-            raw = None  # no entry yet (or none readable): the name is free
         now = int(time.time() * 1000)
-        entry = None
-        if raw is not None:
-            try:
-                entry = admission.decode_entry(key, raw, now, self.o.limits)
-            except admission.Skip:
-                entry = None
+        try:
+            e = await self.kv.get(self.node)
+            entry = admission.decode_entry(self.node, e.value or b"", now, self.o.limits)
+        except (NatsError, TimeoutError, admission.Skip):
+            return  # no entry yet (or none readable): the name is free
         self._refuse_if_taken(entry, now)
 
-    def _refuse_if_taken(self, entry: "admission.Entry | None", now: int) -> None:
+    def _refuse_if_taken(self, entry: admission.Entry, now: int) -> None:
         fresh = 3 * self.o.heartbeat * 1000
         other = admission.taken_by(entry, self.instance, now, fresh)
         if other is not None:
@@ -499,24 +453,21 @@ class Bridge:
         """The other nodes, and the entries skipped for the first time (each is reported
         once per revision, not at every beat)."""
         assert self.kv is not None and self.js is not None  # connected first
-        # The keys from the bucket stream's subjects (one request, no consumer): nats-py's
-        # kv.keys() makes a watcher per call that the server keeps for minutes. The keys
-        # read last time are read again too, and only a get that finds nothing forgets one.
+        # The keys read last time are read again too: only a get that finds nothing
+        # forgets one.
         listed = await natsside.directory_keys(self.js)
         keys = list(dict.fromkeys([*listed, *self.observed]))
         entries: list[admission.Entry] = []
         skipped: list[m.ErrorBody] = []
         now = int(time.time() * 1000)
-        own = admission.key_of(self.node)
         for k in keys:
             try:
                 e = await self.kv.get(k)
             except NotFoundError:
+                e = None
+            if e is None or e.value is None:
                 self.observed.pop(k, None)
                 continue  # deleted or purged (since the listing, or since the last read)
-            if e.value is None:
-                self.observed.pop(k, None)
-                continue
             # An entry cannot be newer than the first read of its revision: a `seen` in
             # the future (a clock ahead, or a lie) ages like any other from then on.
             rev = e.revision or 0
@@ -532,7 +483,7 @@ class Bridge:
                     skipped.append(m.ErrorBody(skip.code, skip.message[:500]))
                 continue
             self.skipped.pop(k, None)
-            if k == own:
+            if k == self.node:
                 self._refuse_if_taken(entry, now)
                 continue
             entries.append(entry)

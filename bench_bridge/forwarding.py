@@ -52,7 +52,12 @@ class Forwarding:
         size = self.size
         while True:
             if len(self.window) >= size:
-                self._full()
+                if not self.full:
+                    self.full = True
+                    say(
+                        f"{len(self.window)} messages await their PubAck (--publish-window): "
+                        "publishing waits for NATS [publish-window-full]"
+                    )
                 self.room.clear()
                 await self.room.wait()
                 continue
@@ -69,14 +74,6 @@ class Forwarding:
             if batch:
                 self.pulled = batch[-1].mail_id
                 self.more.set()
-
-    def _full(self) -> None:
-        if not self.full:
-            self.full = True
-            say(
-                f"{len(self.window)} messages await their PubAck (--publish-window): "
-                "publishing waits for NATS [publish-window-full]"
-            )
 
     async def settle(self) -> None:
         while True:

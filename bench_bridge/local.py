@@ -1,12 +1,8 @@
 """The bridge's own host: its options (the `bench bridge` command line), the lines it
 says (`say`: stderr, which is bridge.out when the daemon runs the bridge), and its
-connections to its local daemon.
-
-Those connections live as long as the bridge, and the daemon closes one that waited
-`--idle-timeout` for a request; `KeptClient` then sends the request again on a new
-one. Safe for every bridge verb: a pull reads, a report says the state again, and a
-mark, a delivery or a bounce of the same message is a no-op the second time (the
-daemon takes them by mail id and key).
+connections to its local daemon: kept for the bridge's life, a request sent again on
+a new one when the daemon closed an idle one (every bridge verb is safe to repeat:
+docs/nodes.md, "How a message travels").
 """
 
 import sys

@@ -1,17 +1,5 @@
 """The bridge's NATS side, with no daemon I/O: this node's durable consumer, listing the
 directory, the ids it publishes under, reading errors, and the back-off between attempts.
-
-The consumer (`Consumer`) is read with pull requests kept open. A pull request asks the
-server for up to BATCH messages and stays open EXPIRES_S seconds: the server pushes each
-message to our inbox the moment it is in the stream, so mail arrives one network hop
-after its PubAck, with no polling interval and no timeout in its way. Before a request
-runs out, another is sent (top-up at half), so a burst never waits for a round trip.
-The server sends an idle heartbeat every HEARTBEAT_S seconds while a request has
-nothing to deliver; hearing nothing for three of them means the request is gone
-(nats-server restarted, the connection was re-made) and a new one is sent.
-
-Nothing here acknowledges: the caller acks each message after its daemon's answer, and
-a message taken but never acked is redelivered by JetStream after `ack_wait`.
 """
 
 import asyncio
@@ -53,8 +41,7 @@ class Backoff:
 
 async def directory_keys(js: JetStreamContext) -> list[str]:
     """The directory's keys, from its stream's subjects: one request that leaves no
-    consumer behind (nats-py's kv.keys() makes a watcher the server keeps for minutes,
-    one per read: hundreds per bridge)."""
+    consumer behind (nats-py's kv.keys() makes a watcher the server keeps for minutes)."""
     prefix = f"$KV.{urls.DIRECTORY}."
     try:
         info = await js.stream_info(urls.KV_STREAM, subjects_filter=f"{prefix}>")
@@ -84,10 +71,9 @@ def instance(bench_dir: str) -> str:
 
 
 def msg_id(origin: str, x: m.RemoteMail) -> str:
-    """The message's JetStream dedup id: the origin and the 128 random bits drawn when
-    it was queued (kept in its queue file, so a republish after a crash has the same
-    id). Nobody else can know it before it is published, so nobody can publish first
-    under it to have the real message dropped as a duplicate."""
+    """The message's JetStream dedup id: the origin and the random nonce drawn when it
+    was queued, which nobody can claim first (docs/nodes.md, "Authentication: one NATS
+    user per node")."""
     if x.nonce:
         return f"{origin} {x.nonce}"
     # Queued by a daemon before nonces: the old id (guessable by whoever knows the
@@ -134,20 +120,25 @@ class ConsumerTrouble(NatsError):
 
 
 class Consumer:
-    def __init__(
-        self,
-        nc: NatsClient,
-        js: JetStreamContext,
-        stream: str,
-        durable: str,
-        subject: str,
-        config: api.ConsumerConfig,
-    ):
+    """This node's durable consumer, read with pull requests kept open: the server pushes
+    each message to our inbox the moment it is stored (no polling interval). Another
+    request goes before one runs out (top-up at half), so a burst never waits a round
+    trip; three idle heartbeats unheard mean the request is gone (a server restart) and
+    a new one is sent. Nothing here acks: the caller acks after its daemon's answer."""
+
+    def __init__(self, nc: NatsClient, js: JetStreamContext, node: str, ack_wait: float):
         self.nc, self.js = nc, js
-        self.stream, self.durable, self.subject = stream, durable, subject
-        self.config = config
+        self.durable = urls.consumer(node)
+        # What the consumer is made with the first time (the server keeps it from then on).
+        self.config = api.ConsumerConfig(
+            name=self.durable,
+            durable_name=self.durable,
+            filter_subject=f"{urls.SUBJECT_ROOT}.{urls.token(node)}.>",
+            ack_wait=ack_wait,
+            max_ack_pending=4096,
+        )
         self.inbox = nc.new_inbox()
-        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{urls.STREAM}.{self.durable}"
         self.sub: Subscription | None = None
         self.ready: deque[Msg] = deque()  # delivered to us, not yet taken
         self.arrived = asyncio.Event()
@@ -157,15 +148,11 @@ class Consumer:
         self.trouble: str | None = None
 
     async def open(self) -> "Consumer":
-        """Make sure the durable consumer exists (created with `config` the first time,
-        as it is kept by the server from then on) and start listening."""
+        """Make sure the durable consumer exists and start listening."""
         try:
-            await self.js.consumer_info(self.stream, self.durable)
+            await self.js.consumer_info(urls.STREAM, self.durable)
         except NotFoundError:
-            config = self.config
-            config.filter_subject = self.subject
-            config.name = config.durable_name = self.durable
-            await self.js.add_consumer(self.stream, config=config)
+            await self.js.add_consumer(urls.STREAM, config=self.config)
         self.sub = await self.nc.subscribe(self.inbox, cb=self._on_msg)
         self.owed, self.heard, self.trouble = 0, time.monotonic(), None
         return self

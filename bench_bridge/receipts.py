@@ -1,12 +1,5 @@
 """Receipts between nodes: what became of a node's mail on the node it was sent to
-(docs/nodes.md, "Receipts").
-
-Sending: `send` pulls the daemon's receipts (bridge/receipts-pull) and publishes them,
-per origin node, under this node's own subjects, each with a random Nats-Msg-Id
-(recording a receipt twice changes nothing, so nothing needs deduplicating, and nobody
-can claim the id first to have a receipt dropped). Receiving: `record` checks a
-receipts message's size and the origin's rate (bench_bridge.admission) and hands it to
-the daemon (bridge/receipts). Best-effort: at most HELD_MAX wait in memory.
+(docs/nodes.md, "Receipts"). Best-effort: at most HELD_MAX wait in memory.
 """
 
 import secrets
@@ -59,6 +52,8 @@ async def send(opts: Options, js: JetStreamContext, node: str, retry: Retry) -> 
 
 
 async def _publish(js: JetStreamContext, node: str, to: str, batch: list[m.Receipt]) -> None:
+    # A random Nats-Msg-Id: recording a receipt twice changes nothing, and nobody can
+    # claim the id first to have a receipt dropped.
     payload = _enc.encode([msgspec.structs.replace(r, node="") for r in batch])
     await js.publish(
         urls.receipt_subject(to, node),

@@ -1,12 +1,7 @@
 """The mail stream and the directory bucket: their one configuration, made by the
-administrator's step (`bench nodes init`, `run`), and checked by every bridge.
-
-Whoever shapes the stream decides who reads it: a stream that republishes (or is
-mirrored, or sourced, or has its subjects transformed) hands every node's mail to
-someone else, and a bucket that takes rollup headers lets one node wipe every entry.
-So only an administrator's user makes them (docs/nodes.md), and each bridge compares
-what it finds with what it expects, at start, on every reconnect and every
-CHECK_EVERY_S, and refuses to run with a stream that differs (`stream-misconfigured`).
+administrator's step (`bench nodes init`, `run`), and checked by every bridge (see
+docs/nodes.md, "The administrator's step": a stream shaped otherwise could hand every
+node's mail to someone else).
 """
 
 import asyncio
@@ -62,8 +57,7 @@ def mail_config(q: Quotas) -> api.StreamConfig:
 
 def directory_config(q: Quotas) -> api.StreamConfig:
     """The bucket as nats-py's KeyValue reads it (one value per key, direct gets), but
-    with no rollup headers, no purge and no delete: a node can replace only its own
-    entry (its user may publish only on its key), and cannot roll the others up."""
+    with no rollup headers, no purge and no delete: a node can replace only its own entry."""
     return api.StreamConfig(
         name=urls.KV_STREAM,
         subjects=[f"$KV.{urls.DIRECTORY}.>"],
@@ -114,29 +108,20 @@ def problems(cfg: api.StreamConfig, want: api.StreamConfig, max_age_floor: float
     return out
 
 
-async def check(
-    js: JetStreamContext, max_age: float, forget_after: float, create: Quotas | None
-) -> None:
-    """Raise stream-misconfigured when the stream or the bucket is not as expected, and
-    stream-missing when one does not exist and could not be made (`create`: the quotas
-    to make it with, where this user may; None: never make it)."""
+async def check(js: JetStreamContext, max_age: float, q: Quotas) -> None:
+    """Raise stream-misconfigured, or stream-missing for one not there that this user
+    may not make (with the quotas `q`)."""
     # The mail stream outlives the bridge's own expiry, so expired mail is bounced
     # before JetStream drops it.
-    await _check_one(js, mail_config(create or Quotas()), max_age, create)
-    await _check_one(js, directory_config(create or Quotas()), 0.0, create)
+    await _check_one(js, mail_config(q), max_age)
+    await _check_one(js, directory_config(q), 0.0)
 
 
-async def _check_one(
-    js: JetStreamContext, want: api.StreamConfig, floor: float, create: Quotas | None
-) -> None:
+async def _check_one(js: JetStreamContext, want: api.StreamConfig, floor: float) -> None:
     assert want.name is not None  # both configurations are named
     try:
         info = await js.stream_info(want.name)
     except NotFoundError:
-        info = None
-    if info is None:
-        if create is None:
-            raise _missing(want.name, "it does not exist")
         try:
             await js.add_stream(config=want)
             return
@@ -146,8 +131,11 @@ async def _check_one(
             except NotFoundError:
                 # Without the right (the documented node users), the request gets no
                 # answer at all.
-                raise _missing(
-                    want.name, f"it does not exist and could not be made ({err})"
+                raise WireError(
+                    "stream-missing",
+                    f"the NATS stream {want.name} is not there: it does not exist and could "
+                    f"not be made ({err}); have the administrator run "
+                    "`bench nodes init --nats URL` with the administrator's user",
                 ) from None
     bad = problems(info.config, want, floor)
     if bad:
@@ -157,14 +145,6 @@ async def _check_one(
             "refusing to use it, as it could hand mail to someone else or lose it; "
             "have the administrator run `bench nodes init`",
         )
-
-
-def _missing(name: str, why: str) -> WireError:
-    return WireError(
-        "stream-missing",
-        f"the NATS stream {name} is not there: {why}; have the administrator run "
-        "`bench nodes init --nats URL` with the administrator's user",
-    )
 
 
 async def init(js: JetStreamContext, q: Quotas) -> list[str]:

@@ -101,20 +101,6 @@ def msg_id(origin: str, sender: str, key: str, digest: str) -> str:
     return f"{origin} {sender} {key} {digest}"
 
 
-def tls_context(ca: str | None, cert: str | None, key: str | None) -> ssl.SSLContext | None:
-    """The TLS context for --tls-ca/--tls-cert (None without either), made once: a bad
-    file is an error of the command line (bad-tls), not something to retry."""
-    if not (ca or cert):
-        return None
-    try:
-        ctx = ssl.create_default_context(cafile=ca)
-        if cert:
-            ctx.load_cert_chain(cert, key)
-    except (OSError, ValueError) as err:
-        raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
-    return ctx
-
-
 @dataclass(frozen=True)
 class Connection:
     """How to reach NATS: the URL and the credentials (`--nats`, `--creds`, `--token`,
@@ -133,7 +119,17 @@ class Connection:
         check_url(self.url, bool(self.tls_ca or self.tls_cert), self.insecure)
 
     def tls(self) -> ssl.SSLContext | None:
-        return tls_context(self.tls_ca, self.tls_cert, self.tls_key)
+        """The TLS context for --tls-ca/--tls-cert (None without either), made once: a bad
+        file is an error of the command line (bad-tls), not something to retry."""
+        if not (self.tls_ca or self.tls_cert):
+            return None
+        try:
+            ctx = ssl.create_default_context(cafile=self.tls_ca)
+            if self.tls_cert:
+                ctx.load_cert_chain(self.tls_cert, self.tls_key)
+        except (OSError, ValueError) as err:
+            raise WireError("bad-tls", f"the TLS files could not be used: {err}") from None
+        return ctx
 
     def auth(self, tls: ssl.SSLContext | None) -> dict[str, object]:
         """nats.connect's keywords for the credentials and TLS (the rest is the caller's)."""

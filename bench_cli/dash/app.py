@@ -1,13 +1,6 @@
-"""The dashboard app: sessions, a live screen, mail with threads, and the event log.
-
-Everything shown comes from the daemon: one event stream (kept open, reconnected when
-the daemon comes back) drives the sessions pane and the events pane; the selected
-session's screen comes from a `session/screen` follow stream; mail panes are fetched
-when a mailbox is chosen and when an event says its mail changed.
-
-Its line to the daemon (`Source`) is the asyncio client (`bench_wire.asyncclient`): one
-short connection per request, one long connection per stream (the event log, a
-session's screen). A session's token is never sent: the dashboard is the operator.
+"""The dashboard app (docs/dashboard.md): one event stream, reconnected when the daemon
+comes back, drives the sessions and events panes; the selected session's screen is a
+follow stream; a mail pane is fetched when its mailbox is chosen or its mail changes.
 """
 
 import asyncio
@@ -30,8 +23,8 @@ from textual.widgets import Footer, Static
 
 from bench_cli import output
 from bench_cli.dash.lines import Lines, delivery_text, screen_lines
-from bench_cli.dash.modals import Ask, Compose, Confirm, Help, Thread
-from bench_cli.dash.model import Board, Row, in_filter, printable, retry_delay, threads
+from bench_cli.dash.modals import HELP, Ask, Choice
+from bench_cli.dash.model import Board, Row, in_filter, retry_delay, threads
 from bench_cli.dash.panes import DashScreen, EventsPane, Holder, Rows
 from bench_cli.eventtext import event_line
 from bench_wire import messages as m
@@ -39,6 +32,7 @@ from bench_wire.asyncclient import AsyncClient
 from bench_wire.client import resolve_dir
 from bench_wire.errors import Disconnected, WireError
 from bench_wire.messages import StructCodec
+from bench_wire.untrusted import mask
 
 R = TypeVar("R", bound=m.Response)
 Cells = tuple[str | Text, ...]  # a row of the sessions pane
@@ -47,19 +41,16 @@ IDLE_REFRESH_S = 5.0  # session/list for the idle column (events carry no idle t
 MAIL_PAGE = 200
 TYPE_KEYS = "Enter: type it   Escape: cancel"
 SEARCH_KEYS = "Enter: search (the results take the focus)   Escape: cancel"
+COMPOSE_KEYS = "Enter: next field, on the body: send   Escape: cancel"
 UNREAD_EVERY = 6  # refreshes (of IDLE_REFRESH_S) between re-reads of the unread counts
 JOB_SAYS = 8  # the narrowest job cell that still says something: `job->al…`
 COUNT_TRIES = 3  # reads of the unread counts while the log moves, before giving up
 RECENT_EVENTS = 200  # the events before the dashboard started that its panes show
 
 
-class DaemonGone(Exception):
-    """No daemon answers (not started, stopped, or the connection broke)."""
-
-
 class Source:
-    """The daemon of one BENCH_DIR, as the dashboard asks it: `bench_wire.messages`
-    requests, each answer of its request's own type (`bench_wire.messages.StructCodec`)."""
+    """The daemon of one BENCH_DIR, as the operator (no session's token): one short
+    connection per request, one long one per stream, each answer a typed Struct."""
 
     def __init__(self, bench_dir: str | None = None):
         self.dir = resolve_dir(bench_dir)
@@ -67,22 +58,17 @@ class Source:
     def _client(self) -> AsyncClient:
         return AsyncClient(self.dir, codec=StructCodec())
 
+    # Both raise WireError: Disconnected when no daemon answers (not started, stopped,
+    # or the connection broke), any other code for a refusal.
     async def call(self, req: m.Request[R]) -> R:
-        """One request, its answer; WireError for a refusal, DaemonGone if none answers."""
-        try:
-            async with self._client() as conn:
-                return await conn.call(req)
-        except Disconnected as err:
-            raise DaemonGone(err.message) from None
+        async with self._client() as conn:
+            return await conn.call(req)
 
     async def stream(self, req: m.Request[R]) -> AsyncIterator[R]:
-        """Every frame of a stream until its end frame (DaemonGone if it breaks)."""
-        try:
-            async with self._client() as conn:
-                async for frame in conn.stream(req):
-                    yield frame
-        except Disconnected as err:
-            raise DaemonGone(err.message) from None
+        """Every frame of a stream until its end frame."""
+        async with self._client() as conn:
+            async for frame in conn.stream(req):
+                yield frame
 
     def attach_argv(self, handle: str) -> list[str]:
         """`bench attach H` for this BENCH_DIR, by the installed console script."""
@@ -94,8 +80,7 @@ class Source:
 
 class Dash(App[None]):
     TITLE = "bench dash"
-    # Textual's command palette (^p) lists Textual's own commands (theme, screenshot),
-    # none of bench's: left out, with its footer hint. The keys are in the help (?).
+    # Textual's command palette offers none of bench's commands; the keys are in the help.
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { layout: horizontal; }
@@ -157,9 +142,8 @@ class Dash(App[None]):
         self.retry_in = 0.0  # while no daemon answers: the wait before the next attempt
         self.shown_at: dict[int, float] = {}  # seq -> when it was drawn (dash-idle probe)
         self.refreshes = 0
-        # When the idle column was last brought up to date (at the snapshot and every
-        # IDLE_REFRESH_S): an event redraws only the rows it changed, not every row's
-        # idle time, so between refreshes the column shows the idle times of that moment.
+        # When the idle column was last brought up to date: at the snapshot and every
+        # IDLE_REFRESH_S, not at every event (docs/dashboard.md, "What it costs").
         self.idle_now = clock()
         self._cells: dict[str, Cells] = {}  # handle -> its row in the sessions pane
 
@@ -171,10 +155,7 @@ class Dash(App[None]):
     def compose(self) -> ComposeResult:
         # The panes are kept as attributes, not looked up: a worker that finishes while
         # the app closes then updates a detached pane instead of failing a lookup.
-        # In a narrow pane (120 columns and less) the last wake and idle columns go
-        # first, then the job column is cut down to what still says something
-        # (`job->al…`), then it goes (a `job-…` says nothing), then unread: handle,
-        # state and pid always show, and unread as long as anything else does.
+        # `narrow`: what a narrow pane leaves out first (docs/dashboard.md, "Panes").
         self.sessions_pane = Rows(
             ["handle", "state", "unread", "idle", "last wake", "job", "pid"],
             narrow=(("last wake", 0), ("idle", 0), ("job", JOB_SAYS), ("job", 0), ("unread", 0)),
@@ -200,11 +181,7 @@ class Dash(App[None]):
                 yield self.events_pane
 
     def on_mount(self) -> None:
-        self.sessions_pane.set_title("sessions")
-        self.mail_pane.set_title("mail")
         self.sessions_pane.focus()
-        self.screen_pane.set_title("screen")
-        self.events_pane.set_title("events")
         self.set_status()
         self.follow_events()
         self.set_interval(IDLE_REFRESH_S, self.refresh_sessions)
@@ -246,27 +223,24 @@ class Dash(App[None]):
                         self.take_event(frame.event, apply=False)
                     self.draw_sessions()
                     first = False
-                    # The app's ~50,000 long-lived objects (DOM, styles, caches) leave the
-                    # collector's view: a full collection then walks only what came later
-                    # (it cost ~20 ms every half minute of a watched dashboard). Only for
-                    # the real app: not in a test process that runs many.
+                    # The app's long-lived objects leave the collector's view (a full
+                    # collection cost ~20 ms every half minute). Not in a test process.
                     if self.freeze_gc:
                         gc.collect()
                         gc.freeze()
                 since = self.board.last_seq
-                self.connected = True
                 failures = 0
                 self.set_status("")
                 async for frame in self.source.stream(m.EventsRead(since=since, follow=True)):
                     self.take_event(frame.event)
-                raise DaemonGone("the event stream ended")
-            except (DaemonGone, WireError) as err:
+                raise Disconnected("no-daemon", "the event stream ended")
+            except WireError as err:
                 self.retry_in = retry_delay(failures)
                 failures += 1
                 if self.connected:
                     self.connected = False
                     self.draw_sessions()
-                note = err.message if isinstance(err, WireError) else ""
+                note = "" if isinstance(err, Disconnected) else err.message
                 self.set_status(note)
                 await asyncio.sleep(self.retry_in)
 
@@ -296,10 +270,9 @@ class Dash(App[None]):
         return hello.last_seq
 
     async def count_unread(self, handles: set[str]) -> tuple[dict[str, int], int, bool]:
-        """The unread count of each mailbox, the seq of the log they hold every event
-        up to, and whether they are exact there: read between two looks at the log's end
-        that agree (a send between them would leave it unknown whether a count holds
-        it). Not exact if the log kept moving COUNT_TRIES times."""
+        """The unread count of each mailbox, the seq they are as of, and whether they are
+        exact there: read between two looks at the log's end that agree (not exact if
+        the log kept moving COUNT_TRIES times)."""
         unread: dict[str, int] = {}
         at = 0
         for _ in range(COUNT_TRIES):
@@ -317,7 +290,7 @@ class Dash(App[None]):
         (the board may have had no count for it, or one that missed an event)."""
         try:
             unread, at, exact = await self.count_unread({handle})
-        except (DaemonGone, WireError):
+        except WireError:
             return
         if exact and self.board.set_unread(handle, unread[handle], at):
             self.draw_sessions(only=handle)
@@ -354,12 +327,11 @@ class Dash(App[None]):
             a = await self.source.call(m.SessionList())
             counted = None
             if self.refreshes % UNREAD_EVERY == 0:
-                # Unread counts follow the events; re-read them now and then only, in
-                # case an event was missed. Exact at a seq, so an answer that crossed
-                # an event on the way never undoes it (Board.set_unread).
+                # Unread counts follow the events; re-read now and then in case one was
+                # missed (exact at a seq: Board.set_unread).
                 live = {s.handle for s in a.sessions if s.state == "running"}
                 counted = await self.count_unread(live)
-        except (DaemonGone, WireError):
+        except WireError:
             return
         now = self.idle_now = self.clock()
         for s in a.sessions:
@@ -377,22 +349,18 @@ class Dash(App[None]):
     def draw_sessions(self, only: str | None = None) -> None:
         """Redraw the sessions pane; with `only`, that row's cells are the only ones
         computed again (an event changes one row)."""
-        now = self.idle_now
-        if only is None or set(self._cells) != set(self.board.rows):
-            self._cells = {h: self._row_cells(r, now) for h, r in self.board.rows.items()}
-        elif only in self.board.rows:
-            self._cells[only] = self._row_cells(self.board.rows[only], now)
-        nested = self.board.nested()
-        self.sessions_pane.set_rows([(h, self._cells[h]) for h, _ in nested])
+        now, rows = self.idle_now, self.board.rows
+        depth = dict(self.board.nested())  # each session under its spawner
+        if only is None or set(self._cells) != set(rows):
+            self._cells = {h: self._row_cells(r, now, depth.get(h, 0)) for h, r in rows.items()}
+        elif only in rows:
+            self._cells[only] = self._row_cells(rows[only], now, depth.get(only, 0))
+        self.sessions_pane.set_rows([(h, self._cells[h]) for h in depth])
 
-    def _row_cells(self, r: Row, now: float) -> Cells:
+    def _row_cells(self, r: Row, now: float, depth: int) -> Cells:
         unread = Text(str(r.unread), style="bold yellow" if r.unread else "")
         state = r.exit_text() if self.connected else "?"
-        name, up = r.handle, self.board.up(r)
-        seen = 0
-        while up is not None and seen < len(self.board.rows):  # drawn under its spawner
-            name = "  " + (name if name.startswith(" ") else "└ " + name)
-            up, seen = self.board.up(up), seen + 1
+        name = "  " * depth + "└ " + r.handle if depth else r.handle
         job = " ".join(x for x in (r.job_text(), r.left_text(now)) if x)
         cells = (name, state, unread, r.idle_text(now), r.wake, job, str(r.pid))
         if r.state == "running":
@@ -407,8 +375,8 @@ class Dash(App[None]):
     def on_rows_chosen(self, event: Rows.Chosen) -> None:
         if event.pane.id == "sessions":
             self.select(event.key)
-        elif event.pane.id == "mail":
-            self.open_mail(int(event.key))
+        elif event.pane.id == "mail" and 0 <= int(event.key) < len(self.mail_rows):
+            self.show_thread(self.mail_rows[int(event.key)])
 
     def select(self, handle: str) -> None:
         if handle == self.selected:
@@ -434,10 +402,10 @@ class Dash(App[None]):
             async for frame in self.source.stream(m.SessionScreen(handle=handle, follow=True)):
                 pane.set_lines(screen_lines(msgspec.to_builtins(frame)))
             # the session ended: its last screen stays
-        except WireError as err:
-            pane.set_lines([Text(printable(f"{handle}: {err.message}"))])
-        except DaemonGone:
+        except Disconnected:
             pass
+        except WireError as err:
+            pane.set_lines([Text(mask(f"{handle}: {err.message}"))])
 
     # ------------------------------------------------------------ mail pane
 
@@ -470,8 +438,8 @@ class Dash(App[None]):
                 unread = sum(msg["state"] == "unread" for _, msg in rows)
                 shown = f"newest {len(msgs)} of " if len(msgs) < a.total else ""
                 title = f"mail: {box}  ({unread} unread; {shown}{a.total})"
-        except (DaemonGone, WireError) as err:
-            self.set_status(getattr(err, "message", str(err)))
+        except WireError as err:
+            self.set_status(err.message)
             return
         t = self.mail_pane
         t.set_title(title)
@@ -485,19 +453,15 @@ class Dash(App[None]):
                 subject = f"{msg['handle']}: {subject} · {' '.join(msg['snippet'].split())}"
             st = Text("new", style="bold yellow") if msg["state"] == "unread" else Text("")
             sent = f"{msg['mail_id'][9:11]}:{msg['mail_id'][11:13]}"  # HH:MM UTC, from the id
-            table.append((str(i), (sent, st, printable(msg["from"]), printable(subject))))
+            table.append((str(i), (sent, st, mask(msg["from"]), mask(subject))))
         t.set_rows(table, keep_key=False)
-
-    def open_mail(self, i: int) -> None:
-        if 0 <= i < len(self.mail_rows):
-            self.show_thread(self.mail_rows[i])
 
     @work(exclusive=True, group="thread")
     async def show_thread(self, msg: dict[str, Any]) -> None:
         try:
             a = await self.source.call(m.MailThread(mail_id=msg["mail_id"]))
-        except (DaemonGone, WireError) as err:
-            self.set_status(getattr(err, "message", str(err)))
+        except WireError as err:
+            self.set_status(err.message)
             return
 
         def head(x: m.ThreadMessage, to: str) -> str:
@@ -511,11 +475,19 @@ class Dash(App[None]):
         try:  # what became of it, as its sender sees it (bench mail status)
             st = await self.source.call(m.MailStatus(mail_id=msg["mail_id"]))
             parts.append("delivery: " + delivery_text(msgspec.to_builtins(st)))
-        except (DaemonGone, WireError):
+        except WireError:
             pass  # mail from before states were kept, or a daemon without them
+        # r retires an unread message; on a read one it closes, as Escape does.
         unread = msg["state"] == "unread"
-        choice = await self.push_screen_wait(Thread(printable("\n".join(parts)), unread))
-        if choice == "retire":
+        hint = ("r: retire (mark read)   " if unread else "") + "Escape: close (nothing is retired)"
+        answers = {"escape": None, "q": None, "r": "retire" if unread else None}
+        text = mask("\n".join(parts))
+        if (
+            await self.push_screen_wait(
+                Choice("thread", text, hint, answers, wide=True, scroll=True)
+            )
+            == "retire"
+        ):
             await self.act(
                 m.MailRead(handle=msg["handle"], mail_id=msg["mail_id"]),
                 f"retired {msg['mail_id']}",
@@ -528,9 +500,9 @@ class Dash(App[None]):
         """An operator's action: its answer, or None with why it failed on the status line."""
         try:
             a = await self.source.call(req)
-        except (DaemonGone, WireError) as err:
+        except WireError as err:
             verb = req.__struct_config__.tag
-            self.set_status(f"{verb}: {getattr(err, 'message', err)}")
+            self.set_status(f"{verb}: {err.message}")
             return None
         self.set_status(done)
         return a
@@ -541,7 +513,8 @@ class Dash(App[None]):
         return self.selected
 
     def action_help(self) -> None:
-        self.push_screen(Help())
+        closes = dict.fromkeys(["escape", "q", "question_mark"])
+        self.push_screen(Choice("help", HELP, "", closes, wide=True))
 
     def action_attach(self) -> None:
         h = self._need_session()
@@ -557,17 +530,19 @@ class Dash(App[None]):
         h = self._need_session()
         if h is None:
             return
-        line = await self.push_screen_wait(
-            Ask(f"Type a line into {h} (Enter is pressed after it)", keys=TYPE_KEYS)
-        )
+        prompt = f"Type a line into {h} (Enter is pressed after it)"
+        line = await self.push_screen_wait(Ask("type", prompt, TYPE_KEYS, ("", "")))
         if line is not None:
-            await self.act(m.SessionType(handle=h, text=line), f"typed into {h}")
+            await self.act(m.SessionType(handle=h, text=line[0]), f"typed into {h}")
 
     @work(group="actions")
     async def action_mail(self) -> None:
-        msg = await self.push_screen_wait(Compose(self.selected or ""))
-        if msg and msg["to"]:
-            req = m.MailSend(to=msg["to"], subject=msg["subject"], body=msg["body"])
+        fields = [(self.selected or "", "to (a handle)"), ("", "subject (one line, optional)")]
+        draft = await self.push_screen_wait(
+            Ask("compose", "Send mail as operator", COMPOSE_KEYS, *fields, ("", "body"))
+        )
+        if draft and draft[0].strip():
+            req = m.MailSend(to=draft[0].strip(), subject=draft[1], body=draft[2])
             a = await self.act(req, "")
             if a is not None:
                 self.set_status(f"sent {a.mail_id} to {a.to}")
@@ -577,20 +552,20 @@ class Dash(App[None]):
         h = self._need_session()
         if h is None:
             return
-        if await self.push_screen_wait(Confirm(f"Kill session {h}?")):
+        answers = {"y": "yes", "n": None, "escape": None}
+        hint = "y: yes    n / Escape: no"
+        ask = Choice("confirm", f"Kill session {h}?", hint, answers)
+        if await self.push_screen_wait(ask) == "yes":
             await self.act(m.SessionKill(handle=h), f"killed {h}")
 
     @work(group="actions")
     async def action_search(self) -> None:
+        prompt = "Search mail: every word must occur (word* is a prefix)"
         q = await self.push_screen_wait(
-            Ask(
-                "Search mail: every word must occur (word* is a prefix)",
-                self.search_query or "",
-                SEARCH_KEYS,
-            )
+            Ask("search", prompt, SEARCH_KEYS, (self.search_query or "", ""))
         )
-        if q is not None and q.strip():
-            self.search_query = q.strip()
+        if q is not None and q[0].strip():
+            self.search_query = q[0].strip()
             # Enter now opens a result: the results take the focus, the first one chosen.
             self.mail_pane.cursor = 0
             await self.load_mail()
@@ -604,15 +579,17 @@ class Dash(App[None]):
     @work(group="actions")
     async def action_filter(self) -> None:
         kind, handle = self.event_filter
-        q = await self.push_screen_wait(
+        got = await self.push_screen_wait(
             Ask(
+                "filter",
                 "Filter events by kind prefix (mail/, agent/woken) and/or handle",
-                " ".join(x for x in (kind, handle) if x),
                 "Enter: filter (empty: every event)   Escape: cancel",
+                (" ".join(x for x in (kind, handle) if x), ""),
             )
         )
-        if q is None:
+        if got is None:
             return
+        q = got[0]
         kind = handle = ""
         for word in q.split():
             if "/" in word:

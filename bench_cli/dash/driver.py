@@ -1,15 +1,9 @@
-"""The terminal driver: Textual's, with an input thread that sleeps while no key comes.
+"""The terminal driver: Textual's, with an input thread that sleeps while no key comes
+(Textual's woke ten times a second, taking the GIL: docs/dashboard.md, "What it costs").
 
-Textual's input thread wakes ten times a second to look for its exit flag and for an
-escape sequence that timed out (a lone Escape is told from the start of a key's
-sequence by a short wait). Each wake takes the GIL from the loop: on the dashboard's
-2-core machine that was ~0.05 s of CPU in 30 s, a tenth of what `bench dash` costs
-while it watches, and most of what it costs with nothing happening.
-
-Here the thread waits on the terminal and on a pipe: the pipe is written when the exit
-flag is set (quit, or the terminal handed to `bench attach`), and the wait has a
-timeout only while the parser is waiting for one (the lone Escape). Keys, pastes and
-in-band resizes are parsed and posted as Textual does.
+The thread waits on the terminal and on a pipe written when the exit flag is set (quit,
+or the terminal handed to `bench attach`), with a timeout only while the parser waits
+for one (a lone Escape is told from a key's sequence by a short wait).
 """
 
 import os
@@ -44,15 +38,10 @@ class _WakingEvent(threading.Event):
 
 
 class QuietDriver(LinuxDriver):
-    def __init__(
-        self,
-        app: App[Any],  # an app of any result type (App's type argument is invariant)
-        *,
-        debug: bool = False,
-        mouse: bool = True,
-        size: tuple[int, int] | None = None,
-    ) -> None:
-        super().__init__(app, debug=debug, mouse=mouse, size=size)
+    # `app`: an app of any result type (App's type argument is invariant); `kw`:
+    # LinuxDriver's own keywords (debug, mouse, size), passed on.
+    def __init__(self, app: App[Any], **kw: Any) -> None:
+        super().__init__(app, **kw)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)

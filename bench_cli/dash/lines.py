@@ -1,18 +1,10 @@
-"""A pane of lines where a line that changes is repainted alone: the base of every pane;
-and the lines the daemon's frames become (a screen frame as Rich text with its colours,
-a message's delivery states on one line).
-
-A Static renders its whole text again on every update, and Textual then composes every
-line of it. Here the owner hands over the pane's lines (Rich Text, one per row); only the
-rows whose text differs from what is shown are rendered and marked dirty, so an event
-that changes one session's row costs one line, not the pane. A line is rendered straight
-through Rich onto the pane's base style (Textual's own text pipeline costs several times
-more per line) and its segments carry the (x, y) offsets Textual's text selection reads,
-so a pane looks and selects as a Static would.
+"""A pane of lines where a line that changes is repainted alone: the base of every pane
+(docs/dashboard.md, "What it costs"); and the lines the daemon's frames become (a screen
+frame as Rich text with its colours, a message's delivery states on one line).
 """
 
 import functools
-from typing import Self, TypedDict, Unpack
+from typing import Self
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -22,31 +14,28 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from bench_cli.dash.model import Answer, printable
-
-
-class WidgetOptions(TypedDict, total=False):
-    """The keywords a pane passes on to Textual's Widget."""
-
-    name: str | None
-    id: str | None
-    classes: str | None
-    disabled: bool
+from bench_cli.dash.model import Answer
+from bench_wire.untrusted import mask
 
 
 class Lines(Widget):
-    def __init__(self, **kw: Unpack[WidgetOptions]) -> None:
-        super().__init__(**kw)
-        self._texts: list[Text] = []
+    """Looks and selects as a Static would, but the owner hands over one Rich Text per
+    row, and only the rows whose text changed are rendered (straight through Rich: a
+    Static renders its whole text on every update) and marked dirty."""
+
+    def __init__(self, id: str) -> None:
+        super().__init__(id=id)
+        self.texts: list[Text] = []  # the lines shown (set_lines replaces them)
         self._strips: dict[int, Strip] = {}  # y -> the rendered line
         # the style and width the strips were rendered for (None: not yet rendered)
         self._strips_for: tuple[RichStyle, int] | None = None
         self._title: str | None = None  # as given to set_title
         self._title_only = False  # set_title at work: a refresh is for the top border row
+        self.set_title(id)  # a pane's first title is its id
 
     def set_lines(self, texts: list[Text]) -> None:
         """Show these lines (top first); repaint the rows whose text changed."""
-        old, self._texts = self._texts, texts
+        old, self.texts = self.texts, texts
         width = self.size.width
         if not width:
             self.refresh()
@@ -86,14 +75,10 @@ class Lines(Widget):
             regions = (Region(-top.x, -top.y, self.outer_size.width, 1),)
         return super().refresh(*regions, **kw)
 
-    @property
-    def texts(self) -> list[Text]:
-        return self._texts
-
     def render(self) -> Text:
         """The whole pane as one text (for text selection and for tests; drawing goes
         line by line through render_line)."""
-        return Text("\n").join(self._texts)
+        return Text("\n").join(self.texts)
 
     def render_line(self, y: int) -> Strip:
         style = self.visual_style.rich_style
@@ -102,8 +87,8 @@ class Lines(Widget):
             self._strips_for = (style, self.size.width)
         strip = self._strips.get(y)
         if strip is None:
-            if y < len(self._texts):
-                strip = self._render_text(self._texts[y], style, y)
+            if y < len(self.texts):
+                strip = self._render_text(self.texts[y], style, y)
             else:  # below the text: blank, as a Static draws it
                 strip = Strip.blank(self.size.width, style)
             self._strips[y] = strip
@@ -134,10 +119,6 @@ def _offset(x: int, y: int) -> RichStyle:
     return RichStyle.from_meta({"offset": (x, y)})
 
 
-# What the daemon's frames look like on the dashboard: a screen frame as Rich text with
-# its colours, and a message's delivery states on one line.
-
-
 _PYTE_COLOURS = {"brown": "yellow", "brightbrown": "bright_yellow"}
 # A screen frame's style flags, in the order their styles are written.
 _FLAGS = (("b", "bold"), ("i", "italic"), ("u", "underline"), ("r", "reverse"))
@@ -164,7 +145,7 @@ def screen_lines(frame: Answer) -> list[Text]:
         last -= 1
     out = []
     for y, line in enumerate(lines[:last]):
-        t = Text(printable(line), no_wrap=True, overflow="crop")
+        t = Text(mask(line), no_wrap=True, overflow="crop")
         for start, length, fg, bg, flags in styles[y] if y < len(styles) else []:
             parts = [style for flag, style in _FLAGS if flag in flags]
             f, b = colour(fg), colour(bg)

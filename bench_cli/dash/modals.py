@@ -1,11 +1,10 @@
-"""The dashboard's dialogs: a line of input, a confirmation, a message to send, a thread.
+"""The dashboard's dialogs: fields of input (`Ask`), or a text and the keys that answer
+it (`Choice`: a confirmation, a thread, the help).
 
 Every dialog's text is written to fit an 80-column terminal (a dialog there has 66
 columns inside); a longer prompt wraps instead of being cut (`.dialog Label` in the
-app's CSS), and each says which keys answer it.
+app's CSS), and each says which keys answer it. A dialog's `name` says which it is.
 """
-
-from typing import TypedDict
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,83 +13,27 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 
-class Ask(ModalScreen[str | None]):
-    """One line of input; Enter gives it, Escape gives None."""
+class Ask(ModalScreen[list[str] | None]):
+    """Fields under a prompt, each (value, placeholder): Enter moves to the next field
+    and on the last gives every field's value; Escape gives None."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, prompt: str, value: str = "", keys: str = "Enter: done   Escape: cancel"):
-        super().__init__()
-        self.prompt, self.value, self.keys = prompt, value, keys
+    def __init__(self, name: str, prompt: str, keys: str, *fields: tuple[str, str]):
+        super().__init__(name=name)
+        self.prompt, self.keys, self.fields = prompt, keys, fields
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.prompt)
-            yield Input(value=self.value, id="answer")
+            for value, placeholder in self.fields:
+                yield Input(value=value, placeholder=placeholder)
             yield Label(self.keys, classes="keys")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class Confirm(ModalScreen[bool]):
-    """y confirms; anything else (n, Escape) does not."""
-
-    BINDINGS = [Binding("y", "yes", "yes"), Binding("n,escape", "no", "no")]
-
-    def __init__(self, question: str):
-        super().__init__()
-        self.question = question
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Label(self.question)
-            yield Label("y: yes    n / Escape: no")
-
-    def action_yes(self) -> None:
-        self.dismiss(True)
-
-    def action_no(self) -> None:
-        self.dismiss(False)
-
-
-class Draft(TypedDict):
-    """A message the operator wrote in Compose: the recipient as typed (stripped)."""
-
-    to: str
-    subject: str
-    body: str
-
-
-class Compose(ModalScreen[Draft | None]):
-    """A message from the operator: to, subject, body (Enter moves on; Enter on the body sends)."""
-
-    BINDINGS = [Binding("escape", "cancel", "cancel")]
-
-    def __init__(self, to: str = ""):
-        super().__init__()
-        self.to = to
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Label("Send mail as operator")
-            yield Input(value=self.to, placeholder="to (a handle)", id="to")
-            yield Input(placeholder="subject (one line, optional)", id="subject")
-            yield Input(placeholder="body", id="body")
-            yield Label("Enter: next field, on the body: send   Escape: cancel", classes="keys")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "body":
-            self.dismiss(
-                Draft(
-                    to=self.query_one("#to", Input).value.strip(),
-                    subject=self.query_one("#subject", Input).value,
-                    body=event.value,
-                )
-            )
+        fields = list(self.query(Input))
+        if event.input is fields[-1]:
+            self.dismiss([f.value for f in fields])
         else:
             self.focus_next()
 
@@ -98,34 +41,43 @@ class Compose(ModalScreen[Draft | None]):
         self.dismiss(None)
 
 
-class Thread(ModalScreen[str | None]):
-    """A message and its thread, bodies shown; r retires the message, Escape closes."""
+class Choice(ModalScreen[str | None]):
+    """A text and a line of the keys that answer it: `answers` gives each key's answer
+    (None: closed with none); other keys do nothing. `scroll`: the text scrolls, top
+    aligned (a thread); `wide`: the dialog takes most of the screen."""
 
-    BINDINGS = [Binding("escape,q", "close", "close"), Binding("r", "retire", "retire")]
+    BINDINGS = [
+        Binding(key, f"answer('{key}')", show=False)
+        for key in ("y", "n", "r", "q", "escape", "question_mark")
+    ]
 
-    def __init__(self, text: str, unread: bool):
-        super().__init__()
-        self.text, self.unread = text, unread
+    def __init__(
+        self,
+        name: str,
+        text: str,
+        hint: str,
+        answers: dict[str, str | None],
+        wide: bool = False,
+        scroll: bool = False,
+    ):
+        super().__init__(name=name)
+        self.text, self.hint, self.answers = text, hint, answers
+        self.wide, self.scroll = wide, scroll
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog wide"):
-            with VerticalScroll():
-                yield Static(self.text, markup=False)
-            hint = "r: retire (mark read)   " if self.unread else ""
-            yield Label(hint + "Escape: close (nothing is retired)")
+        with Vertical(classes="dialog wide" if self.wide else "dialog"):
+            text = Static(self.text, markup=False)
+            yield VerticalScroll(text) if self.scroll else text
+            if self.hint:
+                yield Label(self.hint)
 
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    def action_retire(self) -> None:
-        self.dismiss("retire" if self.unread else None)
+    def action_answer(self, key: str) -> None:
+        if key in self.answers:
+            self.dismiss(self.answers[key])
 
 
-class Help(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
-
-    # At most 64 columns a line: the dialog's inside at 80 columns.
-    TEXT = """bench dash: keys
+# At most 64 columns a line: the dialog's inside at 80 columns.
+HELP = """bench dash: keys
 
   up/down  move in the focused pane       Tab  next pane
   Enter    on a session: follow it; on a mail: open its thread
@@ -140,10 +92,3 @@ class Help(ModalScreen[None]):
   ?        this help                      q, Ctrl-C  quit
 
 Opening a mail never retires it: r in its thread retires it."""
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog wide"):
-            yield Static(self.TEXT, markup=False)
-
-    def action_close(self) -> None:
-        self.dismiss(None)

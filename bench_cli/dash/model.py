@@ -1,17 +1,8 @@
 """What the dashboard knows, kept up to date from the event stream. Pure: no I/O.
 
 `Board` is fed one snapshot (session/list and each mailbox's unread count) when the
-dashboard connects, then every event. The sessions pane is drawn from it, so a row
-changes when an event says so, not when someone polls.
-
-One row per handle: the live session that holds it, else its latest. What belongs to a
-session (its job, outcome, stall, last wake, its place under the session that spawned
-it) is taken only from events that name that session's id: an earlier session of the
-same handle never lends the new one its job. The unread count belongs to the mailbox
-(the handle), whichever session holds it; a count read from the daemon is exact at a
-seq of the log, and events up to that seq are not counted again (`set_unread`).
-
-While no daemon answers, the dashboard tries again after `retry_delay`.
+dashboard connects, then every event; the sessions pane is drawn from it. Whose row,
+job and count an event is: docs/dashboard.md, "Panes".
 """
 
 from dataclasses import dataclass, field
@@ -22,9 +13,8 @@ from bench_cli.eventtext import Event, clock
 from bench_wire.messages import current_outcome
 from bench_wire.untrusted import mask
 
-# An answer, or an object in one, as the dashboard's source decodes it: a JSON object,
-# read by field name (a session row: bench_wire's SessionInfo; a message: MessageMeta;
-# a screen: ScreenFrame). `Any` is that boundary.
+# An answer, or an object in one (SessionInfo, MessageMeta, ScreenFrame), as a JSON
+# object read by field name. `Any` is that boundary.
 Answer = dict[str, Any]
 
 
@@ -51,7 +41,6 @@ class Row:
     def idle_text(self, now: float) -> str:
         if self.state != "running" or self.idle_ms is None:
             return "-"
-        # max: a row woken after `now` (the dashboard's last idle refresh) shows 0s
         return output.duration(self.idle_ms / 1000 + (now - self.idle_at))
 
     def job_text(self) -> str:
@@ -83,15 +72,8 @@ def _agent_text(a: "Answer | None") -> str:
     if not a or not a.get("state"):
         return ""
     if a["state"] == "blocked":
-        return printable("blocked " + (a.get("tool") or "?"))[:24]
+        return mask("blocked " + (a.get("tool") or "?"))[:24]
     return str(a["state"])
-
-
-def printable(text: str) -> str:
-    """Text from mail, the log or a screen with every character that may not reach a
-    terminal (bench_wire.untrusted: controls, bidi, private use) shown as U+FFFD, one for
-    one so that a screen's colours stay on their characters (tabs and newlines stay)."""
-    return mask(text)
 
 
 # The events that change a mailbox's unread count, and the field naming the mailbox.
@@ -113,8 +95,7 @@ class Board:
     def load(
         self, sessions: list[Answer], unread: dict[str, int], now: float, seq: int = 0
     ) -> None:
-        """The snapshot: live and recently exited sessions, unread counts by handle, as
-        the daemon had them when its log ended at `seq` (events up to it are in them)."""
+        """The snapshot, as the daemon had it when its log ended at `seq`."""
         rows: dict[str, Row] = {}
         for s in sessions:
             old = self.rows.get(s["handle"])
@@ -150,10 +131,8 @@ class Board:
         self.by_session = {r.session: r for r in rows.values()}
 
     def set_unread(self, handle: str, n: int, seq: int) -> bool:
-        """`n` unread for `handle`, as the daemon counted them when its log ended at
-        `seq`. Refused (False) when this board has counted an event of that mailbox
-        after `seq`: the answer would undo it. Events up to `seq` that arrive later are
-        not counted again."""
+        """`n` unread for `handle` as of `seq`; refused (False) when this board counted
+        an event of that mailbox after `seq` (the answer would undo it)."""
         r = self.rows.get(handle)
         if r is None or self.counted_at.get(handle, 0) > seq:
             return False
@@ -162,8 +141,7 @@ class Board:
         return True
 
     def _count(self, handle: str, seq: int, delta: int) -> None:
-        """An event of seq `seq` changed `handle`'s unread count by `delta`, unless the
-        count was read after it."""
+        """Count an event of `handle`'s mailbox, unless its count was read after it."""
         r = self.rows.get(handle)
         if r is None or seq <= self.exact_at.get(handle, 0):
             return
@@ -201,7 +179,7 @@ class Board:
                 idle_ms=0,
                 idle_at=now,
                 job=bool(ev.get("job")),
-                unread=self._unread(h),
+                unread=old.unread if old is not None else 0,
             )
             self.by_session[new.session] = new
             return True
@@ -269,28 +247,21 @@ class Board:
         p = self.row_of(r.parent)
         return p if p is not r else None
 
-    def _unread(self, handle: str) -> int:
-        r = self.rows.get(handle)
-        return r.unread if r is not None else 0
-
     def filtered(self, kind: str = "", handle: str = "") -> list[Event]:
         """The kept events that pass the events pane's filter (`in_filter`)."""
         return [ev for ev in self.events if in_filter(ev, kind, handle)]
 
 
 def in_filter(ev: Event, kind: str, handle: str) -> bool:
-    """Whether the events pane's filter shows `ev`: its kind starts with `kind` and it
-    names `handle` ("" for either: any)."""
+    """Whether `ev`'s kind starts with `kind` and it names `handle` ("": any)."""
     if kind and not ev.get("kind", "").startswith(kind):
         return False
     return not handle or handle in (ev.get("handle"), ev.get("to"), ev.get("from"))
 
 
 def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
-    """A listing's messages as threads: (depth, message), each reply under its parent.
-
-    Roots (no parent in the listing) in send order; replies in send order beneath them.
-    """
+    """A listing's messages as threads, in send order: (depth, message), each reply
+    under its parent (a message whose parent is not listed is a root)."""
     by_id = {m["mail_id"]: m for m in messages}
     children: dict[str, list[Answer]] = {}
     roots = []
@@ -318,9 +289,8 @@ def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
     return out
 
 
-# Between attempts to reach a daemon that is not running: doubling from the first to the
-# last, so a dashboard left open on a stopped daemon wakes only every few seconds, while
-# one that saw `bench down; bench up` is back within a second or two.
+# Between attempts to reach a daemon that is not running (docs/dashboard.md, "When the
+# daemon is not there").
 RETRY_FIRST_S = 0.25
 RETRY_LAST_S = 4.0
 

@@ -1,24 +1,12 @@
 """The dashboard's panes, their containers, and the compositor they are drawn with.
-
-`Rows` is a list of rows with a cursor: the sessions and mail panes. Not Textual's
-DataTable: redrawing a DataTable after a cell changes renders every visible cell through
-Rich, which made an event cost the dashboard several times the daemon's CPU (the
-dash-idle benchmark). A Rows pane builds one Text per row with fixed column widths,
-builds it again only when the row's cells change, and repaints only the rows that
-changed (see lines.py); it never asks for a layout pass. Keys: up/down (k/j are taken by
-actions, so only the arrows), Home/End, PageUp/PageDown, Enter; a click selects a row.
-
-The events pane keeps the newest lines that fit without the layout pass a growing log
-would cost; the holders exist for Textual's compositor (see Holder); the main screen's
-compositor (`BandCompositor`) renders only the lines a partial frame repaints.
+Each is built to cost little per event: docs/dashboard.md, "What it costs", says how.
 """
 
 import collections
 from collections.abc import Sequence
-from typing import Unpack
 
 from rich.text import Text
-from textual import events
+from textual import events, on
 from textual._compositor import ChopsUpdate, Compositor
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -27,7 +15,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.strip import Strip
 
-from bench_cli.dash.lines import Lines, WidgetOptions
+from bench_cli.dash.lines import Lines
 
 Cell = str | Text
 Cells = tuple[Cell, ...]  # a row: one cell per column
@@ -37,7 +25,17 @@ Widths = tuple[int, ...]  # a width per column (0: left out)
 _Made = tuple[Widths, int] | tuple[Cells, Widths, int, str]
 
 
+class RowMessage(Message):
+    def __init__(self, pane: "Rows", key: str) -> None:
+        super().__init__()
+        self.pane, self.key = pane, key
+
+
 class Rows(Lines, can_focus=True):
+    """Rows with a cursor (the sessions and mail panes), not Textual's DataTable, which
+    renders every visible cell again after one changes. Keys: the arrows (k/j are
+    actions), Home/End, PageUp/PageDown, Enter; a click selects a row."""
+
     BINDINGS = [
         Binding("up", "move(-1)", show=False),
         Binding("down", "move(1)", show=False),
@@ -48,26 +46,22 @@ class Rows(Lines, can_focus=True):
         Binding("enter", "choose", show=False),
     ]
 
-    class Highlighted(Message):
-        def __init__(self, pane: "Rows", key: str) -> None:
-            super().__init__()
-            self.pane, self.key = pane, key
+    class Highlighted(RowMessage):
+        """The cursor moved onto the row of `key`."""
 
-    class Chosen(Message):
-        def __init__(self, pane: "Rows", key: str) -> None:
-            super().__init__()
-            self.pane, self.key = pane, key
+    class Chosen(RowMessage):
+        """Enter or a double click on the row of `key`."""
 
     def __init__(
         self,
         columns: list[str],
         narrow: tuple[tuple[str, int], ...] = (),
-        **kw: Unpack[WidgetOptions],
+        *,
+        id: str,
     ) -> None:
-        super().__init__(**kw)
+        super().__init__(id)
         self.columns = columns
-        # When the pane is too narrow, in this order: (column, 0) leaves it out whole,
-        # (column, N) narrows it down to N (see fit): the columns that matter most stay.
+        # What a pane too narrow leaves out or narrows first: see fit.
         self.narrow = tuple((columns.index(c), n) for c, n in narrow)
         self.keys: list[str] = []
         self.cells: list[Cells] = []
@@ -87,10 +81,6 @@ class Rows(Lines, can_focus=True):
             self.cursor = self.keys.index(old)
         self.cursor = max(0, min(self.cursor, len(self.keys) - 1))
         self.show()
-
-    @property
-    def current(self) -> str | None:
-        return self.keys[self.cursor] if self.keys else None
 
     def show(self) -> None:
         height = max(2, self.content_size.height or 10)
@@ -173,13 +163,10 @@ class Rows(Lines, can_focus=True):
             if event.chain >= 2:
                 self.post_message(self.Chosen(self, self.keys[i]))
 
-    def on_focus(self) -> None:
-        self.show()
-
-    def on_blur(self) -> None:
-        self.show()
-
-    def on_resize(self) -> None:
+    @on(events.Focus)
+    @on(events.Blur)
+    @on(events.Resize)
+    def _redraw(self) -> None:
         self.show()
 
 
@@ -203,25 +190,12 @@ def fit(widths: Widths, width: int, steps: tuple[tuple[int, int], ...]) -> Width
     return tuple(out)
 
 
-# A frame that repaints a few lines renders those lines only: the main screen's compositor.
-#
-# Textual's compositor draws a partial frame from one crop, the box around every dirty
-# region, and asks each widget that overlaps it for every one of its visible lines (from
-# its line cache, each line still cropped, filtered and divided): an event that changes
-# one row of the sessions pane (top left) and one line of the events pane (bottom right)
-# spans the whole screen, so the frame fetched the lines of all four panes and their
-# holders (~200 lines for the 2 that changed).
-#
-# Here a partial frame goes band by band (a band: a run of adjacent rows that changed)
-# and asks each widget that overlaps a band for that band's rows alone, leaving out a
-# widget whose part of the band is covered by those in front of it (a holder behind its
-# pane, the screen); everything else is Textual's: the same spans, the same cuts, the
-# same order of widgets (the first widget to fill a cut wins), the same cells written to
-# the terminal. Full frames (a resize, a new screen, a layout) are left to Textual.
-#
-# It works on Textual's compositor from inside (its cuts, spans and update); a test
-# (tests/dash/test_panes.py) checks its rows against Textual's own, cell for cell, so an
-# upgrade that changes them shows there.
+# A partial frame rendered band by band (docs/dashboard.md, "What it costs"): Textual's
+# compositor asks every widget under the box around all dirty regions for all its
+# lines. Everything else is Textual's (spans, cuts, the order of widgets, the cells
+# written); full frames are left to Textual. It works on Textual's compositor from
+# inside: tests/dash/test_panes.py checks its rows against Textual's, cell for cell, so
+# an upgrade that changes them shows there.
 
 
 _NONE: dict[int, Strip | None] = {}  # a row no span is on (never written to)
@@ -302,8 +276,8 @@ class EventsPane(Lines):
     """The newest event lines that fit, bottom-aligned. Not a RichLog: a RichLog's every
     write changes its virtual size, which costs a layout pass of the whole screen."""
 
-    def __init__(self, **kw: Unpack[WidgetOptions]) -> None:
-        super().__init__(**kw)
+    def __init__(self, id: str) -> None:
+        super().__init__(id)
         self.lines: collections.deque[str] = collections.deque(maxlen=300)
 
     def write(self, line: str) -> None:
@@ -313,10 +287,6 @@ class EventsPane(Lines):
         if len(shown) >= rows:
             shown = shown[len(shown) - rows // 2 :] if rows > 1 else []
         self.set_lines([*shown, Text(line, no_wrap=True, overflow="crop")])
-
-    def clear(self) -> None:
-        self.lines.clear()
-        self.show()
 
     def show(self) -> None:
         rows = max(1, self.content_size.height or 10)
@@ -328,11 +298,8 @@ class EventsPane(Lines):
 
 
 class Holder(Vertical):
-    """A blank holder for panes. Textual composes a frame's dirty area from every widget
-    whose parent's area overlaps it, rendering each in full: a pane in its own holder is
-    left out of frames that change only its neighbours. BLANK (Textual's flag for a widget
-    with no border or content of its own): the holder's own lines are never rendered,
-    as its panes cover it."""
+    """A blank holder for panes: a pane in its own holder is left out of frames that
+    change only its neighbours; BLANK, as its panes cover it (docs/dashboard.md)."""
 
     BLANK = True
 

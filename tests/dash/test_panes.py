@@ -31,7 +31,8 @@ def test_the_events_pane_jumps_by_half_its_height_when_full():
             pane = app.events_pane
             rows = pane.content_size.height
             assert rows >= 4
-            pane.clear()
+            pane.lines.clear()
+            pane.show()
             for i in range(rows):
                 pane.write(f"line {i}")
             assert [t.plain for t in pane.texts] == [f"line {i}" for i in range(rows)]

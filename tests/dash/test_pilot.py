@@ -92,12 +92,12 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             await until(pilot, lambda: app.selected == "alice", "alice selected")
             # t: type a line into the session
             await pilot.press("t")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Ask", "the type dialog")
+            await until(pilot, lambda: app.screen.name == "type", "the type dialog")
             await pilot.press(*"hi there", "enter")
             await until(pilot, lambda: "ok: hi there" in screen_of(app), "the typed line run")
             # m: mail as operator
             await pilot.press("m")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Compose", "compose")
+            await until(pilot, lambda: app.screen.name == "compose", "compose")
             await pilot.press("enter", *"greetings", "enter", *"from the dash", "enter")
             await until(
                 pilot,
@@ -111,7 +111,7 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             await until(pilot, lambda: len(app.mail_rows) == 2, "two mails listed")
             app.query_one("#mail").focus()
             await pilot.press("enter")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the thread")
+            await until(pilot, lambda: app.screen.name == "thread", "the thread")
             # the message's delivery states, as its sender sees them
             assert "delivery: delivered" in app.screen.text, app.screen.text
             await pilot.press("escape")
@@ -119,7 +119,7 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             assert {m["mail_id"] for m in listed} >= {mid}  # still unread
             # ... and r in the thread view retires it
             await pilot.press("enter")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the thread")
+            await until(pilot, lambda: app.screen.name == "thread", "the thread")
             await pilot.press("r")
             await until(
                 pilot,
@@ -134,7 +134,7 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             # /: search, from the sessions pane
             app.sessions_pane.focus()
             await pilot.press("slash")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Ask", "search dialog")
+            await until(pilot, lambda: app.screen.name == "search", "search dialog")
             await pilot.press(*"haystack", "enter")
             await until(
                 pilot, lambda: [m["mail_id"] for m in app.mail_rows] == [mid], "the search hit"
@@ -142,22 +142,22 @@ def test_type_mail_kill_search_and_open_without_retiring(make_daemon):
             # The results have the focus: Enter opens the hit's thread straight away.
             await until(pilot, lambda: app.focused is app.mail_pane, "the results focused")
             await pilot.press("enter")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Thread", "the hit")
+            await until(pilot, lambda: app.screen.name == "thread", "the hit")
             await pilot.press("escape")
             await until(pilot, lambda: app.screen.__class__.__name__ == "DashScreen", "back")
             await pilot.press("escape")
             await until(pilot, lambda: app.search_query is None, "the search left")
             # ?: help, then k: kill after confirmation (n first: nothing happens)
             await pilot.press("question_mark")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Help", "help")
+            await until(pilot, lambda: app.screen.name == "help", "help")
             await pilot.press("escape")
             await pilot.press("k")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Confirm", "confirm")
+            await until(pilot, lambda: app.screen.name == "confirm", "confirm")
             await pilot.press("n")
             await pilot.pause(0.2)
             assert rows(app)["alice"].state == "running"
             await pilot.press("k")
-            await until(pilot, lambda: app.screen.__class__.__name__ == "Confirm", "confirm")
+            await until(pilot, lambda: app.screen.name == "confirm", "confirm")
             await pilot.press("y")
             await until(pilot, lambda: rows(app)["alice"].state == "exited", "alice killed")
             await pilot.press("q")

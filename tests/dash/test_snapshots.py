@@ -61,14 +61,14 @@ def _opened(*keys: str, dialog: str):
 
     async def run_before(pilot):
         await loaded(pilot)
-        if dialog == "Thread":
+        if dialog == "thread":
             pilot.app.mail_pane.focus()
         await pilot.press(*keys)
         for _ in range(200):
-            if type(pilot.app.screen).__name__ == dialog:
+            if pilot.app.screen.name == dialog:
                 break
             await pilot.pause(0.02)
-        assert type(pilot.app.screen).__name__ == dialog
+        assert pilot.app.screen.name == dialog
         for field in pilot.app.screen.query(Input):
             field.cursor_blink = False  # a blinking cursor would be caught on or off
         await pilot.pause()
@@ -81,14 +81,14 @@ def _opened(*keys: str, dialog: str):
     return run_before
 
 
-DIALOGS = {
-    "help": (("question_mark",), "Help"),
-    "type": (("t",), "Ask"),
-    "search": (("slash",), "Ask"),
-    "filter": (("f",), "Ask"),
-    "compose": (("m",), "Compose"),
-    "kill": (("k",), "Confirm"),
-    "thread": (("enter",), "Thread"),
+DIALOGS = {  # the test's name: the keys, the dialog's name
+    "help": (("question_mark",), "help"),
+    "type": (("t",), "type"),
+    "search": (("slash",), "search"),
+    "filter": (("f",), "filter"),
+    "compose": (("m",), "compose"),
+    "kill": (("k",), "confirm"),
+    "thread": (("enter",), "thread"),
 }
 
 

@@ -29,12 +29,10 @@ class Recorder:
 
 
 def consumer():
-    from nats.js import api
-
     from bench_bridge.natsside import Consumer
 
     nc = Recorder()
-    c = Consumer(nc, None, "BENCH_MAIL", "bench-node2", "bench.mail.node2.>", api.ConsumerConfig())
+    c = Consumer(nc, None, "node2", 30.0)
     return c, nc
 
 

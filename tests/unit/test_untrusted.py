@@ -44,10 +44,9 @@ def test_escaped_text_is_all_safe_and_escaping_again_changes_nothing(text):
 def test_the_dashboard_masks_screens_and_mail_alike():
     pytest.importorskip("rich", reason="the dashboard's screen lines are Rich text")
     from bench_cli.dash.lines import screen_lines
-    from bench_cli.dash.model import printable
     from bench_cli.eventtext import event_line
 
-    assert printable("x\u202ey\ue01fz\x1b") == "x\ufffdy\ufffdz\ufffd"
+    assert mask("x\u202ey\ue01fz\x1b") == "x\ufffdy\ufffdz\ufffd"
     frame = {"lines": ["ab\u202ecd"], "styles": [[[3, 1, "red", "default", ""]]]}
     (line,) = screen_lines(frame)
     assert line.plain == "ab\ufffdcd"
