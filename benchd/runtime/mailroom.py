@@ -5,6 +5,7 @@ The index makes list/read/send O(page)/O(log n); the files stay the record.
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import msgspec
 
@@ -339,18 +340,33 @@ class _Skip(Exception):
     """This message cannot be shown (its file vanished, or it was read by hand)."""
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """A send's message as staged, built whole by `SendOp.prepare`: its file in tmp/
+    (or a spare), where it goes once committed, and the front matter written."""
+
+    tmp: str
+    final: str
+    meta: FrontMatter
+
+
 class SendOp(Op[SendOk]):
     """Runs a send of any kind (`spec`, a frozen benchd.core.sends.Send): what it
-    writes and logs is the spec's; what this holds is the run (staged file, answer)."""
-
-    meta: FrontMatter  # the front matter written (set by prepare)
+    writes and logs is the spec's. The run is `check` (a duplicate: `dup_of`, or an
+    answer found by its key) and `prepare` (the `Delivery`, its journal entries, events
+    and answer, set together); the later phases only read them."""
 
     def __init__(self, room: "Mailroom", spec: Send) -> None:
         super().__init__()
         self.room, self.spec = room, spec
-        self.tmp: str | None = None
-        self.final: str | None = None
+        self.delivery: Delivery | None = None
         self.dup_of: SendOp | None = None
+
+    @property
+    def meta(self) -> FrontMatter:
+        """The front matter written (once prepared)."""
+        assert self.delivery is not None, "prepare() staged the message"
+        return self.delivery.meta
 
     def _admit(self, batch: Batch) -> None:
         # Here, where the batch commits, every send before this one is counted (those of
@@ -429,25 +445,25 @@ class SendOp(Op[SendOk]):
             room.boxes.add(spec.to)
         meta = sends.front_matter(spec, mail_id, key, format_ms(ms))
         data = frontmatter.render(meta, spec.body)
-        self.final = room.path(spec.to, mail_id, UNREAD)
+        final = room.path(spec.to, mail_id, UNREAD)
         faults.check("deliver")
         spare = None if room.spares is None else room.spares.take()
         if spare is not None:
-            fd, self.tmp = spare  # made ahead: no inode to allocate here, on the loop
+            fd, tmp = spare  # made ahead: no inode to allocate here, on the loop
         else:
-            self.tmp = os.path.join(box, "tmp", mail_id + ".md")
-            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            tmp = os.path.join(box, "tmp", mail_id + ".md")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.delivery = Delivery(tmp, final, meta)  # discard() removes tmp from here on
         try:
             write_all(fd, data)
         finally:
             os.close(fd)
         # No flush: the batch's journal record carries the bytes (the commit point).
-        self.entries = (Write(self.final, data, room.path(spec.to, mail_id, READ)),)
-        self.meta = meta
-        self.events = sends.sent_events(spec, meta, self.final)
+        self.entries = (Write(final, data, room.path(spec.to, mail_id, READ)),)
+        self.events = sends.sent_events(spec, meta, final)
         self.result = SendOk(
             mail_id=mail_id,
-            path=self.final,
+            path=final,
             to=spec.to,
             key=key,
             live=spec.live,
@@ -456,13 +472,15 @@ class SendOp(Op[SendOk]):
         )
 
     def place(self) -> None:
-        assert self.tmp is not None and self.final is not None, "prepare() staged the file"
-        os.rename(self.tmp, self.final)
-        self.tmp = None
+        d = self.delivery
+        assert d is not None, "prepare() staged the file"
+        os.rename(d.tmp, d.final)
 
     def discard(self) -> None:
-        if self.tmp and os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        # Only before place() (the op or its batch failed): tmp is still the staged file.
+        d = self.delivery
+        if d is not None and os.path.exists(d.tmp):
+            os.unlink(d.tmp)
 
     def finish(self) -> None:
         first = self.dup_of
@@ -475,9 +493,9 @@ class SendOp(Op[SendOk]):
             self.result = msgspec.structs.replace(first.result, duplicate=True)
 
     def index(self, idx: Index) -> None:
-        if self.final is None:
+        if self.delivery is None:
             return
-        m = self.meta
+        m = self.delivery.meta
         body = self.spec.body
         idx.add(self.spec.to, m.id, UNREAD, m.sender, m.subject, m.date, len(body), m.key, new=True)
         idx.add_text(self.spec.to, m.id, m.sender, m.subject, body, m)
