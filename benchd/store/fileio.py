@@ -34,28 +34,23 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def replace_file(path: str, data: bytes) -> None:
-    """Make `path` hold exactly `data` (through `path.tmp`, fsynced, renamed over it), so
-    a crash leaves the old file or the new one. The name is durable once the directory
-    is fsynced (fsync_dir), if the caller needs it."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def replace_file(path: str, data: bytes, tmp: str | None = None) -> None:
+    """Make `path` hold exactly `data` (through `tmp`, by default `path.tmp`, fsynced and
+    renamed over it), so a crash leaves the old file or the new one. The name is durable
+    once the directory is fsynced (fsync_dir), if the caller needs it."""
+    tmp = path + ".tmp" if tmp is None else tmp
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    os.rename(tmp, path)
 
 
-# Making files durable without syncfs(2): an fsync (fdatasync for files) of each, issued
-# together from worker threads. A flush waits only for bench's own files, never for every
-# dirty page another program left on the filesystem (a build, a download), which stalled
-# sends for hundreds of ms under a bulk writer. On a journaling filesystem (ext4 with its
-# journal) fsyncs in flight together share one journal commit. Used by the journal's
-# checkpoints and its replay (store/journal.py), off the request path.
-
-
+# The flusher: an fsync (fdatasync for files) of each, issued together from worker
+# threads, for the journal's checkpoints and its replay. Never syncfs(2): it would wait
+# for every dirty page another program left on the filesystem (docs/durability.md).
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 

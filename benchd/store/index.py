@@ -1,23 +1,13 @@
 """The mail index: SQLite, so send, list and read cost O(page) / O(log n), not O(mailbox).
 
-The files in mail/ are the record; this index is a cache the files can rebuild. It holds
-per message the metadata a listing shows, its state and its idempotency key, plus a
-count per (handle, state) so a listing's `total` is O(1).
-
-Two layers, both used only on the event loop:
-
-- `pending`, in memory: every change applied since the last successful commit. It can
-  not fail, so an answered send is listed, readable and deduplicated from the moment it
-  is answered, whatever SQLite does afterwards. Reads merge it over the database.
-- the database (WAL, synchronous=NORMAL, busy_timeout=0): `flush()` writes `pending` in
-  one transaction (benchd.store.indexdb) and forgets it only once the commit succeeded. A busy lock held by
-  another process, a full disk or an I/O error leave `pending` as it is and the flush
-  is retried later (the caller backs off); the loop never waits on a lock. Corruption
-  (or a failure that persists) sets the file aside and rebuilds the index from the
-  files (`rebuild`, which the daemon's start-up opens it with).
-
-Health (`health()`) says which of these holds; every failure and rebuild is reported
-through `notify(kind, **fields)` (the daemon logs it and records an event).
+A cache the files in mail/ can rebuild: per message what a listing shows, its state and
+its key, and a count per (handle, state). Two layers, both used on the event loop only:
+`pending` in memory (every change since the last commit; it cannot fail, so an answered
+send is found whatever SQLite does; reads merge it over the database), and the database,
+written by `flush()` in one transaction (benchd.store.indexdb). A failed flush keeps
+`pending` and is retried with backoff; corruption, or a failure that persists, sets the
+file aside and rebuilds it from the files (docs/durability.md, "The index is a cache").
+Every failure and rebuild goes to `notify(kind, **fields)`.
 """
 
 import os
@@ -67,12 +57,6 @@ def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
     return msgspec.convert(cursor.fetchall(), list[MailRow])
 
 
-def connect(path: str) -> sqlite3.Connection:
-    # A lock another program holds fails a commit at once (retried later): the loop
-    # never waits on it.
-    return indexdb.connect(path, busy_ms=0)
-
-
 class Index:
     def __init__(
         self,
@@ -118,8 +102,7 @@ class Index:
     def _open(self) -> None:
         self.fresh = not os.path.exists(self.path)
         try:
-            self._w = connect(self.path)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(self.path)
             schema = self._db_meta("schema")
             if schema not in (None, SCHEMA_VERSION):
                 raise sqlite3.DatabaseError(f"schema version {schema}, not {SCHEMA_VERSION}")
@@ -127,6 +110,11 @@ class Index:
                 self.w.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         except sqlite3.Error as err:
             self.set_aside(f"cannot open: {err}")
+
+    def _connect(self, path: str) -> None:
+        """A connection to `path` (MEMORY: a database in memory) with the tables made."""
+        self._w = indexdb.connect(path)
+        self.w.executescript(indexdb.SCHEMA)
 
     def set_aside(self, reason: str) -> None:
         """Move the database aside (never trusted again, kept for a post-mortem) and start
@@ -144,13 +132,11 @@ class Index:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
                     os.replace(self.path + suffix, self.path + suffix + ".damaged")
-            self._w = connect(self.path)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(self.path)
             self.w.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         except (sqlite3.Error, OSError) as err:
             reason = f"{reason}; a new file failed too ({err}): the index is in memory"
-            self._w = connect(MEMORY)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(MEMORY)
         self.fresh = True
         self.notify("index/failed", error=reason, action="set-aside")
 
@@ -189,8 +175,7 @@ class Index:
         return self._read(lambda: self._db_meta(k))
 
     def set_meta(self, k: str, v: str) -> None:
-        if not self.pending.changes and not self.pending.meta:
-            self.pending.since = self.now()
+        self.pending.date(self.now())
         self.pending.meta[k] = v
 
     # ---------------------------------------------------------------- reads
@@ -418,8 +403,7 @@ class Index:
         """Set delivery-state columns of a sent message (benchd.store.mailstates), written
         with the next flush like every other change."""
         p = self.pending
-        if not p.changes and not p.meta:
-            p.since = self.now()
+        p.date(self.now())
         p.states.setdefault(mail_id, {}).update(cols)
         p.changes.append(SetColumns(mail_id, cols))
 
@@ -506,8 +490,7 @@ class Index:
         self._unread.clear()
         if self._rebuilt_unproven:
             self.close()
-            self._w = connect(MEMORY)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(MEMORY)
             self.set_aside_reason = reason
             self.notify("index/failed", error=reason, action="in-memory")
         else:
@@ -524,8 +507,7 @@ class Index:
             except sqlite3.Error as err:
                 # Even the new file failed while refilling: refill a database in memory.
                 self.w.close()
-                self._w = connect(MEMORY)
-                self.w.executescript(indexdb.SCHEMA)
+                self._connect(MEMORY)
                 self.pending = Pending()
                 self._unread.clear()
                 self.notify("index/failed", error=str(err), action="in-memory")

@@ -120,10 +120,14 @@ class Pending:
     def __len__(self) -> int:
         return len(self.changes)
 
-    def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
-        """Note a change of (handle, mail_id); `now` (the index's clock) dates the first."""
+    def date(self, now: float) -> None:
+        """Date the first change since the commit with `now` (the index's clock)."""
         if not self.changes and not self.meta:
             self.since = now
+
+    def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
+        """Note a change of (handle, mail_id)."""
+        self.date(now)
         self.base.setdefault((handle, mail_id), base)
         self.by_handle.setdefault(handle, set()).add(mail_id)
 
@@ -219,27 +223,22 @@ def _bump(w: sqlite3.Connection, handle: str, state: int, d: int) -> None:
     )
 
 
-# Opening bench's SQLite file (the mail index): the settings in one place.
-#
-# - isolation_level=None: each caller says BEGIN itself, so a transaction is exactly
-#   what it writes and never opened behind its back;
-# - check_same_thread=False: sqlite3's own check is off; the daemon uses each connection
-#   from its event loop's thread only (the committer has no worker thread);
-# - WAL with synchronous=NORMAL: a commit is an append to the WAL with no fsync; what must
-#   survive a power cut is made durable otherwise (the index is rebuilt from the mail
-#   files);
-# - the busy timeout: how long a lock another program holds is waited for.
+# Opening the index: each caller says BEGIN itself (isolation_level=None); each
+# connection is used from the event loop's thread only (check_same_thread=False); WAL
+# with synchronous=NORMAL, no fsync (the index is rebuilt from the mail files); a busy
+# timeout of 0: a lock another program holds fails a commit at once (retried later), so
+# the loop never waits on it.
 
 
 MEMORY = ":memory:"  # a database in memory (the index's fallback when no file can be made)
 
 
-def connect(path: str, busy_ms: int) -> sqlite3.Connection:
+def connect(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     if path != MEMORY:
         db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+    db.execute("PRAGMA busy_timeout=0")
     return db
 
 

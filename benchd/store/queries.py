@@ -1,24 +1,15 @@
-"""The index's query API over the search tables (benchd/store/search.py):
-what the mail handlers ask of it, with no SQL or connection in sight.
+"""The index's query API over the search tables (benchd/store/search.py): what the mail
+handlers ask of it, with no SQL or connection in sight, and the rules no caller repeats:
 
-The rules live here so no caller repeats them:
+- messages not committed yet (a full disk, a lock held elsewhere) are in the index's
+  pending layer, not in the search tables: `locate` and `thread` add them
+  (`_uncommitted`), so what `mail read` returns `mail thread` finds too;
+- a failed read is the index's to handle (`Index.read`: set aside, rebuilt, read again);
+- a search, a thread or a lookup by id first commits what is pending (when its backoff
+  allows), so an answered send is found; a listing's `parents` skip that (the fast path).
 
-- Messages the index holds but could not commit yet (a full disk, a lock held
-  elsewhere) are in its pending layer, not in the search tables: `locate` and `thread`
-  add them (`_uncommitted`), so a message `mail read` returns is found by `mail thread`
-  too, while commits fail.
-- A failed read is the index's to handle (`Index.read`: corruption sets the file aside
-  and rebuilds it from the files, then the read runs again).
-- The search tables are written with the index's commits, so a search, a thread or a
-  lookup by id first commits what is pending (when its backoff allows): a message whose
-  send was answered is found. A listing's parents (`parents`) skip that commit: a page
-  of mail is the fast path, and a listing never promised the links of mail sent a
-  moment ago (the committer commits them within INDEX_COMMIT_S).
-
-Threads (`thread`, first below): every indexed message knows its thread's root and its
-depth below it, so a thread is one indexed range, never a walk from the root; one
-longer than `cap` is cut to the message's neighbourhood (docs/cli.md, `mail thread`),
-ring by ring. Every query reads at most about `cap` rows, whatever the thread's size.
+A thread is one indexed range of its root; one longer than `cap` is cut to the message's
+neighbourhood, ring by ring (docs/cli.md, `mail thread`), reading about `cap` rows.
 """
 
 import sqlite3

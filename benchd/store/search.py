@@ -1,17 +1,11 @@
-"""Mail search and thread links: two tables in the index, a cache of the files like it.
+"""Mail search and thread links: tables in index.sqlite, a cache of the files like it.
 
-- `mail_links`: one row per indexed message (handle, id, sender, in-reply-to, and its
-  thread's root and its depth below it). Its integer rowid is the message's row in
-  `mail_text`; `in_reply_to` and `root` are indexed, so a thread and a message's replies
-  are found without a scan or a walk (benchd/store/queries.py).
-- `mail_text`: an FTS5 table over (subject, body), ranked by bm25 with a subject match
-  weighing twice a body match. Which mailbox a row belongs to is in `mail_links`.
-- `mail_origins`: for a copy received from another node, its identity there (`origin`,
-  benchd.core.mailrefs), indexed both ways: a reply names its parent by that identity.
-
-Everything here runs on the index's one connection, inside its transactions; the tables
-live in index.sqlite, so they are rebuilt with it. `ensure` fills them for messages the
-index knows but they do not (an index made before search existed).
+`mail_links` (a row per indexed message: its parent, and its thread's root and depth, so
+a thread is one indexed range: benchd/store/queries.py), `mail_text` (FTS5 over subject
+and body; its rowid is the link's) and `mail_origins` (a copy from another node by its
+identity there, benchd.core.mailrefs: a reply names its parent by it). All of it runs
+on the index's one connection, inside its transactions; `ensure` fills the tables for
+messages indexed before they existed.
 """
 
 import os

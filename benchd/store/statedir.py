@@ -1,17 +1,12 @@
 """The state directory: refuse what is unsafe before the daemon writes anything in it
-(docs/files.md: "The state directory is checked before it is used"), take it for one
-daemon, and keep the few files the daemon keeps about itself there.
+(docs/files.md, "The state directory is checked before it is used"), take it for one
+daemon, and keep the few files the daemon keeps about itself there (`Damage`,
+`hold_room`).
 
 The checks are os/stat calls only, so `bench up` runs the same ones before it writes
-benchd.out (`python -m benchd.store.statedir DIR`, `main` at the end). A symbolic link
-planted where the daemon expects a file would otherwise make it truncate, chmod or
-delete whatever the link points at.
-
-One daemon per directory (`take_state_dir`): an flock on `benchd.lock` (opened without
-following a link), held for the daemon's life and released by the kernel however it
-exits. Every refusal is one line on stderr and an exit code (2: unusable, 1: already
-served). What the daemon keeps about itself there: the journal damage not yet
-acknowledged (`Damage`) and room held for the next start (`hold_room`).
+benchd.out (`main`). One daemon per directory: an flock on `benchd.lock`, opened without
+following a link and released by the kernel however the daemon exits. Each refusal is
+one line on stderr and an exit code (2: unusable, 1: already served).
 """
 
 import errno
