@@ -19,32 +19,19 @@ from benchd.core.names import MAIL_ID_RE
 class Facts(Protocol):
     """What is read of a message's state row (benchd.store.mailstates.StateRow)."""
 
-    @property
-    def queued(self) -> int | None: ...
-    @property
-    def delivered(self) -> int | None: ...
-    @property
-    def woken(self) -> int | None: ...
-    @property
-    def nw_reason(self) -> str | None: ...
-    @property
-    def nw_at(self) -> int | None: ...
-    @property
-    def nw_until(self) -> int | None: ...
-    @property
-    def active(self) -> int | None: ...
-    @property
-    def read_at(self) -> int | None: ...
-    @property
-    def read_by(self) -> str | None: ...
-    @property
-    def reader(self) -> str | None: ...
-    @property
-    def replied_at(self) -> int | None: ...
-    @property
-    def reply(self) -> str | None: ...
-    @property
-    def node(self) -> str | None: ...
+    queued: int | None
+    delivered: int | None
+    woken: int | None
+    nw_reason: str | None
+    nw_at: int | None
+    nw_until: int | None
+    active: int | None
+    read_at: int | None
+    read_by: str | None
+    reader: str | None
+    replied_at: int | None
+    reply: str | None
+    node: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,8 +118,9 @@ class Index:
 
     def set_aside(self, reason: str) -> None:
         """Move the database aside (never trusted again, kept for a post-mortem) and start
-        an empty one; the caller refills it from the files. Falls back to an in-memory
-        database when no file can be made (the next start rebuilds again)."""
+        an empty one, forgetting what was pending for it; the caller refills it from the
+        files. Falls back to an in-memory database when no file can be made (the next
+        start rebuilds again)."""
         if self._w is not None:
             try:
                 self.w.close()
@@ -128,6 +129,7 @@ class Index:
             self._w = None
         self.set_aside_reason = reason
         self._unread.clear()
+        self.pending = Pending()
         try:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
