@@ -1,18 +1,11 @@
-"""The mail file format: YAML front matter, a blank line, then the body byte for byte.
+"""The mail file format: YAML front matter, a blank line, then the body byte for byte
+(the fields and an example: docs/files.md).
 
-The fields and an example: docs/files.md.
-
-Every string is written as a YAML double-quoted scalar, so any subject parses with a
-standard YAML parser whatever it holds (colons, quotes, `---`). Subjects are one line
-without control characters (refused at send). Characters YAML may not hold literally
-(C1 controls, U+FEFF, U+FFFE/U+FFFF) and the line breaks YAML would fold inside quotes
-(NEL, U+2028, U+2029) are written as \\u escapes.
-
-`read` gives a `FrontMatter`, every field checked; `parse` is the raw step under it (a
-dict keyed by the names in the file, for tests and tools); `render` writes either.
-
-`quote` is bench's one YAML quoting function: the job core's reply header uses it too,
-through `scalar` (plain where YAML cannot misread the value). Pure: no I/O.
+Every string is a YAML double-quoted scalar, so any subject parses with a standard YAML
+parser whatever it holds; characters YAML may not hold literally, and the line breaks
+it would fold inside quotes, are \\u escapes. `read` gives a checked `FrontMatter`,
+`parse` the raw dict under it, `render` writes either. `quote` is bench's one YAML
+quoting function (the job core's reply header uses it too, through `scalar`). Pure.
 """
 
 import json

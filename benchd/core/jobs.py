@@ -1,11 +1,6 @@
-"""Jobs and what they owe, as frozen values, with no I/O.
-
-A job is a session spawned with task mail and reply-to addresses (docs/jobs.md). When
-it settles, every reply-to address is owed exactly one reply, whatever happened; a
-cancelled job owes none. This module says what a job's stored record holds and how it
-changes; `benchd.runtime.jobhost` runs it on the mailroom's own parts.
-
-Records are stored as JSON with snake_case keys (`benchd.store.outbox`).
+"""Jobs and what they owe, as frozen values, with no I/O (docs/jobs.md): once settled,
+every reply-to address is owed exactly one reply; a cancelled job owes none.
+`benchd.runtime.jobhost` runs it; records are stored as JSON (`benchd.store.outbox`).
 """
 
 import enum

@@ -1,13 +1,9 @@
 """Idempotency keys: what a caller may choose, and the keys bench derives from them.
 
-A key names one request of one sender (a message, a job), so a retry is recognised
-instead of acted on twice. One rule for every caller: a key is 1-KEY_MAX characters
-without control characters, and keys starting with `outbox:` are bench's own.
-
-Bench derives two longer forms, and only bench writes them: a job's reply,
-`outbox:<job key>:reply:<n>` (docs/jobs.md), and one send of a reply to several
-recipients, `<key>:<address>` (docs/protocol.md). The mailroom stores a caller's key or
-one of these (`check_key`); a caller's own is checked with `check_client_key`.
+A key names one request of one sender, so a retry is recognised instead of acted on
+twice: 1-KEY_MAX characters without control characters; `outbox:` keys are bench's own.
+Bench derives a job's reply key, `outbox:<job key>:reply:<n>` (docs/jobs.md), and a
+reply's key per recipient, `<key>:<address>` (docs/protocol.md).
 """
 
 from bench_wire.addresses import is_address

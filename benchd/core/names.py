@@ -1,18 +1,11 @@
 """Names and the time they carry: handles, message ids (time-sortable: `IdClock`), and the
 daemon's one wall clock. Pure but for that clock.
 
-Monotonic time (intervals inside one run: buckets, the idle gate, quiet times, quotas,
-deadlines, stalls, the index's and the journal's timing) is trio's, read in the task
-that acts on it: the daemon sleeps on that same clock, so a test under
-`trio.testing.MockClock` drives every timing rule and every sleep together. Its origin
-is arbitrary, so nothing monotonic is written to disk; the store's sync objects take
-the reading as a callable. Wall time (what is written to disk or shown and read back by
-another process: event times, mail ids, due times, deadlines, heartbeats) comes from
-one injected `WallClock`.
-
-`SystemWallClock` is the one place in benchd that reads the system's clocks
-(tests/unit/test_clock_reads.py holds it to that; a peer's start time in
-benchd.runtime.placement is a process identity, not a time bench keeps).
+Monotonic time is trio's, read in the task that acts on it, so a test under
+`trio.testing.MockClock` drives every timing rule and every sleep together; nothing
+monotonic is written to disk. Wall time (what is written or shown) comes from one
+injected `WallClock`; `SystemWallClock` is the one place in benchd that reads the
+system's clocks (ARCHITECTURE.md, "One home per concept"; tests/unit/test_clock_reads.py).
 """
 
 import re

@@ -61,7 +61,7 @@ from benchd.runtime.system import become_subreaper, setup_log
 from benchd.runtime.tracking import MailStates
 from benchd.server.options import DaemonConfig
 from benchd.server.wiring import Opened, Wired
-from benchd.store import recovery, search, statedir
+from benchd.store import recovery, statedir
 from benchd.store.eventlog import EventLog
 from benchd.store.index import Index, is_corrupt
 from benchd.store.journal import Journal
@@ -294,7 +294,7 @@ def _ensure_search(index: Index, mail_root: str, log: Any) -> None:
     a full disk only postpones this to the next start (new mail is added to them as it
     is indexed); damage is an index error like any other: set aside, rebuilt."""
     try:
-        search.ensure(index, mail_root)
+        recovery.ensure_search(index, mail_root)
     except sqlite3.Error as err:
         if is_corrupt(err):
             raise

@@ -1,12 +1,7 @@
-"""The mail index's changes: held in memory until a flush writes them to SQLite.
-
-`Pending` (first below) is the index's in-memory layer: the changes since the last
-commit, each a value of a tagged union (`Insert`, `AddText`, `SetState`, `SetColumns`,
-`Remove`), and what they mean for reads (pure, in memory); benchd.store.index merges it
-over SQLite and decides when to flush and what a failure means. The rest is what a flush
-does to SQLite: the schema, and the one transaction (`write`) that takes each pending
-change apart with `match` and moves the per-mailbox counts once per (handle, state) per
-commit.
+"""The mail index's changes: `Pending`, the in-memory layer (the changes since the last
+commit, each a frozen value of a tagged union, and what they mean for reads), and what a
+flush does to SQLite: the schema, and the one transaction (`write`) that applies them.
+benchd.store.index merges `Pending` over SQLite and decides when to flush.
 """
 
 import sqlite3

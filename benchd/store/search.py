@@ -4,31 +4,13 @@
 a thread is one indexed range: benchd/store/queries.py), `mail_text` (FTS5 over subject
 and body; its rowid is the link's) and `mail_origins` (a copy from another node by its
 identity there, benchd.core.mailrefs: a reply names its parent by it). All of it runs
-on the index's one connection, inside its transactions; `ensure` fills the tables for
-messages indexed before they existed.
+on the index's one connection, inside its transactions; `recovery.ensure_search` fills
+them for messages indexed before they existed.
 """
 
-import os
 import sqlite3
-from typing import Protocol
 
 import msgspec
-
-from benchd.core import frontmatter
-from benchd.store.statedir import read_regular
-
-
-class Indexed(Protocol):
-    """What `ensure` needs of the index (benchd/store/index.py's `Index`): its writer and
-    its meta keys. A protocol here, so the index may import search and not the reverse."""
-
-    @property
-    def w(self) -> sqlite3.Connection: ...
-
-    def get_meta(self, k: str) -> str | None: ...
-
-    def set_meta(self, k: str, v: str) -> None: ...
-
 
 VERSION = "2"  # 2: each link holds its thread's root and its depth
 
@@ -69,7 +51,7 @@ def create(db: sqlite3.Connection) -> None:
         if stmt.strip():
             db.execute(stmt)
     cols = {r[1] for r in db.execute("PRAGMA table_info(mail_links)")}
-    if "root" not in cols:  # made before threads had roots: `ensure` fills them in
+    if "root" not in cols:  # made before threads had roots: `ensure_search` fills them in
         db.execute("ALTER TABLE mail_links ADD COLUMN root TEXT")
         db.execute("ALTER TABLE mail_links ADD COLUMN depth INTEGER NOT NULL DEFAULT 0")
     db.execute(_ROOT_INDEX)
@@ -135,7 +117,7 @@ def add(
         root, depth = _place(db, mail_id, in_reply_to)
         cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     except sqlite3.OperationalError:
-        create(db)  # an index opened without `ensure` (tools, tests): make the tables
+        create(db)  # an index opened without `ensure_search` (tools, tests): make the tables
         root, depth = _place(db, mail_id, in_reply_to)
         cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     if not cur.rowcount:
@@ -172,54 +154,6 @@ def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
             db.execute("DELETE FROM mail_origins WHERE id=? AND handle=?", (mail_id, handle))
         except sqlite3.OperationalError:
             pass  # an index made before origins were kept: none to remove
-
-
-def ensure(index: Indexed, mail_root: str) -> int:
-    """Create the tables, and index every message the index knows but they do not.
-
-    Costs one anti-join when they are complete (every start after the first); reads the
-    files only of messages missing (an index from before search existed). Returns how
-    many it added.
-    """
-    db = index.w
-    own = not db.in_transaction
-    if own:
-        db.execute("BEGIN IMMEDIATE")
-    try:
-        create(db)
-        added = 0
-        if index.get_meta("search") != VERSION:
-            fill_roots(db)  # before any add below, which places a reply under its parent
-            missing = db.execute(
-                "SELECT handle, id, state FROM messages m WHERE NOT EXISTS "
-                "(SELECT 1 FROM mail_links l WHERE l.id = m.id AND l.handle = m.handle)"
-            ).fetchall()
-            for handle, mail_id, state in missing:
-                sub = "read" if state else "inbox"
-                try:
-                    path = os.path.join(mail_root, handle, sub, mail_id + ".md")
-                    meta, body = frontmatter.read(read_regular(path))
-                except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
-                    continue  # reconcile drops what it cannot read; so does search
-                add(
-                    db,
-                    handle,
-                    mail_id,
-                    meta.sender,
-                    meta.subject,
-                    body,
-                    meta.in_reply_to,
-                    meta.origin,
-                )
-                added += 1
-            index.set_meta("search", VERSION)
-        if own:
-            db.execute("COMMIT")
-        return added
-    except BaseException:
-        if own and db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
 
 
 # ---------------------------------------------------------------- queries

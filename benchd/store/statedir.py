@@ -54,18 +54,17 @@ class UnsafeStateDir(Exception):
     """BENCH_DIR cannot be used safely; the message is one line for the user."""
 
 
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISREG, "a regular file"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    return "a special file"
+    return next((name for is_kind, name in _KINDS if is_kind(mode)), "a special file")
 
 
 def _owner(uid: int) -> str:
