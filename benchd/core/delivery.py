@@ -8,12 +8,10 @@ retires the mail it announces, so woken mail is also `read` by the wake; the lis
 then says `woken` (or `active`), and `read` is kept for mail its recipient read itself.
 """
 
-import calendar
-import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from benchd.core.names import MAIL_ID_RE
+from benchd.core.names import id_ms
 
 
 class Facts(Protocol):
@@ -41,14 +39,6 @@ class Mark:
     state: str
     at: int
     extra: dict[str, str] = field(default_factory=dict)
-
-
-def id_ms(mail_id: str) -> int | None:
-    """The send time an id carries (20261130T045611.123Z-0001), in wall ms."""
-    if MAIL_ID_RE.fullmatch(mail_id) is None:
-        return None
-    t = time.strptime(mail_id[:15], "%Y%m%dT%H%M%S")
-    return calendar.timegm(t) * 1000 + int(mail_id[16:19])
 
 
 def marks(f: Facts, reply: str | None = None) -> list[Mark]:

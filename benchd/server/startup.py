@@ -50,8 +50,7 @@ from bench_wire import messages as m
 from bench_wire.client import socket_path
 from bench_wire.errors import WireError
 from benchd import __version__
-from benchd.core import delivery
-from benchd.core.names import SYSTEM_WALL
+from benchd.core.names import SYSTEM_WALL, id_ms
 from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.nodes import Directory
@@ -323,7 +322,7 @@ class Logged:
     def __contains__(self, mail_id: object) -> bool:
         if mail_id in self.ids:
             return True
-        sent = delivery.id_ms(mail_id) if isinstance(mail_id, str) else None
+        sent = id_ms(mail_id) if isinstance(mail_id, str) else None
         return sent is not None and sent < self.before
 
 
