@@ -34,6 +34,15 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def free_bytes(path: str) -> int:
+    """The bytes free to us on `path`'s filesystem (0 when it cannot be asked)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
 def replace_file(path: str, data: bytes, tmp: str | None = None) -> None:
     """Make `path` hold exactly `data` (through `tmp`, by default `path.tmp`, fsynced and
     renamed over it), so a crash leaves the old file or the new one. The name is durable

@@ -14,11 +14,12 @@ import os
 import sqlite3
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Literal, TypedDict, TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 import trio
 
+from bench_wire import messages as m
 from benchd.core.frontmatter import FrontMatter
 from benchd.store import indexdb, mailstates
 from benchd.store.indexdb import MEMORY, AddText, Insert, Remove, SetColumns, SetState
@@ -36,16 +37,6 @@ STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "re
 PERSISTENT_FAILURES = 8  # consecutive failed flushes after which the file is rebuilt
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
-
-
-class Health(TypedDict):
-    """What `Index.health()` says (the fields of bench_wire's IndexHealth)."""
-
-    state: Literal["ok", "retrying", "in-memory"]
-    pending: int
-    failures: int
-    error: str | None
-    rebuilds: int
 
 
 T = TypeVar("T")
@@ -276,9 +267,6 @@ class Index:
         ids = [row[0]] if row and row[0] else []
         ids += [k[1] for k, r in self.pending.rows.items() if r is not None]
         return max(ids) if ids else None
-
-    def mailbox_count(self) -> int:
-        return len(self.handles())
 
     def handles(self) -> list[str]:
         known = set(
@@ -518,18 +506,11 @@ class Index:
                 self._rebuilding = False
         self.flush()  # what the rebuild added; a failure here is retried like any other
 
-    def health(self) -> Health:
-        state: Literal["ok", "retrying", "in-memory"]
-        if self.in_memory:
-            state = "in-memory"
-        elif self.failures:
-            state = "retrying"
-        else:
-            state = "ok"
-        return {
-            "state": state,
-            "pending": len(self.pending),
-            "failures": self.failures,
-            "error": self.last_error,
-            "rebuilds": self.rebuilds,
-        }
+    def health(self) -> m.IndexHealth:
+        return m.IndexHealth(
+            state="in-memory" if self.in_memory else "retrying" if self.failures else "ok",
+            pending=len(self.pending),
+            failures=self.failures,
+            error=self.last_error,
+            rebuilds=self.rebuilds,
+        )

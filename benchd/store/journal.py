@@ -21,7 +21,7 @@ from typing import NamedTuple
 import trio
 
 from benchd.core.names import SYSTEM_WALL, WallClock
-from benchd.store.fileio import Flusher, faults, fsync_dir, write_all
+from benchd.store.fileio import Flusher, faults, free_bytes, fsync_dir, write_all
 
 MAGIC = b"BJ02"
 # magic, seq, floor, payload length, crc32 of the payload; then a crc32 of those bytes
@@ -298,14 +298,6 @@ class _Segment:
         self.error: OSError | None = None  # the last checkpoint's failure
 
 
-def _free_bytes(path: str) -> int:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return 0
-    return st.f_bavail * st.f_frsize
-
-
 class Journal:
     """The committer's journal (used from one thread at a time; checkpoints run in a
     worker thread while `run` runs, else in place). `replay()` must run first, before
@@ -364,7 +356,7 @@ class Journal:
             size = os.fstat(seg.fd).st_size
             seg.preallocated = self.preallocate
             if self.preallocate and size < self.segment_bytes:
-                free = _free_bytes(self.root)
+                free = free_bytes(self.root)
                 if free - (self.segment_bytes - size) < self.reserve:
                     # Preallocating would eat into the reserve (room for the index, the
                     # log and the start itself): this segment grows with its records.

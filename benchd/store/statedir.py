@@ -22,7 +22,7 @@ import structlog
 from bench_wire import messages as m
 from bench_wire.client import resolve_dir, socket_path
 from bench_wire.errors import WireError
-from benchd.store.fileio import write_all
+from benchd.store.fileio import free_bytes, write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
 DAMAGE_REPORT = "journal.damage"  # the journal damage found at starts, until acknowledged
@@ -317,12 +317,7 @@ def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -
 
 
 def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
-    try:
-        st = os.statvfs(bench_dir)
-        free = st.f_bavail * st.f_frsize
-    except OSError:
-        free = 0
-    return m.DiskHealth(free=free, full=full, reserve=reserve)
+    return m.DiskHealth(free=free_bytes(bench_dir), full=full, reserve=reserve)
 
 
 def take_state_dir(wanted: str | None) -> str | int:
