@@ -42,16 +42,11 @@ def seq_of(line: bytes) -> int | None:
     return int(line[start:end])
 
 
-def previous(path: str) -> str:
-    """The rotated file beside the log (events.jsonl -> events.1.jsonl)."""
-    stem, ext = os.path.splitext(path)
-    return f"{stem}.1{ext}"
-
-
 class EventLog:
     def __init__(self, path: str, max_bytes: int = 0):
         self.path = path
-        self.prev_path = previous(path)
+        stem, ext = os.path.splitext(path)
+        self.prev_path = f"{stem}.1{ext}"  # the rotated log: events.1.jsonl
         self.max_bytes = max_bytes  # rotate once the file holds this much (0: never)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.newline_owed = False  # a torn last line still needs its newline

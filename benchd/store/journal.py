@@ -490,7 +490,3 @@ class Journal:
                 os.close(seg.fd)
                 seg.fd = -1
         return ok
-
-    def size(self) -> int:
-        """Bytes of records the journal holds now (both segments)."""
-        return sum(seg.pos for seg in self.segments)

@@ -352,19 +352,14 @@ def take_state_dir(wanted: str | None) -> str | int:
     return bench_dir  # the fd stays open (and locked) until the process ends
 
 
-def ensure_private_dir(path: str) -> None:
-    """Create BENCH_DIR 0700 (and parents); tighten it to 0700 if it exists and is ours."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-
-
 def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
     """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None.
     The daemon's start and `bench up`'s check (`main`, below) both ask it."""
     try:
-        ensure_private_dir(bench_dir)
+        os.makedirs(bench_dir, mode=0o700, exist_ok=True)
+        st = os.stat(bench_dir)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(bench_dir, 0o700)  # ours: tightened (another's is refused below)
         check_state_dir(bench_dir)
     except UnsafeStateDir as err:
         return f"unsafe BENCH_DIR: {err}"
