@@ -27,11 +27,7 @@ def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
 
 def fsync_dir(path: str) -> None:
     """fsync the directory `path`, so the names made or moved in it survive a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _sync_path(path, os.fsync, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def free_bytes(path: str) -> int:
@@ -72,16 +68,14 @@ class Flusher:
 
     def flush(
         self,
-        files: Iterable[str] = (),
         dirs: Iterable[str] = (),
         fds: Iterable[int] = (),
         moved: Iterable[tuple[str, str]] = (),
     ) -> None:
-        """fdatasync each file (by path) and fd, fsync each directory, and for each
-        (path, alt) in `moved` fdatasync whichever of the two exists (a message a read
-        moved to read/ meanwhile); raises the first OSError once all of them are done."""
-        jobs: list[tuple[Callable[..., None], object]] = [(_fdatasync_path, p) for p in files]
-        jobs += [(fsync_dir, d) for d in sorted(dirs)]
+        """fsync each directory, fdatasync each fd, and for each (path, alt) in `moved`
+        fdatasync whichever of the two exists (a message a read moved to read/ meanwhile);
+        raises the first OSError once all of them are done."""
+        jobs: list[tuple[Callable[..., None], object]] = [(fsync_dir, d) for d in sorted(dirs)]
         jobs += [(os.fdatasync, fd) for fd in fds]
         jobs += [(_fdatasync_either, pair) for pair in moved]
         if len(jobs) <= 1:
@@ -118,10 +112,6 @@ def _sync_path(path: str, sync: Callable[[int], None], flags: int = os.O_RDONLY)
         sync(fd)
     finally:
         os.close(fd)
-
-
-def _fdatasync_path(path: str) -> None:
-    _sync_path(path, os.fdatasync)
 
 
 def _fdatasync_either(pair: tuple[str, str]) -> None:
