@@ -145,12 +145,9 @@ class EventLog:
 
     # ------------------------------------------------------------ reading
 
-    def read_since(
-        self, since: int, limit: int | None = None, upto: int | None = None
-    ) -> Iterator[Record]:
+    def read_since(self, since: int, upto: int | None = None) -> Iterator[Record]:
         """Yield decoded events (dicts) with since < seq <= upto, skipping torn lines:
         from the rotated file first when `since` reaches back into it."""
-        n = 0
         first = _first_seq_of(self.path)
         if (first is None or since + 1 < first) and os.path.exists(self.prev_path):
             try:
@@ -162,15 +159,8 @@ class EventLog:
                     for obj in _read(f, since, upto):
                         yield obj
                         since = obj["seq"]
-                        n += 1
-                        if limit is not None and n >= limit:
-                            return
         with open(self.path, "rb") as f:
-            for obj in _read(f, since, upto):
-                yield obj
-                n += 1
-                if limit is not None and n >= limit:
-                    return
+            yield from _read(f, since, upto)
 
 
 def _read(f: BinaryIO, since: int, upto: int | None) -> Iterator[Record]:
