@@ -21,19 +21,11 @@ import msgspec
 from benchd.store import search
 from benchd.store.index import Index
 from benchd.store.indexdb import AddText, Insert, Remove, SetColumns, SetState
+from benchd.store.search import Link
 
 THREAD_MAX = 200  # messages in one answer: the default and the most a caller may ask
 
 _COLS = "SELECT handle, id, sender, in_reply_to FROM mail_links "
-
-
-class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """One message of a thread."""
-
-    handle: str
-    mail_id: str
-    sender: str
-    in_reply_to: str | None
 
 
 class Slice(msgspec.Struct, frozen=True):
@@ -156,13 +148,12 @@ class MailQueries:
         """in-reply-to of those of `ids` in `handle`'s mailbox that have one."""
         return self.index.read(lambda w: search.parents(w, handle, ids))
 
-    def locate(self, mail_id: str) -> list[search.Place]:
+    def locate(self, mail_id: str) -> list[Link]:
         """Where a message is: each mailbox holding a copy (an id names one message)."""
         found = self._committed(lambda w: search.locate(w, mail_id))
         if found or not self.index.pending.changes:
             return found
-        held = self._uncommitted().get(mail_id, [])
-        return [search.Place(x.handle, x.in_reply_to, x.sender) for x in held]
+        return self._uncommitted().get(mail_id, [])
 
     def thread(self, mail_id: str, cap: int) -> Slice:
         """The neighbourhood of a message in its thread, at most `cap` messages."""

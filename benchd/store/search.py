@@ -172,12 +172,13 @@ class Hit(msgspec.Struct, array_like=True, frozen=True, gc=False):
     snippet: str
 
 
-class Place(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """Where a message is, and what it answers."""
+class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One message's row of the links: where it is, who sent it, what it answers."""
 
     handle: str
-    in_reply_to: str | None
+    mail_id: str
     sender: str
+    in_reply_to: str | None
 
 
 def match_expr(query: str) -> str:
@@ -256,14 +257,12 @@ def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, st
     return dict(rows)
 
 
-def locate(db: sqlite3.Connection, mail_id: str) -> list[Place]:
+def locate(db: sqlite3.Connection, mail_id: str) -> list[Link]:
     """Where a message is (an id names one message)."""
-    return msgspec.convert(
-        db.execute(
-            "SELECT handle, in_reply_to, sender FROM mail_links WHERE id=?", (mail_id,)
-        ).fetchall(),
-        list[Place],
-    )
+    rows = db.execute(
+        "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE id=?", (mail_id,)
+    ).fetchall()
+    return msgspec.convert(rows, list[Link])
 
 
 def named(db: sqlite3.Connection, ref: str) -> list[str]:
