@@ -349,9 +349,7 @@ class Index:
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
-        self.pending.changes.append(
-            Insert(handle, mail_id, state, sender, subject, date, size, key)
-        )
+        self.pending.changes.append(Insert(handle, row))
 
     def add_text(
         self,

@@ -47,13 +47,7 @@ class Insert(msgspec.Struct, frozen=True, gc=False):
     """A message indexed (INSERT OR IGNORE: one already there is left as it is)."""
 
     handle: str
-    mail_id: str
-    state: int
-    sender: str
-    subject: str
-    date: str
-    size: int
-    key: str
+    row: MailRow
 
 
 class AddText(msgspec.Struct, frozen=True, gc=False):
@@ -172,10 +166,11 @@ def write(w: sqlite3.Connection, p: Pending) -> None:
     bumps: dict[tuple[str, int], int] = {}
     for change in p.changes:
         match change:
-            case Insert(handle, _, state):
+            case Insert(handle, MailRow(state=state) as row):
                 if w.execute(
-                    "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)",
-                    msgspec.structs.astuple(change),
+                    "INSERT OR IGNORE INTO messages(handle, id, sender, subject, date, state, "
+                    "size, key) VALUES (?,?,?,?,?,?,?,?)",
+                    (handle, *msgspec.structs.astuple(row)),
                 ).rowcount:
                     bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
             case SetState(handle, mail_id, state):

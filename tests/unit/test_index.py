@@ -422,7 +422,7 @@ def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
 
 
 def test_pending_changes_are_typed_values_in_order(tmp_path):
-    from benchd.store.indexdb import Insert, Remove, SetColumns, SetState
+    from benchd.store.indexdb import Insert, MailRow, Remove, SetColumns, SetState
 
     i = Index(str(tmp_path / "index.sqlite"), now=still)
     fill(i, "bob", 1)  # flushed (a bare Index has no `commit_each`)
@@ -431,13 +431,13 @@ def test_pending_changes_are_typed_values_in_order(tmp_path):
     i.put_state(mid(2), {"delivered": 1})
     i.remove("bob", mid(2))
     assert i.pending.changes == [
-        Insert("bob", mid(2), UNREAD, "operator", "s", "d", 3, "k2"),
+        Insert("bob", MailRow(mid(2), "operator", "s", "d", UNREAD, 3, "k2")),
         SetState("bob", mid(2), READ),
         SetColumns(mid(2), {"delivered": 1}),
         Remove("bob", mid(2)),
     ]
     with pytest.raises(AttributeError):
-        i.pending.changes[0].state = READ  # type: ignore[misc]  # frozen
+        i.pending.changes[0].handle = "eve"  # type: ignore[misc]  # frozen
     i.close()
 
 
