@@ -360,9 +360,8 @@ class Index:
         body: bytes | str,
         meta: FrontMatter,
     ) -> None:
-        """What search and threads need of a message (benchd/store/search.py), written with the
-        next flush like every other change; a message is searchable once it commits. `meta`:
-        its front matter, for the links (in-reply-to, origin)."""
+        """See `AddText`: searchable once the next flush commits it. `meta`: the message's
+        front matter, for its links (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
         self.pending.changes.append(
             AddText(handle, mail_id, sender, subject, body, meta.in_reply_to, meta.origin)

@@ -135,6 +135,8 @@ T = TypeVar("T")
 
 
 class MailQueries:
+    """The search module's queries (each documented there) under the rules above."""
+
     def __init__(self, index: Index) -> None:
         self.index = index
 
@@ -230,15 +232,10 @@ class MailQueries:
         since: str | None,
         limit: int,
     ) -> list[search.Hit]:
-        """Best matches first, up to `limit` + 1 (so the caller can say there were more);
-        raises search.BadQuery."""
         return self._committed(lambda w: search.search(w, query, handle, senders, since, limit))
 
     def origin_of(self, mail_id: str) -> str | None:
-        """The identity on its node of a copy received from another node; None for mail
-        sent from this node."""
         return self._committed(lambda w: search.origin_of(w, mail_id))
 
     def named(self, ref: str) -> list[str]:
-        """The ids here of the message a reference (`<id>` or `<id>@<node>`) names."""
         return self._committed(lambda w: search.named(w, ref))
