@@ -184,8 +184,8 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
     )
 
 
-# The operator's connections at once (--operator-connections until nothing set it: 128
-# is half the default total, and the operator's commands hold one or two each).
+# The operator's connections at once: half the default total; its commands hold one or
+# two each.
 OPERATOR_CONNECTIONS = 128
 
 # The operator's peer key is its handle: one name for the operator everywhere.

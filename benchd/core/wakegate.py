@@ -119,9 +119,8 @@ class GiveUp:
 _End = TypeVar("_End", Done, GiveUp)  # what finishes a check
 
 
-# Times Enter is pressed again when the screen does not change (hello reports it as
-# reactor.enter_retries). Once the option --enter-retries, which nothing set: 3 is
-# enough to get past an agent that drops a keystroke while busy.
+# Times Enter is pressed again when the screen does not change (hello's
+# reactor.enter_retries): enough to get past an agent that drops a keystroke while busy.
 ENTER_RETRIES = 3
 
 

@@ -264,9 +264,7 @@ class Damage:
 # disk.reserve: a start after mail filled the disk still needs some room (SQLite's -wal
 # and -shm, the first events), so the daemon holds this file while it runs and removes
 # it first thing at start (docs/durability.md, "Room for the next start").
-# Free bytes the journal never takes to preallocate its segments (below it they grow
-# with their records): --disk-reserve until nothing set it.
-DISK_RESERVE = 64 << 20
+DISK_RESERVE = 64 << 20  # free bytes the journal never takes to preallocate its segments
 ROOM_BYTES = 256 << 10  # never more than DISK_RESERVE
 
 

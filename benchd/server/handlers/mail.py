@@ -344,9 +344,7 @@ async def mail_status(svc: Services, conn: Connection, caller: Caller, req: m.Ma
     )
 
 
-# The longest timeout a wait may ask for (--wait-max until nothing set it): an hour, and
-# a caller that needs longer waits again.
-WAIT_MAX = 3600.0
+WAIT_MAX = 3600.0  # the longest timeout a wait may ask for: one needing more waits again
 
 
 def _timeout(value: float) -> float:
