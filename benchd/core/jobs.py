@@ -30,16 +30,12 @@ _QUIET = frozenset({Outcome.CANCELLED, Outcome.ABANDONED})
 _OLD_OUTCOMES = {"outcome_unknown": Outcome.INTERRUPTED}
 
 
-def _outcome(value: str) -> Outcome:
-    try:
-        return _OLD_OUTCOMES.get(value) or Outcome(value)
-    except ValueError:
-        raise WireError("bad-outcome", f"unknown job outcome {value!r}") from None
-
-
 def reply_outcome(outcome: Outcome | str) -> str | None:
     """The outcome a reply reports (the job's own word), or None for no reply."""
-    said = _outcome(outcome)
+    try:
+        said = _OLD_OUTCOMES.get(outcome) or Outcome(outcome)
+    except ValueError:
+        raise WireError("bad-outcome", f"unknown job outcome {outcome!r}") from None
     return None if said in _QUIET else str(said)
 
 

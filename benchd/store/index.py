@@ -44,10 +44,6 @@ _ROW = "SELECT id, sender, subject, date, state, size, key FROM messages "
 _by_id = attrgetter("mail_id")
 
 
-def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
-    return msgspec.convert(cursor.fetchall(), list[MailRow])
-
-
 class Index:
     def __init__(
         self,
@@ -248,7 +244,9 @@ class Index:
         else:
             q = _ROW + "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             args = (handle, state, after, want)
-        rows = self._read(lambda: _rows(self.w.execute(q, args)))
+        rows = self._read(
+            lambda: msgspec.convert(self.w.execute(q, args).fetchall(), list[MailRow])
+        )
         if not touched:
             return rows[: limit + 1]
         rows = [r for r in rows if r.mail_id not in touched]

@@ -198,19 +198,14 @@ def write(w: sqlite3.Connection, p: Pending) -> None:
                 search.remove(w, handle, mail_id)
             case _:
                 assert_never(change)
-    for (handle, state), d in bumps.items():
-        _bump(w, handle, state, d)  # even 0: the row names the mailbox, as before
+    w.executemany(  # even a count of 0: its row names the mailbox
+        "INSERT INTO counts(handle, state, n) VALUES (?,?,?) "
+        "ON CONFLICT(handle, state) DO UPDATE SET n = n + excluded.n",
+        [(handle, state, d) for (handle, state), d in bumps.items()],
+    )
     for k, v in p.meta.items():
         w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
     w.execute("COMMIT")
-
-
-def _bump(w: sqlite3.Connection, handle: str, state: int, d: int) -> None:
-    w.execute(
-        "INSERT INTO counts(handle, state, n) VALUES (?,?,?) "
-        "ON CONFLICT(handle, state) DO UPDATE SET n = n + excluded.n",
-        (handle, state, d),
-    )
 
 
 # Opening the index: each caller says BEGIN itself (isolation_level=None); each

@@ -122,7 +122,8 @@ def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed
             # batch are an uncommitted batch's, unless its files were placed (which
             # happens only after a commit): then that batch's record was damaged.
             end = appends[-1].offset + len(appends[-1].data)
-            tail = _tail(log_fd, end)
+            size = os.fstat(log_fd).st_size
+            tail = os.pread(log_fd, size - end, end) if size > end else b""
             placed = _placed(tail)
             if placed:
                 x = live[-1]
@@ -136,11 +137,6 @@ def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed
     for name in SEGMENTS:
         _drop(os.path.join(root, name))
     return Replayed(len(records), files, renames, log_bytes, damage, cut_seq)
-
-
-def _tail(log_fd: int, end: int) -> bytes:
-    size = os.fstat(log_fd).st_size
-    return os.pread(log_fd, size - end, end) if size > end else b""
 
 
 def _placed(tail: bytes) -> bool:
