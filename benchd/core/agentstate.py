@@ -1,14 +1,9 @@
 """An agent's own state, from the reports its hooks send (`bench hook EVENT`). Pure.
 
-The events are bench's own, the same for every agent (an adapter maps the agent's own
-names onto them); which state each one leads to is docs/agents.md's table ("States").
-`answered` is the daemon's own step: an approval was given or refused.
-
-The payload is the agent's JSON as it sent it: read here for the few fields that
-matter (the tool's name and input, the notification's type, the error), each checked
-for its type; anything else in it is ignored. A usage limit's reset time is the
-payload's `resets_at`, else read from the error's own words (`error_message`, pi's:
-"... resets at 2026-01-02T15:04:05Z", "... try again in 6m0s").
+The events are bench's own, the same for every agent; which state each leads to is
+docs/agents.md's table ("States"). Only the few payload fields that matter are read,
+each checked for its type. A usage limit's reset time is the payload's `resets_at`,
+else read from the error's own words (docs/agents.md, "Usage limits").
 """
 
 import enum

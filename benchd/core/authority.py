@@ -1,19 +1,11 @@
 """Who may do what (the permission matrix of docs/security.md) and how much (admission),
-enforced here and nowhere else.
+enforced here and nowhere else: every request passes `check(caller, req)` before its
+handler runs. Which session a name designates (and its spawners) is the roster's answer,
+passed in as `family(name)` -> (its id, its spawner's id, ...), or () for none.
 
-Every request passes `check(caller, req)` before its handler runs. A session may not
-cancel its own job: cancelling owes the job's correspondents nothing, so only whoever
-gave the task (the operator, or the session that spawned it and its ancestors) may take
-it back.
-
-Which session a name designates (and its spawners) is the roster's answer, passed in
-as `family(name)` -> (its id, its spawner's id, ...), or () when there is none.
-
-Admission (`Admission`, pure bookkeeping): how many connections each peer (the
-operator, one session, or unplaceable) may hold, so no one can lock out the rest; the
-limits are docs/limits.md's. `--operator-reserve` keeps `bench status`, `bench down` and
-the operator's mail working while sessions hog the rest, and `--tree-connections` stops
-one tree that delegates from taking what the reserve leaves.
+`Admission` (pure bookkeeping) keeps the connections each peer may hold (docs/limits.md):
+no one locks out the rest, `--operator-reserve` keeps the operator's commands working
+while sessions hog the rest, `--tree-connections` bounds one delegating tree.
 """
 
 from collections.abc import Callable
@@ -170,6 +162,8 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
             raise WireError("forbidden", f"a session may {said}")
         return
     if isinstance(req, m.SessionKill):
+        # A session may not cancel its own job: cancelling owes the job's correspondents
+        # nothing, so only whoever gave the task may take it back.
         if _is_descendant(caller, req.handle, family):
             return  # its own delegated work: it may end it, or take it back (cancel)
         if not _is_self(caller, req.handle):
@@ -190,8 +184,8 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
     )
 
 
-# The operator's connections at once (--operator-connections until nothing set it: 128
-# is half the default total, and the operator's commands hold one or two each).
+# The operator's connections at once: half the default total; its commands hold one or
+# two each.
 OPERATOR_CONNECTIONS = 128
 
 # The operator's peer key is its handle: one name for the operator everywhere.

@@ -8,43 +8,28 @@ retires the mail it announces, so woken mail is also `read` by the wake; the lis
 then says `woken` (or `active`), and `read` is kept for mail its recipient read itself.
 """
 
-import calendar
-import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from benchd.core.names import MAIL_ID_RE
+from benchd.core.names import id_ms
 
 
 class Facts(Protocol):
     """What is read of a message's state row (benchd.store.mailstates.StateRow)."""
 
-    @property
-    def queued(self) -> int | None: ...
-    @property
-    def delivered(self) -> int | None: ...
-    @property
-    def woken(self) -> int | None: ...
-    @property
-    def nw_reason(self) -> str | None: ...
-    @property
-    def nw_at(self) -> int | None: ...
-    @property
-    def nw_until(self) -> int | None: ...
-    @property
-    def active(self) -> int | None: ...
-    @property
-    def read_at(self) -> int | None: ...
-    @property
-    def read_by(self) -> str | None: ...
-    @property
-    def reader(self) -> str | None: ...
-    @property
-    def replied_at(self) -> int | None: ...
-    @property
-    def reply(self) -> str | None: ...
-    @property
-    def node(self) -> str | None: ...
+    queued: int | None
+    delivered: int | None
+    woken: int | None
+    nw_reason: str | None
+    nw_at: int | None
+    nw_until: int | None
+    active: int | None
+    read_at: int | None
+    read_by: str | None
+    reader: str | None
+    replied_at: int | None
+    reply: str | None
+    node: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +39,6 @@ class Mark:
     state: str
     at: int
     extra: dict[str, str] = field(default_factory=dict)
-
-
-def id_ms(mail_id: str) -> int | None:
-    """The send time an id carries (20261130T045611.123Z-0001), in wall ms."""
-    if MAIL_ID_RE.fullmatch(mail_id) is None:
-        return None
-    t = time.strptime(mail_id[:15], "%Y%m%dT%H%M%S")
-    return calendar.timegm(t) * 1000 + int(mail_id[16:19])
 
 
 def marks(f: Facts, reply: str | None = None) -> list[Mark]:

@@ -1,18 +1,11 @@
-"""The mail file format: YAML front matter, a blank line, then the body byte for byte.
+"""The mail file format: YAML front matter, a blank line, then the body byte for byte
+(the fields and an example: docs/files.md).
 
-The fields and an example: docs/files.md.
-
-Every string is written as a YAML double-quoted scalar, so any subject parses with a
-standard YAML parser whatever it holds (colons, quotes, `---`). Subjects are one line
-without control characters (refused at send). Characters YAML may not hold literally
-(C1 controls, U+FEFF, U+FFFE/U+FFFF) and the line breaks YAML would fold inside quotes
-(NEL, U+2028, U+2029) are written as \\u escapes.
-
-`read` gives a `FrontMatter`, every field checked; `parse` is the raw step under it (a
-dict keyed by the names in the file, for tests and tools); `render` writes either.
-
-`quote` is bench's one YAML quoting function: the job core's reply header uses it too,
-through `scalar` (plain where YAML cannot misread the value). Pure: no I/O.
+Every string is a YAML double-quoted scalar, so any subject parses with a standard YAML
+parser whatever it holds; characters YAML may not hold literally, and the line breaks
+it would fold inside quotes, are \\u escapes. `read` gives a checked `FrontMatter`,
+`parse` the raw dict under it, `render` writes either. `quote` is bench's one YAML
+quoting function (the job core's reply header uses it too, through `scalar`). Pure.
 """
 
 import json
@@ -22,23 +15,6 @@ from json.encoder import encode_basestring  # json.dumps' C string encoder, with
 from typing import Any
 
 import msgspec
-
-# `origin`: only on a copy received from another node, its identity there
-# (benchd.core.mailrefs).
-# `nonce`: only on mail queued for another node, its dedup id in JetStream (drawn once,
-# so a republish after a crash reuses it).
-FIELDS = (
-    "id",
-    "from",
-    "to",
-    "subject",
-    "date",
-    "key",
-    "reply-to",
-    "in-reply-to",
-    "origin",
-    "nonce",
-)
 
 
 def _yaml_printable(ch: str) -> bool:
@@ -95,9 +71,8 @@ class FrontMatter(
     forbid_unknown_fields=True,
     rename={"sender": "from", "reply_to": "reply-to", "in_reply_to": "in-reply-to"},
 ):
-    """A mail file's front matter, typed. Field names are the file's (`from`,
-    `reply-to`, `in-reply-to`) but for the renames; `origin` only on a copy received
-    from another node."""
+    """A mail file's front matter, typed, its fields in the file's order. Field names are
+    the file's (`from`, `reply-to`, `in-reply-to`) but for the renames."""
 
     id: str
     sender: str
@@ -107,7 +82,9 @@ class FrontMatter(
     key: str
     reply_to: tuple[str, ...] = ()
     in_reply_to: str | None = None
-    origin: str | None = None
+    origin: str | None = None  # a copy from another node: its identity there (mailrefs)
+    # Mail queued for another node: its dedup id in JetStream (drawn once, so a republish
+    # after a crash reuses it).
     nonce: str | None = None
 
     @classmethod
@@ -122,22 +99,19 @@ class FrontMatter(
     def items(self) -> list[tuple[str, str | list[str] | None]]:
         """(name in the file, value) in FIELDS order; reply-to as a list."""
         return [
-            ("id", self.id),
-            ("from", self.sender),
-            ("to", self.to),
-            ("subject", self.subject),
-            ("date", self.date),
-            ("key", self.key),
-            ("reply-to", list(self.reply_to)),
-            ("in-reply-to", self.in_reply_to),
-            ("origin", self.origin),
-            ("nonce", self.nonce),
+            (name, list(self.reply_to) if name == "reply-to" else getattr(self, attr))
+            for name, attr in _NAMES
         ]
 
     def to_dict(self) -> dict[str, Any]:
         """The dict `parse` gives for the file `render` writes of this: the fields it
         writes (no empty reply-to, no None), keyed by their names in the file."""
         return {name: value for name, value in self.items() if value is not None and value != []}
+
+
+# Each field's name in the file and its attribute, in the file's order.
+_NAMES = tuple((f.encode_name, f.name) for f in msgspec.structs.fields(FrontMatter))
+FIELDS = tuple(name for name, _ in _NAMES)
 
 
 def _render(items: Iterable[tuple[str, object]], body: bytes) -> bytes:

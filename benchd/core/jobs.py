@@ -1,11 +1,6 @@
-"""Jobs and what they owe, as frozen values, with no I/O.
-
-A job is a session spawned with task mail and reply-to addresses (docs/jobs.md). When
-it settles, every reply-to address is owed exactly one reply, whatever happened; a
-cancelled job owes none. This module says what a job's stored record holds and how it
-changes; `benchd.runtime.jobhost` runs it on the mailroom's own parts.
-
-Records are stored as JSON with snake_case keys (`benchd.store.outbox`).
+"""Jobs and what they owe, as frozen values, with no I/O (docs/jobs.md): once settled,
+every reply-to address is owed exactly one reply; a cancelled job owes none.
+`benchd.runtime.jobhost` runs it; records are stored as JSON (`benchd.store.outbox`).
 """
 
 import enum
@@ -35,16 +30,12 @@ _QUIET = frozenset({Outcome.CANCELLED, Outcome.ABANDONED})
 _OLD_OUTCOMES = {"outcome_unknown": Outcome.INTERRUPTED}
 
 
-def _outcome(value: str) -> Outcome:
-    try:
-        return _OLD_OUTCOMES.get(value) or Outcome(value)
-    except ValueError:
-        raise WireError("bad-outcome", f"unknown job outcome {value!r}") from None
-
-
 def reply_outcome(outcome: Outcome | str) -> str | None:
     """The outcome a reply reports (the job's own word), or None for no reply."""
-    said = _outcome(outcome)
+    try:
+        said = _OLD_OUTCOMES.get(outcome) or Outcome(outcome)
+    except ValueError:
+        raise WireError("bad-outcome", f"unknown job outcome {outcome!r}") from None
     return None if said in _QUIET else str(said)
 
 

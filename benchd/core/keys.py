@@ -1,13 +1,9 @@
 """Idempotency keys: what a caller may choose, and the keys bench derives from them.
 
-A key names one request of one sender (a message, a job), so a retry is recognised
-instead of acted on twice. One rule for every caller: a key is 1-KEY_MAX characters
-without control characters, and keys starting with `outbox:` are bench's own.
-
-Bench derives two longer forms, and only bench writes them: a job's reply,
-`outbox:<job key>:reply:<n>` (docs/jobs.md), and one send of a reply to several
-recipients, `<key>:<address>` (docs/protocol.md). The mailroom stores a caller's key or
-one of these (`check_key`); a caller's own is checked with `check_client_key`.
+A key names one request of one sender, so a retry is recognised instead of acted on
+twice: 1-KEY_MAX characters without control characters; `outbox:` keys are bench's own.
+Bench derives a job's reply key, `outbox:<job key>:reply:<n>` (docs/jobs.md), and a
+reply's key per recipient, `<key>:<address>` (docs/protocol.md).
 """
 
 from bench_wire.addresses import is_address
@@ -48,26 +44,19 @@ def job_key_of(key: str) -> str | None:
     return None
 
 
-def is_job_key(key: str) -> bool:
-    """A key a job's mail may carry: the caller's task key, or one of its reply keys."""
-    return is_key(key) or (check_subject(key) is None and job_key_of(key) is not None)
-
-
 def recipient_key(key: str, to: str) -> str:
     """The key of one of several sends made for one keyed request (one per recipient:
     a handle, or handle@node)."""
     return f"{key}:{to}"
 
 
-def _is_recipient_key(key: str) -> bool:
-    inner, sep, to = key.rpartition(":")
-    return bool(sep) and is_address(to) and is_key(inner)
-
-
 def check_key(key: str) -> None:
-    """Refuse a key the mailroom must not store: neither a caller's nor a derived one."""
-    if is_job_key(key):
+    """Refuse a key the mailroom must not store: neither a caller's nor one bench derives
+    (a job's reply key, or one of `recipient_key`'s)."""
+    if is_key(key):
         return
-    if check_subject(key) is None and _is_recipient_key(key):
+    inner, sep, to = key.rpartition(":")
+    derived = job_key_of(key) is not None or (bool(sep) and is_address(to) and is_key(inner))
+    if check_subject(key) is None and derived:
         return
     raise WireError("bad-key", _BAD_KEY)

@@ -3,7 +3,6 @@
 Which limits there are, their options and codes: docs/limits.md. A session and every
 job below it draw on the bucket of the tree's root (benchd.core.trees), so delegating
 multiplies nothing.
-
 """
 
 import math
@@ -12,17 +11,8 @@ from dataclasses import dataclass
 
 from benchd.core.trees import TreeBudgets, TreeLimits
 
-# Floods: how often a refusal is written down. Pure (the caller gives the time).
-#
-# Every refusal a caller can bring about at will (a send past a limit, a wait that would
-# deadlock, a spawn past a delegation limit, a connection past a budget; and the opening
-# of a wait, as loopable) is answered every time, but logged as one line per flood and
-# source: the first at once with `count` 1, the next ones within `every` seconds
-# (`--flood-interval`) only counted, and the first one after that logged with the count
-# since the previous line. So a source costs the logs at most one line per `every`
-# seconds however fast it loops. At most `sources` sources are remembered; past that the
-# one logged longest ago is forgotten (its next refusal is logged at once: forgetting
-# never hides one).
+# Floods: how often a refusal a caller can loop on is written down (docs/limits.md,
+# "Floods"): at most one line per source per `every` seconds, however fast it loops.
 
 
 class Floods:

@@ -1,17 +1,10 @@
 """A message's one identity across nodes, and how references to it are written. Pure.
 
-Every node gives the messages it holds its own ids (they sort by arrival there), so a
-message that crossed nodes has a different id on each. Its identity everywhere is the
-id the node it was sent from gave it, with that node's name: `<id>@<node>`.
-
-- A copy received from another node keeps its identity in its front matter
-  (`origin: "<id>@<node>"`).
-- `in-reply-to` holds the identity of the message answered. Within a node a message
-  sent from this node is named by its bare id (as local mail always was), one sent
-  from elsewhere by its full identity; between nodes every reference is full.
-
-So a reply names the same message on every node it reaches, and each node joins a
-thread through its copies' origins (benchd.store.search).
+Each node gives its messages its own ids, so a message that crossed nodes is named
+everywhere by the id its sending node gave it: `<id>@<node>`, kept in a received copy's
+`origin`. `in-reply-to` holds the identity of the message answered: within a node, bare
+for mail sent from this node; between nodes always full. So a reply names the same
+message on every node, and each node joins a thread through its copies' origins.
 """
 
 from bench_wire.addresses import is_handle

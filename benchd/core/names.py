@@ -1,20 +1,14 @@
 """Names and the time they carry: handles, message ids (time-sortable: `IdClock`), and the
 daemon's one wall clock. Pure but for that clock.
 
-Monotonic time (intervals inside one run: buckets, the idle gate, quiet times, quotas,
-deadlines, stalls, the index's and the journal's timing) is trio's, read in the task
-that acts on it: the daemon sleeps on that same clock, so a test under
-`trio.testing.MockClock` drives every timing rule and every sleep together. Its origin
-is arbitrary, so nothing monotonic is written to disk; the store's sync objects take
-the reading as a callable. Wall time (what is written to disk or shown and read back by
-another process: event times, mail ids, due times, deadlines, heartbeats) comes from
-one injected `WallClock`.
-
-`SystemWallClock` is the one place in benchd that reads the system's clocks
-(tests/unit/test_clock_reads.py holds it to that; a peer's start time in
-benchd.runtime.placement is a process identity, not a time bench keeps).
+Monotonic time is trio's, read in the task that acts on it, so a test under
+`trio.testing.MockClock` drives every timing rule and every sleep together; nothing
+monotonic is written to disk. Wall time (what is written or shown) comes from one
+injected `WallClock`; `SystemWallClock` is the one place in benchd that reads the
+system's clocks (ARCHITECTURE.md, "One home per concept"; tests/unit/test_clock_reads.py).
 """
 
+import calendar
 import re
 import time
 from typing import Protocol
@@ -73,16 +67,14 @@ class IdClock:
     def __init__(self, last: str | None = None):
         self._ms = 0
         self._n = 0
-        if last:
-            self._ms = _id_ms(last)
-            self._n = int(last.rsplit("-", 1)[1])
+        self.resume(last)
 
     def resume(self, last: str | None) -> None:
         """Go on after `last` (the newest id on disk, known once the start-up has listed
         every file) unless this clock is past it already."""
-        if last and (_id_ms(last), int(last.rsplit("-", 1)[1])) > (self._ms, self._n):
-            self._ms = _id_ms(last)
-            self._n = int(last.rsplit("-", 1)[1])
+        at = id_ms(last) if last else None
+        if last and at is not None and (at, int(last[-4:])) > (self._ms, self._n):
+            self._ms, self._n = at, int(last[-4:])
 
     def next(self, now_ms: int) -> tuple[str, int]:
         if now_ms > self._ms:
@@ -95,12 +87,12 @@ class IdClock:
         return f"{_stamps(secs)[0]}.{milli:03d}Z-{self._n:04d}", self._ms
 
 
-def _id_ms(mail_id: str) -> int:
-    import calendar
-
-    stamp, rest = mail_id.split(".", 1)
-    secs = calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%S"))
-    return secs * 1000 + int(rest[:3])
+def id_ms(mail_id: str) -> int | None:
+    """The send time an id carries (20261130T045611.123Z-0001), in wall ms."""
+    if MAIL_ID_RE.fullmatch(mail_id) is None:
+        return None
+    t = time.strptime(mail_id[:15], "%Y%m%dT%H%M%S")
+    return calendar.timegm(t) * 1000 + int(mail_id[16:19])
 
 
 class WallClock(Protocol):

@@ -1,23 +1,10 @@
-"""What a durable mail operation does, as frozen values: one kind per operation, and
-what each kind writes and logs (pure: no I/O).
+"""What a durable mail operation does, as frozen values: one kind per operation (each
+class says what it is), and what each kind writes and logs (pure: no I/O).
 
 A send is checked once (`benchd.runtime.mailroom.Mailroom.check_send`) and from then on
-is a value that nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it.
-A change of kind makes a new value from the old one's fields (`Queue.of`), so what an
-op will write is fixed when it is made:
-
-- `Send`     local mail: logs mail/sent.
-- `Deliver`  mail from another node, delivered here: mail/sent, bridge/delivered (and
-             bridge/bounced when it is a bounce coming home).
-- `Queue`    mail for another node, into the outbound queue: bridge/queued (no local
-             mailbox received anything, nothing to wake).
-- `Bounce`   a refused message returned to its sender's node: bridge/queued and
-             bridge/bounced.
-- `Retire`   a message moved inbox/ -> read/: mail/read when `event`.
-- `Forward`  a queued message marked forwarded: bridge/forwarded.
-
-A job's reply (`outbox_reply`) also logs outbox/posted in the same commit, so its
-receipt and its delivery are one record.
+is a value nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it. A change
+of kind makes a new value from the old one's fields (`Queue.of`), so what an op will
+write is fixed when it is made.
 """
 
 from typing import Self

@@ -167,9 +167,6 @@ class Quota:
         self.children: dict[str, set[str]] = {}  # parent session id -> unsettled child ids
         self.spawns: dict[str, collections.deque[float]] = {}  # parent id -> spawn times
 
-    def live_children(self, parent: str) -> int:
-        return len(self.children.get(parent, ()))
-
     def check(
         self, parent: str, parent_handle: str, depth: int, now: float, root: str | None = None
     ) -> None:
@@ -184,7 +181,7 @@ class Quota:
                 "depth",
                 lim.depth,
             )
-        if self.live_children(parent) >= lim.children:
+        if len(self.children.get(parent, ())) >= lim.children:
             raise Refused(
                 "too-many-children",
                 f"{parent_handle} already has {lim.children} unsettled jobs (--max-children); "

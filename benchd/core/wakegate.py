@@ -1,23 +1,15 @@
 """The wake gate: when a wake may paste, when it presses Enter, and when it stops.
 
-Pure decisions, in the manner of h11: no trio, no pty, no clock of its own. The
-reactor feeds it facts (when output and input were last seen, whether the ready
-pattern holds, whether the screen changed after an Enter, the time) and carries out
-the action it answers. Every timing rule of a wake lives here, so it is tested
-in-process without processes or sleeps (tests/unit/test_wakegate.py).
+Pure decisions, in the manner of h11: the reactor feeds it facts (when output and input
+were last seen, whether the ready pattern holds, whether the screen changed after an
+Enter, the time) and carries out the action it answers, so every timing rule of a wake
+is tested in-process (tests/unit/test_wakegate.py). Its two phases, `readiness()` and
+`EnterCheck`, are docs/reactor.md's "How a wake lands".
 
-Its two phases, readiness (`readiness()`) and submission (`EnterCheck`), are
-docs/reactor.md's "How a wake lands".
-
-The ready pattern (`compile_pattern`, at the end): a pattern a session or the operator
-supplies and the daemon runs is compiled by RE2, whose matching time grows linearly with the text, never
-exponentially, so no pattern can hold the event loop (Python's `re` backtracks:
-`(a+)+$` against 27 `a`s and a `!` takes seconds, and each `a` more doubles it).
-
-RE2 has no backreferences and no lookaround; a pattern that needs them is refused with
-`bad-pattern` (a pattern that is not a regular expression at all is `bad-regex`). The
-text a pattern is matched against is cut to its last MATCH_CHARS characters, so the
-work per match is bounded by that too. Pure: no I/O.
+A ready pattern (`compile_pattern`) is run by RE2, in time linear in the text, so no
+pattern can hold the event loop (Python's `re` backtracks: `(a+)+$` against 27 `a`s and
+a `!` takes seconds); RE2 has no backreferences or lookaround (`bad-pattern`), and a
+match looks at the last MATCH_CHARS characters only.
 """
 
 import re
@@ -127,9 +119,8 @@ class GiveUp:
 _End = TypeVar("_End", Done, GiveUp)  # what finishes a check
 
 
-# Times Enter is pressed again when the screen does not change (hello reports it as
-# reactor.enter_retries). Once the option --enter-retries, which nothing set: 3 is
-# enough to get past an agent that drops a keystroke while busy.
+# Times Enter is pressed again when the screen does not change (hello's
+# reactor.enter_retries): enough to get past an agent that drops a keystroke while busy.
 ENTER_RETRIES = 3
 
 
@@ -175,14 +166,9 @@ class EnterCheck:
             raise RuntimeError("the Enter check is already finished")
 
 
-# The line a wake types into a session: what it says, and how a plain shell is told.
-#
-# An agent reads the line as a prompt (`You have mail from bob: <path>`). A shell at its
-# prompt would run it as a command (`bash: You: command not found` on every wake), so a
-# session whose program is an interactive shell gets the same words in a form the shell
-# ignores: a comment (`# You have mail ...`), or for zsh, whose interactive mode does not
-# take comments unless `interactive_comments` is set, the no-op `:` with the words quoted.
-# Pure: the session's argv decides, nothing is asked of the process.
+# The line a wake types: an agent reads it as a prompt; a shell at its prompt would run
+# it as a command, so an interactive shell gets it in a form it ignores (docs/cli.md's
+# table). The session's argv decides; nothing is asked of the process.
 
 
 # Shells whose interactive prompt takes `#` as the start of a comment.

@@ -98,28 +98,13 @@ def options_problem(config: DaemonConfig) -> str | None:
 
 
 def send_limits(config: DaemonConfig) -> Limits:
-    """The send limits as the limiter applies them (hello's caps report the same)."""
-    return Limits(
-        send_burst=config.send_burst,
-        send_rate=config.send_rate,
-        operator_send_burst=config.operator_send_burst,
-        operator_send_rate=config.operator_send_rate,
-        mailbox_messages=config.mailbox_messages,
-        mailbox_bytes=config.mailbox_bytes,
-        reply_to_max=config.reply_to_max,
-        tree_bytes=config.tree_bytes,
-        tree_mailboxes=config.tree_mailboxes,
-    )
+    """The send limits as the limiter applies them (hello's caps report the same): each
+    the option of its name."""
+    return Limits(**{f.name: getattr(config, f.name) for f in dataclasses.fields(Limits)})
 
 
 def reactor_settings(config: DaemonConfig) -> m.ReactorSettings:
-    """The wake reactor's settings as hello reports them."""
-    return m.ReactorSettings(
-        idle_gate=config.idle_gate,
-        paste_settle=config.paste_settle,
-        wake_burst=config.wake_burst,
-        wake_refill=config.wake_refill,
-        enter_retries=ENTER_RETRIES,
-        enter_check=config.enter_check,
-        retry_base=config.retry_base,
-    )
+    """The wake reactor's settings as hello reports them: each the option of its name,
+    but enter_retries (no option)."""
+    names = [f for f in m.ReactorSettings.__struct_fields__ if f != "enter_retries"]
+    return m.ReactorSettings(enter_retries=ENTER_RETRIES, **{f: getattr(config, f) for f in names})

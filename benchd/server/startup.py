@@ -3,64 +3,38 @@
 The files are the record (mail/, events.jsonl); the journal holds what a batch did
 until the disk has it; the index is a cache of the files. A start may follow a clean
 stop, a kill -9 at any instruction, a full disk or a person's edits, and ends serving
-either way. `benchd.server.app.main` runs these steps in this order; each names the
-module that does the work.
+either way. `benchd.server.app.main` runs these steps in this order:
 
-1. Options. `main` parses them once into a `DaemonConfig`; benchd sets its umask to
-   077 and keeps the old one as the config's `session_umask` (each session's).
-2. The lock (`store/statedir.take_state_dir`): the state directory is made or checked
-   and flocked; a second daemon for it is refused. Everything below holds the lock.
-3. `open_state`, before any service exists:
-   a. the process: subreaper (orphans come back to benchd), benchd.log, the sandbox
-      (`--isolation required` without bwrap refuses here, before a file is opened);
-   b. the room held for this start is given back (`store/statedir.release_room`), before anything
-      else writes;
-   c. journal replay (`store/replay`): what committed batches did that may not have
-      reached the disk (files, renames, event-log bytes) is done again; the log's
-      uncommitted tail is cut; damaged stretches become journal/damaged notices
-      (`replay_events`, below);
-   d. the event log opened (`store/eventlog`: a torn last line is kept as its own
-      line); its last seq is never below the seqs replay cut, so none is reused;
-   e. the journal opened empty (`store/journal`), preallocated unless that would eat
-      the disk's reserve (a disk/low notice);
-   f. the journal damage earlier starts found and nobody acknowledged
-      (`store/statedir.Damage`);
-   g. the index opened (`store/index`): a file SQLite cannot open is set aside and a
-      new one made (an index/rebuilt notice); it is given `RefillIndex` to refill
-      itself from the files whenever it is set aside while running;
-   h. the job records (`store/outbox`: an outbox.sqlite of an earlier version is
-      moved into them first), the nodes seen (nodes.json), the exited sessions kept.
-4. `build` (`server/wiring`): every service, from the config and what 3 opened. No I/O.
-5. `recover`, on trio's loop but before the socket exists, so no one sees a half state:
-   a. staging entries left by a crash are removed (`store/recovery.clean_staging`);
-   b. the search tables are made or filled for mail indexed before they existed
-      (`store/search.ensure`);
-   c. the index is checked (`store/recovery`): a clean stop's seal is taken (trusted
-      once); if it matches the file and the log's last seq, the index's rows are
-      checked against its counts and each mailbox's names, and only mailboxes whose
-      names differ are listed again. Without a seal SQLite checks its b-trees and every
-      mailbox is reconciled (`store/recovery.reconcile`), mail the log already announced
-      getting no second mail/sent. Any SQLite error sets the file aside and the index
-      is refilled from the files;
-   d. the delivery states are replayed from the event log after the index's last seq
-      (all of it after a rebuild: `runtime/tracking`), the index committed, and the
-      mailroom's id clock resumed after the newest id on disk.
+1. Options, parsed once into a `DaemonConfig`; the umask becomes 077 (the old one is
+   each session's, `session_umask`).
+2. The lock (`store/statedir.take_state_dir`); a second daemon for the dir is refused.
+3. `open_state`, before any service exists: subreaper, benchd.log, the sandbox
+   (`--isolation required` without bwrap refuses here); the room held for this start
+   given back first, before anything writes; the journal replayed (`store/replay`),
+   before the event log is opened, whose last seq never falls below the seqs replay
+   cut; the journal opened empty (a disk/low notice if preallocation would eat the
+   reserve); the unacknowledged damage; the index (a file SQLite cannot open is set
+   aside; `RefillIndex` refills it whenever that happens while running); the job
+   records (an old outbox.sqlite moved in first), the nodes seen, the exited sessions.
+4. `build` (`server/wiring`): every service, with no I/O.
+5. `recover`, on the loop but before the socket exists, so no one sees a half state:
+   staging left by a crash removed; the search tables made or filled; the index
+   checked (`store/recovery`: a clean stop's seal is trusted once, and then only the
+   mailboxes whose names differ from the rows are listed again; without one, SQLite
+   checks its b-trees and every mailbox is reconciled, mail the log announced getting
+   no second mail/sent; any SQLite error sets the file aside and refills it); the
+   delivery states replayed from the log; the id clock resumed after the newest id.
 6. The socket (`claim_socket`): bound at a private name, made 0600, renamed over the
-   real path (whatever was there is stale: we hold the lock).
-7. `start_services`, in order: the journal's checkpoints get their nursery (each runs
-   in a worker thread from then on); the committer runs, and from then on the daemon's own
-   notices go into batches (`Notices.live`); the first batch holds every notice of
-   the start (replay, disk/low, index), the mail/sent of recovered mail and
-   daemon/started; this start's damage is kept for `bench status`; the reactor; the
-   sessions (with the orphan reaper); the job host, which first settles the jobs the
-   previous daemon left running (interrupted, or past their deadline: `runtime/
-   jobhost`) and sends the replies still owed; the bridge when asked for.
-8. Then `Daemon.run` takes signals, reaps idle connections, serves, prints the one
-   readiness line, and holds room on the disk for the next start (`store/statedir.hold_room`).
-9. Stop (`Daemon._shutdown`): refuse new work, end the sessions, log daemon/stopped,
-   checkpoint the journal; then `close`: the index sealed
-   (`store/recovery.seal`) if nothing of it is pending, else closed unsealed, so the
-   next start checks it in full.
+   path (whatever was there is stale: we hold the lock).
+7. `start_services`: the journal's checkpoints, then the committer, whose first batch
+   holds every notice of the start, the recovered mail's mail/sent and daemon/started;
+   the reactor, the sessions, the job host (which first settles the jobs the last
+   daemon left running and sends the replies still owed), the bridge when asked for.
+8. `Daemon.run`: signals, the idle reaper, serving, the readiness line, then room held
+   on the disk for the next start.
+9. Stop (`Daemon._shutdown`, then `close`): new work refused, the sessions ended,
+   daemon/stopped logged, the journal checkpointed, and the index sealed if nothing of
+   it is pending (else closed unsealed, so the next start checks it in full).
 """
 
 import os
@@ -76,8 +50,7 @@ from bench_wire import messages as m
 from bench_wire.client import socket_path
 from bench_wire.errors import WireError
 from benchd import __version__
-from benchd.core import delivery
-from benchd.core.names import SYSTEM_WALL
+from benchd.core.names import SYSTEM_WALL, id_ms
 from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.nodes import Directory
@@ -87,9 +60,9 @@ from benchd.runtime.system import become_subreaper, setup_log
 from benchd.runtime.tracking import MailStates
 from benchd.server.options import DaemonConfig
 from benchd.server.wiring import Opened, Wired
-from benchd.store import recovery, search, statedir
+from benchd.store import recovery, statedir
 from benchd.store.eventlog import EventLog
-from benchd.store.index import Index, Pending, is_corrupt
+from benchd.store.index import Index, is_corrupt
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
 from benchd.store.recovery import clean_staging, reconcile
@@ -186,7 +159,7 @@ def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -
 
 
 def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
-    """Steps 3a-3h: what the services are built from, and the start's notices so far.
+    """Step 3: what the services are built from, and the start's notices so far.
     Raises WireError when isolation is required and unavailable, OSError or
     sqlite3.Error when a file cannot be had."""
     # The one wall clock: every time written to disk or shown (benchd.core.names); the
@@ -247,7 +220,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
 
 
 def recover(opened: Opened, wired: Wired, notices: Notices) -> tuple[list[m.Event], bool]:
-    """Steps 5a-5d: bring the index in line with the files. Returns the mail/sent events
+    """Step 5: bring the index in line with the files. Returns the mail/sent events
     of recovered mail, and whether this start recovered from anything (no clean stop).
 
     Start never fails because of the index: any SQLite error here sets the file aside
@@ -267,7 +240,6 @@ def recover(opened: Opened, wired: Wired, notices: Notices) -> tuple[list[m.Even
         events, recovered = _reconcile_at_start(opened, mail_root)
     except sqlite3.Error as err:
         index.set_aside(f"unreadable at start: {err}")
-        index.pending = Pending()
         recovered = True
         events = reconcile(mail_root, index, Logged(eventlog, 0))
     if index.set_aside_reason is not None:  # at open or just now
@@ -297,7 +269,6 @@ def _reconcile_at_start(opened: Opened, mail_root: str) -> tuple[list[m.MailSent
             held = recovery.index_names(idx)
         except recovery.Edited as err:
             idx.set_aside(f"edited after its clean stop: {err}")
-            idx.pending = Pending()  # what was queued for the file set aside
             _ensure_search(idx, mail_root, opened.log)  # the new file's tables; refilled below
     if held is not None:
         # The mailboxes whose names differ from the index's rows (mail a person dropped
@@ -322,7 +293,7 @@ def _ensure_search(index: Index, mail_root: str, log: Any) -> None:
     a full disk only postpones this to the next start (new mail is added to them as it
     is indexed); damage is an index error like any other: set aside, rebuilt."""
     try:
-        search.ensure(index, mail_root)
+        recovery.ensure_search(index, mail_root)
     except sqlite3.Error as err:
         if is_corrupt(err):
             raise
@@ -351,7 +322,7 @@ class Logged:
     def __contains__(self, mail_id: object) -> bool:
         if mail_id in self.ids:
             return True
-        sent = delivery.id_ms(mail_id) if isinstance(mail_id, str) else None
+        sent = id_ms(mail_id) if isinstance(mail_id, str) else None
         return sent is not None and sent < self.before
 
 

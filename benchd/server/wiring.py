@@ -1,20 +1,8 @@
 """The daemon's services, built (`build(config, opened) -> Wired`), and what a handler is
-given of them (`Services`).
-
-Pure wiring: every service gets what it uses as constructor arguments, built after what
-it uses; nothing here opens, reads or writes a file, runs a program or starts a task.
-What needs the disk or the process is done by the start-up (benchd/server/startup.py)
-before `build`, and handed in as `Opened` (tests/unit/test_wiring.py checks that
-`build` touches nothing).
-
-The one link made after a service is built is a subscription: the committer publishes
-each batch to the hub, whose listeners (the reactor, the delivery states, the receipts,
-the waits) record events through the committer. The order of subscription is the order
-they hear an event.
-
-A handler sees the services it may use and nothing else of the daemon (no committer, no
-raw index connection, no options); only the bridge's verbs, which build their own
-durable work, get the committer's queue and the daemon's log, narrowed to `BridgeDesk`.
+given of them (`Services`). Pure wiring, no I/O: what needs the disk or the process the
+start-up opens first and hands in as `Opened` (ARCHITECTURE.md, "Wiring";
+tests/unit/test_wiring.py checks it). The one link made after construction is the hub's
+listeners, in the order they hear an event.
 """
 
 import dataclasses

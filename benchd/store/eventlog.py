@@ -1,26 +1,17 @@
-"""events.jsonl: the append-only event log.
+"""events.jsonl: the append-only event log, one JSON object per line (`seq` strictly
+increasing, `ts` in ms, `kind`, fields).
 
-One JSON object per line: `seq` (strictly increasing), `ts` in ms, `kind`, fields. Appends come
-only from the committer (one writer), in batches: a batch is written whole (`write`,
-without a flush) and its bytes and offset go into the batch's journal record, whose
-fdatasync makes them durable before any answer that reports the facts in it; the
-journal's checkpoints flush the log itself (store/journal.py).
-
-Never rewritten, except by the journal's replay after a crash, which writes committed
-batches back at their offsets and cuts the lines of a batch that never committed. A
-torn last line can still be met (a log from before the journal, or one damaged by
-hand): at open we read only the tail to find the last seq, and if the file does not end
-in a newline we add one, so the torn fragment stays a line of its own that readers skip. Reading from a seq searches the
-file by byte offset (seq is near the start of every line), so `--since` costs
-O(log size), not a scan.
-
-Bounded (`--event-log-bytes`; docs/durability.md): the committer checkpoints the
-journal first (so no journal record names an offset in it any more), then the log is
-rotated to events.1.jsonl. Readers read both files, in order.
+Only the committer appends, a batch at a time and without a flush: the batch's journal
+record makes the lines durable (store/journal.py). Only the journal's replay rewrites
+it. A torn last line (from before the journal, or a hand edit) gets its newline at
+open, so it stays a line of its own that readers skip. `--since` searches by byte
+offset (seq is near the start of every line): O(log size). Past `--event-log-bytes`
+it is rotated to events.1.jsonl, which readers read first (docs/durability.md, "The
+event log's bound").
 """
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import msgspec
@@ -51,16 +42,11 @@ def seq_of(line: bytes) -> int | None:
     return int(line[start:end])
 
 
-def previous(path: str) -> str:
-    """The rotated file beside the log (events.jsonl -> events.1.jsonl)."""
-    stem, ext = os.path.splitext(path)
-    return f"{stem}.1{ext}"
-
-
 class EventLog:
     def __init__(self, path: str, max_bytes: int = 0):
         self.path = path
-        self.prev_path = previous(path)
+        stem, ext = os.path.splitext(path)
+        self.prev_path = f"{stem}.1{ext}"  # the rotated log: events.1.jsonl
         self.max_bytes = max_bytes  # rotate once the file holds this much (0: never)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.newline_owed = False  # a torn last line still needs its newline
@@ -131,32 +117,6 @@ class EventLog:
         self.newline_owed = False
         return dropped, _first_seq_of(self.prev_path) or self.last_seq + 1
 
-    def append(self, lines: list[bytes], flush: Callable[[], None] | None = None) -> None:
-        """Write encoded lines (each ending in a newline) and make them durable: fsync,
-        or `flush()` when the caller flushes the log together with other files. The
-        daemon no longer calls it (the committer writes with `write` and the journal
-        makes the lines durable); the tests use it as a plain durable writer of logs to
-        read back. Raises OSError, leaving no partial append behind."""
-        if not lines:
-            return
-        faults.check("eventlog")
-        data = b"".join(lines)
-        before = os.fstat(self.fd).st_size
-        try:
-            write_all(self.fd, data)
-            if flush is None:
-                os.fdatasync(self.fd)  # the append's data and the file's new size
-            else:
-                flush()
-        except OSError:
-            # Take back a partial append so no torn line sits in the middle of the log;
-            # if even that fails, readers skip the fragment and seq stays monotonic.
-            try:
-                os.ftruncate(self.fd, before)
-            except OSError:
-                pass
-            raise
-
     def write(self, lines: list[bytes]) -> tuple[int, bytes]:
         """Write encoded lines without a flush (the committer's journal makes them
         durable); returns the offset they start at and their bytes. Raises OSError,
@@ -185,12 +145,9 @@ class EventLog:
 
     # ------------------------------------------------------------ reading
 
-    def read_since(
-        self, since: int, limit: int | None = None, upto: int | None = None
-    ) -> Iterator[Record]:
+    def read_since(self, since: int, upto: int | None = None) -> Iterator[Record]:
         """Yield decoded events (dicts) with since < seq <= upto, skipping torn lines:
         from the rotated file first when `since` reaches back into it."""
-        n = 0
         first = _first_seq_of(self.path)
         if (first is None or since + 1 < first) and os.path.exists(self.prev_path):
             try:
@@ -202,15 +159,8 @@ class EventLog:
                     for obj in _read(f, since, upto):
                         yield obj
                         since = obj["seq"]
-                        n += 1
-                        if limit is not None and n >= limit:
-                            return
         with open(self.path, "rb") as f:
-            for obj in _read(f, since, upto):
-                yield obj
-                n += 1
-                if limit is not None and n >= limit:
-                    return
+            yield from _read(f, since, upto)
 
 
 def _read(f: BinaryIO, since: int, upto: int | None) -> Iterator[Record]:

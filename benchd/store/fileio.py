@@ -27,35 +27,35 @@ def write_all(fd: int, data: bytes, offset: int | None = None) -> None:
 
 def fsync_dir(path: str) -> None:
     """fsync the directory `path`, so the names made or moved in it survive a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    _sync_path(path, os.fsync, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def free_bytes(path: str) -> int:
+    """The bytes free to us on `path`'s filesystem (0 when it cannot be asked)."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
-def replace_file(path: str, data: bytes) -> None:
-    """Make `path` hold exactly `data` (through `path.tmp`, fsynced, renamed over it), so
-    a crash leaves the old file or the new one. The name is durable once the directory
-    is fsynced (fsync_dir), if the caller needs it."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def replace_file(path: str, data: bytes, tmp: str | None = None) -> None:
+    """Make `path` hold exactly `data` (through `tmp`, by default `path.tmp`, fsynced and
+    renamed over it), so a crash leaves the old file or the new one. The name is durable
+    once the directory is fsynced (fsync_dir), if the caller needs it."""
+    tmp = path + ".tmp" if tmp is None else tmp
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    os.rename(tmp, path)
 
 
-# Making files durable without syncfs(2): an fsync (fdatasync for files) of each, issued
-# together from worker threads. A flush waits only for bench's own files, never for every
-# dirty page another program left on the filesystem (a build, a download), which stalled
-# sends for hundreds of ms under a bulk writer. On a journaling filesystem (ext4 with its
-# journal) fsyncs in flight together share one journal commit. Used by the journal's
-# checkpoints and its replay (store/journal.py), off the request path.
-
-
+# The flusher: an fsync (fdatasync for files) of each, issued together from worker
+# threads, for the journal's checkpoints and its replay. Never syncfs(2): it would wait
+# for every dirty page another program left on the filesystem (docs/durability.md).
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -68,16 +68,14 @@ class Flusher:
 
     def flush(
         self,
-        files: Iterable[str] = (),
         dirs: Iterable[str] = (),
         fds: Iterable[int] = (),
         moved: Iterable[tuple[str, str]] = (),
     ) -> None:
-        """fdatasync each file (by path) and fd, fsync each directory, and for each
-        (path, alt) in `moved` fdatasync whichever of the two exists (a message a read
-        moved to read/ meanwhile); raises the first OSError once all of them are done."""
-        jobs: list[tuple[Callable[..., None], object]] = [(_fdatasync_path, p) for p in files]
-        jobs += [(fsync_dir, d) for d in sorted(dirs)]
+        """fsync each directory, fdatasync each fd, and for each (path, alt) in `moved`
+        fdatasync whichever of the two exists (a message a read moved to read/ meanwhile);
+        raises the first OSError once all of them are done."""
+        jobs: list[tuple[Callable[..., None], object]] = [(fsync_dir, d) for d in sorted(dirs)]
         jobs += [(os.fdatasync, fd) for fd in fds]
         jobs += [(_fdatasync_either, pair) for pair in moved]
         if len(jobs) <= 1:
@@ -114,10 +112,6 @@ def _sync_path(path: str, sync: Callable[[int], None], flags: int = os.O_RDONLY)
         sync(fd)
     finally:
         os.close(fd)
-
-
-def _fdatasync_path(path: str) -> None:
-    _sync_path(path, os.fdatasync)
 
 
 def _fdatasync_either(pair: tuple[str, str]) -> None:

@@ -1,34 +1,25 @@
 """The mail index: SQLite, so send, list and read cost O(page) / O(log n), not O(mailbox).
 
-The files in mail/ are the record; this index is a cache the files can rebuild. It holds
-per message the metadata a listing shows, its state and its idempotency key, plus a
-count per (handle, state) so a listing's `total` is O(1).
-
-Two layers, both used only on the event loop:
-
-- `pending`, in memory: every change applied since the last successful commit. It can
-  not fail, so an answered send is listed, readable and deduplicated from the moment it
-  is answered, whatever SQLite does afterwards. Reads merge it over the database.
-- the database (WAL, synchronous=NORMAL, busy_timeout=0): `flush()` writes `pending` in
-  one transaction (benchd.store.indexdb) and forgets it only once the commit succeeded. A busy lock held by
-  another process, a full disk or an I/O error leave `pending` as it is and the flush
-  is retried later (the caller backs off); the loop never waits on a lock. Corruption
-  (or a failure that persists) sets the file aside and rebuilds the index from the
-  files (`rebuild`, which the daemon's start-up opens it with).
-
-Health (`health()`) says which of these holds; every failure and rebuild is reported
-through `notify(kind, **fields)` (the daemon logs it and records an event).
+A cache the files in mail/ can rebuild: per message what a listing shows, its state and
+its key, and a count per (handle, state). Two layers, both used on the event loop only:
+`pending` in memory (every change since the last commit; it cannot fail, so an answered
+send is found whatever SQLite does; reads merge it over the database), and the database,
+written by `flush()` in one transaction (benchd.store.indexdb). A failed flush keeps
+`pending` and is retried with backoff; corruption, or a failure that persists, sets the
+file aside and rebuilds it from the files (docs/durability.md, "The index is a cache").
+Every failure and rebuild goes to `notify(kind, **fields)`.
 """
 
 import os
 import sqlite3
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Literal, TypedDict, TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 import trio
 
+from bench_wire import messages as m
 from benchd.core.frontmatter import FrontMatter
 from benchd.store import indexdb, mailstates
 from benchd.store.indexdb import MEMORY, AddText, Insert, Remove, SetColumns, SetState
@@ -48,29 +39,9 @@ RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
 
 
-class Health(TypedDict):
-    """What `Index.health()` says (the fields of bench_wire's IndexHealth)."""
-
-    state: Literal["ok", "retrying", "in-memory"]
-    pending: int
-    failures: int
-    error: str | None
-    rebuilds: int
-
-
 T = TypeVar("T")
 _ROW = "SELECT id, sender, subject, date, state, size, key FROM messages "
 _by_id = attrgetter("mail_id")
-
-
-def _rows(cursor: sqlite3.Cursor) -> list[MailRow]:
-    return msgspec.convert(cursor.fetchall(), list[MailRow])
-
-
-def connect(path: str) -> sqlite3.Connection:
-    # A lock another program holds fails a commit at once (retried later): the loop
-    # never waits on it.
-    return indexdb.connect(path, busy_ms=0)
 
 
 class Index:
@@ -118,8 +89,7 @@ class Index:
     def _open(self) -> None:
         self.fresh = not os.path.exists(self.path)
         try:
-            self._w = connect(self.path)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(self.path)
             schema = self._db_meta("schema")
             if schema not in (None, SCHEMA_VERSION):
                 raise sqlite3.DatabaseError(f"schema version {schema}, not {SCHEMA_VERSION}")
@@ -128,10 +98,16 @@ class Index:
         except sqlite3.Error as err:
             self.set_aside(f"cannot open: {err}")
 
+    def _connect(self, path: str) -> None:
+        """A connection to `path` (MEMORY: a database in memory) with the tables made."""
+        self._w = indexdb.connect(path)
+        self.w.executescript(indexdb.SCHEMA)
+
     def set_aside(self, reason: str) -> None:
         """Move the database aside (never trusted again, kept for a post-mortem) and start
-        an empty one; the caller refills it from the files. Falls back to an in-memory
-        database when no file can be made (the next start rebuilds again)."""
+        an empty one, forgetting what was pending for it; the caller refills it from the
+        files. Falls back to an in-memory database when no file can be made (the next
+        start rebuilds again)."""
         if self._w is not None:
             try:
                 self.w.close()
@@ -140,17 +116,16 @@ class Index:
             self._w = None
         self.set_aside_reason = reason
         self._unread.clear()
+        self.pending = Pending()
         try:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
                     os.replace(self.path + suffix, self.path + suffix + ".damaged")
-            self._w = connect(self.path)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(self.path)
             self.w.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         except (sqlite3.Error, OSError) as err:
             reason = f"{reason}; a new file failed too ({err}): the index is in memory"
-            self._w = connect(MEMORY)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(MEMORY)
         self.fresh = True
         self.notify("index/failed", error=reason, action="set-aside")
 
@@ -189,8 +164,7 @@ class Index:
         return self._read(lambda: self._db_meta(k))
 
     def set_meta(self, k: str, v: str) -> None:
-        if not self.pending.changes and not self.pending.meta:
-            self.pending.since = self.now()
+        self.pending.date(self.now())
         self.pending.meta[k] = v
 
     # ---------------------------------------------------------------- reads
@@ -270,7 +244,9 @@ class Index:
         else:
             q = _ROW + "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             args = (handle, state, after, want)
-        rows = self._read(lambda: _rows(self.w.execute(q, args)))
+        rows = self._read(
+            lambda: msgspec.convert(self.w.execute(q, args).fetchall(), list[MailRow])
+        )
         if not touched:
             return rows[: limit + 1]
         rows = [r for r in rows if r.mail_id not in touched]
@@ -289,9 +265,6 @@ class Index:
         ids = [row[0]] if row and row[0] else []
         ids += [k[1] for k, r in self.pending.rows.items() if r is not None]
         return max(ids) if ids else None
-
-    def mailbox_count(self) -> int:
-        return len(self.handles())
 
     def handles(self) -> list[str]:
         known = set(
@@ -374,9 +347,7 @@ class Index:
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
-        self.pending.changes.append(
-            Insert(handle, mail_id, state, sender, subject, date, size, key)
-        )
+        self.pending.changes.append(Insert(handle, row))
 
     def add_text(
         self,
@@ -387,9 +358,8 @@ class Index:
         body: bytes | str,
         meta: FrontMatter,
     ) -> None:
-        """What search and threads need of a message (benchd/store/search.py), written with the
-        next flush like every other change; a message is searchable once it commits. `meta`:
-        its front matter, for the links (in-reply-to, origin)."""
+        """See `AddText`: searchable once the next flush commits it. `meta`: the message's
+        front matter, for its links (in-reply-to, origin)."""
         # Always follows an add() of the same message, which dated the pending changes.
         self.pending.changes.append(
             AddText(handle, mail_id, sender, subject, body, meta.in_reply_to, meta.origin)
@@ -418,8 +388,7 @@ class Index:
         """Set delivery-state columns of a sent message (benchd.store.mailstates), written
         with the next flush like every other change."""
         p = self.pending
-        if not p.changes and not p.meta:
-            p.since = self.now()
+        p.date(self.now())
         p.states.setdefault(mail_id, {}).update(cols)
         p.changes.append(SetColumns(mail_id, cols))
 
@@ -506,8 +475,7 @@ class Index:
         self._unread.clear()
         if self._rebuilt_unproven:
             self.close()
-            self._w = connect(MEMORY)
-            self.w.executescript(indexdb.SCHEMA)
+            self._connect(MEMORY)
             self.set_aside_reason = reason
             self.notify("index/failed", error=reason, action="in-memory")
         else:
@@ -524,8 +492,7 @@ class Index:
             except sqlite3.Error as err:
                 # Even the new file failed while refilling: refill a database in memory.
                 self.w.close()
-                self._w = connect(MEMORY)
-                self.w.executescript(indexdb.SCHEMA)
+                self._connect(MEMORY)
                 self.pending = Pending()
                 self._unread.clear()
                 self.notify("index/failed", error=str(err), action="in-memory")
@@ -534,18 +501,11 @@ class Index:
                 self._rebuilding = False
         self.flush()  # what the rebuild added; a failure here is retried like any other
 
-    def health(self) -> Health:
-        state: Literal["ok", "retrying", "in-memory"]
-        if self.in_memory:
-            state = "in-memory"
-        elif self.failures:
-            state = "retrying"
-        else:
-            state = "ok"
-        return {
-            "state": state,
-            "pending": len(self.pending),
-            "failures": self.failures,
-            "error": self.last_error,
-            "rebuilds": self.rebuilds,
-        }
+    def health(self) -> m.IndexHealth:
+        return m.IndexHealth(
+            state="in-memory" if self.in_memory else "retrying" if self.failures else "ok",
+            pending=len(self.pending),
+            failures=self.failures,
+            error=self.last_error,
+            rebuilds=self.rebuilds,
+        )

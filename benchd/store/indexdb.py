@@ -1,12 +1,7 @@
-"""The mail index's changes: held in memory until a flush writes them to SQLite.
-
-`Pending` (first below) is the index's in-memory layer: the changes since the last
-commit, each a value of a tagged union (`Insert`, `AddText`, `SetState`, `SetColumns`,
-`Remove`), and what they mean for reads (pure, in memory); benchd.store.index merges it
-over SQLite and decides when to flush and what a failure means. The rest is what a flush
-does to SQLite: the schema, and the one transaction (`write`) that takes each pending
-change apart with `match` and moves the per-mailbox counts once per (handle, state) per
-commit.
+"""The mail index's changes: `Pending`, the in-memory layer (the changes since the last
+commit, each a frozen value of a tagged union, and what they mean for reads), and what a
+flush does to SQLite: the schema, and the one transaction (`write`) that applies them.
+benchd.store.index merges `Pending` over SQLite and decides when to flush.
 """
 
 import sqlite3
@@ -52,13 +47,7 @@ class Insert(msgspec.Struct, frozen=True, gc=False):
     """A message indexed (INSERT OR IGNORE: one already there is left as it is)."""
 
     handle: str
-    mail_id: str
-    state: int
-    sender: str
-    subject: str
-    date: str
-    size: int
-    key: str
+    row: MailRow
 
 
 class AddText(msgspec.Struct, frozen=True, gc=False):
@@ -120,10 +109,14 @@ class Pending:
     def __len__(self) -> int:
         return len(self.changes)
 
-    def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
-        """Note a change of (handle, mail_id); `now` (the index's clock) dates the first."""
+    def date(self, now: float) -> None:
+        """Date the first change since the commit with `now` (the index's clock)."""
         if not self.changes and not self.meta:
             self.since = now
+
+    def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
+        """Note a change of (handle, mail_id)."""
+        self.date(now)
         self.base.setdefault((handle, mail_id), base)
         self.by_handle.setdefault(handle, set()).add(mail_id)
 
@@ -173,10 +166,11 @@ def write(w: sqlite3.Connection, p: Pending) -> None:
     bumps: dict[tuple[str, int], int] = {}
     for change in p.changes:
         match change:
-            case Insert(handle, _, state):
+            case Insert(handle, MailRow(state=state) as row):
                 if w.execute(
-                    "INSERT OR IGNORE INTO messages VALUES (?,?,?,?,?,?,?,?)",
-                    msgspec.structs.astuple(change),
+                    "INSERT OR IGNORE INTO messages(handle, id, sender, subject, date, state, "
+                    "size, key) VALUES (?,?,?,?,?,?,?,?)",
+                    (handle, *msgspec.structs.astuple(row)),
                 ).rowcount:
                     bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
             case SetState(handle, mail_id, state):
@@ -204,42 +198,32 @@ def write(w: sqlite3.Connection, p: Pending) -> None:
                 search.remove(w, handle, mail_id)
             case _:
                 assert_never(change)
-    for (handle, state), d in bumps.items():
-        _bump(w, handle, state, d)  # even 0: the row names the mailbox, as before
+    w.executemany(  # even a count of 0: its row names the mailbox
+        "INSERT INTO counts(handle, state, n) VALUES (?,?,?) "
+        "ON CONFLICT(handle, state) DO UPDATE SET n = n + excluded.n",
+        [(handle, state, d) for (handle, state), d in bumps.items()],
+    )
     for k, v in p.meta.items():
         w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
     w.execute("COMMIT")
 
 
-def _bump(w: sqlite3.Connection, handle: str, state: int, d: int) -> None:
-    w.execute(
-        "INSERT INTO counts(handle, state, n) VALUES (?,?,?) "
-        "ON CONFLICT(handle, state) DO UPDATE SET n = n + excluded.n",
-        (handle, state, d),
-    )
-
-
-# Opening bench's SQLite file (the mail index): the settings in one place.
-#
-# - isolation_level=None: each caller says BEGIN itself, so a transaction is exactly
-#   what it writes and never opened behind its back;
-# - check_same_thread=False: sqlite3's own check is off; the daemon uses each connection
-#   from its event loop's thread only (the committer has no worker thread);
-# - WAL with synchronous=NORMAL: a commit is an append to the WAL with no fsync; what must
-#   survive a power cut is made durable otherwise (the index is rebuilt from the mail
-#   files);
-# - the busy timeout: how long a lock another program holds is waited for.
+# Opening the index: each caller says BEGIN itself (isolation_level=None); each
+# connection is used from the event loop's thread only (check_same_thread=False); WAL
+# with synchronous=NORMAL, no fsync (the index is rebuilt from the mail files); a busy
+# timeout of 0: a lock another program holds fails a commit at once (retried later), so
+# the loop never waits on it.
 
 
 MEMORY = ":memory:"  # a database in memory (the index's fallback when no file can be made)
 
 
-def connect(path: str, busy_ms: int) -> sqlite3.Connection:
+def connect(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     if path != MEMORY:
         db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    db.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+    db.execute("PRAGMA busy_timeout=0")
     return db
 
 

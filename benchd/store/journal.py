@@ -1,35 +1,13 @@
 """The write-ahead journal: a committed batch costs one write and one fdatasync.
 
-A batch's whole record goes into one journal record: the message files it creates
-(path and exact bytes), the renames it does (inbox/ -> read/), and the exact event-log
-bytes with the log offset they go to. The record's fdatasync is the commit point. The
-files and the log were written before it and the renames are done after it, all
-without a flush of their own: after a crash, the replay (store/replay.py) puts every
-committed record's effects back from the journal.
-
-Records: a 32-byte head (magic, sequence number, floor, payload length, crc32 of the
-payload, and a crc32 of the head itself) and the payload. The sequence numbers run on
-across segments. Each record carries its own length and checksums, so a damaged record
-is skipped alone and reading goes on past it (`read_segment`); a segment ends where no
-later record reads (a torn write at a crash, or older records the segment held before
-it was reused, whose sequence numbers are lower). The floor is the oldest sequence
-number not yet checkpointed when the record was written: replay (store/replay.py)
-ignores anything older than the newest floor it reads.
-
-Two segment files, `journal-0` and `journal-1` in the state dir, take turns. Each is
-preallocated with zeros (written and flushed once, when it is made, unless that would
-leave less free space than the reserve: then it grows with its records), and records
-overwrite it in place: an fdatasync then has only data to write, never the file's new
-size (an append's fdatasync also commits the size through the filesystem's journal).
-When the active segment is full (SEGMENT_BYTES) or its first record is CHECKPOINT_S old,
-the other segment becomes the active one, and the old one is checkpointed in a worker
-thread (`trio.to_thread`, in the nursery of `Journal.run`, which the daemon holds): it
-flushes everything the old segment's records touched (fdatasync of each file, fsync of
-each directory, fdatasync of the log), then drops the segment by zeroing its first
-head. The daemon's nursery then waits for a checkpoint under way (a worker thread is
-never abandoned), and a checkpoint that raises stops the daemon like any failing task
-rather than dying unseen in a thread nobody joins. A clean stop checkpoints both, so
-the next start replays nothing.
+A batch's record holds the message files it creates (path and bytes), its renames and
+its event-log bytes with their offset; the record's fdatasync is the commit point, and
+the replay (store/replay.py) puts back what a crash lost. The format, the two segments,
+the checkpoints and what replay does with damage: docs/durability.md ("Durability",
+"Checkpoints", "The journal"). Segments are preallocated and overwritten in place so an
+fdatasync never has a new file size to commit; a checkpoint runs in a worker thread in
+`Journal.run`'s nursery, so the daemon waits for it and its failure stops the daemon
+rather than dying unseen.
 """
 
 import errno
@@ -43,7 +21,7 @@ from typing import NamedTuple
 import trio
 
 from benchd.core.names import SYSTEM_WALL, WallClock
-from benchd.store.fileio import Flusher, faults, fsync_dir, write_all
+from benchd.store.fileio import Flusher, faults, free_bytes, fsync_dir, write_all
 
 MAGIC = b"BJ02"
 # magic, seq, floor, payload length, crc32 of the payload; then a crc32 of those bytes
@@ -196,15 +174,11 @@ class Bad(NamedTuple):
 
 
 def read_segment(data: bytes) -> tuple[list[Record], list[Bad]]:
-    """The records of a segment, in order, and the damaged stretches among them.
-
-    A segment whose first head is all zeros holds nothing (never used, or dropped by a
-    checkpoint). Otherwise records are read from its start; each head carries its own
-    length and crc, so a record whose payload fails its crc is skipped alone. Where no
-    head reads, the rest of the segment is searched for the next whole record with a
-    higher sequence number: found, the stretch before it is damage; not found, the
-    segment ends there (a torn tail, or older records of a reused segment: those have
-    lower sequence numbers)."""
+    """The records of a segment, in order, and the damaged stretches among them (what
+    each kind of damage does: docs/durability.md, "The journal"). A first head of zeros
+    holds nothing; where no head reads, the next whole record with a higher seq ends the
+    damaged stretch, and without one the segment ends (a torn tail, or a reused
+    segment's older records)."""
     good: list[Record] = []
     bad: list[Bad] = []
     if not any(data[:HEAD_BYTES]):
@@ -294,6 +268,17 @@ class _Touched:
         flusher.flush(dirs=dirs, fds=fds, moved=self.moved.items())
 
 
+def drop(fd: int, preallocated: bool) -> None:
+    """Make a segment replay nothing: zero its first head (one overwritten in place),
+    or empty it (one that grows with its records)."""
+    if preallocated:
+        write_all(fd, bytes(HEAD_BYTES), 0)
+        os.fdatasync(fd)
+    else:
+        os.ftruncate(fd, 0)
+        os.fsync(fd)
+
+
 # ---------------------------------------------------------------- the running journal
 
 
@@ -311,14 +296,6 @@ class _Segment:
         self.idle = threading.Event()
         self.idle.set()
         self.error: OSError | None = None  # the last checkpoint's failure
-
-
-def _free_bytes(path: str) -> int:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return 0
-    return st.f_bavail * st.f_frsize
 
 
 class Journal:
@@ -379,7 +356,7 @@ class Journal:
             size = os.fstat(seg.fd).st_size
             seg.preallocated = self.preallocate
             if self.preallocate and size < self.segment_bytes:
-                free = _free_bytes(self.root)
+                free = free_bytes(self.root)
                 if free - (self.segment_bytes - size) < self.reserve:
                     # Preallocating would eat into the reserve (room for the index, the
                     # log and the start itself): this segment grows with its records.
@@ -399,8 +376,7 @@ class Journal:
                     seg.preallocated = False
                     size = 1
             if not seg.preallocated and size:
-                os.ftruncate(seg.fd, 0)
-                os.fsync(seg.fd)
+                drop(seg.fd, preallocated=False)
         if made:
             fsync_dir(self.root)
 
@@ -481,12 +457,7 @@ class Journal:
             touched.add(entries)
         try:
             touched.flush(self.flusher, [self.log_fd()])
-            if seg.preallocated:
-                write_all(seg.fd, bytes(HEAD_BYTES), 0)
-                os.fdatasync(seg.fd)
-            else:
-                os.ftruncate(seg.fd, 0)
-                os.fsync(seg.fd)
+            drop(seg.fd, seg.preallocated)
         except OSError as err:
             seg.error = err
             return err
@@ -513,19 +484,9 @@ class Journal:
     def close(self) -> bool:
         """A clean stop: checkpoint everything, so the next start replays nothing.
         False if a checkpoint failed (the next start replays; nothing is lost)."""
-        ok = True
-        for seg in self.segments:
-            seg.idle.wait()
-        for seg in self.segments:
-            if seg.entries:
-                self._checkpoint(seg)
-                ok = ok and seg.error is None
+        ok = self.checkpoint_now()
         for seg in self.segments:
             if seg.fd >= 0:
                 os.close(seg.fd)
                 seg.fd = -1
         return ok
-
-    def size(self) -> int:
-        """Bytes of records the journal holds now (both segments)."""
-        return sum(seg.pos for seg in self.segments)

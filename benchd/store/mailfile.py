@@ -1,10 +1,6 @@
-"""Reading one stored mail file: the one reader every mailroom path goes through.
-
-A mail directory is the user's to touch, so a file may be a symlink, a FIFO or a text
-someone edited by hand. The bytes are read with `read_regular` (never through a link,
-never blocked on a FIFO) and the front matter is checked for the fields bench wrote:
-`read` gives it typed (`frontmatter.FrontMatter`), as every mail path in the daemon
-takes it.
+"""Reading one stored mail file, the one reader every mailroom path goes through: never
+through a link, never blocked on a FIFO (`read_regular`: a mail directory is the user's
+to touch), the front matter checked for the fields bench wrote.
 """
 
 from bench_wire.errors import WireError

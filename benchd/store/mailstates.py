@@ -1,12 +1,8 @@
-"""The delivery states of sent mail: one row per message in index.sqlite (`mail_states`).
-
-The row is filled from the events the daemon logs anyway (mail/sent, agent/woken,
-wake/capped, mail/read, ...: benchd.runtime.tracking) and written with the index's
-other pending changes, in the same transaction as the `last_seq` they belong to, so a
-start after a crash re-applies exactly the events the file missed. Times are wall ms.
-Replies to local mail are not stored here: the thread links (benchd.store.search) name
-them, and a status reads them there: only a reply whose sender is the message's
-recipient counts (`replies`).
+"""The delivery states of sent mail: one row per message in index.sqlite (`mail_states`),
+filled from the events the daemon logs anyway (benchd.runtime.tracking) and written with
+the index's other pending changes, in the transaction of the `last_seq` they belong to,
+so a start after a crash re-applies exactly the events the file missed. Times are wall
+ms. Replies to local mail are read from the thread links instead (`replies`).
 """
 
 import sqlite3

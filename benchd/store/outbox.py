@@ -1,18 +1,10 @@
-"""Jobs on disk: one file per job, in the same store as mail (docs/files.md), and the
-move of the outbox an earlier version kept in SQLite into it (docs/jobs.md).
+"""Jobs on disk: one JSON record per job (`benchd.core.jobs.JobRecord`) in jobs/open/,
+moved to jobs/done/ once it owes nothing, written only by the committer like a message
+(docs/files.md, docs/jobs.md: a settlement and its replies are one journal record).
+Only open/ is read at start; a done record when someone asks (`bench job wait`).
 
-A record (`benchd.core.jobs.JobRecord`, JSON) is written only by the committer, like a
-message: staged in tmp/, its bytes in the batch's journal record (the commit point),
-then renamed into open/, and from open/ to done/ once it owes nothing, exactly as a
-message moves from inbox/ to read/. So a job's settlement, the replies it sends and
-their receipts are one journal record, and replay puts all of them back together.
-
-Only open/ is read at start: what a start reads grows with the work outstanding, not
-with every job ever run. A done record is read when someone asks (`bench job wait`).
-
-The outbox before (f84c24b and earlier): `outbox.sqlite`, a `jobs` table (a row per
-job: its JSON in camelCase, the report, `running` or `settled:<outcome>`) and a `rows`
-table (a pending reply's whole mail, or a receipt, under its reply key).
+`migrate` moves the outbox of versions up to f84c24b (`outbox.sqlite`: a `jobs` table
+of camelCase JSON and a `rows` table of pending replies and receipts) into records.
 """
 
 import json
@@ -25,7 +17,7 @@ import msgspec
 
 from benchd.core.jobs import Job, JobRecord, Reply
 from benchd.core.keys import job_key_of
-from benchd.store.fileio import fsync_dir, write_all
+from benchd.store.fileio import fsync_dir, replace_file
 from benchd.store.statedir import read_regular
 
 OLD = "outbox.sqlite"
@@ -126,7 +118,8 @@ def migrate(bench_dir: str, files: JobFiles) -> list[tuple[str, str]]:
         session = record.job.session
         if any(os.path.exists(files.path(sub, session)) for sub in ("open", "done")):
             continue  # written by a start that crashed after it (or since): kept
-        _write_durably(files, record)
+        where = files.path("open" if record.owing else "done", session)
+        replace_file(where, encode(record), files.path("tmp", session))
         written = True
     if written:
         fsync_dir(files.dir("open"))
@@ -134,17 +127,6 @@ def migrate(bench_dir: str, files: JobFiles) -> list[tuple[str, str]]:
     os.rename(path, os.path.join(bench_dir, MIGRATED))
     fsync_dir(bench_dir)
     return bad
-
-
-def _write_durably(files: JobFiles, record: JobRecord) -> None:
-    tmp = files.path("tmp", record.job.session)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        write_all(fd, encode(record))
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, files.path("open" if record.owing else "done", record.job.session))
 
 
 def _read_old(db: sqlite3.Connection) -> tuple[list[JobRecord], list[tuple[str, str]]]:

@@ -1,24 +1,15 @@
-"""The index's query API over the search tables (benchd/store/search.py):
-what the mail handlers ask of it, with no SQL or connection in sight.
+"""The index's query API over the search tables (benchd/store/search.py): what the mail
+handlers ask of it, with no SQL or connection in sight, and the rules no caller repeats:
 
-The rules live here so no caller repeats them:
+- messages not committed yet (a full disk, a lock held elsewhere) are in the index's
+  pending layer, not in the search tables: `locate` and `thread` add them
+  (`_uncommitted`), so what `mail read` returns `mail thread` finds too;
+- a failed read is the index's to handle (`Index.read`: set aside, rebuilt, read again);
+- a search, a thread or a lookup by id first commits what is pending (when its backoff
+  allows), so an answered send is found; a listing's `parents` skip that (the fast path).
 
-- Messages the index holds but could not commit yet (a full disk, a lock held
-  elsewhere) are in its pending layer, not in the search tables: `locate` and `thread`
-  add them (`_uncommitted`), so a message `mail read` returns is found by `mail thread`
-  too, while commits fail.
-- A failed read is the index's to handle (`Index.read`: corruption sets the file aside
-  and rebuilds it from the files, then the read runs again).
-- The search tables are written with the index's commits, so a search, a thread or a
-  lookup by id first commits what is pending (when its backoff allows): a message whose
-  send was answered is found. A listing's parents (`parents`) skip that commit: a page
-  of mail is the fast path, and a listing never promised the links of mail sent a
-  moment ago (the committer commits them within INDEX_COMMIT_S).
-
-Threads (`thread`, first below): every indexed message knows its thread's root and its
-depth below it, so a thread is one indexed range, never a walk from the root; one
-longer than `cap` is cut to the message's neighbourhood (docs/cli.md, `mail thread`),
-ring by ring. Every query reads at most about `cap` rows, whatever the thread's size.
+A thread is one indexed range of its root; one longer than `cap` is cut to the message's
+neighbourhood, ring by ring (docs/cli.md, `mail thread`), reading about `cap` rows.
 """
 
 import sqlite3
@@ -30,19 +21,11 @@ import msgspec
 from benchd.store import search
 from benchd.store.index import Index
 from benchd.store.indexdb import AddText, Insert, Remove, SetColumns, SetState
+from benchd.store.search import Link
 
 THREAD_MAX = 200  # messages in one answer: the default and the most a caller may ask
 
 _COLS = "SELECT handle, id, sender, in_reply_to FROM mail_links "
-
-
-class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """One message of a thread."""
-
-    handle: str
-    mail_id: str
-    sender: str
-    in_reply_to: str | None
 
 
 class Slice(msgspec.Struct, frozen=True):
@@ -152,6 +135,8 @@ T = TypeVar("T")
 
 
 class MailQueries:
+    """The search module's queries (each documented there) under the rules above."""
+
     def __init__(self, index: Index) -> None:
         self.index = index
 
@@ -165,13 +150,12 @@ class MailQueries:
         """in-reply-to of those of `ids` in `handle`'s mailbox that have one."""
         return self.index.read(lambda w: search.parents(w, handle, ids))
 
-    def locate(self, mail_id: str) -> list[search.Place]:
+    def locate(self, mail_id: str) -> list[Link]:
         """Where a message is: each mailbox holding a copy (an id names one message)."""
         found = self._committed(lambda w: search.locate(w, mail_id))
         if found or not self.index.pending.changes:
             return found
-        held = self._uncommitted().get(mail_id, [])
-        return [search.Place(x.handle, x.in_reply_to, x.sender) for x in held]
+        return self._uncommitted().get(mail_id, [])
 
     def thread(self, mail_id: str, cap: int) -> Slice:
         """The neighbourhood of a message in its thread, at most `cap` messages."""
@@ -248,15 +232,10 @@ class MailQueries:
         since: str | None,
         limit: int,
     ) -> list[search.Hit]:
-        """Best matches first, up to `limit` + 1 (so the caller can say there were more);
-        raises search.BadQuery."""
         return self._committed(lambda w: search.search(w, query, handle, senders, since, limit))
 
     def origin_of(self, mail_id: str) -> str | None:
-        """The identity on its node of a copy received from another node; None for mail
-        sent from this node."""
         return self._committed(lambda w: search.origin_of(w, mail_id))
 
     def named(self, ref: str) -> list[str]:
-        """The ids here of the message a reference (`<id>` or `<id>@<node>`) names."""
         return self._committed(lambda w: search.named(w, ref))

@@ -13,8 +13,9 @@ from collections.abc import Callable, Container, Mapping
 
 from bench_wire.errors import WireError
 from bench_wire.messages import MailSent
+from benchd.core import frontmatter
 from benchd.core.names import check_mail_id
-from benchd.store import mailfile
+from benchd.store import mailfile, search
 from benchd.store.fileio import fsync_dir, replace_file
 from benchd.store.index import READ, UNREAD, Index
 from benchd.store.statedir import is_real_dir, read_regular
@@ -154,6 +155,51 @@ def changed_boxes(mail_root: str, held: dict[str, list[frozenset[str]]]) -> set[
                 changed.add(handle)  # a row without its file, or a file without its row
                 break
     return changed
+
+
+def ensure_search(index: Index, mail_root: str) -> int:
+    """Make the search tables (benchd.store.search), and fill them for every message the
+    index knows but they do not (an index from before search existed): one anti-join
+    when they are complete; only missing messages' files are read. How many it added."""
+    db = index.w
+    own = not db.in_transaction
+    if own:
+        db.execute("BEGIN IMMEDIATE")
+    try:
+        search.create(db)
+        added = 0
+        if index.get_meta("search") != search.VERSION:
+            search.fill_roots(db)  # before any add below, which places a reply under its parent
+            missing = db.execute(
+                "SELECT handle, id, state FROM messages m WHERE NOT EXISTS "
+                "(SELECT 1 FROM mail_links l WHERE l.id = m.id AND l.handle = m.handle)"
+            ).fetchall()
+            for handle, mail_id, state in missing:
+                sub = "read" if state else "inbox"
+                try:
+                    path = os.path.join(mail_root, handle, sub, mail_id + ".md")
+                    meta, body = frontmatter.read(read_regular(path))
+                except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
+                    continue  # reconcile drops what it cannot read; so does search
+                search.add(
+                    db,
+                    handle,
+                    mail_id,
+                    meta.sender,
+                    meta.subject,
+                    body,
+                    meta.in_reply_to,
+                    meta.origin,
+                )
+                added += 1
+            index.set_meta("search", search.VERSION)
+        if own:
+            db.execute("COMMIT")
+        return added
+    except BaseException:
+        if own and db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 def clean_staging(root: str, skipped: Callable[[str, str], None] = lambda path, why: None) -> int:

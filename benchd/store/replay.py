@@ -1,11 +1,9 @@
-"""Replay of the write-ahead journal at start, and what it does with damage.
-
-Before the event log or the index is opened, every committed record's effects are put
-back (store/journal.py frames them), then flushed, and both segments dropped; a crash
-during it replays the same records again. A damaged record costs only itself: what
-each kind of damage does is docs/durability.md's table ("The journal"); each damaged
-stretch becomes a journal/damaged event for the daemon to log, and the seqs of
-uncommitted lines cut from the log are never handed out again (`Replayed.cut_seq`).
+"""Replay of the write-ahead journal at start, before the event log or the index is
+opened: every committed record's effects are put back, flushed, and both segments
+dropped (idempotent: a crash during it replays the same records). What each kind of
+damage does is docs/durability.md's table ("The journal"); each damaged stretch becomes
+a journal/damaged event, and the seqs of uncommitted lines cut from the log are never
+handed out again (`Replayed.cut_seq`).
 """
 
 import json
@@ -15,7 +13,7 @@ from typing import NamedTuple
 
 from bench_wire.messages import JournalDamaged
 from benchd.store.eventlog import seq_of
-from benchd.store.fileio import Flusher, write_all
+from benchd.store.fileio import Flusher, replace_file, write_all
 from benchd.store.journal import (
     HEAD_BYTES,
     LEGACY_MAGIC,
@@ -29,6 +27,7 @@ from benchd.store.journal import (
     Write,
     _Touched,
     decode_entries,
+    drop,
     read_legacy,
     read_segment,
 )
@@ -123,7 +122,8 @@ def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed
             # batch are an uncommitted batch's, unless its files were placed (which
             # happens only after a commit): then that batch's record was damaged.
             end = appends[-1].offset + len(appends[-1].data)
-            tail = _tail(log_fd, end)
+            size = os.fstat(log_fd).st_size
+            tail = os.pread(log_fd, size - end, end) if size > end else b""
             placed = _placed(tail)
             if placed:
                 x = live[-1]
@@ -137,11 +137,6 @@ def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed
     for name in SEGMENTS:
         _drop(os.path.join(root, name))
     return Replayed(len(records), files, renames, log_bytes, damage, cut_seq)
-
-
-def _tail(log_fd: int, end: int) -> bytes:
-    size = os.fstat(log_fd).st_size
-    return os.pread(log_fd, size - end, end) if size > end else b""
 
 
 def _placed(tail: bytes) -> bool:
@@ -251,36 +246,19 @@ def _restore(e: Write, root: str) -> int:
             continue
         except IsADirectoryError:
             return 0  # not ours to replace
-        _write_file(p, e.data, root)  # there, but torn: rewrite it where it is
+        replace_file(p, e.data, os.path.join(root, REPLAY_TMP))  # torn: rewritten there
         return 1
-    _write_file(e.path, e.data, root)
+    os.makedirs(os.path.dirname(e.path), 0o700, exist_ok=True)
+    replace_file(e.path, e.data, os.path.join(root, REPLAY_TMP))
     return 1
 
 
-def _write_file(path: str, data: bytes, root: str) -> None:
-    os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
-    tmp = os.path.join(root, REPLAY_TMP)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        write_all(fd, data, 0)
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
-
-
 def _drop(path: str) -> None:
-    """Make a segment replay nothing: zero its first head (preallocated), or empty it."""
     try:
         fd = os.open(path, os.O_RDWR)
     except FileNotFoundError:
         return
     try:
-        if os.fstat(fd).st_size >= SEGMENT_BYTES:
-            write_all(fd, bytes(HEAD_BYTES), 0)
-            os.fdatasync(fd)
-        else:
-            os.ftruncate(fd, 0)
-            os.fsync(fd)
+        drop(fd, preallocated=os.fstat(fd).st_size >= SEGMENT_BYTES)
     finally:
         os.close(fd)

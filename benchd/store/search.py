@@ -1,40 +1,16 @@
-"""Mail search and thread links: two tables in the index, a cache of the files like it.
+"""Mail search and thread links: tables in index.sqlite, a cache of the files like it.
 
-- `mail_links`: one row per indexed message (handle, id, sender, in-reply-to, and its
-  thread's root and its depth below it). Its integer rowid is the message's row in
-  `mail_text`; `in_reply_to` and `root` are indexed, so a thread and a message's replies
-  are found without a scan or a walk (benchd/store/queries.py).
-- `mail_text`: an FTS5 table over (subject, body), ranked by bm25 with a subject match
-  weighing twice a body match. Which mailbox a row belongs to is in `mail_links`.
-- `mail_origins`: for a copy received from another node, its identity there (`origin`,
-  benchd.core.mailrefs), indexed both ways: a reply names its parent by that identity.
-
-Everything here runs on the index's one connection, inside its transactions; the tables
-live in index.sqlite, so they are rebuilt with it. `ensure` fills them for messages the
-index knows but they do not (an index made before search existed).
+`mail_links` (a row per indexed message: its parent, and its thread's root and depth, so
+a thread is one indexed range: benchd/store/queries.py), `mail_text` (FTS5 over subject
+and body; its rowid is the link's) and `mail_origins` (a copy from another node by its
+identity there, benchd.core.mailrefs: a reply names its parent by it). All of it runs
+on the index's one connection, inside its transactions; `recovery.ensure_search` fills
+them for messages indexed before they existed.
 """
 
-import os
 import sqlite3
-from typing import Protocol
 
 import msgspec
-
-from benchd.core import frontmatter
-from benchd.store.statedir import read_regular
-
-
-class Indexed(Protocol):
-    """What `ensure` needs of the index (benchd/store/index.py's `Index`): its writer and
-    its meta keys. A protocol here, so the index may import search and not the reverse."""
-
-    @property
-    def w(self) -> sqlite3.Connection: ...
-
-    def get_meta(self, k: str) -> str | None: ...
-
-    def set_meta(self, k: str, v: str) -> None: ...
-
 
 VERSION = "2"  # 2: each link holds its thread's root and its depth
 
@@ -76,7 +52,7 @@ def create(db: sqlite3.Connection) -> None:
         if stmt.strip():
             db.execute(stmt)
     cols = {r[1] for r in db.execute("PRAGMA table_info(mail_links)")}
-    if "root" not in cols:  # made before threads had roots: `ensure` fills them in
+    if "root" not in cols:  # made before threads had roots: `ensure_search` fills them in
         db.execute("ALTER TABLE mail_links ADD COLUMN root TEXT")
         db.execute("ALTER TABLE mail_links ADD COLUMN depth INTEGER NOT NULL DEFAULT 0")
     db.execute(_ROOT_INDEX)
@@ -142,7 +118,7 @@ def add(
         root, depth = _place(db, mail_id, in_reply_to)
         cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     except sqlite3.OperationalError:
-        create(db)  # an index opened without `ensure` (tools, tests): make the tables
+        create(db)  # an index opened without `ensure_search` (tools, tests): make the tables
         root, depth = _place(db, mail_id, in_reply_to)
         cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     if not cur.rowcount:
@@ -184,54 +160,6 @@ def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
             pass  # an index made before origins were kept: none to remove
 
 
-def ensure(index: Indexed, mail_root: str) -> int:
-    """Create the tables, and index every message the index knows but they do not.
-
-    Costs one anti-join when they are complete (every start after the first); reads the
-    files only of messages missing (an index from before search existed). Returns how
-    many it added.
-    """
-    db = index.w
-    own = not db.in_transaction
-    if own:
-        db.execute("BEGIN IMMEDIATE")
-    try:
-        create(db)
-        added = 0
-        if index.get_meta("search") != VERSION:
-            fill_roots(db)  # before any add below, which places a reply under its parent
-            missing = db.execute(
-                "SELECT handle, id, state FROM messages m WHERE NOT EXISTS "
-                "(SELECT 1 FROM mail_links l WHERE l.id = m.id AND l.handle = m.handle)"
-            ).fetchall()
-            for handle, mail_id, state in missing:
-                sub = "read" if state else "inbox"
-                try:
-                    path = os.path.join(mail_root, handle, sub, mail_id + ".md")
-                    meta, body = frontmatter.read(read_regular(path))
-                except (OSError, frontmatter.BadMailFile, UnicodeDecodeError):
-                    continue  # reconcile drops what it cannot read; so does search
-                add(
-                    db,
-                    handle,
-                    mail_id,
-                    meta.sender,
-                    meta.subject,
-                    body,
-                    meta.in_reply_to,
-                    meta.origin,
-                )
-                added += 1
-            index.set_meta("search", VERSION)
-        if own:
-            db.execute("COMMIT")
-        return added
-    except BaseException:
-        if own and db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-
-
 # ---------------------------------------------------------------- queries
 
 
@@ -248,12 +176,13 @@ class Hit(msgspec.Struct, array_like=True, frozen=True, gc=False):
     snippet: str
 
 
-class Place(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """Where a message is, and what it answers."""
+class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One message's row of the links: where it is, who sent it, what it answers."""
 
     handle: str
-    in_reply_to: str | None
+    mail_id: str
     sender: str
+    in_reply_to: str | None
 
 
 def match_expr(query: str) -> str:
@@ -332,14 +261,12 @@ def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, st
     return dict(rows)
 
 
-def locate(db: sqlite3.Connection, mail_id: str) -> list[Place]:
+def locate(db: sqlite3.Connection, mail_id: str) -> list[Link]:
     """Where a message is (an id names one message)."""
-    return msgspec.convert(
-        db.execute(
-            "SELECT handle, in_reply_to, sender FROM mail_links WHERE id=?", (mail_id,)
-        ).fetchall(),
-        list[Place],
-    )
+    rows = db.execute(
+        "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE id=?", (mail_id,)
+    ).fetchall()
+    return msgspec.convert(rows, list[Link])
 
 
 def named(db: sqlite3.Connection, ref: str) -> list[str]:

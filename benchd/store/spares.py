@@ -1,29 +1,13 @@
-"""Spare files: empty files made ahead of need by a worker thread, so that staging a
-message on the event loop opens a file that exists instead of creating one.
+"""Spare files: empty files a worker thread makes ahead of need in BENCH_DIR/spare/, so
+that staging a message on the event loop opens a file instead of creating one.
 
-Why: creating a file allocates an inode, and on this project's disks (ext4 without a
-journal of its own) that costs 30 us when the filesystem is quiet but 300-600 us of
-kernel time after many files were deleted nearby (ext4 steps over every recently freed
-inode it passes): a third of the daemon's CPU per send, on the loop, while a lone
-sender waited. A worker thread (`trio.to_thread`, from the task `run`, which the
-daemon's nursery holds) now pays it ahead, on the other core, while the loop waits on
-the disk or the socket. A send takes a spare (`take`, in SendOp.prepare), writes its
-message into it, and renames it into inbox/ after the commit point, as it did with a
-file of its own making; when none is ready (a burst, a disk that refuses new files) it
-makes its own as before.
-
-The spares live in BENCH_DIR/spare/, at most `--spare-files` of them (SPARES by default) (empty files: inodes, no
-data). Nothing about them is journaled or flushed: a spare is an empty file nobody was
-answered about, and a message's bytes are the journal's until its checkpoint, wherever
-the file came from. At each start `run` first removes whatever an earlier run left
-there (a crash may even leave a spare's name beside the inbox/ name it was renamed to:
-removing it drops only that name), and only then hands any out.
-
-Another process of the same user may swap a spare for something else, so `take` checks
-what it opened: never through a link, never blocking on a FIFO, a regular file of ours,
-private (no group or other bits), empty, and of one link (not a second name of some
-other file). Anything else is left where it is (removed at the next start) and the send
-makes its own file.
+Why: allocating an inode costs 30 us on a quiet ext4 without a journal, but 300-600 us
+of kernel time after many files were deleted nearby: a third of the daemon's CPU per
+send, on the loop. The worker (`run`, held by the daemon's nursery) pays it on the
+other core. Spares are neither journaled nor flushed (an empty file nobody was answered
+about; docs/durability.md), and each start removes what the last run left before it
+hands any out. Another process of the same user may swap a spare for something else,
+so `take` checks what it opened (`_open_spare`); a send without a spare makes its own.
 """
 
 import os

@@ -1,17 +1,12 @@
 """The state directory: refuse what is unsafe before the daemon writes anything in it
-(docs/files.md: "The state directory is checked before it is used"), take it for one
-daemon, and keep the few files the daemon keeps about itself there.
+(docs/files.md, "The state directory is checked before it is used"), take it for one
+daemon, and keep the few files the daemon keeps about itself there (`Damage`,
+`hold_room`).
 
 The checks are os/stat calls only, so `bench up` runs the same ones before it writes
-benchd.out (`python -m benchd.store.statedir DIR`, `main` at the end). A symbolic link
-planted where the daemon expects a file would otherwise make it truncate, chmod or
-delete whatever the link points at.
-
-One daemon per directory (`take_state_dir`): an flock on `benchd.lock` (opened without
-following a link), held for the daemon's life and released by the kernel however it
-exits. Every refusal is one line on stderr and an exit code (2: unusable, 1: already
-served). What the daemon keeps about itself there: the journal damage not yet
-acknowledged (`Damage`) and room held for the next start (`hold_room`).
+benchd.out (`main`). One daemon per directory: an flock on `benchd.lock`, opened without
+following a link and released by the kernel however the daemon exits. Each refusal is
+one line on stderr and an exit code (2: unusable, 1: already served).
 """
 
 import errno
@@ -27,7 +22,7 @@ import structlog
 from bench_wire import messages as m
 from bench_wire.client import resolve_dir, socket_path
 from bench_wire.errors import WireError
-from benchd.store.fileio import write_all
+from benchd.store.fileio import free_bytes, write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
 DAMAGE_REPORT = "journal.damage"  # the journal damage found at starts, until acknowledged
@@ -59,18 +54,17 @@ class UnsafeStateDir(Exception):
     """BENCH_DIR cannot be used safely; the message is one line for the user."""
 
 
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISREG, "a regular file"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    return "a special file"
+    return next((name for is_kind, name in _KINDS if is_kind(mode)), "a special file")
 
 
 def _owner(uid: int) -> str:
@@ -270,9 +264,7 @@ class Damage:
 # disk.reserve: a start after mail filled the disk still needs some room (SQLite's -wal
 # and -shm, the first events), so the daemon holds this file while it runs and removes
 # it first thing at start (docs/durability.md, "Room for the next start").
-# Free bytes the journal never takes to preallocate its segments (below it they grow
-# with their records): --disk-reserve until nothing set it.
-DISK_RESERVE = 64 << 20
+DISK_RESERVE = 64 << 20  # free bytes the journal never takes to preallocate its segments
 ROOM_BYTES = 256 << 10  # never more than DISK_RESERVE
 
 
@@ -323,12 +315,7 @@ def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -
 
 
 def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
-    try:
-        st = os.statvfs(bench_dir)
-        free = st.f_bavail * st.f_frsize
-    except OSError:
-        free = 0
-    return m.DiskHealth(free=free, full=full, reserve=reserve)
+    return m.DiskHealth(free=free_bytes(bench_dir), full=full, reserve=reserve)
 
 
 def take_state_dir(wanted: str | None) -> str | int:
@@ -363,19 +350,14 @@ def take_state_dir(wanted: str | None) -> str | int:
     return bench_dir  # the fd stays open (and locked) until the process ends
 
 
-def ensure_private_dir(path: str) -> None:
-    """Create BENCH_DIR 0700 (and parents); tighten it to 0700 if it exists and is ours."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-
-
 def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
     """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None.
     The daemon's start and `bench up`'s check (`main`, below) both ask it."""
     try:
-        ensure_private_dir(bench_dir)
+        os.makedirs(bench_dir, mode=0o700, exist_ok=True)
+        st = os.stat(bench_dir)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(bench_dir, 0o700)  # ours: tightened (another's is refused below)
         check_state_dir(bench_dir)
     except UnsafeStateDir as err:
         return f"unsafe BENCH_DIR: {err}"

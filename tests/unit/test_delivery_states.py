@@ -6,6 +6,7 @@ import pytest
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core import delivery
+from benchd.core.names import id_ms
 from benchd.runtime.waits import Waits
 from benchd.store.mailstates import StateRow
 
@@ -28,7 +29,7 @@ def test_a_wake_then_activity_then_a_reply():
     assert names(ms) == ["delivered", "woken", "read", "active", "replied"]
     assert ms[2].extra == {"by": "wake"}
     assert ms[-1].extra == {"reply": "20261130T045611.200Z-0001"}
-    assert ms[-1].at == delivery.id_ms("20261130T045611.200Z-0001")
+    assert ms[-1].at == id_ms("20261130T045611.200Z-0001")
     assert delivery.current(ms).state == "replied"
     # Without the reply, the wake's read does not hide that it woke and acted.
     assert delivery.current(delivery.marks(f)).state == "active"
@@ -55,8 +56,8 @@ def test_capped_says_until_and_queued_comes_first():
 
 
 def test_id_ms_reads_the_send_time_of_an_id():
-    assert delivery.id_ms("19700101T000001.250Z-0001") == 1250
-    assert delivery.id_ms("nope") is None
+    assert id_ms("19700101T000001.250Z-0001") == 1250
+    assert id_ms("nope") is None
 
 
 def _enqueue(op):

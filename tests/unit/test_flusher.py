@@ -1,4 +1,4 @@
-"""benchd.runtime.committer.Flusher: per-file flushes issued together, on real files."""
+"""benchd.store.fileio.Flusher: per-file flushes issued together, on real files."""
 
 import os
 
@@ -17,8 +17,10 @@ def test_flushes_files_dirs_and_fds_together(tmp_path):
     try:
         os.write(fd, b"line\n")
         f = Flusher()
-        f.flush(files=paths, dirs={str(tmp_path)}, fds=[fd])  # raises nothing
-        f.flush(files=paths[:1])  # one file: inline, no thread
+        f.flush(moved=[(p, "") for p in paths], dirs={str(tmp_path)}, fds=[fd])  # no error
+        f.flush(moved=[(paths[0], "")])  # one file: inline, no thread
+        f.flush(moved=[(str(tmp_path / "gone"), paths[0])])  # moved meanwhile: the other
+        f.flush(moved=[(str(tmp_path / "gone"), "")])  # gone from both: nothing of ours
     finally:
         os.close(fd)
 
@@ -26,7 +28,8 @@ def test_flushes_files_dirs_and_fds_together(tmp_path):
 def test_a_failed_flush_raises_after_the_others_are_done(tmp_path):
     good = tmp_path / "good"
     good.write_bytes(b"x")
+    gone = str(tmp_path / "gone")
     with pytest.raises(FileNotFoundError):
-        Flusher().flush(files=[str(good), str(tmp_path / "gone")], dirs={str(tmp_path)})
+        Flusher().flush(moved=[(str(good), "")], dirs={str(tmp_path), gone})
     with pytest.raises(FileNotFoundError):
-        Flusher().flush(files=[str(tmp_path / "gone")])
+        Flusher().flush(dirs=[gone])

@@ -5,6 +5,7 @@ import sqlite3
 
 import pytest
 
+from bench_wire import messages as m
 from benchd.store.index import (
     READ,
     RETRY_FIRST_S,
@@ -122,7 +123,7 @@ def test_mailboxes_are_separate(idx):
     fill(idx, "carol", 2, start=10)
     assert idx.count("bob", None) == 3 and idx.count("carol", None) == 2
     assert [r.mail_id for r in idx.page("carol", None, None, 10)] == [mid(10), mid(11)]
-    assert idx.mailbox_count() == 2
+    assert len(idx.handles()) == 2
     assert sorted(idx.handles()) == ["bob", "carol"]
     assert idx.newest_id() == mid(11)
 
@@ -235,7 +236,7 @@ def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
         i.add("bob", mid(3), UNREAD, "operator", "s3", "d", 3, "key-bob-3")
         i.set_state("bob", mid(1), READ)
         assert i.flush() is False  # busy: fails at once (busy_timeout=0), nothing waits
-        assert i.health()["state"] == "retrying" and i.health()["pending"] == 2
+        assert i.health().state == "retrying" and i.health().pending == 2
         assert notes and notes[0][0] == "index/failed" and notes[0][1]["action"] == "retry"
         # Everything answered is still listed, readable and deduplicated.
         assert i.find_key("operator", "key-bob-3") == KeyHit("bob", mid(3), UNREAD)
@@ -247,7 +248,7 @@ def test_a_lock_held_elsewhere_keeps_changes_pending_and_readable(tmp_path):
         other.close()
     i.retry_at = 0
     assert i.flush()
-    assert i.health() == {"state": "ok", "pending": 0, "failures": 0, "error": None, "rebuilds": 0}
+    assert i.health() == m.IndexHealth()
     i.close()
     j = Index(p, now=still)
     assert j.count("bob", UNREAD) == 2 and j.get("bob", mid(3)) is not None
@@ -362,7 +363,7 @@ def test_no_file_at_all_falls_back_to_memory(tmp_path):
     os.makedirs(p + ".damaged/x")
     notes = []
     i = Index(p, lambda kind, **f: notes.append(f), now=still)
-    assert i.health()["state"] == "in-memory"
+    assert i.health().state == "in-memory"
     assert "in memory" in notes[-1]["error"]
     fill(i, "bob", 1)
     assert i.count("bob", UNREAD) == 1
@@ -412,7 +413,7 @@ def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
         i._rebuilt_unproven = True  # as if the rebuild had not committed either
         i.recover_now("third")
         assert i.in_memory and "in-memory" in notes
-        assert i.health()["state"] == "in-memory"
+        assert i.health().state == "in-memory"
         assert i.get("bob", mid(1)) is not None
     finally:
         other.execute("ROLLBACK")
@@ -421,7 +422,7 @@ def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
 
 
 def test_pending_changes_are_typed_values_in_order(tmp_path):
-    from benchd.store.indexdb import Insert, Remove, SetColumns, SetState
+    from benchd.store.indexdb import Insert, MailRow, Remove, SetColumns, SetState
 
     i = Index(str(tmp_path / "index.sqlite"), now=still)
     fill(i, "bob", 1)  # flushed (a bare Index has no `commit_each`)
@@ -430,13 +431,13 @@ def test_pending_changes_are_typed_values_in_order(tmp_path):
     i.put_state(mid(2), {"delivered": 1})
     i.remove("bob", mid(2))
     assert i.pending.changes == [
-        Insert("bob", mid(2), UNREAD, "operator", "s", "d", 3, "k2"),
+        Insert("bob", MailRow(mid(2), "operator", "s", "d", UNREAD, 3, "k2")),
         SetState("bob", mid(2), READ),
         SetColumns(mid(2), {"delivered": 1}),
         Remove("bob", mid(2)),
     ]
     with pytest.raises(AttributeError):
-        i.pending.changes[0].state = READ  # type: ignore[misc]  # frozen
+        i.pending.changes[0].handle = "eve"  # type: ignore[misc]  # frozen
     i.close()
 
 

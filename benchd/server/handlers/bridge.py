@@ -1,12 +1,8 @@
-"""The bridge's handlers (bench_bridge, a client acting for the operator): pull the
-outbound queue, mark what was forwarded, deliver inbound mail, report its state, take
-the receipts for other nodes and record theirs for mail sent from here; and
-bridge/nodes (`bench nodes`) for anyone. Only the operator may use the bridge's verbs
-(benchd.core.authority).
-
-Besides the services every handler has, these use `svc.bridge` (the committer's queue,
-its record and the daemon's log): a mark or a delivery queues all of its ops before it
-waits, so one request commits as one batch."""
+"""The bridge's handlers (bench_bridge, acting for the operator; authority.check keeps
+its verbs the operator's): the outbound queue pulled and marked forwarded, inbound mail
+delivered, the bridge's reports, receipts both ways; and bridge/nodes for anyone. They
+alone get `svc.bridge`, to queue all of a request's ops before waiting on any, so one
+request commits as one batch."""
 
 from bench_wire import messages as m
 from bench_wire.addresses import split_address

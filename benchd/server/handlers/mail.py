@@ -20,7 +20,7 @@ from bench_wire.errors import WireError
 from benchd.core import delivery, mailrefs
 from benchd.core.authority import Caller
 from benchd.core.jobs import JobRecord
-from benchd.core.names import check_handle, check_mail_id, format_ms, is_handle
+from benchd.core.names import check_handle, check_mail_id, format_ms, id_ms, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.runtime.nodes import OUTBOUND
 from benchd.server.connection import Connection
@@ -314,7 +314,7 @@ async def mail_sent_list(
         m.SentMail(
             mail_id=row.id,
             to=row.rcpt or "",
-            date=format_ms(delivery.id_ms(row.id) or 0),
+            date=format_ms(id_ms(row.id) or 0),
             state=mk.state,
             at=format_ms(mk.at),
             reason=mk.extra.get("reason"),
@@ -344,9 +344,7 @@ async def mail_status(svc: Services, conn: Connection, caller: Caller, req: m.Ma
     )
 
 
-# The longest timeout a wait may ask for (--wait-max until nothing set it): an hour, and
-# a caller that needs longer waits again.
-WAIT_MAX = 3600.0
+WAIT_MAX = 3600.0  # the longest timeout a wait may ask for: one needing more waits again
 
 
 def _timeout(value: float) -> float:
