@@ -121,12 +121,19 @@ def bench_dir():
     shutil.rmtree(d + "-files", ignore_errors=True)  # Benchd.scratch
 
 
+def _cli_in_process(module) -> bool:
+    """False for a module about the `bench` process itself (`BENCH_CLI = "process"`):
+    its `bench` commands all run as processes (tests/support/inproc.py)."""
+    return getattr(module, "BENCH_CLI", "") != "process"
+
+
 @pytest.fixture
-def make_daemon(bench_dir):
+def make_daemon(bench_dir, request):
     started: list[Benchd] = []
 
     def make(*opts: str, start: bool = True, fast: bool = True) -> Benchd:
         b = Benchd(bench_dir, [*(FAST if fast else []), *opts])
+        b.cli_in_process = _cli_in_process(request.module)
         if start:
             b.start()
         started.append(b)
@@ -144,10 +151,11 @@ def daemon(make_daemon) -> Benchd:
 
 
 @pytest.fixture(scope="module")
-def shared():
+def shared(request):
     """One benchd (with the fast timings) for the module's tests that share it."""
     d = short_tmpdir()
     b = Benchd(d, list(FAST))
+    b.cli_in_process = _cli_in_process(request.module)
     try:
         b.start()
         yield b

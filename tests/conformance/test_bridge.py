@@ -48,6 +48,26 @@ def pair(nodes):
     return n1, n2
 
 
+@pytest.fixture(scope="module")
+def shared_pair():
+    """node1 and node2 with their bridges and their NATS server, for the module's tests
+    that look only at handles and keys of their own and change no node (a pair costs
+    seconds to start)."""
+    server = NatsServer()
+    server.start()
+    made: list[Node] = []
+    try:
+        for name in ("node1", "node2"):
+            made.append(Node(name, server).start())
+            made[-1].start_bridge()
+        wait_known(made[0], made[1])
+        yield made[0], made[1], server
+    finally:
+        for n in made:
+            n.close()
+        server.close()
+
+
 def mailbox(node: Node, handle: str) -> list[dict]:
     """Every message in handle's mailbox (inbox and read), front matter parsed."""
     out = []
@@ -125,14 +145,14 @@ def test_reply_to_and_in_reply_to_cross_with_full_addresses(pair):
     assert out["in-reply-to"] == q["origin"]
 
 
-def test_own_node_address_is_local(pair):
-    n1, _ = pair
-    a = n1.send("bob@node1", "to myself", "--reply-to", "carol@node2")
-    assert a["note"] == "no-live-session" and a["to"] == "bob"
-    assert [(x["from"], x["reply-to"]) for x in mailbox(n1, "bob")] == [
+def test_own_node_address_is_local(shared_pair):
+    n1, _, _ = shared_pair
+    a = n1.send("ownbob@node1", "to myself", "--reply-to", "carol@node2")
+    assert a["note"] == "no-live-session" and a["to"] == "ownbob"
+    assert [(x["from"], x["reply-to"]) for x in mailbox(n1, "ownbob")] == [
         ("operator", ["carol@node2"])
     ]
-    r = n1.d.bench("mail", "send", "bob", "-m", "x", "--reply-to", "carol@Bad")
+    r = n1.d.bench("mail", "send", "ownbob", "-m", "x", "--reply-to", "carol@Bad")
     assert r.rc == 1 and "[bad-node]" in r.err
 
 
@@ -146,18 +166,20 @@ def test_unknown_node_is_refused_and_nothing_queued(pair):
     assert not os.path.exists(os.path.join(n1.dir, "mail", "@outbound"))
 
 
-def test_resend_with_the_same_key_is_a_duplicate(pair):
-    n1, n2 = pair
-    a = n1.send("bob@node2", "once", "--key", "k1")
-    b = n1.send("bob@node2", "once", "--key", "k1")
-    assert b["duplicate"] and b["mail_id"] == a["mail_id"] and b["to"] == "bob@node2"
-    text = n1.d.bench("mail", "send", "bob@node2", "-m", "in words", "--key", "k2")
+def test_resend_with_the_same_key_is_a_duplicate(shared_pair):
+    n1, n2, _ = shared_pair
+    a = n1.send("keybob@node2", "once", "--key", "keybob-1")
+    b = n1.send("keybob@node2", "once", "--key", "keybob-1")
+    assert b["duplicate"] and b["mail_id"] == a["mail_id"] and b["to"] == "keybob@node2"
+    text = n1.d.bench("mail", "send", "keybob@node2", "-m", "in words", "--key", "keybob-2")
     assert (
-        text.rc == 0 and text.out.startswith("queued ") and "for bob@node2 (node node2)" in text.out
+        text.rc == 0
+        and text.out.startswith("queued ")
+        and "for keybob@node2 (node node2)" in text.out
     )
-    wait_for(lambda: mailbox(n2, "bob"), 20, "bob's mail")
-    wait_for(lambda: len(mailbox(n2, "bob")) == 2, 20, "the second key's message")
-    assert sorted(x["key"] for x in mailbox(n2, "bob")) == ["k1", "k2"]
+    wait_for(lambda: mailbox(n2, "keybob"), 20, "keybob's mail")
+    wait_for(lambda: len(mailbox(n2, "keybob")) == 2, 20, "the second key's message")
+    assert sorted(x["key"] for x in mailbox(n2, "keybob")) == ["keybob-1", "keybob-2"]
 
 
 def test_offline_node_queues_then_gets_everything(nats, nodes):
@@ -261,26 +283,26 @@ def test_bridge_refuses_a_clear_text_url_to_another_host(daemon):
     assert r.rc == 2 and "does not exist" in r.err
 
 
-def test_bridge_node_must_match_its_daemon(pair, nats):
-    n1, _ = pair
+def test_bridge_node_must_match_its_daemon(shared_pair):
+    n1, _, nats = shared_pair
     r = n1.d.bench("bridge", "--nats", nats.url, "--node", "other")
     assert r.rc == 1 and "[node-mismatch]" in r.err
 
 
-def test_nodes_lists_the_directory(pair):
-    n1, n2 = pair
-    n2.d.ok("spawn", "--name", "carol", "--", *standin_argv())
+def test_nodes_lists_the_directory(shared_pair):
+    n1, n2, _ = shared_pair
+    n2.d.ok("spawn", "--name", "lister", "--", *standin_argv())
     wait_for(
-        lambda: any(n["node"] == "node2" and "carol" in n["handles"] for n in n1.nodes()["nodes"]),
+        lambda: any(n["node"] == "node2" and "lister" in n["handles"] for n in n1.nodes()["nodes"]),
         20,
-        "carol in node2's entry",
+        "lister in node2's entry",
     )
     (far,) = n1.nodes()["nodes"]
     assert 0 <= far["age_ms"] < 60_000  # an age, as idle_ms is; seen_ms is a time
     assert abs(far["seen_ms"] + far["age_ms"] - time.time() * 1000) < 60_000
     text = n1.d.bench("nodes").out
     assert "this node: node1, bridge connected" in text
-    assert "node2" in text and "carol" in text
+    assert "node2" in text and "lister" in text
 
 
 def test_up_with_bridge_supervises_one(nats):

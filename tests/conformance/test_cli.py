@@ -11,6 +11,9 @@ import pytest
 from tests.conftest import BENCH, BIN, Benchd, short_tmpdir, wait_for
 from tests.support.refusal import assert_refused
 
+# About the `bench` process: every command here runs as one (tests/support/inproc.py).
+BENCH_CLI = "process"
+
 BENCHD = os.path.join(BIN, "benchd")
 
 

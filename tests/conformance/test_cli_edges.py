@@ -13,6 +13,9 @@ import pytest
 from tests.conformance.test_sessions import wait_screen
 from tests.conftest import BENCH, spawn
 
+# About the `bench` process: every command here runs as one (tests/support/inproc.py).
+BENCH_CLI = "process"
+
 # ---------------------------------------------------------------- command hints
 
 

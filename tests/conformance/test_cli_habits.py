@@ -18,6 +18,9 @@ from bench_cli import cli as cli_main
 from tests.conformance.test_sessions import read_pty, wait_screen
 from tests.conftest import BENCH, BIN, ROOT, spawn, standin_argv, wait_for
 
+# About the `bench` process: every command here runs as one (tests/support/inproc.py).
+BENCH_CLI = "process"
+
 BENCHD = os.path.join(BIN, "benchd")
 
 

@@ -11,6 +11,9 @@ import pytest
 from tests.conftest import assert_refused, spawn
 from tests.support.wait import wait_for
 
+# About the `bench` process: every command here runs as one (tests/support/inproc.py).
+BENCH_CLI = "process"
+
 ONE_LINE = re.compile(r"^bench: [^\n]+ \[[a-z-]+\]\n$")
 
 

@@ -77,9 +77,9 @@ class Stdio:
         return rc
 
 
-@pytest.fixture
-def mcp(daemon):
-    s = Stdio(daemon.dir)
+def _serving(d) -> Stdio:
+    """`bench mcp` on daemon d, past its initialize handshake."""
+    s = Stdio(d.dir)
     init = s.call(
         1,
         "initialize",
@@ -91,10 +91,29 @@ def mcp(daemon):
     )
     assert init["id"] == 1 and "result" in init, init
     s.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
-    yield s
+    return s
+
+
+def _end(s: Stdio) -> None:
     if s.proc.poll() is None:
         s.proc.kill()
         s.close()
+
+
+@pytest.fixture
+def mcp(shared):
+    """A server on the module's daemon, for the tests that read nobody else's mail."""
+    s = _serving(shared)
+    yield s
+    _end(s)
+
+
+@pytest.fixture
+def own_mcp(daemon):
+    """A server on a daemon of its own (a wait on the operator's whole mailbox)."""
+    s = _serving(daemon)
+    yield s
+    _end(s)
 
 
 def parse_error(a: dict) -> str:
@@ -145,10 +164,11 @@ def test_json_that_is_no_jsonrpc_message_is_an_invalid_request(mcp):
     assert mcp.close() == 0
 
 
-def test_an_oversize_body_is_body_too_large_as_in_the_cli(mcp, daemon):
+def test_an_oversize_body_is_body_too_large_as_in_the_cli(mcp, shared, who):
+    daemon = shared
     cap = daemon.call({"verb": "hello"})["caps"]["body_bytes"]
     big = "x" * (3 * 1024 * 1024)
-    a = mcp.call(2, "tools/call", {"name": "send_mail", "arguments": {"to": "bob", "body": big}})
+    a = mcp.call(2, "tools/call", {"name": "send_mail", "arguments": {"to": who, "body": big}})
     result = a["result"]
     assert result["isError"] is True, a
     err = result["structuredContent"]["error"]
@@ -156,14 +176,14 @@ def test_an_oversize_body_is_body_too_large_as_in_the_cli(mcp, daemon):
     assert f"{cap:,}" in err["message"] and "nothing was sent" in err["message"]
     just_over = "y" * (cap + 1)
     a = mcp.call(
-        3, "tools/call", {"name": "send_mail", "arguments": {"to": "bob", "body": just_over}}
+        3, "tools/call", {"name": "send_mail", "arguments": {"to": who, "body": just_over}}
     )
     assert a["result"]["structuredContent"]["error"]["code"] == "body-too-large", a
     # The same server then sends, and the CLI agrees with it about the cap.
-    a = mcp.call(4, "tools/call", {"name": "send_mail", "arguments": {"to": "bob", "body": "fits"}})
+    a = mcp.call(4, "tools/call", {"name": "send_mail", "arguments": {"to": who, "body": "fits"}})
     assert a["result"].get("isError") in (None, False), a
-    assert daemon.ok("mail", "list", "--handle", "bob")["total"] == 1
-    r = daemon.bench("mail", "send", "bob", "--json", input=big)
+    assert daemon.ok("mail", "list", "--handle", who)["total"] == 1
+    r = daemon.bench("mail", "send", who, "--json", input=big)
     assert r.rc == 1 and r.json["error"]["code"] == "body-too-large"
     assert mcp.close() == 0
 
@@ -172,7 +192,8 @@ def tool(s: Stdio, rid: int, name: str, args: dict) -> dict:
     return s.call(rid, "tools/call", {"name": name, "arguments": args})
 
 
-def test_wait_for_mail_over_stdio_returns_what_arrives_and_times_out(daemon, mcp):
+def test_wait_for_mail_over_stdio_returns_what_arrives_and_times_out(daemon, own_mcp):
+    mcp = own_mcp
     # Nothing comes: the wait ends at its timeout with bench's code.
     a = tool(mcp, 2, "wait_for_mail", {"timeout_seconds": 1})
     assert a["result"]["isError"] is True, a

@@ -321,6 +321,10 @@ def test_a_fifo_in_an_inbox_does_not_block_recovery(make_daemon):
 # ------------------------------------------------------------------ 4. racing bench up
 
 
+# Load: eighty `bench up` processes. The inner loop keeps the same property once
+# (tests/conformance/test_up_race.py: ten at once, each exits 0, one daemon); `just test`
+# runs these rounds too.
+@pytest.mark.slow
 def test_concurrent_bench_up_all_succeed():
     # The losers of the race for the lock used to exit 3 now and then: several rounds.
     env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}

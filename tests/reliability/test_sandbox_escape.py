@@ -289,7 +289,11 @@ def test_the_sessions_own_terminal_works_inside(boxes):
     and new ptys of its own (python's pty, as script and tmux open them)."""
     d = boxes()
     d.ok("spawn", "--name", "own", "--", "sh")
+    # Each line typed once the shell reads (typed while it starts, a line is echoed by the
+    # terminal and its output interleaved with what comes next).
+    barrier(d, "own")
     d.ok("type", "own", "tty; test -t 0 && echo is-a-tty; echo hi > /dev/tty; ls /dev/pts")
+    wait_for(lambda: shown(d, "own", "is-a-tty"), 30, "the shell's answer")
     d.ok("type", "own", f"{sys.executable} -c \"import os, pty; print('ttyname', "
          "os.ttyname(0)); pid, fd = pty.fork(); pid or os.execlp('echo', 'echo', "
          "'from-a-new-pty'); print(os.read(fd, 100))\"")  # fmt: skip

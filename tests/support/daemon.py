@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from bench_wire.client import Client
 from bench_wire.config import BY_FLAG
-from tests.support import leaks
+from tests.support import inproc, leaks
 from tests.support.wait import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -72,6 +72,9 @@ class Benchd:
         # How a command of the daemon's user is started (tests/support/otheruser.py
         # runs them as another user).
         self.wrap: Callable[[list[str]], list[str]] = list
+        # False: every `bench` command a real process (tests/support/inproc.py says which
+        # run in the test process otherwise).
+        self.cli_in_process = True
 
     @property
     def scratch(self) -> str:
@@ -146,6 +149,9 @@ class Benchd:
         e = self.env()
         if env:
             e.update(env)
+        if input is None and self.wrap is list and self.cli_in_process and inproc.fits(args):
+            rc, out, err = inproc.run(list(args), e)
+            return Result(subprocess.CompletedProcess([BENCH, *args], rc, out, err))
         proc = subprocess.run(
             self.wrap([BENCH, *args]),
             input=input,
