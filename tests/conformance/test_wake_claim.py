@@ -92,6 +92,9 @@ def test_waiting_mail_found_without_a_token_gets_the_digest_when_one_is_back(mak
     # The token is taken when the mail/sent event reaches the reactor: not before.
     spent = d.wait_event("mail/sent", lambda e: e["mail_id"] == one)
     d.wait_event("agent/woken", lambda e: e["mail_id"] == one)
+    # agent/woken says the line was typed; the stand-in records it once it has read it,
+    # and a kill right after the wake could come first: wait for its record.
+    wait_records(d, rec, 1)
     d.ok("kill", "bob")
     d.wait_event("session/exited", lambda e: e["session"] == first["session"])
     for i in range(2):
