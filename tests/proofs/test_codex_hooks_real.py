@@ -101,6 +101,9 @@ def test_real_codex_idle_is_woken_mid_turn_mail_goes_in_at_its_turns_end(make_da
             if e["mail_id"] == sent["mail_id"] and not e.get("door")
         ]
         assert not typed, typed
+        # The handed-over line's turn ends with its own Stop; a prompt typed before that
+        # would join the running turn (Codex takes it as more input) and start none.
+        settled(daemon, "codex")
         # An interrupted turn (Esc) ends with Interrupt, not Stop: idle again.
         seq = daemon.last_seq()
         say(daemon, "codex", "WORK 30")
