@@ -334,18 +334,7 @@ def report(conn: Client, o: "Json", as_json: bool) -> int:
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 
 
-# bench's hook events (benchd.core.agentstate.EVENTS: a unit test holds the two equal).
-HOOK_EVENTS = (
-    "start",
-    "prompt",
-    "stop",
-    "interrupt",
-    "stop-failure",
-    "permission",
-    "notification",
-    "end",
-    "tool",
-)
+HOOK_EVENTS = verbs.HOOK_EVENTS
 HOOK_PAYLOAD_BYTES = 256 * 1024  # of the hook's JSON sent (the daemon reads no more)
 
 

@@ -43,5 +43,19 @@ BRIDGE_RECEIPTS_PULL = "bridge/receipts-pull"
 BRIDGE_RECEIPTS = "bridge/receipts"
 BRIDGE_NODES = "bridge/nodes"
 
+# The events an agent's hook reports with AGENT_REPORT (`bench hook EVENT`): the CLI
+# accepts these and benchd.core.agentstate steps an agent's state by them.
+HOOK_EVENTS = (
+    "start",
+    "prompt",
+    "stop",
+    "interrupt",
+    "stop-failure",
+    "permission",
+    "notification",
+    "end",
+    "tool",
+)
+
 # Answered with frames carrying the request's id up to one `end` frame (or an error).
 STREAMS = frozenset({EVENTS, SESSION_TAIL, SESSION_SCREEN, SESSION_ATTACH})

@@ -13,18 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from bench_wire import verbs
+
 State = Literal["idle", "working", "blocked", "limited", "exited"]
-EVENTS = (
-    "start",
-    "prompt",
-    "stop",
-    "interrupt",
-    "stop-failure",
-    "permission",
-    "notification",
-    "end",
-    "tool",
-)
+EVENTS = verbs.HOOK_EVENTS
 INPUT_CHARS = 2000  # of a blocked tool's input kept (and shown, escaped)
 MESSAGE_CHARS = 2000  # of an error message searched for a reset time
 RESET_HORIZON_MS = 7 * 86_400_000  # a reset further away than this is not believed

@@ -2,15 +2,10 @@
 
 import pytest
 
-from bench_cli import entry
 from benchd.core import agentstate as a
 from benchd.runtime.agenthost import reset_from_screen
 
 T = 1_000_000
-
-
-def test_the_events_are_the_ones_the_cli_accepts():
-    assert entry.HOOK_EVENTS == a.EVENTS
 
 
 def test_a_turn():
