@@ -3,6 +3,7 @@ loopback port with a temporary store, and nodes = a real benchd plus a real
 `bench bridge` process each. Used by the bridge tests, the bridge proof and benchmark.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 from tests.support.daemon import BENCH, BIN, Benchd, short_tmpdir
 from tests.support.wait import wait_for
@@ -196,6 +198,25 @@ class Node:
 def wait_known(a: Node, b: Node, timeout: float = 30.0) -> None:
     """Both directories list the other node (their heartbeats have crossed)."""
     wait_for(lambda: a.knows(b.name) and b.knows(a.name), timeout, "the nodes to see each other")
+
+
+@contextlib.contextmanager
+def bridged_pair() -> Iterator[tuple[Node, Node, NatsServer]]:
+    """A NATS server and node1 and node2 with their bridges, each knowing the other;
+    all closed on the way out."""
+    server = NatsServer()
+    server.start()
+    made: list[Node] = []
+    try:
+        for name in ("node1", "node2"):
+            made.append(Node(name, server).start())
+            made[-1].start_bridge()
+        wait_known(made[0], made[1])
+        yield made[0], made[1], server
+    finally:
+        for n in made:
+            n.close()
+        server.close()
 
 
 def python() -> str:

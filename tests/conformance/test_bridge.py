@@ -12,7 +12,7 @@ import pytest
 
 from benchd.core import frontmatter
 from tests.conftest import BENCH, standin_argv, wait_for
-from tests.nodes import NatsServer, Node, have_bridge, wait_known
+from tests.nodes import NatsServer, Node, bridged_pair, have_bridge, wait_known
 
 pytestmark = pytest.mark.skipif(have_bridge() is not None, reason=str(have_bridge()))
 
@@ -53,19 +53,8 @@ def shared_pair():
     """node1 and node2 with their bridges and their NATS server, for the module's tests
     that look only at handles and keys of their own and change no node (a pair costs
     seconds to start)."""
-    server = NatsServer()
-    server.start()
-    made: list[Node] = []
-    try:
-        for name in ("node1", "node2"):
-            made.append(Node(name, server).start())
-            made[-1].start_bridge()
-        wait_known(made[0], made[1])
-        yield made[0], made[1], server
-    finally:
-        for n in made:
-            n.close()
-        server.close()
+    with bridged_pair() as made:
+        yield made
 
 
 def mailbox(node: Node, handle: str) -> list[dict]:

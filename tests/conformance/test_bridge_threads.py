@@ -9,26 +9,15 @@ import pytest
 
 from tests.conformance.test_bridge import mailbox
 from tests.conftest import wait_for
-from tests.nodes import NatsServer, Node, have_bridge, wait_known
+from tests.nodes import Node, bridged_pair, have_bridge
 
 pytestmark = pytest.mark.skipif(have_bridge() is not None, reason=str(have_bridge()))
 
 
 @pytest.fixture
 def pair():
-    server = NatsServer()
-    server.start()
-    made: list[Node] = []
-    try:
-        for name in ("node1", "node2"):
-            made.append(Node(name, server).start())
-            made[-1].start_bridge()
-        wait_known(made[0], made[1])
-        yield made[0], made[1]
-    finally:
-        for n in made:
-            n.close()
-        server.close()
+    with bridged_pair() as (n1, n2, _server):
+        yield n1, n2
 
 
 def one(node: Node, handle: str, what: str, n: int = 1) -> list[dict]:
