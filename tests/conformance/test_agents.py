@@ -6,30 +6,17 @@ the claude adapter applies; tests/proofs/test_real_agents.py runs the real Claud
 
 import json
 import os
-import stat
 import sys
 
 from tests.conftest import assert_refused
+from tests.support.spawn import program_named, records
 
 HOOKED = os.path.join(os.path.dirname(__file__), "..", "standin", "hooked.py")
 
 
-def records(path) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def hooked(daemon, name: str, *extra: str) -> tuple[dict, str]:
     """Spawn the hooked stand-in as `claude` with the claude adapter; wait for its start."""
-    bindir = os.path.join(daemon.scratch, "bin")
-    os.makedirs(bindir, exist_ok=True)
-    claude = os.path.join(bindir, "claude")
-    if not os.path.exists(claude):
-        with open(claude, "w") as f:
-            f.write(f'#!/bin/sh\nexec {sys.executable} {os.path.abspath(HOOKED)} "$@"\n')
-        os.chmod(claude, stat.S_IRWXU)
+    claude = program_named(daemon, "claude", sys.executable, os.path.abspath(HOOKED))
     rec = os.path.join(daemon.scratch, f"{name}.rec")
     s = daemon.ok(
         "spawn", "--name", name, "--agent", "claude", *extra, "--", claude, "--record", rec
@@ -258,13 +245,7 @@ def test_reports_are_rate_bounded_per_session(make_daemon, tmp_path):
 def hooked_codex(daemon, name: str) -> tuple[dict, str]:
     """The hooked stand-in as `codex` with the codex adapter (its `-c` hook options); it
     runs SessionStart only at its first prompt, so this waits for its ready footer."""
-    bindir = os.path.join(daemon.scratch, "bin")
-    os.makedirs(bindir, exist_ok=True)
-    codex = os.path.join(bindir, "codex")
-    if not os.path.exists(codex):
-        with open(codex, "w") as f:
-            f.write(f'#!/bin/sh\nexec {sys.executable} {os.path.abspath(HOOKED)} "$@"\n')
-        os.chmod(codex, stat.S_IRWXU)
+    codex = program_named(daemon, "codex", sys.executable, os.path.abspath(HOOKED))
     rec = os.path.join(daemon.scratch, f"{name}.rec")
     s = daemon.ok("spawn", "--name", name, "--agent", "codex", "--", codex, "--record", rec)
     daemon.wait_until(

@@ -6,12 +6,12 @@ events as pi 0.73 does; tests/proofs/test_pi_hooks_real.py runs the real pi."""
 import json
 import os
 import shutil
-import stat
 import time
 
 import pytest
 
 from benchd.runtime import adapters
+from tests.support.spawn import program_named, records
 
 STANDIN = os.path.join(os.path.dirname(__file__), "..", "standin", "pi.js")
 NODE = shutil.which("node")
@@ -20,22 +20,9 @@ needs_node = pytest.mark.skipif(
 )
 
 
-def records(path) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def spawn_pi(daemon, name: str, *extra: str) -> tuple[dict, str]:
     """Spawn the stand-in as `pi` with the pi adapter; wait for its start report."""
-    bindir = os.path.join(daemon.scratch, "bin")
-    os.makedirs(bindir, exist_ok=True)
-    pi = os.path.join(bindir, "pi")
-    if not os.path.exists(pi):
-        with open(pi, "w") as f:
-            f.write(f'#!/bin/sh\nexec {NODE} {os.path.abspath(STANDIN)} "$@"\n')
-        os.chmod(pi, stat.S_IRWXU)
+    pi = program_named(daemon, "pi", str(NODE), os.path.abspath(STANDIN))
     rec = os.path.join(daemon.scratch, f"{name}.rec")
     s = daemon.ok("spawn", "--name", name, "--agent", "pi", *extra, "--", pi, "--record", rec)
     daemon.wait_event(

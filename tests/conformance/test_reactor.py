@@ -1,20 +1,13 @@
 """The wake reactor end to end: real daemon, real CLI, the stand-in TUI agent in a pty."""
 
-import json
 import os
 import sys
 import time
 
 from tests.conftest import STANDIN, standin_argv
+from tests.support.spawn import records
 
 READY = "standin>"
-
-
-def records(path) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def agent(daemon, name, *extra, ready=READY):

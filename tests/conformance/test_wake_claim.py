@@ -11,16 +11,10 @@ import os
 import sys
 
 from tests.conftest import STANDIN, Benchd, standin_argv
+from tests.support.spawn import records
 
 READY = "standin>"
 DIGEST = "You have {} unread messages: run bench mail list to see them"
-
-
-def records(path) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def wait_records(d, rec, n, timeout=30):

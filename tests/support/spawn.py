@@ -1,7 +1,9 @@
 """One spawn helper: a session through the real CLI (`bench spawn --json`), and the
 stand-in agent (tests/standin/standin.py) as the usual thing to run in it."""
 
+import json
 import os
+import stat
 import sys
 
 from tests.support.daemon import ROOT
@@ -33,3 +35,25 @@ def spawn_standin(d, name: str, *args: str, timeout: float = 20.0) -> dict:
         lambda: PROMPT in d.bench("tail", name, "--screen").out, timeout, f"{name}'s prompt"
     )
     return s
+
+
+def records(path) -> list[dict]:
+    """The lines a stand-in recorded (`--record FILE`: one JSON object each); [] before
+    its first."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def program_named(daemon, name: str, *command: str) -> str:
+    """An executable called `name` in the daemon's scratch dir that runs `command` (an
+    adapter recognises its agent by the program's name: a stand-in goes as `claude`)."""
+    bindir = os.path.join(daemon.scratch, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    path = os.path.join(bindir, name)
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(f'#!/bin/sh\nexec {" ".join(command)} "$@"\n')
+        os.chmod(path, stat.S_IRWXU)
+    return path
