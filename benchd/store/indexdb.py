@@ -91,8 +91,8 @@ class Pending:
     """The changes since the last commit, and what they mean for reads (pure, in memory).
 
     `rows` maps (handle, id) to the row as the database would now hold it, or None when
-    it was removed; `base`
-    the state the database holds for it (None: absent), so counts can be adjusted.
+    it was removed; `base` to the state the database holds for it (None: absent), so
+    counts can be adjusted.
     """
 
     def __init__(self) -> None:
