@@ -14,11 +14,13 @@ recording extension (RECORDER) that logs every input pi takes with its `source`
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 
+from benchd.runtime.sessions import BUILTIN_PRESETS
 from tests.real_agents import hooked
 from tests.real_agents.hooked import operator_mail, state_after, stop, trail
 
@@ -136,6 +138,12 @@ def test_real_pi_limited_parks_mail_and_delivers_it_once_after_the_reset(make_da
         reset = int(time.time()) + 40
         server.limited_until = reset
         seq = daemon.last_seq()
+        # pi reports its start before its editor takes typed input: a line typed at once
+        # could be lost (a wake waits for the ready footer; `bench type` does not).
+        ready = re.compile(BUILTIN_PRESETS["pi"].ready)
+        daemon.wait_until(
+            lambda: ready.search(daemon.bench("tail", "pi", "--screen").out), 60, "pi's footer"
+        )
         daemon.ok("type", "pi", "hello")
         limited = state_after(daemon, "pi", "limited", seq, 90)
         assert limited["until"] == reset * 1000, limited  # from pi's error message
