@@ -6,6 +6,7 @@ terminal's foreground, so ^C and ^Z reach it and not bwrap (which would die of t
 Whether bwrap works here is probed once at start, with the command line sessions get.
 """
 
+import errno
 import os
 import shutil
 import subprocess
@@ -17,21 +18,36 @@ from bench_wire.errors import WireError
 MODES = ("auto", "required", "off")
 # Run inside the sandbox before the program: its own process group as the terminal's
 # foreground, then exec. Perl where there is one (it starts in a few ms), else Python
-# (the signal dispositions it changes at start put back before the exec).
+# (the signal dispositions the daemon's Python ignores put back before the exec).
+# A terminal that is hung up (EIO), or no longer this session's (the group could not be
+# made its foreground), means the daemon died while bwrap was still setting up: bwrap's
+# pid 1 asks for its parent-death signal only after that setup and, as a namespace's
+# init, ignores SIGHUP, so nothing else would end it. The program is not started then
+# (exit 129, as if by SIGHUP), and the namespace ends with this process.
 FOREGROUND_PERL = (
     '$SIG{TTOU} = "IGNORE"; setpgrp(0, 0); '
-    f'ioctl(STDIN, {termios.TIOCSPGRP}, pack("i", getpgrp())); $SIG{{TTOU}} = "DEFAULT"; '
+    f'if (!ioctl(STDIN, {termios.TIOCSPGRP}, pack("i", getpgrp())) '
+    f"&& (-t STDIN || $! == {errno.EIO})) "
+    '{ print STDERR "bench: the session\'s terminal is gone\\n"; exit 129; } '
+    '$SIG{TTOU} = $SIG{PIPE} = $SIG{XFSZ} = "DEFAULT"; '
     "exec { $ARGV[0] } @ARGV; "
     'print STDERR "bench: cannot run $ARGV[0]: $!\\n"; exit 127;'
 )
 FOREGROUND = """\
-import os, signal, sys
+import errno, os, signal, sys, termios
 os.setpgid(0, 0)
 signal.signal(signal.SIGTTOU, signal.SIG_IGN)
 try:
     os.tcsetpgrp(0, os.getpgrp())
 except OSError:
-    pass
+    try:
+        termios.tcgetattr(0)
+        gone = True
+    except termios.error as err:
+        gone = err.args[0] == errno.EIO
+    if gone:
+        sys.stderr.write("bench: the session's terminal is gone\\n")
+        sys.exit(129)
 for sig in (signal.SIGTTOU, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
     signal.signal(sig, signal.SIG_DFL)
 argv = sys.argv[1:]

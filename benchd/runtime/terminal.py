@@ -39,9 +39,13 @@ PR_SET_PDEATHSIG = 1
 def _child_setup(
     umask: int | None, die_with: int | None, prctl: Callable[[int, int], int] | None
 ) -> None:
-    """In the forked child, before exec. With `die_with`: SIGKILL when the parent dies
-    (kept across exec; bwrap's own --die-with-parent comes too late), and leave at once
-    if it died already (the check after the prctl closes the gap before it)."""
+    """In the forked child, before exec. The signals Python ignores put back (as
+    subprocess does), so a session's program starts with none ignored. With `die_with`:
+    SIGKILL when the parent dies (kept across exec; bwrap's own --die-with-parent comes
+    too late), and leave at once if it died already (the check after the prctl closes
+    the gap before it)."""
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     if umask is not None:
         os.umask(umask)
     if die_with is not None and prctl is not None:
@@ -65,9 +69,7 @@ class Terminal:
     ) -> None:
         # `umask`: the program's (benchd itself runs with 077), so agents create files
         # as they would outside bench. `die_with`: the daemon's pid (_child_setup).
-        preexec = None
-        if umask is not None or die_with is not None:
-            preexec = functools.partial(_child_setup, umask, die_with, libc_prctl())
+        preexec = functools.partial(_child_setup, umask, die_with, libc_prctl())
         self.proc = ptyprocess.PtyProcess.spawn(
             argv, cwd=cwd, env=env, dimensions=(rows, cols), preexec_fn=preexec
         )

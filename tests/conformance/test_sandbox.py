@@ -7,12 +7,15 @@ kernel cannot make the namespaces; the fallback (isolation off) is tested everyw
 
 import json
 import os
+import pty
 import re
 import subprocess
 import sys
 
 import pytest
 
+from bench_wire.errors import WireError
+from benchd.runtime import sandbox
 from tests.support.daemon import Benchd
 from tests.support.wait import wait_for
 
@@ -152,6 +155,53 @@ def test_a_session_in_a_sandbox_keeps_signals_and_exit_status(sandboxed):
     e = d.ok("spawn", "--name", "three", "--", "sh", "-c", "exit 3")
     ev = d.wait_event("session/exited", lambda ev: ev["session"] == e["session"])
     assert ev.get("exit") == 3, ev
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-sandbox"]], ids=["sandboxed", "not"])
+def test_a_sessions_program_starts_with_no_signal_ignored(daemon, flags):
+    """The daemon's Python ignores SIGPIPE and SIGXFSZ; a program started with them
+    ignored would not die writing to a closed pipe (`yes | head -1` never ends)."""
+    d = daemon
+    d.ok("spawn", "--name", "sigs", *flags, "--", "sh", "-c",
+         "grep SigIgn /proc/self/status; sleep 600")  # fmt: skip
+    found = wait_for(
+        lambda: re.search(r"SigIgn:\s*([0-9a-f]+)", d.bench("tail", "sigs").out), 30, "SigIgn"
+    )
+    assert int(found.group(1), 16) == 0, found.group(0)
+
+
+@pytest.mark.parametrize("wrapper", ["perl", "python"])
+@pytest.mark.parametrize("terminal", ["hung-up", "not-the-sessions"])
+def test_a_sandbox_whose_terminal_went_during_its_setup_never_starts(bench_dir, wrapper, terminal):
+    """The daemon killed while bwrap still sets a session up: bwrap's pid 1 asks for its
+    parent-death signal only after that setup and ignores SIGHUP, so the program itself
+    must see that its terminal went and not start. Either way it can find it: the pty
+    hung up (the daemon's end closed), or no longer the session's controlling terminal
+    (bwrap, the session's leader, died first). Each made certain here."""
+    try:
+        box = sandbox.choose("required", bench_dir, os.path.join(bench_dir, "benchd.sock"))[0]
+    except WireError as err:
+        pytest.skip(f"the sandbox cannot run here: {err}")
+    assert box is not None
+    if wrapper == "python":
+        box.foreground = [sys.executable, "-I", "-S", "-c", sandbox.FOREGROUND]
+    ran = os.path.join(bench_dir + "-files", "ran")
+    os.makedirs(os.path.dirname(ran))
+    master, slave = pty.openpty()
+    if terminal == "hung-up":
+        os.close(master)  # what the daemon's death does to the terminal
+    argv = box.argv(["sh", "-c", f"touch {ran}; sleep 600"], "/", None)
+    try:
+        # A session of its own, the pty not its controlling terminal.
+        r = subprocess.run(argv, stdin=slave, stdout=slave, stderr=subprocess.PIPE,
+                           start_new_session=True, timeout=60)  # fmt: skip
+    finally:
+        os.close(slave)
+        if terminal != "hung-up":
+            os.close(master)
+    assert r.returncode == 129, r
+    assert b"the session's terminal is gone" in r.stderr, r.stderr
+    assert not os.path.exists(ran)
 
 
 def test_isolation_off_is_said_everywhere(make_daemon):
