@@ -1,5 +1,6 @@
 """Names and the time they carry: handles, message ids (time-sortable: `IdClock`), and the
-daemon's one wall clock. Pure but for that clock.
+daemon's one wall clock. Pure but for that clock. And the port every layer logs through
+(`Log`; benchd.runtime.system writes it to benchd.log).
 
 Monotonic time is trio's, read in the task that acts on it, so a test under
 `trio.testing.MockClock` drives every timing rule and every sleep together; nothing
@@ -93,6 +94,18 @@ def id_ms(mail_id: str) -> int | None:
         return None
     t = time.strptime(mail_id[:15], "%Y%m%dT%H%M%S")
     return calendar.timegm(t) * 1000 + int(mail_id[16:19])
+
+
+class Log(Protocol):
+    """Events by name, with their context as keywords."""
+
+    def info(self, event: str, **kw: object) -> None: ...
+
+    def warning(self, event: str, **kw: object) -> None: ...
+
+    def error(self, event: str, **kw: object) -> None: ...
+
+    def exception(self, event: str, **kw: object) -> None: ...
 
 
 class WallClock(Protocol):

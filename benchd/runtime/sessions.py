@@ -132,7 +132,9 @@ class Sessions:
         for pid in child_pids():
             if pid in self.roster.by_leader or pid in self.helper_pids:
                 continue
-            if command_name(pid) == "bwrap":
+            # One that ended already (a sandbox's init outlives its leader by a moment
+            # when all is well) is only collected.
+            if command_name(pid) == "bwrap" and not reap_zombie(pid):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:

@@ -30,7 +30,7 @@ from benchd.core.authority import Caller
 from benchd.server.options import DaemonConfig
 
 if TYPE_CHECKING:
-    import structlog
+    from benchd.core.names import Log
 
 # How a stream run by `Connection.while_present` ended: its frames ran out ("done"),
 # the client closed its end ("gone"), or the client's request ended it ("stopped").
@@ -54,7 +54,7 @@ class Server(Protocol):
     def config(self) -> DaemonConfig: ...
 
     @property
-    def log(self) -> "structlog.stdlib.BoundLogger": ...
+    def log(self) -> "Log": ...
 
     def by_token(self, token: str) -> Caller: ...
 

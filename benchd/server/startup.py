@@ -43,14 +43,13 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import structlog
 import trio
 
 from bench_wire import messages as m
 from bench_wire.client import socket_path
 from bench_wire.errors import WireError
 from benchd import __version__
-from benchd.core.names import SYSTEM_WALL, id_ms
+from benchd.core.names import SYSTEM_WALL, Log, id_ms
 from benchd.runtime import sandbox
 from benchd.runtime.committer import EventOp, Op
 from benchd.runtime.nodes import Directory
@@ -75,7 +74,7 @@ class Notices:
     benchd.log at once; its event is held for the start's first batch until the
     committer runs (`live`), then queued to the committer as it comes."""
 
-    def __init__(self, log: structlog.stdlib.BoundLogger) -> None:
+    def __init__(self, log: Log) -> None:
         self.log = log
         self.held: list[m.Event] = []
         self._enqueue: Callable[[Op[object]], None] | None = None  # the committer's, once it runs
@@ -131,7 +130,7 @@ class RefillIndex:
 # ---------------------------------------------------------------- 3. open_state
 
 
-def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list[m.Event]:
+def replay_events(log: Log, replayed: Replayed) -> list[m.Event]:
     """benchd.log lines for a replay, and its journal/damaged events."""
     r = replayed
     if r.records or r.damage:
@@ -149,7 +148,7 @@ def replay_events(log: structlog.stdlib.BoundLogger, replayed: Replayed) -> list
     return list(r.damage)
 
 
-def low_events(log: structlog.stdlib.BoundLogger, low: tuple[int, int] | None) -> list[m.Event]:
+def low_events(log: Log, low: tuple[int, int] | None) -> list[m.Event]:
     """A disk/low event (and its log line) when preallocation gave way to the reserve."""
     if low is None:
         return []

@@ -11,14 +11,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-import structlog
 import trio
 
 from bench_wire import messages as m
 from bench_wire.messages import DEFAULT_FRAME_BYTES
 from benchd.core.authority import OPERATOR_CONNECTIONS, Admission, Caller
 from benchd.core.limits import Floods
-from benchd.core.names import IdClock, WallClock
+from benchd.core.names import IdClock, Log, WallClock
 from benchd.core.trees import DelegationLimits
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Committer, JournalStore, Op
@@ -75,7 +74,7 @@ class BridgeDesk:
     enqueue: Callable[[Op[object]], None]
     # The committer's record: events no client waits on; never raises, says if written.
     record: Callable[..., Awaitable[bool]]  # record(*events)
-    log: structlog.stdlib.BoundLogger  # what the bridge reported: forgotten, skipped, stopped
+    log: Log  # what the bridge reported: forgotten, skipped, stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +120,7 @@ class Opened:
     bench_dir: str  # the state directory, taken and locked
     pid: int
     subreaper: bool  # orphans of sessions are re-parented to the daemon
-    log: structlog.stdlib.BoundLogger  # benchd.log
+    log: Log  # benchd.log
     wall: WallClock  # the one wall clock (times written to disk or shown)
     sandbox: Sandbox | None  # each session's sandbox; None: isolation off or unavailable
     isolation_note: str  # why there is none

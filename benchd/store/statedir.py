@@ -17,11 +17,11 @@ import sys
 from collections.abc import Callable
 
 import msgspec
-import structlog
 
 from bench_wire import messages as m
 from bench_wire.client import resolve_dir, socket_path
 from bench_wire.errors import WireError
+from benchd.core.names import Log
 from benchd.store.fileio import free_bytes, write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
@@ -204,15 +204,13 @@ class Damage:
     object per line): what earlier starts found (`Damage.load`), then this start's, kept
     once logged; `bench status` shows it until `bench status --ack`."""
 
-    def __init__(
-        self, bench_dir: str, log: structlog.stdlib.BoundLogger, found: list[m.JournalDamaged]
-    ) -> None:
+    def __init__(self, bench_dir: str, log: Log, found: list[m.JournalDamaged]) -> None:
         self.path = os.path.join(bench_dir, DAMAGE_REPORT)
         self.log = log
         self.found = found
 
     @classmethod
-    def load(cls, bench_dir: str, log: structlog.stdlib.BoundLogger) -> "Damage":
+    def load(cls, bench_dir: str, log: Log) -> "Damage":
         """The reports earlier starts kept (a torn or unreadable line is skipped: the
         event log has it too)."""
         found: list[m.JournalDamaged] = []
@@ -302,7 +300,7 @@ def keep_room(root: str, size: int) -> int:
     return held
 
 
-def hold_room(bench_dir: str, reserve: int, log: structlog.stdlib.BoundLogger) -> None:
+def hold_room(bench_dir: str, reserve: int, log: Log) -> None:
     """Hold room on the disk for the next start (as much as there is, up to a cap)."""
     want = min(ROOM_BYTES, reserve)
     try:

@@ -2,7 +2,7 @@
 
 `bench mail send` runs inside agents many times a session; its cost is the interpreter
 start plus its imports. The fast path (bench_cli.entry) must not load click, msgspec, json,
-re, socket or typing; no part of the CLI may load the daemon's trio or structlog.
+re, socket or typing; no part of the CLI may load the daemon's trio.
 """
 
 import ast
@@ -38,7 +38,6 @@ HOT_FORBIDDEN = {
     "socket",
     "typing",
     "trio",
-    "structlog",
     "benchd",
     "selectors",
     "enum",
@@ -48,7 +47,6 @@ HOT_FORBIDDEN = {
 } | EXTRAS
 CLI_FORBIDDEN = {
     "trio",
-    "structlog",
     "benchd",
     "ptyprocess",
     "pyte",

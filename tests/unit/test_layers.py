@@ -46,7 +46,6 @@ IO_MODULES = {
     "ptyprocess",
     "pyte",
     "sqlite3",
-    "structlog",
     "logging",
     "ctypes",
     "mmap",

@@ -5,12 +5,13 @@ building (no file opened, listed, made or removed, no database or socket, no pro
 Python's audit hooks see every such call; the directory the config names stays empty.
 """
 
+import json
+import logging
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import structlog
 import trio
 
 from bench_wire import messages as m
@@ -20,6 +21,7 @@ from benchd.runtime.mailroom import SendOp
 from benchd.runtime.nodes import Directory
 from benchd.runtime.past import ExitedStore
 from benchd.runtime.sessions import EXITED_KEPT
+from benchd.runtime.system import JsonLog, setup_log
 from benchd.server.options import DaemonConfig
 from benchd.server.startup import Notices, RefillIndex
 from benchd.server.wiring import Opened, Wired, build
@@ -55,7 +57,7 @@ def recording() -> Iterator[list[str]]:
 def _opened(state: str, bench_dir: str, config: DaemonConfig) -> Opened:
     """The stores opened in `state` (as the start-up opens them), for a daemon whose
     directory is `bench_dir`."""
-    log = structlog.stdlib.get_logger("test_wiring")
+    log = JsonLog(logging.getLogger("test_wiring"))
     notices = Notices(log)
     eventlog = EventLog(os.path.join(state, "events.jsonl"))
     journal = Journal(state, lambda: eventlog.fd, preallocate=False)
@@ -163,7 +165,7 @@ def test_every_service_is_built_with_its_collaborators(tmp_path):
 
 
 def test_notices_are_held_for_the_first_batch_then_queued():
-    notices = Notices(structlog.stdlib.get_logger("test_wiring"))
+    notices = Notices(JsonLog(logging.getLogger("test_wiring")))
     notices.add([m.DiskLow(free=1, reserve=2)])
     notices.index("index/rebuilt", reason="unreadable", messages=3)
     queued: list[Op[object]] = []
@@ -199,3 +201,34 @@ def test_the_index_refills_itself_from_the_files_when_set_aside(tmp_path):
         trio.run(send)
     finally:
         _close(opened)
+
+
+def test_benchd_log_is_one_json_object_a_line(tmp_path):
+    """benchd.log: the context, event, level and a UTC time stamped by the wall clock
+    given; a value JSON cannot hold is written as its repr; `exception` adds the
+    traceback being handled."""
+
+    class Wall:
+        def wall_ms(self) -> int:
+            return 1_765_000_000_123
+
+    path = tmp_path / "benchd.log"
+    log = setup_log(str(path))
+    log._wall = Wall()
+    log.info("ready", pid=7, where=tmp_path)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed", op="send")
+    for handler in logging.getLogger("benchd").handlers:
+        handler.close()
+    first, second = [json.loads(line) for line in path.read_text().splitlines()]
+    assert first == {
+        "pid": 7,
+        "where": repr(tmp_path),
+        "event": "ready",
+        "level": "info",
+        "timestamp": "2025-12-06T05:46:40.123Z",
+    }
+    assert (second["event"], second["level"], second["op"]) == ("failed", "error", "send")
+    assert "ValueError: boom" in second["exception"]

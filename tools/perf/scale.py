@@ -299,7 +299,7 @@ def restart(ctx: Context) -> list[Result]:
 # ---------------------------------------------------------------- rss
 
 BARE = (
-    "import trio, msgspec, structlog\n"
+    "import trio, msgspec\n"
     "for line in open('/proc/self/status'):\n"
     "    if line.startswith(('VmRSS', 'VmHWM')): print(line.split()[1])\n"
 )
@@ -346,7 +346,7 @@ def rss(ctx: Context) -> list[Result]:
                 "messages": big.n,
                 "daemon_VmHWM_MB": mem["VmHWM"] / 1024,
                 "daemon_no_sessions_VmRSS_MB": idle["VmRSS"] / 1024,
-                "baseline": f"{PY} importing trio, msgspec, structlog (median of 3)",
+                "baseline": f"{PY} importing trio and msgspec (median of 3)",
                 "baseline_VmHWM_MB": median([x[1] for x in bare]) / 1024,
                 **big.note(),
             },
