@@ -9,14 +9,14 @@ default:
     @just --list
 
 # The whole test suite (unit + conformance, real daemon and CLI processes), in worker
-# processes (BENCH_TEST_WORKERS, default 3: the tests mostly wait on processes); ends
+# processes (BENCH_TEST_WORKERS, default 4: the tests mostly wait on processes); ends
 # with the check that nothing was left running or on disk. `just test -n 0`: one process.
 test *ARGS:
-    {{py}} -m pytest -q -n "${BENCH_TEST_WORKERS:-3}" --dist worksteal {{ARGS}}
+    {{py}} -m pytest -q -n "${BENCH_TEST_WORKERS:-4}" --dist worksteal {{ARGS}}
 
 # The suite without the tests marked slow (proofs, real agents, crash loops, load): the inner loop.
 test-fast *ARGS:
-    {{py}} -m pytest -q -n "${BENCH_TEST_WORKERS:-3}" --dist worksteal -m "not slow" {{ARGS}}
+    {{py}} -m pytest -q -n "${BENCH_TEST_WORKERS:-4}" --dist worksteal -m "not slow" {{ARGS}}
 
 # Lint and format check.
 lint:
