@@ -103,7 +103,7 @@ class JsonLog:
         self._write(logging.ERROR, event, kw, True)
 
 
-def setup_log(path: str) -> JsonLog:
+def setup_log(path: str, wall: WallClock = SYSTEM_WALL) -> JsonLog:
     # A line the disk refuses (full) is dropped, never printed with a traceback.
     logging.raiseExceptions = False
     handler = logging.FileHandler(path)
@@ -112,4 +112,4 @@ def setup_log(path: str) -> JsonLog:
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
     root.propagate = False
-    return JsonLog(root)
+    return JsonLog(root, wall)

@@ -213,8 +213,7 @@ def test_benchd_log_is_one_json_object_a_line(tmp_path):
             return 1_765_000_000_123
 
     path = tmp_path / "benchd.log"
-    log = setup_log(str(path))
-    log._wall = Wall()
+    log = setup_log(str(path), Wall())
     log.info("ready", pid=7, where=tmp_path)
     try:
         raise ValueError("boom")
