@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from tests.support import leaks
+from tests.support import leaks, zygote
 from tests.support.daemon import BENCH, BIN, FAST, ROOT, Benchd, Result, short_tmpdir
 from tests.support.refusal import assert_refused
 from tests.support.spawn import STANDIN, spawn, spawn_standin, standin_argv
@@ -45,6 +45,7 @@ __all__ = [
 
 
 leaks.mark_run()
+zygote.ENABLED = os.environ.get("BENCH_TEST_ZYGOTE", "1") != "0"
 
 
 def _bytecode_cache() -> None:
@@ -90,6 +91,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    zygote.close()  # the run's process too; the daemons it forked are checked below
     found = leaks.leftovers()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: the controller reports it

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from bench_wire.client import Client
 from bench_wire.config import BY_FLAG
-from tests.support import inproc, leaks
+from tests.support import inproc, leaks, zygote
 from tests.support.wait import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -101,14 +101,18 @@ class Benchd:
             "--test-hooks",
             *self.opts,
         ]
-        self.proc = subprocess.Popen(
-            self.wrap(cmd),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=self.env(**self.daemon_env),
-            text=True,
-            cwd=self.cwd,
-        )
+        if self.wrap is list and zygote.ENABLED:
+            self.proc = zygote.spawn(cmd[3:], self.env(**self.daemon_env), self.cwd)
+            leaks.forked(self.proc.pid, " ".join(cmd))
+        else:
+            self.proc = subprocess.Popen(
+                self.wrap(cmd),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env(**self.daemon_env),
+                text=True,
+                cwd=self.cwd,
+            )
         line = self.proc.stdout.readline()  # blocks until ready, or EOF if benchd died
         if not line.startswith("benchd ready"):
             err = self.proc.stderr.read() if self.proc.poll() is not None else ""

@@ -31,6 +31,14 @@ _MARK = f"{RUN_VAR}={TOKEN}".encode()
 _TEST = f"{TEST_VAR}=".encode()
 CMD_SHOWN = 4000  # characters of a leftover's command line shown (its middle elided)
 _made: list[str] = []
+# pid -> (command line, test) of the daemons forked by tests/support/zygote.py: their
+# /proc environ and cmdline are the zygote's, which name neither.
+_forked: dict[int, tuple[str, str]] = {}
+
+
+def forked(pid: int, cmd: str) -> None:
+    """A daemon forked for the test now running (tests/support/zygote.py)."""
+    _forked[pid] = (cmd, os.environ.get(TEST_VAR, "no test (started outside one)"))
 
 
 def running(nodeid: str | None) -> None:
@@ -87,7 +95,7 @@ def _ours() -> dict[int, tuple[str, str]]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue  # gone meanwhile, or not ours to read
-        found[int(name)] = (cmd, test)
+        found[int(name)] = _forked.get(int(name), (cmd, test))
     return found
 
 
