@@ -1,0 +1,41 @@
+"""The suite's daemon fork server (tests/support/zygote.py) answers as Popen would: the
+daemon's own stdout and stderr, its exit code, -N for a signal, its pid to signal; and
+the run's leak check is told which test forked it."""
+
+import os
+import shutil
+import signal
+
+from tests.support import leaks, zygote
+from tests.support.daemon import Benchd, short_tmpdir
+
+
+def test_a_forked_daemon_reports_its_exit_code_and_its_own_stderr():
+    d = short_tmpdir()
+    proc = zygote.spawn(["--dir", d + "/b", "--idle-gate", "-1"], dict(os.environ), d)
+    try:
+        assert proc.wait(30) == 2
+        assert proc.stderr.read().startswith("benchd: ")
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+        shutil.rmtree(d)
+
+
+def test_a_forked_daemon_runs_where_it_was_asked_and_dies_by_its_signal():
+    was, zygote.ENABLED = zygote.ENABLED, True
+    d = short_tmpdir()
+    b = Benchd(d + "/b", [], cwd=d)
+    try:
+        b.start()
+        assert isinstance(b.proc, zygote.ForkedProcess)
+        assert os.readlink(f"/proc/{b.proc.pid}/cwd") == d
+        assert b.call({"verb": "hello"})["ok"] is True
+        assert leaks._forked[b.proc.pid][1] == os.environ[leaks.TEST_VAR]
+        b.proc.kill()
+        assert b.proc.wait(30) == -signal.SIGKILL
+        assert b.proc.poll() == -signal.SIGKILL
+    finally:
+        zygote.ENABLED = was
+        b.stop()
+        shutil.rmtree(d)
