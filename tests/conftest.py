@@ -79,6 +79,33 @@ class _WorkerLeftovers:
         self.config.stash[_LEFTOVERS] += [f"[{node.gateway.id}] {line}" for line in found]
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` deselected what they do
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, each worker's first tests are its share of the slow ones.
+
+    The worksteal scheduler hands each of the N workers one contiguous 1/N of the
+    collection and later moves tests only from the end of a worker's queue. In
+    collection order the slow tests (real agents, proofs: up to 90 s each) sit together
+    near the end, so one worker got most of them and the run waited on its tail. Here
+    the collection is cut the scheduler's way and each part starts with every N-th slow
+    test, so they run side by side from the first minute. Every worker sorts the same
+    collection the same way (xdist requires it)."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers < 2:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    ordered, left = [], len(items)
+    for k in range(workers):
+        size = left // (workers - k)  # what the scheduler sends the k-th worker
+        part = slow[k::workers]
+        take = max(0, size - len(part))
+        ordered += part + rest[:take]
+        rest = rest[take:]
+        left -= size
+    items[:] = ordered + rest
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """The test's node id in the environment of every process it starts (its setup and
