@@ -10,8 +10,7 @@ class Event(msgspec.Struct, tag_field="kind", kw_only=True):
 
 
 class _SessionEvent(Event):
-    """The fields of every event about one session, first: its id and handle. A group of
-    fields, not a kind: `messages._members` leaves it out."""
+    """The fields of every event about one session (a group: no kind of its own)."""
 
     session: str
     handle: str

@@ -8,7 +8,7 @@ import asyncio
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from bench_wire.client import JSON, broke, check_peer, resolve_dir, socket_path, unreachable
 from bench_wire.clientproto import ANSWER_BYTES, Answer, ClientProtocol
@@ -27,14 +27,6 @@ RECV_BYTES = 1 << 16
 LAST_WORDS_S = 1.0
 # KeptClient: how often one call opens a new connection and sends again.
 ATTEMPTS = 3
-
-
-class Options(TypedDict, total=False):
-    """An AsyncClient's keyword options (a KeptClient passes them to each connection)."""
-
-    codec: Codec
-    timeout: float | None
-    max_line: int
 
 
 class _Scoped(ABC):
@@ -209,11 +201,11 @@ class KeptClient(_Scoped):
         self,
         bench_dir: str | None = None,
         *,
+        codec: Codec = JSON,
         attempts: int = ATTEMPTS,
-        **options: Unpack[Options],
     ):
         self.bench_dir = resolve_dir(bench_dir)
-        self.options = options  # each connection's: codec, timeout, max_line
+        self.codec = codec
         self.attempts = attempts
         self.reconnects = 0  # how often an ended connection was replaced
         self._opened = False
@@ -227,7 +219,7 @@ class KeptClient(_Scoped):
         return self
 
     async def _open(self) -> AsyncClient:
-        client = AsyncClient(self.bench_dir, **self.options)
+        client = AsyncClient(self.bench_dir, codec=self.codec)
         self._conn = await client.connect()
         if self._opened:
             self.reconnects += 1

@@ -43,24 +43,17 @@ SUN_PATH_MAX = 108
 SOCKET_NAME = "benchd.sock"
 
 
-def default_dir() -> str:
-    """The per-user default: $XDG_STATE_HOME/bench, else ~/.local/state/bench."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, "bench")
-
-
 def resolve_dir(flag: str | None = None) -> str:
-    """--dir, else $BENCH_DIR, else the per-user default; always absolute. An empty --dir
-    is a mistake (an unset variable, say), not a wish for the default."""
+    """--dir, else $BENCH_DIR, else $XDG_STATE_HOME/bench (~/.local/state/bench); always
+    absolute. An empty --dir is a mistake (an unset variable, say), not the default."""
     if flag == "":
         raise WireError(
             "usage",
             "--dir is empty: give a directory, or leave --dir out to use $BENCH_DIR "
             "(else ~/.local/state/bench)",
         )
-    d = flag or os.environ.get("BENCH_DIR") or default_dir()
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join("~", ".local", "state")
+    d = flag or os.environ.get("BENCH_DIR") or os.path.join(state, "bench")
     return os.path.abspath(os.path.expanduser(d))
 
 

@@ -238,9 +238,7 @@ class BridgeForward(Request["ForwardOk"], tag=verbs.BRIDGE_FORWARDED):
 
 
 class BridgeDeliver(Request["DeliverOk"], tag=verbs.BRIDGE_DELIVER):
-    """The bridge: deliver messages that arrived from other nodes into local mailboxes.
-
-    `origin` is the node the message came from, as the bridge saw it."""
+    """The bridge: deliver messages from node `origin` (as the bridge saw it) here."""
 
     messages: list[RemoteMail]
     origin: str = ""
@@ -266,8 +264,7 @@ class BridgeReport(Request["BridgeReportOk"], tag=verbs.BRIDGE_REPORT):
 
 
 class BridgeBounce(Request["BounceOk"], tag=verbs.BRIDGE_BOUNCE):
-    """The bridge: return a message from `origin` to its sender, for `error` (docs/nodes.md,
-    "Bounces")."""
+    """The bridge: return a message from `origin` to its sender (docs/nodes.md, "Bounces")."""
 
     message: RemoteMail
     origin: str
@@ -296,8 +293,7 @@ class NodesRead(Request["NodesOk"], tag=verbs.BRIDGE_NODES):
 
 
 class MailSentList(Request["SentListOk"], tag=verbs.MAIL_SENT_LIST):
-    """The caller's sent mail with its state, newest first. `sender`: whose (operator only;
-    a session sees the mail it sent)."""
+    """The caller's sent mail with its state, newest first (`sender`: whose; operator only)."""
 
     to: str | None = None
     state: str | None = None  # one of STATES: only mail whose state it is now
