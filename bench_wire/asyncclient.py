@@ -207,8 +207,6 @@ class KeptClient(_Scoped):
         self.bench_dir = resolve_dir(bench_dir)
         self.codec = codec
         self.attempts = attempts
-        self.reconnects = 0  # how often an ended connection was replaced
-        self._opened = False
         self._conn: AsyncClient | None = None
         self._turn = asyncio.Lock()
 
@@ -219,11 +217,7 @@ class KeptClient(_Scoped):
         return self
 
     async def _open(self) -> AsyncClient:
-        client = AsyncClient(self.bench_dir, codec=self.codec)
-        self._conn = await client.connect()
-        if self._opened:
-            self.reconnects += 1
-        self._opened = True
+        self._conn = await AsyncClient(self.bench_dir, codec=self.codec).connect()
         return self._conn
 
     @overload

@@ -206,9 +206,6 @@ class JSONCodec:
     def expects(self, req: "dict[str, Any]") -> None:
         return None  # plain data: any answer is taken as it comes
 
-    def fits(self, frame: "dict[str, Any]", expected: None) -> bool:
-        return True
-
 
 JSON = JSONCodec()
 

@@ -24,8 +24,7 @@ if TYPE_CHECKING:
         - `head`: the frame's request id and type (`end` closes a stream).
         - `error`: an error frame's code, message and retry_after; None for any other.
         - `streams`: whether `req` is answered with frames up to an end frame.
-        - `expects`: what answers `req` may be (handed back to `fits`); None: anything.
-        - `fits`: whether `frame` (no error, no end frame) is an answer `expects` allowed.
+        - `expects`: the types an answer to `req` may be (None: anything).
         """
 
         def encode(self, req: Any, rid: int) -> tuple[Id, bytes]: ...
@@ -33,8 +32,7 @@ if TYPE_CHECKING:
         def head(self, frame: Any) -> tuple[Id, str | None]: ...
         def error(self, frame: Any) -> tuple[str, str, float | None] | None: ...
         def streams(self, req: Any) -> bool: ...
-        def expects(self, req: Any) -> Any: ...
-        def fits(self, frame: Any, expected: Any) -> bool: ...
+        def expects(self, req: Any) -> tuple[type, ...] | None: ...
 
 
 class FrameTooLong(Exception):
@@ -219,7 +217,7 @@ class ClientProtocol:
             return Answer(rid, frame, error, True)
         stream, expected = waiting
         end = stream and kind == "end"
-        if error is None and not end and not self.codec.fits(frame, expected):
+        if error is None and not end and expected and not isinstance(frame, expected):
             error = WireError(
                 "protocol", f"the daemon answered with a frame of type {kind!r}, not the answer"
             )

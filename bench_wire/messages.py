@@ -467,9 +467,6 @@ class StructCodec:
     def expects(self, req: Request) -> tuple[type[Response], ...]:
         return ANSWERS[type(req)]
 
-    def fits(self, frame: Response, expected: tuple[type[Response], ...]) -> bool:
-        return isinstance(frame, expected)
-
     def decode(self, line: bytes) -> Response:
         try:
             frame: Response = self._decoder.decode(line)
