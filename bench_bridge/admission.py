@@ -132,7 +132,7 @@ class Admission:
                 f"it lists {len(mail.reply_to)} reply-to addresses, more than the cap of "
                 f"{self.reply_to_max} (--reply-to-max)",
             )
-        handle = _handle(mail.to)
+        handle = parts(mail.to)[0]
         if handle is None or handle == OPERATOR or handle in self.known or handle in live:
             return None  # the operator's mailbox is always there
         if not _take(self.buckets, origin, self.rate, 3600.0, 1):
@@ -189,8 +189,9 @@ def _take(
     return ok
 
 
-def _handle(address: str) -> str | None:
+def parts(address: str) -> tuple[str | None, str | None]:
+    """An address's handle and node; (None, None) for a bad one (never a match)."""
     try:
-        return split_address(address)[0]
+        return split_address(address)
     except WireError:
-        return None
+        return None, None

@@ -317,7 +317,7 @@ class Bridge:
                 say(f"dropped a message that is not bench mail ({err})")
                 await msg.term()
                 continue
-            if _node_of(mail.sender) != origin:
+            if admission.parts(mail.sender)[1] != origin:
                 say(
                     f"dropped a message from {mail.sender!r} published by node {origin}: "
                     "a node speaks only for its own addresses [forged-sender]"
@@ -529,11 +529,3 @@ async def _watch(task: asyncio.Task[None]) -> None:
     await asyncio.wait({task})
     task.result()
     raise AssertionError("the marker never returns")
-
-
-def _node_of(address: str) -> str | None:
-    """The node an address names (None for a bare or bad one: never a match)."""
-    try:
-        return split_address(address)[1]
-    except WireError:
-        return None

@@ -59,9 +59,8 @@ def subject(to_node: str, from_node: str, handle: str) -> str:
     return f"{SUBJECT_ROOT}.{token(to_node)}.{token(from_node)}.{token(handle)}"
 
 
-# The last token of a subject that carries receipts, not mail: never a handle (a handle
-# has no `@`), so no mailbox can be addressed by it, and it is under the sender's own
-# `bench.mail.*.<node>.*`: receipts need no permission that mail does not have.
+# The last token of a subject that carries receipts, not mail: never a handle, and under
+# the sender's own name, so it needs no permission mail does not have (docs/nodes.md).
 RECEIPTS = "@receipts"
 
 

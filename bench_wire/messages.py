@@ -40,9 +40,7 @@ else:
 
 class Request(msgspec.Struct, Generic[Answer], tag_field="verb", kw_only=True, omit_defaults=True):
     id: Id = None
-    # A session's secret (BENCH_TOKEN); absent for the operator. The daemon derives the
-    # caller from it and from the socket's peer credentials, never from a claimed name.
-    token: str | None = None
+    token: str | None = None  # a session's BENCH_TOKEN (docs/protocol.md, "Requests")
 
 
 class Hello(Request["HelloOk"], tag=verbs.HELLO):
