@@ -373,14 +373,10 @@ class AttachOk(_SessionAnswer, tag="session/attach"):
 
 
 class OutputFrame(Response, tag="output"):
-    """A piece of a session's output, base64 (ptys carry bytes, not text)."""
-
-    data: str
+    data: str  # base64: ptys carry bytes, not text
 
 
 class ScreenFrame(Response, tag="screen"):
-    """The session's screen as text, as a person would see it now."""
-
     lines: list[str]
     cursor_row: int = 0
     cursor_col: int = 0
@@ -395,8 +391,6 @@ class EventFrame(Response, tag="event"):
 
 
 class EndFrame(Response, tag="end"):
-    """The last frame of a stream."""
-
     reason: str = "done"
     exit: int | None = None
 

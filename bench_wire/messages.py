@@ -73,8 +73,6 @@ class MailRead(Request["ReadOk"], tag=verbs.MAIL_READ):
 
 
 class MailSearch(Request["SearchOk"], tag=verbs.MAIL_SEARCH):
-    """Full text over subject and body; best matches first, snippets never bodies."""
-
     query: str
     handle: str | None = None  # whose mailbox (operator only; a session: its own)
     # Only mail from this address (`alice` or `alice@node2`).
@@ -92,8 +90,6 @@ class MailThread(Request["ThreadOk"], tag=verbs.MAIL_THREAD):
 
 
 class MailReply(Request["ReplyOk"], tag=verbs.MAIL_REPLY):
-    """Answer a message, on this node or across the bridge ("Search and threads" above)."""
-
     mail_id: str
     body: str = ""
     subject: str | None = None  # default: "Re: " + the message's subject
@@ -161,8 +157,6 @@ class SessionTail(Request["OutputFrame | ScreenFrame"], tag=verbs.SESSION_TAIL):
 
 
 class SessionScreen(Request["ScreenFrame"], tag=verbs.SESSION_SCREEN):
-    """The session's screen now, then (follow) each change, at most ~10 frames a second."""
-
     handle: str
     follow: bool = False
 
@@ -174,8 +168,6 @@ class SessionAttach(Request["AttachOk | OutputFrame"], tag=verbs.SESSION_ATTACH)
 
 
 class SessionInput(Request["Response"], tag=verbs.SESSION_INPUT):
-    """Keystrokes from an attached operator (only valid after session/attach)."""
-
     data: str  # base64
 
 
