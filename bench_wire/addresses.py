@@ -60,14 +60,6 @@ def check_address(value: object, what: str = "address") -> str:
     return handle if node is None else f"{handle}@{node}"
 
 
-def unknown_node(node: str) -> WireError:
-    return WireError(
-        "unknown-node",
-        f"no node named {node} has been seen (bench nodes lists the known ones); "
-        "start its bridge, or check the name",
-    )
-
-
 def resolve(
     value: object,
     own: str | None,
@@ -81,5 +73,9 @@ def resolve(
     if node is None or node == own:
         return handle, None
     if knows is not None and not knows(node):
-        raise unknown_node(node)
+        raise WireError(
+            "unknown-node",
+            f"no node named {node} has been seen (bench nodes lists the known ones); "
+            "start its bridge, or check the name",
+        )
     return handle, node

@@ -27,10 +27,6 @@ def unsafe(c: int) -> bool:
     return 0xE000 <= c <= 0xF8FF or c >= 0xF0000  # private use (planes 15 and 16 whole)
 
 
-def _unsafe_in_a_line(c: int) -> bool:
-    return c in (9, 10) or unsafe(c)
-
-
 class _Table(dict[int, str]):
     """A str.translate table filled in on first sight of each character: the rule is a
     function, the private-use planes hold 130,000 code points, and a text uses few."""
@@ -57,7 +53,7 @@ def _escaped(c: int) -> str:
 
 _ESCAPE = _Table(_escaped)
 _MASK = _Table(lambda c: "\ufffd")
-_STRIP = _Table(lambda c: "", _unsafe_in_a_line)
+_STRIP = _Table(lambda c: "", lambda c: c in (9, 10) or unsafe(c))  # one line: no tab, newline
 
 
 def escape(text: str) -> str:
