@@ -1,9 +1,6 @@
-"""What this node takes from the others, all of it untrusted input. Pure: no I/O.
-
-The directory's entries (docs/nodes.md, "The directory" and "Names"), and admission:
-what the receiving bridge refuses from another node before its daemon sees it, each
-budget per origin node so one node cannot spend another's (docs/nodes.md gives the
-options and what each refusal becomes).
+"""What this node takes from the others, all of it untrusted input (docs/nodes.md, "The
+directory" and the `bench bridge` options): the directory's entries, and what the
+receiving bridge refuses before its daemon sees it, each budget per origin node. Pure.
 """
 
 import time
@@ -46,41 +43,33 @@ class Limits:
     forget_s: float = FORGET_S
 
 
-class Skip(Exception):
-    """An entry that is not used: `code` says why, the message says how."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def encode_entry(node: str, seen_ms: int, handles: list[str], instance: str) -> bytes:
     return _enc.encode(Entry(node=node, seen_ms=seen_ms, handles=handles, instance=instance))
 
 
 def decode_entry(key: str, raw: bytes, now_ms: int, limits: Limits) -> Entry:
-    """The entry under `key`, checked and with `seen` clamped to now; raises Skip."""
+    """The entry under `key`, checked and with `seen` clamped to now; raises WireError
+    (the entry is skipped)."""
     if len(raw) > limits.entry_max:
-        raise Skip(
+        raise WireError(
             "entry-too-large",
             f"the entry {key!r} is {len(raw)} bytes, more than the cap of {limits.entry_max}",
         )
     try:
         e = _dec.decode(raw)
     except msgspec.DecodeError as err:
-        raise Skip("bad-entry", f"the entry {key!r} is not a node entry: {err}") from None
+        raise WireError("bad-entry", f"the entry {key!r} is not a node entry: {err}") from None
     if not is_handle(e.node) or e.node != key:
-        raise Skip("bad-entry", f"the entry {key!r} names node {e.node!r}, not its own key")
+        raise WireError("bad-entry", f"the entry {key!r} names node {e.node!r}, not its own key")
     if len(e.handles) > limits.handles_max:
-        raise Skip(
+        raise WireError(
             "too-many-handles",
             f"the entry {key!r} lists {len(e.handles)} handles, more than the cap of "
             f"{limits.handles_max}",
         )
     bad = next((h for h in e.handles if not is_handle(h)), None)
     if bad is not None:
-        raise Skip("bad-entry", f"the entry {key!r} lists {bad!r}, which is not a handle")
+        raise WireError("bad-entry", f"the entry {key!r} lists {bad!r}, which is not a handle")
     e.seen_ms = min(e.seen_ms, now_ms)
     return e
 
@@ -143,7 +132,7 @@ class Admission:
                 f"it lists {len(mail.reply_to)} reply-to addresses, more than the cap of "
                 f"{self.reply_to_max} (--reply-to-max)",
             )
-        handle = _handle(mail.to)
+        handle = parts(mail.to)[0]
         if handle is None or handle == OPERATOR or handle in self.known or handle in live:
             return None  # the operator's mailbox is always there
         if not _take(self.buckets, origin, self.rate, 3600.0, 1):
@@ -157,8 +146,7 @@ class Admission:
 
     def receipts_refusal(self, origin: str, n: int) -> str | None:
         """Why a message of `n` receipts from `origin` is dropped, or None to take it
-        (taking `n` of that origin's receipt tokens). Receipts are best-effort: a dropped
-        one leaves its message's state where it was, never a wrong one."""
+        (taking `n` of that origin's receipt tokens)."""
         if not 1 <= n <= RECEIPTS_MAX:
             return f"{n} receipts in one message (1-{RECEIPTS_MAX}) [bad-receipt]"
         if not _take(self.receipt_buckets, origin, self.receipt_rate, 60.0, n):
@@ -189,8 +177,7 @@ def _take(
     buckets: "OrderedDict[str, tuple[float, float]]", origin: str, rate: int, per_s: float, n: int
 ) -> bool:
     """Take `n` of `origin`'s tokens (a bucket of `rate`, refilled over `per_s` seconds);
-    False, taking none, when it holds fewer. At most ORIGINS_MAX buckets are kept (the
-    least recently used go)."""
+    False, taking none, when it holds fewer. At most ORIGINS_MAX buckets are kept."""
     now = time.monotonic()
     tokens, at = buckets.get(origin, (float(rate), now))
     tokens = min(float(rate), tokens + (now - at) * rate / per_s)
@@ -202,8 +189,9 @@ def _take(
     return ok
 
 
-def _handle(address: str) -> str | None:
+def parts(address: str) -> tuple[str | None, str | None]:
+    """An address's handle and node; (None, None) for a bad one (never a match)."""
     try:
-        return split_address(address)[0]
+        return split_address(address)
     except WireError:
-        return None
+        return None, None

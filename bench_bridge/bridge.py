@@ -1,9 +1,6 @@
-"""The bridge: a client of its local daemon (Unix socket, bench_wire) and of NATS JetStream.
-
-Four loops, each on its own daemon connection: forward, inbound, receipts and heartbeat
-(docs/nodes.md, "How a message travels", follows a message through them). The origin
-node of a message is taken from its subject alone, where NATS lets only that node's
-user publish.
+"""The bridge: a client of its local daemon and of NATS JetStream. Four loops, each on its
+own daemon connection: forward, inbound, receipts and heartbeat (docs/nodes.md, "How a
+message travels", follows a message through them).
 """
 
 import asyncio
@@ -29,7 +26,7 @@ from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.asyncclient import KeptClient
 from bench_wire.errors import TRANSIENT_CODES as TRANSIENT
-from bench_wire.errors import WireError
+from bench_wire.errors import WireError, exit_code_for
 
 _enc = msgspec.json.Encoder()
 _dec = msgspec.json.Decoder(m.RemoteMail)
@@ -129,14 +126,8 @@ class Bridge:
         if natsside.is_auth_error(err):
             self.auth_error = err
 
-    # The NATS connection as the daemon sees it: a loss is said at once (nats-py
-    # reconnects on its own and would say nothing), and the streams are checked again
-    # after a reconnect (the server may be another, or its streams remade).
-
     async def check_streams(self, js: JetStreamContext) -> None:
-        """Raise stream-misconfigured or stream-missing (bench_bridge.streams). On a
-        server where this user may (no per-node permissions), a missing stream is made
-        with the documented configuration."""
+        """Raise stream-misconfigured or stream-missing (bench_bridge.streams.check)."""
         forget = self.o.limits.forget_s
         await streams.check(js, self.o.max_age, streams.Quotas(forget_after=forget))
         self.checked = time.monotonic()
@@ -148,6 +139,9 @@ class Bridge:
             await nc.close()
         finally:
             self.closing = False
+
+    # A loss is said at once (nats-py reconnects on its own and would say nothing), and
+    # the streams are checked again after a reconnect (the server may be another).
 
     async def _disconnected(self) -> None:
         if self.closing or self.down_at is not None:
@@ -218,8 +212,7 @@ class Bridge:
             await self._stopped(fatal if fatal and fatal.code != "no-daemon" else None)
 
     async def _stopped(self, err: WireError | None) -> None:
-        """Say so at once rather than letting `bench status` find the report stale; a
-        refusal to run is shown there with its code."""
+        """Say so at once rather than letting `bench status` find the report stale."""
         if self.reporter is None:
             return
         error = None if err is None else m.ErrorBody(err.code, err.message)
@@ -233,10 +226,8 @@ class Bridge:
             await self._close(self.nc)
 
     async def forward(self) -> None:
-        """Publish the queue in order, a window of PubAcks awaited at once (Forwarding);
-        the forwarded marks go out on their own connection, so publishing goes on while
-        the last ones are being made durable (`after` skips what is published but not
-        yet marked)."""
+        """Publish the queue (Forwarding); the forwarded marks go out on their own
+        connection, so publishing goes on while the last ones are being made durable."""
         local = await open_local(self.o.bench_dir)
         marks: asyncio.Queue[list[str]] = asyncio.Queue()
         marker = asyncio.create_task(self._mark(marks))
@@ -306,7 +297,6 @@ class Bridge:
 
     async def _deliver(self, local: KeptClient, msgs: list[Msg]) -> None:
         groups: list[tuple[str, list[Msg], list[m.RemoteMail], int]] = []
-        expired: list[tuple[str, Msg, m.RemoteMail]] = []
         refused: list[tuple[str, Msg, m.RemoteMail, m.ErrorBody]] = []
         known = {n.node for n in self.nodes}
         for msg in msgs:
@@ -327,7 +317,7 @@ class Bridge:
                 say(f"dropped a message that is not bench mail ({err})")
                 await msg.term()
                 continue
-            if _node_of(mail.sender) != origin:
+            if admission.parts(mail.sender)[1] != origin:
                 say(
                     f"dropped a message from {mail.sender!r} published by node {origin}: "
                     "a node speaks only for its own addresses [forged-sender]"
@@ -338,8 +328,13 @@ class Bridge:
                 # A node whose first heartbeat we have not read yet: its entry is due.
                 await msg.nak(delay=self.o.heartbeat)
                 continue
-            if natsside.age_s(msg) > self.o.max_age:
-                expired.append((origin, msg, mail))
+            age = natsside.age_s(msg)
+            if age > self.o.max_age:
+                why = (
+                    f"it waited {age:.0f} s for node {self.node} to take it, "
+                    f"longer than the maximum age of {self.o.max_age:g} s"
+                )
+                refused.append((origin, msg, mail, m.ErrorBody("expired", why)))
                 continue
             refusal = self.admission.refusal(origin, mail, self.handles)
             if refusal is not None:
@@ -363,20 +358,13 @@ class Bridge:
                 else:
                     say(f"refused a message for {msg.subject}: {r.error.message} [{r.error.code}]")
                     await msg.term()
-        for origin, msg, mail in expired:
-            reason = (
-                f"it waited {natsside.age_s(msg):.0f} s for node {self.node} to take it, "
-                f"longer than the maximum age of {self.o.max_age:g} s"
-            )
-            await self._return(local, origin, msg, mail, m.ErrorBody("expired", reason))
         for origin, msg, mail, refusal in refused:
             await self._return(local, origin, msg, mail, refusal)
 
     async def _return(
         self, local: KeptClient, origin: str, msg: Msg, mail: m.RemoteMail, error: m.ErrorBody
     ) -> None:
-        """Mail this bridge will not deliver (it waited longer than --max-age, or it is
-        over a cap of bench_bridge.admission): returned to its sender."""
+        """Mail this bridge will not deliver (expired, or over an admission cap): bounced."""
         res = await local.call(m.BridgeBounce(message=mail, origin=origin, error=error))
         if res.error is not None and res.error.code in TRANSIENT:
             await msg.nak(delay=1.0)
@@ -388,9 +376,8 @@ class Bridge:
         await msg.term()
 
     async def heartbeat(self) -> None:
-        """Put our entry, read the directory, report it to the daemon at once (so what
-        `bench nodes` shows is as old as the entries, not a beat older), and put again
-        at once when the daemon's live handles changed since the put."""
+        """Put our entry, read the directory and report it at once (so `bench nodes` is
+        not a beat older than the entries); put again at once when the handles changed."""
         assert self.reporter is not None  # start() opened it
         self.handles = (await self.reporter.call(m.BridgeReport(connected=True))).handles
         while True:
@@ -434,7 +421,7 @@ class Bridge:
         try:
             e = await self.kv.get(self.node)
             entry = admission.decode_entry(self.node, e.value or b"", now, self.o.limits)
-        except (NatsError, TimeoutError, admission.Skip):
+        except (NatsError, TimeoutError, WireError):
             return  # no entry yet (or none readable): the name is free
         self._refuse_if_taken(entry, now)
 
@@ -450,8 +437,7 @@ class Bridge:
             )
 
     async def _read_directory(self) -> tuple[list[m.NodeInfo], list[m.ErrorBody]]:
-        """The other nodes, and the entries skipped for the first time (each is reported
-        once per revision, not at every beat)."""
+        """The other nodes, and the entries skipped for the first time (per revision)."""
         assert self.kv is not None and self.js is not None  # connected first
         # The keys read last time are read again too: only a get that finds nothing
         # forgets one.
@@ -476,7 +462,7 @@ class Bridge:
                 at = self.observed[k] = (rev, now)
             try:
                 entry = admission.decode_entry(k, e.value, at[1], self.o.limits)
-            except admission.Skip as skip:
+            except WireError as skip:
                 if self.skipped.get(k) != e.revision:
                     self.skipped[k] = e.revision or 0
                     say(f"skipped a directory entry: {skip.message} [{skip.code}]")
@@ -526,8 +512,6 @@ def main(opts: Options) -> int:
         asyncio.run(_run(opts))
     except WireError as err:
         say(f"{err.message} [{err.code}]")
-        from bench_wire.errors import exit_code_for
-
         return exit_code_for(err.code)
     except KeyboardInterrupt:
         return 130
@@ -545,11 +529,3 @@ async def _watch(task: asyncio.Task[None]) -> None:
     await asyncio.wait({task})
     task.result()
     raise AssertionError("the marker never returns")
-
-
-def _node_of(address: str) -> str | None:
-    """The node an address names (None for a bare or bad one: never a match)."""
-    try:
-        return split_address(address)[1]
-    except WireError:
-        return None

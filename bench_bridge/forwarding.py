@@ -1,6 +1,4 @@
-"""The sending bridge's publishing window: the outbound queue published in order, at most
-`--publish-window` messages awaiting their PubAck, the acknowledged ones marked
-forwarded (benchd marks them read in `@outbound`)."""
+"""The sending bridge's publishing window (docs/nodes.md, "How a message travels", 2)."""
 
 import asyncio
 import time
@@ -21,12 +19,10 @@ PUBACK_WAIT_S = 5.0  # a PubAck not back within this long: the spell fails, repu
 
 
 class Forwarding:
-    """One spell of publishing, until a publish fails: `pull` takes the queue after the
-    cursor and publishes each message at once (in queue order, on one connection, so
-    the stream stores them in that order), at most `--publish-window` awaiting their
-    PubAck; `settle` takes the PubAcks in the same order and has the acknowledged
-    ones marked forwarded. After a failure the next spell starts from the last
-    acknowledged message: JetStream drops what it already has (Nats-Msg-Id)."""
+    """One spell of publishing, until a publish fails: `pull` publishes the queue after the
+    cursor in order (on one connection, so the stream stores them in that order);
+    `settle` takes the PubAcks in the same order and has those messages marked
+    forwarded. The next spell starts from the last acknowledged message."""
 
     def __init__(
         self,

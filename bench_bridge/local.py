@@ -1,8 +1,6 @@
-"""The bridge's own host: its options (the `bench bridge` command line), the lines it
-says (`say`: stderr, which is bridge.out when the daemon runs the bridge), and its
-connections to its local daemon: kept for the bridge's life, a request sent again on
-a new one when the daemon closed an idle one (every bridge verb is safe to repeat:
-docs/nodes.md, "How a message travels").
+"""The bridge's own host: its options, the lines it says (`say`: stderr, which is
+bridge.out under the daemon), and its connections to its local daemon (KeptClient:
+every bridge verb is safe to repeat; docs/nodes.md, "How a message travels").
 """
 
 import sys
@@ -48,6 +46,5 @@ def say(text: str) -> None:
 
 
 async def open_local(bench_dir: str) -> KeptClient:
-    """A connection of its own to the daemon of `bench_dir`, answering with
-    `bench_wire.messages` Structs (Disconnected `no-daemon` if nothing answers)."""
+    """A connection of its own to the daemon of `bench_dir`, answering with Structs."""
     return await KeptClient(bench_dir, codec=StructCodec()).connect()

@@ -72,12 +72,10 @@ def instance(bench_dir: str) -> str:
 
 def msg_id(origin: str, x: m.RemoteMail) -> str:
     """The message's JetStream dedup id: the origin and the random nonce drawn when it
-    was queued, which nobody can claim first (docs/nodes.md, "Authentication: one NATS
-    user per node")."""
+    was queued, which nobody can claim first; mail queued before nonces keeps its old
+    id (guessable by whoever knows the message's id and body)."""
     if x.nonce:
         return f"{origin} {x.nonce}"
-    # Queued by a daemon before nonces: the old id (guessable by whoever knows the
-    # message's id and body).
     return urls.msg_id(origin, x.sender, x.key, digest(x))
 
 
@@ -121,10 +119,9 @@ class ConsumerTrouble(NatsError):
 
 class Consumer:
     """This node's durable consumer, read with pull requests kept open: the server pushes
-    each message to our inbox the moment it is stored (no polling interval). Another
-    request goes before one runs out (top-up at half), so a burst never waits a round
-    trip; three idle heartbeats unheard mean the request is gone (a server restart) and
-    a new one is sent. Nothing here acks: the caller acks after its daemon's answer."""
+    each message the moment it is stored. Another request goes before one runs out, so
+    a burst never waits a round trip; three idle heartbeats unheard mean the request is
+    gone (a server restart). Nothing here acks: the caller acks after its daemon's answer."""
 
     def __init__(self, nc: NatsClient, js: JetStreamContext, node: str, ack_wait: float):
         self.nc, self.js = nc, js

@@ -26,8 +26,7 @@ _dec = msgspec.json.Decoder(list[m.Receipt])
 
 
 async def send(opts: Options, js: JetStreamContext, node: str, retry: Retry) -> None:
-    """Pull the daemon's receipts and publish them to their nodes (from this `node`),
-    for ever."""
+    """Pull the daemon's receipts and publish them to their nodes, for ever."""
     local = await open_local(opts.bench_dir)
     held: list[m.Receipt] = []
     backoff = Backoff(opts.retry_max)
@@ -64,8 +63,8 @@ async def _publish(js: JetStreamContext, node: str, to: str, batch: list[m.Recei
 
 
 async def record(admission: Admission, local: KeptClient, origin: str, msg: Msg) -> None:
-    """A receipts message from `origin` (the subject's node): to the daemon, then acked.
-    Malformed, oversized or over the origin's rate: dropped (term), with a line."""
+    """A receipts message from `origin` to the daemon, then acked; malformed, oversized or
+    over the origin's rate: dropped, with a line."""
     try:
         receipts = _dec.decode(msg.data)
     except msgspec.DecodeError as err:

@@ -1,7 +1,5 @@
-"""The mail stream and the directory bucket: their one configuration, made by the
-administrator's step (`bench nodes init`, `run`), and checked by every bridge (see
-docs/nodes.md, "The administrator's step": a stream shaped otherwise could hand every
-node's mail to someone else).
+"""The mail stream and the directory bucket: their one configuration, made by `bench
+nodes init` (`run`) and checked by every bridge (docs/nodes.md, "The administrator's step").
 """
 
 import asyncio
@@ -110,9 +108,8 @@ def problems(cfg: api.StreamConfig, want: api.StreamConfig, max_age_floor: float
 
 async def check(js: JetStreamContext, max_age: float, q: Quotas) -> None:
     """Raise stream-misconfigured, or stream-missing for one not there that this user
-    may not make (with the quotas `q`)."""
-    # The mail stream outlives the bridge's own expiry, so expired mail is bounced
-    # before JetStream drops it.
+    may not make (with the quotas `q`). The mail stream must outlive the bridge's own
+    expiry, so expired mail is bounced before JetStream drops it."""
     await _check_one(js, mail_config(q), max_age)
     await _check_one(js, directory_config(q), 0.0)
 
@@ -148,8 +145,7 @@ async def _check_one(js: JetStreamContext, want: api.StreamConfig, floor: float)
 
 
 async def init(js: JetStreamContext, q: Quotas) -> list[str]:
-    """Create or update the stream and the bucket with the documented configuration:
-    what was done, one line each."""
+    """Create or update the stream and the bucket: what was done, one line each."""
     done = []
     for want in (mail_config(q), directory_config(q)):
         assert want.name is not None

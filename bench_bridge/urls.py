@@ -1,8 +1,4 @@
-"""Which NATS URLs the bridge accepts, and the names it uses in NATS. Pure.
-
-A `nats://` URL to another host carries mail in clear text; the bridge refuses it
-unless TLS is configured (`tls://`, or `--tls-ca`) or the user says `--insecure`.
-"""
+"""Which NATS URLs the bridge accepts, and the names it uses in NATS. Pure."""
 
 import ipaddress
 import ssl
@@ -58,15 +54,13 @@ def token(name: str) -> str:
 
 
 def subject(to_node: str, from_node: str, handle: str) -> str:
-    """Where mail to `handle@to_node` from `from_node` is published. The origin is in the
-    subject so NATS permissions can bind it: a node's user may publish only on
-    `bench.mail.*.<its name>.>`, and the receiver believes the subject, nothing else."""
+    """Where mail to `handle@to_node` from `from_node` is published: the origin is in the
+    subject so NATS permissions can bind it (docs/nodes.md, "Authentication")."""
     return f"{SUBJECT_ROOT}.{token(to_node)}.{token(from_node)}.{token(handle)}"
 
 
-# The last token of a subject that carries receipts, not mail: never a handle (a handle
-# has no `@`), so no mailbox can be addressed by it, and it is under the sender's own
-# `bench.mail.*.<node>.*`: receipts need no permission that mail does not have.
+# The last token of a subject that carries receipts, not mail: never a handle, and under
+# the sender's own name, so it needs no permission mail does not have (docs/nodes.md).
 RECEIPTS = "@receipts"
 
 
@@ -103,8 +97,7 @@ def msg_id(origin: str, sender: str, key: str, digest: str) -> str:
 
 @dataclass(frozen=True)
 class Connection:
-    """How to reach NATS: the URL and the credentials (`--nats`, `--creds`, `--token`,
-    `--tls-*`, `--insecure`), the same for `bench bridge` and `bench nodes init`."""
+    """How to reach NATS, the same for `bench bridge` and `bench nodes init`."""
 
     url: str
     creds: str | None = None
@@ -119,8 +112,8 @@ class Connection:
         check_url(self.url, bool(self.tls_ca or self.tls_cert), self.insecure)
 
     def tls(self) -> ssl.SSLContext | None:
-        """The TLS context for --tls-ca/--tls-cert (None without either), made once: a bad
-        file is an error of the command line (bad-tls), not something to retry."""
+        """The TLS context (None without one), made once: a bad file is an error of the
+        command line (bad-tls), not something to retry."""
         if not (self.tls_ca or self.tls_cert):
             return None
         try:

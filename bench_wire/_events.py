@@ -1,6 +1,5 @@
-"""The events (the lines of events.jsonl): the tagged base `Event` (tag field `kind`) and
-each kind's Struct, with the words a job's ending is said in (`OUTCOMES`, `REASONS`). `bench_wire.messages` re-exports them all and holds the `AnyEvent`
-union; import them from there."""
+"""The events (the lines of events.jsonl), tagged by `kind`, and the words a job's ending
+is said in (`OUTCOMES`, `REASONS`). Import them from `bench_wire.messages`."""
 
 import msgspec
 
@@ -11,8 +10,7 @@ class Event(msgspec.Struct, tag_field="kind", kw_only=True):
 
 
 class _SessionEvent(Event):
-    """The fields of every event about one session, first: its id and handle. A group of
-    fields, not a kind: `messages._members` leaves it out."""
+    """The fields of every event about one session (a group: no kind of its own)."""
 
     session: str
     handle: str
@@ -58,8 +56,7 @@ class MailReadEvent(Event, tag="mail/read"):
 
 
 class MailVanished(Event, tag="mail/vanished"):
-    """A message the index listed has no file any more (removed by hand): it was dropped
-    from the index."""
+    """A message the index listed has no file (removed by hand): dropped from the index."""
 
     mail_id: str
     handle: str
@@ -84,11 +81,8 @@ class IndexRebuilt(Event, tag="index/rebuilt"):
 
 
 class JournalDamaged(Event, tag="journal/damaged"):
-    """Replay found a damaged stretch of the journal and went on past it. `messages`:
-    the messages it named (handle/mail_id); `lost`: those whose file is on disk nowhere
-    (their only record was the damaged one); `events`: the seqs of the events it named,
-    `in_log`: whether events.jsonl still holds them. Shown by `bench status` until
-    acknowledged (`bench status --ack`)."""
+    """Replay went on past a damaged stretch of the journal (its fields: docs/durability.md,
+    "The journal"); shown by `bench status` until acknowledged (`--ack`)."""
 
     segment: str
     offset: int
@@ -101,17 +95,15 @@ class JournalDamaged(Event, tag="journal/damaged"):
 
 
 class DiskLow(Event, tag="disk/low"):
-    """Free space below the reserve (64 MiB): the journal's segments were not
-    preallocated and grow with their records instead."""
+    """Free space below the reserve: the journal's segments grow with their records."""
 
     free: int
     reserve: int
 
 
 class LogRotated(Event, tag="log/rotated"):
-    """The event log reached its bound (`--event-log-bytes`, `bound`): events.jsonl became
-    events.1.jsonl and this is the new file's first line. The events up to `dropped`
-    (0: none) went with the file before; readers see from `kept_from` on."""
+    """events.jsonl reached `bound` and became events.1.jsonl: the new file's first line.
+    The events up to `dropped` (0: none) went with the file before."""
 
     dropped: int
     kept_from: int
@@ -127,8 +119,7 @@ class AgentWoken(_SessionEvent, tag="agent/woken"):
 
 
 class AgentStateChanged(_SessionEvent, tag="agent/state"):
-    """An adapter session's agent changed state, by its own report (`source` report) or,
-    for a usage limit no report gave, by its screen (`source` screen: evidence)."""
+    """An agent's state changed, by its report or (a usage limit) its screen (`source`)."""
 
     state: str  # idle, working, blocked, limited, exited
     tool: str | None = None
@@ -148,8 +139,7 @@ class AgentAnswered(_SessionEvent, tag="agent/answered"):
 
 
 class AgentReportLimited(_SessionEvent, tag="agent/report-limited"):
-    """A session sent hook reports faster than --agent-reports allows: one line per
-    flood of refusals (--flood-interval), `count` the refusals it stands for."""
+    """Hook reports refused over --agent-reports: one line per flood (docs/limits.md)."""
 
     limit: int
     count: int = 1
@@ -169,7 +159,7 @@ class WakeCapped(_SessionEvent, tag="wake/capped"):
 
 
 class JobSettled(_SessionEvent, tag="job/settled"):
-    """A job ended: its outcome and reason in the words of `OUTCOMES` and `REASONS` below."""
+    """A job ended: its outcome and reason in the words of `OUTCOMES` and `REASONS`."""
 
     key: str
     outcome: str
@@ -178,9 +168,7 @@ class JobSettled(_SessionEvent, tag="job/settled"):
     reason: str | None = None  # why it failed or was interrupted (None: completed, cancelled)
 
 
-# A job's ending in one vocabulary, its outcome and the reason for it (docs/jobs.md's
-# table): the same words in `bench ps`, `job/settled`, the dashboard and the reply mail's
-# header. An earlier version's `outcome_unknown` is read by `current_outcome`.
+# A job's ending in one vocabulary (docs/jobs.md's table), wherever it is shown.
 OUTCOMES = ("completed", "failed", "interrupted", "cancelled")
 REASONS = ("exit-code", "signal", "killed", "deadline", "daemon-stopped")
 
@@ -208,8 +196,7 @@ def upgrade_event(record: dict[str, object]) -> dict[str, object]:
 
 
 class JobDeadline(_SessionEvent, tag="job/deadline"):
-    """A job's deadline passed: it is being ended (recovered: found at start, already
-    past it, its session gone with the previous daemon)."""
+    """A job's deadline passed: it is being ended (recovered: found past it at start)."""
 
     key: str
     deadline_ms: int  # the deadline, wall-clock ms
@@ -217,8 +204,8 @@ class JobDeadline(_SessionEvent, tag="job/deadline"):
 
 
 class JobStalled(_SessionEvent, tag="job/stalled"):
-    """A job's child showed no output for its stall-after time and has not reported;
-    one mail went to each reply-to address (mailed; refused: those the mailroom refused)."""
+    """A job's child was idle for its stall-after time without a report; its reply-to
+    addresses were mailed (`refused`: those the mailroom refused)."""
 
     idle_ms: int
     mailed: list[str] = []
@@ -243,8 +230,7 @@ class JobDelegated(Event, tag="job/delegated"):
 
 
 class JobLimited(_SessionEvent, tag="job/limited"):
-    """A session's spawn was refused by a delegation limit (children, depth or rate):
-    one line per flood, with the count of refusals it stands for (docs/limits.md)."""
+    """Spawns refused by a delegation limit: one line per flood (docs/limits.md)."""
 
     code: str
     limit: str
@@ -301,9 +287,8 @@ class BridgeDelivered(Event, tag="bridge/delivered"):
 
 
 class BridgeReceipt(Event, tag="bridge/receipt"):
-    """Node `node` said what became of mail sent from here to it: `delivered` into the
-    recipient's inbox there, or `read` there (`by` a read or a wake). `at` is its time
-    (wall ms, no earlier than the message was queued, no later than the receipt came)."""
+    """A receipt from node `node` for mail sent there (docs/nodes.md, "Receipts"); `at`:
+    its wall ms, clamped between the message's queueing and the receipt's arrival."""
 
     mail_id: str
     node: str
@@ -313,9 +298,8 @@ class BridgeReceipt(Event, tag="bridge/receipt"):
 
 
 class BridgeReceiptIgnored(Event, tag="bridge/receipt-ignored"):
-    """A receipt from node `node` was not recorded: `code` unknown-mail (no message
-    with that id was sent from here), wrong-node (it was sent to another node) or
-    bad-receipt (malformed)."""
+    """A receipt from node `node` not recorded: `code` unknown-mail, wrong-node or
+    bad-receipt (docs/nodes.md, "Receipts")."""
 
     node: str
     mail_id: str
@@ -324,25 +308,21 @@ class BridgeReceiptIgnored(Event, tag="bridge/receipt-ignored"):
 
 
 class LimitHit(Event, tag="limit/hit"):
-    """A limit refused a request: one line per flood of refusals of the same code and
-    sender (or mailbox, or tree budget), at most one per --flood-interval seconds, with
-    the count of refusals it stands for (docs/limits.md)."""
+    """A limit refused requests: one line per flood of one code and source, with the
+    count of refusals it stands for (docs/limits.md)."""
 
     code: str  # rate-limited, mailbox-full, too-many-recipients or too-many-connections
     sender: str
     limit: int  # the limit in force
     mailbox: str | None = None  # mailbox-full: the full mailbox
-    # A budget of a tree of sessions (a session and the jobs below it): the root's
-    # session id, and which budget (sends, spawns, bytes, mailboxes, connections).
-    tree: str | None = None
+    tree: str | None = None  # a tree's budget: the root's session id, and which budget
     budget: str | None = None
     count: int = 1  # the refusals this line stands for: since the source's last line
 
 
 class BridgeBounced(Event, tag="bridge/bounced"):
-    """A message was refused on `node` (or waited there too long) and returned to its
-    sender as mail from postmaster@<node>: on the refusing node when the bounce is queued
-    (`mail_id` the original's id), on the sender's when it is delivered (the bounce's)."""
+    """A message refused on `node` went back to its sender (docs/nodes.md, "Bounces"):
+    `mail_id` the original's where queued, the bounce's where delivered."""
 
     mail_id: str
     sender: str = msgspec.field(name="from")
@@ -361,8 +341,7 @@ class BridgeSkipped(Event, tag="bridge/skipped"):
 
 
 class BridgeForgotten(Event, tag="bridge/forgotten"):
-    """A node left the directory (purged, or not seen for --forget-after): mail to it is
-    refused as unknown-node from now on."""
+    """A node left the directory: mail to it is refused as unknown-node from now on."""
 
     node: str
 
@@ -375,8 +354,7 @@ class BridgeStopped(Event, tag="bridge/stopped"):
 
 
 class BridgeDisconnected(Event, tag="bridge/disconnected"):
-    """The bridge lost its NATS connection (it reconnects on its own); mail to other
-    nodes waits in the outbound queue meanwhile."""
+    """The bridge lost its NATS connection (it reconnects on its own)."""
 
 
 class BridgeReconnected(Event, tag="bridge/reconnected"):
@@ -394,8 +372,6 @@ class BridgeRetry(Event, tag="bridge/retry"):
 
 
 # ---------------------------------------------------------------- delivery states and waits
-# The events the states are made from that no other verb logs (`agent/active`,
-# `wake/deferred`), and the waits'.
 
 
 class AgentActive(_SessionEvent, tag="agent/active"):
@@ -405,8 +381,7 @@ class AgentActive(_SessionEvent, tag="agent/active"):
 
 
 class WakeDeferred(_SessionEvent, tag="wake/deferred"):
-    """A wake waits: `reason` operator-typing (someone typed into the session lately).
-    Logged once per wake."""
+    """A wake waits, once per wake (docs/reactor.md, "What the sender sees")."""
 
     mail_id: str | None
     reason: str  # operator-typing; blocked (its agent waits for an approval); parked (limited)
@@ -414,9 +389,8 @@ class WakeDeferred(_SessionEvent, tag="wake/deferred"):
 
 
 class WaitOpened(Event, tag="wait/opened"):
-    """A wait began: `handle` waits on `on` (None: on anyone's mail); `job` the session
-    whose job it waits for. One line per flood of the same wait (a loop of short waits),
-    with the count of waits it stands for (docs/limits.md)."""
+    """A wait began: `handle` waits on `on` (None: anyone's mail) or on `job`'s session;
+    one line per flood of the same wait (docs/limits.md)."""
 
     handle: str
     on: str | None = None
@@ -425,9 +399,8 @@ class WaitOpened(Event, tag="wait/opened"):
 
 
 class WaitRefused(Event, tag="wait/refused"):
-    """A wait was refused: `code` would-deadlock (with the cycle) or too-many-waits. One
-    line per flood of the same code and caller, with the count of refusals it stands for
-    (docs/limits.md)."""
+    """A wait refused (would-deadlock, with the cycle, or too-many-waits): one line per
+    flood of one code and caller (docs/limits.md)."""
 
     handle: str
     code: str

@@ -1,7 +1,5 @@
-"""The responses on the wire: the tagged base `Response` (tag field `type`), each answer
-and stream frame, and the Structs they carry, some of which requests carry too (an
-error's body, mail between nodes, a node's entry, a receipt). `bench_wire.messages`
-re-exports them all and holds the `AnyResponse` union; import them from there."""
+"""The responses on the wire, tagged by `type`, and the Structs they (and some requests)
+carry. Import them from `bench_wire.messages`."""
 
 from typing import Any, Literal
 
@@ -19,8 +17,7 @@ class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class RemoteMail(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One message between nodes: what the bridge publishes to NATS and hands the far
-    daemon. Addresses are full (`alice@node1`); the key is the sender's idempotency key."""
+    """One message between nodes, as published to NATS; addresses are full (`alice@node1`)."""
 
     mail_id: str
     sender: str = msgspec.field(name="from")
@@ -31,8 +28,8 @@ class RemoteMail(msgspec.Struct, kw_only=True, omit_defaults=True):
     date: str = ""
     reply_to: list[str] = []
     in_reply_to: str | None = None
-    # 128 random bits drawn when the message was queued and kept with it: its JetStream
-    # dedup id, which no other node can guess (empty for mail queued before nonces).
+    # Its JetStream dedup id, random so no other node can claim it first ("": mail queued
+    # before nonces).
     nonce: str = ""
 
 
@@ -45,11 +42,9 @@ class NodeInfo(msgspec.Struct, kw_only=True):
 
 
 class Receipt(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What became of a message on the node it was sent to, sent back to its node:
-    `delivered` (in the recipient's inbox) or `read` (retired there, `by` a read or a
-    wake). `mail_id` is the message's id on its sender's node (its identity); `at` the
-    receiving node's wall ms. `node` is the node the receipt goes to (bridge/receipts-pull
-    only; on NATS the subject names both ends)."""
+    """What became of a message on the node it was sent to (docs/nodes.md, "Receipts"):
+    `mail_id` is its id on the sender's node; `node` the node the receipt goes to
+    (bridge/receipts-pull only: on NATS the subject names both ends)."""
 
     mail_id: str
     state: str
@@ -64,8 +59,7 @@ class Response(msgspec.Struct, tag_field="type", kw_only=True):
 
 
 class _SessionAnswer(Response):
-    """The fields of every answer about one session, first: its id and handle. A group of
-    fields, not a type: `messages._members` leaves it out."""
+    """The fields of every answer about one session (a group: no type of its own)."""
 
     session: str
     handle: str
@@ -84,14 +78,13 @@ class Caps(msgspec.Struct, kw_only=True):
     list_max: int
     connections: int
     scrollback_bytes: int
-    # Delegation: what one session may start (benchd.core.trees).
     max_children: int = 4
     max_depth: int = 3
     spawn_rate: int = 30
     # Exited sessions remembered on disk: how many, and how much of each one's output.
     exited_kept: int = 200
     kept_scrollback_bytes: int = 65536
-    # The sender limits (benchd's options of the same names; docs/limits.md).
+    # The options of the same names (bench_wire.config, docs/limits.md).
     send_burst: int = 0
     send_rate: float = 0.0
     operator_send_burst: int = 0
@@ -100,13 +93,10 @@ class Caps(msgspec.Struct, kw_only=True):
     mailbox_bytes: int = 0
     reply_to_max: int = 0
     thread_max: int = 0
-    # Budgets of a tree of sessions an hour (the session's send bucket and --spawn-rate
-    # are the tree's too; docs/limits.md).
     tree_bytes: int = 0
     tree_mailboxes: int = 0
-    tree_connections: int = 0  # concurrent connections of one tree (--tree-connections)
-    # Whether each session runs in a sandbox of its own ("on"/"off"; benchd --isolation),
-    # and when off, why, in one line.
+    tree_connections: int = 0
+    # Whether sessions are sandboxed ("on"/"off"), and when off, why, in one line.
     isolation: str = "off"
     isolation_note: str = ""
 
@@ -118,16 +108,14 @@ class ReactorSettings(msgspec.Struct, kw_only=True):
     wake_refill: float
     enter_retries: int
     enter_check: float = 0.5
-    # Not the reactor's: the job host's first retry delay of a refused reply. Reported
-    # here with the other timing options (`bench status` shows it); the field stays where
-    # it is, as moving it would change the protocol.
+    # Not the reactor's (a refused job reply's first retry delay): moving it would change
+    # the protocol.
     retry_base: float = 1.0
 
 
 class IndexHealth(msgspec.Struct, kw_only=True):
-    """The mail index's health. state: ok; retrying (commits fail: `pending` changes wait
-    in memory, reads still see them); in-memory (no file could be used; rebuilt from the
-    files at the next start)."""
+    """The mail index's health: `state` ok, retrying (commits fail: `pending` changes wait
+    in memory) or in-memory (no file could be used; docs/durability.md)."""
 
     state: str = "ok"
     pending: int = 0
@@ -146,9 +134,8 @@ class BridgeInfo(msgspec.Struct, kw_only=True):
 
 
 class DiskHealth(msgspec.Struct, kw_only=True):
-    """The state dir's filesystem. full: the last write found no room (sends answer
-    disk-full until one succeeds); reserve: free bytes the journal leaves untouched
-    when it preallocates its segments (grown with their records below it)."""
+    """The state dir's filesystem (docs/durability.md, "A full disk"): `full` when the
+    last write found no room; `reserve` the free bytes preallocation leaves untouched."""
 
     free: int = 0
     full: bool = False
@@ -172,8 +159,7 @@ class HelloOk(Response, tag="hello"):
     bridge: BridgeInfo | None = None
     disk: DiskHealth | None = None
     journal_damage: list[JournalDamaged] = []  # found at starts, until acknowledged
-    # The event log's newest seq answered so far: `events` with since=last_seq - N reads
-    # the last N events (the dashboard's recent past). 0 from daemons before it.
+    # The newest seq answered so far: `events` since last_seq - N reads the last N events.
     last_seq: int = 0
 
 
@@ -194,9 +180,8 @@ class SendOk(Response, tag="mail/send"):
     duplicate: bool = False
     note: str | None = None
     new_mailbox: bool = False  # no mailbox and no live session had this handle before
-    # Its in-reply-to names a message the sender did not receive: it is delivered as mail
-    # but is no reply to it (that message is not marked replied, no wait for its reply
-    # ends). The sentence says so; None when it is a reply, or names none.
+    # Its in-reply-to names a message the sender did not receive: delivered, but no reply
+    # to it (the sentence says so; None otherwise).
     not_a_reply: str | None = None
 
 
@@ -262,8 +247,7 @@ class ThreadMessage(msgspec.Struct, kw_only=True):
     body: str
     in_reply_to: str | None = None  # the message it answers: an id here, or <id>@<node>
     to: str = ""  # the recipient as addressed (handle@node for mail to another node)
-    # Its identity on every node: <id>@<node>, the id the node it was sent from gave it.
-    origin: str = ""
+    origin: str = ""  # its identity on every node: <id>@<node> (docs/nodes.md)
 
 
 class ThreadLeftOut(msgspec.Struct, kw_only=True):
@@ -291,9 +275,8 @@ class ReplyOk(Response, tag="mail/reply"):
 
 
 class Launch(msgspec.Struct, kw_only=True):
-    """How a session was started, as `bench restart` starts it again: the spawn's own
-    command (as given), working directory, preset, ready pattern, size and sandbox. Its
-    environment's values are not told (they may be secrets), only their names."""
+    """How a session was started, as `bench restart` starts it again; of its environment
+    only the names (the values may be secrets)."""
 
     argv: list[str]
     cwd: str
@@ -390,14 +373,10 @@ class AttachOk(_SessionAnswer, tag="session/attach"):
 
 
 class OutputFrame(Response, tag="output"):
-    """A piece of a session's output, base64 (ptys carry bytes, not text)."""
-
-    data: str
+    data: str  # base64: ptys carry bytes, not text
 
 
 class ScreenFrame(Response, tag="screen"):
-    """The session's screen as text, as a person would see it now."""
-
     lines: list[str]
     cursor_row: int = 0
     cursor_col: int = 0
@@ -412,8 +391,6 @@ class EventFrame(Response, tag="event"):
 
 
 class EndFrame(Response, tag="end"):
-    """The last frame of a stream."""
-
     reason: str = "done"
     exit: int | None = None
 

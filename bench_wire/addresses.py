@@ -1,9 +1,6 @@
-"""Handles, node names and addresses: the one rule for each, for the daemon and the bridge.
-
-A handle names a mailbox; a node name follows the same rule; an address is a handle
-(`bob`, on this node) or `handle@node` (`bob@node2`). `split_address` is the one place
-an address is taken apart; `resolve` is the one place the daemon decides where one
-leads (a mailbox here, or one on a node its bridge has seen). Pure: no I/O.
+"""Handles, node names and addresses (docs/nodes.md, "Addresses"): the one rule for each,
+for the daemon and the bridge. `split_address` is the one place an address is taken
+apart; `resolve` the one place the daemon decides where one leads. Pure: no I/O.
 """
 
 import re
@@ -22,8 +19,7 @@ def is_handle(value: object) -> TypeGuard[str]:
 def check_handle(
     value: object, what: str = "handle", code: str = "bad-handle", noun: str = "a handle"
 ) -> str:
-    """The handle, or a bad-handle error naming what was wrong. Node names follow the
-    same rule with their own code (`check_node`)."""
+    """The handle, or a bad-handle error (for a node name, `check_node`'s code)."""
     if not is_handle(value):
         raise WireError(
             code,
@@ -64,14 +60,6 @@ def check_address(value: object, what: str = "address") -> str:
     return handle if node is None else f"{handle}@{node}"
 
 
-def unknown_node(node: str) -> WireError:
-    return WireError(
-        "unknown-node",
-        f"no node named {node} has been seen (bench nodes lists the known ones); "
-        "start its bridge, or check the name",
-    )
-
-
 def resolve(
     value: object,
     own: str | None,
@@ -79,12 +67,15 @@ def resolve(
     what: str = "address",
 ) -> tuple[str, str | None]:
     """Where an address leads, seen from the node named `own`: (handle, None) for a
-    mailbox here (`bob`, or `bob@<own>`), (handle, node) for one on another node.
-    Checked as `split_address` checks it, and, given `knows` (the daemon's directory),
-    the other node must be one it knows (unknown-node)."""
+    mailbox here, (handle, node) for one on another node, which `knows` (the daemon's
+    directory) must know (unknown-node)."""
     handle, node = split_address(value, what)
     if node is None or node == own:
         return handle, None
     if knows is not None and not knows(node):
-        raise unknown_node(node)
+        raise WireError(
+            "unknown-node",
+            f"no node named {node} has been seen (bench nodes lists the known ones); "
+            "start its bridge, or check the name",
+        )
     return handle, node

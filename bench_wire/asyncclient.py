@@ -1,6 +1,5 @@
 """The asyncio shell of the client protocol (ARCHITECTURE.md, "One typed client"): the
-dashboard, MCP and the bridge. It connects and checks the peer as the blocking shell
-does, so every client reports the same failures in the same words.
+dashboard, MCP and the bridge. It connects and checks the peer as the blocking shell does.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ import asyncio
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, Any, Self, TypedDict, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from bench_wire.client import JSON, broke, check_peer, resolve_dir, socket_path, unreachable
 from bench_wire.clientproto import ANSWER_BYTES, Answer, ClientProtocol
@@ -28,14 +27,6 @@ RECV_BYTES = 1 << 16
 LAST_WORDS_S = 1.0
 # KeptClient: how often one call opens a new connection and sends again.
 ATTEMPTS = 3
-
-
-class Options(TypedDict, total=False):
-    """An AsyncClient's keyword options (a KeptClient passes them to each connection)."""
-
-    codec: Codec
-    timeout: float | None
-    max_line: int
 
 
 class _Scoped(ABC):
@@ -57,12 +48,9 @@ class _Scoped(ABC):
 class AsyncClient(_Scoped):
     """One connection to the daemon. `async with AsyncClient(dir) as c: await c.call(r)`.
 
-    Requests on one connection take turns (the daemon answers a connection's requests
-    one at a time anyway), and answers are matched to requests by id: the late answer
-    to a call whose caller was cancelled is dropped, never handed to the next caller.
-    `timeout` bounds each connect, write and read, as the blocking shell's socket
-    timeout does. After `Disconnected` the connection is done: reconnecting (and any
-    backoff) is the caller's business, with a new AsyncClient.
+    Requests take turns (the daemon answers a connection's one at a time anyway); the late
+    answer to a cancelled call is dropped, never handed to the next caller. `timeout`
+    bounds each connect, write and read. After `Disconnected` the connection is done.
     """
 
     def __init__(
@@ -125,9 +113,8 @@ class AsyncClient(_Scoped):
     @overload
     def stream(self, req: dict[str, Any]) -> AsyncIterator[dict[str, Any]]: ...
     async def stream(self, req: Any) -> AsyncIterator[Any]:
-        """Every frame of a stream up to its end frame (which is not yielded); a refusal
-        raised as WireError. Left early, the connection is closed: the daemon would
-        go on streaming into it."""
+        """Every frame of a stream up to its end frame; a refusal raised as WireError.
+        Left early, the connection is closed: the daemon would go on streaming into it."""
         async with self._turn:
             rid = await self._send(req, stream=True)
             finished = False
@@ -194,9 +181,8 @@ class AsyncClient(_Scoped):
 
 
 def ended_under(err: WireError) -> bool:
-    """Whether `err` says the connection ended under a call rather than the request was
-    refused: the daemon closed it as idle (its id-less `idle-timeout`, said before the
-    request reached it), or it closed or broke without an answer."""
+    """Whether the connection ended under a call (closed as idle before the request
+    reached the daemon, or closed or broken without an answer) rather than a refusal."""
     return err.code == "idle-timeout" or (isinstance(err, Disconnected) and err.code == "protocol")
 
 
@@ -204,28 +190,23 @@ class KeptClient(_Scoped):
     """A connection kept for a client's whole life: `await KeptClient(dir).connect()`,
     then `call` as on an AsyncClient.
 
-    Such a connection may stay quiet for hours, and the daemon closes one that waited
-    `--idle-timeout` seconds for a request; that is no failure of the daemon. So a call
-    that finds its connection ended (`ended_under`) opens a new one and sends the
-    request again, at most ATTEMPTS times. That is right only for requests that are
-    safe to repeat (reads, and writes the daemon takes once whatever the tries, such as
-    the bridge's marks and deliveries by key): one sent when the connection broke may
-    have been carried out. Refusals are raised as they come. Only when no new
-    connection opens is the daemon gone: Disconnected `no-daemon`, as from `connect`.
+    The daemon closes a connection idle for `--idle-timeout`, so a call that finds its
+    connection ended (`ended_under`) sends the request again on a new one, at most
+    ATTEMPTS times: only for requests that are safe to repeat (reads, and writes the
+    daemon takes once, such as the bridge's by key), as one sent when the connection
+    broke may have been carried out.
     """
 
     def __init__(
         self,
         bench_dir: str | None = None,
         *,
+        codec: Codec = JSON,
         attempts: int = ATTEMPTS,
-        **options: Unpack[Options],
     ):
         self.bench_dir = resolve_dir(bench_dir)
-        self.options = options  # each connection's: codec, timeout, max_line
+        self.codec = codec
         self.attempts = attempts
-        self.reconnects = 0  # how often an ended connection was replaced
-        self._opened = False
         self._conn: AsyncClient | None = None
         self._turn = asyncio.Lock()
 
@@ -236,11 +217,7 @@ class KeptClient(_Scoped):
         return self
 
     async def _open(self) -> AsyncClient:
-        client = AsyncClient(self.bench_dir, **self.options)
-        self._conn = await client.connect()
-        if self._opened:
-            self.reconnects += 1
-        self._opened = True
+        self._conn = await AsyncClient(self.bench_dir, codec=self.codec).connect()
         return self._conn
 
     @overload

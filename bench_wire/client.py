@@ -1,12 +1,9 @@
-"""The blocking shell of the client protocol (ARCHITECTURE.md, "One typed client").
+"""The blocking shell of the client protocol (ARCHITECTURE.md, "One typed client"), and
+where the daemon is (`resolve_dir`, `socket_path`), for every client and the daemon.
 
 It is the CLI's fast path, on C modules only: `bench mail send` runs inside agents many
-times a session, and `socket`, `json` and msgspec (enum, selectors, re, typing) would
-cost it several interpreter starts of imports, so `_socket` and `_json` are used
-directly. `tests/unit/test_client.py` holds the frames built here to the msgspec types.
-
-It also says where the daemon is: BENCH_DIR and its socket path resolved (`resolve_dir`,
-`socket_path`, first below), for every client and for the daemon itself.
+times a session, and `socket`, `json` and msgspec would cost it several interpreter
+starts of imports, so `_socket` and `_json` are used directly.
 """
 
 import _json
@@ -16,12 +13,10 @@ import stat  # loaded by os already
 import sys
 
 from bench_wire import verbs
-from bench_wire.clientproto import Answer, ClientProtocol, refusal
+from bench_wire.clientproto import Answer, ClientProtocol
 from bench_wire.errors import Disconnected, WireError
 
-# `typing` would cost the fast path an import: it is imported for the type checker only
-# (mypy reads TYPE_CHECKING as true), and annotations that name it are strings.
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # the type checker's alone (mypy reads it as true): no `typing` import
 if TYPE_CHECKING:
     from typing import Any, Generic, TypeVar, overload
 
@@ -48,24 +43,17 @@ SUN_PATH_MAX = 108
 SOCKET_NAME = "benchd.sock"
 
 
-def default_dir() -> str:
-    """The per-user default: $XDG_STATE_HOME/bench, else ~/.local/state/bench."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, "bench")
-
-
 def resolve_dir(flag: str | None = None) -> str:
-    """--dir, else $BENCH_DIR, else the per-user default; always absolute. An empty --dir
-    is refused: it is a mistake (an unset variable, say), not a wish for the default."""
+    """--dir, else $BENCH_DIR, else $XDG_STATE_HOME/bench (~/.local/state/bench); always
+    absolute. An empty --dir is a mistake (an unset variable, say), not the default."""
     if flag == "":
         raise WireError(
             "usage",
             "--dir is empty: give a directory, or leave --dir out to use $BENCH_DIR "
             "(else ~/.local/state/bench)",
         )
-    d = flag or os.environ.get("BENCH_DIR") or default_dir()
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join("~", ".local", "state")
+    d = flag or os.environ.get("BENCH_DIR") or os.path.join(state, "bench")
     return os.path.abspath(os.path.expanduser(d))
 
 
@@ -82,9 +70,8 @@ _CANNOT = {
 
 
 def dir_problem(bench_dir: str, err: OSError | None = None) -> WireError | None:
-    """`bad-dir` naming what is wrong with BENCH_DIR as a place for a directory: it, or a
-    directory above it, is a file; or it is missing and cannot be made (`err`, from the
-    attempt). None when nothing of the sort is wrong."""
+    """`bad-dir` if BENCH_DIR or a directory above it is a file, or it is missing and
+    cannot be made (`err`, from the attempt); else None."""
     path = bench_dir
     while True:
         try:
@@ -117,7 +104,7 @@ def dir_problem(bench_dir: str, err: OSError | None = None) -> WireError | None:
 
 
 def socket_path(bench_dir: str) -> str:
-    """The daemon's socket path in BENCH_DIR, or a clear error when AF_UNIX cannot hold it."""
+    """The daemon's socket path in BENCH_DIR, or an error when AF_UNIX cannot hold it."""
     path = os.path.join(bench_dir, SOCKET_NAME)
     n = len(os.fsencode(path))
     if n >= SUN_PATH_MAX:
@@ -172,8 +159,7 @@ def dumps(obj: object) -> str:
 
 
 def request(verb: str, fields: "dict[str, Any]") -> "dict[str, Any]":
-    """A request object: verb, the caller's token (BENCH_TOKEN), then the given fields
-    (None means "use the default" and is left out)."""
+    """A request object: verb, the caller's BENCH_TOKEN, then the fields not None."""
     req: dict[str, Any] = {"verb": verb}
     token = os.environ.get("BENCH_TOKEN")
     if token:
@@ -188,8 +174,7 @@ def request(verb: str, fields: "dict[str, Any]") -> "dict[str, Any]":
 
 
 class JSONCodec:
-    """The client protocol's codec for plain data: dict requests out, dict answers in,
-    on the C modules above (the fast path's)."""
+    """The client protocol's codec for plain data (the fast path's)."""
 
     def encode(self, req: "dict[str, Any]", rid: int) -> "tuple[Id, bytes]":
         if "id" not in req:
@@ -221,24 +206,12 @@ class JSONCodec:
     def expects(self, req: "dict[str, Any]") -> None:
         return None  # plain data: any answer is taken as it comes
 
-    def fits(self, frame: "dict[str, Any]", expected: None) -> bool:
-        return True
-
 
 JSON = JSONCodec()
 
 
-def check(answer: "dict[str, Any]") -> "dict[str, Any]":
-    """The answer, or its refusal raised (for answers read with `Client.recv`)."""
-    parts = JSON.error(answer)
-    if parts is not None:
-        raise refusal(*parts)
-    return answer
-
-
 def unreachable(bench_dir: str, path: str, err: OSError) -> WireError:
-    """Why a connect to the daemon's socket failed, as both shells report it: what is
-    wrong with BENCH_DIR if anything, else no daemon."""
+    """Why a connect to the daemon's socket failed, as both shells report it."""
     if isinstance(err, (FileNotFoundError, ConnectionRefusedError)):
         why = f"no daemon is running for {bench_dir}: start it with `bench up`"
     else:
@@ -248,7 +221,7 @@ def unreachable(bench_dir: str, path: str, err: OSError) -> WireError:
 
 def check_peer(sock: _socket.socket, path: str) -> None:
     """Whoever binds the path answers: before anything is sent (a request may carry a
-    session's token, a body), check that the peer runs as us (one getsockopt)."""
+    session's token, a body), check that the peer runs as us."""
     try:  # SO_PEERCRED: struct ucred is pid, uid, gid as native ints
         raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError as err:
@@ -271,10 +244,9 @@ def broke(err: OSError) -> Disconnected:
 
 
 class Client:
-    """One blocking connection: `call` sends a request and returns its answer, `stream`
-    yields a stream's frames up to its end. Plain dicts with the default codec (`JSON`, the
-    fast path's); with `messages.StructCodec`, Structs of each request's own answer type.
-    """
+    """One blocking connection: `call` returns a request's answer, `stream` yields a
+    stream's frames up to its end. Plain dicts with the default codec (`JSON`); with
+    `messages.StructCodec`, Structs of each request's own answer type."""
 
     def __init__(
         self,
@@ -323,8 +295,7 @@ class Client:
             raise broke(err) from None
 
     def send(self, req: "Any") -> "Id":
-        """Send a request without waiting or tracking it: answered only when refused
-        (attach's keystrokes), its refusals come from `recv`, in order."""
+        """Send a request untracked (attach's keystrokes): its refusals come from `recv`."""
         rid, line = self._proto.send(req, track=False)
         self.send_raw(line)
         return rid
@@ -346,8 +317,7 @@ class Client:
                 return answer
 
     def recv(self) -> "Any":
-        """The next frame, whichever request it answers; an error frame is returned
-        as it is (`check` raises a plain one)."""
+        """The next frame, whichever request it answers (an error frame as it is)."""
         return self._next().frame
 
     @overload
@@ -365,23 +335,19 @@ class Client:
     @overload
     def stream(self, req: "dict[str, Any]") -> "Stream[dict[str, Any]]": ...  # noqa: F811
     def stream(self, req: "Any") -> "Stream[Any]":  # noqa: F811
-        """Send a stream's request (events, tail, screen, attach) and return its frames:
-        iterate them; iteration ends cleanly at the stream's end frame (kept as
-        `Stream.end`), and a refusal is raised as WireError."""
+        """Send a stream's request and return its frames, up to its end frame (kept as
+        `Stream.end`); a refusal is raised as WireError."""
         rid, line = self._proto.send(req, stream=True)
         self.send_raw(line)
         return Stream(self, rid)
 
 
 class Stream(Generic[F]):
-    """The frames of one stream on a blocking connection, in order, up to its end.
+    """The frames of one stream on a blocking connection, up to its end (`end`).
 
-    `end` is the end frame once the stream ended (its `reason`: done, exited, detached,
-    ...). `pending()` says whether a frame is already read (select() on the socket
-    cannot show it), for a shell that waits on the socket and other files at once
-    (`bench attach`). A caller that stops before the end closes the connection: the
-    daemon would go on streaming into it (a follow stream ends only when it closes).
-    """
+    `pending()`: whether a frame is already read, which select() on the socket cannot
+    show (`bench attach`). A caller that stops before the end closes the connection: the
+    daemon would go on streaming into it."""
 
     def __init__(self, conn: Client, rid: "Id"):
         self._conn = conn

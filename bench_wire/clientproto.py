@@ -1,11 +1,7 @@
 """The client side of the wire protocol, sans I/O: one state machine for every client
-(ARCHITECTURE.md, "One typed client"). The shells (`client.Client`,
-`asyncclient.AsyncClient`) only move its bytes; a `Codec` spells the requests and
-answers (`client.JSON`: plain dicts; `messages.StructCodec`: Structs).
-
-An error frame without an id is the connection's own (too-many-connections,
-idle-timeout, frame-too-long): the daemon closes after it, so it ends every request
-still waiting. The daemon's connections split lines with `LineBuffer` too.
+(ARCHITECTURE.md, "One typed client"); a `Codec` spells the requests and answers
+(`client.JSON`: plain dicts; `messages.StructCodec`: Structs). The daemon's connections
+split lines with `LineBuffer` too.
 
 Stdlib only, and no `typing` at run time: the CLI's fast path imports this module
 (tests/unit/test_imports.py).
@@ -13,9 +9,7 @@ Stdlib only, and no `typing` at run time: the CLI's fast path imports this modul
 
 from bench_wire.errors import Disconnected, WireError
 
-# `typing` would cost the fast path an import: it exists for the type checker only
-# (mypy reads TYPE_CHECKING as true), and annotations that name it are strings.
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # the type checker's alone (mypy reads it as true): no `typing` import
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
@@ -30,8 +24,7 @@ if TYPE_CHECKING:
         - `head`: the frame's request id and type (`end` closes a stream).
         - `error`: an error frame's code, message and retry_after; None for any other.
         - `streams`: whether `req` is answered with frames up to an end frame.
-        - `expects`: what answers `req` may be (handed back to `fits`); None: anything.
-        - `fits`: whether `frame` (no error, no end frame) is an answer `expects` allowed.
+        - `expects`: the types an answer to `req` may be (None: anything).
         """
 
         def encode(self, req: Any, rid: int) -> tuple[Id, bytes]: ...
@@ -39,17 +32,12 @@ if TYPE_CHECKING:
         def head(self, frame: Any) -> tuple[Id, str | None]: ...
         def error(self, frame: Any) -> tuple[str, str, float | None] | None: ...
         def streams(self, req: Any) -> bool: ...
-        def expects(self, req: Any) -> Any: ...
-        def fits(self, frame: Any, expected: Any) -> bool: ...
+        def expects(self, req: Any) -> tuple[type, ...] | None: ...
 
 
 class FrameTooLong(Exception):
-    """A line grew past the cap before its newline arrived.
-
-    `complete` holds the lines that were whole before it in the same feed, so a reader
-    can still act on them (the client protocol answers their requests) before it gives
-    up on the connection.
-    """
+    """A line grew past the cap before its newline arrived. `complete`: the lines whole
+    before it in the same feed, still to be acted on before the connection is given up."""
 
     def __init__(self, complete: list[bytes] | None = None):
         super().__init__()
@@ -57,12 +45,8 @@ class FrameTooLong(Exception):
 
 
 class LineBuffer:
-    """Splits a byte stream into lines of at most `max_line` bytes (newline excluded).
-
-    Feed it whatever recv() returned; it returns the complete lines. It never holds more
-    than `max_line` bytes of an unfinished line: past that it raises FrameTooLong, and
-    the connection should be answered and closed.
-    """
+    """Splits a byte stream into lines of at most `max_line` bytes (newline excluded);
+    past that, FrameTooLong (it never holds more of an unfinished line)."""
 
     def __init__(self, max_line: int):
         self.max_line = max_line
@@ -86,25 +70,15 @@ class LineBuffer:
         return lines
 
 
-# The longest answer line a client takes. The daemon's own caps bound its answers far
-# below this (a 256 KiB body, 500 listed messages); the cap only keeps a broken or
-# hostile peer from growing the buffer without end.
+# The longest answer line a client takes: the daemon's caps bound its answers far below
+# this; it only keeps a broken or hostile peer from growing the buffer without end.
 ANSWER_BYTES = 64 * 1024 * 1024
 
 
-def refusal(code: str, message: str, retry_after: float | None = None) -> WireError:
-    """The one place an error frame's parts become the WireError every client raises."""
-    return WireError(code or "protocol", message, retry_after)
-
-
 class Answer:
-    """One frame from the daemon, decoded.
-
-    `id` is the request it answers (None: the connection's own error). `error` is the
-    frame mapped to a WireError when it is an error frame. `done` says that no more
-    frames will come for that request: its one answer, a stream's end frame, any error;
-    a frame for no waiting request (sent untracked, or given up) counts as done too.
-    """
+    """One frame from the daemon, decoded: `id` the request it answers (None: the
+    connection's own error), `error` the refusal it carries, `done` when no more frames
+    will come for that request (or it answers no waiting one)."""
 
     __slots__ = ("id", "frame", "error", "done")
 
@@ -121,9 +95,8 @@ class Answer:
         return self.frame
 
     def belongs(self, rid: "Id") -> bool:
-        """Whether this frame answers request `rid`: the request's own frames, or the
-        connection's own error (no id), which ends every request. The one matching rule
-        of every shell: other frames are for requests sent untracked or given up."""
+        """Whether this frame answers request `rid`: its own frames, or the connection's
+        own error (no id: the daemon closes after it), which ends every request."""
         return self.id == rid or (self.id is None and self.error is not None)
 
     def __repr__(self) -> str:
@@ -171,11 +144,8 @@ class ClientProtocol:
     def send(
         self, req: "Any", *, stream: bool | None = None, track: bool = True
     ) -> "tuple[Id, bytes]":
-        """Frame one request: its id (the next one, unless it carries its own) and the
-        bytes to write. Whether it is a stream is the request's (its verb) unless
-        `stream` says. `track=False` for requests whose answers the shell reads in
-        order without matching (the blocking shell's raw `send`, attach's keystrokes,
-        which are answered only when refused)."""
+        """Frame one request: its id and the bytes to write. `track=False` for requests
+        whose answers are read in order without matching (attach's keystrokes)."""
         self._next_id += 1
         rid, line = self.codec.encode(req, self._next_id)
         if track:
@@ -210,14 +180,13 @@ class ClientProtocol:
             )
 
     def has_event(self) -> bool:
-        """Whether `next_event` would give something other than NEED_DATA: a shell that
-        waits on the socket (select) must take these first, the socket cannot show them."""
+        """Whether `next_event` would give something other than NEED_DATA (which a shell
+        must take before it waits on the socket: select() cannot show them)."""
         return bool(self._ready) or self._broken is not None or self._eof
 
     def next_event(self) -> "Answer | NeedData | Closed":
-        """The next answer, NEED_DATA, or CLOSED. Raises WireError (`protocol`) for a
-        line that does not decode (it is consumed: the next call goes on) and for an
-        overlong answer (for good: the connection cannot be read any further)."""
+        """The next answer, NEED_DATA, or CLOSED. Raises WireError (`protocol`) for a line
+        that does not decode (consumed) and for an overlong answer (for good)."""
         if self._ready:
             return self._answer(self._ready.pop(0))
         if self._broken is not None:
@@ -225,9 +194,8 @@ class ClientProtocol:
         return CLOSED if self._eof else NEED_DATA
 
     def next_answer(self) -> "Answer | None":
-        """The next answer, or None while the socket must be read for it (the shells'
-        read loop); raises what next_event raises, and `closed()` once the daemon closed
-        the connection."""
+        """The next answer, or None while the socket must be read for it; raises what
+        next_event raises, and `closed()` once the daemon closed the connection."""
         event = self.next_event()
         if event is CLOSED:
             raise closed()
@@ -240,7 +208,7 @@ class ClientProtocol:
             raise WireError("protocol", str(err)) from None
         rid, kind = self.codec.head(frame)
         parts = self.codec.error(frame)
-        error = None if parts is None else refusal(*parts)
+        error = None if parts is None else WireError(parts[0] or "protocol", *parts[1:])
         if rid is None and error is not None:
             self._waiting.clear()
             return Answer(rid, frame, error, True)
@@ -249,7 +217,7 @@ class ClientProtocol:
             return Answer(rid, frame, error, True)
         stream, expected = waiting
         end = stream and kind == "end"
-        if error is None and not end and not self.codec.fits(frame, expected):
+        if error is None and not end and expected and not isinstance(frame, expected):
             error = WireError(
                 "protocol", f"the daemon answered with a frame of type {kind!r}, not the answer"
             )

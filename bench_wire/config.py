@@ -1,16 +1,10 @@
 """Daemon options, each said once: a field of `DaemonOptions` (ARCHITECTURE.md, "Where
-to add a daemon option", lists what derives from it: benchd's parser, click, the team
-file's keys, the docs/cli.md table, `DaemonConfig`).
+to add a daemon option", lists what derives from it).
 
-Why a dataclass rather than records beside a typed config: mypy strict sees
+A dataclass rather than records beside a typed config: mypy strict sees
 `config.send_rate` as a float only if a class declares the field, and a second class
 would say every name and default again. The field's `metadata` holds the rest, read back
-as `Option` records by the code that walks every option. hello's `caps` and
-`ReactorSettings` stay typed structs the daemon fills field by field (mypy checks each
-name); `Option.hello` names where each value lands (tests/unit/test_config.py checks it).
-
-bench_wire imports no benchd. `bench mail send`'s fast path never imports this module
-(it loads typing, which tests/unit/test_imports.py forbids there).
+as `Option` records by the code that walks every option.
 """
 
 import dataclasses
@@ -23,11 +17,8 @@ MiB = 1 << 20
 
 
 def option(default: N, low: float, high: float, unit: str, help: str, hello: str = "") -> N:
-    """One option's field: its default, its range (least, most; a value outside is
-    refused by `bench up`, a team file and benchd alike, with the bound named), the unit
-    its values are shown in ("s" as a duration, "B" bytes, "" a count or rate), its help,
-    and where hello reports the running value ("caps.connections"; "" if it does not),
-    which `bench up` compares with the options it is given."""
+    """One option's field: its default, its range (least, most), the unit its values are
+    shown in (`Option.unit`), its help, and where hello reports it (`Option.hello`)."""
     meta = {"range": (low, high, unit), "help": help, "hello": hello}
     return dataclasses.field(default=default, metadata=meta)
 
@@ -266,9 +257,8 @@ def value_text(value: float, unit: str) -> str:
 
 
 def option_problem(flag: str, value: float) -> str | None:
-    """Why a daemon option's value is refused, or None (checked by benchd and by
-    `bench up`, so a bad value is a usage error before any daemon starts). NaN is
-    outside every range."""
+    """Why a daemon option's value is refused, or None (checked by benchd and by `bench
+    up`, before any daemon starts). NaN is outside every range."""
     o = BY_FLAG.get(flag)
     low, high, unit = (o.low, o.high, o.unit) if o else (0, float("inf"), "")
     if low <= value <= high:

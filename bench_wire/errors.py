@@ -1,8 +1,5 @@
-"""The catalogue of error codes: one kebab-case code per kind of refusal.
-
-Every error the daemon sends is `{"code": <one of these>, "message": <a sentence>}`;
-the CLI maps the codes to exit codes (see `EXIT_CODES`). Keep this module free of
-imports so the CLI's fast path can use it.
+"""The catalogue of error codes (one per kind of refusal) and the CLI's exit codes for
+them. Free of imports: the CLI's fast path uses it.
 """
 
 # code -> what it means (the default sentence; daemons usually say something more precise)
@@ -155,6 +152,5 @@ class WireError(Exception):
 
 
 class Disconnected(WireError):
-    """No daemon answers (`no-daemon`), or the connection to it broke (`protocol`):
-    a request in flight may or may not have been carried out, and only a new connection
-    can go on. Both client shells raise it; reconnecting is the caller's choice."""
+    """No daemon answers (`no-daemon`), or the connection to it broke (`protocol`): a
+    request in flight may or may not have been carried out; only a new connection goes on."""

@@ -1,10 +1,7 @@
-"""Every request, response and event on the wire, as msgspec Structs, and their framing.
-
-Requests are tagged by `verb`, responses by `type` (errors are `ErrorResponse`), events
-by `kind`; docs/protocol.md is made from these types. New fields always get defaults,
-so older peers keep decoding. Each request names its answer as its type parameter
-(`Hello(Request["HelloOk"])`; ARCHITECTURE.md, "One typed client"): `ANSWERS` reads it
-at run time to check every answer.
+"""Every request, response and event on the wire, as msgspec Structs, and their framing
+(docs/protocol.md is made from them). New fields always get defaults, so older peers
+keep decoding. Each request names its answer as its type parameter (ARCHITECTURE.md,
+"One typed client").
 """
 
 import functools
@@ -43,9 +40,7 @@ else:
 
 class Request(msgspec.Struct, Generic[Answer], tag_field="verb", kw_only=True, omit_defaults=True):
     id: Id = None
-    # A session's secret (BENCH_TOKEN); absent for the operator. The daemon derives the
-    # caller from it and from the socket's peer credentials, never from a claimed name.
-    token: str | None = None
+    token: str | None = None  # a session's BENCH_TOKEN (docs/protocol.md, "Requests")
 
 
 class Hello(Request["HelloOk"], tag=verbs.HELLO):
@@ -78,8 +73,6 @@ class MailRead(Request["ReadOk"], tag=verbs.MAIL_READ):
 
 
 class MailSearch(Request["SearchOk"], tag=verbs.MAIL_SEARCH):
-    """Full text over subject and body; best matches first, snippets never bodies."""
-
     query: str
     handle: str | None = None  # whose mailbox (operator only; a session: its own)
     # Only mail from this address (`alice` or `alice@node2`).
@@ -89,20 +82,14 @@ class MailSearch(Request["SearchOk"], tag=verbs.MAIL_SEARCH):
 
 
 class MailThread(Request["ThreadOk"], tag=verbs.MAIL_THREAD):
-    """The conversation a message belongs to (linked by in-reply-to), oldest first; one
-    longer than `limit` is cut to the message's neighbourhood (`left_out` in the answer).
-
-    `mail_id`: its id here, or its identity across nodes (<id>@<node>)."""
+    """The conversation a message belongs to (by its id here or its identity, <id>@<node>);
+    one longer than `limit` is cut to the message's neighbourhood (`left_out`)."""
 
     mail_id: str
     limit: int | None = None  # default and maximum: caps.thread_max
 
 
 class MailReply(Request["ReplyOk"], tag=verbs.MAIL_REPLY):
-    """Answer a message: to its reply-to (else its sender), in-reply-to set, `Re:` subject.
-
-    Recipients on other nodes (`carol@node2`) are answered across the bridge."""
-
     mail_id: str
     body: str = ""
     subject: str | None = None  # default: "Re: " + the message's subject
@@ -135,16 +122,10 @@ class Spawn(Request["SpawnOk"], tag=verbs.SESSION_SPAWN):
     cols: int = 120
     agent: str | None = None
     job: JobMailSpec | None = None
-    # Seconds from the spawn until the session is ended (a job then replies interrupted,
-    # reason deadline); None: no deadline.
-    deadline: float | None = None
-    # A job's stall time in seconds: idle that long without a report mails its reply-to
-    # addresses. None: the daemon's --stall-after; 0: never.
-    stall_after: float | None = None
-    # False: run it outside the sandbox (`bench spawn --no-sandbox`; the operator's only).
+    # `bench spawn`'s options of the same names (docs/cli.md, docs/jobs.md).
+    deadline: float | None = None  # seconds; None: none
+    stall_after: float | None = None  # seconds; None: the daemon's --stall-after; 0: never
     sandbox: bool = True
-    # An adapter session's mid-turn door (`bench spawn --mid-turn`): mail is also handed
-    # over after each tool call, as added context (a hook per tool call: opt-in).
     mid_turn: bool = False
 
 
@@ -176,8 +157,6 @@ class SessionTail(Request["OutputFrame | ScreenFrame"], tag=verbs.SESSION_TAIL):
 
 
 class SessionScreen(Request["ScreenFrame"], tag=verbs.SESSION_SCREEN):
-    """The session's screen now, then (follow) each change, at most ~10 frames a second."""
-
     handle: str
     follow: bool = False
 
@@ -189,8 +168,6 @@ class SessionAttach(Request["AttachOk | OutputFrame"], tag=verbs.SESSION_ATTACH)
 
 
 class SessionInput(Request["Response"], tag=verbs.SESSION_INPUT):
-    """Keystrokes from an attached operator (only valid after session/attach)."""
-
     data: str  # base64
 
 
@@ -208,9 +185,8 @@ class JobReport(Request["ReportOk"], tag=verbs.JOB_REPORT):
 
 
 class AgentReport(Request["AgentReportOk"], tag=verbs.AGENT_REPORT):
-    """A hook of the caller's own agent (`bench hook EVENT`): the event's name (bench's,
-    benchd.core.agentstate.EVENTS) and the JSON the agent gave its hook, as it gave it.
-    The daemon places it by the caller: a session reports only about itself."""
+    """A hook of the caller's own agent (`bench hook EVENT`, docs/agents.md): the event and
+    the JSON the agent gave its hook. A session reports only about itself."""
 
     event: str
     payload: str = ""
@@ -225,8 +201,7 @@ class AgentAnswer(Request["AgentAnswerOk"], tag=verbs.AGENT_ANSWER):
 
 
 class JournalAck(Request["JournalAckOk"], tag=verbs.JOURNAL_ACK):
-    """Acknowledge the journal damage `hello` reports (operator only): it is no longer
-    shown; the journal/damaged events stay in the log."""
+    """Acknowledge the journal damage `hello` reports (operator only; the events stay)."""
 
 
 class DebugFault(Request["FaultOk"], tag=verbs.DEBUG_FAULT):
@@ -253,9 +228,7 @@ class BridgeForward(Request["ForwardOk"], tag=verbs.BRIDGE_FORWARDED):
 
 
 class BridgeDeliver(Request["DeliverOk"], tag=verbs.BRIDGE_DELIVER):
-    """The bridge: deliver messages that arrived from other nodes into local mailboxes.
-
-    `origin` is the node the message came from, as the bridge saw it."""
+    """The bridge: deliver messages from node `origin` (as the bridge saw it) here."""
 
     messages: list[RemoteMail]
     origin: str = ""
@@ -263,10 +236,8 @@ class BridgeDeliver(Request["DeliverOk"], tag=verbs.BRIDGE_DELIVER):
 
 class BridgeReport(Request["BridgeReportOk"], tag=verbs.BRIDGE_REPORT):
     """The bridge's heartbeat: connected to NATS or not, the directory it sees, a retry.
-
-    `nodes` is the whole directory as just read (nodes not in it are forgotten), or None
-    when it was not read this time. `skipped` are directory entries refused (once per
-    revision); `error` is why the bridge stopped (e.g. node-name-taken)."""
+    `nodes` is the whole directory as just read (None: not read this time); `error` why
+    the bridge stopped."""
 
     connected: bool
     nodes: list[NodeInfo] | None = None
@@ -277,15 +248,13 @@ class BridgeReport(Request["BridgeReportOk"], tag=verbs.BRIDGE_REPORT):
     retry: str | None = None
     attempt: int = 0
     delay: float = 0.0
-    # "disconnected" or "reconnected": the NATS connection changed just now (down_s:
-    # how long it was down), said at once rather than at the next heartbeat.
+    # "disconnected" or "reconnected" just now (down_s: how long it was down).
     link: str | None = None
     down_s: float = 0.0
 
 
 class BridgeBounce(Request["BounceOk"], tag=verbs.BRIDGE_BOUNCE):
-    """The bridge: return a message that came from `origin` to its sender, from
-    postmaster@<this node>, for `error` (e.g. expired: it waited too long in the stream)."""
+    """The bridge: return a message from `origin` to its sender (docs/nodes.md, "Bounces")."""
 
     message: RemoteMail
     origin: str
@@ -293,8 +262,7 @@ class BridgeBounce(Request["BounceOk"], tag=verbs.BRIDGE_BOUNCE):
 
 
 class BridgeReceiptsPull(Request["ReceiptsPullOk"], tag=verbs.BRIDGE_RECEIPTS_PULL):
-    """The bridge: receipts for other nodes' mail delivered or read here, to send back
-    (waits up to `wait` s for one). What is pulled is the bridge's to send."""
+    """The bridge: receipts to send back for other nodes' mail (waits up to `wait` s)."""
 
     limit: int = 256
     wait: float = 0.0
@@ -312,12 +280,10 @@ class NodesRead(Request["NodesOk"], tag=verbs.BRIDGE_NODES):
 
 
 # ---------------------------------------------------------------- delivery states and waits
-# `mail/sent-list`, `mail/status`, `mail/wait` and `job/wait`: a sent message's states, and waits.
 
 
 class MailSentList(Request["SentListOk"], tag=verbs.MAIL_SENT_LIST):
-    """The caller's sent mail with its state, newest first. `sender`: whose (operator only;
-    a session sees the mail it sent)."""
+    """The caller's sent mail with its state, newest first (`sender`: whose; operator only)."""
 
     to: str | None = None
     state: str | None = None  # one of STATES: only mail whose state it is now
@@ -332,9 +298,8 @@ class MailStatus(Request["StatusOk"], tag=verbs.MAIL_STATUS):
 
 
 class MailWait(Request["WaitOk"], tag=verbs.MAIL_WAIT):
-    """Block until mail that matches arrives in the caller's mailbox, then read it (which
-    retires it), or answer `timeout` after `timeout` seconds. `sender`: only mail from
-    this address; `reply_to`: only a reply to this message (in-reply-to naming it)."""
+    """Block until matching mail arrives in the caller's mailbox, then read it, or answer
+    `timeout`. `reply_to`: only a reply to this message."""
 
     sender: str | None = msgspec.field(default=None, name="from")
     reply_to: str | None = None
@@ -342,8 +307,7 @@ class MailWait(Request["WaitOk"], tag=verbs.MAIL_WAIT):
 
 
 class JobWait(Request["JobWaitOk"], tag=verbs.JOB_WAIT):
-    """Block until the job of a session (by handle or id) settles; answer its outcome and
-    its reply, or `timeout`."""
+    """Block until a session's job settles; its outcome and reply, or `timeout`."""
 
     session: str
     timeout: float = 300.0
@@ -353,9 +317,8 @@ PROTOCOL_VERSION = 1
 
 
 def _members(base: type) -> tuple[type, ...]:
-    """The types below `base`, each followed by its own, in the order they were defined:
-    the decoders, the verb table and docs/protocol.md are all made from them. A `_Name`
-    below `base` is a group of fields its types share (`_SessionEvent`), no type itself."""
+    """The types below `base`, each followed by its own, in the order they were defined.
+    A `_Name` below `base` is a group of fields its types share, no type itself."""
     found: list[type] = []
     for sub in sorted(_below(base), key=_defined):
         found += [sub, *_members(sub)]
@@ -420,11 +383,7 @@ def encode_line(msg: msgspec.Struct) -> bytes:
 
 
 def decode_request(line: bytes) -> Request:
-    """Decode one request line or raise WireError with the precise code.
-
-    Returns the request Struct. The error carries the request's id when it could be
-    recovered, so the caller can echo it.
-    """
+    """Decode one request line or raise WireError with the precise code."""
     try:
         return request_decoder.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError) as err:
@@ -476,13 +435,9 @@ def request_id_of(line: bytes) -> int | str | None:
 
 
 class StructCodec:
-    """The client protocol's codec for typed clients: msgspec request Structs out,
-    `AnyResponse` Structs in, each answer checked against its request's own answer
-    types (`messages.ANSWERS`; see `bench_wire.clientproto`).
-
-    `token`: a session's BENCH_TOKEN, sent with every request that carries none of its
-    own (the CLI's and MCP's; the dashboard and the bridge are the operator's, and
-    send none)."""
+    """The client protocol's codec for typed clients (`bench_wire.clientproto`): Structs
+    out and in, each answer checked against `ANSWERS`. `token`: a session's BENCH_TOKEN,
+    sent with every request that carries none of its own."""
 
     def __init__(self, token: str | None = None) -> None:
         self._decoder: msgspec.json.Decoder[Response] = msgspec.json.Decoder(AnyResponse)
@@ -501,9 +456,6 @@ class StructCodec:
 
     def expects(self, req: Request) -> tuple[type[Response], ...]:
         return ANSWERS[type(req)]
-
-    def fits(self, frame: Response, expected: tuple[type[Response], ...]) -> bool:
-        return isinstance(frame, expected)
 
     def decode(self, line: bytes) -> Response:
         try:

@@ -1,21 +1,7 @@
-"""Untrusted text on a terminal: which characters may not reach it as they are.
-
-Mail bodies and subjects, handles from other nodes, a session's screen and the daemon's
-error sentences all quote text that someone else chose. On a terminal some characters in
-it are not text but commands, and are shown escaped instead:
-
-- control characters (C0 but tab and newline, DEL, C1): an escape sequence could move the
-  cursor, rewrite the lines above it, set the window title or colour what follows;
-- bidi controls (Unicode's Bidi_Control set: U+061C, U+200E, U+200F, U+202A-U+202E,
-  U+2066-U+2069): they reorder what is shown, so a line could read differently from what
-  it holds;
-- private-use characters (U+E000-U+F8FF and planes 15 and 16): they mean whatever a
-  program decides, and no text from outside may look like one of ours.
-
-This is the one home of that rule: the CLI's human output (`escape`), the dashboard
-(`mask`, which keeps every character's place so a screen's colours stay aligned) and the
-wake line typed into a pty (`strip`) all use it. --json output never comes through here:
-it is exact.
+"""Untrusted text on a terminal: which characters may not reach it as they are, and why
+(docs/cli.md, "Untrusted text on your terminal"). The one home of that rule: the CLI's
+human output (`escape`), the dashboard (`mask`) and the wake line typed into a pty
+(`strip`) all use it.
 
 No imports: the CLI's fast path (`bench mail read`) prints through this module.
 """
@@ -24,6 +10,7 @@ TYPE_CHECKING = False  # `typing` costs the fast path an import: for the type ch
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+# Unicode's Bidi_Control set.
 BIDI_CONTROLS = frozenset((0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)))
 
 
@@ -38,10 +25,6 @@ def unsafe(c: int) -> bool:
     if c in BIDI_CONTROLS:
         return True
     return 0xE000 <= c <= 0xF8FF or c >= 0xF0000  # private use (planes 15 and 16 whole)
-
-
-def _unsafe_in_a_line(c: int) -> bool:
-    return c in (9, 10) or unsafe(c)
 
 
 class _Table(dict[int, str]):
@@ -70,7 +53,7 @@ def _escaped(c: int) -> str:
 
 _ESCAPE = _Table(_escaped)
 _MASK = _Table(lambda c: "\ufffd")
-_STRIP = _Table(lambda c: "", _unsafe_in_a_line)
+_STRIP = _Table(lambda c: "", lambda c: c in (9, 10) or unsafe(c))  # one line: no tab, newline
 
 
 def escape(text: str) -> str:

@@ -1,8 +1,5 @@
 """Every verb of the wire protocol, named once (stdlib only: the CLI's fast path uses it).
-
-The request Structs take their tags from here (`bench_wire.messages`), and the fast path's hand-written requests their `verb`; no
-other package spells a verb (tests/unit/test_verbs.py scans them). `STREAMS` are the
-verbs answered with frames up to one `end` frame rather than with one answer.
+No other package spells a verb (tests/unit/test_verbs.py scans them).
 """
 
 HELLO = "hello"

@@ -6,6 +6,7 @@ fields of `bench_wire.config.DaemonOptions`, so neither can drift from the code
 (tests/unit/test_protocol_doc.py and test_option_bounds.py compare them).
 """
 
+import inspect
 import json
 import pathlib
 
@@ -152,7 +153,7 @@ def _schema_section(title: str, types: tuple[type[msgspec.Struct], ...], key: st
         tag = t.__struct_config__.tag
         schema = components[t.__name__]
         out.append(f"\n### `{tag}`\n")
-        doc = (t.__doc__ or "").strip()
+        doc = inspect.cleandoc(t.__doc__ or "")
         if doc and not doc.startswith(t.__name__ + "("):
             out.append(f"\n{doc}\n")
         if issubclass(t, m.Request):

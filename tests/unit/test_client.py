@@ -370,12 +370,10 @@ def test_responses_decode_to_what_output_prints(answer, printer):
         assert answer.cursor in text
 
 
-def test_error_answer_raises_wire_error():
+def test_error_answer_reads_as_its_refusal():
     err = m.ErrorResponse(id=3, error=m.ErrorBody("bad-handle", "nope"))
     a = client.loads(msgspec.json.encode(err).decode())
-    with pytest.raises(client.WireError) as info:
-        client.check(a)
-    assert (info.value.code, info.value.message) == ("bad-handle", "nope")
+    assert client.JSON.error(a) == ("bad-handle", "nope", None)
 
 
 # ---------------------------------------------------------------- entry.parse vs click

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench_wire import messages as m
-from bench_wire.client import JSON, check
+from bench_wire.client import JSON
 from bench_wire.clientproto import CLOSED, NEED_DATA, Answer, ClientProtocol
 from bench_wire.errors import WireError
 from bench_wire.messages import StructCodec
@@ -130,13 +130,6 @@ def test_an_error_without_a_message_says_the_catalogue_sentence():
     answer = p.next_event()
     assert isinstance(answer, Answer) and answer.error is not None
     assert answer.error.message == "The mailbox has no unread message."
-
-
-def test_check_maps_error_answers_as_the_protocol_does():
-    with pytest.raises(WireError) as info:
-        check({"id": 1, "ok": False, "error": {"code": "forbidden", "message": "no"}})
-    assert (info.value.code, info.value.message) == ("forbidden", "no")
-    assert check({"id": 1, "ok": True}) == {"id": 1, "ok": True}
 
 
 def test_the_connections_own_error_ends_every_waiting_request():

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from bench_bridge import admission as d
+from bench_wire.errors import WireError
 from benchd.runtime import outbound
 
 NOW = 1_800_000_000_000
@@ -37,7 +38,7 @@ def test_a_good_entry_is_read():
     ],
 )
 def test_a_bad_entry_is_skipped_with_its_code(key, raw, code):
-    with pytest.raises(d.Skip) as e:
+    with pytest.raises(WireError) as e:
         d.decode_entry(key, raw, NOW, L)
     assert e.value.code == code and e.value.message
 
