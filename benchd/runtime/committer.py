@@ -65,7 +65,6 @@ class Op(Generic[R_co]):
 
     error: WireError | None = None
     result: R_co
-    resolved = False  # answered by check() (e.g. a duplicate key): nothing to write
 
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -74,6 +73,10 @@ class Op(Generic[R_co]):
     async def wait(self) -> R_co:
         """The op's result once its batch is durable, or its error raised."""
         await self.done.wait()
+        return self.outcome()
+
+    def outcome(self) -> R_co:
+        """The op's result, or its error raised (both set by the time its batch is done)."""
         if self.error is not None:
             raise self.error
         return self.result
@@ -81,9 +84,11 @@ class Op(Generic[R_co]):
     # What the op's commit does, for the journal (set by prepare): Write and Rename.
     entries: tuple[Entry, ...] | list[Entry] = ()
 
-    def check(self, ctx: "Committer") -> None:
-        """On the loop, before the batch is staged: lookups in the index.
-        Raise WireError to fail the op."""
+    def check(self, ctx: "Committer") -> Callable[[], R_co] | None:
+        """On the loop, before the batch is staged: lookups in the index. Raise WireError
+        to fail the op. Returns its answer when there is nothing to write (a duplicate
+        key), taken once the batch is done (`settle`); None: the op goes on."""
+        return None
 
     def prepare(self, batch: "Batch") -> None:
         """Stage files in tmp/ without a flush (on the loop: see "stage" above), set
@@ -250,6 +255,15 @@ class JournalStore:
         return staged.live, staged.records
 
 
+def settle(op: Op[R], answer: Callable[[], R]) -> None:
+    """Answer an op that check() found nothing to write for (its answer may be another
+    op's of the batch, failure included)."""
+    try:
+        op.result = answer()
+    except WireError as err:
+        op.error = err
+
+
 def fail(op: Op[object], err: Exception) -> None:
     if isinstance(err, WireError):
         op.error = err
@@ -377,12 +391,16 @@ class Committer:
     def _commit_batch(self, ops: list[Op[object]]) -> None:
         batch = Batch()
         self.batch = batch  # the ops' check() claims keys in it
+        answers: dict[Op[object], Callable[[], object]] = {}
         for op in ops:
             try:
-                op.check(self)
+                answer = op.check(self)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
-        live = [op for op in ops if op.error is None and not op.resolved]
+                continue
+            if answer is not None:
+                answers[op] = answer
+        live = [op for op in ops if op.error is None and op not in answers]
         logged: list[Event] = []
         if not live:
             published: list[Op[object]] = []
@@ -405,5 +423,7 @@ class Committer:
         elif any(op.error is not None and op.error.code == "disk-full" for op in ops):
             self.disk_full = True  # `bench status` says so until a file gets through
         for op in ops:
+            if op in answers:
+                settle(op, answers[op])
             op.finish()
             op.done.set()

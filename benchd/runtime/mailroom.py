@@ -352,15 +352,14 @@ class Delivery:
 
 class SendOp(Op[SendOk]):
     """Runs a send of any kind (`spec`, a frozen benchd.core.sends.Send): what it
-    writes and logs is the spec's. The run is `check` (a duplicate: `dup_of`, or an
-    answer found by its key) and `prepare` (the `Delivery`, its journal entries, events
-    and answer, set together); the later phases only read them."""
+    writes and logs is the spec's. The run is `check` (which returns the answer of a
+    duplicate key) and `prepare` (the `Delivery`, its journal entries, events and
+    answer, set together); the later phases only read them."""
 
     def __init__(self, room: "Mailroom", spec: Send) -> None:
         super().__init__()
         self.room, self.spec = room, spec
         self.delivery: Delivery | None = None
-        self.dup_of: SendOp | None = None
 
     @property
     def meta(self) -> FrontMatter:
@@ -376,22 +375,20 @@ class SendOp(Op[SendOk]):
         if self.spec.capped and admit is not None:
             admit(self.spec.sender, self.spec.to, len(self.spec.body), batch)
 
-    def check(self, ctx: Committer) -> None:
+    def check(self, ctx: Committer) -> Callable[[], SendOk] | None:
         room: Mailroom = self.room
         spec = self.spec
         if spec.key is None:
             self._admit(ctx.batch)
-            return
+            return None
         seen = ctx.batch.keys
         first = seen.get((spec.sender, spec.key))
         if isinstance(first, SendOp):  # only sends claim keys
             # The same key earlier in this batch: this answer is that op's answer
-            # (or its failure), settled in finish() once the batch is done.
+            # (or its failure), taken once the batch is done.
             if (first.spec.to, first.spec.body) != (spec.to, spec.body):
                 raise _key_conflict(spec.key)
-            self.dup_of = first
-            self.resolved = True
-            return
+            return lambda: msgspec.structs.replace(first.outcome(), duplicate=True)
         hit = ctx.index.find_key(spec.sender, spec.key)
         if hit is not None:
             # A key names one message, as in payment APIs: a resend must be the same
@@ -401,7 +398,7 @@ class SendOp(Op[SendOk]):
             ):
                 raise _key_conflict(spec.key)
             live = room.is_live(hit.handle)
-            self.result = SendOk(
+            sent = SendOk(
                 mail_id=hit.mail_id,
                 path=room.path(hit.handle, hit.mail_id, hit.state),
                 to=hit.handle,
@@ -410,10 +407,10 @@ class SendOp(Op[SendOk]):
                 duplicate=True,
                 note=None if live else "no-live-session",
             )
-            self.resolved = True
-            return
+            return lambda: sent
         seen[(spec.sender, spec.key)] = self  # a same-key resend now shares this op's fate
         self._admit(ctx.batch)
+        return None
 
     def prepare(self, batch: Batch) -> None:
         room: Mailroom = self.room
@@ -481,16 +478,6 @@ class SendOp(Op[SendOk]):
         d = self.delivery
         if d is not None and os.path.exists(d.tmp):
             os.unlink(d.tmp)
-
-    def finish(self) -> None:
-        first = self.dup_of
-        if first is None:
-            return
-        if first.error is not None:
-            self.error = first.error
-        else:
-            assert isinstance(first.result, SendOk), "a send's result is its answer"
-            self.result = msgspec.structs.replace(first.result, duplicate=True)
 
     def index(self, idx: Index) -> None:
         if self.delivery is None:
