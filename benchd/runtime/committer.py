@@ -13,6 +13,7 @@ INDEX_COMMIT_S old or when the committer falls idle: a commit per batch cost abo
 fifth of the lone-send rate (WAL pages).
 """
 
+import errno
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -37,14 +38,6 @@ _encoder = msgspec.json.Encoder()
 # of every kind as Op[object].
 R_co = TypeVar("R_co", covariant=True)
 R = TypeVar("R")
-
-
-def os_error_to_wire(err: OSError) -> WireError:
-    import errno
-
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return WireError("disk-full", f"the disk is full; nothing was written ({err.strerror})")
-    return WireError("io-error", f"the disk refused the write; nothing was written ({err})")
 
 
 def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord, Event]:
@@ -267,8 +260,10 @@ def settle(op: Op[R], answer: Callable[[], R]) -> None:
 def fail(op: Op[object], err: Exception) -> None:
     if isinstance(err, WireError):
         op.error = err
+    elif isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        op.error = WireError("disk-full", f"the disk is full; nothing was written ({err.strerror})")
     elif isinstance(err, OSError):
-        op.error = os_error_to_wire(err)
+        op.error = WireError("io-error", f"the disk refused the write; nothing was written ({err})")
     else:
         op.error = WireError("internal", f"the write failed: {err!r}")
     try:

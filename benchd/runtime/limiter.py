@@ -4,7 +4,6 @@ unread caps are checked again where each send's batch commits (`admit`), so a jo
 replies and mail from other nodes meet them too.
 """
 
-import os
 from collections.abc import Awaitable, Callable, Iterable
 
 import msgspec
@@ -144,14 +143,6 @@ class Delegation:
         self.quota = Quota(limits)
         self.floods = Floods() if floods is None else floods  # the daemon's one
 
-    def _taken(self, handle: str) -> bool:
-        """Held by a live session, or a mailbox exists for it (mail may be waiting)."""
-        return (
-            handle == OPERATOR
-            or self.roster.is_live(handle)
-            or os.path.isdir(self.mailroom.box(handle))
-        )
-
     async def prepare(self, caller: Caller, req: m.Spawn) -> m.Spawn:
         """A session's spawn made ready for `Sessions.reserve`: the limits checked, the
         child's handle chosen (fresh), the reply-to defaulted to the spawner. Raises a
@@ -190,10 +181,10 @@ class Delegation:
             raise
         name = req.name
         if name is None:
-            name = derived_handle(parent.handle, self._taken)
+            name = derived_handle(parent.handle, self.mailroom.mailboxes.exists)
         else:
             check_handle(name, "name")
-            if name != OPERATOR and self._taken(name):
+            if name != OPERATOR and self.mailroom.mailboxes.exists(name):
                 held = (
                     "a live session holds it"
                     if self.roster.is_live(name)

@@ -161,17 +161,25 @@ class Mailroom:
             outbox_reply=outbox_reply,
         )
 
+    def load(self, handle: str, mail_id: str, state: int) -> tuple[str, FrontMatter, bytes] | None:
+        """A stored message: the path it was read from, its front matter and body. Looked
+        for where `state` says, then in the other directory (moved meanwhile, or by hand);
+        None when it is in neither. `bad-mail-file` when bench cannot read it."""
+        other = READ if state == UNREAD else UNREAD
+        for path in (self.path(handle, mail_id, state), self.path(handle, mail_id, other)):
+            data = mailfile.load(path)
+            if data is not None:
+                return (path, *mailfile.read(path, data))
+        return None
+
     def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
         """Whether the stored message has this body (a keyed resend). The subject is not
         compared: a retry that leaves it out is still the same message."""
-        path = self.path(handle, mail_id, state)
         try:
-            data = mailfile.load(path)
-            stored = None if data is None else mailfile.read(path, data)[1]
+            found = self.load(handle, mail_id, state)
         except WireError:
             return True  # unreadable: the key still names it
-        # Gone: moved meanwhile, and the key still names it.
-        return stored is None or stored == body
+        return found is None or found[2] == body  # gone: the key still names it
 
     # ------------------------------------------------------------ list
 
@@ -253,14 +261,11 @@ class Mailroom:
     async def _read_row(self, handle: str, row: MailRow, reader: str, oldest: bool) -> ReadOk:
         mail_id, state = row.mail_id, row.state
         inbox, read = self.path(handle, mail_id, UNREAD), self.path(handle, mail_id, READ)
-        first, second = (inbox, read) if state == UNREAD else (read, inbox)
-        path, data = first, mailfile.load(first)
-        if data is None:
-            path, data = second, mailfile.load(second)
-        if data is None:
-            self.vanished(handle, mail_id, first)
+        found = self.load(handle, mail_id, state)
+        if found is None:
+            self.vanished(handle, mail_id, self.path(handle, mail_id, state))
             raise _Skip
-        meta, body = mailfile.read(path, data)
+        path, meta, body = found
         retired = False
         if path == inbox and state == UNREAD:
             try:

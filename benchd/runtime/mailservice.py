@@ -14,9 +14,7 @@ from benchd.core.frontmatter import FrontMatter
 from benchd.core.sends import Queue, Send
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
-from benchd.store import mailfile
 from benchd.store.index import Index
-from benchd.store.indexdb import READ
 from benchd.store.queries import MailQueries
 
 
@@ -108,20 +106,14 @@ class MailService:
         row = self.index.get(handle, mail_id)
         if row is None:
             return None
-        path = self.mailroom.path(handle, mail_id, row.state)
-        state = row.state
         try:
-            data = mailfile.load(path)
-            if data is None:
-                # Retired between the lookup and the open: it is in read/ now.
-                path = self.mailroom.path(handle, mail_id, READ)
-                data = mailfile.load(path)
-            if data is None:
-                return None
-            meta, body = mailfile.read(path, data)
+            found = self.mailroom.load(handle, mail_id, row.state)
         except WireError:
             return None
-        return StoredMail(meta, body.decode("utf-8", "replace"), path, state)
+        if found is None:
+            return None
+        path, meta, body = found
+        return StoredMail(meta, body.decode("utf-8", "replace"), path, row.state)
 
     def check_replies(
         self,
