@@ -1,13 +1,7 @@
-"""The committer: the daemon's one durable-write pipeline, with group commit.
-
-Everything that must be on disk before an answer is an `Op` submitted here; one task
-commits every op waiting as one batch: check (index lookups), stage (files in tmp/,
-events appended, no flush), commit (one fdatasynced journal record: the commit point),
-place (renames), index (the in-memory layer), and only then answers. A failure while
-staging fails that op alone; one of the log write or the journal record fails the
-whole batch, which is taken back. The steps and why
-all of them stay on the loop: ARCHITECTURE.md, "One `bench mail send`", and
-docs/durability.md. The batching talks to the disk only through the `Store` port, so a
+"""The committer: the daemon's one durable-write pipeline, with group commit. Everything
+that must be on disk before an answer is an `Op`; one task commits every op waiting as
+one batch, all on the loop (the steps, and why: ARCHITECTURE.md, "One `bench mail
+send`", and docs/durability.md). It reaches the disk only through the `Store` port, so a
 unit test drives it with a fake store. The index's changes reach SQLite once
 INDEX_COMMIT_S old or when the committer falls idle: a commit per batch cost about a
 fifth of the lone-send rate (WAL pages).
@@ -53,8 +47,7 @@ def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord, Even
 
 
 class Op(Generic[R_co]):
-    """A unit of durable work. Subclasses override the phases they need, and set `result`
-    before their batch is done (or fail with `error`)."""
+    """A unit of durable work: subclasses override the phases they need."""
 
     error: WireError | None = None
     result: R_co
@@ -64,7 +57,6 @@ class Op(Generic[R_co]):
         self.done = trio.Event()
 
     async def wait(self) -> R_co:
-        """The op's result once its batch is durable, or its error raised."""
         await self.done.wait()
         return self.outcome()
 
@@ -84,20 +76,20 @@ class Op(Generic[R_co]):
         return None
 
     def prepare(self, batch: "Batch") -> None:
-        """Stage files in tmp/ without a flush (on the loop: see "stage" above), set
-        `events` and `entries`. Raise WireError/OSError to fail the op alone."""
+        """Stage files in tmp/ without a flush, set `events` and `entries`. Raise
+        WireError/OSError to fail the op alone."""
 
     def place(self) -> None:
         """After the commit point: move staged files into place (no flush)."""
 
     def index(self, idx: Index) -> None:
-        """Apply the op to the index (on the loop, inside the open transaction)."""
+        """Apply the op to the index's in-memory layer."""
 
     def discard(self) -> None:
         """Remove what prepare staged (the op or its batch failed)."""
 
     def finish(self) -> None:
-        """After the batch, on the event loop: settle answers that depend on other ops."""
+        """After the batch: settle answers that depend on other ops."""
 
 
 class Batch:
@@ -111,8 +103,6 @@ class Batch:
 
 
 class EventOp(Op[None]):
-    """Only events: e.g. session/spawned, agent/woken."""
-
     def __init__(self, *events: Event):
         super().__init__()
         self.events = list(events)
@@ -158,7 +148,7 @@ class Store(Protocol):
 
 
 class JournalStore:
-    """The real store: the event log and the write-ahead journal (see the module doc)."""
+    """The real store: the event log and the write-ahead journal."""
 
     def __init__(self, eventlog: EventLog, journal: Journal, wall: WallClock = SYSTEM_WALL) -> None:
         self.eventlog = eventlog
@@ -206,8 +196,8 @@ class JournalStore:
 
     def _rotate(self) -> EventOp | None:
         """The event log is at its bound: checkpoint the journal (so no record names an
-        offset in the log), rotate, and say so with a log/rotated event. On a failure
-        the log grows on and the next batch tries again."""
+        offset in the log), rotate, and log log/rotated. On a failure the log grows on
+        and the next batch tries again."""
         if not self.journal.checkpoint_now():
             return None
         try:
@@ -299,14 +289,12 @@ class Committer:
         self._wakeup.set()
 
     async def submit(self, op: Op[R]) -> R:
-        """Queue the op, wait until its batch is durable; return its result or raise."""
         self.enqueue(op)
         return await op.wait()
 
     async def record(self, *events: Event) -> bool:
-        """Log events that no client is waiting on (a wake, an exit). Never raises: a
-        disk that refuses the log must not take a background task, or the daemon, down.
-        Returns whether the events were written."""
+        """Log events no client waits on; whether they were written. Never raises: a disk
+        that refuses the log must not take a background task, or the daemon, down."""
         try:
             await self.submit(EventOp(*events))
             return True
@@ -346,8 +334,7 @@ class Committer:
                 self.commit_index()
 
     async def drain(self) -> None:
-        """Commit whatever is waiting now, the index too (used at shutdown). No batch is
-        ever half done here: a batch commits without awaiting."""
+        """Commit whatever is waiting now, the index too (at shutdown)."""
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             self._commit(batch)
@@ -363,7 +350,6 @@ class Committer:
             idx.recover_now(f"the index could not be written: {idx.last_error}")
 
     def close(self) -> bool:
-        """After the last drain, at a clean stop: the store flushes what it committed."""
         return self.store.close()
 
     def _apply_index(self, ops: list[Op[object]]) -> None:

@@ -1,7 +1,5 @@
 """Limits at work (docs/limits.md): the sender limits (`Limiter`) and delegation's
-(`Delegation`), deciding with benchd.core.limits and benchd.core.trees. A mailbox's
-unread caps are checked again where each send's batch commits (`admit`), so a job's
-replies and mail from other nodes meet them too.
+(`Delegation`), decided by benchd.core.limits and benchd.core.trees.
 """
 
 from collections.abc import Awaitable, Callable, Iterable
@@ -77,8 +75,7 @@ class Limiter:
             pass  # stopping: benchd.log has it
 
     def refused(self, hit: LimitHit) -> None:
-        """Another budget's refusal (the caller answers it): written down as one line per
-        flood of its code, sender and budget."""
+        """Another budget's refusal (the caller answers it), written down once per flood."""
         count = self.floods.count((hit.code, hit.sender, hit.budget), trio.current_time())
         if count:
             self.write_down(msgspec.structs.replace(hit, count=count))
@@ -89,9 +86,9 @@ class Limiter:
             raise self._refuse(r, sender)
 
     def mailbox(self, sender: str, to: str, size: int, batch: Batch | None = None) -> None:
-        """Refuse a message that would take mailbox `to` past its unread caps. Given the
-        `batch` it commits in (`admit`), what the batch's earlier sends add counts too,
-        and so does this one from then on."""
+        """Refuse a message that would take mailbox `to` past its unread caps. Checked
+        again in the `batch` it commits in (`admit`), counting the batch's earlier sends,
+        so a job's replies and mail from other nodes meet the caps too."""
         added = [0, 0] if batch is None else batch.unread.setdefault(to, [0, 0])
         unread, unread_bytes = self.index.unread(to)
         now = trio.current_time()
@@ -112,8 +109,8 @@ class Limiter:
         new_boxes: int = 0,
     ) -> None:
         """Charge `n` sends, `size` bytes, to the mailboxes `to` (and `new_boxes` made for
-        sure: a job's child) to the operator's bucket or the session's tree
-        (benchd.core.trees). Refused with rate-limited, spending nothing."""
+        sure: a job's child) to the operator's bucket or the session's tree; a refusal
+        spends nothing."""
         now = trio.current_time()  # the buckets' time: trio's clock
         s = caller.session
         if s is None:
@@ -145,8 +142,7 @@ class Delegation:
 
     async def prepare(self, caller: Caller, req: m.Spawn) -> m.Spawn:
         """A session's spawn made ready for `Sessions.reserve`: the limits checked, the
-        child's handle chosen (fresh), the reply-to defaulted to the spawner. Raises a
-        WireError the caller sees."""
+        child's handle chosen (fresh), the reply-to defaulted to the spawner."""
         parent = caller.session
         assert parent is not None, "only a session's spawn is a delegation"
         assert req.job is not None, "authority lets a session spawn only jobs"

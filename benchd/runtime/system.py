@@ -1,8 +1,5 @@
-"""The daemon's own process: the OS calls it makes that need care, and its log.
-
-The log is what the runtime needs of it (`Log`: a `JsonLog` in the daemon, any object
-with these methods in a test), and `setup_log`, which opens BENCH_DIR/benchd.log, one
-JSON object per line.
+"""The daemon's own process: the OS calls it makes that need care, and its log
+(BENCH_DIR/benchd.log, one JSON object a line).
 """
 
 import json
@@ -71,9 +68,8 @@ LEVELS = {logging.INFO: "info", logging.WARNING: "warning", logging.ERROR: "erro
 
 class JsonLog:
     """One JSON object a line: the context, `event`, `level`, `timestamp` (UTC, ISO 8601)
-    and, from `exception`, the traceback being handled. Written through the logging
-    module's FileHandler. (A logging library would do the same at the cost of a tenth of
-    a second at every start: structlog's import alone was 130-190 ms.)"""
+    and, from `exception`, the traceback being handled. Not a logging library: its import
+    cost a tenth of a second at every start."""
 
     def __init__(self, logger: logging.Logger, wall: WallClock = SYSTEM_WALL) -> None:
         self._logger = logger
