@@ -9,7 +9,6 @@ fifth of the lone-send rate (WAL pages).
 
 import errno
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 import msgspec
@@ -109,18 +108,7 @@ class EventOp(Op[None]):
         self.result = None
 
 
-@dataclass(eq=False)
-class Staged:
-    """One batch between its steps: the ops still in it, their event records, and what
-    the journal record must hold. `error` is set when the batch as a whole failed."""
-
-    live: list[Op[object]]
-    records: list[EventRecord]
-    logged: list[Event]  # the records typed, for the listeners (encode_event)
-    seq: int  # the last event's seq once committed
-    entries: list[Entry] = field(default_factory=list)
-    log_offset: int | None = None  # where the batch's log lines start
-    error: Exception | None = None
+Written = tuple[list[Op[object]], list[EventRecord], list[Event]]
 
 
 class Store(Protocol):
@@ -129,17 +117,11 @@ class Store(Protocol):
     @property
     def last_seq(self) -> int: ...
 
-    def stage(self, batch: Batch, ops: list[Op[object]]) -> Staged:
-        """Stage the ops' files and the batch's log lines, no flush; an op that fails is
-        left out, its error set."""
-
-    def commit(self, staged: Staged) -> None:
-        """The commit point; a failure goes in `staged.error`. On the loop: the journal
-        dates its segments by trio's clock, which a worker thread cannot read."""
-
-    def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
-        """The committed ops, moved into place, and their records (a failed batch is
-        taken back)."""
+    def write(self, batch: Batch, ops: list[Op[object]]) -> Written:
+        """Stage the ops (one that fails is left out, its error set), commit them in one
+        journal record and move them into place: the ops committed, their event records
+        and their events as logged (`encode_event`). A batch that fails as a whole is
+        taken back, each op failed."""
 
     def published(self, seq: int) -> None: ...
 
@@ -165,7 +147,7 @@ class JournalStore:
     def close(self) -> bool:
         return self.journal.close()
 
-    def stage(self, batch: Batch, ops: list[Op[object]]) -> Staged:
+    def write(self, batch: Batch, ops: list[Op[object]]) -> Written:
         live: list[Op[object]] = []
         for op in ops:
             try:
@@ -173,7 +155,9 @@ class JournalStore:
                 live.append(op)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
-        if live and self.eventlog.due():
+        if not live:
+            return [], [], []
+        if self.eventlog.due():
             rotated = self._rotate()
             if rotated is not None:
                 live.insert(0, rotated)  # the new file's first line; nobody waits on it
@@ -181,18 +165,32 @@ class JournalStore:
         first, ts = self.eventlog.last_seq + 1, self.wall.wall_ms()
         events = [ev for op in live for ev in op.events]
         encoded = [encode_event(ev, seq, ts) for seq, ev in enumerate(events, first)]
-        records, logged = [e[1] for e in encoded], [e[2] for e in encoded]
-        staged = Staged(live, records, logged, first - 1 + len(encoded))
-        staged.entries = [e for op in live for e in op.entries]
-        if encoded:
-            try:
+        entries = [e for op in live for e in op.entries]
+        offset = None  # where the batch's log lines start, once written
+        try:
+            if encoded:
                 offset, data = self.eventlog.write([e[0] for e in encoded])
-            except Exception as err:  # noqa: BLE001 - the batch fails as a whole
-                staged.error = err
-                return staged
-            staged.log_offset = offset
-            staged.entries.append(Append(offset, data))
-        return staged
+                entries.append(Append(offset, data))
+            if entries:
+                # On the loop: the journal dates its segments by trio's clock.
+                self.journal.commit(entries)  # the commit point
+        except Exception as err:  # noqa: BLE001 - the batch fails as a whole: taken back
+            if offset is not None:
+                self.eventlog.truncate(offset)
+            for op in live:
+                fail(op, err)
+            return [], [], []
+        self.eventlog.last_seq = first - 1 + len(encoded)
+        for op in live:
+            try:
+                op.place()
+            except OSError as err:
+                # Committed (the journal has it, and the next start puts it in place),
+                # but not where reads look now: say so rather than answer success.
+                op.error = WireError(
+                    "io-error", f"the message was committed but could not be placed ({err})"
+                )
+        return live, [e[1] for e in encoded], [e[2] for e in encoded]
 
     def _rotate(self) -> EventOp | None:
         """The event log is at its bound: checkpoint the journal (so no record names an
@@ -207,35 +205,6 @@ class JournalStore:
         return EventOp(
             LogRotated(dropped=dropped, kept_from=kept_from, bound=self.eventlog.max_bytes)
         )
-
-    def commit(self, staged: Staged) -> None:
-        if staged.error is not None or not staged.entries:
-            return
-        try:
-            self.journal.commit(staged.entries)  # the commit point
-        except Exception as err:  # noqa: BLE001 - handed to place(), on the loop
-            staged.error = err
-
-    def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
-        if staged.error is not None:  # not committed: take it back
-            if staged.log_offset is not None:
-                self.eventlog.truncate(staged.log_offset)
-            for op in staged.live:
-                fail(op, staged.error)
-            return [], []
-        if not staged.live:
-            return [], []
-        self.eventlog.last_seq = staged.seq
-        for op in staged.live:
-            try:
-                op.place()
-            except OSError as err:
-                # Committed (the journal has it, and the next start puts it in place),
-                # but not where reads look now: say so rather than answer success.
-                op.error = WireError(
-                    "io-error", f"the message was committed but could not be placed ({err})"
-                )
-        return staged.live, staged.records
 
 
 def settle(op: Op[R], answer: Callable[[], R]) -> None:
@@ -382,17 +351,9 @@ class Committer:
             if answer is not None:
                 answers[op] = answer
         live = [op for op in ops if op.error is None and op not in answers]
-        logged: list[Event] = []
-        if not live:
-            published: list[Op[object]] = []
-            records: list[EventRecord] = []
-        else:
-            staged = self.store.stage(batch, live)
-            # On the loop: a worker thread's hand-offs cost ~20% of the CPU per send
-            # (ARCHITECTURE.md), and what arrives meanwhile makes the next batch bigger.
-            self.store.commit(staged)
-            published, records = self.store.place(staged)
-            logged = staged.logged
+        # On the loop: a worker thread's hand-offs cost ~20% of the CPU per send
+        # (ARCHITECTURE.md), and what arrives meanwhile makes the next batch bigger.
+        published, records, logged = self.store.write(batch, live) if live else ([], [], [])
         if published:
             self._apply_index(published)
         if records:
