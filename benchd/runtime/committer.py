@@ -46,7 +46,8 @@ def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord, Even
 
 
 class Op(Generic[R_co]):
-    """A unit of durable work: subclasses override the phases they need."""
+    """A unit of durable work: subclasses override the phases they need, and set `result`
+    (or `error`) by the time their batch is done."""
 
     error: WireError | None = None
     result: R_co
@@ -60,7 +61,7 @@ class Op(Generic[R_co]):
         return self.outcome()
 
     def outcome(self) -> R_co:
-        """The op's result, or its error raised (both set by the time its batch is done)."""
+        """The op's result, or its error raised."""
         if self.error is not None:
             raise self.error
         return self.result

@@ -87,9 +87,6 @@ class Mailroom:
         self.admit = admit  # a send's mailbox caps (Limiter.admit); None: uncapped (tests)
         self.spares = spares  # empty files made ahead to stage messages in (or None)
 
-    def box(self, handle: str) -> str:
-        return os.path.join(self.root, handle)
-
     def path(self, handle: str, mail_id: str, state: int) -> str:
         sub = "read" if state == READ else "inbox"
         return os.path.join(self.root, handle, sub, mail_id + ".md")
@@ -407,7 +404,7 @@ class SendOp(Op[SendOk]):
         ms = room.wall.wall_ms()
         mail_id, _ = room.clock.next(ms)
         key = spec.key or f"auto-{mail_id}"
-        box = room.box(spec.to)
+        box = os.path.join(room.root, spec.to)
         # Mail to a handle with no mailbox on disk and no live session (not the operator)
         # is said so in the answer, so a typo shows at once; it is still delivered.
         new_mailbox = False
