@@ -17,7 +17,7 @@ from benchd.core.trees import DelegationLimits, Quota, Refused, derived_handle, 
 from benchd.runtime.committer import Batch, Committer, EventOp
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.roster import Roster, Session
-from benchd.runtime.system import Log
+from benchd.runtime.system import Log, fields_of
 from benchd.store.index import Index
 
 
@@ -58,17 +58,7 @@ class Limiter:
 
     def write_down(self, hit: LimitHit, retry_after: float | None = None) -> None:
         """One line of a flood: to benchd.log and, as a limit/hit event, the event log."""
-        self.log.warning(
-            "limit hit",
-            code=hit.code,
-            sender=hit.sender,
-            mailbox=hit.mailbox,
-            limit=hit.limit,
-            retry_after=retry_after,
-            tree=hit.tree,
-            budget=hit.budget,
-            count=hit.count,
-        )
+        self.log.warning("limit hit", retry_after=retry_after, **fields_of(hit))
         try:
             self.committer.enqueue(EventOp(hit))
         except WireError:
@@ -155,8 +145,7 @@ class Delegation:
             count = self.floods.count((err.code, parent.id), trio.current_time())
             if not count:
                 raise  # answered; written down with its flood's next line
-            self.log.warning(
-                "spawn refused by a delegation limit",
+            limited = m.JobLimited(
                 session=parent.id,
                 handle=parent.handle,
                 code=err.code,
@@ -164,16 +153,8 @@ class Delegation:
                 value=err.value,
                 count=count,
             )
-            await self.record(
-                m.JobLimited(
-                    session=parent.id,
-                    handle=parent.handle,
-                    code=err.code,
-                    limit=err.limit,
-                    value=err.value,
-                    count=count,
-                )
-            )
+            self.log.warning("spawn refused by a delegation limit", **fields_of(limited))
+            await self.record(limited)
             raise
         name = req.name
         if name is None:

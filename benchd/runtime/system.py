@@ -10,6 +10,9 @@ import time
 import traceback
 from collections.abc import Callable
 
+import msgspec
+
+from bench_wire.messages import Event
 from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.core.names import Log as Log
 
@@ -97,6 +100,13 @@ class JsonLog:
 
     def exception(self, event: str, **kw: object) -> None:
         self._write(logging.ERROR, event, kw, True)
+
+
+def fields_of(ev: Event) -> dict[str, object]:
+    """An event's own fields (no seq, no ts), for a benchd.log line that says the same."""
+    out = msgspec.structs.asdict(ev)
+    del out["seq"], out["ts"]
+    return out
 
 
 def setup_log(path: str, wall: WallClock = SYSTEM_WALL) -> JsonLog:
