@@ -322,14 +322,6 @@ class Committer:
     def close(self) -> bool:
         return self.store.close()
 
-    def _apply_index(self, ops: list[Op[object]]) -> None:
-        # In memory (Index.pending): cannot fail for SQLite's reasons, so what is answered
-        # is listed and deduplicated from now on.
-        for op in ops:
-            if op.error is None:
-                op.index(self.index)
-        self.index.set_meta("last_seq", str(self.store.last_seq))
-
     def _commit(self, batch: list[Op[object]]) -> None:
         try:
             self._commit_batch(batch)
@@ -356,7 +348,12 @@ class Committer:
         # (ARCHITECTURE.md), and what arrives meanwhile makes the next batch bigger.
         published, records, logged = self.store.write(batch, live) if live else ([], [], [])
         if published:
-            self._apply_index(published)
+            # In memory (Index.pending): cannot fail for SQLite's reasons, so what is
+            # answered is listed and deduplicated from now on.
+            for op in published:
+                if op.error is None:
+                    op.index(self.index)
+            self.index.set_meta("last_seq", str(self.store.last_seq))
         if records:
             self.store.published(records[-1]["seq"])
             # The same events, typed and stamped, in the order the store encoded them.

@@ -94,11 +94,8 @@ class Directory:
         forgotten = sorted(self.nodes.keys() - fresh.keys())
         self.nodes = fresh
         if changed:
-            self.save()
+            replace_file(self.path, msgspec.json.encode(self.listing()))
         return forgotten
-
-    def save(self) -> None:
-        replace_file(self.path, msgspec.json.encode(self.listing()))
 
     def listing(self) -> list[NodeInfo]:
         now = self.wall.wall_ms()

@@ -117,6 +117,8 @@ class PastSession:
     """An exited session known only from its record on disk: what `bench ps -a`, `tail`
     and `tail --screen` read of it, and nothing of a running one."""
 
+    live = False  # it ran under an earlier daemon and has ended
+
     def __init__(self, record: Record, output: bytes):
         self.record = record
         self.id: str = record["session"]
@@ -130,10 +132,6 @@ class PastSession:
         self.outcome, self.reason = m.current_outcome(record.get("outcome"), record.get("reason"))
         rows, cols = record.get("size") or (40, 120)
         self.term = PastTerminal(int(record.get("pid") or 0), output, rows, cols)
-
-    @property
-    def live(self) -> bool:
-        return False  # it ran under an earlier daemon and has ended
 
     def info(self) -> m.SessionInfo:
         r = self.record
