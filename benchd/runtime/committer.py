@@ -1,20 +1,14 @@
-"""The committer: the daemon's one durable-write pipeline, with group commit.
-
-Everything that must be on disk before an answer is an `Op` submitted here; one task
-commits every op waiting as one batch: check (index lookups), stage (files in tmp/,
-events appended, no flush), commit (one fdatasynced journal record: the commit point),
-place (renames), index (the in-memory layer), and only then answers. A failure while
-staging fails that op alone; one of the log write or the journal record fails the
-whole batch, which is taken back. The steps and why
-all of them stay on the loop: ARCHITECTURE.md, "One `bench mail send`", and
-docs/durability.md. The batching talks to the disk only through the `Store` port, so a
+"""The committer: the daemon's one durable-write pipeline, with group commit. Everything
+that must be on disk before an answer is an `Op`; one task commits every op waiting as
+one batch, all on the loop (the steps, and why: ARCHITECTURE.md, "One `bench mail
+send`", and docs/durability.md). It reaches the disk only through the `Store` port, so a
 unit test drives it with a fake store. The index's changes reach SQLite once
 INDEX_COMMIT_S old or when the committer falls idle: a commit per batch cost about a
 fifth of the lone-send rate (WAL pages).
 """
 
+import errno
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 import msgspec
@@ -39,14 +33,6 @@ R_co = TypeVar("R_co", covariant=True)
 R = TypeVar("R")
 
 
-def os_error_to_wire(err: OSError) -> WireError:
-    import errno
-
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return WireError("disk-full", f"the disk is full; nothing was written ({err.strerror})")
-    return WireError("io-error", f"the disk refused the write; nothing was written ({err})")
-
-
 def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord, Event]:
     """One log line (seq, ts, kind first, so lines read well), its record, and the event
     as logged. Stamped on the record and a copy, never on `ev`: its caller may still
@@ -60,20 +46,22 @@ def encode_event(ev: Event, seq: int, ts: int) -> tuple[bytes, EventRecord, Even
 
 
 class Op(Generic[R_co]):
-    """A unit of durable work. Subclasses override the phases they need, and set `result`
-    before their batch is done (or fail with `error`)."""
+    """A unit of durable work: subclasses override the phases they need, and set `result`
+    (or `error`) by the time their batch is done."""
 
     error: WireError | None = None
     result: R_co
-    resolved = False  # answered by check() (e.g. a duplicate key): nothing to write
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.done = trio.Event()
 
     async def wait(self) -> R_co:
-        """The op's result once its batch is durable, or its error raised."""
         await self.done.wait()
+        return self.outcome()
+
+    def outcome(self) -> R_co:
+        """The op's result, or its error raised."""
         if self.error is not None:
             raise self.error
         return self.result
@@ -81,25 +69,27 @@ class Op(Generic[R_co]):
     # What the op's commit does, for the journal (set by prepare): Write and Rename.
     entries: tuple[Entry, ...] | list[Entry] = ()
 
-    def check(self, ctx: "Committer") -> None:
-        """On the loop, before the batch is staged: lookups in the index.
-        Raise WireError to fail the op."""
+    def check(self, ctx: "Committer") -> Callable[[], R_co] | None:
+        """On the loop, before the batch is staged: lookups in the index. Raise WireError
+        to fail the op. Returns its answer when there is nothing to write (a duplicate
+        key), taken once the batch is done (`settle`); None: the op goes on."""
+        return None
 
     def prepare(self, batch: "Batch") -> None:
-        """Stage files in tmp/ without a flush (on the loop: see "stage" above), set
-        `events` and `entries`. Raise WireError/OSError to fail the op alone."""
+        """Stage files in tmp/ without a flush, set `events` and `entries`. Raise
+        WireError/OSError to fail the op alone."""
 
     def place(self) -> None:
         """After the commit point: move staged files into place (no flush)."""
 
     def index(self, idx: Index) -> None:
-        """Apply the op to the index (on the loop, inside the open transaction)."""
+        """Apply the op to the index's in-memory layer."""
 
     def discard(self) -> None:
         """Remove what prepare staged (the op or its batch failed)."""
 
     def finish(self) -> None:
-        """After the batch, on the event loop: settle answers that depend on other ops."""
+        """After the batch: settle answers that depend on other ops."""
 
 
 class Batch:
@@ -113,26 +103,13 @@ class Batch:
 
 
 class EventOp(Op[None]):
-    """Only events: e.g. session/spawned, agent/woken."""
-
     def __init__(self, *events: Event):
         super().__init__()
         self.events = list(events)
         self.result = None
 
 
-@dataclass(eq=False)
-class Staged:
-    """One batch between its steps: the ops still in it, their event records, and what
-    the journal record must hold. `error` is set when the batch as a whole failed."""
-
-    live: list[Op[object]]
-    records: list[EventRecord]
-    logged: list[Event]  # the records typed, for the listeners (encode_event)
-    seq: int  # the last event's seq once committed
-    entries: list[Entry] = field(default_factory=list)
-    log_offset: int | None = None  # where the batch's log lines start
-    error: Exception | None = None
+Written = tuple[list[Op[object]], list[EventRecord], list[Event]]
 
 
 class Store(Protocol):
@@ -141,17 +118,11 @@ class Store(Protocol):
     @property
     def last_seq(self) -> int: ...
 
-    def stage(self, batch: Batch, ops: list[Op[object]]) -> Staged:
-        """Stage the ops' files and the batch's log lines, no flush; an op that fails is
-        left out, its error set."""
-
-    def commit(self, staged: Staged) -> None:
-        """The commit point; a failure goes in `staged.error`. On the loop: the journal
-        dates its segments by trio's clock, which a worker thread cannot read."""
-
-    def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
-        """The committed ops, moved into place, and their records (a failed batch is
-        taken back)."""
+    def write(self, batch: Batch, ops: list[Op[object]]) -> Written:
+        """Stage the ops (one that fails is left out, its error set), commit them in one
+        journal record and move them into place: the ops committed, their event records
+        and their events as logged (`encode_event`). A batch that fails as a whole is
+        taken back, each op failed."""
 
     def published(self, seq: int) -> None: ...
 
@@ -160,7 +131,7 @@ class Store(Protocol):
 
 
 class JournalStore:
-    """The real store: the event log and the write-ahead journal (see the module doc)."""
+    """The real store: the event log and the write-ahead journal."""
 
     def __init__(self, eventlog: EventLog, journal: Journal, wall: WallClock = SYSTEM_WALL) -> None:
         self.eventlog = eventlog
@@ -177,7 +148,7 @@ class JournalStore:
     def close(self) -> bool:
         return self.journal.close()
 
-    def stage(self, batch: Batch, ops: list[Op[object]]) -> Staged:
+    def write(self, batch: Batch, ops: list[Op[object]]) -> Written:
         live: list[Op[object]] = []
         for op in ops:
             try:
@@ -185,7 +156,9 @@ class JournalStore:
                 live.append(op)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
-        if live and self.eventlog.due():
+        if not live:
+            return [], [], []
+        if self.eventlog.due():
             rotated = self._rotate()
             if rotated is not None:
                 live.insert(0, rotated)  # the new file's first line; nobody waits on it
@@ -193,23 +166,37 @@ class JournalStore:
         first, ts = self.eventlog.last_seq + 1, self.wall.wall_ms()
         events = [ev for op in live for ev in op.events]
         encoded = [encode_event(ev, seq, ts) for seq, ev in enumerate(events, first)]
-        records, logged = [e[1] for e in encoded], [e[2] for e in encoded]
-        staged = Staged(live, records, logged, first - 1 + len(encoded))
-        staged.entries = [e for op in live for e in op.entries]
-        if encoded:
-            try:
+        entries = [e for op in live for e in op.entries]
+        offset = None  # where the batch's log lines start, once written
+        try:
+            if encoded:
                 offset, data = self.eventlog.write([e[0] for e in encoded])
-            except Exception as err:  # noqa: BLE001 - the batch fails as a whole
-                staged.error = err
-                return staged
-            staged.log_offset = offset
-            staged.entries.append(Append(offset, data))
-        return staged
+                entries.append(Append(offset, data))
+            if entries:
+                # On the loop: the journal dates its segments by trio's clock.
+                self.journal.commit(entries)  # the commit point
+        except Exception as err:  # noqa: BLE001 - the batch fails as a whole: taken back
+            if offset is not None:
+                self.eventlog.truncate(offset)
+            for op in live:
+                fail(op, err)
+            return [], [], []
+        self.eventlog.last_seq = first - 1 + len(encoded)
+        for op in live:
+            try:
+                op.place()
+            except OSError as err:
+                # Committed (the journal has it, and the next start puts it in place),
+                # but not where reads look now: say so rather than answer success.
+                op.error = WireError(
+                    "io-error", f"the message was committed but could not be placed ({err})"
+                )
+        return live, [e[1] for e in encoded], [e[2] for e in encoded]
 
     def _rotate(self) -> EventOp | None:
         """The event log is at its bound: checkpoint the journal (so no record names an
-        offset in the log), rotate, and say so with a log/rotated event. On a failure
-        the log grows on and the next batch tries again."""
+        offset in the log), rotate, and log log/rotated. On a failure the log grows on
+        and the next batch tries again."""
         if not self.journal.checkpoint_now():
             return None
         try:
@@ -220,41 +207,23 @@ class JournalStore:
             LogRotated(dropped=dropped, kept_from=kept_from, bound=self.eventlog.max_bytes)
         )
 
-    def commit(self, staged: Staged) -> None:
-        if staged.error is not None or not staged.entries:
-            return
-        try:
-            self.journal.commit(staged.entries)  # the commit point
-        except Exception as err:  # noqa: BLE001 - handed to place(), on the loop
-            staged.error = err
 
-    def place(self, staged: Staged) -> tuple[list[Op[object]], list[EventRecord]]:
-        if staged.error is not None:  # not committed: take it back
-            if staged.log_offset is not None:
-                self.eventlog.truncate(staged.log_offset)
-            for op in staged.live:
-                fail(op, staged.error)
-            return [], []
-        if not staged.live:
-            return [], []
-        self.eventlog.last_seq = staged.seq
-        for op in staged.live:
-            try:
-                op.place()
-            except OSError as err:
-                # Committed (the journal has it, and the next start puts it in place),
-                # but not where reads look now: say so rather than answer success.
-                op.error = WireError(
-                    "io-error", f"the message was committed but could not be placed ({err})"
-                )
-        return staged.live, staged.records
+def settle(op: Op[R], answer: Callable[[], R]) -> None:
+    """Answer an op that check() found nothing to write for (its answer may be another
+    op's of the batch, failure included)."""
+    try:
+        op.result = answer()
+    except WireError as err:
+        op.error = err
 
 
 def fail(op: Op[object], err: Exception) -> None:
     if isinstance(err, WireError):
         op.error = err
+    elif isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        op.error = WireError("disk-full", f"the disk is full; nothing was written ({err.strerror})")
     elif isinstance(err, OSError):
-        op.error = os_error_to_wire(err)
+        op.error = WireError("io-error", f"the disk refused the write; nothing was written ({err})")
     else:
         op.error = WireError("internal", f"the write failed: {err!r}")
     try:
@@ -290,14 +259,12 @@ class Committer:
         self._wakeup.set()
 
     async def submit(self, op: Op[R]) -> R:
-        """Queue the op, wait until its batch is durable; return its result or raise."""
         self.enqueue(op)
         return await op.wait()
 
     async def record(self, *events: Event) -> bool:
-        """Log events that no client is waiting on (a wake, an exit). Never raises: a
-        disk that refuses the log must not take a background task, or the daemon, down.
-        Returns whether the events were written."""
+        """Log events no client waits on; whether they were written. Never raises: a disk
+        that refuses the log must not take a background task, or the daemon, down."""
         try:
             await self.submit(EventOp(*events))
             return True
@@ -337,8 +304,7 @@ class Committer:
                 self.commit_index()
 
     async def drain(self) -> None:
-        """Commit whatever is waiting now, the index too (used at shutdown). No batch is
-        ever half done here: a batch commits without awaiting."""
+        """Commit whatever is waiting now, the index too (at shutdown)."""
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             self._commit(batch)
@@ -354,16 +320,7 @@ class Committer:
             idx.recover_now(f"the index could not be written: {idx.last_error}")
 
     def close(self) -> bool:
-        """After the last drain, at a clean stop: the store flushes what it committed."""
         return self.store.close()
-
-    def _apply_index(self, ops: list[Op[object]]) -> None:
-        # In memory (Index.pending): cannot fail for SQLite's reasons, so what is answered
-        # is listed and deduplicated from now on.
-        for op in ops:
-            if op.error is None:
-                op.index(self.index)
-        self.index.set_meta("last_seq", str(self.store.last_seq))
 
     def _commit(self, batch: list[Op[object]]) -> None:
         try:
@@ -377,25 +334,26 @@ class Committer:
     def _commit_batch(self, ops: list[Op[object]]) -> None:
         batch = Batch()
         self.batch = batch  # the ops' check() claims keys in it
+        answers: dict[Op[object], Callable[[], object]] = {}
         for op in ops:
             try:
-                op.check(self)
+                answer = op.check(self)
             except Exception as err:  # noqa: BLE001 - every failure becomes that op's answer
                 fail(op, err)
-        live = [op for op in ops if op.error is None and not op.resolved]
-        logged: list[Event] = []
-        if not live:
-            published: list[Op[object]] = []
-            records: list[EventRecord] = []
-        else:
-            staged = self.store.stage(batch, live)
-            # On the loop: a worker thread's hand-offs cost ~20% of the CPU per send
-            # (ARCHITECTURE.md), and what arrives meanwhile makes the next batch bigger.
-            self.store.commit(staged)
-            published, records = self.store.place(staged)
-            logged = staged.logged
+                continue
+            if answer is not None:
+                answers[op] = answer
+        live = [op for op in ops if op.error is None and op not in answers]
+        # On the loop: a worker thread's hand-offs cost ~20% of the CPU per send
+        # (ARCHITECTURE.md), and what arrives meanwhile makes the next batch bigger.
+        published, records, logged = self.store.write(batch, live) if live else ([], [], [])
         if published:
-            self._apply_index(published)
+            # In memory (Index.pending): cannot fail for SQLite's reasons, so what is
+            # answered is listed and deduplicated from now on.
+            for op in published:
+                if op.error is None:
+                    op.index(self.index)
+            self.index.set_meta("last_seq", str(self.store.last_seq))
         if records:
             self.store.published(records[-1]["seq"])
             # The same events, typed and stamped, in the order the store encoded them.
@@ -405,5 +363,7 @@ class Committer:
         elif any(op.error is not None and op.error.code == "disk-full" for op in ops):
             self.disk_full = True  # `bench status` says so until a file gets through
         for op in ops:
+            if op in answers:
+                settle(op, answers[op])
             op.finish()
             op.done.set()

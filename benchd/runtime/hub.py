@@ -1,6 +1,5 @@
 """The hub: hands every committed event to in-process listeners (typed) and to live
-followers (the log's records), each follower through a bounded queue: one that does not
-keep up is dropped with `slow-consumer`.
+followers (the log's records), each through a bounded queue (`Broadcast`).
 """
 
 from collections.abc import Callable
@@ -38,7 +37,7 @@ class Subscriber(Generic[T]):
             self.close()
 
     def close(self) -> None:
-        """Leave the broadcast; the reader's stream ends after what is queued."""
+        """Leave; the reader's stream ends after what is queued."""
         self._group.subscribers.discard(self)
         self.send.close()
 
@@ -92,8 +91,7 @@ class Hub:
         await self._no_streams.wait()
 
     def publish(self, records: list[Record], events: list[Event]) -> None:
-        """One committed batch, in log order: each event typed (for the listeners) and
-        as its log record (for the followers), as the committer encoded it."""
+        """One committed batch, in log order, as the committer encoded it."""
         for record, event in zip(records, events, strict=True):
             for listener in self.listeners:
                 try:
@@ -104,11 +102,10 @@ class Hub:
             self.followers.offer(record)
 
     def follow(self, kind: str | None) -> Subscriber[Record]:
-        """A follower of every record (or of one kind or kind prefix), until it closes or
-        falls behind."""
+        """A follower of every record, or of a kind or a prefix of kinds (`job/`: no
+        kind is a prefix of another)."""
         if kind is None:
             return self.followers.subscribe(FOLLOWER_QUEUE)
-        # A kind, or a prefix of kinds (`job/`): no kind is a prefix of another.
         return self.followers.subscribe(
             FOLLOWER_QUEUE, lambda r: str(r.get("kind")).startswith(kind)
         )

@@ -27,7 +27,7 @@ from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.keys import check_client_key
 from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.core.sends import Queue, Send
-from benchd.runtime.committer import Batch, Committer, Op, fail
+from benchd.runtime.committer import Batch, Committer, Op, fail, settle
 from benchd.runtime.mailroom import Mailroom, SendOp
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
@@ -87,15 +87,18 @@ class JobOp(Op[JobRecord]):
         self.host, self.session, self.change = host, session, change
         self.limit, self.task, self.make_events = limit, task, events
         self.sends: list[SendOp] = []
+        self.answers: dict[SendOp, Callable[[], m.SendOk]] = {}  # sends with nothing to write
         self.record: JobRecord | None = None
         self.tmp: str | None = None
 
     def _try(self, op: SendOp, batch: Batch) -> bool:
         """Check and stage one send as the committer would; False: it was refused."""
         try:
-            op.check(self.host.committer)
-            if not op.resolved:
+            answer = op.check(self.host.committer)
+            if answer is None:
                 op.prepare(batch)
+            else:
+                self.answers[op] = answer
             return True
         except Exception as err:  # noqa: BLE001 - its refusal, said in the op's error
             fail(op, err)
@@ -108,7 +111,8 @@ class JobOp(Op[JobRecord]):
             if not self._try(self.task, batch):
                 assert self.task.error is not None, "a refused send has its error"
                 raise self.task.error
-            sent = self.task.result
+            answer = self.answers.get(self.task)
+            sent = self.task.result if answer is None else answer()
             record = msgspec.structs.replace(record, task_id=sent.mail_id)
         now = host.wall.wall_ms()
         events: list[m.Event] = []
@@ -122,10 +126,11 @@ class JobOp(Op[JobRecord]):
                 accepted[reply.index] = False
                 continue
             ok = self._try(op, batch)
-            if ok and op.resolved and op.dup_of is None:
+            answer = self.answers.get(op)
+            if ok and answer is not None and (op.spec.sender, op.spec.key) not in batch.keys:
                 # Delivered before (a record written again from an older state): the
                 # mailroom knew the key, and wrote nothing.
-                events.append(m.OutboxPosted(key=key, to=reply.to, mail_id=op.result.mail_id))
+                events.append(m.OutboxPosted(key=key, to=reply.to, mail_id=answer().mail_id))
             elif not ok:
                 assert op.error is not None, "a refused send has its error"
                 events.append(_retry(key, reply.to, op.error))
@@ -160,7 +165,7 @@ class JobOp(Op[JobRecord]):
             del files.staged[self.session]
         self.result = self.record
         for op in self._ops():
-            if op.error is None and not op.resolved:
+            if op.error is None and op not in self.answers:
                 op.place()
         opened = files.path("open", self.session)
         os.rename(self.tmp, opened)
@@ -170,7 +175,7 @@ class JobOp(Op[JobRecord]):
 
     def index(self, idx: Index) -> None:
         for op in self._ops():
-            if op.error is None and not op.resolved:
+            if op.error is None and op not in self.answers:
                 op.index(idx)
 
     def discard(self) -> None:
@@ -183,8 +188,8 @@ class JobOp(Op[JobRecord]):
             os.unlink(self.tmp)
 
     def finish(self) -> None:
-        for op in self._ops():
-            op.finish()
+        for op, answer in self.answers.items():
+            settle(op, answer)
         if self.error is None and self.host.outbound is not None:
             for op in self._ops():
                 if isinstance(op.spec, Queue) and op.error is None:

@@ -1,10 +1,7 @@
 """Limits at work (docs/limits.md): the sender limits (`Limiter`) and delegation's
-(`Delegation`), deciding with benchd.core.limits and benchd.core.trees. A mailbox's
-unread caps are checked again where each send's batch commits (`admit`), so a job's
-replies and mail from other nodes meet them too.
+(`Delegation`), decided by benchd.core.limits and benchd.core.trees.
 """
 
-import os
 from collections.abc import Awaitable, Callable, Iterable
 
 import msgspec
@@ -20,7 +17,7 @@ from benchd.core.trees import DelegationLimits, Quota, Refused, derived_handle, 
 from benchd.runtime.committer import Batch, Committer, EventOp
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.roster import Roster, Session
-from benchd.runtime.system import Log
+from benchd.runtime.system import Log, fields_of
 from benchd.store.index import Index
 
 
@@ -61,25 +58,14 @@ class Limiter:
 
     def write_down(self, hit: LimitHit, retry_after: float | None = None) -> None:
         """One line of a flood: to benchd.log and, as a limit/hit event, the event log."""
-        self.log.warning(
-            "limit hit",
-            code=hit.code,
-            sender=hit.sender,
-            mailbox=hit.mailbox,
-            limit=hit.limit,
-            retry_after=retry_after,
-            tree=hit.tree,
-            budget=hit.budget,
-            count=hit.count,
-        )
+        self.log.warning("limit hit", retry_after=retry_after, **fields_of(hit))
         try:
             self.committer.enqueue(EventOp(hit))
         except WireError:
             pass  # stopping: benchd.log has it
 
     def refused(self, hit: LimitHit) -> None:
-        """Another budget's refusal (the caller answers it): written down as one line per
-        flood of its code, sender and budget."""
+        """Another budget's refusal (the caller answers it), written down once per flood."""
         count = self.floods.count((hit.code, hit.sender, hit.budget), trio.current_time())
         if count:
             self.write_down(msgspec.structs.replace(hit, count=count))
@@ -90,9 +76,9 @@ class Limiter:
             raise self._refuse(r, sender)
 
     def mailbox(self, sender: str, to: str, size: int, batch: Batch | None = None) -> None:
-        """Refuse a message that would take mailbox `to` past its unread caps. Given the
-        `batch` it commits in (`admit`), what the batch's earlier sends add counts too,
-        and so does this one from then on."""
+        """Refuse a message that would take mailbox `to` past its unread caps. Checked
+        again in the `batch` it commits in (`admit`), counting the batch's earlier sends,
+        so a job's replies and mail from other nodes meet the caps too."""
         added = [0, 0] if batch is None else batch.unread.setdefault(to, [0, 0])
         unread, unread_bytes = self.index.unread(to)
         now = trio.current_time()
@@ -113,8 +99,8 @@ class Limiter:
         new_boxes: int = 0,
     ) -> None:
         """Charge `n` sends, `size` bytes, to the mailboxes `to` (and `new_boxes` made for
-        sure: a job's child) to the operator's bucket or the session's tree
-        (benchd.core.trees). Refused with rate-limited, spending nothing."""
+        sure: a job's child) to the operator's bucket or the session's tree; a refusal
+        spends nothing."""
         now = trio.current_time()  # the buckets' time: trio's clock
         s = caller.session
         if s is None:
@@ -144,18 +130,9 @@ class Delegation:
         self.quota = Quota(limits)
         self.floods = Floods() if floods is None else floods  # the daemon's one
 
-    def _taken(self, handle: str) -> bool:
-        """Held by a live session, or a mailbox exists for it (mail may be waiting)."""
-        return (
-            handle == OPERATOR
-            or self.roster.is_live(handle)
-            or os.path.isdir(self.mailroom.box(handle))
-        )
-
     async def prepare(self, caller: Caller, req: m.Spawn) -> m.Spawn:
         """A session's spawn made ready for `Sessions.reserve`: the limits checked, the
-        child's handle chosen (fresh), the reply-to defaulted to the spawner. Raises a
-        WireError the caller sees."""
+        child's handle chosen (fresh), the reply-to defaulted to the spawner."""
         parent = caller.session
         assert parent is not None, "only a session's spawn is a delegation"
         assert req.job is not None, "authority lets a session spawn only jobs"
@@ -168,8 +145,7 @@ class Delegation:
             count = self.floods.count((err.code, parent.id), trio.current_time())
             if not count:
                 raise  # answered; written down with its flood's next line
-            self.log.warning(
-                "spawn refused by a delegation limit",
+            limited = m.JobLimited(
                 session=parent.id,
                 handle=parent.handle,
                 code=err.code,
@@ -177,23 +153,15 @@ class Delegation:
                 value=err.value,
                 count=count,
             )
-            await self.record(
-                m.JobLimited(
-                    session=parent.id,
-                    handle=parent.handle,
-                    code=err.code,
-                    limit=err.limit,
-                    value=err.value,
-                    count=count,
-                )
-            )
+            self.log.warning("spawn refused by a delegation limit", **fields_of(limited))
+            await self.record(limited)
             raise
         name = req.name
         if name is None:
-            name = derived_handle(parent.handle, self._taken)
+            name = derived_handle(parent.handle, self.mailroom.mailboxes.exists)
         else:
             check_handle(name, "name")
-            if name != OPERATOR and self._taken(name):
+            if name != OPERATOR and self.mailroom.mailboxes.exists(name):
                 held = (
                     "a live session holds it"
                     if self.roster.is_live(name)

@@ -48,8 +48,7 @@ LIST_MAX = 500
 class Mailboxes:
     """Which handles have a mailbox: the ones this run delivered to (saves a stat call
     per send), the operator's, a live session's, or a directory on disk. Shared by the
-    mailroom (which adds to it on first delivery) and the limiter (a session's tree pays
-    for each mailbox its mail makes), so neither needs the other to be built."""
+    mailroom, the limiter and delegation, so none needs another to be built."""
 
     def __init__(self, root: str, is_live: Callable[[str], bool] = lambda handle: False):
         self.root = root  # BENCH_DIR/mail
@@ -57,7 +56,6 @@ class Mailboxes:
         self.is_live = is_live  # whether a handle has a live session (its mail wakes it)
 
     def exists(self, handle: str) -> bool:
-        """Whether mail to `handle` goes to a mailbox already there (or a live session's)."""
         return (
             handle in self.made
             or handle == OPERATOR
@@ -85,26 +83,16 @@ class Mailroom:
         self.clock = ids  # mail ids, strictly rising (resumed by the start-up)
         self.mailboxes = mailboxes
         self.boxes = mailboxes.made
-        self.is_live = mailboxes.is_live  # whether a handle has a live session
-        # A send's mailbox caps, checked where its batch commits (Limiter.admit); None:
-        # uncapped (tests).
-        self.admit = admit
+        self.is_live = mailboxes.is_live
+        self.admit = admit  # a send's mailbox caps (Limiter.admit); None: uncapped (tests)
         self.spares = spares  # empty files made ahead to stage messages in (or None)
-
-    # ------------------------------------------------------------ paths
-
-    def box(self, handle: str) -> str:
-        return os.path.join(self.root, handle)
 
     def path(self, handle: str, mail_id: str, state: int) -> str:
         sub = "read" if state == READ else "inbox"
         return os.path.join(self.root, handle, sub, mail_id + ".md")
 
-    # ------------------------------------------------------------ send
-
     async def send(self, spec: Send) -> SendOk:
-        """Deliver one message checked by `check_send`; answered once durable (its `id`
-        unset: the handler sets it)."""
+        """Deliver one message checked by `check_send`, once durable."""
         return await self.committer.submit(SendOp(self, spec))
 
     def check_send(
@@ -120,15 +108,14 @@ class Mailroom:
         outbox_reply: bool = False,
         client_key: bool = False,
     ) -> Send:
-        """A send checked, as a value (benchd.core.sends): the one place every path checks
-        a send's fields; only the checks that need the batch are left (SendOp.check).
-        `outbox_reply`: a job's reply (outbox/posted in the same commit). `client_key`:
-        the caller's own key (no reserved prefix), not one the daemon derived."""
+        """A send checked, as a value: the one place every path checks a send's fields
+        (those that need the batch: SendOp.check). `outbox_reply`: a job's reply.
+        `client_key`: the caller's own key (no reserved prefix), not one derived from it."""
         check_handle(to, "recipient")
         if key is not None and client_key:
             keys.check_client_key(key)
         elif key is not None:
-            keys.check_key(key)  # a caller's key, or one derived from it (a job's reply)
+            keys.check_key(key)
         for h in reply_to or []:
             check_address(h, "reply-to")  # a handle, or handle@node on another node
         if in_reply_to is not None:
@@ -161,19 +148,25 @@ class Mailroom:
             outbox_reply=outbox_reply,
         )
 
+    def load(self, handle: str, mail_id: str, state: int) -> tuple[str, FrontMatter, bytes] | None:
+        """A stored message: the path it was read from, its front matter and body. Looked
+        for where `state` says, then in the other directory (moved meanwhile, or by hand);
+        None when it is in neither. `bad-mail-file` when bench cannot read it."""
+        other = READ if state == UNREAD else UNREAD
+        for path in (self.path(handle, mail_id, state), self.path(handle, mail_id, other)):
+            data = mailfile.load(path)
+            if data is not None:
+                return (path, *mailfile.read(path, data))
+        return None
+
     def same_body(self, handle: str, mail_id: str, state: int, body: bytes) -> bool:
         """Whether the stored message has this body (a keyed resend). The subject is not
         compared: a retry that leaves it out is still the same message."""
-        path = self.path(handle, mail_id, state)
         try:
-            data = mailfile.load(path)
-            stored = None if data is None else mailfile.read(path, data)[1]
+            found = self.load(handle, mail_id, state)
         except WireError:
             return True  # unreadable: the key still names it
-        # Gone: moved meanwhile, and the key still names it.
-        return stored is None or stored == body
-
-    # ------------------------------------------------------------ list
+        return found is None or found[2] == body  # gone: the key still names it
 
     def list(self, handle: str, state: str, limit: int | None, cursor: str | None) -> ListOk:
         check_handle(handle)
@@ -208,8 +201,6 @@ class Mailroom:
             truncated=more,
             cursor=rows[-1].mail_id if more else None,
         )
-
-    # ------------------------------------------------------------ read
 
     async def read(self, handle: str, mail_id: str | None, reader: str) -> ReadOk:
         """A message's body; reading an unread one retires it. Without an id: the oldest
@@ -253,14 +244,11 @@ class Mailroom:
     async def _read_row(self, handle: str, row: MailRow, reader: str, oldest: bool) -> ReadOk:
         mail_id, state = row.mail_id, row.state
         inbox, read = self.path(handle, mail_id, UNREAD), self.path(handle, mail_id, READ)
-        first, second = (inbox, read) if state == UNREAD else (read, inbox)
-        path, data = first, mailfile.load(first)
-        if data is None:
-            path, data = second, mailfile.load(second)
-        if data is None:
-            self.vanished(handle, mail_id, first)
+        found = self.load(handle, mail_id, state)
+        if found is None:
+            self.vanished(handle, mail_id, self.path(handle, mail_id, state))
             raise _Skip
-        meta, body = mailfile.read(path, data)
+        path, meta, body = found
         retired = False
         if path == inbox and state == UNREAD:
             try:
@@ -295,8 +283,8 @@ class Mailroom:
         )
 
     def vanished(self, handle: str, mail_id: str, path: str) -> None:
-        """A file the index lists is gone from both inbox/ and read/: drop it from the
-        index and record that (the files are the record)."""
+        """A file the index lists is gone from both inbox/ and read/ (the files are the
+        record)."""
         self.index.remove(handle, mail_id)
         try:
             self.committer.enqueue(EventOp(MailVanished(mail_id=mail_id, handle=handle, path=path)))
@@ -306,8 +294,8 @@ class Mailroom:
     async def retire_for_wake(
         self, session: str, handle: str, mail_id: str, sender: str, door: str | None = None
     ) -> AgentWoken | None:
-        """Retire for a wake: move to read/ now and log its `agent/woken`, in one commit;
-        the event, or None when the message was already read (or is gone)."""
+        """Retire for a wake, logging its `agent/woken` in the same commit; None when the
+        message was already read (or is gone)."""
         row = self.index.get(handle, mail_id)
         if row is None or row.state != UNREAD:
             return None
@@ -324,7 +312,6 @@ class Mailroom:
         return None
 
     def unread_count(self, handle: str) -> int:
-        """How many messages wait unread in `handle`'s inbox (the index's tally)."""
         return self.index.count(handle, UNREAD)
 
     def oldest_unread(self, handle: str) -> MailRow | None:
@@ -342,8 +329,8 @@ class _Skip(Exception):
 
 @dataclass(frozen=True)
 class Delivery:
-    """A send's message as staged, built whole by `SendOp.prepare`: its file in tmp/
-    (or a spare), where it goes once committed, and the front matter written."""
+    """A send's message as staged: its file in tmp/ (or a spare), where it goes once
+    committed, and the front matter written."""
 
     tmp: str
     final: str
@@ -352,19 +339,17 @@ class Delivery:
 
 class SendOp(Op[SendOk]):
     """Runs a send of any kind (`spec`, a frozen benchd.core.sends.Send): what it
-    writes and logs is the spec's. The run is `check` (a duplicate: `dup_of`, or an
-    answer found by its key) and `prepare` (the `Delivery`, its journal entries, events
-    and answer, set together); the later phases only read them."""
+    writes and logs is the spec's. The run is `check` (which returns the answer of a
+    duplicate key) and `prepare` (the `Delivery`, its journal entries, events and
+    answer, set together); the later phases only read them."""
 
     def __init__(self, room: "Mailroom", spec: Send) -> None:
         super().__init__()
         self.room, self.spec = room, spec
         self.delivery: Delivery | None = None
-        self.dup_of: SendOp | None = None
 
     @property
     def meta(self) -> FrontMatter:
-        """The front matter written (once prepared)."""
         assert self.delivery is not None, "prepare() staged the message"
         return self.delivery.meta
 
@@ -376,22 +361,20 @@ class SendOp(Op[SendOk]):
         if self.spec.capped and admit is not None:
             admit(self.spec.sender, self.spec.to, len(self.spec.body), batch)
 
-    def check(self, ctx: Committer) -> None:
+    def check(self, ctx: Committer) -> Callable[[], SendOk] | None:
         room: Mailroom = self.room
         spec = self.spec
         if spec.key is None:
             self._admit(ctx.batch)
-            return
+            return None
         seen = ctx.batch.keys
         first = seen.get((spec.sender, spec.key))
         if isinstance(first, SendOp):  # only sends claim keys
             # The same key earlier in this batch: this answer is that op's answer
-            # (or its failure), settled in finish() once the batch is done.
+            # (or its failure), taken once the batch is done.
             if (first.spec.to, first.spec.body) != (spec.to, spec.body):
                 raise _key_conflict(spec.key)
-            self.dup_of = first
-            self.resolved = True
-            return
+            return lambda: msgspec.structs.replace(first.outcome(), duplicate=True)
         hit = ctx.index.find_key(spec.sender, spec.key)
         if hit is not None:
             # A key names one message, as in payment APIs: a resend must be the same
@@ -401,7 +384,7 @@ class SendOp(Op[SendOk]):
             ):
                 raise _key_conflict(spec.key)
             live = room.is_live(hit.handle)
-            self.result = SendOk(
+            sent = SendOk(
                 mail_id=hit.mail_id,
                 path=room.path(hit.handle, hit.mail_id, hit.state),
                 to=hit.handle,
@@ -410,10 +393,10 @@ class SendOp(Op[SendOk]):
                 duplicate=True,
                 note=None if live else "no-live-session",
             )
-            self.resolved = True
-            return
+            return lambda: sent
         seen[(spec.sender, spec.key)] = self  # a same-key resend now shares this op's fate
         self._admit(ctx.batch)
+        return None
 
     def prepare(self, batch: Batch) -> None:
         room: Mailroom = self.room
@@ -421,11 +404,9 @@ class SendOp(Op[SendOk]):
         ms = room.wall.wall_ms()
         mail_id, _ = room.clock.next(ms)
         key = spec.key or f"auto-{mail_id}"
-        box = room.box(spec.to)
-        # Mail to a handle never seen before (no mailbox on disk, no live session) is
-        # said so in the answer: a typo in a handle shows at once. It is still delivered.
-        # The disk decides, not this run's memory: a restart forgets nothing it made. The
-        # operator is no typo: its mailbox is there to be written to, first time or not.
+        box = os.path.join(room.root, spec.to)
+        # Mail to a handle with no mailbox on disk and no live session (not the operator)
+        # is said so in the answer, so a typo shows at once; it is still delivered.
         new_mailbox = False
         if spec.to not in room.boxes:  # a mailbox is made on first delivery
             new_mailbox = not spec.live and spec.to != OPERATOR and not os.path.lexists(box)
@@ -482,16 +463,6 @@ class SendOp(Op[SendOk]):
         if d is not None and os.path.exists(d.tmp):
             os.unlink(d.tmp)
 
-    def finish(self) -> None:
-        first = self.dup_of
-        if first is None:
-            return
-        if first.error is not None:
-            self.error = first.error
-        else:
-            assert isinstance(first.result, SendOk), "a send's result is its answer"
-            self.result = msgspec.structs.replace(first.result, duplicate=True)
-
     def index(self, idx: Index) -> None:
         if self.delivery is None:
             return
@@ -510,18 +481,12 @@ def _key_conflict(key: str) -> WireError:
 
 
 class RetireOp(Op[bool]):
-    """Runs a retirement (`spec`: benchd.core.sends.Retire, or Forward)."""
+    """Runs a retirement (`spec`: a Retire, WakeRetire or Forward); whether it moved."""
 
     def __init__(self, room: Mailroom, spec: Retire):
         super().__init__()
         self.room, self.spec = room, spec
         self.result = False
-
-    moving = False
-
-    @property
-    def mail_id(self) -> str:
-        return self.spec.mail_id
 
     def prepare(self, batch: Batch) -> None:
         spec = self.spec
@@ -531,12 +496,11 @@ class RetireOp(Op[bool]):
             return
         batch.moves.add(src)
         dst = self.room.path(spec.handle, spec.mail_id, READ)
-        self.moving = True
         self.entries = (Rename(src, dst),)
         self.events = sends.retired_events(spec, dst)
 
     def place(self) -> None:
-        if not self.moving:
+        if not self.entries:  # nothing to move (see prepare)
             return
         spec = self.spec
         src = self.room.path(spec.handle, spec.mail_id, UNREAD)

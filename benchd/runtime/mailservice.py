@@ -1,6 +1,5 @@
 """Mail as the handlers ask for it: a send to any address, a message named by id or by
-its identity across nodes, a stored message read back, and a reply's fan-out; the
-mailroom, the outbound queue and the index's queries put together.
+its identity across nodes, a stored message read back, and a reply's fan-out.
 """
 
 from dataclasses import dataclass
@@ -14,9 +13,7 @@ from benchd.core.frontmatter import FrontMatter
 from benchd.core.sends import Queue, Send
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
-from benchd.store import mailfile
 from benchd.store.index import Index
-from benchd.store.indexdb import READ
 from benchd.store.queries import MailQueries
 
 
@@ -41,13 +38,11 @@ class MailService:
 
     @property
     def node(self) -> str:
-        """This node's name (addresses like bob@NODE)."""
         return self.outbound.node
 
     def check(self, caller: Caller, req: m.MailSend, *, client_key: bool = True) -> Send:
-        """A send to an address, checked (Mailroom.check_send, the one place): local mail,
-        or a `Queue` for another node (benchd.runtime.outbound). Nothing is charged or
-        written yet, so a bad request costs the caller no token."""
+        """A send to an address, checked (Mailroom.check_send): local mail, or a `Queue`
+        for another node. Nothing is charged yet, so a bad request costs no token."""
         handle, node = resolve(req.to, self.node, None, "recipient")
         check = self.mailroom.check_send if node is None else self.outbound.queue_spec
         to = handle if node is None else req.to
@@ -63,7 +58,6 @@ class MailService:
         )
 
     async def send(self, spec: Send) -> m.SendOk:
-        """Deliver a checked send (`check`): into its mailbox, or into the outbound queue."""
         if isinstance(spec, Queue):
             return await self.outbound.send(spec)
         return await self.mailroom.send(spec)
@@ -78,9 +72,8 @@ class MailService:
 
     def recipient(self, handle: str, ref: str) -> str | None:
         """Whose reply answers the message `ref` names (as `reference` writes it): its
-        recipient, from its delivery-state row; `handle` itself when `handle` holds a
-        copy of it. None: no such message is known here. Only that recipient's reply
-        makes a message `replied` and ends a `mail wait --reply-to` (docs/cli.md)."""
+        recipient, or `handle` itself when it holds a copy; None: not known here. Only
+        that recipient's reply makes a message `replied` (docs/cli.md)."""
         ids = [ref] if "@" not in ref else self.queries.named(ref)
         rcpts: list[str] = []
         for mail_id in ids:
@@ -103,25 +96,18 @@ class MailService:
         return ids[0]
 
     def load(self, handle: str, mail_id: str) -> StoredMail | None:
-        """A stored message, or None when it is not indexed or cannot be read (gone, or
-        not a mail file bench can read)."""
+        """A stored message, or None when it is not indexed or cannot be read."""
         row = self.index.get(handle, mail_id)
         if row is None:
             return None
-        path = self.mailroom.path(handle, mail_id, row.state)
-        state = row.state
         try:
-            data = mailfile.load(path)
-            if data is None:
-                # Retired between the lookup and the open: it is in read/ now.
-                path = self.mailroom.path(handle, mail_id, READ)
-                data = mailfile.load(path)
-            if data is None:
-                return None
-            meta, body = mailfile.read(path, data)
+            found = self.mailroom.load(handle, mail_id, row.state)
         except WireError:
             return None
-        return StoredMail(meta, body.decode("utf-8", "replace"), path, state)
+        if found is None:
+            return None
+        path, meta, body = found
+        return StoredMail(meta, body.decode("utf-8", "replace"), path, row.state)
 
     def check_replies(
         self,
@@ -132,9 +118,8 @@ class MailService:
         key: str | None,
         parent: str,
     ) -> list[Send]:
-        """One checked send per target (`check`), all before any is charged or sent. With
-        several recipients each send needs its own key (keys are per sender), derived from
-        the caller's, which is held to the caller's rule first."""
+        """One checked send per target, all before any is charged or sent. With several
+        targets each needs its own key (keys are per sender), derived from the caller's."""
         if key is not None and len(targets) > 1:
             keys.check_client_key(key)
         specs: list[Send] = []
@@ -146,8 +131,7 @@ class MailService:
         return specs
 
     async def reply(self, specs: list[Send]) -> list[m.SendOk]:
-        """The checked replies (`check_replies`), in order (the limits were checked by the
-        caller). A refusal after the first send says which replies already went."""
+        """The checked replies, in order (the caller checked the limits)."""
         sent: list[m.SendOk] = []
         for spec in specs:
             try:

@@ -1,7 +1,7 @@
 """Nodes (docs/nodes.md): naming, the directory of nodes the bridge has seen (kept in
 BENCH_DIR/nodes.json, so a daemon restarted without its bridge still queues for them),
-and `supervise`, which runs `bench bridge` as a child (its own process: asyncio and
-nats-py never enter the daemon) and restarts it with backoff.
+and `supervise`, which runs `bench bridge` as a child (so asyncio and nats-py never
+enter the daemon).
 """
 
 import json
@@ -34,9 +34,9 @@ def default_node() -> str:
 
 
 def remote_sender(sender: str, origin: str, own: str) -> str:
-    """The sender of a message that came from NATS, never a local one: an address
-    without a node, or naming this node, is rewritten to name the node it came from
-    (`origin`, already checked not to be this node); a malformed one is `unknown` there."""
+    """The sender of a message that came from node `origin`, never a local one: an
+    address without a node, or naming this one, names `origin`; a malformed one is
+    `unknown` there."""
     try:
         handle, node = split_address(sender, "from")
     except WireError:
@@ -80,10 +80,8 @@ class Directory:
         return now - n.seen_ms <= self.forget_after * 1000
 
     def update(self, nodes: list[NodeInfo], now_ms: int | None = None) -> list[str]:
-        """Replace the directory with what the bridge just read (a node no longer in the
-        bucket is forgotten); `seen` is clamped to now. Written atomically only when the
-        set of nodes changed (a heartbeat alone changes only the in-memory times).
-        Returns the nodes forgotten."""
+        """Replace the directory with what the bridge just read; the nodes forgotten. Saved
+        only when the set of nodes changed (a heartbeat changes only the times)."""
         now = self.wall.wall_ms() if now_ms is None else now_ms
         fresh: dict[str, NodeInfo] = {}
         for n in nodes:
@@ -96,11 +94,8 @@ class Directory:
         forgotten = sorted(self.nodes.keys() - fresh.keys())
         self.nodes = fresh
         if changed:
-            self.save()
+            replace_file(self.path, msgspec.json.encode(self.listing()))
         return forgotten
-
-    def save(self) -> None:
-        replace_file(self.path, msgspec.json.encode(self.listing()))
 
     def listing(self) -> list[NodeInfo]:
         now = self.wall.wall_ms()

@@ -1,8 +1,6 @@
 """Mail between nodes, the daemon's half: the outbound queue and the bridge's verbs
 (docs/nodes.md). The queue is the mailbox `@outbound` (no handle can name it), so
-queued mail gets the mailroom's guarantees: durable before the answer, recovered after
-a crash, and a keyed resend a no-op. Refused mail from another node is bounced to its
-sender from `postmaster@<this node>`.
+queued mail gets the mailroom's guarantees.
 """
 
 import hashlib
@@ -87,7 +85,7 @@ class Outbound:
         self.index = index
         self.mailroom = mailroom
         self.committer = committer
-        self.directory = directory  # the nodes seen (nodes.json, read by the start-up)
+        self.directory = directory
         self._queued = trio.Event()  # set when mail is queued; replaced after each wait
         # What the bridge will pull, kept from the commit until it is marked forwarded,
         # so neither bridge/pull nor bridge/forwarded reads the file back. Bounded: the
@@ -97,8 +95,6 @@ class Outbound:
         self.bridge_seen_ms: int | None = None
         self.bridge_stale_after = 15.0
         self.bridge_error: m.ErrorBody | None = None
-
-    # ------------------------------------------------------------ status
 
     def queued(self) -> int:
         return self.index.count(OUTBOUND, UNREAD)
@@ -113,10 +109,7 @@ class Outbound:
             error=self.bridge_error,
         )
 
-    # ------------------------------------------------------------ mail/send to an address
-
     async def send(self, spec: Queue) -> m.SendOk:
-        """Queue checked mail (`queue_spec`) for the bridge; the answer as a send's."""
         op = SendOp(self.mailroom, spec)
         res: m.SendOk = await self.committer.submit(op)
         return self.queued_as(op, res)
@@ -135,10 +128,9 @@ class Outbound:
         client_key: bool = False,
         any_node: bool = False,
     ) -> Queue:
-        """Mail from the local handle `sender` to `address` (a handle@node on another
-        node), checked (Mailroom.check_send) and pointed at the outbound queue. The node
-        must be one the directory knows, unless `any_node` (a bounce to the node that
-        just sent)."""
+        """Mail from the local handle `sender` to `address` on another node, checked and
+        pointed at the outbound queue. The node must be one the directory knows, unless
+        `any_node` (a bounce to the node that just sent)."""
         knows = None if any_node else self.directory.knows
         handle, node = resolve(address, self.node, knows, "recipient")
         if node is None:
@@ -165,7 +157,7 @@ class Outbound:
         )
 
     def queued_as(self, op: SendOp, res: m.SendOk) -> m.SendOk:
-        """After the queue op committed: hand it to the bridge; the answer as a send."""
+        """After the queue op committed: hand it to the bridge; the answer as a send's."""
         if not res.duplicate:
             if len(self.recent) >= RECENT_MAX:
                 del self.recent[next(iter(self.recent))]
@@ -178,16 +170,13 @@ class Outbound:
     def qualify(self, address: str) -> str:
         return address if "@" in address else f"{address}@{self.node}"
 
-    # ------------------------------------------------------------ for the bridge's verbs
-
     async def wait_queued(self, timeout: float) -> None:  # noqa: ASYNC109 - a long poll's bound
         self._queued = trio.Event()
         with trio.move_on_after(timeout):
             await self._queued.wait()
 
     def queued_mail(self, mail_id: str) -> m.RemoteMail | None:
-        """A queued message as the bridge publishes it; None when it is gone (forwarded
-        meanwhile)."""
+        """A queued message as the bridge publishes it; None when forwarded meanwhile."""
         mail = self.recent.get(mail_id)
         if mail is not None:
             return mail
@@ -235,7 +224,7 @@ class Outbound:
         return SendOp(self.mailroom, spec)
 
     def _reference(self, msg: m.RemoteMail, origin: str) -> str | None:
-        """Its `in-reply-to` as this node writes it; None if it has none or a bad one."""
+        """Its `in-reply-to` as this node writes it; None if none or a bad one."""
         try:
             ref = msg.in_reply_to
             return None if ref is None else mailrefs.received(ref, origin, self.node)
@@ -261,9 +250,8 @@ class Outbound:
         )
 
     async def bounce(self, msg: m.RemoteMail, origin: str, error: m.ErrorBody) -> str | None:
-        """Return a refused message to its sender (queued for its node), from
-        postmaster@<this node>: the bounce's id, or None when nothing is returned (a bounce
-        is never bounced, and a forged sender is not written to)."""
+        """Return a refused message to its sender from postmaster@<this node>: the
+        bounce's id, or None (a bounce is never bounced, a forged sender not written to)."""
         if is_bounce(msg.sender) or error.code == "forged-sender":
             return None
         try:
@@ -294,8 +282,8 @@ class Outbound:
         return (await self.send(Bounce.returning(queued, returned))).mail_id
 
     def bridge_reported(self, req: m.BridgeReport) -> list[str]:
-        """The bridge's heartbeat: whether it is connected, and the nodes it has seen.
-        Returns the nodes forgotten (gone from the bucket, or quiet too long)."""
+        """The bridge's heartbeat; the nodes forgotten (gone from the bucket, or quiet too
+        long)."""
         self.bridge_connected = req.connected
         self.bridge_seen_ms = self.wall.wall_ms()
         self.bridge_stale_after = max(1.0, req.stale_after)
@@ -307,8 +295,7 @@ class Outbound:
 
 
 def remote_mail(meta: FrontMatter, body: bytes, own: str) -> m.RemoteMail:
-    """A queued message (its front matter and body) as the bridge publishes it: its
-    reference to the message it answers in full (benchd.core.mailrefs)."""
+    """A queued message as the bridge publishes it (its in-reply-to in full)."""
     in_reply_to = meta.in_reply_to
     if in_reply_to is not None:
         in_reply_to = mailrefs.full(in_reply_to, own)
@@ -327,5 +314,5 @@ def remote_mail(meta: FrontMatter, body: bytes, own: str) -> m.RemoteMail:
 
 
 def forward_op(room: Mailroom, mail_id: str, key: str, to: str) -> RetireOp:
-    """The op that marks a queued message forwarded (inbox/ -> read/ of @outbound)."""
+    """Marks a queued message forwarded (inbox/ -> read/ of @outbound)."""
     return RetireOp(room, Forward(OUTBOUND, mail_id, key=key, to=to))

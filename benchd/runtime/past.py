@@ -1,6 +1,5 @@
-"""Past sessions: exited ones kept on disk in BENCH_DIR/sessions/<id>/ (info.json,
-output; each staged, fsynced, renamed) and read back after a restart for `bench ps -a`
-and `tail` (docs/limits.md, "Exited sessions kept").
+"""Past sessions: exited ones kept in BENCH_DIR/sessions/<id>/ and read back after a
+restart (docs/limits.md, "Exited sessions kept").
 """
 
 import json
@@ -84,8 +83,7 @@ class ExitedStore:
 
 
 T = TypeVar("T")
-# A settled session's record as benchd.runtime.past keeps it: a JSON object (Session.record
-# in benchd.runtime.roster writes it; a record from an older daemon may lack keys, hence the .get()s below).
+# A settled session's record (Session.record); one from an older daemon may lack keys.
 Record = dict[str, Any]
 
 
@@ -116,10 +114,10 @@ class PastTerminal:
 
 
 class PastSession:
-    """An exited session known only from its record on disk: its own type, not a
-    `Session` (benchd.runtime.roster) in disguise. It has what `bench ps -a`, `tail` and
-    `tail --screen` read of an exited session (its id, handle, ending, lineage and kept
-    output) and nothing of a running one (no job, no wakes, no followers)."""
+    """An exited session known only from its record on disk: what `bench ps -a`, `tail`
+    and `tail --screen` read of it, and nothing of a running one."""
+
+    live = False  # it ran under an earlier daemon and has ended
 
     def __init__(self, record: Record, output: bytes):
         self.record = record
@@ -134,10 +132,6 @@ class PastSession:
         self.outcome, self.reason = m.current_outcome(record.get("outcome"), record.get("reason"))
         rows, cols = record.get("size") or (40, 120)
         self.term = PastTerminal(int(record.get("pid") or 0), output, rows, cols)
-
-    @property
-    def live(self) -> bool:
-        return False  # it ran under an earlier daemon and has ended
 
     def info(self) -> m.SessionInfo:
         r = self.record
@@ -161,8 +155,7 @@ class PastSession:
 
 
 def _launch(raw: object) -> m.Launch | None:
-    """A record's launch, checked (records are files any process of the user can write;
-    one from before restart has none)."""
+    """A record's launch, checked (records are files any process of the user can write)."""
     if raw is None:
         return None
     try:

@@ -1,9 +1,7 @@
 """The wake reactor: it answers mail/sent by typing one line into the recipient's pty
-(docs/reactor.md). A wake is committed (its message retired and `agent/woken` logged,
-in ONE operation) before its line is typed, so the files, the delivery state and the
-log agree whatever ends the session or the daemon meanwhile, and the line is never
-written twice. An agent that reports for itself is typed to only while it says idle
-(docs/agents.md, "Doors").
+(docs/reactor.md, and docs/agents.md, "Doors"). A wake is committed (its message retired
+and `agent/woken` logged in one op) before its line is typed, so the files, the delivery
+state and the log agree whatever ends the session meanwhile.
 """
 
 import dataclasses
@@ -51,9 +49,7 @@ class Reactor:
         wall: WallClock = SYSTEM_WALL,
     ) -> None:
         self.find_session = find_session  # a live session by handle, or None
-        # The buckets and the gate read trio's clock (benchd.core.names); the wall clock
-        # only dates a wake's `until`.
-        self.wall = wall
+        self.wall = wall  # only dates a wake's `until` (the buckets and gate: trio's clock)
         self.mailroom = mailroom
         self.record = record  # the committer's
         self.log = log
@@ -75,8 +71,6 @@ class Reactor:
                 TokenBucket(st.wake_burst, st.wake_refill, trio.current_time())
             )
         return c
-
-    # ------------------------------------------------------------ mail/sent
 
     def on_event(self, event: m.Event) -> None:
         if not isinstance(event, m.MailSent) or event.recovered:
@@ -137,14 +131,10 @@ class Reactor:
         finally:
             c.timer_armed = False
 
-    # ------------------------------------------------------------ a handle claimed
-
     def claimed(self, session: "Session") -> None:
-        """`session` now holds its handle (Sessions.reserve): mail that waited for it
-        unread is announced, as mail arriving now would be. Called with no await since
-        the handle was taken, so every message is either counted here (its mail/sent
-        came before, when no session held the handle) or gets its own wake from
-        on_event (it commits after): none is announced twice, none is missed."""
+        """`session` now holds its handle: mail that waited for it unread is announced.
+        Called with no await since the handle was taken, so every message is either
+        counted here or gets its own wake from on_event: none twice, none missed."""
         handle = session.handle
         n = self.mailroom.unread_count(handle)
         if n == 0:
@@ -158,8 +148,6 @@ class Reactor:
             return
         first = self.mailroom.oldest_unread(handle) if n == 1 else None
         session.queue_wake(Wake(first.mail_id, first.sender) if first else Wake(None, None, n))
-
-    # ------------------------------------------------------------ the waker
 
     async def run_session(self, session: "Session") -> None:
         try:
@@ -200,8 +188,7 @@ class Reactor:
         self, session: "Session", wake: Wake, door: str | None = None
     ) -> m.AgentWoken | None:
         """Commit the wake just before its line is typed (the write lock held) or handed
-        over (see the module's docstring). None: nothing to announce (read meanwhile, or
-        the disk refused)."""
+        over. None: nothing to announce (read meanwhile, or the disk refused)."""
         if wake.digest:
             digest = m.AgentWoken(
                 session=session.id,
@@ -248,8 +235,6 @@ class Reactor:
             session.write_lock.release()
             await self._until_ready(session)
 
-    # ------------------------------------------------------------ the agent's own door
-
     async def hand_over(self, session: "Session", door: str = "stop-hook") -> str | None:
         """The next queued wake's line, handed to an agent whose turn just ended (its
         Stop hook asks) instead of typed, then `agent/active`. None: no wake queued."""
@@ -283,8 +268,7 @@ class Reactor:
         return action
 
     async def _shows_ready(self, session: "Session") -> bool:
-        """The ready pattern, if any, matches the end of the screen: its last non-blank
-        lines (READY_LINES of them), right-trimmed."""
+        """The ready pattern, if any, matches the screen's last READY_LINES lines."""
         if session.ready is None:
             return True
         lines = (await _term(session).screen_text()).split("\n")[-READY_LINES:]
@@ -421,7 +405,6 @@ class Reactor:
 
 
 def _term(session: "Session") -> Terminal:
-    """The terminal of a session the reactor serves: one whose process started (its
-    waker is started by Sessions._run, after launch)."""
+    """The terminal of a session the reactor serves (its waker starts after launch)."""
     assert session.term is not None, "a waker runs only for a launched session"
     return session.term

@@ -1,7 +1,5 @@
 """Waits: callers blocked until mail (or a job's settlement) arrives, and the graph of who
-waits on whom: a wait that would close a cycle is refused (`would-deadlock`), and at most
-`per_caller` / `total` are open (`too-many-waits`). Refusals and openings are logged
-once per flood.
+waits on whom, so a wait that would close a cycle is refused (`would-deadlock`).
 """
 
 from collections.abc import Callable
@@ -22,8 +20,7 @@ def _now() -> float:
 
 
 class Waiter:
-    """One open wait: its caller's handle, the handle it waits on (or None), and the
-    arrivals it has been offered (mail ids, or a settled job's outcome)."""
+    """One open wait: its caller, the handle it waits on (or None), and its arrivals."""
 
     __slots__ = ("handle", "target", "job", "arrived", "_wakeup")
 
@@ -43,8 +40,7 @@ class Waiter:
         return self.arrived.pop(0)
 
 
-# Waits open at once in all: past it, too-many-waits.
-MAX_WAITS = 256
+MAX_WAITS = 256  # waits open at once in all: past it, too-many-waits
 
 
 class Waits:
@@ -66,7 +62,7 @@ class Waits:
 
     def cycle(self, handle: str, target: str | None) -> list[str] | None:
         """The cycle a wait from `handle` on `target` would close (handles in order,
-        from `handle` back to it), or None. Each waiting handle is visited once."""
+        from `handle` back to it), or None."""
         if target is None:
             return None
         parent = {target: handle}
@@ -107,8 +103,7 @@ class Waits:
         w = Waiter(handle, target, job)
         self.by_handle.setdefault(handle, []).append(w)
         self.count += 1
-        # Written down as one line per flood of the same wait (a loop of short waits),
-        # like a refusal.
+        # Logged once per flood of the same wait (a loop of short waits), like a refusal.
         count = self.floods.count(("wait/opened", handle, target, job), _now())
         if count:
             self._log(m.WaitOpened(handle=handle, on=target, job=job, count=count))
@@ -128,14 +123,10 @@ class Waits:
             self._log(m.WaitRefused(handle=handle, code=code, cycle=loop, limit=limit, count=count))
 
     def _log(self, ev: m.Event) -> None:
-        """Queued for the committer's next batch, like every event, without holding up
-        the wait (no client waits on its commit)."""
-        try:
+        try:  # no client waits on its commit
             self.enqueue(EventOp(ev))
         except WireError:
             pass  # stopping: the refusal itself is the answer
-
-    # ------------------------------------------------------------ arrivals (hub listener)
 
     def on_event(self, ev: m.Event) -> None:
         if not self.count:

@@ -10,7 +10,7 @@ import trio
 
 from bench_wire.errors import WireError
 from bench_wire.messages import DaemonStarted
-from benchd.runtime.committer import MAX_BATCH, Batch, Committer, Op, Staged
+from benchd.runtime.committer import MAX_BATCH, Batch, Committer, Op
 from benchd.store.index import Index
 
 
@@ -24,7 +24,7 @@ class FakeStore:
         self.fail: Exception | None = None
         self.closed = False
 
-    def stage(self, batch: Batch, ops: list[Op]) -> Staged:
+    def write(self, batch: Batch, ops: list[Op]):
         self.batches.append([op.name for op in ops])
         records = []
         seq = self.last_seq
@@ -33,17 +33,12 @@ class FakeStore:
             for _ev in op.events:
                 seq += 1
                 records.append({"seq": seq, "kind": "daemon/started", "op": op.name})
-        return Staged(list(ops), records, [ev for op in ops for ev in op.events], seq)
-
-    def commit(self, staged: Staged) -> None:
         if self.fail is not None:  # an unexpected failure: the committer answers `internal`
             raise self.fail
-
-    def place(self, staged: Staged):
-        self.last_seq = staged.seq
-        for op in staged.live:
+        self.last_seq = seq
+        for op in ops:
             op.result = f"done {op.name}"
-        return staged.live, staged.records
+        return list(ops), records, [ev for op in ops for ev in op.events]
 
     def published(self, seq: int) -> None:
         self.published_seq = seq

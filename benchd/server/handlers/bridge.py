@@ -55,7 +55,7 @@ async def forwarded(svc: Services, conn: Connection, caller: Caller, req: m.Brid
     for op in ops:
         if await op.wait():
             n += 1
-            svc.outbound.forgotten(op.mail_id)
+            svc.outbound.forgotten(op.spec.mail_id)
     await conn.send(m.ForwardOk(id=req.id, forwarded=n))
 
 
