@@ -15,8 +15,7 @@ import shlex
 import shutil
 from dataclasses import dataclass
 
-# Claude Code's hook events -> bench's (benchd.core.agentstate.EVENTS). Only these are
-# subscribed: each costs the agent a process start when it fires.
+# Claude Code's hook events -> bench's (benchd.core.agentstate.EVENTS).
 CLAUDE_HOOKS = {
     "SessionStart": "start",
     "UserPromptSubmit": "prompt",
@@ -57,8 +56,8 @@ class Adapted:
 def _subscribed(
     hooks: dict[str, str], approval_wait: float, mid_turn: bool, short: dict[str, int]
 ) -> list[tuple[str, str, int]]:
-    """(their event, ours, timeout) for each hook; PostToolUse too with the mid-turn
-    door (a hook per tool call, so only when asked for)."""
+    """(their event, ours, timeout) for each hook; PostToolUse (a hook per tool call)
+    only with the mid-turn door."""
     out = []
     for theirs, ours in dict(hooks, **({"PostToolUse": "tool"} if mid_turn else {})).items():
         # The permission hook waits for `bench approve|deny` (bounded by --approval-wait).
@@ -98,13 +97,11 @@ CODEX_SHORT = {"SessionEnd": 3, "Interrupt": 3}
 CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
 
 
-def codex_trust_hash(label: str, command: str, timeout: int, matcher: str | None = None) -> str:
+def codex_trust_hash(label: str, command: str, timeout: int) -> str:
     """The hash Codex 0.171 trusts a command hook by (as its "Trust all" writes it): SHA-256
     of the compact, key-sorted JSON of the hook's normalized identity."""
     handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
-    identity: dict[str, object] = {"event_name": label, "hooks": [handler]}
-    if matcher is not None:
-        identity["matcher"] = matcher
+    identity = {"event_name": label, "hooks": [handler]}
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 

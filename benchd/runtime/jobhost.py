@@ -1,10 +1,6 @@
-"""Jobs wired into the daemon, on the mailroom's own parts (docs/jobs.md).
-
-A job's record is a file the committer writes like a message (benchd.store.outbox), and
-a reply is the mailroom's keyed send from the child (`outbox:<task key>:reply:<index>`).
-A `JobOp` commits one change of a record with the sends it makes, so a reply is
-delivered in the very journal record that says it was; a record written again from an
-older state meets its reply's key and writes nothing (`duplicate`).
+"""Jobs wired into the daemon, on the mailroom's own parts (docs/jobs.md, "The outbox's
+guarantees"): a `JobOp` commits one change of a job's record with the keyed sends it
+makes, so a reply is delivered in the very journal record that says it was.
 """
 
 import itertools
@@ -66,12 +62,10 @@ Change = Callable[[JobRecord | None], JobRecord]
 
 
 class JobOp(Op[JobRecord]):
-    """One change of a job's record, with the sends it makes, committed as one.
-
-    The change is applied when the batch is staged, to the record as the ops before it
-    left it (so a report and a settlement in one batch both count), and the replies then
-    due are sent in the same batch (at most `limit`). `task` is the
-    spawn's task mail: the record is made only if it is sent. Its answer: the record."""
+    """One change of a job's record, with the sends it makes (at most `limit` replies;
+    `task`: the spawn's task mail, without which no record is made), committed as one.
+    The change is applied to the record as the batch's earlier ops left it, so a report
+    and a settlement in one batch both count."""
 
     def __init__(
         self,
@@ -212,7 +206,7 @@ class JobHost:
         outbound: Outbound | None = None,
     ) -> None:
         self.files = files
-        self.find_session = find_session  # a live session by handle, or None
+        self.find_session = find_session
         self.mailroom = mailroom
         self.committer = committer
         self.index = index
@@ -236,12 +230,10 @@ class JobHost:
             task_status.started()
 
     async def _start(self) -> None:
-        for where, why in self.files.bad:
-            # Not a job this daemon wrote (edited by hand?): left as it is, and said;
-            # the other jobs are settled.
+        for where, why in self.files.bad:  # left as it is, and said; the others settle
             self.log.error("a stored job does not load", session=where, error=why)
-        # Jobs whose sessions died with the previous daemon: interrupted, and by their
-        # deadline when it has passed by now (while the daemon was down, or before).
+        # Jobs whose sessions died with the previous daemon: interrupted (by their
+        # deadline when it has passed by now).
         now = self.wall.wall_ms()
         deadlines: list[m.Event] = []
         ops: list[JobOp] = []

@@ -159,7 +159,7 @@ class JobWatch:
         mailed, refused = [], []
         for address in to:
             try:
-                await self._send(Caller(s.handle, s), address, body, title, task_id)
+                await self.send_as(Caller(s.handle, s), address, body, title, task_id)
                 mailed.append(address)
             except WireError as err:
                 refused.append(address)
@@ -174,10 +174,11 @@ class JobWatch:
             )
         )
 
-    async def _send(
-        self, caller: Caller, to: str, body: str, subject: str, task_id: str | None
+    async def send_as(
+        self, caller: Caller, to: str, body: str, subject: str, task_id: str | None = None
     ) -> None:
-        """One stall mail from the child, charged as its send to its tree (limits apply)."""
+        """Mail from a session that no client asked for (a stall, an approval, a limit),
+        charged as its send to its tree: its limits apply."""
         spec = child_mail(
             self.mailroom, self.outbound, caller.handle, to, body, subject, in_reply_to=task_id
         )

@@ -148,7 +148,7 @@ class Delegation:
         """Held by a live session, or a mailbox exists for it (mail may be waiting)."""
         return (
             handle == OPERATOR
-            or self.roster.is_live(handle)
+            or handle in self.roster.live
             or os.path.isdir(self.mailroom.box(handle))
         )
 
@@ -196,7 +196,7 @@ class Delegation:
             if name != OPERATOR and self._taken(name):
                 held = (
                     "a live session holds it"
-                    if self.roster.is_live(name)
+                    if name in self.roster.live
                     else ("its mailbox exists (mail may be waiting for whoever holds it)")
                 )
                 raise WireError(

@@ -123,7 +123,6 @@ class Session:
         self.approval = None
 
     def started(self, term: Terminal) -> None:
-        """Its process runs, in `term`."""
         self.term = term
 
     def begin_job(self, job: Job) -> None:
@@ -139,7 +138,6 @@ class Session:
         self.root_handle = getattr(parent, "root_handle", None) or parent.handle
 
     def mark_reported(self) -> None:
-        """It ran `bench report`: its silence owes no stall mail from now on."""
         self.reported = True
 
     def take_report(self, per_s: int, burst_s: int, now: float) -> bool:
@@ -156,19 +154,16 @@ class Session:
         self.stall_after = stall_after
 
     def hit_deadline(self) -> None:
-        """Its deadline passed while it ran: the deadline ends it."""
         self.deadline_hit = True
 
     def stalled(self, since: float | None) -> None:
-        """Stalled since `since` (trio's clock), or active again (None)."""
+        """Stalled since `since`, or active again (None)."""
         self.stalled_at = since
 
     def show_screen(self, evidence: str | None) -> None:
-        """What its screen shows beside its agent's state (None: nothing to add)."""
         self.agent_screen = evidence
 
     def wait_approval(self, approval: Approval | None) -> None:
-        """The approval its agent waits for, or None once answered."""
         self.approval = approval
 
     def withdraw(self) -> None:
@@ -176,7 +171,6 @@ class Session:
         self.cancelled = True
 
     def learn_ns(self, ns: int) -> None:
-        """Its sandbox's PID namespace, learned on first contact."""
         self.ns = ns
 
     def mark_killed(self, by: str, cancel: bool) -> None:
@@ -334,15 +328,6 @@ class Roster:
             self.by_leader.pop(s.term.pid, None)
         if s.ns is not None and self.by_ns.get(s.ns) is s:
             del self.by_ns[s.ns]
-
-    def is_live(self, handle: str) -> bool:
-        return handle in self.live
-
-    def live_by_handle(self, handle: str) -> Session | None:
-        return self.live.get(handle)
-
-    def live_count(self) -> int:
-        return len(self.live)
 
     @overload
     def find(self, name: str, live_only: Literal[True] = True) -> "Session": ...

@@ -52,7 +52,7 @@ class Sessions:
         self,
         roster: Roster,
         reactor: Reactor,
-        jobs: JobHost | None,
+        jobs: JobHost,
         record: Callable[[m.Event], Awaitable[bool]],
         log: Log,
         bench_dir: str,
@@ -62,10 +62,9 @@ class Sessions:
         session_umask: int | None = None,
         wall: WallClock = SYSTEM_WALL,
         *,
-        delegation: Delegation | None = None,
-        watch: JobWatch | None = None,
-        exited_store: ExitedStore | None = None,
-        exited_kept: int = EXITED_KEPT,
+        delegation: Delegation,
+        watch: JobWatch,
+        exited_store: ExitedStore,
         sandbox: Sandbox | None = None,
         approval_wait: float = 600.0,
     ):
@@ -83,7 +82,6 @@ class Sessions:
         self.placer = Placer(roster, helper_pids, daemon_pid)
         self.delegation = delegation
         self.exited_store = exited_store
-        self.exited_kept = exited_kept
         self.watch = watch
         self.sandbox = sandbox  # None: isolation off
         self.approval_wait = approval_wait  # an adapter's approval hook waits this long
@@ -171,10 +169,8 @@ class Sessions:
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
         check_size(req.rows, req.cols)
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("BENCH_"):
-                del env[k]  # the daemon's own view never leaks into a session
+        # The daemon's own BENCH_ view never leaks into a session.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
         for k, v in req.env.items():
             if not k or "=" in k or "\0" in k or "\0" in v:
                 raise WireError("bad-env", f"environment entry {k!r} is not KEY=VALUE")
@@ -189,8 +185,7 @@ class Sessions:
             env["TERM"] = "xterm-256color"
         # `bench` must be on PATH inside the session, so agents need no flags.
         bindir = os.path.dirname(sys.executable)  # the installation benchd runs from
-        bench = shutil.which("bench", path=bindir)
-        if bench:
+        if shutil.which("bench", path=bindir):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         argv = list(req.argv)
         if "/" in argv[0] and not os.path.isabs(argv[0]):
@@ -226,8 +221,7 @@ class Sessions:
             adapter=adapted.adapter,
             mid_turn=req.mid_turn and adapted.adapter is not None,
         )
-        if self.watch is not None:
-            self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
+        self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
         self.roster.hold(s)
@@ -280,8 +274,7 @@ class Sessions:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(s.term.drain)
             nursery.start_soon(self.reactor.run_session, s)
-            if self.watch is not None:
-                nursery.start_soon(self.watch.run_session, s)
+            nursery.start_soon(self.watch.run_session, s)
             code, sig = await s.term.wait_exit()
             if s.sandboxed:
                 self.kill_stray_sandboxes()
@@ -302,7 +295,7 @@ class Sessions:
         self.roster.release(s)
         self.roster.exited.append(s)
         dropped: list[str] = []
-        while len(self.roster.exited) > self.exited_kept:
+        while len(self.roster.exited) > EXITED_KEPT:
             dropped.append(self.roster.exited.popleft().id)
         s.term.close()
         try:
@@ -312,13 +305,12 @@ class Sessions:
                         session=s.id, handle=s.handle, pid=s.term.pid, exit=code, signal=sig
                     )
                 )
-                if self.jobs is not None and s.job is not None:
+                if s.job is not None:
                     await self.jobs.settle(s)
         except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
             self.log.exception("settling a session failed", session=s.id)
         finally:
-            if self.delegation is not None:
-                self.delegation.settled(s)
+            self.delegation.settled(s)
             with trio.CancelScope(shield=True):
                 await self._keep(s, dropped)
             s.exited.set()
@@ -327,8 +319,6 @@ class Sessions:
         """Write the exited session to disk (ps -a and tail after a restart); forget on
         disk the ones that fell off the end of the list."""
         store = self.exited_store
-        if store is None:
-            return
         record = s.record(self.wall.wall_ms())
         output = bytes(s.term.scrollback) if s.term is not None else b""
 
@@ -350,8 +340,7 @@ class Sessions:
         stay); returns how many were forgotten."""
         n = len(self.roster.exited)
         self.roster.exited.clear()
-        if self.exited_store is not None:
-            await trio.to_thread.run_sync(self.exited_store.prune)
+        await trio.to_thread.run_sync(self.exited_store.prune)
         return n
 
     async def kill(self, s: Session, by: str, cancel: bool, tree: bool) -> list[str]:
@@ -470,9 +459,9 @@ class Spawner:
         if parent is not None:
             req = await delegation.prepare(caller, req)
         if req.job is not None:
-            req = _one_copy_each(req)
-            job = req.job
-            assert job is not None, "the same spawn, its reply-to list once each"
+            # Each address once: a reply goes to each entry, so one listed twice gets two.
+            job = msgspec.structs.replace(req.job, reply_to=list(dict.fromkeys(req.job.reply_to)))
+            req = msgspec.structs.replace(req, job=job)
             reply_to = job.reply_to
             self.limiter.recipients(caller.handle, len(reply_to))  # a reply goes to each
             jobs.check_spec(job, caller)
@@ -531,13 +520,3 @@ class Spawner:
         self.delegation.settled(s)
         if s.job is not None:
             self.jobs.abandon(s)
-
-
-def _one_copy_each(req: m.Spawn) -> m.Spawn:
-    """The job's reply-to list with each address once (a reply goes to each entry: the
-    same address listed again would get another copy)."""
-    assert req.job is not None
-    once = list(dict.fromkeys(req.job.reply_to))
-    if len(once) == len(req.job.reply_to):
-        return req
-    return msgspec.structs.replace(req, job=msgspec.structs.replace(req.job, reply_to=once))
