@@ -21,7 +21,7 @@ from benchd.core.authority import Caller
 from benchd.core.limits import Floods
 from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG, TURN_SCREEN, TurnScreen
-from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.jobhost import JobWatch
 from benchd.runtime.mailroom import SUBJECT_CHARS
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Approval, Session

@@ -92,7 +92,7 @@ class Session:
     root_handle: str | None = None  # the handle of its tree's root (a job's)
     outcome: str | None = None  # its job's, once settled
     reason: str | None = None  # and its reason (bench_wire.messages.OUTCOMES)
-    # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
+    # Deadline and stall (benchd.runtime.jobhost.JobWatch): when it is ended (wall ms, and
     # trio's time the watch sleeps until), whether the deadline ended it, its stall time
     # (0: never), since when it is stalled (trio's clock), and whether it has run
     # `bench report` (a child that reported owes no stall mail).

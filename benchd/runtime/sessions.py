@@ -28,8 +28,7 @@ from benchd.core.names import OPERATOR, SYSTEM_WALL, WallClock, check_handle, is
 from benchd.core.wakegate import compile_pattern
 from benchd.runtime import adapters
 from benchd.runtime.committer import EventOp
-from benchd.runtime.jobhost import JobHost
-from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.jobhost import JobHost, JobWatch
 from benchd.runtime.limiter import Delegation, Limiter
 from benchd.runtime.past import ExitedStore
 from benchd.runtime.placement import Placer

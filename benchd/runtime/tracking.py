@@ -30,7 +30,6 @@ from benchd.store.mailstates import Columns, StateRow
 _SETTERS: tuple[type[m.Event], ...] = (m.MailSent, m.AgentWoken, m.WakeCapped, m.WakeDeferred)
 _SETTERS += (m.MailReadEvent, m.AgentActive, m.BridgeQueued, m.BridgeDelivered, m.BridgeReceipt)
 KINDS = frozenset(t.__struct_config__.tag for t in _SETTERS)
-_decode = msgspec.convert
 
 
 class MailStates:
@@ -93,7 +92,7 @@ class MailStates:
             if rec.get("kind") not in KINDS:
                 continue
             try:
-                ev = _decode(rec, m.AnyEvent)
+                ev = msgspec.convert(rec, m.AnyEvent)
             except msgspec.ValidationError:
                 continue  # a line of another version: it only cost its state
             self.on_event(ev)

@@ -22,8 +22,7 @@ from benchd.core.trees import DelegationLimits
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Committer, JournalStore, Op
 from benchd.runtime.hub import Hub
-from benchd.runtime.jobhost import JobHost
-from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.jobhost import JobHost, JobWatch
 from benchd.runtime.limiter import Delegation, Limiter
 from benchd.runtime.mailroom import (
     BODY_BYTES,

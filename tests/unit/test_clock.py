@@ -19,8 +19,7 @@ from bench_wire import messages as m
 from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.names import SYSTEM_WALL, IdClock
 from benchd.core.wakegate import digest_line
-from benchd.runtime.jobhost import JobHost
-from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.jobhost import JobHost, JobWatch
 from benchd.runtime.mailroom import Mailboxes, Mailroom
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Session, Wake
