@@ -54,15 +54,14 @@ class Ending:
     reason: str | None = None  # the outcome's reason (bench_wire.messages.OUTCOMES), if it has one
 
     def fields(self) -> dict[str, str | int]:
-        out: dict[str, str | int] = {} if self.reason is None else {"reason": self.reason}
-        out["ended"] = self.ended
-        if self.exit_code is not None:
-            out["exitCode"] = self.exit_code
-        if self.signal is not None:
-            out["signal"] = self.signal
-        if self.killed_by is not None:
-            out["killedBy"] = self.killed_by
-        return out
+        named = (
+            ("reason", self.reason),
+            ("ended", self.ended),
+            ("exitCode", self.exit_code),
+            ("signal", self.signal),
+            ("killedBy", self.killed_by),
+        )
+        return {name: value for name, value in named if value is not None}
 
 
 Change = Callable[[JobRecord | None], JobRecord]

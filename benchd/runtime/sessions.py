@@ -38,9 +38,8 @@ from benchd.runtime.sandbox import Sandbox
 from benchd.runtime.system import Log, child_pids, command_name, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
 
-# `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
-# SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
-# seconds without an exit.
+# `bench kill` is closing a terminal: SIGHUP (an interactive shell ignores SIGTERM),
+# then SIGTERM, then SIGKILL, each after this many seconds without an exit.
 KILL_GRACE = 1.5
 EXITED_KEPT = 200
 OUTPUT_CHUNK = 48 * 1024
@@ -122,10 +121,9 @@ class Sessions:
                         self.log.info("orphan reaped", pid=pid)
 
     def kill_stray_sandboxes(self) -> None:
-        """SIGKILL each inner bwrap (its pid namespace's init) whose leader is gone: bwrap's
-        child asks for its parent-death signal only some time after it is cloned, so a
-        leader that died in between left it running, re-parented to the daemon, deaf to
-        all but SIGKILL. Killing it takes the whole namespace with it."""
+        """SIGKILL each inner bwrap (its namespace's init, deaf to all else) whose leader
+        died before it asked for its parent-death signal (docs/security.md, "The
+        sandbox"): the whole namespace goes with it."""
         for pid in child_pids():
             if pid in self.roster.by_leader or pid in self.helper_pids:
                 continue
@@ -327,9 +325,8 @@ class Sessions:
                 store.remove(sid)
 
         try:
-            # Their own two threads: a thousand sessions ending at once must not take
-            # every worker thread of trio's default limiter from the journal's
-            # checkpoints and the screens' renders, which share it.
+            # Their own two threads: a thousand sessions ending at once must not take all
+            # of trio's default ones from the journal's checkpoints and the screens.
             await trio.to_thread.run_sync(work, limiter=_KEEP_THREADS)
         except (OSError, ValueError) as err:
             self.log.error("exited session not kept on disk", session=s.id, error=str(err))

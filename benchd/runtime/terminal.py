@@ -111,8 +111,7 @@ class Terminal:
                 except BlockingIOError:
                     break
                 except OSError:
-                    ended = True
-                    break
+                    data = b""  # EIO: the pty has closed, as an empty read says
                 if not data:
                     ended = True
                     break
@@ -146,7 +145,6 @@ class Terminal:
         ev.set()
 
     def _take_unseen(self) -> tuple[bytes, bool]:
-        """The output the emulator has not seen, and whether it is to be reset first."""
         data, self._unseen = bytes(self._unseen), bytearray()
         reset, self._reset = self._reset, False
         return data, reset

@@ -118,7 +118,7 @@ class MailStates:
         self, sender: str | None, to: str | None, state: str | None, limit: int
     ) -> tuple[list[tuple[StateRow, delivery.Mark]], bool]:
         """Sent mail newest first, each with the state a listing shows; True if more.
-        With `state`, rows are read in pages until `limit` match (at most 20 pages)."""
+        With `state`, the newest max(4 x limit, 200) rows are read for `limit` matches."""
         self._committed()
         out: list[tuple[StateRow, delivery.Mark]] = []
         cap = max(limit * 4, 200) if state else limit + 1
