@@ -261,10 +261,9 @@ class AgentHost:
         await self._tell_parent(s, _limited_text(s, limited))
 
     async def _limit_screen(self, s: Session, limited: AgentState) -> None:
-        """Watch the screen (at most SCREEN_WATCH_S) after a usage limit: its message's
-        reset time, when the report gave none, becomes the state's `until` (screen
-        evidence); the agent's limit dialog, if it opens one, is answered "wait for the
-        reset" (its input box must come back for the wake typed after the reset)."""
+        """Watch the screen (at most SCREEN_WATCH_S) after a usage limit: its reset time,
+        when the report gave none, becomes `until` (screen evidence); a limit dialog is
+        answered "wait for the reset" (the wake typed after it needs the input box)."""
         term = s.term
         until = limited.until
         dialog = LIMIT_DIALOG.get(s.adapter or "")

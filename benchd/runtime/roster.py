@@ -182,9 +182,8 @@ class Session:
 
     @contextlib.asynccontextmanager
     async def viewed(self) -> AsyncIterator[None]:
-        """One client attached for as long as the block runs. When the last one leaves, the
-        session goes back to its own size (the next client to attach sets its own), also
-        when the client's stream was cut."""
+        """One client attached while the block runs; when the last one leaves (its stream
+        cut too), the session goes back to its own size."""
         self.attached += 1
         try:
             yield

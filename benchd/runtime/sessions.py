@@ -340,9 +340,8 @@ class Sessions:
         return n
 
     async def kill(self, s: Session, by: str, cancel: bool, tree: bool) -> list[str]:
-        """`bench kill`: end `s`, marked as killed by `by` (and its job cancelled with
-        `cancel`); with `tree`, every live session below it first. Returns the ids of the
-        sessions ended, in the order they were asked to end."""
+        """`bench kill`: end `s` (with `tree`, every live session below it first), marked
+        as killed by `by`, its job cancelled with `cancel`; the ids ended, in order."""
         order = []
         if tree:
             # Children first, a level at a time: each child's job settles (and replies to
