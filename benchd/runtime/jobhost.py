@@ -201,7 +201,6 @@ class JobHost:
     def __init__(
         self,
         files: JobFiles,
-        find_session: Callable[[str], "Session | None"],
         mailroom: Mailroom,
         committer: Committer,
         index: Index,
@@ -212,7 +211,6 @@ class JobHost:
         outbound: Outbound | None = None,
     ) -> None:
         self.files = files
-        self.find_session = find_session
         self.mailroom = mailroom
         self.committer = committer
         self.index = index
@@ -230,10 +228,9 @@ class JobHost:
         self.staged_names = itertools.count()  # a JobOp stages its record under one
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            await self._start()
-            nursery.start_soon(self._timer)
-            task_status.started()
+        await self._start()
+        task_status.started()
+        await self._timer()
 
     async def _start(self) -> None:
         for where, why in self.files.bad:  # left as it is, and said; the others settle
@@ -443,9 +440,8 @@ class JobHost:
             raise WireError("body-too-large", "the report is larger than the body cap")
 
         await self.committer.submit(self.report_op(s, content, len(data)))
-        live = self.find_session(s.handle)
-        if live is not None and live.id == s.id:
-            live.mark_reported()
+        if isinstance(s, Session):  # the roster's, as every caller's session in the daemon
+            s.mark_reported()
         return len(data)
 
     def report_op(self, s: CallerSession, content: str, size: int) -> JobOp:

@@ -91,9 +91,8 @@ class Sessions:
         """The nursery the sessions run in, and the orphan reaper."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
-            nursery.start_soon(self.reap_orphans)
             task_status.started()
-            await trio.sleep_forever()
+            await self.reap_orphans()
 
     # ------------------------------------------------------------ identity
 

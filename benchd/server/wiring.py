@@ -215,7 +215,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     outbound = Outbound(config.node, index, mailroom, committer, o.directory, wall)
     jobs = JobHost(
         o.jobs,
-        roster.live.get,
         mailroom,
         committer,
         index,
