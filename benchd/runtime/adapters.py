@@ -1,10 +1,9 @@
 """Agent adapters: how a session spawned with `--agent NAME` makes its agent report for
 itself (docs/agents.md, "Agents that report for themselves").
 
-An adapter changes the agent's command line for that one session (never the user's
-configuration files), all inline so nothing but the hook client has to be readable in
-the sandbox, and subscribes only to the events bench needs: each hook costs the agent
-a process start, and the agent waits for it.
+The agent's command line changes for that one session only, inline (so nothing but the
+hook client must be readable in the sandbox), with only the hooks bench needs: the
+agent waits for each.
 """
 
 import hashlib
@@ -15,8 +14,7 @@ import shlex
 import shutil
 from dataclasses import dataclass
 
-# Claude Code's hook events -> bench's (benchd.core.agentstate.EVENTS). Only these are
-# subscribed: each costs the agent a process start when it fires.
+# Claude Code's hook events -> bench's (benchd.core.agentstate.EVENTS).
 CLAUDE_HOOKS = {
     "SessionStart": "start",
     "UserPromptSubmit": "prompt",
@@ -57,8 +55,8 @@ class Adapted:
 def _subscribed(
     hooks: dict[str, str], approval_wait: float, mid_turn: bool, short: dict[str, int]
 ) -> list[tuple[str, str, int]]:
-    """(their event, ours, timeout) for each hook; PostToolUse too with the mid-turn
-    door (a hook per tool call, so only when asked for)."""
+    """(their event, ours, timeout) for each hook; PostToolUse (a hook per tool call)
+    only with the mid-turn door."""
     out = []
     for theirs, ours in dict(hooks, **({"PostToolUse": "tool"} if mid_turn else {})).items():
         # The permission hook waits for `bench approve|deny` (bounded by --approval-wait).
@@ -80,10 +78,9 @@ def claude_settings(hook: str, approval_wait: float, mid_turn: bool = False) -> 
     return json.dumps({"hooks": hooks}, separators=(",", ":"))
 
 
-# Codex's hook events -> bench's. Codex (0.171) has no StopFailure and no Notification;
-# a turn the user interrupts (Esc) ends with Interrupt, not Stop. Its SessionStart is not
-# subscribed: Codex runs it only at the first prompt, just before UserPromptSubmit, so it
-# would say "idle" for an instant in which a second wake could be typed mid-start.
+# Codex's (0.171: no StopFailure, no Notification) hook events -> bench's; Esc ends a
+# turn with Interrupt. Not SessionStart: run just before the first UserPromptSubmit, its
+# instant of "idle" would let a second wake be typed mid-start.
 CODEX_HOOKS = {
     "UserPromptSubmit": "prompt",
     "Stop": "stop",
@@ -98,13 +95,11 @@ CODEX_SHORT = {"SessionEnd": 3, "Interrupt": 3}
 CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
 
 
-def codex_trust_hash(label: str, command: str, timeout: int, matcher: str | None = None) -> str:
+def codex_trust_hash(label: str, command: str, timeout: int) -> str:
     """The hash Codex 0.171 trusts a command hook by (as its "Trust all" writes it): SHA-256
     of the compact, key-sorted JSON of the hook's normalized identity."""
     handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
-    identity: dict[str, object] = {"event_name": label, "hooks": [handler]}
-    if matcher is not None:
-        identity["matcher"] = matcher
+    identity = {"event_name": label, "hooks": [handler]}
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -115,9 +110,7 @@ def _toml(s: str) -> str:
 
 def codex_overrides(hook: str, approval_wait: float, mid_turn: bool = False) -> list[str]:
     """The `-c` options giving Codex bench's hooks for one session, each trusted by its
-    hash (`hooks.state`, merged over the user's own trust): Codex runs an untrusted hook
-    only after a review dialog, and `--dangerously-bypass-hook-trust` would also run
-    every hook of the user's or a project's that nobody reviewed."""
+    hash in `hooks.state` (docs/agents.md: why not --dangerously-bypass-hook-trust)."""
     out: list[str] = []
     trust: list[str] = []
     for theirs, ours, timeout in _subscribed(CODEX_HOOKS, approval_wait, mid_turn, CODEX_SHORT):
@@ -195,10 +188,8 @@ DIALOG_KEYS = {"claude": (b"\r", b"\x1b"), "codex": (b"y", b"\x1b")}
 LIMIT_DIALOG = {"claude": ("Stop and wait for limit to reset", b"\r")}
 
 
-# What the screen shows while a turn runs, at the prompt, and on a usage limit, for an
-# agent that ends some turns without a report (Codex 0.171 runs no hook when a turn
-# ends on an error): the daemon watches it while the agent works (agenthost); see
-# docs/agents.md, "What each agent reports".
+# The screen of an agent that ends some turns without a report (Codex 0.171, on an
+# error), watched while it works (agenthost; docs/agents.md, "What each agent reports").
 @dataclass(frozen=True, slots=True)
 class TurnScreen:
     busy: str  # shown while a turn runs (gone when it is over)

@@ -21,8 +21,8 @@ from benchd.core.authority import Caller
 from benchd.core.limits import Floods
 from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.runtime.adapters import DIALOG_KEYS, LIMIT_DIALOG, TURN_SCREEN, TurnScreen
-from benchd.runtime.limiter import Limiter
-from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom
+from benchd.runtime.jobhost import JobWatch
+from benchd.runtime.mailroom import SUBJECT_CHARS
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Approval, Session
 from benchd.runtime.system import Log
@@ -40,8 +40,7 @@ class AgentHost:
     def __init__(
         self,
         reactor: Reactor,
-        mailroom: Mailroom,
-        limiter: Limiter,
+        watch: JobWatch,
         record: Callable[[m.Event], Awaitable[bool]],
         log: Log,
         approval_wait: float,
@@ -50,8 +49,7 @@ class AgentHost:
         floods: Floods | None = None,
     ) -> None:
         self.reactor = reactor
-        self.mailroom = mailroom
-        self.limiter = limiter
+        self.watch = watch  # mail to a job's parent goes as the job's own (JobWatch.send_as)
         self.record = record
         self.log = log
         self.approval_wait = approval_wait
@@ -220,11 +218,8 @@ class AgentHost:
         if s.parent is None or to is None:
             return  # the operator's own session: `bench ps` and the events show it
         subject, body = text
-        size = len(body.encode("utf-8", "surrogatepass"))
         try:
-            self.limiter.mailbox(s.handle, to, size)
-            self.limiter.charge(Caller(s.handle, s), 1, size, (to,))
-            await self.mailroom.send(self.mailroom.check_send(s.handle, to, body, subject))
+            await self.watch.send_as(Caller(s.handle, s), to, body, subject)
         except WireError as err:
             self.log.warning("agent mail refused", session=s.id, to=to, code=err.code)
 
@@ -266,10 +261,9 @@ class AgentHost:
         await self._tell_parent(s, _limited_text(s, limited))
 
     async def _limit_screen(self, s: Session, limited: AgentState) -> None:
-        """Watch the screen (at most SCREEN_WATCH_S) after a usage limit: its message's
-        reset time, when the report gave none, becomes the state's `until` (screen
-        evidence); the agent's limit dialog, if it opens one, is answered "wait for the
-        reset" (its input box must come back for the wake typed after the reset)."""
+        """Watch the screen (at most SCREEN_WATCH_S) after a usage limit: its reset time,
+        when the report gave none, becomes `until` (screen evidence); a limit dialog is
+        answered "wait for the reset" (the wake typed after it needs the input box)."""
         term = s.term
         until = limited.until
         dialog = LIMIT_DIALOG.get(s.adapter or "")

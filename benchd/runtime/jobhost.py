@@ -1,17 +1,15 @@
-"""Jobs wired into the daemon, on the mailroom's own parts (docs/jobs.md).
-
-A job's record is a file the committer writes like a message (benchd.store.outbox), and
-a reply is the mailroom's keyed send from the child (`outbox:<task key>:reply:<index>`).
-A `JobOp` commits one change of a record with the sends it makes, so a reply is
-delivered in the very journal record that says it was; a record written again from an
-older state meets its reply's key and writes nothing (`duplicate`).
+"""Jobs wired into the daemon, on the mailroom's own parts (docs/jobs.md, "The outbox's
+guarantees"): a `JobOp` commits one change of a job's record with the keyed sends it
+makes, so a reply is delivered in the very journal record that says it was. `JobWatch`
+is a job's clock (docs/jobs.md, "Deadlines and stalls"): one task per live job session,
+in the session's own nursery, so it ends with the session.
 """
 
 import itertools
 import math
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,7 +18,9 @@ import trio
 
 from bench_wire import messages as m
 from bench_wire.addresses import resolve
+from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
+from bench_wire.untrusted import escape
 from benchd.core import jobs
 from benchd.core.authority import Caller, CallerSession
 from benchd.core.jobs import Job, JobRecord, Outcome
@@ -28,7 +28,8 @@ from benchd.core.keys import check_client_key
 from benchd.core.names import SYSTEM_WALL, WallClock
 from benchd.core.sends import Queue, Send
 from benchd.runtime.committer import Batch, Committer, Op, fail, settle
-from benchd.runtime.mailroom import Mailroom, SendOp
+from benchd.runtime.limiter import Limiter
+from benchd.runtime.mailroom import SUBJECT_CHARS, Mailroom, SendOp
 from benchd.runtime.outbound import Outbound
 from benchd.runtime.roster import Session
 from benchd.runtime.system import Log
@@ -38,6 +39,8 @@ from benchd.store.journal import Rename, Write
 from benchd.store.outbox import JobFiles, encode
 
 PAGE = 64  # replies sent per JobOp, and so per batch of a drain
+SCREEN_LINES = 10  # the last screen lines a stall mail quotes
+MIN_STALL = 1.0  # the shortest stall time a spawn may ask for, in seconds (0: never)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,27 +54,24 @@ class Ending:
     reason: str | None = None  # the outcome's reason (bench_wire.messages.OUTCOMES), if it has one
 
     def fields(self) -> dict[str, str | int]:
-        out: dict[str, str | int] = {} if self.reason is None else {"reason": self.reason}
-        out["ended"] = self.ended
-        if self.exit_code is not None:
-            out["exitCode"] = self.exit_code
-        if self.signal is not None:
-            out["signal"] = self.signal
-        if self.killed_by is not None:
-            out["killedBy"] = self.killed_by
-        return out
+        named = (
+            ("reason", self.reason),
+            ("ended", self.ended),
+            ("exitCode", self.exit_code),
+            ("signal", self.signal),
+            ("killedBy", self.killed_by),
+        )
+        return {name: value for name, value in named if value is not None}
 
 
 Change = Callable[[JobRecord | None], JobRecord]
 
 
 class JobOp(Op[JobRecord]):
-    """One change of a job's record, with the sends it makes, committed as one.
-
-    The change is applied when the batch is staged, to the record as the ops before it
-    left it (so a report and a settlement in one batch both count), and the replies then
-    due are sent in the same batch (at most `limit`). `task` is the
-    spawn's task mail: the record is made only if it is sent. Its answer: the record."""
+    """One change of a job's record, with the sends it makes (at most `limit` replies;
+    `task`: the spawn's task mail, without which no record is made), committed as one.
+    The change is applied to the record as the batch's earlier ops left it, so a report
+    and a settlement in one batch both count."""
 
     def __init__(
         self,
@@ -206,7 +206,6 @@ class JobHost:
     def __init__(
         self,
         files: JobFiles,
-        find_session: Callable[[str], "Session | None"],
         mailroom: Mailroom,
         committer: Committer,
         index: Index,
@@ -217,7 +216,6 @@ class JobHost:
         outbound: Outbound | None = None,
     ) -> None:
         self.files = files
-        self.find_session = find_session  # a live session by handle, or None
         self.mailroom = mailroom
         self.committer = committer
         self.index = index
@@ -235,18 +233,15 @@ class JobHost:
         self.staged_names = itertools.count()  # a JobOp stages its record under one
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            await self._start()
-            nursery.start_soon(self._timer)
-            task_status.started()
+        await self._start()
+        task_status.started()
+        await self._timer()
 
     async def _start(self) -> None:
-        for where, why in self.files.bad:
-            # Not a job this daemon wrote (edited by hand?): left as it is, and said;
-            # the other jobs are settled.
+        for where, why in self.files.bad:  # left as it is, and said; the others settle
             self.log.error("a stored job does not load", session=where, error=why)
-        # Jobs whose sessions died with the previous daemon: interrupted, and by their
-        # deadline when it has passed by now (while the daemon was down, or before).
+        # Jobs whose sessions died with the previous daemon: interrupted (by their
+        # deadline when it has passed by now).
         now = self.wall.wall_ms()
         deadlines: list[m.Event] = []
         ops: list[JobOp] = []
@@ -450,9 +445,8 @@ class JobHost:
             raise WireError("body-too-large", "the report is larger than the body cap")
 
         await self.committer.submit(self.report_op(s, content, len(data)))
-        live = self.find_session(s.handle)
-        if live is not None and live.id == s.id:
-            live.mark_reported()
+        if isinstance(s, Session):  # the roster's, as every caller's session in the daemon
+            s.mark_reported()
         return len(data)
 
     def report_op(self, s: CallerSession, content: str, size: int) -> JobOp:
@@ -613,3 +607,168 @@ def ending_sentence(session: str, handle: str, ending: Ending) -> str:
         f"The job reported nothing: session {session} ({handle}) {how}. "
         f"Its scrollback: bench tail {session}\n"
     )
+
+
+def _duration_text(seconds: float) -> str:
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m {s % 60}s"
+    return f"{s // 3600}h {s % 3600 // 60}m"
+
+
+class JobWatch:
+    def __init__(
+        self,
+        record: Callable[..., Awaitable[bool]],
+        mailroom: Mailroom,
+        limiter: Limiter,
+        jobs: JobFiles,
+        end: Callable[["Session"], Awaitable[None]],
+        log: Log,
+        stall_after: float,
+        max_deadline: float,
+        wall: WallClock = SYSTEM_WALL,
+        outbound: Outbound | None = None,
+    ) -> None:
+        self.record = record  # the committer's: logs events
+        self.mailroom = mailroom
+        self.limiter = limiter
+        self.jobs = jobs  # the job records: a stall mail is in its task's thread
+        self.end = end  # sessions.end_session: HUP, TERM, KILL, a grace apart
+        self.log = log
+        self.stall_after = stall_after  # the daemon's default; 0: never
+        self.max_deadline = max_deadline
+        self.wall = wall  # a deadline's time, stored with the job
+        self.outbound = outbound  # stall mail to handle@node goes there
+
+    # ------------------------------------------------------------ at spawn
+
+    def _check(self, value: float | None, flag: str, stall: bool) -> float | None:
+        """A deadline is more than 0; a stall time 0 (never) or at least MIN_STALL (a
+        spawner cannot turn its child's blinking into a stream of mail); both at most
+        --max-deadline."""
+        if value is None:
+            return None
+        low_ok = (value == 0 or value >= MIN_STALL) if stall else value > 0
+        if not (low_ok and math.isfinite(value)) or value > self.max_deadline:
+            low = f"0 (never) or {seconds_text(MIN_STALL)}" if stall else "more than 0"
+            raise WireError(
+                "bad-duration",
+                f"{flag} {seconds_text(value)} is out of range: give {low} up to the "
+                f"daemon's --max-deadline ({seconds_text(self.max_deadline)})",
+            )
+        return value
+
+    def prepare(self, s: "Session", req: m.Spawn) -> None:
+        """Check a spawn's deadline and stall time and set them on its session (before
+        the job is made: the job stores its deadline)."""
+        deadline = self._check(req.deadline, "--deadline", stall=False)
+        stall = self._check(req.stall_after, "--stall-after", stall=True)
+        at = None
+        if deadline is not None:
+            at = (trio.current_time() + deadline, self.wall.wall_ms() + int(deadline * 1000))
+        s.watch_time(at, self.stall_after if stall is None else stall)
+
+    # ------------------------------------------------------------ while it runs
+
+    async def run_session(self, s: "Session") -> None:
+        async with trio.open_nursery() as nursery:
+            if s.deadline_at is not None:
+                nursery.start_soon(self._deadline, s)
+            if s.job is not None and s.stall_after > 0:
+                nursery.start_soon(self._stalls, s)
+
+    async def _deadline(self, s: "Session") -> None:
+        assert s.deadline_at is not None, "run_session starts this only with a deadline"
+        await trio.sleep_until(s.deadline_at)
+        if not s.live:
+            return
+        s.hit_deadline()
+        key = s.job.key if s.job is not None else ""
+        ms = s.deadline_ms or 0
+        await self.record(m.JobDeadline(session=s.id, handle=s.handle, key=key, deadline_ms=ms))
+        self.log.info("deadline passed: ending the session", session=s.id, handle=s.handle)
+        await self.end(s)
+
+    async def _stalls(self, s: "Session") -> None:
+        term = s.term
+        assert term is not None, "a launched session has its terminal"
+        started = trio.current_time()  # the terminal's clock (its last_output)
+        while not term.eof:  # at eof `changed` stays set: the session is ending anyway
+            last = max(term.last_output or started, started)
+            if s.stalled_at is None:
+                now = trio.current_time()
+                due = last + s.stall_after
+                if s.reported:
+                    return  # it has said what it has; its silence owes no mail
+                if now < due:
+                    with trio.move_on_after(due - now):
+                        await term.changed.wait()
+                    continue
+                s.stalled(now)
+                await self._stalled(s, now - last)
+            else:
+                # Output since the stall began (it may have come while the stall mail was
+                # sent) ends it now; else the next output does.
+                if (term.last_output or started) <= s.stalled_at:
+                    await term.changed.wait()
+                if term.eof:
+                    return
+                stalled_ms = int((trio.current_time() - s.stalled_at) * 1000)
+                s.stalled(None)
+                await self.record(m.JobActive(session=s.id, handle=s.handle, stalled_ms=stalled_ms))
+
+    async def _stalled(self, s: "Session", idle: float) -> None:
+        assert s.term is not None and s.job is not None, "a live job's session"
+        text = await s.term.screen_text()
+        shown = text.split("\n")[-SCREEN_LINES:] if text else []
+        to = list(s.job.reply_to)
+        task_id, subject = self.jobs.task_of(s.job.key)
+        idle_text = _duration_text(idle)
+        body = (
+            f"{s.handle} (session {s.id}) has shown no output for {idle_text} and has not "
+            f"reported (bench report).\n\nIts last {len(shown)} screen lines:\n\n"
+            + "".join(f"    {escape(line)}\n" for line in shown)
+            + f"\nLook: bench tail {s.handle} --screen · nudge: bench type {s.handle} TEXT"
+            f" · end: bench kill {s.handle}\n"
+        )
+        title = f"Re: {subject}" if subject else f"job {s.handle}"
+        suffix = f" (stalled: idle {idle_text})"
+        title = title[: SUBJECT_CHARS - len(suffix)] + suffix
+        mailed, refused = [], []
+        for address in to:
+            try:
+                await self.send_as(Caller(s.handle, s), address, body, title, task_id)
+                mailed.append(address)
+            except WireError as err:
+                refused.append(address)
+                self.log.warning("stall mail refused", session=s.id, to=address, code=err.code)
+        await self.record(
+            m.JobStalled(
+                session=s.id,
+                handle=s.handle,
+                idle_ms=int(idle * 1000),
+                mailed=mailed,
+                refused=refused,
+            )
+        )
+
+    async def send_as(
+        self, caller: Caller, to: str, body: str, subject: str, task_id: str | None = None
+    ) -> None:
+        """Mail from a session that no client asked for (a stall, an approval, a limit),
+        charged as its send to its tree: its limits apply."""
+        spec = child_mail(
+            self.mailroom, self.outbound, caller.handle, to, body, subject, in_reply_to=task_id
+        )
+        size = len(spec.body)
+        if isinstance(spec, Queue):
+            assert self.outbound is not None, "child_mail queues only through it"
+            self.limiter.charge(caller, 1, size)
+            await self.outbound.send(spec)
+            return
+        self.limiter.mailbox(caller.handle, spec.to, size)
+        self.limiter.charge(caller, 1, size, (spec.to,))
+        await self.mailroom.send(spec)

@@ -164,7 +164,7 @@ class Delegation:
             if name != OPERATOR and self.mailroom.mailboxes.exists(name):
                 held = (
                     "a live session holds it"
-                    if self.roster.is_live(name)
+                    if name in self.roster.live
                     else ("its mailbox exists (mail may be waiting for whoever holds it)")
                 )
                 raise WireError(

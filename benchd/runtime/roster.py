@@ -92,7 +92,7 @@ class Session:
     root_handle: str | None = None  # the handle of its tree's root (a job's)
     outcome: str | None = None  # its job's, once settled
     reason: str | None = None  # and its reason (bench_wire.messages.OUTCOMES)
-    # Deadline and stall (benchd.runtime.jobwatch): when it is ended (wall ms, and
+    # Deadline and stall (benchd.runtime.jobhost.JobWatch): when it is ended (wall ms, and
     # trio's time the watch sleeps until), whether the deadline ended it, its stall time
     # (0: never), since when it is stalled (trio's clock), and whether it has run
     # `bench report` (a child that reported owes no stall mail).
@@ -123,7 +123,6 @@ class Session:
         self.approval = None
 
     def started(self, term: Terminal) -> None:
-        """Its process runs, in `term`."""
         self.term = term
 
     def begin_job(self, job: Job) -> None:
@@ -139,7 +138,6 @@ class Session:
         self.root_handle = getattr(parent, "root_handle", None) or parent.handle
 
     def mark_reported(self) -> None:
-        """It ran `bench report`: its silence owes no stall mail from now on."""
         self.reported = True
 
     def take_report(self, per_s: int, burst_s: int, now: float) -> bool:
@@ -156,19 +154,16 @@ class Session:
         self.stall_after = stall_after
 
     def hit_deadline(self) -> None:
-        """Its deadline passed while it ran: the deadline ends it."""
         self.deadline_hit = True
 
     def stalled(self, since: float | None) -> None:
-        """Stalled since `since` (trio's clock), or active again (None)."""
+        """Stalled since `since`, or active again (None)."""
         self.stalled_at = since
 
     def show_screen(self, evidence: str | None) -> None:
-        """What its screen shows beside its agent's state (None: nothing to add)."""
         self.agent_screen = evidence
 
     def wait_approval(self, approval: Approval | None) -> None:
-        """The approval its agent waits for, or None once answered."""
         self.approval = approval
 
     def withdraw(self) -> None:
@@ -176,7 +171,6 @@ class Session:
         self.cancelled = True
 
     def learn_ns(self, ns: int) -> None:
-        """Its sandbox's PID namespace, learned on first contact."""
         self.ns = ns
 
     def mark_killed(self, by: str, cancel: bool) -> None:
@@ -188,9 +182,8 @@ class Session:
 
     @contextlib.asynccontextmanager
     async def viewed(self) -> AsyncIterator[None]:
-        """One client attached for as long as the block runs. When the last one leaves, the
-        session goes back to its own size (the next client to attach sets its own), also
-        when the client's stream was cut."""
+        """One client attached while the block runs; when the last one leaves (its stream
+        cut too), the session goes back to its own size."""
         self.attached += 1
         try:
             yield
@@ -334,15 +327,6 @@ class Roster:
             self.by_leader.pop(s.term.pid, None)
         if s.ns is not None and self.by_ns.get(s.ns) is s:
             del self.by_ns[s.ns]
-
-    def is_live(self, handle: str) -> bool:
-        return handle in self.live
-
-    def live_by_handle(self, handle: str) -> Session | None:
-        return self.live.get(handle)
-
-    def live_count(self) -> int:
-        return len(self.live)
 
     @overload
     def find(self, name: str, live_only: Literal[True] = True) -> "Session": ...

@@ -16,14 +16,11 @@ import termios
 from bench_wire.errors import WireError
 
 MODES = ("auto", "required", "off")
-# Run inside the sandbox before the program: its own process group as the terminal's
-# foreground, then exec. Perl where there is one (it starts in a few ms), else Python
-# (the signal dispositions the daemon's Python ignores put back before the exec).
-# A terminal that is hung up (EIO), or no longer this session's (the group could not be
-# made its foreground), means the daemon died while bwrap was still setting up: bwrap's
-# pid 1 asks for its parent-death signal only after that setup and, as a namespace's
-# init, ignores SIGHUP, so nothing else would end it. The program is not started then
-# (exit 129, as if by SIGHUP), and the namespace ends with this process.
+# Run in the sandbox before the program: its own process group as the terminal's
+# foreground, then exec; Perl where there is one (it starts in a few ms), else Python.
+# A terminal hung up (EIO) or no longer this session's means the daemon died while bwrap
+# set up (its pid 1 asks for a parent-death signal only later, and ignores SIGHUP as an
+# init): nothing else would end it, so the program is not started (exit 129, as SIGHUP).
 FOREGROUND_PERL = (
     '$SIG{TTOU} = "IGNORE"; setpgrp(0, 0); '
     f'if (!ioctl(STDIN, {termios.TIOCSPGRP}, pack("i", getpgrp())) '
@@ -93,21 +90,18 @@ class Sandbox:
         d = self.bench_dir
         wrap = [
             self.bwrap,
-            # A user namespace of its own (the same uid, mapped to itself) and no
-            # capability in it: as root too, the session cannot unmount what hides
-            # BENCH_DIR, mount a cgroup, setns, or use TIOCSTI on a terminal not its own.
+            # Its own user namespace (the same uid) and no capability: as root too, it cannot
+            # unmount what hides BENCH_DIR, mount a cgroup, setns or TIOCSTI another tty.
             "--unshare-user",
             "--unshare-pid",
             "--die-with-parent",
             "--cap-drop", "ALL",
-            # The user's view of the file system (agents need the project and their own
-            # configuration), but not of the kernel's knobs: root without capabilities
-            # still owns /sys and /proc/sys files (core_pattern, cgroup release_agent).
+            # The user's file system (agents need the project and their configuration),
+            # the kernel's knobs read-only: root without capabilities still owns them.
             "--bind", "/", "/",
             "--ro-bind", "/sys", "/sys",
-            # A /dev of its own: null, zero, random, tty, shm and a devpts instance of
-            # its own (its programs' ptys), with the session's terminal as /dev/console.
-            # No other session's /dev/pts/N exists in here.
+            # A /dev of its own (its own devpts, its terminal as /dev/console): no other
+            # session's /dev/pts/N exists in here.
             "--dev", "/dev",
             "--proc", "/proc",
             "--ro-bind", "/proc/sys", "/proc/sys",

@@ -28,8 +28,7 @@ from benchd.core.names import OPERATOR, SYSTEM_WALL, WallClock, check_handle, is
 from benchd.core.wakegate import compile_pattern
 from benchd.runtime import adapters
 from benchd.runtime.committer import EventOp
-from benchd.runtime.jobhost import JobHost
-from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.jobhost import JobHost, JobWatch
 from benchd.runtime.limiter import Delegation, Limiter
 from benchd.runtime.past import ExitedStore
 from benchd.runtime.placement import Placer
@@ -39,9 +38,8 @@ from benchd.runtime.sandbox import Sandbox
 from benchd.runtime.system import Log, child_pids, command_name, reap_zombie
 from benchd.runtime.terminal import Terminal, check_size
 
-# `bench kill` is closing a terminal: SIGHUP first (an interactive shell ignores
-# SIGTERM but leaves on SIGHUP), then SIGTERM, then SIGKILL, each after this many
-# seconds without an exit.
+# `bench kill` is closing a terminal: SIGHUP (an interactive shell ignores SIGTERM),
+# then SIGTERM, then SIGKILL, each after this many seconds without an exit.
 KILL_GRACE = 1.5
 EXITED_KEPT = 200
 OUTPUT_CHUNK = 48 * 1024
@@ -52,7 +50,7 @@ class Sessions:
         self,
         roster: Roster,
         reactor: Reactor,
-        jobs: JobHost | None,
+        jobs: JobHost,
         record: Callable[[m.Event], Awaitable[bool]],
         log: Log,
         bench_dir: str,
@@ -62,10 +60,9 @@ class Sessions:
         session_umask: int | None = None,
         wall: WallClock = SYSTEM_WALL,
         *,
-        delegation: Delegation | None = None,
-        watch: JobWatch | None = None,
-        exited_store: ExitedStore | None = None,
-        exited_kept: int = EXITED_KEPT,
+        delegation: Delegation,
+        watch: JobWatch,
+        exited_store: ExitedStore,
         sandbox: Sandbox | None = None,
         approval_wait: float = 600.0,
     ):
@@ -83,7 +80,6 @@ class Sessions:
         self.placer = Placer(roster, helper_pids, daemon_pid)
         self.delegation = delegation
         self.exited_store = exited_store
-        self.exited_kept = exited_kept
         self.watch = watch
         self.sandbox = sandbox  # None: isolation off
         self.approval_wait = approval_wait  # an adapter's approval hook waits this long
@@ -95,9 +91,8 @@ class Sessions:
         """The nursery the sessions run in, and the orphan reaper."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
-            nursery.start_soon(self.reap_orphans)
             task_status.started()
-            await trio.sleep_forever()
+            await self.reap_orphans()
 
     # ------------------------------------------------------------ identity
 
@@ -125,10 +120,9 @@ class Sessions:
                         self.log.info("orphan reaped", pid=pid)
 
     def kill_stray_sandboxes(self) -> None:
-        """SIGKILL each inner bwrap (its pid namespace's init) whose leader is gone: bwrap's
-        child asks for its parent-death signal only some time after it is cloned, so a
-        leader that died in between left it running, re-parented to the daemon, deaf to
-        all but SIGKILL. Killing it takes the whole namespace with it."""
+        """SIGKILL each inner bwrap (its namespace's init, deaf to all else) whose leader
+        died before it asked for its parent-death signal (docs/security.md, "The
+        sandbox"): the whole namespace goes with it."""
         for pid in child_pids():
             if pid in self.roster.by_leader or pid in self.helper_pids:
                 continue
@@ -171,10 +165,8 @@ class Sessions:
         if not os.path.isdir(cwd):
             raise WireError("bad-request", f"--cwd {cwd!r} is not a directory")
         check_size(req.rows, req.cols)
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("BENCH_"):
-                del env[k]  # the daemon's own view never leaks into a session
+        # The daemon's own BENCH_ view never leaks into a session.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCH_")}
         for k, v in req.env.items():
             if not k or "=" in k or "\0" in k or "\0" in v:
                 raise WireError("bad-env", f"environment entry {k!r} is not KEY=VALUE")
@@ -189,8 +181,7 @@ class Sessions:
             env["TERM"] = "xterm-256color"
         # `bench` must be on PATH inside the session, so agents need no flags.
         bindir = os.path.dirname(sys.executable)  # the installation benchd runs from
-        bench = shutil.which("bench", path=bindir)
-        if bench:
+        if shutil.which("bench", path=bindir):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         argv = list(req.argv)
         if "/" in argv[0] and not os.path.isabs(argv[0]):
@@ -226,8 +217,7 @@ class Sessions:
             adapter=adapted.adapter,
             mid_turn=req.mid_turn and adapted.adapter is not None,
         )
-        if self.watch is not None:
-            self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
+        self.watch.prepare(s, req)  # a bad --deadline is refused before the handle is held
         # The handle is held from now on, so mail sent before the process starts (a job's
         # task) already counts as mail to a live session and queues its wake.
         self.roster.hold(s)
@@ -280,8 +270,7 @@ class Sessions:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(s.term.drain)
             nursery.start_soon(self.reactor.run_session, s)
-            if self.watch is not None:
-                nursery.start_soon(self.watch.run_session, s)
+            nursery.start_soon(self.watch.run_session, s)
             code, sig = await s.term.wait_exit()
             if s.sandboxed:
                 self.kill_stray_sandboxes()
@@ -302,7 +291,7 @@ class Sessions:
         self.roster.release(s)
         self.roster.exited.append(s)
         dropped: list[str] = []
-        while len(self.roster.exited) > self.exited_kept:
+        while len(self.roster.exited) > EXITED_KEPT:
             dropped.append(self.roster.exited.popleft().id)
         s.term.close()
         try:
@@ -312,13 +301,12 @@ class Sessions:
                         session=s.id, handle=s.handle, pid=s.term.pid, exit=code, signal=sig
                     )
                 )
-                if self.jobs is not None and s.job is not None:
+                if s.job is not None:
                     await self.jobs.settle(s)
         except Exception:  # noqa: BLE001 - logged; the job is settled again at next start
             self.log.exception("settling a session failed", session=s.id)
         finally:
-            if self.delegation is not None:
-                self.delegation.settled(s)
+            self.delegation.settled(s)
             with trio.CancelScope(shield=True):
                 await self._keep(s, dropped)
             s.exited.set()
@@ -327,8 +315,6 @@ class Sessions:
         """Write the exited session to disk (ps -a and tail after a restart); forget on
         disk the ones that fell off the end of the list."""
         store = self.exited_store
-        if store is None:
-            return
         record = s.record(self.wall.wall_ms())
         output = bytes(s.term.scrollback) if s.term is not None else b""
 
@@ -338,9 +324,8 @@ class Sessions:
                 store.remove(sid)
 
         try:
-            # Their own two threads: a thousand sessions ending at once must not take
-            # every worker thread of trio's default limiter from the journal's
-            # checkpoints and the screens' renders, which share it.
+            # Their own two threads: a thousand sessions ending at once must not take all
+            # of trio's default ones from the journal's checkpoints and the screens.
             await trio.to_thread.run_sync(work, limiter=_KEEP_THREADS)
         except (OSError, ValueError) as err:
             self.log.error("exited session not kept on disk", session=s.id, error=str(err))
@@ -350,14 +335,12 @@ class Sessions:
         stay); returns how many were forgotten."""
         n = len(self.roster.exited)
         self.roster.exited.clear()
-        if self.exited_store is not None:
-            await trio.to_thread.run_sync(self.exited_store.prune)
+        await trio.to_thread.run_sync(self.exited_store.prune)
         return n
 
     async def kill(self, s: Session, by: str, cancel: bool, tree: bool) -> list[str]:
-        """`bench kill`: end `s`, marked as killed by `by` (and its job cancelled with
-        `cancel`); with `tree`, every live session below it first. Returns the ids of the
-        sessions ended, in the order they were asked to end."""
+        """`bench kill`: end `s` (with `tree`, every live session below it first), marked
+        as killed by `by`, its job cancelled with `cancel`; the ids ended, in order."""
         order = []
         if tree:
             # Children first, a level at a time: each child's job settles (and replies to
@@ -470,9 +453,9 @@ class Spawner:
         if parent is not None:
             req = await delegation.prepare(caller, req)
         if req.job is not None:
-            req = _one_copy_each(req)
-            job = req.job
-            assert job is not None, "the same spawn, its reply-to list once each"
+            # Each address once: a reply goes to each entry, so one listed twice gets two.
+            job = msgspec.structs.replace(req.job, reply_to=list(dict.fromkeys(req.job.reply_to)))
+            req = msgspec.structs.replace(req, job=job)
             reply_to = job.reply_to
             self.limiter.recipients(caller.handle, len(reply_to))  # a reply goes to each
             jobs.check_spec(job, caller)
@@ -531,13 +514,3 @@ class Spawner:
         self.delegation.settled(s)
         if s.job is not None:
             self.jobs.abandon(s)
-
-
-def _one_copy_each(req: m.Spawn) -> m.Spawn:
-    """The job's reply-to list with each address once (a reply goes to each entry: the
-    same address listed again would get another copy)."""
-    assert req.job is not None
-    once = list(dict.fromkeys(req.job.reply_to))
-    if len(once) == len(req.job.reply_to):
-        return req
-    return msgspec.structs.replace(req, job=msgspec.structs.replace(req.job, reply_to=once))

@@ -39,11 +39,10 @@ PR_SET_PDEATHSIG = 1
 def _child_setup(
     umask: int | None, die_with: int | None, prctl: Callable[[int, int], int] | None
 ) -> None:
-    """In the forked child, before exec. The signals Python ignores put back (as
-    subprocess does), so a session's program starts with none ignored. With `die_with`:
-    SIGKILL when the parent dies (kept across exec; bwrap's own --die-with-parent comes
-    too late), and leave at once if it died already (the check after the prctl closes
-    the gap before it)."""
+    """In the forked child, before exec: the signals Python ignores put back (as
+    subprocess does). With `die_with`: SIGKILL when the parent dies (kept across exec;
+    bwrap's own --die-with-parent comes too late), and leave at once if it died already
+    (the check after the prctl closes the gap before it)."""
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     if umask is not None:
@@ -102,9 +101,8 @@ class Terminal:
                 await trio.lowlevel.wait_readable(self.fd)
             except (trio.ClosedResourceError, OSError):
                 break
-            # Read what the pty holds now, not one read per wake-up: the kernel hands a
-            # pty's output over at most 4 KiB a read, and a program printing fast would
-            # otherwise cost a pass of the scheduler (and a broadcast) per 4 KiB.
+            # All the pty holds now, not one read per wake-up: the kernel hands over at
+            # most 4 KiB a read, and a scheduler pass (and broadcast) per 4 KiB is slow.
             chunks: list[bytes] = []
             size, ended = 0, False
             while size < DRAIN_BATCH:
@@ -113,8 +111,7 @@ class Terminal:
                 except BlockingIOError:
                     break
                 except OSError:
-                    ended = True
-                    break
+                    data = b""  # EIO: the pty has closed, as an empty read says
                 if not data:
                     ended = True
                     break
@@ -148,7 +145,6 @@ class Terminal:
         ev.set()
 
     def _take_unseen(self) -> tuple[bytes, bool]:
-        """The output the emulator has not seen, and whether it is to be reset first."""
         data, self._unseen = bytes(self._unseen), bytearray()
         reset, self._reset = self._reset, False
         return data, reset
@@ -162,9 +158,8 @@ class Terminal:
             return await trio.to_thread.run_sync(self._render, data, reset, None)
 
     async def inspect(self, fn: Callable[[pyte.Screen, list[str]], T]) -> T:
-        """The screen brought up to date, then `fn(screen)` run in the worker thread under
-        the screen lock, given the screen and its rendered lines: for callers that need
-        more than the text (colours, cursor)."""
+        """`fn(screen, lines)` of the screen brought up to date, in the worker thread under
+        the screen lock: for callers that need more than the text (colours, cursor)."""
         async with self._screen_lock:
             data, reset = self._take_unseen()
 

@@ -30,7 +30,6 @@ from benchd.store.mailstates import Columns, StateRow
 _SETTERS: tuple[type[m.Event], ...] = (m.MailSent, m.AgentWoken, m.WakeCapped, m.WakeDeferred)
 _SETTERS += (m.MailReadEvent, m.AgentActive, m.BridgeQueued, m.BridgeDelivered, m.BridgeReceipt)
 KINDS = frozenset(t.__struct_config__.tag for t in _SETTERS)
-_decode = msgspec.convert
 
 
 class MailStates:
@@ -93,7 +92,7 @@ class MailStates:
             if rec.get("kind") not in KINDS:
                 continue
             try:
-                ev = _decode(rec, m.AnyEvent)
+                ev = msgspec.convert(rec, m.AnyEvent)
             except msgspec.ValidationError:
                 continue  # a line of another version: it only cost its state
             self.on_event(ev)
@@ -119,7 +118,7 @@ class MailStates:
         self, sender: str | None, to: str | None, state: str | None, limit: int
     ) -> tuple[list[tuple[StateRow, delivery.Mark]], bool]:
         """Sent mail newest first, each with the state a listing shows; True if more.
-        With `state`, rows are read in pages until `limit` match (at most 20 pages)."""
+        With `state`, the newest max(4 x limit, 200) rows are read for `limit` matches."""
         self._committed()
         out: list[tuple[StateRow, delivery.Mark]] = []
         cap = max(limit * 4, 200) if state else limit + 1

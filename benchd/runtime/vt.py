@@ -17,9 +17,8 @@ from bench_wire import messages as m
 from bench_wire.untrusted import BIDI_CONTROLS
 
 # pyte stops drawing a write at the first character that takes no cell and combines
-# with nothing (a bidi control, a zero-width space), losing the rest of it: each such
-# character is replaced before drawing, a bidi control by U+FFFD (masked, as
-# bench_wire.untrusted has it), any other by nothing.
+# with nothing (a bidi control, a zero-width space), losing the rest: each is replaced
+# before drawing (a bidi control masked, as bench_wire.untrusted has it).
 MASK = "\ufffd"
 
 
@@ -96,7 +95,7 @@ _SGR_CACHE: dict[_Style, str] = {}
 
 
 def _sgr(c: Char) -> str:
-    key = c[1:]  # a Char is a namedtuple: everything but its text
+    key = c[1:]
     sgr = _SGR_CACHE.get(key)
     if sgr is None:
         if len(_SGR_CACHE) > 4096:

@@ -22,8 +22,7 @@ from benchd.core.trees import DelegationLimits
 from benchd.runtime.agenthost import AgentHost
 from benchd.runtime.committer import Committer, JournalStore, Op
 from benchd.runtime.hub import Hub
-from benchd.runtime.jobhost import JobHost
-from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.jobhost import JobHost, JobWatch
 from benchd.runtime.limiter import Delegation, Limiter
 from benchd.runtime.mailroom import (
     BODY_BYTES,
@@ -202,7 +201,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     roster = Roster()
     roster.exited.extend(o.past)  # `bench ps` shows the sessions earlier runs kept
     mail_root = os.path.join(o.bench_dir, "mail")
-    mailboxes = Mailboxes(mail_root, roster.is_live)
+    mailboxes = Mailboxes(mail_root, lambda handle: handle in roster.live)
     # A tree pays for the mailboxes its mail makes; the unread caps are checked where a
     # batch commits (the mailroom's admit).
     limiter = Limiter(limits, index, committer, log, mailbox_exists=mailboxes.exists, floods=floods)
@@ -216,7 +215,6 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
     outbound = Outbound(config.node, index, mailroom, committer, o.directory, wall)
     jobs = JobHost(
         o.jobs,
-        roster.live_by_handle,
         mailroom,
         committer,
         index,
@@ -227,7 +225,7 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         outbound=outbound,  # job replies to handle@node go out through it
     )
     reactor = Reactor(
-        roster.live_by_handle,
+        roster.live.get,
         mailroom,
         committer.record,
         reactor_settings(config),
@@ -275,15 +273,13 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         delegation=delegation,
         watch=watch,
         exited_store=o.exited_store,
-        exited_kept=EXITED_KEPT,
         sandbox=o.sandbox,
         wall=wall,
         approval_wait=config.approval_wait,
     )
     agents = AgentHost(
         reactor,
-        mailroom,
-        limiter,
+        watch,
         committer.record,
         log,
         config.approval_wait,

@@ -17,10 +17,6 @@ def test_codex_trust_hash_is_the_one_codex_writes():
         ad.codex_trust_hash("session_end", "/tmp/cx/hook.sh SessionEnd", 3)
         == "sha256:e1137b110add50756728e710d039819dd94530d1c3254cda2641dc9bee8961db"
     )
-    assert (
-        ad.codex_trust_hash("permission_request", "/tmp/cx/hook.sh PermissionRequest", 60, "*")
-        == "sha256:62de72c7425e924c0e726f32787c1de58dbd248fe0f1ca6f6256345888d6f606"
-    )
 
 
 def _pairs(argv: list[str]) -> list[str]:

@@ -19,8 +19,7 @@ from bench_wire import messages as m
 from benchd.core.jobs import Job, JobRecord, Outcome
 from benchd.core.names import SYSTEM_WALL, IdClock
 from benchd.core.wakegate import digest_line
-from benchd.runtime.jobhost import JobHost
-from benchd.runtime.jobwatch import JobWatch
+from benchd.runtime.jobhost import JobHost, JobWatch
 from benchd.runtime.mailroom import Mailboxes, Mailroom
 from benchd.runtime.reactor import Reactor
 from benchd.runtime.roster import Session, Wake
@@ -227,9 +226,7 @@ def test_a_jobs_stall_and_deadline_follow_trio_time(tmp_path):
 
 def test_the_job_host_stamps_and_schedules_by_its_wall_clock(tmp_path):
     clock = TestClock(wall_ms=1_000_000)
-    host = JobHost(
-        JobFiles(str(tmp_path)), lambda h: None, None, None, None, 65536, 1.0, None, clock
-    )
+    host = JobHost(JobFiles(str(tmp_path)), None, None, None, 65536, 1.0, None, clock)
     child = Session("s-child", "worker", "token", ["worker"])
     caller = SimpleNamespace(handle="operator", session=None)
     host.begin(child, m.JobMailSpec(body="do it", reply_to=["alice"]), caller)

@@ -182,7 +182,6 @@ class Rig:
         self.log = _Log()
         self.host = JobHost(
             self.files,
-            lambda h: None,
             self.mailroom,
             self.committer,
             self.index,

@@ -141,7 +141,7 @@ def test_every_service_is_built_with_its_collaborators(tmp_path):
         assert s.delegation is w.delegation and s.reactor is w.reactor and s.jobs is svc.jobs
         assert s.watch is not None and s.watch.outbound is svc.outbound
         assert s.watch.limiter is svc.limiter and s.watch.jobs is opened.jobs
-        assert s.exited_store is opened.exited_store and s.exited_kept == EXITED_KEPT
+        assert s.exited_store is opened.exited_store
         assert s.approval_wait == 7.0
         assert s.sandbox is None and s.session_umask == 0o022
         # The committer writes through the opened stores and tells the log what it lost.

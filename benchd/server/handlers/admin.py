@@ -27,7 +27,7 @@ async def hello(svc: Services, conn: Connection, caller: Caller, req: m.Hello) -
             caller=caller.handle,
             caps=info.caps,
             reactor=info.reactor,
-            sessions=svc.roster.live_count(),
+            sessions=len(svc.roster.live),
             mailboxes=len(svc.index.handles()),
             index=svc.index.health(),
             test_hooks=info.test_hooks,
