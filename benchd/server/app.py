@@ -26,7 +26,7 @@ from benchd.runtime.roster import Session
 from benchd.server import startup
 from benchd.server.connection import Connection
 from benchd.server.handlers import HANDLERS
-from benchd.server.options import DaemonConfig, build_parser, daemon_config, options_problem
+from benchd.server.options import DaemonConfig, build_parser, options_problem
 from benchd.server.wiring import Opened, Wired, build
 from benchd.store import statedir
 from benchd.store.statedir import take_state_dir
@@ -263,11 +263,12 @@ class Daemon:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # 1. The one place the parser's Namespace is seen: everything after reads the config.
+    # 1. The one place the parser's Namespace is seen: everything after reads the config
+    # (every option is a field of the same name; one without fails here, at once).
     # Every file the daemon makes is 0600 (the index and outbox hold mail subjects and
     # job tasks); sessions get the umask the daemon was started with back (the config's
     # session_umask, handed to each Terminal).
-    config = daemon_config(build_parser().parse_args(argv), session_umask=os.umask(0o077))
+    config = DaemonConfig(**vars(build_parser().parse_args(argv)), session_umask=os.umask(0o077))
     problem = options_problem(config)
     if problem:
         print(f"benchd: {problem}", file=sys.stderr)

@@ -138,7 +138,8 @@ def test_every_service_is_built_with_its_collaborators(tmp_path):
         assert svc.jobs.files is opened.jobs
         # The sessions: delegation, deadlines and stalls, exited sessions, the umask.
         s = svc.sessions
-        assert s.delegation is w.delegation and s.reactor is w.reactor and s.jobs is svc.jobs
+        assert s.delegation is svc.spawner.delegation and s.reactor is w.reactor
+        assert s.jobs is svc.jobs
         assert s.watch is not None and s.watch.outbound is svc.outbound
         assert s.watch.limiter is svc.limiter and s.watch.jobs is opened.jobs
         assert s.exited_store is opened.exited_store and s.exited_kept == EXITED_KEPT
