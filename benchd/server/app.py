@@ -81,7 +81,6 @@ class Daemon:
         self.connections: set[Connection] = set()  # open client connections (idle reaper)
         self._serve_scope = trio.CancelScope()
         self.stopping = False
-        self.recovered = False
         self.clean_stop = False
 
     # ------------------------------------------------------------ identity
@@ -165,7 +164,7 @@ class Daemon:
 
     async def run(self, ready_out: TextIO | None) -> None:
         """Steps 5-8 of the start-up (benchd/server/startup.py), then serve until stopped."""
-        recovered_mail, self.recovered = startup.recover(self.opened, self.wired, self.notices)
+        recovered_mail, recovered = startup.recover(self.opened, self.wired, self.notices)
         listener, self.sock_ino = await startup.claim_socket(
             self.opened.bench_dir, self.opened.pid, self.sock_path
         )
@@ -177,14 +176,12 @@ class Daemon:
                 self.wired,
                 self.notices,
                 recovered_mail,
-                self.recovered,
+                recovered,
             )
             await nursery.start(self._signals)  # SIGTERM handled before anyone hears "ready"
             nursery.start_soon(self._reap_idle)
             await nursery.start(self._serve, listener)
-            self.log.info(
-                "ready", pid=self.opened.pid, socket=self.sock_path, recovered=self.recovered
-            )
+            self.log.info("ready", pid=self.opened.pid, socket=self.sock_path, recovered=recovered)
             if self.opened.sandbox is None:
                 self.log.warning("sessions not sandboxed", why=self.opened.isolation_note)
                 say(f"benchd: {self.opened.isolation_note}")
