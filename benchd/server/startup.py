@@ -37,6 +37,7 @@ either way. `benchd.server.app.main` runs these steps in this order:
    it is pending (else closed unsealed, so the next start checks it in full).
 """
 
+import contextlib
 import functools
 import os
 import sqlite3
@@ -321,19 +322,13 @@ class Logged:
 # ---------------------------------------------------------------- 6. the socket
 
 
-def _private_socket(bench_dir: str, pid: int) -> tuple[trio.socket.SocketType, str]:
-    """A new socket and the private name it binds first (a sync function: no blocking
-    path check in the async one)."""
-    tmp = os.path.join(bench_dir, f".s{pid}")
-    if os.path.exists(tmp):
-        os.unlink(tmp)
-    return trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM), tmp
-
-
 async def claim_socket(bench_dir: str, pid: int, path: str) -> tuple[trio.SocketListener, int]:
     """Bind a new socket at a private name, make it 0600 and rename it over `path`
     (claiming the path atomically); returns its listener and the inode it has."""
-    sock, tmp = _private_socket(bench_dir, pid)
+    tmp = os.path.join(bench_dir, f".s{pid}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # an earlier daemon's of the same pid
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     await sock.bind(tmp)
     os.chmod(tmp, 0o600)
     sock.listen(128)
