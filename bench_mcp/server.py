@@ -391,7 +391,6 @@ def build(bench_dir: str | None = None) -> Server[Lifespan]:
         NAME,
         version=_version(),
         instructions=INSTRUCTIONS,
-        get_tool_input_schema=lambda name: (t.TOOLS.get(name) or (None, None))[1],
         on_list_tools=_always(types.ListToolsResult(tools=TOOL_LIST)),
         on_call_tool=on_call_tool,
         on_list_resources=_always(types.ListResourcesResult(resources=RESOURCES)),

@@ -49,10 +49,9 @@ TOOLS: dict[str, tuple[str, Json]] = {
         "Send mail to another agent, or to `operator` (the person at the keyboard), by "
         "handle, or by handle@node to an agent on another machine (it is queued and "
         "crosses as soon as it can). You are the sender: there is no sender argument. "
-        "When this returns, the "
-        "message is durably in the recipient's mailbox; a live recipient is woken with a "
-        "one-line notice. Returns the new message's id and whether a live session holds "
-        "the recipient (if not, the mail waits in its inbox).",
+        "When this returns, the message is durably in the recipient's mailbox; a live "
+        "recipient is woken with a one-line notice. Returns the new message's id and "
+        "whether a live session holds the recipient (if not, the mail waits in its inbox).",
         ("to", "body"),
         to=_str(f"the recipient, {_ADDRESS}"),
         body=_str("the message text (at most 256 KiB)"),
@@ -85,8 +84,7 @@ TOOLS: dict[str, tuple[str, Json]] = {
     "read_mail": _tool(
         "Read one message from your mailbox: sender, subject, date, reply-to and the body. "
         "An unread message is marked read (moved from inbox to read; nothing is ever "
-        "deleted). Without an id, reads the oldest unread message. The id may also be the "
-        "path from a wake line (`You have mail from X: /.../mail/<you>/read/<id>.md`).",
+        "deleted). Without an id, reads the oldest unread message.",
         id=_str(f"{_ID}, or the path from a wake line"),
     ),
     "reply": _tool(
@@ -177,7 +175,6 @@ _JSON_TYPES: dict[str, tuple[type, str]] = {
     "string": (str, "a string"),
     "integer": (int, "an integer"),
     "array": (list, "a list of strings"),
-    "object": (dict, "an object"),
 }
 
 

@@ -74,7 +74,6 @@ class Connection:
         self.buffer = LineBuffer(daemon.caps.frame_bytes)
         self.lines: list[bytes] = []
         self.send_lock = trio.Lock()
-        self.closed = False
         self._unyielded = 0  # frames sent since this connection last let others run
         self.waiting = trio.CancelScope()  # the wait for the next request (see serve)
         self.idle_since: float | None = None  # when that wait began (trio.current_time)

@@ -1,7 +1,7 @@
 """benchd's command line and the configuration built from it: the shared options come
 from `bench_wire.config.OPTIONS`, benchd's own are added here (`bench up` forwards them
-by hand). `daemon_config` builds the one frozen `DaemonConfig`, once, in `main`: nothing
-past `main` reads the parser's `Namespace`.
+by hand). `main` builds the one frozen `DaemonConfig` from the parsed options, once:
+nothing past `main` reads the parser's `Namespace`.
 """
 
 import argparse
@@ -9,10 +9,11 @@ import dataclasses
 import os
 
 from bench_wire import messages as m
+from bench_wire.addresses import check_node
 from bench_wire.config import OPTIONS, DaemonOptions, option_problem
+from bench_wire.errors import WireError
 from benchd import __version__
 from benchd.core.limits import Limits
-from benchd.core.names import is_handle
 from benchd.core.wakegate import ENTER_RETRIES
 from benchd.runtime.nodes import default_node
 from benchd.runtime.sandbox import MODES as ISOLATION_MODES
@@ -75,12 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def daemon_config(opts: argparse.Namespace, session_umask: int | None = None) -> DaemonConfig:
-    """The parsed options as the daemon's typed configuration: every option is a field of
-    the same name (an option without one fails here, at once, with a TypeError)."""
-    return DaemonConfig(**vars(opts), session_umask=session_umask)
-
-
 def options_problem(config: DaemonConfig) -> str | None:
     """What is wrong with the options as parsed, or None."""
     for o in OPTIONS:
@@ -89,11 +84,10 @@ def options_problem(config: DaemonConfig) -> str | None:
             return problem
     if config.isolation not in ISOLATION_MODES:
         return f"--isolation {config.isolation!r} is not one of {', '.join(ISOLATION_MODES)}"
-    if not is_handle(config.node):
-        return (
-            f"--node {config.node!r} is not a node name: use 1-64 characters of "
-            "a-z 0-9 . _ - starting with a letter or digit"
-        )
+    try:
+        check_node(config.node, "--node")
+    except WireError as err:
+        return err.message
     return None
 
 

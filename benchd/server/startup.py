@@ -14,7 +14,7 @@ either way. `benchd.server.app.main` runs these steps in this order:
    before the event log is opened, whose last seq never falls below the seqs replay
    cut; the journal opened empty (a disk/low notice if preallocation would eat the
    reserve); the unacknowledged damage; the index (a file SQLite cannot open is set
-   aside; `RefillIndex` refills it whenever that happens while running); the job
+   aside; `refill_index` refills it whenever that happens while running); the job
    records (an old outbox.sqlite moved in first), the nodes seen, the exited sessions.
 4. `build` (`server/wiring`): every service, with no I/O.
 5. `recover`, on the loop but before the socket exists, so no one sees a half state:
@@ -37,6 +37,8 @@ either way. `benchd.server.app.main` runs these steps in this order:
    it is pending (else closed unsealed, so the next start checks it in full).
 """
 
+import contextlib
+import functools
 import os
 import sqlite3
 from collections.abc import Callable
@@ -109,22 +111,14 @@ class Notices:
         self.add([ev])
 
 
-class RefillIndex:
+def refill_index(
+    mail_root: str, eventlog: EventLog, node: str, notices: Notices, index: Index
+) -> None:
     """Refill an empty index from the files (Index.recover_now, while running): the
     mail, then the delivery states from the whole log (they went with the file)."""
-
-    def __init__(self, mail_root: str, eventlog: EventLog, node: str, notices: Notices):
-        self.mail_root = mail_root
-        self.eventlog = eventlog
-        self.node = node
-        self.notices = notices
-
-    def __call__(self, index: Index) -> None:
-        reconcile(self.mail_root, index)
-        MailStates(index, self.node).replay(self.eventlog.read_since(0))
-        self.notices.index(
-            "index/rebuilt", reason=index.set_aside_reason or "", messages=len(index.pending)
-        )
+    reconcile(mail_root, index)
+    MailStates(index, node).replay(eventlog.read_since(0))
+    notices.index("index/rebuilt", reason=index.set_aside_reason or "", messages=len(index.pending))
 
 
 # ---------------------------------------------------------------- 3. open_state
@@ -192,7 +186,7 @@ def open_state(bench_dir: str, config: DaemonConfig) -> tuple[Opened, Notices]:
     index = Index(
         os.path.join(bench_dir, "index.sqlite"),
         notices.index,
-        rebuild=RefillIndex(mail_root, eventlog, config.node, notices),
+        rebuild=functools.partial(refill_index, mail_root, eventlog, config.node, notices),
     )
     exited_store = ExitedStore(bench_dir, EXITED_KEPT, config.kept_scrollback)
     opened = Opened(
@@ -328,19 +322,13 @@ class Logged:
 # ---------------------------------------------------------------- 6. the socket
 
 
-def _private_socket(bench_dir: str, pid: int) -> tuple[trio.socket.SocketType, str]:
-    """A new socket and the private name it binds first (a sync function: no blocking
-    path check in the async one)."""
-    tmp = os.path.join(bench_dir, f".s{pid}")
-    if os.path.exists(tmp):
-        os.unlink(tmp)
-    return trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM), tmp
-
-
 async def claim_socket(bench_dir: str, pid: int, path: str) -> tuple[trio.SocketListener, int]:
     """Bind a new socket at a private name, make it 0600 and rename it over `path`
     (claiming the path atomically); returns its listener and the inode it has."""
-    sock, tmp = _private_socket(bench_dir, pid)
+    tmp = os.path.join(bench_dir, f".s{pid}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # an earlier daemon's of the same pid
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     await sock.bind(tmp)
     os.chmod(tmp, 0o600)
     sock.listen(128)

@@ -144,7 +144,6 @@ class Wired:
     committer: Committer
     ids: IdClock  # the mailroom's ids, resumed by the start-up after recovery
     reactor: Reactor
-    delegation: Delegation
     services: Services
 
 
@@ -319,4 +318,4 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         waits=waits,
         receipts=receipts,
     )
-    return Wired(admission, stop, helper_pids, committer, ids, reactor, delegation, services)
+    return Wired(admission, stop, helper_pids, committer, ids, reactor, services)

@@ -17,7 +17,6 @@ from benchd.runtime.terminal import Terminal
 from benchd.server.options import (
     DaemonConfig,
     build_parser,
-    daemon_config,
     options_problem,
     reactor_settings,
 )
@@ -46,7 +45,7 @@ def test_the_parsed_options_become_the_config(monkeypatch):
         monkeypatch.delenv(o.env, raising=False)
     monkeypatch.delenv("BENCH_ISOLATION", raising=False)
     args = ["--dir", "/tmp/x", "--node", "n1", "--send-rate", "7.5", "--max-children", "9"]
-    config = daemon_config(build_parser().parse_args(args), session_umask=0o022)
+    config = DaemonConfig(**vars(build_parser().parse_args(args)), session_umask=0o022)
     assert config.dir == "/tmp/x" and config.node == "n1"
     assert config.send_rate == 7.5 and config.max_children == 9
     assert config.isolation == "auto" and config.test_hooks is False
@@ -59,7 +58,7 @@ def test_the_parsed_options_become_the_config(monkeypatch):
 def test_an_option_is_read_from_its_environment_variable(monkeypatch):
     monkeypatch.setenv("BENCH_SEND_RATE", "7.5")
     monkeypatch.setenv("BENCH_MAX_CHILDREN", "9")
-    config = daemon_config(build_parser().parse_args([]))
+    config = DaemonConfig(**vars(build_parser().parse_args([])))
     assert config.send_rate == 7.5 and config.max_children == 9
     monkeypatch.setenv("BENCH_MAX_CHILDREN", "nine")
     with pytest.raises(SystemExit) as exit_:
@@ -83,7 +82,7 @@ def test_an_option_without_a_field_fails_at_once():
     ns = build_parser().parse_args([])
     ns.forgotten_option = 1
     with pytest.raises(TypeError):
-        daemon_config(ns)
+        DaemonConfig(**vars(ns))
 
 
 def test_the_config_is_frozen():

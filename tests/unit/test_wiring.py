@@ -5,6 +5,7 @@ building (no file opened, listed, made or removed, no database or socket, no pro
 Python's audit hooks see every such call; the directory the config names stays empty.
 """
 
+import functools
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from benchd.runtime.past import ExitedStore
 from benchd.runtime.sessions import EXITED_KEPT
 from benchd.runtime.system import JsonLog, setup_log
 from benchd.server.options import DaemonConfig
-from benchd.server.startup import Notices, RefillIndex
+from benchd.server.startup import Notices, refill_index
 from benchd.server.wiring import Opened, Wired, build
 from benchd.store import statedir
 from benchd.store.eventlog import EventLog
@@ -66,7 +67,7 @@ def _opened(state: str, bench_dir: str, config: DaemonConfig) -> Opened:
     index = Index(
         os.path.join(state, "index.sqlite"),
         notices.index,
-        rebuild=RefillIndex(mail_root, eventlog, config.node, notices),
+        rebuild=functools.partial(refill_index, mail_root, eventlog, config.node, notices),
     )
     exited = ExitedStore(state, EXITED_KEPT, config.kept_scrollback)
     return Opened(
@@ -138,7 +139,8 @@ def test_every_service_is_built_with_its_collaborators(tmp_path):
         assert svc.jobs.files is opened.jobs
         # The sessions: delegation, deadlines and stalls, exited sessions, the umask.
         s = svc.sessions
-        assert s.delegation is w.delegation and s.reactor is w.reactor and s.jobs is svc.jobs
+        assert s.delegation is svc.spawner.delegation and s.reactor is w.reactor
+        assert s.jobs is svc.jobs
         assert s.watch is not None and s.watch.outbound is svc.outbound
         assert s.watch.limiter is svc.limiter and s.watch.jobs is opened.jobs
         assert s.exited_store is opened.exited_store

@@ -11,7 +11,7 @@ from benchd import __version__
 from benchd.core.authority import Caller
 from benchd.runtime.hub import Record, Subscriber
 from benchd.server.connection import Connection
-from benchd.server.wiring import Handlers, Services
+from benchd.server.wiring import Services
 from benchd.store.fileio import faults
 
 
@@ -135,12 +135,3 @@ def _known(kind: str) -> bool:
     if kind in m.EVENT_KINDS:
         return True
     return kind.endswith("/") and any(k.startswith(kind) for k in m.EVENT_KINDS)
-
-
-HANDLERS: Handlers = {
-    m.Hello: hello,
-    m.Stop: stop,
-    m.DebugFault: debug_fault,
-    m.JournalAck: journal_ack,
-    m.EventsRead: events,
-}

@@ -14,7 +14,7 @@ from benchd.runtime.mailroom import RetireOp, SendOp
 from benchd.runtime.nodes import OUTBOUND
 from benchd.runtime.outbound import PULL_MAX, forward_op, is_bounce
 from benchd.server.connection import Connection
-from benchd.server.wiring import Handlers, Services
+from benchd.server.wiring import Services
 from benchd.store.index import UNREAD
 from benchd.store.mailstates import StateRow
 
@@ -226,15 +226,3 @@ async def nodes(svc: Services, conn: Connection, caller: Caller, req: m.NodesRea
             bridge=svc.outbound.info(),
         )
     )
-
-
-HANDLERS: Handlers = {
-    m.BridgePull: pull,
-    m.BridgeForward: forwarded,
-    m.BridgeDeliver: deliver,
-    m.BridgeReport: report,
-    m.BridgeBounce: bounce,
-    m.BridgeReceiptsPull: receipts_pull,
-    m.BridgeReceipts: receipts,
-    m.NodesRead: nodes,
-}

@@ -24,7 +24,7 @@ from benchd.core.names import check_handle, check_mail_id, format_ms, id_ms, is_
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.runtime.nodes import OUTBOUND
 from benchd.server.connection import Connection
-from benchd.server.wiring import Handlers, Services
+from benchd.server.wiring import Services
 from benchd.store import mailfile, queries, search
 from benchd.store.index import STATE_NAMES, UNREAD
 
@@ -485,17 +485,3 @@ def _reply_path(svc: Services, sender: str, record: JobRecord | None, waiter: st
         if hit is not None and hit.handle == waiter:
             return svc.mailroom.path(hit.handle, hit.mail_id, hit.state)
     return None
-
-
-HANDLERS: Handlers = {
-    m.MailSend: mail_send,
-    m.MailList: mail_list,
-    m.MailRead: mail_read,
-    m.MailSearch: mail_search,
-    m.MailThread: mail_thread,
-    m.MailReply: mail_reply,
-    m.MailSentList: mail_sent_list,
-    m.MailStatus: mail_status,
-    m.MailWait: mail_wait,
-    m.JobWait: job_wait,
-}

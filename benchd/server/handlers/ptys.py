@@ -18,7 +18,7 @@ from benchd.runtime.sessions import OUTPUT_CHUNK
 from benchd.runtime.terminal import check_size
 from benchd.runtime.vt import frame, replay
 from benchd.server.connection import Connection
-from benchd.server.wiring import Handlers, Services
+from benchd.server.wiring import Services
 
 FRAME_S = 0.1  # a spinner redrawn 60 times a second costs a watcher 10 frames, not 60
 REPLAY_BYTES = 16384  # the newest output an attaching viewer is shown first
@@ -190,7 +190,12 @@ async def attach(svc: Services, conn: Connection, caller: Caller, req: m.Session
             follower.close()
 
 
-async def not_attached(svc: Services, conn: Connection, caller: Caller, req: m.Request) -> None:
+async def not_attached(
+    svc: Services,
+    conn: Connection,
+    caller: Caller,
+    req: m.SessionInput | m.SessionResize | m.SessionDetach,
+) -> None:
     raise WireError("bad-request", "input, resize and detach need an attached session first")
 
 
@@ -249,21 +254,3 @@ async def job_report(svc: Services, conn: Connection, caller: Caller, req: m.Job
     n = await svc.jobs.report(caller, req.content)
     assert caller.session is not None, "JobHost.report refuses the operator"
     await conn.send(m.ReportOk(id=req.id, session=caller.session.id, bytes=n))
-
-
-HANDLERS: Handlers = {
-    m.Spawn: spawn,
-    m.SessionList: session_list,
-    m.SessionKill: kill,
-    m.SessionPrune: prune,
-    m.SessionType: type_text,
-    m.SessionTail: tail,
-    m.SessionAttach: attach,
-    m.SessionInput: not_attached,
-    m.SessionResize: not_attached,
-    m.SessionDetach: not_attached,
-    m.SessionScreen: session_screen,
-    m.AgentReport: agent_report,
-    m.AgentAnswer: answer,
-    m.JobReport: job_report,
-}
