@@ -32,10 +32,7 @@ class LazyGroup(Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module, _, attr = self.lazy[cmd_name].partition(":")
-            cmd = getattr(importlib.import_module(module), attr)
-            if not isinstance(cmd, click.Command):
-                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
-            self.commands[cmd_name] = cmd
+            self.commands[cmd_name] = getattr(importlib.import_module(module), attr)
         return self.commands.get(cmd_name)
 
 

@@ -20,7 +20,6 @@ from bench_wire.messages import StructCodec
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
-ENCODER = msgspec.json.Encoder()
 R = TypeVar("R", bound=m.Response)
 # An answer as plain data (`call`), or an object in one, read by field name.
 Json = dict[str, Any]
@@ -184,23 +183,6 @@ def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) ->
     """`ask`, the answer as plain data under its wire names, for code that adds to it."""
     plain: Json = msgspec.to_builtins(ask(bench_dir, req, timeout))
     return plain
-
-
-def emit(a: msgspec.Struct | Json) -> None:
-    """An answer as one line of JSON (`--json`), typed or plain."""
-    if isinstance(a, msgspec.Struct):
-        plain = output.without_request_id(msgspec.to_builtins(a))
-        sys.stdout.write(ENCODER.encode(plain).decode() + "\n")
-    else:
-        output.emit_json(a)
-
-
-def done(as_json: bool, a: msgspec.Struct | Json, text: str) -> None:
-    """The answer as JSON with --json, else the human text."""
-    if as_json:
-        emit(a)
-    else:
-        output.write(text)
 
 
 def colour(as_json: bool) -> bool:

@@ -150,7 +150,7 @@ def from_click(cmd: "Command", bench_dir: str | None, as_json: bool, **opts: obj
 
 
 def _answer(a: "Json", as_json: bool, text: str) -> int:
-    output.answer(a, as_json, text)
+    output.done(as_json, a, text)
     return EXIT_OK
 
 

@@ -20,10 +20,10 @@ from bench_cli.context import (
     common,
     daemon_argv,
     daemon_options,
-    done,
     examples,
     option_args,
 )
+from bench_cli.output import done
 from bench_wire import messages as m
 from bench_wire import untrusted
 from bench_wire.client import dir_problem, resolve_dir, socket_path

@@ -21,11 +21,10 @@ from bench_cli.context import (
     complete_handles,
     complete_sessions,
     connect,
-    done,
-    emit,
     examples,
     reply_to_option,
 )
+from bench_cli.output import done
 from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_wire import messages as m
 from bench_wire import untrusted
@@ -46,25 +45,15 @@ def job_state(s: Json) -> str:
 def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
     """`bench ps --tree`'s (handle drawn under its parent, row), in spawn order; a session
     whose parent is not listed is a root."""
-    ids = {s["session"] for s in rows}
-    children: dict[str | None, list[Json]] = {}
-    for s in rows:
-        parent = s.get("parent") if s.get("parent") in ids else None
-        children.setdefault(parent, []).append(s)
+    nodes = output.forest(rows, lambda s: s["session"], lambda s: s.get("parent"))
     out: list[tuple[str, Json]] = []
-
-    def walk(parent: str | None, lead: str) -> None:
-        kids = children.get(parent, [])
-        for i, s in enumerate(kids):
-            last = i == len(kids) - 1
-            if parent is None:  # a root: its handle alone, and no lead below it
-                out.append((s["handle"], s))
-                walk(s["session"], "")
-            else:
-                out.append((lead + ("└─ " if last else "├─ ") + s["handle"], s))
-                walk(s["session"], lead + ("   " if last else "│  "))
-
-    walk(None, "")
+    lasts: list[bool] = []  # by depth: whether the row there is the last of its siblings
+    for i, (depth, s) in enumerate(nodes):
+        after = next((d for d, _ in nodes[i + 1 :] if d <= depth), -1)  # a sibling's or less
+        lasts[depth:] = [after < depth]
+        lead = "".join("   " if last else "│  " for last in lasts[1:depth])
+        mark = ("└─ " if lasts[depth] else "├─ ") if depth else ""  # a root: its handle alone
+        out.append((lead + mark + s["handle"], s))
     return out
 
 
@@ -378,7 +367,7 @@ def tail(
         frames = conn.stream(req)
         for a in frames:
             if as_json:
-                emit(a)
+                output.emit_json(a)
                 sys.stdout.flush()
             elif isinstance(a, m.OutputFrame):
                 out.write(base64.b64decode(a.data))
@@ -386,7 +375,7 @@ def tail(
             else:
                 output.write("\n".join(a.lines).rstrip("\n"))
         if as_json and frames.end is not None:
-            emit(frames.end)  # --json shows every frame, the end frame too
+            output.emit_json(frames.end)  # --json shows every frame, the end frame too
 
 
 tail.epilog = examples(
