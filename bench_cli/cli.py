@@ -193,6 +193,8 @@ def run() -> int:
             err.show()
             return err.exit_code
         return output.fail(WireError("usage", usage_sentence(err)), "--json" in sys.argv)
+    except WireError as err:
+        return output.fail(err, "--json" in sys.argv)
     except (KeyboardInterrupt, click.Abort):
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 import msgspec
 
-from bench_cli import hints, output
+from bench_cli import hints
 from bench_wire import messages as m
 from bench_wire.client import Client, resolve_dir
 from bench_wire.config import OPTIONS, option_problem
@@ -48,7 +48,7 @@ class Group(click.Group):
         except click.exceptions.NoSuchCommand:
             group, word = tuple(ctx.command_path.split()[1:]), args[0]
             names = self.list_commands(ctx)
-            said = hints.not_here(group, word)
+            said = hints.NOT_HERE.get(group, {}).get(word.lower())
             if said is not None:
                 raise click.UsageError(f"no such command {word!r}: {said}", ctx) from None
             meant = hints.command(group, word, names)
@@ -60,9 +60,6 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:  # what the command returns
         try:
             return super().invoke(ctx)
-        except WireError as err:
-            as_json = "--json" in sys.argv
-            ctx.exit(output.fail(err, as_json))
         except KeyboardInterrupt:
             # Ctrl-C (e.g. ending `events -f`): the user asked for it, so print nothing.
             ctx.exit(EXIT_INTERRUPTED)

@@ -76,11 +76,6 @@ NOT_HERE: dict[tuple[str, ...], dict[str, str]] = {
 }
 
 
-def not_here(group: tuple[str, ...], word: str) -> str | None:
-    """The sentence for a command bench has no such thing as (`bench mail rm`), or None."""
-    return NOT_HERE.get(group, {}).get(word.lower())
-
-
 def distance(a: str, b: str) -> int:
     """Edits from a to b: insert, delete, replace, or swap two neighbours (mial -> mail
     is one edit)."""

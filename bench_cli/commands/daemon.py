@@ -472,9 +472,6 @@ def service() -> None:
     """Run benchd as a systemd user service."""
 
 
-UNIT_HELP = "the unit's name: systemctl --user status NAME"
-
-
 def unit_text(bench_dir: str, name: str, bench: str, options: list[str]) -> str:
     """The systemd user unit that runs `bench daemon` for one BENCH_DIR."""
     argv = " ".join(_unit_quote(w) for w in [bench, "daemon", "--dir", bench_dir, *options])
@@ -514,7 +511,9 @@ def _bench_program() -> str:
 @service.command("install")
 @common
 @click.option("--print", "print_only", is_flag=True, help="print the unit; write nothing")
-@click.option("--name", default="bench", metavar="NAME", help=UNIT_HELP)
+@click.option(
+    "--name", default="bench", metavar="NAME", help="the unit's name: systemctl --user status NAME"
+)
 @daemon_options
 def service_install(
     bench_dir: str | None, as_json: bool, print_only: bool, name: str, **kw: DaemonOption
