@@ -65,39 +65,27 @@ class Group(click.Group):
             ctx.exit(EXIT_INTERRUPTED)
 
 
-class Ctx:
-    """--dir and --json as one command sees them (also the root group's, given before)."""
-
-    def __init__(self, bench_dir: str | None = None, as_json: bool = False):
-        self.dir = bench_dir
-        self.json = as_json
-
-
-# ensure: `bench help` builds contexts without the root group's callback.
-pass_ctx = click.make_pass_decorator(Ctx, ensure=True)
-
-
 Callback = Callable[..., Any]
 # An option decorator gives back the callback's own type, as click.option does.
 F = TypeVar("F", bound=Callback)
 
 
+def given(bench_dir: str | None, as_json: bool) -> tuple[str | None, bool]:
+    """--dir and --json as a command sees them: its own, else those given before it."""
+    top = click.get_current_context().find_root().params
+    as_json = as_json or bool(top.get("as_json"))
+    return (top.get("bench_dir") if bench_dir is None else bench_dir), as_json
+
+
 def common(f: F) -> F:
     """--dir and --json on every command; given before it too, the one after wins."""
 
-    def merged(
-        top: Ctx, *args: Any, bench_dir: str | None = None, as_json: bool = False, **kw: Any
-    ) -> Any:
-        return f(
-            *args,
-            bench_dir=top.dir if bench_dir is None else bench_dir,
-            as_json=bool(as_json or top.json),
-            **kw,
-        )
+    @functools.wraps(f)  # click takes the command's name and help from f
+    def merged(*args: Any, bench_dir: str | None = None, as_json: bool = False, **kw: Any) -> Any:
+        bench_dir, as_json = given(bench_dir, as_json)
+        return f(*args, bench_dir=bench_dir, as_json=as_json, **kw)
 
-    # wraps: click takes the command's name and help from f.
-    cmd: Callback = pass_ctx(cast(Callback, functools.wraps(f)(merged)))
-    cmd = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(cmd)
+    cmd = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(merged)
     return cast(F, click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(cmd))
 
 

@@ -21,6 +21,7 @@ from bench_cli.context import (
     daemon_argv,
     daemon_options,
     examples,
+    given,
     option_args,
 )
 from bench_cli.output import done
@@ -458,8 +459,7 @@ def index_health(ix: Json) -> str:
 @daemon_options
 def daemon(bench_dir: str | None, as_json: bool, **kw: DaemonOption) -> None:
     """Run benchd in the foreground (for a service manager)."""
-    top = click.get_current_context().find_root().params.get("bench_dir")
-    d = resolve_dir(top if bench_dir is None else bench_dir)
+    d = resolve_dir(given(bench_dir, as_json)[0])
     argv = daemon_argv(d, kw)
     os.execv(argv[0], argv)
 

@@ -22,6 +22,7 @@ from bench_cli.context import (
     complete_sessions,
     connect,
     examples,
+    given,
     reply_to_option,
 )
 from bench_cli.output import done
@@ -395,9 +396,7 @@ tail.epilog = examples(
 @click.argument("handle", shell_complete=complete_handles)
 def attach(bench_dir: str | None, as_json: bool, handle: str) -> None:
     """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
-    root = click.get_current_context().find_root().params
-    bench_dir = root.get("bench_dir") if bench_dir is None else bench_dir
-    as_json = as_json or bool(root.get("as_json"))
+    bench_dir, as_json = given(bench_dir, as_json)
     if not os.isatty(0):
         raise WireError(
             "usage",
