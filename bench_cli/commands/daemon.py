@@ -1,6 +1,7 @@
 """The daemon's process: `bench up`, `down`, `status`, `daemon` and `service install`.
 The CLI imports nothing of benchd: `up` and `daemon` run it as a process."""
 
+import fcntl
 import os
 import re
 import shutil
@@ -184,8 +185,6 @@ START_WAIT = 30.0  # seconds a `bench up` waits for another one's start to finis
 def _start_lock(d: str) -> int:
     """An flock on BENCH_DIR itself (nothing more to make), held while this `bench up`
     starts a daemon; the fd is closed on exec, so the daemon does not inherit it."""
-    import fcntl
-
     deadline = time.monotonic() + START_WAIT
     pause = 0.005
     while True:
@@ -272,8 +271,6 @@ up.epilog = examples(
 
 def _lock_held(d: str) -> bool:
     """Whether some daemon holds BENCH_DIR's flock (is starting, serving or stopping)."""
-    import fcntl
-
     try:
         fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:

@@ -11,7 +11,7 @@ from typing import TextIO
 import click
 import msgspec
 
-from bench_cli import entry, output
+from bench_cli import entry, hints, output, team
 from bench_cli.context import (
     DIR_HELP,
     Json,
@@ -29,6 +29,7 @@ from bench_cli.output import done
 from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_wire import messages as m
 from bench_wire import untrusted
+from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
 
 
@@ -218,9 +219,6 @@ def spawn(
     except WireError as err:
         if agent is not None and err.message.startswith("no agent preset"):
             # The one probably meant, among the presets this side can name.
-            from bench_cli import hints, team
-            from bench_wire.client import resolve_dir
-
             err.message += hints.handle(agent, team.preset_names(resolve_dir(bench_dir)))
         raise
     done(as_json, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")
@@ -293,9 +291,6 @@ def ps(
             raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
     else:
         rows = live + gone if show_all else live
-    from bench_cli import team
-    from bench_wire.client import resolve_dir
-
     started_by = team.labels(resolve_dir(bench_dir))
     if as_json:
         rows = [
@@ -455,9 +450,6 @@ kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench k
 def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, ...]) -> None:
     """End a session (if it runs) and start it again: the same handle, command, working
     directory, preset, ready pattern, size and sandbox (by handle or id, live or exited)."""
-    from bench_cli import team
-    from bench_wire.client import resolve_dir
-
     d = resolve_dir(bench_dir)
     listed = ask(d, m.SessionList()).sessions
     live = [s for s in listed if s.state == "running" and handle in (s.handle, s.session)]
