@@ -28,7 +28,7 @@ from bench_cli.context import (
 from bench_cli.output import done
 from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_wire import messages as m
-from bench_wire import untrusted
+from bench_wire import untrusted, verbs
 from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
 
@@ -516,7 +516,7 @@ report.epilog = examples(
 
 @click.command()
 @common
-@click.argument("event", type=click.Choice(entry.HOOK_EVENTS))
+@click.argument("event", type=click.Choice(verbs.HOOK_EVENTS))
 def hook(bench_dir: str | None, as_json: bool, event: str) -> None:
     """Run by an agent's own hook (its adapter sets it up): report EVENT, its JSON on
     standard input, and print the daemon's answer for the agent (--json: no change,
