@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from bench_cli import hints, output
-from bench_cli.context import DIR_HELP, JSON_HELP, Ctx, Group, examples
+from bench_cli.context import DIR_HELP, JSON_HELP, Group, examples
 from bench_wire.errors import EXIT_INTERRUPTED, EXIT_OK, WireError
 
 
@@ -32,10 +32,7 @@ class LazyGroup(Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module, _, attr = self.lazy[cmd_name].partition(":")
-            cmd = getattr(importlib.import_module(module), attr)
-            if not isinstance(cmd, click.Command):
-                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
-            self.commands[cmd_name] = cmd
+            self.commands[cmd_name] = getattr(importlib.import_module(module), attr)
         return self.commands.get(cmd_name)
 
 
@@ -78,8 +75,7 @@ COMMANDS = {
 @click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.version_option(package_name="bench", prog_name="bench")
-@click.pass_context
-def cli(click_ctx: click.Context, bench_dir: str | None, as_json: bool) -> None:
+def cli(bench_dir: str | None, as_json: bool) -> None:
     """bench: mail and wakes for AI coding agents side by side on one machine.
 
     --dir and --json go before or after the command. `bench help COMMAND` shows a
@@ -96,8 +92,7 @@ def cli(click_ctx: click.Context, bench_dir: str | None, as_json: bool) -> None:
       6    a wait (mail wait, job wait) ended at its timeout
       130  interrupted with Ctrl-C (nothing is printed)
     """
-    # What was given before the command; each command's own --dir/--json win over it.
-    click_ctx.obj = Ctx(bench_dir, as_json)
+    # Each command reads what was given before it (context.given); its own win.
 
 
 @cli.command(name="help")
@@ -196,6 +191,8 @@ def run() -> int:
             err.show()
             return err.exit_code
         return output.fail(WireError("usage", usage_sentence(err)), "--json" in sys.argv)
+    except WireError as err:
+        return output.fail(err, "--json" in sys.argv)
     except (KeyboardInterrupt, click.Abort):
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 import msgspec
 
-from bench_cli import hints, output
+from bench_cli import hints
 from bench_wire import messages as m
 from bench_wire.client import Client, resolve_dir
 from bench_wire.config import OPTIONS, option_problem
@@ -20,7 +20,6 @@ from bench_wire.messages import StructCodec
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
-ENCODER = msgspec.json.Encoder()
 R = TypeVar("R", bound=m.Response)
 # An answer as plain data (`call`), or an object in one, read by field name.
 Json = dict[str, Any]
@@ -49,7 +48,7 @@ class Group(click.Group):
         except click.exceptions.NoSuchCommand:
             group, word = tuple(ctx.command_path.split()[1:]), args[0]
             names = self.list_commands(ctx)
-            said = hints.not_here(group, word)
+            said = hints.NOT_HERE.get(group, {}).get(word.lower())
             if said is not None:
                 raise click.UsageError(f"no such command {word!r}: {said}", ctx) from None
             meant = hints.command(group, word, names)
@@ -61,24 +60,9 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:  # what the command returns
         try:
             return super().invoke(ctx)
-        except WireError as err:
-            as_json = "--json" in sys.argv
-            ctx.exit(output.fail(err, as_json))
         except KeyboardInterrupt:
             # Ctrl-C (e.g. ending `events -f`): the user asked for it, so print nothing.
             ctx.exit(EXIT_INTERRUPTED)
-
-
-class Ctx:
-    """--dir and --json as one command sees them (also the root group's, given before)."""
-
-    def __init__(self, bench_dir: str | None = None, as_json: bool = False):
-        self.dir = bench_dir
-        self.json = as_json
-
-
-# ensure: `bench help` builds contexts without the root group's callback.
-pass_ctx = click.make_pass_decorator(Ctx, ensure=True)
 
 
 Callback = Callable[..., Any]
@@ -86,22 +70,22 @@ Callback = Callable[..., Any]
 F = TypeVar("F", bound=Callback)
 
 
+def given(bench_dir: str | None, as_json: bool) -> tuple[str | None, bool]:
+    """--dir and --json as a command sees them: its own, else those given before it."""
+    top = click.get_current_context().find_root().params
+    as_json = as_json or bool(top.get("as_json"))
+    return (top.get("bench_dir") if bench_dir is None else bench_dir), as_json
+
+
 def common(f: F) -> F:
     """--dir and --json on every command; given before it too, the one after wins."""
 
-    def merged(
-        top: Ctx, *args: Any, bench_dir: str | None = None, as_json: bool = False, **kw: Any
-    ) -> Any:
-        return f(
-            *args,
-            bench_dir=top.dir if bench_dir is None else bench_dir,
-            as_json=bool(as_json or top.json),
-            **kw,
-        )
+    @functools.wraps(f)  # click takes the command's name and help from f
+    def merged(*args: Any, bench_dir: str | None = None, as_json: bool = False, **kw: Any) -> Any:
+        bench_dir, as_json = given(bench_dir, as_json)
+        return f(*args, bench_dir=bench_dir, as_json=as_json, **kw)
 
-    # wraps: click takes the command's name and help from f.
-    cmd: Callback = pass_ctx(cast(Callback, functools.wraps(f)(merged)))
-    cmd = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(cmd)
+    cmd = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(merged)
     return cast(F, click.option("--dir", "bench_dir", metavar="PATH", help=DIR_HELP)(cmd))
 
 
@@ -184,23 +168,6 @@ def call(bench_dir: str | None, req: m.Request, timeout: float | None = 30.0) ->
     """`ask`, the answer as plain data under its wire names, for code that adds to it."""
     plain: Json = msgspec.to_builtins(ask(bench_dir, req, timeout))
     return plain
-
-
-def emit(a: msgspec.Struct | Json) -> None:
-    """An answer as one line of JSON (`--json`), typed or plain."""
-    if isinstance(a, msgspec.Struct):
-        plain = output.without_request_id(msgspec.to_builtins(a))
-        sys.stdout.write(ENCODER.encode(plain).decode() + "\n")
-    else:
-        output.emit_json(a)
-
-
-def done(as_json: bool, a: msgspec.Struct | Json, text: str) -> None:
-    """The answer as JSON with --json, else the human text."""
-    if as_json:
-        emit(a)
-    else:
-        output.write(text)
 
 
 def colour(as_json: bool) -> bool:

@@ -113,7 +113,7 @@ def parse(argv: list[str]) -> "tuple[Command, Json] | None":
         opts[name.rstrip("?")] = value
     for name, value in before.items():
         opts.setdefault(name, value)
-    if cmd == ("hook",) and opts["event"] not in HOOK_EVENTS:
+    if cmd == ("hook",) and opts["event"] not in verbs.HOOK_EVENTS:
         return None  # click says which are known
     if cmd == ("mail", "list"):
         if opts.get("state", "unread") not in ("unread", "read", "all"):
@@ -150,7 +150,7 @@ def from_click(cmd: "Command", bench_dir: str | None, as_json: bool, **opts: obj
 
 
 def _answer(a: "Json", as_json: bool, text: str) -> int:
-    output.answer(a, as_json, text)
+    output.done(as_json, a, text)
     return EXIT_OK
 
 
@@ -334,7 +334,6 @@ def report(conn: Client, o: "Json", as_json: bool) -> int:
     return _answer(a, as_json, f"reported {a['bytes']} bytes for session {a['session']}")
 
 
-HOOK_EVENTS = verbs.HOOK_EVENTS
 HOOK_PAYLOAD_BYTES = 256 * 1024  # of the hook's JSON sent (the daemon reads no more)
 
 

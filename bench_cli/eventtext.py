@@ -7,6 +7,7 @@ from typing import Any
 
 from bench_cli import output
 from bench_wire.client import dumps
+from bench_wire.config import seconds_text
 from bench_wire.untrusted import mask
 
 # An event as the wire carries it (EventFrame.event), read by field name.
@@ -67,7 +68,7 @@ def field(k: str, v: object) -> str:
             t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(v / 1000))
             return f"{t}.{v % 1000:03d}"
         if k.endswith("_ms"):
-            return output.exact(v / 1000) if v else "0s"
+            return seconds_text(v / 1000) if v else "0s"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list):

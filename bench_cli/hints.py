@@ -1,5 +1,5 @@
 """What a user probably meant: a command from git, docker or tmux habits, a typo, a
-handle with the wrong case or a letter off. Import-free: the fast path may run it."""
+handle with the wrong case or a letter off. The fast path runs it on its error paths."""
 
 # typing is outside the fast path's import budget: the type checker's alone.
 TYPE_CHECKING = False
@@ -76,11 +76,6 @@ NOT_HERE: dict[tuple[str, ...], dict[str, str]] = {
 }
 
 
-def not_here(group: tuple[str, ...], word: str) -> str | None:
-    """The sentence for a command bench has no such thing as (`bench mail rm`), or None."""
-    return NOT_HERE.get(group, {}).get(word.lower())
-
-
 def distance(a: str, b: str) -> int:
     """Edits from a to b: insert, delete, replace, or swap two neighbours (mial -> mail
     is one edit)."""
@@ -135,20 +130,14 @@ def handle(word: str, known: "Iterable[str]") -> str:
     return f" (did you mean {close}?)" if close else ""
 
 
-def _handle_like(word: str) -> bool:
-    """Whether `word` has a handle's form (1-64 of a-z 0-9 . _ -, from a letter or digit)."""
-    ok = "abcdefghijklmnopqrstuvwxyz0123456789._-"
-    return 0 < len(word) <= 64 and word[0] not in "._-" and all(c in ok for c in word)
-
-
 def address(word: str, known: "Iterable[str]") -> str:
     """` (did you mean ...?)` for a recipient refused as written: `Carol@node2` lower-cased
     when that is an address, else the closest known one."""
     if "@" not in word:
         return handle(word, known)
-    local, _, node = word.partition("@")
-    lowered = f"{local.lower()}@{node.lower()}"
-    if lowered != word and _handle_like(local.lower()) and _handle_like(node.lower()):
-        return f" (did you mean {lowered}?)"
+    from bench_wire.addresses import is_address  # loads re: on this error path only
+
+    if word.lower() != word and is_address(word.lower()):
+        return f" (did you mean {word.lower()}?)"
     close = nearest(word, [k for k in known if "@" in k])
     return f" (did you mean {close}?)" if close else ""

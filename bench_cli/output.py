@@ -11,11 +11,14 @@ from bench_wire.errors import WireError, exit_code_for
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, TypeVar
+
+    import msgspec
 
     from bench_wire import messages as m
 
     Json = dict[str, Any]  # an answer as plain data (the fast path's)
+    T = TypeVar("T")
 
 
 def _escape(text: str) -> str:
@@ -25,8 +28,14 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def emit_json(obj: "Json") -> None:
-    sys.stdout.write(dumps(without_request_id(obj)) + "\n")
+def emit_json(obj: "Json | msgspec.Struct") -> None:
+    """An answer as one line of JSON (`--json`), plain or typed."""
+    if not isinstance(obj, dict):
+        import msgspec  # a typed answer: never the fast path's
+
+        emit_json(msgspec.to_builtins(obj))
+    else:
+        sys.stdout.write(dumps(without_request_id(obj)) + "\n")
 
 
 def without_request_id(obj: "Json") -> "Json":
@@ -54,8 +63,8 @@ def fail(err: WireError, as_json: bool) -> int:
     return exit_code_for(err.code)
 
 
-def answer(a: "Json", as_json: bool, text: str) -> None:
-    """The daemon's answer as JSON, or the human text."""
+def done(as_json: bool, a: "Json | msgspec.Struct", text: str) -> None:
+    """The daemon's answer as JSON with --json, else the human text."""
     if as_json:
         emit_json(a)
     else:
@@ -141,15 +150,10 @@ def parse_duration(text: str, most: float = LONGEST) -> float:
         ) from None
     seconds = value * _UNIT_S[unit]
     if seconds > most:
-        raise ValueError(f"{text!r} is out of range: at most {exact(most)}")
+        from bench_wire.config import seconds_text  # the daemon's messages use it too
+
+        raise ValueError(f"{text!r} is out of range: at most {seconds_text(most)}")
     return seconds
-
-
-def exact(seconds: float) -> str:
-    """A duration as it would be typed, exactly: `30d`, `90m`, `1.5s`."""
-    from bench_wire.config import seconds_text  # the daemon's messages use it too
-
-    return seconds_text(seconds)
 
 
 def count(n: int, one: str, many: str | None = None) -> str:
@@ -165,6 +169,32 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"SIG{number}"
+
+
+def forest(
+    items: "list[T]", key: "Callable[[T], str]", parent: "Callable[[T], str | None]"
+) -> "list[tuple[int, T]]":
+    """`items` as trees, in their order: (depth, item), each under its parent; an item
+    whose parent is not among them is a root, and so is one in a cycle of parents."""
+    by_key = {key(x): x for x in items}
+    kids: dict[str | None, list[T]] = {}
+    for x in items:
+        p = parent(x)
+        kids.setdefault(p if p in by_key and p != key(x) else None, []).append(x)
+    out: list[tuple[int, T]] = []
+    seen: set[str] = set()
+
+    def walk(x: "T", depth: int) -> None:
+        if key(x) in seen:
+            return
+        seen.add(key(x))
+        out.append((depth, x))
+        for c in kids.get(key(x), []):
+            walk(c, depth + 1)
+
+    for x in kids.get(None, []) + items:  # then what a cycle of parents left out
+        walk(x, 0)
+    return out
 
 
 def listing(a: "Json", state: str, again: str = "") -> str:

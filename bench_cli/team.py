@@ -250,15 +250,6 @@ def preset_names(bench_dir: str | None) -> set[str]:
     return names
 
 
-def preset_problem(name: str, known: set[str]) -> str | None:
-    """Why `--agent NAME` names no preset (with what it probably meant), or None."""
-    if name in known:
-        return None
-    return f"no agent preset {name!r}; known: {', '.join(sorted(known))}" + hints.handle(
-        name, known
-    )
-
-
 def _daemon(src: _Source, doc: object) -> DaemonValues:
     if not isinstance(doc, dict):
         raise src.error(src.line_of((), "daemon"), "daemon", "must be a table [daemon]")
@@ -331,10 +322,9 @@ def _agent(src: _Source, base: str, name: str, doc: object, presets: set[str]) -
         argv = list(command) if command is not None else [str(agent)]
     if not argv or not argv[0]:
         raise bad("command", "must not be empty")
-    if agent is not None:
-        problem = preset_problem(agent, presets)
-        if problem:
-            raise bad("agent", problem)
+    if agent is not None and agent not in presets:  # the daemon's words, and a hint
+        known = f"known: {', '.join(sorted(presets))}{hints.handle(agent, presets)}"
+        raise bad("agent", f"no agent preset {agent!r}; {known}")
     rows, cols = doc.get("rows", 40), doc.get("cols", 120)
     if not 1 <= rows <= ROWS_MAX:
         raise bad("rows", f"must be 1 to {ROWS_MAX} (got {rows})")

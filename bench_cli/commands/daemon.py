@@ -1,6 +1,7 @@
 """The daemon's process: `bench up`, `down`, `status`, `daemon` and `service install`.
 The CLI imports nothing of benchd: `up` and `daemon` run it as a process."""
 
+import fcntl
 import os
 import re
 import shutil
@@ -20,10 +21,11 @@ from bench_cli.context import (
     common,
     daemon_argv,
     daemon_options,
-    done,
     examples,
+    given,
     option_args,
 )
+from bench_cli.output import done
 from bench_wire import messages as m
 from bench_wire import untrusted
 from bench_wire.client import dir_problem, resolve_dir, socket_path
@@ -183,8 +185,6 @@ START_WAIT = 30.0  # seconds a `bench up` waits for another one's start to finis
 def _start_lock(d: str) -> int:
     """An flock on BENCH_DIR itself (nothing more to make), held while this `bench up`
     starts a daemon; the fd is closed on exec, so the daemon does not inherit it."""
-    import fcntl
-
     deadline = time.monotonic() + START_WAIT
     pause = 0.005
     while True:
@@ -271,8 +271,6 @@ up.epilog = examples(
 
 def _lock_held(d: str) -> bool:
     """Whether some daemon holds BENCH_DIR's flock (is starting, serving or stopping)."""
-    import fcntl
-
     try:
         fd = os.open(os.path.join(d, "benchd.lock"), os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -458,8 +456,7 @@ def index_health(ix: Json) -> str:
 @daemon_options
 def daemon(bench_dir: str | None, as_json: bool, **kw: DaemonOption) -> None:
     """Run benchd in the foreground (for a service manager)."""
-    top = click.get_current_context().find_root().params.get("bench_dir")
-    d = resolve_dir(top if bench_dir is None else bench_dir)
+    d = resolve_dir(given(bench_dir, as_json)[0])
     argv = daemon_argv(d, kw)
     os.execv(argv[0], argv)
 
@@ -470,9 +467,6 @@ def daemon(bench_dir: str | None, as_json: bool, **kw: DaemonOption) -> None:
 @click.group(cls=Group)
 def service() -> None:
     """Run benchd as a systemd user service."""
-
-
-UNIT_HELP = "the unit's name: systemctl --user status NAME"
 
 
 def unit_text(bench_dir: str, name: str, bench: str, options: list[str]) -> str:
@@ -514,7 +508,9 @@ def _bench_program() -> str:
 @service.command("install")
 @common
 @click.option("--print", "print_only", is_flag=True, help="print the unit; write nothing")
-@click.option("--name", default="bench", metavar="NAME", help=UNIT_HELP)
+@click.option(
+    "--name", default="bench", metavar="NAME", help="the unit's name: systemctl --user status NAME"
+)
 @daemon_options
 def service_install(
     bench_dir: str | None, as_json: bool, print_only: bool, name: str, **kw: DaemonOption

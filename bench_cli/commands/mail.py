@@ -17,14 +17,21 @@ from bench_cli.context import (
     common,
     complete_handles,
     complete_sessions,
-    done,
     examples,
     reply_to_option,
 )
+from bench_cli.output import done
 from bench_wire import messages as m
 from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
 from bench_wire.untrusted import escape
+
+# --handle of mail list and mail read.
+mailbox_option = click.option(
+    "--handle",
+    shell_complete=complete_handles,
+    help="whose mailbox (operator only; default: yours)",
+)
 
 
 @click.group(cls=Group)
@@ -60,11 +67,7 @@ mail_send.epilog = examples(
     "--state", type=click.Choice(["unread", "read", "all"]), default="unread", help="which messages"
 )
 @click.option("--limit", type=int, help="page size (default 50, at most 500)")
-@click.option(
-    "--handle",
-    shell_complete=complete_handles,
-    help="whose mailbox (operator only; default: yours)",
-)
+@mailbox_option
 @click.option("--cursor", help="continue after this id (from a truncated listing)")
 def mail_list(bench_dir: str | None, as_json: bool, **opts: object) -> None:
     """List mail: metadata only, never bodies."""
@@ -82,11 +85,7 @@ mail_list.epilog = examples(
 @mail.command("read")
 @common
 @click.argument("mail_id", metavar="[ID]", required=False)
-@click.option(
-    "--handle",
-    shell_complete=complete_handles,
-    help="whose mailbox (operator only; default: yours)",
-)
+@mailbox_option
 def mail_read(bench_dir: str | None, as_json: bool, **opts: object) -> None:
     """Read a message (default: the oldest unread) and retire it to read/."""
     entry.from_click(("mail", "read"), bench_dir, as_json, **opts)
@@ -192,11 +191,8 @@ def thread_text(a: m.ThreadOk) -> str:
 def mail_thread(bench_dir: str | None, as_json: bool, mail_id: str, limit: int | None) -> None:
     """Print the conversation MAIL_ID belongs to, oldest first (nothing is retired).
 
-    MAIL_ID is an id here, or a message's id on the node it was sent from with that
-    node's name (20261130T045611.123Z-0001@node2): a thread that crossed nodes is joined
-    through the copies this node holds. A thread longer than the cap is cut to MAIL_ID's
-    neighbourhood: the root, the nearest messages above it and the nearest replies below;
-    the output says what was left out and which command shows it."""
+    MAIL_ID is an id here, or its id on the node it was sent from with that node's name
+    (ID@node2). A longer thread is cut to MAIL_ID's neighbourhood (docs/cli.md)."""
     a = ask(bench_dir, m.MailThread(mail_id=mail_id, limit=limit))
     done(as_json, a, thread_text(a))
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bench_cli import output
-from bench_cli.context import Group, call, common, done, examples
+from bench_cli.context import Group, call, common, examples
+from bench_cli.output import done
 from bench_wire import messages as m
 from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError

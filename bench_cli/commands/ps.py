@@ -11,7 +11,7 @@ from typing import TextIO
 import click
 import msgspec
 
-from bench_cli import entry, output
+from bench_cli import entry, hints, output, team
 from bench_cli.context import (
     DIR_HELP,
     Json,
@@ -21,14 +21,15 @@ from bench_cli.context import (
     complete_handles,
     complete_sessions,
     connect,
-    done,
-    emit,
     examples,
+    given,
     reply_to_option,
 )
+from bench_cli.output import done
 from bench_cli.team import COLS_MAX, ROWS_MAX
 from bench_wire import messages as m
-from bench_wire import untrusted
+from bench_wire import untrusted, verbs
+from bench_wire.client import resolve_dir
 from bench_wire.errors import WireError
 
 
@@ -46,25 +47,15 @@ def job_state(s: Json) -> str:
 def tree_names(rows: list[Json]) -> list[tuple[str, Json]]:
     """`bench ps --tree`'s (handle drawn under its parent, row), in spawn order; a session
     whose parent is not listed is a root."""
-    ids = {s["session"] for s in rows}
-    children: dict[str | None, list[Json]] = {}
-    for s in rows:
-        parent = s.get("parent") if s.get("parent") in ids else None
-        children.setdefault(parent, []).append(s)
+    nodes = output.forest(rows, lambda s: s["session"], lambda s: s.get("parent"))
     out: list[tuple[str, Json]] = []
-
-    def walk(parent: str | None, lead: str) -> None:
-        kids = children.get(parent, [])
-        for i, s in enumerate(kids):
-            last = i == len(kids) - 1
-            if parent is None:  # a root: its handle alone, and no lead below it
-                out.append((s["handle"], s))
-                walk(s["session"], "")
-            else:
-                out.append((lead + ("└─ " if last else "├─ ") + s["handle"], s))
-                walk(s["session"], lead + ("   " if last else "│  "))
-
-    walk(None, "")
+    lasts: list[bool] = []  # by depth: whether the row there is the last of its siblings
+    for i, (depth, s) in enumerate(nodes):
+        after = next((d for d, _ in nodes[i + 1 :] if d <= depth), -1)  # a sibling's or less
+        lasts[depth:] = [after < depth]
+        lead = "".join("   " if last else "│  " for last in lasts[1:depth])
+        mark = ("└─ " if lasts[depth] else "├─ ") if depth else ""  # a root: its handle alone
+        out.append((lead + mark + s["handle"], s))
     return out
 
 
@@ -228,9 +219,6 @@ def spawn(
     except WireError as err:
         if agent is not None and err.message.startswith("no agent preset"):
             # The one probably meant, among the presets this side can name.
-            from bench_cli import hints, team
-            from bench_wire.client import resolve_dir
-
             err.message += hints.handle(agent, team.preset_names(resolve_dir(bench_dir)))
         raise
     done(as_json, a, f"spawned {a.handle} (session {a.session}, pid {a.pid})")
@@ -303,9 +291,6 @@ def ps(
             raise WireError("no-such-session", f"no session, live or exited, is called {name!r}")
     else:
         rows = live + gone if show_all else live
-    from bench_cli import team
-    from bench_wire.client import resolve_dir
-
     started_by = team.labels(resolve_dir(bench_dir))
     if as_json:
         rows = [
@@ -378,7 +363,7 @@ def tail(
         frames = conn.stream(req)
         for a in frames:
             if as_json:
-                emit(a)
+                output.emit_json(a)
                 sys.stdout.flush()
             elif isinstance(a, m.OutputFrame):
                 out.write(base64.b64decode(a.data))
@@ -386,7 +371,7 @@ def tail(
             else:
                 output.write("\n".join(a.lines).rstrip("\n"))
         if as_json and frames.end is not None:
-            emit(frames.end)  # --json shows every frame, the end frame too
+            output.emit_json(frames.end)  # --json shows every frame, the end frame too
 
 
 tail.epilog = examples(
@@ -406,9 +391,7 @@ tail.epilog = examples(
 @click.argument("handle", shell_complete=complete_handles)
 def attach(bench_dir: str | None, as_json: bool, handle: str) -> None:
     """Join a session's terminal (raw mode). Detach with Ctrl-] (0x1d)."""
-    root = click.get_current_context().find_root().params
-    bench_dir = root.get("bench_dir") if bench_dir is None else bench_dir
-    as_json = as_json or bool(root.get("as_json"))
+    bench_dir, as_json = given(bench_dir, as_json)
     if not os.isatty(0):
         raise WireError(
             "usage",
@@ -467,9 +450,6 @@ kill.epilog = examples("bench kill alice", "bench kill child --cancel", "bench k
 def restart(bench_dir: str | None, as_json: bool, handle: str, env: tuple[str, ...]) -> None:
     """End a session (if it runs) and start it again: the same handle, command, working
     directory, preset, ready pattern, size and sandbox (by handle or id, live or exited)."""
-    from bench_cli import team
-    from bench_wire.client import resolve_dir
-
     d = resolve_dir(bench_dir)
     listed = ask(d, m.SessionList()).sessions
     live = [s for s in listed if s.state == "running" and handle in (s.handle, s.session)]
@@ -536,7 +516,7 @@ report.epilog = examples(
 
 @click.command()
 @common
-@click.argument("event", type=click.Choice(entry.HOOK_EVENTS))
+@click.argument("event", type=click.Choice(verbs.HOOK_EVENTS))
 def hook(bench_dir: str | None, as_json: bool, event: str) -> None:
     """Run by an agent's own hook (its adapter sets it up): report EVENT, its JSON on
     standard input, and print the daemon's answer for the agent (--json: no change,

@@ -227,19 +227,13 @@ class Board:
     def nested(self) -> list[tuple[str, int]]:
         """(handle, depth) with each session under the one that spawned it; among
         siblings the live ones first, then the exited ones, each by handle."""
-        kids: dict[str | None, list[str]] = {}
-        for h in sorted(self.rows, key=lambda h: (self.rows[h].state != "running", h)):
+
+        def spawner(h: str) -> str | None:
             up = self.up(self.rows[h])
-            kids.setdefault(up.handle if up is not None else None, []).append(h)
-        out: list[tuple[str, int]] = []
+            return up.handle if up is not None else None
 
-        def walk(parent: str | None, depth: int) -> None:
-            for h in kids.get(parent, []):
-                out.append((h, depth))
-                walk(h, depth + 1)
-
-        walk(None, 0)
-        return out
+        order = sorted(self.rows, key=lambda h: (self.rows[h].state != "running", h))
+        return [(h, depth) for depth, h in output.forest(order, lambda h: h, spawner)]
 
     def up(self, r: Row) -> Row | None:
         """The row of the session that spawned `r`'s, if that very session is shown (a
@@ -261,32 +255,9 @@ def in_filter(ev: Event, kind: str, handle: str) -> bool:
 
 def threads(messages: list[Answer]) -> list[tuple[int, Answer]]:
     """A listing's messages as threads, in send order: (depth, message), each reply
-    under its parent (a message whose parent is not listed is a root)."""
-    by_id = {m["mail_id"]: m for m in messages}
-    children: dict[str, list[Answer]] = {}
-    roots = []
-    for m in sorted(messages, key=lambda m: m["mail_id"]):
-        parent = m.get("in_reply_to")
-        if parent and parent in by_id and parent != m["mail_id"]:
-            children.setdefault(parent, []).append(m)
-        else:
-            roots.append(m)
-    out: list[tuple[int, Answer]] = []
-    seen: set[str] = set()
-
-    def walk(m: Answer, depth: int) -> None:
-        if m["mail_id"] in seen:
-            return
-        seen.add(m["mail_id"])
-        out.append((depth, m))
-        for c in children.get(m["mail_id"], []):
-            walk(c, depth + 1)
-
-    for m in roots:
-        walk(m, 0)
-    for m in messages:  # anything in a cycle of in-reply-to links still shows
-        walk(m, 0)
-    return out
+    under its parent."""
+    ordered = sorted(messages, key=lambda m: m["mail_id"])
+    return output.forest(ordered, lambda m: m["mail_id"], lambda m: m.get("in_reply_to"))
 
 
 # Between attempts to reach a daemon that is not running (docs/dashboard.md, "When the

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from bench_cli import entry
+from bench_wire import verbs
 from benchd.runtime import adapters
 
 SOURCE = os.path.join(os.path.dirname(__file__), "..", "..", "bench_cli", "bench_hook.c")
@@ -136,4 +136,4 @@ def test_it_knows_the_events_the_python_client_knows():
     with open(SOURCE) as f:
         src = f.read()
     listed = src[src.index("EVENTS[] = {") : src.index("NULL};")]
-    assert re.findall(r'"([a-z-]+)"', listed) == list(entry.HOOK_EVENTS)
+    assert re.findall(r'"([a-z-]+)"', listed) == list(verbs.HOOK_EVENTS)

@@ -86,6 +86,7 @@ def test_the_cli_knows_the_daemons_presets_and_sizes():
 def test_presets_json_names_count_as_presets(tmp_path):
     (tmp_path / "presets.json").write_text('{"aider": {"ready": "^> $"}}')
     assert team.preset_names(str(tmp_path)) == {"claude", "codex", "pi", "aider"}
-    assert team.preset_problem("aidr", team.preset_names(str(tmp_path))).endswith(
-        "(did you mean aider?)"
-    )
+    (tmp_path / "bench.toml").write_text('[agents.a]\nagent = "aidr"\n')
+    with pytest.raises(WireError) as err:
+        team.load(str(tmp_path / "bench.toml"), str(tmp_path))
+    assert err.value.message.endswith("(did you mean aider?)"), err.value.message
