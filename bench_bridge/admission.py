@@ -9,16 +9,21 @@ from dataclasses import dataclass
 
 import msgspec
 
+from bench_bridge.options import (
+    ENTRY_MAX,
+    FORGET_S,
+    HANDLES_MAX,
+    NEW_MAILBOXES_PER_HOUR,
+    NODES_MAX,
+    RECEIPTS_PER_MINUTE,
+    REPLY_TO_MAX,
+    Options,
+)
 from bench_wire import messages as m
 from bench_wire.addresses import is_handle, split_address
 from bench_wire.errors import WireError
 
 # ---------------------------------------------------------------- the directory
-
-ENTRY_MAX = 16 * 1024  # bytes of one directory entry
-HANDLES_MAX = 512  # live handles listed in one entry
-NODES_MAX = 256  # nodes kept from the directory (the most recently seen)
-FORGET_S = 7 * 86400.0  # a node not seen for this long is forgotten
 
 
 class Entry(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
@@ -41,6 +46,11 @@ class Limits:
     handles_max: int = HANDLES_MAX
     nodes_max: int = NODES_MAX
     forget_s: float = FORGET_S
+
+    @classmethod
+    def of(cls, o: Options) -> "Limits":
+        """The directory's caps among the bridge's options."""
+        return cls(o.entry_max, o.handles_max, o.nodes_max, o.forget_after)
 
 
 def encode_entry(node: str, seen_ms: int, handles: list[str], instance: str) -> bytes:
@@ -100,9 +110,6 @@ def taken_by(entry: Entry | None, instance: str, now_ms: int, fresh_ms: float) -
 # ---------------------------------------------------------------- admission
 
 OPERATOR = "operator"
-REPLY_TO_MAX = 16  # reply-to addresses in one message from another node
-NEW_MAILBOXES_PER_HOUR = 120  # per origin node
-RECEIPTS_PER_MINUTE = 6000  # receipts taken from one origin node per minute
 RECEIPTS_MAX = 256  # receipts in one NATS message
 KNOWN_MAX = 65536  # handles remembered as delivered to
 ORIGINS_MAX = 4096  # origin nodes with a bucket (the directory holds at most --nodes-max)

@@ -20,8 +20,9 @@ from nats.js.kv import KeyValue
 from bench_bridge import admission, natsside, receipts, streams, urls
 from bench_bridge.admission import Admission
 from bench_bridge.forwarding import Forwarding
-from bench_bridge.local import Options, open_local, say
+from bench_bridge.local import open_local, say
 from bench_bridge.natsside import Backoff, Consumer
+from bench_bridge.options import Options, Quotas
 from bench_wire import messages as m
 from bench_wire.addresses import split_address
 from bench_wire.asyncclient import KeptClient
@@ -38,6 +39,7 @@ STOP_GRACE_S = 5.0  # after SIGTERM, the longest a stop may take
 class Bridge:
     def __init__(self, opts: Options):
         self.o = opts
+        self.limits = admission.Limits.of(opts)
         self.node = ""
         self.nc: NatsClient | None = None
         self.js: JetStreamContext | None = None
@@ -128,8 +130,8 @@ class Bridge:
 
     async def check_streams(self, js: JetStreamContext) -> None:
         """Raise stream-misconfigured or stream-missing (bench_bridge.streams.check)."""
-        forget = self.o.limits.forget_s
-        await streams.check(js, self.o.max_age, streams.Quotas(forget_after=forget))
+        forget = self.limits.forget_s
+        await streams.check(js, self.o.max_age, Quotas(forget_after=forget))
         self.checked = time.monotonic()
         self.recheck = False
 
@@ -398,7 +400,7 @@ class Bridge:
                     connected=bool(self.nc and self.nc.is_connected),
                     nodes=nodes,
                     stale_after=3 * self.o.heartbeat,
-                    forget_after=self.o.limits.forget_s,
+                    forget_after=self.limits.forget_s,
                     skipped=skipped,
                 )
             )
@@ -420,7 +422,7 @@ class Bridge:
         now = int(time.time() * 1000)
         try:
             e = await self.kv.get(self.node)
-            entry = admission.decode_entry(self.node, e.value or b"", now, self.o.limits)
+            entry = admission.decode_entry(self.node, e.value or b"", now, self.limits)
         except (NatsError, TimeoutError, WireError):
             return  # no entry yet (or none readable): the name is free
         self._refuse_if_taken(entry, now)
@@ -461,7 +463,7 @@ class Bridge:
             if at is None or at[0] != rev:
                 at = self.observed[k] = (rev, now)
             try:
-                entry = admission.decode_entry(k, e.value, at[1], self.o.limits)
+                entry = admission.decode_entry(k, e.value, at[1], self.limits)
             except WireError as skip:
                 if self.skipped.get(k) != e.revision:
                     self.skipped[k] = e.revision or 0
@@ -473,11 +475,11 @@ class Bridge:
                 self._refuse_if_taken(entry, now)
                 continue
             entries.append(entry)
-        nodes, dropped = admission.listing(entries, self.node, now, self.o.limits)
+        nodes, dropped = admission.listing(entries, self.node, now, self.limits)
         if dropped and dropped != self.dropped:
             text = (
                 f"the directory lists {len(nodes) + dropped} nodes, more than the cap of "
-                f"{self.o.limits.nodes_max}; the {dropped} least recently seen were left out"
+                f"{self.limits.nodes_max}; the {dropped} least recently seen were left out"
             )
             say(f"{text} [too-many-nodes]")
             skipped.append(m.ErrorBody("too-many-nodes", text))

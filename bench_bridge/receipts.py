@@ -12,8 +12,9 @@ from nats.js import JetStreamContext
 
 from bench_bridge import natsside, urls
 from bench_bridge.admission import RECEIPTS_MAX, Admission
-from bench_bridge.local import Options, open_local, say
+from bench_bridge.local import open_local, say
 from bench_bridge.natsside import Backoff
+from bench_bridge.options import Options
 from bench_wire import messages as m
 from bench_wire.asyncclient import KeptClient
 from bench_wire.errors import TRANSIENT_CODES, WireError

@@ -4,7 +4,6 @@ nodes init` (`run`) and checked by every bridge (docs/nodes.md, "The administrat
 
 import asyncio
 import ssl
-from dataclasses import dataclass
 
 import nats
 from nats.errors import Error as NatsError
@@ -12,26 +11,12 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
-from bench_bridge import admission, natsside, urls
+from bench_bridge import natsside, urls
+from bench_bridge.options import ENTRY_MAX, Quotas
 from bench_wire.errors import WireError
 
 DUPLICATE_WINDOW_S = 120.0  # JetStream's deduplication by Nats-Msg-Id
-MAIL_MAX_BYTES = 1024**3  # the mail stream's quota (all nodes' mail waiting at once)
-MAIL_MAX_MSG = 1024 * 1024  # one message, encoded (nats-server's default max_payload)
-MAIL_MAX_AGE_S = 14 * 86400.0  # twice the bridge's --max-age: expired mail is bounced first
-DIRECTORY_MAX_BYTES = 64 * 1024 * 1024
 CHECK_EVERY_S = 60.0  # a running bridge checks the configuration again this often
-
-
-@dataclass
-class Quotas:
-    """What `bench nodes init` sets; the bridge only requires that quotas exist."""
-
-    max_bytes: int = MAIL_MAX_BYTES
-    max_msg_size: int = MAIL_MAX_MSG
-    max_age: float = MAIL_MAX_AGE_S
-    forget_after: float = admission.FORGET_S
-    directory_max_bytes: int = DIRECTORY_MAX_BYTES
 
 
 def mail_config(q: Quotas) -> api.StreamConfig:
@@ -65,7 +50,7 @@ def directory_config(q: Quotas) -> api.StreamConfig:
         duplicate_window=min(DUPLICATE_WINDOW_S, q.forget_after),
         max_msgs_per_subject=1,
         max_bytes=q.directory_max_bytes,
-        max_msg_size=admission.ENTRY_MAX,
+        max_msg_size=ENTRY_MAX,
         max_age=q.forget_after,
         allow_direct=True,
         deny_delete=True,

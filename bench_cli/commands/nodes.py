@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from bench_bridge.options import Options, Quotas
 from bench_cli import output
 from bench_cli.context import Group, call, common, examples
 from bench_cli.output import done
@@ -77,117 +78,55 @@ _CONNECTION = [
 ]
 
 
-# flag, type, default, help. The defaults are bench_bridge's own, said again: the help
-# shows them without importing the bridge (its extra may be missing).
-Number = tuple[str, type[int] | type[float], float, str]
-
-_BRIDGE_LIMITS: list[Number] = [
-    ("--heartbeat", float, 5.0, "seconds between directory heartbeats"),
-    (
-        "--ack-wait",
-        float,
-        30.0,
-        "seconds before JetStream redelivers a message this bridge did not ack",
-    ),
-    (
-        "--forget-after",
-        float,
-        7 * 86400.0,
-        "seconds after which a node not seen is forgotten (mail to it: unknown-node)",
-    ),
-    (
-        "--max-age",
-        float,
-        7 * 86400.0,
-        "seconds mail may wait in NATS for this node before it is returned to its sender",
-    ),
-    ("--entry-max", int, 16384, "bytes of one directory entry"),
-    ("--handles-max", int, 512, "handles in one directory entry"),
-    ("--nodes-max", int, 256, "nodes kept from the directory"),
-    (
-        "--publish-window",
-        int,
-        1024,
-        "messages published to NATS and awaiting their PubAck, at most",
-    ),
-    (
-        "--reply-to-max",
-        int,
-        16,
-        "reply-to addresses in one message from another node (more: bounced)",
-    ),
-    (
-        "--new-mailboxes-per-hour",
-        int,
-        120,
-        "new mailboxes one other node may make here per hour (more: bounced)",
-    ),
-    (
-        "--receipts-per-minute",
-        int,
-        6000,
-        "receipts one other node may send here per minute (more: dropped)",
-    ),
-]
-
-_QUOTAS: list[Number] = [
-    (
-        "--max-bytes",
-        int,
-        1024**3,
-        "the mail stream's quota: bytes of mail waiting in NATS, all nodes together",
-    ),
-    ("--max-msg-size", int, 1024 * 1024, "bytes of one message in the mail stream"),
-    (
-        "--max-age",
-        float,
-        14 * 86400.0,
-        "seconds NATS keeps a message no node took (at least the bridges' --max-age)",
-    ),
-    ("--forget-after", float, 7 * 86400.0, "seconds a directory entry is kept without a heartbeat"),
-    ("--directory-max-bytes", int, 64 * 1024 * 1024, "the directory bucket's quota in bytes"),
-]
-
-
-def numbers(table: list[Number]) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """The table's options, each passed to the command by its name (`--ack-wait`: ack_wait)."""
+def numbers(kind: type) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A flag for each field of `kind` that has help (bench_bridge.options declares
+    them), passed to the command by the field's name (`--ack-wait`: ack_wait)."""
 
     def decorate(f: Callable[..., None]) -> Callable[..., None]:
-        for flag, kind, default, help_ in reversed(table):
-            kw: dict[str, Any] = {"type": kind, "default": kind(default), "help": help_}
-            f = click.option(flag, show_default=True, **kw)(f)
+        for x in reversed(dataclasses.fields(kind)):
+            if "help" in x.metadata:
+                flag = "--" + x.name.replace("_", "-")
+                default = x.default
+                option = click.option(
+                    flag,
+                    type=type(default),
+                    default=default,
+                    show_default=True,
+                    help=x.metadata["help"],
+                )
+                f = option(f)
         return f
 
     return decorate
 
 
-def _positive(values: dict[str, Any], hint: str) -> None:
-    """Every number above 0, else a usage error naming `hint`."""
-    if min(values.values()) <= 0:
-        raise click.BadParameter("must be positive", param_hint=hint)
+def _positive(values: dict[str, Any]) -> None:
+    """Every number above 0, else a usage error naming the first flag that is not."""
+    for name, value in values.items():
+        if value <= 0:
+            raise click.BadParameter("must be positive", param_hint="--" + name.replace("_", "-"))
 
 
 @click.command()
 @common
 @connection
 @click.option("--node", help="must match the daemon's node name (a safety check)")
-@numbers(_BRIDGE_LIMITS)
+@numbers(Options)
 def bridge(
     bench_dir: str | None,
     as_json: bool,
     node: str | None,
     conn: "Connection",
-    **limits: Any,  # click's values of _BRIDGE_LIMITS, each of its option's type
+    **limits: Any,  # click's values of Options' flags, each of its field's type
 ) -> None:
     """Carry mail between this node and others over NATS JetStream (foreground)."""
     try:
         from bench_bridge.bridge import main as bridge_main
-        from bench_bridge.local import Options
     except ImportError as err:
         raise WireError(
             "bad-request", f"the bridge needs the bridge extra: pip install 'bench[bridge]' ({err})"
         ) from None
-    _positive(limits, "/".join(flag for flag, *_ in _BRIDGE_LIMITS))
+    _positive(limits)
     sys.exit(bridge_main(Options(resolve_dir(bench_dir), conn, node=node, **limits)))
 
 
@@ -224,12 +163,12 @@ nodes.epilog = examples("bench nodes", "bench nodes --json")
 @nodes.command("init")
 @common
 @connection
-@numbers(_QUOTAS)
+@numbers(Quotas)
 def nodes_init(
     bench_dir: str | None,
     as_json: bool,
     conn: "Connection",
-    **quotas: Any,  # click's values of _QUOTAS, each of its option's type
+    **quotas: Any,  # click's values of Quotas' flags, each of its field's type
 ) -> None:
     """Create (or restore) the mail stream and the node directory in NATS, with quotas:
     the administrator's step, run with the administrator's NATS user."""
@@ -239,8 +178,8 @@ def nodes_init(
         raise WireError(
             "bad-request", f"this needs the bridge extra: pip install 'bench[bridge]' ({err})"
         ) from None
-    _positive(quotas, "the quotas")
-    lines = streams.run(conn, streams.Quotas(**quotas))
+    _positive(quotas)
+    lines = streams.run(conn, Quotas(**quotas))
     done(as_json, {"done": lines}, "\n".join(lines))
 
 

@@ -53,11 +53,14 @@ CLI_FORBIDDEN = {
 } | EXTRAS
 
 # Prints, as JSON: the top-level modules present before bench was imported, and after.
+# The one part of an extra the CLI may load is bench_bridge.options (the bridge's option
+# declarations, standard library only), for `bench bridge` and `bench nodes init` flags.
 PROBE = r"""
 import sys
+LIGHT = {"bench_bridge", "bench_bridge.options"}
 before = sorted({n.split('.')[0] for n in sys.modules})
 BODY
-after = sorted({n.split('.')[0] for n in sys.modules})
+after = sorted({n.split('.')[0] for n in sys.modules if n not in LIGHT})
 import json as _j
 sys.stdout.write("\n@@PROBE@@" + _j.dumps({"before": before, "after": after, "result": repr(result)}))
 """
