@@ -15,33 +15,23 @@ from typing import Protocol
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.names import OPERATOR
+from benchd.core.trees import TreeMember
 
-# Who is speaking to the daemon: a session or the operator (derived, never claimed).
 
-
-class CallerSession(Protocol):
+class CallerSession(TreeMember, Protocol):
     """What is read of a calling session (a benchd.runtime.roster Session): a protocol,
-    because the pure core does not import the runtime. Read-only, so the session's own
-    mutable attributes satisfy it."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def handle(self) -> str: ...
+    because the pure core does not import the runtime."""
 
     @property
     def live(self) -> bool: ...
-
-    @property
-    def lineage(self) -> tuple[str, ...]: ...
 
     @property
     def job(self) -> object: ...
 
 
 class Caller:
-    """Who is speaking: a session (by its secret or its pty) or the operator."""
+    """Who is speaking: a session (by its secret or its pty) or the operator (derived,
+    never claimed)."""
 
     __slots__ = ("handle", "session")
 
@@ -82,14 +72,7 @@ OPERATOR_ONLY = {
     m.SessionPrune: "forget exited sessions",
     m.DebugFault: "inject faults",
     m.JournalAck: "acknowledge journal damage",
-    m.BridgePull: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeForward: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeDeliver: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeReport: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeBounce: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeReceiptsPull: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeReceipts: "use the bridge's verbs (the bridge runs as the operator)",
-}
+}  # and every bridge/ verb (the bridge runs as the operator)
 
 # What a session may do only to the jobs it started (and theirs).
 DESCENDANTS_ONLY: dict[type, str] = {
@@ -113,11 +96,7 @@ def _is_descendant(caller: Caller, name: str, family: Family) -> bool:
     return s is not None and s.id in family(name)[1:]
 
 
-def _no_family(name: str) -> tuple[str, ...]:
-    return ()
-
-
-def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
+def check(caller: Caller, req: m.Request, family: Family = lambda name: ()) -> None:
     """Raise `forbidden` unless the permission matrix allows `req` for `caller`."""
     if caller.is_operator or isinstance(req, ANYONE):
         return
@@ -135,6 +114,8 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
             )
         return
     what = OPERATOR_ONLY.get(type(req))
+    if what is None and str(req.__struct_config__.tag).startswith("bridge/"):
+        what = "use the bridge's verbs (the bridge runs as the operator)"
     if what is not None:
         raise WireError("forbidden", f"a session may not {what}: that is the operator's")
     if isinstance(req, (m.MailList, m.MailRead, m.MailSearch)):
@@ -188,9 +169,6 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
 # two each.
 OPERATOR_CONNECTIONS = 128
 
-# The operator's peer key is its handle: one name for the operator everywhere.
-OPERATOR_PEER = OPERATOR
-
 
 @dataclass(frozen=True, slots=True)
 class Refused:
@@ -228,7 +206,7 @@ class Admission:
             return Refused(
                 f"the daemon is at its limit of {self.total} connections", "total", self.total
             )
-        if peer == OPERATOR_PEER:
+        if peer == OPERATOR:
             if mine >= self.per_operator:
                 return Refused(
                     f"the operator already holds {mine} connections (the limit)",
@@ -271,7 +249,7 @@ class Admission:
         else:
             self.held.pop(peer, None)
         self.in_all -= 1
-        if peer != OPERATOR_PEER:
+        if peer != OPERATOR:
             self.by_sessions -= 1
             if tree is not None:
                 t = self.by_tree.get(tree, 0) - 1

@@ -16,24 +16,16 @@ from typing import Any
 
 import msgspec
 
-
-def _yaml_printable(ch: str) -> bool:
-    # Printable for YAML and not a line break (NEL, LS and PS fold inside quotes). Tab,
-    # CR and LF never reach here: json.dumps has escaped them.
-    c = ord(ch)
-    return (
-        0x20 <= c <= 0x7E
-        or (0xA0 <= c <= 0xD7FF and c not in (0x2028, 0x2029))
-        or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
-        or 0x10000 <= c <= 0x10FFFF
-    )
-
-
-# What _yaml_printable refuses, found in one C scan: quote() runs for every field of
-# every message sent.
+# What YAML may not hold literally (and the line breaks NEL, LS and PS, which fold inside
+# quotes), found in one C scan: quote() runs for every field of every message sent. Tab,
+# CR and LF never reach it: encode_basestring has escaped them.
 _NOT_YAML_PRINTABLE = re.compile(
     "[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
+
+
+def _escape(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 def quote(value: str) -> str:
@@ -42,9 +34,9 @@ def quote(value: str) -> str:
     Not ASCII-escaped: YAML's \\u escapes are single UTF-16 units, so a JSON surrogate
     pair would read back as two characters; only what YAML may not hold is escaped."""
     out = encode_basestring(value)  # == json.dumps(value, ensure_ascii=False), faster
-    if _NOT_YAML_PRINTABLE.search(out) is None:
+    if _NOT_YAML_PRINTABLE.search(out) is None:  # nearly always: no new string
         return out
-    return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in out)
+    return _NOT_YAML_PRINTABLE.sub(_escape, out)
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")

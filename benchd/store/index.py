@@ -1,13 +1,10 @@
 """The mail index: SQLite, so send, list and read cost O(page) / O(log n), not O(mailbox).
 
-A cache the files in mail/ can rebuild: per message what a listing shows, its state and
-its key, and a count per (handle, state). Two layers, both used on the event loop only:
-`pending` in memory (every change since the last commit; it cannot fail, so an answered
-send is found whatever SQLite does; reads merge it over the database), and the database,
-written by `flush()` in one transaction (benchd.store.indexdb). A failed flush keeps
-`pending` and is retried with backoff; corruption, or a failure that persists, sets the
-file aside and rebuilds it from the files (docs/durability.md, "The index is a cache").
-Every failure and rebuild goes to `notify(kind, **fields)`.
+A cache the files in mail/ can rebuild (docs/durability.md, "The index is a cache"), in
+two layers, both used on the event loop only: `pending` in memory (every change since
+the last commit; it cannot fail, so an answered send is found whatever SQLite does;
+reads merge it over the database), and the database, written by `flush()` in one
+transaction (benchd.store.indexdb). Every failure and rebuild goes to `notify`.
 """
 
 import os
@@ -53,9 +50,7 @@ class Index:
         rebuild: "Callable[[Index], None] | None" = None,
     ) -> None:
         self.path = path
-        # Dates the pending changes and the retry backoff: trio's clock, as the committer
-        # that sleeps until they are due (benchd.core.names).
-        self.now = now
+        self.now = now  # trio's clock: dates the pending changes and the retry backoff
         self.notify = notify or (lambda kind, **fields: None)
         # Refills a new, empty index from the files (the daemon's start-up gives it);
         # None: a rebuilt index stays empty (tests).
@@ -71,9 +66,8 @@ class Index:
         self._rebuilding = False
         self._rebuilt_unproven = False  # rebuilt, and no commit has succeeded since
         self._w: sqlite3.Connection | None = None  # None once closed (see `w`)
-        # handle -> [messages, bytes] unread as reads see them (database and pending):
-        # the mailbox limit's O(1) check. Counted once per mailbox on first use, then
-        # kept by every change; forgotten when the index is rebuilt.
+        # handle -> [messages, bytes] unread as reads see them: the mailbox limit's O(1)
+        # check, counted on first use, then kept by every change.
         self._unread: dict[str, list[int]] = {}
         self._open()
 
@@ -104,10 +98,8 @@ class Index:
         self.w.executescript(indexdb.SCHEMA)
 
     def set_aside(self, reason: str) -> None:
-        """Move the database aside (never trusted again, kept for a post-mortem) and start
-        an empty one, forgetting what was pending for it; the caller refills it from the
-        files. Falls back to an in-memory database when no file can be made (the next
-        start rebuilds again)."""
+        """Move the database aside (kept for a post-mortem) and start an empty one, or one
+        in memory when no file can be made; the caller refills it from the files."""
         if self._w is not None:
             try:
                 self.w.close()
@@ -170,8 +162,7 @@ class Index:
     # ---------------------------------------------------------------- reads
 
     def _read(self, fn: Callable[[], T]) -> T:
-        """A database read; corruption found by it sets the file aside and rebuilds the
-        index from the files, then the read runs again on the new one."""
+        """A database read; a failure sets the file aside, rebuilds it and reads again."""
         try:
             return fn()
         except sqlite3.Error as err:
@@ -181,13 +172,11 @@ class Index:
             return fn()
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A read of the database by another store module (search, threads: see
-        benchd.store.queries), under the same rule as the index's own reads."""
+        """A read by another store module (benchd.store.queries), under the same rule."""
         return self._read(lambda: fn(self.w))
 
     def quick_check(self) -> str:
-        """SQLite's verdict on the file's b-trees ("ok" when sound): a start that finds no
-        seal of a clean stop asks it before trusting the file."""
+        """SQLite's verdict on the file's b-trees ("ok" when sound)."""
         return str(self.w.execute("PRAGMA quick_check").fetchone()[0])
 
     def _db_row(self, handle: str, mail_id: str) -> MailRow | None:
@@ -220,18 +209,10 @@ class Index:
         return None
 
     def count(self, handle: str, state: int | None) -> int:
-        def db() -> int:
-            if state is None:
-                row = self.w.execute(
-                    "SELECT sum(n) FROM counts WHERE handle=?", (handle,)
-                ).fetchone()
-            else:
-                row = self.w.execute(
-                    "SELECT n FROM counts WHERE handle=? AND state=?", (handle, state)
-                ).fetchone()
-            return int(row[0] or 0) if row else 0
-
-        return self._read(db) + self.pending.count_delta(handle, state)
+        """Messages in a mailbox: all of them (state None), or those in `state`."""
+        q = "SELECT sum(n) FROM counts WHERE handle=? AND state=ifnull(?, state)"
+        (n,) = self._read(lambda: self.w.execute(q, (handle, state)).fetchone())
+        return int(n or 0) + self.pending.count_delta(handle, state)
 
     def page(self, handle: str, state: int | None, after: str | None, limit: int) -> list[MailRow]:
         """Up to `limit` rows in send order after the cursor id, plus one to say 'more'."""
@@ -276,19 +257,11 @@ class Index:
         """How many messages, and how many bytes of bodies, wait unread in a mailbox."""
         tally = self._unread.get(handle)
         if tally is None:
-            sizes = dict(
-                self._read(
-                    lambda: self.w.execute(
-                        "SELECT id, size FROM messages WHERE handle=? AND state=?",
-                        (handle, UNREAD),
-                    ).fetchall()
-                )
+            sizes = self._merged(
+                handle,
+                f"SELECT id, size FROM messages WHERE handle=? AND state={UNREAD}",
+                lambda row: row.size if row.state == UNREAD else None,
             )
-            for mail_id in self.pending.by_handle.get(handle, ()):
-                sizes.pop(mail_id, None)
-                row = self.pending.rows[(handle, mail_id)]
-                if row is not None and row.state == UNREAD:
-                    sizes[mail_id] = row.size
             tally = [len(sizes), sum(sizes.values())]
             if sizes or handle in self.pending.by_handle:
                 # Kept only for mailboxes with mail: asking about any number of names
@@ -307,20 +280,21 @@ class Index:
 
     def ids(self, handle: str) -> dict[str, int]:
         """Every message of a mailbox and its state (reconcile: O(mailbox), at start)."""
-        ids = dict(
-            self._read(
-                lambda: self.w.execute(
-                    "SELECT id, state FROM messages WHERE handle=?", (handle,)
-                ).fetchall()
-            )
-        )
+        q = "SELECT id, state FROM messages WHERE handle=?"
+        return self._merged(handle, q, lambda row: row.state)
+
+    def _merged(
+        self, handle: str, q: str, value: Callable[[MailRow], int | None]
+    ) -> dict[str, int]:
+        """id -> int of the database's rows of `handle` (`q`), and of its pending rows
+        (`value` of each; None leaves it out)."""
+        out: dict[str, int] = dict(self._read(lambda: self.w.execute(q, (handle,)).fetchall()))
         for mail_id in self.pending.by_handle.get(handle, ()):
+            out.pop(mail_id, None)
             row = self.pending.rows[(handle, mail_id)]
-            if row is None:
-                ids.pop(mail_id, None)
-            else:
-                ids[mail_id] = row.state
-        return ids
+            if row is not None and (v := value(row)) is not None:
+                out[mail_id] = v
+        return out
 
     # ---------------------------------------------------------------- changes (pending)
 
@@ -342,8 +316,7 @@ class Index:
         if not new and self.get(handle, mail_id) is not None:
             return
         k = (handle, mail_id)
-        base = self.pending.base.get(k)
-        self.pending.touch(handle, mail_id, base, self.now())
+        self.pending.touch(handle, mail_id, None, self.now())  # not in the database
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
@@ -358,9 +331,8 @@ class Index:
         body: bytes | str,
         meta: FrontMatter,
     ) -> None:
-        """See `AddText`: searchable once the next flush commits it. `meta`: the message's
-        front matter, for its links (in-reply-to, origin)."""
-        # Always follows an add() of the same message, which dated the pending changes.
+        """See `AddText`; `meta` gives its links. Always follows an add() of the message,
+        which dated the pending changes."""
         self.pending.changes.append(
             AddText(handle, mail_id, sender, subject, body, meta.in_reply_to, meta.origin)
         )
@@ -369,7 +341,7 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None or row.state == state:
             return False
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
+        self.pending.touch(handle, mail_id, row.state, self.now())
         new = self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
         self._counted(handle, row, new)
         self.pending.changes.append(SetState(handle, mail_id, state))
@@ -379,14 +351,13 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None:
             return
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
+        self.pending.touch(handle, mail_id, row.state, self.now())
         self.pending.rows[(handle, mail_id)] = None
         self._counted(handle, row, None)
         self.pending.changes.append(Remove(handle, mail_id))
 
     def put_state(self, mail_id: str, cols: mailstates.Columns) -> None:
-        """Set delivery-state columns of a sent message (benchd.store.mailstates), written
-        with the next flush like every other change."""
+        """Set delivery-state columns of a sent message (benchd.store.mailstates)."""
         p = self.pending
         p.date(self.now())
         p.states.setdefault(mail_id, {}).update(cols)
@@ -399,12 +370,6 @@ class Index:
             row = msgspec.structs.replace(row or mailstates.StateRow(mail_id), **over)
         return row
 
-    def _base_of(self, handle: str, mail_id: str, row: MailRow) -> int | None:
-        k = (handle, mail_id)
-        if k in self.pending.base:
-            return self.pending.base[k]
-        return row.state  # not pending yet: the row came from the database
-
     # ---------------------------------------------------------------- flushing
 
     def due(self, age_s: float) -> bool:
@@ -416,14 +381,13 @@ class Index:
         return now >= self.retry_at and now - p.since >= age_s
 
     def flush_in(self, age_s: float) -> float:
-        """Seconds until `due(age_s)` holds for the changes pending now (0: it holds);
-        the committer sleeps that long unless work comes first."""
+        """Seconds until `due(age_s)` holds for the changes pending now (0: it holds)."""
         now = self.now()
         return max(self.retry_at - now, self.pending.since + age_s - now, 0.0)
 
     def flush(self) -> bool:
-        """Commit the pending changes in one transaction. True when committed (or nothing
-        to do); on failure pending is kept, the failure reported, a retry scheduled."""
+        """Commit the pending changes in one transaction; False (kept, retried with
+        backoff) when that failed."""
         p = self.pending
         if not p.changes and not p.meta:
             return True
@@ -467,21 +431,16 @@ class Index:
             self.needs_rebuild = True
 
     def recover_now(self, reason: str) -> None:
-        """Set the file aside and refill a new one from the files (the record). Whatever
-        was pending is in the files already (they are written before any answer). If a
-        rebuilt file failed again before any commit succeeded (a disk that stays full),
-        the new index is kept in memory instead of rebuilding over and over; the next
-        start rebuilds a file."""
-        self._unread.clear()
+        """Set the file aside and refill a new one from the files (what was pending is in
+        them: they are written before any answer). A rebuilt file that fails again before
+        any commit (a disk that stays full) is not rebuilt over and over: the index goes
+        on in memory."""
         if self._rebuilt_unproven:
-            self.close()
-            self._connect(MEMORY)
             self.set_aside_reason = reason
-            self.notify("index/failed", error=reason, action="in-memory")
+            self._in_memory(reason)
         else:
             self.set_aside(reason)
         self._rebuilt_unproven = True
-        self.pending = Pending()
         self.needs_rebuild = False
         self.failures, self.retry_at = 0, 0.0
         self.rebuilds += 1
@@ -491,15 +450,19 @@ class Index:
                 self.rebuild(self)
             except sqlite3.Error as err:
                 # Even the new file failed while refilling: refill a database in memory.
-                self.w.close()
-                self._connect(MEMORY)
-                self.pending = Pending()
-                self._unread.clear()
-                self.notify("index/failed", error=str(err), action="in-memory")
+                self._in_memory(str(err))
                 self.rebuild(self)
             finally:
                 self._rebuilding = False
         self.flush()  # what the rebuild added; a failure here is retried like any other
+
+    def _in_memory(self, error: str) -> None:
+        """Go on with an empty database in memory (the next start rebuilds a file)."""
+        self.close()
+        self._connect(MEMORY)
+        self.pending = Pending()
+        self._unread.clear()
+        self.notify("index/failed", error=error, action="in-memory")
 
     def health(self) -> m.IndexHealth:
         return m.IndexHealth(

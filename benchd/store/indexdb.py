@@ -115,7 +115,8 @@ class Pending:
             self.since = now
 
     def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
-        """Note a change of (handle, mail_id)."""
+        """Note a change of (handle, mail_id); `base` is its state in the database (None:
+        absent), kept from its first change since the commit."""
         self.date(now)
         self.base.setdefault((handle, mail_id), base)
         self.by_handle.setdefault(handle, set()).add(mail_id)

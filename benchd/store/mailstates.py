@@ -10,6 +10,8 @@ from typing import TypedDict
 
 import msgspec
 
+from benchd.core.delivery import StateRow as StateRow  # the row, read by the pure core too
+
 
 class Columns(TypedDict, total=False):
     """Columns of a message's row to set (`write`): a StateRow's fields but its id, each
@@ -43,33 +45,7 @@ CREATE INDEX IF NOT EXISTS states_by_sender ON mail_states(sender, id);
 """
 
 
-class StateRow(msgspec.Struct, array_like=True, gc=False):
-    """A message's row: who sent it to whom, and when it reached each state (None: not)."""
-
-    id: str
-    sender: str | None = None
-    rcpt: str | None = None
-    sent: int | None = None
-    queued: int | None = None
-    delivered: int | None = None
-    woken: int | None = None
-    nw_reason: str | None = None
-    nw_at: int | None = None
-    nw_until: int | None = None
-    active: int | None = None
-    read_at: int | None = None
-    read_by: str | None = None
-    reader: str | None = None
-    replied_at: int | None = None
-    reply: str | None = None
-    node: str | None = None
-
-
 _SELECT = "SELECT " + ", ".join(StateRow.__struct_fields__) + " FROM mail_states "
-
-
-def create(db: sqlite3.Connection) -> None:
-    db.executescript(SCHEMA)
 
 
 def write(db: sqlite3.Connection, mail_id: str, cols: Columns) -> None:
