@@ -18,7 +18,7 @@ import trio
 
 from bench_wire import messages as m
 from benchd.core.frontmatter import FrontMatter
-from benchd.store import indexdb, mailstates
+from benchd.store import indexdb, mailstates, search
 from benchd.store.indexdb import MEMORY, AddText, Insert, Remove, SetColumns, SetState
 
 # Re-exported: the runtime and the server import the states, rows and Pending from here.
@@ -96,6 +96,7 @@ class Index:
         """A connection to `path` (MEMORY: a database in memory) with the tables made."""
         self._w = indexdb.connect(path)
         self.w.executescript(indexdb.SCHEMA)
+        search.create(self.w)
 
     def set_aside(self, reason: str) -> None:
         """Move the database aside (kept for a post-mortem) and start an empty one, or one

@@ -158,15 +158,14 @@ def changed_boxes(mail_root: str, held: dict[str, list[frozenset[str]]]) -> set[
 
 
 def ensure_search(index: Index, mail_root: str) -> int:
-    """Make the search tables (benchd.store.search), and fill them for every message the
-    index knows but they do not (an index from before search existed): one anti-join
-    when they are complete; only missing messages' files are read. How many it added."""
+    """Fill the search tables (benchd.store.search) for every message the index knows
+    but they do not (an index from before search existed): one anti-join when they are
+    complete; only missing messages' files are read. How many it added."""
     db = index.w
     own = not db.in_transaction
     if own:
         db.execute("BEGIN IMMEDIATE")
     try:
-        search.create(db)
         added = 0
         if index.get_meta("search") != search.VERSION:
             search.fill_roots(db)  # before any add below, which places a reply under its parent

@@ -1,11 +1,10 @@
-"""Mail search and thread links: tables in index.sqlite, a cache of the files like it.
+"""Mail search and thread links: tables in index.sqlite, made with the index's own
+(`create`), a cache of the files like it.
 
 `mail_links` (a row per indexed message: its parent, and its thread's root and depth, so
 a thread is one indexed range: benchd/store/queries.py), `mail_text` (FTS5 over subject
 and body; its rowid is the link's) and `mail_origins` (a copy from another node by its
-identity there, benchd.core.mailrefs: a reply names its parent by it). All of it runs
-on the index's one connection, inside its transactions; `recovery.ensure_search` fills
-them for messages indexed before they existed.
+identity there, benchd.core.mailrefs: a reply names its parent by it).
 """
 
 import sqlite3
@@ -109,26 +108,17 @@ def add(
     origin: str | None = None,
 ) -> None:
     """Index one message (a no-op when it is indexed already)."""
-    try:
-        # A reference to a message sent from another node (`<id>@<node>`) is linked to
-        # this node's copy of it when there is one (else kept, and rewritten when the
-        # copy arrives: above).
-        if in_reply_to is not None and "@" in in_reply_to:
-            in_reply_to = next(iter(named(db, in_reply_to)), in_reply_to)
-        root, depth = _place(db, mail_id, in_reply_to)
-        cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
-    except sqlite3.OperationalError:
-        create(db)  # an index opened without `ensure_search` (tools, tests): make the tables
-        root, depth = _place(db, mail_id, in_reply_to)
-        cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
+    # A reference to a message sent from another node (`<id>@<node>`) is linked to this
+    # node's copy of it when there is one (else kept, and rewritten when the copy
+    # arrives: below).
+    if in_reply_to is not None and "@" in in_reply_to:
+        in_reply_to = next(iter(named(db, in_reply_to)), in_reply_to)
+    root, depth = _place(db, mail_id, in_reply_to)
+    cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     if not cur.rowcount:
         return
     if origin is not None:
-        try:
-            db.execute(_ORIGIN, (mail_id, handle, origin))
-        except sqlite3.OperationalError:
-            create(db)  # an index made before origins were kept
-            db.execute(_ORIGIN, (mail_id, handle, origin))
+        db.execute(_ORIGIN, (mail_id, handle, origin))
         # Replies indexed first named this copy by its identity on its node: they name
         # it by its id here from now on, so the thread queries follow local ids only.
         db.execute("UPDATE mail_links SET in_reply_to=? WHERE in_reply_to=?", (mail_id, origin))
@@ -145,19 +135,13 @@ def add(
 
 
 def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
-    try:
-        row = db.execute(
-            "SELECT rowid FROM mail_links WHERE id=? AND handle=?", (mail_id, handle)
-        ).fetchone()
-    except sqlite3.OperationalError:
-        return  # no tables yet: nothing indexed to remove
+    row = db.execute(
+        "SELECT rowid FROM mail_links WHERE id=? AND handle=?", (mail_id, handle)
+    ).fetchone()
     if row is not None:
         db.execute("DELETE FROM mail_text WHERE rowid=?", (row[0],))
         db.execute("DELETE FROM mail_links WHERE rowid=?", (row[0],))
-        try:
-            db.execute("DELETE FROM mail_origins WHERE id=? AND handle=?", (mail_id, handle))
-        except sqlite3.OperationalError:
-            pass  # an index made before origins were kept: none to remove
+        db.execute("DELETE FROM mail_origins WHERE id=? AND handle=?", (mail_id, handle))
 
 
 # ---------------------------------------------------------------- queries
@@ -250,14 +234,11 @@ def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, st
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    try:
-        rows = db.execute(
-            f"SELECT id, in_reply_to FROM mail_links WHERE handle=? AND id IN ({marks}) "
-            "AND in_reply_to IS NOT NULL",
-            (handle, *ids),
-        ).fetchall()
-    except sqlite3.OperationalError:
-        return {}
+    rows = db.execute(
+        f"SELECT id, in_reply_to FROM mail_links WHERE handle=? AND id IN ({marks}) "
+        "AND in_reply_to IS NOT NULL",
+        (handle, *ids),
+    ).fetchall()
     return dict(rows)
 
 
@@ -274,22 +255,14 @@ def named(db: sqlite3.Connection, ref: str) -> list[str]:
     (a message sent from another node) names the copies received with that origin."""
     if "@" not in ref:
         return [ref]
-    try:
-        rows = db.execute(
-            "SELECT id FROM mail_origins WHERE origin=? ORDER BY id", (ref,)
-        ).fetchall()
-    except sqlite3.OperationalError:
-        return []  # an index made before origins were kept
+    rows = db.execute("SELECT id FROM mail_origins WHERE origin=? ORDER BY id", (ref,))
     return [r[0] for r in rows]
 
 
 def names(db: sqlite3.Connection, mail_id: str) -> list[str]:
     """Every reference that may name the message `mail_id`: its id, and the origin of a
     copy received from another node (what replies written on other nodes name)."""
-    try:
-        rows = db.execute("SELECT origin FROM mail_origins WHERE id=?", (mail_id,)).fetchall()
-    except sqlite3.OperationalError:
-        rows = []
+    rows = db.execute("SELECT origin FROM mail_origins WHERE id=?", (mail_id,))
     return [mail_id, *dict.fromkeys(r[0] for r in rows)]
 
 
