@@ -1,7 +1,6 @@
 """The mail index's changes: `Pending`, the in-memory layer (the changes since the last
-commit, each a frozen value of a tagged union, and what they mean for reads), and what a
-flush does to SQLite: the schema, and the one transaction (`write`) that applies them.
-benchd.store.index merges `Pending` over SQLite and decides when to flush.
+commit and what they mean for reads), and what a flush does to SQLite: the schema, and
+the one transaction (`write`) that applies them (benchd.store.index decides when).
 """
 
 import sqlite3
@@ -39,8 +38,7 @@ class KeyHit(msgspec.Struct, frozen=True, gc=False):
     state: int
 
 
-# The index's changes, one small frozen value per kind: what `Index._write` writes to
-# SQLite at the next flush (and `store/queries.py` reads for uncommitted threads).
+# The index's changes, one frozen value per kind, applied by `write` at the next flush.
 
 
 class Insert(msgspec.Struct, frozen=True, gc=False):

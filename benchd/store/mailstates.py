@@ -1,8 +1,7 @@
 """The delivery states of sent mail: one row per message in index.sqlite (`mail_states`),
-filled from the events the daemon logs anyway (benchd.runtime.tracking) and written with
-the index's other pending changes, in the transaction of the `last_seq` they belong to,
-so a start after a crash re-applies exactly the events the file missed. Times are wall
-ms. Replies to local mail are read from the thread links instead (`replies`).
+filled from the events the daemon logs anyway (benchd.runtime.tracking) and written in
+the index transaction of the `last_seq` they belong to, so a start after a crash
+re-applies exactly the events the file missed. Times are wall ms.
 """
 
 import sqlite3

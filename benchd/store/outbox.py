@@ -1,10 +1,8 @@
 """Jobs on disk: one JSON record per job (`benchd.core.jobs.JobRecord`) in jobs/open/,
 moved to jobs/done/ once it owes nothing, written only by the committer like a message
-(docs/files.md, docs/jobs.md: a settlement and its replies are one journal record).
-Only open/ is read at start; a done record when someone asks (`bench job wait`).
-
-`migrate` moves the outbox of versions up to f84c24b (`outbox.sqlite`: a `jobs` table
-of camelCase JSON and a `rows` table of pending replies and receipts) into records.
+(docs/jobs.md). `migrate` moves the outbox of versions up to f84c24b (`outbox.sqlite`: a
+`jobs` table of camelCase JSON and a `rows` table of pending replies and receipts) into
+records.
 """
 
 import json
@@ -97,10 +95,9 @@ class JobFiles:
 
 
 def migrate(bench_dir: str, files: JobFiles) -> list[tuple[str, str]]:
-    """Move `outbox.sqlite`'s jobs and owed replies into job records (see the module
-    doc), before `files` reads open/; returns the (session, why) of job rows that do not
-    load, which stay behind in the migrated file (or the file's own, when SQLite cannot
-    read it: then it stays where it is). Nothing to do without such a file."""
+    """Move `outbox.sqlite`'s jobs and owed replies into job records, before `files`
+    reads open/; returns the (session, why) of job rows that do not load (or the file's
+    own, when SQLite cannot read it: then it stays where it is)."""
     path = os.path.join(bench_dir, OLD)
     if not os.path.exists(path):
         return []
