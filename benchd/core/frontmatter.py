@@ -1,11 +1,7 @@
 """The mail file format: YAML front matter, a blank line, then the body byte for byte
-(the fields and an example: docs/files.md).
-
-Every string is a YAML double-quoted scalar, so any subject parses with a standard YAML
-parser whatever it holds; characters YAML may not hold literally, and the line breaks
-it would fold inside quotes, are \\u escapes. `read` gives a checked `FrontMatter`,
-`parse` the raw dict under it, `render` writes either. `quote` is bench's one YAML
-quoting function (the job core's reply header uses it too, through `scalar`). Pure.
+(docs/files.md). Every string is a YAML double-quoted scalar, so any subject parses with
+a standard YAML parser; `quote` is bench's one YAML quoting function (the job core's
+reply header uses it too, through `scalar`). Pure.
 """
 
 import json

@@ -1,10 +1,8 @@
 """A message's one identity across nodes, and how references to it are written. Pure.
 
-Each node gives its messages its own ids, so a message that crossed nodes is named
-everywhere by the id its sending node gave it: `<id>@<node>`, kept in a received copy's
-`origin`. `in-reply-to` holds the identity of the message answered: within a node, bare
-for mail sent from this node; between nodes always full. So a reply names the same
-message on every node, and each node joins a thread through its copies' origins.
+A message that crossed nodes is named everywhere by the id its sending node gave it,
+`<id>@<node>`, kept in a received copy's `origin`. `in-reply-to` names the message
+answered: bare within a node for mail sent from it, always full between nodes.
 """
 
 from bench_wire.addresses import is_handle

@@ -1,12 +1,10 @@
-"""Names and the time they carry: handles, message ids (time-sortable: `IdClock`), and the
-daemon's one wall clock. Pure but for that clock. And the port every layer logs through
-(`Log`; benchd.runtime.system writes it to benchd.log).
+"""Names and the time they carry: handles, message ids (time-sortable: `IdClock`), the
+daemon's one wall clock, and the port every layer logs through (`Log`).
 
 Monotonic time is trio's, read in the task that acts on it, so a test under
-`trio.testing.MockClock` drives every timing rule and every sleep together; nothing
-monotonic is written to disk. Wall time (what is written or shown) comes from one
-injected `WallClock`; `SystemWallClock` is the one place in benchd that reads the
-system's clocks (ARCHITECTURE.md, "One home per concept"; tests/unit/test_clock_reads.py).
+`trio.testing.MockClock` drives every timing rule and every sleep together. Wall time
+(what is written or shown) comes from one injected `WallClock`; `SystemWallClock` is the
+one place in benchd that reads the system's clocks (tests/unit/test_clock_reads.py).
 """
 
 import calendar
@@ -58,12 +56,9 @@ def _stamps(secs: int) -> tuple[str, str]:
 
 
 class IdClock:
-    """Hands out unique ids that sort by send time, also across restarts.
-
-    An id is the send time in ms plus a counter; if the wall clock steps back or a
-    millisecond's 9999 ids are used up, time is borrowed from the future so ids stay
-    strictly increasing. `last` seeds it from the newest id already on disk.
-    """
+    """Hands out unique ids that sort by send time, also across restarts: if the wall
+    clock steps back or a millisecond's 9999 ids are used up, time is borrowed from the
+    future. `last` seeds it from the newest id already on disk."""
 
     def __init__(self, last: str | None = None):
         self._ms = 0
@@ -71,8 +66,7 @@ class IdClock:
         self.resume(last)
 
     def resume(self, last: str | None) -> None:
-        """Go on after `last` (the newest id on disk, known once the start-up has listed
-        every file) unless this clock is past it already."""
+        """Go on after `last` (the newest id on disk) unless this clock is past it."""
         at = id_ms(last) if last else None
         if last and at is not None and (at, int(last[-4:])) > (self._ms, self._n):
             self._ms, self._n = at, int(last[-4:])

@@ -1,10 +1,6 @@
-"""What a durable mail operation does, as frozen values: one kind per operation (each
-class says what it is), and what each kind writes and logs (pure: no I/O).
-
-A send is checked once (`benchd.runtime.mailroom.Mailroom.check_send`) and from then on
-is a value nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it. A change
-of kind makes a new value from the old one's fields (`Queue.of`), so what an op will
-write is fixed when it is made.
+"""What a durable mail operation does, as frozen values (one kind per operation), and
+what each kind writes and logs (pure). A send is checked once (`Mailroom.check_send`),
+then is a value nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it.
 """
 
 from typing import Self
@@ -30,8 +26,7 @@ class Send(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def capped(self) -> bool:
-        """Whether the mailbox's unread caps apply (not to the outbound queue: the
-        receiving node applies its own)."""
+        """Whether the mailbox's unread caps apply (the outbound queue's: the far node's)."""
         return True
 
     @property
