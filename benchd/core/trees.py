@@ -224,9 +224,6 @@ class Quota:
             if not kids:
                 del self.children[parent]
 
-    def forget(self, parent: str) -> None:
-        self.spawns.pop(parent, None)
-
 
 def derived_handle(parent: str, taken: Callable[[str], bool]) -> str:
     """The first fresh `<parent>.<n>` (n = 1, 2, ...), the parent's part cut so the whole

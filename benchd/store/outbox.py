@@ -8,7 +8,6 @@ records.
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -179,7 +178,9 @@ def _old_job(row: dict[str, Any], rows: dict[str, list[tuple[int, dict[str, Any]
     if outcome == "outcome_unknown":
         outcome = "interrupted"  # an earlier version's word for it
     replies, body = [], ""
-    for index, value in _owed(rows.get(job.key, []), outcome):
+    # A settled job's reply rows, by index (a running job's are none of its own).
+    owed = sorted(rows.get(job.key, []), key=lambda r: r[0]) if outcome is not None else []
+    for index, value in owed:
         if "receipt" in value:
             replies.append(Reply(index=index, to=reply_to[index], delivered=True))
             continue
@@ -202,12 +203,3 @@ def _old_job(row: dict[str, Any], rows: dict[str, list[tuple[int, dict[str, Any]
         body=body,
         replies=tuple(replies),
     )
-
-
-def _owed(
-    rows: list[tuple[int, dict[str, Any]]], outcome: str | None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """A settled job's reply rows, by index (a running job's are none of its own)."""
-    if outcome is None:
-        return
-    yield from sorted(rows, key=lambda r: r[0])

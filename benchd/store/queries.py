@@ -148,7 +148,7 @@ class MailQueries:
 
     def locate(self, mail_id: str) -> list[Link]:
         """Where a message is: each mailbox holding a copy (an id names one message)."""
-        found = self._committed(lambda w: search.locate(w, mail_id))
+        found = self._committed(lambda w: _links(w, "WHERE id=?", (mail_id,)))
         if found or not self.index.pending.changes:
             return found
         return self._uncommitted().get(mail_id, [])

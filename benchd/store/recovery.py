@@ -6,7 +6,6 @@ counts and the mailboxes' names, and the index made to agree with the files
 
 import json
 import os
-import sqlite3
 import stat
 from collections.abc import Callable, Container, Mapping
 
@@ -63,18 +62,12 @@ def index_names(index: Index) -> dict[str, list[frozenset[str]]]:
     """{handle: [inbox ids, read ids]} of the rows in the index's database. Raises
     Edited when the rows disagree with its counts or hold a state that is no state."""
 
-    def scan(
-        db: sqlite3.Connection,
-    ) -> tuple[list[tuple[str, int, str]], set[tuple[str, int, int]]]:
-        # One grouped pass over the (handle, state, id) index, joined in C: no row
-        # becomes a Python object.
-        rows = db.execute(
-            "SELECT handle, state, group_concat(id, char(10)) FROM messages GROUP BY handle, state"
-        ).fetchall()
-        counts = db.execute("SELECT handle, state, n FROM counts WHERE n != 0").fetchall()
-        return rows, set(counts)
-
-    rows, counts = index.read(scan)
+    # One grouped pass over the (handle, state, id) index, joined in C: no row becomes a
+    # Python object.
+    q = "SELECT handle, state, group_concat(id, char(10)) FROM messages GROUP BY handle, state"
+    rows: list[tuple[str, int, str]] = index.read(lambda db: db.execute(q).fetchall())
+    counts_q = "SELECT handle, state, n FROM counts WHERE n != 0"
+    counts = set(index.read(lambda db: db.execute(counts_q).fetchall()))
     held: dict[str, dict[int, list[str]]] = {}
     counted = set()
     for handle, state, joined in rows:

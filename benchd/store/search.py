@@ -242,14 +242,6 @@ def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, st
     return dict(rows)
 
 
-def locate(db: sqlite3.Connection, mail_id: str) -> list[Link]:
-    """Where a message is (an id names one message)."""
-    rows = db.execute(
-        "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE id=?", (mail_id,)
-    ).fetchall()
-    return msgspec.convert(rows, list[Link])
-
-
 def named(db: sqlite3.Connection, ref: str) -> list[str]:
     """The ids here of the message a reference names: a bare id is itself; `<id>@<node>`
     (a message sent from another node) names the copies received with that origin."""
