@@ -157,7 +157,6 @@ def ensure_search(index: Index, mail_root: str) -> int:
     try:
         added = 0
         if index.get_meta("search") != search.VERSION:
-            search.fill_roots(db)  # before any add below, which places a reply under its parent
             missing = db.execute(
                 "SELECT handle, id, state FROM messages m WHERE NOT EXISTS "
                 "(SELECT 1 FROM mail_links l WHERE l.id = m.id AND l.handle = m.handle)"

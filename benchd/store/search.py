@@ -23,8 +23,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(subject, body);
 CREATE TABLE IF NOT EXISTS mail_origins(
   id TEXT NOT NULL, handle TEXT NOT NULL, origin TEXT NOT NULL, PRIMARY KEY(id, handle));
 CREATE INDEX IF NOT EXISTS origins_by_origin ON mail_origins(origin);
+CREATE INDEX IF NOT EXISTS links_by_root ON mail_links(root, depth, id);
 """
-_ROOT_INDEX = "CREATE INDEX IF NOT EXISTS links_by_root ON mail_links(root, depth, id)"
 
 _LINK = (
     "INSERT OR IGNORE INTO mail_links(handle, id, sender, in_reply_to, root, depth) "
@@ -47,14 +47,15 @@ class BadQuery(ValueError):
 
 
 def create(db: sqlite3.Connection) -> None:
+    cols = {r[1] for r in db.execute("PRAGMA table_info(mail_links)")}
+    if cols and "root" not in cols:
+        # Made before threads had roots: refilled from the files (`ensure_search`), like
+        # any message the tables lack.
+        db.execute("DROP TABLE mail_links")
+        db.execute("DROP TABLE IF EXISTS mail_text")
     for stmt in _SCHEMA.strip().split(";"):
         if stmt.strip():
             db.execute(stmt)
-    cols = {r[1] for r in db.execute("PRAGMA table_info(mail_links)")}
-    if "root" not in cols:  # made before threads had roots: `ensure_search` fills them in
-        db.execute("ALTER TABLE mail_links ADD COLUMN root TEXT")
-        db.execute("ALTER TABLE mail_links ADD COLUMN depth INTEGER NOT NULL DEFAULT 0")
-    db.execute(_ROOT_INDEX)
 
 
 def _place(db: sqlite3.Connection, mail_id: str, in_reply_to: str | None) -> tuple[str, int]:
@@ -66,35 +67,6 @@ def _place(db: sqlite3.Connection, mail_id: str, in_reply_to: str | None) -> tup
         if row is not None:
             return row[0], row[1] + 1
     return mail_id, 0
-
-
-def fill_roots(db: sqlite3.Connection) -> int:
-    """Give every link without a root its thread's root and depth (an index from before
-    roots were stored; once, at start). Returns how many were filled."""
-    rows = db.execute("SELECT id, in_reply_to FROM mail_links").fetchall()
-    parent = {mail_id: up for mail_id, up in rows}
-    placed: dict[str, tuple[str, int]] = {}
-    for mail_id in parent:
-        chain: list[str] = []
-        seen: set[str] = set()
-        at: str | None = mail_id
-        while at is not None and at in parent and at not in placed and at not in seen:
-            seen.add(at)
-            chain.append(at)
-            at = parent[at]
-        if at is not None and at in placed:
-            root, depth = placed[at]
-        else:  # the top: no parent, one not indexed, or a loop of in-reply-to links
-            root, depth = chain[-1], -1
-        for k in reversed(chain):
-            depth += 1
-            placed[k] = (root, depth)
-    missing = db.execute("SELECT rowid, id FROM mail_links WHERE root IS NULL").fetchall()
-    db.executemany(
-        "UPDATE mail_links SET root=?, depth=? WHERE rowid=?",
-        [(*placed[mail_id], rowid) for rowid, mail_id in missing],
-    )
-    return len(missing)
 
 
 def add(
