@@ -15,8 +15,7 @@ from benchd.core.sends import Queue, Send
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
 from benchd.store import mailfile
-from benchd.store.index import Index
-from benchd.store.indexdb import READ
+from benchd.store.index import READ, Index
 from benchd.store.queries import MailQueries
 
 

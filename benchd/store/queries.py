@@ -15,8 +15,7 @@ from typing import TypeVar
 import msgspec
 
 from benchd.store import search
-from benchd.store.index import Index
-from benchd.store.indexdb import AddText
+from benchd.store.index import AddText, Index
 from benchd.store.search import Link
 
 THREAD_MAX = 200  # messages in one answer: the default and the most a caller may ask
