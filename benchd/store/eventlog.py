@@ -8,6 +8,7 @@ it. `--since` searches by byte offset (seq is near the start of every line). Pas
 log's bound").
 """
 
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -133,10 +134,8 @@ class EventLog:
     def truncate(self, offset: int) -> None:
         """Take back a write whose batch did not commit (best effort: readers skip a
         fragment left behind)."""
-        try:
+        with contextlib.suppress(OSError):
             os.ftruncate(self.fd, offset)
-        except OSError:
-            pass
 
     def close(self) -> None:
         os.close(self.fd)
@@ -181,11 +180,8 @@ def _read(f: BinaryIO, since: int, upto: int | None) -> Iterator[Record]:
 
 
 def offset_of(fd: int, since: int) -> int:
-    """A line start at or before the first line with seq > since (binary search).
-
-    Returns a lower bound: the reader skips lines with seq <= since, so erring early
-    costs a short scan, never an event. A torn line (no seq) counts as "maybe after".
-    """
+    """A line start at or before the first line with seq > since (binary search): erring
+    early costs a short scan, never an event. A torn line (no seq) counts as "after"."""
     size = os.fstat(fd).st_size
     lo, hi = 0, size
     while hi - lo > 4096:

@@ -8,6 +8,7 @@ written by `flush()` in one transaction (`write`). Every failure and rebuild goe
 `notify`.
 """
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable
@@ -314,12 +315,9 @@ class Index:
     def set_aside(self, reason: str) -> None:
         """Move the database aside (kept for a post-mortem) and start an empty one, or one
         in memory when no file can be made; the caller refills it from the files."""
-        if self._w is not None:
-            try:
-                self.w.close()
-            except sqlite3.Error:
-                pass
-            self._w = None
+        with contextlib.suppress(sqlite3.Error):
+            self.close()
+        self._w = None
         self.set_aside_reason = reason
         self._unread.clear()
         self.pending = Pending()
@@ -619,11 +617,9 @@ class Index:
         return True
 
     def _rollback(self) -> None:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             if self.w.in_transaction:
                 self.w.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
 
     def _flush_failed(self, err: Exception) -> None:
         self.failures += 1

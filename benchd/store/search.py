@@ -142,11 +142,8 @@ class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 def match_expr(query: str) -> str:
-    """A user's words as an FTS5 expression: every word must occur (in subject or body).
-
-    Words are taken literally (quoted), so punctuation such as `fix-up` or `a.b` needs no
-    FTS5 syntax; a word ending in `*` matches as a prefix (`deploy*`).
-    """
+    """A user's words as an FTS5 expression: every word must occur (in subject or body),
+    taken literally (`fix-up`, `a.b`); a word ending in `*` matches as a prefix."""
     terms = []
     for word in query.split():
         prefix = word.endswith("*")
@@ -167,11 +164,8 @@ def search(
     since: str | None,
     limit: int,
 ) -> list[Hit]:
-    """Best matches first.
-
-    Up to `limit` + 1 rows, so the caller can say there were more. `senders`: the
-    spellings of one sender's address (`alice` and `alice@<this node>`).
-    """
+    """Best matches first, up to `limit` + 1 (the caller says there were more).
+    `senders`: the spellings of one sender's address (`alice`, `alice@<this node>`)."""
     # The mailbox is a filter on the joined row, not a phrase in the MATCH: a phrase of
     # the handle would be in every message of a big mailbox, and intersecting its
     # posting list costs O(mailbox) per query.
@@ -223,14 +217,8 @@ def named(db: sqlite3.Connection, ref: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def names(db: sqlite3.Connection, mail_id: str) -> list[str]:
-    """Every reference that may name the message `mail_id`: its id, and the origin of a
-    copy received from another node (what replies written on other nodes name)."""
-    rows = db.execute("SELECT origin FROM mail_origins WHERE id=?", (mail_id,))
-    return [mail_id, *dict.fromkeys(r[0] for r in rows)]
-
-
 def origin_of(db: sqlite3.Connection, mail_id: str) -> str | None:
-    """The identity on its node of a copy received from another node; None for mail
-    sent from this node."""
-    return next(iter(names(db, mail_id)[1:]), None)
+    """The identity on its node of a copy received from another node (what replies
+    written on other nodes name); None for mail sent from this node."""
+    row = db.execute("SELECT origin FROM mail_origins WHERE id=? LIMIT 1", (mail_id,))
+    return next((r[0] for r in row), None)
