@@ -70,7 +70,7 @@ class FrontMatter(
     key: str
     reply_to: tuple[str, ...] = ()
     in_reply_to: str | None = None
-    origin: str | None = None  # a copy from another node: its identity there (mailrefs)
+    origin: str | None = None  # a copy from another node: its identity there (names)
     # Mail queued for another node: its dedup id in JetStream (drawn once, so a republish
     # after a crash reuses it).
     nonce: str | None = None

@@ -4,7 +4,7 @@
 `mail_links` (a row per indexed message: its parent, and its thread's root and depth, so
 a thread is one indexed range: benchd/store/queries.py), `mail_text` (FTS5 over subject
 and body; its rowid is the link's) and `mail_origins` (a copy from another node by its
-identity there, benchd.core.mailrefs: a reply names its parent by it).
+identity there, benchd.core.names: a reply names its parent by it).
 """
 
 import sqlite3
