@@ -91,11 +91,6 @@ class FrontMatter(
             for name, attr in _NAMES
         ]
 
-    def to_dict(self) -> dict[str, Any]:
-        """The dict `parse` gives for the file `render` writes of this: the fields it
-        writes (no empty reply-to, no None), keyed by their names in the file."""
-        return {name: value for name, value in self.items() if value is not None and value != []}
-
 
 # Each field's name in the file and its attribute, in the file's order.
 _NAMES = tuple((f.encode_name, f.name) for f in msgspec.structs.fields(FrontMatter))
