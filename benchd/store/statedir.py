@@ -166,10 +166,10 @@ def _check_file(path: str, uid: int) -> None:
 # ---------------------------------------------------------------- no-follow opens
 
 
-def open_regular(path: str, flags: int = os.O_RDONLY) -> int:
-    """An fd for `path` only if it is a regular file: never follows a final symlink and
-    never blocks on a FIFO (OSError otherwise: ELOOP, or EINVAL for a non-regular file)."""
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def read_regular(path: str) -> bytes:
+    """The contents of `path` only if it is a regular file: never follows a final symlink
+    and never blocks on a FIFO (OSError otherwise: ELOOP, or EINVAL for a non-regular file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(22, "not a regular file", path)
@@ -177,12 +177,6 @@ def open_regular(path: str, flags: int = os.O_RDONLY) -> int:
     except BaseException:
         os.close(fd)
         raise
-    return fd
-
-
-def read_regular(path: str) -> bytes:
-    """The contents of a regular file, refusing links, FIFOs, sockets and directories."""
-    fd = open_regular(path)
     with os.fdopen(fd, "rb") as f:
         return f.read()
 
