@@ -499,7 +499,7 @@ class SendOp(Op[SendOk]):
         m = self.delivery.meta
         body = self.spec.body
         idx.add(self.spec.to, m.id, UNREAD, m.sender, m.subject, m.date, len(body), m.key, new=True)
-        idx.add_text(self.spec.to, m.id, m.sender, m.subject, body, m)
+        idx.add_text(self.spec.to, m.id, m, body)
 
 
 def _key_conflict(key: str) -> WireError:

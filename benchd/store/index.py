@@ -534,19 +534,11 @@ class Index:
         self.pending.keys.setdefault((sender, key), k)
         self.pending.changes.append(Insert(handle, row))
 
-    def add_text(
-        self,
-        handle: str,
-        mail_id: str,
-        sender: str,
-        subject: str,
-        body: bytes | str,
-        meta: FrontMatter,
-    ) -> None:
-        """See `AddText`; `meta` gives its links. Always follows an add() of the message,
-        which dated the pending changes."""
+    def add_text(self, handle: str, mail_id: str, meta: FrontMatter, body: bytes | str) -> None:
+        """See `AddText` (the rest from the message's front matter). Always follows an
+        add() of the message, which dated the pending changes."""
         self.pending.changes.append(
-            AddText(handle, mail_id, sender, subject, body, meta.in_reply_to, meta.origin)
+            AddText(handle, mail_id, meta.sender, meta.subject, body, meta.in_reply_to, meta.origin)
         )
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:

@@ -257,7 +257,7 @@ def reconcile(
             index.add(
                 handle, mail_id, state, meta.sender, meta.subject, meta.date, len(body), meta.key
             )
-            index.add_text(handle, mail_id, meta.sender, meta.subject, body, meta)
+            index.add_text(handle, mail_id, meta, body)
             if mail_id in logged:
                 continue
             recovered.append(

@@ -88,7 +88,7 @@ def test_an_index_from_before_the_origins_table_still_answers(tmp_path):
     index = Index(str(tmp_path / "index.sqlite"), now=still)
     index.add("bob", A, UNREAD, "operator", "", "d", 1, "k")
     meta = FrontMatter(id=A, sender="operator", to="bob", date="d", key="k")
-    index.add_text("bob", A, "operator", "", b"x", meta)
+    index.add_text("bob", A, meta, b"x")
     assert index.flush()
     index.w.execute("DROP TABLE mail_origins")
     index.close()
