@@ -103,15 +103,12 @@ Change = Insert | AddText | SetState | SetColumns | Remove
 
 
 class Pending:
-    """The changes since the last commit, and what they mean for reads (pure, in memory).
-
-    `rows` maps (handle, id) to the row as the database would now hold it, or None when
-    it was removed; `base` to the state the database holds for it (None: absent), so
-    counts can be adjusted.
-    """
+    """The changes since the last commit, and what they mean for reads (pure, in memory)."""
 
     def __init__(self) -> None:
         self.changes: list[Change] = []
+        # (handle, id) -> the row as the database would now hold it (None: removed), and
+        # the state the database holds for it (None: absent), so counts can be adjusted
         self.rows: dict[tuple[str, str], MailRow | None] = {}
         self.base: dict[tuple[str, str], int | None] = {}
         self.keys: dict[tuple[str, str], tuple[str, str]] = {}
@@ -130,8 +127,7 @@ class Pending:
             self.since = now
 
     def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
-        """Note a change of (handle, mail_id); `base` is its state in the database (None:
-        absent), kept from its first change since the commit."""
+        """Note a change of (handle, mail_id); its `base` is kept from the first."""
         self.date(now)
         self.base.setdefault((handle, mail_id), base)
         self.by_handle.setdefault(handle, set()).add(mail_id)
