@@ -74,13 +74,15 @@ OPERATOR_ONLY = {
     m.JournalAck: "acknowledge journal damage",
 }  # and every bridge/ verb (the bridge runs as the operator)
 
-# What a session may do only to the jobs it started (and theirs).
+# What a session may do only to the jobs it started (and theirs); a tail, to itself too.
 DESCENDANTS_ONLY: dict[type, str] = {
-    m.AgentAnswer: "answer approvals only for the jobs it started (and theirs), not for {}: "
-    "that is the operator's",
-    m.SessionType: "type only into the jobs it started (and theirs), not into {}: that is "
-    "the operator's",
-    m.JobWait: "wait only on the jobs it started (and theirs), not {}",
+    m.SessionTail: "tail only itself ({me}) and the jobs it started, not {name}: that is the "
+    "operator's",
+    m.AgentAnswer: "answer approvals only for the jobs it started (and theirs), not for "
+    "{name}: that is the operator's",
+    m.SessionType: "type only into the jobs it started (and theirs), not into {name}: that "
+    "is the operator's",
+    m.JobWait: "wait only on the jobs it started (and theirs), not {name}",
 }
 
 Family = Callable[[str], tuple[str, ...]]
@@ -128,18 +130,11 @@ def check(caller: Caller, req: m.Request, family: Family = lambda name: ()) -> N
                 "operator's",
             )
         return
-    if isinstance(req, m.SessionTail):
-        if not (_is_self(caller, req.handle) or _is_descendant(caller, req.handle, family)):
-            raise WireError(
-                "forbidden",
-                f"a session may tail only itself ({caller.handle}) and the jobs it "
-                f"started, not {req.handle}: that is the operator's",
-            )
-        return
-    if isinstance(req, (m.AgentAnswer, m.SessionType, m.JobWait)):
+    if isinstance(req, (m.SessionTail, m.AgentAnswer, m.SessionType, m.JobWait)):
         name = req.session if isinstance(req, m.JobWait) else req.handle
-        if not _is_descendant(caller, name, family):
-            said = DESCENDANTS_ONLY[type(req)].format(name)
+        itself = isinstance(req, m.SessionTail) and _is_self(caller, name)
+        if not (itself or _is_descendant(caller, name, family)):
+            said = DESCENDANTS_ONLY[type(req)].format(me=caller.handle, name=name)
             raise WireError("forbidden", f"a session may {said}")
         return
     if isinstance(req, m.SessionKill):
