@@ -361,7 +361,7 @@ class Index:
     def get_meta(self, k: str) -> str | None:
         if k in self.pending.meta:
             return self.pending.meta[k]
-        return self._read(lambda: self._db_meta(k))
+        return self.read(lambda w: self._db_meta(k))
 
     def set_meta(self, k: str, v: str) -> None:
         self.pending.date(self.now())
@@ -369,19 +369,16 @@ class Index:
 
     # ---------------------------------------------------------------- reads
 
-    def _read(self, fn: Callable[[], T]) -> T:
-        """A database read; a failure sets the file aside, rebuilds it and reads again."""
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A database read (the index's own, and benchd.store.queries'); a failure sets the
+        file aside, rebuilds it and reads again."""
         try:
-            return fn()
+            return fn(self.w)
         except sqlite3.Error as err:
             if self._rebuilding:
                 raise
             self.recover_now(f"a read failed: {err}")
-            return fn()
-
-    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A read by another store module (benchd.store.queries), under the same rule."""
-        return self._read(lambda: fn(self.w))
+            return fn(self.w)
 
     def quick_check(self) -> str:
         """SQLite's verdict on the file's b-trees ("ok" when sound)."""
@@ -395,7 +392,7 @@ class Index:
         k = (handle, mail_id)
         if k in self.pending.rows:
             return self.pending.rows[k]
-        return self._read(lambda: self._db_row(handle, mail_id))
+        return self.read(lambda w: self._db_row(handle, mail_id))
 
     def find_key(self, sender: str, key: str) -> KeyHit | None:
         hit = self.pending.keys.get((sender, key))
@@ -403,8 +400,8 @@ class Index:
             row = self.pending.rows.get(hit)
             if row is not None:
                 return KeyHit(hit[0], hit[1], row.state)
-        for handle, mail_id, state in self._read(
-            lambda: self.w.execute(
+        for handle, mail_id, state in self.read(
+            lambda w: w.execute(
                 "SELECT handle, id, state FROM messages WHERE sender=? AND key=?", (sender, key)
             ).fetchall()
         ):
@@ -419,7 +416,7 @@ class Index:
     def count(self, handle: str, state: int | None) -> int:
         """Messages in a mailbox: all of them (state None), or those in `state`."""
         q = "SELECT sum(n) FROM counts WHERE handle=? AND state=ifnull(?, state)"
-        (n,) = self._read(lambda: self.w.execute(q, (handle, state)).fetchone())
+        (n,) = self.read(lambda w: w.execute(q, (handle, state)).fetchone())
         return int(n or 0) + self.pending.count_delta(handle, state)
 
     def page(self, handle: str, state: int | None, after: str | None, limit: int) -> list[MailRow]:
@@ -433,9 +430,7 @@ class Index:
         else:
             q = _ROW + "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             args = (handle, state, after, want)
-        rows = self._read(
-            lambda: msgspec.convert(self.w.execute(q, args).fetchall(), list[MailRow])
-        )
+        rows = self.read(lambda w: msgspec.convert(w.execute(q, args).fetchall(), list[MailRow]))
         if not touched:
             return rows[: limit + 1]
         rows = [r for r in rows if r.mail_id not in touched]
@@ -450,14 +445,14 @@ class Index:
         return [r.mail_id for r in self.page(handle, UNREAD, after, limit)[:limit]]
 
     def newest_id(self) -> str | None:
-        row = self._read(lambda: self.w.execute("SELECT max(id) FROM messages").fetchone())
+        row = self.read(lambda w: w.execute("SELECT max(id) FROM messages").fetchone())
         ids = [row[0]] if row and row[0] else []
         ids += [k[1] for k, r in self.pending.rows.items() if r is not None]
         return max(ids) if ids else None
 
     def handles(self) -> list[str]:
         known = set(
-            self._read(lambda: [r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")])
+            self.read(lambda w: [r[0] for r in w.execute("SELECT DISTINCT handle FROM counts")])
         )
         return sorted(known | set(self.pending.by_handle))
 
@@ -496,7 +491,7 @@ class Index:
     ) -> dict[str, int]:
         """id -> int of the database's rows of `handle` (`q`), and of its pending rows
         (`value` of each; None leaves it out)."""
-        out: dict[str, int] = dict(self._read(lambda: self.w.execute(q, (handle,)).fetchall()))
+        out: dict[str, int] = dict(self.read(lambda w: w.execute(q, (handle,)).fetchall()))
         for mail_id in self.pending.by_handle.get(handle, ()):
             out.pop(mail_id, None)
             row = self.pending.rows[(handle, mail_id)]
@@ -564,7 +559,7 @@ class Index:
         p.changes.append(SetColumns(mail_id, cols))
 
     def get_state(self, mail_id: str) -> mailstates.StateRow | None:
-        row = self._read(lambda: mailstates.get(self.w, mail_id))
+        row = self.read(lambda w: mailstates.get(w, mail_id))
         over = self.pending.states.get(mail_id)
         if over:
             row = msgspec.structs.replace(row or mailstates.StateRow(mail_id), **over)
