@@ -384,15 +384,12 @@ class Index:
         """SQLite's verdict on the file's b-trees ("ok" when sound)."""
         return str(self.w.execute("PRAGMA quick_check").fetchone()[0])
 
-    def _db_row(self, handle: str, mail_id: str) -> MailRow | None:
-        row = self.w.execute(_ROW + "WHERE handle=? AND id=?", (handle, mail_id)).fetchone()
-        return None if row is None else MailRow(*row)
-
     def get(self, handle: str, mail_id: str) -> MailRow | None:
         k = (handle, mail_id)
         if k in self.pending.rows:
             return self.pending.rows[k]
-        return self.read(lambda w: self._db_row(handle, mail_id))
+        row = self.read(lambda w: w.execute(_ROW + "WHERE handle=? AND id=?", k).fetchone())
+        return None if row is None else MailRow(*row)
 
     def find_key(self, sender: str, key: str) -> KeyHit | None:
         hit = self.pending.keys.get((sender, key))

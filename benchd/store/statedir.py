@@ -18,7 +18,7 @@ from bench_wire import messages as m
 from bench_wire.client import resolve_dir, socket_path
 from bench_wire.errors import WireError
 from benchd.core.names import Log
-from benchd.store.fileio import free_bytes, write_all
+from benchd.store.fileio import write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
 DAMAGE_REPORT = "journal.damage"  # the journal damage found at starts, until acknowledged
@@ -297,10 +297,6 @@ def hold_room(bench_dir: str, reserve: int, log: Log) -> None:
         log.error("no room held for the next start", error=str(err))
     if held < want:
         log.warning("less room held for the next start", held=held, wanted=want)
-
-
-def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
-    return m.DiskHealth(free=free_bytes(bench_dir), full=full, reserve=reserve)
 
 
 def take_state_dir(wanted: str | None) -> str | int:
