@@ -95,27 +95,18 @@ class Bounce(Queue, frozen=True, kw_only=True):
 
 def front_matter(spec: Send, mail_id: str, key: str, date: str) -> FrontMatter:
     """The file's front matter for a send given its id."""
-    to: str
-    origin: str | None
-    nonce: str | None
-    match spec:
-        case Queue():
-            to, origin, nonce = spec.queued_for, None, spec.nonce
-        case Deliver():
-            to, origin, nonce = spec.to, f"{spec.origin_id}@{spec.origin_node}", None
-        case _:
-            to, origin, nonce = spec.to, None, None
+    origin = f"{spec.origin_id}@{spec.origin_node}" if isinstance(spec, Deliver) else None
     return FrontMatter(
         id=mail_id,
         sender=spec.sender,
-        to=to,
+        to=spec.address,
         subject=spec.subject,
         date=date,
         key=key,
         reply_to=spec.reply_to,
         in_reply_to=spec.in_reply_to,
         origin=origin,
-        nonce=nonce,
+        nonce=spec.nonce if isinstance(spec, Queue) else None,
     )
 
 
