@@ -130,13 +130,11 @@ def settle(
     if said is None:
         return msgspec.structs.replace(record, outcome=str(outcome))
     body = reply_body(said, job.handle, job.session, content, details)
-    first = {to: i for i, to in reversed(list(enumerate(job.reply_to)))}
-    replies = tuple(Reply(index=i, to=to, due=now) for to, i in sorted(first.items(), key=_index))
+    first: dict[str, int] = {}  # each address at its first index, in index order
+    for i, to in enumerate(job.reply_to):
+        first.setdefault(to, i)
+    replies = tuple(Reply(index=i, to=to, due=now) for to, i in first.items())
     return msgspec.structs.replace(record, outcome=said, body=body, replies=replies)
-
-
-def _index(item: tuple[str, int]) -> int:
-    return item[1]
 
 
 def due(record: JobRecord, now: int) -> list[Reply]:
