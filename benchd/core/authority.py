@@ -15,33 +15,23 @@ from typing import Protocol
 from bench_wire import messages as m
 from bench_wire.errors import WireError
 from benchd.core.names import OPERATOR
+from benchd.core.trees import TreeMember
 
-# Who is speaking to the daemon: a session or the operator (derived, never claimed).
 
-
-class CallerSession(Protocol):
+class CallerSession(TreeMember, Protocol):
     """What is read of a calling session (a benchd.runtime.roster Session): a protocol,
-    because the pure core does not import the runtime. Read-only, so the session's own
-    mutable attributes satisfy it."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def handle(self) -> str: ...
+    because the pure core does not import the runtime."""
 
     @property
     def live(self) -> bool: ...
-
-    @property
-    def lineage(self) -> tuple[str, ...]: ...
 
     @property
     def job(self) -> object: ...
 
 
 class Caller:
-    """Who is speaking: a session (by its secret or its pty) or the operator."""
+    """Who is speaking: a session (by its secret or its pty) or the operator (derived,
+    never claimed)."""
 
     __slots__ = ("handle", "session")
 
@@ -82,22 +72,17 @@ OPERATOR_ONLY = {
     m.SessionPrune: "forget exited sessions",
     m.DebugFault: "inject faults",
     m.JournalAck: "acknowledge journal damage",
-    m.BridgePull: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeForward: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeDeliver: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeReport: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeBounce: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeReceiptsPull: "use the bridge's verbs (the bridge runs as the operator)",
-    m.BridgeReceipts: "use the bridge's verbs (the bridge runs as the operator)",
-}
+}  # and every bridge/ verb (the bridge runs as the operator)
 
-# What a session may do only to the jobs it started (and theirs).
+# What a session may do only to the jobs it started (and theirs); a tail, to itself too.
 DESCENDANTS_ONLY: dict[type, str] = {
-    m.AgentAnswer: "answer approvals only for the jobs it started (and theirs), not for {}: "
-    "that is the operator's",
-    m.SessionType: "type only into the jobs it started (and theirs), not into {}: that is "
-    "the operator's",
-    m.JobWait: "wait only on the jobs it started (and theirs), not {}",
+    m.SessionTail: "tail only itself ({me}) and the jobs it started, not {name}: that is the "
+    "operator's",
+    m.AgentAnswer: "answer approvals only for the jobs it started (and theirs), not for "
+    "{name}: that is the operator's",
+    m.SessionType: "type only into the jobs it started (and theirs), not into {name}: that "
+    "is the operator's",
+    m.JobWait: "wait only on the jobs it started (and theirs), not {name}",
 }
 
 Family = Callable[[str], tuple[str, ...]]
@@ -113,11 +98,7 @@ def _is_descendant(caller: Caller, name: str, family: Family) -> bool:
     return s is not None and s.id in family(name)[1:]
 
 
-def _no_family(name: str) -> tuple[str, ...]:
-    return ()
-
-
-def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
+def check(caller: Caller, req: m.Request, family: Family = lambda name: ()) -> None:
     """Raise `forbidden` unless the permission matrix allows `req` for `caller`."""
     if caller.is_operator or isinstance(req, ANYONE):
         return
@@ -135,6 +116,8 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
             )
         return
     what = OPERATOR_ONLY.get(type(req))
+    if what is None and str(req.__struct_config__.tag).startswith("bridge/"):
+        what = "use the bridge's verbs (the bridge runs as the operator)"
     if what is not None:
         raise WireError("forbidden", f"a session may not {what}: that is the operator's")
     if isinstance(req, (m.MailList, m.MailRead, m.MailSearch)):
@@ -147,18 +130,11 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
                 "operator's",
             )
         return
-    if isinstance(req, m.SessionTail):
-        if not (_is_self(caller, req.handle) or _is_descendant(caller, req.handle, family)):
-            raise WireError(
-                "forbidden",
-                f"a session may tail only itself ({caller.handle}) and the jobs it "
-                f"started, not {req.handle}: that is the operator's",
-            )
-        return
-    if isinstance(req, (m.AgentAnswer, m.SessionType, m.JobWait)):
+    if isinstance(req, (m.SessionTail, m.AgentAnswer, m.SessionType, m.JobWait)):
         name = req.session if isinstance(req, m.JobWait) else req.handle
-        if not _is_descendant(caller, name, family):
-            said = DESCENDANTS_ONLY[type(req)].format(name)
+        itself = isinstance(req, m.SessionTail) and _is_self(caller, name)
+        if not (itself or _is_descendant(caller, name, family)):
+            said = DESCENDANTS_ONLY[type(req)].format(me=caller.handle, name=name)
             raise WireError("forbidden", f"a session may {said}")
         return
     if isinstance(req, m.SessionKill):
@@ -187,9 +163,6 @@ def check(caller: Caller, req: m.Request, family: Family = _no_family) -> None:
 # The operator's connections at once: half the default total; its commands hold one or
 # two each.
 OPERATOR_CONNECTIONS = 128
-
-# The operator's peer key is its handle: one name for the operator everywhere.
-OPERATOR_PEER = OPERATOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +201,7 @@ class Admission:
             return Refused(
                 f"the daemon is at its limit of {self.total} connections", "total", self.total
             )
-        if peer == OPERATOR_PEER:
+        if peer == OPERATOR:
             if mine >= self.per_operator:
                 return Refused(
                     f"the operator already holds {mine} connections (the limit)",
@@ -271,7 +244,7 @@ class Admission:
         else:
             self.held.pop(peer, None)
         self.in_all -= 1
-        if peer != OPERATOR_PEER:
+        if peer != OPERATOR:
             self.by_sessions -= 1
             if tree is not None:
                 t = self.by_tree.get(tree, 0) - 1

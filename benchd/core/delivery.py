@@ -1,35 +1,39 @@
 """The delivery states of one sent message, from what was recorded of it (pure).
 
-A message's facts (benchd.store.mailstates' row: when it was queued, delivered, woken,
-...; and the first reply the thread links name) become the list of states it reached,
-in order, and the one a listing shows. The order of precedence for that one:
+A message's row (`StateRow`, kept by benchd.store.mailstates) and the first reply the
+thread links name become the states it reached, in order, and the one a listing shows:
 replied > active > read (by a read) > woken > not-woken > delivered > queued. A wake
 retires the mail it announces, so woken mail is also `read` by the wake; the listing
 then says `woken` (or `active`), and `read` is kept for mail its recipient read itself.
 """
 
 from dataclasses import dataclass, field
-from typing import Protocol
+
+import msgspec
 
 from benchd.core.names import id_ms
 
 
-class Facts(Protocol):
-    """What is read of a message's state row (benchd.store.mailstates.StateRow)."""
+class StateRow(msgspec.Struct, array_like=True, gc=False):
+    """A message's row: who sent it to whom, and when it reached each state (None: not)."""
 
-    queued: int | None
-    delivered: int | None
-    woken: int | None
-    nw_reason: str | None
-    nw_at: int | None
-    nw_until: int | None
-    active: int | None
-    read_at: int | None
-    read_by: str | None
-    reader: str | None
-    replied_at: int | None
-    reply: str | None
-    node: str | None
+    id: str
+    sender: str | None = None
+    rcpt: str | None = None
+    sent: int | None = None
+    queued: int | None = None
+    delivered: int | None = None
+    woken: int | None = None
+    nw_reason: str | None = None
+    nw_at: int | None = None
+    nw_until: int | None = None
+    active: int | None = None
+    read_at: int | None = None
+    read_by: str | None = None
+    reader: str | None = None
+    replied_at: int | None = None
+    reply: str | None = None
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +45,7 @@ class Mark:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def marks(f: Facts, reply: str | None = None) -> list[Mark]:
+def marks(f: StateRow, reply: str | None = None) -> list[Mark]:
     """The states reached, in order (a local reply's id as `reply`)."""
     out: list[Mark] = []
     if f.queued is not None:
@@ -74,7 +78,7 @@ def marks(f: Facts, reply: str | None = None) -> list[Mark]:
     return out
 
 
-def _node(f: Facts) -> dict[str, str]:
+def _node(f: StateRow) -> dict[str, str]:
     return {"node": f.node} if f.node else {}
 
 

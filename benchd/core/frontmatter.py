@@ -1,11 +1,7 @@
 """The mail file format: YAML front matter, a blank line, then the body byte for byte
-(the fields and an example: docs/files.md).
-
-Every string is a YAML double-quoted scalar, so any subject parses with a standard YAML
-parser whatever it holds; characters YAML may not hold literally, and the line breaks
-it would fold inside quotes, are \\u escapes. `read` gives a checked `FrontMatter`,
-`parse` the raw dict under it, `render` writes either. `quote` is bench's one YAML
-quoting function (the job core's reply header uses it too, through `scalar`). Pure.
+(docs/files.md). Every string is a YAML double-quoted scalar, so any subject parses with
+a standard YAML parser; `quote` is bench's one YAML quoting function (the job core's
+reply header uses it too, through `scalar`). Pure.
 """
 
 import json
@@ -16,24 +12,16 @@ from typing import Any
 
 import msgspec
 
-
-def _yaml_printable(ch: str) -> bool:
-    # Printable for YAML and not a line break (NEL, LS and PS fold inside quotes). Tab,
-    # CR and LF never reach here: json.dumps has escaped them.
-    c = ord(ch)
-    return (
-        0x20 <= c <= 0x7E
-        or (0xA0 <= c <= 0xD7FF and c not in (0x2028, 0x2029))
-        or (0xE000 <= c <= 0xFFFD and c != 0xFEFF)
-        or 0x10000 <= c <= 0x10FFFF
-    )
-
-
-# What _yaml_printable refuses, found in one C scan: quote() runs for every field of
-# every message sent.
+# What YAML may not hold literally (and the line breaks NEL, LS and PS, which fold inside
+# quotes), found in one C scan: quote() runs for every field of every message sent. Tab,
+# CR and LF never reach it: encode_basestring has escaped them.
 _NOT_YAML_PRINTABLE = re.compile(
     "[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
+
+
+def _escape(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 def quote(value: str) -> str:
@@ -42,9 +30,9 @@ def quote(value: str) -> str:
     Not ASCII-escaped: YAML's \\u escapes are single UTF-16 units, so a JSON surrogate
     pair would read back as two characters; only what YAML may not hold is escaped."""
     out = encode_basestring(value)  # == json.dumps(value, ensure_ascii=False), faster
-    if _NOT_YAML_PRINTABLE.search(out) is None:
+    if _NOT_YAML_PRINTABLE.search(out) is None:  # nearly always: no new string
         return out
-    return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in out)
+    return _NOT_YAML_PRINTABLE.sub(_escape, out)
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
@@ -82,7 +70,7 @@ class FrontMatter(
     key: str
     reply_to: tuple[str, ...] = ()
     in_reply_to: str | None = None
-    origin: str | None = None  # a copy from another node: its identity there (mailrefs)
+    origin: str | None = None  # a copy from another node: its identity there (names)
     # Mail queued for another node: its dedup id in JetStream (drawn once, so a republish
     # after a crash reuses it).
     nonce: str | None = None
@@ -102,11 +90,6 @@ class FrontMatter(
             (name, list(self.reply_to) if name == "reply-to" else getattr(self, attr))
             for name, attr in _NAMES
         ]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The dict `parse` gives for the file `render` writes of this: the fields it
-        writes (no empty reply-to, no None), keyed by their names in the file."""
-        return {name: value for name, value in self.items() if value is not None and value != []}
 
 
 # Each field's name in the file and its attribute, in the file's order.

@@ -26,17 +26,11 @@ class Outcome(enum.StrEnum):
 # Cancellation is deliberate, so it is quiet (no replies), and an abandoned job never
 # ran (its spawner was told the spawn failed); every other ending is said as it is.
 _QUIET = frozenset({Outcome.CANCELLED, Outcome.ABANDONED})
-# Stored by earlier versions (a job whose daemon died under it): read as interrupted.
-_OLD_OUTCOMES = {"outcome_unknown": Outcome.INTERRUPTED}
 
 
-def reply_outcome(outcome: Outcome | str) -> str | None:
+def reply_outcome(outcome: Outcome) -> str | None:
     """The outcome a reply reports (the job's own word), or None for no reply."""
-    try:
-        said = _OLD_OUTCOMES.get(outcome) or Outcome(outcome)
-    except ValueError:
-        raise WireError("bad-outcome", f"unknown job outcome {outcome!r}") from None
-    return None if said in _QUIET else str(said)
+    return None if outcome in _QUIET else str(outcome)
 
 
 class Job(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,17 +93,15 @@ def _detail_lines(details: Mapping[str, str | int]) -> str:
 
 
 def reply_body(
-    outcome: Outcome | str,
+    said: str,
     agent_id: str,
     session_id: str,
     content: str,
     details: Mapping[str, str | int] | None = None,
 ) -> str:
-    """A reply's body: a small front-matter header (`outcome`, `agentId`, `sessionId`,
-    then `details` such as `ended` and `exitCode`), a blank line, then `content`."""
-    said = reply_outcome(outcome)
-    if said is None:
-        raise WireError("bad-outcome", f"a job {outcome} sends no replies")
+    """A reply's body: a small front-matter header (`outcome`: `said`, `agentId`,
+    `sessionId`, then `details` such as `ended` and `exitCode`), a blank line, then
+    `content`."""
     return (
         f"---\noutcome: {said}\nagentId: {scalar(agent_id)}\nsessionId: {scalar(session_id)}\n"
         f"{_detail_lines(details or {})}---\n\n{content}"
@@ -138,13 +130,11 @@ def settle(
     if said is None:
         return msgspec.structs.replace(record, outcome=str(outcome))
     body = reply_body(said, job.handle, job.session, content, details)
-    first = {to: i for i, to in reversed(list(enumerate(job.reply_to)))}
-    replies = tuple(Reply(index=i, to=to, due=now) for to, i in sorted(first.items(), key=_second))
+    first: dict[str, int] = {}  # each address at its first index, in index order
+    for i, to in enumerate(job.reply_to):
+        first.setdefault(to, i)
+    replies = tuple(Reply(index=i, to=to, due=now) for to, i in first.items())
     return msgspec.structs.replace(record, outcome=said, body=body, replies=replies)
-
-
-def _second(item: tuple[str, int]) -> int:
-    return item[1]
 
 
 def due(record: JobRecord, now: int) -> list[Reply]:

@@ -1,9 +1,7 @@
-"""Idempotency keys: what a caller may choose, and the keys bench derives from them.
-
-A key names one request of one sender, so a retry is recognised instead of acted on
-twice: 1-KEY_MAX characters without control characters; `outbox:` keys are bench's own.
-Bench derives a job's reply key, `outbox:<job key>:reply:<n>` (docs/jobs.md), and a
-reply's key per recipient, `<key>:<address>` (docs/protocol.md).
+"""Idempotency keys: what a caller may choose (1-KEY_MAX characters without control
+characters; `outbox:` keys are bench's own), and the keys bench derives from them: a
+job's reply key, `outbox:<job key>:reply:<n>` (docs/jobs.md), and a reply's key per
+recipient, `<key>:<address>` (docs/protocol.md).
 """
 
 from bench_wire.addresses import is_address

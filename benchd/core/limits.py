@@ -1,8 +1,5 @@
-"""Sender limits: what a flood meets and no real agent does. Pure (no I/O, no clock).
-
-Which limits there are, their options and codes: docs/limits.md. A session and every
-job below it draw on the bucket of the tree's root (benchd.core.trees), so delegating
-multiplies nothing.
+"""Sender limits: what a flood meets and no real agent does (docs/limits.md). Pure. A
+session and every job below it draw on the bucket of the tree's root (benchd.core.trees).
 """
 
 import math
@@ -98,9 +95,7 @@ class Refusal:
     code: str  # rate-limited, mailbox-full or too-many-recipients
     message: str
     limit: int
-    # Refusals this one stands for in the logs (benchd.core.limits): 0, only counted;
-    # else log it and record an event with this count.
-    count: int
+    count: int  # refusals it stands for in the logs (Floods.count; 0: only counted)
     retry_after: float | None = None  # seconds (rate-limited only)
     tree: str | None = None  # a tree's budget: the root's session id
     budget: str | None = None  # which: sends, bytes or mailboxes
@@ -114,8 +109,7 @@ class SendLimits:
     def __init__(self, limits: Limits, floods: Floods | None = None):
         self.limits = limits
         self.buckets: dict[str, TokenBucket] = {}
-        # Which refusals are written down: the daemon's one Floods, shared with the
-        # other refusals (waits, spawns, connections).
+        # The daemon's one Floods, shared with the other refusals (waits, spawns, ...).
         self.floods = Floods() if floods is None else floods
         self.trees = TreeBudgets(TreeLimits(limits.tree_bytes, limits.tree_mailboxes))
 
@@ -189,7 +183,6 @@ class SendLimits:
                 "nothing was sent",
                 b.burst,
                 now,
-                retry_after=None,
             )
         if b.take(now, n):
             return None

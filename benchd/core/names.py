@@ -1,12 +1,13 @@
-"""Names and the time they carry: handles, message ids (time-sortable: `IdClock`), and the
-daemon's one wall clock. Pure but for that clock. And the port every layer logs through
-(`Log`; benchd.runtime.system writes it to benchd.log).
+"""Names and the time they carry: handles, message ids (time-sortable: `IdClock`) and
+references to them (a message that crossed nodes is named everywhere by the id its
+sending node gave it, `<id>@<node>`, kept in a received copy's `origin`; `in-reply-to`
+is bare within a node for mail sent from it, always full between nodes), the daemon's
+one wall clock, and the port every layer logs through (`Log`).
 
 Monotonic time is trio's, read in the task that acts on it, so a test under
-`trio.testing.MockClock` drives every timing rule and every sleep together; nothing
-monotonic is written to disk. Wall time (what is written or shown) comes from one
-injected `WallClock`; `SystemWallClock` is the one place in benchd that reads the
-system's clocks (ARCHITECTURE.md, "One home per concept"; tests/unit/test_clock_reads.py).
+`trio.testing.MockClock` drives every timing rule and every sleep together. Wall time
+(what is written or shown) comes from one injected `WallClock`; `SystemWallClock` is the
+one place in benchd that reads the system's clocks (tests/unit/test_clock_reads.py).
 """
 
 import calendar
@@ -58,12 +59,9 @@ def _stamps(secs: int) -> tuple[str, str]:
 
 
 class IdClock:
-    """Hands out unique ids that sort by send time, also across restarts.
-
-    An id is the send time in ms plus a counter; if the wall clock steps back or a
-    millisecond's 9999 ids are used up, time is borrowed from the future so ids stay
-    strictly increasing. `last` seeds it from the newest id already on disk.
-    """
+    """Hands out unique ids that sort by send time, also across restarts: if the wall
+    clock steps back or a millisecond's 9999 ids are used up, time is borrowed from the
+    future. `last` seeds it from the newest id already on disk."""
 
     def __init__(self, last: str | None = None):
         self._ms = 0
@@ -71,8 +69,7 @@ class IdClock:
         self.resume(last)
 
     def resume(self, last: str | None) -> None:
-        """Go on after `last` (the newest id on disk, known once the start-up has listed
-        every file) unless this clock is past it already."""
+        """Go on after `last` (the newest id on disk) unless this clock is past it."""
         at = id_ms(last) if last else None
         if last and at is not None and (at, int(last[-4:])) > (self._ms, self._n):
             self._ms, self._n = at, int(last[-4:])
@@ -94,6 +91,48 @@ def id_ms(mail_id: str) -> int | None:
         return None
     t = time.strptime(mail_id[:15], "%Y%m%dT%H%M%S")
     return calendar.timegm(t) * 1000 + int(mail_id[16:19])
+
+
+def split_ref(value: object) -> tuple[str, str | None]:
+    """`<id>` -> (id, None); `<id>@<node>` -> (id, node); else bad-id."""
+    if isinstance(value, str):
+        mail_id, at, node = value.partition("@")
+        if MAIL_ID_RE.fullmatch(mail_id) and (not at or is_handle(node)):
+            return mail_id, node if at else None
+    raise WireError(
+        "bad-id",
+        f"{value!r} is not a message id (they look like 20261130T045611.123Z-0001, or "
+        "20261130T045611.123Z-0001@node2 for a message as the node it was sent from named it)",
+    )
+
+
+def check_ref(value: object) -> str:
+    mail_id, node = split_ref(value)
+    return mail_id if node is None else f"{mail_id}@{node}"
+
+
+def local_ref(ref: str, own: str) -> str:
+    """A reference as this node writes it: a message sent from here by its bare id."""
+    mail_id, node = split_ref(ref)
+    return mail_id if node == own else ref
+
+
+def full_ref(ref: str, own: str) -> str:
+    """A reference as it crosses to another node: always with the node it names."""
+    mail_id, node = split_ref(ref)
+    return ref if node is not None else f"{mail_id}@{own}"
+
+
+def received_ref(ref: str, origin: str, own: str) -> str:
+    """A reference in mail from node `origin`, as this node writes it: a bare id there
+    (from a bench that sent bare ids) names a message of `origin`."""
+    return local_ref(full_ref(ref, origin), own)
+
+
+def identity(mail_id: str, origin: str | None, own: str) -> str:
+    """A message's identity: its origin when it was received from another node, else
+    its id here with this node's name."""
+    return origin or f"{mail_id}@{own}"
 
 
 class Log(Protocol):

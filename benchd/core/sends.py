@@ -1,10 +1,6 @@
-"""What a durable mail operation does, as frozen values: one kind per operation (each
-class says what it is), and what each kind writes and logs (pure: no I/O).
-
-A send is checked once (`benchd.runtime.mailroom.Mailroom.check_send`) and from then on
-is a value nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it. A change
-of kind makes a new value from the old one's fields (`Queue.of`), so what an op will
-write is fixed when it is made.
+"""What a durable mail operation does, as frozen values (one kind per operation), and
+what each kind writes and logs (pure). A send is checked once (`Mailroom.check_send`),
+then is a value nothing changes; the committer's op (`SendOp`, `RetireOp`) runs it.
 """
 
 from typing import Self
@@ -30,8 +26,7 @@ class Send(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def capped(self) -> bool:
-        """Whether the mailbox's unread caps apply (not to the outbound queue: the
-        receiving node applies its own)."""
+        """Whether the mailbox's unread caps apply (the outbound queue's: the far node's)."""
         return True
 
     @property
@@ -100,27 +95,18 @@ class Bounce(Queue, frozen=True, kw_only=True):
 
 def front_matter(spec: Send, mail_id: str, key: str, date: str) -> FrontMatter:
     """The file's front matter for a send given its id."""
-    to: str
-    origin: str | None
-    nonce: str | None
-    match spec:
-        case Queue():
-            to, origin, nonce = spec.queued_for, None, spec.nonce
-        case Deliver():
-            to, origin, nonce = spec.to, f"{spec.origin_id}@{spec.origin_node}", None
-        case _:
-            to, origin, nonce = spec.to, None, None
+    origin = f"{spec.origin_id}@{spec.origin_node}" if isinstance(spec, Deliver) else None
     return FrontMatter(
         id=mail_id,
         sender=spec.sender,
-        to=to,
+        to=spec.address,
         subject=spec.subject,
         date=date,
         key=key,
         reply_to=spec.reply_to,
         in_reply_to=spec.in_reply_to,
         origin=origin,
-        nonce=nonce,
+        nonce=spec.nonce if isinstance(spec, Queue) else None,
     )
 
 

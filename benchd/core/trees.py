@@ -1,12 +1,9 @@
-"""Budgets per tree of sessions. Pure (no I/O, no clock).
+"""Budgets per tree of sessions, and delegation's limits. Pure (no I/O, no clock).
 
 A session the operator spawned is the root of a tree; whatever its descendants do is
 charged to the root's budgets (docs/limits.md), so delegating never multiplies what one
-agent may do.
-
-Each budget is a sliding hour summed per minute (at most 60 numbers per tree, whatever
-the traffic). A request is checked against all of them before anything is spent: it is
-charged whole or refused whole.
+agent may do. Each budget is a sliding hour summed per minute (at most 60 numbers per
+tree); a request is charged whole or refused whole.
 """
 
 import collections
@@ -226,9 +223,6 @@ class Quota:
             kids.discard(child)
             if not kids:
                 del self.children[parent]
-
-    def forget(self, parent: str) -> None:
-        self.spawns.pop(parent, None)
 
 
 def derived_handle(parent: str, taken: Callable[[str], bool]) -> str:

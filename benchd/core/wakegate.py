@@ -3,13 +3,8 @@
 Pure decisions, in the manner of h11: the reactor feeds it facts (when output and input
 were last seen, whether the ready pattern holds, whether the screen changed after an
 Enter, the time) and carries out the action it answers, so every timing rule of a wake
-is tested in-process (tests/unit/test_wakegate.py). Its two phases, `readiness()` and
-`EnterCheck`, are docs/reactor.md's "How a wake lands".
-
-A ready pattern (`compile_pattern`) is run by RE2, in time linear in the text, so no
-pattern can hold the event loop (Python's `re` backtracks: `(a+)+$` against 27 `a`s and
-a `!` takes seconds); RE2 has no backreferences or lookaround (`bad-pattern`), and a
-match looks at the last MATCH_CHARS characters only.
+is tested in-process. Its two phases, `readiness()` and `EnterCheck`, are
+docs/reactor.md's "How a wake lands".
 """
 
 import re
@@ -213,6 +208,8 @@ def for_shell(line: str, shell: str | None) -> str:
     return ": '" + line.replace("'", "'\\''") + "'"
 
 
+# Ready patterns run in RE2, in time linear in the text, so no pattern can hold the event
+# loop (Python's `re` backtracks: `(a+)+$` against 27 `a`s and a `!` takes seconds).
 MATCH_CHARS = 4096  # the most text one match looks at (the end of it is kept)
 PATTERN_CHARS = 1000  # the longest pattern accepted
 

@@ -19,7 +19,7 @@ from bench_wire.messages import (
     ReadOk,
     SendOk,
 )
-from benchd.core import frontmatter, keys, mailrefs, sends
+from benchd.core import frontmatter, keys, sends
 from benchd.core.frontmatter import FrontMatter
 from benchd.core.names import (
     OPERATOR,
@@ -28,6 +28,7 @@ from benchd.core.names import (
     WallClock,
     check_handle,
     check_mail_id,
+    check_ref,
     format_ms,
 )
 from benchd.core.sends import Retire, Send, WakeRetire
@@ -119,7 +120,7 @@ class Mailroom:
         for h in reply_to or []:
             check_address(h, "reply-to")  # a handle, or handle@node on another node
         if in_reply_to is not None:
-            mailrefs.check_ref(in_reply_to)  # an id here, or <id>@<node> sent from there
+            check_ref(in_reply_to)  # an id here, or <id>@<node> sent from there
         if len(subject) > SUBJECT_CHARS:
             raise WireError(
                 "subject-too-long",
@@ -469,7 +470,7 @@ class SendOp(Op[SendOk]):
         m = self.delivery.meta
         body = self.spec.body
         idx.add(self.spec.to, m.id, UNREAD, m.sender, m.subject, m.date, len(body), m.key, new=True)
-        idx.add_text(self.spec.to, m.id, m.sender, m.subject, body, m)
+        idx.add_text(self.spec.to, m.id, m, body)
 
 
 def _key_conflict(key: str) -> WireError:

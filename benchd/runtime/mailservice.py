@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from bench_wire import messages as m
 from bench_wire.addresses import resolve
 from bench_wire.errors import WireError
-from benchd.core import keys, mailrefs
+from benchd.core import keys
 from benchd.core.authority import Caller
 from benchd.core.frontmatter import FrontMatter
+from benchd.core.names import check_ref, local_ref
 from benchd.core.sends import Queue, Send
 from benchd.runtime.mailroom import Mailroom
 from benchd.runtime.outbound import Outbound
@@ -64,8 +65,8 @@ class MailService:
 
     def reference(self, ref: str) -> str:
         """The message an in-reply-to names, as this node writes it: by its identity, so a
-        copy received from another node is named by its origin (benchd.core.mailrefs)."""
-        ref = mailrefs.local(mailrefs.check_ref(ref), self.node)
+        copy received from another node is named by its origin (benchd.core.names)."""
+        ref = local_ref(check_ref(ref), self.node)
         if "@" in ref:
             return ref
         return self.queries.origin_of(ref) or ref
@@ -87,7 +88,7 @@ class MailService:
     def local_id(self, ref: object) -> str:
         """The id here of a message named by its id or by its identity across nodes; a
         reference to a message this node holds no copy of is no-such-message."""
-        ref = mailrefs.local(mailrefs.check_ref(ref), self.node)
+        ref = local_ref(check_ref(ref), self.node)
         if "@" not in ref:
             return ref
         ids = self.queries.named(ref)

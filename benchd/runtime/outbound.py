@@ -13,7 +13,7 @@ import trio
 from bench_wire import messages as m
 from bench_wire.addresses import check_address, resolve, split_address
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, mailrefs
+from benchd.core import frontmatter, names
 from benchd.core.frontmatter import FrontMatter, check_subject
 from benchd.core.names import MAIL_ID_RE, SYSTEM_WALL, WallClock, check_mail_id
 from benchd.core.sends import Bounce, Deliver, Forward, Queue
@@ -227,7 +227,7 @@ class Outbound:
         """Its `in-reply-to` as this node writes it; None if none or a bad one."""
         try:
             ref = msg.in_reply_to
-            return None if ref is None else mailrefs.received(ref, origin, self.node)
+            return None if ref is None else names.received_ref(ref, origin, self.node)
         except WireError:
             return None
 
@@ -263,7 +263,7 @@ class Outbound:
             self.node, msg.mail_id, msg.to, msg.subject, msg.key, error.code, error.message
         )
         # In reply to the original by its identity (its id on its sender's node), as
-        # references between nodes always are (benchd.core.mailrefs).
+        # references between nodes always are (benchd.core.names).
         original = f"{msg.mail_id}@{origin}" if MAIL_ID_RE.fullmatch(msg.mail_id) else None
         subject = bounce_subject(error.code, msg.subject)
         key = bounce_key(origin, msg.sender, msg.key)
@@ -298,7 +298,7 @@ def remote_mail(meta: FrontMatter, body: bytes, own: str) -> m.RemoteMail:
     """A queued message as the bridge publishes it (its in-reply-to in full)."""
     in_reply_to = meta.in_reply_to
     if in_reply_to is not None:
-        in_reply_to = mailrefs.full(in_reply_to, own)
+        in_reply_to = names.full_ref(in_reply_to, own)
     return m.RemoteMail(
         mail_id=meta.id,
         sender=meta.sender,

@@ -18,7 +18,7 @@ from bench_wire import messages as m
 from bench_wire.client import socket_path
 from bench_wire.errors import WireError
 from benchd.core import authority
-from benchd.core.authority import OPERATOR_PEER, Caller, Refused
+from benchd.core.authority import Caller, Refused
 from benchd.core.names import OPERATOR
 from benchd.core.trees import root_of
 from benchd.runtime.placement import peer_of
@@ -120,7 +120,7 @@ class Daemon:
             session: Session | None = None
             try:
                 session = self.svc.sessions.placer.place(peer)
-                peer_key = OPERATOR_PEER if session is None else session.id
+                peer_key = OPERATOR if session is None else session.id
                 conn.placed = (
                     Caller(OPERATOR) if session is None else Caller(session.handle, session)
                 )

@@ -46,6 +46,7 @@ from benchd.server.connection import Connection
 from benchd.server.options import DaemonConfig, reactor_settings, send_limits
 from benchd.store import statedir
 from benchd.store.eventlog import EventLog
+from benchd.store.fileio import free_bytes
 from benchd.store.index import Index
 from benchd.store.journal import Journal
 from benchd.store.outbox import JobFiles
@@ -309,8 +310,8 @@ def build(config: DaemonConfig, opened: Opened) -> Wired:
         hub=hub,
         eventlog=o.eventlog,
         limiter=limiter,
-        disk_health=lambda: statedir.disk_health(
-            o.bench_dir, committer.disk_full, statedir.DISK_RESERVE
+        disk_health=lambda: m.DiskHealth(
+            free=free_bytes(o.bench_dir), full=committer.disk_full, reserve=statedir.DISK_RESERVE
         ),
         damage=o.damage,
         bridge=BridgeDesk(committer.enqueue, committer.record, log),

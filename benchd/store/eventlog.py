@@ -2,14 +2,13 @@
 increasing, `ts` in ms, `kind`, fields).
 
 Only the committer appends, a batch at a time and without a flush: the batch's journal
-record makes the lines durable (store/journal.py). Only the journal's replay rewrites
-it. A torn last line (from before the journal, or a hand edit) gets its newline at
-open, so it stays a line of its own that readers skip. `--since` searches by byte
-offset (seq is near the start of every line): O(log size). Past `--event-log-bytes`
-it is rotated to events.1.jsonl, which readers read first (docs/durability.md, "The
-event log's bound").
+record makes the lines durable (store/journal.py); only the journal's replay rewrites
+it. `--since` searches by byte offset (seq is near the start of every line). Past
+`--event-log-bytes` it is rotated to events.1.jsonl (docs/durability.md, "The event
+log's bound").
 """
 
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -133,12 +132,10 @@ class EventLog:
         return before, data
 
     def truncate(self, offset: int) -> None:
-        """Take back a write whose batch did not commit (best effort: if even this
-        fails, readers skip the fragment and seq stays monotonic)."""
-        try:
+        """Take back a write whose batch did not commit (best effort: readers skip a
+        fragment left behind)."""
+        with contextlib.suppress(OSError):
             os.ftruncate(self.fd, offset)
-        except OSError:
-            pass
 
     def close(self) -> None:
         os.close(self.fd)
@@ -183,16 +180,13 @@ def _read(f: BinaryIO, since: int, upto: int | None) -> Iterator[Record]:
 
 
 def offset_of(fd: int, since: int) -> int:
-    """A line start at or before the first line with seq > since (binary search).
-
-    Returns a lower bound: the reader skips lines with seq <= since, so erring early
-    costs a short scan, never an event. A torn line (no seq) counts as "maybe after".
-    """
+    """A line start at or before the first line with seq > since (binary search): erring
+    early costs a short scan, never an event. A torn line (no seq) counts as "after"."""
     size = os.fstat(fd).st_size
     lo, hi = 0, size
     while hi - lo > 4096:
         mid = (lo + hi) // 2
-        start = _line_start(fd, mid, size)
+        start = _next_line(fd, mid - 1, size)  # the first line starting at mid or after
         if start >= hi:
             hi = mid
             continue
@@ -202,16 +196,6 @@ def offset_of(fd: int, since: int) -> int:
         else:
             hi = start
     return lo
-
-
-def _line_start(fd: int, pos: int, size: int) -> int:
-    if pos <= 0:
-        return 0
-    if pos >= size:
-        return size
-    if os.pread(fd, 1, pos - 1) == b"\n":
-        return pos
-    return _next_line(fd, pos, size)
 
 
 def _next_line(fd: int, pos: int, size: int) -> int:

@@ -1,8 +1,6 @@
-"""Making files durable: small helpers, each written once (`write_all`, `fsync_dir`,
-`replace_file`), the flusher, and `faults`: test-only fault injection (a named I/O
-point made to fail with a chosen errno), armed through the `debug/fault` verb, which
-the daemon refuses unless started with `--test-hooks`; with nothing armed a check is
-one dict lookup.
+"""Making files durable, each helper written once (`write_all`, `fsync_dir`,
+`replace_file`, the `Flusher`), and `faults`: test-only fault injection at named I/O
+points, armed through the `debug/fault` verb (refused unless `--test-hooks`).
 """
 
 import errno
@@ -41,8 +39,7 @@ def free_bytes(path: str) -> int:
 
 def replace_file(path: str, data: bytes, tmp: str | None = None) -> None:
     """Make `path` hold exactly `data` (through `tmp`, by default `path.tmp`, fsynced and
-    renamed over it), so a crash leaves the old file or the new one. The name is durable
-    once the directory is fsynced (fsync_dir), if the caller needs it."""
+    renamed over it), so a crash leaves the old file or the new one."""
     tmp = path + ".tmp" if tmp is None else tmp
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
@@ -53,9 +50,8 @@ def replace_file(path: str, data: bytes, tmp: str | None = None) -> None:
     os.rename(tmp, path)
 
 
-# The flusher: an fsync (fdatasync for files) of each, issued together from worker
-# threads, for the journal's checkpoints and its replay. Never syncfs(2): it would wait
-# for every dirty page another program left on the filesystem (docs/durability.md).
+# The flusher: the journal's checkpoints' and replay's fsyncs, issued together from worker
+# threads. Never syncfs(2): it would wait for every other program's dirty pages.
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 

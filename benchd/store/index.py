@@ -1,42 +1,249 @@
 """The mail index: SQLite, so send, list and read cost O(page) / O(log n), not O(mailbox).
 
-A cache the files in mail/ can rebuild: per message what a listing shows, its state and
-its key, and a count per (handle, state). Two layers, both used on the event loop only:
-`pending` in memory (every change since the last commit; it cannot fail, so an answered
+A cache the files in mail/ can rebuild (docs/durability.md, "The index is a cache"), in
+two layers, both used on the event loop only: `pending` in memory (every change since
+the last commit, each a frozen value of a tagged union; it cannot fail, so an answered
 send is found whatever SQLite does; reads merge it over the database), and the database,
-written by `flush()` in one transaction (benchd.store.indexdb). A failed flush keeps
-`pending` and is retried with backoff; corruption, or a failure that persists, sets the
-file aside and rebuilds it from the files (docs/durability.md, "The index is a cache").
-Every failure and rebuild goes to `notify(kind, **fields)`.
+written by `flush()` in one transaction (`write`). Every failure and rebuild goes to
+`notify`.
 """
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, assert_never
 
 import msgspec
 import trio
 
 from bench_wire import messages as m
 from benchd.core.frontmatter import FrontMatter
-from benchd.store import indexdb, mailstates
-from benchd.store.indexdb import MEMORY, AddText, Insert, Remove, SetColumns, SetState
+from benchd.store import mailstates, search
+from benchd.store.fileio import faults
+from benchd.store.mailstates import Columns
 
-# Re-exported: the runtime and the server import the states, rows and Pending from here.
-from benchd.store.indexdb import READ as READ
-from benchd.store.indexdb import UNREAD as UNREAD
-from benchd.store.indexdb import KeyHit as KeyHit
-from benchd.store.indexdb import MailRow as MailRow
-from benchd.store.indexdb import Pending as Pending
-from benchd.store.indexdb import is_corrupt as is_corrupt
-
-SCHEMA_VERSION = indexdb.SCHEMA_VERSION
+UNREAD, READ = 0, 1
 STATE_NAMES: dict[int, Literal["unread", "read"]] = {UNREAD: "unread", READ: "read"}
 PERSISTENT_FAILURES = 8  # consecutive failed flushes after which the file is rebuilt
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 2.0
+
+
+class MailRow(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One message as the index holds it: what a listing shows, its state and its key.
+
+    A Struct rather than a NamedTuple: msgspec.convert builds a page of them from the
+    cursor's tuples in C (measured: a NamedTuple per row cost the 51-row page query
+    about twice as much on top of the bare fetch)."""
+
+    mail_id: str
+    sender: str
+    subject: str
+    date: str
+    state: int  # UNREAD or READ
+    size: int
+    key: str
+
+
+class KeyHit(msgspec.Struct, frozen=True, gc=False):
+    """Where an idempotency key's message is."""
+
+    handle: str
+    mail_id: str
+    state: int
+
+
+# The index's changes, one frozen value per kind, applied by `write` at the next flush.
+
+
+class Insert(msgspec.Struct, frozen=True, gc=False):
+    """A message indexed (INSERT OR IGNORE: one already there is left as it is)."""
+
+    handle: str
+    row: MailRow
+
+
+class AddText(msgspec.Struct, frozen=True, gc=False):
+    """What search and threads need of a message (benchd/store/search.py)."""
+
+    handle: str
+    mail_id: str
+    sender: str
+    subject: str
+    body: bytes | str
+    in_reply_to: str | None
+    origin: str | None
+
+
+class SetState(msgspec.Struct, frozen=True, gc=False):
+    """A message moved between unread and read."""
+
+    handle: str
+    mail_id: str
+    state: int
+
+
+class SetColumns(msgspec.Struct, frozen=True, gc=False):
+    """Delivery-state columns of a sent message set (benchd/store/mailstates.py)."""
+
+    mail_id: str
+    cols: Columns
+
+
+class Remove(msgspec.Struct, frozen=True, gc=False):
+    """A message dropped from the index (its file is gone)."""
+
+    handle: str
+    mail_id: str
+
+
+Change = Insert | AddText | SetState | SetColumns | Remove
+
+
+class Pending:
+    """The changes since the last commit, and what they mean for reads (pure, in memory)."""
+
+    def __init__(self) -> None:
+        self.changes: list[Change] = []
+        # (handle, id) -> the row as the database would now hold it (None: removed), and
+        # the state the database holds for it (None: absent), so counts can be adjusted
+        self.rows: dict[tuple[str, str], MailRow | None] = {}
+        self.base: dict[tuple[str, str], int | None] = {}
+        self.keys: dict[tuple[str, str], tuple[str, str]] = {}
+        self.by_handle: dict[str, set[str]] = {}
+        self.meta: dict[str, str] = {}
+        # mail id -> the delivery-state columns set since the commit (benchd.store.mailstates)
+        self.states: dict[str, Columns] = {}
+        self.since = 0.0  # the index clock's reading at the oldest change
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+    def date(self, now: float) -> None:
+        """Date the first change since the commit with `now` (the index's clock)."""
+        if not self.changes and not self.meta:
+            self.since = now
+
+    def touch(self, handle: str, mail_id: str, base: int | None, now: float) -> None:
+        """Note a change of (handle, mail_id); its `base` is kept from the first."""
+        self.date(now)
+        self.base.setdefault((handle, mail_id), base)
+        self.by_handle.setdefault(handle, set()).add(mail_id)
+
+    def count_delta(self, handle: str, state: int | None) -> int:
+        d = 0
+        for mail_id in self.by_handle.get(handle, ()):
+            before = self.base[(handle, mail_id)]
+            row = self.rows[(handle, mail_id)]
+            now = None if row is None else row.state
+            if state is None:
+                d += (now is not None) - (before is not None)
+            else:
+                d += (now == state) - (before == state)
+        return d
+
+
+SCHEMA_VERSION = "1"
+
+SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS messages(
+  handle TEXT NOT NULL, id TEXT NOT NULL, state INTEGER NOT NULL,
+  sender TEXT NOT NULL, subject TEXT NOT NULL, date TEXT NOT NULL,
+  size INTEGER NOT NULL, key TEXT NOT NULL,
+  PRIMARY KEY (handle, id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS by_state ON messages(handle, state, id);
+CREATE INDEX IF NOT EXISTS by_key ON messages(sender, key);
+CREATE TABLE IF NOT EXISTS counts(
+  handle TEXT NOT NULL, state INTEGER NOT NULL, n INTEGER NOT NULL,
+  PRIMARY KEY (handle, state)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+"""
+    + mailstates.SCHEMA
+)
+
+
+def write(w: sqlite3.Connection, p: Pending) -> None:
+    """Apply `p`'s changes and meta in one transaction (BEGIN IMMEDIATE ... COMMIT).
+    Raises sqlite3.Error with the transaction open: the caller rolls back and keeps `p`."""
+    w.execute("BEGIN IMMEDIATE")
+    faults.check("index")
+    # The counts change once per (handle, state) per commit, not once per message:
+    # a batch of sends to one mailbox is one upsert.
+    bumps: dict[tuple[str, int], int] = {}
+    for change in p.changes:
+        match change:
+            case Insert(handle, MailRow(state=state) as row):
+                if w.execute(
+                    "INSERT OR IGNORE INTO messages(handle, id, sender, subject, date, state, "
+                    "size, key) VALUES (?,?,?,?,?,?,?,?)",
+                    (handle, *msgspec.structs.astuple(row)),
+                ).rowcount:
+                    bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
+            case SetState(handle, mail_id, state):
+                row = w.execute(
+                    "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
+                ).fetchone()
+                if row is not None and row[0] != state:
+                    w.execute(
+                        "UPDATE messages SET state=? WHERE handle=? AND id=?",
+                        (state, handle, mail_id),
+                    )
+                    bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
+                    bumps[(handle, state)] = bumps.get((handle, state), 0) + 1
+            case AddText():
+                search.add(w, *msgspec.structs.astuple(change))
+            case SetColumns(mail_id, cols):
+                mailstates.write(w, mail_id, cols)
+            case Remove(handle, mail_id):
+                row = w.execute(
+                    "SELECT state FROM messages WHERE handle=? AND id=?", (handle, mail_id)
+                ).fetchone()
+                if row is not None:
+                    w.execute("DELETE FROM messages WHERE handle=? AND id=?", (handle, mail_id))
+                    bumps[(handle, row[0])] = bumps.get((handle, row[0]), 0) - 1
+                search.remove(w, handle, mail_id)
+            case _:
+                assert_never(change)
+    w.executemany(  # even a count of 0: its row names the mailbox
+        "INSERT INTO counts(handle, state, n) VALUES (?,?,?) "
+        "ON CONFLICT(handle, state) DO UPDATE SET n = n + excluded.n",
+        [(handle, state, d) for (handle, state), d in bumps.items()],
+    )
+    for k, v in p.meta.items():
+        w.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (k, v))
+    w.execute("COMMIT")
+
+
+# Opening the index: each caller says BEGIN itself (isolation_level=None); each
+# connection is used from the event loop's thread only (check_same_thread=False); WAL
+# with synchronous=NORMAL, no fsync (the index is rebuilt from the mail files); a busy
+# timeout of 0: a lock another program holds fails a commit at once (retried later), so
+# the loop never waits on it.
+
+
+MEMORY = ":memory:"  # a database in memory (the index's fallback when no file can be made)
+
+
+def connect(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    if path != MEMORY:
+        db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=0")
+    return db
+
+
+def is_corrupt(err: sqlite3.Error) -> bool:
+    """A damaged or foreign file, as opposed to a passing condition (busy, full, I/O)."""
+    if not isinstance(err, sqlite3.DatabaseError):
+        return False
+    if isinstance(err, sqlite3.OperationalError):
+        msg = str(err).lower()
+        return "malformed" in msg or "not a database" in msg or "no such table" in msg
+    return True  # DatabaseError proper: malformed image, not a database
 
 
 T = TypeVar("T")
@@ -53,9 +260,7 @@ class Index:
         rebuild: "Callable[[Index], None] | None" = None,
     ) -> None:
         self.path = path
-        # Dates the pending changes and the retry backoff: trio's clock, as the committer
-        # that sleeps until they are due (benchd.core.names).
-        self.now = now
+        self.now = now  # trio's clock: dates the pending changes and the retry backoff
         self.notify = notify or (lambda kind, **fields: None)
         # Refills a new, empty index from the files (the daemon's start-up gives it);
         # None: a rebuilt index stays empty (tests).
@@ -71,9 +276,8 @@ class Index:
         self._rebuilding = False
         self._rebuilt_unproven = False  # rebuilt, and no commit has succeeded since
         self._w: sqlite3.Connection | None = None  # None once closed (see `w`)
-        # handle -> [messages, bytes] unread as reads see them (database and pending):
-        # the mailbox limit's O(1) check. Counted once per mailbox on first use, then
-        # kept by every change; forgotten when the index is rebuilt.
+        # handle -> [messages, bytes] unread as reads see them: the mailbox limit's O(1)
+        # check, counted on first use, then kept by every change.
         self._unread: dict[str, list[int]] = {}
         self._open()
 
@@ -100,20 +304,16 @@ class Index:
 
     def _connect(self, path: str) -> None:
         """A connection to `path` (MEMORY: a database in memory) with the tables made."""
-        self._w = indexdb.connect(path)
-        self.w.executescript(indexdb.SCHEMA)
+        self._w = connect(path)
+        self.w.executescript(SCHEMA)
+        search.create(self.w)
 
     def set_aside(self, reason: str) -> None:
-        """Move the database aside (never trusted again, kept for a post-mortem) and start
-        an empty one, forgetting what was pending for it; the caller refills it from the
-        files. Falls back to an in-memory database when no file can be made (the next
-        start rebuilds again)."""
-        if self._w is not None:
-            try:
-                self.w.close()
-            except sqlite3.Error:
-                pass
-            self._w = None
+        """Move the database aside (kept for a post-mortem) and start an empty one, or one
+        in memory when no file can be made; the caller refills it from the files."""
+        with contextlib.suppress(sqlite3.Error):
+            self.close()
+        self._w = None
         self.set_aside_reason = reason
         self._unread.clear()
         self.pending = Pending()
@@ -161,7 +361,7 @@ class Index:
     def get_meta(self, k: str) -> str | None:
         if k in self.pending.meta:
             return self.pending.meta[k]
-        return self._read(lambda: self._db_meta(k))
+        return self.read(lambda w: self._db_meta(k))
 
     def set_meta(self, k: str, v: str) -> None:
         self.pending.date(self.now())
@@ -169,36 +369,27 @@ class Index:
 
     # ---------------------------------------------------------------- reads
 
-    def _read(self, fn: Callable[[], T]) -> T:
-        """A database read; corruption found by it sets the file aside and rebuilds the
-        index from the files, then the read runs again on the new one."""
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A database read (the index's own, and benchd.store.queries'); a failure sets the
+        file aside, rebuilds it and reads again."""
         try:
-            return fn()
+            return fn(self.w)
         except sqlite3.Error as err:
             if self._rebuilding:
                 raise
             self.recover_now(f"a read failed: {err}")
-            return fn()
-
-    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A read of the database by another store module (search, threads: see
-        benchd.store.queries), under the same rule as the index's own reads."""
-        return self._read(lambda: fn(self.w))
+            return fn(self.w)
 
     def quick_check(self) -> str:
-        """SQLite's verdict on the file's b-trees ("ok" when sound): a start that finds no
-        seal of a clean stop asks it before trusting the file."""
+        """SQLite's verdict on the file's b-trees ("ok" when sound)."""
         return str(self.w.execute("PRAGMA quick_check").fetchone()[0])
-
-    def _db_row(self, handle: str, mail_id: str) -> MailRow | None:
-        row = self.w.execute(_ROW + "WHERE handle=? AND id=?", (handle, mail_id)).fetchone()
-        return None if row is None else MailRow(*row)
 
     def get(self, handle: str, mail_id: str) -> MailRow | None:
         k = (handle, mail_id)
         if k in self.pending.rows:
             return self.pending.rows[k]
-        return self._read(lambda: self._db_row(handle, mail_id))
+        row = self.read(lambda w: w.execute(_ROW + "WHERE handle=? AND id=?", k).fetchone())
+        return None if row is None else MailRow(*row)
 
     def find_key(self, sender: str, key: str) -> KeyHit | None:
         hit = self.pending.keys.get((sender, key))
@@ -206,8 +397,8 @@ class Index:
             row = self.pending.rows.get(hit)
             if row is not None:
                 return KeyHit(hit[0], hit[1], row.state)
-        for handle, mail_id, state in self._read(
-            lambda: self.w.execute(
+        for handle, mail_id, state in self.read(
+            lambda w: w.execute(
                 "SELECT handle, id, state FROM messages WHERE sender=? AND key=?", (sender, key)
             ).fetchall()
         ):
@@ -220,18 +411,10 @@ class Index:
         return None
 
     def count(self, handle: str, state: int | None) -> int:
-        def db() -> int:
-            if state is None:
-                row = self.w.execute(
-                    "SELECT sum(n) FROM counts WHERE handle=?", (handle,)
-                ).fetchone()
-            else:
-                row = self.w.execute(
-                    "SELECT n FROM counts WHERE handle=? AND state=?", (handle, state)
-                ).fetchone()
-            return int(row[0] or 0) if row else 0
-
-        return self._read(db) + self.pending.count_delta(handle, state)
+        """Messages in a mailbox: all of them (state None), or those in `state`."""
+        q = "SELECT sum(n) FROM counts WHERE handle=? AND state=ifnull(?, state)"
+        (n,) = self.read(lambda w: w.execute(q, (handle, state)).fetchone())
+        return int(n or 0) + self.pending.count_delta(handle, state)
 
     def page(self, handle: str, state: int | None, after: str | None, limit: int) -> list[MailRow]:
         """Up to `limit` rows in send order after the cursor id, plus one to say 'more'."""
@@ -244,9 +427,7 @@ class Index:
         else:
             q = _ROW + "WHERE handle=? AND state=? AND id>? ORDER BY id LIMIT ?"
             args = (handle, state, after, want)
-        rows = self._read(
-            lambda: msgspec.convert(self.w.execute(q, args).fetchall(), list[MailRow])
-        )
+        rows = self.read(lambda w: msgspec.convert(w.execute(q, args).fetchall(), list[MailRow]))
         if not touched:
             return rows[: limit + 1]
         rows = [r for r in rows if r.mail_id not in touched]
@@ -261,14 +442,14 @@ class Index:
         return [r.mail_id for r in self.page(handle, UNREAD, after, limit)[:limit]]
 
     def newest_id(self) -> str | None:
-        row = self._read(lambda: self.w.execute("SELECT max(id) FROM messages").fetchone())
+        row = self.read(lambda w: w.execute("SELECT max(id) FROM messages").fetchone())
         ids = [row[0]] if row and row[0] else []
         ids += [k[1] for k, r in self.pending.rows.items() if r is not None]
         return max(ids) if ids else None
 
     def handles(self) -> list[str]:
         known = set(
-            self._read(lambda: [r[0] for r in self.w.execute("SELECT DISTINCT handle FROM counts")])
+            self.read(lambda w: [r[0] for r in w.execute("SELECT DISTINCT handle FROM counts")])
         )
         return sorted(known | set(self.pending.by_handle))
 
@@ -276,19 +457,11 @@ class Index:
         """How many messages, and how many bytes of bodies, wait unread in a mailbox."""
         tally = self._unread.get(handle)
         if tally is None:
-            sizes = dict(
-                self._read(
-                    lambda: self.w.execute(
-                        "SELECT id, size FROM messages WHERE handle=? AND state=?",
-                        (handle, UNREAD),
-                    ).fetchall()
-                )
+            sizes = self._merged(
+                handle,
+                f"SELECT id, size FROM messages WHERE handle=? AND state={UNREAD}",
+                lambda row: row.size if row.state == UNREAD else None,
             )
-            for mail_id in self.pending.by_handle.get(handle, ()):
-                sizes.pop(mail_id, None)
-                row = self.pending.rows[(handle, mail_id)]
-                if row is not None and row.state == UNREAD:
-                    sizes[mail_id] = row.size
             tally = [len(sizes), sum(sizes.values())]
             if sizes or handle in self.pending.by_handle:
                 # Kept only for mailboxes with mail: asking about any number of names
@@ -307,20 +480,21 @@ class Index:
 
     def ids(self, handle: str) -> dict[str, int]:
         """Every message of a mailbox and its state (reconcile: O(mailbox), at start)."""
-        ids = dict(
-            self._read(
-                lambda: self.w.execute(
-                    "SELECT id, state FROM messages WHERE handle=?", (handle,)
-                ).fetchall()
-            )
-        )
+        q = "SELECT id, state FROM messages WHERE handle=?"
+        return self._merged(handle, q, lambda row: row.state)
+
+    def _merged(
+        self, handle: str, q: str, value: Callable[[MailRow], int | None]
+    ) -> dict[str, int]:
+        """id -> int of the database's rows of `handle` (`q`), and of its pending rows
+        (`value` of each; None leaves it out)."""
+        out: dict[str, int] = dict(self.read(lambda w: w.execute(q, (handle,)).fetchall()))
         for mail_id in self.pending.by_handle.get(handle, ()):
+            out.pop(mail_id, None)
             row = self.pending.rows[(handle, mail_id)]
-            if row is None:
-                ids.pop(mail_id, None)
-            else:
-                ids[mail_id] = row.state
-        return ids
+            if row is not None and (v := value(row)) is not None:
+                out[mail_id] = v
+        return out
 
     # ---------------------------------------------------------------- changes (pending)
 
@@ -342,34 +516,24 @@ class Index:
         if not new and self.get(handle, mail_id) is not None:
             return
         k = (handle, mail_id)
-        base = self.pending.base.get(k)
-        self.pending.touch(handle, mail_id, base, self.now())
+        self.pending.touch(handle, mail_id, None, self.now())  # not in the database
         row = self.pending.rows[k] = MailRow(mail_id, sender, subject, date, state, size, key)
         self._counted(handle, None, row)
         self.pending.keys.setdefault((sender, key), k)
         self.pending.changes.append(Insert(handle, row))
 
-    def add_text(
-        self,
-        handle: str,
-        mail_id: str,
-        sender: str,
-        subject: str,
-        body: bytes | str,
-        meta: FrontMatter,
-    ) -> None:
-        """See `AddText`: searchable once the next flush commits it. `meta`: the message's
-        front matter, for its links (in-reply-to, origin)."""
-        # Always follows an add() of the same message, which dated the pending changes.
+    def add_text(self, handle: str, mail_id: str, meta: FrontMatter, body: bytes | str) -> None:
+        """See `AddText` (the rest from the message's front matter). Always follows an
+        add() of the message, which dated the pending changes."""
         self.pending.changes.append(
-            AddText(handle, mail_id, sender, subject, body, meta.in_reply_to, meta.origin)
+            AddText(handle, mail_id, meta.sender, meta.subject, body, meta.in_reply_to, meta.origin)
         )
 
     def set_state(self, handle: str, mail_id: str, state: int) -> bool:
         row = self.get(handle, mail_id)
         if row is None or row.state == state:
             return False
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
+        self.pending.touch(handle, mail_id, row.state, self.now())
         new = self.pending.rows[(handle, mail_id)] = msgspec.structs.replace(row, state=state)
         self._counted(handle, row, new)
         self.pending.changes.append(SetState(handle, mail_id, state))
@@ -379,31 +543,24 @@ class Index:
         row = self.get(handle, mail_id)
         if row is None:
             return
-        self.pending.touch(handle, mail_id, self._base_of(handle, mail_id, row), self.now())
+        self.pending.touch(handle, mail_id, row.state, self.now())
         self.pending.rows[(handle, mail_id)] = None
         self._counted(handle, row, None)
         self.pending.changes.append(Remove(handle, mail_id))
 
     def put_state(self, mail_id: str, cols: mailstates.Columns) -> None:
-        """Set delivery-state columns of a sent message (benchd.store.mailstates), written
-        with the next flush like every other change."""
+        """Set delivery-state columns of a sent message (benchd.store.mailstates)."""
         p = self.pending
         p.date(self.now())
         p.states.setdefault(mail_id, {}).update(cols)
         p.changes.append(SetColumns(mail_id, cols))
 
     def get_state(self, mail_id: str) -> mailstates.StateRow | None:
-        row = self._read(lambda: mailstates.get(self.w, mail_id))
+        row = self.read(lambda w: mailstates.get(w, mail_id))
         over = self.pending.states.get(mail_id)
         if over:
             row = msgspec.structs.replace(row or mailstates.StateRow(mail_id), **over)
         return row
-
-    def _base_of(self, handle: str, mail_id: str, row: MailRow) -> int | None:
-        k = (handle, mail_id)
-        if k in self.pending.base:
-            return self.pending.base[k]
-        return row.state  # not pending yet: the row came from the database
 
     # ---------------------------------------------------------------- flushing
 
@@ -416,19 +573,18 @@ class Index:
         return now >= self.retry_at and now - p.since >= age_s
 
     def flush_in(self, age_s: float) -> float:
-        """Seconds until `due(age_s)` holds for the changes pending now (0: it holds);
-        the committer sleeps that long unless work comes first."""
+        """Seconds until `due(age_s)` holds for the changes pending now (0: it holds)."""
         now = self.now()
         return max(self.retry_at - now, self.pending.since + age_s - now, 0.0)
 
     def flush(self) -> bool:
-        """Commit the pending changes in one transaction. True when committed (or nothing
-        to do); on failure pending is kept, the failure reported, a retry scheduled."""
+        """Commit the pending changes in one transaction; False (kept, retried with
+        backoff) when that failed."""
         p = self.pending
         if not p.changes and not p.meta:
             return True
         try:
-            indexdb.write(self.w, p)
+            write(self.w, p)
         except sqlite3.Error as err:
             self._rollback()
             self._flush_failed(err)
@@ -441,11 +597,9 @@ class Index:
         return True
 
     def _rollback(self) -> None:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             if self.w.in_transaction:
                 self.w.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
 
     def _flush_failed(self, err: Exception) -> None:
         self.failures += 1
@@ -467,21 +621,16 @@ class Index:
             self.needs_rebuild = True
 
     def recover_now(self, reason: str) -> None:
-        """Set the file aside and refill a new one from the files (the record). Whatever
-        was pending is in the files already (they are written before any answer). If a
-        rebuilt file failed again before any commit succeeded (a disk that stays full),
-        the new index is kept in memory instead of rebuilding over and over; the next
-        start rebuilds a file."""
-        self._unread.clear()
+        """Set the file aside and refill a new one from the files (what was pending is in
+        them: they are written before any answer). A rebuilt file that fails again before
+        any commit (a disk that stays full) is not rebuilt over and over: the index goes
+        on in memory."""
         if self._rebuilt_unproven:
-            self.close()
-            self._connect(MEMORY)
             self.set_aside_reason = reason
-            self.notify("index/failed", error=reason, action="in-memory")
+            self._in_memory(reason)
         else:
             self.set_aside(reason)
         self._rebuilt_unproven = True
-        self.pending = Pending()
         self.needs_rebuild = False
         self.failures, self.retry_at = 0, 0.0
         self.rebuilds += 1
@@ -491,15 +640,19 @@ class Index:
                 self.rebuild(self)
             except sqlite3.Error as err:
                 # Even the new file failed while refilling: refill a database in memory.
-                self.w.close()
-                self._connect(MEMORY)
-                self.pending = Pending()
-                self._unread.clear()
-                self.notify("index/failed", error=str(err), action="in-memory")
+                self._in_memory(str(err))
                 self.rebuild(self)
             finally:
                 self._rebuilding = False
         self.flush()  # what the rebuild added; a failure here is retried like any other
+
+    def _in_memory(self, error: str) -> None:
+        """Go on with an empty database in memory (the next start rebuilds a file)."""
+        self.close()
+        self._connect(MEMORY)
+        self.pending = Pending()
+        self._unread.clear()
+        self.notify("index/failed", error=error, action="in-memory")
 
     def health(self) -> m.IndexHealth:
         return m.IndexHealth(

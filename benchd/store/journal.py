@@ -1,13 +1,10 @@
 """The write-ahead journal: a committed batch costs one write and one fdatasync.
 
-A batch's record holds the message files it creates (path and bytes), its renames and
-its event-log bytes with their offset; the record's fdatasync is the commit point, and
-the replay (store/replay.py) puts back what a crash lost. The format, the two segments,
-the checkpoints and what replay does with damage: docs/durability.md ("Durability",
-"Checkpoints", "The journal"). Segments are preallocated and overwritten in place so an
-fdatasync never has a new file size to commit; a checkpoint runs in a worker thread in
-`Journal.run`'s nursery, so the daemon waits for it and its failure stops the daemon
-rather than dying unseen.
+A record holds a batch's message files (path and bytes), its renames and its event-log
+bytes with their offset; its fdatasync is the commit point, and the replay
+(store/replay.py) puts back what a crash lost. The format, the two preallocated
+segments, the checkpoints and what replay does with damage: docs/durability.md
+("Durability", "Checkpoints", "The journal").
 """
 
 import errno
@@ -174,11 +171,9 @@ class Bad(NamedTuple):
 
 
 def read_segment(data: bytes) -> tuple[list[Record], list[Bad]]:
-    """The records of a segment, in order, and the damaged stretches among them (what
-    each kind of damage does: docs/durability.md, "The journal"). A first head of zeros
-    holds nothing; where no head reads, the next whole record with a higher seq ends the
-    damaged stretch, and without one the segment ends (a torn tail, or a reused
-    segment's older records)."""
+    """The records of a segment, in order, and the damaged stretches among them. Where no
+    head reads, the next whole record with a higher seq ends the damaged stretch, and
+    without one the segment ends (a torn tail, or a reused segment's older records)."""
     good: list[Record] = []
     bad: list[Bad] = []
     if not any(data[:HEAD_BYTES]):
@@ -299,9 +294,7 @@ class _Segment:
 
 
 class Journal:
-    """The committer's journal (used from one thread at a time; checkpoints run in a
-    worker thread while `run` runs, else in place). `replay()` must run first, before
-    the event log is opened."""
+    """The committer's journal (`replay()` runs first, before the event log is opened)."""
 
     def __init__(
         self,
@@ -336,9 +329,9 @@ class Journal:
         self._nursery: trio.Nursery | None = None  # run()'s, while it runs
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Where the checkpoints run (each in a worker thread), for as long as the
-        daemon's nursery holds this task. Cancelled, it still waits for a checkpoint
-        under way; after it, checkpoints are done in place (the stop's, in `close`)."""
+        """Where the checkpoints run (each in a worker thread), so the daemon waits for
+        them and a failure stops it rather than dying unseen. Cancelled, it still waits
+        for a checkpoint under way; after it, checkpoints are done in place (`close`)."""
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -450,8 +443,8 @@ class Journal:
             self.on_checkpoint_error(err)
 
     def _flush(self, seg: _Segment) -> OSError | None:
-        """Flush what the segment's records touched, then drop it (in a worker thread
-        or in place). The failure, if any, is kept in `seg.error` and returned."""
+        """Flush what the segment's records touched, then drop it; the failure, if any,
+        is kept in `seg.error` and returned."""
         touched = _Touched(self.root)
         for entries in seg.entries:
             touched.add(entries)
@@ -468,10 +461,9 @@ class Journal:
         return None
 
     def checkpoint_now(self) -> bool:
-        """Checkpoint every record now, on the caller's thread, and go on with the same
-        segments: afterwards no record names a file or a log offset, so the event log
-        may be rotated (benchd.store.eventlog). False if a checkpoint failed (the
-        records stay; nothing is lost)."""
+        """Checkpoint every record now, on the caller's thread, so no record names a log
+        offset (the event log may rotate). False if a checkpoint failed (the records
+        stay; nothing is lost)."""
         for seg in self.segments:
             seg.idle.wait()  # a checkpoint under way in a worker thread finishes first
         ok = True

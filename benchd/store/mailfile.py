@@ -1,7 +1,5 @@
 """Reading one stored mail file, the one reader every mailroom path goes through: never
-through a link, never blocked on a FIFO (`read_regular`: a mail directory is the user's
-to touch), the front matter checked for the fields bench wrote.
-"""
+through a link, never blocked on a FIFO (a mail directory is the user's to touch)."""
 
 from bench_wire.errors import WireError
 from benchd.core import frontmatter
@@ -12,7 +10,7 @@ from benchd.store.statedir import read_regular
 def load(path: str) -> bytes | None:
     """The file's bytes; None when it is gone (moved by a read, or removed by hand)."""
     try:
-        return read_regular(path)  # never through a link, never blocked on a FIFO
+        return read_regular(path)
     except FileNotFoundError:
         return None
     except OSError as err:

@@ -1,14 +1,15 @@
 """The delivery states of sent mail: one row per message in index.sqlite (`mail_states`),
-filled from the events the daemon logs anyway (benchd.runtime.tracking) and written with
-the index's other pending changes, in the transaction of the `last_seq` they belong to,
-so a start after a crash re-applies exactly the events the file missed. Times are wall
-ms. Replies to local mail are read from the thread links instead (`replies`).
+filled from the events the daemon logs anyway (benchd.runtime.tracking) and written in
+the index transaction of the `last_seq` they belong to, so a start after a crash
+re-applies exactly the events the file missed. Times are wall ms.
 """
 
 import sqlite3
 from typing import TypedDict
 
 import msgspec
+
+from benchd.core.delivery import StateRow as StateRow  # the row, read by the pure core too
 
 
 class Columns(TypedDict, total=False):
@@ -43,33 +44,7 @@ CREATE INDEX IF NOT EXISTS states_by_sender ON mail_states(sender, id);
 """
 
 
-class StateRow(msgspec.Struct, array_like=True, gc=False):
-    """A message's row: who sent it to whom, and when it reached each state (None: not)."""
-
-    id: str
-    sender: str | None = None
-    rcpt: str | None = None
-    sent: int | None = None
-    queued: int | None = None
-    delivered: int | None = None
-    woken: int | None = None
-    nw_reason: str | None = None
-    nw_at: int | None = None
-    nw_until: int | None = None
-    active: int | None = None
-    read_at: int | None = None
-    read_by: str | None = None
-    reader: str | None = None
-    replied_at: int | None = None
-    reply: str | None = None
-    node: str | None = None
-
-
 _SELECT = "SELECT " + ", ".join(StateRow.__struct_fields__) + " FROM mail_states "
-
-
-def create(db: sqlite3.Connection) -> None:
-    db.executescript(SCHEMA)
 
 
 def write(db: sqlite3.Connection, mail_id: str, cols: Columns) -> None:

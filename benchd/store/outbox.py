@@ -1,16 +1,13 @@
 """Jobs on disk: one JSON record per job (`benchd.core.jobs.JobRecord`) in jobs/open/,
 moved to jobs/done/ once it owes nothing, written only by the committer like a message
-(docs/files.md, docs/jobs.md: a settlement and its replies are one journal record).
-Only open/ is read at start; a done record when someone asks (`bench job wait`).
-
-`migrate` moves the outbox of versions up to f84c24b (`outbox.sqlite`: a `jobs` table
-of camelCase JSON and a `rows` table of pending replies and receipts) into records.
+(docs/jobs.md). `migrate` moves the outbox of versions up to f84c24b (`outbox.sqlite`: a
+`jobs` table of camelCase JSON and a `rows` table of pending replies and receipts) into
+records.
 """
 
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -97,10 +94,9 @@ class JobFiles:
 
 
 def migrate(bench_dir: str, files: JobFiles) -> list[tuple[str, str]]:
-    """Move `outbox.sqlite`'s jobs and owed replies into job records (see the module
-    doc), before `files` reads open/; returns the (session, why) of job rows that do not
-    load, which stay behind in the migrated file (or the file's own, when SQLite cannot
-    read it: then it stays where it is). Nothing to do without such a file."""
+    """Move `outbox.sqlite`'s jobs and owed replies into job records, before `files`
+    reads open/; returns the (session, why) of job rows that do not load (or the file's
+    own, when SQLite cannot read it: then it stays where it is)."""
     path = os.path.join(bench_dir, OLD)
     if not os.path.exists(path):
         return []
@@ -182,7 +178,9 @@ def _old_job(row: dict[str, Any], rows: dict[str, list[tuple[int, dict[str, Any]
     if outcome == "outcome_unknown":
         outcome = "interrupted"  # an earlier version's word for it
     replies, body = [], ""
-    for index, value in _owed(rows.get(job.key, []), outcome):
+    # A settled job's reply rows, by index (a running job's are none of its own).
+    owed = sorted(rows.get(job.key, []), key=lambda r: r[0]) if outcome is not None else []
+    for index, value in owed:
         if "receipt" in value:
             replies.append(Reply(index=index, to=reply_to[index], delivered=True))
             continue
@@ -205,12 +203,3 @@ def _old_job(row: dict[str, Any], rows: dict[str, list[tuple[int, dict[str, Any]
         body=body,
         replies=tuple(replies),
     )
-
-
-def _owed(
-    rows: list[tuple[int, dict[str, Any]]], outcome: str | None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """A settled job's reply rows, by index (a running job's are none of its own)."""
-    if outcome is None:
-        return
-    yield from sorted(rows, key=lambda r: r[0])

@@ -1,12 +1,8 @@
-"""The index's query API over the search tables (benchd/store/search.py): what the mail
-handlers ask of it, with no SQL or connection in sight, and the rules no caller repeats:
-
-- messages not committed yet (a full disk, a lock held elsewhere) are in the index's
-  pending layer, not in the search tables: `locate` and `thread` add them
-  (`_uncommitted`), so what `mail read` returns `mail thread` finds too;
-- a failed read is the index's to handle (`Index.read`: set aside, rebuilt, read again);
-- a search, a thread or a lookup by id first commits what is pending (when its backoff
-  allows), so an answered send is found; a listing's `parents` skip that (the fast path).
+"""The index's query API over the search tables (benchd/store/search.py), with the rules
+no caller repeats: messages not committed yet are in the index's pending layer, not in
+the tables, so `locate` and `thread` add them (what `mail read` returns `mail thread`
+finds too); a failed read is the index's to handle (`Index.read`); a search, a thread or
+a lookup by id first commits what is pending (when its backoff allows).
 
 A thread is one indexed range of its root; one longer than `cap` is cut to the message's
 neighbourhood, ring by ring (docs/cli.md, `mail thread`), reading about `cap` rows.
@@ -14,13 +10,12 @@ neighbourhood, ring by ring (docs/cli.md, `mail thread`), reading about `cap` ro
 
 import sqlite3
 from collections.abc import Callable, Iterable
-from typing import TypeVar, assert_never
+from typing import TypeVar
 
 import msgspec
 
 from benchd.store import search
-from benchd.store.index import Index
-from benchd.store.indexdb import AddText, Insert, Remove, SetColumns, SetState
+from benchd.store.index import AddText, Index
 from benchd.store.search import Link
 
 THREAD_MAX = 200  # messages in one answer: the default and the most a caller may ask
@@ -152,36 +147,27 @@ class MailQueries:
 
     def locate(self, mail_id: str) -> list[Link]:
         """Where a message is: each mailbox holding a copy (an id names one message)."""
-        found = self._committed(lambda w: search.locate(w, mail_id))
+        found = self._committed(lambda w: _links(w, "WHERE id=?", (mail_id,)))
         if found or not self.index.pending.changes:
             return found
         return self._uncommitted().get(mail_id, [])
 
     def thread(self, mail_id: str, cap: int) -> Slice:
         """The neighbourhood of a message in its thread, at most `cap` messages."""
-        part = self.thread_committed(mail_id, cap)
+        part = self._committed(lambda w: thread(w, mail_id, cap))
         if not self.index.pending.changes:
             return part
         return self._with_uncommitted(part, mail_id, cap)
-
-    def thread_committed(self, mail_id: str, cap: int) -> Slice:
-        return self._committed(lambda w: thread(w, mail_id, cap))
 
     def _uncommitted(self) -> dict[str, list[Link]]:
         """The messages in the pending layer (not committed yet), by id: their links."""
         rows = self.index.pending.rows
         out: dict[str, list[Link]] = {}
-        for change in self.index.pending.changes:
-            match change:
-                case AddText(handle, mail_id, sender, _, _, in_reply_to):
-                    if rows.get((handle, mail_id)) is not None:  # not removed since
-                        out.setdefault(mail_id, []).append(
-                            Link(handle, mail_id, sender, in_reply_to)
-                        )
-                case Insert() | SetState() | SetColumns() | Remove():
-                    pass  # no links
-                case _:
-                    assert_never(change)
+        for c in self.index.pending.changes:  # AddText: links, unless removed since
+            if isinstance(c, AddText) and rows.get((c.handle, c.mail_id)) is not None:
+                out.setdefault(c.mail_id, []).append(
+                    Link(c.handle, c.mail_id, c.sender, c.in_reply_to)
+                )
         return out
 
     def _with_uncommitted(self, part: Slice, mail_id: str, cap: int) -> Slice:
@@ -201,7 +187,7 @@ class MailQueries:
                     links[(x.handle, x.mail_id)] = x
                 up = held[up][0].in_reply_to
             if up is not None and up not in held:  # committed: its thread from the tables
-                above = self.thread_committed(up, cap)
+                above = self._committed(lambda w: thread(w, up, cap))
                 links.update({(x.handle, x.mail_id): x for x in above.links})
                 cut = cut or above.cut
             elif up is not None:  # more uncommitted ancestors than `cap`

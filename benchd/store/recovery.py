@@ -1,13 +1,11 @@
 """Recovery at start: the clean-stop seal, the check of the index's rows against its
-counts and the mailboxes' names that every sealed start makes, and the mailroom made to
-agree with its files (`clean_staging`, `reconcile`; the files are the record, the index
-their cache). docs/durability.md ("Every start checks the files, not a seal") says what
-this sees and what it cannot; benchd.server.startup runs it before anyone is served.
+counts and the mailboxes' names, and the index made to agree with the files
+(`clean_staging`, `reconcile`). What it sees and what it cannot: docs/durability.md,
+"Every start checks the files, not a seal".
 """
 
 import json
 import os
-import sqlite3
 import stat
 from collections.abc import Callable, Container, Mapping
 
@@ -25,16 +23,15 @@ _SUBS = (("inbox", UNREAD), ("read", READ))
 
 
 def file_sum(path: str) -> str:
-    """The file's identity and last change, from one stat (device, inode, size, mtime
-    and ctime in ns): no program can set a ctime back. Not a checksum: that would read
-    the whole index at every stop and start (docs/durability.md)."""
+    """The file's identity and last change, from one stat (no program can set a ctime
+    back); a checksum would read the whole index at every stop and start."""
     st = os.stat(path)
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def dir_names(mail_root: str, handle: str) -> list[set[str]]:
-    """[inbox names, read names] of a mailbox as its directories hold them now: the
-    `*.md` entries of one readdir each (os.listdir, in C; nothing opened or stat'ed)."""
+    """[inbox names, read names] of a mailbox: the `*.md` entries of one readdir each
+    (nothing opened or stat'ed)."""
     out = []
     for sub, _state in _SUBS:
         try:
@@ -47,8 +44,7 @@ def dir_names(mail_root: str, handle: str) -> list[set[str]]:
 
 def _only_on_disk_are_no_messages(directory: str, extra: set[str]) -> bool:
     """Names on disk the index lacks are fine only if none is a regular file (a
-    directory named `x.md` is no message). Stat'ed only when names differ, and only
-    until the first message file."""
+    directory named `x.md` is no message)."""
     for name in extra:
         try:
             if stat.S_ISREG(os.lstat(os.path.join(directory, name + ".md")).st_mode):
@@ -63,22 +59,15 @@ class Edited(Exception):
 
 
 def index_names(index: Index) -> dict[str, list[frozenset[str]]]:
-    """{handle: [inbox ids, read ids]} of the rows the index holds (its database:
-    a start reads it before anything is pending). Raises Edited when the rows disagree
-    with the index's counts or hold a state that is no state."""
+    """{handle: [inbox ids, read ids]} of the rows in the index's database. Raises
+    Edited when the rows disagree with its counts or hold a state that is no state."""
 
-    def scan(
-        db: sqlite3.Connection,
-    ) -> tuple[list[tuple[str, int, str]], set[tuple[str, int, int]]]:
-        # One grouped pass over the (handle, state, id) index, joined in C: no row
-        # becomes a Python object.
-        rows = db.execute(
-            "SELECT handle, state, group_concat(id, char(10)) FROM messages GROUP BY handle, state"
-        ).fetchall()
-        counts = db.execute("SELECT handle, state, n FROM counts WHERE n != 0").fetchall()
-        return rows, set(counts)
-
-    rows, counts = index.read(scan)
+    # One grouped pass over the (handle, state, id) index, joined in C: no row becomes a
+    # Python object.
+    q = "SELECT handle, state, group_concat(id, char(10)) FROM messages GROUP BY handle, state"
+    rows: list[tuple[str, int, str]] = index.read(lambda db: db.execute(q).fetchall())
+    counts_q = "SELECT handle, state, n FROM counts WHERE n != 0"
+    counts = set(index.read(lambda db: db.execute(counts_q).fetchall()))
     held: dict[str, dict[int, list[str]]] = {}
     counted = set()
     for handle, state, joined in rows:
@@ -133,8 +122,8 @@ def seal_matches(seal_obj: Mapping[str, object] | None, db_path: str) -> bool:
 
 
 def changed_boxes(mail_root: str, held: dict[str, list[frozenset[str]]]) -> set[str]:
-    """Mailboxes to reconcile: their names differ from what the index holds (`held`, from
-    index_names), or they are new on disk, or the index knows them and they are gone."""
+    """Mailboxes whose names differ from the rows the index holds (`held`, from
+    index_names): changed, new on disk, or gone."""
     try:
         on_disk = set(os.listdir(mail_root))
     except OSError:
@@ -158,18 +147,16 @@ def changed_boxes(mail_root: str, held: dict[str, list[frozenset[str]]]) -> set[
 
 
 def ensure_search(index: Index, mail_root: str) -> int:
-    """Make the search tables (benchd.store.search), and fill them for every message the
-    index knows but they do not (an index from before search existed): one anti-join
-    when they are complete; only missing messages' files are read. How many it added."""
+    """Fill the search tables (benchd.store.search) for every message the index knows
+    but they do not (an index from before search existed): one anti-join when they are
+    complete; only missing messages' files are read. How many it added."""
     db = index.w
     own = not db.in_transaction
     if own:
         db.execute("BEGIN IMMEDIATE")
     try:
-        search.create(db)
         added = 0
         if index.get_meta("search") != search.VERSION:
-            search.fill_roots(db)  # before any add below, which places a reply under its parent
             missing = db.execute(
                 "SELECT handle, id, state FROM messages m WHERE NOT EXISTS "
                 "(SELECT 1 FROM mail_links l WHERE l.id = m.id AND l.handle = m.handle)"
@@ -203,12 +190,9 @@ def ensure_search(index: Index, mail_root: str) -> int:
 
 
 def clean_staging(root: str, skipped: Callable[[str, str], None] = lambda path, why: None) -> int:
-    """Remove staged files left in tmp/ by a crash: never acknowledged, never visible.
-
-    Only regular files are removed, and no link is followed (a linked mailbox or tmp/
-    is skipped whole): anything else there is not ours to delete, and opening a FIFO
-    would block the start. `skipped(path, why)` hears about each entry left alone.
-    """
+    """Remove staged files left in tmp/ by a crash (never acknowledged). Only regular
+    files, following no link: anything else is not ours to delete, and opening a FIFO
+    would block the start. `skipped(path, why)` hears about each entry left alone."""
     removed = 0
     if not is_real_dir(root):
         return 0
@@ -238,13 +222,10 @@ def reconcile(
     logged: Container[str] = frozenset(),
     handles: set[str] | None = None,
 ) -> list[MailSent]:
-    """Make the index agree with the files (names listed; only unknown files are read).
-
-    All mailboxes, or only `handles`. The changes go to the index's pending layer (the
-    caller flushes). Returns a mail/sent event (recovered=True) for each message found on
-    disk that the index did not know and whose mail/sent is not in `logged`: delivered
-    just before a crash before its event was logged, or a file a person dropped in.
-    """
+    """Make the index agree with the files of all mailboxes, or of `handles` (names
+    listed; only unknown files are read; the caller flushes). Returns a mail/sent
+    (recovered) for each message the index did not know whose mail/sent is not in
+    `logged`: delivered just before a crash, or a file a person dropped in."""
     recovered: list[MailSent] = []
     if handles is None:
         handles = set(index.handles())
@@ -276,7 +257,7 @@ def reconcile(
             index.add(
                 handle, mail_id, state, meta.sender, meta.subject, meta.date, len(body), meta.key
             )
-            index.add_text(handle, mail_id, meta.sender, meta.subject, body, meta)
+            index.add_text(handle, mail_id, meta, body)
             if mail_id in logged:
                 continue
             recovered.append(

@@ -1,9 +1,7 @@
 """Replay of the write-ahead journal at start, before the event log or the index is
-opened: every committed record's effects are put back, flushed, and both segments
-dropped (idempotent: a crash during it replays the same records). What each kind of
-damage does is docs/durability.md's table ("The journal"); each damaged stretch becomes
-a journal/damaged event, and the seqs of uncommitted lines cut from the log are never
-handed out again (`Replayed.cut_seq`).
+opened: every committed record's effects put back, flushed, and both segments dropped.
+What each kind of damage does: docs/durability.md, "The journal"; each damaged stretch
+becomes a journal/damaged event.
 """
 
 import json
@@ -88,8 +86,7 @@ def _read(root: str) -> tuple[list[_Live], list[tuple[str, Bad, bool]]]:
 
 def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed:
     """Put back every committed record's effects, in order, then make them durable and
-    drop the segments. Idempotent: a crash part way through replays the same records
-    again, to the same end state."""
+    drop the segments. Idempotent: a crash part way through replays the same records."""
     live, stretches = _read(root)
     if not live and not stretches:
         return Replayed(0, 0, 0, 0)
@@ -140,8 +137,7 @@ def replay(root: str, log_path: str, flusher: Flusher | None = None) -> Replayed
 
 
 def _placed(tail: bytes) -> bool:
-    """Whether a message of these log lines is in inbox/ or read/ (placed after its
-    batch's commit)."""
+    """Whether a message of these log lines is in inbox/ or read/ (placed: committed)."""
     for line in tail.split(b"\n"):
         try:
             ev = json.loads(line)
@@ -158,9 +154,8 @@ def _placed(tail: bytes) -> bool:
 
 
 def _cut_uncommitted(log_fd: int, last: Append, tail: bytes) -> int:
-    """Cut the lines past the last committed batch (a batch whose commit never reached
-    the journal: never answered). Returns the highest seq cut, so none is handed out
-    again; cuts nothing unless every line there comes after that batch."""
+    """Cut the lines past the last committed batch (never answered), unless one of them
+    comes before it. Returns the highest seq cut, so none is handed out again."""
     if not tail:
         return 0
     last_seq = max((s for s in map(seq_of, last.data.split(b"\n")) if s is not None), default=0)
@@ -175,8 +170,7 @@ def _describe(
     root: str, log_fd: int, segment: str, bad: Bad, appends: list[Append]
 ) -> JournalDamaged:
     """What a damaged stretch named, what of it is on disk, and whether the event log
-    still holds its events (a stretch of the log nothing wrote back is made a skipped
-    line, so the next batch's first line stays whole)."""
+    still holds its events."""
     messages, lost = [], []
     for handle, mail_id in dict.fromkeys(_MESSAGE.findall(bad.data)):
         h, i = handle.decode(), mail_id.decode()

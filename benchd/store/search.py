@@ -1,11 +1,10 @@
-"""Mail search and thread links: tables in index.sqlite, a cache of the files like it.
+"""Mail search and thread links: tables in index.sqlite, made with the index's own
+(`create`), a cache of the files like it.
 
 `mail_links` (a row per indexed message: its parent, and its thread's root and depth, so
 a thread is one indexed range: benchd/store/queries.py), `mail_text` (FTS5 over subject
 and body; its rowid is the link's) and `mail_origins` (a copy from another node by its
-identity there, benchd.core.mailrefs: a reply names its parent by it). All of it runs
-on the index's one connection, inside its transactions; `recovery.ensure_search` fills
-them for messages indexed before they existed.
+identity there, benchd.core.names: a reply names its parent by it).
 """
 
 import sqlite3
@@ -24,8 +23,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS mail_text USING fts5(subject, body);
 CREATE TABLE IF NOT EXISTS mail_origins(
   id TEXT NOT NULL, handle TEXT NOT NULL, origin TEXT NOT NULL, PRIMARY KEY(id, handle));
 CREATE INDEX IF NOT EXISTS origins_by_origin ON mail_origins(origin);
+CREATE INDEX IF NOT EXISTS links_by_root ON mail_links(root, depth, id);
 """
-_ROOT_INDEX = "CREATE INDEX IF NOT EXISTS links_by_root ON mail_links(root, depth, id)"
 
 _LINK = (
     "INSERT OR IGNORE INTO mail_links(handle, id, sender, in_reply_to, root, depth) "
@@ -48,14 +47,15 @@ class BadQuery(ValueError):
 
 
 def create(db: sqlite3.Connection) -> None:
+    cols = {r[1] for r in db.execute("PRAGMA table_info(mail_links)")}
+    if cols and "root" not in cols:
+        # Made before threads had roots: refilled from the files (`ensure_search`), like
+        # any message the tables lack.
+        db.execute("DROP TABLE mail_links")
+        db.execute("DROP TABLE IF EXISTS mail_text")
     for stmt in _SCHEMA.strip().split(";"):
         if stmt.strip():
             db.execute(stmt)
-    cols = {r[1] for r in db.execute("PRAGMA table_info(mail_links)")}
-    if "root" not in cols:  # made before threads had roots: `ensure_search` fills them in
-        db.execute("ALTER TABLE mail_links ADD COLUMN root TEXT")
-        db.execute("ALTER TABLE mail_links ADD COLUMN depth INTEGER NOT NULL DEFAULT 0")
-    db.execute(_ROOT_INDEX)
 
 
 def _place(db: sqlite3.Connection, mail_id: str, in_reply_to: str | None) -> tuple[str, int]:
@@ -69,35 +69,6 @@ def _place(db: sqlite3.Connection, mail_id: str, in_reply_to: str | None) -> tup
     return mail_id, 0
 
 
-def fill_roots(db: sqlite3.Connection) -> int:
-    """Give every link without a root its thread's root and depth (an index from before
-    roots were stored; once, at start). Returns how many were filled."""
-    rows = db.execute("SELECT id, in_reply_to FROM mail_links").fetchall()
-    parent = {mail_id: up for mail_id, up in rows}
-    placed: dict[str, tuple[str, int]] = {}
-    for mail_id in parent:
-        chain: list[str] = []
-        seen: set[str] = set()
-        at: str | None = mail_id
-        while at is not None and at in parent and at not in placed and at not in seen:
-            seen.add(at)
-            chain.append(at)
-            at = parent[at]
-        if at is not None and at in placed:
-            root, depth = placed[at]
-        else:  # the top: no parent, one not indexed, or a loop of in-reply-to links
-            root, depth = chain[-1], -1
-        for k in reversed(chain):
-            depth += 1
-            placed[k] = (root, depth)
-    missing = db.execute("SELECT rowid, id FROM mail_links WHERE root IS NULL").fetchall()
-    db.executemany(
-        "UPDATE mail_links SET root=?, depth=? WHERE rowid=?",
-        [(*placed[mail_id], rowid) for rowid, mail_id in missing],
-    )
-    return len(missing)
-
-
 def add(
     db: sqlite3.Connection,
     handle: str,
@@ -109,26 +80,17 @@ def add(
     origin: str | None = None,
 ) -> None:
     """Index one message (a no-op when it is indexed already)."""
-    try:
-        # A reference to a message sent from another node (`<id>@<node>`) is linked to
-        # this node's copy of it when there is one (else kept, and rewritten when the
-        # copy arrives: above).
-        if in_reply_to is not None and "@" in in_reply_to:
-            in_reply_to = next(iter(named(db, in_reply_to)), in_reply_to)
-        root, depth = _place(db, mail_id, in_reply_to)
-        cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
-    except sqlite3.OperationalError:
-        create(db)  # an index opened without `ensure_search` (tools, tests): make the tables
-        root, depth = _place(db, mail_id, in_reply_to)
-        cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
+    # A reference to a message sent from another node (`<id>@<node>`) is linked to this
+    # node's copy of it when there is one (else kept, and rewritten when the copy
+    # arrives: below).
+    if in_reply_to is not None and "@" in in_reply_to:
+        in_reply_to = next(iter(named(db, in_reply_to)), in_reply_to)
+    root, depth = _place(db, mail_id, in_reply_to)
+    cur = db.execute(_LINK, (handle, mail_id, sender, in_reply_to, root, depth))
     if not cur.rowcount:
         return
     if origin is not None:
-        try:
-            db.execute(_ORIGIN, (mail_id, handle, origin))
-        except sqlite3.OperationalError:
-            create(db)  # an index made before origins were kept
-            db.execute(_ORIGIN, (mail_id, handle, origin))
+        db.execute(_ORIGIN, (mail_id, handle, origin))
         # Replies indexed first named this copy by its identity on its node: they name
         # it by its id here from now on, so the thread queries follow local ids only.
         db.execute("UPDATE mail_links SET in_reply_to=? WHERE in_reply_to=?", (mail_id, origin))
@@ -145,19 +107,13 @@ def add(
 
 
 def remove(db: sqlite3.Connection, handle: str, mail_id: str) -> None:
-    try:
-        row = db.execute(
-            "SELECT rowid FROM mail_links WHERE id=? AND handle=?", (mail_id, handle)
-        ).fetchone()
-    except sqlite3.OperationalError:
-        return  # no tables yet: nothing indexed to remove
+    row = db.execute(
+        "SELECT rowid FROM mail_links WHERE id=? AND handle=?", (mail_id, handle)
+    ).fetchone()
     if row is not None:
         db.execute("DELETE FROM mail_text WHERE rowid=?", (row[0],))
         db.execute("DELETE FROM mail_links WHERE rowid=?", (row[0],))
-        try:
-            db.execute("DELETE FROM mail_origins WHERE id=? AND handle=?", (mail_id, handle))
-        except sqlite3.OperationalError:
-            pass  # an index made before origins were kept: none to remove
+        db.execute("DELETE FROM mail_origins WHERE id=? AND handle=?", (mail_id, handle))
 
 
 # ---------------------------------------------------------------- queries
@@ -186,11 +142,8 @@ class Link(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 def match_expr(query: str) -> str:
-    """A user's words as an FTS5 expression: every word must occur (in subject or body).
-
-    Words are taken literally (quoted), so punctuation such as `fix-up` or `a.b` needs no
-    FTS5 syntax; a word ending in `*` matches as a prefix (`deploy*`).
-    """
+    """A user's words as an FTS5 expression: every word must occur (in subject or body),
+    taken literally (`fix-up`, `a.b`); a word ending in `*` matches as a prefix."""
     terms = []
     for word in query.split():
         prefix = word.endswith("*")
@@ -211,11 +164,8 @@ def search(
     since: str | None,
     limit: int,
 ) -> list[Hit]:
-    """Best matches first.
-
-    Up to `limit` + 1 rows, so the caller can say there were more. `senders`: the
-    spellings of one sender's address (`alice` and `alice@<this node>`).
-    """
+    """Best matches first, up to `limit` + 1 (the caller says there were more).
+    `senders`: the spellings of one sender's address (`alice`, `alice@<this node>`)."""
     # The mailbox is a filter on the joined row, not a phrase in the MATCH: a phrase of
     # the handle would be in every message of a big mailbox, and intersecting its
     # posting list costs O(mailbox) per query.
@@ -250,23 +200,12 @@ def parents(db: sqlite3.Connection, handle: str, ids: list[str]) -> dict[str, st
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    try:
-        rows = db.execute(
-            f"SELECT id, in_reply_to FROM mail_links WHERE handle=? AND id IN ({marks}) "
-            "AND in_reply_to IS NOT NULL",
-            (handle, *ids),
-        ).fetchall()
-    except sqlite3.OperationalError:
-        return {}
-    return dict(rows)
-
-
-def locate(db: sqlite3.Connection, mail_id: str) -> list[Link]:
-    """Where a message is (an id names one message)."""
     rows = db.execute(
-        "SELECT handle, id, sender, in_reply_to FROM mail_links WHERE id=?", (mail_id,)
+        f"SELECT id, in_reply_to FROM mail_links WHERE handle=? AND id IN ({marks}) "
+        "AND in_reply_to IS NOT NULL",
+        (handle, *ids),
     ).fetchall()
-    return msgspec.convert(rows, list[Link])
+    return dict(rows)
 
 
 def named(db: sqlite3.Connection, ref: str) -> list[str]:
@@ -274,26 +213,12 @@ def named(db: sqlite3.Connection, ref: str) -> list[str]:
     (a message sent from another node) names the copies received with that origin."""
     if "@" not in ref:
         return [ref]
-    try:
-        rows = db.execute(
-            "SELECT id FROM mail_origins WHERE origin=? ORDER BY id", (ref,)
-        ).fetchall()
-    except sqlite3.OperationalError:
-        return []  # an index made before origins were kept
+    rows = db.execute("SELECT id FROM mail_origins WHERE origin=? ORDER BY id", (ref,))
     return [r[0] for r in rows]
 
 
-def names(db: sqlite3.Connection, mail_id: str) -> list[str]:
-    """Every reference that may name the message `mail_id`: its id, and the origin of a
-    copy received from another node (what replies written on other nodes name)."""
-    try:
-        rows = db.execute("SELECT origin FROM mail_origins WHERE id=?", (mail_id,)).fetchall()
-    except sqlite3.OperationalError:
-        rows = []
-    return [mail_id, *dict.fromkeys(r[0] for r in rows)]
-
-
 def origin_of(db: sqlite3.Connection, mail_id: str) -> str | None:
-    """The identity on its node of a copy received from another node; None for mail
-    sent from this node."""
-    return next(iter(names(db, mail_id)[1:]), None)
+    """The identity on its node of a copy received from another node (what replies
+    written on other nodes name); None for mail sent from this node."""
+    row = db.execute("SELECT origin FROM mail_origins WHERE id=? LIMIT 1", (mail_id,))
+    return next((r[0] for r in row), None)

@@ -1,13 +1,10 @@
 """Spare files: empty files a worker thread makes ahead of need in BENCH_DIR/spare/, so
-that staging a message on the event loop opens a file instead of creating one.
-
-Why: allocating an inode costs 30 us on a quiet ext4 without a journal, but 300-600 us
-of kernel time after many files were deleted nearby: a third of the daemon's CPU per
-send, on the loop. The worker (`run`, held by the daemon's nursery) pays it on the
-other core. Spares are neither journaled nor flushed (an empty file nobody was answered
-about; docs/durability.md), and each start removes what the last run left before it
-hands any out. Another process of the same user may swap a spare for something else,
-so `take` checks what it opened (`_open_spare`); a send without a spare makes its own.
+that staging a message on the event loop opens a file instead of creating one: an inode
+costs 30 us on a quiet ext4, but 300-600 us of kernel time after many files were deleted
+nearby, a third of the daemon's CPU per send. Neither journaled nor flushed (an empty
+file nobody was answered about); each start removes what the last run left. Another
+process of the same user may swap a spare for something else, so `take` checks what it
+opened (`_open_spare`); a send without a spare makes its own.
 """
 
 import os
@@ -44,9 +41,8 @@ class Spares:
         return None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Keep up to `size` spares ready, for as long as the daemon's nursery holds this
-        task. A spare dir that cannot be used (not a real directory) leaves the sends
-        making their own files."""
+        """Keep up to `size` spares ready (none when the spare dir is not a real
+        directory: the sends make their own files)."""
         task_status.started()
         if not await trio.to_thread.run_sync(self._clear):
             return
@@ -101,7 +97,7 @@ class Spares:
 
 def _open_spare(path: str) -> int | None:
     """The spare at `path` opened for writing, if it is still the empty private file the
-    worker made (see the module doc); else None."""
+    worker made; else None."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:

@@ -1,12 +1,8 @@
 """The state directory: refuse what is unsafe before the daemon writes anything in it
 (docs/files.md, "The state directory is checked before it is used"), take it for one
-daemon, and keep the few files the daemon keeps about itself there (`Damage`,
-`hold_room`).
-
-The checks are os/stat calls only, so `bench up` runs the same ones before it writes
-benchd.out (`main`). One daemon per directory: an flock on `benchd.lock`, opened without
-following a link and released by the kernel however the daemon exits. Each refusal is
-one line on stderr and an exit code (2: unusable, 1: already served).
+daemon (an flock on `benchd.lock`, released by the kernel however the daemon exits), and
+keep the few files the daemon keeps about itself there (`Damage`, `hold_room`). The
+checks are os/stat calls only, so `bench up` runs the same ones first (`main`).
 """
 
 import errno
@@ -22,7 +18,7 @@ from bench_wire import messages as m
 from bench_wire.client import resolve_dir, socket_path
 from bench_wire.errors import WireError
 from benchd.core.names import Log
-from benchd.store.fileio import free_bytes, write_all
+from benchd.store.fileio import write_all
 from benchd.store.journal import REPLAY_TMP, SEGMENTS
 
 DAMAGE_REPORT = "journal.damage"  # the journal damage found at starts, until acknowledged
@@ -170,10 +166,10 @@ def _check_file(path: str, uid: int) -> None:
 # ---------------------------------------------------------------- no-follow opens
 
 
-def open_regular(path: str, flags: int = os.O_RDONLY) -> int:
-    """An fd for `path` only if it is a regular file: never follows a final symlink and
-    never blocks on a FIFO (OSError otherwise: ELOOP, or EINVAL for a non-regular file)."""
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def read_regular(path: str) -> bytes:
+    """The contents of `path` only if it is a regular file: never follows a final symlink
+    and never blocks on a FIFO (OSError otherwise: ELOOP, or EINVAL for a non-regular file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(22, "not a regular file", path)
@@ -181,12 +177,6 @@ def open_regular(path: str, flags: int = os.O_RDONLY) -> int:
     except BaseException:
         os.close(fd)
         raise
-    return fd
-
-
-def read_regular(path: str) -> bytes:
-    """The contents of a regular file, refusing links, FIFOs, sockets and directories."""
-    fd = open_regular(path)
     with os.fdopen(fd, "rb") as f:
         return f.read()
 
@@ -200,9 +190,8 @@ def is_real_dir(path: str) -> bool:
 
 
 class Damage:
-    """The journal damage not yet acknowledged, kept in BENCH_DIR/journal.damage (one JSON
-    object per line): what earlier starts found (`Damage.load`), then this start's, kept
-    once logged; `bench status` shows it until `bench status --ack`."""
+    """The journal damage not yet acknowledged (docs/durability.md, "The journal"): one
+    JSON object per line of BENCH_DIR/journal.damage."""
 
     def __init__(self, bench_dir: str, log: Log, found: list[m.JournalDamaged]) -> None:
         self.path = os.path.join(bench_dir, DAMAGE_REPORT)
@@ -211,7 +200,7 @@ class Damage:
 
     @classmethod
     def load(cls, bench_dir: str, log: Log) -> "Damage":
-        """The reports earlier starts kept (a torn or unreadable line is skipped: the
+        """The reports earlier starts kept (a line that does not read is skipped: the
         event log has it too)."""
         found: list[m.JournalDamaged] = []
         try:
@@ -229,8 +218,8 @@ class Damage:
         return cls(bench_dir, log, found)
 
     def keep(self, events: list[m.Event]) -> None:
-        """This start's journal/damaged events, logged (their seqs set): appended durably
-        (if the disk refuses, the event log and benchd.log still have them)."""
+        """This start's journal/damaged events, once logged: appended durably (if the disk
+        refuses, the event log and benchd.log still have them)."""
         found = [e for e in events if isinstance(e, m.JournalDamaged)]
         if not found:
             return
@@ -246,8 +235,7 @@ class Damage:
         self.found += found
 
     def ack(self) -> int:
-        """journal/ack: the reports are removed from disk (and so no longer shown); how
-        many there were."""
+        """journal/ack: the reports are removed; how many there were."""
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -259,9 +247,8 @@ class Damage:
         return n
 
 
-# disk.reserve: a start after mail filled the disk still needs some room (SQLite's -wal
-# and -shm, the first events), so the daemon holds this file while it runs and removes
-# it first thing at start (docs/durability.md, "Room for the next start").
+# disk.reserve: room for a start after mail filled the disk (docs/durability.md, "Room for
+# the next start").
 DISK_RESERVE = 64 << 20  # free bytes the journal never takes to preallocate its segments
 ROOM_BYTES = 256 << 10  # never more than DISK_RESERVE
 
@@ -312,10 +299,6 @@ def hold_room(bench_dir: str, reserve: int, log: Log) -> None:
         log.warning("less room held for the next start", held=held, wanted=want)
 
 
-def disk_health(bench_dir: str, full: bool, reserve: int) -> m.DiskHealth:
-    return m.DiskHealth(free=free_bytes(bench_dir), full=full, reserve=reserve)
-
-
 def take_state_dir(wanted: str | None) -> str | int:
     """The state directory, checked and locked; or the exit code after saying why."""
     bench_dir = None
@@ -349,8 +332,7 @@ def take_state_dir(wanted: str | None) -> str | int:
 
 
 def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
-    """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None.
-    The daemon's start and `bench up`'s check (`main`, below) both ask it."""
+    """Why `bench_dir` cannot be used (made 0700 if it can), in one line; or None."""
     try:
         os.makedirs(bench_dir, mode=0o700, exist_ok=True)
         st = os.stat(bench_dir)
@@ -365,9 +347,9 @@ def directory_problem(bench_dir: str, shown: str | None = None) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m benchd.store.statedir DIR`: make BENCH_DIR and check it as the daemon
-    will, for `bench up` before it writes there (a separate process: the clients import
-    nothing of benchd). Exit 0, or 2 with the reason in one line on stderr."""
+    """`python -m benchd.store.statedir DIR`: BENCH_DIR made and checked as the daemon
+    will, for `bench up` (the clients import nothing of benchd). Exit 0, or 2 with the
+    reason in one line on stderr."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m benchd.store.statedir BENCH_DIR", file=sys.stderr)

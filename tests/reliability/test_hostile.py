@@ -793,15 +793,16 @@ def test_invalid_utf8_on_stdin_is_reported_with_its_offset(shared, who):
 
 
 def test_admission_pure_bookkeeping():
-    from benchd.core.authority import OPERATOR_PEER, Admission
+    from benchd.core.authority import Admission
+    from benchd.core.names import OPERATOR
 
     a = Admission(total=6, per_session=2, per_operator=5, reserve=2)
     assert [a.admit("s1") for _ in range(3)][2] is not None  # per session
     assert a.admit("s2") is None and a.admit("s2") is None
     assert "kept for the operator" in str(a.admit("s3"))  # sessions hold 4 = 6 - 2
-    assert a.admit(OPERATOR_PEER) is None and a.admit(OPERATOR_PEER) is None
-    assert "limit of 6" in str(a.admit(OPERATOR_PEER))
+    assert a.admit(OPERATOR) is None and a.admit(OPERATOR) is None
+    assert "limit of 6" in str(a.admit(OPERATOR))
     a.release("s1")
-    assert a.admit(OPERATOR_PEER) is None
+    assert a.admit(OPERATOR) is None
     a.release("s2")
     assert a.admit("s3") is None

@@ -47,14 +47,6 @@ def test_rate_is_a_sliding_hour_not_freed_by_settling():
     assert refused(q, now=WINDOW_S + 0.5) is None  # the first spawn has left the window
 
 
-def test_forget_drops_a_parents_rate_window():
-    q = Quota(DelegationLimits(children=10, depth=3, per_hour=1))
-    q.started("p", "c1", 0.0)
-    assert refused(q, now=1.0) is not None
-    q.forget("p")
-    assert refused(q, now=1.0) is None
-
-
 def test_derived_handle_is_the_first_fresh_number():
     taken = {"alice.1", "alice.2"}
     assert derived_handle("alice", taken.__contains__) == "alice.3"

@@ -244,15 +244,15 @@ def test_the_struct_renders_the_bytes_the_dict_renders():
         },
     )
     assert render(FULL, b"x") == render(full, b"x")
-    assert FULL.to_dict() == full
-    assert bare.to_dict() == META  # no empty reply-to, no None
+    assert parse(render(FULL, b""))[0] == full
+    assert parse(render(bare, b""))[0] == META  # no empty reply-to, no None
 
 
 def test_read_gives_the_struct_back():
     for fm in (FULL, frontmatter.FrontMatter.of(META)):
         data = render(fm, b"body\n---\n")
         assert frontmatter.read(data) == (fm, b"body\n---\n")
-        assert parse(data) == (fm.to_dict(), b"body\n---\n")
+        assert render(parse(data)[0], b"body\n---\n") == data
 
 
 def test_a_file_without_a_subject_reads_with_an_empty_one():
@@ -292,5 +292,5 @@ def test_struct_and_dict_render_alike(subject, body, reply_to, origin):
         dict(META, subject=subject, **{"reply-to": reply_to, "origin": origin})
     )
     data = render(fm, body)
-    assert data == render(fm.to_dict(), body)
+    assert data == render(parse(data)[0], body)
     assert frontmatter.read(data) == (fm, body)

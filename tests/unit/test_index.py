@@ -422,7 +422,7 @@ def test_a_rebuilt_index_that_fails_again_moves_to_memory(tmp_path):
 
 
 def test_pending_changes_are_typed_values_in_order(tmp_path):
-    from benchd.store.indexdb import Insert, MailRow, Remove, SetColumns, SetState
+    from benchd.store.index import Insert, MailRow, Remove, SetColumns, SetState
 
     i = Index(str(tmp_path / "index.sqlite"), now=still)
     fill(i, "bob", 1)  # flushed (a bare Index has no `commit_each`)

@@ -48,18 +48,10 @@ JOB = Job(session="s-1", handle="child", key="task-1", sender="operator", reply_
         (Outcome.INTERRUPTED, "interrupted"),
         (Outcome.CANCELLED, None),
         (Outcome.ABANDONED, None),
-        ("outcome_unknown", "interrupted"),  # an earlier version's word
     ],
 )
 def test_reply_outcome_says_the_jobs_own_word(outcome, said):
     assert reply_outcome(outcome) == said
-
-
-@pytest.mark.parametrize("bad", ["done", "", "COMPLETED"])
-def test_an_unknown_outcome_is_refused(bad):
-    with pytest.raises(WireError) as exc:
-        reply_outcome(bad)
-    assert exc.value.code == "bad-outcome"
 
 
 def test_reply_body_exact_text_with_details():
@@ -70,9 +62,6 @@ def test_reply_body_exact_text_with_details():
         "---\noutcome: completed\nagentId: child\nsessionId: s-1\nended: exited\n"
         "exitCode: 0\n---\n\nFixed it."
     )
-    with pytest.raises(WireError) as exc:
-        reply_body(Outcome.CANCELLED, "child", "s-1", "x")
-    assert exc.value.code == "bad-outcome"
     with pytest.raises(WireError) as exc:
         reply_body(Outcome.FAILED, "child", "s-1", "x", {"outcome": "completed"})
     assert exc.value.code == "bad-content"

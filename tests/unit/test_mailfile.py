@@ -23,7 +23,7 @@ def test_read_gives_the_front_matter_typed_and_whole():
     meta, body = mailfile.read("/m/x.md", data)
     assert isinstance(meta, FrontMatter) and body == b"body"
     assert (meta.sender, meta.in_reply_to, meta.reply_to) == ("operator", META["in-reply-to"], ())
-    assert meta.to_dict() == META
+    assert meta == FrontMatter.of(META)
 
 
 def test_a_field_that_is_not_a_string_is_a_bad_mail_file():

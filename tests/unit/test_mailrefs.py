@@ -4,7 +4,8 @@ the origins of received copies, also after the index is rebuilt from the files."
 import pytest
 
 from bench_wire.errors import WireError
-from benchd.core import frontmatter, mailrefs
+from benchd.core import frontmatter
+from benchd.core import names as refs
 from benchd.core.frontmatter import FrontMatter
 from benchd.store import queries, search
 from benchd.store.index import UNREAD, Index
@@ -16,27 +17,27 @@ B = "20261130T045612.000Z-0002"
 
 
 def test_references_are_split_and_checked():
-    assert mailrefs.split_ref(A) == (A, None)
-    assert mailrefs.split_ref(f"{A}@node2") == (A, "node2")
-    assert mailrefs.check_ref(f"{A}@node2") == f"{A}@node2"
+    assert refs.split_ref(A) == (A, None)
+    assert refs.split_ref(f"{A}@node2") == (A, "node2")
+    assert refs.check_ref(f"{A}@node2") == f"{A}@node2"
     for bad in ("", "x", f"{A}@", f"{A}@Node2", f"{A}@a@b", f"@{A}", "../etc", None, 7):
         with pytest.raises(WireError) as e:
-            mailrefs.split_ref(bad)
+            refs.split_ref(bad)
         assert e.value.code == "bad-id" and repr(bad) in e.value.message
 
 
 def test_a_reference_is_bare_on_its_own_node_and_full_between_nodes():
-    assert mailrefs.local(f"{A}@node1", "node1") == A
-    assert mailrefs.local(f"{A}@node2", "node1") == f"{A}@node2"
-    assert mailrefs.local(A, "node1") == A
-    assert mailrefs.full(A, "node1") == f"{A}@node1"
-    assert mailrefs.full(f"{A}@node2", "node1") == f"{A}@node2"
+    assert refs.local_ref(f"{A}@node1", "node1") == A
+    assert refs.local_ref(f"{A}@node2", "node1") == f"{A}@node2"
+    assert refs.local_ref(A, "node1") == A
+    assert refs.full_ref(A, "node1") == f"{A}@node1"
+    assert refs.full_ref(f"{A}@node2", "node1") == f"{A}@node2"
     # Received on node1 from node2: bare names node2's message; node1's own comes back bare.
-    assert mailrefs.received(A, "node2", "node1") == f"{A}@node2"
-    assert mailrefs.received(f"{A}@node1", "node2", "node1") == A
-    assert mailrefs.received(f"{A}@node3", "node2", "node1") == f"{A}@node3"
-    assert mailrefs.identity(A, None, "node1") == f"{A}@node1"
-    assert mailrefs.identity(B, f"{A}@node2", "node1") == f"{A}@node2"
+    assert refs.received_ref(A, "node2", "node1") == f"{A}@node2"
+    assert refs.received_ref(f"{A}@node1", "node2", "node1") == A
+    assert refs.received_ref(f"{A}@node3", "node2", "node1") == f"{A}@node3"
+    assert refs.identity(A, None, "node1") == f"{A}@node1"
+    assert refs.identity(B, f"{A}@node2", "node1") == f"{A}@node2"
 
 
 def _write(root, handle: str, meta: dict, body: bytes = b"x") -> None:
@@ -83,13 +84,15 @@ def test_a_thread_joins_copies_through_their_origins_after_a_rebuild(tmp_path):
     assert [link.mail_id for link in queries.thread(index.w, reply).links] == [reply, answer]
 
 
-def test_an_index_without_the_origins_table_still_answers(tmp_path):
+def test_an_index_from_before_the_origins_table_still_answers(tmp_path):
     index = Index(str(tmp_path / "index.sqlite"), now=still)
     index.add("bob", A, UNREAD, "operator", "", "d", 1, "k")
     meta = FrontMatter(id=A, sender="operator", to="bob", date="d", key="k")
-    index.add_text("bob", A, "operator", "", b"x", meta)
+    index.add_text("bob", A, meta, b"x")
     assert index.flush()
     index.w.execute("DROP TABLE mail_origins")
+    index.close()
+    index = Index(index.path, now=still)  # opening it makes the table
     assert search.named(index.w, f"{A}@node2") == []
-    assert search.names(index.w, A) == [A]
+    assert search.origin_of(index.w, A) is None
     assert [link.mail_id for link in queries.thread(index.w, A).links] == [A]

@@ -28,7 +28,7 @@ def send(i: Index, n: int, to: str, sender: str, parent: int | None = None) -> s
         in_reply_to=None if parent is None else mid(parent),
     )
     i.add(to, mid(n), UNREAD, sender, meta.subject, meta.date, 4, meta.key)
-    i.add_text(to, mid(n), sender, meta.subject, "body", meta)
+    i.add_text(to, mid(n), meta, "body")
     return mid(n)
 
 

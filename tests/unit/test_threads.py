@@ -87,32 +87,6 @@ def test_a_reply_indexed_before_its_parent_joins_the_thread(db):
     assert db.execute("SELECT depth FROM mail_links WHERE id=?", (mid(4),)).fetchone() == (3,)
 
 
-def test_links_from_before_roots_are_given_their_roots(tmp_path):
-    conn = sqlite3.connect(str(tmp_path / "old.sqlite"), isolation_level=None)
-    conn.execute(
-        "CREATE TABLE mail_links(rowid INTEGER PRIMARY KEY, handle TEXT NOT NULL, "
-        "id TEXT NOT NULL, sender TEXT NOT NULL, in_reply_to TEXT)"
-    )
-    rows = [(mid(k), mid(k - 1) if k else None) for k in range(300)]
-    rows += [(mid(900), mid(899)), (mid(901), mid(902)), (mid(902), mid(901))]  # lost, loop
-    conn.execute("BEGIN")
-    conn.executemany(
-        "INSERT INTO mail_links(handle, id, sender, in_reply_to) VALUES ('bob', ?, 'al', ?)",
-        reversed(rows),
-    )
-    search.create(conn)
-    assert search.fill_roots(conn) == len(rows)
-    conn.execute("COMMIT")
-    depth = dict(conn.execute("SELECT id, depth FROM mail_links"))
-    roots = dict(conn.execute("SELECT id, root FROM mail_links"))
-    assert depth[mid(299)] == 299 and roots[mid(299)] == mid(0)
-    assert roots[mid(900)] == mid(900) and depth[mid(900)] == 0  # its parent is unknown
-    assert roots[mid(901)] == roots[mid(902)]  # a loop is one thread
-    part = queries.thread(conn, mid(150), cap=400)
-    assert len(part.links) == 300 and not part.cut
-    conn.close()
-
-
 def test_replies_indexed_before_their_parent_join_its_thread(db):
     # Reconcile meets files in any order, and mail from another node may come first: a
     # reply indexed before its parent is the root of its own thread until the parent

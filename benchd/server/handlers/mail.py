@@ -3,7 +3,7 @@
 (mail/sent-list, mail/status, mail/wait, and job/wait, which waits on a job's reply).
 Who sees what is docs/protocol.md's table; none of search, thread and reply retires
 anything. A message may be named by its id here or by its identity across nodes
-(`<id>@<node>`, benchd.core.mailrefs).
+(`<id>@<node>`, benchd.core.names).
 """
 
 import calendar
@@ -17,10 +17,10 @@ from bench_wire import messages as m
 from bench_wire.addresses import resolve, split_address
 from bench_wire.config import seconds_text
 from bench_wire.errors import WireError
-from benchd.core import delivery, mailrefs
+from benchd.core import delivery
 from benchd.core.authority import Caller
 from benchd.core.jobs import JobRecord
-from benchd.core.names import check_handle, check_mail_id, format_ms, id_ms, is_handle
+from benchd.core.names import check_handle, check_mail_id, format_ms, id_ms, identity, is_handle
 from benchd.runtime.mailroom import LIST_DEFAULT, LIST_MAX, SUBJECT_CHARS
 from benchd.runtime.nodes import OUTBOUND
 from benchd.server.connection import Connection
@@ -192,7 +192,7 @@ async def mail_thread(svc: Services, conn: Connection, caller: Caller, req: m.Ma
                 body=stored.body,
                 in_reply_to=link.in_reply_to,
                 to=meta.to,  # the address, for mail queued for another node
-                origin=mailrefs.identity(link.mail_id, meta.origin, svc.mail.node),
+                origin=identity(link.mail_id, meta.origin, svc.mail.node),
             )
         )
     left_out = None
