@@ -52,6 +52,15 @@ def start_pi(daemon, tmp: Path, name: str, extra: tuple = ()):
         lambda e: e["session"] == s["session"] and e["state"] == "idle",
         timeout=60,
     )
+    # pi's extension says idle as its session starts, which on a loaded machine can be
+    # before its editor reads the terminal: a line typed then keeps its text and loses
+    # its Enter. The tests that type wait for the editor's status line too (a wake
+    # needs not: its Enter is checked and retried).
+    daemon.wait_until(
+        lambda: spec.ready_re.search(daemon.bench("tail", name, "--screen").out),
+        60,
+        "pi's status line",
+    )
     return server, s, inputs
 
 
