@@ -270,6 +270,11 @@ def test_bridge_refuses_a_clear_text_url_to_another_host(daemon):
     assert r.rc == 2 and "[bad-tls]" in r.err and "Traceback" not in r.err
     r = daemon.bench("bridge", "--nats", "tls://127.0.0.1:4222", "--tls-ca", junk + ".missing")
     assert r.rc == 2 and "does not exist" in r.err
+    # A number that is not positive is refused naming its own flag, before any connection.
+    r = daemon.bench("bridge", "--nats", "nats://127.0.0.1:4222", "--ack-wait", "0")
+    assert r.rc == 2 and "--ack-wait: must be positive" in r.err, r
+    r = daemon.bench("nodes", "init", "--nats", "nats://127.0.0.1:4222", "--max-msg-size", "-1")
+    assert r.rc == 2 and "--max-msg-size: must be positive" in r.err, r
 
 
 def test_bridge_node_must_match_its_daemon(shared_pair):
