@@ -16,7 +16,10 @@ tests/support/leaks.py is told each forked daemon's test and command line. A `Be
 run through a wrapper (another user) or with BENCH_TEST_ZYGOTE=0 is exec'd as before.
 
 The server's side runs as `python -m tests.support.zygote`; it must stay single-threaded
-(it forks) and ends when its test worker does (parent-death signal) or closes it.
+(it forks) and ends when its test worker does (parent-death signal, which is per thread:
+the zygote is started by the worker's first `Benchd.start`, on its main thread) or
+closes it. Its daemons share its umask, rlimits and hash seed, as exec'd daemons of one
+worker would.
 """
 
 import atexit
@@ -29,6 +32,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 # Off unless the test run turns it on (tests/conftest.py; BENCH_TEST_ZYGOTE=0 keeps it
 # off there too): the tools that run daemons through Benchd (benchmarks, proofs) measure
@@ -52,19 +56,33 @@ class ForkedProcess:
         self.stdout = stdout
         self.stderr = stderr
         self.returncode: int | None = None
-        self._conn = conn
+        self._conn: socket.socket | None = conn
 
     def _collect(self, timeout: float | None) -> int | None:
         if self.returncode is not None:
             return self.returncode
-        if not select.select([self._conn], [], [], timeout)[0]:
-            return None
-        line = self._conn.recv(64)
-        # Nothing: the zygote itself ended (its worker is ending); the daemon lost its
-        # reaper, so it is reported as killed.
-        self.returncode = int(line) if line.strip() else -signal.SIGKILL
-        self._conn.close()
-        return self.returncode
+        if self._conn is not None:
+            if not select.select([self._conn], [], [], timeout)[0]:
+                return None
+            line = self._conn.recv(64)
+            self._conn.close()
+            self._conn = None
+            if line.strip():
+                self.returncode = int(line)
+                return self.returncode
+        # Nothing said: the zygote ended first (its worker is ending, or it failed). The
+        # daemon may still run, re-parented: watch its pid; its exit code is lost.
+        return self._watch(timeout)
+
+    def _watch(self, timeout: float | None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if not _alive(self.pid):
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
 
     def poll(self) -> int | None:
         return self._collect(0)
@@ -85,6 +103,15 @@ class ForkedProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie has ended: whoever adopted it may never reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 class _Zygote:
@@ -187,8 +214,11 @@ def _child(req: dict, fds: list[int]) -> None:
         from benchd.server import app
 
         code = app.main(req["argv"])
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
+    except SystemExit as e:  # as the interpreter ends on one
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001 - shown as an exec'd daemon's traceback would be
         import traceback
 
@@ -200,6 +230,33 @@ def _child(req: dict, fds: list[int]) -> None:
             except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
                 pass
         os._exit(code)
+
+
+def _fork_one(listener: socket.socket, waiting: dict[int, socket.socket]) -> None:
+    """Take one request and fork its daemon. A request that fails (its test went away,
+    a fork refused on a loaded machine) fails alone: the test sees its connection close
+    without a pid; the zygote goes on serving the others."""
+    try:
+        conn, _ = listener.accept()
+    except OSError:
+        return  # the test gave up meanwhile
+    fds: list[int] = []
+    try:
+        # SOCK_SEQPACKET: the request is one message, read whole with its fds.
+        msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        req = json.loads(msg)
+        if len(fds) != 3:
+            raise ValueError("a request carries stdin, stdout and stderr")
+        pid = os.fork()
+        if pid == 0:
+            _child(req, fds)
+        waiting[pid] = conn
+        conn.sendall(f"{pid}\n".encode())
+    except (OSError, ValueError):
+        conn.close()  # a forked daemon stays in `waiting`: it is still reaped
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _serve(path: str) -> None:
@@ -225,16 +282,7 @@ def _serve(path: str) -> None:
     while True:
         for key, _ in sel.select():
             if key.fileobj is listener:
-                conn, _ = listener.accept()
-                # SOCK_SEQPACKET: the request is one message, read whole with its fds.
-                msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-                pid = os.fork()
-                if pid == 0:
-                    _child(json.loads(msg), fds)
-                for fd in fds:
-                    os.close(fd)
-                conn.sendall(f"{pid}\n".encode())
-                waiting[pid] = conn
+                _fork_one(listener, waiting)
             else:
                 while True:
                     try:

@@ -39,3 +39,48 @@ def test_a_forked_daemon_runs_where_it_was_asked_and_dies_by_its_signal():
         zygote.ENABLED = was
         b.stop()
         shutil.rmtree(d)
+
+
+def test_a_daemon_whose_zygote_died_can_still_be_stopped():
+    """The zygote gone (its worker ending, or it failed), its daemon runs on re-parented:
+    the test still signals it by pid and sees it end."""
+    was, zygote.ENABLED = zygote.ENABLED, True
+    d = short_tmpdir()
+    b = Benchd(d + "/b", [])
+    try:
+        b.start()
+        assert zygote._zygote is not None
+        zygote._zygote.proc.kill()
+        zygote._zygote.proc.wait()
+        assert b.proc.poll() is None  # still running
+        assert b.call({"verb": "hello"})["ok"] is True
+        pid = b.proc.pid
+        b.stop()
+        assert not zygote._alive(pid)
+    finally:
+        zygote.ENABLED = was
+        b.stop()
+        zygote.close()
+        shutil.rmtree(d)
+
+
+def test_a_bad_request_fails_alone():
+    """A request that is not one (no fds, not JSON) is closed without a pid; the zygote
+    goes on forking the next test's daemon."""
+    import socket
+
+    d = short_tmpdir()
+    first = zygote.spawn(["--dir", d + "/a", "--idle-gate", "-1"], dict(os.environ), d)
+    assert first.wait(30) == 2
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+        s.connect(zygote._zygote.path)
+        s.sendall(b"not json")
+        assert s.recv(64) == b""
+    second = zygote.spawn(["--dir", d + "/b", "--idle-gate", "-1"], dict(os.environ), d)
+    try:
+        assert second.wait(30) == 2
+    finally:
+        for p in (first, second):
+            p.stdout.close()
+            p.stderr.close()
+        shutil.rmtree(d)
