@@ -88,15 +88,23 @@ def _ours() -> dict[int, tuple[str, str]]:
                 (e[len(_TEST) :].decode(errors="replace") for e in environ if e.startswith(_TEST)),
                 "no test (started outside one)",
             )
-            with open(f"/proc/{name}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue  # a zombie: already ended, its parent has not reaped it yet
+            if not alive(int(name)):
+                continue  # a zombie: already ended, its parent has not reaped it yet
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue  # gone meanwhile, or not ours to read
         found[int(name)] = _forked.get(int(name), (cmd, test))
     return found
+
+
+def alive(pid: int) -> bool:
+    """Whether pid runs: a zombie has ended (whoever adopted it may never reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
 
 
 def line(pid: int, cmd: str, test: str) -> str:

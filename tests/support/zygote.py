@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+from tests.support import leaks
+
 # Off unless the test run turns it on (tests/conftest.py; BENCH_TEST_ZYGOTE=0 keeps it
 # off there too): the tools that run daemons through Benchd (benchmarks, proofs) measure
 # and show exec'd ones.
@@ -77,7 +79,7 @@ class ForkedProcess:
     def _watch(self, timeout: float | None) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if not _alive(self.pid):
+            if not leaks.alive(self.pid):
                 self.returncode = -signal.SIGKILL
                 return self.returncode
             if deadline is not None and time.monotonic() >= deadline:
@@ -103,15 +105,6 @@ class ForkedProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    """Whether pid runs (a zombie has ended: whoever adopted it may never reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 class _Zygote:

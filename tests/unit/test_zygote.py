@@ -56,7 +56,7 @@ def test_a_daemon_whose_zygote_died_can_still_be_stopped():
         assert b.call({"verb": "hello"})["ok"] is True
         pid = b.proc.pid
         b.stop()
-        assert not zygote._alive(pid)
+        assert not leaks.alive(pid)
     finally:
         zygote.ENABLED = was
         b.stop()
